@@ -1,0 +1,93 @@
+//===- LoomDialect.cpp - Registration and attribute verification ----------===//
+
+#include "Loom/IR/LoomDialect.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+#include "Loom/IR/LoomDialect.cpp.inc"
+
+void LoomDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "Loom/IR/LoomOps.cpp.inc"
+      >();
+  registerAttributes();
+}
+
+/// Checks that a name attribute is a non-empty string.
+static LogicalResult verifyName(Operation *op, NamedAttribute attr) {
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitOpError() << "'" << attr.getName()
+                             << "' must be a non-empty string";
+  return success();
+}
+
+LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == attr::kInput || name == attr::kParam)
+    return verifyName(op, attr);
+  if (name == attr::kInit) {
+    if (!isa<InitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a #loom.init";
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (func && !func.getArgAttr(argIndex, attr::kParam))
+      return op->emitOpError() << "argument " << argIndex
+                               << " has an initializer but is not a param";
+    return success();
+  }
+  return op->emitOpError() << "unknown loom argument attribute '" << name
+                           << "'";
+}
+
+LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                       unsigned,
+                                                       NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == attr::kOutput || name == attr::kLoss)
+    return verifyName(op, attr);
+  return op->emitOpError() << "unknown loom result attribute '" << name << "'";
+}
+
+LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == attr::kPrecision) {
+    if (!isa<ModuleOp>(op) || !isa<PrecisionAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << name << "' must be a #loom.precision on a module";
+    return success();
+  }
+  if (name == attr::kAxes) {
+    auto grid = dyn_cast<shard::GridOp>(op);
+    auto axes = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!grid || !axes)
+      return op->emitOpError()
+             << "'" << name << "' must be an array of names on a shard.grid";
+    if ((int64_t)axes.size() != grid.getRank())
+      return op->emitOpError() << "names " << axes.size()
+                               << " axes for a grid of rank " << grid.getRank();
+    llvm::StringSet<> seen;
+    for (Attribute axis : axes) {
+      auto axisName = dyn_cast<StringAttr>(axis);
+      if (!axisName || !seen.insert(axisName.getValue()).second)
+        return op->emitOpError()
+               << "'" << name << "' must hold distinct axis names";
+    }
+    return success();
+  }
+  if (name == attr::kPipelineAxis) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be an axis name";
+    return success();
+  }
+  return op->emitOpError() << "unknown loom attribute '" << name << "'";
+}

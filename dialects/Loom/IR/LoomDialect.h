@@ -1,0 +1,31 @@
+//===- LoomDialect.h - The loom dialect and its attributes ----------------===//
+
+#ifndef LOOM_IR_LOOMDIALECT_H
+#define LOOM_IR_LOOMDIALECT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+
+#include "Loom/IR/LoomDialect.h.inc"
+#include "Loom/IR/LoomEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Loom/IR/LoomAttrs.h.inc"
+
+namespace mlir::loom {
+/// Names of the discardable attributes Loom puts on builtin and upstream ops.
+namespace attr {
+constexpr llvm::StringLiteral kInput = "loom.input";     // func arg: input name
+constexpr llvm::StringLiteral kParam = "loom.param";     // func arg: param name
+constexpr llvm::StringLiteral kInit = "loom.init";       // func arg: #loom.init
+constexpr llvm::StringLiteral kOutput = "loom.output";   // func result: name
+constexpr llvm::StringLiteral kLoss = "loom.loss";       // func result: name
+constexpr llvm::StringLiteral kPrecision = "loom.precision"; // module policy
+constexpr llvm::StringLiteral kAxes = "loom.axes";       // shard.grid axis names
+constexpr llvm::StringLiteral kPipelineAxis = "loom.pipeline_axis"; // func
+} // namespace attr
+} // namespace mlir::loom
+
+#endif // LOOM_IR_LOOMDIALECT_H

@@ -1,0 +1,238 @@
+//===- LoomOps.cpp - Verifiers and type inference of tensor ops -----------===//
+
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+/// The shapes of `values`, for rules that take several operands.
+static SmallVector<ArrayRef<int64_t>> shapesOf(TypeRange types) {
+  SmallVector<ArrayRef<int64_t>> shapes;
+  for (Type type : types)
+    shapes.push_back(cast<RankedTensorType>(type).getShape());
+  return shapes;
+}
+
+/// Wraps an optional location into the callback TypeRules expects.
+static auto errorAt(std::optional<Location> loc) {
+  return [loc]() { return loc ? emitError(*loc) : InFlightDiagnostic(); };
+}
+
+LogicalResult ConstantOp::verify() {
+  if (getType().getRank() != 0)
+    return emitOpError("must produce a rank-0 tensor");
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("changes the shape from ")
+           << formatShape(getInput().getType().getShape()) << " to "
+           << formatShape(getType().getShape());
+  return success();
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto lhs = dyn_cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = dyn_cast<RankedTensorType>(adaptor.getRhs().getType());
+  if (!lhs || !rhs)
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape =
+      matmulShape(lhs.getShape(), rhs.getShape(), errorAt(loc));
+  if (failed(shape))
+    return failure();
+  types.push_back(RankedTensorType::get(*shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult MatmulOp::verify() {
+  Type element = getLhs().getType().getElementType();
+  if (element != getRhs().getType().getElementType())
+    return emitOpError("operands differ in element type: ")
+           << element << " and " << getRhs().getType().getElementType();
+  if (getAccumulate().getIntOrFloatBitWidth() < element.getIntOrFloatBitWidth())
+    return emitOpError("accumulates in ")
+           << getAccumulate() << ", narrower than its operands' " << element;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return checkAxis(getAxis(), getType().getRank(),
+                   [&] { return emitOpError(); });
+}
+
+LogicalResult CausalMaskOp::verify() {
+  if (getType().getRank() < 2)
+    return emitOpError("needs a tensor of rank >= 2 (queries x keys)");
+  return success();
+}
+
+/// Checks that a normalization's scale or bias is `[D]` for input `[..., D]`.
+static LogicalResult verifyNormParam(Operation *op, Value input, Value param,
+                                     StringRef what) {
+  if (!param)
+    return success();
+  auto inputType = cast<RankedTensorType>(input.getType());
+  auto paramType = cast<RankedTensorType>(param.getType());
+  if (inputType.getRank() == 0)
+    return op->emitOpError("cannot normalize a scalar");
+  if (paramType.getShape() != ArrayRef<int64_t>{inputType.getShape().back()})
+    return op->emitOpError() << what << " must have shape ["
+                             << inputType.getShape().back() << "], got "
+                             << formatShape(paramType.getShape());
+  return success();
+}
+
+/// The result of a normalization is the input's shape in the widest of the
+/// input and parameter types (an f32 scale on bf16 activations gives f32).
+static LogicalResult verifyNormResult(Operation *op, ValueRange operands) {
+  auto input = cast<RankedTensorType>(operands.front().getType());
+  Type element = input.getElementType();
+  for (Value operand : operands.drop_front()) {
+    FailureOr<Type> promoted = promoteElementTypes(
+        element, cast<RankedTensorType>(operand.getType()).getElementType(),
+        [&] { return op->emitOpError(); });
+    if (failed(promoted))
+      return failure();
+    element = *promoted;
+  }
+  if (op->getResult(0).getType() != input.clone(element))
+    return op->emitOpError("must produce ") << input.clone(element);
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyNormParam(*this, getInput(), getScale(), "scale")) ||
+      failed(verifyNormParam(*this, getInput(), getBias(), "bias")))
+    return failure();
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError("epsilon must be positive");
+  return verifyNormResult(*this, getOperands());
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (failed(verifyNormParam(*this, getInput(), getScale(), "scale")))
+    return failure();
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError("epsilon must be positive");
+  return verifyNormResult(*this, getOperands());
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto table = dyn_cast<RankedTensorType>(adaptor.getTable().getType());
+  auto ids = dyn_cast<RankedTensorType>(adaptor.getIds().getType());
+  if (!table || !ids)
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape =
+      embeddingShape(table.getShape(), ids.getShape(), errorAt(loc));
+  if (failed(shape))
+    return failure();
+  types.push_back(RankedTensorType::get(*shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult ArangeOp::verify() {
+  if (getType().getRank() != 1)
+    return emitOpError("must produce a rank-1 tensor");
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto input = dyn_cast<RankedTensorType>(adaptor.getInput().getType());
+  if (!input)
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape = transposeShape(
+      input.getShape(), adaptor.getPermutation(), errorAt(loc));
+  if (failed(shape))
+    return failure();
+  types.push_back(input.clone(*shape));
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("changes the element type");
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError("changes the number of elements from ")
+           << input.getNumElements() << " to " << result.getNumElements();
+  return success();
+}
+
+LogicalResult SplitOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (failed(checkAxis(getAxis(), input.getRank(),
+                       [&] { return emitOpError(); })))
+    return failure();
+  if (getResults().empty())
+    return emitOpError("must produce at least one piece");
+  SmallVector<ArrayRef<int64_t>> shapes = shapesOf(getResultTypes());
+  FailureOr<SmallVector<int64_t>> joined =
+      concatShape(shapes, getAxis(), [&] { return emitOpError(); });
+  if (failed(joined))
+    return failure();
+  if (ArrayRef<int64_t>(*joined) != input.getShape())
+    return emitOpError("pieces ") << "do not add up to "
+                                  << formatShape(input.getShape());
+  for (Type type : getResultTypes())
+    if (cast<RankedTensorType>(type).getElementType() != input.getElementType())
+      return emitOpError("changes the element type");
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  TypeRange inputTypes = adaptor.getInputs().getTypes();
+  if (inputTypes.empty()) {
+    errorAt(loc)() << "concat needs at least one tensor";
+    return failure();
+  }
+  Type element = cast<RankedTensorType>(inputTypes.front()).getElementType();
+  for (Type type : inputTypes) {
+    if (cast<RankedTensorType>(type).getElementType() != element) {
+      errorAt(loc)() << "dtype conflict: concat of different element types";
+      return failure();
+    }
+  }
+  FailureOr<SmallVector<int64_t>> shape =
+      concatShape(shapesOf(inputTypes), adaptor.getAxis(), errorAt(loc));
+  if (failed(shape))
+    return failure();
+  types.push_back(RankedTensorType::get(*shape, element));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  ArrayRef<int64_t> logits = getLogits().getType().getShape();
+  ArrayRef<int64_t> labels = getLabels().getType().getShape();
+  if (logits.empty() || logits.drop_back() != labels)
+    return emitOpError("labels ")
+           << formatShape(labels) << " must be the logits' shape "
+           << formatShape(logits) << " without its last (class) dimension";
+  return success();
+}
+
+LogicalResult MseOp::verify() {
+  if (getPrediction().getType().getShape() != getTarget().getType().getShape())
+    return emitOpError("compares tensors of different shapes ")
+           << formatShape(getPrediction().getType().getShape()) << " and "
+           << formatShape(getTarget().getType().getShape());
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "Loom/IR/LoomOps.cpp.inc"

@@ -1,0 +1,150 @@
+//===- LoomStructureOps.cpp - Verifiers of stage, moe and train ops -------===//
+
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+/// Checks that the body's yield produces exactly `expected`.
+static LogicalResult verifyYield(Operation *op, Region &body,
+                                 TypeRange expected) {
+  auto yield = dyn_cast<YieldOp>(body.front().getTerminator());
+  if (!yield)
+    return op->emitOpError("body must end with loom.yield");
+  if (yield.getValues().getTypes() != expected)
+    return op->emitOpError("body yields ")
+           << yield.getValues().getTypes() << " but the op produces "
+           << expected;
+  return success();
+}
+
+LogicalResult StageOp::verify() {
+  if ((int64_t)getStage() < 0)
+    return emitOpError("stage number must be non-negative, got ")
+           << (int64_t)getStage();
+  if (getBody().front().getNumArguments() != 0)
+    return emitOpError("body takes no arguments");
+  return verifyYield(*this, getBody(), getResultTypes());
+}
+
+int64_t MoeOp::computeCapacity(int64_t tokens, int64_t experts, int64_t topK,
+                               double capacityFactor) {
+  double perExpert = double(topK) * double(tokens) * capacityFactor / experts;
+  return std::max<int64_t>(1, (int64_t)std::ceil(perExpert));
+}
+
+LogicalResult MoeOp::verify() {
+  int64_t experts = getExperts(), topK = getTopK(), capacity = getCapacity();
+  if (experts < 1)
+    return emitOpError("needs at least one expert, got ") << experts;
+  if (topK < 1 || topK > experts)
+    return emitOpError("top_k must be in [1, ") << experts << "], got " << topK;
+  if (!(getCapacityFactor().convertToDouble() > 0))
+    return emitOpError("capacity_factor must be positive");
+  if (getAxis().empty())
+    return emitOpError("needs the expert mesh axis");
+
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() < 1)
+    return emitOpError("input must have a feature dimension");
+  int64_t model = input.getShape().back();
+  if (model < 1)
+    return emitOpError("input features must be non-empty");
+  if (getRouter().getType().getShape() != ArrayRef<int64_t>{model, experts})
+    return emitOpError("router must have shape [")
+           << model << ", " << experts << "], got "
+           << formatShape(getRouter().getType().getShape());
+  int64_t tokens = input.getNumElements() / model;
+  if (capacity != computeCapacity(tokens, experts, topK,
+                                       getCapacityFactor().convertToDouble()))
+    return emitOpError("capacity ") << capacity
+                                    << " does not follow from the routing "
+                                       "parameters";
+
+  // The body sees one expert: a token tile and its slice of each param.
+  Block &body = getBody().front();
+  if (body.getNumArguments() != 1 + getExpertParams().size())
+    return emitOpError("body must take the token tile and one argument per "
+                       "expert parameter");
+  auto tile = dyn_cast<RankedTensorType>(body.getArgument(0).getType());
+  if (!tile || tile.getShape() != ArrayRef<int64_t>{capacity, model})
+    return emitOpError("token tile must be tensor<")
+           << capacity << "x" << model << "x...>";
+  for (auto [param, arg] :
+       llvm::zip(getExpertParams(), body.getArguments().drop_front())) {
+    auto paramType = cast<RankedTensorType>(param.getType());
+    if (paramType.getRank() < 1 || paramType.getShape().front() != experts ||
+        arg.getType() != paramType.clone(paramType.getShape().drop_front()))
+      return emitOpError("expert parameter ")
+             << paramType << " must be [experts, ...] with the body taking "
+             << "one expert's slice";
+  }
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield || yield.getValues().size() != 1)
+    return emitOpError("body must yield one token tile");
+  auto out = dyn_cast<RankedTensorType>(yield.getValues()[0].getType());
+  if (!out || out.getRank() != 2 || out.getShape()[0] != capacity)
+    return emitOpError("body must yield a [capacity, features] tile");
+  SmallVector<int64_t> resultShape(input.getShape().drop_back());
+  resultShape.push_back(out.getShape()[1]);
+  if (getType() != RankedTensorType::get(resultShape, out.getElementType()))
+    return emitOpError("result must be ")
+           << RankedTensorType::get(resultShape, out.getElementType());
+  return success();
+}
+
+/// Hyperparameters each optimizer understands.
+static ArrayRef<StringRef> optimizerHyperparameters(StringRef optimizer) {
+  static const StringRef sgd[] = {"lr", "momentum", "weight_decay"};
+  static const StringRef adam[] = {"lr", "beta1", "beta2", "eps",
+                                   "weight_decay"};
+  if (optimizer == "sgd")
+    return sgd;
+  if (optimizer == "adam" || optimizer == "adamw")
+    return adam;
+  return {};
+}
+
+LogicalResult TrainOp::verify() {
+  ArrayRef<StringRef> known = optimizerHyperparameters(getOptimizer());
+  if (known.empty())
+    return emitOpError("unknown optimizer '")
+           << getOptimizer() << "' (expected sgd, adam or adamw)";
+  for (NamedAttribute hyper : getHyperparameters()) {
+    if (!llvm::is_contained(known, hyper.getName().getValue()))
+      return emitOpError("optimizer '") << getOptimizer()
+                                        << "' has no hyperparameter '"
+                                        << hyper.getName().getValue() << "'";
+    if (!isa<FloatAttr>(hyper.getValue()))
+      return emitOpError("hyperparameter '")
+             << hyper.getName().getValue() << "' must be a number";
+  }
+  if (getMicrobatches() < 1)
+    return emitOpError("needs at least one microbatch");
+  if (getSteps() < 1)
+    return emitOpError("needs at least one step");
+  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved"}, getSchedule()))
+    return emitOpError("unknown pipeline schedule '") << getSchedule() << "'";
+  StringRef scaling = getLossScale();
+  if (!llvm::is_contained({"none", "static", "dynamic"}, scaling))
+    return emitOpError("unknown loss scaling '") << scaling << "'";
+  if ((scaling == "static") != getInitialScale().has_value())
+    return emitOpError("initial_scale goes with static loss scaling, only");
+  return success();
+}
+
+LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto model =
+      symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getModelAttr());
+  if (!model)
+    return emitOpError("refers to an unknown model ") << getModelAttr();
+  for (unsigned i = 0, e = model.getNumResults(); i < e; ++i)
+    if (model.getResultAttr(i, attr::kLoss))
+      return success();
+  return emitOpError("model ") << getModelAttr() << " has no loom.loss result";
+}

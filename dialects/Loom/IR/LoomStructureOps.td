@@ -1,0 +1,106 @@
+//===- LoomStructureOps.td - Pipeline stages, MoE blocks, training -------===//
+
+#ifndef LOOM_STRUCTURE_OPS_TD
+#define LOOM_STRUCTURE_OPS_TD
+
+def Loom_StageOp : Loom_Op<"stage", [SingleBlock]> {
+  let summary = "The ops of one pipeline stage";
+  let description = [{
+    The region's ops run on the ranks of pipeline stage `stage` (a
+    coordinate of the pipeline mesh axis). Values it yields flow to later
+    stages; the partitioner turns those edges into send/recv pairs.
+
+    ```mlir
+    %h = loom.stage 0 -> tensor<8x16x64xf32> {
+      %y = loom.gelu %x : tensor<8x16x64xf32>
+      loom.yield %y : tensor<8x16x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$stage);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "$stage (`->` type($results)^)? attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def Loom_MoeOp : Loom_Op<"moe", [IsolatedFromAbove, SingleBlock]> {
+  let summary = "A mixture-of-experts block with top-k routing";
+  let description = [{
+    Each token of `input[..., D]` is routed by `softmax(input @ router)` to
+    its `top_k` best experts (at most `capacity` tokens per expert,
+    `capacity = ceil(top_k * tokens * capacity_factor / experts)`); the
+    outputs are combined weighted by the router probabilities. The body is
+    one expert: its first argument is the `[capacity, D]` token tile, the
+    others are that expert's slices of `expert_params`, whose leading
+    dimension is the expert index (split over the mesh axis `axis`).
+
+    ```mlir
+    %y = loom.moe %x router %r params(%w) {axis = "ep", capacity = 8 : i64,
+                   capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+        : (tensor<16x32xf32>, tensor<32x4xf32>, tensor<4x32x32xf32>) -> tensor<16x32xf32> {
+    ^bb0(%t: tensor<8x32xf32>, %we: tensor<32x32xf32>):
+      %o = loom.matmul %t, %we accumulate f32
+          : (tensor<8x32xf32>, tensor<32x32xf32>) -> tensor<8x32xf32>
+      loom.yield %o : tensor<8x32xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$router,
+                       Variadic<Loom_FloatTensor>:$expert_params,
+                       I64Attr:$experts, I64Attr:$top_k,
+                       F64Attr:$capacity_factor, I64Attr:$capacity,
+                       StrAttr:$axis);
+  let results = (outs Loom_FloatTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $input `router` $router (`params` `(` $expert_params^ `)`)? attr-dict `:`
+    functional-type(operands, results) $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The capacity the front end derives from the routing parameters.
+    static int64_t computeCapacity(int64_t tokens, int64_t experts,
+                                   int64_t topK, double capacityFactor);
+  }];
+}
+
+def Loom_YieldOp : Loom_Op<"yield", [Pure, Terminator, ReturnLike,
+    ParentOneOf<["StageOp", "MoeOp"]>]> {
+  let summary = "Ends a stage or expert body, giving its results";
+  let description = [{
+    ```mlir
+    loom.yield %y : tensor<8x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "How a model is trained";
+  let description = [{
+    Names the model function (whose `loom.loss` result is minimized), the
+    optimizer and its hyperparameters, microbatching, the pipeline schedule
+    and loss scaling (`none`, `static` with `initial_scale`, or `dynamic`).
+
+    ```mlir
+    loom.train @gpt optimizer "adamw" {lr = 3.0e-4, weight_decay = 0.1}
+        microbatches 4 schedule "1f1b" loss_scale "none" steps 10
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$model, StrAttr:$optimizer,
+                       DictionaryAttr:$hyperparameters, I64Attr:$microbatches,
+                       StrAttr:$schedule, StrAttr:$loss_scale,
+                       OptionalAttr<F64Attr>:$initial_scale, I64Attr:$steps);
+  let assemblyFormat = [{
+    $model `optimizer` $optimizer $hyperparameters `microbatches` $microbatches
+    `schedule` $schedule `loss_scale` $loss_scale
+    (`initial_scale` $initial_scale^)? `steps` $steps attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_STRUCTURE_OPS_TD

@@ -1,0 +1,22 @@
+//===- loom-opt.cpp - Runs single Loom and upstream passes (for lit tests) -===//
+
+#include "Loom/IR/LoomDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mlir::loom::LoomDialect, mlir::func::FuncDialect,
+                  mlir::shard::ShardDialect, mlir::arith::ArithDialect,
+                  mlir::tensor::TensorDialect>();
+  mlir::registerTransformsPasses();
+  mlir::shard::registerShardPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Loom modular optimizer\n", registry));
+}
