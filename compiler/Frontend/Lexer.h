@@ -1,0 +1,40 @@
+//===- Lexer.h - Splits a Loom script into tokens ------------------------===//
+
+#ifndef LOOM_FRONTEND_LEXER_H
+#define LOOM_FRONTEND_LEXER_H
+
+#include "Frontend/Token.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/Twine.h"
+
+namespace loom {
+
+/// Produces tokens on demand. Statements end at newlines, except inside
+/// parentheses and brackets, so long expressions may span lines.
+class Lexer {
+public:
+  using ErrorFn = llvm::function_ref<void(llvm::SMLoc, const llvm::Twine &)>;
+
+  Lexer(llvm::StringRef buffer, ErrorFn emitError)
+      : buffer(buffer), cur(buffer.begin()), emitError(emitError) {}
+
+  Token next();
+
+private:
+  Token make(TokenKind kind, const char *start) {
+    return Token{kind, llvm::StringRef(start, cur - start)};
+  }
+  Token lexIdentifier(const char *start);
+  Token lexNumber(const char *start);
+  void skipComment();
+
+  llvm::StringRef buffer;
+  const char *cur;
+  ErrorFn emitError;
+  int nesting = 0; // open ( and [ : newlines inside them are not statement ends
+};
+
+} // namespace loom
+
+#endif // LOOM_FRONTEND_LEXER_H

@@ -1,0 +1,660 @@
+//===- Builtins.cpp - Built-in functions, layers and MoE blocks ----------===//
+
+#include "MLIRGen/Elaborator.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace loom;
+using namespace mlir;
+using namespace mlir::loom;
+using llvm::StringRef;
+
+namespace {
+/// Checks and reads the arguments of one call to a built-in function.
+class CallArgs {
+public:
+  CallArgs(Elaborator &e, const CallExpr &call, Scope &scope)
+      : e(e), call(call), scope(scope) {}
+
+  /// Reports a wrong number of positional arguments or an unknown keyword.
+  bool check(size_t min, size_t max, std::initializer_list<StringRef> keywords) {
+    size_t n = call.args.size();
+    if (n < min || n > max) {
+      InFlightDiagnostic diag = e.error(call.getLoc());
+      diag << call.callee << " takes ";
+      if (min == max)
+        diag << min;
+      else
+        diag << min << " to " << max;
+      diag << " argument(s), got " << n;
+      return false;
+    }
+    for (const KeywordArg &kwarg : call.kwargs)
+      if (!llvm::is_contained(keywords, kwarg.name)) {
+        e.error(kwarg.loc) << call.callee << " has no argument '" << kwarg.name
+                           << "'";
+        return false;
+      }
+    return true;
+  }
+
+  bool has(size_t i) const { return i < call.args.size(); }
+  SMLoc at(size_t i) const { return call.args[i]->getLoc(); }
+
+  Value tensor(size_t i) {
+    return e.emitTensor(*call.args[i], scope,
+                        "argument " + std::to_string(i + 1) + " of " + call.callee);
+  }
+  Value floatTensor(size_t i) {
+    return e.requireFloat(tensor(i), at(i), call.callee);
+  }
+  const KeywordArg *keyword(StringRef name) const {
+    for (const KeywordArg &kwarg : call.kwargs)
+      if (kwarg.name == name)
+        return &kwarg;
+    return nullptr;
+  }
+  std::optional<int64_t> intKeyword(StringRef name, int64_t fallback) {
+    const KeywordArg *kwarg = keyword(name);
+    return kwarg ? e.evalInt(*kwarg->value, scope) : fallback;
+  }
+  std::optional<double> numberKeyword(StringRef name, double fallback) {
+    const KeywordArg *kwarg = keyword(name);
+    return kwarg ? e.evalNumber(*kwarg->value, scope) : fallback;
+  }
+  /// `axis = k` normalized against `rank` (default: the last dimension).
+  std::optional<int64_t> axis(int64_t rank) {
+    std::optional<int64_t> axis = intKeyword("axis", -1);
+    if (!axis)
+      return std::nullopt;
+    const KeywordArg *kwarg = keyword("axis");
+    return normalizeAxis(e, *axis, rank, kwarg ? kwarg->value->getLoc() : call.getLoc());
+  }
+  /// `[a, b, ...]` of integers at argument `i`.
+  std::optional<SmallVector<int64_t>> intList(size_t i) {
+    auto *list = llvm::dyn_cast<ListExpr>(call.args[i].get());
+    if (!list) {
+      e.error(at(i)) << "expected a list such as [0, 2, 1]";
+      return std::nullopt;
+    }
+    SmallVector<int64_t> values;
+    for (const ExprPtr &element : list->elements) {
+      std::optional<int64_t> v = e.evalInt(*element, scope);
+      if (!v)
+        return std::nullopt;
+      values.push_back(*v);
+    }
+    return values;
+  }
+
+  Elaborator &e;
+  const CallExpr &call;
+  Scope &scope;
+};
+} // namespace
+
+static RankedTensorType typeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+Operand Elaborator::emitCall(const CallExpr &call, Scope &scope) {
+  if (auto it = functions.find(call.callee); it != functions.end()) {
+    const FunctionDecl &fn = *it->second;
+    if (activeCalls.contains(fn.name.text)) {
+      error(call.getLoc()) << "'" << fn.name.text << "' calls itself";
+      return Operand::poison();
+    }
+    return fn.isMoe ? instantiateMoe(fn, call, scope)
+                    : instantiateLayer(fn, call, scope);
+  }
+  return emitBuiltin(call, scope);
+}
+
+/// A normalization's scale or bias: a float `[D]` for an input `[..., D]`.
+static Value normParam(Elaborator &e, CallArgs &args, size_t i, Value input) {
+  if (!args.has(i))
+    return Value();
+  Value param = args.floatTensor(i);
+  if (!param)
+    return Value();
+  int64_t features = typeOf(input).getShape().back();
+  if (typeOf(param).getShape() != ArrayRef<int64_t>{features}) {
+    e.error(args.at(i)) << "shape mismatch: " << args.call.callee
+                        << " expects a [" << features << "] parameter, got "
+                        << formatShape(typeOf(param).getShape());
+    return Value();
+  }
+  return param;
+}
+
+Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
+  CallArgs args(*this, call, scope);
+  StringRef name = call.callee;
+  mlir::Location at = loc(call.getLoc());
+
+  // Elementwise functions of one float tensor.
+  using UnaryBuilder = Value (*)(OpBuilder &, mlir::Location, Value);
+  UnaryBuilder unary =
+      llvm::StringSwitch<UnaryBuilder>(name)
+          .Case("gelu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return GeluOp::create(b, l, x); })
+          .Case("relu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ReluOp::create(b, l, x); })
+          .Case("silu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SiluOp::create(b, l, x); })
+          .Case("exp", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ExpOp::create(b, l, x); })
+          .Case("tanh", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return TanhOp::create(b, l, x); })
+          .Case("sqrt", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SqrtOp::create(b, l, x); })
+          .Case("causal_mask", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CausalMaskOp::create(b, l, x); })
+          .Default(nullptr);
+  if (unary) {
+    if (!args.check(1, 1, {}))
+      return Operand::poison();
+    Value x = args.floatTensor(0);
+    if (!x)
+      return Operand::poison();
+    if (name == "causal_mask" && typeOf(x).getRank() < 2) {
+      error(args.at(0)) << "causal_mask needs a tensor of rank >= 2 "
+                           "(queries x keys), got "
+                        << formatShape(typeOf(x).getShape());
+      return Operand::poison();
+    }
+    return Operand::ofTensor(unary(builder, at, x));
+  }
+
+  if (name == "softmax") {
+    if (!args.check(1, 1, {"axis"}))
+      return Operand::poison();
+    Value x = args.floatTensor(0);
+    if (!x)
+      return Operand::poison();
+    std::optional<int64_t> axis = args.axis(typeOf(x).getRank());
+    if (!axis)
+      return Operand::poison();
+    return Operand::ofTensor(SoftmaxOp::create(builder, at, x, *axis));
+  }
+
+  if (name == "layernorm" || name == "rmsnorm") {
+    bool isLayer = name == "layernorm";
+    if (!args.check(1, isLayer ? 3 : 2, {"eps"}))
+      return Operand::poison();
+    Value x = args.floatTensor(0);
+    if (!x)
+      return Operand::poison();
+    if (typeOf(x).getRank() == 0) {
+      error(args.at(0)) << name << " cannot normalize a scalar";
+      return Operand::poison();
+    }
+    Value scale = normParam(*this, args, 1, x);
+    Value bias = isLayer ? normParam(*this, args, 2, x) : Value();
+    if ((args.has(1) && !scale) || (args.has(2) && !bias))
+      return Operand::poison();
+    std::optional<double> eps = args.numberKeyword("eps", 1e-5);
+    if (!eps)
+      return Operand::poison();
+    if (!(*eps > 0)) {
+      error(args.keyword("eps")->value->getLoc()) << "eps must be positive";
+      return Operand::poison();
+    }
+    Type element = typeOf(x).getElementType();
+    for (Value p : {scale, bias})
+      if (p) {
+        FailureOr<Type> promoted = promoteElementTypes(
+            element, typeOf(p).getElementType(), errorAt(call.getLoc()));
+        if (mlir::failed(promoted))
+          return Operand::poison();
+        element = *promoted;
+      }
+    auto type = typeOf(x).clone(element);
+    if (isLayer)
+      return Operand::ofTensor(LayerNormOp::create(
+          builder, at, type, x, scale, bias, builder.getF64FloatAttr(*eps)));
+    return Operand::ofTensor(RmsNormOp::create(builder, at, type, x, scale,
+                                               builder.getF64FloatAttr(*eps)));
+  }
+
+  if (name == "embedding") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value table = args.floatTensor(0);
+    Value ids = args.tensor(1);
+    if (!table || !ids)
+      return Operand::poison();
+    if (!isa<IntegerType>(typeOf(ids).getElementType())) {
+      error(args.at(1)) << "dtype conflict: embedding ids must be i32 or i64, got "
+                        << ids.getType();
+      return Operand::poison();
+    }
+    FailureOr<SmallVector<int64_t>> shape = embeddingShape(
+        typeOf(table).getShape(), typeOf(ids).getShape(), errorAt(args.at(0)));
+    if (mlir::failed(shape))
+      return Operand::poison();
+    return Operand::ofTensor(EmbeddingOp::create(
+        builder, at, typeOf(table).clone(*shape), table, ids));
+  }
+
+  if (name == "arange") {
+    if (!args.check(1, 1, {}))
+      return Operand::poison();
+    std::optional<int64_t> n = evalInt(*call.args[0], scope);
+    if (!n)
+      return Operand::poison();
+    if (*n < 1) {
+      error(args.at(0)) << "arange needs a positive length, got " << *n;
+      return Operand::poison();
+    }
+    return Operand::ofTensor(ArangeOp::create(
+        builder, at, RankedTensorType::get({*n}, builder.getI32Type())));
+  }
+
+  if (name == "transpose") {
+    if (!args.check(1, 2, {}))
+      return Operand::poison();
+    Value x = args.tensor(0);
+    if (!x)
+      return Operand::poison();
+    int64_t rank = typeOf(x).getRank();
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    if (args.has(1)) {
+      std::optional<SmallVector<int64_t>> given = args.intList(1);
+      if (!given)
+        return Operand::poison();
+      perm = *given;
+    } else if (rank >= 2) {
+      std::swap(perm[rank - 1], perm[rank - 2]); // the matrix transpose
+    }
+    FailureOr<SmallVector<int64_t>> shape = transposeShape(
+        typeOf(x).getShape(), perm, errorAt(args.has(1) ? args.at(1) : call.getLoc()));
+    if (mlir::failed(shape))
+      return Operand::poison();
+    return Operand::ofTensor(TransposeOp::create(
+        builder, at, typeOf(x).clone(*shape), x, builder.getDenseI64ArrayAttr(perm)));
+  }
+
+  if (name == "reshape") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value x = args.tensor(0);
+    std::optional<SmallVector<int64_t>> shape = args.intList(1);
+    if (!x || !shape)
+      return Operand::poison();
+    // One -1 takes whatever the other dimensions leave.
+    int64_t known = 1, inferred = -1;
+    for (auto [i, d] : llvm::enumerate(*shape)) {
+      if (d == -1 && inferred < 0) {
+        inferred = i;
+      } else if (d < 1) {
+        error(args.at(1)) << "reshape dimensions must be positive (one may be -1)";
+        return Operand::poison();
+      } else {
+        known *= d;
+      }
+    }
+    int64_t total = typeOf(x).getNumElements();
+    if (inferred >= 0 && total % known == 0)
+      (*shape)[inferred] = total / known;
+    if (llvm::product_of(*shape) != total || (inferred >= 0 && total % known)) {
+      error(args.at(1)) << "shape mismatch: cannot reshape "
+                        << formatShape(typeOf(x).getShape()) << " ("
+                        << total << " elements) to " << formatShape(*shape);
+      return Operand::poison();
+    }
+    return Operand::ofTensor(
+        ReshapeOp::create(builder, at, typeOf(x).clone(*shape), x));
+  }
+
+  if (name == "split") {
+    if (!args.check(2, 2, {"axis"}))
+      return Operand::poison();
+    Value x = args.tensor(0);
+    std::optional<int64_t> parts = evalInt(*call.args[1], scope);
+    if (!x || !parts)
+      return Operand::poison();
+    std::optional<int64_t> axis = args.axis(typeOf(x).getRank());
+    if (!axis)
+      return Operand::poison();
+    int64_t size = typeOf(x).getDimSize(*axis);
+    if (*parts < 1 || *parts > 64 || size % *parts != 0) {
+      error(args.at(1)) << "cannot split dimension " << *axis << " of size "
+                        << size << " into " << *parts << " equal parts";
+      return Operand::poison();
+    }
+    SmallVector<int64_t> pieceShape(typeOf(x).getShape());
+    pieceShape[*axis] = size / *parts;
+    SmallVector<Type> types(*parts, typeOf(x).clone(pieceShape));
+    auto split = SplitOp::create(builder, at, types, x, *axis);
+    Operand result;
+    result.kind = Operand::Kind::Tuple;
+    result.tuple.assign(split.getResults().begin(), split.getResults().end());
+    return result;
+  }
+
+  if (name == "concat") {
+    if (!args.check(1, 64, {"axis"}))
+      return Operand::poison();
+    SmallVector<Value> inputs;
+    for (size_t i = 0; i < call.args.size(); ++i)
+      if (Value v = args.tensor(i))
+        inputs.push_back(v);
+    if (inputs.size() != call.args.size())
+      return Operand::poison();
+    std::optional<int64_t> axis = args.axis(typeOf(inputs[0]).getRank());
+    if (!axis)
+      return Operand::poison();
+    Type element = typeOf(inputs[0]).getElementType();
+    SmallVector<ArrayRef<int64_t>> shapes;
+    for (Value v : inputs) {
+      if (typeOf(v).getElementType() != element) {
+        error(call.getLoc()) << "dtype conflict: concat of " << element
+                             << " and " << typeOf(v).getElementType();
+        return Operand::poison();
+      }
+      shapes.push_back(typeOf(v).getShape());
+    }
+    FailureOr<SmallVector<int64_t>> shape =
+        concatShape(shapes, *axis, errorAt(call.getLoc()));
+    if (mlir::failed(shape))
+      return Operand::poison();
+    return Operand::ofTensor(ConcatOp::create(
+        builder, at, RankedTensorType::get(*shape, element), inputs, *axis));
+  }
+
+  if (name == "sum" || name == "mean" || name == "max") {
+    if (!args.check(1, 1, {"axis", "keepdim"}))
+      return Operand::poison();
+    Value x = args.floatTensor(0);
+    if (!x)
+      return Operand::poison();
+    std::optional<int64_t> axis = args.axis(typeOf(x).getRank());
+    std::optional<int64_t> keep = args.intKeyword("keepdim", 0);
+    if (!axis || !keep)
+      return Operand::poison();
+    SmallVector<int64_t> shape =
+        *reduceShape(typeOf(x).getShape(), *axis, *keep != 0, nullptr);
+    auto type = typeOf(x).clone(shape);
+    Value r;
+    if (name == "sum")
+      r = SumOp::create(builder, at, type, x, *axis, *keep != 0);
+    else if (name == "mean")
+      r = MeanOp::create(builder, at, type, x, *axis, *keep != 0);
+    else
+      r = MaxOp::create(builder, at, type, x, *axis, *keep != 0);
+    return Operand::ofTensor(r);
+  }
+
+  if (name == "cast") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value x = args.tensor(0);
+    auto *dtype = llvm::dyn_cast<NameExpr>(call.args[1].get());
+    if (!dtype) {
+      error(args.at(1)) << "expected a dtype (f32, f16, bf16, i32 or i64)";
+      return Operand::poison();
+    }
+    std::optional<Type> element = resolveDtype({dtype->name, dtype->getLoc()});
+    if (!x || !element)
+      return Operand::poison();
+    return Operand::ofTensor(castTo(x, *element, call.getLoc()));
+  }
+
+  if (name == "cross_entropy") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value logits = args.floatTensor(0);
+    Value labels = args.tensor(1);
+    if (!logits || !labels)
+      return Operand::poison();
+    if (!isa<IntegerType>(typeOf(labels).getElementType())) {
+      error(args.at(1)) << "dtype conflict: labels must be i32 or i64, got "
+                        << labels.getType();
+      return Operand::poison();
+    }
+    ArrayRef<int64_t> l = typeOf(logits).getShape(), t = typeOf(labels).getShape();
+    if (l.empty() || l.drop_back() != t) {
+      error(call.getLoc()) << "shape mismatch: labels " << formatShape(t)
+                           << " must be the logits' shape " << formatShape(l)
+                           << " without the class dimension";
+      return Operand::poison();
+    }
+    return Operand::ofTensor(CrossEntropyOp::create(
+        builder, at, RankedTensorType::get({}, builder.getF32Type()), logits, labels));
+  }
+
+  if (name == "mse") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value a = args.floatTensor(0), b = args.floatTensor(1);
+    if (!a || !b)
+      return Operand::poison();
+    if (typeOf(a).getShape() != typeOf(b).getShape()) {
+      error(call.getLoc()) << "shape mismatch: mse of "
+                           << formatShape(typeOf(a).getShape()) << " and "
+                           << formatShape(typeOf(b).getShape());
+      return Operand::poison();
+    }
+    return Operand::ofTensor(MseOp::create(
+        builder, at, RankedTensorType::get({}, builder.getF32Type()), a, b));
+  }
+
+  error(call.getLoc()) << "unknown function '" << name << "'";
+  return Operand::poison();
+}
+
+//===----------------------------------------------------------------------===//
+// Layers and MoE blocks
+//===----------------------------------------------------------------------===//
+
+/// Evaluates a call's arguments as tensors bound to the callee's names.
+static bool bindArguments(Elaborator &e, const FunctionDecl &fn,
+                          const CallExpr &call, Scope &caller, Scope &callee) {
+  if (call.args.size() != fn.args.size() || !call.kwargs.empty()) {
+    e.error(call.getLoc()) << "'" << fn.name.text << "' takes "
+                           << fn.args.size() << " argument(s), got "
+                           << call.args.size() + call.kwargs.size();
+    return false;
+  }
+  bool ok = true;
+  for (auto [arg, name] : llvm::zip(call.args, fn.args)) {
+    Value v = e.emitTensor(*arg, caller, "an argument of '" + fn.name.text + "'");
+    ok &= (bool)v;
+    e.bind(callee, name, v, /*isNew=*/true);
+  }
+  return ok;
+}
+
+/// Runs a layer or expert body under a fresh name prefix; returns its result.
+static std::optional<Value> elaborateBody(Elaborator &e, const FunctionDecl &fn,
+                                          const CallExpr &call, Scope &callee,
+                                          BodyKind kind) {
+  std::string savedPrefix = e.paramPrefix;
+  std::string path = savedPrefix + fn.name.text;
+  unsigned instance = e.instanceCounts[path]++;
+  e.paramPrefix = path + "." + std::to_string(instance) + ".";
+  std::optional<Value> savedReturn = std::move(e.returned);
+  e.returned.reset();
+  e.activeCalls.insert(fn.name.text);
+
+  e.emitBlock(fn.body, callee, kind);
+  std::optional<Value> result = std::move(e.returned);
+
+  e.activeCalls.erase(fn.name.text);
+  e.returned = std::move(savedReturn);
+  e.paramPrefix = savedPrefix;
+  if (!result)
+    e.error(fn.loc) << "'" << fn.name.text << "' does not return a value";
+  return result;
+}
+
+Operand Elaborator::instantiateLayer(const FunctionDecl &layer,
+                                     const CallExpr &call, Scope &scope) {
+  Scope callee;
+  callee.parent = &globals;
+  if (!bindArguments(*this, layer, call, scope, callee))
+    return Operand::poison();
+  std::optional<Value> result =
+      elaborateBody(*this, layer, call, callee, BodyKind::Layer);
+  return result ? Operand::ofTensor(*result) : Operand::poison();
+}
+
+/// The MoE options, checked: experts, top_k, capacity (factor) and axis.
+struct MoeOptions {
+  int64_t experts = 0, topK = 0;
+  double capacityFactor = 1.0;
+  std::string axis;
+};
+
+static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
+                                                const FunctionDecl &moe) {
+  MoeOptions options;
+  bool ok = true, hasExperts = false, hasTopK = false, hasAxis = false;
+  Scope &scope = e.globals;
+  for (const KeywordArg &option : moe.options) {
+    SMLoc at = option.value->getLoc();
+    if (option.name == "experts") {
+      std::optional<int64_t> v = e.evalInt(*option.value, scope);
+      if (v && *v < 1) {
+        e.error(at) << "an MoE block needs at least 1 expert, got " << *v;
+        v.reset();
+      }
+      ok &= hasExperts = v.has_value();
+      options.experts = v.value_or(0);
+    } else if (option.name == "top_k") {
+      std::optional<int64_t> v = e.evalInt(*option.value, scope);
+      ok &= hasTopK = v.has_value();
+      options.topK = v.value_or(0);
+    } else if (option.name == "capacity") {
+      std::optional<double> v = e.evalNumber(*option.value, scope);
+      if (v && !(*v > 0 && *v <= 64)) {
+        e.error(at) << "capacity factor must be in (0, 64], got " << *v;
+        v.reset();
+      }
+      ok &= v.has_value();
+      options.capacityFactor = v.value_or(1.0);
+    } else if (option.name == "axis") {
+      auto *name = llvm::dyn_cast<NameExpr>(option.value.get());
+      auto axis = name ? llvm::find_if(e.meshAxes, [&](auto &a) {
+                           return a.name == name->name;
+                         })
+                       : e.meshAxes.end();
+      if (axis == e.meshAxes.end()) {
+        e.error(at) << "expected a mesh axis for the experts"
+                    << (name ? ", got unknown axis '" + name->name + "'" : "");
+        ok = false;
+        continue;
+      }
+      hasAxis = true;
+      options.axis = axis->name;
+    } else {
+      e.error(option.loc) << "unknown MoE option '" << option.name
+                          << "' (expected experts, top_k, capacity or axis)";
+      ok = false;
+    }
+  }
+  for (auto [present, what] : {std::pair{hasExperts, "experts"},
+                               std::pair{hasTopK, "top_k"},
+                               std::pair{hasAxis, "axis"}})
+    if (!present && ok) {
+      e.error(moe.loc) << "MoE block '" << moe.name.text << "' needs '" << what
+                       << "'";
+      ok = false;
+    }
+  if (!ok)
+    return std::nullopt;
+  if (options.topK < 1 || options.topK > options.experts) {
+    e.error(moe.loc) << "top_k must be between 1 and the number of experts ("
+                     << options.experts << "), got " << options.topK;
+    return std::nullopt;
+  }
+  int64_t ways = llvm::find_if(e.meshAxes, [&](auto &a) {
+                   return a.name == options.axis;
+                 })->size;
+  if (options.experts % ways != 0) {
+    e.error(moe.loc) << options.experts << " experts cannot be split evenly over "
+                     << "mesh axis '" << options.axis << "' of size " << ways;
+    return std::nullopt;
+  }
+  if (moe.args.size() != 1) {
+    e.error(moe.loc) << "an MoE block takes one argument (the tokens)";
+    return std::nullopt;
+  }
+  return options;
+}
+
+Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call,
+                                   Scope &scope) {
+  if (expert) {
+    error(call.getLoc()) << "MoE blocks cannot be nested";
+    return Operand::poison();
+  }
+  std::optional<MoeOptions> options = readMoeOptions(*this, moe);
+  if (!options)
+    return Operand::poison();
+  if (call.args.size() != 1 || !call.kwargs.empty()) {
+    error(call.getLoc()) << "'" << moe.name.text << "' takes 1 argument, got "
+                         << call.args.size() + call.kwargs.size();
+    return Operand::poison();
+  }
+  Value input = requireFloat(emitTensor(*call.args[0], scope, "the MoE input"),
+                             call.args[0]->getLoc(), "an MoE block");
+  if (!input)
+    return Operand::poison();
+  auto inputType = typeOf(input);
+  if (inputType.getRank() < 1) {
+    error(call.args[0]->getLoc()) << "MoE input needs a feature dimension";
+    return Operand::poison();
+  }
+  int64_t features = inputType.getShape().back();
+  int64_t tokens = inputType.getNumElements() / features;
+  int64_t capacity = MoeOp::computeCapacity(tokens, options->experts,
+                                            options->topK, options->capacityFactor);
+
+  // The router is a model parameter: f32, since routing decisions are
+  // sensitive to rounding.
+  std::string prefix = paramPrefix + moe.name.text + "." +
+                       std::to_string(instanceCounts[paramPrefix + moe.name.text]) + ".";
+  auto routerType =
+      RankedTensorType::get({features, options->experts}, builder.getF32Type());
+  Value router = addArgument(
+      routerType, call.getLoc(),
+      {builder.getNamedAttr(attr::kParam, builder.getStringAttr(prefix + "router")),
+       builder.getNamedAttr(attr::kInit,
+                            InitAttr::get(&context, InitKind::normal,
+                                          builder.getDenseF64ArrayAttr({0.02})))});
+
+  Region region;
+  mlir::Block *body = new mlir::Block();
+  region.push_back(body);
+  auto tileType = inputType.clone({capacity, features});
+  body->addArgument(tileType, loc(call.getLoc()));
+  ExpertState state{body, options->experts, options->axis, builder, {}};
+  Scope callee;
+  callee.parent = &globals;
+  bind(callee, moe.args.front(), body->getArgument(0), /*isNew=*/true);
+  std::optional<Value> result;
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToEnd(body);
+    expert = &state;
+    result = elaborateBody(*this, moe, call, callee, BodyKind::Expert);
+    expert = nullptr;
+    if (result && *result) {
+      auto out = typeOf(*result);
+      if (out.getRank() != 2 || out.getShape()[0] != capacity) {
+        error(moe.loc) << "an expert must return one row per token: ["
+                       << capacity << ", features], got "
+                       << formatShape(out.getShape());
+        result.reset();
+      } else {
+        YieldOp::create(builder, loc(moe.loc), *result);
+      }
+    }
+  }
+  if (!result || !*result)
+    return Operand::poison();
+  SmallVector<int64_t> shape(inputType.getShape().drop_back());
+  shape.push_back(typeOf(*result).getShape()[1]);
+  auto moeOp = MoeOp::create(
+      builder, loc(call.getLoc()),
+      RankedTensorType::get(shape, typeOf(*result).getElementType()), input,
+      router, state.params, options->experts, options->topK,
+      llvm::APFloat(options->capacityFactor), capacity, options->axis);
+  moeOp.getBody().takeBody(region);
+  return Operand::ofTensor(moeOp);
+}

@@ -1,0 +1,180 @@
+//===- Elaborator.h - State of the script-to-loom elaboration (internal) -===//
+//
+// Elaboration evaluates dimensions, unrolls loops, instantiates layers and
+// MoE blocks, checks every rule with a diagnostic at the script location,
+// and builds loom ops. MLIRGen.cpp handles declarations and statements,
+// Builtins.cpp the built-in functions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_MLIRGEN_ELABORATOR_H
+#define LOOM_MLIRGEN_ELABORATOR_H
+
+#include "Frontend/AST.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace loom {
+
+/// What an expression evaluates to. Poison means an error was already
+/// reported, so users of the value stay silent instead of cascading.
+struct Operand {
+  enum class Kind { Poison, Number, Tensor, Tuple };
+  Kind kind = Kind::Poison;
+  double number = 0;
+  bool isInteger = false;
+  mlir::Value tensor;
+  llvm::SmallVector<mlir::Value> tuple;
+
+  static Operand poison() { return {}; }
+  static Operand ofNumber(double value, bool isInteger) {
+    Operand op;
+    op.kind = Kind::Number;
+    op.number = value;
+    op.isInteger = isInteger;
+    return op;
+  }
+  static Operand ofTensor(mlir::Value value) {
+    if (!value)
+      return poison();
+    Operand op;
+    op.kind = Kind::Tensor;
+    op.tensor = value;
+    return op;
+  }
+  bool isPoison() const { return kind == Kind::Poison; }
+};
+
+/// Names visible in a model, layer or expert body. Tensor names are local to
+/// the body; dimensions and loop variables are also looked up in `parent`.
+struct Scope {
+  Scope *parent = nullptr;
+  llvm::StringMap<mlir::Value> values; // a null value: poisoned by an error
+  llvm::StringMap<SMLoc> definedAt;
+  llvm::StringMap<int64_t> ints;
+};
+
+/// Which kind of body statements are elaborated in.
+enum class BodyKind { Model, Layer, Expert };
+
+class Elaborator {
+public:
+  Elaborator(mlir::MLIRContext &context, const llvm::SourceMgr &sourceMgr);
+  mlir::OwningOpRef<mlir::ModuleOp> run(const Module &module);
+
+  //===--------------------------------------------------------------------===//
+  // Diagnostics and locations
+  //===--------------------------------------------------------------------===//
+  mlir::Location loc(SMLoc where);
+  mlir::InFlightDiagnostic error(SMLoc where);
+  /// A callback for TypeRules that reports at `where`.
+  auto errorAt(SMLoc where) {
+    return [this, where] { return error(where); };
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Expressions (MLIRGen.cpp)
+  //===--------------------------------------------------------------------===//
+  Operand emitExpr(const Expr &expr, Scope &scope);
+  /// A tensor, or null after reporting `what` was expected.
+  mlir::Value emitTensor(const Expr &expr, Scope &scope, llvm::StringRef what);
+  std::optional<int64_t> evalInt(const Expr &expr, Scope &scope);
+  std::optional<double> evalNumber(const Expr &expr, Scope &scope);
+  mlir::Value requireFloat(mlir::Value value, SMLoc where, llvm::StringRef what);
+  mlir::Value scalarLike(double number, mlir::Value like, SMLoc where);
+  mlir::Value castTo(mlir::Value value, mlir::Type element, SMLoc where);
+  Operand emitBinary(const BinaryExpr &expr, Scope &scope);
+  Operand emitMatmul(mlir::Value lhs, mlir::Value rhs, SMLoc where);
+  std::optional<mlir::Type> resolveDtype(const Name &name);
+
+  //===--------------------------------------------------------------------===//
+  // Calls (Builtins.cpp)
+  //===--------------------------------------------------------------------===//
+  Operand emitCall(const CallExpr &call, Scope &scope);
+  Operand emitBuiltin(const CallExpr &call, Scope &scope);
+  Operand instantiateLayer(const FunctionDecl &layer, const CallExpr &call,
+                           Scope &scope);
+  Operand instantiateMoe(const FunctionDecl &moe, const CallExpr &call,
+                         Scope &scope);
+
+  //===--------------------------------------------------------------------===//
+  // Statements and declarations (MLIRGen.cpp)
+  //===--------------------------------------------------------------------===//
+  void emitBlock(const Block &block, Scope &scope, BodyKind body);
+  void emitStatement(const Stmt &stmt, Scope &scope, BodyKind body);
+  void emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body);
+  void emitStage(const Stmt &stmt, Scope &scope);
+  void emitTrain(const Stmt &stmt, Scope &scope);
+  void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew);
+  std::optional<llvm::SmallVector<int64_t>> evalShape(const TypeSpec &type,
+                                                      Scope &scope);
+  mlir::Value annotateSharding(mlir::Value value, const ShardSpec &spec,
+                               Scope &scope);
+  mlir::Value addArgument(mlir::RankedTensorType type, SMLoc where,
+                          llvm::ArrayRef<mlir::NamedAttribute> attrs);
+  void emitModel(const ModelDecl &model);
+  void declareMesh(const MeshDecl &mesh);
+  void declarePrecision(const PrecisionDecl &precision);
+
+  //===--------------------------------------------------------------------===//
+  // State
+  //===--------------------------------------------------------------------===//
+  mlir::MLIRContext &context;
+  const llvm::SourceMgr &sourceMgr;
+  mlir::OpBuilder builder;
+  mlir::ModuleOp module;
+  bool failed = false;
+
+  // Script-wide declarations.
+  struct MeshAxisInfo {
+    std::string name;
+    int64_t size;
+  };
+  std::optional<std::string> meshName;
+  std::vector<MeshAxisInfo> meshAxes;
+  mlir::Type computeType, accumulateType;
+  Scope globals;
+  llvm::StringMap<const FunctionDecl *> functions;
+
+  // The model being elaborated.
+  struct ModelState {
+    mlir::func::FuncOp func;
+    llvm::SmallVector<mlir::DictionaryAttr> argAttrs;
+    llvm::SmallVector<mlir::Value> results;
+    llvm::SmallVector<mlir::DictionaryAttr> resultAttrs;
+    llvm::StringMap<SMLoc> externalNames; // inputs, params, outputs
+    std::optional<std::string> pipelineAxis;
+    int64_t lastStage = -1;
+    mlir::Region *stageRegion = nullptr;
+    bool hasTrain = false;
+    llvm::SmallVector<std::pair<std::string, int64_t>> batchDims; // input dim 0
+  };
+  std::optional<ModelState> model;
+
+  // Layer and expert instantiation.
+  std::string paramPrefix;            // "block.2." inside an instance
+  llvm::StringMap<unsigned> instanceCounts;
+  llvm::StringSet<> activeCalls;      // rejects recursive layers
+  struct ExpertState {
+    mlir::Block *body;
+    int64_t experts;
+    std::string axis;
+    mlir::OpBuilder outer;            // where model-level params are annotated
+    llvm::SmallVector<mlir::Value> params; // model-level [E, ...] params
+  };
+  ExpertState *expert = nullptr;
+  std::optional<mlir::Value> returned; // a layer or expert body's `return`
+};
+
+/// Normalizes a possibly negative axis; reports and returns nullopt when out of range.
+std::optional<int64_t> normalizeAxis(Elaborator &e, int64_t axis, int64_t rank,
+                                     SMLoc where);
+
+} // namespace loom
+
+#endif // LOOM_MLIRGEN_ELABORATOR_H

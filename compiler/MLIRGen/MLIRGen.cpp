@@ -1,0 +1,978 @@
+//===- MLIRGen.cpp - Elaborates declarations, statements, expressions ----===//
+
+#include "MLIRGen/MLIRGen.h"
+#include "MLIRGen/Elaborator.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+
+using namespace loom;
+using namespace mlir;
+using namespace mlir::loom;
+using llvm::StringRef;
+
+Elaborator::Elaborator(MLIRContext &context, const llvm::SourceMgr &sourceMgr)
+    : context(context), sourceMgr(sourceMgr), builder(&context) {
+  context.loadDialect<LoomDialect, func::FuncDialect,
+                      shard::ShardDialect>();
+}
+
+namespace loom {
+mlir::Location toLocation(MLIRContext &context,
+                                const llvm::SourceMgr &sourceMgr, SMLoc where) {
+  unsigned buffer = sourceMgr.FindBufferContainingLoc(where);
+  if (!buffer)
+    return UnknownLoc::get(&context);
+  auto [line, col] = sourceMgr.getLineAndColumn(where, buffer);
+  StringRef file = sourceMgr.getMemoryBuffer(buffer)->getBufferIdentifier();
+  return FileLineColLoc::get(&context, file, line, col);
+}
+} // namespace loom
+
+mlir::Location Elaborator::loc(SMLoc where) {
+  return toLocation(context, sourceMgr, where);
+}
+
+InFlightDiagnostic Elaborator::error(SMLoc where) {
+  failed = true;
+  return emitError(loc(where));
+}
+
+namespace loom {
+std::optional<int64_t> normalizeAxis(Elaborator &e, int64_t axis,
+                                           int64_t rank, SMLoc where) {
+  int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (failed(checkAxis(normalized, rank, nullptr))) {
+    e.error(where) << "axis " << axis << " is out of range for a tensor of rank "
+                   << rank;
+    return std::nullopt;
+  }
+  return normalized;
+}
+} // namespace loom
+
+//===----------------------------------------------------------------------===//
+// Expressions
+//===----------------------------------------------------------------------===//
+
+std::optional<Type> Elaborator::resolveDtype(const Name &name) {
+  Type type = llvm::StringSwitch<Type>(name.text)
+                  .Case("f32", builder.getF32Type())
+                  .Case("f16", builder.getF16Type())
+                  .Case("bf16", builder.getBF16Type())
+                  .Case("i32", builder.getI32Type())
+                  .Case("i64", builder.getI64Type())
+                  .Default(Type());
+  if (!type) {
+    error(name.loc) << "unknown dtype '" << name.text
+                    << "' (expected f32, f16, bf16, i32 or i64)";
+    return std::nullopt;
+  }
+  return type;
+}
+
+std::optional<int64_t> Elaborator::evalInt(const Expr &expr, Scope &scope) {
+  if (auto *number = llvm::dyn_cast<NumberExpr>(&expr)) {
+    if (!number->isInteger || std::abs(number->value) > 1e15) {
+      error(expr.getLoc()) << "expected an integer";
+      return std::nullopt;
+    }
+    return (int64_t)number->value;
+  }
+  if (auto *name = llvm::dyn_cast<NameExpr>(&expr)) {
+    for (Scope *s = &scope; s; s = s->parent)
+      if (auto it = s->ints.find(name->name); it != s->ints.end())
+        return it->second;
+    error(expr.getLoc()) << "unknown dimension '" << name->name << "'";
+    return std::nullopt;
+  }
+  if (auto *unary = llvm::dyn_cast<UnaryExpr>(&expr)) {
+    std::optional<int64_t> v = evalInt(*unary->operand, scope);
+    return v ? std::optional<int64_t>(-*v) : std::nullopt;
+  }
+  if (auto *binary = llvm::dyn_cast<BinaryExpr>(&expr)) {
+    std::optional<int64_t> l = evalInt(*binary->lhs, scope);
+    std::optional<int64_t> r = evalInt(*binary->rhs, scope);
+    if (!l || !r)
+      return std::nullopt;
+    // Dimensions stay far below this; it keeps products from overflowing.
+    constexpr int64_t kLimit = int64_t(1) << 40;
+    int64_t result = 0;
+    switch (binary->op) {
+    case '+': result = *l + *r; break;
+    case '-': result = *l - *r; break;
+    case '*':
+      if (std::abs(*l) > kLimit || std::abs(*r) > kLimit ||
+          (*r != 0 && std::abs(*l) > kLimit * kLimit / std::abs(*r))) {
+        error(expr.getLoc()) << "integer overflow";
+        return std::nullopt;
+      }
+      result = *l * *r;
+      break;
+    case '/':
+      if (*r == 0 || *l % *r != 0) {
+        error(expr.getLoc()) << *l << " is not divisible by " << *r;
+        return std::nullopt;
+      }
+      result = *l / *r;
+      break;
+    default:
+      error(expr.getLoc()) << "'" << binary->op
+                           << "' is not an integer operation";
+      return std::nullopt;
+    }
+    if (std::abs(result) > kLimit) {
+      error(expr.getLoc()) << "integer overflow";
+      return std::nullopt;
+    }
+    return result;
+  }
+  error(expr.getLoc()) << "expected an integer";
+  return std::nullopt;
+}
+
+std::optional<double> Elaborator::evalNumber(const Expr &expr, Scope &scope) {
+  if (auto *unary = llvm::dyn_cast<UnaryExpr>(&expr)) {
+    std::optional<double> v = evalNumber(*unary->operand, scope);
+    return v ? std::optional<double>(-*v) : std::nullopt;
+  }
+  if (auto *number = llvm::dyn_cast<NumberExpr>(&expr))
+    return number->value;
+  Operand value = emitExpr(expr, scope);
+  if (value.kind == Operand::Kind::Number)
+    return value.number;
+  if (!value.isPoison())
+    error(expr.getLoc()) << "expected a number";
+  return std::nullopt;
+}
+
+Value Elaborator::requireFloat(Value value, SMLoc where, StringRef what) {
+  if (!value)
+    return value;
+  Type element = cast<RankedTensorType>(value.getType()).getElementType();
+  if (isa<FloatType>(element))
+    return value;
+  error(where) << "dtype conflict: " << what << " needs a float tensor, got "
+               << value.getType()
+               << " (integer tensors only index embeddings and labels)";
+  return Value();
+}
+
+Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
+  Type element = cast<RankedTensorType>(like.getType()).getElementType();
+  return ConstantOp::create(builder, loc(where),
+                                  RankedTensorType::get({}, element),
+                                  builder.getF64FloatAttr(number));
+}
+
+Value Elaborator::castTo(Value value, Type element, SMLoc where) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getElementType() == element)
+    return value;
+  return CastOp::create(builder, loc(where), type.clone(element), value);
+}
+
+Value Elaborator::emitTensor(const Expr &expr, Scope &scope, StringRef what) {
+  Operand value = emitExpr(expr, scope);
+  switch (value.kind) {
+  case Operand::Kind::Tensor:
+    return value.tensor;
+  case Operand::Kind::Poison:
+    return Value();
+  case Operand::Kind::Number:
+    error(expr.getLoc()) << "expected a tensor for " << what
+                         << ", got a number";
+    return Value();
+  case Operand::Kind::Tuple:
+    error(expr.getLoc()) << "expected one tensor for " << what << ", got "
+                         << value.tuple.size() << " values";
+    return Value();
+  }
+  return Value();
+}
+
+Operand Elaborator::emitExpr(const Expr &expr, Scope &scope) {
+  switch (expr.getKind()) {
+  case Expr::Kind::Number: {
+    auto &number = llvm::cast<NumberExpr>(expr);
+    return Operand::ofNumber(number.value, number.isInteger);
+  }
+  case Expr::Kind::Name: {
+    auto &name = llvm::cast<NameExpr>(expr);
+    if (auto it = scope.values.find(name.name); it != scope.values.end())
+      return Operand::ofTensor(it->second);
+    // Dimensions and loop variables are numbers in tensor expressions.
+    for (Scope *s = &scope; s; s = s->parent)
+      if (auto it = s->ints.find(name.name); it != s->ints.end())
+        return Operand::ofNumber(it->second, true);
+    error(expr.getLoc()) << "unknown name '" << name.name << "'";
+    return Operand::poison();
+  }
+  case Expr::Kind::Unary: {
+    auto &unary = llvm::cast<UnaryExpr>(expr);
+    Operand operand = emitExpr(*unary.operand, scope);
+    if (operand.kind == Operand::Kind::Number)
+      return Operand::ofNumber(-operand.number, operand.isInteger);
+    if (operand.kind != Operand::Kind::Tensor)
+      return Operand::poison();
+    Value input = requireFloat(operand.tensor, expr.getLoc(), "negation");
+    if (!input)
+      return Operand::poison();
+    return Operand::ofTensor(
+        NegOp::create(builder, loc(expr.getLoc()), input));
+  }
+  case Expr::Kind::Binary:
+    return emitBinary(llvm::cast<BinaryExpr>(expr), scope);
+  case Expr::Kind::Call:
+    return emitCall(llvm::cast<CallExpr>(expr), scope);
+  case Expr::Kind::List:
+    error(expr.getLoc()) << "a list is only valid as an argument of reshape or "
+                            "transpose";
+    return Operand::poison();
+  }
+  return Operand::poison();
+}
+
+Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
+  Operand lhs = emitExpr(*expr.lhs, scope);
+  Operand rhs = emitExpr(*expr.rhs, scope);
+  if (lhs.isPoison() || rhs.isPoison())
+    return Operand::poison();
+  for (const Operand *side : {&lhs, &rhs})
+    if (side->kind == Operand::Kind::Tuple) {
+      error(expr.getLoc()) << "cannot apply '" << expr.op << "' to "
+                           << side->tuple.size() << " values";
+      return Operand::poison();
+    }
+  SMLoc where = expr.getLoc();
+  if (expr.op == '@') {
+    if (lhs.kind != Operand::Kind::Tensor || rhs.kind != Operand::Kind::Tensor) {
+      error(where) << "matmul needs two tensors";
+      return Operand::poison();
+    }
+    return emitMatmul(lhs.tensor, rhs.tensor, where);
+  }
+  // Numbers fold; a number next to a tensor takes the tensor's dtype.
+  if (lhs.kind == Operand::Kind::Number && rhs.kind == Operand::Kind::Number) {
+    double l = lhs.number, r = rhs.number;
+    bool integer = lhs.isInteger && rhs.isInteger;
+    switch (expr.op) {
+    case '+': return Operand::ofNumber(l + r, integer);
+    case '-': return Operand::ofNumber(l - r, integer);
+    case '*': return Operand::ofNumber(l * r, integer);
+    default:
+      if (r == 0) {
+        error(where) << "division by zero";
+        return Operand::poison();
+      }
+      return Operand::ofNumber(l / r, integer && std::fmod(l, r) == 0);
+    }
+  }
+  Value l = lhs.tensor, r = rhs.tensor;
+  if (l && !(l = requireFloat(l, where, "arithmetic")))
+    return Operand::poison();
+  if (r && !(r = requireFloat(r, where, "arithmetic")))
+    return Operand::poison();
+  if (!l)
+    l = scalarLike(lhs.number, r, where);
+  if (!r)
+    r = scalarLike(rhs.number, l, where);
+  auto lType = cast<RankedTensorType>(l.getType());
+  auto rType = cast<RankedTensorType>(r.getType());
+  FailureOr<Type> element = promoteElementTypes(
+      lType.getElementType(), rType.getElementType(), errorAt(where));
+  if (mlir::failed(element))
+    return Operand::poison();
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(lType.getShape(), rType.getShape(), errorAt(where));
+  if (mlir::failed(shape))
+    return Operand::poison();
+  auto resultType = RankedTensorType::get(*shape, *element);
+  mlir::Location at = loc(where);
+  switch (expr.op) {
+  case '+': return Operand::ofTensor(AddOp::create(builder, at, resultType, l, r));
+  case '-': return Operand::ofTensor(SubOp::create(builder, at, resultType, l, r));
+  case '*': return Operand::ofTensor(MulOp::create(builder, at, resultType, l, r));
+  default: return Operand::ofTensor(DivOp::create(builder, at, resultType, l, r));
+  }
+}
+
+Operand Elaborator::emitMatmul(Value lhs, Value rhs, SMLoc where) {
+  if (!(lhs = requireFloat(lhs, where, "matmul")) ||
+      !(rhs = requireFloat(rhs, where, "matmul")))
+    return Operand::poison();
+  auto lType = cast<RankedTensorType>(lhs.getType());
+  auto rType = cast<RankedTensorType>(rhs.getType());
+  FailureOr<SmallVector<int64_t>> shape =
+      matmulShape(lType.getShape(), rType.getShape(), errorAt(where));
+  if (mlir::failed(shape))
+    return Operand::poison();
+  // Mixed operands: the f32 side is rounded to the 16-bit type, so the
+  // product runs at the narrow precision the script asked for.
+  Type l = lType.getElementType(), r = rType.getElementType();
+  if (l != r) {
+    if (!l.isF32() && !r.isF32()) {
+      error(where) << "dtype conflict: matmul of " << l << " and " << r
+                   << "; cast one operand explicitly";
+      return Operand::poison();
+    }
+    Type narrow = l.isF32() ? r : l;
+    lhs = castTo(lhs, narrow, where);
+    rhs = castTo(rhs, narrow, where);
+    l = narrow;
+  }
+  Type accumulate =
+      l.getIntOrFloatBitWidth() > accumulateType.getIntOrFloatBitWidth()
+          ? l
+          : accumulateType;
+  return Operand::ofTensor(MatmulOp::create(
+      builder, loc(where), RankedTensorType::get(*shape, l), lhs, rhs,
+      TypeAttr::get(accumulate)));
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor declarations and shardings
+//===----------------------------------------------------------------------===//
+
+std::optional<SmallVector<int64_t>> Elaborator::evalShape(const TypeSpec &type,
+                                                          Scope &scope) {
+  SmallVector<int64_t> shape;
+  bool ok = true;
+  for (const ExprPtr &dim : type.dims) {
+    std::optional<int64_t> size = evalInt(*dim, scope);
+    if (size && *size < 1) {
+      error(dim->getLoc()) << "dimension must be positive, got " << *size;
+      size.reset();
+    }
+    ok &= size.has_value();
+    shape.push_back(size.value_or(1));
+  }
+  if (!ok)
+    return std::nullopt;
+  return shape;
+}
+
+Value Elaborator::annotateSharding(Value value, const ShardSpec &spec,
+                                   Scope &scope) {
+  if (!meshName) {
+    error(spec.loc) << "shard spec without a mesh; declare one with "
+                       "'mesh NAME[axis = size, ...]'";
+    return Value();
+  }
+  auto type = cast<RankedTensorType>(value.getType());
+  if ((int64_t)spec.dims.size() != type.getRank()) {
+    error(spec.loc) << "rank mismatch: shard spec has " << spec.dims.size()
+                    << " entries for a tensor of rank " << type.getRank();
+    return Value();
+  }
+  SmallVector<shard::GridAxesAttr> splitAxes;
+  llvm::StringMap<SMLoc> used;
+  bool ok = true;
+  for (auto [dim, entry] : llvm::enumerate(spec.dims)) {
+    SmallVector<int16_t> axes;
+    int64_t ways = 1;
+    for (const Name &axis : entry.axes) {
+      auto it = llvm::find_if(meshAxes, [&](const MeshAxisInfo &info) {
+        return info.name == axis.text;
+      });
+      if (it == meshAxes.end()) {
+        error(axis.loc) << "unknown mesh axis '" << axis.text << "'";
+        ok = false;
+        continue;
+      }
+      if (!used.try_emplace(axis.text, axis.loc).second) {
+        error(axis.loc) << "mesh axis '" << axis.text
+                        << "' is used twice in one shard spec";
+        ok = false;
+        continue;
+      }
+      axes.push_back(it - meshAxes.begin());
+      ways *= it->size;
+    }
+    if (ok && type.getDimSize(dim) % ways != 0) {
+      error(entry.loc) << "dimension " << dim << " of size "
+                       << type.getDimSize(dim) << " is not divisible by "
+                       << ways << ", the number of shards of "
+                       << (entry.axes.size() == 1 ? "mesh axis '" + entry.axes[0].text + "'"
+                                                  : std::string("its mesh axes"));
+      ok = false;
+    }
+    splitAxes.push_back(builder.getDenseI16ArrayAttr(axes));
+  }
+  if (!ok)
+    return Value();
+  mlir::Location at = loc(spec.loc);
+  Value sharding = shard::ShardingOp::create(builder, at, *meshName, splitAxes);
+  return shard::ShardOp::create(builder, at, value, sharding, false);
+}
+
+Value Elaborator::addArgument(RankedTensorType type, SMLoc where,
+                              ArrayRef<NamedAttribute> attrs) {
+  model->argAttrs.push_back(builder.getDictionaryAttr(attrs));
+  return model->func.getBody().front().addArgument(type, loc(where));
+}
+
+void Elaborator::bind(Scope &scope, const Name &name, Value value, bool isNew) {
+  if (isNew) {
+    auto [it, inserted] = scope.definedAt.try_emplace(name.text, name.loc);
+    if (!inserted) {
+      InFlightDiagnostic diag = error(name.loc);
+      diag << "'" << name.text << "' is already defined";
+      diag.attachNote(loc(it->second)) << "previous definition is here";
+    }
+  } else if (!scope.values.count(name.text)) {
+    error(name.loc) << "unknown name '" << name.text
+                    << "'; bind new names with 'let'";
+  }
+  scope.values[name.text] = value;
+}
+
+void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
+  const Name &name = stmt.names.front();
+  bool isInput = stmt.kind == Stmt::Kind::Input;
+  if (isInput && body != BodyKind::Model) {
+    error(stmt.loc) << "inputs are declared in the model, not in a layer or "
+                       "expert";
+    return;
+  }
+  std::optional<Type> element = computeType;
+  if (stmt.type->dtype)
+    element = resolveDtype(*stmt.type->dtype);
+  std::optional<SmallVector<int64_t>> shape = evalShape(*stmt.type, scope);
+  if (!element || !shape) {
+    bind(scope, name, Value(), true);
+    return;
+  }
+  if (!isInput && !isa<FloatType>(*element)) {
+    error(stmt.type->dtype->loc) << "parameters must be floating point";
+    bind(scope, name, Value(), true);
+    return;
+  }
+  std::string fullName = paramPrefix + name.text;
+  if (auto [it, inserted] =
+          model->externalNames.try_emplace(fullName, name.loc);
+      !inserted) {
+    error(name.loc) << "'" << fullName << "' is already declared";
+    bind(scope, name, Value(), true);
+    return;
+  }
+
+  SmallVector<NamedAttribute> attrs{builder.getNamedAttr(
+      isInput ? attr::kInput : attr::kParam, builder.getStringAttr(fullName))};
+  if (!isInput) {
+    // The default initializer keeps unit variance for a fan-in of 1.
+    InitKind kind = InitKind::normal;
+    SmallVector<double> args{0.02};
+    if (stmt.init) {
+      std::optional<InitKind> parsed = symbolizeInitKind(stmt.init->kind.text);
+      if (!parsed) {
+        error(stmt.init->kind.loc) << "unknown initializer '" << stmt.init->kind.text
+                                   << "' (expected zeros, ones, constant, normal "
+                                      "or uniform)";
+        bind(scope, name, Value(), true);
+        return;
+      }
+      kind = *parsed;
+      args.clear();
+      for (const ExprPtr &arg : stmt.init->args)
+        if (std::optional<double> v = evalNumber(*arg, scope))
+          args.push_back(*v);
+      if (args.size() != stmt.init->args.size()) {
+        bind(scope, name, Value(), true);
+        return;
+      }
+    }
+    auto init = InitAttr::getChecked(
+        [&] { return error(stmt.init ? stmt.init->kind.loc : stmt.loc); },
+        &context, kind,
+        args.empty() ? DenseF64ArrayAttr() : builder.getDenseF64ArrayAttr(args));
+    if (!init) {
+      bind(scope, name, Value(), true);
+      return;
+    }
+    attrs.push_back(builder.getNamedAttr(attr::kInit, init));
+  }
+
+  auto type = RankedTensorType::get(*shape, *element);
+  Value value;
+  if (expert) {
+    // An expert's parameter is stored once per expert: [E, ...] in the
+    // model, split over the expert axis; the body sees one expert's slice.
+    SmallVector<int64_t> stacked{expert->experts};
+    stacked.append(shape->begin(), shape->end());
+    auto stackedType = RankedTensorType::get(stacked, *element);
+    Value outer = addArgument(stackedType, stmt.loc, attrs);
+    ShardSpec spec;
+    spec.loc = stmt.shard ? stmt.shard->loc : stmt.loc;
+    spec.dims.push_back({stmt.loc, {Name{expert->axis, stmt.loc}}});
+    if (stmt.shard)
+      for (const ShardDim &dim : stmt.shard->dims)
+        spec.dims.push_back(dim);
+    else
+      spec.dims.resize(stacked.size(), ShardDim{stmt.loc, {}});
+    OpBuilder::InsertionGuard guard(builder);
+    builder.restoreInsertionPoint(expert->outer.saveInsertionPoint());
+    if (Value annotated = annotateSharding(outer, spec, scope))
+      outer = annotated;
+    expert->params.push_back(outer);
+    value = expert->body->addArgument(type, loc(stmt.loc));
+  } else {
+    value = addArgument(type, stmt.loc, attrs);
+    if (isInput && !shape->empty())
+      model->batchDims.emplace_back(fullName, shape->front());
+    if (stmt.shard)
+      value = annotateSharding(value, *stmt.shard, scope);
+  }
+  bind(scope, name, value, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Statements
+//===----------------------------------------------------------------------===//
+
+void Elaborator::emitBlock(const Block &block, Scope &scope, BodyKind body) {
+  for (const StmtPtr &stmt : block)
+    emitStatement(*stmt, scope, body);
+}
+
+/// Where a statement kind may appear, for the error when it may not.
+static const char *onlyInModel(Stmt::Kind kind) {
+  switch (kind) {
+  case Stmt::Kind::Output: return "outputs";
+  case Stmt::Kind::Stage: return "pipeline stages";
+  case Stmt::Kind::Pipeline: return "the pipeline axis";
+  case Stmt::Kind::Train: return "train sections";
+  default: return nullptr;
+  }
+}
+
+void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
+  if (const char *what = onlyInModel(stmt.kind); what && body != BodyKind::Model) {
+    error(stmt.loc) << what << " belong in the model, not in a layer or expert";
+    return;
+  }
+  switch (stmt.kind) {
+  case Stmt::Kind::Dim: {
+    const Name &name = stmt.names.front();
+    std::optional<int64_t> value = evalInt(*stmt.value, scope);
+    if (!scope.ints.try_emplace(name.text, value.value_or(1)).second)
+      error(name.loc) << "dimension '" << name.text << "' is already defined";
+    return;
+  }
+  case Stmt::Kind::Input:
+  case Stmt::Kind::Param:
+    return emitTensorDecl(stmt, scope, body);
+  case Stmt::Kind::Let: {
+    Operand value = emitExpr(*stmt.value, scope);
+    size_t count = value.kind == Operand::Kind::Tuple ? value.tuple.size() : 1;
+    if (value.kind == Operand::Kind::Number) {
+      error(stmt.value->getLoc()) << "expected a tensor, got a number (use "
+                                     "'dim' for named sizes)";
+      value = Operand::poison();
+    } else if (!value.isPoison() && count != stmt.names.size()) {
+      error(stmt.loc) << "the expression produces " << count
+                      << " value(s) but " << stmt.names.size()
+                      << " name(s) are bound";
+      value = Operand::poison();
+    }
+    for (auto [i, name] : llvm::enumerate(stmt.names)) {
+      Value v = value.kind == Operand::Kind::Tuple ? value.tuple[i] : value.tensor;
+      if (v && stmt.shard)
+        v = annotateSharding(v, *stmt.shard, scope);
+      bind(scope, name, v, /*isNew=*/true);
+    }
+    return;
+  }
+  case Stmt::Kind::Assign:
+    return bind(scope, stmt.names.front(),
+                emitTensor(*stmt.value, scope, "the assignment"), false);
+  case Stmt::Kind::Output: {
+    Value value = emitTensor(*stmt.value, scope, "the output");
+    const Name &name = stmt.names.front();
+    if (!model->externalNames.try_emplace(name.text, name.loc).second)
+      error(name.loc) << "'" << name.text << "' is already declared";
+    else if (value) {
+      model->results.push_back(value);
+      model->resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
+          attr::kOutput, builder.getStringAttr(name.text))));
+    }
+    return;
+  }
+  case Stmt::Kind::Return:
+    if (body == BodyKind::Model) {
+      error(stmt.loc) << "a model ends with 'output', not 'return'";
+      return;
+    }
+    if (returned) {
+      error(stmt.loc) << "a body returns once";
+      return;
+    }
+    returned = emitTensor(*stmt.value, scope, "the returned value");
+    return;
+  case Stmt::Kind::For: {
+    const Name &var = stmt.names.front();
+    std::optional<int64_t> low = evalInt(*stmt.value, scope);
+    std::optional<int64_t> high = evalInt(*stmt.upper, scope);
+    if (!low || !high)
+      return;
+    if (*high - *low > 4096) {
+      error(stmt.loc) << "loop of " << *high - *low
+                      << " iterations is too long to unroll (at most 4096)";
+      return;
+    }
+    for (Scope *s = &scope; s; s = s->parent)
+      if (s->ints.count(var.text)) {
+        error(var.loc) << "loop variable '" << var.text
+                       << "' shadows a dimension";
+        return;
+      }
+    // Loops are unrolled: each iteration is a fresh copy of the body.
+    for (int64_t i = *low; i < *high && !failed; ++i) {
+      scope.ints[var.text] = i;
+      for (const StmtPtr &inner : stmt.body) {
+        // `let` inside a loop binds a new value per iteration.
+        if (inner->kind == Stmt::Kind::Let)
+          for (const Name &name : inner->names)
+            scope.definedAt.erase(name.text);
+        emitStatement(*inner, scope, body);
+      }
+    }
+    scope.ints.erase(var.text);
+    return;
+  }
+  case Stmt::Kind::Stage:
+    return emitStage(stmt, scope);
+  case Stmt::Kind::Pipeline: {
+    const Name &axis = stmt.names.front();
+    if (!llvm::any_of(meshAxes, [&](auto &a) { return a.name == axis.text; }))
+      error(axis.loc) << "unknown mesh axis '" << axis.text << "'";
+    else if (model->lastStage >= 0)
+      error(stmt.loc) << "the pipeline axis must be chosen before the first stage";
+    else
+      model->pipelineAxis = axis.text;
+    return;
+  }
+  case Stmt::Kind::Train:
+    return emitTrain(stmt, scope);
+  }
+}
+
+void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
+  if (model->stageRegion) {
+    error(stmt.loc) << "stages cannot be nested";
+    return;
+  }
+  std::optional<int64_t> number = evalInt(*stmt.value, scope);
+  if (!number)
+    return;
+  std::string axis = model->pipelineAxis.value_or("pp");
+  auto it = llvm::find_if(meshAxes, [&](auto &a) { return a.name == axis; });
+  if (it == meshAxes.end()) {
+    error(stmt.loc) << "stage needs a pipeline mesh axis: name one with "
+                       "'pipeline AXIS' or call a mesh axis 'pp'";
+    return;
+  }
+  if (*number < 0 || *number >= it->size) {
+    error(stmt.value->getLoc()) << "invalid stage " << *number
+                                << ": mesh axis '" << axis << "' has "
+                                << it->size << " stages (0.." << it->size - 1
+                                << ")";
+    return;
+  }
+  if (*number < model->lastStage) {
+    error(stmt.value->getLoc()) << "stage " << *number << " comes after stage "
+                                << model->lastStage
+                                << "; stages must appear in order";
+    return;
+  }
+  model->lastStage = *number;
+
+  // Elaborate the body into a detached region, then wrap it in a stage op
+  // whose results are the values the rest of the model still refers to.
+  Region region;
+  mlir::Block *block = new mlir::Block();
+  region.push_back(block);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToEnd(block);
+    model->stageRegion = &region;
+    emitBlock(stmt.body, scope, BodyKind::Model);
+    model->stageRegion = nullptr;
+  }
+  auto definedInside = [&](Value v) {
+    return v && region.isAncestor(v.getParentRegion());
+  };
+  SmallVector<Value> escaping;
+  for (auto &entry : scope.values)
+    if (definedInside(entry.second) && !llvm::is_contained(escaping, entry.second))
+      escaping.push_back(entry.second);
+  for (Value v : model->results)
+    if (definedInside(v) && !llvm::is_contained(escaping, v))
+      escaping.push_back(v);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToEnd(block);
+    YieldOp::create(builder, loc(stmt.loc), escaping);
+  }
+  auto stage = StageOp::create(builder, loc(stmt.loc),
+                                     ValueRange(escaping).getTypes(), *number);
+  stage.getBody().takeBody(region);
+  for (auto [inner, outer] : llvm::zip(escaping, stage.getResults())) {
+    for (auto &entry : scope.values)
+      if (entry.second == inner)
+        entry.second = outer;
+    for (Value &v : model->results)
+      if (v == inner)
+        v = outer;
+  }
+}
+
+void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
+  if (model->hasTrain) {
+    error(stmt.loc) << "a model has one train section";
+    return;
+  }
+  model->hasTrain = true;
+  std::string optimizer = "adamw", schedule = "1f1b", lossScale = "none";
+  SmallVector<NamedAttribute> hyper;
+  int64_t microbatches = 1, steps = 1;
+  std::optional<double> initialScale;
+  Value loss;
+  llvm::StringMap<SMLoc> seen;
+
+  auto nameOf = [](const Expr &e) -> std::optional<std::string> {
+    if (auto *name = llvm::dyn_cast<NameExpr>(&e))
+      return name->name;
+    if (auto *call = llvm::dyn_cast<CallExpr>(&e))
+      return call->callee;
+    return std::nullopt;
+  };
+  for (const TrainEntry &entry : stmt.entries) {
+    StringRef key = entry.key.text;
+    const Expr &value = *entry.value;
+    if (!seen.try_emplace(key, entry.key.loc).second) {
+      error(entry.key.loc) << "'" << key << "' is set twice";
+      continue;
+    }
+    if (key == "loss") {
+      loss = emitTensor(value, scope, "the loss");
+      if (loss && cast<RankedTensorType>(loss.getType()).getRank() != 0) {
+        error(value.getLoc()) << "the loss must be a scalar, got "
+                              << loss.getType();
+        loss = Value();
+      }
+      if (loss && !cast<RankedTensorType>(loss.getType()).getElementType().isF32())
+        loss = castTo(loss, builder.getF32Type(), value.getLoc());
+    } else if (key == "optimizer") {
+      std::optional<std::string> name = nameOf(value);
+      if (!name || !llvm::is_contained({"sgd", "adam", "adamw"}, *name)) {
+        error(value.getLoc()) << "unknown optimizer (expected sgd, adam or adamw)";
+        continue;
+      }
+      optimizer = *name;
+      if (auto *call = llvm::dyn_cast<CallExpr>(&value)) {
+        if (!call->args.empty())
+          error(call->args.front()->getLoc())
+              << "optimizer settings are named, e.g. lr = 3e-4";
+        for (const KeywordArg &kwarg : call->kwargs) {
+          std::optional<double> v = evalNumber(*kwarg.value, scope);
+          if (v && !(*v >= 0))
+            error(kwarg.value->getLoc()) << "'" << kwarg.name
+                                         << "' must be non-negative";
+          else if (v)
+            hyper.push_back(builder.getNamedAttr(kwarg.name,
+                                                 builder.getF64FloatAttr(*v)));
+        }
+      }
+    } else if (key == "microbatches" || key == "steps") {
+      std::optional<int64_t> v = evalInt(value, scope);
+      if (v && *v < 1)
+        error(value.getLoc()) << "'" << key << "' must be at least 1";
+      else if (v)
+        (key == "steps" ? steps : microbatches) = *v;
+    } else if (key == "schedule") {
+      std::optional<std::string> name = nameOf(value);
+      if (!name || !llvm::is_contained({"gpipe", "1f1b", "interleaved"}, *name))
+        error(value.getLoc())
+            << "unknown pipeline schedule (expected gpipe, 1f1b or interleaved)";
+      else
+        schedule = *name;
+    } else if (key == "loss_scale") {
+      std::optional<std::string> name = nameOf(value);
+      if (auto *call = llvm::dyn_cast<CallExpr>(&value);
+          call && call->callee == "static" && call->args.size() == 1 &&
+          call->kwargs.empty()) {
+        initialScale = evalNumber(*call->args.front(), scope);
+        if (initialScale && !(*initialScale > 0)) {
+          error(value.getLoc()) << "the loss scale must be positive";
+          initialScale.reset();
+        }
+        lossScale = "static";
+      } else if (name && (*name == "none" || *name == "dynamic") &&
+                 llvm::isa<NameExpr>(value)) {
+        lossScale = *name;
+      } else {
+        error(value.getLoc())
+            << "expected loss scaling none, dynamic or static(SCALE)";
+      }
+    } else {
+      error(entry.key.loc) << "unknown train setting '" << key
+                           << "' (expected loss, optimizer, microbatches, "
+                              "schedule, loss_scale or steps)";
+    }
+  }
+  if (!seen.count("loss")) {
+    error(stmt.loc) << "the train section needs a loss";
+    return;
+  }
+  for (auto &[name, batch] : model->batchDims)
+    if (batch % microbatches != 0)
+      error(seen.lookup("microbatches"))
+          << microbatches << " microbatches do not divide the batch dimension "
+          << batch << " of input '" << name << "'";
+  if (computeType.isF16() && lossScale == "none")
+    emitWarning(loc(stmt.loc)) << "f16 training without loss scaling may lose "
+                                  "small gradients; add 'loss_scale dynamic'";
+  if (!loss || failed)
+    return;
+  model->results.push_back(loss);
+  model->resultAttrs.push_back(builder.getDictionaryAttr(
+      builder.getNamedAttr(attr::kLoss, builder.getStringAttr("loss"))));
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(module.getBody());
+  TrainOp::create(
+      builder, loc(stmt.loc), model->func.getSymName(), optimizer,
+      builder.getDictionaryAttr(hyper), microbatches, schedule, lossScale,
+      initialScale ? builder.getF64FloatAttr(*initialScale) : FloatAttr(),
+      steps);
+}
+
+//===----------------------------------------------------------------------===//
+// Declarations
+//===----------------------------------------------------------------------===//
+
+void Elaborator::declareMesh(const MeshDecl &mesh) {
+  if (meshName) {
+    error(mesh.loc) << "a script declares one mesh";
+    return;
+  }
+  SmallVector<int64_t> shape;
+  SmallVector<Attribute> names;
+  llvm::StringSet<> seen;
+  bool ok = true;
+  for (const MeshAxis &axis : mesh.axes) {
+    std::optional<int64_t> size = evalInt(*axis.size, globals);
+    if (size && *size < 1) {
+      error(axis.size->getLoc()) << "mesh axis size must be at least 1, got "
+                                 << *size;
+      size.reset();
+    }
+    if (!seen.insert(axis.name.text).second) {
+      error(axis.name.loc) << "mesh axis '" << axis.name.text
+                           << "' is declared twice";
+      size.reset();
+    }
+    ok &= size.has_value();
+    meshAxes.push_back({axis.name.text, size.value_or(1)});
+    shape.push_back(size.value_or(1));
+    names.push_back(builder.getStringAttr(axis.name.text));
+  }
+  meshName = mesh.name.text;
+  if (!ok)
+    return;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(module.getBody());
+  auto grid = shard::GridOp::create(builder, loc(mesh.loc), mesh.name.text, shape);
+  grid->setAttr(attr::kAxes, builder.getArrayAttr(names));
+  // Private so that symbol-dce can drop the grid once partitioning is done.
+  grid.setPrivate();
+}
+
+void Elaborator::declarePrecision(const PrecisionDecl &precision) {
+  std::optional<Type> compute = resolveDtype(precision.compute);
+  std::optional<Type> accumulate =
+      precision.accumulate ? resolveDtype(*precision.accumulate)
+                           : std::optional<Type>(builder.getF32Type());
+  if (!compute || !accumulate)
+    return;
+  auto attr = PrecisionAttr::getChecked(
+      [&] { return error(precision.loc); }, &context, *compute, *accumulate);
+  if (!attr)
+    return;
+  computeType = *compute;
+  accumulateType = *accumulate;
+  module->setAttr(attr::kPrecision, attr);
+}
+
+void Elaborator::emitModel(const ModelDecl &decl) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(module.getBody());
+  model.emplace();
+  model->func = func::FuncOp::create(builder, loc(decl.loc), decl.name.text,
+                                     builder.getFunctionType({}, {}));
+  builder.setInsertionPointToStart(model->func.addEntryBlock());
+  Scope scope;
+  scope.parent = &globals;
+  emitBlock(decl.body, scope, BodyKind::Model);
+  if (model->results.empty() && !failed)
+    error(decl.loc) << "model '" << decl.name.text << "' has no outputs";
+
+  func::ReturnOp::create(builder, loc(decl.loc), model->results);
+  func::FuncOp func = model->func;
+  func.setFunctionType(builder.getFunctionType(
+      func.getBody().front().getArgumentTypes(),
+      ValueRange(model->results).getTypes()));
+  func.setAllArgAttrs(model->argAttrs);
+  func.setAllResultAttrs(model->resultAttrs);
+  if (model->pipelineAxis)
+    func->setAttr(attr::kPipelineAxis, builder.getStringAttr(*model->pipelineAxis));
+  model.reset();
+}
+
+OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(builder.getUnknownLoc());
+  module = *owned;
+  computeType = accumulateType = builder.getF32Type();
+  for (const StmtPtr &dim : ast.globals)
+    emitStatement(*dim, globals, BodyKind::Layer);
+  for (const MeshDecl &mesh : ast.meshes)
+    declareMesh(mesh);
+  if (ast.precisions.size() > 1)
+    error(ast.precisions[1].loc) << "a script declares one precision policy";
+  if (!ast.precisions.empty())
+    declarePrecision(ast.precisions.front());
+  for (const FunctionDecl &fn : ast.functions)
+    if (!functions.try_emplace(fn.name.text, &fn).second)
+      error(fn.name.loc) << "'" << fn.name.text << "' is already defined";
+  llvm::StringSet<> modelNames;
+  for (const ModelDecl &decl : ast.models) {
+    if (!modelNames.insert(decl.name.text).second)
+      error(decl.name.loc) << "model '" << decl.name.text
+                           << "' is already defined";
+    else
+      emitModel(decl);
+  }
+  if (ast.models.empty())
+    error(SMLoc::getFromPointer(
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBufferStart()))
+        << "the script declares no model";
+  if (failed)
+    return nullptr;
+  // The rules above mirror the op verifiers; a failure here is a Loom bug.
+  if (mlir::failed(mlir::verify(module))) {
+    emitError(module.getLoc()) << "internal error: the generated loom IR does "
+                                  "not verify";
+    return nullptr;
+  }
+  return owned;
+}
+
+namespace loom {
+OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
+                                    const llvm::SourceMgr &sourceMgr) {
+  return Elaborator(context, sourceMgr).run(module);
+}
+} // namespace loom
