@@ -105,12 +105,10 @@ std::optional<int64_t> Elaborator::evalInt(const Expr &expr, Scope &scope) {
     case '+': result = *l + *r; break;
     case '-': result = *l - *r; break;
     case '*':
-      if (std::abs(*l) > kLimit || std::abs(*r) > kLimit ||
-          (*r != 0 && std::abs(*l) > kLimit * kLimit / std::abs(*r))) {
+      if (__builtin_mul_overflow(*l, *r, &result)) {
         error(expr.getLoc()) << "integer overflow";
         return std::nullopt;
       }
-      result = *l * *r;
       break;
     case '/':
       if (*r == 0 || *l % *r != 0) {
@@ -595,6 +593,8 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     if (!model->externalNames.try_emplace(name.text, name.loc).second)
       error(name.loc) << "'" << name.text << "' is already declared";
     else if (value) {
+      // Outputs are also names, e.g. for the train section's loss.
+      bind(scope, name, value, /*isNew=*/true);
       model->results.push_back(value);
       model->resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
           attr::kOutput, builder.getStringAttr(name.text))));

@@ -11,6 +11,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/ToolUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -35,6 +36,11 @@ cl::opt<Stage> emitStage(
                clEnumValN(Stage::Loom, "loom",
                           "the checked model in the loom dialect")),
     cl::cat(loomCategory));
+cl::opt<bool> splitInputFile(
+    "split-input-file",
+    cl::desc("Compile each '// -----' separated chunk as its own script "
+             "(for tests)"),
+    cl::init(false), cl::cat(loomCategory));
 cl::opt<bool> verifyDiagnostics(
     "verify-diagnostics",
     cl::desc("Check the script's diagnostics against its "
@@ -81,9 +87,6 @@ int main(int argc, char **argv) {
            << ec.message() << "\n";
     return 1;
   }
-  SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*file), SMLoc());
-
   std::error_code ec;
   ToolOutputFile output(outputFile, ec, sys::fs::OF_TextWithCRLF);
   if (ec) {
@@ -92,14 +95,23 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  mlir::MLIRContext context;
-  if (verifyDiagnostics) {
-    mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
-    (void)compile(context, sourceMgr, output.os());
-    return failed(handler.verify()) ? 1 : 0;
-  }
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  if (failed(compile(context, sourceMgr, output.os())))
+  // Each chunk is an independent script with its own context and diagnostics.
+  auto processChunk = [](std::unique_ptr<MemoryBuffer> chunk,
+                         raw_ostream &os) -> LogicalResult {
+    SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(chunk), SMLoc());
+    mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+    if (verifyDiagnostics) {
+      mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
+      (void)compile(context, sourceMgr, os);
+      return handler.verify();
+    }
+    mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    return compile(context, sourceMgr, os);
+  };
+  if (failed(mlir::splitAndProcessBuffer(
+          std::move(*file), processChunk, output.os(),
+          splitInputFile ? mlir::kDefaultSplitMarker : "", "// -----")))
     return 1;
   output.keep();
   return 0;

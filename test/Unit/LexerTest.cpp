@@ -1,0 +1,76 @@
+//===- LexerTest.cpp - Tokenization of Loom scripts ----------------------===//
+
+#include "Frontend/Lexer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace loom;
+
+namespace {
+struct Lexed {
+  std::vector<TokenKind> kinds;
+  std::vector<std::string> spellings;
+  std::vector<std::string> errors;
+};
+
+Lexed lex(llvm::StringRef text) {
+  Lexed out;
+  auto onError = [&](llvm::SMLoc, const llvm::Twine &message) {
+    out.errors.push_back(message.str());
+  };
+  Lexer lexer(text, onError);
+  for (Token tok = lexer.next(); !tok.is(TokenKind::eof); tok = lexer.next()) {
+    out.kinds.push_back(tok.kind);
+    out.spellings.push_back(tok.spelling.str());
+  }
+  return out;
+}
+} // namespace
+
+TEST(Lexer, NumbersRangesAndNames) {
+  Lexed out = lex("0..4 1e-5 0.02 .5 1f1b 512");
+  std::vector<TokenKind> expected = {
+      TokenKind::integer, TokenKind::dotdot, TokenKind::integer,
+      TokenKind::number,  TokenKind::number, TokenKind::number,
+      TokenKind::identifier, TokenKind::integer};
+  EXPECT_EQ(out.kinds, expected);
+  EXPECT_EQ(out.spellings[3], "1e-5");
+  EXPECT_EQ(out.spellings[6], "1f1b");
+  EXPECT_TRUE(out.errors.empty());
+}
+
+TEST(Lexer, NewlinesEndStatementsOutsideBrackets) {
+  Lexed out = lex("a = f(x,\n y)\nb");
+  int newlines = 0;
+  for (TokenKind kind : out.kinds)
+    newlines += kind == TokenKind::newline;
+  EXPECT_EQ(newlines, 1);
+}
+
+TEST(Lexer, BraceResetsUnclosedParenthesis) {
+  // An unclosed '(' must not hide the statement ends of the next block.
+  Lexed out = lex("f(\n{\na\nb");
+  int newlines = 0;
+  for (TokenKind kind : out.kinds)
+    newlines += kind == TokenKind::newline;
+  EXPECT_EQ(newlines, 2);
+}
+
+TEST(Lexer, CommentsAndKeywords) {
+  Lexed out = lex("model m { // comment\n# another\nparam }");
+  std::vector<TokenKind> expected = {
+      TokenKind::kw_model, TokenKind::identifier, TokenKind::l_brace,
+      TokenKind::newline,  TokenKind::newline,    TokenKind::kw_param,
+      TokenKind::r_brace};
+  EXPECT_EQ(out.kinds, expected);
+}
+
+TEST(Lexer, InvalidCharactersAreReported) {
+  Lexed out = lex("a $ b \x01");
+  ASSERT_EQ(out.errors.size(), 2u);
+  EXPECT_EQ(out.errors[0], "unexpected character '$'");
+  EXPECT_EQ(out.errors[1], "unexpected byte in the source");
+}
