@@ -609,6 +609,11 @@ bool Parser::parseArguments(std::vector<ExprPtr> &args,
       }
       if (peekTok.is(TokenKind::equal)) {
         KeywordArg kwarg{tok.spelling.str(), tok.getLoc(), nullptr};
+        for (const KeywordArg &earlier : kwargs)
+          if (earlier.name == kwarg.name) {
+            error(kwarg.loc, "argument '" + kwarg.name + "' is given twice");
+            return false;
+          }
         consume();
         consume();
         if (!(kwarg.value = parseExpr()))

@@ -778,6 +778,15 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
           error(call->args.front()->getLoc())
               << "optimizer settings are named, e.g. lr = 3e-4";
         for (const KeywordArg &kwarg : call->kwargs) {
+          ArrayRef<StringRef> known = TrainOp::hyperparametersOf(optimizer);
+          if (!llvm::is_contained(known, kwarg.name)) {
+            InFlightDiagnostic diag = error(kwarg.loc);
+            diag << "optimizer '" << optimizer << "' has no hyperparameter '"
+                 << kwarg.name << "' (expected ";
+            llvm::interleaveComma(known, diag);
+            diag << ")";
+            continue;
+          }
           std::optional<double> v = evalNumber(*kwarg.value, scope);
           if (v && !(*v >= 0))
             error(kwarg.value->getLoc()) << "'" << kwarg.name

@@ -98,8 +98,7 @@ LogicalResult MoeOp::verify() {
   return success();
 }
 
-/// Hyperparameters each optimizer understands.
-static ArrayRef<StringRef> optimizerHyperparameters(StringRef optimizer) {
+ArrayRef<StringRef> TrainOp::hyperparametersOf(StringRef optimizer) {
   static const StringRef sgd[] = {"lr", "momentum", "weight_decay"};
   static const StringRef adam[] = {"lr", "beta1", "beta2", "eps",
                                    "weight_decay"};
@@ -111,7 +110,7 @@ static ArrayRef<StringRef> optimizerHyperparameters(StringRef optimizer) {
 }
 
 LogicalResult TrainOp::verify() {
-  ArrayRef<StringRef> known = optimizerHyperparameters(getOptimizer());
+  ArrayRef<StringRef> known = hyperparametersOf(getOptimizer());
   if (known.empty())
     return emitOpError("unknown optimizer '")
            << getOptimizer() << "' (expected sgd, adam or adamw)";

@@ -101,6 +101,11 @@ def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
     (`initial_scale` $initial_scale^)? `steps` $steps attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The hyperparameters `optimizer` understands; empty if it is unknown.
+    static ::llvm::ArrayRef<::llvm::StringRef>
+    hyperparametersOf(::llvm::StringRef optimizer);
+  }];
 }
 
 #endif // LOOM_STRUCTURE_OPS_TD

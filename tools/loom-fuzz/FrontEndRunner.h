@@ -1,0 +1,20 @@
+//===- FrontEndRunner.h - Runs the whole front end on one script in memory -===//
+
+#ifndef LOOM_FUZZ_FRONTENDRUNNER_H
+#define LOOM_FUZZ_FRONTENDRUNNER_H
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace loom {
+
+/// What the front end made of one script.
+enum class FrontEndOutcome { Accepted, Rejected, InternalError };
+
+/// Parses, checks and elaborates `script`, swallowing diagnostics. An
+/// accepted script whose IR does not verify is an internal error.
+FrontEndOutcome runFrontEnd(mlir::MLIRContext &context, llvm::StringRef script);
+
+} // namespace loom
+
+#endif // LOOM_FUZZ_FRONTENDRUNNER_H
