@@ -283,14 +283,15 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
       } else if (d < 1) {
         error(args.at(1)) << "reshape dimensions must be positive (one may be -1)";
         return Operand::poison();
-      } else {
-        known *= d;
+      } else if (__builtin_mul_overflow(known, d, &known)) {
+        error(args.at(1)) << "reshape dimensions are too large";
+        return Operand::poison();
       }
     }
     int64_t total = typeOf(x).getNumElements();
     if (inferred >= 0 && total % known == 0)
       (*shape)[inferred] = total / known;
-    if (llvm::product_of(*shape) != total || (inferred >= 0 && total % known)) {
+    if (checkedElementCount(*shape) != total || (inferred >= 0 && total % known)) {
       error(args.at(1)) << "shape mismatch: cannot reshape "
                         << formatShape(typeOf(x).getShape()) << " ("
                         << total << " elements) to " << formatShape(*shape);

@@ -129,6 +129,8 @@ public:
   mlir::OpBuilder builder;
   mlir::ModuleOp module;
   bool failed = false;
+  static constexpr unsigned kMaxStatements = 200000;
+  unsigned statementsElaborated = 0;
 
   // Script-wide declarations.
   struct MeshAxisInfo {

@@ -350,6 +350,11 @@ std::optional<SmallVector<int64_t>> Elaborator::evalShape(const TypeSpec &type,
   }
   if (!ok)
     return std::nullopt;
+  if (!checkedElementCount(shape)) {
+    error(type.loc) << "tensor of shape " << formatShape(shape)
+                    << " is too large (at most 2^48 elements)";
+    return std::nullopt;
+  }
   return shape;
 }
 
@@ -548,6 +553,13 @@ static const char *onlyInModel(Stmt::Kind kind) {
 }
 
 void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
+  // Loops and layers multiply: bound the unrolled program, not each loop.
+  if (++statementsElaborated > kMaxStatements) {
+    if (statementsElaborated == kMaxStatements + 1)
+      error(stmt.loc) << "the script unrolls to more than " << kMaxStatements
+                      << " statements";
+    return;
+  }
   if (const char *what = onlyInModel(stmt.kind); what && body != BodyKind::Model) {
     error(stmt.loc) << what << " belong in the model, not in a layer or expert";
     return;

@@ -34,6 +34,15 @@ static std::string typeName(Type type) {
   return text;
 }
 
+std::optional<int64_t> mlir::loom::checkedElementCount(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    if (dim < 0 || __builtin_mul_overflow(count, dim, &count) ||
+        count > kMaxTensorElements)
+      return std::nullopt;
+  return count;
+}
+
 FailureOr<Type> mlir::loom::promoteElementTypes(Type lhs, Type rhs,
                                                 EmitErrorFn emitError) {
   if (lhs == rhs)

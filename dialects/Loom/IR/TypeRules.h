@@ -56,6 +56,12 @@ FailureOr<SmallVector<int64_t>> embeddingShape(ArrayRef<int64_t> table,
 /// Checks that `axis` names a dimension of a rank-`rank` tensor.
 LogicalResult checkAxis(int64_t axis, int64_t rank, EmitErrorFn emitError);
 
+/// The largest number of elements a Loom tensor may have (2^48).
+constexpr int64_t kMaxTensorElements = int64_t(1) << 48;
+
+/// The element count of `shape`, or nullopt past kMaxTensorElements.
+std::optional<int64_t> checkedElementCount(ArrayRef<int64_t> shape);
+
 /// Formats a shape as `[64, 512]` for diagnostics.
 std::string formatShape(ArrayRef<int64_t> shape);
 

@@ -1,0 +1,1085 @@
+// RUN: loom-opt %s --split-input-file --verify-diagnostics
+
+// One case per verifier error of the loom dialect, its attributes and its
+// type inference.
+
+//===----------------------------------------------------------------------===//
+// loom.constant
+//===----------------------------------------------------------------------===//
+
+func.func @constant_not_scalar() {
+  // expected-error @+1 {{'loom.constant' op must produce a rank-0 tensor}}
+  %0 = loom.constant 1.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @constant_bad_element() {
+  // expected-error @+1 {{'loom.constant' op result #0 must be ranked tensor of}}
+  %0 = loom.constant 1.0 : tensor<f64>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary ops (inferred result types)
+//===----------------------------------------------------------------------===//
+
+func.func @add_wrong_shape(%a: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+2 {{'loom.add' op inferred type(s) 'tensor<4x8xf32>' are incompatible with return type(s) of operation 'tensor<4x9xf32>'}}
+  // expected-error @+1 {{'loom.add' op failed to infer returned types}}
+  %0 = loom.add %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x9xf32>
+  return
+}
+
+// -----
+
+func.func @add_not_promoted(%a: tensor<4x8xbf16>, %b: tensor<8xf32>) {
+  // expected-error @+2 {{'loom.add' op inferred type(s) 'tensor<4x8xf32>' are incompatible with return type(s) of operation 'tensor<4x8xbf16>'}}
+  // expected-error @+1 {{'loom.add' op failed to infer returned types}}
+  %0 = loom.add %a, %b : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xbf16>
+  return
+}
+
+// -----
+
+func.func @sub_no_broadcast(%a: tensor<4x8xf32>, %b: tensor<9xf32>) {
+  // expected-error @+2 {{shape mismatch: cannot broadcast [4, 8] with [9]}}
+  // expected-error @+1 {{'loom.sub' op failed to infer returned types}}
+  %0 = loom.sub %a, %b : (tensor<4x8xf32>, tensor<9xf32>) -> tensor<4x9xf32>
+  return
+}
+
+// -----
+
+func.func @mul_dtype_conflict(%a: tensor<8xf16>, %b: tensor<8xbf16>) {
+  // expected-error @+2 {{dtype conflict: f16 and bf16 have no common type; cast one of them explicitly}}
+  // expected-error @+1 {{'loom.mul' op failed to infer returned types}}
+  %0 = loom.mul %a, %b : (tensor<8xf16>, tensor<8xbf16>) -> tensor<8xf16>
+  return
+}
+
+// -----
+
+func.func @div_integer(%a: tensor<8xf32>, %b: tensor<8xi32>) {
+  // expected-error @+1 {{'loom.div' op operand #1 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values}}
+  %0 = loom.div %a, %b : (tensor<8xf32>, tensor<8xi32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary ops and cast
+//===----------------------------------------------------------------------===//
+
+func.func @gelu_changes_type(%a: tensor<8xf32>) {
+  // expected-error @+1 {{'loom.gelu' op requires the same type for all operands and results}}
+  %0 = "loom.gelu"(%a) : (tensor<8xf32>) -> tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @cast_changes_shape(%a: tensor<64x512xf32>) {
+  // expected-error @+1 {{'loom.cast' op changes the shape from [64, 512] to [512, 64]}}
+  %0 = loom.cast %a : tensor<64x512xf32> to tensor<512x64xbf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// loom.matmul
+//===----------------------------------------------------------------------===//
+
+func.func @matmul_wrong_shape(%a: tensor<64x512xbf16>, %b: tensor<512x128xbf16>) {
+  // expected-error @+2 {{'loom.matmul' op inferred type(s) 'tensor<64x128xbf16>' are incompatible with return type(s) of operation 'tensor<64x512xbf16>'}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b accumulate f32 : (tensor<64x512xbf16>, tensor<512x128xbf16>) -> tensor<64x512xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_contraction(%a: tensor<64x512xf32>, %b: tensor<256x128xf32>) {
+  // expected-error @+2 {{shape mismatch: matmul contracts [64, 512] with [256, 128] (512 != 256)}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b accumulate f32 : (tensor<64x512xf32>, tensor<256x128xf32>) -> tensor<64x128xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<512xf32>, %b: tensor<512x128xf32>) {
+  // expected-error @+2 {{rank mismatch: matmul needs operands of rank >= 2, got [512] @ [512, 128]}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b accumulate f32 : (tensor<512xf32>, tensor<512x128xf32>) -> tensor<128xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x16x8xf32>, %b: tensor<3x8x16xf32>) {
+  // expected-error @+2 {{shape mismatch: matmul batch dimensions of [2, 16, 8] and [3, 8, 16] do not broadcast}}
+  // expected-error @+1 {{'loom.matmul' op failed to infer returned types}}
+  %0 = loom.matmul %a, %b accumulate f32 : (tensor<2x16x8xf32>, tensor<3x8x16xf32>) -> tensor<2x16x16xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_mixed_operands(%a: tensor<64x512xbf16>, %b: tensor<512x128xf32>) {
+  // expected-error @+1 {{'loom.matmul' op operands differ in element type: 'bf16' and 'f32'}}
+  %0 = loom.matmul %a, %b accumulate f32 : (tensor<64x512xbf16>, tensor<512x128xf32>) -> tensor<64x128xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_narrow_accumulate(%a: tensor<64x512xf32>, %b: tensor<512x128xf32>) {
+  // expected-error @+1 {{'loom.matmul' op accumulates in 'bf16', narrower than its operands' 'f32'}}
+  %0 = loom.matmul %a, %b accumulate bf16 : (tensor<64x512xf32>, tensor<512x128xf32>) -> tensor<64x128xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Softmax, causal mask, normalizations
+//===----------------------------------------------------------------------===//
+
+func.func @softmax_axis(%a: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.softmax' op axis 2 is out of range for a tensor of rank 2}}
+  %0 = loom.softmax %a axis 2 : tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_negative_axis(%a: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.softmax' op axis -1 is out of range for a tensor of rank 2}}
+  %0 = loom.softmax %a axis -1 : tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @causal_mask_rank(%a: tensor<16xf32>) {
+  // expected-error @+1 {{'loom.causal_mask' op needs a tensor of rank >= 2 (queries x keys)}}
+  %0 = loom.causal_mask %a : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @layernorm_scale_shape(%x: tensor<64x512xf32>, %g: tensor<256xf32>) {
+  // expected-error @+1 {{'loom.layernorm' op scale must have shape [512], got [256]}}
+  %0 = loom.layernorm %x scale %g epsilon 1.0e-5 : (tensor<64x512xf32>, tensor<256xf32>) -> tensor<64x512xf32>
+  return
+}
+
+// -----
+
+func.func @layernorm_bias_shape(%x: tensor<64x512xf32>, %g: tensor<512xf32>, %b: tensor<1x512xf32>) {
+  // expected-error @+1 {{'loom.layernorm' op bias must have shape [512], got [1, 512]}}
+  %0 = loom.layernorm %x scale %g bias %b epsilon 1.0e-5 : (tensor<64x512xf32>, tensor<512xf32>, tensor<1x512xf32>) -> tensor<64x512xf32>
+  return
+}
+
+// -----
+
+func.func @layernorm_scalar(%x: tensor<f32>, %g: tensor<1xf32>) {
+  // expected-error @+1 {{'loom.layernorm' op cannot normalize a scalar}}
+  %0 = loom.layernorm %x scale %g epsilon 1.0e-5 : (tensor<f32>, tensor<1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @layernorm_epsilon(%x: tensor<64x512xf32>) {
+  // expected-error @+1 {{'loom.layernorm' op epsilon must be positive}}
+  %0 = loom.layernorm %x epsilon 0.0 : (tensor<64x512xf32>) -> tensor<64x512xf32>
+  return
+}
+
+// -----
+
+func.func @layernorm_not_promoted(%x: tensor<64x512xbf16>, %g: tensor<512xf32>) {
+  // expected-error @+1 {{'loom.layernorm' op must produce 'tensor<64x512xf32>'}}
+  %0 = loom.layernorm %x scale %g epsilon 1.0e-5 : (tensor<64x512xbf16>, tensor<512xf32>) -> tensor<64x512xbf16>
+  return
+}
+
+// -----
+
+func.func @layernorm_dtype_conflict(%x: tensor<64x512xbf16>, %g: tensor<512xf16>) {
+  // expected-error @+1 {{'loom.layernorm' op dtype conflict: bf16 and f16 have no common type; cast one of them explicitly}}
+  %0 = loom.layernorm %x scale %g epsilon 1.0e-5 : (tensor<64x512xbf16>, tensor<512xf16>) -> tensor<64x512xbf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_scale_shape(%x: tensor<64x512xf32>, %g: tensor<64xf32>) {
+  // expected-error @+1 {{'loom.rmsnorm' op scale must have shape [512], got [64]}}
+  %0 = loom.rmsnorm %x scale %g epsilon 1.0e-5 : (tensor<64x512xf32>, tensor<64xf32>) -> tensor<64x512xf32>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_epsilon(%x: tensor<64x512xf32>) {
+  // expected-error @+1 {{'loom.rmsnorm' op epsilon must be positive}}
+  %0 = loom.rmsnorm %x epsilon -1.0e-5 : (tensor<64x512xf32>) -> tensor<64x512xf32>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_wrong_result(%x: tensor<64x512xf32>) {
+  // expected-error @+1 {{'loom.rmsnorm' op must produce 'tensor<64x512xf32>'}}
+  %0 = loom.rmsnorm %x epsilon 1.0e-5 : (tensor<64x512xf32>) -> tensor<64x256xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Indexing and data movement
+//===----------------------------------------------------------------------===//
+
+func.func @embedding_table_rank(%t: tensor<1000xf32>, %ids: tensor<16xi32>) {
+  // expected-error @+2 {{rank mismatch: an embedding table is [rows, dim], got [1000]}}
+  // expected-error @+1 {{'loom.embedding' op failed to infer returned types}}
+  %0 = loom.embedding %t[%ids] : (tensor<1000xf32>, tensor<16xi32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_wrong_shape(%t: tensor<1000x64xf32>, %ids: tensor<2x16xi32>) {
+  // expected-error @+2 {{'loom.embedding' op inferred type(s) 'tensor<2x16x64xf32>' are incompatible with return type(s) of operation 'tensor<32x64xf32>'}}
+  // expected-error @+1 {{'loom.embedding' op failed to infer returned types}}
+  %0 = loom.embedding %t[%ids] : (tensor<1000x64xf32>, tensor<2x16xi32>) -> tensor<32x64xf32>
+  return
+}
+
+// -----
+
+func.func @arange_rank() {
+  // expected-error @+1 {{'loom.arange' op must produce a rank-1 tensor}}
+  %0 = loom.arange : tensor<4x4xi32>
+  return
+}
+
+// -----
+
+func.func @transpose_wrong_shape(%x: tensor<2x16x4x8xf32>) {
+  // expected-error @+2 {{'loom.transpose' op inferred type(s) 'tensor<2x4x16x8xf32>' are incompatible with return type(s) of operation 'tensor<2x16x4x8xf32>'}}
+  // expected-error @+1 {{'loom.transpose' op failed to infer returned types}}
+  %0 = loom.transpose %x perm [0, 2, 1, 3] : tensor<2x16x4x8xf32> -> tensor<2x16x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm_rank(%x: tensor<16x8xf32>) {
+  // expected-error @+2 {{rank mismatch: permutation [0, 2, 1] has 3 entries for a tensor of rank 2}}
+  // expected-error @+1 {{'loom.transpose' op failed to infer returned types}}
+  %0 = loom.transpose %x perm [0, 2, 1] : tensor<16x8xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_not_permutation(%x: tensor<16x8xf32>) {
+  // expected-error @+2 {{[1, 1] is not a permutation of 0..1}}
+  // expected-error @+1 {{'loom.transpose' op failed to infer returned types}}
+  %0 = loom.transpose %x perm [1, 1] : tensor<16x8xf32> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_element_type(%x: tensor<2x16xf32>) {
+  // expected-error @+1 {{'loom.reshape' op changes the element type}}
+  %0 = loom.reshape %x : tensor<2x16xf32> -> tensor<32xbf16>
+  return
+}
+
+// -----
+
+func.func @reshape_element_count(%x: tensor<2x16xf32>) {
+  // expected-error @+1 {{'loom.reshape' op changes the number of elements from 32 to 30}}
+  %0 = loom.reshape %x : tensor<2x16xf32> -> tensor<2x15xf32>
+  return
+}
+
+// -----
+
+func.func @split_axis(%x: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.split' op axis 2 is out of range for a tensor of rank 2}}
+  %0:2 = loom.split %x axis 2 : tensor<16x64xf32> -> tensor<16x32xf32>, tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @split_no_pieces(%x: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.split' op must produce at least one piece}}
+  "loom.split"(%x) <{axis = 1 : i64}> : (tensor<16x64xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @split_piece_shapes(%x: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.split' op shape mismatch: cannot concatenate [16, 32] and [8, 32] along axis 1}}
+  %0:2 = loom.split %x axis 1 : tensor<16x64xf32> -> tensor<16x32xf32>, tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.split' op pieces do not add up to [16, 64]}}
+  %0:2 = loom.split %x axis 1 : tensor<16x64xf32> -> tensor<16x32xf32>, tensor<16x16xf32>
+  return
+}
+
+// -----
+
+func.func @split_element_type(%x: tensor<16x64xf32>) {
+  // expected-error @+1 {{'loom.split' op changes the element type}}
+  %0:2 = loom.split %x axis 1 : tensor<16x64xf32> -> tensor<16x32xf32>, tensor<16x32xbf16>
+  return
+}
+
+// -----
+
+func.func @concat_wrong_shape(%a: tensor<16x32xf32>, %b: tensor<16x8xf32>) {
+  // expected-error @+2 {{'loom.concat' op inferred type(s) 'tensor<16x40xf32>' are incompatible with return type(s) of operation 'tensor<32x32xf32>'}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %b axis 1 : (tensor<16x32xf32>, tensor<16x8xf32>) -> tensor<32x32xf32>
+  return
+}
+
+// -----
+
+func.func @concat_mismatch(%a: tensor<16x32xf32>, %b: tensor<8x8xf32>) {
+  // expected-error @+2 {{shape mismatch: cannot concatenate [16, 32] and [8, 8] along axis 1}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %b axis 1 : (tensor<16x32xf32>, tensor<8x8xf32>) -> tensor<16x40xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<16x32xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for a tensor of rank 2}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a axis 2 : (tensor<16x32xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @concat_dtype(%a: tensor<16x32xf32>, %b: tensor<16x32xbf16>) {
+  // expected-error @+2 {{dtype conflict: concat of different element types}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = loom.concat %a, %b axis 1 : (tensor<16x32xf32>, tensor<16x32xbf16>) -> tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @concat_nothing() {
+  // expected-error @+2 {{concat needs at least one tensor}}
+  // expected-error @+1 {{'loom.concat' op failed to infer returned types}}
+  %0 = "loom.concat"() <{axis = 0 : i64}> : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+func.func @sum_wrong_shape(%x: tensor<16x64xf32>) {
+  // expected-error @+2 {{'loom.sum' op inferred type(s) 'tensor<16x1xf32>' are incompatible with return type(s) of operation 'tensor<16xf32>'}}
+  // expected-error @+1 {{'loom.sum' op failed to infer returned types}}
+  %0 = loom.sum %x axis 1 keepdim : tensor<16x64xf32> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @mean_axis(%x: tensor<16x64xf32>) {
+  // expected-error @+2 {{axis 3 is out of range for a tensor of rank 2}}
+  // expected-error @+1 {{'loom.mean' op failed to infer returned types}}
+  %0 = loom.mean %x axis 3 : tensor<16x64xf32> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @max_element_type(%x: tensor<16x64xbf16>) {
+  // expected-error @+2 {{'loom.max' op inferred type(s) 'tensor<16xbf16>' are incompatible with return type(s) of operation 'tensor<16xf32>'}}
+  // expected-error @+1 {{'loom.max' op failed to infer returned types}}
+  %0 = loom.max %x axis 1 : tensor<16x64xbf16> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+func.func @cross_entropy_labels(%l: tensor<2x16x1000xf32>, %t: tensor<2x1000xi32>) {
+  // expected-error @+1 {{'loom.cross_entropy' op labels [2, 1000] must be the logits' shape [2, 16, 1000] without its last (class) dimension}}
+  %0 = loom.cross_entropy %l, %t : (tensor<2x16x1000xf32>, tensor<2x1000xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_scalar(%l: tensor<f32>, %t: tensor<i32>) {
+  // expected-error @+1 {{'loom.cross_entropy' op labels [] must be the logits' shape [] without its last (class) dimension}}
+  %0 = loom.cross_entropy %l, %t : (tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_result(%l: tensor<16x10xf32>, %t: tensor<16xi32>) {
+  // expected-error @+1 {{'loom.cross_entropy' op result #0 must be 0D tensor of 32-bit float values}}
+  %0 = loom.cross_entropy %l, %t : (tensor<16x10xf32>, tensor<16xi32>) -> tensor<bf16>
+  return
+}
+
+// -----
+
+func.func @mse_shapes(%y: tensor<64x8xf32>, %t: tensor<8x64xf32>) {
+  // expected-error @+1 {{'loom.mse' op compares tensors of different shapes [64, 8] and [8, 64]}}
+  %0 = loom.mse %y, %t : (tensor<64x8xf32>, tensor<8x64xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// loom.stage and loom.yield
+//===----------------------------------------------------------------------===//
+
+func.func @stage_negative() {
+  // expected-error @+1 {{'loom.stage' op stage number must be non-negative, got -1}}
+  loom.stage -1 {
+    loom.yield
+  }
+  return
+}
+
+// -----
+
+func.func @stage_arguments() {
+  // expected-error @+1 {{'loom.stage' op body takes no arguments}}
+  loom.stage 0 {
+  ^bb0(%a: tensor<4xf32>):
+    loom.yield
+  }
+  return
+}
+
+// -----
+
+func.func @stage_other_terminator() {
+  // expected-error @+1 {{'loom.stage' op body must end with loom.yield}}
+  loom.stage 0 {
+    func.return
+  }
+  return
+}
+
+// -----
+
+func.func @stage_yield_types(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.stage' op body yields 'tensor<4xf32>' but the op produces 'tensor<4xbf16>'}}
+  %0 = loom.stage 0 -> tensor<4xbf16> {
+    loom.yield %a : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @stage_yield_count(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.stage' op body yields 'tensor<4xf32>', 'tensor<4xf32>' but the op produces 'tensor<4xf32>'}}
+  %0 = loom.stage 0 -> tensor<4xf32> {
+    loom.yield %a, %a : tensor<4xf32>, tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @stage_empty() {
+  // expected-error @+1 {{'loom.stage' op expects a non-empty block}}
+  loom.stage 0 {
+  }
+  return
+}
+
+// -----
+
+func.func @yield_outside(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.yield' op expects parent op to be one of 'loom.stage, loom.moe'}}
+  loom.yield %a : tensor<4xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// loom.moe
+//===----------------------------------------------------------------------===//
+
+func.func @moe_no_experts(%x: tensor<16x32xf32>, %r: tensor<32x0xf32>) {
+  // expected-error @+1 {{'loom.moe' op needs at least one expert, got 0}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 1 : i64, capacity_factor = 1.0 : f64, experts = 0 : i64, top_k = 1 : i64}
+      : (tensor<16x32xf32>, tensor<32x0xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<1x32xf32>):
+    loom.yield %t : tensor<1x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_top_k(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op top_k must be in [1, 4], got 5}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 20 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 5 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<20x32xf32>):
+    loom.yield %t : tensor<20x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_top_k_zero(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op top_k must be in [1, 4], got 0}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 1 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 0 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<1x32xf32>):
+    loom.yield %t : tensor<1x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_capacity_factor(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op capacity_factor must be positive}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 1 : i64, capacity_factor = 0.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<1x32xf32>):
+    loom.yield %t : tensor<1x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_axis(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op needs the expert mesh axis}}
+  %0 = loom.moe %x router %r {axis = "", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    loom.yield %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_scalar_input(%x: tensor<f32>, %r: tensor<1x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op input must have a feature dimension}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 1 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<f32>, tensor<1x4xf32>) -> tensor<f32> {
+  ^bb0(%t: tensor<1x1xf32>):
+    loom.yield %t : tensor<1x1xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_empty_features(%x: tensor<16x0xf32>, %r: tensor<0x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op input features must be non-empty}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 1 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x0xf32>, tensor<0x4xf32>) -> tensor<16x0xf32> {
+  ^bb0(%t: tensor<1x0xf32>):
+    loom.yield %t : tensor<1x0xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_router(%x: tensor<16x32xf32>, %r: tensor<4x32xf32>) {
+  // expected-error @+1 {{'loom.moe' op router must have shape [32, 4], got [4, 32]}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<4x32xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    loom.yield %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_capacity(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // ceil(2 * 16 * 1.0 / 4) is 8, not 9.
+  // expected-error @+1 {{'loom.moe' op capacity 9 does not follow from the routing parameters}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 9 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<9x32xf32>):
+    loom.yield %t : tensor<9x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_body_arguments(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %w: tensor<4x32x32xf32>) {
+  // expected-error @+1 {{'loom.moe' op body must take the token tile and one argument per expert parameter}}
+  %0 = loom.moe %x router %r params(%w) {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>, tensor<4x32x32xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    loom.yield %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_tile(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op token tile must be tensor<8x32x...>}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<16x32xf32>):
+    loom.yield %t : tensor<16x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_param_not_stacked(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %w: tensor<2x32x32xf32>) {
+  // expected-error @+1 {{'loom.moe' op expert parameter 'tensor<2x32x32xf32>' must be [experts, ...] with the body taking one expert's slice}}
+  %0 = loom.moe %x router %r params(%w) {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>, tensor<2x32x32xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>, %we: tensor<32x32xf32>):
+    loom.yield %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_param_slice(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %w: tensor<4x32x32xf32>) {
+  // expected-error @+1 {{'loom.moe' op expert parameter 'tensor<4x32x32xf32>' must be [experts, ...] with the body taking one expert's slice}}
+  %0 = loom.moe %x router %r params(%w) {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>, tensor<4x32x32xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>, %we: tensor<4x32x32xf32>):
+    loom.yield %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_yield_count(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op body must yield one token tile}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    loom.yield %t, %t : tensor<8x32xf32>, tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_other_terminator(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op body must yield one token tile}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    func.return %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_yield_shape(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op body must yield a [capacity, features] tile}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    %s = loom.sum %t axis 0 : tensor<8x32xf32> -> tensor<32xf32>
+    loom.yield %s : tensor<32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_result(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op result must be 'tensor<16x32xf32>'}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xbf16> {
+  ^bb0(%t: tensor<8x32xf32>):
+    loom.yield %t : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_isolated(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %b: tensor<32xf32>) {
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    // expected-error @+2 {{using value defined outside the region}}
+    // expected-note @-4 {{required by region isolation constraints}}
+    %a = loom.add %t, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+    loom.yield %a : tensor<8x32xf32>
+  }
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// loom.train
+//===----------------------------------------------------------------------===//
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op unknown optimizer 'lamb' (expected sgd, adam or adamw)}}
+  loom.train @m optimizer "lamb" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op optimizer 'sgd' has no hyperparameter 'beta1'}}
+  loom.train @m optimizer "sgd" {beta1 = 0.9} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op hyperparameter 'lr' must be a number}}
+  loom.train @m optimizer "adamw" {lr = "fast"} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op needs at least one microbatch}}
+  loom.train @m optimizer "adam" {} microbatches 0 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op needs at least one step}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 0
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op unknown pipeline schedule 'zigzag'}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "zigzag" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op unknown loss scaling 'auto'}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "auto" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op initial_scale goes with static loss scaling, only}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "static" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op initial_scale goes with static loss scaling, only}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "dynamic" initial_scale 128.0 steps 1
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'loom.train' op refers to an unknown model @nothing}}
+  loom.train @nothing optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  shard.grid @gpus(shape = 2)
+  // expected-error @+1 {{'loom.train' op refers to an unknown model @gpus}}
+  loom.train @gpus optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.output = "l"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op model @m has no loom.loss result}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+}
+
+// -----
+
+func.func @train_nested() {
+  // expected-error @+1 {{'loom.train' op expects parent op 'builtin.module'}}
+  loom.train @train_nested optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes: arguments, results, operations
+//===----------------------------------------------------------------------===//
+
+// The attribute name may or may not be printed with its own quotes.
+// expected-error-re @+1 {{'func.func' op '{{"?}}loom.input{{"?}}' must be a non-empty string}}
+func.func @input_empty(%a: tensor<4xf32> {loom.input = ""}) {
+  return
+}
+
+// -----
+
+// The attribute name may or may not be printed with its own quotes.
+// expected-error-re @+1 {{'func.func' op '{{"?}}loom.param{{"?}}' must be a non-empty string}}
+func.func @param_not_string(%a: tensor<4xf32> {loom.param = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.init' must be a #loom.init}}
+func.func @init_not_init(%a: tensor<4xf32> {loom.param = "a", loom.init = "zeros"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 1 has an initializer but is not a param}}
+func.func @init_on_input(%a: tensor<4xf32> {loom.param = "a"}, %b: tensor<4xf32> {loom.input = "b", loom.init = #loom.init<zeros>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op unknown loom argument attribute 'loom.weight'}}
+func.func @unknown_arg_attr(%a: tensor<4xf32> {loom.weight = "a"}) {
+  return
+}
+
+// -----
+
+// The attribute name may or may not be printed with its own quotes.
+// expected-error-re @+1 {{'func.func' op '{{"?}}loom.output{{"?}}' must be a non-empty string}}
+func.func @output_empty(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.output = ""}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// The attribute name may or may not be printed with its own quotes.
+// expected-error-re @+1 {{'func.func' op '{{"?}}loom.loss{{"?}}' must be a non-empty string}}
+func.func @loss_not_string(%a: tensor<f32>) -> (tensor<f32> {loom.loss}) {
+  return %a : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op unknown loom result attribute 'loom.input'}}
+func.func @unknown_result_attr(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.input = "a"}) {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.precision' must be a #loom.precision on a module}}
+func.func @precision_on_func() attributes {loom.precision = #loom.precision<compute = bf16, accumulate = f32>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op 'loom.precision' must be a #loom.precision on a module}}
+module attributes {loom.precision = "bf16"} {
+}
+
+// -----
+
+// expected-error @+1 {{'shard.grid' op names 3 axes for a grid of rank 2}}
+shard.grid @gpus(shape = 2x2) {loom.axes = ["dp", "tp", "pp"]}
+
+// -----
+
+// expected-error @+1 {{'shard.grid' op 'loom.axes' must hold distinct axis names}}
+shard.grid @gpus(shape = 2x2) {loom.axes = ["dp", "dp"]}
+
+// -----
+
+// expected-error @+1 {{'shard.grid' op 'loom.axes' must hold distinct axis names}}
+shard.grid @gpus(shape = 2x2) {loom.axes = ["dp", 1 : i64]}
+
+// -----
+
+// expected-error @+1 {{'shard.grid' op 'loom.axes' must be an array of names on a shard.grid}}
+shard.grid @gpus(shape = 2x2) {loom.axes = "dp"}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.axes' must be an array of names on a shard.grid}}
+func.func @axes_on_func() attributes {loom.axes = ["dp"]} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.pipeline_axis' must be an axis name}}
+func.func @pipeline_axis_not_string() attributes {loom.pipeline_axis = 1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op unknown loom attribute 'loom.mesh'}}
+func.func @unknown_op_attr() attributes {loom.mesh = "gpus"} {
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// #loom.precision and #loom.init
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{precision types must be f32, f16 or bf16}}
+module attributes {loom.precision = #loom.precision<compute = f64, accumulate = f64>} {
+}
+
+// -----
+
+// expected-error @+1 {{precision types must be f32, f16 or bf16}}
+module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = i32>} {
+}
+
+// -----
+
+// expected-error @+1 {{accumulation type 'bf16' is narrower than the compute type 'f32'}}
+module attributes {loom.precision = #loom.precision<compute = f32, accumulate = bf16>} {
+}
+
+// -----
+
+// expected-error @+1 {{unknown initializer 'xavier'}}
+func.func @init_unknown(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<xavier>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{initializer 'zeros' takes 0 argument(s), got 1}}
+func.func @init_zeros_arity(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<zeros(1.0)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{initializer 'constant' takes 1 argument(s), got 0}}
+func.func @init_constant_arity(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<constant>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{initializer 'uniform' takes 2 argument(s), got 1}}
+func.func @init_uniform_arity(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<uniform(0.5)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{normal initializer needs a positive standard deviation}}
+func.func @init_normal_std(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<normal(-0.02)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{uniform initializer needs low < high}}
+func.func @init_uniform_order(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<uniform(0.1, -0.1)>}) {
+  return
+}
