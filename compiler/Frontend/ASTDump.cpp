@@ -2,7 +2,8 @@
 
 #include "Frontend/AST.h"
 
-#include "llvm/Support/FormatVariadic.h"
+#include <cstdio>
+#include <cstdlib>
 
 using namespace loom;
 
@@ -33,11 +34,22 @@ private:
 };
 } // namespace
 
+/// The shortest "%g" text that reads back as exactly `value`.
+static std::string shortestDecimal(double value) {
+  char text[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    snprintf(text, sizeof(text), "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  return text;
+}
+
 /// A compact one-line rendering for dimensions and arguments.
 std::string ASTPrinter::inline_(const Expr &expr) {
   if (auto *number = llvm::dyn_cast<NumberExpr>(&expr))
-    return number->isInteger ? llvm::formatv("{0}", (int64_t)number->value).str()
-                             : llvm::formatv("{0}", number->value).str();
+    return number->isInteger ? std::to_string((int64_t)number->value)
+                             : shortestDecimal(number->value);
   if (auto *name = llvm::dyn_cast<NameExpr>(&expr))
     return name->name;
   if (auto *unary = llvm::dyn_cast<UnaryExpr>(&expr))

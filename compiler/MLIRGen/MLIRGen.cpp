@@ -501,6 +501,13 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
 
   auto type = RankedTensorType::get(*shape, *element);
   Value value;
+  if (expert && stmt.shard && stmt.shard->dims.size() != shape->size()) {
+    error(stmt.shard->loc) << "rank mismatch: shard spec has "
+                           << stmt.shard->dims.size()
+                           << " entries for a tensor of rank " << shape->size();
+    bind(scope, name, Value(), true);
+    return;
+  }
   if (expert) {
     // An expert's parameter is stored once per expert: [E, ...] in the
     // model, split over the expert axis; the body sees one expert's slice.
@@ -641,16 +648,20 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
                        << "' shadows a dimension";
         return;
       }
-    // Loops are unrolled: each iteration is a fresh copy of the body.
+    // Loops are unrolled: each iteration is a fresh copy of the body, and
+    // a name its `let`s bind is bound anew in every iteration.
+    llvm::StringSet<> definedBefore;
+    for (auto &entry : scope.definedAt)
+      definedBefore.insert(entry.getKey());
     for (int64_t i = *low; i < *high && !failed; ++i) {
       scope.ints[var.text] = i;
-      for (const StmtPtr &inner : stmt.body) {
-        // `let` inside a loop binds a new value per iteration.
-        if (inner->kind == Stmt::Kind::Let)
-          for (const Name &name : inner->names)
-            scope.definedAt.erase(name.text);
-        emitStatement(*inner, scope, body);
-      }
+      SmallVector<StringRef> fromLastIteration;
+      for (auto &entry : scope.definedAt)
+        if (!definedBefore.contains(entry.getKey()))
+          fromLastIteration.push_back(entry.getKey());
+      for (StringRef name : fromLastIteration)
+        scope.definedAt.erase(name);
+      emitBlock(stmt.body, scope, body);
     }
     scope.ints.erase(var.text);
     return;
@@ -714,16 +725,16 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
     emitBlock(stmt.body, scope, BodyKind::Model);
     model->stageRegion = nullptr;
   }
-  auto definedInside = [&](Value v) {
-    return v && region.isAncestor(v.getParentRegion());
-  };
-  SmallVector<Value> escaping;
+  // Yield, in definition order, the stage's values that names or outputs
+  // still refer to.
+  llvm::DenseSet<Value> referenced(model->results.begin(), model->results.end());
   for (auto &entry : scope.values)
-    if (definedInside(entry.second) && !llvm::is_contained(escaping, entry.second))
-      escaping.push_back(entry.second);
-  for (Value v : model->results)
-    if (definedInside(v) && !llvm::is_contained(escaping, v))
-      escaping.push_back(v);
+    referenced.insert(entry.second);
+  SmallVector<Value> escaping;
+  for (Operation &op : *block)
+    for (Value result : op.getResults())
+      if (referenced.contains(result))
+        escaping.push_back(result);
   {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToEnd(block);
@@ -970,7 +981,10 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
       error(fn.name.loc) << "'" << fn.name.text << "' is already defined";
   llvm::StringSet<> modelNames;
   for (const ModelDecl &decl : ast.models) {
-    if (!modelNames.insert(decl.name.text).second)
+    if (meshName && decl.name.text == *meshName)
+      error(decl.name.loc) << "model '" << decl.name.text
+                           << "' has the name of the mesh";
+    else if (!modelNames.insert(decl.name.text).second)
       error(decl.name.loc) << "model '" << decl.name.text
                            << "' is already defined";
     else

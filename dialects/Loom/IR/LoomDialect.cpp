@@ -24,7 +24,7 @@ void LoomDialect::initialize() {
 static LogicalResult verifyName(Operation *op, NamedAttribute attr) {
   auto name = dyn_cast<StringAttr>(attr.getValue());
   if (!name || name.getValue().empty())
-    return op->emitOpError() << "'" << attr.getName()
+    return op->emitOpError() << "'" << attr.getName().getValue()
                              << "' must be a non-empty string";
   return success();
 }

@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
 
@@ -24,6 +26,9 @@ static auto errorAt(std::optional<Location> loc) {
 LogicalResult ConstantOp::verify() {
   if (getType().getRank() != 0)
     return emitOpError("must produce a rank-0 tensor");
+  double value = getValue().convertToDouble();
+  if (isa<IntegerType>(getType().getElementType()) && value != std::trunc(value))
+    return emitOpError("integer constant ") << value << " is not integral";
   return success();
 }
 
@@ -93,6 +98,8 @@ static LogicalResult verifyNormParam(Operation *op, Value input, Value param,
 /// input and parameter types (an f32 scale on bf16 activations gives f32).
 static LogicalResult verifyNormResult(Operation *op, ValueRange operands) {
   auto input = cast<RankedTensorType>(operands.front().getType());
+  if (input.getRank() == 0)
+    return op->emitOpError("cannot normalize a scalar");
   Type element = input.getElementType();
   for (Value operand : operands.drop_front()) {
     FailureOr<Type> promoted = promoteElementTypes(

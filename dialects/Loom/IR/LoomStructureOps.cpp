@@ -13,7 +13,9 @@ using namespace mlir::loom;
 /// Checks that the body's yield produces exactly `expected`.
 static LogicalResult verifyYield(Operation *op, Region &body,
                                  TypeRange expected) {
-  auto yield = dyn_cast<YieldOp>(body.front().getTerminator());
+  auto yield = body.front().mightHaveTerminator()
+                   ? dyn_cast<YieldOp>(body.front().getTerminator())
+                   : YieldOp();
   if (!yield)
     return op->emitOpError("body must end with loom.yield");
   if (yield.getValues().getTypes() != expected)
@@ -72,9 +74,12 @@ LogicalResult MoeOp::verify() {
     return emitOpError("body must take the token tile and one argument per "
                        "expert parameter");
   auto tile = dyn_cast<RankedTensorType>(body.getArgument(0).getType());
-  if (!tile || tile.getShape() != ArrayRef<int64_t>{capacity, model})
-    return emitOpError("token tile must be tensor<")
-           << capacity << "x" << model << "x...>";
+  if (!tile || tile.getShape() != ArrayRef<int64_t>{capacity, model} ||
+      tile.getElementType() != input.getElementType())
+    return emitOpError("token tile must be ")
+           << input.clone({capacity, model});
+  if (!getRouter().getType().getElementType().isF32())
+    return emitOpError("router must be f32");
   for (auto [param, arg] :
        llvm::zip(getExpertParams(), body.getArguments().drop_front())) {
     auto paramType = cast<RankedTensorType>(param.getType());
@@ -84,7 +89,9 @@ LogicalResult MoeOp::verify() {
              << paramType << " must be [experts, ...] with the body taking "
              << "one expert's slice";
   }
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  auto yield = body.mightHaveTerminator()
+                   ? dyn_cast<YieldOp>(body.getTerminator())
+                   : YieldOp();
   if (!yield || yield.getValues().size() != 1)
     return emitOpError("body must yield one token tile");
   auto out = dyn_cast<RankedTensorType>(yield.getValues()[0].getType());
@@ -123,9 +130,9 @@ LogicalResult TrainOp::verify() {
       return emitOpError("hyperparameter '")
              << hyper.getName().getValue() << "' must be a number";
   }
-  if (getMicrobatches() < 1)
+  if ((int64_t)getMicrobatches() < 1)
     return emitOpError("needs at least one microbatch");
-  if (getSteps() < 1)
+  if ((int64_t)getSteps() < 1)
     return emitOpError("needs at least one step");
   if (!llvm::is_contained({"gpipe", "1f1b", "interleaved"}, getSchedule()))
     return emitOpError("unknown pipeline schedule '") << getSchedule() << "'";

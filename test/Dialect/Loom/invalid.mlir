@@ -669,7 +669,7 @@ func.func @moe_body_arguments(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %w: t
 // -----
 
 func.func @moe_tile(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
-  // expected-error @+1 {{'loom.moe' op token tile must be tensor<8x32x...>}}
+  // expected-error @+1 {{'loom.moe' op token tile must be 'tensor<8x32xf32>'}}
   %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
       : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
   ^bb0(%t: tensor<16x32xf32>):
@@ -1083,3 +1083,69 @@ func.func @init_normal_std(%a: tensor<4xf32> {loom.param = "a", loom.init = #loo
 func.func @init_uniform_order(%a: tensor<4xf32> {loom.param = "a", loom.init = #loom.init<uniform(0.1, -0.1)>}) {
   return
 }
+
+// -----
+
+func.func @moe_tile_dtype(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) {
+  // expected-error @+1 {{'loom.moe' op token tile must be 'tensor<8x32xf32>'}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xbf16> {
+  ^bb0(%t: tensor<8x32xbf16>):
+    loom.yield %t : tensor<8x32xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @moe_router_dtype(%x: tensor<16x32xbf16>, %r: tensor<32x4xbf16>) {
+  // expected-error @+1 {{'loom.moe' op router must be f32}}
+  %0 = loom.moe %x router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xbf16>, tensor<32x4xbf16>) -> tensor<16x32xbf16> {
+  ^bb0(%t: tensor<8x32xbf16>):
+    loom.yield %t : tensor<8x32xbf16>
+  }
+  return
+}
+
+// -----
+
+func.func @stage_without_terminator(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.stage' op body must end with loom.yield}}
+  loom.stage 0 {
+    %0 = loom.gelu %x : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @constant_not_integral() {
+  // expected-error @+1 {{'loom.constant' op integer constant 1.500000e+00 is not integral}}
+  %0 = loom.constant 1.5 : tensor<i32>
+  return
+}
+
+// -----
+
+func.func @layernorm_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{'loom.layernorm' op cannot normalize a scalar}}
+  %0 = loom.layernorm %x epsilon 1.0e-05 : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @m(%x: tensor<f32>) -> (tensor<f32> {loom.loss = "loss"}) {
+  return %x : tensor<f32>
+}
+// expected-error @+1 {{'loom.train' op needs at least one microbatch}}
+loom.train @m optimizer "sgd" {} microbatches -1 schedule "gpipe" loss_scale "none" steps 1
+
+// -----
+
+func.func @m(%x: tensor<f32>) -> (tensor<f32> {loom.loss = "loss"}) {
+  return %x : tensor<f32>
+}
+// expected-error @+1 {{'loom.train' op needs at least one step}}
+loom.train @m optimizer "sgd" {} microbatches 1 schedule "gpipe" loss_scale "none" steps -5
