@@ -498,27 +498,30 @@ ExprPtr Parser::parseExpr() {
   return expr;
 }
 
-ExprPtr Parser::parseAdditive() {
-  ExprPtr lhs = parseMultiplicative();
-  while (lhs && (tok.is(TokenKind::plus) || tok.is(TokenKind::minus))) {
-    Token op = tok;
-    consume();
-    ExprPtr rhs = parseMultiplicative();
-    if (!rhs)
-      return nullptr;
-    lhs = std::make_unique<BinaryExpr>(op.getLoc(), op.spelling[0],
-                                       std::move(lhs), std::move(rhs));
+/// Binding strength of a binary operator token; 0 for other tokens.
+static int precedence(TokenKind kind) {
+  switch (kind) {
+  case TokenKind::plus:
+  case TokenKind::minus:
+    return 1;
+  case TokenKind::star:
+  case TokenKind::slash:
+  case TokenKind::at:
+    return 2;
+  default:
+    return 0;
   }
-  return lhs;
 }
 
-ExprPtr Parser::parseMultiplicative() {
-  ExprPtr lhs = parseUnary();
-  while (lhs && (tok.is(TokenKind::star) || tok.is(TokenKind::slash) ||
-                 tok.is(TokenKind::at))) {
+ExprPtr Parser::parseAdditive() { return parseBinary(1); }
+
+// Left-associative operators of at least `minPrecedence`.
+ExprPtr Parser::parseBinary(int minPrecedence) {
+  ExprPtr lhs = minPrecedence > 1 ? parseUnary() : parseBinary(minPrecedence + 1);
+  while (lhs && precedence(tok.kind) == minPrecedence) {
     Token op = tok;
     consume();
-    ExprPtr rhs = parseUnary();
+    ExprPtr rhs = minPrecedence > 1 ? parseUnary() : parseBinary(minPrecedence + 1);
     if (!rhs)
       return nullptr;
     lhs = std::make_unique<BinaryExpr>(op.getLoc(), op.spelling[0],

@@ -43,10 +43,10 @@ private:
   std::optional<ShardSpec> parseShard();
   std::optional<InitSpec> parseInit();
 
-  // Expressions, by precedence: additive < multiplicative (* / @) < unary.
+  // Expressions, by precedence: additive (+ -) < multiplicative (* / @) < unary.
   ExprPtr parseExpr();
   ExprPtr parseAdditive();
-  ExprPtr parseMultiplicative();
+  ExprPtr parseBinary(int minPrecedence);
   ExprPtr parseUnary();
   ExprPtr parsePrimary();
   ExprPtr parseCall(Token name);

@@ -16,6 +16,13 @@ struct Lexed {
   std::vector<std::string> errors;
 };
 
+int countNewlines(const Lexed &lexed) {
+  int newlines = 0;
+  for (TokenKind kind : lexed.kinds)
+    newlines += kind == TokenKind::newline;
+  return newlines;
+}
+
 Lexed lex(llvm::StringRef text) {
   Lexed out;
   auto onError = [&](llvm::SMLoc, const llvm::Twine &message) {
@@ -43,20 +50,12 @@ TEST(Lexer, NumbersRangesAndNames) {
 }
 
 TEST(Lexer, NewlinesEndStatementsOutsideBrackets) {
-  Lexed out = lex("a = f(x,\n y)\nb");
-  int newlines = 0;
-  for (TokenKind kind : out.kinds)
-    newlines += kind == TokenKind::newline;
-  EXPECT_EQ(newlines, 1);
+  EXPECT_EQ(countNewlines(lex("a = f(x,\n y)\nb")), 1);
 }
 
 TEST(Lexer, BraceResetsUnclosedParenthesis) {
   // An unclosed '(' must not hide the statement ends of the next block.
-  Lexed out = lex("f(\n{\na\nb");
-  int newlines = 0;
-  for (TokenKind kind : out.kinds)
-    newlines += kind == TokenKind::newline;
-  EXPECT_EQ(newlines, 2);
+  EXPECT_EQ(countNewlines(lex("f(\n{\na\nb")), 2);
 }
 
 TEST(Lexer, CommentsAndKeywords) {
