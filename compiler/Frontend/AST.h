@@ -212,6 +212,9 @@ struct Module {
   std::vector<ModelDecl> models;
 };
 
+/// The shortest decimal text that reads back as exactly `value` ("0.02").
+std::string formatNumber(double value);
+
 /// Prints the tree (`loomc --emit=ast`), with `line:col` of each node.
 void dumpAST(const Module &module, const llvm::SourceMgr &sourceMgr,
              llvm::raw_ostream &os);

@@ -34,8 +34,7 @@ private:
 };
 } // namespace
 
-/// The shortest "%g" text that reads back as exactly `value`.
-static std::string shortestDecimal(double value) {
+std::string loom::formatNumber(double value) {
   char text[32];
   for (int precision = 1; precision <= 17; ++precision) {
     snprintf(text, sizeof(text), "%.*g", precision, value);
@@ -49,7 +48,7 @@ static std::string shortestDecimal(double value) {
 std::string ASTPrinter::inline_(const Expr &expr) {
   if (auto *number = llvm::dyn_cast<NumberExpr>(&expr))
     return number->isInteger ? std::to_string((int64_t)number->value)
-                             : shortestDecimal(number->value);
+                             : formatNumber(number->value);
   if (auto *name = llvm::dyn_cast<NameExpr>(&expr))
     return name->name;
   if (auto *unary = llvm::dyn_cast<UnaryExpr>(&expr))

@@ -31,8 +31,27 @@ llvm::StringRef loom::describe(TokenKind kind) {
   case TokenKind::slash: return "'/'";
   case TokenKind::at: return "'@'";
   case TokenKind::dotdot: return "'..'";
-  default: return "keyword";
+  case TokenKind::kw_mesh: return "'mesh'";
+  case TokenKind::kw_precision: return "'precision'";
+  case TokenKind::kw_accumulate: return "'accumulate'";
+  case TokenKind::kw_dim: return "'dim'";
+  case TokenKind::kw_model: return "'model'";
+  case TokenKind::kw_layer: return "'layer'";
+  case TokenKind::kw_moe: return "'moe'";
+  case TokenKind::kw_input: return "'input'";
+  case TokenKind::kw_param: return "'param'";
+  case TokenKind::kw_let: return "'let'";
+  case TokenKind::kw_output: return "'output'";
+  case TokenKind::kw_return: return "'return'";
+  case TokenKind::kw_for: return "'for'";
+  case TokenKind::kw_in: return "'in'";
+  case TokenKind::kw_stage: return "'stage'";
+  case TokenKind::kw_pipeline: return "'pipeline'";
+  case TokenKind::kw_shard: return "'shard'";
+  case TokenKind::kw_init: return "'init'";
+  case TokenKind::kw_train: return "'train'";
   }
+  return "token";
 }
 
 void Lexer::skipComment() {

@@ -8,16 +8,18 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Twine.h"
 
+#include <functional>
+
 namespace loom {
 
 /// Produces tokens on demand. Statements end at newlines, except inside
 /// parentheses and brackets, so long expressions may span lines.
 class Lexer {
 public:
-  using ErrorFn = llvm::function_ref<void(llvm::SMLoc, const llvm::Twine &)>;
+  using ErrorFn = std::function<void(llvm::SMLoc, const llvm::Twine &)>;
 
   Lexer(llvm::StringRef buffer, ErrorFn emitError)
-      : buffer(buffer), cur(buffer.begin()), emitError(emitError) {}
+      : buffer(buffer), cur(buffer.begin()), emitError(std::move(emitError)) {}
 
   Token next();
 

@@ -12,8 +12,20 @@ static constexpr unsigned kMaxDepth = 200;
 static constexpr unsigned kMaxErrors = 20;
 
 Parser::Parser(llvm::StringRef buffer, ErrorFn emitError)
-    : lexer(buffer, emitError), emitError(emitError) {
+    : lexer(buffer, [this](SMLoc loc, const llvm::Twine &message) {
+        error(loc, message);
+      }),
+      emitError(std::move(emitError)) {
   consume();
+}
+
+Token Parser::lexSkippingErrors() {
+  // Invalid characters were reported by the lexer; skip them here.
+  Token next;
+  do
+    next = lexer.next();
+  while (next.is(TokenKind::error));
+  return next;
 }
 
 void Parser::consume() {
@@ -22,15 +34,15 @@ void Parser::consume() {
     hasPeek = false;
     return;
   }
-  // Invalid characters were reported by the lexer; skip them here.
-  do
-    tok = lexer.next();
-  while (tok.is(TokenKind::error) && ++errors);
+  tok = lexSkippingErrors();
 }
 
 void Parser::error(SMLoc loc, const llvm::Twine &message) {
-  if (++errors <= kMaxErrors)
+  ++errors;
+  if (errors <= kMaxErrors)
     emitError(loc, message);
+  else if (errors == kMaxErrors + 1)
+    emitError(loc, "too many errors; stopping");
 }
 
 bool Parser::consumeIf(TokenKind kind) {
@@ -99,15 +111,13 @@ bool Parser::endStatement() {
 std::unique_ptr<Module> Parser::parseModule() {
   auto module = std::make_unique<Module>();
   skipNewlines();
-  while (!tok.is(TokenKind::eof) && errors < kMaxErrors) {
+  while (!tok.is(TokenKind::eof) && errors <= kMaxErrors) {
     if (!parseTopLevel(*module)) {
       recoverToStatementEnd();
       consumeIf(TokenKind::r_brace);
     }
     skipNewlines();
   }
-  if (errors > kMaxErrors)
-    emitError(tok.getLoc(), "too many errors; stopping");
   return errors ? nullptr : std::move(module);
 }
 
@@ -240,7 +250,7 @@ bool Parser::parseBlock(Block &block, llvm::StringRef context) {
       error(tok.getLoc(), "expected '}' to close " + context + ", got end of file");
       return false;
     }
-    if (errors >= kMaxErrors)
+    if (errors > kMaxErrors)
       return false;
     if (StmtPtr stmt = parseStatement())
       block.push_back(std::move(stmt));
@@ -475,7 +485,7 @@ StmtPtr Parser::parseTrain() {
       else
         recoverToStatementEnd();
     }
-    if (errors >= kMaxErrors)
+    if (errors > kMaxErrors)
       return nullptr;
     skipNewlines();
   }
@@ -607,7 +617,7 @@ bool Parser::parseArguments(std::vector<ExprPtr> &args,
   do {
     if (tok.is(TokenKind::identifier)) {
       if (!hasPeek) {
-        peekTok = lexer.next();
+        peekTok = lexSkippingErrors();
         hasPeek = true;
       }
       if (peekTok.is(TokenKind::equal)) {

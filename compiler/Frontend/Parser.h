@@ -21,6 +21,7 @@ public:
 private:
   // Token handling.
   void consume();
+  Token lexSkippingErrors();
   bool consumeIf(TokenKind kind);
   bool expect(TokenKind kind, llvm::StringRef context);
   bool parseName(Name &name, llvm::StringRef what);

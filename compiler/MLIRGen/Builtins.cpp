@@ -104,6 +104,8 @@ Operand Elaborator::emitCall(const CallExpr &call, Scope &scope) {
       error(call.getLoc()) << "'" << fn.name.text << "' calls itself";
       return Operand::poison();
     }
+    if (failedFunctions.contains(fn.name.text))
+      return Operand::poison();
     return fn.isMoe ? instantiateMoe(fn, call, scope)
                     : instantiateLayer(fn, call, scope);
   }
@@ -312,7 +314,11 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     if (!axis)
       return Operand::poison();
     int64_t size = typeOf(x).getDimSize(*axis);
-    if (*parts < 1 || *parts > 64 || size % *parts != 0) {
+    if (*parts > 64) {
+      error(args.at(1)) << "split makes at most 64 parts, got " << *parts;
+      return Operand::poison();
+    }
+    if (*parts < 1 || size % *parts != 0) {
       error(args.at(1)) << "cannot split dimension " << *axis << " of size "
                         << size << " into " << *parts << " equal parts";
       return Operand::poison();
@@ -321,6 +327,8 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     pieceShape[*axis] = size / *parts;
     SmallVector<Type> types(*parts, typeOf(x).clone(pieceShape));
     auto split = SplitOp::create(builder, at, types, x, *axis);
+    if (*parts == 1)
+      return Operand::ofTensor(split.getResult(0));
     Operand result;
     result.kind = Operand::Kind::Tuple;
     result.tuple.assign(split.getResults().begin(), split.getResults().end());
@@ -351,7 +359,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     }
     FailureOr<SmallVector<int64_t>> shape =
         concatShape(shapes, *axis, errorAt(call.getLoc()));
-    if (mlir::failed(shape))
+    if (mlir::failed(shape) || !checkSize(*shape, call.getLoc()))
       return Operand::poison();
     return Operand::ofTensor(ConcatOp::create(
         builder, at, RankedTensorType::get(*shape, element), inputs, *axis));
@@ -422,7 +430,9 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     if (!args.check(2, 2, {}))
       return Operand::poison();
     Value a = args.floatTensor(0), b = args.floatTensor(1);
-    if (!a || !b)
+    if (!a || !b || mlir::failed(promoteElementTypes(
+                        typeOf(a).getElementType(), typeOf(b).getElementType(),
+                        errorAt(call.getLoc()))))
       return Operand::poison();
     if (typeOf(a).getShape() != typeOf(b).getShape()) {
       error(call.getLoc()) << "shape mismatch: mse of "
@@ -445,7 +455,12 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
 /// Evaluates a call's arguments as tensors bound to the callee's names.
 static bool bindArguments(Elaborator &e, const FunctionDecl &fn,
                           const CallExpr &call, Scope &caller, Scope &callee) {
-  if (call.args.size() != fn.args.size() || !call.kwargs.empty()) {
+  if (!call.kwargs.empty()) {
+    e.error(call.kwargs.front().loc)
+        << "'" << fn.name.text << "' takes no keyword arguments";
+    return false;
+  }
+  if (call.args.size() != fn.args.size()) {
     e.error(call.getLoc()) << "'" << fn.name.text << "' takes "
                            << fn.args.size() << " argument(s), got "
                            << call.args.size() + call.kwargs.size();
@@ -471,6 +486,7 @@ static std::optional<Value> elaborateBody(Elaborator &e, const FunctionDecl &fn,
   std::optional<Value> savedReturn = std::move(e.returned);
   e.returned.reset();
   e.activeCalls.insert(fn.name.text);
+  unsigned errorsBefore = e.errorCount;
 
   e.emitBlock(fn.body, callee, kind);
   std::optional<Value> result = std::move(e.returned);
@@ -478,8 +494,11 @@ static std::optional<Value> elaborateBody(Elaborator &e, const FunctionDecl &fn,
   e.activeCalls.erase(fn.name.text);
   e.returned = std::move(savedReturn);
   e.paramPrefix = savedPrefix;
-  if (!result)
+  if (!result && e.errorCount == errorsBefore)
     e.error(fn.loc) << "'" << fn.name.text << "' does not return a value";
+  // Every further instance would repeat the same errors.
+  if (e.errorCount != errorsBefore)
+    e.failedFunctions.insert(fn.name.text);
   return result;
 }
 
@@ -506,8 +525,14 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
   MoeOptions options;
   bool ok = true, hasExperts = false, hasTopK = false, hasAxis = false;
   Scope &scope = e.globals;
+  llvm::StringSet<> seen;
   for (const KeywordArg &option : moe.options) {
     SMLoc at = option.value->getLoc();
+    if (!seen.insert(option.name).second) {
+      e.error(option.loc) << "MoE option '" << option.name << "' is given twice";
+      ok = false;
+      continue;
+    }
     if (option.name == "experts") {
       std::optional<int64_t> v = e.evalInt(*option.value, scope);
       if (v && *v < 1) {
@@ -523,7 +548,8 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
     } else if (option.name == "capacity") {
       std::optional<double> v = e.evalNumber(*option.value, scope);
       if (v && !(*v > 0 && *v <= 64)) {
-        e.error(at) << "capacity factor must be in (0, 64], got " << *v;
+        e.error(at) << "capacity factor must be in (0, 64], got "
+                    << formatNumber(*v);
         v.reset();
       }
       ok &= v.has_value();

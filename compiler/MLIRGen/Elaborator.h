@@ -113,8 +113,12 @@ public:
   void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew);
   std::optional<llvm::SmallVector<int64_t>> evalShape(const TypeSpec &type,
                                                       Scope &scope);
+  /// `dimOffset` hidden leading dims (an expert param's expert dimension)
+  /// are left out of the dimension numbers in diagnostics.
   mlir::Value annotateSharding(mlir::Value value, const ShardSpec &spec,
-                               Scope &scope);
+                               Scope &scope, int64_t dimOffset = 0);
+  /// Reports a result shape past kMaxTensorElements.
+  bool checkSize(llvm::ArrayRef<int64_t> shape, SMLoc where);
   mlir::Value addArgument(mlir::RankedTensorType type, SMLoc where,
                           llvm::ArrayRef<mlir::NamedAttribute> attrs);
   void emitModel(const ModelDecl &model);
@@ -128,7 +132,8 @@ public:
   const llvm::SourceMgr &sourceMgr;
   mlir::OpBuilder builder;
   mlir::ModuleOp module;
-  bool failed = false;
+  unsigned errorCount = 0;
+  bool failed() const { return errorCount != 0; }
   static constexpr unsigned kMaxStatements = 200000;
   unsigned statementsElaborated = 0;
 
@@ -162,6 +167,7 @@ public:
   std::string paramPrefix;            // "block.2." inside an instance
   llvm::StringMap<unsigned> instanceCounts;
   llvm::StringSet<> activeCalls;      // rejects recursive layers
+  llvm::StringSet<> failedFunctions;  // report a body's errors once
   struct ExpertState {
     mlir::Block *body;
     int64_t experts;

@@ -37,7 +37,7 @@ mlir::Location Elaborator::loc(SMLoc where) {
 }
 
 InFlightDiagnostic Elaborator::error(SMLoc where) {
-  failed = true;
+  ++errorCount;
   return emitError(loc(where));
 }
 
@@ -74,10 +74,18 @@ std::optional<Type> Elaborator::resolveDtype(const Name &name) {
   return type;
 }
 
+/// Integers in scripts (sizes, axes, counts) stay within 2^40, far above
+/// any real size and far below int64 overflow in products of two.
+static constexpr int64_t kMaxInteger = int64_t(1) << 40;
+
 std::optional<int64_t> Elaborator::evalInt(const Expr &expr, Scope &scope) {
   if (auto *number = llvm::dyn_cast<NumberExpr>(&expr)) {
-    if (!number->isInteger || std::abs(number->value) > 1e15) {
+    if (!number->isInteger) {
       error(expr.getLoc()) << "expected an integer";
+      return std::nullopt;
+    }
+    if (std::abs(number->value) > kMaxInteger) {
+      error(expr.getLoc()) << "integer is too large (at most 2^40)";
       return std::nullopt;
     }
     return (int64_t)number->value;
@@ -98,8 +106,6 @@ std::optional<int64_t> Elaborator::evalInt(const Expr &expr, Scope &scope) {
     std::optional<int64_t> r = evalInt(*binary->rhs, scope);
     if (!l || !r)
       return std::nullopt;
-    // Dimensions stay far below this; it keeps products from overflowing.
-    constexpr int64_t kLimit = int64_t(1) << 40;
     int64_t result = 0;
     switch (binary->op) {
     case '+': result = *l + *r; break;
@@ -111,7 +117,11 @@ std::optional<int64_t> Elaborator::evalInt(const Expr &expr, Scope &scope) {
       }
       break;
     case '/':
-      if (*r == 0 || *l % *r != 0) {
+      if (*r == 0) {
+        error(expr.getLoc()) << "division by zero";
+        return std::nullopt;
+      }
+      if (*l % *r != 0) {
         error(expr.getLoc()) << *l << " is not divisible by " << *r;
         return std::nullopt;
       }
@@ -122,7 +132,7 @@ std::optional<int64_t> Elaborator::evalInt(const Expr &expr, Scope &scope) {
                            << "' is not an integer operation";
       return std::nullopt;
     }
-    if (std::abs(result) > kLimit) {
+    if (std::abs(result) > kMaxInteger) {
       error(expr.getLoc()) << "integer overflow";
       return std::nullopt;
     }
@@ -161,6 +171,14 @@ Value Elaborator::requireFloat(Value value, SMLoc where, StringRef what) {
 
 Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
   Type element = cast<RankedTensorType>(like.getType()).getElementType();
+  // A literal that overflows the tensor's dtype would silently become inf.
+  auto floatType = cast<FloatType>(element);
+  if (std::isfinite(number) &&
+      std::abs(number) > APFloat::getLargest(floatType.getFloatSemantics())
+                             .convertToDouble()) {
+    error(where) << formatNumber(number) << " is out of range for " << element;
+    return Value();
+  }
   return ConstantOp::create(builder, loc(where),
                                   RankedTensorType::get({}, element),
                                   builder.getF64FloatAttr(number));
@@ -214,6 +232,9 @@ Operand Elaborator::emitExpr(const Expr &expr, Scope &scope) {
     Operand operand = emitExpr(*unary.operand, scope);
     if (operand.kind == Operand::Kind::Number)
       return Operand::ofNumber(-operand.number, operand.isInteger);
+    if (operand.kind == Operand::Kind::Tuple)
+      error(expr.getLoc()) << "cannot negate " << operand.tuple.size()
+                           << " values";
     if (operand.kind != Operand::Kind::Tensor)
       return Operand::poison();
     Value input = requireFloat(operand.tensor, expr.getLoc(), "negation");
@@ -274,10 +295,10 @@ Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
     return Operand::poison();
   if (r && !(r = requireFloat(r, where, "arithmetic")))
     return Operand::poison();
-  if (!l)
-    l = scalarLike(lhs.number, r, where);
-  if (!r)
-    r = scalarLike(rhs.number, l, where);
+  if (!l && !(l = scalarLike(lhs.number, r, where)))
+    return Operand::poison();
+  if (!r && !(r = scalarLike(rhs.number, l, where)))
+    return Operand::poison();
   auto lType = cast<RankedTensorType>(l.getType());
   auto rType = cast<RankedTensorType>(r.getType());
   FailureOr<Type> element = promoteElementTypes(
@@ -286,7 +307,7 @@ Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
     return Operand::poison();
   FailureOr<SmallVector<int64_t>> shape =
       broadcastShapes(lType.getShape(), rType.getShape(), errorAt(where));
-  if (mlir::failed(shape))
+  if (mlir::failed(shape) || !checkSize(*shape, where))
     return Operand::poison();
   auto resultType = RankedTensorType::get(*shape, *element);
   mlir::Location at = loc(where);
@@ -306,7 +327,7 @@ Operand Elaborator::emitMatmul(Value lhs, Value rhs, SMLoc where) {
   auto rType = cast<RankedTensorType>(rhs.getType());
   FailureOr<SmallVector<int64_t>> shape =
       matmulShape(lType.getShape(), rType.getShape(), errorAt(where));
-  if (mlir::failed(shape))
+  if (mlir::failed(shape) || !checkSize(*shape, where))
     return Operand::poison();
   // Mixed operands: the f32 side is rounded to the 16-bit type, so the
   // product runs at the narrow precision the script asked for.
@@ -322,10 +343,12 @@ Operand Elaborator::emitMatmul(Value lhs, Value rhs, SMLoc where) {
     rhs = castTo(rhs, narrow, where);
     l = narrow;
   }
+  // The policy's accumulation type applies to operands of the compute type;
+  // anything else (an explicit f16 tensor under a bf16 policy) uses f32,
+  // which holds every 16-bit product exactly.
   Type accumulate =
-      l.getIntOrFloatBitWidth() > accumulateType.getIntOrFloatBitWidth()
-          ? l
-          : accumulateType;
+      accumulateType == l || accumulateType.isF32() ? accumulateType
+                                                    : builder.getF32Type();
   return Operand::ofTensor(MatmulOp::create(
       builder, loc(where), RankedTensorType::get(*shape, l), lhs, rhs,
       TypeAttr::get(accumulate)));
@@ -334,6 +357,14 @@ Operand Elaborator::emitMatmul(Value lhs, Value rhs, SMLoc where) {
 //===----------------------------------------------------------------------===//
 // Tensor declarations and shardings
 //===----------------------------------------------------------------------===//
+
+bool Elaborator::checkSize(ArrayRef<int64_t> shape, SMLoc where) {
+  if (checkedElementCount(shape))
+    return true;
+  error(where) << "tensor of shape " << formatShape(shape)
+               << " is too large (at most 2^48 elements)";
+  return false;
+}
 
 std::optional<SmallVector<int64_t>> Elaborator::evalShape(const TypeSpec &type,
                                                           Scope &scope) {
@@ -348,18 +379,13 @@ std::optional<SmallVector<int64_t>> Elaborator::evalShape(const TypeSpec &type,
     ok &= size.has_value();
     shape.push_back(size.value_or(1));
   }
-  if (!ok)
+  if (!ok || !checkSize(shape, type.loc))
     return std::nullopt;
-  if (!checkedElementCount(shape)) {
-    error(type.loc) << "tensor of shape " << formatShape(shape)
-                    << " is too large (at most 2^48 elements)";
-    return std::nullopt;
-  }
   return shape;
 }
 
 Value Elaborator::annotateSharding(Value value, const ShardSpec &spec,
-                                   Scope &scope) {
+                                   Scope &scope, int64_t dimOffset) {
   if (!meshName) {
     error(spec.loc) << "shard spec without a mesh; declare one with "
                        "'mesh NAME[axis = size, ...]'";
@@ -396,7 +422,7 @@ Value Elaborator::annotateSharding(Value value, const ShardSpec &spec,
       ways *= it->size;
     }
     if (ok && type.getDimSize(dim) % ways != 0) {
-      error(entry.loc) << "dimension " << dim << " of size "
+      error(entry.loc) << "dimension " << (int64_t)dim - dimOffset << " of size "
                        << type.getDimSize(dim) << " is not divisible by "
                        << ways << ", the number of shards of "
                        << (entry.axes.size() == 1 ? "mesh axis '" + entry.axes[0].text + "'"
@@ -459,7 +485,6 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
           model->externalNames.try_emplace(fullName, name.loc);
       !inserted) {
     error(name.loc) << "'" << fullName << "' is already declared";
-    bind(scope, name, Value(), true);
     return;
   }
 
@@ -525,7 +550,7 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
       spec.dims.resize(stacked.size(), ShardDim{stmt.loc, {}});
     OpBuilder::InsertionGuard guard(builder);
     builder.restoreInsertionPoint(expert->outer.saveInsertionPoint());
-    if (Value annotated = annotateSharding(outer, spec, scope))
+    if (Value annotated = annotateSharding(outer, spec, scope, /*dimOffset=*/1))
       outer = annotated;
     expert->params.push_back(outer);
     value = expert->body->addArgument(type, loc(stmt.loc));
@@ -551,10 +576,10 @@ void Elaborator::emitBlock(const Block &block, Scope &scope, BodyKind body) {
 /// Where a statement kind may appear, for the error when it may not.
 static const char *onlyInModel(Stmt::Kind kind) {
   switch (kind) {
-  case Stmt::Kind::Output: return "outputs";
-  case Stmt::Kind::Stage: return "pipeline stages";
-  case Stmt::Kind::Pipeline: return "the pipeline axis";
-  case Stmt::Kind::Train: return "train sections";
+  case Stmt::Kind::Output: return "output";
+  case Stmt::Kind::Stage: return "stage";
+  case Stmt::Kind::Pipeline: return "pipeline";
+  case Stmt::Kind::Train: return "train";
   default: return nullptr;
   }
 }
@@ -568,7 +593,8 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     return;
   }
   if (const char *what = onlyInModel(stmt.kind); what && body != BodyKind::Model) {
-    error(stmt.loc) << what << " belong in the model, not in a layer or expert";
+    error(stmt.loc) << "'" << what
+                    << "' is only valid in a model, not in a layer or expert";
     return;
   }
   switch (stmt.kind) {
@@ -595,10 +621,12 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
                       << " name(s) are bound";
       value = Operand::poison();
     }
+    bool shardingFailed = false;
     for (auto [i, name] : llvm::enumerate(stmt.names)) {
       Value v = value.kind == Operand::Kind::Tuple ? value.tuple[i] : value.tensor;
-      if (v && stmt.shard)
-        v = annotateSharding(v, *stmt.shard, scope);
+      if (v && stmt.shard) // one spec for all names: report its errors once
+        shardingFailed |= !(v = shardingFailed ? Value()
+                                               : annotateSharding(v, *stmt.shard, scope));
       bind(scope, name, v, /*isNew=*/true);
     }
     return;
@@ -611,7 +639,9 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     const Name &name = stmt.names.front();
     if (!model->externalNames.try_emplace(name.text, name.loc).second)
       error(name.loc) << "'" << name.text << "' is already declared";
-    else if (value) {
+    else if (!value)
+      bind(scope, name, Value(), /*isNew=*/true); // silences later uses
+    else {
       // Outputs are also names, e.g. for the train section's loss.
       bind(scope, name, value, /*isNew=*/true);
       model->results.push_back(value);
@@ -645,7 +675,7 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     for (Scope *s = &scope; s; s = s->parent)
       if (s->ints.count(var.text)) {
         error(var.loc) << "loop variable '" << var.text
-                       << "' shadows a dimension";
+                       << "' shadows a dimension or an enclosing loop variable";
         return;
       }
     // Loops are unrolled: each iteration is a fresh copy of the body, and
@@ -653,7 +683,9 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     llvm::StringSet<> definedBefore;
     for (auto &entry : scope.definedAt)
       definedBefore.insert(entry.getKey());
-    for (int64_t i = *low; i < *high && !failed; ++i) {
+    // An error in one iteration would repeat in every other: stop there.
+    unsigned errorsBefore = errorCount;
+    for (int64_t i = *low; i < *high && errorCount == errorsBefore; ++i) {
       scope.ints[var.text] = i;
       SmallVector<StringRef> fromLastIteration;
       for (auto &entry : scope.definedAt)
@@ -674,6 +706,9 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
       error(axis.loc) << "unknown mesh axis '" << axis.text << "'";
     else if (model->lastStage >= 0)
       error(stmt.loc) << "the pipeline axis must be chosen before the first stage";
+    else if (model->pipelineAxis)
+      error(stmt.loc) << "the pipeline axis is already '" << *model->pipelineAxis
+                      << "'";
     else
       model->pipelineAxis = axis.text;
     return;
@@ -688,28 +723,31 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
     error(stmt.loc) << "stages cannot be nested";
     return;
   }
+  // A stage that cannot be placed still binds its names, so that later
+  // uses do not cascade into "unknown name" errors.
+  auto elaborateUnplaced = [&] { emitBlock(stmt.body, scope, BodyKind::Model); };
   std::optional<int64_t> number = evalInt(*stmt.value, scope);
   if (!number)
-    return;
+    return elaborateUnplaced();
   std::string axis = model->pipelineAxis.value_or("pp");
   auto it = llvm::find_if(meshAxes, [&](auto &a) { return a.name == axis; });
   if (it == meshAxes.end()) {
     error(stmt.loc) << "stage needs a pipeline mesh axis: name one with "
                        "'pipeline AXIS' or call a mesh axis 'pp'";
-    return;
+    return elaborateUnplaced();
   }
   if (*number < 0 || *number >= it->size) {
     error(stmt.value->getLoc()) << "invalid stage " << *number
                                 << ": mesh axis '" << axis << "' has "
                                 << it->size << " stages (0.." << it->size - 1
                                 << ")";
-    return;
+    return elaborateUnplaced();
   }
   if (*number < model->lastStage) {
     error(stmt.value->getLoc()) << "stage " << *number << " comes after stage "
                                 << model->lastStage
                                 << "; stages must appear in order";
-    return;
+    return elaborateUnplaced();
   }
   model->lastStage = *number;
 
@@ -827,7 +865,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
         (key == "steps" ? steps : microbatches) = *v;
     } else if (key == "schedule") {
       std::optional<std::string> name = nameOf(value);
-      if (!name || !llvm::is_contained({"gpipe", "1f1b", "interleaved"}, *name))
+      if (!name || !llvm::isa<NameExpr>(value) ||
+          !llvm::is_contained({"gpipe", "1f1b", "interleaved"}, *name))
         error(value.getLoc())
             << "unknown pipeline schedule (expected gpipe, 1f1b or interleaved)";
       else
@@ -865,10 +904,15 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       error(seen.lookup("microbatches"))
           << microbatches << " microbatches do not divide the batch dimension "
           << batch << " of input '" << name << "'";
-  if (computeType.isF16() && lossScale == "none")
+  bool trainsF16 = computeType.isF16();
+  for (auto [type, attrs] : llvm::zip(
+           model->func.getBody().front().getArgumentTypes(), model->argAttrs))
+    trainsF16 |= attrs.contains(attr::kParam) &&
+                 cast<RankedTensorType>(type).getElementType().isF16();
+  if (trainsF16 && lossScale == "none")
     emitWarning(loc(stmt.loc)) << "f16 training without loss scaling may lose "
                                   "small gradients; add 'loss_scale dynamic'";
-  if (!loss || failed)
+  if (!loss || failed())
     return;
   model->results.push_back(loss);
   model->resultAttrs.push_back(builder.getDictionaryAttr(
@@ -943,13 +987,14 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
   model.emplace();
+  instanceCounts.clear(); // parameter names restart in every model
   model->func = func::FuncOp::create(builder, loc(decl.loc), decl.name.text,
                                      builder.getFunctionType({}, {}));
   builder.setInsertionPointToStart(model->func.addEntryBlock());
   Scope scope;
   scope.parent = &globals;
   emitBlock(decl.body, scope, BodyKind::Model);
-  if (model->results.empty() && !failed)
+  if (model->results.empty() && !failed())
     error(decl.loc) << "model '" << decl.name.text << "' has no outputs";
 
   func::ReturnOp::create(builder, loc(decl.loc), model->results);
@@ -994,7 +1039,7 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
     error(SMLoc::getFromPointer(
         sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBufferStart()))
         << "the script declares no model";
-  if (failed)
+  if (failed())
     return nullptr;
   // The rules above mirror the op verifiers; a failure here is a Loom bug.
   if (mlir::failed(mlir::verify(module))) {

@@ -30,9 +30,10 @@ PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       Type compute, Type accumulate) {
   if (!isStorageFloat(compute) || !isStorageFloat(accumulate))
     return emitError() << "precision types must be f32, f16 or bf16";
-  if (accumulate.getIntOrFloatBitWidth() < compute.getIntOrFloatBitWidth())
+  // f16 and bf16 have different ranges: neither holds the other's products.
+  if (accumulate != compute && !accumulate.isF32())
     return emitError() << "accumulation type " << accumulate
-                       << " is narrower than the compute type " << compute;
+                       << " must be f32 or the compute type " << compute;
   return success();
 }
 

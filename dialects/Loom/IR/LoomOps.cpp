@@ -61,9 +61,9 @@ LogicalResult MatmulOp::verify() {
   if (element != getRhs().getType().getElementType())
     return emitOpError("operands differ in element type: ")
            << element << " and " << getRhs().getType().getElementType();
-  if (getAccumulate().getIntOrFloatBitWidth() < element.getIntOrFloatBitWidth())
+  if (getAccumulate() != element && !getAccumulate().isF32())
     return emitOpError("accumulates in ")
-           << getAccumulate() << ", narrower than its operands' " << element;
+           << getAccumulate() << "; expected f32 or the operand type " << element;
   return success();
 }
 

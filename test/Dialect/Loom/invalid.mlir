@@ -140,7 +140,7 @@ func.func @matmul_mixed_operands(%a: tensor<64x512xbf16>, %b: tensor<512x128xf32
 // -----
 
 func.func @matmul_narrow_accumulate(%a: tensor<64x512xf32>, %b: tensor<512x128xf32>) {
-  // expected-error @+1 {{'loom.matmul' op accumulates in 'bf16', narrower than its operands' 'f32'}}
+  // expected-error @+1 {{'loom.matmul' op accumulates in 'bf16'; expected f32 or the operand type 'f32'}}
   %0 = loom.matmul %a, %b accumulate bf16 : (tensor<64x512xf32>, tensor<512x128xf32>) -> tensor<64x128xf32>
   return
 }
@@ -1038,7 +1038,7 @@ module attributes {loom.precision = #loom.precision<compute = bf16, accumulate =
 
 // -----
 
-// expected-error @+1 {{accumulation type 'bf16' is narrower than the compute type 'f32'}}
+// expected-error @+1 {{accumulation type 'bf16' must be f32 or the compute type 'f32'}}
 module attributes {loom.precision = #loom.precision<compute = f32, accumulate = bf16>} {
 }
 
