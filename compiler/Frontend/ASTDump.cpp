@@ -2,6 +2,7 @@
 
 #include "Frontend/AST.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -35,6 +36,9 @@ private:
 } // namespace
 
 std::string loom::formatNumber(double value) {
+  // Integral values print as integers: 100000, not 1e+05.
+  if (value == std::trunc(value) && std::abs(value) < 1e15)
+    return std::to_string((int64_t)value);
   char text[32];
   for (int precision = 1; precision <= 17; ++precision) {
     snprintf(text, sizeof(text), "%.*g", precision, value);

@@ -613,9 +613,14 @@ Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call
   std::optional<MoeOptions> options = readMoeOptions(*this, moe);
   if (!options)
     return Operand::poison();
-  if (call.args.size() != 1 || !call.kwargs.empty()) {
+  if (!call.kwargs.empty()) {
+    error(call.kwargs.front().loc)
+        << "'" << moe.name.text << "' takes no keyword arguments";
+    return Operand::poison();
+  }
+  if (call.args.size() != 1) {
     error(call.getLoc()) << "'" << moe.name.text << "' takes 1 argument, got "
-                         << call.args.size() + call.kwargs.size();
+                         << call.args.size();
     return Operand::poison();
   }
   Value input = requireFloat(emitTensor(*call.args[0], scope, "the MoE input"),

@@ -84,6 +84,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     }
     return success();
   }
+  if (name == attr::kKernel) {
+    if (!isa<func::FuncOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' marks a func.func (unit)";
+    return success();
+  }
   if (name == attr::kPipelineAxis) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an axis name";

@@ -25,6 +25,7 @@ constexpr llvm::StringLiteral kLoss = "loom.loss";       // func result: name
 constexpr llvm::StringLiteral kPrecision = "loom.precision"; // module policy
 constexpr llvm::StringLiteral kAxes = "loom.axes";       // shard.grid axis names
 constexpr llvm::StringLiteral kPipelineAxis = "loom.pipeline_axis"; // func
+constexpr llvm::StringLiteral kKernel = "loom.kernel"; // func: an outlined kernel
 } // namespace attr
 } // namespace mlir::loom
 

@@ -1,0 +1,88 @@
+//===- ContractionToLinalg.cpp - Matmul with its accumulation type --------===//
+
+#include "Conversion/LoomToLinalg/LinalgBuilders.h"
+#include "Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// `[b..., M, K] x [b..., K, N]` (or `x [K, N]`) as one linalg.generic over
+/// (b..., m, n, k), accumulating in the op's accumulation type, then
+/// rounding to the operand type when that is narrower.
+struct MatmulLowering : OpConversionPattern<MatmulOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MatmulOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType resultType = op.getType();
+    ArrayRef<int64_t> lhs = op.getLhs().getType().getShape();
+    ArrayRef<int64_t> rhs = op.getRhs().getType().getShape();
+    ArrayRef<int64_t> result = resultType.getShape();
+    int64_t batch = result.size() - 2;
+    int64_t loops = batch + 3;
+    AffineExpr m = getAffineDimExpr(batch, context);
+    AffineExpr n = getAffineDimExpr(batch + 1, context);
+    AffineExpr k = getAffineDimExpr(batch + 2, context);
+
+    // Batch dimensions of an operand align with the result's trailing batch
+    // dimensions; a size-1 one broadcasts.
+    auto batchExprs = [&](ArrayRef<int64_t> batchShape) {
+      SmallVector<AffineExpr> exprs;
+      int64_t offset = batch - batchShape.size();
+      for (auto [i, size] : llvm::enumerate(batchShape))
+        exprs.push_back(size == 1 && result[offset + i] != 1
+                            ? getAffineConstantExpr(0, context)
+                            : getAffineDimExpr(offset + i, context));
+      return exprs;
+    };
+    SmallVector<AffineExpr> lhsExprs = batchExprs(lhs.drop_back(2));
+    lhsExprs.append({m, k});
+    SmallVector<AffineExpr> rhsExprs = batchExprs(rhs.drop_back(2));
+    rhsExprs.append({k, n});
+    SmallVector<AffineExpr> outExprs;
+    for (int64_t d = 0; d < batch + 2; ++d)
+      outExprs.push_back(getAffineDimExpr(d, context));
+    SmallVector<AffineMap> maps = {
+        AffineMap::get(loops, 0, lhsExprs, context),
+        AffineMap::get(loops, 0, rhsExprs, context),
+        AffineMap::get(loops, 0, outExprs, context)};
+    SmallVector<utils::IteratorType> iterators(loops,
+                                               utils::IteratorType::parallel);
+    iterators.back() = utils::IteratorType::reduction;
+
+    Type accumulate = op.getAccumulate();
+    Value zero = arith::ConstantOp::create(rewriter, loc,
+                                           rewriter.getFloatAttr(accumulate, 0.0));
+    Value empty = tensor::EmptyOp::create(rewriter, loc, result, accumulate);
+    Value acc = linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
+    auto product = linalg::GenericOp::create(
+        rewriter, loc, acc.getType(), ValueRange{adaptor.getLhs(), adaptor.getRhs()},
+        acc, maps, iterators,
+        [&](OpBuilder &b, Location nloc, ValueRange args) {
+          Value a = convertScalar(b, nloc, args[0], accumulate);
+          Value c = convertScalar(b, nloc, args[1], accumulate);
+          Value sum = arith::AddFOp::create(
+              b, nloc, args[2], arith::MulFOp::create(b, nloc, a, c));
+          linalg::YieldOp::create(b, nloc, sum);
+        });
+    Value out = product.getResult(0);
+    if (accumulate != resultType.getElementType())
+      out = buildBroadcastElementwise(
+          rewriter, loc, resultType, {out},
+          [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::loom::populateContractionToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<MatmulLowering>(patterns.getContext());
+}

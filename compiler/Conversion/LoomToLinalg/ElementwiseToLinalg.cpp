@@ -1,0 +1,139 @@
+//===- ElementwiseToLinalg.cpp - Constants, arithmetic, activations, casts ===//
+
+#include "Conversion/LoomToLinalg/LinalgBuilders.h"
+#include "Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+struct ConstantLowering : OpConversionPattern<ConstantOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ConstantOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = op.getType();
+    Type element = type.getElementType();
+    double value = op.getValue().convertToDouble();
+    Attribute scalar =
+        isa<FloatType>(element)
+            ? Attribute(FloatAttr::get(element, value))
+            : Attribute(IntegerAttr::get(element, (int64_t)value));
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(
+        op, type, DenseElementsAttr::get(type, scalar));
+    return success();
+  }
+};
+
+/// Binary arithmetic with broadcasting, computed in f32.
+template <typename LoomOp, typename ArithOp>
+struct BinaryLowering : OpConversionPattern<LoomOp> {
+  using OpConversionPattern<LoomOp>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(LoomOp op, typename LoomOp::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value result = buildBroadcastElementwise(
+        rewriter, op.getLoc(), op.getType(),
+        {adaptor.getLhs(), adaptor.getRhs()},
+        [](OpBuilder &b, Location loc, ValueRange args) -> Value {
+          return ArithOp::create(b, loc, args[0], args[1]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// The scalar f32 formula of each activation.
+Value gelu(OpBuilder &b, Location loc, Value x) {
+  // The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  Value x3 = arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
+  Value inner = arith::AddFOp::create(
+      b, loc, x,
+      arith::MulFOp::create(b, loc, f32Constant(b, loc, 0.044715), x3));
+  Value t = math::TanhOp::create(
+      b, loc,
+      arith::MulFOp::create(b, loc, f32Constant(b, loc, std::sqrt(2.0 / M_PI)),
+                            inner));
+  Value half = arith::MulFOp::create(b, loc, f32Constant(b, loc, 0.5), x);
+  return arith::MulFOp::create(
+      b, loc, half, arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), t));
+}
+
+Value silu(OpBuilder &b, Location loc, Value x) {
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+  return arith::DivFOp::create(
+      b, loc, x, arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), e));
+}
+
+template <typename LoomOp>
+struct UnaryLowering : OpConversionPattern<LoomOp> {
+  using Formula = Value (*)(OpBuilder &, Location, Value);
+  UnaryLowering(MLIRContext *context, Formula formula)
+      : OpConversionPattern<LoomOp>(context), formula(formula) {}
+  LogicalResult
+  matchAndRewrite(LoomOp op, typename LoomOp::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Value result = buildBroadcastElementwise(
+        rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          return formula(b, loc, args[0]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+  Formula formula;
+};
+
+struct CastLowering : OpConversionPattern<CastOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    // buildElementwise converts the (widened) input to the result type:
+    // one rounding from f32, so f32 -> bf16 rounds to nearest even once.
+    Value result = buildBroadcastElementwise(
+        rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
+        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::loom::populateElementwiseToLinalgPatterns(
+    RewritePatternSet &patterns) {
+  MLIRContext *context = patterns.getContext();
+  patterns.add<ConstantLowering, CastLowering,
+               BinaryLowering<AddOp, arith::AddFOp>,
+               BinaryLowering<SubOp, arith::SubFOp>,
+               BinaryLowering<MulOp, arith::MulFOp>,
+               BinaryLowering<DivOp, arith::DivFOp>>(context);
+  patterns.add<UnaryLowering<NegOp>>(
+      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+        return arith::NegFOp::create(b, loc, x);
+      });
+  patterns.add<UnaryLowering<GeluOp>>(context, gelu);
+  patterns.add<UnaryLowering<SiluOp>>(context, silu);
+  patterns.add<UnaryLowering<ReluOp>>(
+      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+        return arith::MaximumFOp::create(b, loc, x, f32Constant(b, loc, 0.0));
+      });
+  patterns.add<UnaryLowering<ExpOp>>(
+      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+        return math::ExpOp::create(b, loc, x);
+      });
+  patterns.add<UnaryLowering<TanhOp>>(
+      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+        return math::TanhOp::create(b, loc, x);
+      });
+  patterns.add<UnaryLowering<SqrtOp>>(
+      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+        return math::SqrtOp::create(b, loc, x);
+      });
+}

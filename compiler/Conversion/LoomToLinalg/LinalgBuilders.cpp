@@ -1,0 +1,162 @@
+//===- LinalgBuilders.cpp - Building blocks of the loom-to-linalg lowering ===//
+
+#include "Conversion/LoomToLinalg/LinalgBuilders.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+Value mlir::loom::convertScalar(OpBuilder &b, Location loc, Value value,
+                                Type type) {
+  Type from = value.getType();
+  if (from == type)
+    return value;
+  bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(type);
+  if (fromFloat && toFloat) {
+    if (from.getIntOrFloatBitWidth() < type.getIntOrFloatBitWidth())
+      return arith::ExtFOp::create(b, loc, type, value);
+    // Between the two 16-bit formats, go through f32 (exact) first.
+    if (from.getIntOrFloatBitWidth() == type.getIntOrFloatBitWidth())
+      value = arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+    return arith::TruncFOp::create(b, loc, type, value);
+  }
+  if (!fromFloat && toFloat)
+    return arith::SIToFPOp::create(b, loc, type, value);
+  if (fromFloat && !toFloat)
+    return arith::FPToSIOp::create(b, loc, type, value);
+  if (from.getIntOrFloatBitWidth() < type.getIntOrFloatBitWidth())
+    return arith::ExtSIOp::create(b, loc, type, value);
+  return arith::TruncIOp::create(b, loc, type, value);
+}
+
+Value mlir::loom::widen(OpBuilder &b, Location loc, Value value) {
+  Type type = value.getType();
+  if (isa<FloatType>(type) && type.getIntOrFloatBitWidth() < 32)
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+  return value;
+}
+
+Value mlir::loom::f32Constant(OpBuilder &b, Location loc, double value) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+}
+
+AffineMap mlir::loom::broadcastMap(ArrayRef<int64_t> shape,
+                                   ArrayRef<int64_t> result,
+                                   MLIRContext *context) {
+  SmallVector<AffineExpr> exprs;
+  size_t offset = result.size() - shape.size();
+  for (auto [i, size] : llvm::enumerate(shape)) {
+    // A dimension of size 1 against a larger one is read at index 0.
+    if (size == 1 && result[offset + i] != 1)
+      exprs.push_back(getAffineConstantExpr(0, context));
+    else
+      exprs.push_back(getAffineDimExpr(offset + i, context));
+  }
+  return AffineMap::get(result.size(), 0, exprs, context);
+}
+
+AffineMap mlir::loom::dropDimMap(int64_t rank, int64_t axis,
+                                 MLIRContext *context) {
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      exprs.push_back(getAffineDimExpr(d, context));
+  return AffineMap::get(rank, 0, exprs, context);
+}
+
+Value mlir::loom::buildElementwise(OpBuilder &b, Location loc,
+                                   RankedTensorType resultType,
+                                   ValueRange inputs,
+                                   ArrayRef<AffineMap> inputMaps,
+                                   ScalarBody body) {
+  MLIRContext *context = b.getContext();
+  int64_t rank = resultType.getRank();
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(AffineMap::getMultiDimIdentityMap(rank, context));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  Value init = tensor::EmptyOp::create(b, loc, resultType.getShape(),
+                                       resultType.getElementType());
+  auto generic = linalg::GenericOp::create(
+      b, loc, resultType, inputs, init, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        SmallVector<Value> wide;
+        for (Value arg : args.drop_back())
+          wide.push_back(widen(nb, nloc, arg));
+        Value result = body(nb, nloc, wide);
+        linalg::YieldOp::create(
+            nb, nloc,
+            convertScalar(nb, nloc, result, resultType.getElementType()));
+      });
+  return generic.getResult(0);
+}
+
+Value mlir::loom::buildBroadcastElementwise(OpBuilder &b, Location loc,
+                                            RankedTensorType resultType,
+                                            ValueRange inputs,
+                                            ScalarBody body) {
+  SmallVector<AffineMap> maps;
+  for (Value input : inputs)
+    maps.push_back(broadcastMap(cast<RankedTensorType>(input.getType()).getShape(),
+                                resultType.getShape(), b.getContext()));
+  return buildElementwise(b, loc, resultType, inputs, maps, body);
+}
+
+/// An f32 tensor of `shape` filled with `value`.
+static Value filledF32(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                       double value) {
+  Value empty = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
+  return linalg::FillOp::create(b, loc, f32Constant(b, loc, value), empty)
+      .getResult(0);
+}
+
+Value mlir::loom::buildAxisReduction(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> shape, int64_t axis,
+    ValueRange inputs, ArrayRef<AffineMap> inputMaps, double init,
+    function_ref<Value(OpBuilder &, Location, Value, ValueRange)> combine) {
+  MLIRContext *context = b.getContext();
+  int64_t rank = shape.size();
+  SmallVector<int64_t> reduced;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      reduced.push_back(shape[d]);
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(dropDimMap(rank, axis, context));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  iterators[axis] = utils::IteratorType::reduction;
+  Value acc = filledF32(b, loc, reduced, init);
+  auto generic = linalg::GenericOp::create(
+      b, loc, acc.getType(), inputs, acc, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        SmallVector<Value> wide;
+        for (Value arg : args.drop_back())
+          wide.push_back(widen(nb, nloc, arg));
+        linalg::YieldOp::create(nb, nloc,
+                                combine(nb, nloc, args.back(), wide));
+      });
+  return generic.getResult(0);
+}
+
+Value mlir::loom::buildTotalSum(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> value) {
+  MLIRContext *context = b.getContext();
+  int64_t rank = shape.size();
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(AffineMap::get(rank, 0, {}, context));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::reduction);
+  Value acc = filledF32(b, loc, {}, 0.0);
+  auto generic = linalg::GenericOp::create(
+      b, loc, acc.getType(), inputs, acc, maps, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        SmallVector<Value> wide;
+        for (Value arg : args.drop_back())
+          wide.push_back(widen(nb, nloc, arg));
+        Value term = value(nb, nloc, wide);
+        linalg::YieldOp::create(
+            nb, nloc, arith::AddFOp::create(nb, nloc, args.back(), term).getResult());
+      });
+  return generic.getResult(0);
+}

@@ -1,0 +1,24 @@
+//===- LoomToLinalg.h - Patterns lowering loom ops to linalg --------------===//
+
+#ifndef LOOM_CONVERSION_LOOMTOLINALG_H
+#define LOOM_CONVERSION_LOOMTOLINALG_H
+
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::loom {
+
+/// Elementwise ops, casts and constants.
+void populateElementwiseToLinalgPatterns(RewritePatternSet &patterns);
+/// Matmul.
+void populateContractionToLinalgPatterns(RewritePatternSet &patterns);
+/// Softmax, layernorm, rmsnorm, sum/mean/max, cross_entropy, mse.
+void populateReductionsToLinalgPatterns(RewritePatternSet &patterns);
+/// Embedding, arange, transpose, reshape, split, concat, causal_mask.
+void populateDataMovementToLinalgPatterns(RewritePatternSet &patterns);
+
+/// All of the above.
+void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
+
+} // namespace mlir::loom
+
+#endif // LOOM_CONVERSION_LOOMTOLINALG_H

@@ -1,0 +1,44 @@
+//===- LoomToLinalgPass.cpp - The convert-loom-to-linalg pass -------------===//
+
+#include "Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "Conversion/Passes.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_CONVERTLOOMTOLINALG
+#include "Conversion/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
+  populateElementwiseToLinalgPatterns(patterns);
+  populateContractionToLinalgPatterns(patterns);
+  populateReductionsToLinalgPatterns(patterns);
+  populateDataMovementToLinalgPatterns(patterns);
+}
+
+namespace {
+struct ConvertLoomToLinalg
+    : public loom::impl::ConvertLoomToLinalgBase<ConvertLoomToLinalg> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    ConversionTarget target(*context);
+    target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
+                           arith::ArithDialect, math::MathDialect,
+                           func::FuncDialect>();
+    // Structure ops stay: stages and MoE blocks are lowered elsewhere.
+    target.addIllegalDialect<LoomDialect>();
+    target.addLegalOp<StageOp, MoeOp, YieldOp, TrainOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(context);
+    populateLoomToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,301 @@
+//===- ReductionsToLinalg.cpp - Softmax, norms, reductions and losses -----===//
+//
+// All of these accumulate in f32 whatever the storage type, and compute
+// statistics before normalizing (two passes over the row), which keeps
+// softmax and the norms stable for large inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conversion/LoomToLinalg/LinalgBuilders.h"
+#include "Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+static Value maxCombine(OpBuilder &b, Location loc, Value acc, ValueRange in) {
+  return arith::MaximumFOp::create(b, loc, acc, in[0]);
+}
+static Value sumCombine(OpBuilder &b, Location loc, Value acc, ValueRange in) {
+  return arith::AddFOp::create(b, loc, acc, in[0]);
+}
+
+static AffineMap identity(int64_t rank, MLIRContext *context) {
+  return AffineMap::getMultiDimIdentityMap(rank, context);
+}
+
+static RankedTensorType shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Mean over the last axis of `f(x, stats...)`, as an f32 tensor.
+static Value rowMean(OpBuilder &b, Location loc, Value x, ValueRange stats,
+                     function_ref<Value(OpBuilder &, Location, ValueRange)> f) {
+  ArrayRef<int64_t> shape = shapeOf(x).getShape();
+  int64_t rank = shape.size(), axis = rank - 1;
+  MLIRContext *context = b.getContext();
+  SmallVector<Value> inputs{x};
+  inputs.append(stats.begin(), stats.end());
+  SmallVector<AffineMap> maps{identity(rank, context)};
+  for (size_t i = 0; i < stats.size(); ++i)
+    maps.push_back(dropDimMap(rank, axis, context));
+  Value sum = buildAxisReduction(
+      b, loc, shape, axis, inputs, maps, 0.0,
+      [&](OpBuilder &nb, Location nloc, Value acc, ValueRange in) -> Value {
+        return arith::AddFOp::create(nb, nloc, acc, f(nb, nloc, in));
+      });
+  auto type = shapeOf(sum);
+  double inverse = 1.0 / shape.back();
+  return buildBroadcastElementwise(
+      b, loc, type, {sum}, [&](OpBuilder &nb, Location nloc, ValueRange in) -> Value {
+        return arith::MulFOp::create(nb, nloc, in[0], f32Constant(nb, nloc, inverse));
+      });
+}
+
+namespace {
+struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(SoftmaxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    Value x = adaptor.getInput();
+    ArrayRef<int64_t> shape = op.getType().getShape();
+    int64_t rank = shape.size(), axis = op.getAxis();
+    AffineMap full = identity(rank, context);
+    AffineMap reduced = dropDimMap(rank, axis, context);
+    // max, then sum(exp(x - max)), then exp(x - max) / sum.
+    Value max = buildAxisReduction(rewriter, loc, shape, axis, {x}, {full},
+                                   -std::numeric_limits<double>::infinity(),
+                                   maxCombine);
+    Value sum = buildAxisReduction(
+        rewriter, loc, shape, axis, {x, max}, {full, reduced}, 0.0,
+        [](OpBuilder &b, Location l, Value acc, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
+          return arith::AddFOp::create(b, l, acc, e);
+        });
+    Value result = buildElementwise(
+        rewriter, loc, op.getType(), {x, max, sum}, {full, reduced, reduced},
+        [](OpBuilder &b, Location l, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
+          return arith::DivFOp::create(b, l, e, in[2]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Layernorm and rmsnorm over the last dimension.
+template <typename NormOp>
+struct NormLowering : OpConversionPattern<NormOp> {
+  using OpConversionPattern<NormOp>::OpConversionPattern;
+  static constexpr bool centered = std::is_same_v<NormOp, LayerNormOp>;
+
+  LogicalResult
+  matchAndRewrite(NormOp op, typename NormOp::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    Value x = adaptor.getInput();
+    int64_t rank = op.getType().getRank();
+    double eps = op.getEpsilon().convertToDouble();
+    AffineMap full = identity(rank, context);
+    AffineMap reduced = dropDimMap(rank, rank - 1, context);
+    AffineMap feature = AffineMap::get(
+        rank, 0, getAffineDimExpr(rank - 1, context), context);
+
+    Value mean;
+    SmallVector<Value> stats;
+    if constexpr (centered) {
+      mean = rowMean(rewriter, loc, x, {},
+                     [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+      stats.push_back(mean);
+    }
+    // E[(x - mean)^2] for layernorm, E[x^2] for rmsnorm.
+    Value second = rowMean(
+        rewriter, loc, x, stats,
+        [](OpBuilder &b, Location l, ValueRange in) -> Value {
+          Value d = in.size() > 1 ? arith::SubFOp::create(b, l, in[0], in[1])
+                                  : in[0];
+          return arith::MulFOp::create(b, l, d, d);
+        });
+
+    SmallVector<Value> inputs{x};
+    SmallVector<AffineMap> maps{full};
+    if (mean) {
+      inputs.push_back(mean);
+      maps.push_back(reduced);
+    }
+    inputs.push_back(second);
+    maps.push_back(reduced);
+    Value scale = adaptor.getScale(), bias;
+    if constexpr (centered)
+      bias = adaptor.getBias();
+    for (Value param : {scale, bias})
+      if (param) {
+        inputs.push_back(param);
+        maps.push_back(feature);
+      }
+    bool hasMean = (bool)mean, hasScale = (bool)scale, hasBias = (bool)bias;
+    Value result = buildElementwise(
+        rewriter, loc, op.getType(), inputs, maps,
+        [=](OpBuilder &b, Location l, ValueRange in) -> Value {
+          unsigned i = 0;
+          Value v = in[i++];
+          if (hasMean)
+            v = arith::SubFOp::create(b, l, v, in[i++]);
+          Value var = arith::AddFOp::create(b, l, in[i++], f32Constant(b, l, eps));
+          v = arith::MulFOp::create(b, l, v, math::RsqrtOp::create(b, l, var));
+          if (hasScale)
+            v = arith::MulFOp::create(b, l, v, in[i++]);
+          if (hasBias)
+            v = arith::AddFOp::create(b, l, v, in[i++]);
+          return v;
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// sum, mean and max over one axis, with keepdim.
+template <typename ReduceOp>
+struct ReduceLowering : OpConversionPattern<ReduceOp> {
+  using OpConversionPattern<ReduceOp>::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ReduceOp op, typename ReduceOp::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value x = adaptor.getInput();
+    ArrayRef<int64_t> shape = shapeOf(x).getShape();
+    int64_t axis = op.getAxis();
+    bool isMax = std::is_same_v<ReduceOp, MaxOp>;
+    Value acc = buildAxisReduction(
+        rewriter, loc, shape, axis, {x},
+        {identity(shape.size(), rewriter.getContext())},
+        isMax ? -std::numeric_limits<double>::infinity() : 0.0,
+        isMax ? maxCombine : sumCombine);
+    double factor = std::is_same_v<ReduceOp, MeanOp> ? 1.0 / shape[axis] : 1.0;
+    // Round to the storage type, then restore the kept dimension.
+    auto flat = RankedTensorType::get(shapeOf(acc).getShape(),
+                                      op.getType().getElementType());
+    Value result = buildBroadcastElementwise(
+        rewriter, loc, flat, {acc},
+        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+          return factor == 1.0 ? in[0]
+                               : arith::MulFOp::create(b, l, in[0],
+                                                       f32Constant(b, l, factor));
+        });
+    if (op.getKeepdim()) {
+      SmallVector<ReassociationIndices> groups;
+      for (int64_t d = 0, rank = shape.size(); d < rank; ++d)
+        if (d != axis)
+          groups.push_back({d});
+      // The kept unit dimension joins its neighbour's group; a reduction to
+      // a scalar expands with no groups at all.
+      if (!groups.empty() && axis == 0)
+        groups.front().insert(groups.front().begin(), 0);
+      else if (!groups.empty())
+        groups[axis - 1].push_back(axis);
+      result = tensor::ExpandShapeOp::create(rewriter, loc, op.getType(),
+                                             result, groups);
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// mean over rows of logsumexp(logits[row]) - logits[row, label[row]].
+struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CrossEntropyOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    Value logits = adaptor.getLogits(), labels = adaptor.getLabels();
+    ArrayRef<int64_t> shape = shapeOf(logits).getShape();
+    int64_t rank = shape.size(), axis = rank - 1, classes = shape.back();
+    AffineMap full = identity(rank, context);
+    AffineMap reduced = dropDimMap(rank, axis, context);
+    Value max = buildAxisReduction(rewriter, loc, shape, axis, {logits}, {full},
+                                   -std::numeric_limits<double>::infinity(),
+                                   maxCombine);
+    Value sum = buildAxisReduction(
+        rewriter, loc, shape, axis, {logits, max}, {full, reduced}, 0.0,
+        [](OpBuilder &b, Location l, Value acc, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
+          return arith::AddFOp::create(b, l, acc, e);
+        });
+    ArrayRef<int64_t> rows = shapeOf(max).getShape();
+    int64_t count = 1;
+    for (int64_t d : rows)
+      count *= d;
+    AffineMap rowMap = identity(rows.size(), context);
+    Value total = buildTotalSum(
+        rewriter, loc, rows, {max, sum, labels}, {rowMap, rowMap, rowMap},
+        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+          // The label's logit, read directly; labels are clamped into range
+          // so a bad label cannot read outside the tensor.
+          SmallVector<Value> index;
+          for (int64_t d = 0; d < (int64_t)rows.size(); ++d)
+            index.push_back(linalg::IndexOp::create(b, l, d));
+          Value label = arith::IndexCastOp::create(b, l, b.getIndexType(), in[2]);
+          Value zero = arith::ConstantIndexOp::create(b, l, 0);
+          Value last = arith::ConstantIndexOp::create(b, l, classes - 1);
+          label = arith::MinSIOp::create(
+              b, l, arith::MaxSIOp::create(b, l, label, zero), last);
+          index.push_back(label);
+          Value logit = widen(b, l, tensor::ExtractOp::create(b, l, logits, index));
+          Value lse = arith::AddFOp::create(b, l, math::LogOp::create(b, l, in[1]), in[0]);
+          return arith::SubFOp::create(b, l, lse, logit);
+        });
+    Value mean = buildBroadcastElementwise(
+        rewriter, loc, op.getType(), {total},
+        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+          return arith::MulFOp::create(b, l, in[0], f32Constant(b, l, 1.0 / count));
+        });
+    rewriter.replaceOp(op, mean);
+    return success();
+  }
+};
+
+struct MseLowering : OpConversionPattern<MseOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MseOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> shape = shapeOf(adaptor.getPrediction()).getShape();
+    AffineMap full = identity(shape.size(), rewriter.getContext());
+    int64_t count = 1;
+    for (int64_t d : shape)
+      count *= d;
+    Value total = buildTotalSum(
+        rewriter, loc, shape, {adaptor.getPrediction(), adaptor.getTarget()},
+        {full, full}, [](OpBuilder &b, Location l, ValueRange in) -> Value {
+          Value d = arith::SubFOp::create(b, l, in[0], in[1]);
+          return arith::MulFOp::create(b, l, d, d);
+        });
+    Value mean = buildBroadcastElementwise(
+        rewriter, loc, op.getType(), {total},
+        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+          return arith::MulFOp::create(b, l, in[0], f32Constant(b, l, 1.0 / count));
+        });
+    rewriter.replaceOp(op, mean);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::loom::populateReductionsToLinalgPatterns(RewritePatternSet &patterns) {
+  patterns.add<SoftmaxLowering, NormLowering<LayerNormOp>,
+               NormLowering<RmsNormOp>, ReduceLowering<SumOp>,
+               ReduceLowering<MeanOp>, ReduceLowering<MaxOp>,
+               CrossEntropyLowering, MseLowering>(patterns.getContext());
+}

@@ -1,0 +1,145 @@
+//===- OutlineKernels.cpp - Group model ops into kernel functions ---------===//
+
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMOUTLINEKERNELS
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+/// Ops that compute each element from the same element of their operands,
+/// so they can run as the epilogue of the kernel producing an operand.
+static bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
+             TanhOp, SqrtOp, CastOp>(op);
+}
+
+/// Ops without operands that are cheaper to recompute than to load.
+static bool isRematerialized(Operation *op) {
+  return isa<ConstantOp, ArangeOp>(op);
+}
+
+namespace {
+/// Consecutive ops (in program order) that become one kernel.
+struct KernelGroup {
+  SmallVector<Operation *> ops;
+  llvm::SmallPtrSet<Operation *, 8> members;
+  void add(Operation *op) {
+    ops.push_back(op);
+    members.insert(op);
+  }
+};
+
+struct LoomOutlineKernels
+    : public loom::impl::LoomOutlineKernelsBase<LoomOutlineKernels> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> models;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.isPublic() && !func.isExternal())
+        models.push_back(func);
+    for (func::FuncOp model : models)
+      if (failed(outline(model)))
+        return signalPassFailure();
+  }
+
+  LogicalResult outline(func::FuncOp model);
+  func::FuncOp buildKernel(func::FuncOp model, KernelGroup &group,
+                           unsigned index, SmallVectorImpl<Value> &inputs,
+                           SmallVectorImpl<Value> &outputs);
+};
+} // namespace
+
+LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
+  // Groups are contiguous: an elementwise op joins only the latest group,
+  // so a kernel's call can take the place of its ops.
+  SmallVector<KernelGroup> groups;
+  for (Operation &op : model.getBody().front().without_terminator()) {
+    if (isRematerialized(&op))
+      continue;
+    if (isa<MoeOp, StageOp>(op))
+      return op.emitError("'")
+             << op.getName() << "' is not supported by this backend yet";
+    bool joins = !groups.empty() && isElementwise(&op) &&
+                 llvm::any_of(op.getOperands(), [&](Value v) {
+                   return groups.back().members.contains(v.getDefiningOp());
+                 });
+    if (!joins)
+      groups.emplace_back();
+    groups.back().add(&op);
+  }
+
+  OpBuilder builder(model.getContext());
+  for (auto [index, group] : llvm::enumerate(groups)) {
+    SmallVector<Value> inputs, outputs;
+    func::FuncOp kernel = buildKernel(model, group, index, inputs, outputs);
+    builder.setInsertionPoint(group.ops.front());
+    auto call = func::CallOp::create(builder, group.ops.front()->getLoc(),
+                                     kernel, inputs);
+    for (auto [output, result] : llvm::zip(outputs, call.getResults()))
+      output.replaceAllUsesWith(result);
+    for (Operation *op : llvm::reverse(group.ops))
+      op->erase();
+  }
+  // Constants and aranges now live inside the kernels that use them.
+  for (Operation &op :
+       llvm::make_early_inc_range(model.getBody().front().without_terminator()))
+    if (isRematerialized(&op) && op.use_empty())
+      op.erase();
+  return success();
+}
+
+func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
+                                             KernelGroup &group, unsigned index,
+                                             SmallVectorImpl<Value> &inputs,
+                                             SmallVectorImpl<Value> &outputs) {
+  // Inputs: values from outside the group (rematerialized ops excepted).
+  // Outputs: results some op outside the group (or the return) still reads.
+  for (Operation *op : group.ops) {
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if ((def && (group.members.contains(def) || isRematerialized(def))) ||
+          llvm::is_contained(inputs, operand))
+        continue;
+      inputs.push_back(operand);
+    }
+    for (Value result : op->getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+            return !group.members.contains(user);
+          }))
+        outputs.push_back(result);
+  }
+
+  OpBuilder builder(model);
+  std::string name = (model.getSymName() + "_k" + Twine(index)).str();
+  auto kernel = func::FuncOp::create(
+      builder, group.ops.front()->getLoc(), name,
+      builder.getFunctionType(ValueRange(inputs).getTypes(),
+                              ValueRange(outputs).getTypes()));
+  kernel.setPrivate();
+  kernel->setAttr(attr::kKernel, builder.getUnitAttr());
+  Block *body = kernel.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  IRMapping mapping;
+  for (auto [input, arg] : llvm::zip(inputs, body->getArguments()))
+    mapping.map(input, arg);
+  for (Operation *op : group.ops) {
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && isRematerialized(def) && !mapping.contains(operand))
+        builder.clone(*def, mapping);
+    builder.clone(*op, mapping);
+  }
+  SmallVector<Value> results;
+  for (Value output : outputs)
+    results.push_back(mapping.lookup(output));
+  func::ReturnOp::create(builder, model.getLoc(), results);
+  return kernel;
+}
