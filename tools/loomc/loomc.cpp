@@ -1,16 +1,19 @@
 //===- loomc.cpp - The Loom compiler driver ------------------------------===//
 //
-// Reads a model script and prints the stage named by --emit. Stages are
-// ordered: each one lowers further than the one before it.
+// `loomc model.loom -o model` builds an executable; `--emit=STAGE` prints
+// one stage instead. Stages are ordered: each lowers further than the one
+// before it (ast, loom, kernels, linalg, llvm, plan).
 //
 //===----------------------------------------------------------------------===//
 
-#include "Frontend/Parser.h"
-#include "MLIRGen/MLIRGen.h"
+#include "Driver/Driver.h"
+#include "Pipeline/Pipeline.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/ToolUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -19,23 +22,37 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace llvm;
+using loom::Stage;
 
 namespace {
-enum class Stage { AST, Loom };
-
 cl::OptionCategory loomCategory("Loom options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.loom>"),
                                cl::Required, cl::cat(loomCategory));
-cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
-                                cl::value_desc("file"), cl::init("-"),
-                                cl::cat(loomCategory));
+cl::opt<std::string> outputFile(
+    "o", cl::desc("The executable (default a.out), or where --emit prints "
+                  "(default stdout)"),
+    cl::value_desc("file"), cl::cat(loomCategory));
 cl::opt<Stage> emitStage(
-    "emit", cl::desc("The stage to print"), cl::init(Stage::Loom),
-    cl::values(clEnumValN(Stage::AST, "ast", "the syntax tree"),
-               clEnumValN(Stage::Loom, "loom",
-                          "the checked model in the loom dialect")),
+    "emit", cl::desc("Print this stage instead of building an executable"),
+    cl::values(
+        clEnumValN(Stage::AST, "ast", "the syntax tree"),
+        clEnumValN(Stage::Loom, "loom", "the checked model in the loom dialect"),
+        clEnumValN(Stage::Kernels, "kernels",
+                   "the single-rank model as calls to outlined kernels"),
+        clEnumValN(Stage::Linalg, "linalg",
+                   "kernels on linalg/tensor, elementwise ops fused"),
+        clEnumValN(Stage::LLVM, "llvm",
+                   "CPU kernels in the LLVM dialect (bare-pointer ABI)"),
+        clEnumValN(Stage::Plan, "plan",
+                   "the runtime plan: buffers, arena offsets, steps")),
     cl::cat(loomCategory));
+cl::opt<std::string> dumpDir(
+    "dump-dir", cl::desc("Write every stage reached to numbered files in DIR"),
+    cl::value_desc("dir"), cl::cat(loomCategory));
+cl::opt<std::string> modelName(
+    "model", cl::desc("The model to build when the script has several"),
+    cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<bool> splitInputFile(
     "split-input-file",
     cl::desc("Compile each '// -----' separated chunk as its own script "
@@ -48,34 +65,11 @@ cl::opt<bool> verifyDiagnostics(
     cl::init(false), cl::cat(loomCategory));
 } // namespace
 
-/// Parses, checks and prints; diagnostics go through the context's handler.
-static LogicalResult compile(mlir::MLIRContext &context, SourceMgr &sourceMgr,
-                             raw_ostream &os) {
-  auto emitError = [&](SMLoc loc, const Twine &message) {
-    mlir::emitError(loom::toLocation(context, sourceMgr, loc)) << message;
-  };
-  StringRef buffer =
-      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
-  loom::Parser parser(buffer, emitError);
-  std::unique_ptr<loom::Module> ast = parser.parseModule();
-  if (!ast)
-    return failure();
-  if (emitStage == Stage::AST) {
-    loom::dumpAST(*ast, sourceMgr, os);
-    return success();
-  }
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      loom::mlirGen(context, *ast, sourceMgr);
-  if (!module)
-    return failure();
-  module->print(os);
-  return success();
-}
-
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
+  mlir::registerPassManagerCLOptions();
   cl::HideUnrelatedOptions(loomCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "loomc: compiles Loom model scripts\n");
@@ -87,27 +81,41 @@ int main(int argc, char **argv) {
            << ec.message() << "\n";
     return 1;
   }
+
+  loom::DriverOptions options;
+  if (emitStage.getNumOccurrences())
+    options.emit = emitStage;
+  options.dumpDir = dumpDir;
+  options.model = modelName;
+  if (!options.emit)
+    options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
+
+  // Printed stages go to -o (or stdout); an executable is written by the linker.
   std::error_code ec;
-  ToolOutputFile output(outputFile, ec, sys::fs::OF_TextWithCRLF);
+  std::string printTo =
+      options.emit && !outputFile.empty() ? outputFile.getValue() : std::string("-");
+  ToolOutputFile output(printTo, ec, sys::fs::OF_TextWithCRLF);
   if (ec) {
-    errs() << "loomc: error: cannot write '" << outputFile << "': "
+    errs() << "loomc: error: cannot write '" << printTo << "': "
            << ec.message() << "\n";
     return 1;
   }
 
+  mlir::DialectRegistry registry;
+  loom::registerLoomCompilerDialects(registry);
   // Each chunk is an independent script with its own context and diagnostics.
-  auto processChunk = [](std::unique_ptr<MemoryBuffer> chunk,
-                         raw_ostream &os) -> LogicalResult {
+  auto processChunk = [&](std::unique_ptr<MemoryBuffer> chunk,
+                          raw_ostream &os) -> LogicalResult {
     SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(chunk), SMLoc());
-    mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+    mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
     if (verifyDiagnostics) {
       mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
-      (void)compile(context, sourceMgr, os);
+      (void)loom::runDriver(context, sourceMgr, options, os);
       return handler.verify();
     }
     mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-    return compile(context, sourceMgr, os);
+    return loom::runDriver(context, sourceMgr, options, os);
   };
   if (failed(mlir::splitAndProcessBuffer(
           std::move(*file), processChunk, output.os(),

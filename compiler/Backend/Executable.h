@@ -1,0 +1,24 @@
+//===- Executable.h - Links kernels, plan and runtime into one program ----===//
+
+#ifndef LOOM_BACKEND_EXECUTABLE_H
+#define LOOM_BACKEND_EXECUTABLE_H
+
+#include "Plan/PlanBuilder.h"
+
+#include "mlir/IR/Location.h"
+
+namespace loom {
+
+/// The C source that gives the runtime its kernel table (`loom_kernels`)
+/// and the plan text (`loom_plan`), as docs/plan-format.md specifies.
+std::string buildGlueSource(const Plan &plan);
+
+/// Links the kernels' object file, the glue and the runtime libraries into
+/// the executable `output` with clang. Errors are reported at `loc`.
+mlir::LogicalResult linkExecutable(mlir::Location loc, const Plan &plan,
+                                   llvm::StringRef kernelObject,
+                                   llvm::StringRef output);
+
+} // namespace loom
+
+#endif // LOOM_BACKEND_EXECUTABLE_H

@@ -1,0 +1,192 @@
+//===- Driver.cpp - loomc's stages, from script to executable -------------===//
+
+#include "Driver/Driver.h"
+
+#include "Backend/Executable.h"
+#include "Backend/HostObject.h"
+#include "Frontend/Parser.h"
+#include "Loom/IR/LoomOps.h"
+#include "MLIRGen/MLIRGen.h"
+#include "Pipeline/Pipeline.h"
+#include "Plan/PlanBuilder.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+llvm::StringRef (::loom::stageName)(Stage stage) {
+  switch (stage) {
+  case Stage::AST: return "ast";
+  case Stage::Loom: return "loom";
+  case Stage::Kernels: return "kernels";
+  case Stage::Linalg: return "linalg";
+  case Stage::LLVM: return "llvm";
+  case Stage::Plan: return "plan";
+  case Stage::Executable: return "executable";
+  }
+  return "";
+}
+
+namespace {
+/// Runs the stages in order, printing or dumping each as asked.
+class Driver {
+public:
+  Driver(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+         const ::loom::DriverOptions &options, llvm::raw_ostream &os)
+      : context(context), sourceMgr(sourceMgr), options(options), os(os) {}
+
+  LogicalResult run();
+
+private:
+  /// Prints `text` if `stage` is the one asked for, and dumps it; returns
+  /// true when compilation stops here.
+  bool reached(::loom::Stage stage, llvm::function_ref<void(llvm::raw_ostream &)> print);
+  LogicalResult runPipeline(void (*build)(OpPassManager &));
+  FailureOr<func::FuncOp> selectModel();
+
+  MLIRContext &context;
+  llvm::SourceMgr &sourceMgr;
+  const ::loom::DriverOptions &options;
+  llvm::raw_ostream &os;
+  OwningOpRef<ModuleOp> module;
+  unsigned dumped = 0;
+};
+} // namespace
+
+bool Driver::reached(::loom::Stage stage,
+                     llvm::function_ref<void(llvm::raw_ostream &)> print) {
+  if (!options.dumpDir.empty()) {
+    llvm::SmallString<128> path(options.dumpDir);
+    std::string file = llvm::formatv("{0:2}-{1}.{2}", ++dumped,
+                                     ::loom::stageName(stage),
+                                     stage == ::loom::Stage::AST ||
+                                             stage == ::loom::Stage::Plan
+                                         ? "txt"
+                                         : "mlir")
+                           .str();
+    for (char &c : file)
+      c = c == ' ' ? '0' : c;
+    llvm::sys::path::append(path, file);
+    std::error_code ec = llvm::sys::fs::create_directories(options.dumpDir);
+    llvm::raw_fd_ostream dump(path, ec);
+    if (!ec)
+      print(dump);
+    else
+      llvm::errs() << "loomc: warning: cannot write " << path << ": "
+                   << ec.message() << "\n";
+  }
+  if (options.emit != stage)
+    return false;
+  print(os);
+  return true;
+}
+
+LogicalResult Driver::runPipeline(void (*build)(OpPassManager &)) {
+  PassManager pm(&context);
+  build(pm);
+  return pm.run(*module);
+}
+
+FailureOr<func::FuncOp> Driver::selectModel() {
+  SmallVector<func::FuncOp> models;
+  for (auto func : module->getOps<func::FuncOp>())
+    if (func.isPublic() && (options.model.empty() || func.getSymName() == options.model))
+      models.push_back(func);
+  if (models.size() == 1)
+    return models.front();
+  if (models.empty())
+    return module->emitError("the script has no model named '")
+           << options.model << "'";
+  return module->emitError("the script has ")
+         << models.size() << " models; choose one with --model NAME";
+}
+
+LogicalResult Driver::run() {
+  auto emitError = [&](llvm::SMLoc loc, const llvm::Twine &message) {
+    mlir::emitError(::loom::toLocation(context, sourceMgr, loc)) << message;
+  };
+  llvm::StringRef buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
+  std::unique_ptr<::loom::Module> ast = ::loom::Parser(buffer, emitError).parseModule();
+  if (!ast)
+    return failure();
+  if (reached(::loom::Stage::AST, [&](llvm::raw_ostream &out) {
+        ::loom::dumpAST(*ast, sourceMgr, out);
+      }))
+    return success();
+
+  module = ::loom::mlirGen(context, *ast, sourceMgr);
+  if (!module)
+    return failure();
+  auto printModule = [&](llvm::raw_ostream &out) { module->print(out); };
+  if (reached(::loom::Stage::Loom, printModule))
+    return success();
+
+  if (failed(runPipeline(::loom::buildKernelsPipeline)))
+    return failure();
+  if (reached(::loom::Stage::Kernels, printModule))
+    return success();
+
+  // The plan comes from the kernel calls, before kernels are lowered.
+  std::optional<::loom::Plan> plan;
+  bool needsPlan = !options.emit || *options.emit >= ::loom::Stage::Plan ||
+                   !options.dumpDir.empty();
+  if (needsPlan) {
+    FailureOr<func::FuncOp> model = selectModel();
+    if (failed(model))
+      return failure();
+    FailureOr<::loom::Plan> built = ::loom::buildPlan(*model);
+    if (failed(built))
+      return failure();
+    plan = std::move(*built);
+  }
+
+  if (failed(runPipeline(::loom::buildLinalgPipeline)))
+    return failure();
+  if (reached(::loom::Stage::Linalg, printModule))
+    return success();
+
+  // Only the kernels are compiled: the model functions live on as the plan.
+  for (Operation &op : llvm::make_early_inc_range(module->getOps())) {
+    auto func = dyn_cast<func::FuncOp>(op);
+    if (func && func->hasAttr(mlir::loom::attr::kKernel)) {
+      func.setPublic();
+      func->removeAttr(mlir::loom::attr::kKernel);
+    }
+    else
+      op.erase();
+  }
+  if (failed(runPipeline(::loom::buildCpuLoweringPipeline)))
+    return failure();
+  if (reached(::loom::Stage::LLVM, printModule))
+    return success();
+
+  if (reached(::loom::Stage::Plan,
+              [&](llvm::raw_ostream &out) { out << plan->text; }))
+    return success();
+
+  llvm::SmallString<128> object;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("loom-kernels", "o", object))
+    return module->emitError("cannot create a temporary file: ") << ec.message();
+  LogicalResult result = ::loom::writeHostObject(*module, object);
+  if (succeeded(result))
+    result = ::loom::linkExecutable(module->getLoc(), *plan, object, options.output);
+  llvm::sys::fs::remove(object);
+  if (succeeded(result))
+    llvm::errs() << "loomc: wrote " << options.output << " ("
+                 << plan->kernels.size() << " kernels, arena "
+                 << llvm::format("%.2f", plan->arenaBytes / 1048576.0) << " MiB)\n";
+  return result;
+}
+
+LogicalResult (::loom::runDriver)(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                              const DriverOptions &options, llvm::raw_ostream &os) {
+  return Driver(context, sourceMgr, options, os).run();
+}

@@ -1,0 +1,39 @@
+//===- Driver.h - loomc's stages, from script to executable ---------------===//
+
+#ifndef LOOM_DRIVER_DRIVER_H
+#define LOOM_DRIVER_DRIVER_H
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <optional>
+#include <string>
+
+namespace loom {
+
+/// The stages in order; each lowers further than the one before.
+enum class Stage { AST, Loom, Kernels, Linalg, LLVM, Plan, Executable };
+
+/// The `--emit=` name of a stage.
+llvm::StringRef stageName(Stage stage);
+
+struct DriverOptions {
+  /// Print this stage (to `output`, or stdout) instead of linking.
+  std::optional<Stage> emit;
+  /// The executable's path (when not emitting a stage).
+  std::string output = "a.out";
+  /// Write every stage reached to numbered files in this directory.
+  std::string dumpDir;
+  /// The model to build when the script has several.
+  std::string model;
+};
+
+/// Compiles the main buffer of `sourceMgr`. Diagnostics go through the
+/// context; printed stages go to `os`.
+mlir::LogicalResult runDriver(mlir::MLIRContext &context,
+                              llvm::SourceMgr &sourceMgr,
+                              const DriverOptions &options, llvm::raw_ostream &os);
+
+} // namespace loom
+
+#endif // LOOM_DRIVER_DRIVER_H

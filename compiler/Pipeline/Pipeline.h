@@ -1,0 +1,28 @@
+//===- Pipeline.h - Loom's compilation stages as pass pipelines -----------===//
+
+#ifndef LOOM_PIPELINE_PIPELINE_H
+#define LOOM_PIPELINE_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+
+namespace loom {
+
+/// loom -> kernels: the single-rank program (stages inlined, shardings
+/// dropped) as a model function calling one outlined function per kernel.
+void buildKernelsPipeline(mlir::OpPassManager &pm);
+
+/// kernels -> linalg: every kernel on linalg/tensor/arith/math, with
+/// elementwise producers fused into their consumers.
+void buildLinalgPipeline(mlir::OpPassManager &pm);
+
+/// linalg -> llvm (CPU): bufferization with results turned into
+/// out-parameters, loops, and the LLVM dialect with bare-pointer kernel
+/// signatures (one `ptr` per buffer, see docs/plan-format.md).
+void buildCpuLoweringPipeline(mlir::OpPassManager &pm);
+
+/// Registers the dialects every stage needs.
+void registerLoomCompilerDialects(mlir::DialectRegistry &registry);
+
+} // namespace loom
+
+#endif // LOOM_PIPELINE_PIPELINE_H

@@ -1,0 +1,216 @@
+//===- PlanBuilder.cpp - Buffers, steps and the static memory plan --------===//
+
+#include "Plan/PlanBuilder.h"
+
+#include "Loom/IR/LoomDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace {
+struct Buffer {
+  std::string name;
+  std::string role; // input, param, output, temp
+  RankedTensorType type;
+  std::string init; // params: "normal 0.02" ...
+  int64_t bytes = 0;
+  int64_t first = 0, last = 0; // steps during which the bytes are live
+  int64_t offset = 0;
+};
+} // namespace
+
+/// Buffers start on 64-byte boundaries (a cache line, and enough for any
+/// vector load the kernels use).
+static constexpr int64_t kAlignment = 64;
+
+static std::string dtypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  return type.isInteger(32) ? "i32" : "i64";
+}
+
+static std::string formatDouble(double value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%.17g", value);
+  return text;
+}
+
+static std::string initText(mlir::loom::InitAttr init) {
+  std::string text = mlir::loom::stringifyInitKind(init.getKind()).str();
+  if (init.getArgs())
+    for (double arg : init.getArgs().asArrayRef())
+      text += " " + formatDouble(arg);
+  return text;
+}
+
+uint32_t (::loom::planChecksum)(llvm::StringRef text) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+/// First fit, largest buffers first: each buffer takes the lowest aligned
+/// offset that no already placed buffer with an overlapping lifetime uses.
+static int64_t placeBuffers(std::vector<Buffer> &buffers) {
+  std::vector<size_t> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  llvm::stable_sort(order, [&](size_t a, size_t b) {
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  std::vector<size_t> placed;
+  int64_t arena = 0;
+  for (size_t id : order) {
+    Buffer &buffer = buffers[id];
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (size_t other : placed) {
+      const Buffer &o = buffers[other];
+      if (o.first <= buffer.last && buffer.first <= o.last)
+        taken.push_back({o.offset, o.offset + o.bytes});
+    }
+    llvm::sort(taken);
+    int64_t offset = 0;
+    for (auto [begin, end] : taken) {
+      if (offset + buffer.bytes <= begin)
+        break;
+      offset = std::max(offset, (end + kAlignment - 1) / kAlignment * kAlignment);
+    }
+    buffer.offset = offset;
+    arena = std::max(arena, offset + buffer.bytes);
+    placed.push_back(id);
+  }
+  return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+FailureOr<::loom::Plan> (::loom::buildPlan)(func::FuncOp model) {
+  namespace attr = mlir::loom::attr;
+  std::vector<Buffer> buffers;
+  llvm::DenseMap<Value, size_t> bufferOf;
+  auto addBuffer = [&](Value value, std::string name, std::string role) {
+    Buffer buffer;
+    buffer.name = std::move(name);
+    buffer.role = std::move(role);
+    buffer.type = cast<RankedTensorType>(value.getType());
+    buffer.bytes = std::max<int64_t>(
+        1, buffer.type.getNumElements() *
+               (buffer.type.getElementTypeBitWidth() / 8));
+    bufferOf[value] = buffers.size();
+    buffers.push_back(std::move(buffer));
+  };
+
+  Block &body = model.getBody().front();
+  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+  int64_t numSteps = 0;
+  for (Operation &op : body.without_terminator())
+    numSteps += isa<func::CallOp>(op);
+
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (auto name = model.getArgAttrOfType<StringAttr>(i, attr::kInput)) {
+      addBuffer(arg, name.str(), "input");
+    } else {
+      auto param = model.getArgAttrOfType<StringAttr>(i, attr::kParam);
+      if (!param)
+        return model.emitError("argument ") << i << " is neither an input nor a param";
+      addBuffer(arg, param.str(), "param");
+      if (auto init = model.getArgAttrOfType<mlir::loom::InitAttr>(i, attr::kInit))
+        buffers.back().init = initText(init);
+      else
+        buffers.back().init = "zeros";
+      buffers.back().last = numSteps; // weights stay for saving and training
+    }
+    buffers.back().first = -1;
+  }
+
+  // Outputs are named by the function's result attributes.
+  llvm::DenseMap<Value, std::string> outputName;
+  for (auto [i, value] : llvm::enumerate(returnOp.getOperands())) {
+    StringAttr name = model.getResultAttrOfType<StringAttr>(i, attr::kOutput);
+    if (!name)
+      name = model.getResultAttrOfType<StringAttr>(i, attr::kLoss);
+    std::string text = name ? name.str() : "result" + std::to_string(i);
+    if (!value.getDefiningOp<func::CallOp>())
+      return returnOp.emitError("output '")
+             << text << "' is an input or parameter itself; compute it "
+                        "(e.g. 'x * 1') to get a separate output";
+    if (!outputName.try_emplace(value, text).second)
+      return returnOp.emitError("output '")
+             << text << "' is the same tensor as output '" << outputName[value]
+             << "'";
+  }
+
+  std::vector<KernelSignature> kernels;
+  llvm::StringMap<size_t> kernelIndex;
+  std::vector<std::pair<std::string, std::vector<size_t>>> steps;
+  int64_t step = 0;
+  for (Operation &op : body.without_terminator()) {
+    auto call = dyn_cast<func::CallOp>(op);
+    if (!call)
+      return op.emitError("'") << op.getName()
+                               << "' is left in the model after outlining; "
+                                  "the plan holds only kernel calls";
+    std::vector<size_t> args;
+    for (Value operand : call.getOperands()) {
+      size_t id = bufferOf.lookup(operand);
+      buffers[id].last = std::max(buffers[id].last, step);
+      args.push_back(id);
+    }
+    for (Value result : call.getResults()) {
+      auto it = outputName.find(result);
+      bool isOutput = it != outputName.end();
+      addBuffer(result, isOutput ? it->second : "t" + std::to_string(buffers.size()),
+                isOutput ? "output" : "temp");
+      buffers.back().first = step;
+      buffers.back().last = isOutput ? numSteps : step;
+      args.push_back(buffers.size() - 1);
+    }
+    StringRef callee = call.getCallee();
+    if (kernelIndex.try_emplace(callee, kernels.size()).second)
+      kernels.push_back({callee.str(), (unsigned)args.size()});
+    steps.push_back({callee.str(), std::move(args)});
+    ++step;
+  }
+  Plan plan;
+  plan.arenaBytes = placeBuffers(buffers);
+  plan.kernels = kernels;
+  llvm::raw_string_ostream os(plan.text);
+  os << "loom-plan 1\n";
+  os << "model " << model.getSymName() << "\n";
+  os << "device cpu\n";
+  os << "arena " << plan.arenaBytes << "\n";
+  for (auto [id, buffer] : llvm::enumerate(buffers)) {
+    os << "buffer " << id << " " << buffer.name << " " << buffer.role << " "
+       << dtypeName(buffer.type.getElementType()) << " ";
+    if (buffer.type.getRank() == 0)
+      os << "scalar";
+    else
+      llvm::interleave(buffer.type.getShape(), os, ",");
+    os << " " << buffer.offset;
+    if (!buffer.init.empty())
+      os << " " << buffer.init;
+    os << "\n";
+  }
+  for (const KernelSignature &kernel : kernels)
+    os << "kernel " << kernel.name << " " << kernel.numArgs << "\n";
+  for (auto &[kernel, args] : steps) {
+    os << "step " << kernel;
+    for (size_t id : args)
+      os << " " << id;
+    os << "\n";
+  }
+  // The checksum covers every byte before the `end` line.
+  uint32_t checksum = planChecksum(plan.text);
+  os << "end " << llvm::format_hex_no_prefix(checksum, 8) << "\n";
+  return plan;
+}

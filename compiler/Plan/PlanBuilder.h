@@ -1,0 +1,37 @@
+//===- PlanBuilder.h - The runtime plan of a kernel-level model -----------===//
+
+#ifndef LOOM_PLAN_PLANBUILDER_H
+#define LOOM_PLAN_PLANBUILDER_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// A kernel the executable must provide: one pointer argument per buffer.
+struct KernelSignature {
+  std::string name;
+  unsigned numArgs;
+};
+
+/// The plan text (docs/plan-format.md) and what linking it needs.
+struct Plan {
+  std::string text;
+  std::vector<KernelSignature> kernels;
+  int64_t arenaBytes = 0;
+};
+
+/// Builds the plan of `model`, a function whose body is calls to outlined
+/// kernels (after the kernels stage): one buffer per argument and call
+/// result, one step per call, and arena offsets from buffer lifetimes.
+/// Reports an error at the offending op when the model cannot be planned.
+mlir::FailureOr<Plan> buildPlan(mlir::func::FuncOp model);
+
+/// The 32-bit FNV-1a hash the plan's `end` line carries.
+uint32_t planChecksum(llvm::StringRef text);
+
+} // namespace loom
+
+#endif // LOOM_PLAN_PLANBUILDER_H
