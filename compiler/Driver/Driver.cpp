@@ -133,35 +133,49 @@ LogicalResult Driver::run() {
   if (reached(::loom::Stage::Kernels, printModule))
     return success();
 
-  // The plan comes from the kernel calls, before kernels are lowered.
-  std::optional<::loom::Plan> plan;
-  bool needsPlan = !options.emit || *options.emit >= ::loom::Stage::Plan ||
-                   !options.dumpDir.empty();
-  if (needsPlan) {
-    FailureOr<func::FuncOp> model = selectModel();
-    if (failed(model))
-      return failure();
-    FailureOr<::loom::Plan> built = ::loom::buildPlan(*model);
-    if (failed(built))
-      return failure();
-    plan = std::move(*built);
-  }
-
   if (failed(runPipeline(::loom::buildLinalgPipeline)))
     return failure();
   if (reached(::loom::Stage::Linalg, printModule))
     return success();
 
-  // Only the kernels are compiled: the model functions live on as the plan.
+  // Only the kernels are compiled: the model functions become the plan.
+  OwningOpRef<ModuleOp> models = module->clone();
   for (Operation &op : llvm::make_early_inc_range(module->getOps())) {
     auto func = dyn_cast<func::FuncOp>(op);
-    if (func && func->hasAttr(mlir::loom::attr::kKernel)) {
+    if (func && func->hasAttr(mlir::loom::attr::kKernel))
       func.setPublic();
-      func->removeAttr(mlir::loom::attr::kKernel);
-    }
     else
       op.erase();
   }
+  if (failed(runPipeline(::loom::buildBufferizePipeline)))
+    return failure();
+  // Arguments past a kernel's tensor-level inputs and results are scratch.
+  llvm::StringMap<SmallVector<ShapedType>> scratch;
+  for (auto kernel : models->getOps<func::FuncOp>()) {
+    if (!kernel->hasAttr(mlir::loom::attr::kKernel))
+      continue;
+    auto lowered = module->lookupSymbol<func::FuncOp>(kernel.getSymName());
+    unsigned used = kernel.getNumArguments() + kernel.getNumResults();
+    for (Type type : lowered.getArgumentTypes().drop_front(used))
+      scratch[kernel.getSymName()].push_back(cast<ShapedType>(type));
+    lowered->removeAttr(mlir::loom::attr::kKernel);
+  }
+
+  std::optional<::loom::Plan> plan;
+  bool needsPlan = !options.emit || *options.emit >= ::loom::Stage::Plan ||
+                   !options.dumpDir.empty();
+  if (needsPlan) {
+    std::swap(module, models);
+    FailureOr<func::FuncOp> model = selectModel();
+    std::swap(module, models);
+    if (failed(model))
+      return failure();
+    FailureOr<::loom::Plan> built = ::loom::buildPlan(*model, scratch);
+    if (failed(built))
+      return failure();
+    plan = std::move(*built);
+  }
+
   if (failed(runPipeline(::loom::buildCpuLoweringPipeline)))
     return failure();
   if (reached(::loom::Stage::LLVM, printModule))

@@ -70,7 +70,7 @@ void ::loom::buildLinalgPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
 }
 
-void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
+void ::loom::buildBufferizePipeline(OpPassManager &pm) {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -82,7 +82,13 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   outParams.modifyPublicFunctions = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   pm.addPass(createCanonicalizerPass());
+  pm.addPass(mlir::loom::createLoomHoistKernelAllocs());
+  // Whatever is still allocated (inside loops) is freed where it dies.
   bufferization::buildBufferDeallocationPipeline(pm);
+  pm.addPass(createCanonicalizerPass());
+}
+
+void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertLinalgToLoopsPass());
   // Reshapes and slices become plain strided views before LLVM.
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -15,9 +15,13 @@ void buildKernelsPipeline(mlir::OpPassManager &pm);
 /// elementwise producers fused into their consumers.
 void buildLinalgPipeline(mlir::OpPassManager &pm);
 
-/// linalg -> llvm (CPU): bufferization with results turned into
-/// out-parameters, loops, and the LLVM dialect with bare-pointer kernel
-/// signatures (one `ptr` per buffer, see docs/plan-format.md).
+/// linalg -> buffers: kernels on memrefs, results turned into
+/// out-parameters and temporaries into trailing scratch arguments, so a
+/// kernel's arguments are (inputs, outputs, scratch), all plan buffers.
+void buildBufferizePipeline(mlir::OpPassManager &pm);
+
+/// buffers -> llvm (CPU): loops and the LLVM dialect with bare-pointer
+/// kernel signatures (one `ptr` per buffer, see docs/plan-format.md).
 void buildCpuLoweringPipeline(mlir::OpPassManager &pm);
 
 /// Registers the dialects every stage needs.

@@ -93,20 +93,26 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
   return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
 }
 
-FailureOr<::loom::Plan> (::loom::buildPlan)(func::FuncOp model) {
+FailureOr<::loom::Plan> (::loom::buildPlan)(
+    func::FuncOp model,
+    const llvm::StringMap<SmallVector<ShapedType>> &scratch) {
   namespace attr = mlir::loom::attr;
   std::vector<Buffer> buffers;
   llvm::DenseMap<Value, size_t> bufferOf;
-  auto addBuffer = [&](Value value, std::string name, std::string role) {
+  auto addBufferOfType = [&](ShapedType type, std::string name, std::string role) {
     Buffer buffer;
     buffer.name = std::move(name);
     buffer.role = std::move(role);
-    buffer.type = cast<RankedTensorType>(value.getType());
+    buffer.type = RankedTensorType::get(type.getShape(), type.getElementType());
     buffer.bytes = std::max<int64_t>(
         1, buffer.type.getNumElements() *
                (buffer.type.getElementTypeBitWidth() / 8));
-    bufferOf[value] = buffers.size();
     buffers.push_back(std::move(buffer));
+  };
+  auto addBuffer = [&](Value value, std::string name, std::string role) {
+    bufferOf[value] = buffers.size();
+    addBufferOfType(cast<ShapedType>(value.getType()), std::move(name),
+                    std::move(role));
   };
 
   Block &body = model.getBody().front();
@@ -176,6 +182,12 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(func::FuncOp model) {
       args.push_back(buffers.size() - 1);
     }
     StringRef callee = call.getCallee();
+    // A kernel's temporaries: plan buffers that live for this step only.
+    for (ShapedType type : scratch.lookup(callee)) {
+      addBufferOfType(type, "s" + std::to_string(buffers.size()), "temp");
+      buffers.back().first = buffers.back().last = step;
+      args.push_back(buffers.size() - 1);
+    }
     if (kernelIndex.try_emplace(callee, kernels.size()).second)
       kernels.push_back({callee.str(), (unsigned)args.size()});
     steps.push_back({callee.str(), std::move(args)});

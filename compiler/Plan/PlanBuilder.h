@@ -4,6 +4,7 @@
 #define LOOM_PLAN_PLANBUILDER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <string>
 #include <vector>
@@ -27,7 +28,11 @@ struct Plan {
 /// kernels (after the kernels stage): one buffer per argument and call
 /// result, one step per call, and arena offsets from buffer lifetimes.
 /// Reports an error at the offending op when the model cannot be planned.
-mlir::FailureOr<Plan> buildPlan(mlir::func::FuncOp model);
+/// `scratch` gives, per kernel, the types of the temporaries its bufferized
+/// form takes after its inputs and outputs; they live for one step.
+mlir::FailureOr<Plan>
+buildPlan(mlir::func::FuncOp model,
+          const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch);
 
 /// The 32-bit FNV-1a hash the plan's `end` line carries.
 uint32_t planChecksum(llvm::StringRef text);

@@ -38,4 +38,17 @@ def LoomOutlineKernels : Pass<"loom-outline-kernels", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def LoomHoistKernelAllocs : Pass<"loom-hoist-kernel-allocs", "mlir::ModuleOp"> {
+  let summary = "Turn a bufferized kernel's temporary buffers into arguments";
+  let description = [{
+    After bufferization, a kernel may still allocate temporaries (a matmul's
+    f32 accumulator before rounding, a softmax's row statistics). Each
+    statically shaped `memref.alloc` at the top of a kernel function becomes
+    a new trailing argument (and its `memref.dealloc` goes away), so that
+    the plan places it in the arena like any other buffer: kernels never
+    call malloc, and a GPU kernel's temporaries live in device memory.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

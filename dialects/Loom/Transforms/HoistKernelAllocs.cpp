@@ -1,0 +1,42 @@
+//===- HoistKernelAllocs.cpp - Kernel temporaries become plan buffers -----===//
+
+#include "Loom/Transforms/Passes.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMHOISTKERNELALLOCS
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+namespace {
+struct LoomHoistKernelAllocs
+    : public loom::impl::LoomHoistKernelAllocsBase<LoomHoistKernelAllocs> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || !func->hasAttr(loom::attr::kKernel))
+        continue;
+      Block &entry = func.getBody().front();
+      SmallVector<memref::AllocOp> allocs;
+      for (auto alloc : entry.getOps<memref::AllocOp>())
+        if (alloc.getType().hasStaticShape())
+          allocs.push_back(alloc);
+      for (memref::AllocOp alloc : allocs) {
+        // The plan's buffers are dense and row-major, like the alloc.
+        auto type = MemRefType::get(alloc.getType().getShape(),
+                                    alloc.getType().getElementType());
+        if (type != alloc.getType())
+          continue;
+        BlockArgument arg = entry.addArgument(type, alloc.getLoc());
+        for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+          if (isa<memref::DeallocOp>(user))
+            user->erase();
+        alloc.replaceAllUsesWith(arg);
+        alloc.erase();
+      }
+      func.setFunctionType(FunctionType::get(
+          func.getContext(), entry.getArgumentTypes(), func.getResultTypes()));
+    }
+  }
+};
+} // namespace
