@@ -10,6 +10,7 @@
 #include "Pipeline/Pipeline.h"
 #include "Plan/PlanBuilder.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
@@ -27,6 +28,9 @@ llvm::StringRef (::loom::stageName)(Stage stage) {
   case Stage::Kernels: return "kernels";
   case Stage::Linalg: return "linalg";
   case Stage::LLVM: return "llvm";
+  case Stage::GPU: return "gpu";
+  case Stage::NVVM: return "nvvm";
+  case Stage::PTX: return "ptx";
   case Stage::Plan: return "plan";
   case Stage::Executable: return "executable";
   }
@@ -48,6 +52,9 @@ private:
   /// true when compilation stops here.
   bool reached(::loom::Stage stage, llvm::function_ref<void(llvm::raw_ostream &)> print);
   LogicalResult runPipeline(void (*build)(OpPassManager &));
+  LogicalResult runPipeline(ModuleOp target,
+                            llvm::function_ref<void(OpPassManager &)> build);
+  LogicalResult runGpuStages();
   FailureOr<func::FuncOp> selectModel();
 
   MLIRContext &context;
@@ -68,7 +75,8 @@ bool Driver::reached(::loom::Stage stage,
                                      stage == ::loom::Stage::AST ||
                                              stage == ::loom::Stage::Plan
                                          ? "txt"
-                                         : "mlir")
+                                     : stage == ::loom::Stage::PTX ? "ptx"
+                                                                   : "mlir")
                            .str();
     for (char &c : file)
       c = c == ' ' ? '0' : c;
@@ -88,9 +96,47 @@ bool Driver::reached(::loom::Stage stage,
 }
 
 LogicalResult Driver::runPipeline(void (*build)(OpPassManager &)) {
+  return runPipeline(*module, build);
+}
+
+LogicalResult Driver::runPipeline(ModuleOp target,
+                                  llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(&context);
   build(pm);
-  return pm.run(*module);
+  return pm.run(target);
+}
+
+/// gpu, nvvm and ptx, from a copy of the bufferized kernels.
+LogicalResult Driver::runGpuStages() {
+  OwningOpRef<ModuleOp> gpu = module->clone();
+  auto print = [&](llvm::raw_ostream &out) { gpu->print(out); };
+  if (failed(runPipeline(*gpu, ::loom::buildGpuKernelsPipeline)))
+    return failure();
+  if (reached(::loom::Stage::GPU, print))
+    return success();
+  ::loom::GpuTarget target;
+  target.chip = options.gpuArch;
+  target.toolkitPath = LOOM_CUDA_PATH;
+  // Only the device code goes on: launches are read from the gpu stage.
+  for (Operation &op : llvm::make_early_inc_range(gpu->getOps()))
+    if (!isa<gpu::GPUModuleOp>(op))
+      op.erase();
+  if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
+        ::loom::buildNvvmPipeline(pm, target);
+      })))
+    return failure();
+  if (reached(::loom::Stage::NVVM, print))
+    return success();
+  if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
+        ::loom::buildGpuBinaryPipeline(pm, target, "isa");
+      })))
+    return failure();
+  reached(::loom::Stage::PTX, [&](llvm::raw_ostream &out) {
+    for (auto binary : gpu->getOps<gpu::BinaryOp>())
+      for (Attribute object : binary.getObjects())
+        out << cast<gpu::ObjectAttr>(object).getObject().getValue();
+  });
+  return success();
 }
 
 FailureOr<func::FuncOp> Driver::selectModel() {
@@ -174,6 +220,16 @@ LogicalResult Driver::run() {
     if (failed(built))
       return failure();
     plan = std::move(*built);
+  }
+
+  bool wantsGpu = (options.emit && *options.emit >= ::loom::Stage::GPU &&
+                   *options.emit <= ::loom::Stage::PTX) ||
+                  !options.dumpDir.empty();
+  if (wantsGpu) {
+    if (failed(runGpuStages()))
+      return failure();
+    if (options.emit && *options.emit <= ::loom::Stage::PTX)
+      return success();
   }
 
   if (failed(runPipeline(::loom::buildCpuLoweringPipeline)))

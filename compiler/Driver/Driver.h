@@ -12,7 +12,9 @@
 namespace loom {
 
 /// The stages in order; each lowers further than the one before.
-enum class Stage { AST, Loom, Kernels, Linalg, LLVM, Plan, Executable };
+enum class Stage {
+  AST, Loom, Kernels, Linalg, LLVM, GPU, NVVM, PTX, Plan, Executable
+};
 
 /// The `--emit=` name of a stage.
 llvm::StringRef stageName(Stage stage);
@@ -26,6 +28,8 @@ struct DriverOptions {
   std::string dumpDir;
   /// The model to build when the script has several.
   std::string model;
+  /// The NVIDIA architecture of the GPU stages (sm_80, sm_90a, ...).
+  std::string gpuArch = "sm_90a";
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the

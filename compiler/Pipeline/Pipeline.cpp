@@ -33,6 +33,15 @@
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -42,7 +51,8 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
                   arith::ArithDialect, math::MathDialect, tensor::TensorDialect,
                   linalg::LinalgDialect, bufferization::BufferizationDialect,
                   memref::MemRefDialect, scf::SCFDialect, affine::AffineDialect,
-                  cf::ControlFlowDialect, LLVM::LLVMDialect>();
+                  cf::ControlFlowDialect, LLVM::LLVMDialect, gpu::GPUDialect,
+                  NVVM::NVVMDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -54,6 +64,9 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   cf::registerConvertControlFlowToLLVMInterface(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
 void ::loom::buildKernelsPipeline(OpPassManager &pm) {
@@ -109,4 +122,41 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
+}
+
+void ::loom::buildGpuKernelsPipeline(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu());
+  pm.addPass(createConvertLinalgToParallelLoopsPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMapLoopsToGpu());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createCSEPass());
+}
+
+void ::loom::buildNvvmPipeline(OpPassManager &pm, const GpuTarget &target) {
+  GpuNVVMAttachTargetOptions attach;
+  attach.chip = target.chip;
+  attach.features = target.features;
+  attach.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(attach));
+  OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(math::createMathExpandOpsPass());
+  device.addPass(createSCFToControlFlowPass());
+  device.addPass(createLowerAffinePass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  device.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  device.addPass(createCanonicalizerPass());
+  device.addPass(createCSEPass());
+  device.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void ::loom::buildGpuBinaryPipeline(OpPassManager &pm, const GpuTarget &target,
+                                    llvm::StringRef format) {
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = target.toolkitPath;
+  binary.compilationTarget = format.str();
+  pm.addPass(createGpuModuleToBinaryPass(binary));
 }

@@ -5,6 +5,8 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <string>
+
 namespace loom {
 
 /// loom -> kernels: the single-rank program (stages inlined, shardings
@@ -23,6 +25,26 @@ void buildBufferizePipeline(mlir::OpPassManager &pm);
 /// buffers -> llvm (CPU): loops and the LLVM dialect with bare-pointer
 /// kernel signatures (one `ptr` per buffer, see docs/plan-format.md).
 void buildCpuLoweringPipeline(mlir::OpPassManager &pm);
+
+/// The NVIDIA target of the GPU stages.
+struct GpuTarget {
+  std::string chip = "sm_90a";     // --gpu-arch
+  std::string features = "+ptx80"; // PTX ISA 8.0: sm_80 and sm_90a both need it
+  std::string toolkitPath;         // CUDA toolkit (libdevice, ptxas); may be empty
+};
+
+/// buffers -> gpu: matmuls as shared-memory tiled launches, every other
+/// linalg op as parallel loops mapped to blocks and threads, kernels
+/// outlined into a gpu.module; the host functions keep the launches.
+void buildGpuKernelsPipeline(mlir::OpPassManager &pm);
+
+/// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
+/// the target attached (bare pointers for memref arguments).
+void buildNvvmPipeline(mlir::OpPassManager &pm, const GpuTarget &target);
+
+/// nvvm -> binary: PTX text (`isa`) or a cubin (`bin`, runs ptxas).
+void buildGpuBinaryPipeline(mlir::OpPassManager &pm, const GpuTarget &target,
+                            llvm::StringRef format);
 
 /// Registers the dialects every stage needs.
 void registerLoomCompilerDialects(mlir::DialectRegistry &registry);

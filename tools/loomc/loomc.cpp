@@ -44,6 +44,10 @@ cl::opt<Stage> emitStage(
                    "kernels on linalg/tensor, elementwise ops fused"),
         clEnumValN(Stage::LLVM, "llvm",
                    "CPU kernels in the LLVM dialect (bare-pointer ABI)"),
+        clEnumValN(Stage::GPU, "gpu",
+                   "GPU kernels: blocks, threads, shared-memory tiles"),
+        clEnumValN(Stage::NVVM, "nvvm", "GPU kernels in the NVVM dialect"),
+        clEnumValN(Stage::PTX, "ptx", "GPU kernels as PTX for --gpu-arch"),
         clEnumValN(Stage::Plan, "plan",
                    "the runtime plan: buffers, arena offsets, steps")),
     cl::cat(loomCategory));
@@ -53,6 +57,10 @@ cl::opt<std::string> dumpDir(
 cl::opt<std::string> modelName(
     "model", cl::desc("The model to build when the script has several"),
     cl::value_desc("name"), cl::cat(loomCategory));
+cl::opt<std::string> gpuArch(
+    "gpu-arch", cl::desc("NVIDIA architecture of the GPU stages"),
+    cl::init("sm_90a"), cl::value_desc("sm_80|sm_86|sm_89|sm_90a"),
+    cl::cat(loomCategory));
 cl::opt<bool> splitInputFile(
     "split-input-file",
     cl::desc("Compile each '// -----' separated chunk as its own script "
@@ -87,6 +95,7 @@ int main(int argc, char **argv) {
     options.emit = emitStage;
   options.dumpDir = dumpDir;
   options.model = modelName;
+  options.gpuArch = gpuArch;
   if (!options.emit)
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
 

@@ -51,4 +51,40 @@ def LoomHoistKernelAllocs : Pass<"loom-hoist-kernel-allocs", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::memref::MemRefDialect"];
 }
 
+def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncOp"> {
+  let summary = "Matmul-like linalg ops as tiled gpu.launch kernels";
+  let description = [{
+    Rewrites every bufferized contraction (`linalg.generic` whose last loop
+    is the only reduction, over (batch..., m, n, k)) into a `gpu.launch`:
+    one block per `tile x tile` output tile (and per batch index), one
+    thread per output element. The block walks K in steps of `tile`: its
+    threads stage the A and B tiles in workgroup (shared) memory, wait at a
+    `gpu.barrier`, accumulate from shared memory with the op's own body,
+    and wait again before the next step. Loads outside the operands are
+    skipped, so any size works. Other linalg ops are left for the generic
+    parallel-loop mapping.
+  }];
+  let options = [Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
+def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Run a bufferized kernel's loops as gpu.launch kernels";
+  let description = [{
+    Every top-level `scf.parallel` (and `memref.copy`, first turned into
+    one) becomes a `gpu.launch` with one thread per iteration: the
+    iteration space is flattened, blocks of `block-size` threads cover it
+    and each thread recovers its indices by delinearization, so loops of any
+    rank map the same way. Remaining top-level loops (full reductions to a
+    scalar) run in a one-thread launch. Views, constants and index
+    arithmetic the kernels use are sunk into them, so only whole plan
+    buffers cross to the device.
+  }];
+  let options = [Option<"blockSize", "block-size", "int64_t", "256",
+                        "Threads per block">];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

@@ -1,0 +1,177 @@
+//===- TileMatmulsForGpu.cpp - Shared-memory tiled SIMT matmul kernels ----===//
+
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Affine/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMTILEMATMULSFORGPU
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+/// A contraction this pass handles: memref operands, loops (batch..., m, n,
+/// k) with only k a reduction, A independent of n and B independent of m.
+static bool isTileableMatmul(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || op.getNumLoops() < 3)
+    return false;
+  auto iterators = op.getIteratorTypesArray();
+  for (auto [i, it] : llvm::enumerate(iterators))
+    if ((it == utils::IteratorType::reduction) != (i + 1 == iterators.size()))
+      return false;
+  unsigned m = op.getNumLoops() - 3, n = m + 1;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  return !maps[0].isFunctionOfDim(n) && !maps[1].isFunctionOfDim(m) &&
+         maps[2].isProjectedPermutation();
+}
+
+namespace {
+struct LoomTileMatmulsForGpu
+    : public loom::impl::LoomTileMatmulsForGpuBase<LoomTileMatmulsForGpu> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<linalg::GenericOp> matmuls;
+    getOperation().walk([&](linalg::GenericOp op) {
+      if (isTileableMatmul(op))
+        matmuls.push_back(op);
+    });
+    for (linalg::GenericOp op : matmuls)
+      rewrite(op);
+  }
+  void rewrite(linalg::GenericOp op);
+};
+} // namespace
+
+void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  unsigned numLoops = bounds.size(), batch = numLoops - 3;
+  int64_t M = bounds[batch], N = bounds[batch + 1], K = bounds[batch + 2];
+  int64_t batches = 1;
+  for (unsigned d = 0; d < batch; ++d)
+    batches *= bounds[d];
+  Value a = op.getDpsInputs()[0], bMat = op.getDpsInputs()[1];
+  Value c = op.getDpsInits()[0];
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  auto elementOf = [](Value v) { return cast<MemRefType>(v.getType()).getElementType(); };
+
+  auto cst = [&](OpBuilder &builder, int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(builder, loc, v);
+  };
+  auto workgroup = gpu::AddressSpaceAttr::get(b.getContext(),
+                                              gpu::AddressSpace::Workgroup);
+  auto tileType = [&](Type element) {
+    return MemRefType::get({tile, tile}, element, MemRefLayoutAttrInterface(),
+                           workgroup);
+  };
+  auto launch = gpu::LaunchOp::create(
+      b, loc, cst(b, (N + tile - 1) / tile), cst(b, (M + tile - 1) / tile),
+      cst(b, batches), cst(b, tile), cst(b, tile), cst(b, 1), Value(), Type(),
+      ValueRange(), TypeRange{tileType(elementOf(a)), tileType(elementOf(bMat))});
+  Value aTile = launch.getWorkgroupAttributions()[0];
+  Value bTile = launch.getWorkgroupAttributions()[1];
+
+  OpBuilder k(launch.getBody());
+  k.setInsertionPointToStart(&launch.getBody().front());
+  Value tx = launch.getThreadIds().x, ty = launch.getThreadIds().y;
+  Value row = arith::AddIOp::create(
+      k, loc, arith::MulIOp::create(k, loc, launch.getBlockIds().y, cst(k, tile)), ty);
+  Value col = arith::AddIOp::create(
+      k, loc, arith::MulIOp::create(k, loc, launch.getBlockIds().x, cst(k, tile)), tx);
+  // The batch indices, from the flattened block index z.
+  SmallVector<Value> batchIndex(batch);
+  Value z = launch.getBlockIds().z;
+  for (int d = batch - 1; d >= 0; --d) {
+    batchIndex[d] = arith::RemUIOp::create(k, loc, z, cst(k, bounds[d]));
+    z = arith::DivUIOp::create(k, loc, z, cst(k, bounds[d]));
+  }
+  auto loopValues = [&](Value m, Value n, Value kk) {
+    SmallVector<Value> values(batchIndex);
+    values.append({m, n, kk});
+    return values;
+  };
+  auto access = [&](OpBuilder &builder, AffineMap map, ValueRange loops) {
+    return *affine::expandAffineMap(builder, loc, map, loops);
+  };
+  auto inBounds = [&](OpBuilder &builder, Value v, int64_t bound) {
+    return arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ult, v,
+                                 cst(builder, bound));
+  };
+  Value rowOk = inBounds(k, row, M), colOk = inBounds(k, col, N);
+  Value inside = arith::AndIOp::create(k, loc, rowOk, colOk);
+  Value zero = cst(k, 0);
+
+  // The accumulator starts from C (the generic's init), in a register.
+  Type accType = elementOf(c);
+  Value init = scf::IfOp::create(
+                   k, loc, inside,
+                   [&](OpBuilder &t, Location l) {
+                     Value v = memref::LoadOp::create(
+                         t, l, c, access(t, maps[2], loopValues(row, col, zero)));
+                     scf::YieldOp::create(t, l, v);
+                   },
+                   [&](OpBuilder &e, Location l) {
+                     scf::YieldOp::create(
+                         e, l, ValueRange{arith::ConstantOp::create(
+                                   e, l, e.getZeroAttr(accType))});
+                   })
+                   .getResult(0);
+
+  auto kLoop = scf::ForOp::create(k, loc, zero, cst(k, K), cst(k, tile),
+                                  ValueRange{init});
+  {
+    OpBuilder l = OpBuilder::atBlockBegin(kLoop.getBody());
+    Value k0 = kLoop.getInductionVar();
+    Value acc = kLoop.getRegionIterArgs()[0];
+    // Stage A[row, k0 + tx] and B[k0 + ty, col]; out-of-range threads skip.
+    Value aK = arith::AddIOp::create(l, loc, k0, tx);
+    Value bK = arith::AddIOp::create(l, loc, k0, ty);
+    Value aOk = arith::AndIOp::create(l, loc, rowOk, inBounds(l, aK, K));
+    scf::IfOp::create(l, loc, aOk, [&](OpBuilder &t, Location tl) {
+      Value v = memref::LoadOp::create(t, tl, a, access(t, maps[0], loopValues(row, zero, aK)));
+      memref::StoreOp::create(t, tl, v, aTile, ValueRange{ty, tx});
+      scf::YieldOp::create(t, tl);
+    });
+    Value bOk = arith::AndIOp::create(l, loc, colOk, inBounds(l, bK, K));
+    scf::IfOp::create(l, loc, bOk, [&](OpBuilder &t, Location tl) {
+      Value v = memref::LoadOp::create(t, tl, bMat, access(t, maps[1], loopValues(zero, col, bK)));
+      memref::StoreOp::create(t, tl, v, bTile, ValueRange{ty, tx});
+      scf::YieldOp::create(t, tl);
+    });
+    gpu::BarrierOp::create(l, loc);
+    // acc = body(As[ty][kk], Bs[kk][tx], acc) for the k0 + kk < K.
+    Value steps = arith::MinSIOp::create(
+        l, loc, cst(l, tile), arith::SubIOp::create(l, loc, cst(l, K), k0));
+    auto inner = scf::ForOp::create(l, loc, zero, steps, cst(l, 1), ValueRange{acc});
+    {
+      OpBuilder ib = OpBuilder::atBlockBegin(inner.getBody());
+      Value kk = inner.getInductionVar();
+      Value av = memref::LoadOp::create(ib, loc, aTile, ValueRange{ty, kk});
+      Value bv = memref::LoadOp::create(ib, loc, bTile, ValueRange{kk, tx});
+      IRMapping mapping;
+      Block &body = op.getRegion().front();
+      mapping.map(body.getArgument(0), av);
+      mapping.map(body.getArgument(1), bv);
+      mapping.map(body.getArgument(2), inner.getRegionIterArgs()[0]);
+      for (Operation &bodyOp : body.without_terminator())
+        ib.clone(bodyOp, mapping);
+      Value next = mapping.lookup(body.getTerminator()->getOperand(0));
+      scf::YieldOp::create(ib, loc, next);
+    }
+    // Everyone is done with the tiles before they are overwritten.
+    gpu::BarrierOp::create(l, loc);
+    scf::YieldOp::create(l, loc, inner.getResults());
+  }
+  scf::IfOp::create(k, loc, inside, [&](OpBuilder &t, Location l) {
+    memref::StoreOp::create(t, l, kLoop.getResult(0), c,
+                            access(t, maps[2], loopValues(row, col, zero)));
+    scf::YieldOp::create(t, l);
+  });
+  gpu::TerminatorOp::create(k, loc);
+  op.erase();
+}
