@@ -1,0 +1,69 @@
+//===- Executor.h - Running a plan's steps on the CPU -----------*- C++ -*-===//
+
+#ifndef LOOM_RUNTIME_EXECUTOR_H
+#define LOOM_RUNTIME_EXECUTOR_H
+
+#include "loom/runtime/KernelABI.h"
+#include "loom/runtime/Plan.h"
+#include "loom/runtime/Trace.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::runtime {
+
+/// Finds each of the plan's kernels in `table` (terminated by a null name).
+/// Fails, naming the plan line, when one is missing or takes a different
+/// number of buffers. `bound[i]` is the entry for plan.kernels[i].
+bool bindKernels(const Plan &plan, const LoomKernel *table,
+                 std::vector<const LoomKernel *> &bound, std::string &error);
+
+/// One 64-byte-aligned, zero-filled block of memory.
+class Arena {
+public:
+  Arena() = default;
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+  ~Arena();
+
+  /// Allocates `bytes` (at least 64); false with a message if out of memory.
+  bool allocate(uint64_t bytes, std::string &error);
+  char *data() const { return base; }
+  uint64_t size() const { return bytes; }
+
+private:
+  void *block = nullptr; // what calloc returned
+  char *base = nullptr;  // the first 64-byte boundary in it
+  uint64_t bytes = 0;
+};
+
+/// Runs a parsed plan: binds its kernels, owns its arena, and calls the
+/// kernels step by step with pointers into the arena.
+class Executor {
+public:
+  /// Binds the plan's kernels to `table` (see bindKernels). `plan` must
+  /// outlive the executor.
+  bool bind(const Plan &plan, const LoomKernel *table, std::string &error);
+  /// Allocates the arena (after bind), so that a caller can validate
+  /// everything else before committing the memory.
+  bool allocate(std::string &error);
+  /// bind, then allocate.
+  bool init(const Plan &plan, const LoomKernel *table, std::string &error);
+
+  /// The arena bytes of buffer `id`.
+  char *buffer(unsigned id) const;
+  char *arena() const { return memory.data(); }
+
+  /// Runs every step in plan order; with `trace`, records one event per step.
+  void run(TraceRecorder *trace = nullptr);
+
+private:
+  const Plan *plan = nullptr;
+  std::vector<const LoomKernel *> kernels;
+  Arena memory;
+};
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_EXECUTOR_H

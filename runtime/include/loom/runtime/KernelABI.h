@@ -1,0 +1,33 @@
+/*===- KernelABI.h - The kernel table of a compiled executable ----*- C -*-===*/
+/*                                                                            */
+/* C-compatible: loomc's generated glue object defines these symbols and the  */
+/* runtime (C++) reads them. See docs/plan-format.md, "Kernel ABI".           */
+/*                                                                            */
+/*===----------------------------------------------------------------------===*/
+
+#ifndef LOOM_RUNTIME_KERNELABI_H
+#define LOOM_RUNTIME_KERNELABI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// One compiled kernel. `call` unpacks `args` (one pointer per buffer, in the
+/// order of the plan's `step` record) and calls the kernel
+/// `void NAME(void *arg0, void *arg1, ...)`.
+struct LoomKernel {
+  const char *name;
+  unsigned numArgs;
+  void (*call)(void **args);
+};
+
+/// The executable's kernels; the table ends with {0, 0, 0}.
+extern const struct LoomKernel loom_kernels[];
+/// The plan text (docs/plan-format.md), NUL-terminated.
+extern const char loom_plan[];
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* LOOM_RUNTIME_KERNELABI_H */

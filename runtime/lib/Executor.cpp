@@ -1,0 +1,77 @@
+//===- Executor.cpp - Running a plan's steps on the CPU -------------------===//
+
+#include "loom/runtime/Executor.h"
+
+#include <chrono>
+#include <string_view>
+#include <unordered_map>
+
+using namespace loom::runtime;
+
+bool loom::runtime::bindKernels(const Plan &plan, const LoomKernel *table,
+                                std::vector<const LoomKernel *> &bound,
+                                std::string &error) {
+  std::unordered_map<std::string_view, const LoomKernel *> byName;
+  for (const LoomKernel *entry = table; entry && entry->name; ++entry)
+    byName.emplace(entry->name, entry); // the first of duplicates wins
+  bound.clear();
+  for (const PlanKernel &kernel : plan.kernels) {
+    std::string where = "plan:" + std::to_string(kernel.line) + ": kernel '" +
+                        kernel.name + "' ";
+    auto found = byName.find(kernel.name);
+    if (found == byName.end() || !found->second->call) {
+      error = where + "is not provided by this executable";
+      return false;
+    }
+    if (found->second->numArgs != kernel.numArgs) {
+      error = where + "takes " + std::to_string(kernel.numArgs) +
+              " buffers in the plan but " +
+              std::to_string(found->second->numArgs) + " in this executable";
+      return false;
+    }
+    bound.push_back(found->second);
+  }
+  return true;
+}
+
+bool Executor::bind(const Plan &plan, const LoomKernel *table,
+                    std::string &error) {
+  this->plan = &plan;
+  return bindKernels(plan, table, kernels, error);
+}
+
+bool Executor::allocate(std::string &error) {
+  return memory.allocate(plan->arenaBytes, error);
+}
+
+bool Executor::init(const Plan &plan, const LoomKernel *table,
+                    std::string &error) {
+  return bind(plan, table, error) && allocate(error);
+}
+
+char *Executor::buffer(unsigned id) const {
+  return memory.data() + plan->buffers[id].offset;
+}
+
+void Executor::run(TraceRecorder *trace) {
+  using Clock = std::chrono::steady_clock;
+  auto micros = [](Clock::duration d) {
+    return std::chrono::duration<double, std::micro>(d).count();
+  };
+  std::vector<void *> args;
+  Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    args.clear();
+    for (unsigned id : step.buffers)
+      args.push_back(buffer(id));
+    const LoomKernel *kernel = kernels[step.kernel];
+    Clock::time_point before = Clock::now();
+    kernel->call(args.data());
+    if (trace) {
+      Clock::time_point after = Clock::now();
+      trace->addStep(static_cast<unsigned>(i), kernel->name,
+                     micros(before - start), micros(after - before));
+    }
+  }
+}

@@ -1,0 +1,541 @@
+//===- Plan.cpp - Parsing and validating the plan text --------------------===//
+//
+// Integrity first (version, then the `end` checksum), then the records, so a
+// truncated or corrupted plan is reported as such rather than as whatever
+// odd record the damage produced.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime/Plan.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <unordered_map>
+
+using namespace loom::runtime;
+
+const char *loom::runtime::deviceName(Device device) {
+  return device == Device::CUDA ? "cuda" : "cpu";
+}
+
+const char *loom::runtime::roleName(BufferRole role) {
+  switch (role) {
+  case BufferRole::Input:
+    return "input";
+  case BufferRole::Param:
+    return "param";
+  case BufferRole::Output:
+    return "output";
+  case BufferRole::Temp:
+    return "temp";
+  }
+  return "?";
+}
+
+const char *loom::runtime::initKindName(InitKind kind) {
+  switch (kind) {
+  case InitKind::None:
+    return "none";
+  case InitKind::Zeros:
+    return "zeros";
+  case InitKind::Ones:
+    return "ones";
+  case InitKind::Constant:
+    return "constant";
+  case InitKind::Normal:
+    return "normal";
+  case InitKind::Uniform:
+    return "uniform";
+  }
+  return "?";
+}
+
+const PlanBuffer *Plan::findBuffer(std::string_view name) const {
+  for (const PlanBuffer &buffer : buffers)
+    if (buffer.name == name)
+      return &buffer;
+  return nullptr;
+}
+
+namespace {
+/// Records in the order the format requires; the first four appear once.
+enum Rank {
+  RankHeader,
+  RankModel,
+  RankDevice,
+  RankArena,
+  RankBuffer,
+  RankKernel,
+  RankStep
+};
+constexpr const char *kRankNames[] = {"loom-plan", "model",  "device", "arena",
+                                      "buffer",    "kernel", "step"};
+constexpr const char *kOrder =
+    "loom-plan, model, device, arena, buffer, kernel, step, end";
+
+int rankOf(std::string_view record) {
+  for (int rank = RankHeader; rank <= RankStep; ++rank)
+    if (record == kRankNames[rank])
+      return rank;
+  return -1;
+}
+
+/// Decimal digits only: no sign, no spaces, no overflow.
+bool parseUInt(std::string_view text, uint64_t &value) {
+  if (text.empty() || text.size() > 20)
+    return false;
+  uint64_t result = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (result > (UINT64_MAX - digit) / 10)
+      return false;
+    result = result * 10 + digit;
+  }
+  value = result;
+  return true;
+}
+
+/// A finite decimal float as %.17g writes it (strtod alone would also take
+/// hex, "inf", "nan" and leading spaces).
+bool parseFloat(std::string_view text, double &value) {
+  if (text.empty() || text.size() > 64)
+    return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' ||
+          c == '+' || c == '-'))
+      return false;
+  std::string copy(text);
+  char *end = nullptr;
+  double result = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size() || !std::isfinite(result))
+    return false;
+  value = result;
+  return true;
+}
+
+bool isValidName(std::string_view name) {
+  if (name.empty())
+    return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.'))
+      return false;
+  return true;
+}
+
+/// Splits on single spaces; false if a field is empty (doubled, leading or
+/// trailing space).
+bool splitFields(std::string_view line, std::vector<std::string_view> &fields) {
+  fields.clear();
+  size_t start = 0;
+  while (true) {
+    size_t space = line.find(' ', start);
+    std::string_view field = line.substr(start, space - start);
+    if (field.empty())
+      return false;
+    fields.push_back(field);
+    if (space == std::string_view::npos)
+      return true;
+    start = space + 1;
+  }
+}
+
+struct Line {
+  std::string_view text; // without the '\n'
+  size_t start;          // byte offset in the plan
+  bool terminated;       // ends with '\n'
+};
+
+class PlanParser {
+public:
+  PlanParser(std::string_view text, Plan &plan, std::string &error)
+      : text(text), plan(plan), error(error) {}
+
+  bool parse();
+
+private:
+  bool fail(size_t lineIndex, const std::string &message) {
+    error = "plan:" + std::to_string(lineIndex + 1) + ": " + message;
+    return false;
+  }
+  bool checkHeader();
+  bool checkIntegrity(size_t &endIndex);
+  bool parseRecord(size_t index, int rank);
+  bool parseModel(size_t index);
+  bool parseDevice(size_t index);
+  bool parseArena(size_t index);
+  bool parseBuffer(size_t index);
+  bool parseInitializer(size_t index, PlanBuffer &buffer, size_t first);
+  bool parseKernel(size_t index);
+  bool parseStep(size_t index);
+  bool expectFields(size_t index, size_t count, const char *syntax);
+
+  std::string_view text;
+  Plan &plan;
+  std::string &error;
+  std::vector<Line> lines;
+  std::vector<std::string_view> fields;
+  std::unordered_map<std::string_view, unsigned> bufferIds;
+  std::unordered_map<std::string_view, unsigned> kernelIds;
+};
+} // namespace
+
+bool PlanParser::expectFields(size_t index, size_t count, const char *syntax) {
+  if (fields.size() == count)
+    return true;
+  return fail(index, std::string("expected '") + syntax + "'");
+}
+
+bool PlanParser::checkHeader() {
+  if (lines.empty())
+    return fail(0, "empty plan (expected 'loom-plan " +
+                       std::to_string(kPlanVersion) + "')");
+  if (!splitFields(lines[0].text, fields) || fields[0] != "loom-plan")
+    return fail(0, "not a Loom plan (the first line must be 'loom-plan " +
+                       std::to_string(kPlanVersion) + "')");
+  if (!expectFields(0, 2, "loom-plan VERSION"))
+    return false;
+  uint64_t version;
+  if (!parseUInt(fields[1], version))
+    return fail(0, "bad number '" + std::string(fields[1]) + "'");
+  if (version != kPlanVersion)
+    return fail(0, "plan version " + std::to_string(version) +
+                       " is not supported (this runtime reads version " +
+                       std::to_string(kPlanVersion) + ")");
+  plan.version = kPlanVersion;
+  return true;
+}
+
+bool PlanParser::checkIntegrity(size_t &endIndex) {
+  endIndex = 0;
+  for (size_t i = 1; i < lines.size() && !endIndex; ++i)
+    if (lines[i].text == "end" || lines[i].text.substr(0, 4) == "end ")
+      endIndex = i;
+  if (!endIndex) {
+    size_t after = lines.back().terminated ? lines.size() : lines.size() - 1;
+    return fail(after, "missing 'end' record (the plan is truncated)");
+  }
+  if (!splitFields(lines[endIndex].text, fields) || fields.size() != 2)
+    return fail(endIndex, "expected 'end CHECKSUM'");
+  std::string_view stated = fields[1];
+  bool wellFormed = stated.size() == 8;
+  for (char c : stated)
+    wellFormed &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  if (!wellFormed)
+    return fail(endIndex, "bad checksum '" + std::string(stated) +
+                              "' (expected 8 lowercase hex digits)");
+  char actual[9];
+  std::snprintf(actual, sizeof(actual), "%08x",
+                static_cast<unsigned>(
+                    computeChecksum(text.substr(0, lines[endIndex].start))));
+  if (stated != actual) {
+    std::string message = "checksum mismatch: the plan says ";
+    message += std::string(stated) + " but its contents hash to " + actual;
+    return fail(endIndex, message + " (the plan is corrupted)");
+  }
+  if (endIndex + 1 < lines.size()) {
+    std::string_view next = lines[endIndex + 1].text;
+    if (next == "end" || next.substr(0, 4) == "end ")
+      return fail(endIndex + 1, "duplicate 'end' record");
+    return fail(endIndex + 1, "unexpected content after 'end'");
+  }
+  return true;
+}
+
+bool PlanParser::parse() {
+  plan = Plan();
+  for (size_t start = 0; start < text.size();) {
+    size_t newline = text.find('\n', start);
+    bool terminated = newline != std::string_view::npos;
+    size_t stop = terminated ? newline : text.size();
+    lines.push_back({text.substr(start, stop - start), start, terminated});
+    start = terminated ? newline + 1 : text.size();
+  }
+  size_t endIndex;
+  if (!checkHeader() || !checkIntegrity(endIndex))
+    return false;
+
+  int stage = RankHeader;
+  for (size_t i = 1; i < endIndex; ++i) {
+    if (lines[i].text.empty())
+      return fail(i, "empty line");
+    if (!splitFields(lines[i].text, fields))
+      return fail(i, "empty field (fields are separated by single spaces)");
+    int rank = rankOf(fields[0]);
+    if (rank < 0)
+      return fail(i, "unknown record '" + std::string(fields[0]) + "'");
+    bool single = rank <= RankArena;
+    if (single && rank <= stage)
+      return fail(i, "duplicate '" + std::string(fields[0]) + "' record");
+    if (rank < stage)
+      return fail(i, "'" + std::string(fields[0]) +
+                         "' record out of order (records come in the order " +
+                         kOrder + ")");
+    // Only model, device and arena are required; they come first.
+    if (stage < RankArena && rank > stage + 1)
+      return fail(i, std::string("missing '") + kRankNames[stage + 1] +
+                         "' record before '" + std::string(fields[0]) + "'");
+    stage = rank;
+    if (!parseRecord(i, rank))
+      return false;
+  }
+  if (stage < RankArena)
+    return fail(endIndex,
+                std::string("missing '") + kRankNames[stage + 1] + "' record");
+  return true;
+}
+
+bool PlanParser::parseRecord(size_t index, int rank) {
+  switch (rank) {
+  case RankModel:
+    return parseModel(index);
+  case RankDevice:
+    return parseDevice(index);
+  case RankArena:
+    return parseArena(index);
+  case RankBuffer:
+    return parseBuffer(index);
+  case RankKernel:
+    return parseKernel(index);
+  case RankStep:
+    return parseStep(index);
+  default:
+    return fail(index, "unexpected record");
+  }
+}
+
+bool PlanParser::parseModel(size_t index) {
+  if (!expectFields(index, 2, "model NAME"))
+    return false;
+  if (!isValidName(fields[1]))
+    return fail(index, "bad name '" + std::string(fields[1]) +
+                           "' (names are [A-Za-z0-9_.]+)");
+  plan.model = std::string(fields[1]);
+  return true;
+}
+
+bool PlanParser::parseDevice(size_t index) {
+  if (!expectFields(index, 2, "device cpu|cuda"))
+    return false;
+  if (fields[1] == "cpu")
+    plan.device = Device::CPU;
+  else if (fields[1] == "cuda")
+    plan.device = Device::CUDA;
+  else
+    return fail(index, "unknown device '" + std::string(fields[1]) +
+                           "' (expected cpu or cuda)");
+  return true;
+}
+
+bool PlanParser::parseArena(size_t index) {
+  if (!expectFields(index, 2, "arena BYTES"))
+    return false;
+  if (!parseUInt(fields[1], plan.arenaBytes))
+    return fail(index, "bad number '" + std::string(fields[1]) + "'");
+  return true;
+}
+
+bool PlanParser::parseBuffer(size_t index) {
+  if (fields.size() < 7)
+    return fail(index,
+                "expected 'buffer ID NAME ROLE DTYPE SHAPE OFFSET [INIT ...]'");
+  PlanBuffer buffer;
+  buffer.line = static_cast<unsigned>(index + 1);
+  uint64_t id;
+  if (!parseUInt(fields[1], id))
+    return fail(index, "bad number '" + std::string(fields[1]) + "'");
+  if (id != plan.buffers.size())
+    return fail(index, "buffer id " + std::string(fields[1]) +
+                           " is out of sequence (expected " +
+                           std::to_string(plan.buffers.size()) + ")");
+  buffer.id = static_cast<unsigned>(id);
+
+  std::string_view name = fields[2];
+  if (!isValidName(name))
+    return fail(index, "bad name '" + std::string(name) +
+                           "' (names are [A-Za-z0-9_.]+)");
+  auto known = bufferIds.find(name);
+  if (known != bufferIds.end())
+    return fail(index, "duplicate buffer name '" + std::string(name) +
+                           "' (first on line " +
+                           std::to_string(plan.buffers[known->second].line) +
+                           ")");
+  buffer.name = std::string(name);
+
+  std::string_view role = fields[3];
+  if (role == "input")
+    buffer.role = BufferRole::Input;
+  else if (role == "param")
+    buffer.role = BufferRole::Param;
+  else if (role == "output")
+    buffer.role = BufferRole::Output;
+  else if (role == "temp")
+    buffer.role = BufferRole::Temp;
+  else
+    return fail(index, "unknown role '" + std::string(role) +
+                           "' (expected input, param, output or temp)");
+
+  if (!parseDType(fields[4], buffer.dtype))
+    return fail(index, "unknown dtype '" + std::string(fields[4]) +
+                           "' (expected f32, f16, bf16, i32 or i64)");
+
+  std::string_view shape = fields[5];
+  if (shape != "scalar") {
+    size_t start = 0;
+    while (true) {
+      size_t comma = shape.find(',', start);
+      std::string_view dim = shape.substr(start, comma - start);
+      uint64_t value;
+      if (!parseUInt(dim, value) || value == 0 ||
+          value > static_cast<uint64_t>(INT64_MAX))
+        return fail(index, "bad shape '" + std::string(shape) +
+                               "' (expected comma-separated positive "
+                               "dimensions or 'scalar')");
+      buffer.shape.push_back(static_cast<int64_t>(value));
+      if (comma == std::string_view::npos)
+        break;
+      start = comma + 1;
+    }
+  }
+  if (!numElements(buffer.shape, buffer.numElements) ||
+      !byteSize(buffer.dtype, buffer.shape, buffer.bytes))
+    return fail(index, "buffer '" + buffer.name + "' is too large");
+
+  if (!parseUInt(fields[6], buffer.offset))
+    return fail(index, "bad number '" + std::string(fields[6]) + "'");
+  if (buffer.offset % kBufferAlignment)
+    return fail(index, "buffer '" + buffer.name + "' offset " +
+                           std::to_string(buffer.offset) + " is not " +
+                           std::to_string(kBufferAlignment) + "-byte aligned");
+  if (buffer.offset > plan.arenaBytes ||
+      buffer.bytes > plan.arenaBytes - buffer.offset)
+    return fail(index, "buffer '" + buffer.name + "' (" +
+                           std::to_string(buffer.bytes) + " bytes at offset " +
+                           std::to_string(buffer.offset) +
+                           ") lies outside the arena of " +
+                           std::to_string(plan.arenaBytes) + " bytes");
+
+  if (!parseInitializer(index, buffer, 7))
+    return false;
+  bufferIds.emplace(name, buffer.id);
+  plan.buffers.push_back(std::move(buffer));
+  return true;
+}
+
+bool PlanParser::parseInitializer(size_t index, PlanBuffer &buffer,
+                                  size_t first) {
+  bool isParam = buffer.role == BufferRole::Param;
+  if (fields.size() == first) {
+    if (isParam)
+      return fail(index, "param '" + buffer.name + "' has no initializer");
+    return true;
+  }
+  if (!isParam)
+    return fail(index, "only params have initializers ('" + buffer.name +
+                           "' is " +
+                           (buffer.role == BufferRole::Input    ? "an input"
+                            : buffer.role == BufferRole::Output ? "an output"
+                                                                : "a temp") +
+                           ")");
+  std::string_view kind = fields[first];
+  size_t numArgs;
+  if (kind == "zeros") {
+    buffer.init.kind = InitKind::Zeros;
+    numArgs = 0;
+  } else if (kind == "ones") {
+    buffer.init.kind = InitKind::Ones;
+    numArgs = 0;
+  } else if (kind == "constant") {
+    buffer.init.kind = InitKind::Constant;
+    numArgs = 1;
+  } else if (kind == "normal") {
+    buffer.init.kind = InitKind::Normal;
+    numArgs = 1;
+  } else if (kind == "uniform") {
+    buffer.init.kind = InitKind::Uniform;
+    numArgs = 2;
+  } else {
+    return fail(index, "unknown initializer '" + std::string(kind) +
+                           "' (expected zeros, ones, constant V, normal STD "
+                           "or uniform LO HI)");
+  }
+  size_t given = fields.size() - first - 1;
+  if (given != numArgs)
+    return fail(index, "initializer '" + std::string(kind) + "' takes " +
+                           std::to_string(numArgs) + " argument" +
+                           (numArgs == 1 ? "" : "s") + ", got " +
+                           std::to_string(given));
+  double args[2] = {0, 0};
+  for (size_t i = 0; i < numArgs; ++i)
+    if (!parseFloat(fields[first + 1 + i], args[i]))
+      return fail(index,
+                  "bad number '" + std::string(fields[first + 1 + i]) + "'");
+  if (buffer.init.kind == InitKind::Normal && args[0] < 0)
+    return fail(index, "normal std must not be negative");
+  if (buffer.init.kind == InitKind::Uniform && args[0] > args[1])
+    return fail(index, "uniform bounds must satisfy LO <= HI");
+  buffer.init.a = args[0];
+  buffer.init.b = args[1];
+  return true;
+}
+
+bool PlanParser::parseKernel(size_t index) {
+  if (!expectFields(index, 3, "kernel NAME NARGS"))
+    return false;
+  std::string_view name = fields[1];
+  if (!isValidName(name))
+    return fail(index, "bad name '" + std::string(name) +
+                           "' (names are [A-Za-z0-9_.]+)");
+  auto known = kernelIds.find(name);
+  if (known != kernelIds.end())
+    return fail(index, "duplicate kernel name '" + std::string(name) +
+                           "' (first on line " +
+                           std::to_string(plan.kernels[known->second].line) +
+                           ")");
+  uint64_t numArgs;
+  if (!parseUInt(fields[2], numArgs) || numArgs > UINT32_MAX)
+    return fail(index, "bad number '" + std::string(fields[2]) + "'");
+  kernelIds.emplace(name, static_cast<unsigned>(plan.kernels.size()));
+  plan.kernels.push_back({std::string(name), static_cast<unsigned>(numArgs),
+                          static_cast<unsigned>(index + 1)});
+  return true;
+}
+
+bool PlanParser::parseStep(size_t index) {
+  if (fields.size() < 2)
+    return fail(index, "expected 'step KERNEL ID...'");
+  auto known = kernelIds.find(fields[1]);
+  if (known == kernelIds.end())
+    return fail(index,
+                "step names unknown kernel '" + std::string(fields[1]) + "'");
+  PlanStep step;
+  step.kernel = known->second;
+  step.line = static_cast<unsigned>(index + 1);
+  for (size_t i = 2; i < fields.size(); ++i) {
+    uint64_t id;
+    if (!parseUInt(fields[i], id))
+      return fail(index, "bad number '" + std::string(fields[i]) + "'");
+    if (id >= plan.buffers.size())
+      return fail(index, "step names unknown buffer " + std::string(fields[i]) +
+                             " (the plan has " +
+                             std::to_string(plan.buffers.size()) + " buffers)");
+    step.buffers.push_back(static_cast<unsigned>(id));
+  }
+  const PlanKernel &kernel = plan.kernels[step.kernel];
+  if (step.buffers.size() != kernel.numArgs)
+    return fail(index, "step runs kernel '" + kernel.name + "' on " +
+                           std::to_string(step.buffers.size()) +
+                           " buffers, but it takes " +
+                           std::to_string(kernel.numArgs));
+  plan.steps.push_back(std::move(step));
+  return true;
+}
+
+bool loom::runtime::parsePlan(std::string_view text, Plan &plan,
+                              std::string &error) {
+  return PlanParser(text, plan, error).parse();
+}

@@ -1,0 +1,69 @@
+//===- PlanWriter.cpp - Writing plans and their checksums -----------------===//
+
+#include "loom/runtime/Hash.h"
+#include "loom/runtime/Plan.h"
+
+#include <cstdio>
+
+using namespace loom::runtime;
+
+uint32_t loom::runtime::computeChecksum(std::string_view bytes) {
+  return fnv1a32(bytes);
+}
+
+std::string loom::runtime::sealPlan(std::string_view body) {
+  char end[16];
+  std::snprintf(end, sizeof(end), "end %08x\n",
+                static_cast<unsigned>(computeChecksum(body)));
+  return std::string(body) + end;
+}
+
+static std::string formatFloat(double value) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
+std::string loom::runtime::writePlan(const Plan &plan) {
+  std::string body = "loom-plan " + std::to_string(plan.version) + "\n";
+  body += "model " + plan.model + "\n";
+  body += std::string("device ") + deviceName(plan.device) + "\n";
+  body += "arena " + std::to_string(plan.arenaBytes) + "\n";
+  for (const PlanBuffer &buffer : plan.buffers) {
+    body += "buffer " + std::to_string(buffer.id) + " " + buffer.name + " " +
+            roleName(buffer.role) + " " + dtypeName(buffer.dtype) + " ";
+    if (buffer.shape.empty())
+      body += "scalar";
+    for (size_t i = 0; i < buffer.shape.size(); ++i)
+      body += (i ? "," : "") + std::to_string(buffer.shape[i]);
+    body += " " + std::to_string(buffer.offset);
+    switch (buffer.init.kind) {
+    case InitKind::None:
+      break;
+    case InitKind::Zeros:
+    case InitKind::Ones:
+      body += std::string(" ") + initKindName(buffer.init.kind);
+      break;
+    case InitKind::Constant:
+    case InitKind::Normal:
+      body += std::string(" ") + initKindName(buffer.init.kind) + " " +
+              formatFloat(buffer.init.a);
+      break;
+    case InitKind::Uniform:
+      body += " uniform " + formatFloat(buffer.init.a) + " " +
+              formatFloat(buffer.init.b);
+      break;
+    }
+    body += "\n";
+  }
+  for (const PlanKernel &kernel : plan.kernels)
+    body +=
+        "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) + "\n";
+  for (const PlanStep &step : plan.steps) {
+    body += "step " + plan.kernels[step.kernel].name;
+    for (unsigned id : step.buffers)
+      body += " " + std::to_string(id);
+    body += "\n";
+  }
+  return sealPlan(body);
+}

@@ -1,0 +1,44 @@
+//===- Trace.cpp - Chrome-trace events for executed steps -----------------===//
+
+#include "loom/runtime/Trace.h"
+
+#include "File.h"
+#include "loom/runtime/Json.h"
+
+#include <cstdio>
+
+using namespace loom::runtime;
+
+void TraceRecorder::addStep(unsigned step, const std::string &kernel,
+                            double startUs, double durationUs) {
+  events.push_back({step, kernel, startUs, durationUs});
+}
+
+std::string TraceRecorder::toJson() const {
+  std::string json = "{\"traceEvents\": [";
+  char times[96];
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event &event = events[i];
+    std::snprintf(times, sizeof(times), "\"ts\": %.3f, \"dur\": %.3f",
+                  event.startUs, event.durationUs);
+    json += i ? ",\n  " : "\n  ";
+    json += "{\"name\": " + jsonQuote(event.kernel) +
+            ", \"cat\": \"kernel\", \"ph\": \"X\", " + times +
+            ", \"pid\": 0, \"tid\": 0, \"args\": {\"step\": " +
+            std::to_string(event.step) + "}}";
+  }
+  json += events.empty() ? "]" : "\n]";
+  return json + ", \"displayTimeUnit\": \"ms\"}\n";
+}
+
+bool TraceRecorder::write(const std::string &path, std::string &error) const {
+  FilePtr file;
+  if (!openForWriting(path, file, error))
+    return false;
+  std::string json = toJson();
+  if (!writeAll(file.get(), json.data(), json.size())) {
+    error = "cannot write " + path;
+    return false;
+  }
+  return finishWriting(file, path, error);
+}

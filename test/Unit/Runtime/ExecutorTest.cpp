@@ -1,0 +1,129 @@
+//===- ExecutorTest.cpp - Running a hand-built plan with fake kernels -----===//
+
+#include "TestUtil.h"
+
+#include "loom/runtime/Executor.h"
+#include "loom/runtime/Initializer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace loom::runtime;
+using loom::test::sealLines;
+
+namespace {
+constexpr int kN = 8;
+
+void addF32(void **args) {
+  const float *a = static_cast<const float *>(args[0]);
+  const float *b = static_cast<const float *>(args[1]);
+  float *out = static_cast<float *>(args[2]);
+  for (int i = 0; i < kN; ++i)
+    out[i] = a[i] + b[i];
+}
+
+void copyF32(void **args) { std::memcpy(args[1], args[0], kN * 4); }
+
+const LoomKernel kKernels[] = {
+    {"add", 3, addF32}, {"copy", 2, copyF32}, {nullptr, 0, nullptr}};
+
+/// out = (x + y) + w, where the temp s reuses x's bytes and out reuses y's,
+/// as the compiler's lifetime packing may do.
+std::string sharingPlan() {
+  return sealLines({"loom-plan 1", "model adder", "device cpu", "arena 256",
+                    "buffer 0 x input f32 8 0", "buffer 1 y input f32 8 64",
+                    "buffer 2 w param f32 8 128 ones",
+                    "buffer 3 t temp f32 8 192", "buffer 4 s temp f32 8 0",
+                    "buffer 5 out output f32 8 64", "kernel add 3",
+                    "kernel copy 2", "step add 0 1 3", "step add 3 2 4",
+                    "step copy 4 5"});
+}
+} // namespace
+
+TEST(Executor, RunsStepsInOrderOverSharedArenaBytes) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sharingPlan(), plan, error)) << error;
+  Executor executor;
+  ASSERT_TRUE(executor.init(plan, kKernels, error)) << error;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(executor.arena()) % 64, 0u);
+  EXPECT_EQ(executor.buffer(4), executor.buffer(0));
+  EXPECT_EQ(executor.buffer(5), executor.arena() + 64);
+
+  initializeParams(plan, executor.arena(), 0);
+  float x[kN], y[kN];
+  for (int i = 0; i < kN; ++i) {
+    x[i] = static_cast<float>(i);
+    y[i] = 10.0f * static_cast<float>(i);
+  }
+  std::memcpy(executor.buffer(0), x, sizeof(x));
+  std::memcpy(executor.buffer(1), y, sizeof(y));
+  TraceRecorder trace;
+  executor.run(&trace);
+  float out[kN];
+  std::memcpy(out, executor.buffer(5), sizeof(out));
+  for (int i = 0; i < kN; ++i)
+    EXPECT_EQ(out[i], 11.0f * static_cast<float>(i) + 1.0f) << i;
+
+  ASSERT_EQ(trace.size(), 3u);
+  std::string json = trace.toJson();
+  EXPECT_EQ(json.find("{\"traceEvents\": ["), 0u) << json;
+  EXPECT_NE(json.find("{\"name\": \"add\", \"cat\": \"kernel\", \"ph\": "
+                      "\"X\", \"ts\": "),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"name\": \"copy\""), std::string::npos);
+  EXPECT_NE(json.find("\"args\": {\"step\": 2}"), std::string::npos);
+
+  // Running again without a trace works the same way (inputs re-copied).
+  std::memcpy(executor.buffer(0), x, sizeof(x));
+  std::memcpy(executor.buffer(1), y, sizeof(y));
+  executor.run();
+  std::memcpy(out, executor.buffer(5), sizeof(out));
+  EXPECT_EQ(out[3], 34.0f);
+}
+
+TEST(Executor, ReportsMissingKernels) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sharingPlan(), plan, error)) << error;
+  const LoomKernel onlyAdd[] = {{"add", 3, addF32}, {nullptr, 0, nullptr}};
+  Executor executor;
+  EXPECT_FALSE(executor.init(plan, onlyAdd, error));
+  EXPECT_EQ(error, "plan:12: kernel 'copy' is not provided by this executable");
+  EXPECT_FALSE(executor.init(plan, nullptr, error));
+  EXPECT_EQ(error, "plan:11: kernel 'add' is not provided by this executable");
+}
+
+TEST(Executor, ArenaIsAlignedAndZeroed) {
+  Arena arena;
+  std::string error;
+  ASSERT_TRUE(arena.allocate(1000, error)) << error;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.data()) % 64, 0u);
+  EXPECT_EQ(arena.size(), 1000u);
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(arena.data()[i], 0);
+  ASSERT_TRUE(arena.allocate(0, error)) << error;
+  EXPECT_NE(arena.data(), nullptr);
+  EXPECT_FALSE(arena.allocate(UINT64_MAX - 10, error));
+  EXPECT_EQ(error.find("cannot allocate the arena of "), 0u) << error;
+}
+
+TEST(Executor, TraceIsWritten) {
+  TraceRecorder trace;
+  EXPECT_EQ(trace.toJson(),
+            "{\"traceEvents\": [], \"displayTimeUnit\": \"ms\"}\n");
+  trace.addStep(0, "k\"0", 1.5, 2.25);
+  EXPECT_EQ(trace.toJson(),
+            "{\"traceEvents\": [\n  {\"name\": \"k\\\"0\", \"cat\": "
+            "\"kernel\", \"ph\": \"X\", \"ts\": 1.500, \"dur\": 2.250, "
+            "\"pid\": 0, \"tid\": 0, \"args\": {\"step\": 0}}\n], "
+            "\"displayTimeUnit\": \"ms\"}\n");
+  loom::test::TempDir dir;
+  std::string error;
+  ASSERT_TRUE(trace.write(dir.path("t.json"), error)) << error;
+  EXPECT_EQ(loom::test::readFile(dir.path("t.json")), trace.toJson());
+  EXPECT_FALSE(trace.write(dir.path("missing/t.json"), error));
+}

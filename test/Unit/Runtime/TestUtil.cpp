@@ -1,0 +1,86 @@
+//===- TestUtil.cpp - Temporary files and plan helpers for runtime tests --===//
+
+#include "TestUtil.h"
+
+#include "loom/runtime/Driver.h"
+#include "loom/runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace loom::test;
+
+TempDir::TempDir() {
+  std::string pattern = testing::TempDir() + "loom-runtime-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  const char *made = mkdtemp(buffer.data());
+  EXPECT_NE(made, nullptr) << "cannot create " << pattern;
+  root = made ? made : pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+}
+
+void loom::test::writeFile(const std::string &path, const std::string &bytes) {
+  std::ofstream file(path, std::ios::binary);
+  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_TRUE(file.good()) << "cannot write " << path;
+}
+
+std::string loom::test::readFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+std::string loom::test::sealLines(const std::vector<std::string> &lines) {
+  std::string body;
+  for (const std::string &line : lines)
+    body += line + "\n";
+  return loom::runtime::sealPlan(body);
+}
+
+/// The whole contents of a tmpfile().
+static std::string drain(std::FILE *file) {
+  std::string text;
+  std::rewind(file);
+  char chunk[4096];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), file)) > 0)
+    text.append(chunk, n);
+  std::fclose(file);
+  return text;
+}
+
+RunResult loom::test::runDriver(const std::vector<std::string> &args,
+                                const LoomKernel *kernels,
+                                const std::string &plan) {
+  std::vector<std::string> storage = {"model"};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char *> argv;
+  for (std::string &arg : storage)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::FILE *out = std::tmpfile();
+  std::FILE *err = std::tmpfile();
+  RunResult result;
+  if (!out || !err) {
+    ADD_FAILURE() << "tmpfile failed";
+    return result;
+  }
+  result.status =
+      loom::runtime::runMain(static_cast<int>(storage.size()), argv.data(),
+                             kernels, plan.c_str(), out, err);
+  result.out = drain(out);
+  result.err = drain(err);
+  return result;
+}

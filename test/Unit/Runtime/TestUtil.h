@@ -1,0 +1,48 @@
+//===- TestUtil.h - Temp files and plan helpers for tests -------*- C++ -*-===//
+
+#ifndef LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
+#define LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
+
+#include "loom/runtime/KernelABI.h"
+
+#include <string>
+#include <vector>
+
+namespace loom::test {
+
+/// A fresh directory, removed with everything in it when this goes away.
+class TempDir {
+public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+
+  /// `name` inside the directory.
+  std::string path(const std::string &name) const { return root + "/" + name; }
+
+private:
+  std::string root;
+};
+
+void writeFile(const std::string &path, const std::string &bytes);
+std::string readFile(const std::string &path);
+
+/// Joins `lines` with '\n' (each line terminated) and appends the `end`
+/// record with the right checksum.
+std::string sealLines(const std::vector<std::string> &lines);
+
+/// What runMain printed and returned.
+struct RunResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Calls runMain with argv = {"model", args...}, capturing its output.
+RunResult runDriver(const std::vector<std::string> &args,
+                    const LoomKernel *kernels, const std::string &plan);
+
+} // namespace loom::test
+
+#endif // LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
