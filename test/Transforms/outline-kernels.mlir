@@ -1,0 +1,239 @@
+// RUN: loom-opt %s --split-input-file --loom-outline-kernels --verify-diagnostics | FileCheck %s
+
+// --loom-outline-kernels: each public model function is cut into kernels.
+// An op that reads memory in its own pattern (matmul, softmax, norms,
+// reductions, data movement, losses) starts a kernel; elementwise ops that
+// consume a result of the latest kernel join it as its epilogue. Each
+// kernel becomes a private function @<model>_kN marked loom.kernel, placed
+// before the model, and the model becomes a sequence of calls.
+
+// A matmul with its bias add, activation and cast is ONE kernel; the
+// second matmul starts the next one. The model keeps its signature and
+// argument attributes.
+// CHECK-LABEL: func.func private @mlp_k0
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xbf16>, %[[W1:[^:]+]]: tensor<8x16xbf16>, %[[B1:[^:]+]]: tensor<16xf32>) -> tensor<4x16xbf16>
+// CHECK-SAME: attributes {loom.kernel}
+// CHECK-NEXT: [[M:%.+]] = loom.matmul %[[X]], %[[W1]] accumulate f32
+// CHECK-NEXT: [[A:%.+]] = loom.add [[M]], %[[B1]]
+// CHECK-NEXT: [[G:%.+]] = loom.gelu [[A]] : tensor<4x16xf32>
+// CHECK-NEXT: [[C:%.+]] = loom.cast [[G]] : tensor<4x16xf32> to tensor<4x16xbf16>
+// CHECK-NEXT: return [[C]] : tensor<4x16xbf16>
+// CHECK-LABEL: func.func private @mlp_k1
+// CHECK-SAME: (%[[H:[^:]+]]: tensor<4x16xbf16>, %[[W2:[^:]+]]: tensor<16x8xbf16>) -> tensor<4x8xbf16>
+// CHECK-SAME: attributes {loom.kernel}
+// CHECK-NEXT: [[Y:%.+]] = loom.matmul %[[H]], %[[W2]] accumulate f32
+// CHECK-NEXT: return [[Y]] : tensor<4x8xbf16>
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xbf16> {loom.input = "x"}, %[[W1:[^:]+]]: tensor<8x16xbf16> {loom.init = #loom.init<normal(2.000000e-02)>, loom.param = "w1"}, %[[B1:[^:]+]]: tensor<16xf32> {loom.init = #loom.init<zeros>, loom.param = "b1"}, %[[W2:[^:]+]]: tensor<16x8xbf16> {loom.param = "w2"})
+// CHECK-SAME: -> (tensor<4x8xbf16> {loom.output = "y"})
+// CHECK-NEXT: [[H:%.+]] = call @mlp_k0(%[[X]], %[[W1]], %[[B1]]) : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xf32>) -> tensor<4x16xbf16>
+// CHECK-NEXT: [[Y:%.+]] = call @mlp_k1([[H]], %[[W2]]) : (tensor<4x16xbf16>, tensor<16x8xbf16>) -> tensor<4x8xbf16>
+// CHECK-NEXT: return [[Y]] : tensor<4x8xbf16>
+// CHECK-NOT: loom.kernel
+module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = f32>} {
+  func.func @mlp(%x: tensor<4x8xbf16> {loom.input = "x"},
+                 %w1: tensor<8x16xbf16> {loom.init = #loom.init<normal(0.02)>, loom.param = "w1"},
+                 %b1: tensor<16xf32> {loom.init = #loom.init<zeros>, loom.param = "b1"},
+                 %w2: tensor<16x8xbf16> {loom.param = "w2"})
+      -> (tensor<4x8xbf16> {loom.output = "y"}) {
+    %0 = loom.matmul %x, %w1 accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+    %1 = loom.add %0, %b1 : (tensor<4x16xbf16>, tensor<16xf32>) -> tensor<4x16xf32>
+    %2 = loom.gelu %1 : tensor<4x16xf32>
+    %3 = loom.cast %2 : tensor<4x16xf32> to tensor<4x16xbf16>
+    %4 = loom.matmul %3, %w2 accumulate f32 : (tensor<4x16xbf16>, tensor<16x8xbf16>) -> tensor<4x8xbf16>
+    return %4 : tensor<4x8xbf16>
+  }
+}
+
+// -----
+
+// A softmax starts a new kernel although it consumes the previous kernel's
+// result; the elementwise ops after it join the softmax kernel. Scalar
+// constants are cloned into every kernel that uses them (once per kernel)
+// and disappear from the model.
+// CHECK-LABEL: func.func private @attn_k0
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<4x8xf32>, %[[K:[^:]+]]: tensor<8x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: [[S:%.+]] = loom.matmul %[[Q]], %[[K]] accumulate f32
+// CHECK-NEXT: [[C:%.+]] = loom.constant 1.250000e-01 : tensor<f32>
+// CHECK-NEXT: [[SC:%.+]] = loom.mul [[S]], [[C]]
+// CHECK-NEXT: return [[SC]] : tensor<4x4xf32>
+// CHECK-LABEL: func.func private @attn_k1
+// CHECK-SAME: (%[[SC:[^:]+]]: tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: [[P:%.+]] = loom.softmax %[[SC]] axis 1 : tensor<4x4xf32>
+// CHECK-NEXT: [[C:%.+]] = loom.constant 1.250000e-01 : tensor<f32>
+// CHECK-NEXT: [[D:%.+]] = loom.div [[P]], [[C]]
+// CHECK-NEXT: [[E:%.+]] = loom.sub [[D]], [[C]]
+// CHECK-NEXT: return [[E]] : tensor<4x4xf32>
+// CHECK-LABEL: func.func @attn
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<4x8xf32>, %[[K:[^:]+]]: tensor<8x4xf32>)
+// CHECK-NEXT: [[SC:%.+]] = call @attn_k0(%[[Q]], %[[K]])
+// CHECK-NEXT: [[E:%.+]] = call @attn_k1([[SC]])
+// CHECK-NEXT: return [[E]] : tensor<4x4xf32>
+func.func @attn(%q: tensor<4x8xf32>, %k: tensor<8x4xf32>) -> tensor<4x4xf32> {
+  %c = loom.constant 0.125 : tensor<f32>
+  %s = loom.matmul %q, %k accumulate f32 : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %sc = loom.mul %s, %c : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %p = loom.softmax %sc axis 1 : tensor<4x4xf32>
+  %d = loom.div %p, %c : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %e = loom.sub %d, %c : (tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  return %e : tensor<4x4xf32>
+}
+
+// -----
+
+// arange is cloned into its user like a constant; no kernel is made for it.
+// CHECK-LABEL: func.func private @pos_k0
+// CHECK-SAME: (%[[T:[^:]+]]: tensor<10x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT: [[I:%.+]] = loom.arange : tensor<6xi32>
+// CHECK-NEXT: [[E:%.+]] = loom.embedding %[[T]][[[I]]]
+// CHECK-NEXT: return [[E]] : tensor<6x4xf32>
+// CHECK-LABEL: func.func @pos
+// CHECK-SAME: (%[[T:[^:]+]]: tensor<10x4xf32>)
+// CHECK-NEXT: [[E:%.+]] = call @pos_k0(%[[T]]) : (tensor<10x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT: return [[E]]
+// CHECK-NOT: func.func private @pos_k1
+func.func @pos(%t: tensor<10x4xf32>) -> tensor<6x4xf32> {
+  %i = loom.arange : tensor<6xi32>
+  %e = loom.embedding %t[%i] : (tensor<10x4xf32>, tensor<6xi32>) -> tensor<6x4xf32>
+  return %e : tensor<6x4xf32>
+}
+
+// -----
+
+// Kernel inputs are exactly the values from outside the group (a value
+// read twice is one input); outputs are exactly the results read after the
+// group or returned: the matmul result and the add, read later, are
+// outputs; the gelu, read later too, is one output although two later
+// kernels read it; values used only inside the group are not outputs.
+// CHECK-LABEL: func.func private @io_k0
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xf32>, %[[W:[^:]+]]: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-NEXT: [[M:%.+]] = loom.matmul %[[X]], %[[W]] accumulate f32
+// CHECK-NEXT: [[A:%.+]] = loom.add [[M]], %[[X]]
+// CHECK-NEXT: [[N:%.+]] = loom.neg [[A]]
+// CHECK-NEXT: [[G:%.+]] = loom.gelu [[N]]
+// CHECK-NEXT: return [[M]], [[A]], [[G]] : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK-LABEL: func.func private @io_k1
+// CHECK-SAME: (%[[G:[^:]+]]: tensor<4x8xf32>, %[[A:[^:]+]]: tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: [[S:%.+]] = loom.softmax %[[G]] axis 1
+// CHECK-NEXT: [[R:%.+]] = loom.add [[S]], %[[A]]
+// CHECK-NEXT: return [[R]] : tensor<4x8xf32>
+// CHECK-LABEL: func.func private @io_k2
+// CHECK-SAME: (%[[G:[^:]+]]: tensor<4x8xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: [[T:%.+]] = loom.transpose %[[G]] perm [1, 0]
+// CHECK-NEXT: return [[T]] : tensor<8x4xf32>
+// CHECK-LABEL: func.func @io
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xf32>, %[[W:[^:]+]]: tensor<8x8xf32>)
+// CHECK-NEXT: [[K0:%.+]]:3 = call @io_k0(%[[X]], %[[W]])
+// CHECK-NEXT: [[R:%.+]] = call @io_k1([[K0]]#2, [[K0]]#1)
+// CHECK-NEXT: [[T:%.+]] = call @io_k2([[K0]]#2)
+// CHECK-NEXT: return [[R]], [[T]], [[K0]]#0 :
+func.func @io(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>) {
+  %m = loom.matmul %x, %w accumulate f32 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a = loom.add %m, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = loom.neg %a : tensor<4x8xf32>
+  %g = loom.gelu %n : tensor<4x8xf32>
+  %s = loom.softmax %g axis 1 : tensor<4x8xf32>
+  %r = loom.add %s, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = loom.transpose %g perm [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  return %r, %t, %m : tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Only the latest kernel takes an epilogue: an elementwise op on a result
+// of an earlier kernel, or on arguments only, is a kernel of its own. Data
+// movement ops (reshape, split) start kernels; of a split only the pieces
+// read later are outputs.
+// CHECK-LABEL: func.func private @late_k0
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: loom.relu %[[X]]
+// CHECK-LABEL: func.func private @late_k1
+// CHECK-SAME: (%[[R:[^:]+]]: tensor<4x8xf32>) -> tensor<32xf32>
+// CHECK-NEXT: loom.reshape %[[R]]
+// CHECK-LABEL: func.func private @late_k2
+// CHECK-SAME: (%[[R:[^:]+]]: tensor<4x8xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: [[P:%.+]]:2 = loom.split %[[R]] axis 1
+// CHECK-NEXT: [[E:%.+]] = loom.exp [[P]]#1
+// CHECK-NEXT: return [[E]] : tensor<4x4xf32>
+// CHECK-LABEL: func.func private @late_k3
+// CHECK-SAME: (%[[R:[^:]+]]: tensor<4x8xf32>, %[[X:[^:]+]]: tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: loom.sub %[[R]], %[[X]]
+// CHECK-LABEL: func.func @late
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xf32>)
+// CHECK-NEXT: [[R:%.+]] = call @late_k0(%[[X]])
+// CHECK-NEXT: [[F:%.+]] = call @late_k1([[R]])
+// CHECK-NEXT: [[E:%.+]] = call @late_k2([[R]])
+// CHECK-NEXT: [[S:%.+]] = call @late_k3([[R]], %[[X]])
+// CHECK-NEXT: return [[F]], [[E]], [[S]]
+func.func @late(%x: tensor<4x8xf32>) -> (tensor<32xf32>, tensor<4x4xf32>, tensor<4x8xf32>) {
+  %r = loom.relu %x : tensor<4x8xf32>
+  %f = loom.reshape %r : tensor<4x8xf32> -> tensor<32xf32>
+  %p:2 = loom.split %r axis 1 : tensor<4x8xf32> -> tensor<4x4xf32>, tensor<4x4xf32>
+  %e = loom.exp %p#1 : tensor<4x4xf32>
+  %s = loom.sub %r, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %f, %e, %s : tensor<32xf32>, tensor<4x4xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Every public model is outlined with its own numbering; private helpers
+// and declarations are left alone. A model that computes nothing keeps its
+// body.
+// CHECK-LABEL: func.func private @a_k0
+// CHECK-NEXT: loom.tanh
+// CHECK-LABEL: func.func @a
+// CHECK-NEXT: call @a_k0
+// CHECK-LABEL: func.func private @helper
+// CHECK-NEXT: loom.gelu
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @decl
+// CHECK-LABEL: func.func private @b_k0
+// CHECK-NEXT: loom.max
+// CHECK-LABEL: func.func @b
+// CHECK-NEXT: call @b_k0
+// CHECK-LABEL: func.func @identity
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4xf32>)
+// CHECK-NEXT: return %[[X]]
+// CHECK-NOT: @identity_k0
+func.func @a(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.tanh %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.gelu %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @decl(tensor<4xf32>) -> tensor<4xf32>
+func.func @b(%x: tensor<4x2xf32>) -> tensor<4xf32> {
+  %0 = loom.max %x axis 1 : tensor<4x2xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func @identity(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+func.func @moe(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) -> tensor<16x32xf32> {
+  %g = loom.gelu %x : tensor<16x32xf32>
+  // expected-error @+1 {{'loom.moe' is not supported by this backend yet}}
+  %0 = loom.moe %g router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<8x32xf32>):
+    %e = loom.relu %t : tensor<8x32xf32>
+    loom.yield %e : tensor<8x32xf32>
+  }
+  return %0 : tensor<16x32xf32>
+}
+
+// -----
+
+// Stages must be inlined first (--loom-inline-stages).
+func.func @stage(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.stage' is not supported by this backend yet}}
+  %0 = loom.stage 0 -> tensor<4xf32> {
+    %g = loom.gelu %x : tensor<4xf32>
+    loom.yield %g : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
