@@ -11,11 +11,12 @@ namespace loom {
 
 /// The C source that gives the runtime its kernel table (`loom_kernels`)
 /// and the plan text (`loom_plan`), as docs/plan-format.md specifies.
-std::string buildGlueSource(const Plan &plan);
+std::string buildGlueSource(const Plan &plan, llvm::StringRef gpuImage);
 
 /// Links the kernels' object file, the glue and the runtime libraries into
 /// the executable `output` with clang. Errors are reported at `loc`.
 mlir::LogicalResult linkExecutable(mlir::Location loc, const Plan &plan,
+                                   llvm::StringRef gpuImage,
                                    llvm::StringRef kernelObject,
                                    llvm::StringRef output);
 

@@ -54,7 +54,7 @@ private:
   LogicalResult runPipeline(void (*build)(OpPassManager &));
   LogicalResult runPipeline(ModuleOp target,
                             llvm::function_ref<void(OpPassManager &)> build);
-  LogicalResult runGpuStages();
+  LogicalResult runGpuStages(std::optional<::loom::GpuCode> &code);
   FailureOr<func::FuncOp> selectModel();
 
   MLIRContext &context;
@@ -106,18 +106,23 @@ LogicalResult Driver::runPipeline(ModuleOp target,
   return pm.run(target);
 }
 
-/// gpu, nvvm and ptx, from a copy of the bufferized kernels.
-LogicalResult Driver::runGpuStages() {
+/// gpu, nvvm and ptx, from a copy of the bufferized kernels; with a CUDA
+/// toolkit, also the device image and launches an executable carries.
+LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
   OwningOpRef<ModuleOp> gpu = module->clone();
   auto print = [&](llvm::raw_ostream &out) { gpu->print(out); };
   if (failed(runPipeline(*gpu, ::loom::buildGpuKernelsPipeline)))
     return failure();
   if (reached(::loom::Stage::GPU, print))
     return success();
+  FailureOr<llvm::StringMap<std::vector<::loom::GpuLaunch>>> launches =
+      ::loom::collectGpuLaunches(*gpu);
+  if (failed(launches))
+    return failure();
   ::loom::GpuTarget target;
   target.chip = options.gpuArch;
   target.toolkitPath = LOOM_CUDA_PATH;
-  // Only the device code goes on: launches are read from the gpu stage.
+  // Only the device code goes on: the launches are in the plan.
   for (Operation &op : llvm::make_early_inc_range(gpu->getOps()))
     if (!isa<gpu::GPUModuleOp>(op))
       op.erase();
@@ -127,15 +132,37 @@ LogicalResult Driver::runGpuStages() {
     return failure();
   if (reached(::loom::Stage::NVVM, print))
     return success();
+  OwningOpRef<ModuleOp> nvvm = gpu->clone();
+  auto imageOf = [](ModuleOp binaries) {
+    std::string image;
+    for (auto binary : binaries.getOps<gpu::BinaryOp>())
+      for (Attribute object : binary.getObjects())
+        image += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+    return image;
+  };
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
         ::loom::buildGpuBinaryPipeline(pm, target, "isa");
       })))
     return failure();
-  reached(::loom::Stage::PTX, [&](llvm::raw_ostream &out) {
-    for (auto binary : gpu->getOps<gpu::BinaryOp>())
-      for (Attribute object : binary.getObjects())
-        out << cast<gpu::ObjectAttr>(object).getObject().getValue();
-  });
+  std::string ptx = imageOf(*gpu);
+  if (reached(::loom::Stage::PTX, [&](llvm::raw_ostream &out) { out << ptx; }))
+    return success();
+
+  // An executable carries a cubin (ptxas runs here), or PTX without ptxas.
+  code.emplace();
+  code->arch = options.gpuArch;
+  code->launches = std::move(*launches);
+  if (llvm::StringRef(LOOM_PTXAS).empty()) {
+    code->format = "ptx";
+    code->image = std::move(ptx);
+    return success();
+  }
+  if (failed(runPipeline(*nvvm, [&](OpPassManager &pm) {
+        ::loom::buildGpuBinaryPipeline(pm, target, "bin");
+      })))
+    return failure();
+  code->format = "cubin";
+  code->image = imageOf(*nvvm);
   return success();
 }
 
@@ -207,29 +234,33 @@ LogicalResult Driver::run() {
     lowered->removeAttr(mlir::loom::attr::kKernel);
   }
 
+  // Executables carry GPU code when Loom was built with a CUDA toolkit.
+  bool executable = !options.emit || *options.emit >= ::loom::Stage::Plan;
+  bool wantsGpu = (options.emit && *options.emit >= ::loom::Stage::GPU &&
+                   *options.emit <= ::loom::Stage::PTX) ||
+                  !options.dumpDir.empty() ||
+                  (executable && !llvm::StringRef(LOOM_CUDA_PATH).empty());
+  std::optional<::loom::GpuCode> gpuCode;
+  if (wantsGpu) {
+    if (failed(runGpuStages(gpuCode)))
+      return failure();
+    if (options.emit && *options.emit <= ::loom::Stage::PTX &&
+        *options.emit >= ::loom::Stage::GPU)
+      return success();
+  }
+
   std::optional<::loom::Plan> plan;
-  bool needsPlan = !options.emit || *options.emit >= ::loom::Stage::Plan ||
-                   !options.dumpDir.empty();
-  if (needsPlan) {
+  if (executable || !options.dumpDir.empty()) {
     std::swap(module, models);
     FailureOr<func::FuncOp> model = selectModel();
     std::swap(module, models);
     if (failed(model))
       return failure();
-    FailureOr<::loom::Plan> built = ::loom::buildPlan(*model, scratch);
+    FailureOr<::loom::Plan> built = ::loom::buildPlan(
+        *model, scratch, gpuCode ? &*gpuCode : nullptr);
     if (failed(built))
       return failure();
     plan = std::move(*built);
-  }
-
-  bool wantsGpu = (options.emit && *options.emit >= ::loom::Stage::GPU &&
-                   *options.emit <= ::loom::Stage::PTX) ||
-                  !options.dumpDir.empty();
-  if (wantsGpu) {
-    if (failed(runGpuStages()))
-      return failure();
-    if (options.emit && *options.emit <= ::loom::Stage::PTX)
-      return success();
   }
 
   if (failed(runPipeline(::loom::buildCpuLoweringPipeline)))
@@ -247,11 +278,15 @@ LogicalResult Driver::run() {
     return module->emitError("cannot create a temporary file: ") << ec.message();
   LogicalResult result = ::loom::writeHostObject(*module, object);
   if (succeeded(result))
-    result = ::loom::linkExecutable(module->getLoc(), *plan, object, options.output);
+    result = ::loom::linkExecutable(module->getLoc(), *plan,
+                                    gpuCode ? gpuCode->image : std::string(),
+                                    object, options.output);
   llvm::sys::fs::remove(object);
   if (succeeded(result))
     llvm::errs() << "loomc: wrote " << options.output << " ("
-                 << plan->kernels.size() << " kernels, arena "
+                 << plan->kernels.size() << " kernels"
+                 << (gpuCode ? ", " + gpuCode->arch + " " + gpuCode->format : "")
+                 << ", arena "
                  << llvm::format("%.2f", plan->arenaBytes / 1048576.0) << " MiB)\n";
   return result;
 }

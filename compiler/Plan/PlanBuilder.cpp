@@ -95,7 +95,8 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
 
 FailureOr<::loom::Plan> (::loom::buildPlan)(
     func::FuncOp model,
-    const llvm::StringMap<SmallVector<ShapedType>> &scratch) {
+    const llvm::StringMap<SmallVector<ShapedType>> &scratch,
+    const GpuCode *gpu) {
   namespace attr = mlir::loom::attr;
   std::vector<Buffer> buffers;
   llvm::DenseMap<Value, size_t> bufferOf;
@@ -201,6 +202,9 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   os << "model " << model.getSymName() << "\n";
   os << "device cpu\n";
   os << "arena " << plan.arenaBytes << "\n";
+  if (gpu)
+    os << "gpu-image " << gpu->arch << " " << gpu->format << " "
+       << gpu->image.size() << "\n";
   for (auto [id, buffer] : llvm::enumerate(buffers)) {
     os << "buffer " << id << " " << buffer.name << " " << buffer.role << " "
        << dtypeName(buffer.type.getElementType()) << " ";
@@ -215,6 +219,20 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   }
   for (const KernelSignature &kernel : kernels)
     os << "kernel " << kernel.name << " " << kernel.numArgs << "\n";
+  if (gpu) {
+    for (const KernelSignature &kernel : kernels) {
+      for (const GpuLaunch &launch : gpu->launches.lookup(kernel.name)) {
+        os << "launch " << kernel.name << " " << launch.function;
+        for (int64_t v : launch.grid)
+          os << " " << v;
+        for (int64_t v : launch.block)
+          os << " " << v;
+        for (const std::string &arg : launch.args)
+          os << " " << arg;
+        os << "\n";
+      }
+    }
+  }
   for (auto &[kernel, args] : steps) {
     os << "step " << kernel;
     for (size_t id : args)

@@ -3,6 +3,8 @@
 #ifndef LOOM_PLAN_PLANBUILDER_H
 #define LOOM_PLAN_PLANBUILDER_H
 
+#include "Plan/GpuLaunches.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -15,6 +17,15 @@ namespace loom {
 struct KernelSignature {
   std::string name;
   unsigned numArgs;
+};
+
+/// The GPU code of an executable: one device image and the launches each
+/// kernel makes on the device.
+struct GpuCode {
+  std::string arch;   // sm_80, sm_90a, ...
+  std::string format; // cubin or ptx
+  std::string image;
+  llvm::StringMap<std::vector<GpuLaunch>> launches;
 };
 
 /// The plan text (docs/plan-format.md) and what linking it needs.
@@ -32,7 +43,8 @@ struct Plan {
 /// form takes after its inputs and outputs; they live for one step.
 mlir::FailureOr<Plan>
 buildPlan(mlir::func::FuncOp model,
-          const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch);
+          const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch,
+          const GpuCode *gpu = nullptr);
 
 /// The 32-bit FNV-1a hash the plan's `end` line carries.
 uint32_t planChecksum(llvm::StringRef text);
