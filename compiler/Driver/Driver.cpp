@@ -239,7 +239,10 @@ LogicalResult Driver::run() {
   bool wantsGpu = (options.emit && *options.emit >= ::loom::Stage::GPU &&
                    *options.emit <= ::loom::Stage::PTX) ||
                   !options.dumpDir.empty() ||
-                  (executable && !llvm::StringRef(LOOM_CUDA_PATH).empty());
+                  (executable && options.embedGpu);
+  if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
+    return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
+                             "without one");
   std::optional<::loom::GpuCode> gpuCode;
   if (wantsGpu) {
     if (failed(runGpuStages(gpuCode)))

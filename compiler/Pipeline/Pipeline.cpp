@@ -131,6 +131,9 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMapLoopsToGpu());
   pm.addPass(createCanonicalizerPass());
+  // Constants and index arithmetic move into the kernels instead of
+  // becoming launch arguments.
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createCSEPass());
 }

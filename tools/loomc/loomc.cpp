@@ -61,6 +61,10 @@ cl::opt<std::string> gpuArch(
     "gpu-arch", cl::desc("NVIDIA architecture of the GPU stages"),
     cl::init("sm_90a"), cl::value_desc("sm_80|sm_86|sm_89|sm_90a"),
     cl::cat(loomCategory));
+cl::opt<bool> embedGpu(
+    "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
+                    "executable (run with --device cuda)"),
+    cl::init(false), cl::cat(loomCategory));
 cl::opt<bool> splitInputFile(
     "split-input-file",
     cl::desc("Compile each '// -----' separated chunk as its own script "
@@ -96,6 +100,7 @@ int main(int argc, char **argv) {
   options.dumpDir = dumpDir;
   options.model = modelName;
   options.gpuArch = gpuArch;
+  options.embedGpu = embedGpu;
   if (!options.emit)
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
 
