@@ -87,4 +87,19 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
 }
 
+def LoomTileContractionsForCpu
+    : Pass<"loom-tile-contractions-for-cpu", "mlir::ModuleOp"> {
+  let summary = "Cache and register tiles, vectorized, for CPU matmuls";
+  let description = [{
+    Each bufferized contraction whose sizes allow it is tiled twice with the
+    transform dialect: cache tiles (up to 64 x 64 x 64, dividing the shape)
+    and, inside, 4 x 16 register tiles over (m, n) with k unrolled by one;
+    the register tile is vectorized, its accumulator transfers hoisted out
+    of the k loop (after folding memref aliases), and the contraction lowered
+    to outer products (FMAs on 16-wide vectors). Other contractions keep
+    their scalar loops. The schedule is generated per kernel, one tile
+    configuration per op.
+  }];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

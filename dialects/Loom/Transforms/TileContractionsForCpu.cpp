@@ -1,0 +1,144 @@
+//===- TileContractionsForCpu.cpp - Vectorized register tiles for matmuls -===//
+
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
+#include "mlir/Dialect/MemRef/TransformOps/MemRefTransformOps.h"
+#include "mlir/Dialect/Transform/IR/TransformDialect.h"
+#include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/TransformOps/VectorTransformOps.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMTILECONTRACTIONSFORCPU
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+/// The register tile: 4 rows x 16 columns of f32 accumulators, two AVX2 or
+/// one AVX-512 vector per row, which the outer-product lowering turns into
+/// one FMA per (row, k).
+static constexpr int64_t kRegisterRows = 4, kRegisterCols = 16;
+
+/// The largest candidate that divides `size`, or 0.
+static int64_t largestDivisor(int64_t size, ArrayRef<int64_t> candidates) {
+  for (int64_t c : candidates)
+    if (size % c == 0)
+      return c;
+  return 0;
+}
+
+/// Cache tile sizes over (batch..., m, n, k), or nothing when the op's
+/// shape does not allow whole register tiles.
+static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumLoops() < 3)
+    return std::nullopt;
+  auto iterators = op.getIteratorTypesArray();
+  for (auto [i, it] : llvm::enumerate(iterators))
+    if ((it == utils::IteratorType::reduction) != (i + 1 == iterators.size()))
+      return std::nullopt;
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  if (llvm::any_of(bounds, ShapedType::isDynamic))
+    return std::nullopt;
+  size_t batch = bounds.size() - 3;
+  int64_t m = largestDivisor(bounds[batch], {64, 32, 16, 8, 4});
+  int64_t n = largestDivisor(bounds[batch + 1], {64, 32, 16});
+  int64_t k = largestDivisor(bounds[batch + 2], {64, 32, 16, 8, 4, 2, 1});
+  if (!m || !n)
+    return std::nullopt;
+  SmallVector<int64_t> tiles(batch, 1);
+  tiles.append({m, n, k});
+  return tiles;
+}
+
+static std::string sizes(ArrayRef<int64_t> values) {
+  std::string text = "[";
+  for (auto [i, v] : llvm::enumerate(values))
+    text += (i ? ", " : "") + std::to_string(v);
+  return text + "]";
+}
+
+namespace {
+struct LoomTileContractionsForCpu
+    : public loom::impl::LoomTileContractionsForCpuBase<LoomTileContractionsForCpu> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<transform::TransformDialect, vector::VectorDialect,
+                    linalg::LinalgDialect, scf::SCFDialect>();
+    linalg::registerTransformDialectExtension(registry);
+    vector::registerTransformDialectExtension(registry);
+    memref::registerTransformDialectExtension(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // Tag each op with its own configuration, then build one schedule.
+    std::string body;
+    llvm::raw_string_ostream os(body);
+    unsigned count = 0;
+    module.walk([&](linalg::GenericOp op) {
+      std::optional<SmallVector<int64_t>> tiles = cacheTiles(op);
+      if (!tiles)
+        return;
+      unsigned id = count++;
+      op->setAttr("loom.cpu_tile", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));
+      SmallVector<int64_t> registers(tiles->size() - 3, 1);
+      registers.append({kRegisterRows, kRegisterCols, 1});
+      size_t loops = tiles->size();
+      std::string handles = "!transform.any_op";
+      for (size_t i = 0; i < loops; ++i)
+        handles += ", !transform.any_op";
+      os << "    %op" << id << " = transform.structured.match attributes{loom.cpu_tile = "
+         << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
+         << "    %c" << id << ", %cl" << id << ":" << loops
+         << " = transform.structured.tile_using_for %op" << id << " tile_sizes "
+         << sizes(*tiles) << " : (!transform.any_op) -> (" << handles << ")\n"
+         << "    %r" << id << ", %rl" << id << ":" << loops
+         << " = transform.structured.tile_using_for %c" << id << " tile_sizes "
+         << sizes(registers) << " : (!transform.any_op) -> (" << handles << ")\n"
+         << "    transform.structured.vectorize %r" << id << " : !transform.any_op\n";
+    });
+    if (count == 0)
+      return;
+    std::string schedule =
+        "module attributes {transform.with_named_sequence} {\n"
+        "  transform.named_sequence @__transform_main(%root: !transform.any_op "
+        "{transform.readonly}) {\n" +
+        body +
+        R"(    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %funcs {
+      transform.apply_patterns.memref.fold_memref_alias_ops
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
+    transform.apply_cse to %funcs : !transform.any_op
+    %hoisted = transform.structured.hoist_redundant_vector_transfers %funcs : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %hoisted {
+      transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
+      transform.apply_patterns.vector.transfer_permutation_patterns
+      transform.apply_patterns.vector.lower_outerproduct
+    } : !transform.any_op
+    transform.apply_patterns to %hoisted {
+      transform.apply_patterns.vector.transfer_to_scf max_transfer_rank = 1 full_unroll = true
+    } : !transform.any_op
+    transform.yield
+  }
+}
+)";
+    OwningOpRef<ModuleOp> transforms =
+        parseSourceString<ModuleOp>(schedule, module.getContext());
+    if (!transforms) {
+      module.emitError("internal error: the CPU tiling schedule does not parse");
+      return signalPassFailure();
+    }
+    Operation *entry = transforms->lookupSymbol("__transform_main");
+    if (failed(transform::applyTransformNamedSequence(
+            module, entry, *transforms, transform::TransformOptions())))
+      return signalPassFailure();
+    module.walk([](linalg::GenericOp op) { op->removeAttr("loom.cpu_tile"); });
+  }
+};
+} // namespace
