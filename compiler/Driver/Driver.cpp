@@ -148,6 +148,8 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
   if (reached(::loom::Stage::PTX, [&](llvm::raw_ostream &out) { out << ptx; }))
     return success();
 
+  if (!options.embedGpu)
+    return success();
   // An executable carries a cubin (ptxas runs here), or PTX without ptxas.
   code.emplace();
   code->arch = options.gpuArch;
@@ -173,10 +175,11 @@ FailureOr<func::FuncOp> Driver::selectModel() {
       models.push_back(func);
   if (models.size() == 1)
     return models.front();
+  Location loc = UnknownLoc::get(&context);
   if (models.empty())
-    return module->emitError("the script has no model named '")
+    return emitError(loc, "the script has no model named '")
            << options.model << "'";
-  return module->emitError("the script has ")
+  return emitError(loc, "the script has ")
          << models.size() << " models; choose one with --model NAME";
 }
 
@@ -205,6 +208,10 @@ LogicalResult Driver::run() {
     return failure();
   if (reached(::loom::Stage::Kernels, printModule))
     return success();
+  // Executables and plans need exactly one model: say so before lowering.
+  bool executable = !options.emit || *options.emit >= ::loom::Stage::Plan;
+  if ((executable || !options.dumpDir.empty()) && failed(selectModel()))
+    return failure();
 
   if (failed(runPipeline(::loom::buildLinalgPipeline)))
     return failure();
@@ -234,8 +241,6 @@ LogicalResult Driver::run() {
     lowered->removeAttr(mlir::loom::attr::kKernel);
   }
 
-  // Executables carry GPU code when Loom was built with a CUDA toolkit.
-  bool executable = !options.emit || *options.emit >= ::loom::Stage::Plan;
   bool wantsGpu = (options.emit && *options.emit >= ::loom::Stage::GPU &&
                    *options.emit <= ::loom::Stage::PTX) ||
                   !options.dumpDir.empty() ||

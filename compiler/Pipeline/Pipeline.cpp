@@ -119,6 +119,7 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(mlir::loom::createLoomTileContractionsForCpu());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createConvertVectorToSCFPass());
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomLowerStridedCopies());
   pm.addPass(createConvertLinalgToLoopsPass());
   // Reshapes and slices become plain strided views before LLVM.
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -148,11 +148,11 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       name = model.getResultAttrOfType<StringAttr>(i, attr::kLoss);
     std::string text = name ? name.str() : "result" + std::to_string(i);
     if (!value.getDefiningOp<func::CallOp>())
-      return returnOp.emitError("output '")
+      return emitError(value.getLoc(), "output '")
              << text << "' is an input or parameter itself; compute it "
                         "(e.g. 'x * 1') to get a separate output";
     if (!outputName.try_emplace(value, text).second)
-      return returnOp.emitError("output '")
+      return emitError(value.getLoc(), "output '")
              << text << "' is the same tensor as output '" << outputName[value]
              << "'";
   }

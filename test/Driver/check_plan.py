@@ -70,6 +70,8 @@ def main(argv):
     for number, line in enumerate(lines[4:], start=5):
         fields = line.split(" ")
         kind = fields[0]
+        if kind in ("gpu-image", "launch"):
+            continue  # the device code's records: not part of the memory plan
         if kind not in order or order[kind] < stage:
             error("line %d: unexpected record '%s'" % (number, kind))
             continue

@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
-# `make demo`: compiles the flagship example and shows what the compiler made of it.
+# `make demo`: compiles the flagship example to an executable and runs it.
 set -euo pipefail
 build=$1
 loomc="$build/bin/loomc"
 example=examples/mlp.loom
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 echo "== $example"
 cat "$example"
 echo
-echo "== loomc $example --emit=loom"
-"$loomc" "$example" --emit=loom
+echo "== loomc $example -o mlp"
+"$loomc" "$example" -o "$work/mlp"
 echo
-echo "== summary"
-ir=$("$loomc" "$example" --emit=loom)
-printf '  mesh        %s\n' "$(grep -o 'shard.grid @[a-z_]*(shape = [0-9x]*)' <<<"$ir")"
-printf '  precision   %s\n' "$(grep -o '#loom.precision<[^>]*>' <<<"$ir" | head -1)"
-printf '  inputs      %s\n' "$(grep -o 'loom.input = "[^"]*"' <<<"$ir" | cut -d'"' -f2 | tr '\n' ' ')"
-printf '  params      %s\n' "$(grep -o 'loom.param = "[^"]*"' <<<"$ir" | cut -d'"' -f2 | tr '\n' ' ')"
-printf '  outputs     %s\n' "$(grep -o 'loom.output = "[^"]*"' <<<"$ir" | cut -d'"' -f2 | tr '\n' ' ')"
-printf '  matmuls     %s\n' "$(grep -c 'loom.matmul' <<<"$ir")"
-printf '  shardings   %s\n' "$(grep -c 'shard.shard ' <<<"$ir")"
+echo "== ./mlp --info   (the plan: buffers in one arena, kernels, steps)"
+"$work/mlp" --info
 echo
-echo "Running the model needs the single-device backend (issue 3); until then"
-echo "the demo stops at the checked loom IR."
+echo "== ./mlp --random-inputs --seed 1 --trace trace.json"
+"$work/mlp" --random-inputs --seed 1 --trace "$work/trace.json"
+steps=$(grep -o '"ph": *"X"' "$work/trace.json" | wc -l)
+echo "   ($steps kernel steps traced; open a trace in chrome://tracing or Perfetto)"
+echo
+echo "The same script runs on several ranks once the partitioner lands (issue 4);"
+echo "see docs/pipeline.md for every stage: loomc $example --emit=STAGE."

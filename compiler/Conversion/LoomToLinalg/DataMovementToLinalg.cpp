@@ -34,7 +34,7 @@ struct EmbeddingLowering : OpConversionPattern<EmbeddingOp> {
         SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
         [&](OpBuilder &b, Location l, ValueRange args) {
           // Out-of-range ids are clamped: a bad id must not read outside the
-          // table (the runtime rejects such inputs before running).
+          // table. (They are not reported; see docs/language.md.)
           Value id = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
           Value zero = arith::ConstantIndexOp::create(b, l, 0);
           Value last = arith::ConstantIndexOp::create(b, l, rows - 1);
@@ -101,8 +101,20 @@ struct ReshapeLowering : OpConversionPattern<ReshapeOp> {
         group.push_back(d);
       return SmallVector<ReassociationIndices>(rank ? 1 : 0, group);
     };
-    auto flat = RankedTensorType::get({from.getNumElements()}, from.getElementType());
     Value value = adaptor.getInput();
+    // To or from a scalar: all dimensions are 1, and no groups are needed.
+    if (from.getRank() == 0 || to.getRank() == 0) {
+      if (from == to)
+        rewriter.replaceOp(op, value);
+      else if (from.getRank() == 0)
+        rewriter.replaceOpWithNewOp<tensor::ExpandShapeOp>(
+            op, to, value, SmallVector<ReassociationIndices>{});
+      else
+        rewriter.replaceOpWithNewOp<tensor::CollapseShapeOp>(
+            op, to, value, SmallVector<ReassociationIndices>{});
+      return success();
+    }
+    auto flat = RankedTensorType::get({from.getNumElements()}, from.getElementType());
     if (from.getRank() != 1)
       value = tensor::CollapseShapeOp::create(rewriter, loc, flat, value,
                                               all(from.getRank()));

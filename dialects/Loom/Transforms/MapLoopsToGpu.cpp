@@ -25,31 +25,6 @@ static Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-/// memref.copy as a parallel loop of loads and stores.
-static void copyAsLoop(memref::CopyOp copy) {
-  OpBuilder b(copy);
-  Location loc = copy.getLoc();
-  auto type = cast<MemRefType>(copy.getTarget().getType());
-  SmallVector<Value> lower, upper, steps;
-  for (int64_t size : type.getShape()) {
-    lower.push_back(constantIndex(b, loc, 0));
-    upper.push_back(constantIndex(b, loc, size));
-    steps.push_back(constantIndex(b, loc, 1));
-  }
-  if (type.getRank() == 0) {
-    Value v = memref::LoadOp::create(b, loc, copy.getSource());
-    memref::StoreOp::create(b, loc, v, copy.getTarget());
-  } else {
-    scf::ParallelOp::create(
-        b, loc, lower, upper, steps,
-        [&](OpBuilder &nb, Location nloc, ValueRange ivs) {
-          Value v = memref::LoadOp::create(nb, nloc, copy.getSource(), ivs);
-          memref::StoreOp::create(nb, nloc, v, copy.getTarget(), ivs);
-        });
-  }
-  copy.erase();
-}
-
 namespace {
 struct LoomMapLoopsToGpu
     : public loom::impl::LoomMapLoopsToGpuBase<LoomMapLoopsToGpu> {
@@ -129,7 +104,7 @@ void LoomMapLoopsToGpu::runOnOperation() {
     return;
   Block &entry = func.getBody().front();
   for (auto copy : llvm::make_early_inc_range(entry.getOps<memref::CopyOp>()))
-    copyAsLoop(copy);
+    loom::lowerCopyToLoop(copy);
   for (auto loop : llvm::make_early_inc_range(entry.getOps<scf::ParallelOp>()))
     if (failed(mapParallel(loop)))
       return signalPassFailure();

@@ -18,6 +18,9 @@ namespace mlir::loom {
 #define GEN_PASS_DECL
 #include "Loom/Transforms/Passes.h.inc"
 
+/// Replaces `copy` by a parallel loop of loads and stores (static shapes).
+void lowerCopyToLoop(memref::CopyOp copy);
+
 #define GEN_PASS_REGISTRATION
 #include "Loom/Transforms/Passes.h.inc"
 

@@ -102,4 +102,16 @@ def LoomTileContractionsForCpu
   }];
 }
 
+def LoomLowerStridedCopies : Pass<"loom-lower-strided-copies", "mlir::func::FuncOp"> {
+  let summary = "Strided memref.copy as loops";
+  let description = [{
+    A copy between dense buffers becomes one memcpy; a copy from or to a
+    strided view (a split piece, a concat slot) would otherwise become a
+    call into MLIR's C runner library, which executables do not link. Those
+    become loops of loads and stores instead.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

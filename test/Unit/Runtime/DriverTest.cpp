@@ -214,9 +214,9 @@ TEST(Driver, ReportsUsageErrors) {
       {{"--seed", "1", "--seed", "2"}, "option '--seed' given twice"},
       {{"--weights", "a", "--weights", "b"}, "option '--weights' given twice"},
       {{"--device", "tpu"}, "unknown device 'tpu' (expected cpu or cuda)"},
-      {{"--device", "cuda"}, "this executable was built without CUDA kernels"},
+      {{"--device", "cuda"}, "this executable was built without GPU kernels"},
       {{"--device", "cuda", "--info"},
-       "this executable was built without CUDA kernels"},
+       "this executable was built without GPU kernels"},
       {{"--bogus"}, "unknown option '--bogus' (see --help)"},
       {{"--info=yes"}, "option '--info' takes no value"},
       {{"stray"}, "unexpected argument 'stray' (see --help)"},
@@ -253,8 +253,8 @@ TEST(Driver, ValidatesThePlanAndKernelsFirst) {
 
   run = runDriver({"--random-inputs"}, kKernels, plan("ones", "cuda"));
   EXPECT_EQ(run.status, 1);
-  EXPECT_EQ(run.err, "model: error: running on cuda is not implemented by "
-                     "this runtime yet\n");
+  EXPECT_EQ(run.err,
+            "model: error: this executable was built without GPU kernels\n");
   run = runDriver({"--device", "cpu"}, kKernels, plan("ones", "cuda"));
   EXPECT_EQ(run.err, "model: error: this executable was built for cuda; its "
                      "kernels cannot run with --device cpu\n");

@@ -267,11 +267,12 @@ TEST(Plan, RejectsBadRecords) {
       {4, "loom-plan 1", "plan:5: duplicate 'loom-plan' record"},
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
-       "loom-plan, model, device, arena, buffer, kernel, step, end)"},
+       "loom-plan, model, device, arena, gpu-image, buffer, kernel, launch, "
+       "step, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records "
        "come in the order loom-plan, model, device, "
-       "arena, buffer, kernel, step, end)"},
+       "arena, gpu-image, buffer, kernel, launch, step, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -381,4 +382,266 @@ TEST(Plan, BindsKernelsByNameAndArity) {
   EXPECT_FALSE(bindKernels(plan, wrongArity, bound, error));
   EXPECT_EQ(error, "plan:11: kernel 'k0' takes 4 buffers in the plan but 3 "
                    "in this executable");
+}
+
+namespace {
+/// The example with a GPU image and launches, without its `end` record.
+std::vector<std::string> gpuLines() {
+  std::vector<std::string> lines = exampleLines();
+  lines.insert(lines.begin() + 4, "gpu-image sm_90a cubin 23520");
+  // After the kernel records (now at 11 and 12).
+  lines.insert(lines.begin() + 13,
+               {"launch k0 k0_kernel 512 1 1 256 1 1 b:3",
+                "launch k0 k0_kernel_0 128 4 1 16 16 1 b:3 b:0 b:1 "
+                "i64:-9223372036854775808 i32:2147483647 f32:0.5",
+                "launch k1 k1_kernel 32 1 1 1024 1 1 b:0 b:2 f32:-inf "
+                "f32:1.17549435e-38 i32:-2147483648 i64:9223372036854775807"});
+  return lines;
+}
+
+/// Parses gpuLines() with line `index` replaced (or removed if `line` is
+/// empty); returns the error, empty if it parsed.
+std::string gpuErrorWithLine(size_t index, const std::string &line) {
+  std::vector<std::string> lines = gpuLines();
+  if (line.empty())
+    lines.erase(lines.begin() + static_cast<long>(index));
+  else
+    lines[index] = line;
+  Plan plan;
+  std::string error;
+  if (parsePlan(sealLines(lines), plan, error))
+    return "";
+  return error;
+}
+} // namespace
+
+TEST(Plan, ParsesGpuImageAndLaunches) {
+  std::string text = sealLines(gpuLines());
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(text, plan, error)) << error;
+  const PlanGpuImage &image = plan.gpuImage;
+  EXPECT_TRUE(image.present);
+  EXPECT_EQ(image.archName, "sm_90a");
+  EXPECT_EQ(image.arch.major, 9u);
+  EXPECT_EQ(image.arch.minor, 0u);
+  EXPECT_EQ(image.arch.variant, 'a');
+  EXPECT_EQ(image.format, GpuImageFormat::Cubin);
+  EXPECT_EQ(image.bytes, 23520u);
+  EXPECT_EQ(image.line, 5u);
+  ASSERT_EQ(plan.buffers.size(), 6u);
+  EXPECT_EQ(plan.buffers[0].line, 6u);
+  ASSERT_EQ(plan.launches.size(), 3u);
+  const PlanLaunch &first = plan.launches[0];
+  EXPECT_EQ(first.kernel, 0u);
+  EXPECT_EQ(first.function, "k0_kernel");
+  EXPECT_EQ(first.grid[0], 512u);
+  EXPECT_EQ(first.block[0], 256u);
+  EXPECT_EQ(first.line, 14u);
+  ASSERT_EQ(first.args.size(), 1u);
+  EXPECT_EQ(first.args[0].kind, LaunchArg::Kind::Buffer);
+  EXPECT_EQ(first.args[0].buffer, 3u);
+  const PlanLaunch &second = plan.launches[1];
+  EXPECT_EQ(second.grid[1], 4u);
+  EXPECT_EQ(second.block[1], 16u);
+  EXPECT_EQ(second.block[2], 1u);
+  ASSERT_EQ(second.args.size(), 6u);
+  EXPECT_EQ(second.args[3].kind, LaunchArg::Kind::I64);
+  EXPECT_EQ(second.args[3].integer, INT64_MIN);
+  EXPECT_EQ(second.args[4].kind, LaunchArg::Kind::I32);
+  EXPECT_EQ(second.args[4].integer, INT32_MAX);
+  EXPECT_EQ(second.args[5].kind, LaunchArg::Kind::F32);
+  EXPECT_EQ(second.args[5].real, 0.5f);
+  const PlanLaunch &third = plan.launches[2];
+  EXPECT_EQ(third.kernel, 1u);
+  EXPECT_EQ(third.args[2].real, -INFINITY);
+  EXPECT_EQ(third.args[3].real, 1.17549435e-38f);
+  EXPECT_EQ(third.args[4].integer, INT32_MIN);
+  EXPECT_EQ(third.args[5].integer, INT64_MAX);
+  ASSERT_EQ(plan.steps.size(), 2u);
+  EXPECT_EQ(plan.steps[0].line, 17u);
+  // Written back byte for byte.
+  EXPECT_EQ(writePlan(plan), text);
+
+  // Optional: an image without launches, and PTX.
+  std::vector<std::string> lines = exampleLines();
+  lines.insert(lines.begin() + 4, "gpu-image sm_80 ptx 7");
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  EXPECT_EQ(plan.gpuImage.format, GpuImageFormat::PTX);
+  EXPECT_TRUE(plan.launches.empty());
+  EXPECT_EQ(writePlan(plan), sealLines(lines));
+  // Without one: nothing.
+  ASSERT_TRUE(parsePlan(sealLines(exampleLines()), plan, error)) << error;
+  EXPECT_FALSE(plan.gpuImage.present);
+}
+
+TEST(Plan, WritesLaunchArgumentsThatReadBack) {
+  const float values[] = {0.1f, -3.0e38f, 1.0e-45f, 123456.789f, 0.0f};
+  for (float value : values) {
+    LaunchArg arg;
+    arg.kind = LaunchArg::Kind::F32;
+    arg.real = value;
+    std::string text = formatLaunchArg(arg);
+    std::vector<std::string> lines = gpuLines();
+    lines[13] = "launch k0 k0_kernel 1 1 1 1 1 1 " + text;
+    Plan plan;
+    std::string error;
+    ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+    EXPECT_EQ(plan.launches[0].args[0].real, value) << text;
+  }
+  LaunchArg nan;
+  nan.kind = LaunchArg::Kind::F32;
+  nan.real = NAN;
+  EXPECT_EQ(formatLaunchArg(nan), "f32:nan");
+  EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 1 1 1 1 1 1 f32:nan f32:-nan"),
+            "");
+}
+
+TEST(Plan, ParsesGpuArchitectures) {
+  struct Case {
+    const char *text;
+    unsigned major, minor;
+    char variant;
+  };
+  const Case good[] = {{"sm_80", 8, 0, 0},    {"sm_86", 8, 6, 0},
+                       {"sm_90a", 9, 0, 'a'}, {"sm_100f", 10, 0, 'f'},
+                       {"sm_103a", 10, 3, 'a'}, {"sm_121", 12, 1, 0}};
+  for (const Case &c : good) {
+    GpuArch arch;
+    ASSERT_TRUE(parseGpuArch(c.text, arch)) << c.text;
+    EXPECT_EQ(arch.major, c.major) << c.text;
+    EXPECT_EQ(arch.minor, c.minor) << c.text;
+    EXPECT_EQ(arch.variant, c.variant) << c.text;
+  }
+  for (const char *bad : {"sm_8", "sm_08", "sm_1000", "SM_80", "sm_90b",
+                          "compute_80", "sm_", "sm_a", "sm_9x", "80", ""}) {
+    GpuArch arch;
+    EXPECT_FALSE(parseGpuArch(bad, arch)) << bad;
+  }
+}
+
+TEST(Plan, RejectsBadGpuRecords) {
+  const std::string order = " record out of order (records come in the "
+                            "order loom-plan, model, device, arena, "
+                            "gpu-image, buffer, kernel, launch, step, end)";
+  struct Case {
+    size_t index;
+    std::string line; // empty: remove the line
+    std::string error;
+  };
+  const Case cases[] = {
+      // gpu-image: syntax and position.
+      {4, "gpu-image sm_90a cubin", "plan:5: expected 'gpu-image ARCH FORMAT "
+                                    "BYTES'"},
+      {4, "gpu-image sm_90a cubin 1 2",
+       "plan:5: expected 'gpu-image ARCH FORMAT BYTES'"},
+      {4, "gpu-image 90a cubin 23520",
+       "plan:5: bad GPU architecture '90a' (expected sm_ and the compute "
+       "capability, e.g. sm_80 or sm_90a)"},
+      {4, "gpu-image sm_90a elf 23520",
+       "plan:5: unknown GPU image format 'elf' (expected cubin or ptx)"},
+      {4, "gpu-image sm_90a cubin 1e4", "plan:5: bad number '1e4'"},
+      {4, "gpu-image sm_90a cubin 0", "plan:5: the GPU image is empty"},
+      {5, "gpu-image sm_90a cubin 1", "plan:6: duplicate 'gpu-image' record"},
+      {6, "gpu-image sm_90a cubin 1", "plan:7: duplicate 'gpu-image' record"},
+      {3, "gpu-image sm_90a cubin 1",
+       "plan:4: missing 'arena' record before 'gpu-image'"},
+      // launch: position and names.
+      {4, "", "plan:13: 'launch' record without a 'gpu-image' record"},
+      {17, "launch k0 k0_kernel 1 1 1 1 1 1", "plan:18: 'launch'" + order},
+      {12, "launch k1 k1_kernel 1 1 1 1 1 1",
+       "plan:13: launch names unknown kernel 'k1'"},
+      {13, "launch k9 f 1 1 1 1 1 1", "plan:14: launch names unknown kernel "
+                                      "'k9'"},
+      {13, "launch k0 k0-kernel 1 1 1 1 1 1",
+       "plan:14: bad name 'k0-kernel' (names are [A-Za-z0-9_.]+)"},
+      {13, "launch k0 f 1 1 1 1 1",
+       "plan:14: expected 'launch KERNEL FUNCTION GX GY GZ BX BY BZ ARG...'"},
+      // Grid and block.
+      {13, "launch k0 f 0 1 1 1 1 1",
+       "plan:14: bad grid '0 1 1' (dimensions are positive, at most "
+       "2147483647 65535 65535)"},
+      {13, "launch k0 f 1 65536 1 1 1 1",
+       "plan:14: bad grid '1 65536 1' (dimensions are positive, at most "
+       "2147483647 65535 65535)"},
+      {13, "launch k0 f 2147483648 1 1 1 1 1",
+       "plan:14: bad grid '2147483648 1 1' (dimensions are positive, at most "
+       "2147483647 65535 65535)"},
+      {13, "launch k0 f 1 1 -1 1 1 1", "plan:14: bad number '-1'"},
+      {13, "launch k0 f 1 1 1 1 1 0",
+       "plan:14: bad block '1 1 0' (dimensions are positive, at most 1024 "
+       "1024 64)"},
+      {13, "launch k0 f 1 1 1 2048 1 1",
+       "plan:14: bad block '2048 1 1' (dimensions are positive, at most 1024 "
+       "1024 64)"},
+      {13, "launch k0 f 1 1 1 1 1 65",
+       "plan:14: bad block '1 1 65' (dimensions are positive, at most 1024 "
+       "1024 64)"},
+      {13, "launch k0 f 1 1 1 33 32 1",
+       "plan:14: block 33 32 1 has 1056 threads (at most 1024)"},
+      {13, "launch k0 f 1 1 1 x 1 1", "plan:14: bad number 'x'"},
+      // Arguments.
+      {13, "launch k0 f 1 1 1 1 1 1 b:4",
+       "plan:14: launch argument 'b:4' names buffer 4 of kernel 'k0', which "
+       "takes 4 buffers"},
+      {14, "launch k1 f 1 1 1 1 1 1 b:0 b:3",
+       "plan:15: launch argument 'b:3' names buffer 3 of kernel 'k1', which "
+       "takes 3 buffers"},
+      {13, "launch k0 f 1 1 1 1 1 1 b:-1",
+       "plan:14: bad launch argument 'b:-1' (expected b:I, i64:V, i32:V or "
+       "f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 b:",
+       "plan:14: bad launch argument 'b:' (expected b:I, i64:V, i32:V or "
+       "f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 b1",
+       "plan:14: bad launch argument 'b1' (expected b:I, i64:V, i32:V or "
+       "f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 i16:1",
+       "plan:14: bad launch argument 'i16:1' (expected b:I, i64:V, i32:V or "
+       "f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 i64:1.5",
+       "plan:14: bad launch argument 'i64:1.5' (expected b:I, i64:V, i32:V "
+       "or f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 i64:+1",
+       "plan:14: bad launch argument 'i64:+1' (expected b:I, i64:V, i32:V "
+       "or f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 i32:-",
+       "plan:14: bad launch argument 'i32:-' (expected b:I, i64:V, i32:V "
+       "or f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 i64:9223372036854775808",
+       "plan:14: launch argument 'i64:9223372036854775808' is out of range "
+       "for i64"},
+      {13, "launch k0 f 1 1 1 1 1 1 i64:-9223372036854775809",
+       "plan:14: launch argument 'i64:-9223372036854775809' is out of range "
+       "for i64"},
+      {13, "launch k0 f 1 1 1 1 1 1 i32:2147483648",
+       "plan:14: launch argument 'i32:2147483648' is out of range for i32"},
+      {13, "launch k0 f 1 1 1 1 1 1 i32:-2147483649",
+       "plan:14: launch argument 'i32:-2147483649' is out of range for i32"},
+      {13, "launch k0 f 1 1 1 1 1 1 f32:1e39",
+       "plan:14: launch argument 'f32:1e39' is out of range for f32"},
+      {13, "launch k0 f 1 1 1 1 1 1 f32:0x1p3",
+       "plan:14: bad launch argument 'f32:0x1p3' (expected b:I, i64:V, "
+       "i32:V or f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 f32:infinity",
+       "plan:14: bad launch argument 'f32:infinity' (expected b:I, i64:V, "
+       "i32:V or f32:V)"},
+      {13, "launch k0 f 1 1 1 1 1 1 f32:",
+       "plan:14: bad launch argument 'f32:' (expected b:I, i64:V, i32:V or "
+       "f32:V)"},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(gpuErrorWithLine(c.index, c.line), c.error)
+        << "line " << c.index << ": '" << c.line << "'";
+  // Out of order (and not a duplicate) without an earlier one.
+  std::vector<std::string> late = exampleLines();
+  late.insert(late.begin() + 5, "gpu-image sm_90a cubin 1");
+  EXPECT_EQ(errorOf(sealLines(late)), "plan:6: 'gpu-image'" + order);
+  // Allowed: no arguments, the largest grid and block, a kernel with
+  // several launches, and launches of a kernel no step runs.
+  EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 2147483647 65535 65535 1024 1 "
+                                 "1"),
+            "");
+  EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 1 1 1 1 1 64"), "");
+  EXPECT_EQ(gpuErrorWithLine(17, ""), ""); // k1's step removed
 }

@@ -64,6 +64,14 @@ static std::string drain(std::FILE *file) {
 RunResult loom::test::runDriver(const std::vector<std::string> &args,
                                 const LoomKernel *kernels,
                                 const std::string &plan) {
+  loom::runtime::Executable executable;
+  executable.kernels = kernels;
+  return runDriver(args, executable, plan);
+}
+
+RunResult loom::test::runDriver(const std::vector<std::string> &args,
+                                loom::runtime::Executable executable,
+                                const std::string &plan) {
   std::vector<std::string> storage = {"model"};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char *> argv;
@@ -77,9 +85,9 @@ RunResult loom::test::runDriver(const std::vector<std::string> &args,
     ADD_FAILURE() << "tmpfile failed";
     return result;
   }
-  result.status =
-      loom::runtime::runMain(static_cast<int>(storage.size()), argv.data(),
-                             kernels, plan.c_str(), out, err);
+  executable.plan = plan.c_str();
+  result.status = loom::runtime::runMain(static_cast<int>(storage.size()),
+                                         argv.data(), executable, out, err);
   result.out = drain(out);
   result.err = drain(err);
   return result;

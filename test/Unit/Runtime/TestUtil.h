@@ -3,6 +3,7 @@
 #ifndef LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
 #define LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
 
+#include "loom/runtime/Driver.h"
 #include "loom/runtime/KernelABI.h"
 
 #include <string>
@@ -42,6 +43,12 @@ struct RunResult {
 /// Calls runMain with argv = {"model", args...}, capturing its output.
 RunResult runDriver(const std::vector<std::string> &args,
                     const LoomKernel *kernels, const std::string &plan);
+
+/// Calls runMain with argv = {"model", args...} and `executable` (whose
+/// `plan` is ignored: `plan` is used instead), capturing its output.
+RunResult runDriver(const std::vector<std::string> &args,
+                    loom::runtime::Executable executable,
+                    const std::string &plan);
 
 } // namespace loom::test
 

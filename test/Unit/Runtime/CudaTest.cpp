@@ -1,0 +1,525 @@
+//===- CudaTest.cpp - --device cuda without a GPU -------------------------===//
+//
+// No GPU here or in CI. What runs everywhere: the architecture rules, the
+// checks made before the driver is loaded, the missing-driver error, and
+// that --device cpu ignores launch records. Where cuda.h was found, the
+// whole CUDA executor also runs against a fake driver (FakeCudaDriver.h):
+// host memory, host "kernels", errors on request.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "loom/runtime/Cuda.h"
+#include "loom/runtime/Npy.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifdef LOOM_FAKE_CUDA_DRIVER
+#include "FakeCudaDriver.h"
+#endif
+
+using namespace loom::runtime;
+using loom::test::readFile;
+using loom::test::runDriver;
+using loom::test::RunResult;
+using loom::test::sealLines;
+using loom::test::TempDir;
+
+namespace {
+constexpr int kN = 8;
+
+// The CPU kernels, computing what the fake driver's functions compute.
+void addF32(void **args) {
+  const float *a = static_cast<const float *>(args[0]);
+  const float *b = static_cast<const float *>(args[1]);
+  float *out = static_cast<float *>(args[2]);
+  for (int i = 0; i < kN; ++i)
+    out[i] = a[i] + b[i];
+}
+void addTwiceF32(void **args) {
+  addF32(args);
+  float *out = static_cast<float *>(args[2]);
+  for (int i = 0; i < kN; ++i)
+    out[i] *= 2.0f;
+}
+void dims(void **args) {
+  const float values[6] = {3, 2, 1, 32, 4, 2};
+  std::memcpy(args[0], values, sizeof(values)); // 6 of its 8 elements
+}
+const LoomKernel kKernels[] = {{"add", 3, addF32},
+                               {"addw", 3, addTwiceF32},
+                               {"dims", 1, dims},
+                               {nullptr, 0, nullptr}};
+
+const char kImage[] = "FAKE PTX\n"; // 9 bytes: what the fake driver loads
+
+/// t = x + y; out = (t + w) * 2 (out in y's bytes); dims = the grid and
+/// block of the last launch, its last two elements never written.
+std::vector<std::string> gpuPlanLines(const std::string &image =
+                                          "gpu-image sm_90 ptx 9") {
+  return {"loom-plan 1",
+          "model scaled",
+          "device cpu",
+          "arena 320",
+          image,
+          "buffer 0 x input f32 8 0",
+          "buffer 1 y input f32 8 64",
+          "buffer 2 w param f32 8 128 normal 1",
+          "buffer 3 t temp f32 8 192",
+          "buffer 4 out output f32 8 64",
+          "buffer 5 d output f32 8 256",
+          "kernel add 3",
+          "kernel addw 3",
+          "kernel dims 1",
+          "launch add fake_add 1 1 1 8 1 1 b:0 b:1 b:2 i32:8",
+          "launch addw fake_add 1 1 1 8 1 1 b:0 b:1 b:2 i32:8",
+          "launch addw fake_scale 2 1 1 4 1 1 b:2 b:2 f32:2 i64:8",
+          "launch dims fake_dims 3 2 1 32 4 2 b:0",
+          "step add 0 1 3",
+          "step addw 3 2 4",
+          "step dims 5"};
+}
+
+Executable gpuExecutable(const char *driver = "libcuda.so.1") {
+  Executable executable;
+  executable.kernels = kKernels;
+  executable.gpuImage = reinterpret_cast<const unsigned char *>(kImage);
+  executable.gpuImageSize = 9;
+  executable.cudaDriver = driver;
+  return executable;
+}
+
+std::vector<float> readF32(const std::string &path) {
+  std::vector<float> values(kN);
+  std::string error;
+  EXPECT_TRUE(readNpy(path, "output", DType::F32, {kN}, values.data(), error))
+      << error;
+  return values;
+}
+
+std::string errorLine(const std::string &message) {
+  return "model: error: " + message + "\n";
+}
+} // namespace
+
+TEST(Cuda, ImagesRunOnCompatibleDevices) {
+  auto image = [](const char *arch, GpuImageFormat format) {
+    PlanGpuImage image;
+    image.present = true;
+    image.archName = arch;
+    EXPECT_TRUE(parseGpuArch(arch, image.arch)) << arch;
+    image.format = format;
+    image.bytes = 1;
+    return image;
+  };
+  const GpuImageFormat cubin = GpuImageFormat::Cubin;
+  const GpuImageFormat ptx = GpuImageFormat::PTX;
+  struct Case {
+    const char *arch;
+    GpuImageFormat format;
+    unsigned major, minor;
+    bool runs;
+  };
+  const Case cases[] = {
+      // sm_90a: exactly 9.0, as cubin or PTX.
+      {"sm_90a", cubin, 9, 0, true},
+      {"sm_90a", cubin, 10, 0, false},
+      {"sm_90a", cubin, 8, 9, false},
+      {"sm_90a", ptx, 9, 0, true},
+      {"sm_90a", ptx, 10, 0, false},
+      // A cubin runs on later minor versions of its major version only.
+      {"sm_80", cubin, 8, 0, true},
+      {"sm_80", cubin, 8, 6, true},
+      {"sm_86", cubin, 8, 0, false},
+      {"sm_80", cubin, 9, 0, false},
+      // PTX is compiled by the driver for any later device.
+      {"sm_80", ptx, 8, 0, true},
+      {"sm_80", ptx, 12, 0, true},
+      {"sm_86", ptx, 8, 0, false},
+      {"sm_90", ptx, 8, 9, false},
+      // Family images: the same major version, minor at least theirs.
+      {"sm_100f", cubin, 10, 3, true},
+      {"sm_103f", cubin, 10, 0, false},
+      {"sm_100f", ptx, 12, 0, false},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(gpuImageRunsOn(image(c.arch, c.format), c.major, c.minor),
+              c.runs)
+        << c.arch << " " << gpuImageFormatName(c.format) << " on " << c.major
+        << "." << c.minor;
+  EXPECT_EQ(gpuImageRequirement(image("sm_90a", cubin)),
+            "compute capability 9.0 only");
+  EXPECT_EQ(gpuImageRequirement(image("sm_86", cubin)),
+            "compute capability 8.6 or a later 8.x");
+  EXPECT_EQ(gpuImageRequirement(image("sm_100f", ptx)),
+            "compute capability 10.0 or a later 10.x");
+  EXPECT_EQ(gpuImageRequirement(image("sm_80", ptx)),
+            "compute capability 8.0 or later");
+}
+
+TEST(Cuda, DeviceCpuIgnoresLaunches) {
+  // Launches of functions no image has, and no image bytes at all: the CPU
+  // executor never looks at them.
+  std::vector<std::string> lines = gpuPlanLines();
+  lines[14] = "launch add no_such_function 1 1 1 1 1 1 b:0 f32:nan";
+  std::string plan = sealLines(lines);
+  Executable executable = gpuExecutable("/nonexistent/libcuda.so.1");
+  executable.gpuImage = nullptr;
+  executable.gpuImageSize = 0;
+  TempDir dir;
+  for (const std::vector<std::string> &device :
+       {std::vector<std::string>{}, std::vector<std::string>{"--device=cpu"}}) {
+    std::vector<std::string> args = {"--random-inputs", "--output",
+                                     "out=" + dir.path("out.npy"), "--output",
+                                     "d=" + dir.path("d.npy")};
+    args.insert(args.end(), device.begin(), device.end());
+    RunResult run = runDriver(args, executable, plan);
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(run.err, "");
+    std::vector<float> d = readF32(dir.path("d.npy"));
+    EXPECT_EQ(d, (std::vector<float>{3, 2, 1, 32, 4, 2, 0, 0}));
+  }
+}
+
+TEST(Cuda, InfoShowsTheGpuImage) {
+  RunResult info =
+      runDriver({"--info"}, gpuExecutable(), sealLines(gpuPlanLines()));
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_NE(info.out.find("arena    320 bytes (0.00 MiB, peak of the memory "
+                          "plan)\ngpu      sm_90 ptx, 9 bytes (run with "
+                          "--device cuda)\nbuffers  6\n"),
+            std::string::npos)
+      << info.out;
+  EXPECT_NE(info.out.find("kernels  3\n"
+                          "  add (3 buffers, 1 GPU launch)\n"
+                          "  addw (3 buffers, 2 GPU launches)\n"
+                          "  dims (1 buffers, 1 GPU launch)\n"
+                          "launches 4\n"
+                          "steps    3\n"),
+            std::string::npos)
+      << info.out;
+}
+
+TEST(Cuda, NeedsAGpuImageOfTheStatedSize) {
+  std::vector<std::string> lines = gpuPlanLines();
+  lines.erase(lines.begin() + 14, lines.begin() + 18); // the launches
+  lines.erase(lines.begin() + 4);                      // the gpu-image
+  for (const char *extra : {"--random-inputs", "--info"}) {
+    RunResult run = runDriver({"--device", "cuda", extra}, gpuExecutable(),
+                              sealLines(lines));
+    EXPECT_EQ(run.status, 1);
+    EXPECT_EQ(run.err,
+              errorLine("this executable was built without GPU kernels"));
+  }
+  // The plan and the executable's image disagree.
+  Executable executable = gpuExecutable();
+  executable.gpuImageSize = 0;
+  RunResult run = runDriver({"--device", "cuda", "--random-inputs"},
+                            executable, sealLines(gpuPlanLines()));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err,
+            errorLine("plan:5: the gpu-image record says 9 bytes, but this "
+                      "executable carries a GPU image of 0 bytes"));
+  executable.gpuImageSize = 10;
+  run = runDriver({"--device", "cuda", "--random-inputs"}, executable,
+                  sealLines(gpuPlanLines()));
+  EXPECT_EQ(run.err,
+            errorLine("plan:5: the gpu-image record says 9 bytes, but this "
+                      "executable carries a GPU image of 10 bytes"));
+}
+
+TEST(Cuda, ReportsAMissingDriver) {
+  std::string plan = sealLines(gpuPlanLines());
+  std::vector<std::string> args = {"--device", "cuda", "--random-inputs"};
+  if (!cudaSupported()) {
+    RunResult run = runDriver(args, gpuExecutable(), plan);
+    EXPECT_EQ(run.status, 1);
+    EXPECT_EQ(run.err,
+              errorLine("this runtime was built without CUDA support"));
+    return;
+  }
+  RunResult run =
+      runDriver(args, gpuExecutable("/nonexistent/libcuda.so.1"), plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, errorLine("no CUDA driver (/nonexistent/libcuda.so.1) "
+                               "found; run with --device cpu"));
+
+  // The real driver: absent here and in CI, but a machine with one may run
+  // these tests (the fake image then fails to load, or the device differs).
+  run = runDriver(args, gpuExecutable(), plan);
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver) {
+    EXPECT_EQ(run.status, 1);
+    EXPECT_EQ(run.err, errorLine("no CUDA driver (libcuda.so.1) found; run "
+                                 "with --device cpu"));
+  } else {
+    EXPECT_TRUE(run.status == 0 || run.err.find("model: error: ") == 0)
+        << run.err;
+  }
+
+  // A library without the driver's functions.
+  run = runDriver(args, gpuExecutable("libm.so.6"), plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, errorLine("the CUDA driver libm.so.6 has no function "
+                               "cuGetErrorName (is it too old?)"));
+}
+
+#ifdef LOOM_FAKE_CUDA_DRIVER
+
+namespace {
+/// The fake driver's state, reset; the runtime dlopen()s the same library.
+FakeCudaState &fakeCuda() {
+  void *library = dlopen(LOOM_FAKE_CUDA_DRIVER, RTLD_NOW | RTLD_LOCAL);
+  EXPECT_NE(library, nullptr) << dlerror();
+  auto get = reinterpret_cast<FakeCudaState *(*)()>(
+      library ? dlsym(library, "loomFakeCuda") : nullptr);
+  static FakeCudaState fallback;
+  FakeCudaState &state = get ? *get() : fallback;
+  state.reset();
+  return state;
+}
+
+/// Runs `plan` with --device cuda on the fake driver; `args` are added.
+RunResult runOnFake(const std::vector<std::string> &args,
+                    const std::string &plan) {
+  std::vector<std::string> all = {"--device", "cuda"};
+  all.insert(all.end(), args.begin(), args.end());
+  return runDriver(all, gpuExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+}
+
+/// Everything the executor took from the fake driver was given back.
+void expectReleased(const FakeCudaState &fake) {
+  EXPECT_EQ(fake.liveAllocations, 0);
+  EXPECT_EQ(fake.loadedModules, 0);
+  EXPECT_EQ(fake.retainedContexts, 0);
+  EXPECT_EQ(fake.liveEvents, 0);
+}
+} // namespace
+
+TEST(Cuda, RunsOnTheFakeDriverLikeOnTheCpu) {
+  TempDir dir;
+  std::string plan = sealLines(gpuPlanLines());
+  auto outputs = [&](const std::string &tag) {
+    return std::vector<std::string>{
+        "--random-inputs",     "--seed",
+        "7",                   "--output",
+        "out=" + dir.path(tag + "out.npy"),
+        "--output",            "d=" + dir.path(tag + "d.npy")};
+  };
+  RunResult cpu = runDriver(outputs("cpu"), gpuExecutable(), plan);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+
+  FakeCudaState &fake = fakeCuda();
+  RunResult gpu = runOnFake(outputs("gpu"), plan);
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  EXPECT_EQ(gpu.err, "");
+  EXPECT_EQ(readFile(dir.path("gpuout.npy")), readFile(dir.path("cpuout.npy")));
+  // Also the two elements of d no kernel writes: the device arena is zeroed.
+  EXPECT_EQ(readF32(dir.path("gpud.npy")),
+            (std::vector<float>{3, 2, 1, 32, 4, 2, 0, 0}));
+
+  EXPECT_TRUE(fake.initialized);
+  EXPECT_EQ(fake.imageBytes, 9u);
+  EXPECT_EQ(fake.lastAllocation, 320u);
+  EXPECT_EQ(fake.bytesToDevice, 96u); // x, y and w
+  EXPECT_EQ(fake.bytesToHost, 64u);   // out and d
+  ASSERT_EQ(fake.numLaunches, 4u);
+  EXPECT_STREQ(fake.launches[0].function, "fake_add");
+  EXPECT_STREQ(fake.launches[2].function, "fake_scale");
+  EXPECT_EQ(fake.launches[2].grid[0], 2u);
+  EXPECT_EQ(fake.launches[2].block[0], 4u);
+  EXPECT_STREQ(fake.launches[3].function, "fake_dims");
+  EXPECT_EQ(fake.launches[3].block[2], 2u);
+  expectReleased(fake);
+
+  // Summaries on stdout, as on the CPU.
+  fakeCuda();
+  RunResult summary = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(summary.status, 0) << summary.err;
+  EXPECT_EQ(summary.out, runDriver({"--random-inputs"}, kKernels, plan).out);
+
+  // A driver that cannot check parameters launches all the same.
+  fakeCuda().paramInfo = false;
+  EXPECT_EQ(runOnFake({"--random-inputs"}, plan).status, 0);
+}
+
+TEST(Cuda, TracesEveryLaunch) {
+  TempDir dir;
+  FakeCudaState &fake = fakeCuda();
+  RunResult run = runOnFake(
+      {"--random-inputs", "--trace", dir.path("trace.json")},
+      sealLines(gpuPlanLines()));
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::string trace = readFile(dir.path("trace.json"));
+  size_t events = 0;
+  for (size_t at = trace.find("\"ph\": \"X\""); at != std::string::npos;
+       at = trace.find("\"ph\": \"X\"", at + 1))
+    ++events;
+  EXPECT_EQ(events, 4u) << trace;
+  EXPECT_NE(trace.find("{\"name\": \"fake_scale\", \"cat\": \"cuda\", \"ph\": "
+                       "\"X\", \"ts\": "),
+            std::string::npos)
+      << trace;
+  EXPECT_NE(trace.find("\"args\": {\"step\": 1, \"kernel\": \"addw\"}}"),
+            std::string::npos)
+      << trace;
+  EXPECT_NE(trace.find("\"args\": {\"step\": 2, \"kernel\": \"dims\"}}"),
+            std::string::npos)
+      << trace;
+  expectReleased(fake);
+}
+
+TEST(Cuda, ReportsDevicesThatCannotRunTheImage) {
+  std::string plan = sealLines(gpuPlanLines());
+  FakeCudaState &fake = fakeCuda();
+  fake.deviceCount = 0;
+  RunResult run = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(run.err,
+            errorLine("no CUDA device found; run with --device cpu"));
+
+  fakeCuda();
+  fake.failCall = "cuInit";
+  fake.failResult = 100; // CUDA_ERROR_NO_DEVICE
+  run = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(run.err,
+            errorLine("no CUDA device found; run with --device cpu"));
+
+  fakeCuda();
+  fake.failCall = "cuInit";
+  fake.failResult = 34; // CUDA_ERROR_STUB_LIBRARY
+  run = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(run.err,
+            errorLine("initializing the CUDA driver " LOOM_FAKE_CUDA_DRIVER
+                      ": cuInit failed: CUDA_ERROR_STUB_LIBRARY (CUDA driver "
+                      "is a stub library)"));
+
+  fakeCuda();
+  fake.major = 8;
+  fake.minor = 9;
+  run = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err,
+            errorLine("plan:5: the GPU image (ptx for sm_90) runs on compute "
+                      "capability 9.0 or later, but device 0 (Fake GPU) has "
+                      "compute capability 8.9; recompile with loomc "
+                      "--gpu-arch=sm_89, or run with --device cpu"));
+
+  fakeCuda();
+  fake.major = 10;
+  run = runOnFake({"--random-inputs"},
+                  sealLines(gpuPlanLines("gpu-image sm_90a cubin 9")));
+  EXPECT_EQ(run.err,
+            errorLine("plan:5: the GPU image (cubin for sm_90a) runs on "
+                      "compute capability 9.0 only, but device 0 (Fake GPU) "
+                      "has compute capability 10.0; recompile with loomc "
+                      "--gpu-arch=sm_100, or run with --device cpu"));
+  expectReleased(fake);
+
+  // --info needs no driver.
+  fakeCuda();
+  EXPECT_EQ(runOnFake({"--info"}, plan).status, 0);
+  EXPECT_FALSE(fake.initialized);
+}
+
+TEST(Cuda, ReportsImagesFunctionsAndArguments) {
+  FakeCudaState &fake = fakeCuda();
+  Executable executable = gpuExecutable(LOOM_FAKE_CUDA_DRIVER);
+  const char notFake[] = "NOT FAKE!";
+  executable.gpuImage = reinterpret_cast<const unsigned char *>(notFake);
+  RunResult run = runDriver({"--device", "cuda", "--random-inputs"},
+                            executable, sealLines(gpuPlanLines()));
+  EXPECT_EQ(run.err,
+            errorLine("plan:5: loading the GPU image (ptx for sm_90, 9 bytes) "
+                      "on Fake GPU: cuModuleLoadDataEx failed: "
+                      "CUDA_ERROR_INVALID_IMAGE (device kernel image is "
+                      "invalid)\nfake: the image does not start with FAKE"));
+  expectReleased(fake);
+
+  struct Case {
+    size_t index;
+    const char *line;
+    const char *error;
+  };
+  const Case cases[] = {
+      {15, "launch addw fake_sub 1 1 1 8 1 1 b:0 b:1 b:2 i32:8",
+       "plan:16: the GPU image has no function 'fake_sub'"},
+      {15, "launch addw fake_add 1 1 1 8 1 1 b:0 b:1 b:2",
+       "plan:16: the launch passes 3 arguments to 'fake_add', which takes 4 "
+       "parameters"},
+      {15, "launch addw fake_add 1 1 1 8 1 1 b:0 b:1 b:2 i32:8 i32:8",
+       "plan:16: the launch passes 5 arguments to 'fake_add', which takes 4 "
+       "parameters"},
+      {15, "launch addw fake_add 1 1 1 8 1 1 b:0 b:1 b:2 i64:8",
+       "plan:16: launch argument 3 ('i64:8', 8 bytes) does not match "
+       "parameter 3 of 'fake_add' (4 bytes)"},
+      {16, "launch addw fake_scale 1 1 1 8 1 1 b:2 f32:2 f32:2 i64:8",
+       "plan:17: launch argument 1 ('f32:2', 4 bytes) does not match "
+       "parameter 1 of 'fake_scale' (8 bytes)"},
+  };
+  for (const Case &c : cases) {
+    fakeCuda();
+    std::vector<std::string> lines = gpuPlanLines();
+    lines[c.index] = c.line;
+    run = runOnFake({"--random-inputs"}, sealLines(lines));
+    EXPECT_EQ(run.status, 1);
+    EXPECT_EQ(run.err, errorLine(c.error)) << c.line;
+    EXPECT_EQ(fake.numLaunches, 0u); // found before anything ran
+    expectReleased(fake);
+  }
+}
+
+TEST(Cuda, ReportsFailingCalls) {
+  std::string plan = sealLines(gpuPlanLines());
+  struct Case {
+    const char *call;
+    int result;
+    const char *error;
+  };
+  const Case cases[] = {
+      {"cuDevicePrimaryCtxRetain", 2,
+       "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY (out of "
+       "memory)"},
+      {"cuMemAlloc_v2", 2,
+       "cannot allocate the device arena of 320 bytes (0.00 MiB) on Fake "
+       "GPU: cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"},
+      {"cuMemsetD8_v2", 1,
+       "clearing the device arena: cuMemsetD8 failed: "
+       "CUDA_ERROR_INVALID_VALUE (invalid argument)"},
+      {"cuMemcpyHtoD_v2", 1,
+       "copying input 'x' to the device: cuMemcpyHtoD failed: "
+       "CUDA_ERROR_INVALID_VALUE (invalid argument)"},
+      {"cuLaunchKernel", 719,
+       "plan:15: launching 'fake_add' (step 0, kernel 'add'): cuLaunchKernel "
+       "failed: CUDA_ERROR_LAUNCH_FAILED (unspecified launch failure)"},
+      {"cuCtxSynchronize", 700,
+       "running the GPU kernels: cuCtxSynchronize failed: "
+       "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was "
+       "encountered) (with CUDA_LAUNCH_BLOCKING=1 the failing launch is "
+       "reported)"},
+      {"cuMemcpyDtoH_v2", 1,
+       "copying output 'out' from the device: cuMemcpyDtoH failed: "
+       "CUDA_ERROR_INVALID_VALUE (invalid argument)"},
+      {"cuEventCreate", 999, "cuEventCreate failed: CUDA error 999"},
+  };
+  TempDir dir;
+  for (const Case &c : cases) {
+    FakeCudaState &fake = fakeCuda();
+    fake.failCall = c.call;
+    fake.failResult = c.result;
+    RunResult run = runOnFake(
+        {"--random-inputs", "--trace", dir.path("trace.json")}, plan);
+    EXPECT_EQ(run.status, 1) << c.call;
+    EXPECT_EQ(run.err, errorLine(c.error)) << c.call;
+    EXPECT_EQ(run.out, "") << c.call; // no outputs after a failure
+    expectReleased(fake);
+  }
+}
+
+#endif // LOOM_FAKE_CUDA_DRIVER

@@ -1,0 +1,366 @@
+//===- FakeCudaDriver.cpp - A CUDA driver without a GPU, for tests --------===//
+//
+// See FakeCudaDriver.h. Compiled against cuda.h so that every function has
+// the exact prototype (and versioned name, e.g. cuMemAlloc_v2) of the real
+// driver's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FakeCudaDriver.h"
+
+#include <cuda.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+FakeCudaState state;
+
+/// Whether the test asked `call` to fail.
+bool failing(const char *call) {
+  return state.failCall && std::strcmp(state.failCall, call) == 0;
+}
+#define FAKE_FAIL(call)                                                        \
+  do {                                                                         \
+    if (failing(call))                                                         \
+      return static_cast<CUresult>(state.failResult);                         \
+    if (!state.initialized && std::strcmp(call, "cuInit") != 0)                \
+      return CUDA_ERROR_NOT_INITIALIZED;                                       \
+  } while (0)
+
+struct Error {
+  CUresult code;
+  const char *name;
+  const char *text;
+};
+const Error kErrors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
+     "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE",
+     "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE",
+     "device kernel image is invalid"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
+     "unspecified launch failure"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY",
+     "CUDA driver is a stub library"},
+};
+
+const Error *findError(CUresult code) {
+  for (const Error &error : kErrors)
+    if (error.code == code)
+      return &error;
+  return nullptr;
+}
+
+// The host kernels.
+using HostKernel = void (*)(void **params, const unsigned *grid,
+                            const unsigned *block);
+template <typename T> T param(void **params, int i) {
+  T value;
+  std::memcpy(&value, params[i], sizeof(T));
+  return value;
+}
+float *pointer(void **params, int i) {
+  return reinterpret_cast<float *>(
+      static_cast<uintptr_t>(param<CUdeviceptr>(params, i)));
+}
+void fakeAdd(void **params, const unsigned *, const unsigned *) {
+  float *a = pointer(params, 0), *b = pointer(params, 1);
+  float *out = pointer(params, 2);
+  int32_t n = param<int32_t>(params, 3);
+  for (int32_t i = 0; i < n; ++i)
+    out[i] = a[i] + b[i];
+}
+void fakeScale(void **params, const unsigned *, const unsigned *) {
+  float *in = pointer(params, 0), *out = pointer(params, 1);
+  float s = param<float>(params, 2);
+  int64_t n = param<int64_t>(params, 3);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = in[i] * s;
+}
+void fakeDims(void **params, const unsigned *grid, const unsigned *block) {
+  float *out = pointer(params, 0);
+  for (int i = 0; i < 3; ++i) {
+    out[i] = static_cast<float>(grid[i]);
+    out[3 + i] = static_cast<float>(block[i]);
+  }
+}
+
+struct Function {
+  const char *name;
+  HostKernel kernel;
+  size_t numParams;
+  size_t sizes[4];
+};
+Function kFunctions[] = {
+    {"fake_add", fakeAdd, 4, {8, 8, 8, 4}},
+    {"fake_scale", fakeScale, 4, {8, 8, 4, 8}},
+    {"fake_dims", fakeDims, 1, {8, 0, 0, 0}},
+};
+
+struct Module {
+  int magic = 0x4d4f44;
+};
+struct Event {
+  std::chrono::steady_clock::time_point time;
+};
+int contextToken;
+} // namespace
+
+extern "C" FakeCudaState *loomFakeCuda() { return &state; }
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
+  const Error *found = findError(error);
+  if (!found)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pStr = found->name;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
+  const Error *found = findError(error);
+  if (!found)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pStr = found->text;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuInit(unsigned int flags) {
+  FAKE_FAIL("cuInit");
+  if (flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  state.initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *count) {
+  FAKE_FAIL("cuDeviceGetCount");
+  *count = state.deviceCount;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
+  FAKE_FAIL("cuDeviceGet");
+  if (ordinal < 0 || ordinal >= state.deviceCount)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice) {
+  FAKE_FAIL("cuDeviceGetName");
+  std::strncpy(name, state.deviceName, static_cast<size_t>(len));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
+                                      CUdevice) {
+  FAKE_FAIL("cuDeviceGetAttribute");
+  if (attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    *value = state.major;
+  else if (attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    *value = state.minor;
+  else
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
+  FAKE_FAIL("cuDevicePrimaryCtxRetain");
+  *context = reinterpret_cast<CUcontext>(&contextToken);
+  ++state.retainedContexts;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) {
+  FAKE_FAIL("cuDevicePrimaryCtxRelease_v2");
+  --state.retainedContexts;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
+  FAKE_FAIL("cuCtxSetCurrent");
+  return context == reinterpret_cast<CUcontext>(&contextToken)
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  FAKE_FAIL("cuCtxSynchronize");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image,
+                                    unsigned int numOptions,
+                                    CUjit_option *options,
+                                    void **optionValues) {
+  FAKE_FAIL("cuModuleLoadDataEx");
+  const char *bytes = static_cast<const char *>(image);
+  if (std::strncmp(bytes, "FAKE", 4) != 0) {
+    char *log = nullptr;
+    size_t size = 0;
+    for (unsigned i = 0; i < numOptions; ++i) {
+      if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+        log = static_cast<char *>(optionValues[i]);
+      if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+        size = reinterpret_cast<uintptr_t>(optionValues[i]);
+    }
+    if (log && size)
+      std::snprintf(log, size, "fake: the image does not start with FAKE\n");
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  state.imageBytes = std::strlen(bytes);
+  *module = reinterpret_cast<CUmodule>(new Module());
+  ++state.loadedModules;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule module) {
+  FAKE_FAIL("cuModuleUnload");
+  delete reinterpret_cast<Module *>(module);
+  --state.loadedModules;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *function, CUmodule,
+                                     const char *name) {
+  FAKE_FAIL("cuModuleGetFunction");
+  for (Function &candidate : kFunctions) {
+    if (std::strcmp(candidate.name, name) == 0) {
+      *function = reinterpret_cast<CUfunction>(&candidate);
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction function, size_t index,
+                                    size_t *offset, size_t *size) {
+  FAKE_FAIL("cuFuncGetParamInfo");
+  if (!state.paramInfo)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  const Function *found = reinterpret_cast<const Function *>(function);
+  if (index >= found->numParams)
+    return CUDA_ERROR_INVALID_VALUE;
+  *offset = 0;
+  for (size_t i = 0; i < index; ++i)
+    *offset += found->sizes[i];
+  *size = found->sizes[index];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
+  FAKE_FAIL("cuMemAlloc_v2");
+  if (bytes == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  void *block = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!block)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(block, 0xA5, bytes); // not zero: the executor must clear it
+  *pointer = reinterpret_cast<uintptr_t>(block);
+  state.lastAllocation = bytes;
+  ++state.liveAllocations;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr pointer) {
+  FAKE_FAIL("cuMemFree_v2");
+  std::free(reinterpret_cast<void *>(static_cast<uintptr_t>(pointer)));
+  --state.liveAllocations;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr pointer, unsigned char value,
+                            size_t count) {
+  FAKE_FAIL("cuMemsetD8_v2");
+  std::memset(reinterpret_cast<void *>(static_cast<uintptr_t>(pointer)), value,
+              count);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr device, const void *host,
+                              size_t bytes) {
+  FAKE_FAIL("cuMemcpyHtoD_v2");
+  std::memcpy(reinterpret_cast<void *>(static_cast<uintptr_t>(device)), host,
+              bytes);
+  state.bytesToDevice += bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyDtoH(void *host, CUdeviceptr device, size_t bytes) {
+  FAKE_FAIL("cuMemcpyDtoH_v2");
+  std::memcpy(host, reinterpret_cast<void *>(static_cast<uintptr_t>(device)),
+              bytes);
+  state.bytesToHost += bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
+                                unsigned int gridY, unsigned int gridZ,
+                                unsigned int blockX, unsigned int blockY,
+                                unsigned int blockZ, unsigned int sharedBytes,
+                                CUstream stream, void **params,
+                                void **extra) {
+  FAKE_FAIL("cuLaunchKernel");
+  if (sharedBytes || stream || extra)
+    return CUDA_ERROR_INVALID_VALUE;
+  const Function *found = reinterpret_cast<const Function *>(function);
+  unsigned grid[3] = {gridX, gridY, gridZ};
+  unsigned block[3] = {blockX, blockY, blockZ};
+  if (state.numLaunches < 64) {
+    FakeCudaLaunch &launch = state.launches[state.numLaunches];
+    std::snprintf(launch.function, sizeof(launch.function), "%s",
+                  found->name);
+    std::memcpy(launch.grid, grid, sizeof(grid));
+    std::memcpy(launch.block, block, sizeof(block));
+  }
+  ++state.numLaunches;
+  found->kernel(params, grid, block);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int) {
+  FAKE_FAIL("cuEventCreate");
+  *event = reinterpret_cast<CUevent>(new Event());
+  ++state.liveEvents;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent event, CUstream) {
+  FAKE_FAIL("cuEventRecord");
+  reinterpret_cast<Event *>(event)->time = std::chrono::steady_clock::now();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventSynchronize(CUevent) {
+  FAKE_FAIL("cuEventSynchronize");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float *milliseconds, CUevent start,
+                                    CUevent end) {
+  FAKE_FAIL("cuEventElapsedTime");
+  *milliseconds = std::chrono::duration<float, std::milli>(
+                      reinterpret_cast<Event *>(end)->time -
+                      reinterpret_cast<Event *>(start)->time)
+                      .count();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent event) {
+  FAKE_FAIL("cuEventDestroy_v2");
+  delete reinterpret_cast<Event *>(event);
+  --state.liveEvents;
+  return CUDA_SUCCESS;
+}

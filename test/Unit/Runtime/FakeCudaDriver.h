@@ -1,0 +1,60 @@
+//===- FakeCudaDriver.h - A CUDA driver without a GPU, for tests -*- C++ -*-===//
+//
+// libLoomFakeCudaDriver.so exports the driver API functions the runtime's
+// CUDA executor dlsym()s, implemented on the host: device memory is host
+// memory, a "device" has the compute capability the test sets, an image is
+// any bytes starting with "FAKE", and its functions are the host kernels
+// below. Tests dlopen it, configure it through loomFakeCuda(), and point the
+// executor at it (Executable::cudaDriver). No cuda.h here: the tests compile
+// without it.
+//
+// Functions (parameters as the plan passes them):
+//   fake_add(float *a, float *b, float *out, int32 n)    out = a + b
+//   fake_scale(float *in, float *out, float s, int64 n)  out = in * s
+//   fake_dims(float *out)           out[0..5] = grid x y z, block x y z
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TEST_UNIT_RUNTIME_FAKECUDADRIVER_H
+#define LOOM_TEST_UNIT_RUNTIME_FAKECUDADRIVER_H
+
+#include <cstddef>
+
+struct FakeCudaLaunch {
+  char function[32];
+  unsigned grid[3];
+  unsigned block[3];
+};
+
+/// The fake's configuration and what it saw; reset() restores the defaults.
+struct FakeCudaState {
+  // Configuration.
+  int deviceCount = 1;
+  int major = 9, minor = 0;
+  const char *deviceName = "Fake GPU";
+  /// Whether cuFuncGetParamInfo answers (drivers before CUDA 12.4 lack it).
+  bool paramInfo = true;
+  /// Makes the call of this name (e.g. "cuMemAlloc_v2") return failResult.
+  const char *failCall = nullptr;
+  int failResult = 0;
+
+  // What happened.
+  bool initialized = false;
+  int retainedContexts = 0; // primary context retains minus releases
+  int loadedModules = 0;    // loads minus unloads
+  int liveAllocations = 0;  // cuMemAlloc minus cuMemFree
+  size_t lastAllocation = 0;
+  size_t imageBytes = 0;    // of the last image loaded
+  size_t bytesToDevice = 0; // by cuMemcpyHtoD
+  size_t bytesToHost = 0;   // by cuMemcpyDtoH
+  unsigned numLaunches = 0; // the first 64 are recorded
+  FakeCudaLaunch launches[64] = {};
+  int liveEvents = 0;
+
+  void reset() { *this = FakeCudaState(); }
+};
+
+/// The fake driver's state (the same object for every caller in a process).
+extern "C" FakeCudaState *loomFakeCuda();
+
+#endif // LOOM_TEST_UNIT_RUNTIME_FAKECUDADRIVER_H
