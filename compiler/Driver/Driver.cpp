@@ -27,6 +27,7 @@ llvm::StringRef (::loom::stageName)(Stage stage) {
   case Stage::Loom: return "loom";
   case Stage::Kernels: return "kernels";
   case Stage::Linalg: return "linalg";
+  case Stage::Tiled: return "tiled";
   case Stage::LLVM: return "llvm";
   case Stage::GPU: return "gpu";
   case Stage::NVVM: return "nvvm";
@@ -243,7 +244,8 @@ LogicalResult Driver::run() {
 
   bool wantsGpu = (options.emit && *options.emit >= ::loom::Stage::GPU &&
                    *options.emit <= ::loom::Stage::PTX) ||
-                  !options.dumpDir.empty() ||
+                  (!options.dumpDir.empty() &&
+                   !llvm::StringRef(LOOM_CUDA_PATH).empty()) ||
                   (executable && options.embedGpu);
   if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
     return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
@@ -271,6 +273,10 @@ LogicalResult Driver::run() {
     plan = std::move(*built);
   }
 
+  if (failed(runPipeline(::loom::buildCpuTilingPipeline)))
+    return failure();
+  if (reached(::loom::Stage::Tiled, printModule))
+    return success();
   if (failed(runPipeline(::loom::buildCpuLoweringPipeline)))
     return failure();
   if (reached(::loom::Stage::LLVM, printModule))

@@ -13,7 +13,7 @@ namespace loom {
 
 /// The stages in order; each lowers further than the one before.
 enum class Stage {
-  AST, Loom, Kernels, Linalg, LLVM, GPU, NVVM, PTX, Plan, Executable
+  AST, Loom, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
 };
 
 /// The `--emit=` name of a stage.

@@ -115,9 +115,12 @@ void ::loom::buildBufferizePipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
+void ::loom::buildCpuTilingPipeline(OpPassManager &pm) {
   pm.addPass(mlir::loom::createLoomTileContractionsForCpu());
   pm.addPass(createCanonicalizerPass());
+}
+
+void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertVectorToSCFPass());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomLowerStridedCopies());
   pm.addPass(createConvertLinalgToLoopsPass());

@@ -22,7 +22,11 @@ void buildLinalgPipeline(mlir::OpPassManager &pm);
 /// kernel's arguments are (inputs, outputs, scratch), all plan buffers.
 void buildBufferizePipeline(mlir::OpPassManager &pm);
 
-/// buffers -> llvm (CPU): loops and the LLVM dialect with bare-pointer
+/// buffers -> tiled (CPU): matmuls in cache tiles of vectorized 4x16
+/// register tiles (outer products); other kernels unchanged.
+void buildCpuTilingPipeline(mlir::OpPassManager &pm);
+
+/// tiled -> llvm (CPU): loops and the LLVM dialect with bare-pointer
 /// kernel signatures (one `ptr` per buffer, see docs/plan-format.md).
 void buildCpuLoweringPipeline(mlir::OpPassManager &pm);
 

@@ -2,7 +2,7 @@
 //
 // `loomc model.loom -o model` builds an executable; `--emit=STAGE` prints
 // one stage instead. Stages are ordered: each lowers further than the one
-// before it (ast, loom, kernels, linalg, llvm, plan).
+// before it (ast, loom, kernels, linalg, tiled, llvm; gpu, nvvm, ptx; plan).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +42,8 @@ cl::opt<Stage> emitStage(
                    "the single-rank model as calls to outlined kernels"),
         clEnumValN(Stage::Linalg, "linalg",
                    "kernels on linalg/tensor, elementwise ops fused"),
+        clEnumValN(Stage::Tiled, "tiled",
+                   "CPU kernels on buffers: matmuls in vectorized register tiles"),
         clEnumValN(Stage::LLVM, "llvm",
                    "CPU kernels in the LLVM dialect (bare-pointer ABI)"),
         clEnumValN(Stage::GPU, "gpu",
