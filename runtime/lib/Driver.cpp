@@ -8,6 +8,7 @@
 #include "loom/runtime/Driver.h"
 
 #include "Report.h"
+#include "loom/runtime/Cuda.h"
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/Initializer.h"
 #include "loom/runtime/Npy.h"
@@ -25,10 +26,9 @@ namespace {
 /// Runs one executable invocation; each step returns false after reporting.
 class Driver {
 public:
-  Driver(int argc, char **argv, const LoomKernel *kernels, const char *planText,
-         std::FILE *out, std::FILE *err)
-      : argc(argc), argv(argv), kernels(kernels), planText(planText), out(out),
-        err(err) {
+  Driver(int argc, char **argv, const Executable &executable, std::FILE *out,
+         std::FILE *err)
+      : argc(argc), argv(argv), executable(executable), out(out), err(err) {
     const char *path = argc > 0 && argv[0] ? argv[0] : "loom-model";
     const char *slash = std::strrchr(path, '/');
     program = slash ? slash + 1 : path;
@@ -52,11 +52,11 @@ private:
   bool prepareParams();
   bool loadInputs();
   bool finishOutputs();
+  bool execute(TraceRecorder *trace);
 
   int argc;
   char **argv;
-  const LoomKernel *kernels;
-  const char *planText;
+  const Executable &executable;
   std::FILE *out;
   std::FILE *err;
   std::string program;
@@ -64,6 +64,8 @@ private:
   RunOptions options;
   Plan plan;
   Executor executor;
+  bool onCuda = false;
+  CudaExecutor cuda;
   std::map<unsigned, std::string> inputFiles;  // buffer id -> .npy
   std::map<unsigned, std::string> outputFiles; // buffer id -> .npy
 };
@@ -72,11 +74,24 @@ private:
 bool Driver::checkDevice() {
   std::string device =
       options.device.empty() ? deviceName(plan.device) : options.device;
-  if (device == "cuda" && plan.device != Device::CUDA)
-    return fail("this executable was built without CUDA kernels");
   if (device == "cpu" && plan.device != Device::CPU)
     return fail("this executable was built for cuda; its kernels cannot run "
                 "with --device cpu");
+  if (device != "cuda")
+    return true;
+  // The GPU kernels are the gpu-image's; the CPU kernel table stays bound
+  // (and checked) either way.
+  if (!plan.gpuImage.present)
+    return fail("this executable was built without GPU kernels");
+  if (plan.gpuImage.bytes != executable.gpuImageSize || !executable.gpuImage)
+    return fail("plan:" + std::to_string(plan.gpuImage.line) +
+                ": the gpu-image record says " +
+                std::to_string(plan.gpuImage.bytes) +
+                " bytes, but this executable carries a GPU image of " +
+                std::to_string(executable.gpuImageSize) + " bytes");
+  if (!cudaSupported())
+    return fail("this runtime was built without CUDA support");
+  onCuda = true;
   return true;
 }
 
@@ -174,6 +189,18 @@ bool Driver::finishOutputs() {
   return true;
 }
 
+bool Driver::execute(TraceRecorder *trace) {
+  if (!onCuda) {
+    executor.run(trace); // the CPU kernels; launch records do not apply
+    return true;
+  }
+  // The params and inputs are in the host arena, as for the CPU; the
+  // outputs come back to their offsets in it.
+  if (!cuda.run(executor.arena(), trace, error))
+    return fail(error);
+  return true;
+}
+
 bool Driver::run() {
   if (!parseOptions(argc, argv, options, error))
     return fail(error);
@@ -181,8 +208,8 @@ bool Driver::run() {
     printUsage(out, program.c_str());
     return true;
   }
-  if (!parsePlan(planText ? planText : "", plan, error) ||
-      !executor.bind(plan, kernels, error))
+  if (!parsePlan(executable.plan ? executable.plan : "", plan, error) ||
+      !executor.bind(plan, executable.kernels, error))
     return fail(error);
   if (!checkDevice())
     return false;
@@ -190,30 +217,40 @@ bool Driver::run() {
     printPlanInfo(out, plan);
     return true;
   }
-  if (plan.device == Device::CUDA)
-    return fail("running on cuda is not implemented by this runtime yet");
   if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
       !collectFiles(options.outputs, BufferRole::Output, outputFiles) ||
       !checkInputs())
     return false;
+  // The driver, the device, the image and the device arena before any work
+  // on the host.
+  if (onCuda && !cuda.open(plan, executable.gpuImage, executable.gpuImageSize,
+                           executable.cudaDriver, error))
+    return fail(error);
 
   if (!executor.allocate(error))
     return fail(error);
   if (!prepareParams() || !loadInputs())
     return false;
   TraceRecorder trace;
-  executor.run(options.trace.empty() ? nullptr : &trace);
-  if (!finishOutputs())
+  if (!execute(options.trace.empty() ? nullptr : &trace) || !finishOutputs())
     return false;
   if (!options.trace.empty() && !trace.write(options.trace, error))
     return fail(error);
   return true;
 }
 
+int loom::runtime::runMain(int argc, char **argv, const Executable &executable,
+                           std::FILE *out, std::FILE *err) {
+  bool ok = Driver(argc, argv, executable, out, err).run();
+  std::fflush(out);
+  return ok ? 0 : 1;
+}
+
 int loom::runtime::runMain(int argc, char **argv, const LoomKernel *kernels,
                            const char *planText, std::FILE *out,
                            std::FILE *err) {
-  bool ok = Driver(argc, argv, kernels, planText, out, err).run();
-  std::fflush(out);
-  return ok ? 0 : 1;
+  Executable executable;
+  executable.kernels = kernels;
+  executable.plan = planText;
+  return runMain(argc, argv, executable, out, err);
 }

@@ -1,7 +1,7 @@
 //===- Main.cpp - main() of the executables loomc links -------------------===//
 //
-// The kernels and the plan come from the glue object loomc generates next to
-// the kernels' object code.
+// The kernels, the plan and the GPU image come from the glue object loomc
+// generates next to the kernels' object code.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,5 +9,10 @@
 #include "loom/runtime/KernelABI.h"
 
 int main(int argc, char **argv) {
-  return loom::runtime::runMain(argc, argv, loom_kernels, loom_plan);
+  loom::runtime::Executable executable;
+  executable.kernels = loom_kernels;
+  executable.plan = loom_plan;
+  executable.gpuImage = loom_gpu_image;
+  executable.gpuImageSize = loom_gpu_image_size;
+  return loom::runtime::runMain(argc, argv, executable);
 }

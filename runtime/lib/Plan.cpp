@@ -52,6 +52,33 @@ const char *loom::runtime::initKindName(InitKind kind) {
   return "?";
 }
 
+const char *loom::runtime::gpuImageFormatName(GpuImageFormat format) {
+  return format == GpuImageFormat::PTX ? "ptx" : "cubin";
+}
+
+bool loom::runtime::parseGpuArch(std::string_view text, GpuArch &arch) {
+  if (text.substr(0, 3) != "sm_")
+    return false;
+  std::string_view rest = text.substr(3);
+  char variant = 0;
+  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
+    variant = rest.back();
+    rest.remove_suffix(1);
+  }
+  if (rest.size() < 2 || rest.size() > 3 || rest[0] == '0')
+    return false;
+  unsigned number = 0;
+  for (char c : rest) {
+    if (c < '0' || c > '9')
+      return false;
+    number = number * 10 + static_cast<unsigned>(c - '0');
+  }
+  arch.major = number / 10;
+  arch.minor = number % 10;
+  arch.variant = variant;
+  return true;
+}
+
 const PlanBuffer *Plan::findBuffer(std::string_view name) const {
   for (const PlanBuffer &buffer : buffers)
     if (buffer.name == name)
@@ -66,14 +93,21 @@ enum Rank {
   RankModel,
   RankDevice,
   RankArena,
+  RankGpuImage,
   RankBuffer,
   RankKernel,
+  RankLaunch,
   RankStep
 };
-constexpr const char *kRankNames[] = {"loom-plan", "model",  "device", "arena",
-                                      "buffer",    "kernel", "step"};
-constexpr const char *kOrder =
-    "loom-plan, model, device, arena, buffer, kernel, step, end";
+constexpr const char *kRankNames[] = {"loom-plan", "model",     "device",
+                                      "arena",     "gpu-image", "buffer",
+                                      "kernel",    "launch",    "step"};
+constexpr const char *kOrder = "loom-plan, model, device, arena, gpu-image, "
+                               "buffer, kernel, launch, step, end";
+
+/// Records that appear at most once (loom-plan, model, device and arena
+/// also must appear).
+bool isSingle(int rank) { return rank <= RankArena || rank == RankGpuImage; }
 
 int rankOf(std::string_view record) {
   for (int rank = RankHeader; rank <= RankStep; ++rank)
@@ -95,6 +129,59 @@ bool parseUInt(std::string_view text, uint64_t &value) {
       return false;
     result = result * 10 + digit;
   }
+  value = result;
+  return true;
+}
+
+/// A decimal integer with an optional '-', within [lo, hi].
+bool parseInt(std::string_view text, int64_t lo, int64_t hi, int64_t &value,
+              bool &inRange) {
+  inRange = false;
+  bool negative = !text.empty() && text[0] == '-';
+  uint64_t magnitude;
+  if (!parseUInt(negative ? text.substr(1) : text, magnitude))
+    return false;
+  constexpr uint64_t kMinMagnitude = static_cast<uint64_t>(INT64_MAX) + 1;
+  if (negative) {
+    if (magnitude > kMinMagnitude)
+      return true;
+    value = magnitude == kMinMagnitude ? INT64_MIN
+                                       : -static_cast<int64_t>(magnitude);
+  } else {
+    if (magnitude > static_cast<uint64_t>(INT64_MAX))
+      return true;
+    value = static_cast<int64_t>(magnitude);
+  }
+  inRange = value >= lo && value <= hi;
+  return true;
+}
+
+/// An f32 as %.9g writes it: decimal, or inf, -inf, nan, -nan (printf's
+/// spellings of the values a float constant may hold). `inRange` is false
+/// for a finite number beyond the f32 range.
+bool parseF32(std::string_view text, float &value, bool &inRange) {
+  inRange = true;
+  std::string_view magnitude = text;
+  bool negative = !magnitude.empty() && magnitude[0] == '-';
+  if (negative)
+    magnitude.remove_prefix(1);
+  if (magnitude == "inf" || magnitude == "nan") {
+    value = magnitude == "inf" ? INFINITY : NAN;
+    value = negative ? -value : value;
+    return true;
+  }
+  if (text.empty() || text.size() > 64)
+    return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' ||
+          c == '+' || c == '-'))
+      return false;
+  std::string copy(text);
+  char *end = nullptr;
+  float result = std::strtof(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size())
+    return false;
+  inRange = std::isfinite(result);
   value = result;
   return true;
 }
@@ -168,9 +255,15 @@ private:
   bool parseModel(size_t index);
   bool parseDevice(size_t index);
   bool parseArena(size_t index);
+  bool parseGpuImage(size_t index);
   bool parseBuffer(size_t index);
   bool parseInitializer(size_t index, PlanBuffer &buffer, size_t first);
   bool parseKernel(size_t index);
+  bool parseLaunch(size_t index);
+  bool parseDims(size_t index, size_t first, const char *what,
+                 const unsigned (&limits)[3], unsigned (&dims)[3]);
+  bool parseLaunchArg(size_t index, std::string_view text,
+                      const PlanKernel &kernel, LaunchArg &arg);
   bool parseStep(size_t index);
   bool expectFields(size_t index, size_t count, const char *syntax);
 
@@ -260,6 +353,7 @@ bool PlanParser::parse() {
     return false;
 
   int stage = RankHeader;
+  bool seen[RankStep + 1] = {true};
   for (size_t i = 1; i < endIndex; ++i) {
     if (lines[i].text.empty())
       return fail(i, "empty line");
@@ -268,8 +362,7 @@ bool PlanParser::parse() {
     int rank = rankOf(fields[0]);
     if (rank < 0)
       return fail(i, "unknown record '" + std::string(fields[0]) + "'");
-    bool single = rank <= RankArena;
-    if (single && rank <= stage)
+    if (isSingle(rank) && seen[rank])
       return fail(i, "duplicate '" + std::string(fields[0]) + "' record");
     if (rank < stage)
       return fail(i, "'" + std::string(fields[0]) +
@@ -280,6 +373,7 @@ bool PlanParser::parse() {
       return fail(i, std::string("missing '") + kRankNames[stage + 1] +
                          "' record before '" + std::string(fields[0]) + "'");
     stage = rank;
+    seen[rank] = true;
     if (!parseRecord(i, rank))
       return false;
   }
@@ -297,10 +391,14 @@ bool PlanParser::parseRecord(size_t index, int rank) {
     return parseDevice(index);
   case RankArena:
     return parseArena(index);
+  case RankGpuImage:
+    return parseGpuImage(index);
   case RankBuffer:
     return parseBuffer(index);
   case RankKernel:
     return parseKernel(index);
+  case RankLaunch:
+    return parseLaunch(index);
   case RankStep:
     return parseStep(index);
   default:
@@ -336,6 +434,31 @@ bool PlanParser::parseArena(size_t index) {
     return false;
   if (!parseUInt(fields[1], plan.arenaBytes))
     return fail(index, "bad number '" + std::string(fields[1]) + "'");
+  return true;
+}
+
+bool PlanParser::parseGpuImage(size_t index) {
+  if (!expectFields(index, 4, "gpu-image ARCH FORMAT BYTES"))
+    return false;
+  PlanGpuImage &image = plan.gpuImage;
+  if (!parseGpuArch(fields[1], image.arch))
+    return fail(index, "bad GPU architecture '" + std::string(fields[1]) +
+                           "' (expected sm_ and the compute capability, "
+                           "e.g. sm_80 or sm_90a)");
+  if (fields[2] == "cubin")
+    image.format = GpuImageFormat::Cubin;
+  else if (fields[2] == "ptx")
+    image.format = GpuImageFormat::PTX;
+  else
+    return fail(index, "unknown GPU image format '" + std::string(fields[2]) +
+                           "' (expected cubin or ptx)");
+  if (!parseUInt(fields[3], image.bytes))
+    return fail(index, "bad number '" + std::string(fields[3]) + "'");
+  if (image.bytes == 0)
+    return fail(index, "the GPU image is empty");
+  image.present = true;
+  image.archName = std::string(fields[1]);
+  image.line = static_cast<unsigned>(index + 1);
   return true;
 }
 
@@ -502,6 +625,108 @@ bool PlanParser::parseKernel(size_t index) {
   kernelIds.emplace(name, static_cast<unsigned>(plan.kernels.size()));
   plan.kernels.push_back({std::string(name), static_cast<unsigned>(numArgs),
                           static_cast<unsigned>(index + 1)});
+  return true;
+}
+
+bool PlanParser::parseDims(size_t index, size_t first, const char *what,
+                           const unsigned (&limits)[3], unsigned (&dims)[3]) {
+  std::string text = std::string(fields[first]) + " " +
+                     std::string(fields[first + 1]) + " " +
+                     std::string(fields[first + 2]);
+  for (int i = 0; i < 3; ++i) {
+    uint64_t value;
+    if (!parseUInt(fields[first + i], value))
+      return fail(index, "bad number '" + std::string(fields[first + i]) + "'");
+    if (value == 0 || value > limits[i])
+      return fail(index, std::string("bad ") + what + " '" + text +
+                             "' (dimensions are positive, at most " +
+                             std::to_string(limits[0]) + " " +
+                             std::to_string(limits[1]) + " " +
+                             std::to_string(limits[2]) + ")");
+    dims[i] = static_cast<unsigned>(value);
+  }
+  return true;
+}
+
+bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
+                                const PlanKernel &kernel, LaunchArg &arg) {
+  std::string quoted = "'" + std::string(text) + "'";
+  size_t colon = text.find(':');
+  std::string_view kind = text.substr(0, colon);
+  std::string_view value = colon == std::string_view::npos
+                               ? std::string_view()
+                               : text.substr(colon + 1);
+  bool inRange = true;
+  bool ok = colon != std::string_view::npos;
+  if (ok && kind == "b") {
+    arg.kind = LaunchArg::Kind::Buffer;
+    uint64_t id;
+    ok = parseUInt(value, id);
+    if (ok && id >= kernel.numArgs)
+      return fail(index, "launch argument " + quoted + " names buffer " +
+                             std::string(value) + " of kernel '" + kernel.name +
+                             "', which takes " +
+                             std::to_string(kernel.numArgs) + " buffers");
+    arg.buffer = ok ? static_cast<unsigned>(id) : 0;
+  } else if (ok && kind == "i64") {
+    arg.kind = LaunchArg::Kind::I64;
+    ok = parseInt(value, INT64_MIN, INT64_MAX, arg.integer, inRange);
+  } else if (ok && kind == "i32") {
+    arg.kind = LaunchArg::Kind::I32;
+    ok = parseInt(value, INT32_MIN, INT32_MAX, arg.integer, inRange);
+  } else if (ok && kind == "f32") {
+    arg.kind = LaunchArg::Kind::F32;
+    ok = parseF32(value, arg.real, inRange);
+  } else {
+    ok = false;
+  }
+  if (!ok)
+    return fail(index, "bad launch argument " + quoted +
+                           " (expected b:I, i64:V, i32:V or f32:V)");
+  if (!inRange)
+    return fail(index, "launch argument " + quoted + " is out of range for " +
+                           std::string(kind));
+  return true;
+}
+
+bool PlanParser::parseLaunch(size_t index) {
+  if (fields.size() < 9)
+    return fail(index, "expected 'launch KERNEL FUNCTION GX GY GZ BX BY BZ "
+                       "ARG...'");
+  if (!plan.gpuImage.present)
+    return fail(index, "'launch' record without a 'gpu-image' record");
+  auto known = kernelIds.find(fields[1]);
+  if (known == kernelIds.end())
+    return fail(index,
+                "launch names unknown kernel '" + std::string(fields[1]) + "'");
+  const PlanKernel &kernel = plan.kernels[known->second];
+  PlanLaunch launch;
+  launch.kernel = known->second;
+  launch.line = static_cast<unsigned>(index + 1);
+  if (!isValidName(fields[2]))
+    return fail(index, "bad name '" + std::string(fields[2]) +
+                           "' (names are [A-Za-z0-9_.]+)");
+  launch.function = std::string(fields[2]);
+  // CUDA's limits on every device since compute capability 3.0.
+  static const unsigned kGridLimits[3] = {2147483647u, 65535u, 65535u};
+  static const unsigned kBlockLimits[3] = {1024u, 1024u, 64u};
+  if (!parseDims(index, 3, "grid", kGridLimits, launch.grid) ||
+      !parseDims(index, 6, "block", kBlockLimits, launch.block))
+    return false;
+  uint64_t threads = static_cast<uint64_t>(launch.block[0]) * launch.block[1] *
+                     launch.block[2];
+  if (threads > 1024)
+    return fail(index, "block " + std::string(fields[6]) + " " +
+                           std::string(fields[7]) + " " +
+                           std::string(fields[8]) + " has " +
+                           std::to_string(threads) + " threads (at most 1024)");
+  for (size_t i = 9; i < fields.size(); ++i) {
+    LaunchArg arg;
+    if (!parseLaunchArg(index, fields[i], kernel, arg))
+      return false;
+    launch.args.push_back(arg);
+  }
+  plan.launches.push_back(std::move(launch));
   return true;
 }
 

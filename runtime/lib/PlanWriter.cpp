@@ -24,11 +24,33 @@ static std::string formatFloat(double value) {
   return text;
 }
 
+std::string loom::runtime::formatLaunchArg(const LaunchArg &arg) {
+  char text[48];
+  switch (arg.kind) {
+  case LaunchArg::Kind::Buffer:
+    return "b:" + std::to_string(arg.buffer);
+  case LaunchArg::Kind::I64:
+    return "i64:" + std::to_string(arg.integer);
+  case LaunchArg::Kind::I32:
+    return "i32:" + std::to_string(arg.integer);
+  case LaunchArg::Kind::F32:
+    // 9 significant digits read back to the same float.
+    std::snprintf(text, sizeof(text), "f32:%.9g",
+                  static_cast<double>(arg.real));
+    return text;
+  }
+  return "?";
+}
+
 std::string loom::runtime::writePlan(const Plan &plan) {
   std::string body = "loom-plan " + std::to_string(plan.version) + "\n";
   body += "model " + plan.model + "\n";
   body += std::string("device ") + deviceName(plan.device) + "\n";
   body += "arena " + std::to_string(plan.arenaBytes) + "\n";
+  if (plan.gpuImage.present)
+    body += "gpu-image " + plan.gpuImage.archName + " " +
+            gpuImageFormatName(plan.gpuImage.format) + " " +
+            std::to_string(plan.gpuImage.bytes) + "\n";
   for (const PlanBuffer &buffer : plan.buffers) {
     body += "buffer " + std::to_string(buffer.id) + " " + buffer.name + " " +
             roleName(buffer.role) + " " + dtypeName(buffer.dtype) + " ";
@@ -59,6 +81,17 @@ std::string loom::runtime::writePlan(const Plan &plan) {
   for (const PlanKernel &kernel : plan.kernels)
     body +=
         "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) + "\n";
+  for (const PlanLaunch &launch : plan.launches) {
+    body +=
+        "launch " + plan.kernels[launch.kernel].name + " " + launch.function;
+    for (unsigned dim : launch.grid)
+      body += " " + std::to_string(dim);
+    for (unsigned dim : launch.block)
+      body += " " + std::to_string(dim);
+    for (const LaunchArg &arg : launch.args)
+      body += " " + formatLaunchArg(arg);
+    body += "\n";
+  }
   for (const PlanStep &step : plan.steps) {
     body += "step " + plan.kernels[step.kernel].name;
     for (unsigned id : step.buffers)

@@ -22,6 +22,11 @@ void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
   std::fprintf(out, "arena    %llu bytes (%s, peak of the memory plan)\n",
                static_cast<unsigned long long>(plan.arenaBytes),
                mebibytes(plan.arenaBytes).c_str());
+  const PlanGpuImage &gpu = plan.gpuImage;
+  if (gpu.present)
+    std::fprintf(out, "gpu      %s %s, %llu bytes (run with --device cuda)\n",
+                 gpu.archName.c_str(), gpuImageFormatName(gpu.format),
+                 static_cast<unsigned long long>(gpu.bytes));
 
   // A table with columns as wide as their widest cell.
   std::vector<std::vector<std::string>> rows = {
@@ -62,9 +67,21 @@ void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
     std::fprintf(out, "%s\n", line.c_str());
   }
   std::fprintf(out, "kernels  %zu\n", plan.kernels.size());
-  for (const PlanKernel &kernel : plan.kernels)
-    std::fprintf(out, "  %s (%u buffers)\n", kernel.name.c_str(),
-                 kernel.numArgs);
+  std::vector<size_t> launches(plan.kernels.size(), 0);
+  for (const PlanLaunch &launch : plan.launches)
+    ++launches[launch.kernel];
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const PlanKernel &kernel = plan.kernels[i];
+    if (gpu.present)
+      std::fprintf(out, "  %s (%u buffers, %zu GPU launch%s)\n",
+                   kernel.name.c_str(), kernel.numArgs, launches[i],
+                   launches[i] == 1 ? "" : "es");
+    else
+      std::fprintf(out, "  %s (%u buffers)\n", kernel.name.c_str(),
+                   kernel.numArgs);
+  }
+  if (gpu.present)
+    std::fprintf(out, "launches %zu\n", plan.launches.size());
   std::fprintf(out, "steps    %zu\n", plan.steps.size());
 }
 

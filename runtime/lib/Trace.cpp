@@ -11,7 +11,13 @@ using namespace loom::runtime;
 
 void TraceRecorder::addStep(unsigned step, const std::string &kernel,
                             double startUs, double durationUs) {
-  events.push_back({step, kernel, startUs, durationUs});
+  events.push_back({step, kernel, std::string(), startUs, durationUs});
+}
+
+void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
+                              const std::string &function, double startUs,
+                              double durationUs) {
+  events.push_back({step, kernel, function, startUs, durationUs});
 }
 
 std::string TraceRecorder::toJson() const {
@@ -22,10 +28,15 @@ std::string TraceRecorder::toJson() const {
     std::snprintf(times, sizeof(times), "\"ts\": %.3f, \"dur\": %.3f",
                   event.startUs, event.durationUs);
     json += i ? ",\n  " : "\n  ";
-    json += "{\"name\": " + jsonQuote(event.kernel) +
-            ", \"cat\": \"kernel\", \"ph\": \"X\", " + times +
+    bool launch = !event.function.empty();
+    json += "{\"name\": " + jsonQuote(launch ? event.function : event.kernel) +
+            ", \"cat\": \"" + (launch ? "cuda" : "kernel") +
+            "\", \"ph\": \"X\", " + times +
             ", \"pid\": 0, \"tid\": 0, \"args\": {\"step\": " +
-            std::to_string(event.step) + "}}";
+            std::to_string(event.step);
+    if (launch)
+      json += ", \"kernel\": " + jsonQuote(event.kernel);
+    json += "}}";
   }
   json += events.empty() ? "]" : "\n]";
   return json + ", \"displayTimeUnit\": \"ms\"}\n";

@@ -57,6 +57,31 @@ static Value rowMean(OpBuilder &b, Location loc, Value x, ValueRange stats,
       });
 }
 
+/// The statistics of a stable softmax along `axis`: the maximum and the sum
+/// of exp(x - max), as f32 tensors without that axis.
+struct SoftmaxStatistics {
+  Value max, sumExp;
+};
+
+static SoftmaxStatistics softmaxStatistics(OpBuilder &b, Location loc, Value x,
+                                           int64_t axis) {
+  MLIRContext *context = b.getContext();
+  ArrayRef<int64_t> shape = shapeOf(x).getShape();
+  int64_t rank = shape.size();
+  AffineMap full = identity(rank, context);
+  AffineMap reduced = dropDimMap(rank, axis, context);
+  Value max = buildAxisReduction(b, loc, shape, axis, {x}, {full},
+                                 -std::numeric_limits<double>::infinity(),
+                                 maxCombine);
+  Value sum = buildAxisReduction(
+      b, loc, shape, axis, {x, max}, {full, reduced}, 0.0,
+      [](OpBuilder &nb, Location l, Value acc, ValueRange in) -> Value {
+        Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, in[0], in[1]));
+        return arith::AddFOp::create(nb, l, acc, e);
+      });
+  return {max, sum};
+}
+
 namespace {
 struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -71,15 +96,7 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
     AffineMap full = identity(rank, context);
     AffineMap reduced = dropDimMap(rank, axis, context);
     // max, then sum(exp(x - max)), then exp(x - max) / sum.
-    Value max = buildAxisReduction(rewriter, loc, shape, axis, {x}, {full},
-                                   -std::numeric_limits<double>::infinity(),
-                                   maxCombine);
-    Value sum = buildAxisReduction(
-        rewriter, loc, shape, axis, {x, max}, {full, reduced}, 0.0,
-        [](OpBuilder &b, Location l, Value acc, ValueRange in) -> Value {
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
-          return arith::AddFOp::create(b, l, acc, e);
-        });
+    auto [max, sum] = softmaxStatistics(rewriter, loc, x, axis);
     Value result = buildElementwise(
         rewriter, loc, op.getType(), {x, max, sum}, {full, reduced, reduced},
         [](OpBuilder &b, Location l, ValueRange in) -> Value {
@@ -221,17 +238,7 @@ struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
     Value logits = adaptor.getLogits(), labels = adaptor.getLabels();
     ArrayRef<int64_t> shape = shapeOf(logits).getShape();
     int64_t rank = shape.size(), axis = rank - 1, classes = shape.back();
-    AffineMap full = identity(rank, context);
-    AffineMap reduced = dropDimMap(rank, axis, context);
-    Value max = buildAxisReduction(rewriter, loc, shape, axis, {logits}, {full},
-                                   -std::numeric_limits<double>::infinity(),
-                                   maxCombine);
-    Value sum = buildAxisReduction(
-        rewriter, loc, shape, axis, {logits, max}, {full, reduced}, 0.0,
-        [](OpBuilder &b, Location l, Value acc, ValueRange in) -> Value {
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
-          return arith::AddFOp::create(b, l, acc, e);
-        });
+    auto [max, sum] = softmaxStatistics(rewriter, loc, logits, axis);
     ArrayRef<int64_t> rows = shapeOf(max).getShape();
     int64_t count = 1;
     for (int64_t d : rows)

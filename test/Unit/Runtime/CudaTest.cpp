@@ -62,8 +62,8 @@ const char kImage[] = "FAKE PTX\n"; // 9 bytes: what the fake driver loads
 
 /// t = x + y; out = (t + w) * 2 (out in y's bytes); dims = the grid and
 /// block of the last launch, its last two elements never written.
-std::vector<std::string> gpuPlanLines(const std::string &image =
-                                          "gpu-image sm_90 ptx 9") {
+std::vector<std::string>
+gpuPlanLines(const std::string &image = "gpu-image sm_90 ptx 9") {
   return {"loom-plan 1",
           "model scaled",
           "device cpu",
@@ -150,8 +150,7 @@ TEST(Cuda, ImagesRunOnCompatibleDevices) {
       {"sm_100f", ptx, 12, 0, false},
   };
   for (const Case &c : cases)
-    EXPECT_EQ(gpuImageRunsOn(image(c.arch, c.format), c.major, c.minor),
-              c.runs)
+    EXPECT_EQ(gpuImageRunsOn(image(c.arch, c.format), c.major, c.minor), c.runs)
         << c.arch << " " << gpuImageFormatName(c.format) << " on " << c.major
         << "." << c.minor;
   EXPECT_EQ(gpuImageRequirement(image("sm_90a", cubin)),
@@ -221,8 +220,8 @@ TEST(Cuda, NeedsAGpuImageOfTheStatedSize) {
   // The plan and the executable's image disagree.
   Executable executable = gpuExecutable();
   executable.gpuImageSize = 0;
-  RunResult run = runDriver({"--device", "cuda", "--random-inputs"},
-                            executable, sealLines(gpuPlanLines()));
+  RunResult run = runDriver({"--device", "cuda", "--random-inputs"}, executable,
+                            sealLines(gpuPlanLines()));
   EXPECT_EQ(run.status, 1);
   EXPECT_EQ(run.err,
             errorLine("plan:5: the gpu-image record says 9 bytes, but this "
@@ -307,11 +306,13 @@ TEST(Cuda, RunsOnTheFakeDriverLikeOnTheCpu) {
   TempDir dir;
   std::string plan = sealLines(gpuPlanLines());
   auto outputs = [&](const std::string &tag) {
-    return std::vector<std::string>{
-        "--random-inputs",     "--seed",
-        "7",                   "--output",
-        "out=" + dir.path(tag + "out.npy"),
-        "--output",            "d=" + dir.path(tag + "d.npy")};
+    return std::vector<std::string>{"--random-inputs",
+                                    "--seed",
+                                    "7",
+                                    "--output",
+                                    "out=" + dir.path(tag + "out.npy"),
+                                    "--output",
+                                    "d=" + dir.path(tag + "d.npy")};
   };
   RunResult cpu = runDriver(outputs("cpu"), gpuExecutable(), plan);
   ASSERT_EQ(cpu.status, 0) << cpu.err;
@@ -353,9 +354,9 @@ TEST(Cuda, RunsOnTheFakeDriverLikeOnTheCpu) {
 TEST(Cuda, TracesEveryLaunch) {
   TempDir dir;
   FakeCudaState &fake = fakeCuda();
-  RunResult run = runOnFake(
-      {"--random-inputs", "--trace", dir.path("trace.json")},
-      sealLines(gpuPlanLines()));
+  RunResult run =
+      runOnFake({"--random-inputs", "--trace", dir.path("trace.json")},
+                sealLines(gpuPlanLines()));
   ASSERT_EQ(run.status, 0) << run.err;
   std::string trace = readFile(dir.path("trace.json"));
   size_t events = 0;
@@ -381,15 +382,13 @@ TEST(Cuda, ReportsDevicesThatCannotRunTheImage) {
   FakeCudaState &fake = fakeCuda();
   fake.deviceCount = 0;
   RunResult run = runOnFake({"--random-inputs"}, plan);
-  EXPECT_EQ(run.err,
-            errorLine("no CUDA device found; run with --device cpu"));
+  EXPECT_EQ(run.err, errorLine("no CUDA device found; run with --device cpu"));
 
   fakeCuda();
   fake.failCall = "cuInit";
   fake.failResult = 100; // CUDA_ERROR_NO_DEVICE
   run = runOnFake({"--random-inputs"}, plan);
-  EXPECT_EQ(run.err,
-            errorLine("no CUDA device found; run with --device cpu"));
+  EXPECT_EQ(run.err, errorLine("no CUDA device found; run with --device cpu"));
 
   fakeCuda();
   fake.failCall = "cuInit";
@@ -433,8 +432,8 @@ TEST(Cuda, ReportsImagesFunctionsAndArguments) {
   Executable executable = gpuExecutable(LOOM_FAKE_CUDA_DRIVER);
   const char notFake[] = "NOT FAKE!";
   executable.gpuImage = reinterpret_cast<const unsigned char *>(notFake);
-  RunResult run = runDriver({"--device", "cuda", "--random-inputs"},
-                            executable, sealLines(gpuPlanLines()));
+  RunResult run = runDriver({"--device", "cuda", "--random-inputs"}, executable,
+                            sealLines(gpuPlanLines()));
   EXPECT_EQ(run.err,
             errorLine("plan:5: loading the GPU image (ptx for sm_90, 9 bytes) "
                       "on Fake GPU: cuModuleLoadDataEx failed: "
@@ -513,8 +512,8 @@ TEST(Cuda, ReportsFailingCalls) {
     FakeCudaState &fake = fakeCuda();
     fake.failCall = c.call;
     fake.failResult = c.result;
-    RunResult run = runOnFake(
-        {"--random-inputs", "--trace", dir.path("trace.json")}, plan);
+    RunResult run =
+        runOnFake({"--random-inputs", "--trace", dir.path("trace.json")}, plan);
     EXPECT_EQ(run.status, 1) << c.call;
     EXPECT_EQ(run.err, errorLine(c.error)) << c.call;
     EXPECT_EQ(run.out, "") << c.call; // no outputs after a failure

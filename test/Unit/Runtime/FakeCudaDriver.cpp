@@ -27,7 +27,7 @@ bool failing(const char *call) {
 #define FAKE_FAIL(call)                                                        \
   do {                                                                         \
     if (failing(call))                                                         \
-      return static_cast<CUresult>(state.failResult);                         \
+      return static_cast<CUresult>(state.failResult);                          \
     if (!state.initialized && std::strcmp(call, "cuInit") != 0)                \
       return CUDA_ERROR_NOT_INITIALIZED;                                       \
   } while (0)
@@ -310,8 +310,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
                                 unsigned int gridY, unsigned int gridZ,
                                 unsigned int blockX, unsigned int blockY,
                                 unsigned int blockZ, unsigned int sharedBytes,
-                                CUstream stream, void **params,
-                                void **extra) {
+                                CUstream stream, void **params, void **extra) {
   FAKE_FAIL("cuLaunchKernel");
   if (sharedBytes || stream || extra)
     return CUDA_ERROR_INVALID_VALUE;
@@ -320,8 +319,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
   unsigned block[3] = {blockX, blockY, blockZ};
   if (state.numLaunches < 64) {
     FakeCudaLaunch &launch = state.launches[state.numLaunches];
-    std::snprintf(launch.function, sizeof(launch.function), "%s",
-                  found->name);
+    std::snprintf(launch.function, sizeof(launch.function), "%s", found->name);
     std::memcpy(launch.grid, grid, sizeof(grid));
     std::memcpy(launch.block, block, sizeof(block));
   }

@@ -1,4 +1,4 @@
-//===- FakeCudaDriver.h - A CUDA driver without a GPU, for tests -*- C++ -*-===//
+//===- FakeCudaDriver.h - A CUDA driver without a GPU, for tests --*- C++ -*-//
 //
 // libLoomFakeCudaDriver.so exports the driver API functions the runtime's
 // CUDA executor dlsym()s, implemented on the host: device memory is host

@@ -503,8 +503,8 @@ TEST(Plan, ParsesGpuArchitectures) {
     unsigned major, minor;
     char variant;
   };
-  const Case good[] = {{"sm_80", 8, 0, 0},    {"sm_86", 8, 6, 0},
-                       {"sm_90a", 9, 0, 'a'}, {"sm_100f", 10, 0, 'f'},
+  const Case good[] = {{"sm_80", 8, 0, 0},      {"sm_86", 8, 6, 0},
+                       {"sm_90a", 9, 0, 'a'},   {"sm_100f", 10, 0, 'f'},
                        {"sm_103a", 10, 3, 'a'}, {"sm_121", 12, 1, 0}};
   for (const Case &c : good) {
     GpuArch arch;
@@ -531,8 +531,9 @@ TEST(Plan, RejectsBadGpuRecords) {
   };
   const Case cases[] = {
       // gpu-image: syntax and position.
-      {4, "gpu-image sm_90a cubin", "plan:5: expected 'gpu-image ARCH FORMAT "
-                                    "BYTES'"},
+      {4, "gpu-image sm_90a cubin",
+       "plan:5: expected 'gpu-image ARCH FORMAT "
+       "BYTES'"},
       {4, "gpu-image sm_90a cubin 1 2",
        "plan:5: expected 'gpu-image ARCH FORMAT BYTES'"},
       {4, "gpu-image 90a cubin 23520",
@@ -551,8 +552,9 @@ TEST(Plan, RejectsBadGpuRecords) {
       {17, "launch k0 k0_kernel 1 1 1 1 1 1", "plan:18: 'launch'" + order},
       {12, "launch k1 k1_kernel 1 1 1 1 1 1",
        "plan:13: launch names unknown kernel 'k1'"},
-      {13, "launch k9 f 1 1 1 1 1 1", "plan:14: launch names unknown kernel "
-                                      "'k9'"},
+      {13, "launch k9 f 1 1 1 1 1 1",
+       "plan:14: launch names unknown kernel "
+       "'k9'"},
       {13, "launch k0 k0-kernel 1 1 1 1 1 1",
        "plan:14: bad name 'k0-kernel' (names are [A-Za-z0-9_.]+)"},
       {13, "launch k0 f 1 1 1 1 1",

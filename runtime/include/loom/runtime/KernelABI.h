@@ -25,6 +25,11 @@ struct LoomKernel {
 extern const struct LoomKernel loom_kernels[];
 /// The plan text (docs/plan-format.md), NUL-terminated.
 extern const char loom_plan[];
+/// The GPU image the plan's `gpu-image` record describes (a cubin or PTX),
+/// loom_gpu_image_size bytes; size 0 in an executable without GPU kernels.
+/// loomc's glue always defines both (and a NUL after the image).
+extern const unsigned char loom_gpu_image[];
+extern const unsigned long loom_gpu_image_size;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,73 @@
+//===- Cuda.h - Running a plan's GPU launches with the CUDA driver -*- C++ -*-//
+//
+// The CUDA executor of `--device cuda`. The driver (libcuda.so.1) is loaded
+// with dlopen when a run asks for it, never linked: compiled executables must
+// start, and run with --device cpu, on machines without a GPU or a driver.
+// The executor is compiled only when cuda.h was found at build time (for the
+// driver API's types); otherwise cudaSupported() is false and open() fails.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_CUDA_H
+#define LOOM_RUNTIME_CUDA_H
+
+#include "loom/runtime/Plan.h"
+#include "loom/runtime/Trace.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loom::runtime {
+
+/// Whether this runtime was built with the CUDA executor.
+bool cudaSupported();
+
+/// Whether a device of compute capability `major`.`minor` runs `image`: a
+/// cubin for sm_XYa (or PTX for it) only on X.Y; a cubin for sm_XY or
+/// sm_XYf on X.Z with Z >= Y; PTX for sm_XYf likewise; PTX for sm_XY on
+/// X.Y and every later compute capability (the driver compiles it).
+bool gpuImageRunsOn(const PlanGpuImage &image, unsigned major, unsigned minor);
+
+/// The compute capabilities gpuImageRunsOn accepts, in words, e.g.
+/// "compute capability 9.0 only".
+std::string gpuImageRequirement(const PlanGpuImage &image);
+
+/// Runs a plan's launches on CUDA device 0 with one device arena. Usage:
+/// open (everything that can fail before the host has done any work), then
+/// run with the host arena holding the initialized params and the inputs.
+class CudaExecutor {
+public:
+  CudaExecutor();
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor &) = delete;
+  CudaExecutor &operator=(const CudaExecutor &) = delete;
+
+  /// Loads the driver `driverLibrary` (dlopen), initializes it, takes
+  /// device 0 and its primary context, checks the image's architecture
+  /// against the device, loads the `imageSize` bytes of `image`, finds the
+  /// function of every launch (and, with a driver that can tell, checks the
+  /// launch's arguments against its parameters), and allocates the device
+  /// arena. `plan` must outlive the executor. False with a message naming
+  /// the failing CUDA call and its error.
+  bool open(const Plan &plan, const unsigned char *image, uint64_t imageSize,
+            const char *driverLibrary, std::string &error);
+
+  /// Zeroes the device arena, copies the params and inputs from `hostArena`
+  /// (laid out as the plan says) to their offsets, runs every step's
+  /// launches in order, synchronizes and copies the outputs back to their
+  /// offsets in `hostArena`. With `trace`, adds one event per launch, timed
+  /// with CUDA events.
+  bool run(char *hostArena, TraceRecorder *trace, std::string &error);
+
+  /// After open: "NAME (compute capability X.Y)".
+  std::string deviceDescription() const;
+
+private:
+  struct State;
+  std::unique_ptr<State> state;
+};
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_CUDA_H

@@ -1,0 +1,603 @@
+//===- Cuda.cpp - The CUDA executor: the driver API through dlopen --------===//
+//
+// cuda.h gives the driver API's types and prototypes only; every function is
+// looked up with dlsym in the libcuda.so.1 that --device cuda loads. The
+// symbols are the versioned ones cuda.h maps its names to (cuMemAlloc_v2,
+// ...), which every driver since CUDA 4 exports. Contexts are the device's
+// primary context, as the CUDA runtime uses it (cuCtxCreate's signature
+// changed in CUDA 13; the primary context's API did not).
+//
+// Without cuda.h at build time (LOOM_RUNTIME_CUDA undefined) only the
+// architecture rules are compiled and the executor reports that this runtime
+// has no CUDA support.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime/Cuda.h"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace loom::runtime;
+
+bool loom::runtime::gpuImageRunsOn(const PlanGpuImage &image, unsigned major,
+                                   unsigned minor) {
+  const GpuArch &arch = image.arch;
+  if (arch.variant == 'a')
+    return major == arch.major && minor == arch.minor;
+  if (arch.variant == 'f' || image.format == GpuImageFormat::Cubin)
+    return major == arch.major && minor >= arch.minor;
+  return major > arch.major || (major == arch.major && minor >= arch.minor);
+}
+
+std::string loom::runtime::gpuImageRequirement(const PlanGpuImage &image) {
+  const GpuArch &arch = image.arch;
+  std::string capability = "compute capability " + std::to_string(arch.major) +
+                           "." + std::to_string(arch.minor);
+  if (arch.variant == 'a')
+    return capability + " only";
+  if (arch.variant == 'f' || image.format == GpuImageFormat::Cubin)
+    return capability + " or a later " + std::to_string(arch.major) + ".x";
+  return capability + " or later";
+}
+
+#ifndef LOOM_RUNTIME_CUDA
+
+bool loom::runtime::cudaSupported() { return false; }
+
+struct CudaExecutor::State {};
+CudaExecutor::CudaExecutor() = default;
+CudaExecutor::~CudaExecutor() = default;
+
+bool CudaExecutor::open(const Plan &, const unsigned char *, uint64_t,
+                        const char *, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::run(char *, TraceRecorder *, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+std::string CudaExecutor::deviceDescription() const { return ""; }
+
+#else // LOOM_RUNTIME_CUDA
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <unordered_map>
+
+bool loom::runtime::cudaSupported() { return true; }
+
+namespace {
+/// The driver functions the executor calls. decltype of cuda.h's names
+/// gives the versioned functions' types (cuMemAlloc is cuMemAlloc_v2).
+struct DriverApi {
+  decltype(&::cuGetErrorName) getErrorName = nullptr;
+  decltype(&::cuGetErrorString) getErrorString = nullptr;
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDeviceGetCount) deviceGetCount = nullptr;
+  decltype(&::cuDeviceGet) deviceGet = nullptr;
+  decltype(&::cuDeviceGetName) deviceGetName = nullptr;
+  decltype(&::cuDeviceGetAttribute) deviceGetAttribute = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) primaryCtxRetain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) primaryCtxRelease = nullptr;
+  decltype(&::cuCtxSetCurrent) ctxSetCurrent = nullptr;
+  decltype(&::cuCtxSynchronize) ctxSynchronize = nullptr;
+  decltype(&::cuModuleLoadDataEx) moduleLoadDataEx = nullptr;
+  decltype(&::cuModuleUnload) moduleUnload = nullptr;
+  decltype(&::cuModuleGetFunction) moduleGetFunction = nullptr;
+  decltype(&::cuMemAlloc) memAlloc = nullptr;
+  decltype(&::cuMemFree) memFree = nullptr;
+  decltype(&::cuMemsetD8) memsetD8 = nullptr;
+  decltype(&::cuMemcpyHtoD) memcpyHtoD = nullptr;
+  decltype(&::cuMemcpyDtoH) memcpyDtoH = nullptr;
+  decltype(&::cuLaunchKernel) launchKernel = nullptr;
+  decltype(&::cuEventCreate) eventCreate = nullptr;
+  decltype(&::cuEventRecord) eventRecord = nullptr;
+  decltype(&::cuEventSynchronize) eventSynchronize = nullptr;
+  decltype(&::cuEventElapsedTime) eventElapsedTime = nullptr;
+  decltype(&::cuEventDestroy) eventDestroy = nullptr;
+  /// Optional (drivers of CUDA 12.4 and later): checks launch arguments.
+  decltype(&::cuFuncGetParamInfo) funcGetParamInfo = nullptr;
+};
+
+/// Looks up `name`, else `fallback`; false if neither is there.
+template <typename Fn>
+bool resolve(void *library, Fn &fn, const char *name,
+             const char *fallback = nullptr) {
+  void *symbol = dlsym(library, name);
+  if (!symbol && fallback)
+    symbol = dlsym(library, fallback);
+  fn = reinterpret_cast<Fn>(symbol);
+  return symbol != nullptr;
+}
+
+/// The bytes a launch argument takes in the kernel's parameter list.
+size_t argumentBytes(const LaunchArg &arg) {
+  switch (arg.kind) {
+  case LaunchArg::Kind::Buffer:
+  case LaunchArg::Kind::I64:
+    return 8;
+  case LaunchArg::Kind::I32:
+  case LaunchArg::Kind::F32:
+    return 4;
+  }
+  return 8;
+}
+
+std::string mebibytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f MiB",
+                static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
+std::string planLine(unsigned line) {
+  return "plan:" + std::to_string(line) + ": ";
+}
+} // namespace
+
+struct CudaExecutor::State {
+  const Plan *plan = nullptr;
+  DriverApi api;
+  std::string library;
+  CUdevice device = 0;
+  std::string deviceName;
+  int major = 0, minor = 0;
+  bool retained = false; // the primary context
+  CUmodule module = nullptr;
+  CUdeviceptr arena = 0;
+  uint64_t arenaBytes = 0; // allocated (at least 256)
+  /// Per plan.launches entry, its function.
+  std::vector<CUfunction> functions;
+  /// Per plan kernel, the indices of its launches in plan.launches.
+  std::vector<std::vector<size_t>> launchesOf;
+
+  ~State();
+
+  /// "CUDA_ERROR_X (description)".
+  std::string describe(CUresult result) const;
+  /// False with "WHAT: CALL failed: ERROR" unless `result` is success.
+  bool check(CUresult result, const char *call, std::string &error,
+             const std::string &what = std::string()) const;
+  bool loadDriver(const char *path, std::string &error);
+  bool selectDevice(const PlanGpuImage &image, std::string &error);
+  bool loadImage(const PlanGpuImage &image, const unsigned char *bytes,
+                 uint64_t size, std::string &error);
+  bool findFunctions(std::string &error);
+};
+
+CudaExecutor::State::~State() {
+  // Best effort: nothing to report from a destructor.
+  if (arena)
+    api.memFree(arena);
+  if (module)
+    api.moduleUnload(module);
+  if (retained)
+    api.primaryCtxRelease(device);
+  // The driver stays loaded: unloading libcuda while its threads run is not
+  // supported, and the process ends soon anyway.
+}
+
+std::string CudaExecutor::State::describe(CUresult result) const {
+  const char *name = nullptr;
+  const char *text = nullptr;
+  if (api.getErrorName(result, &name) != CUDA_SUCCESS || !name)
+    return "CUDA error " + std::to_string(static_cast<int>(result));
+  std::string described = name;
+  if (api.getErrorString(result, &text) == CUDA_SUCCESS && text)
+    described += std::string(" (") + text + ")";
+  return described;
+}
+
+bool CudaExecutor::State::check(CUresult result, const char *call,
+                                std::string &error,
+                                const std::string &what) const {
+  if (result == CUDA_SUCCESS)
+    return true;
+  error =
+      (what.empty() ? "" : what + ": ") + call + " failed: " + describe(result);
+  return false;
+}
+
+bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
+  library = path;
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    error = "no CUDA driver (" + library + ") found; run with --device cpu";
+    return false;
+  }
+  struct Required {
+    bool found;
+    const char *name;
+  };
+  const Required required[] = {
+      {resolve(handle, api.getErrorName, "cuGetErrorName"), "cuGetErrorName"},
+      {resolve(handle, api.getErrorString, "cuGetErrorString"),
+       "cuGetErrorString"},
+      {resolve(handle, api.init, "cuInit"), "cuInit"},
+      {resolve(handle, api.deviceGetCount, "cuDeviceGetCount"),
+       "cuDeviceGetCount"},
+      {resolve(handle, api.deviceGet, "cuDeviceGet"), "cuDeviceGet"},
+      {resolve(handle, api.deviceGetName, "cuDeviceGetName"),
+       "cuDeviceGetName"},
+      {resolve(handle, api.deviceGetAttribute, "cuDeviceGetAttribute"),
+       "cuDeviceGetAttribute"},
+      {resolve(handle, api.primaryCtxRetain, "cuDevicePrimaryCtxRetain"),
+       "cuDevicePrimaryCtxRetain"},
+      {resolve(handle, api.primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
+       "cuDevicePrimaryCtxRelease_v2"},
+      {resolve(handle, api.ctxSetCurrent, "cuCtxSetCurrent"),
+       "cuCtxSetCurrent"},
+      {resolve(handle, api.ctxSynchronize, "cuCtxSynchronize"),
+       "cuCtxSynchronize"},
+      {resolve(handle, api.moduleLoadDataEx, "cuModuleLoadDataEx"),
+       "cuModuleLoadDataEx"},
+      {resolve(handle, api.moduleUnload, "cuModuleUnload"), "cuModuleUnload"},
+      {resolve(handle, api.moduleGetFunction, "cuModuleGetFunction"),
+       "cuModuleGetFunction"},
+      {resolve(handle, api.memAlloc, "cuMemAlloc_v2"), "cuMemAlloc_v2"},
+      {resolve(handle, api.memFree, "cuMemFree_v2"), "cuMemFree_v2"},
+      {resolve(handle, api.memsetD8, "cuMemsetD8_v2"), "cuMemsetD8_v2"},
+      {resolve(handle, api.memcpyHtoD, "cuMemcpyHtoD_v2"), "cuMemcpyHtoD_v2"},
+      {resolve(handle, api.memcpyDtoH, "cuMemcpyDtoH_v2"), "cuMemcpyDtoH_v2"},
+      {resolve(handle, api.launchKernel, "cuLaunchKernel"), "cuLaunchKernel"},
+      {resolve(handle, api.eventCreate, "cuEventCreate"), "cuEventCreate"},
+      {resolve(handle, api.eventRecord, "cuEventRecord"), "cuEventRecord"},
+      {resolve(handle, api.eventSynchronize, "cuEventSynchronize"),
+       "cuEventSynchronize"},
+      // The same function; _v2 is the name of CUDA 12.8 and later.
+      {resolve(handle, api.eventElapsedTime, "cuEventElapsedTime_v2",
+               "cuEventElapsedTime"),
+       "cuEventElapsedTime"},
+      {resolve(handle, api.eventDestroy, "cuEventDestroy_v2"),
+       "cuEventDestroy_v2"},
+  };
+  for (const Required &function : required) {
+    if (!function.found) {
+      error = "the CUDA driver " + library + " has no function " +
+              function.name + " (is it too old?)";
+      return false;
+    }
+  }
+  resolve(handle, api.funcGetParamInfo, "cuFuncGetParamInfo");
+  return true;
+}
+
+bool CudaExecutor::State::selectDevice(const PlanGpuImage &image,
+                                       std::string &error) {
+  CUresult result = api.init(0);
+  if (result == CUDA_ERROR_NO_DEVICE) {
+    error = "no CUDA device found; run with --device cpu";
+    return false;
+  }
+  if (!check(result, "cuInit", error,
+             "initializing the CUDA driver " + library))
+    return false;
+  int count = 0;
+  if (!check(api.deviceGetCount(&count), "cuDeviceGetCount", error))
+    return false;
+  if (count <= 0) {
+    error = "no CUDA device found; run with --device cpu";
+    return false;
+  }
+  if (!check(api.deviceGet(&device, 0), "cuDeviceGet", error))
+    return false;
+  char name[256] = "";
+  if (!check(api.deviceGetName(name, sizeof(name) - 1, device),
+             "cuDeviceGetName", error))
+    return false;
+  deviceName = name;
+  if (!check(api.deviceGetAttribute(
+                 &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+             "cuDeviceGetAttribute", error) ||
+      !check(api.deviceGetAttribute(
+                 &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+             "cuDeviceGetAttribute", error))
+    return false;
+  if (major < 0 || minor < 0 ||
+      !gpuImageRunsOn(image, static_cast<unsigned>(major),
+                      static_cast<unsigned>(minor))) {
+    error = planLine(image.line) + "the GPU image (" +
+            gpuImageFormatName(image.format) + " for " + image.archName +
+            ") runs on " + gpuImageRequirement(image) + ", but device 0 (" +
+            deviceName + ") has compute capability " + std::to_string(major) +
+            "." + std::to_string(minor) +
+            "; recompile with loomc --gpu-arch=sm_" + std::to_string(major) +
+            std::to_string(minor) + ", or run with --device cpu";
+    return false;
+  }
+  CUcontext context = nullptr;
+  if (!check(api.primaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain",
+             error))
+    return false;
+  retained = true;
+  return check(api.ctxSetCurrent(context), "cuCtxSetCurrent", error);
+}
+
+bool CudaExecutor::State::loadImage(const PlanGpuImage &image,
+                                    const unsigned char *bytes, uint64_t size,
+                                    std::string &error) {
+  // A copy: PTX must end with a NUL, and a cubin is read with aligned loads.
+  std::string copy(reinterpret_cast<const char *>(bytes),
+                   static_cast<size_t>(size));
+  char log[8192] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
+  CUresult result =
+      api.moduleLoadDataEx(&module, copy.c_str(), 2, options, values);
+  if (result == CUDA_SUCCESS)
+    return true;
+  module = nullptr;
+  check(result, "cuModuleLoadDataEx", error,
+        planLine(image.line) + "loading the GPU image (" +
+            gpuImageFormatName(image.format) + " for " + image.archName + ", " +
+            std::to_string(size) + " bytes) on " + deviceName);
+  log[sizeof(log) - 1] = '\0';
+  std::string details = log;
+  while (!details.empty() && (details.back() == '\n' || details.back() == ' '))
+    details.pop_back();
+  if (!details.empty())
+    error += "\n" + details;
+  return false;
+}
+
+bool CudaExecutor::State::findFunctions(std::string &error) {
+  struct Function {
+    CUfunction handle = nullptr;
+    /// Parameter sizes, when the driver can tell (cuFuncGetParamInfo).
+    bool known = false;
+    std::vector<size_t> sizes;
+  };
+  std::unordered_map<std::string, Function> byName;
+  functions.clear();
+  launchesOf.assign(plan->kernels.size(), {});
+  for (size_t i = 0; i < plan->launches.size(); ++i) {
+    const PlanLaunch &launch = plan->launches[i];
+    std::string where = planLine(launch.line);
+    auto found = byName.find(launch.function);
+    if (found == byName.end()) {
+      Function function;
+      CUresult result = api.moduleGetFunction(&function.handle, module,
+                                              launch.function.c_str());
+      if (result == CUDA_ERROR_NOT_FOUND) {
+        error =
+            where + "the GPU image has no function '" + launch.function + "'";
+        return false;
+      }
+      if (!check(result, "cuModuleGetFunction", error,
+                 where + "finding '" + launch.function + "'"))
+        return false;
+      // Parameter sizes until the first index past the end. A driver that
+      // cannot answer for parameter 0 leaves the launch unchecked.
+      for (size_t index = 0; api.funcGetParamInfo && index < 4096; ++index) {
+        size_t offset = 0, bytes = 0;
+        if (api.funcGetParamInfo(function.handle, index, &offset, &bytes) !=
+            CUDA_SUCCESS)
+          break;
+        function.known = true;
+        function.sizes.push_back(bytes);
+      }
+      found = byName.emplace(launch.function, std::move(function)).first;
+    }
+    const Function &function = found->second;
+    if (function.known) {
+      if (function.sizes.size() != launch.args.size()) {
+        error = where + "the launch passes " +
+                std::to_string(launch.args.size()) + " arguments to '" +
+                launch.function + "', which takes " +
+                std::to_string(function.sizes.size()) + " parameters";
+        return false;
+      }
+      for (size_t a = 0; a < launch.args.size(); ++a) {
+        size_t bytes = argumentBytes(launch.args[a]);
+        if (function.sizes[a] != bytes) {
+          error = where + "launch argument " + std::to_string(a) + " ('" +
+                  formatLaunchArg(launch.args[a]) + "', " +
+                  std::to_string(bytes) + " bytes) does not match parameter " +
+                  std::to_string(a) + " of '" + launch.function + "' (" +
+                  std::to_string(function.sizes[a]) + " bytes)";
+          return false;
+        }
+      }
+    }
+    functions.push_back(function.handle);
+    launchesOf[launch.kernel].push_back(i);
+  }
+  return true;
+}
+
+CudaExecutor::CudaExecutor() = default;
+CudaExecutor::~CudaExecutor() = default;
+
+bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
+                        uint64_t imageSize, const char *driverLibrary,
+                        std::string &error) {
+  state.reset(new State());
+  State &s = *state;
+  s.plan = &plan;
+  if (!plan.gpuImage.present || !image || imageSize == 0) {
+    error = "this executable was built without GPU kernels";
+    return false;
+  }
+  if (!s.loadDriver(driverLibrary ? driverLibrary : "libcuda.so.1", error) ||
+      !s.selectDevice(plan.gpuImage, error) ||
+      !s.loadImage(plan.gpuImage, image, imageSize, error) ||
+      !s.findFunctions(error))
+    return false;
+  // One arena; cuMemAlloc aligns to at least 256 bytes and rejects 0.
+  s.arenaBytes = plan.arenaBytes < 256 ? 256 : plan.arenaBytes;
+  CUresult result = s.api.memAlloc(&s.arena, static_cast<size_t>(s.arenaBytes));
+  if (result != CUDA_SUCCESS) {
+    s.arena = 0;
+    return s.check(result, "cuMemAlloc", error,
+                   "cannot allocate the device arena of " +
+                       std::to_string(plan.arenaBytes) + " bytes (" +
+                       mebibytes(plan.arenaBytes) + ") on " + s.deviceName);
+  }
+  return true;
+}
+
+namespace {
+/// CUDA events, destroyed with the list.
+struct EventList {
+  const DriverApi &api;
+  std::vector<CUevent> events;
+  explicit EventList(const DriverApi &api) : api(api) {}
+  ~EventList() {
+    for (CUevent event : events)
+      api.eventDestroy(event);
+  }
+};
+} // namespace
+
+bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
+                       std::string &error) {
+  if (!state || !state->arena) {
+    error = "the CUDA executor is not open";
+    return false;
+  }
+  State &s = *state;
+  const Plan &plan = *s.plan;
+  const DriverApi &api = s.api;
+  // Zero-filled like the host arena, then the params and inputs (which never
+  // share bytes with each other) at their offsets.
+  if (!s.check(api.memsetD8(s.arena, 0, static_cast<size_t>(s.arenaBytes)),
+               "cuMemsetD8", error, "clearing the device arena"))
+    return false;
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if ((buffer.role != BufferRole::Param &&
+         buffer.role != BufferRole::Input) ||
+        !buffer.bytes)
+      continue;
+    if (!s.check(api.memcpyHtoD(s.arena + buffer.offset,
+                                hostArena + buffer.offset,
+                                static_cast<size_t>(buffer.bytes)),
+                 "cuMemcpyHtoD", error,
+                 std::string("copying ") + roleName(buffer.role) + " '" +
+                     buffer.name + "' to the device"))
+      return false;
+  }
+
+  // With a trace: an event before the first launch, and one before and one
+  // after every launch.
+  EventList events(api);
+  auto record = [&]() {
+    CUevent event = nullptr;
+    if (!s.check(api.eventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate",
+                 error))
+      return false;
+    events.events.push_back(event);
+    return s.check(api.eventRecord(event, nullptr), "cuEventRecord", error);
+  };
+  struct Timed {
+    unsigned step;
+    size_t launch;
+  };
+  std::vector<Timed> timed;
+  if (trace && !record())
+    return false;
+
+  std::vector<uint64_t> slots;
+  std::vector<void *> params;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &step = plan.steps[i];
+    for (size_t index : s.launchesOf[step.kernel]) {
+      const PlanLaunch &launch = plan.launches[index];
+      // One 8-byte slot per argument; i32 and f32 use its first 4 bytes.
+      slots.assign(launch.args.size(), 0);
+      params.clear();
+      for (size_t a = 0; a < launch.args.size(); ++a) {
+        const LaunchArg &arg = launch.args[a];
+        void *slot = &slots[a];
+        switch (arg.kind) {
+        case LaunchArg::Kind::Buffer: {
+          uint64_t pointer = static_cast<uint64_t>(s.arena) +
+                             plan.buffers[step.buffers[arg.buffer]].offset;
+          std::memcpy(slot, &pointer, 8);
+          break;
+        }
+        case LaunchArg::Kind::I64:
+          std::memcpy(slot, &arg.integer, 8);
+          break;
+        case LaunchArg::Kind::I32: {
+          int32_t value = static_cast<int32_t>(arg.integer);
+          std::memcpy(slot, &value, 4);
+          break;
+        }
+        case LaunchArg::Kind::F32:
+          std::memcpy(slot, &arg.real, 4);
+          break;
+        }
+        params.push_back(slot);
+      }
+      if (trace && !record())
+        return false;
+      CUresult result = api.launchKernel(
+          s.functions[index], launch.grid[0], launch.grid[1], launch.grid[2],
+          launch.block[0], launch.block[1], launch.block[2], 0, nullptr,
+          params.empty() ? nullptr : params.data(), nullptr);
+      if (!s.check(result, "cuLaunchKernel", error,
+                   planLine(launch.line) + "launching '" + launch.function +
+                       "' (step " + std::to_string(i) + ", kernel '" +
+                       plan.kernels[step.kernel].name + "')"))
+        return false;
+      if (trace) {
+        if (!record())
+          return false;
+        timed.push_back({static_cast<unsigned>(i), index});
+      }
+    }
+  }
+  if (!s.check(api.ctxSynchronize(), "cuCtxSynchronize", error,
+               "running the GPU kernels")) {
+    error += " (with CUDA_LAUNCH_BLOCKING=1 the failing launch is reported)";
+    return false;
+  }
+
+  if (trace) {
+    if (!s.check(api.eventSynchronize(events.events.back()),
+                 "cuEventSynchronize", error))
+      return false;
+    for (size_t t = 0; t < timed.size(); ++t) {
+      float start = 0, duration = 0;
+      CUevent before = events.events[1 + 2 * t];
+      CUevent after = events.events[2 + 2 * t];
+      if (!s.check(api.eventElapsedTime(&start, events.events[0], before),
+                   "cuEventElapsedTime", error) ||
+          !s.check(api.eventElapsedTime(&duration, before, after),
+                   "cuEventElapsedTime", error))
+        return false;
+      const PlanLaunch &launch = plan.launches[timed[t].launch];
+      // Milliseconds to microseconds.
+      trace->addLaunch(timed[t].step, plan.kernels[launch.kernel].name,
+                       launch.function, 1000.0 * start, 1000.0 * duration);
+    }
+  }
+
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Output || !buffer.bytes)
+      continue;
+    if (!s.check(api.memcpyDtoH(hostArena + buffer.offset,
+                                s.arena + buffer.offset,
+                                static_cast<size_t>(buffer.bytes)),
+                 "cuMemcpyDtoH", error,
+                 "copying output '" + buffer.name + "' from the device"))
+      return false;
+  }
+  return true;
+}
+
+std::string CudaExecutor::deviceDescription() const {
+  if (!state || state->deviceName.empty())
+    return "";
+  return state->deviceName + " (compute capability " +
+         std::to_string(state->major) + "." + std::to_string(state->minor) +
+         ")";
+}
+
+#endif // LOOM_RUNTIME_CUDA
