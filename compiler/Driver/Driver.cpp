@@ -17,6 +17,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -247,6 +248,9 @@ LogicalResult Driver::run() {
                   (!options.dumpDir.empty() &&
                    !llvm::StringRef(LOOM_CUDA_PATH).empty()) ||
                   (executable && options.embedGpu);
+  if (wantsGpu && !llvm::Regex("^sm_[0-9]{2,3}[af]?$").match(options.gpuArch))
+    return mlir::emitError(UnknownLoc::get(&context), "--gpu-arch must look like sm_80 "
+                     "or sm_90a, got '") << options.gpuArch << "'";
   if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
     return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
                              "without one");

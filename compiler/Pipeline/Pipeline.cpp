@@ -37,6 +37,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
@@ -60,7 +62,7 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
                   linalg::LinalgDialect, bufferization::BufferizationDialect,
                   memref::MemRefDialect, scf::SCFDialect, affine::AffineDialect,
                   cf::ControlFlowDialect, LLVM::LLVMDialect, gpu::GPUDialect,
-                  NVVM::NVVMDialect>();
+                  NVVM::NVVMDialect, ub::UBDialect, vector::VectorDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -169,6 +171,8 @@ void ::loom::buildNvvmPipeline(OpPassManager &pm, const GpuTarget &target) {
   pm.addPass(createGpuNVVMAttachTarget(attach));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
   device.addPass(math::createMathExpandOpsPass());
+  // Views (split pieces, concat slots) become plain address arithmetic.
+  device.addPass(memref::createExpandStridedMetadataPass());
   device.addPass(createSCFToControlFlowPass());
   device.addPass(createLowerAffinePass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;

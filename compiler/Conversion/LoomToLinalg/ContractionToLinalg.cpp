@@ -67,8 +67,12 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           Value a = convertScalar(b, nloc, args[0], accumulate);
           Value c = convertScalar(b, nloc, args[1], accumulate);
+          // `contract` lets LLVM fuse the multiply and add into one FMA
+          // (one rounding instead of two, within the accumulation type).
+          auto contract = arith::FastMathFlags::contract;
           Value sum = arith::AddFOp::create(
-              b, nloc, args[2], arith::MulFOp::create(b, nloc, a, c));
+              b, nloc, args[2], arith::MulFOp::create(b, nloc, a, c, contract),
+              contract);
           linalg::YieldOp::create(b, nloc, sum);
         });
     Value out = product.getResult(0);

@@ -9,15 +9,18 @@ namespace mlir::loom {
 
 using namespace mlir;
 
-void mlir::loom::lowerCopyToLoop(memref::CopyOp copy) {
+LogicalResult mlir::loom::lowerCopyToLoop(memref::CopyOp copy) {
+  auto type = cast<MemRefType>(copy.getTarget().getType());
+  if (!type.hasStaticShape() ||
+      !cast<MemRefType>(copy.getSource().getType()).hasStaticShape())
+    return copy.emitError("copies of dynamically shaped buffers are not supported");
   OpBuilder b(copy);
   Location loc = copy.getLoc();
-  auto type = cast<MemRefType>(copy.getTarget().getType());
   if (type.getRank() == 0) {
     Value v = memref::LoadOp::create(b, loc, copy.getSource());
     memref::StoreOp::create(b, loc, v, copy.getTarget());
     copy.erase();
-    return;
+    return success();
   }
   SmallVector<Value> lower, upper, steps;
   for (int64_t size : type.getShape()) {
@@ -31,6 +34,7 @@ void mlir::loom::lowerCopyToLoop(memref::CopyOp copy) {
                             memref::StoreOp::create(nb, nloc, v, copy.getTarget(), ivs);
                           });
   copy.erase();
+  return success();
 }
 
 namespace {
@@ -41,12 +45,12 @@ struct LoomLowerStridedCopies
     getOperation().walk([&](memref::CopyOp copy) {
       auto source = cast<MemRefType>(copy.getSource().getType());
       auto target = cast<MemRefType>(copy.getTarget().getType());
-      if (source.hasStaticShape() &&
+      if (source.hasStaticShape() && target.hasStaticShape() &&
           (!source.getLayout().isIdentity() || !target.getLayout().isIdentity()))
         copies.push_back(copy);
     });
     for (memref::CopyOp copy : copies)
-      loom::lowerCopyToLoop(copy);
+      (void)loom::lowerCopyToLoop(copy); // shapes checked above
   }
 };
 } // namespace

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/GPU/Utils/GPUUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMMAPLOOPSTOGPU
@@ -19,6 +21,30 @@ static bool isSunk(Operation *op) {
   return op->hasTrait<OpTrait::ConstantLike>() || isa<ViewLikeOpInterface>(op) ||
          (op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
           isMemoryEffectFree(op));
+}
+
+/// Recomputes inside `launch` every view (and view of a view) it reads, so
+/// that only whole buffers cross; upstream sinking would keep a view outside
+/// when its base buffer is not otherwise used in the kernel.
+void mlir::loom::sinkViewsIntoLaunch(gpu::LaunchOp launch) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(launch.getBody(), captured);
+    for (Value value : captured) {
+      Operation *def = value.getDefiningOp();
+      if (!def || !isa<ViewLikeOpInterface>(def))
+        continue;
+      OpBuilder b = OpBuilder::atBlockBegin(&launch.getBody().front());
+      Operation *clone = b.clone(*def);
+      value.replaceUsesWithIf(clone->getResult(0), [&](OpOperand &use) {
+        return launch->isProperAncestor(use.getOwner());
+      });
+      changed = true;
+    }
+  }
+  (void)sinkOperationsIntoLaunchOp(launch, isSunk);
 }
 
 static Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
@@ -83,7 +109,8 @@ LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
   });
   gpu::TerminatorOp::create(k, loc);
   loop.erase();
-  return sinkOperationsIntoLaunchOp(launch, isSunk);
+  loom::sinkViewsIntoLaunch(launch);
+  return success();
 }
 
 void LoomMapLoopsToGpu::wrapInSingleThread(ArrayRef<Operation *> ops) {
@@ -94,8 +121,9 @@ void LoomMapLoopsToGpu::wrapInSingleThread(ArrayRef<Operation *> ops) {
   Block &body = launch.getBody().front();
   for (Operation *op : ops)
     op->moveBefore(&body, body.end());
-  OpBuilder::atBlockEnd(&body).create<gpu::TerminatorOp>(loc);
-  (void)sinkOperationsIntoLaunchOp(launch, isSunk);
+  OpBuilder end = OpBuilder::atBlockEnd(&body);
+  gpu::TerminatorOp::create(end, loc);
+  loom::sinkViewsIntoLaunch(launch);
 }
 
 void LoomMapLoopsToGpu::runOnOperation() {
@@ -104,7 +132,8 @@ void LoomMapLoopsToGpu::runOnOperation() {
     return;
   Block &entry = func.getBody().front();
   for (auto copy : llvm::make_early_inc_range(entry.getOps<memref::CopyOp>()))
-    loom::lowerCopyToLoop(copy);
+    if (failed(loom::lowerCopyToLoop(copy)))
+      return signalPassFailure();
   for (auto loop : llvm::make_early_inc_range(entry.getOps<scf::ParallelOp>()))
     if (failed(mapParallel(loop)))
       return signalPassFailure();
@@ -121,9 +150,12 @@ void LoomMapLoopsToGpu::runOnOperation() {
     bool usesPending = llvm::any_of(op.getOperands(), [&](Value v) {
       return pendingSet.contains(v.getDefiningOp());
     });
-    if (isa<gpu::LaunchOp>(op) || (isSunk(&op) && !usesPending)) {
+    if (isa<gpu::LaunchOp>(op)) {
       flush();
       pendingSet.clear();
+    } else if (isSunk(&op) && !usesPending) {
+      // Pure and independent of the group: it stays, and is sunk (copied)
+      // into whichever launches use it.
     } else {
       pending.push_back(&op);
       pendingSet.insert(&op);

@@ -65,7 +65,7 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
     if (isRematerialized(&op))
       continue;
     if (isa<MoeOp, StageOp>(op))
-      return op.emitError("'")
+      return emitError(op.getLoc(), "'")
              << op.getName() << "' is not supported by this backend yet";
     bool joins = !groups.empty() && isElementwise(&op) &&
                  llvm::any_of(op.getOperands(), [&](Value v) {

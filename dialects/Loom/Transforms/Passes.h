@@ -18,8 +18,13 @@ namespace mlir::loom {
 #define GEN_PASS_DECL
 #include "Loom/Transforms/Passes.h.inc"
 
-/// Replaces `copy` by a parallel loop of loads and stores (static shapes).
-void lowerCopyToLoop(memref::CopyOp copy);
+/// Replaces `copy` by a parallel loop of loads and stores; fails (with an
+/// error) unless both shapes are static.
+LogicalResult lowerCopyToLoop(memref::CopyOp copy);
+
+/// Moves the views, constants and index arithmetic a launch reads into its
+/// body, so that only whole buffers are passed to the kernel.
+void sinkViewsIntoLaunch(gpu::LaunchOp launch);
 
 #define GEN_PASS_REGISTRATION
 #include "Loom/Transforms/Passes.h.inc"

@@ -94,9 +94,10 @@ def LoomTileContractionsForCpu
     Each bufferized contraction whose sizes allow it is tiled twice with the
     transform dialect: cache tiles (up to 64 x 64 x 64, dividing the shape)
     and, inside, 4 x 16 register tiles over (m, n) with k unrolled by one;
-    the register tile is vectorized, its accumulator transfers hoisted out
-    of the k loop (after folding memref aliases), and the contraction lowered
-    to outer products (FMAs on 16-wide vectors). Other contractions keep
+    the register tile is vectorized and its accumulator transfers hoisted out
+    of the k loop (after folding memref aliases): each k step is a broadcast
+    multiply-add on 16-wide vectors, fused into FMAs by LLVM where the
+    matmul allows contraction. Other contractions keep
     their scalar loops. The schedule is generated per kernel, one tile
     configuration per op.
   }];

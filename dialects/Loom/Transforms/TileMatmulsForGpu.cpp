@@ -17,7 +17,9 @@ using namespace mlir;
 /// k) with only k a reduction, A independent of n and B independent of m.
 static bool isTileableMatmul(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || op.getNumLoops() < 3)
+      op.getNumDpsInits() != 1 || op.getNumLoops() < 3 ||
+      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
+      !op.getBody()->getOps<linalg::IndexOp>().empty())
     return false;
   auto iterators = op.getIteratorTypesArray();
   for (auto [i, it] : llvm::enumerate(iterators))
@@ -174,4 +176,5 @@ void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
   });
   gpu::TerminatorOp::create(k, loc);
   op.erase();
+  loom::sinkViewsIntoLaunch(launch);
 }

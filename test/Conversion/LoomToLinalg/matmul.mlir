@@ -17,8 +17,8 @@
 // CHECK-NEXT: ^bb0(%[[A:[^:]+]]: bf16, %[[B:[^:]+]]: bf16, %[[OUT:[^:]+]]: f32):
 // CHECK-NEXT: [[WA:%.+]] = arith.extf %[[A]] : bf16 to f32
 // CHECK-NEXT: [[WB:%.+]] = arith.extf %[[B]] : bf16 to f32
-// CHECK-NEXT: [[P:%.+]] = arith.mulf [[WA]], [[WB]] : f32
-// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] : f32
+// CHECK-NEXT: [[P:%.+]] = arith.mulf [[WA]], [[WB]] fastmath<contract> : f32
+// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] fastmath<contract> : f32
 // CHECK-NEXT: linalg.yield [[S]] : f32
 // CHECK-NEXT: } -> tensor<4x16xf32>
 // CHECK-NEXT: [[E2:%.+]] = tensor.empty() : tensor<4x16xbf16>
@@ -40,8 +40,8 @@ func.func @mm_bf16(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>) -> tensor<4x16xb
 // CHECK-LABEL: func.func @mm_f32
 // CHECK: [[MM:%.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
 // CHECK-NEXT: ^bb0(%[[A:[^:]+]]: f32, %[[B:[^:]+]]: f32, %[[OUT:[^:]+]]: f32):
-// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[A]], %[[B]] : f32
-// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] : f32
+// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[A]], %[[B]] fastmath<contract> : f32
+// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] fastmath<contract> : f32
 // CHECK-NEXT: linalg.yield [[S]] : f32
 // CHECK-NEXT: } -> tensor<4x16xf32>
 // CHECK-NEXT: return [[MM]] : tensor<4x16xf32>
@@ -61,8 +61,8 @@ func.func @mm_f32(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT: [[MM:%.+]] = linalg.generic
 // CHECK-SAME: outs([[ACC]] : tensor<4x16xbf16>)
 // CHECK-NEXT: ^bb0(%[[A:[^:]+]]: bf16, %[[B:[^:]+]]: bf16, %[[OUT:[^:]+]]: bf16):
-// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[A]], %[[B]] : bf16
-// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] : bf16
+// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[A]], %[[B]] fastmath<contract> : bf16
+// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] fastmath<contract> : bf16
 // CHECK-NEXT: linalg.yield [[S]] : bf16
 // CHECK-NEXT: } -> tensor<4x16xbf16>
 // CHECK-NEXT: return [[MM]] : tensor<4x16xbf16>

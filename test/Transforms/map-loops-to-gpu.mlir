@@ -1,0 +1,226 @@
+// RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-map-loops-to-gpu | FileCheck %s
+// RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-map-loops-to-gpu=block-size=8 | FileCheck %s --check-prefix=BS8
+
+// --loom-map-loops-to-gpu: each top-level scf.parallel (and memref.copy,
+// first turned into one) becomes a gpu.launch with one thread per
+// iteration: ceil(total / block-size) blocks of block-size threads along
+// x, a bounds check on the linear thread index and row-major
+// delinearization (the last loop fastest). Whatever still touches memory
+// at the top level runs in a 1x1x1 launch. Constants and views used by a
+// launch are sunk into it.
+
+// A 3-D loop with lower bounds and steps: trips 2 x 3 x 5 = 30 threads,
+// one block of 256. Each index is lower + (linear index digit) * step.
+// CHECK-LABEL: func.func @parallel_3d
+// CHECK-SAME: (%[[A:[^:]+]]: memref<2x7x10xf32>, %[[OUT:[^:]+]]: memref<2x7x10xf32>)
+// CHECK-NOT: scf.parallel
+// CHECK: arith.constant 2.000000e+00 : f32
+// CHECK-NEXT: %[[ONE:.+]] = arith.constant 1 : index
+// CHECK-NEXT: %[[GRID:.+]] = arith.constant 1 : index
+// CHECK-NEXT: %[[BLOCK:.+]] = arith.constant 256 : index
+// CHECK-NEXT: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}) in (%{{[a-z0-9_]+}} = %[[GRID]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// CHECK-SAME: threads(%[[TX:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}) in (%{{[a-z0-9_]+}} = %[[BLOCK]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// The f32 constant the body uses is sunk into the launch.
+// CHECK-NEXT: %[[TWO:.+]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT: %[[BS:.+]] = arith.constant 256 : index
+// CHECK-NEXT: %[[BASE:.+]] = arith.muli %[[BX]], %[[BS]] : index
+// CHECK-NEXT: %[[LIN:.+]] = arith.addi %[[BASE]], %[[TX]] : index
+// CHECK-NEXT: %[[TOTAL:.+]] = arith.constant 30 : index
+// CHECK-NEXT: %[[OK:.+]] = arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
+// CHECK-NEXT: scf.if %[[OK]] {
+// k: trip 5, lower 0, step 2.
+// CHECK-NEXT: %[[T2:.+]] = arith.constant 5 : index
+// CHECK-NEXT: %[[D2:.+]] = arith.remui %[[LIN]], %[[T2]] : index
+// CHECK-NEXT: %[[R2:.+]] = arith.divui %[[LIN]], %[[T2]] : index
+// CHECK-NEXT: %[[L2:.+]] = arith.constant 0 : index
+// CHECK-NEXT: %[[S2:.+]] = arith.constant 2 : index
+// CHECK-NEXT: %[[M2:.+]] = arith.muli %[[D2]], %[[S2]] : index
+// CHECK-NEXT: %[[K:.+]] = arith.addi %[[L2]], %[[M2]] : index
+// j: trip 3, lower 1, step 2.
+// CHECK-NEXT: %[[T1:.+]] = arith.constant 3 : index
+// CHECK-NEXT: %[[D1:.+]] = arith.remui %[[R2]], %[[T1]] : index
+// CHECK-NEXT: %[[R1:.+]] = arith.divui %[[R2]], %[[T1]] : index
+// CHECK-NEXT: %[[L1:.+]] = arith.constant 1 : index
+// CHECK-NEXT: %[[S1:.+]] = arith.constant 2 : index
+// CHECK-NEXT: %[[M1:.+]] = arith.muli %[[D1]], %[[S1]] : index
+// CHECK-NEXT: %[[J:.+]] = arith.addi %[[L1]], %[[M1]] : index
+// i: what is left, lower 0, step 1 (no remainder taken).
+// CHECK-NOT: arith.remui
+// CHECK: %[[M0:.+]] = arith.muli %[[R1]], %{{.+}} : index
+// CHECK-NEXT: %[[I:.+]] = arith.addi %{{.+}}, %[[M0]] : index
+// CHECK-NEXT: %[[V:.+]] = memref.load %[[A]][%[[I]], %[[J]], %[[K]]] : memref<2x7x10xf32>
+// CHECK-NEXT: %[[W:.+]] = arith.mulf %[[V]], %[[TWO]] : f32
+// CHECK-NEXT: memref.store %[[W]], %[[OUT]][%[[I]], %[[J]], %[[K]]] : memref<2x7x10xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+// With block-size=8: ceil(30 / 8) = 4 blocks of 8 threads.
+// BS8-LABEL: func.func @parallel_3d
+// BS8: arith.constant 2.000000e+00 : f32
+// BS8-NEXT: %[[ONE:.+]] = arith.constant 1 : index
+// BS8-NEXT: %[[GRID:.+]] = arith.constant 4 : index
+// BS8-NEXT: %[[BLOCK:.+]] = arith.constant 8 : index
+// BS8-NEXT: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}) in (%{{[a-z0-9_]+}} = %[[GRID]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// BS8-SAME: threads(%[[TX:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}) in (%{{[a-z0-9_]+}} = %[[BLOCK]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// BS8: %[[BS:.+]] = arith.constant 8 : index
+// BS8-NEXT: %[[BASE:.+]] = arith.muli %[[BX]], %[[BS]] : index
+// BS8-NEXT: %[[LIN:.+]] = arith.addi %[[BASE]], %[[TX]] : index
+// BS8-NEXT: %[[TOTAL:.+]] = arith.constant 30 : index
+// BS8-NEXT: arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
+func.func @parallel_3d(%a: memref<2x7x10xf32>, %out: memref<2x7x10xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c7 = arith.constant 7 : index
+  %c10 = arith.constant 10 : index
+  %two = arith.constant 2.0 : f32
+  scf.parallel (%i, %j, %k) = (%c0, %c1, %c0) to (%c2, %c7, %c10) step (%c1, %c2, %c2) {
+    %v = memref.load %a[%i, %j, %k] : memref<2x7x10xf32>
+    %w = arith.mulf %v, %two : f32
+    memref.store %w, %out[%i, %j, %k] : memref<2x7x10xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A dense copy becomes a loop first, then a launch: 4 x 8 = 32 threads.
+// CHECK-LABEL: func.func @copy
+// CHECK-SAME: (%[[A:[^:]+]]: memref<4x8xf32>, %[[OUT:[^:]+]]: memref<4x8xf32>)
+// CHECK-NOT: memref.copy
+// CHECK: gpu.launch
+// CHECK: %[[TOTAL:.+]] = arith.constant 32 : index
+// CHECK-NEXT: %[[OK:.+]] = arith.cmpi ult, %[[LIN:.+]], %[[TOTAL]] : index
+// CHECK-NEXT: scf.if %[[OK]] {
+// CHECK-NEXT: %[[T1:.+]] = arith.constant 8 : index
+// CHECK-NEXT: %[[D1:.+]] = arith.remui %[[LIN]], %[[T1]] : index
+// CHECK-NEXT: %[[R1:.+]] = arith.divui %[[LIN]], %[[T1]] : index
+// CHECK: %[[J:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK: %[[I:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK-NEXT: %[[V:.+]] = memref.load %[[A]][%[[I]], %[[J]]] : memref<4x8xf32>
+// CHECK-NEXT: memref.store %[[V]], %[[OUT]][%[[I]], %[[J]]] : memref<4x8xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.terminator
+// CHECK-NOT: memref.copy
+// CHECK: return
+// BS8-LABEL: func.func @copy
+// BS8: gpu.launch blocks(%[[BX:[a-z0-9_]+]], {{.*}}) threads(%[[TX:[a-z0-9_]+]],
+// BS8-NEXT: %[[BS:.+]] = arith.constant 8 : index
+// BS8-NEXT: %[[BASE:.+]] = arith.muli %[[BX]], %[[BS]] : index
+// BS8-NEXT: %[[LIN:.+]] = arith.addi %[[BASE]], %[[TX]] : index
+// BS8-NEXT: %[[TOTAL:.+]] = arith.constant 32 : index
+// BS8-NEXT: arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
+func.func @copy(%a: memref<4x8xf32>, %out: memref<4x8xf32>) {
+  memref.copy %a, %out : memref<4x8xf32> to memref<4x8xf32>
+  return
+}
+
+// -----
+
+// A view the loop reads is recomputed inside the launch: the launch body
+// reads through its own subview, not one defined outside.
+// CHECK-LABEL: func.func @view_sunk
+// CHECK-SAME: (%[[A:[^:]+]]: memref<4x8xf32>, %[[OUT:[^:]+]]: memref<4x4xf32>)
+// CHECK: gpu.launch
+// CHECK-NEXT: %[[V:.+]] = memref.subview %[[A]][0, 4] [4, 4] [1, 1] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
+// CHECK: scf.if
+// CHECK: %[[X:.+]] = memref.load %[[A]][%[[I:[a-z0-9_]+]], %[[J:[a-z0-9_]+]]] : memref<4x8xf32>
+// CHECK-NEXT: %[[Y:.+]] = memref.load %[[V]][%[[I]], %[[J]]] : memref<4x4xf32, strided<[8, 1], offset: 4>>
+// CHECK-NEXT: %[[S:.+]] = arith.addf %[[X]], %[[Y]] : f32
+// CHECK-NEXT: memref.store %[[S]], %[[OUT]][%[[I]], %[[J]]] : memref<4x4xf32>
+// CHECK: gpu.terminator
+func.func @view_sunk(%a: memref<4x8xf32>, %out: memref<4x4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %v = memref.subview %a[0, 4] [4, 4] [1, 1] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c4) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<4x8xf32>
+    %y = memref.load %v[%i, %j] : memref<4x4xf32, strided<[8, 1], offset: 4>>
+    %s = arith.addf %x, %y : f32
+    memref.store %s, %out[%i, %j] : memref<4x4xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The parallel fill becomes a 16-thread launch; the full reduction after it
+// (the init store and the scf.for) runs in a single 1x1x1 launch, after the
+// first one, with its constants sunk into it.
+// CHECK-LABEL: func.func @fill_then_reduce
+// CHECK-SAME: (%[[A:[^:]+]]: memref<16xf32>, %[[OUT:[^:]+]]: memref<f32>)
+// CHECK: gpu.launch
+// CHECK: %[[TOTAL:.+]] = arith.constant 16 : index
+// CHECK: memref.store %{{.+}}, %[[A]][%{{.+}}] : memref<16xf32>
+// CHECK: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[ONE:.+]] = arith.constant 1 : index
+// CHECK-NEXT: gpu.launch blocks(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]]) threads(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// CHECK-NEXT: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[LB:.+]] = arith.constant 0 : index
+// CHECK-NEXT: %[[UB:.+]] = arith.constant 16 : index
+// CHECK-NEXT: %[[STEP:.+]] = arith.constant 1 : index
+// CHECK-NEXT: memref.store %[[ZERO]], %[[OUT]][] : memref<f32>
+// CHECK-NEXT: scf.for %[[I:[a-z0-9_]+]] = %[[LB]] to %[[UB]] step %[[STEP]] {
+// CHECK-NEXT: %[[V:.+]] = memref.load %[[A]][%[[I]]] : memref<16xf32>
+// CHECK-NEXT: %[[S:.+]] = memref.load %[[OUT]][] : memref<f32>
+// CHECK-NEXT: %[[T:.+]] = arith.addf %[[S]], %[[V]] : f32
+// CHECK-NEXT: memref.store %[[T]], %[[OUT]][] : memref<f32>
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @fill_then_reduce(%a: memref<16xf32>, %out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+    memref.store %zero, %a[%i] : memref<16xf32>
+    scf.reduce
+  }
+  memref.store %zero, %out[] : memref<f32>
+  scf.for %i = %c0 to %c16 step %c1 {
+    %v = memref.load %a[%i] : memref<16xf32>
+    %s = memref.load %out[] : memref<f32>
+    %t = arith.addf %s, %v : f32
+    memref.store %t, %out[] : memref<f32>
+  }
+  return
+}
+
+// -----
+
+// A rank-0 copy is a load and a store, on one thread.
+// CHECK-LABEL: func.func @copy_rank0
+// CHECK-SAME: (%[[A:[^:]+]]: memref<f32>, %[[OUT:[^:]+]]: memref<f32>)
+// CHECK-NEXT: %[[ONE:.+]] = arith.constant 1 : index
+// CHECK-NEXT: gpu.launch blocks(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]]) threads(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// CHECK-NEXT: %[[V:.+]] = memref.load %[[A]][] : memref<f32>
+// CHECK-NEXT: memref.store %[[V]], %[[OUT]][] : memref<f32>
+// CHECK-NEXT: gpu.terminator
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+func.func @copy_rank0(%a: memref<f32>, %out: memref<f32>) {
+  memref.copy %a, %out : memref<f32> to memref<f32>
+  return
+}
+
+// -----
+
+// Loop bounds must be constants: the grid is fixed at compile time.
+func.func @dynamic_bound(%n: index, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0.0 : f32
+  // expected-error @+1 {{loop bounds must be constants to map to the GPU}}
+  scf.parallel (%i) = (%c0) to (%n) step (%c1) {
+    memref.store %z, %out[%i] : memref<?xf32>
+    scf.reduce
+  }
+  return
+}

@@ -1,0 +1,185 @@
+// RUN: loom-opt %s --split-input-file --loom-tile-contractions-for-cpu | FileCheck %s
+
+// --loom-tile-contractions-for-cpu: a bufferized contraction whose m is a
+// multiple of 4 and n of 16 is tiled in cache tiles (up to 64 x 64 x 64,
+// dividing the shape) and 4 x 16 register tiles, the register tile
+// vectorized: the 4 x 16 f32 accumulator lives in a vector<4x16xf32>
+// iter_arg of the k loop (its reads and writes hoisted out of it) and each
+// k step reads 4 elements of A and 16 of B. Other contractions keep their
+// linalg.generic.
+
+// 64 x 64 x 64 bf16 with an f32 accumulator: the cache tile is the whole
+// op (its loops fold away), leaving the (m, n) register loops and k.
+// CHECK-LABEL: func.func @bf16_64
+// CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<64x64xbf16>, %[[C:[^:]+]]: memref<64x64xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
+// CHECK-DAG: %[[C1:.+]] = arith.constant 1 : index
+// CHECK-DAG: %[[C4:.+]] = arith.constant 4 : index
+// CHECK-DAG: %[[C16:.+]] = arith.constant 16 : index
+// CHECK-DAG: %[[C64:.+]] = arith.constant 64 : index
+// CHECK: scf.for %[[M:[a-z0-9_]+]] = %[[C0]] to %[[C64]] step %[[C4]] {
+// CHECK-NEXT: scf.for %[[N:[a-z0-9_]+]] = %[[C0]] to %[[C64]] step %[[C16]] {
+// The accumulator rows, read once before the k loop.
+// CHECK-COUNT-4: vector.transfer_read %[[C]][%{{.+}}, %[[N]]], %{{.+}} {in_bounds = [true]} : memref<64x64xf32>, vector<16xf32>
+// CHECK: %[[ACC:.+]] = scf.for %[[K:[a-z0-9_]+]] = %[[C0]] to %[[C64]] step %[[C1]] iter_args(%[[IACC:[a-z0-9_]+]] = %{{.+}}) -> (vector<4x16xf32>) {
+// CHECK-NOT: vector.transfer_write
+// CHECK-COUNT-4: vector.transfer_read %[[A]][%{{.+}}, %[[K]]], %{{.+}} {in_bounds = [true]} : memref<64x64xbf16>, vector<1xbf16>
+// CHECK: vector.transfer_read %[[B]][%[[K]], %[[N]]], %{{.+}} {in_bounds = [true]} : memref<64x64xbf16>, vector<16xbf16>
+// CHECK: %[[X:.+]] = arith.extf %{{.+}} : vector<4x16x1xbf16> to vector<4x16x1xf32>
+// CHECK-NEXT: %[[Y:.+]] = arith.extf %{{.+}} : vector<4x16x1xbf16> to vector<4x16x1xf32>
+// CHECK-NEXT: %[[P:.+]] = arith.mulf %[[X]], %[[Y]] : vector<4x16x1xf32>
+// CHECK-NEXT: %[[P2:.+]] = vector.shape_cast %[[P]] : vector<4x16x1xf32> to vector<4x16xf32>
+// CHECK-NEXT: %[[S:.+]] = arith.addf %[[IACC]], %[[P2]] : vector<4x16xf32>
+// CHECK-NEXT: scf.yield %[[S]] : vector<4x16xf32>
+// CHECK-NEXT: }
+// The accumulator rows, written once after it.
+// CHECK-COUNT-4: vector.transfer_write %{{.+}}, %[[C]][%{{.+}}, %[[N]]] {in_bounds = [true]} : vector<16xf32>, memref<64x64xf32>
+// CHECK-NEXT: }
+// CHECK-NEXT: }
+// CHECK-NEXT: return
+// CHECK-NOT: loom.cpu_tile
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @bf16_64(%A: memref<64x64xbf16>, %B: memref<64x64xbf16>, %C: memref<64x64xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<64x64xbf16>, memref<64x64xbf16>) outs(%C : memref<64x64xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %0 = arith.extf %x : bf16 to f32
+    %1 = arith.extf %y : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// -----
+
+// 128 x 128 x 96: cache tiles of 64 x 64 x 32 (the largest candidates that
+// divide), then the 4 x 16 register tiles and k within the cache tile.
+// CHECK-LABEL: func.func @cache_tiles
+// CHECK-NOT: linalg.generic
+// CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
+// CHECK-DAG: %[[C1:.+]] = arith.constant 1 : index
+// CHECK-DAG: %[[C4:.+]] = arith.constant 4 : index
+// CHECK-DAG: %[[C16:.+]] = arith.constant 16 : index
+// CHECK-DAG: %[[C32:.+]] = arith.constant 32 : index
+// CHECK-DAG: %[[C64:.+]] = arith.constant 64 : index
+// CHECK-DAG: %[[C96:.+]] = arith.constant 96 : index
+// CHECK-DAG: %[[C128:.+]] = arith.constant 128 : index
+// CHECK: scf.for %{{.+}} = %[[C0]] to %[[C128]] step %[[C64]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C128]] step %[[C64]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C96]] step %[[C32]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C64]] step %[[C4]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C64]] step %[[C16]] {
+// CHECK: scf.for %{{.+}} = %[[C0]] to %[[C32]] step %[[C1]] iter_args(%{{.+}}) -> (vector<4x16xf32>) {
+// CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<4x16x1xf32>
+// CHECK: arith.addf %{{.+}}, %{{.+}} : vector<4x16xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: return
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @cache_tiles(%A: memref<128x96xf32>, %B: memref<96x128xf32>, %C: memref<128x128xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<128x96xf32>, memref<96x128xf32>) outs(%C : memref<128x128xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
+
+// -----
+
+// A batched contraction: one batch index per cache and register tile.
+// CHECK-LABEL: func.func @batched
+// CHECK-NOT: linalg.generic
+// CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
+// CHECK-DAG: %[[C1:.+]] = arith.constant 1 : index
+// CHECK-DAG: %[[C2:.+]] = arith.constant 2 : index
+// CHECK-DAG: %[[C4:.+]] = arith.constant 4 : index
+// CHECK-DAG: %[[C8:.+]] = arith.constant 8 : index
+// CHECK: scf.for %{{.+}} = %[[C0]] to %[[C2]] step %[[C1]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C8]] step %[[C4]] {
+// CHECK: scf.for %{{.+}} = %[[C0]] to %[[C4]] step %[[C1]] iter_args(%{{.+}}) -> (vector<1x4x16xf32>) {
+// CHECK: arith.addf %{{.+}}, %{{.+}} : vector<1x4x16xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: return
+#a = affine_map<(b, m, n, k) -> (b, m, k)>
+#b = affine_map<(b, m, n, k) -> (b, k, n)>
+#c = affine_map<(b, m, n, k) -> (b, m, n)>
+func.func @batched(%A: memref<2x8x4xf32>, %B: memref<2x4x16xf32>, %C: memref<2x8x16xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<2x8x4xf32>, memref<2x4x16xf32>) outs(%C : memref<2x8x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
+
+// -----
+
+// No whole register tiles: N = 10 is not a multiple of 16, M = 6 not one
+// of 4. Both keep their scalar linalg.generic (without the pass's tag), as
+// does an elementwise op, while the 8 x 16 x 4 contraction before them in
+// the same function is tiled.
+// CHECK-LABEL: func.func @mixed
+// CHECK: scf.for
+// CHECK: arith.addf %{{.+}}, %{{.+}} : vector<4x16xf32>
+// CHECK-COUNT-4: vector.transfer_write %{{.+}} : vector<16xf32>, memref<8x16xf32>
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}}, %{{.+}} : memref<64x64xbf16>, memref<64x10xbf16>) outs(%{{.+}} : memref<64x10xf32>)
+// CHECK-NOT: loom.cpu_tile
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}}, %{{.+}} : memref<6x8xf32>, memref<8x16xf32>) outs(%{{.+}} : memref<6x16xf32>)
+// CHECK-NOT: loom.cpu_tile
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel"]
+// CHECK-NOT: scf.for
+// CHECK-NOT: vector.
+// CHECK-NOT: loom.cpu_tile
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(i, j) -> (i, j)>
+func.func @mixed(%P: memref<8x4xf32>, %Q: memref<4x16xf32>, %R: memref<8x16xf32>,
+                 %A: memref<64x64xbf16>, %B: memref<64x10xbf16>, %C: memref<64x10xf32>,
+                 %D: memref<6x8xf32>, %E: memref<8x16xf32>, %F: memref<6x16xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%P, %Q : memref<8x4xf32>, memref<4x16xf32>) outs(%R : memref<8x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<64x64xbf16>, memref<64x10xbf16>) outs(%C : memref<64x10xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %0 = arith.extf %x : bf16 to f32
+    %1 = arith.extf %y : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%D, %E : memref<6x8xf32>, memref<8x16xf32>) outs(%F : memref<6x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%F : memref<6x16xf32>) outs(%F : memref<6x16xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %0 = arith.addf %x, %x : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
