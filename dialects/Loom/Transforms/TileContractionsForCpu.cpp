@@ -124,6 +124,12 @@ struct LoomTileContractionsForCpu
     transform.apply_patterns to %hoisted {
       transform.apply_patterns.vector.transfer_to_scf max_transfer_rank = 1 full_unroll = true
     } : !transform.any_op
+    // Widen (extf) before broadcasting: 4 + 16 conversions per k step, not
+    // 2 x 64 (what the vectorized body of a bf16 matmul starts with).
+    transform.apply_patterns to %hoisted {
+      transform.apply_patterns.vector.sink_ops
+      transform.apply_patterns.canonicalization
+    } : !transform.any_op
     transform.yield
   }
 }
