@@ -26,8 +26,13 @@
 // CHECK-NOT: vector.transfer_write
 // CHECK-COUNT-4: vector.transfer_read %[[A]][%{{.+}}, %[[K]]], %{{.+}} {in_bounds = [true]} : memref<64x64xbf16>, vector<1xbf16>
 // CHECK: vector.transfer_read %[[B]][%[[K]], %[[N]]], %{{.+}} {in_bounds = [true]} : memref<64x64xbf16>, vector<16xbf16>
-// CHECK: %[[X:.+]] = arith.extf %{{.+}} : vector<4x16x1xbf16> to vector<4x16x1xf32>
-// CHECK-NEXT: %[[Y:.+]] = arith.extf %{{.+}} : vector<4x16x1xbf16> to vector<4x16x1xf32>
+// Operands are widened before they are broadcast: 4 + 16 conversions per k.
+// CHECK: %[[XA:.+]] = arith.extf %{{.+}} : vector<4x1xbf16> to vector<4x1xf32>
+// CHECK-NEXT: %[[BA:.+]] = vector.broadcast %[[XA]] : vector<4x1xf32> to vector<16x4x1xf32>
+// CHECK-NEXT: %[[X:.+]] = vector.transpose %[[BA]], [1, 0, 2] : vector<16x4x1xf32> to vector<4x16x1xf32>
+// CHECK-NEXT: %[[XB:.+]] = arith.extf %{{.+}} : vector<16xbf16> to vector<16xf32>
+// CHECK-NEXT: %[[BB:.+]] = vector.broadcast %[[XB]] : vector<16xf32> to vector<4x1x16xf32>
+// CHECK-NEXT: %[[Y:.+]] = vector.transpose %[[BB]], [0, 2, 1] : vector<4x1x16xf32> to vector<4x16x1xf32>
 // CHECK-NEXT: %[[P:.+]] = arith.mulf %[[X]], %[[Y]] : vector<4x16x1xf32>
 // CHECK-NEXT: %[[P2:.+]] = vector.shape_cast %[[P]] : vector<4x16x1xf32> to vector<4x16xf32>
 // CHECK-NEXT: %[[S:.+]] = arith.addf %[[IACC]], %[[P2]] : vector<4x16xf32>
