@@ -104,6 +104,9 @@ LogicalResult Driver::runPipeline(void (*build)(OpPassManager &)) {
 LogicalResult Driver::runPipeline(ModuleOp target,
                                   llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(&context);
+  // --mlir-print-ir-after-all and friends, for debugging a stage.
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
   build(pm);
   return pm.run(target);
 }

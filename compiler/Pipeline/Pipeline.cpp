@@ -100,6 +100,9 @@ void ::loom::buildLinalgPipeline(OpPassManager &pm) {
 }
 
 void ::loom::buildBufferizePipeline(OpPassManager &pm) {
+  // Results are computed in place in the plan's output buffers.
+  pm.addPass(mlir::loom::createLoomKernelDestinations());
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -109,9 +112,9 @@ void ::loom::buildBufferizePipeline(OpPassManager &pm) {
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
+  pm.addPass(mlir::loom::createLoomHoistKernelAllocs());
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
   pm.addPass(createCanonicalizerPass());
-  pm.addPass(mlir::loom::createLoomHoistKernelAllocs());
   // Whatever is still allocated (inside loops) is freed where it dies.
   bufferization::buildBufferDeallocationPipeline(pm);
   pm.addPass(createCanonicalizerPass());

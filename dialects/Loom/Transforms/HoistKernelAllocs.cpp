@@ -17,6 +17,16 @@ struct LoomHoistKernelAllocs
       if (func.isExternal() || !func->hasAttr(loom::attr::kKernel))
         continue;
       Block &entry = func.getBody().front();
+      // Results computed in place in their destination arguments (see
+      // loom-kernel-destinations) are not returned: the caller has them.
+      func.walk([](memref::CopyOp copy) {
+        if (copy.getSource() == copy.getTarget())
+          copy.erase();
+      });
+      auto ret = cast<func::ReturnOp>(entry.getTerminator());
+      if (llvm::all_of(ret.getOperands(),
+                       [](Value v) { return isa<BlockArgument>(v); }))
+        ret->setOperands({});
       SmallVector<memref::AllocOp> allocs;
       for (auto alloc : entry.getOps<memref::AllocOp>())
         if (alloc.getType().hasStaticShape())
@@ -34,8 +44,9 @@ struct LoomHoistKernelAllocs
         alloc.replaceAllUsesWith(arg);
         alloc.erase();
       }
-      func.setFunctionType(FunctionType::get(
-          func.getContext(), entry.getArgumentTypes(), func.getResultTypes()));
+      func.setFunctionType(FunctionType::get(func.getContext(),
+                                             entry.getArgumentTypes(),
+                                             ret.getOperandTypes()));
     }
   }
 };

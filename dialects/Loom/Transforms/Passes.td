@@ -47,6 +47,8 @@ def LoomHoistKernelAllocs : Pass<"loom-hoist-kernel-allocs", "mlir::ModuleOp"> {
     a new trailing argument (and its `memref.dealloc` goes away), so that
     the plan places it in the arena like any other buffer: kernels never
     call malloc, and a GPU kernel's temporaries live in device memory.
+    Results that are already destination arguments (written in place) stop
+    being returned, and copies of a buffer onto itself are dropped.
   }];
   let dependentDialects = ["mlir::memref::MemRefDialect"];
 }
@@ -113,6 +115,19 @@ def LoomLowerStridedCopies : Pass<"loom-lower-strided-copies", "mlir::func::Func
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect",
                            "mlir::arith::ArithDialect"];
+}
+
+def LoomKernelDestinations : Pass<"loom-kernel-destinations", "mlir::ModuleOp"> {
+  let summary = "Kernels write their results into destination arguments";
+  let description = [{
+    Gives every tensor result of a kernel function a destination argument
+    (after the inputs) and returns the result materialized into it. After
+    empty-tensor elimination the op producing a result writes straight
+    into the plan's output buffer, and bufferization drops the then
+    equivalent results: no scratch copy and no memcpy per kernel. The
+    arguments keep the plan's order: inputs, outputs, scratch.
+  }];
+  let dependentDialects = ["mlir::bufferization::BufferizationDialect"];
 }
 
 #endif // LOOM_TRANSFORMS_PASSES_TD
