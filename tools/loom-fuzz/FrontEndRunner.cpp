@@ -3,22 +3,31 @@
 #include "FrontEndRunner.h"
 
 #include "Frontend/Parser.h"
+#include "Loom/IR/LoomDialect.h"
 #include "MLIRGen/MLIRGen.h"
+#include "Pipeline/Pipeline.h"
+
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <cstdlib>
+
 using namespace loom;
 
 FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
-                                  llvm::StringRef script) {
+                                  llvm::StringRef script, bool lower) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(script, "fuzz.loom"), llvm::SMLoc());
   bool internalError = false;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     internalError |= llvm::StringRef(diag.str()).contains("internal error");
+    // LOOM_FUZZ_VERBOSE=1 shows why mutants are rejected.
+    if (std::getenv("LOOM_FUZZ_VERBOSE"))
+      llvm::errs() << diag.str() << "\n";
     return mlir::success();
   });
   auto emitError = [&](llvm::SMLoc loc, const llvm::Twine &message) {
@@ -34,5 +43,35 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
   mlir::OwningOpRef<mlir::ModuleOp> module = mlirGen(context, *ast, sourceMgr);
   if (internalError)
     return FrontEndOutcome::InternalError;
-  return module ? FrontEndOutcome::Accepted : FrontEndOutcome::Rejected;
+  if (!module)
+    return FrontEndOutcome::Rejected;
+  if (lower) {
+    // The single-rank CPU path, stage by stage, as loomc runs it.
+    mlir::PassManager pm(&context);
+    buildKernelsPipeline(pm);
+    buildLinalgPipeline(pm);
+    if (mlir::failed(pm.run(*module)))
+      return internalError ? FrontEndOutcome::InternalError
+                           : FrontEndOutcome::Rejected;
+    for (mlir::Operation &op : llvm::make_early_inc_range(module->getOps())) {
+      auto func = llvm::dyn_cast<mlir::func::FuncOp>(op);
+      if (func && func->hasAttr(mlir::loom::attr::kKernel))
+        func.setPublic();
+      else
+        op.erase();
+    }
+    mlir::PassManager bufferize(&context);
+    buildBufferizePipeline(bufferize);
+    if (mlir::failed(bufferize.run(*module)))
+      return FrontEndOutcome::Rejected;
+    for (auto func : module->getOps<mlir::func::FuncOp>())
+      func->removeAttr(mlir::loom::attr::kKernel);
+    mlir::PassManager lowering(&context);
+    buildCpuTilingPipeline(lowering);
+    buildCpuLoweringPipeline(lowering);
+    if (mlir::failed(lowering.run(*module)))
+      return FrontEndOutcome::Rejected;
+  }
+  return internalError ? FrontEndOutcome::InternalError
+                       : FrontEndOutcome::Accepted;
 }

@@ -12,8 +12,12 @@ namespace loom {
 enum class FrontEndOutcome { Accepted, Rejected, InternalError };
 
 /// Parses, checks and elaborates `script`, swallowing diagnostics. An
-/// accepted script whose IR does not verify is an internal error.
-FrontEndOutcome runFrontEnd(mlir::MLIRContext &context, llvm::StringRef script);
+/// accepted script whose IR does not verify is an internal error. With
+/// `lower`, an accepted script also goes through every CPU stage down to
+/// the LLVM dialect; a stage may reject it with a diagnostic, but an
+/// "internal error" diagnostic or a crash is a failure.
+FrontEndOutcome runFrontEnd(mlir::MLIRContext &context, llvm::StringRef script,
+                            bool lower = false);
 
 } // namespace loom
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FrontEndRunner.h"
+#include "Pipeline/Pipeline.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -26,6 +27,9 @@ static cl::opt<unsigned> iterations("iterations", cl::init(2000),
                                     cl::desc("Mutants to run"));
 static cl::opt<unsigned> seed("seed", cl::init(1),
                               cl::desc("Random seed (runs are reproducible)"));
+static cl::opt<bool> lower(
+    "lower", cl::init(false),
+    cl::desc("Also run every CPU stage down to LLVM on accepted mutants"));
 static cl::opt<std::string> crashFile(
     "crash-file", cl::init("loom-fuzz-crash.loom"),
     cl::desc("Where the input of a crash or internal error is written"));
@@ -116,7 +120,9 @@ int main(int argc, char **argv) {
   sys::AddSignalHandler(saveCurrent, nullptr);
 
   std::mt19937 rng(seed);
-  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  mlir::DialectRegistry registry;
+  loom::registerLoomCompilerDialects(registry);
+  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
   unsigned counts[3] = {0, 0, 0};
   for (unsigned i = 0; i < iterations; ++i) {
     // Every tenth run is a splice of two seeds, the rest mutate one.
@@ -127,7 +133,7 @@ int main(int argc, char **argv) {
              other.substr(rng() % (other.size() + 1));
     }
     current = mutate(base, rng);
-    loom::FrontEndOutcome outcome = loom::runFrontEnd(context, current);
+    loom::FrontEndOutcome outcome = loom::runFrontEnd(context, current, lower);
     ++counts[(int)outcome];
     if (outcome == loom::FrontEndOutcome::InternalError) {
       saveCurrent(nullptr);
