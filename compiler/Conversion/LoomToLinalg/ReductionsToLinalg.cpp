@@ -33,6 +33,17 @@ static RankedTensorType shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
+/// `value * factor` (f32), stored as `type` (rounded once).
+static Value scaled(OpBuilder &b, Location loc, RankedTensorType type,
+                    Value value, double factor) {
+  return buildBroadcastElementwise(
+      b, loc, type, {value}, [&](OpBuilder &nb, Location l, ValueRange in) -> Value {
+        return factor == 1.0 ? in[0]
+                             : arith::MulFOp::create(nb, l, in[0],
+                                                     f32Constant(nb, l, factor));
+      });
+}
+
 /// Mean over the last axis of `f(x, stats...)`, as an f32 tensor.
 static Value rowMean(OpBuilder &b, Location loc, Value x, ValueRange stats,
                      function_ref<Value(OpBuilder &, Location, ValueRange)> f) {
@@ -49,12 +60,7 @@ static Value rowMean(OpBuilder &b, Location loc, Value x, ValueRange stats,
       [&](OpBuilder &nb, Location nloc, Value acc, ValueRange in) -> Value {
         return arith::AddFOp::create(nb, nloc, acc, f(nb, nloc, in));
       });
-  auto type = shapeOf(sum);
-  double inverse = 1.0 / shape.back();
-  return buildBroadcastElementwise(
-      b, loc, type, {sum}, [&](OpBuilder &nb, Location nloc, ValueRange in) -> Value {
-        return arith::MulFOp::create(nb, nloc, in[0], f32Constant(nb, nloc, inverse));
-      });
+  return scaled(b, loc, shapeOf(sum), sum, 1.0 / shape.back());
 }
 
 /// The statistics of a stable softmax along `axis`: the maximum and the sum
@@ -201,13 +207,7 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
     // Round to the storage type, then restore the kept dimension.
     auto flat = RankedTensorType::get(shapeOf(acc).getShape(),
                                       op.getType().getElementType());
-    Value result = buildBroadcastElementwise(
-        rewriter, loc, flat, {acc},
-        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
-          return factor == 1.0 ? in[0]
-                               : arith::MulFOp::create(b, l, in[0],
-                                                       f32Constant(b, l, factor));
-        });
+    Value result = scaled(rewriter, loc, flat, acc, factor);
     if (op.getKeepdim()) {
       SmallVector<ReassociationIndices> groups;
       for (int64_t d = 0, rank = shape.size(); d < rank; ++d)
@@ -262,12 +262,7 @@ struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
           Value lse = arith::AddFOp::create(b, l, math::LogOp::create(b, l, in[1]), in[0]);
           return arith::SubFOp::create(b, l, lse, logit);
         });
-    Value mean = buildBroadcastElementwise(
-        rewriter, loc, op.getType(), {total},
-        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
-          return arith::MulFOp::create(b, l, in[0], f32Constant(b, l, 1.0 / count));
-        });
-    rewriter.replaceOp(op, mean);
+    rewriter.replaceOp(op, scaled(rewriter, loc, op.getType(), total, 1.0 / count));
     return success();
   }
 };
@@ -289,12 +284,7 @@ struct MseLowering : OpConversionPattern<MseOp> {
           Value d = arith::SubFOp::create(b, l, in[0], in[1]);
           return arith::MulFOp::create(b, l, d, d);
         });
-    Value mean = buildBroadcastElementwise(
-        rewriter, loc, op.getType(), {total},
-        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
-          return arith::MulFOp::create(b, l, in[0], f32Constant(b, l, 1.0 / count));
-        });
-    rewriter.replaceOp(op, mean);
+    rewriter.replaceOp(op, scaled(rewriter, loc, op.getType(), total, 1.0 / count));
     return success();
   }
 };
