@@ -251,9 +251,12 @@ LogicalResult Driver::run() {
                   (!options.dumpDir.empty() &&
                    !llvm::StringRef(LOOM_CUDA_PATH).empty()) ||
                   (executable && options.embedGpu);
-  if (wantsGpu && !llvm::Regex("^sm_[0-9]{2,3}[af]?$").match(options.gpuArch))
-    return mlir::emitError(UnknownLoc::get(&context), "--gpu-arch must look like sm_80 "
-                     "or sm_90a, got '") << options.gpuArch << "'";
+  // PTX ISA 8.0 (what the GPU stages emit) covers sm_50 to sm_90a.
+  if (wantsGpu && !llvm::Regex("^sm_[5-9][0-9]a?$").match(options.gpuArch))
+    return mlir::emitError(UnknownLoc::get(&context),
+                           "--gpu-arch must be sm_50 ... sm_90a (e.g. sm_80, "
+                           "sm_90a), got '")
+           << options.gpuArch << "'";
   if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
     return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
                              "without one");

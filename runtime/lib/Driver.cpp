@@ -156,8 +156,9 @@ bool Driver::prepareParams() {
 }
 
 bool Driver::loadInputs() {
-  // Inputs may share arena bytes with buffers that die before them, never
-  // with params or other inputs, so they are read after the params.
+  // Inputs are live from the start: they share arena bytes only with
+  // buffers written after their last use, never with params or other
+  // inputs, so reading them before the run is safe in any order.
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Input)
       continue;

@@ -98,8 +98,8 @@ def LoomTileContractionsForCpu
     and, inside, 4 x 16 register tiles over (m, n) with k unrolled by one;
     the register tile is vectorized and its accumulator transfers hoisted out
     of the k loop (after folding memref aliases): each k step is a broadcast
-    multiply-add on 16-wide vectors, fused into FMAs by LLVM where the
-    matmul allows contraction. Other contractions keep
+    multiply and an add on 16-wide vectors (not yet fused into FMAs: the
+    vectorized add carries no contraction flag). Other contractions keep
     their scalar loops. The schedule is generated per kernel, one tile
     configuration per op.
   }];

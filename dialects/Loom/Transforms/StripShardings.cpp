@@ -15,22 +15,22 @@ namespace {
 struct LoomStripShardings
     : public loom::impl::LoomStripShardingsBase<LoomStripShardings> {
   void runOnOperation() override {
-    SmallVector<Operation *> dead;
+    SmallVector<shard::ShardOp> annotations;
+    SmallVector<shard::ShardingOp> shardings;
     getOperation().walk([&](Operation *op) {
-      if (auto annotation = dyn_cast<shard::ShardOp>(op)) {
-        annotation.replaceAllUsesWith(annotation.getSrc());
-        dead.push_back(op);
-      } else if (isa<shard::ShardingOp>(op)) {
-        dead.push_back(op);
-      }
+      if (auto annotation = dyn_cast<shard::ShardOp>(op))
+        annotations.push_back(annotation);
+      else if (auto sharding = dyn_cast<shard::ShardingOp>(op))
+        shardings.push_back(sharding);
     });
     // Annotations first: they are the shardings' only users.
-    for (Operation *op : dead)
-      if (isa<shard::ShardOp>(op))
-        op->erase();
-    for (Operation *op : dead)
-      if (isa<shard::ShardingOp>(op) && op->use_empty())
-        op->erase();
+    for (shard::ShardOp annotation : annotations) {
+      annotation.replaceAllUsesWith(annotation.getSrc());
+      annotation.erase();
+    }
+    for (shard::ShardingOp sharding : shardings)
+      if (sharding->use_empty())
+        sharding.erase();
   }
 };
 } // namespace

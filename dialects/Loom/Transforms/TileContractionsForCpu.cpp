@@ -1,5 +1,6 @@
 //===- TileContractionsForCpu.cpp - Vectorized register tiles for matmuls -===//
 
+#include "Loom/Transforms/MatmulLike.h"
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -20,8 +21,8 @@ namespace mlir::loom {
 using namespace mlir;
 
 /// The register tile: 4 rows x 16 columns of f32 accumulators, two AVX2 or
-/// one AVX-512 vector per row, which the outer-product lowering turns into
-/// one FMA per (row, k).
+/// one AVX-512 vector per row: per k, one broadcast multiply and one add per
+/// row (not fused yet: the vectorized add carries no contraction flag).
 static constexpr int64_t kRegisterRows = 4, kRegisterCols = 16;
 
 /// The largest candidate that divides `size`, or 0.
@@ -35,16 +36,9 @@ static int64_t largestDivisor(int64_t size, ArrayRef<int64_t> candidates) {
 /// Cache tile sizes over (batch..., m, n, k), or nothing when the op's
 /// shape does not allow whole register tiles.
 static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumLoops() < 3)
+  if (!loom::isMatmulLike(op))
     return std::nullopt;
-  auto iterators = op.getIteratorTypesArray();
-  for (auto [i, it] : llvm::enumerate(iterators))
-    if ((it == utils::IteratorType::reduction) != (i + 1 == iterators.size()))
-      return std::nullopt;
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  if (llvm::any_of(bounds, ShapedType::isDynamic))
-    return std::nullopt;
   size_t batch = bounds.size() - 3;
   int64_t m = largestDivisor(bounds[batch], {64, 32, 16, 8, 4});
   int64_t n = largestDivisor(bounds[batch + 1], {64, 32, 16});

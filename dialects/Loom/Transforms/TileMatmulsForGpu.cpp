@@ -1,5 +1,6 @@
 //===- TileMatmulsForGpu.cpp - Shared-memory tiled SIMT matmul kernels ----===//
 
+#include "Loom/Transforms/MatmulLike.h"
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
@@ -13,24 +14,6 @@ namespace mlir::loom {
 
 using namespace mlir;
 
-/// A contraction this pass handles: memref operands, loops (batch..., m, n,
-/// k) with only k a reduction, A independent of n and B independent of m.
-static bool isTileableMatmul(linalg::GenericOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || op.getNumLoops() < 3 ||
-      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
-      !op.getBody()->getOps<linalg::IndexOp>().empty())
-    return false;
-  auto iterators = op.getIteratorTypesArray();
-  for (auto [i, it] : llvm::enumerate(iterators))
-    if ((it == utils::IteratorType::reduction) != (i + 1 == iterators.size()))
-      return false;
-  unsigned m = op.getNumLoops() - 3, n = m + 1;
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  return !maps[0].isFunctionOfDim(n) && !maps[1].isFunctionOfDim(m) &&
-         maps[2].isProjectedPermutation();
-}
-
 namespace {
 struct LoomTileMatmulsForGpu
     : public loom::impl::LoomTileMatmulsForGpuBase<LoomTileMatmulsForGpu> {
@@ -38,7 +21,7 @@ struct LoomTileMatmulsForGpu
   void runOnOperation() override {
     SmallVector<linalg::GenericOp> matmuls;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (isTileableMatmul(op))
+      if (loom::isMatmulLike(op))
         matmuls.push_back(op);
     });
     for (linalg::GenericOp op : matmuls)

@@ -1,0 +1,32 @@
+//===- MatmulLike.h - Which linalg ops the tilers treat as matmuls ---------===//
+
+#ifndef LOOM_TRANSFORMS_MATMULLIKE_H
+#define LOOM_TRANSFORMS_MATMULLIKE_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+namespace mlir::loom {
+
+/// A bufferized contraction both tilers (CPU and GPU) handle: static loops
+/// (batch..., m, n, k) with only k a reduction, A = f(batch, m, k),
+/// B = f(batch, k, n), C = f(batch, m, n), and a body without linalg.index.
+inline bool isMatmulLike(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || op.getNumLoops() < 3 ||
+      llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic) ||
+      !op.getBody()->getOps<linalg::IndexOp>().empty())
+    return false;
+  auto iterators = op.getIteratorTypesArray();
+  for (auto [i, it] : llvm::enumerate(iterators))
+    if ((it == utils::IteratorType::reduction) != (i + 1 == iterators.size()))
+      return false;
+  unsigned m = op.getNumLoops() - 3, n = m + 1, k = m + 2;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  return !maps[0].isFunctionOfDim(n) && maps[0].isFunctionOfDim(k) &&
+         !maps[1].isFunctionOfDim(m) && maps[1].isFunctionOfDim(k) &&
+         !maps[2].isFunctionOfDim(k) && maps[2].isProjectedPermutation();
+}
+
+} // namespace mlir::loom
+
+#endif // LOOM_TRANSFORMS_MATMULLIKE_H
