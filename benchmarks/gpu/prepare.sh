@@ -7,7 +7,8 @@ build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out="$build/gpu"
 mkdir -p "$out"
-loomc="$build/bin/loomc --gpu --gpu-arch=${GPU_ARCH:-sm_90a}"
+# x86-64-v3 (AVX2): the GPU machine's CPU need not be this one.
+loomc="$build/bin/loomc --gpu --gpu-arch=${GPU_ARCH:-sm_90a} --cpu=x86-64-v3"
 $loomc "$root/examples/mlp.loom" -o "$out/mlp"
 $loomc "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt"
 for size in 4096 8192; do

@@ -5,6 +5,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -15,7 +16,8 @@
 
 using namespace mlir;
 
-LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path) {
+LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
+                                        llvm::StringRef cpu) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
@@ -31,15 +33,25 @@ LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path) {
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return module.emitError("no LLVM target for ") << tripleName << ": " << error;
-  // The host CPU: executables are built on the machine (or kind of machine)
-  // they run on, and the kernels want its vector width.
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  // By default the host CPU: executables are usually built on the kind of
+  // machine they run on, and the kernels want its vector width (AVX-512
+  // where present). A named CPU gives portable executables.
   std::string featureText;
-  for (auto &feature : features)
-    featureText += (feature.second ? "+" : "-") + feature.first().str() + ",";
+  std::string cpuName = cpu.str();
+  if (cpu == "native") {
+    cpuName = llvm::sys::getHostCPUName().str();
+    for (auto &feature : llvm::sys::getHostCPUFeatures())
+      featureText += (feature.second ? "+" : "-") + feature.first().str() + ",";
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, cpuName, ""));
+  if (!subtarget || !subtarget->isCPUStringValid(cpuName))
+    return module.emitError("unknown CPU '")
+           << cpuName << "' for " << tripleName
+           << " (use native, or an LLVM CPU name such as x86-64-v3)";
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), featureText, options,
+      triple, cpuName, featureText, options,
       llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());

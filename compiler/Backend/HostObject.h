@@ -8,8 +8,10 @@
 namespace loom {
 
 /// Translates `module` (LLVM dialect) to LLVM IR, optimizes it at -O3 for
-/// the host CPU and writes an ELF object file to `path`.
-mlir::LogicalResult writeHostObject(mlir::ModuleOp module, llvm::StringRef path);
+/// `cpu` ("native": this machine's CPU and features; else an LLVM CPU name
+/// such as x86-64-v3) and writes an ELF object file to `path`.
+mlir::LogicalResult writeHostObject(mlir::ModuleOp module, llvm::StringRef path,
+                                    llvm::StringRef cpu = "native");
 
 } // namespace loom
 

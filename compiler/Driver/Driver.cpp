@@ -300,7 +300,7 @@ LogicalResult Driver::run() {
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("loom-kernels", "o", object))
     return module->emitError("cannot create a temporary file: ") << ec.message();
-  LogicalResult result = ::loom::writeHostObject(*module, object);
+  LogicalResult result = ::loom::writeHostObject(*module, object, options.cpu);
   if (succeeded(result))
     result = ::loom::linkExecutable(module->getLoc(), *plan,
                                     gpuCode ? gpuCode->image : std::string(),

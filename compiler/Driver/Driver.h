@@ -30,6 +30,8 @@ struct DriverOptions {
   std::string model;
   /// The NVIDIA architecture of the GPU stages (sm_80, sm_90a, ...).
   std::string gpuArch = "sm_90a";
+  /// The CPU the host kernels are compiled for ("native" or an LLVM name).
+  std::string cpu = "native";
   /// Whether executables carry GPU kernels (needs a CUDA toolkit).
   bool embedGpu = false;
 };

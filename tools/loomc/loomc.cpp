@@ -63,6 +63,11 @@ cl::opt<std::string> gpuArch(
     "gpu-arch", cl::desc("NVIDIA architecture of the GPU stages"),
     cl::init("sm_90a"), cl::value_desc("sm_80|sm_86|sm_89|sm_90a"),
     cl::cat(loomCategory));
+cl::opt<std::string> cpu(
+    "cpu", cl::desc("CPU the executable's kernels are compiled for: native "
+                    "(this machine, the default) or an LLVM CPU name such as "
+                    "x86-64-v3 for executables that run elsewhere"),
+    cl::init("native"), cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
                     "executable (run with --device cuda)"),
@@ -103,6 +108,7 @@ int main(int argc, char **argv) {
   options.model = modelName;
   options.gpuArch = gpuArch;
   options.embedGpu = embedGpu;
+  options.cpu = cpu;
   if (!options.emit)
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
 

@@ -98,8 +98,9 @@ def LoomTileContractionsForCpu
     and, inside, 4 x 16 register tiles over (m, n) with k unrolled by one;
     the register tile is vectorized and its accumulator transfers hoisted out
     of the k loop (after folding memref aliases): each k step is a broadcast
-    multiply and an add on 16-wide vectors (not yet fused into FMAs: the
-    vectorized add carries no contraction flag). Other contractions keep
+    multiply-add on 16-wide vectors, which LLVM fuses into FMAs (the add
+    gets back the contraction flag the matmul body carries). Other
+    contractions keep
     their scalar loops. The schedule is generated per kernel, one tile
     configuration per op.
   }];

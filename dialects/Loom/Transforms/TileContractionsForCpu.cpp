@@ -21,8 +21,7 @@ namespace mlir::loom {
 using namespace mlir;
 
 /// The register tile: 4 rows x 16 columns of f32 accumulators, two AVX2 or
-/// one AVX-512 vector per row: per k, one broadcast multiply and one add per
-/// row (not fused yet: the vectorized add carries no contraction flag).
+/// one AVX-512 vector per row: per k, one broadcast FMA per row.
 static constexpr int64_t kRegisterRows = 4, kRegisterCols = 16;
 
 /// The largest candidate that divides `size`, or 0.
@@ -139,6 +138,23 @@ struct LoomTileContractionsForCpu
             module, entry, *transforms, transform::TransformOptions())))
       return signalPassFailure();
     module.walk([](linalg::GenericOp op) { op->removeAttr("loom.cpu_tile"); });
+    // The matmul body allowed contraction (fastmath<contract>), but the
+    // vectorized reduction's add lost the flag: restore it on the register
+    // tiles' multiply-add pairs so that LLVM emits FMAs. Only the tiled
+    // matmuls are vector code at this point.
+    auto contract = arith::FastMathFlags::contract;
+    module.walk([&](arith::AddFOp add) {
+      if (!isa<VectorType>(add.getType()))
+        return;
+      for (Value operand : add->getOperands()) {
+        if (auto cast = operand.getDefiningOp<vector::ShapeCastOp>())
+          operand = cast.getSource();
+        auto mul = operand.getDefiningOp<arith::MulFOp>();
+        if (!mul || !arith::bitEnumContainsAll(mul.getFastmath(), contract))
+          continue;
+        add.setFastmath(add.getFastmath() | contract);
+      }
+    });
   }
 };
 } // namespace
