@@ -25,14 +25,14 @@ LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, context);
   if (!llvmModule)
-    return module.emitError("cannot translate the kernels to LLVM IR");
+    return emitError(module.getLoc(), "cannot translate the kernels to LLVM IR");
 
   std::string tripleName = llvm::sys::getDefaultTargetTriple();
   llvm::Triple triple(tripleName);
   std::string error;
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return module.emitError("no LLVM target for ") << tripleName << ": " << error;
+    return emitError(module.getLoc(), "no LLVM target for ") << tripleName << ": " << error;
   // By default the host CPU: executables are usually built on the kind of
   // machine they run on, and the kernels want its vector width (AVX-512
   // where present). A named CPU gives portable executables.
@@ -44,9 +44,9 @@ LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
       featureText += (feature.second ? "+" : "-") + feature.first().str() + ",";
   }
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
-      target->createMCSubtargetInfo(triple, cpuName, ""));
+      target->createMCSubtargetInfo(triple, "", ""));
   if (!subtarget || !subtarget->isCPUStringValid(cpuName))
-    return module.emitError("unknown CPU '")
+    return emitError(module.getLoc(), "unknown CPU '")
            << cpuName << "' for " << tripleName
            << " (use native, or an LLVM CPU name such as x86-64-v3)";
   llvm::TargetOptions options;
@@ -73,11 +73,11 @@ LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
   if (ec)
-    return module.emitError("cannot write ") << path << ": " << ec.message();
+    return emitError(module.getLoc(), "cannot write ") << path << ": " << ec.message();
   llvm::legacy::PassManager codegen;
   if (machine->addPassesToEmitFile(codegen, os, nullptr,
                                    llvm::CodeGenFileType::ObjectFile))
-    return module.emitError("the host target cannot emit object files");
+    return emitError(module.getLoc(), "the host target cannot emit object files");
   codegen.run(*llvmModule);
   return success();
 }
