@@ -32,6 +32,15 @@ LogicalResult ConstantOp::verify() {
   return success();
 }
 
+OpFoldResult ConstantOp::fold(FoldAdaptor) {
+  Type element = getType().getElementType();
+  double value = getValue().convertToDouble();
+  Attribute scalar = isa<FloatType>(element)
+                         ? Attribute(FloatAttr::get(element, value))
+                         : Attribute(IntegerAttr::get(element, (int64_t)value));
+  return DenseElementsAttr::get(getType(), scalar);
+}
+
 LogicalResult CastOp::verify() {
   if (getInput().getType().getShape() != getType().getShape())
     return emitOpError("changes the shape from ")

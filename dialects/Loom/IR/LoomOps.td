@@ -39,6 +39,8 @@ def Loom_ConstantOp : Loom_Op<"constant", [Pure, ConstantLike]> {
   let results = (outs Loom_Tensor:$result);
   let assemblyFormat = "$value attr-dict `:` type($result)";
   let hasVerifier = 1;
+  // ConstantLike ops must fold to their value (m_Constant relies on it).
+  let hasFolder = 1;
 }
 
 class Loom_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
