@@ -1,6 +1,7 @@
 //===- Options.cpp - The command line of compiled executables -------------===//
 
 #include "loom/runtime/Options.h"
+#include "loom/runtime/Plan.h"
 
 #include <cstring>
 #include <string_view>
@@ -45,21 +46,6 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
     std::fprintf(out, "%s\n", line);
 }
 
-static bool parseSeed(std::string_view text, uint64_t &value) {
-  if (text.empty() || text.size() > 20)
-    return false;
-  uint64_t result = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      return false;
-    uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (result > (UINT64_MAX - digit) / 10)
-      return false;
-    result = result * 10 + digit;
-  }
-  value = result;
-  return true;
-}
 
 bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
@@ -127,7 +113,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     } else if (name == "--seed") {
       if (!once(seenSeed))
         return false;
-      if (!parseSeed(value, options.seed)) {
+      if (!parseUnsigned(value, options.seed)) {
         error = "bad seed '" + std::string(value) +
                 "' (expected an integer from 0 to 2^64-1)";
         return false;

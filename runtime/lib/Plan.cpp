@@ -86,6 +86,22 @@ const PlanBuffer *Plan::findBuffer(std::string_view name) const {
   return nullptr;
 }
 
+bool loom::runtime::parseUnsigned(std::string_view text, uint64_t &value) {
+  if (text.empty() || text.size() > 20)
+    return false;
+  uint64_t result = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9')
+      return false;
+    uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (result > (UINT64_MAX - digit) / 10)
+      return false;
+    result = result * 10 + digit;
+  }
+  value = result;
+  return true;
+}
+
 namespace {
 /// Records in the order the format requires; the first four appear once.
 enum Rank {
@@ -116,22 +132,6 @@ int rankOf(std::string_view record) {
   return -1;
 }
 
-/// Decimal digits only: no sign, no spaces, no overflow.
-bool parseUInt(std::string_view text, uint64_t &value) {
-  if (text.empty() || text.size() > 20)
-    return false;
-  uint64_t result = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      return false;
-    uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (result > (UINT64_MAX - digit) / 10)
-      return false;
-    result = result * 10 + digit;
-  }
-  value = result;
-  return true;
-}
 
 /// A decimal integer with an optional '-', within [lo, hi].
 bool parseInt(std::string_view text, int64_t lo, int64_t hi, int64_t &value,
@@ -139,7 +139,7 @@ bool parseInt(std::string_view text, int64_t lo, int64_t hi, int64_t &value,
   inRange = false;
   bool negative = !text.empty() && text[0] == '-';
   uint64_t magnitude;
-  if (!parseUInt(negative ? text.substr(1) : text, magnitude))
+  if (!parseUnsigned(negative ? text.substr(1) : text, magnitude))
     return false;
   constexpr uint64_t kMinMagnitude = static_cast<uint64_t>(INT64_MAX) + 1;
   if (negative) {
@@ -293,7 +293,7 @@ bool PlanParser::checkHeader() {
   if (!expectFields(0, 2, "loom-plan VERSION"))
     return false;
   uint64_t version;
-  if (!parseUInt(fields[1], version))
+  if (!parseUnsigned(fields[1], version))
     return fail(0, "bad number '" + std::string(fields[1]) + "'");
   if (version != kPlanVersion)
     return fail(0, "plan version " + std::to_string(version) +
@@ -432,7 +432,7 @@ bool PlanParser::parseDevice(size_t index) {
 bool PlanParser::parseArena(size_t index) {
   if (!expectFields(index, 2, "arena BYTES"))
     return false;
-  if (!parseUInt(fields[1], plan.arenaBytes))
+  if (!parseUnsigned(fields[1], plan.arenaBytes))
     return fail(index, "bad number '" + std::string(fields[1]) + "'");
   return true;
 }
@@ -452,7 +452,7 @@ bool PlanParser::parseGpuImage(size_t index) {
   else
     return fail(index, "unknown GPU image format '" + std::string(fields[2]) +
                            "' (expected cubin or ptx)");
-  if (!parseUInt(fields[3], image.bytes))
+  if (!parseUnsigned(fields[3], image.bytes))
     return fail(index, "bad number '" + std::string(fields[3]) + "'");
   if (image.bytes == 0)
     return fail(index, "the GPU image is empty");
@@ -469,7 +469,7 @@ bool PlanParser::parseBuffer(size_t index) {
   PlanBuffer buffer;
   buffer.line = static_cast<unsigned>(index + 1);
   uint64_t id;
-  if (!parseUInt(fields[1], id))
+  if (!parseUnsigned(fields[1], id))
     return fail(index, "bad number '" + std::string(fields[1]) + "'");
   if (id != plan.buffers.size())
     return fail(index, "buffer id " + std::string(fields[1]) +
@@ -513,7 +513,7 @@ bool PlanParser::parseBuffer(size_t index) {
       size_t comma = shape.find(',', start);
       std::string_view dim = shape.substr(start, comma - start);
       uint64_t value;
-      if (!parseUInt(dim, value) || value == 0 ||
+      if (!parseUnsigned(dim, value) || value == 0 ||
           value > static_cast<uint64_t>(INT64_MAX))
         return fail(index, "bad shape '" + std::string(shape) +
                                "' (expected comma-separated positive "
@@ -528,7 +528,7 @@ bool PlanParser::parseBuffer(size_t index) {
       !byteSize(buffer.dtype, buffer.shape, buffer.bytes))
     return fail(index, "buffer '" + buffer.name + "' is too large");
 
-  if (!parseUInt(fields[6], buffer.offset))
+  if (!parseUnsigned(fields[6], buffer.offset))
     return fail(index, "bad number '" + std::string(fields[6]) + "'");
   if (buffer.offset % kBufferAlignment)
     return fail(index, "buffer '" + buffer.name + "' offset " +
@@ -620,7 +620,7 @@ bool PlanParser::parseKernel(size_t index) {
                            std::to_string(plan.kernels[known->second].line) +
                            ")");
   uint64_t numArgs;
-  if (!parseUInt(fields[2], numArgs) || numArgs > UINT32_MAX)
+  if (!parseUnsigned(fields[2], numArgs) || numArgs > UINT32_MAX)
     return fail(index, "bad number '" + std::string(fields[2]) + "'");
   kernelIds.emplace(name, static_cast<unsigned>(plan.kernels.size()));
   plan.kernels.push_back({std::string(name), static_cast<unsigned>(numArgs),
@@ -635,7 +635,7 @@ bool PlanParser::parseDims(size_t index, size_t first, const char *what,
                      std::string(fields[first + 2]);
   for (int i = 0; i < 3; ++i) {
     uint64_t value;
-    if (!parseUInt(fields[first + i], value))
+    if (!parseUnsigned(fields[first + i], value))
       return fail(index, "bad number '" + std::string(fields[first + i]) + "'");
     if (value == 0 || value > limits[i])
       return fail(index, std::string("bad ") + what + " '" + text +
@@ -661,7 +661,7 @@ bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
   if (ok && kind == "b") {
     arg.kind = LaunchArg::Kind::Buffer;
     uint64_t id;
-    ok = parseUInt(value, id);
+    ok = parseUnsigned(value, id);
     if (ok && id >= kernel.numArgs)
       return fail(index, "launch argument " + quoted + " names buffer " +
                              std::string(value) + " of kernel '" + kernel.name +
@@ -742,7 +742,7 @@ bool PlanParser::parseStep(size_t index) {
   step.line = static_cast<unsigned>(index + 1);
   for (size_t i = 2; i < fields.size(); ++i) {
     uint64_t id;
-    if (!parseUInt(fields[i], id))
+    if (!parseUnsigned(fields[i], id))
       return fail(index, "bad number '" + std::string(fields[i]) + "'");
     if (id >= plan.buffers.size())
       return fail(index, "step names unknown buffer " + std::string(fields[i]) +

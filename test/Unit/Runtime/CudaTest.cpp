@@ -33,18 +33,11 @@ using loom::test::sealLines;
 using loom::test::TempDir;
 
 namespace {
-constexpr int kN = 8;
+constexpr int kN = loom::test::kFakeElements;
 
 // The CPU kernels, computing what the fake driver's functions compute.
-void addF32(void **args) {
-  const float *a = static_cast<const float *>(args[0]);
-  const float *b = static_cast<const float *>(args[1]);
-  float *out = static_cast<float *>(args[2]);
-  for (int i = 0; i < kN; ++i)
-    out[i] = a[i] + b[i];
-}
 void addTwiceF32(void **args) {
-  addF32(args);
+  loom::test::fakeAddF32(args);
   float *out = static_cast<float *>(args[2]);
   for (int i = 0; i < kN; ++i)
     out[i] *= 2.0f;
@@ -53,7 +46,7 @@ void dims(void **args) {
   const float values[6] = {3, 2, 1, 32, 4, 2};
   std::memcpy(args[0], values, sizeof(values)); // 6 of its 8 elements
 }
-const LoomKernel kKernels[] = {{"add", 3, addF32},
+const LoomKernel kKernels[] = {{"add", 3, loom::test::fakeAddF32},
                                {"addw", 3, addTwiceF32},
                                {"dims", 1, dims},
                                {nullptr, 0, nullptr}};

@@ -17,20 +17,11 @@ using loom::test::sealLines;
 using loom::test::TempDir;
 
 namespace {
-constexpr int kN = 8;
+constexpr int kN = loom::test::kFakeElements;
 
-void addF32(void **args) {
-  const float *a = static_cast<const float *>(args[0]);
-  const float *b = static_cast<const float *>(args[1]);
-  float *out = static_cast<float *>(args[2]);
-  for (int i = 0; i < kN; ++i)
-    out[i] = a[i] + b[i];
-}
-
-void copyF32(void **args) { std::memcpy(args[1], args[0], kN * 4); }
-
-const LoomKernel kKernels[] = {
-    {"add", 3, addF32}, {"copy", 2, copyF32}, {nullptr, 0, nullptr}};
+const LoomKernel kKernels[] = {{"add", 3, loom::test::fakeAddF32},
+                               {"copy", 2, loom::test::fakeCopyF32},
+                               {nullptr, 0, nullptr}};
 
 /// out = x + y + w, with a temp in x's bytes and out in y's.
 std::string plan(const char *wInit = "normal 1", const char *device = "cpu") {
@@ -241,7 +232,7 @@ TEST(Driver, ValidatesThePlanAndKernelsFirst) {
   EXPECT_EQ(run.err.find("model: error: plan:16: checksum mismatch"), 0u)
       << run.err;
 
-  const LoomKernel noCopy[] = {{"add", 3, addF32}, {nullptr, 0, nullptr}};
+  const LoomKernel noCopy[] = {{"add", 3, loom::test::fakeAddF32}, {nullptr, 0, nullptr}};
   run = runDriver({"--random-inputs"}, noCopy, plan());
   EXPECT_EQ(run.status, 1);
   EXPECT_EQ(run.err, "model: error: plan:12: kernel 'copy' is not provided "

@@ -14,20 +14,11 @@ using namespace loom::runtime;
 using loom::test::sealLines;
 
 namespace {
-constexpr int kN = 8;
+constexpr int kN = loom::test::kFakeElements;
 
-void addF32(void **args) {
-  const float *a = static_cast<const float *>(args[0]);
-  const float *b = static_cast<const float *>(args[1]);
-  float *out = static_cast<float *>(args[2]);
-  for (int i = 0; i < kN; ++i)
-    out[i] = a[i] + b[i];
-}
-
-void copyF32(void **args) { std::memcpy(args[1], args[0], kN * 4); }
-
-const LoomKernel kKernels[] = {
-    {"add", 3, addF32}, {"copy", 2, copyF32}, {nullptr, 0, nullptr}};
+const LoomKernel kKernels[] = {{"add", 3, loom::test::fakeAddF32},
+                               {"copy", 2, loom::test::fakeCopyF32},
+                               {nullptr, 0, nullptr}};
 
 /// out = (x + y) + w, where the temp s reuses x's bytes and out reuses y's,
 /// as the compiler's lifetime packing may do.
@@ -89,7 +80,7 @@ TEST(Executor, ReportsMissingKernels) {
   Plan plan;
   std::string error;
   ASSERT_TRUE(parsePlan(sharingPlan(), plan, error)) << error;
-  const LoomKernel onlyAdd[] = {{"add", 3, addF32}, {nullptr, 0, nullptr}};
+  const LoomKernel onlyAdd[] = {{"add", 3, loom::test::fakeAddF32}, {nullptr, 0, nullptr}};
   Executor executor;
   EXPECT_FALSE(executor.init(plan, onlyAdd, error));
   EXPECT_EQ(error, "plan:12: kernel 'copy' is not provided by this executable");

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -91,4 +92,16 @@ RunResult loom::test::runDriver(const std::vector<std::string> &args,
   result.out = drain(out);
   result.err = drain(err);
   return result;
+}
+
+void loom::test::fakeAddF32(void **args) {
+  const float *a = static_cast<const float *>(args[0]);
+  const float *b = static_cast<const float *>(args[1]);
+  float *out = static_cast<float *>(args[2]);
+  for (int i = 0; i < kFakeElements; ++i)
+    out[i] = a[i] + b[i];
+}
+
+void loom::test::fakeCopyF32(void **args) {
+  std::memcpy(args[1], args[0], kFakeElements * sizeof(float));
 }

@@ -50,6 +50,12 @@ RunResult runDriver(const std::vector<std::string> &args,
                     loom::runtime::Executable executable,
                     const std::string &plan);
 
+/// Elements in the fake kernels' buffers.
+constexpr int kFakeElements = 8;
+/// Fake kernels over f32[kFakeElements] buffers: out = a + b, and out = in.
+void fakeAddF32(void **args);
+void fakeCopyF32(void **args);
+
 } // namespace loom::test
 
 #endif // LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H

@@ -18,6 +18,10 @@
 
 namespace loom::runtime {
 
+/// Parses a decimal integer: digits only, no sign or spaces, no overflow.
+bool parseUnsigned(std::string_view text, uint64_t &value);
+
+
 /// The plan version this runtime reads and writes.
 constexpr unsigned kPlanVersion = 1;
 /// Every buffer offset is a multiple of this.
