@@ -109,22 +109,29 @@ static Value filledF32(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
       .getResult(0);
 }
 
-Value mlir::loom::buildAxisReduction(
-    OpBuilder &b, Location loc, ArrayRef<int64_t> shape, int64_t axis,
-    ValueRange inputs, ArrayRef<AffineMap> inputMaps, double init,
+/// Reduces the loops of `shape` marked in `reducedLoops` into an f32
+/// accumulator over the others: `acc = combine(acc, f32 inputs...)`.
+static Value buildReduction(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+    ArrayRef<bool> reducedLoops, ValueRange inputs,
+    ArrayRef<AffineMap> inputMaps, double init,
     function_ref<Value(OpBuilder &, Location, Value, ValueRange)> combine) {
   MLIRContext *context = b.getContext();
   int64_t rank = shape.size();
-  SmallVector<int64_t> reduced;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != axis)
-      reduced.push_back(shape[d]);
+  SmallVector<int64_t> kept;
+  SmallVector<AffineExpr> keptExprs;
+  SmallVector<utils::IteratorType> iterators;
+  for (int64_t d = 0; d < rank; ++d) {
+    iterators.push_back(reducedLoops[d] ? utils::IteratorType::reduction
+                                        : utils::IteratorType::parallel);
+    if (!reducedLoops[d]) {
+      kept.push_back(shape[d]);
+      keptExprs.push_back(getAffineDimExpr(d, context));
+    }
+  }
   SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(dropDimMap(rank, axis, context));
-  SmallVector<utils::IteratorType> iterators(rank,
-                                             utils::IteratorType::parallel);
-  iterators[axis] = utils::IteratorType::reduction;
-  Value acc = filledF32(b, loc, reduced, init);
+  maps.push_back(AffineMap::get(rank, 0, keptExprs, context));
+  Value acc = filledF32(b, loc, kept, init);
   auto generic = linalg::GenericOp::create(
       b, loc, acc.getType(), inputs, acc, maps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
@@ -137,26 +144,23 @@ Value mlir::loom::buildAxisReduction(
   return generic.getResult(0);
 }
 
+Value mlir::loom::buildAxisReduction(
+    OpBuilder &b, Location loc, ArrayRef<int64_t> shape, int64_t axis,
+    ValueRange inputs, ArrayRef<AffineMap> inputMaps, double init,
+    function_ref<Value(OpBuilder &, Location, Value, ValueRange)> combine) {
+  SmallVector<bool> reduced(shape.size(), false);
+  reduced[axis] = true;
+  return buildReduction(b, loc, shape, reduced, inputs, inputMaps, init, combine);
+}
+
 Value mlir::loom::buildTotalSum(
     OpBuilder &b, Location loc, ArrayRef<int64_t> shape, ValueRange inputs,
     ArrayRef<AffineMap> inputMaps,
     function_ref<Value(OpBuilder &, Location, ValueRange)> value) {
-  MLIRContext *context = b.getContext();
-  int64_t rank = shape.size();
-  SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(AffineMap::get(rank, 0, {}, context));
-  SmallVector<utils::IteratorType> iterators(rank,
-                                             utils::IteratorType::reduction);
-  Value acc = filledF32(b, loc, {}, 0.0);
-  auto generic = linalg::GenericOp::create(
-      b, loc, acc.getType(), inputs, acc, maps, iterators,
-      [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        SmallVector<Value> wide;
-        for (Value arg : args.drop_back())
-          wide.push_back(widen(nb, nloc, arg));
-        Value term = value(nb, nloc, wide);
-        linalg::YieldOp::create(
-            nb, nloc, arith::AddFOp::create(nb, nloc, args.back(), term).getResult());
+  SmallVector<bool> reduced(shape.size(), true);
+  return buildReduction(
+      b, loc, shape, reduced, inputs, inputMaps, 0.0,
+      [&](OpBuilder &nb, Location l, Value acc, ValueRange in) -> Value {
+        return arith::AddFOp::create(nb, l, acc, value(nb, l, in));
       });
-  return generic.getResult(0);
 }
