@@ -9,14 +9,18 @@
 
 namespace loom {
 
-/// The C source that gives the runtime its kernel table (`loom_kernels`)
-/// and the plan text (`loom_plan`), as docs/plan-format.md specifies.
-std::string buildGlueSource(const Plan &plan, llvm::StringRef gpuImage);
+/// The C source that gives the runtime its kernel table (`loom_kernels`, the
+/// kernels of both plans), the plan text (`loom_plan`) and the per-rank plan
+/// (`loom_spmd_plan`, empty without `spmd`), as docs/plan-format.md
+/// specifies.
+std::string buildGlueSource(const Plan &plan, const Plan *spmd,
+                            llvm::StringRef gpuImage);
 
-/// Links the kernels' object file, the glue and the runtime libraries into
-/// the executable `output` with clang. Errors are reported at `loc`.
+/// Links the kernels' object file, the glue and the runtime libraries (and
+/// MPI's) into the executable `output` with clang. Errors are reported at
+/// `loc`.
 mlir::LogicalResult linkExecutable(mlir::Location loc, const Plan &plan,
-                                   llvm::StringRef gpuImage,
+                                   const Plan *spmd, llvm::StringRef gpuImage,
                                    llvm::StringRef kernelObject,
                                    llvm::StringRef output);
 

@@ -26,6 +26,7 @@ llvm::StringRef (::loom::stageName)(Stage stage) {
   switch (stage) {
   case Stage::AST: return "ast";
   case Stage::Loom: return "loom";
+  case Stage::Partitioned: return "partitioned";
   case Stage::Kernels: return "kernels";
   case Stage::Linalg: return "linalg";
   case Stage::Tiled: return "tiled";
@@ -57,6 +58,7 @@ private:
   LogicalResult runPipeline(ModuleOp target,
                             llvm::function_ref<void(OpPassManager &)> build);
   LogicalResult runGpuStages(std::optional<::loom::GpuCode> &code);
+  LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
   FailureOr<func::FuncOp> selectModel();
 
   MLIRContext &context;
@@ -173,10 +175,40 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
   return success();
 }
 
+LogicalResult Driver::parseMeshSizes(llvm::StringMap<int64_t> &sizes) {
+  if (options.mesh.empty())
+    return success();
+  SmallVector<llvm::StringRef> entries;
+  llvm::StringRef(options.mesh).split(entries, ',');
+  for (llvm::StringRef entry : entries) {
+    auto [name, value] = entry.trim().split('=');
+    int64_t size = 0;
+    if (name.trim().empty() || value.trim().getAsInteger(10, size) || size < 1)
+      return mlir::emitError(UnknownLoc::get(&context),
+                             "--mesh takes AXIS=SIZE,... with sizes >= 1 "
+                             "(e.g. --mesh dp=2,tp=4), got '")
+             << entry << "'";
+    if (!sizes.try_emplace(name.trim(), size).second)
+      return mlir::emitError(UnknownLoc::get(&context), "--mesh sets axis '")
+             << name.trim() << "' twice";
+  }
+  return success();
+}
+
+/// The per-rank program of `model`, if it has one.
+static func::FuncOp spmdProgramOf(ModuleOp module, func::FuncOp model) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (auto of = func->getAttrOfType<StringAttr>(mlir::loom::attr::kPartitionOf))
+      if (of.getValue() == model.getSymName())
+        return func;
+  return {};
+}
+
 FailureOr<func::FuncOp> Driver::selectModel() {
   SmallVector<func::FuncOp> models;
   for (auto func : module->getOps<func::FuncOp>())
-    if (func.isPublic() && (options.model.empty() || func.getSymName() == options.model))
+    if (func.isPublic() && !func->hasAttr(mlir::loom::attr::kPartitionOf) &&
+        (options.model.empty() || func.getSymName() == options.model))
       models.push_back(func);
   if (models.size() == 1)
     return models.front();
@@ -202,11 +234,24 @@ LogicalResult Driver::run() {
       }))
     return success();
 
-  module = ::loom::mlirGen(context, *ast, sourceMgr);
+  llvm::StringMap<int64_t> meshSizes;
+  if (failed(parseMeshSizes(meshSizes)))
+    return failure();
+  module = ::loom::mlirGen(context, *ast, sourceMgr, meshSizes);
   if (!module)
     return failure();
   auto printModule = [&](llvm::raw_ostream &out) { module->print(out); };
   if (reached(::loom::Stage::Loom, printModule))
+    return success();
+
+  ::loom::PartitionOptions partition;
+  partition.remarks = options.remarkCollectives;
+  partition.sequenceParallel = options.sequenceParallel;
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+        ::loom::buildPartitionPipeline(pm, partition);
+      })))
+    return failure();
+  if (reached(::loom::Stage::Partitioned, printModule))
     return success();
 
   if (failed(runPipeline(::loom::buildKernelsPipeline)))
@@ -269,18 +314,24 @@ LogicalResult Driver::run() {
       return success();
   }
 
-  std::optional<::loom::Plan> plan;
+  std::optional<::loom::Plan> plan, spmdPlan;
   if (executable || !options.dumpDir.empty()) {
     std::swap(module, models);
     FailureOr<func::FuncOp> model = selectModel();
     std::swap(module, models);
     if (failed(model))
       return failure();
-    FailureOr<::loom::Plan> built = ::loom::buildPlan(
-        *model, scratch, gpuCode ? &*gpuCode : nullptr);
+    const ::loom::GpuCode *gpu = gpuCode ? &*gpuCode : nullptr;
+    FailureOr<::loom::Plan> built = ::loom::buildPlan(*model, scratch, gpu);
     if (failed(built))
       return failure();
     plan = std::move(*built);
+    if (func::FuncOp spmd = spmdProgramOf(*models, *model)) {
+      FailureOr<::loom::Plan> perRank = ::loom::buildPlan(spmd, scratch, gpu);
+      if (failed(perRank))
+        return failure();
+      spmdPlan = std::move(*perRank);
+    }
   }
 
   if (failed(runPipeline(::loom::buildCpuTilingPipeline)))
@@ -292,8 +343,12 @@ LogicalResult Driver::run() {
   if (reached(::loom::Stage::LLVM, printModule))
     return success();
 
-  if (reached(::loom::Stage::Plan,
-              [&](llvm::raw_ostream &out) { out << plan->text; }))
+  // The per-rank plan follows the one-rank plan, as a second document.
+  if (reached(::loom::Stage::Plan, [&](llvm::raw_ostream &out) {
+        out << plan->text;
+        if (spmdPlan)
+          out << "\n" << spmdPlan->text;
+      }))
     return success();
 
   llvm::SmallString<128> object;
@@ -303,6 +358,7 @@ LogicalResult Driver::run() {
   LogicalResult result = ::loom::writeHostObject(*module, object, options.cpu);
   if (succeeded(result))
     result = ::loom::linkExecutable(module->getLoc(), *plan,
+                                    spmdPlan ? &*spmdPlan : nullptr,
                                     gpuCode ? gpuCode->image : std::string(),
                                     object, options.output);
   llvm::sys::fs::remove(object);
@@ -311,7 +367,14 @@ LogicalResult Driver::run() {
                  << plan->kernels.size() << " kernels"
                  << (gpuCode ? ", " + gpuCode->arch + " " + gpuCode->format : "")
                  << ", arena "
-                 << llvm::format("%.2f", plan->arenaBytes / 1048576.0) << " MiB)\n";
+                 << llvm::format("%.2f", plan->arenaBytes / 1048576.0) << " MiB";
+  if (succeeded(result) && spmdPlan)
+    llvm::errs() << "; runs on 1 rank or on " << spmdPlan->ranks
+                 << " ranks, arena "
+                 << llvm::format("%.2f", spmdPlan->arenaBytes / 1048576.0)
+                 << " MiB per rank";
+  if (succeeded(result))
+    llvm::errs() << ")\n";
   return result;
 }
 

@@ -13,7 +13,7 @@ namespace loom {
 
 /// The stages in order; each lowers further than the one before.
 enum class Stage {
-  AST, Loom, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
+  AST, Loom, Partitioned, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
 };
 
 /// The `--emit=` name of a stage.
@@ -34,6 +34,12 @@ struct DriverOptions {
   std::string cpu = "native";
   /// Whether executables carry GPU kernels (needs a CUDA toolkit).
   bool embedGpu = false;
+  /// Mesh axis sizes replacing the script's ("dp=2,tp=4").
+  std::string mesh;
+  /// Report every collective the partitioner inserts, as a remark.
+  bool remarkCollectives = false;
+  /// Sequence parallelism: reduce-scatter/all-gather around the norms.
+  bool sequenceParallel = false;
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the

@@ -67,6 +67,9 @@ public:
   Elaborator(mlir::MLIRContext &context, const llvm::SourceMgr &sourceMgr);
   mlir::OwningOpRef<mlir::ModuleOp> run(const Module &module);
 
+  /// Mesh axis sizes that replace the script's (loomc --mesh).
+  llvm::StringMap<int64_t> meshSizes;
+
   //===--------------------------------------------------------------------===//
   // Diagnostics and locations
   //===--------------------------------------------------------------------===//

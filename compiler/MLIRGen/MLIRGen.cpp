@@ -941,6 +941,8 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
   bool ok = true;
   for (const MeshAxis &axis : mesh.axes) {
     std::optional<int64_t> size = evalInt(*axis.size, globals);
+    if (auto it = meshSizes.find(axis.name.text); it != meshSizes.end())
+      size = it->second;
     if (size && *size < 1) {
       error(axis.size->getLoc()) << "mesh axis size must be at least 1, got "
                                  << *size;
@@ -957,6 +959,16 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
     names.push_back(builder.getStringAttr(axis.name.text));
   }
   meshName = mesh.name.text;
+  for (const auto &entry : meshSizes)
+    if (!seen.contains(entry.getKey())) {
+      std::string axes;
+      for (const MeshAxis &axis : mesh.axes)
+        axes += (axes.empty() ? "" : ", ") + axis.name.text;
+      error(mesh.name.loc) << "--mesh sets axis '" << entry.getKey()
+                           << "', which mesh '" << mesh.name.text
+                           << "' does not have (its axes: " << axes << ")";
+      ok = false;
+    }
   if (!ok)
     return;
   OpBuilder::InsertionGuard guard(builder);
@@ -1052,7 +1064,16 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
 
 namespace loom {
 OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
-                                    const llvm::SourceMgr &sourceMgr) {
-  return Elaborator(context, sourceMgr).run(module);
+                                    const llvm::SourceMgr &sourceMgr,
+                                    const llvm::StringMap<int64_t> &meshSizes) {
+  Elaborator elaborator(context, sourceMgr);
+  elaborator.meshSizes = meshSizes;
+  if (!meshSizes.empty() && module.meshes.empty()) {
+    elaborator.error(SMLoc::getFromPointer(
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBufferStart()))
+        << "--mesh is given, but the script declares no mesh";
+    return nullptr;
+  }
+  return elaborator.run(module);
 }
 } // namespace loom

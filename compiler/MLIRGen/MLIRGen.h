@@ -7,6 +7,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace loom {
 
@@ -17,10 +18,12 @@ mlir::Location toLocation(mlir::MLIRContext &context,
 /// Checks the script (names, shapes, dtypes, shardings, stages, MoE and
 /// training settings) and builds its `loom` dialect module. Every problem is
 /// reported as an error at its script location through the context's
-/// diagnostic engine; the result is null when there was any.
-mlir::OwningOpRef<mlir::ModuleOp> mlirGen(mlir::MLIRContext &context,
-                                          const Module &module,
-                                          const llvm::SourceMgr &sourceMgr);
+/// diagnostic engine; the result is null when there was any. `meshSizes`
+/// replaces the sizes of the named mesh axes (loomc --mesh dp=2,tp=4).
+mlir::OwningOpRef<mlir::ModuleOp>
+mlirGen(mlir::MLIRContext &context, const Module &module,
+        const llvm::SourceMgr &sourceMgr,
+        const llvm::StringMap<int64_t> &meshSizes = {});
 
 } // namespace loom
 

@@ -85,6 +85,15 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
+void ::loom::buildPartitionPipeline(OpPassManager &pm,
+                                    const PartitionOptions &options) {
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
+  mlir::loom::LoomPartitionOptions partition;
+  partition.remarks = options.remarks;
+  partition.sequenceParallel = options.sequenceParallel;
+  pm.addPass(mlir::loom::createLoomPartition(partition));
+}
+
 void ::loom::buildKernelsPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomStripShardings());

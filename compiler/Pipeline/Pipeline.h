@@ -9,8 +9,22 @@
 
 namespace loom {
 
-/// loom -> kernels: the single-rank program (stages inlined, shardings
-/// dropped) as a model function calling one outlined function per kernel.
+/// How the per-rank programs are made (loomc --remarks=collectives,
+/// --sequence-parallel).
+struct PartitionOptions {
+  bool remarks = false;
+  bool sequenceParallel = false;
+};
+
+/// loom -> partitioned: stages inlined, and next to each model `@M` its
+/// per-rank program `@M_spmd` with explicit `shard` collectives (when the
+/// mesh has more than one device).
+void buildPartitionPipeline(mlir::OpPassManager &pm,
+                            const PartitionOptions &options);
+
+/// partitioned -> kernels: shardings dropped from the single-rank program,
+/// and every model function a sequence of calls to outlined kernels (and
+/// collectives, in a per-rank program).
 void buildKernelsPipeline(mlir::OpPassManager &pm);
 
 /// kernels -> linalg: every kernel on linalg/tensor/arith/math, with

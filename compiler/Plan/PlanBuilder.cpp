@@ -4,11 +4,14 @@
 
 #include "Loom/IR/LoomDialect.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
+namespace attr = mlir::loom::attr;
 
 namespace {
 struct Buffer {
@@ -19,6 +22,13 @@ struct Buffer {
   int64_t bytes = 0;
   int64_t first = 0, last = 0; // steps during which the bytes are live
   int64_t offset = 0;
+  std::string sharding; // SPMD plans: "dp,-" for a split input, param or output
+};
+
+/// One `step` or `collective` record: its text up to the buffer ids.
+struct Step {
+  std::string head;
+  std::vector<size_t> args;
 };
 } // namespace
 
@@ -49,6 +59,58 @@ static std::string initText(mlir::loom::InitAttr init) {
     for (double arg : init.getArgs().asArrayRef())
       text += " " + formatDouble(arg);
   return text;
+}
+
+/// "tp" or "dp,tp": grid axes by name.
+static std::string axesText(const SmallVector<std::string> &names,
+                            ArrayRef<int16_t> axes, StringRef separator) {
+  std::string text;
+  for (int16_t axis : axes)
+    text += (text.empty() ? "" : separator.str()) + names[axis];
+  return text;
+}
+
+/// The `shard` record's spec of a `loom.sharding` attribute ("dp,-").
+static std::string shardingText(const SmallVector<std::string> &names,
+                                ArrayAttr sharding) {
+  std::string text;
+  for (auto [d, dim] : llvm::enumerate(sharding)) {
+    auto axes = cast<DenseI16ArrayAttr>(dim).asArrayRef();
+    text += (d ? "," : "") + (axes.empty() ? std::string("-")
+                                           : axesText(names, axes, "+"));
+  }
+  return text;
+}
+
+/// The `collective KIND AXES DIMS` head of a collective's record.
+static FailureOr<std::string>
+collectiveHead(Operation *op, const SmallVector<std::string> &names) {
+  auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+  auto dim = [&](StringRef name) {
+    return std::to_string(op->getAttrOfType<IntegerAttr>(name).getInt());
+  };
+  std::string kind, dims = "-";
+  if (isa<shard::AllReduceOp>(op)) {
+    kind = "all-reduce";
+  } else if (isa<shard::AllGatherOp>(op)) {
+    kind = "all-gather", dims = dim("gather_axis");
+  } else if (isa<shard::AllSliceOp>(op)) {
+    kind = "all-slice", dims = dim("slice_axis");
+  } else if (isa<shard::ReduceScatterOp>(op)) {
+    kind = "reduce-scatter", dims = dim("scatter_axis");
+  } else if (isa<shard::AllToAllOp>(op)) {
+    kind = "all-to-all", dims = dim("split_axis") + ":" + dim("concat_axis");
+  } else if (isa<shard::BroadcastOp>(op)) {
+    kind = "broadcast";
+  } else {
+    return op->emitError("'") << op->getName()
+                              << "' has no plan record; the plan holds kernel "
+                                 "calls and collectives";
+  }
+  if (!axes || axes.empty())
+    return op->emitError("collective without grid axes");
+  return "collective " + kind + " " + axesText(names, axes.asArrayRef(), ",") +
+         " " + dims;
 }
 
 uint32_t (::loom::planChecksum)(llvm::StringRef text) {
@@ -97,7 +159,6 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     func::FuncOp model,
     const llvm::StringMap<SmallVector<ShapedType>> &scratch,
     const GpuCode *gpu) {
-  namespace attr = mlir::loom::attr;
   std::vector<Buffer> buffers;
   llvm::DenseMap<Value, size_t> bufferOf;
   auto addBufferOfType = [&](ShapedType type, std::string name, std::string role) {
@@ -120,7 +181,27 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
   int64_t numSteps = 0;
   for (Operation &op : body.without_terminator())
-    numSteps += isa<func::CallOp>(op);
+    numSteps += isa<func::CallOp>(op) || isa<shard::ShardDialect>(op.getDialect());
+
+  // An SPMD program runs over the grid its collectives name.
+  shard::GridOp grid;
+  SmallVector<std::string> axisNames;
+  if (model->hasAttr(attr::kPartitionOf)) {
+    auto module = model->getParentOfType<ModuleOp>();
+    for (auto g : module.getOps<shard::GridOp>())
+      grid = g;
+    if (!grid)
+      return model.emitError("a partitioned model without a shard.grid");
+    auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes);
+    for (auto [i, size] : llvm::enumerate(grid.getShape()))
+      axisNames.push_back(names && i < names.size()
+                              ? cast<StringAttr>(names[i]).str()
+                              : "axis" + std::to_string(i));
+  }
+  auto shardingOfArg = [&](unsigned i) {
+    auto sharding = model.getArgAttrOfType<ArrayAttr>(i, attr::kSharding);
+    return sharding ? shardingText(axisNames, sharding) : std::string();
+  };
 
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
@@ -138,6 +219,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       buffers.back().last = numSteps; // weights stay for saving and training
     }
     buffers.back().first = -1;
+    buffers.back().sharding = shardingOfArg(i);
   }
 
   // Outputs are named by the function's result attributes.
@@ -147,7 +229,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     if (!name)
       name = model.getResultAttrOfType<StringAttr>(i, attr::kLoss);
     std::string text = name ? name.str() : "result" + std::to_string(i);
-    if (!value.getDefiningOp<func::CallOp>())
+    Operation *def = value.getDefiningOp();
+    if (!def || !(isa<func::CallOp>(def) || isa<shard::ShardDialect>(def->getDialect())))
       return emitError(value.getLoc(), "output '")
              << text << "' is an input or parameter itself; compute it "
                         "(e.g. 'x * 1') to get a separate output";
@@ -159,28 +242,48 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
 
   std::vector<KernelSignature> kernels;
   llvm::StringMap<size_t> kernelIndex;
-  std::vector<std::pair<std::string, std::vector<size_t>>> steps;
+  // Outputs of an SPMD program carry their split (the runtime gathers).
+  llvm::DenseMap<Value, std::string> outputSharding;
+  for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
+    if (auto sharding = model.getResultAttrOfType<ArrayAttr>(i, attr::kSharding))
+      outputSharding[value] = shardingText(axisNames, sharding);
+
+  std::vector<Step> steps;
   int64_t step = 0;
   for (Operation &op : body.without_terminator()) {
     auto call = dyn_cast<func::CallOp>(op);
-    if (!call)
+    bool isCollective = isa<shard::ShardDialect>(op.getDialect());
+    if (!call && !isCollective)
       return op.emitError("'") << op.getName()
                                << "' is left in the model after outlining; "
-                                  "the plan holds only kernel calls";
+                                  "the plan holds only kernel calls and "
+                                  "collectives";
+    if (isCollective && !grid)
+      return op.emitError("a collective in a model that is not partitioned");
     std::vector<size_t> args;
-    for (Value operand : call.getOperands()) {
+    for (Value operand : op.getOperands()) {
       size_t id = bufferOf.lookup(operand);
       buffers[id].last = std::max(buffers[id].last, step);
       args.push_back(id);
     }
-    for (Value result : call.getResults()) {
+    for (Value result : op.getResults()) {
       auto it = outputName.find(result);
       bool isOutput = it != outputName.end();
       addBuffer(result, isOutput ? it->second : "t" + std::to_string(buffers.size()),
                 isOutput ? "output" : "temp");
       buffers.back().first = step;
       buffers.back().last = isOutput ? numSteps : step;
+      if (isOutput)
+        buffers.back().sharding = outputSharding.lookup(result);
       args.push_back(buffers.size() - 1);
+    }
+    if (isCollective) {
+      FailureOr<std::string> head = collectiveHead(&op, axisNames);
+      if (failed(head))
+        return failure();
+      steps.push_back({*head, std::move(args)});
+      ++step;
+      continue;
     }
     StringRef callee = call.getCallee();
     // A kernel's temporaries: plan buffers that live for this step only.
@@ -191,16 +294,27 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     }
     if (kernelIndex.try_emplace(callee, kernels.size()).second)
       kernels.push_back({callee.str(), (unsigned)args.size()});
-    steps.push_back({callee.str(), std::move(args)});
+    steps.push_back({"step " + callee.str(), std::move(args)});
     ++step;
   }
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;
+  if (grid)
+    for (int64_t size : grid.getShape())
+      plan.ranks *= size;
   llvm::raw_string_ostream os(plan.text);
   os << "loom-plan 1\n";
-  os << "model " << model.getSymName() << "\n";
+  // A per-rank program is still its model, to the user.
+  auto of = model->getAttrOfType<StringAttr>(attr::kPartitionOf);
+  os << "model " << (of ? of.getValue() : model.getSymName()) << "\n";
   os << "device cpu\n";
+  if (grid) {
+    os << "mesh " << grid.getSymName();
+    for (auto [name, size] : llvm::zip(axisNames, grid.getShape()))
+      os << " " << name << "=" << size;
+    os << "\n";
+  }
   os << "arena " << plan.arenaBytes << "\n";
   if (gpu)
     os << "gpu-image " << gpu->arch << " " << gpu->format << " "
@@ -216,6 +330,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     if (!buffer.init.empty())
       os << " " << buffer.init;
     os << "\n";
+    if (!buffer.sharding.empty())
+      os << "shard " << id << " " << buffer.sharding << "\n";
   }
   for (const KernelSignature &kernel : kernels)
     os << "kernel " << kernel.name << " " << kernel.numArgs << "\n";
@@ -233,8 +349,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       }
     }
   }
-  for (auto &[kernel, args] : steps) {
-    os << "step " << kernel;
+  for (auto &[head, args] : steps) {
+    os << head;
     for (size_t id : args)
       os << " " << id;
     os << "\n";

@@ -33,6 +33,8 @@ struct Plan {
   std::string text;
   std::vector<KernelSignature> kernels;
   int64_t arenaBytes = 0;
+  /// The ranks a per-rank (SPMD) plan runs on; 1 for the one-rank plan.
+  int64_t ranks = 1;
 };
 
 /// Builds the plan of `model`, a function whose body is calls to outlined

@@ -38,6 +38,8 @@ cl::opt<Stage> emitStage(
     cl::values(
         clEnumValN(Stage::AST, "ast", "the syntax tree"),
         clEnumValN(Stage::Loom, "loom", "the checked model in the loom dialect"),
+        clEnumValN(Stage::Partitioned, "partitioned",
+                   "and each model's per-rank program with its collectives"),
         clEnumValN(Stage::Kernels, "kernels",
                    "the single-rank model as calls to outlined kernels"),
         clEnumValN(Stage::Linalg, "linalg",
@@ -71,6 +73,24 @@ cl::opt<std::string> cpu(
 cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
                     "executable (run with --device cuda)"),
+    cl::init(false), cl::cat(loomCategory));
+cl::opt<std::string> meshSizes(
+    "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
+                     "(size 1 turns an axis off)"),
+    cl::value_desc("axis=size,..."), cl::cat(loomCategory));
+enum class Remarks { Collectives };
+cl::list<Remarks> remarks(
+    "remarks", cl::desc("Report what the compiler decided, as remarks at "
+                        "script locations"),
+    cl::values(clEnumValN(Remarks::Collectives, "collectives",
+                          "every collective the partitioner inserts: its "
+                          "kind, mesh axes and bytes per rank")),
+    cl::CommaSeparated, cl::cat(loomCategory));
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Sequence parallelism: split the residual stream along the "
+             "sequence over the axis of the row-parallel matmuls "
+             "(reduce-scatter and all-gather instead of all-reduce)"),
     cl::init(false), cl::cat(loomCategory));
 cl::opt<bool> splitInputFile(
     "split-input-file",
@@ -109,6 +129,9 @@ int main(int argc, char **argv) {
   options.gpuArch = gpuArch;
   options.embedGpu = embedGpu;
   options.cpu = cpu;
+  options.mesh = meshSizes;
+  options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
+  options.sequenceParallel = sequenceParallel;
   if (!options.emit)
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
 

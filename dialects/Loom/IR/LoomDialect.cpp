@@ -29,6 +29,18 @@ static LogicalResult verifyName(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// `loom.sharding`: one array of grid axes (i16) per dimension.
+static LogicalResult verifySharding(Operation *op, NamedAttribute attr) {
+  auto dims = dyn_cast<ArrayAttr>(attr.getValue());
+  if (!dims || !llvm::all_of(dims, [](Attribute dim) {
+        return isa<DenseI16ArrayAttr>(dim);
+      }))
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' must be an array of i16 arrays (grid axes "
+                                "per dimension)";
+  return success();
+}
+
 LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                     unsigned argIndex,
                                                     NamedAttribute attr) {
@@ -44,6 +56,8 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                << " has an initializer but is not a param";
     return success();
   }
+  if (name == attr::kSharding)
+    return verifySharding(op, attr);
   return op->emitOpError() << "unknown loom argument attribute '" << name
                            << "'";
 }
@@ -54,6 +68,8 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
   StringRef name = attr.getName().getValue();
   if (name == attr::kOutput || name == attr::kLoss)
     return verifyName(op, attr);
+  if (name == attr::kSharding)
+    return verifySharding(op, attr);
   return op->emitOpError() << "unknown loom result attribute '" << name << "'";
 }
 
@@ -87,6 +103,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == attr::kKernel) {
     if (!isa<func::FuncOp>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' marks a func.func (unit)";
+    return success();
+  }
+  if (name == attr::kPartitionOf) {
+    if (!isa<func::FuncOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << name << "' must name a model, on a func.func";
     return success();
   }
   if (name == attr::kPipelineAxis) {

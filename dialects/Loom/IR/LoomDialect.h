@@ -26,6 +26,10 @@ constexpr llvm::StringLiteral kPrecision = "loom.precision"; // module policy
 constexpr llvm::StringLiteral kAxes = "loom.axes";       // shard.grid axis names
 constexpr llvm::StringLiteral kPipelineAxis = "loom.pipeline_axis"; // func
 constexpr llvm::StringLiteral kKernel = "loom.kernel"; // func: an outlined kernel
+/// func: the per-rank (SPMD) program of the model this names.
+constexpr llvm::StringLiteral kPartitionOf = "loom.partition_of";
+/// func arg/result of an SPMD program: per dim, the grid axes splitting it.
+constexpr llvm::StringLiteral kSharding = "loom.sharding";
 } // namespace attr
 } // namespace mlir::loom
 

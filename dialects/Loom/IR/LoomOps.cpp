@@ -65,6 +65,17 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+bool MatmulOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  if (inferred == actual)
+    return true;
+  auto want = dyn_cast<RankedTensorType>(inferred.front());
+  auto got = dyn_cast<RankedTensorType>(actual.front());
+  return want && got && want.getShape() == got.getShape() &&
+         got.getElementType().isF32();
+}
+
 LogicalResult MatmulOp::verify() {
   Type element = getLhs().getType().getElementType();
   if (element != getRhs().getType().getElementType())
@@ -73,6 +84,11 @@ LogicalResult MatmulOp::verify() {
   if (getAccumulate() != element && !getAccumulate().isF32())
     return emitOpError("accumulates in ")
            << getAccumulate() << "; expected f32 or the operand type " << element;
+  Type result = getType().getElementType();
+  if (result != element && result != getAccumulate())
+    return emitOpError("result element type ")
+           << result << " is neither the operand type " << element
+           << " nor the accumulation type " << getAccumulate();
   return success();
 }
 

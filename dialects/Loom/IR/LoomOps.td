@@ -119,7 +119,10 @@ def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
     `[..., M, K] x [K, N]` or batched `[b..., M, K] x [b..., K, N]` (batch
     dimensions broadcast). Both operands have the same element type; the
     products are accumulated in `accumulate` and the result is rounded to
-    the operand type.
+    the operand type. The result may instead have the accumulation type:
+    partitioning does that for a matmul whose contraction dimension is split,
+    so that its partial sums are reduced across ranks before they are
+    rounded, exactly once, as on one rank.
 
     ```mlir
     %y = loom.matmul %x, %w accumulate f32
@@ -134,6 +137,11 @@ def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The inferred type, or the same shape in f32 (partial sums).
+    static bool isCompatibleReturnTypes(::mlir::TypeRange inferred,
+                                        ::mlir::TypeRange actual);
+  }];
 }
 
 //===----------------------------------------------------------------------===//

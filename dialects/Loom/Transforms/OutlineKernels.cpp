@@ -2,6 +2,7 @@
 
 #include "Loom/Transforms/Passes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
@@ -61,18 +62,26 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
   // Groups are contiguous: an elementwise op joins only the latest group,
   // so a kernel's call can take the place of its ops.
   SmallVector<KernelGroup> groups;
+  bool afterCollective = false;
   for (Operation &op : model.getBody().front().without_terminator()) {
     if (isRematerialized(&op))
       continue;
+    // Collectives stay in the model as plan steps of their own; the next
+    // op starts a new kernel, which may read the collective's result.
+    if (isa<shard::ShardDialect>(op.getDialect())) {
+      afterCollective = true;
+      continue;
+    }
     if (isa<MoeOp, StageOp>(op))
       return emitError(op.getLoc(), "'")
              << op.getName() << "' is not supported by this backend yet";
-    bool joins = !groups.empty() && isElementwise(&op) &&
+    bool joins = !groups.empty() && !afterCollective && isElementwise(&op) &&
                  llvm::any_of(op.getOperands(), [&](Value v) {
                    return groups.back().members.contains(v.getDefiningOp());
                  });
     if (!joins)
       groups.emplace_back();
+    afterCollective = false;
     groups.back().add(&op);
   }
 

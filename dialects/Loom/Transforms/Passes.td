@@ -23,6 +23,37 @@ def LoomStripShardings : Pass<"loom-strip-shardings", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
+  let summary = "Partition each model into a per-rank (SPMD) program";
+  let description = [{
+    For each model function `@M` of a module with a `shard.grid` of more
+    than one device, adds its per-rank program `@M_spmd` (attribute
+    `loom.partition_of = "M"`): every tensor gets a sharding, from the
+    script's `shard.shard` annotations forward through the ops, each op
+    computes its rank's block of its result, and the data movement between
+    shardings is explicit as upstream `shard` collectives: `all_reduce` of
+    the partial sums of a matmul whose contraction dimension is split,
+    `all_gather` where an op needs a whole dimension, `all_slice` where a
+    replicated value meets a split one, `reduce_scatter` under sequence
+    parallelism. The unpartitioned `@M` stays: it is the one-rank program.
+
+    Loom partitions the `loom` ops itself instead of running upstream
+    `sharding-propagation` and `shard-partition`: in MLIR 22 those crash or
+    produce invalid IR on several reshardings Loom needs (see
+    docs/partitioning.md). The result uses only upstream `shard` ops, so
+    it still reads as an upstream SPMD program.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark at the script location of every collective">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "Keep residual streams split along the sequence dimension: "
+           "reduce-scatter and all-gather instead of all-reduce">
+  ];
+  let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect",
+                           "mlir::func::FuncDialect"];
+}
+
 def LoomOutlineKernels : Pass<"loom-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Group the ops of each model into kernels";
   let description = [{

@@ -1,0 +1,612 @@
+//===- Partition.cpp - Per-rank (SPMD) programs with explicit collectives -===//
+//
+// Walks a copy of each model in program order. Every value gets a Sharding:
+// arguments from their `shard.shard` annotations, results from a rule per op
+// (a matmul's split contraction makes partial sums, a reduction needs its
+// axis whole, reshapes and transposes carry splits along). Where an op needs
+// its operand laid out otherwise, `reshard` inserts the upstream `shard`
+// collective that moves the data, and the op is left computing its rank's
+// block: its result type becomes the local type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/Transforms/Passes.h"
+#include "Loom/Transforms/Sharding.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMPARTITION
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+/// Ops that compute each element from the same (broadcast) element of their
+/// operands.
+static bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
+             TanhOp, SqrtOp, CastOp>(op);
+}
+
+static int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+static int64_t bytesOf(RankedTensorType type) {
+  return type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+}
+
+namespace {
+class Partitioner {
+public:
+  Partitioner(const Grid &grid, func::FuncOp func, bool remarks,
+              bool sequenceParallel)
+      : grid(grid), func(func), remarks(remarks),
+        sequenceParallel(sequenceParallel) {}
+
+  LogicalResult run();
+  /// Whether some value of the program is split or partial over `axis`.
+  bool splitsOver(int16_t axis) const {
+    return llvm::any_of(shardings, [&](const auto &entry) {
+      return entry.second.uses(axis);
+    });
+  }
+
+private:
+  LogicalResult partition(Operation *op);
+  LogicalResult annotate(shard::ShardOp annotation);
+  LogicalResult partitionElementwise(Operation *op);
+  LogicalResult partitionMatmul(MatmulOp op);
+  LogicalResult partitionReshape(ReshapeOp op);
+  LogicalResult partitionLoss(Operation *op);
+  /// Requires the operand shardings given, and gives `op`'s results theirs.
+  LogicalResult apply(Operation *op, ArrayRef<Sharding> operands,
+                      ArrayRef<Sharding> results);
+  /// Operand `input` with dims `whole` gathered, partial sums reduced.
+  Sharding withWhole(Value input, ArrayRef<int64_t> whole);
+
+  FailureOr<Value> reshard(Value value, const Sharding &target, Operation *user);
+  Value materialize(Value value, const Sharding &target, Operation *user);
+  Value collective(Operation *created, Value result, const Sharding &sharding,
+                   RankedTensorType global, Location loc, StringRef why);
+  void setResult(Value result, const Sharding &sharding);
+
+  const Sharding &shardingOf(Value value) {
+    auto it = shardings.find(value);
+    if (it == shardings.end())
+      it = shardings
+               .try_emplace(value, Sharding::replicated(globalType(value).getRank()))
+               .first;
+    return it->second;
+  }
+  RankedTensorType globalType(Value value) {
+    auto it = globals.find(value);
+    return it != globals.end() ? it->second
+                               : cast<RankedTensorType>(value.getType());
+  }
+
+  const Grid &grid;
+  func::FuncOp func;
+  bool remarks;
+  bool sequenceParallel;
+  DenseMap<Value, Sharding> shardings;
+  DenseMap<Value, RankedTensorType> globals;
+  /// The resharded copies made so far: one value per layout is enough.
+  DenseMap<Value, llvm::StringMap<Value>> copies;
+  llvm::SmallPtrSet<Value, 8> assignedArgs;
+};
+} // namespace
+
+void Partitioner::setResult(Value result, const Sharding &sharding) {
+  RankedTensorType global = globalType(result);
+  globals[result] = global;
+  shardings[result] = sharding;
+  result.setType(grid.localType(global, sharding));
+}
+
+Value Partitioner::collective(Operation *created, Value result,
+                              const Sharding &sharding, RankedTensorType global,
+                              Location loc, StringRef why) {
+  globals[result] = global;
+  shardings[result] = sharding;
+  if (remarks) {
+    std::string kind = created->getName().stripDialect().str();
+    for (char &c : kind)
+      c = c == '_' ? '-' : c;
+    auto axes = created->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    emitRemark(loc) << kind << " over "
+                    << grid.format(axes ? axes.asArrayRef() : ArrayRef<int16_t>())
+                    << " (" << why << "): "
+                    << bytesOf(cast<RankedTensorType>(result.getType()))
+                    << " bytes per rank";
+  }
+  return result;
+}
+
+/// Reduces pending partial sums (into a split dim of `target` when it asks
+/// for one over exactly those axes), then rounds to the value's type.
+Value Partitioner::materialize(Value value, const Sharding &target,
+                               Operation *user) {
+  Sharding current = shardingOf(value);
+  if (current.partial.empty())
+    return value;
+  RankedTensorType global = globalType(value);
+  Operation *def = value.getDefiningOp();
+  Location loc = def ? def->getLoc() : user->getLoc();
+  OpBuilder builder(user);
+  auto gridRef = FlatSymbolRefAttr::get(grid.op.getSymNameAttr());
+  GridAxes axes = current.partial;
+  current.partial.clear();
+  auto localF32 = [&](const Sharding &s) {
+    RankedTensorType local = grid.localType(global, s);
+    return RankedTensorType::get(local.getShape(),
+                                 cast<RankedTensorType>(value.getType())
+                                     .getElementType());
+  };
+  std::optional<int64_t> scatter;
+  for (auto [d, want] : llvm::enumerate(target.dims))
+    if (want == axes && current.dims[d].empty() &&
+        global.getDimSize(d) % grid.ways(axes) == 0)
+      scatter = d;
+  Value reduced;
+  if (scatter) {
+    current.dims[*scatter] = axes;
+    auto op = shard::ReduceScatterOp::create(
+        builder, loc, localF32(current), gridRef,
+        builder.getDenseI16ArrayAttr(axes), value,
+        shard::ReductionKindAttr::get(builder.getContext(),
+                                      shard::ReductionKind::Sum),
+        builder.getIndexAttr(*scatter));
+    reduced = collective(op, op.getResult(), current, global, loc,
+                         "partial sums, kept split");
+  } else {
+    auto op = shard::AllReduceOp::create(builder, loc, localF32(current),
+                                         gridRef.getValue(), axes, value);
+    reduced = collective(op, op.getResult(), current, global, loc,
+                         "partial sums");
+  }
+  // Partial sums of a 16-bit matmul are kept in f32 until here, so the
+  // result is rounded once, as on one rank.
+  Type element = global.getElementType();
+  if (cast<RankedTensorType>(reduced.getType()).getElementType() != element) {
+    RankedTensorType local = grid.localType(global, current);
+    auto cast = CastOp::create(builder, loc, local, reduced);
+    globals[cast.getResult()] = global;
+    shardings[cast.getResult()] = current;
+    reduced = cast.getResult();
+  }
+  return reduced;
+}
+
+FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
+                                      Operation *user) {
+  if (shardingOf(value) == target)
+    return value;
+  std::string key = grid.format(target) + "|" + grid.format(target.partial);
+  if (Value copy = copies[value].lookup(key))
+    return copy;
+  Value current = materialize(value, target, user);
+  if (!target.partial.empty() && shardingOf(current) != target)
+    return user->emitError("cannot make a partial sum here (internal)");
+  RankedTensorType global = globalType(value);
+  OpBuilder builder(user);
+  Location loc = user->getLoc();
+  auto gridRef = grid.op.getSymName();
+  // A replicated constant is rebuilt at the local shape (scalars need
+  // nothing: they broadcast).
+  for (size_t d = 0; d < target.dims.size(); ++d) {
+    Sharding now = shardingOf(current);
+    if (now.dims[d] == target.dims[d] || now.dims[d].empty())
+      continue;
+    Sharding next = now;
+    next.dims[d].clear();
+    auto op = shard::AllGatherOp::create(
+        builder, loc, grid.localType(global, next), gridRef, now.dims[d],
+        current, llvm::APInt(64, d));
+    current = collective(op, op.getResult(), next, global, loc,
+                         "needs dimension " + std::to_string(d) + " whole");
+  }
+  for (size_t d = 0; d < target.dims.size(); ++d) {
+    Sharding now = shardingOf(current);
+    if (now.dims[d] == target.dims[d])
+      continue;
+    Sharding next = now;
+    next.dims[d] = target.dims[d];
+    auto op = shard::AllSliceOp::create(
+        builder, loc, grid.localType(global, next), gridRef, target.dims[d],
+        current, llvm::APInt(64, d));
+    current = collective(op, op.getResult(), next, global, loc,
+                         "a replicated value meets a split one; no data moves");
+  }
+  copies[value][key] = current;
+  return current;
+}
+
+Sharding Partitioner::withWhole(Value input, ArrayRef<int64_t> whole) {
+  Sharding s = shardingOf(input);
+  s.partial.clear();
+  for (int64_t d : whole)
+    s.dims[d].clear();
+  return s;
+}
+
+LogicalResult Partitioner::apply(Operation *op, ArrayRef<Sharding> operands,
+                                 ArrayRef<Sharding> results) {
+  for (auto [i, want] : llvm::enumerate(operands)) {
+    FailureOr<Value> local = reshard(op->getOperand(i), want, op);
+    if (failed(local))
+      return failure();
+    op->setOperand(i, *local);
+  }
+  for (auto [result, sharding] : llvm::zip(op->getResults(), results))
+    setResult(result, sharding);
+  return success();
+}
+
+LogicalResult Partitioner::annotate(shard::ShardOp annotation) {
+  auto shardingOp = annotation.getSharding().getDefiningOp<shard::ShardingOp>();
+  if (!shardingOp)
+    return annotation.emitError("sharding annotation without a shard.sharding");
+  Sharding target = Sharding::replicated(globalType(annotation.getSrc()).getRank());
+  for (auto [d, axes] : llvm::enumerate(shardingOp.getSplitAxes().getAxes()))
+    if (d < target.dims.size())
+      target.dims[d] = grid.effective(axes.asArrayRef());
+  Value src = annotation.getSrc();
+  Value result;
+  auto arg = dyn_cast<BlockArgument>(src);
+  if (arg && !assignedArgs.contains(arg) && src.hasOneUse()) {
+    // An argument is given to each rank already laid out as annotated.
+    assignedArgs.insert(arg);
+    setResult(arg, target);
+    result = arg;
+  } else {
+    FailureOr<Value> resharded = reshard(src, target, annotation);
+    if (failed(resharded))
+      return failure();
+    result = *resharded;
+  }
+  annotation.replaceAllUsesWith(result);
+  annotation.erase();
+  return success();
+}
+
+LogicalResult Partitioner::partitionElementwise(Operation *op) {
+  auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+  int64_t rank = resultType.getRank();
+  ArrayRef<int64_t> shape = resultType.getShape();
+  Sharding result = Sharding::replicated(rank);
+  auto claim = [&](int64_t d, ArrayRef<int16_t> axes) {
+    if (axes.empty() || !result.dims[d].empty() ||
+        llvm::any_of(axes, [&](int16_t a) { return result.uses(a); }) ||
+        shape[d] % grid.ways(axes) != 0)
+      return;
+    result.dims[d].assign(axes.begin(), axes.end());
+  };
+  // Sequence parallelism: partial sums (a row-parallel matmul) meeting the
+  // residual stream are reduce-scattered along the sequence dim.
+  if (sequenceParallel && rank >= 2)
+    for (Value operand : op->getOperands())
+      if (!shardingOf(operand).partial.empty() &&
+          globalType(operand).getRank() == rank)
+        claim(rank - 2, shardingOf(operand).partial);
+  for (Value operand : op->getOperands()) {
+    const Sharding &s = shardingOf(operand);
+    int64_t offset = rank - (int64_t)s.dims.size();
+    for (auto [d, axes] : llvm::enumerate(s.dims))
+      if (globalType(operand).getDimSize(d) == shape[offset + d])
+        claim(offset + d, axes);
+  }
+  SmallVector<Sharding> operands;
+  for (Value operand : op->getOperands()) {
+    RankedTensorType type = globalType(operand);
+    Sharding s = Sharding::replicated(type.getRank());
+    int64_t offset = rank - type.getRank();
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.getDimSize(d) == shape[offset + d])
+        s.dims[d] = result.dims[offset + d];
+    operands.push_back(s);
+  }
+  return apply(op, operands, {result});
+}
+
+LogicalResult Partitioner::partitionMatmul(MatmulOp op) {
+  RankedTensorType resultType = op.getType();
+  int64_t rank = resultType.getRank(), batch = rank - 2;
+  ArrayRef<int64_t> shape = resultType.getShape();
+  Sharding lhs = shardingOf(op.getLhs()), rhs = shardingOf(op.getRhs());
+  int64_t lhsRank = lhs.dims.size(), rhsRank = rhs.dims.size();
+  Sharding result = Sharding::replicated(rank);
+  GridAxes used;
+  auto free = [&](ArrayRef<int16_t> axes) {
+    return llvm::none_of(axes, [&](int16_t a) { return llvm::is_contained(used, a); });
+  };
+  // Batch dims first (heads over tp, batch over dp), then the contraction
+  // (partial sums), then the columns (a column-parallel weight keeps its
+  // split), then the rows.
+  for (int64_t d = 0; d < batch; ++d) {
+    for (const auto &[s, r, v] :
+         {std::tuple(&lhs, lhsRank, op.getLhs()), std::tuple(&rhs, rhsRank, op.getRhs())}) {
+      int64_t od = d - (batch - (r - 2));
+      if (od < 0 || !result.dims[d].empty())
+        continue;
+      const GridAxes &axes = s->dims[od];
+      if (!axes.empty() && free(axes) &&
+          globalType(v).getDimSize(od) == shape[d]) {
+        result.dims[d] = axes;
+        used.append(axes.begin(), axes.end());
+      }
+    }
+  }
+  GridAxes k = !lhs.dims[lhsRank - 1].empty() ? lhs.dims[lhsRank - 1]
+                                               : rhs.dims[rhsRank - 2];
+  if (!free(k))
+    k.clear();
+  used.append(k.begin(), k.end());
+  GridAxes n = rhs.dims[rhsRank - 1];
+  if (!free(n))
+    n.clear();
+  used.append(n.begin(), n.end());
+  GridAxes m = lhs.dims[lhsRank - 2];
+  if (!free(m))
+    m.clear();
+  result.dims[batch] = m;
+  result.dims[batch + 1] = n;
+  result.partial = k;
+
+  auto operandSharding = [&](Value v, int64_t r, ArrayRef<int16_t> row,
+                             ArrayRef<int16_t> col) {
+    Sharding s = Sharding::replicated(r);
+    for (int64_t od = 0; od < r - 2; ++od) {
+      int64_t d = od + (batch - (r - 2));
+      if (globalType(v).getDimSize(od) == shape[d])
+        s.dims[od] = result.dims[d];
+    }
+    s.dims[r - 2].assign(row.begin(), row.end());
+    s.dims[r - 1].assign(col.begin(), col.end());
+    return s;
+  };
+  Sharding wantLhs = operandSharding(op.getLhs(), lhsRank, m, k);
+  Sharding wantRhs = operandSharding(op.getRhs(), rhsRank, k, n);
+  if (failed(apply(op, {wantLhs, wantRhs}, {result})))
+    return failure();
+  // Partial sums stay in the accumulation type until they are reduced.
+  if (!k.empty() && op.getAccumulate().isF32() &&
+      !resultType.getElementType().isF32()) {
+    auto local = cast<RankedTensorType>(op.getType());
+    op.getResult().setType(
+        RankedTensorType::get(local.getShape(), op.getAccumulate()));
+  }
+  return success();
+}
+
+LogicalResult Partitioner::partitionReshape(ReshapeOp op) {
+  Value input = op.getInput();
+  SmallVector<int64_t> gather;
+  Sharding in = withWhole(input, {});
+  reshapeSharding(grid, globalType(input).getShape(), op.getType().getShape(),
+                  in, gather);
+  for (int64_t d : gather)
+    in.dims[d].clear();
+  SmallVector<int64_t> none;
+  Sharding out = reshapeSharding(grid, globalType(input).getShape(),
+                                 op.getType().getShape(), in, none);
+  return apply(op, {in}, {out});
+}
+
+/// A mean loss over split dims: each rank's mean of its block, scaled by
+/// 1/shards, is a partial sum of the global mean (the blocks are equal).
+LogicalResult Partitioner::partitionLoss(Operation *op) {
+  Value first = op->getOperand(0), second = op->getOperand(1);
+  bool isCrossEntropy = isa<CrossEntropyOp>(op);
+  int64_t rank = globalType(second).getRank();
+  Sharding a = withWhole(first, {});
+  if (isCrossEntropy)
+    a.dims.back().clear(); // the classes
+  // Both operands split alike on their shared dims.
+  Sharding b = Sharding::replicated(rank);
+  GridAxes split;
+  for (int64_t d = 0; d < rank; ++d) {
+    GridAxes axes = a.dims[d];
+    if (axes.empty())
+      axes = shardingOf(second).dims[d];
+    if (llvm::any_of(axes, [&](int16_t x) { return llvm::is_contained(split, x); }))
+      axes.clear();
+    a.dims[d] = b.dims[d] = axes;
+    split.append(axes.begin(), axes.end());
+  }
+  Sharding loss = Sharding::replicated(0);
+  if (failed(apply(op, {a, b}, {loss})))
+    return failure();
+  if (split.empty())
+    return success();
+  OpBuilder builder(op->getContext());
+  builder.setInsertionPointAfter(op);
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  auto scale = ConstantOp::create(builder, op->getLoc(), type,
+                                  builder.getF64FloatAttr(1.0 / grid.ways(split)));
+  auto scaled = MulOp::create(builder, op->getLoc(), op->getResult(0), scale);
+  op->getResult(0).replaceAllUsesExcept(scaled.getResult(), scaled);
+  loss.partial = split;
+  shardings[scaled.getResult()] = loss;
+  globals[scaled.getResult()] = type;
+  shardings[scale.getResult()] = Sharding::replicated(0);
+  return success();
+}
+
+LogicalResult Partitioner::partition(Operation *op) {
+  if (isa<shard::ShardingOp>(op))
+    return success();
+  if (auto annotation = dyn_cast<shard::ShardOp>(op))
+    return annotate(annotation);
+  if (isElementwise(op))
+    return partitionElementwise(op);
+  if (auto matmul = dyn_cast<MatmulOp>(op))
+    return partitionMatmul(matmul);
+  if (auto reshape = dyn_cast<ReshapeOp>(op))
+    return partitionReshape(reshape);
+  if (isa<CrossEntropyOp, MseOp>(op))
+    return partitionLoss(op);
+  if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    Sharding in = withWhole(transpose.getInput(), {});
+    Sharding out = Sharding::replicated(in.dims.size());
+    for (auto [d, from] : llvm::enumerate(transpose.getPermutation()))
+      out.dims[d] = in.dims[from];
+    return apply(op, {in}, {out});
+  }
+  if (isa<SumOp, MeanOp, MaxOp>(op)) {
+    Value input = op->getOperand(0);
+    int64_t rank = globalType(input).getRank();
+    int64_t axis = normalizeAxis(
+        op->getAttrOfType<IntegerAttr>("axis").getInt(), rank);
+    Sharding in = withWhole(input, {axis});
+    Sharding out = in;
+    if (op->hasAttr("keepdim"))
+      out.dims[axis].clear();
+    else
+      out.dims.erase(out.dims.begin() + axis);
+    return apply(op, {in}, {out});
+  }
+  if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
+    int64_t rank = softmax.getType().getRank();
+    Sharding in = withWhole(softmax.getInput(),
+                            {normalizeAxis(softmax.getAxis(), rank)});
+    return apply(op, {in}, {in});
+  }
+  if (isa<LayerNormOp, RmsNormOp, CausalMaskOp>(op)) {
+    // Normalizations need whole rows; the mask, whole (query, key) planes.
+    Value input = op->getOperand(0);
+    int64_t rank = globalType(input).getRank();
+    SmallVector<int64_t> whole{rank - 1};
+    if (isa<CausalMaskOp>(op))
+      whole.push_back(rank - 2);
+    Sharding in = withWhole(input, whole);
+    SmallVector<Sharding> operands{in};
+    for (Value other : op->getOperands().drop_front())
+      operands.push_back(Sharding::replicated(globalType(other).getRank()));
+    return apply(op, operands, {in});
+  }
+  if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
+    Sharding ids = withWhole(embedding.getIds(), {});
+    Sharding out = ids;
+    out.dims.emplace_back();
+    return apply(op, {Sharding::replicated(2), ids}, {out});
+  }
+  if (auto split = dyn_cast<SplitOp>(op)) {
+    int64_t rank = globalType(split.getInput()).getRank();
+    Sharding in = withWhole(split.getInput(), {normalizeAxis(split.getAxis(), rank)});
+    SmallVector<Sharding> outs(op->getNumResults(), in);
+    return apply(op, {in}, outs);
+  }
+  if (auto concat = dyn_cast<ConcatOp>(op)) {
+    int64_t rank = concat.getType().getRank();
+    Sharding in = withWhole(concat.getInputs().front(),
+                            {normalizeAxis(concat.getAxis(), rank)});
+    SmallVector<Sharding> ins(op->getNumOperands(), in);
+    return apply(op, ins, {in});
+  }
+  if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+    // Outputs may stay split (the runtime gathers them); never partial.
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Sharding want = withWhole(operand.get(), {});
+      FailureOr<Value> local = reshard(operand.get(), want, op);
+      if (failed(local))
+        return failure();
+      operand.set(*local);
+    }
+    return success();
+  }
+  // Anything else (constants, arange, ops without a rule) runs whole on
+  // every rank.
+  SmallVector<Sharding> operands, results;
+  for (Value operand : op->getOperands())
+    operands.push_back(Sharding::replicated(
+        isa<RankedTensorType>(operand.getType()) ? globalType(operand).getRank() : 0));
+  for (Value result : op->getResults())
+    results.push_back(Sharding::replicated(
+        isa<RankedTensorType>(result.getType())
+            ? cast<RankedTensorType>(result.getType()).getRank()
+            : 0));
+  return apply(op, operands, results);
+}
+
+LogicalResult Partitioner::run() {
+  Block &body = func.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body)
+    ops.push_back(&op);
+  for (Operation *op : ops)
+    if (failed(partition(op)))
+      return failure();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isa<shard::ShardingOp>(op) && op.use_empty())
+      op.erase();
+
+  // The per-rank signature, and how each argument and result is split.
+  Builder builder(func.getContext());
+  auto attrOf = [&](const Sharding &s) {
+    SmallVector<Attribute> dims;
+    for (const GridAxes &axes : s.dims)
+      dims.push_back(builder.getDenseI16ArrayAttr(axes));
+    return builder.getArrayAttr(dims);
+  };
+  for (BlockArgument arg : body.getArguments())
+    if (!shardingOf(arg).isReplicated())
+      func.setArgAttr(arg.getArgNumber(), attr::kSharding, attrOf(shardingOf(arg)));
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands()))
+    if (!shardingOf(value).isReplicated())
+      func.setResultAttr(i, attr::kSharding, attrOf(shardingOf(value)));
+  func.setFunctionType(builder.getFunctionType(body.getArgumentTypes(),
+                                               ret.getOperandTypes()));
+  return success();
+}
+
+namespace {
+struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
+  using LoomPartitionBase::LoomPartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grids = llvm::to_vector(module.getOps<shard::GridOp>());
+    if (grids.empty())
+      return;
+    Grid grid(grids.front());
+    if (grid.ways(llvm::to_vector(llvm::seq<int16_t>(0, grid.sizes.size()))) == 1)
+      return; // one device: the model itself is the per-rank program
+    SmallVector<func::FuncOp> models;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func.isPublic() && !func.isExternal() &&
+          !func->hasAttr(attr::kPartitionOf) && !func->hasAttr(attr::kKernel))
+        models.push_back(func);
+    for (func::FuncOp model : models) {
+      if (module.lookupSymbol((model.getSymName() + "_spmd").str()))
+        continue; // already partitioned
+      func::FuncOp spmd = model.clone();
+      spmd.setSymName((model.getSymName() + "_spmd").str());
+      spmd->setAttr(attr::kPartitionOf, model.getSymNameAttr());
+      module.getBody()->getOperations().insertAfter(model->getIterator(), spmd);
+      Partitioner partitioner(grid, spmd, remarks, sequenceParallel);
+      if (failed(partitioner.run()))
+        return signalPassFailure();
+      // The executable runs on every rank of the grid; say when some do
+      // nothing of their own.
+      for (auto [axis, size] : llvm::enumerate(grid.sizes))
+        if (size > 1 && !partitioner.splitsOver(axis))
+          emitWarning(grid.op.getLoc())
+              << "mesh axis '" << grid.names[axis] << "' (" << size
+              << " ranks) splits no tensor of model '" << model.getSymName()
+              << "': its ranks compute the same values"
+              << (model->hasAttr(attr::kPipelineAxis) &&
+                          model->getAttrOfType<StringAttr>(attr::kPipelineAxis)
+                                  .getValue() == grid.names[axis]
+                      ? " (pipeline stages are not distributed yet)"
+                      : "");
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,114 @@
+//===- Sharding.cpp - How a tensor is laid out over the device grid -------===//
+
+#include "Loom/Transforms/Sharding.h"
+
+#include "Loom/IR/LoomDialect.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+bool Sharding::isReplicated() const {
+  return partial.empty() &&
+         llvm::all_of(dims, [](const GridAxes &axes) { return axes.empty(); });
+}
+
+bool Sharding::uses(int16_t axis) const {
+  return llvm::is_contained(partial, axis) ||
+         llvm::any_of(dims, [&](const GridAxes &axes) {
+           return llvm::is_contained(axes, axis);
+         });
+}
+
+Grid::Grid(shard::GridOp op) : op(op) {
+  auto names = op->getAttrOfType<ArrayAttr>(attr::kAxes);
+  for (auto [i, size] : llvm::enumerate(op.getShape())) {
+    sizes.push_back(size);
+    if (names && i < names.size())
+      this->names.push_back(cast<StringAttr>(names[i]).str());
+    else
+      this->names.push_back("axis" + std::to_string(i));
+  }
+}
+
+int64_t Grid::ways(ArrayRef<int16_t> axes) const {
+  int64_t n = 1;
+  for (int16_t axis : axes)
+    n *= sizes[axis];
+  return n;
+}
+
+std::string Grid::format(ArrayRef<int16_t> axes) const {
+  std::string text;
+  for (int16_t axis : axes)
+    text += (text.empty() ? "" : "+") + names[axis];
+  return text.empty() ? "-" : text;
+}
+
+std::string Grid::format(const Sharding &sharding) const {
+  std::string text;
+  for (auto [d, axes] : llvm::enumerate(sharding.dims))
+    text += (d ? "," : "") + format(axes);
+  return text;
+}
+
+GridAxes Grid::effective(ArrayRef<int16_t> split) const {
+  GridAxes axes;
+  for (int16_t axis : split)
+    if (sizes[axis] > 1)
+      axes.push_back(axis);
+  return axes;
+}
+
+RankedTensorType Grid::localType(RankedTensorType global,
+                                 const Sharding &sharding) const {
+  SmallVector<int64_t> shape(global.getShape());
+  for (auto [d, axes] : llvm::enumerate(sharding.dims))
+    shape[d] /= ways(axes);
+  return RankedTensorType::get(shape, global.getElementType());
+}
+
+Sharding mlir::loom::reshapeSharding(const Grid &grid, ArrayRef<int64_t> in,
+                                     ArrayRef<int64_t> out,
+                                     const Sharding &input,
+                                     SmallVectorImpl<int64_t> &gather) {
+  // Dims group into runs with equal products on both sides ([D] and
+  // [H, D/H]). A run keeps its split only when just its outermost input dim
+  // is split and its outermost output dim divides into as many blocks: then
+  // each rank's contiguous block of the input is a contiguous block of the
+  // output too.
+  Sharding result = Sharding::replicated(out.size());
+  size_t i = 0, j = 0;
+  while (i < in.size() || j < out.size()) {
+    size_t gi = i, gj = j;
+    int64_t pi = i < in.size() ? in[i++] : 1;
+    int64_t pj = j < out.size() ? out[j++] : 1;
+    while (pi != pj) {
+      if (pi < pj && i < in.size())
+        pi *= in[i++];
+      else if (pj < pi && j < out.size())
+        pj *= out[j++];
+      else
+        break; // the shapes disagree; the verifier reports it
+    }
+    SmallVector<int64_t> split;
+    for (size_t d = gi; d < i; ++d)
+      if (!input.dims[d].empty())
+        split.push_back(d);
+    if (split.empty())
+      continue;
+    // The first dims of size 1 on either side do not change the layout.
+    size_t firstIn = gi, firstOut = gj;
+    while (firstIn + 1 < i && in[firstIn] == 1)
+      ++firstIn;
+    while (firstOut + 1 < j && out[firstOut] == 1)
+      ++firstOut;
+    const GridAxes &axes = input.dims[split.front()];
+    if (split.size() == 1 && split.front() == (int64_t)firstIn &&
+        firstOut < j && out[firstOut] % grid.ways(axes) == 0) {
+      result.dims[firstOut] = axes;
+      continue;
+    }
+    gather.append(split.begin(), split.end());
+  }
+  return result;
+}
