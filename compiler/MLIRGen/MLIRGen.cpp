@@ -1069,9 +1069,12 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
   Elaborator elaborator(context, sourceMgr);
   elaborator.meshSizes = meshSizes;
   if (!meshSizes.empty() && module.meshes.empty()) {
-    elaborator.error(SMLoc::getFromPointer(
-        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBufferStart()))
-        << "--mesh is given, but the script declares no mesh";
+    SMLoc where = !module.models.empty()
+                      ? module.models.front().name.loc
+                      : SMLoc::getFromPointer(
+                            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                                ->getBufferStart());
+    elaborator.error(where) << "--mesh is given, but the script declares no mesh";
     return nullptr;
   }
   return elaborator.run(module);

@@ -88,6 +88,9 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
 void ::loom::buildPartitionPipeline(OpPassManager &pm,
                                     const PartitionOptions &options) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
+  // One cast of a value per precision, not one per use: a resharded value
+  // is then moved once.
+  pm.addPass(createCSEPass());
   mlir::loom::LoomPartitionOptions partition;
   partition.remarks = options.remarks;
   partition.sequenceParallel = options.sequenceParallel;

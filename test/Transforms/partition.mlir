@@ -1,0 +1,187 @@
+// RUN: loom-opt %s --split-input-file --loom-partition | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-partition=sequence-parallel | FileCheck %s --check-prefix=SP
+
+// --loom-partition adds, next to each model @M, its per-rank program
+// @M_spmd: one rank's blocks as tensor types, and the upstream shard
+// collectives that move data between shardings.
+
+// Column- then row-parallel (Megatron): the first matmul needs no data
+// movement, the second leaves partial sums over tp, kept in f32 and reduced
+// once before they are rounded to bf16. Shapes are one rank's blocks.
+// CHECK-LABEL: func.func @megatron_mlp_spmd
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x16xbf16> {loom.sharding = [array<i16: 0>, array<i16>]}, %[[W1:[^:]+]]: tensor<16x16xbf16> {loom.sharding = [array<i16>, array<i16: 1>]}, %[[W2:[^:]+]]: tensor<16x16xbf16> {loom.sharding = [array<i16: 1>, array<i16>]})
+// CHECK-SAME: -> (tensor<4x16xbf16> {loom.sharding = [array<i16: 0>, array<i16>]})
+// CHECK-SAME: attributes {loom.partition_of = "megatron_mlp"}
+// CHECK-NEXT: [[H:%.+]] = loom.matmul %[[X]], %[[W1]] accumulate f32 : (tensor<4x16xbf16>, tensor<16x16xbf16>) -> tensor<4x16xbf16>
+// CHECK-NEXT: [[G:%.+]] = loom.gelu [[H]] : tensor<4x16xbf16>
+// CHECK-NEXT: [[P:%.+]] = loom.matmul [[G]], %[[W2]] accumulate f32 : (tensor<4x16xbf16>, tensor<16x16xbf16>) -> tensor<4x16xf32>
+// CHECK-NEXT: [[R:%.+]] = shard.all_reduce [[P]] on @g grid_axes = [1] : tensor<4x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: [[Y:%.+]] = loom.cast [[R]] : tensor<4x16xf32> to tensor<4x16xbf16>
+// CHECK-NEXT: return [[Y]]
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @megatron_mlp(%x: tensor<8x16xbf16>, %w1: tensor<16x32xbf16>, %w2: tensor<32x16xbf16>) -> tensor<8x16xbf16> {
+  %s = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xbf16>
+  %s1 = shard.sharding @g split_axes = [[], [1]] : !shard.sharding
+  %w1s = shard.shard %w1 to %s1 : tensor<16x32xbf16>
+  %s2 = shard.sharding @g split_axes = [[1], []] : !shard.sharding
+  %w2s = shard.shard %w2 to %s2 : tensor<32x16xbf16>
+  %h = loom.matmul %xs, %w1s accumulate f32 : (tensor<8x16xbf16>, tensor<16x32xbf16>) -> tensor<8x32xbf16>
+  %g = loom.gelu %h : tensor<8x32xbf16>
+  %y = loom.matmul %g, %w2s accumulate f32 : (tensor<8x32xbf16>, tensor<32x16xbf16>) -> tensor<8x16xbf16>
+  return %y : tensor<8x16xbf16>
+}
+
+// -----
+
+// A replicated value meeting a split one is sliced: no data moves.
+// CHECK-LABEL: func.func @slice_replicated_spmd
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x16xf32> {{{.*}}}, %[[B:[^:]+]]: tensor<8x16xf32>)
+// CHECK-NEXT: [[S:%.+]] = shard.all_slice %[[B]] on @g grid_axes = [0] slice_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: loom.add %[[X]], [[S]] : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @slice_replicated(%x: tensor<8x16xf32>, %b: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %s = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %y = loom.add %xs, %b : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// A reduction needs its axis whole: gathered over tp; dp stays split.
+// CHECK-LABEL: func.func @reduce_split_spmd
+// CHECK-SAME: -> (tensor<4xf32> {loom.sharding = [array<i16: 0>]})
+// CHECK-NEXT: [[G:%.+]] = shard.all_gather %{{.+}} on @g grid_axes = [1] gather_axis = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
+// CHECK-NEXT: loom.sum [[G]] axis 1 : tensor<4x16xf32> -> tensor<4xf32>
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @reduce_split(%x: tensor<8x16xf32>) -> tensor<8xf32> {
+  %s = shard.sharding @g split_axes = [[0], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %y = loom.sum %xs axis 1 : tensor<8x16xf32> -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// Splitting [8, 16] over tp on dim 1 into heads [8, 4, 4] splits the heads;
+// a transpose carries the split along, and a reshape of the split dim
+// keeps it on its outermost part. Flattening a split inner dim needs it
+// whole.
+// CHECK-LABEL: func.func @reshape_heads_spmd
+// CHECK-SAME: -> (tensor<1x8x4xf32> {loom.sharding = [array<i16: 1>, array<i16>, array<i16>]}, tensor<128xf32>)
+// CHECK-NEXT: loom.reshape %{{.+}} : tensor<8x8xf32> -> tensor<8x2x4xf32>
+// CHECK-NEXT: loom.transpose %{{.+}} perm [1, 0, 2] : tensor<8x2x4xf32> -> tensor<2x8x4xf32>
+// CHECK-NEXT: loom.reshape %{{.+}} : tensor<2x8x4xf32> -> tensor<1x2x8x4xf32>
+// CHECK-NEXT: loom.sum %{{.+}} axis 1 : tensor<1x2x8x4xf32> -> tensor<1x8x4xf32>
+// CHECK-NEXT: [[G:%.+]] = shard.all_gather %{{.+}} on @g grid_axes = [1] gather_axis = 1 : tensor<8x8xf32> -> tensor<8x16xf32>
+// CHECK-NEXT: loom.reshape [[G]] : tensor<8x16xf32> -> tensor<128xf32>
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @reshape_heads(%x: tensor<8x16xf32>) -> (tensor<2x8x4xf32>, tensor<128xf32>) {
+  %s = shard.sharding @g split_axes = [[], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %h = loom.reshape %xs : tensor<8x16xf32> -> tensor<8x4x4xf32>
+  %t = loom.transpose %h perm [1, 0, 2] : tensor<8x4x4xf32> -> tensor<4x8x4xf32>
+  %u = loom.reshape %t : tensor<4x8x4xf32> -> tensor<2x2x8x4xf32>
+  %v = loom.sum %u axis 1 : tensor<2x2x8x4xf32> -> tensor<2x8x4xf32>
+  %f = loom.reshape %xs : tensor<8x16xf32> -> tensor<128xf32>
+  return %v, %f : tensor<2x8x4xf32>, tensor<128xf32>
+}
+
+// -----
+
+// A split contraction dim meeting a replicated operand: the operand is
+// sliced to match, and the f32 partial sums are all-reduced.
+// CHECK-LABEL: func.func @split_contraction_spmd
+// CHECK-NEXT: [[S:%.+]] = shard.all_slice %{{.+}} on @g grid_axes = [1] slice_axis = 0 : tensor<16x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: [[P:%.+]] = loom.matmul %{{.+}}, [[S]] accumulate f32 : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT: [[R:%.+]] = shard.all_reduce [[P]] on @g grid_axes = [1]
+// CHECK-NEXT: return [[R]]
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @split_contraction(%x: tensor<8x16xf32>, %w: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  %s = shard.sharding @g split_axes = [[], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %y = loom.matmul %xs, %w accumulate f32 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
+// -----
+
+// A mean loss over a split batch: each rank's mean of its block, scaled by
+// 1/shards, summed over dp.
+// CHECK-LABEL: func.func @loss_spmd
+// CHECK-NEXT: [[S:%.+]] = shard.all_slice %{{.+}} on @g grid_axes = [0] slice_axis = 0 : tensor<8x4x10xf32> -> tensor<4x4x10xf32>
+// CHECK-NEXT: [[L:%.+]] = loom.cross_entropy [[S]], %{{.+}} : (tensor<4x4x10xf32>, tensor<4x4xi32>) -> tensor<f32>
+// CHECK-NEXT: [[C:%.+]] = loom.constant 5.000000e-01 : tensor<f32>
+// CHECK-NEXT: [[M:%.+]] = loom.mul [[L]], [[C]]
+// CHECK-NEXT: [[R:%.+]] = shard.all_reduce [[M]] on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: return [[R]]
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @loss(%logits: tensor<8x4x10xf32>, %labels: tensor<8x4xi32>) -> tensor<f32> {
+  %s = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %ls = shard.shard %labels to %s : tensor<8x4xi32>
+  %l = loom.cross_entropy %logits, %ls : (tensor<8x4x10xf32>, tensor<8x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Residual stream with two row-parallel matmuls: all-reduces by default;
+// with sequence-parallel=true the partial sums are reduce-scattered along
+// the sequence (dim 1), the norm runs on a sequence block, and the next
+// matmul all-gathers its input.
+// CHECK-LABEL: func.func @sequence_parallel_spmd
+// CHECK-NOT: shard.reduce_scatter
+// CHECK: shard.all_reduce %{{.+}} on @g grid_axes = [1] : tensor<2x8x16xf32>
+// CHECK-NOT: shard.reduce_scatter
+// CHECK: shard.all_reduce %{{.+}} on @g grid_axes = [1] : tensor<2x8x16xf32>
+// CHECK-NOT: shard.all_gather
+// CHECK: return
+// SP-LABEL: func.func @sequence_parallel_spmd
+// SP-SAME: -> (tensor<2x4x16xbf16> {loom.sharding = [array<i16>, array<i16: 1>, array<i16>]})
+// SP: shard.reduce_scatter %{{.+}} on @g grid_axes = [1] scatter_axis = 1 : tensor<2x8x16xf32> -> tensor<2x4x16xf32>
+// SP: loom.layernorm %{{.+}} : (tensor<2x4x16xbf16>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// SP: shard.all_gather %{{.+}} on @g grid_axes = [1] gather_axis = 1 : tensor<2x4x16xbf16> -> tensor<2x8x16xbf16>
+// SP: shard.reduce_scatter %{{.+}} on @g grid_axes = [1] scatter_axis = 1
+// SP-NOT: shard.all_reduce
+// SP: return
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @sequence_parallel(%x: tensor<2x8x16xbf16>, %w: tensor<16x16xbf16>, %g: tensor<16xf32>) -> tensor<2x8x16xbf16> {
+  %s = shard.sharding @g split_axes = [[], [], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<2x8x16xbf16>
+  %s2 = shard.sharding @g split_axes = [[1], []] : !shard.sharding
+  %ws = shard.shard %w to %s2 : tensor<16x16xbf16>
+  %p = loom.matmul %xs, %ws accumulate f32 : (tensor<2x8x16xbf16>, tensor<16x16xbf16>) -> tensor<2x8x16xbf16>
+  %r = loom.add %p, %x : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %n = loom.layernorm %r scale %g epsilon 1.0e-05 : (tensor<2x8x16xbf16>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %q = loom.cast %n : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+  %m = loom.matmul %q, %ws accumulate f32 : (tensor<2x8x16xbf16>, tensor<16x16xbf16>) -> tensor<2x8x16xbf16>
+  %o = loom.add %m, %r : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  return %o : tensor<2x8x16xbf16>
+}
+
+// -----
+
+// One device: no per-rank program.
+// CHECK-LABEL: func.func @one_device
+// CHECK-NOT: _spmd
+shard.grid @g(shape = 1x1) {loom.axes = ["dp", "tp"]}
+func.func @one_device(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %s = shard.sharding @g split_axes = [[0], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %y = loom.gelu %xs : tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// Axes of size 1 split nothing: only tp's split remains.
+// CHECK-LABEL: func.func @size_one_axis_spmd
+// CHECK-SAME: (%{{[^:]+}}: tensor<8x8xf32> {loom.sharding = [array<i16>, array<i16: 1>]})
+shard.grid @g(shape = 1x2) {loom.axes = ["dp", "tp"]}
+func.func @size_one_axis(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %s = shard.sharding @g split_axes = [[0], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %y = loom.gelu %xs : tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}
