@@ -1,5 +1,6 @@
 # lit configuration for Loom's regression tests.
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -27,3 +28,15 @@ if config.loom_has_cuda:
     config.substitutions.append(("%ptxas", config.loom_ptxas))
 else:
     lit_config.note("CUDA toolkit (ptxas) not found: tests that need it are UNSUPPORTED")
+
+# Multi-rank runs: Open MPI's mpirun, allowed to run as root (CI and these
+# machines are root), with more ranks than cores and no core binding.
+mpirun = shutil.which("mpirun")
+if mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                    "OMPI_MCA_rmaps_base_oversubscribe=1 " + mpirun +
+                    " --oversubscribe --bind-to none"))
+else:
+    lit_config.note("mpirun not found: multi-rank tests are UNSUPPORTED")

@@ -46,7 +46,13 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
   if (!module)
     return FrontEndOutcome::Rejected;
   if (lower) {
-    // The single-rank CPU path, stage by stage, as loomc runs it.
+    // Every accepted script partitions: a failure there (an error, or IR
+    // the verifier rejects) is a Loom bug.
+    mlir::PassManager partition(&context);
+    buildPartitionPipeline(partition, PartitionOptions());
+    if (mlir::failed(partition.run(*module)))
+      return FrontEndOutcome::InternalError;
+    // The CPU path, stage by stage, as loomc runs it.
     mlir::PassManager pm(&context);
     buildKernelsPipeline(pm);
     buildLinalgPipeline(pm);
