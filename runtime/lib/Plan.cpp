@@ -86,6 +86,74 @@ const PlanBuffer *Plan::findBuffer(std::string_view name) const {
   return nullptr;
 }
 
+size_t Plan::numCollectives() const {
+  size_t count = 0;
+  for (const PlanStep &step : steps)
+    count += step.kind == StepKind::Collective;
+  return count;
+}
+
+int PlanMesh::findAxis(std::string_view name) const {
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+bool PlanBuffer::isSharded() const {
+  for (const std::vector<unsigned> &axes : shard)
+    if (!axes.empty())
+      return true;
+  return false;
+}
+
+const char *loom::runtime::collectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    return "all-reduce";
+  case CollectiveKind::AllGather:
+    return "all-gather";
+  case CollectiveKind::ReduceScatter:
+    return "reduce-scatter";
+  case CollectiveKind::AllSlice:
+    return "all-slice";
+  case CollectiveKind::AllToAll:
+    return "all-to-all";
+  case CollectiveKind::Broadcast:
+    return "broadcast";
+  }
+  return "?";
+}
+
+std::string loom::runtime::formatMeshAxes(const PlanMesh &mesh) {
+  std::string text;
+  for (const MeshAxis &axis : mesh.axes)
+    text +=
+        (text.empty() ? "" : " ") + axis.name + "=" + std::to_string(axis.size);
+  return text;
+}
+
+std::string loom::runtime::formatAxes(const PlanMesh &mesh,
+                                      const std::vector<unsigned> &axes) {
+  std::string text;
+  for (size_t i = 0; i < axes.size(); ++i)
+    text += (i ? "," : "") + mesh.axes[axes[i]].name;
+  return text;
+}
+
+std::string loom::runtime::formatShardSpec(const PlanMesh &mesh,
+                                           const PlanBuffer &buffer) {
+  std::string text;
+  for (size_t d = 0; d < buffer.shard.size(); ++d) {
+    text += d ? "," : "";
+    if (buffer.shard[d].empty())
+      text += "-";
+    for (size_t i = 0; i < buffer.shard[d].size(); ++i)
+      text += (i ? "+" : "") + mesh.axes[buffer.shard[d][i]].name;
+  }
+  return text;
+}
+
 bool loom::runtime::parseUnsigned(std::string_view text, uint64_t &value) {
   if (text.empty() || text.size() > 20)
     return false;
@@ -103,11 +171,14 @@ bool loom::runtime::parseUnsigned(std::string_view text, uint64_t &value) {
 }
 
 namespace {
-/// Records in the order the format requires; the first four appear once.
+/// Where a record may appear: records come in this order, a `shard` at the
+/// place of `buffer` (right after its buffer) and a `collective` at the
+/// place of `step` (steps and collectives interleave in program order).
 enum Rank {
   RankHeader,
   RankModel,
   RankDevice,
+  RankMesh,
   RankArena,
   RankGpuImage,
   RankBuffer,
@@ -115,23 +186,57 @@ enum Rank {
   RankLaunch,
   RankStep
 };
-constexpr const char *kRankNames[] = {"loom-plan", "model",     "device",
-                                      "arena",     "gpu-image", "buffer",
-                                      "kernel",    "launch",    "step"};
-constexpr const char *kOrder = "loom-plan, model, device, arena, gpu-image, "
-                               "buffer, kernel, launch, step, end";
+constexpr const char *kRankNames[] = {
+    "loom-plan", "model",  "device", "mesh",   "arena",
+    "gpu-image", "buffer", "kernel", "launch", "step"};
+constexpr const char *kOrder =
+    "loom-plan, model, device, mesh, arena, gpu-image, buffer (each followed "
+    "by its shard), kernel, launch, step and collective, end";
+
+/// The record kinds.
+enum Record {
+  RecordHeader,
+  RecordModel,
+  RecordDevice,
+  RecordMesh,
+  RecordArena,
+  RecordGpuImage,
+  RecordBuffer,
+  RecordShard,
+  RecordKernel,
+  RecordLaunch,
+  RecordStep,
+  RecordCollective,
+  RecordNone
+};
+struct RecordInfo {
+  const char *name;
+  Rank rank;
+};
+constexpr RecordInfo kRecords[] = {
+    {"loom-plan", RankHeader}, {"model", RankModel},
+    {"device", RankDevice},    {"mesh", RankMesh},
+    {"arena", RankArena},      {"gpu-image", RankGpuImage},
+    {"buffer", RankBuffer},    {"shard", RankBuffer},
+    {"kernel", RankKernel},    {"launch", RankLaunch},
+    {"step", RankStep},        {"collective", RankStep}};
 
 /// Records that appear at most once (loom-plan, model, device and arena
-/// also must appear).
+/// also must appear; mesh and gpu-image need not).
 bool isSingle(int rank) { return rank <= RankArena || rank == RankGpuImage; }
 
-int rankOf(std::string_view record) {
-  for (int rank = RankHeader; rank <= RankStep; ++rank)
-    if (record == kRankNames[rank])
-      return rank;
-  return -1;
+/// The next record that must appear after a record of rank `stage` (below
+/// RankArena): model, device and arena are required, the mesh is not.
+int nextRequired(int stage) {
+  return stage == RankDevice || stage == RankMesh ? RankArena : stage + 1;
 }
 
+Record recordOf(std::string_view name) {
+  for (int record = RecordHeader; record < RecordNone; ++record)
+    if (name == kRecords[record].name)
+      return static_cast<Record>(record);
+  return RecordNone;
+}
 
 /// A decimal integer with an optional '-', within [lo, hi].
 bool parseInt(std::string_view text, int64_t lo, int64_t hi, int64_t &value,
@@ -214,6 +319,31 @@ bool isValidName(std::string_view name) {
   return true;
 }
 
+/// Mesh axis names: [A-Za-z_][A-Za-z0-9_]* (no '.', so that they never
+/// read as numbers or collide with the spec syntax).
+bool isValidAxisName(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9'))
+    return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
+
+/// Splits `text` at every `separator`; empty pieces are kept.
+std::vector<std::string_view> splitAt(std::string_view text, char separator) {
+  std::vector<std::string_view> pieces;
+  size_t start = 0;
+  while (true) {
+    size_t at = text.find(separator, start);
+    pieces.push_back(text.substr(start, at - start));
+    if (at == std::string_view::npos)
+      return pieces;
+    start = at + 1;
+  }
+}
+
 /// Splits on single spaces; false if a field is empty (doubled, leading or
 /// trailing space).
 bool splitFields(std::string_view line, std::vector<std::string_view> &fields) {
@@ -251,9 +381,10 @@ private:
   }
   bool checkHeader();
   bool checkIntegrity(size_t &endIndex);
-  bool parseRecord(size_t index, int rank);
+  bool parseRecord(size_t index, Record record);
   bool parseModel(size_t index);
   bool parseDevice(size_t index);
+  bool parseMesh(size_t index);
   bool parseArena(size_t index);
   bool parseGpuImage(size_t index);
   bool parseBuffer(size_t index);
@@ -264,8 +395,18 @@ private:
                  const unsigned (&limits)[3], unsigned (&dims)[3]);
   bool parseLaunchArg(size_t index, std::string_view text,
                       const PlanKernel &kernel, LaunchArg &arg);
+  bool parseShard(size_t index);
   bool parseStep(size_t index);
+  bool parseCollective(size_t index);
+  bool parseAxes(size_t index, std::string_view text,
+                 std::vector<unsigned> &axes);
+  bool parseCollectiveDim(size_t index, std::string_view text,
+                          const PlanBuffer &buffer, const char *what,
+                          unsigned &dim);
+  bool parseBufferId(size_t index, std::string_view text, const char *what,
+                     unsigned &id);
   bool expectFields(size_t index, size_t count, const char *syntax);
+  std::string meshAxisNames() const;
 
   std::string_view text;
   Plan &plan;
@@ -274,6 +415,7 @@ private:
   std::vector<std::string_view> fields;
   std::unordered_map<std::string_view, unsigned> bufferIds;
   std::unordered_map<std::string_view, unsigned> kernelIds;
+  Record previous = RecordHeader; // the record before the current one
 };
 } // namespace
 
@@ -359,9 +501,10 @@ bool PlanParser::parse() {
       return fail(i, "empty line");
     if (!splitFields(lines[i].text, fields))
       return fail(i, "empty field (fields are separated by single spaces)");
-    int rank = rankOf(fields[0]);
-    if (rank < 0)
+    Record record = recordOf(fields[0]);
+    if (record == RecordNone)
       return fail(i, "unknown record '" + std::string(fields[0]) + "'");
+    int rank = kRecords[record].rank;
     if (isSingle(rank) && seen[rank])
       return fail(i, "duplicate '" + std::string(fields[0]) + "' record");
     if (rank < stage)
@@ -369,38 +512,46 @@ bool PlanParser::parse() {
                          "' record out of order (records come in the order " +
                          kOrder + ")");
     // Only model, device and arena are required; they come first.
-    if (stage < RankArena && rank > stage + 1)
-      return fail(i, std::string("missing '") + kRankNames[stage + 1] +
-                         "' record before '" + std::string(fields[0]) + "'");
+    if (stage < RankArena && rank > nextRequired(stage))
+      return fail(i, std::string("missing '") +
+                         kRankNames[nextRequired(stage)] + "' record before '" +
+                         std::string(fields[0]) + "'");
     stage = rank;
     seen[rank] = true;
-    if (!parseRecord(i, rank))
+    if (!parseRecord(i, record))
       return false;
+    previous = record;
   }
   if (stage < RankArena)
-    return fail(endIndex,
-                std::string("missing '") + kRankNames[stage + 1] + "' record");
+    return fail(endIndex, std::string("missing '") +
+                              kRankNames[nextRequired(stage)] + "' record");
   return true;
 }
 
-bool PlanParser::parseRecord(size_t index, int rank) {
-  switch (rank) {
-  case RankModel:
+bool PlanParser::parseRecord(size_t index, Record record) {
+  switch (record) {
+  case RecordModel:
     return parseModel(index);
-  case RankDevice:
+  case RecordDevice:
     return parseDevice(index);
-  case RankArena:
+  case RecordMesh:
+    return parseMesh(index);
+  case RecordArena:
     return parseArena(index);
-  case RankGpuImage:
+  case RecordGpuImage:
     return parseGpuImage(index);
-  case RankBuffer:
+  case RecordBuffer:
     return parseBuffer(index);
-  case RankKernel:
+  case RecordShard:
+    return parseShard(index);
+  case RecordKernel:
     return parseKernel(index);
-  case RankLaunch:
+  case RecordLaunch:
     return parseLaunch(index);
-  case RankStep:
+  case RecordStep:
     return parseStep(index);
+  case RecordCollective:
+    return parseCollective(index);
   default:
     return fail(index, "unexpected record");
   }
@@ -426,6 +577,116 @@ bool PlanParser::parseDevice(size_t index) {
   else
     return fail(index, "unknown device '" + std::string(fields[1]) +
                            "' (expected cpu or cuda)");
+  return true;
+}
+
+bool PlanParser::parseMesh(size_t index) {
+  if (fields.size() < 3)
+    return fail(index, "expected 'mesh NAME AXIS=SIZE...'");
+  if (!isValidName(fields[1]))
+    return fail(index, "bad name '" + std::string(fields[1]) +
+                           "' (names are [A-Za-z0-9_.]+)");
+  PlanMesh &mesh = plan.mesh;
+  mesh.name = std::string(fields[1]);
+  uint64_t ranks = 1;
+  for (size_t i = 2; i < fields.size(); ++i) {
+    std::string_view text = fields[i];
+    size_t equals = text.find('=');
+    std::string_view name = text.substr(0, equals);
+    uint64_t size = 0;
+    if (equals == std::string_view::npos || !isValidAxisName(name) ||
+        !parseUnsigned(text.substr(equals + 1), size) || size == 0)
+      return fail(index, "bad mesh axis '" + std::string(text) +
+                             "' (expected AXIS=SIZE: a name "
+                             "[A-Za-z_][A-Za-z0-9_]* and a positive size)");
+    if (mesh.findAxis(name) >= 0)
+      return fail(index, "duplicate mesh axis '" + std::string(name) + "'");
+    if (size > kMaxMeshRanks / ranks)
+      return fail(index, "mesh '" + mesh.name + "' has more than " +
+                             std::to_string(kMaxMeshRanks) + " ranks");
+    ranks *= size;
+    mesh.axes.push_back({std::string(name), static_cast<unsigned>(size)});
+  }
+  mesh.numRanks = static_cast<unsigned>(ranks);
+  mesh.present = true;
+  mesh.line = static_cast<unsigned>(index + 1);
+  return true;
+}
+
+std::string PlanParser::meshAxisNames() const {
+  std::string names;
+  for (const MeshAxis &axis : plan.mesh.axes)
+    names += (names.empty() ? "" : ", ") + axis.name;
+  return names;
+}
+
+bool PlanParser::parseShard(size_t index) {
+  if (!expectFields(index, 3, "shard ID SPEC"))
+    return false;
+  if (!plan.mesh.present)
+    return fail(index, "'shard' record without a 'mesh' record");
+  uint64_t id;
+  if (!parseUnsigned(fields[1], id))
+    return fail(index, "bad number '" + std::string(fields[1]) + "'");
+  bool follows = !plan.buffers.empty() && id == plan.buffers.back().id;
+  if (follows && previous == RecordShard)
+    return fail(index, "duplicate 'shard' record for buffer " +
+                           std::string(fields[1]));
+  if (!follows || previous != RecordBuffer)
+    return fail(index, "'shard' record for buffer " + std::string(fields[1]) +
+                           " does not directly follow that buffer's record");
+  PlanBuffer &buffer = plan.buffers.back();
+  std::string spec(fields[2]);
+  if (buffer.shape.empty())
+    return fail(index, "buffer '" + buffer.name +
+                           "' is a scalar and cannot be sharded");
+  std::vector<std::string_view> entries = splitAt(spec, ',');
+  for (std::string_view entry : entries)
+    for (std::string_view axis : splitAt(entry, '+'))
+      if (axis.empty())
+        return fail(index, "bad shard spec '" + spec +
+                               "' (expected one entry per dim: '-' or mesh "
+                               "axes joined by '+')");
+  if (entries.size() != buffer.shape.size())
+    return fail(index, "shard spec '" + spec + "' has " +
+                           std::to_string(entries.size()) + " entr" +
+                           (entries.size() == 1 ? "y" : "ies") +
+                           ", but buffer '" + buffer.name + "' has " +
+                           std::to_string(buffer.shape.size()) + " dim" +
+                           (buffer.shape.size() == 1 ? "" : "s"));
+  std::vector<bool> used(plan.mesh.axes.size(), false);
+  Shape global = buffer.shape;
+  for (size_t d = 0; d < entries.size(); ++d) {
+    std::vector<unsigned> axes;
+    uint64_t factor = 1;
+    if (entries[d] != "-") {
+      for (std::string_view name : splitAt(entries[d], '+')) {
+        int axis = plan.mesh.findAxis(name);
+        if (axis < 0)
+          return fail(index,
+                      "shard spec '" + spec + "' names unknown mesh axis '" +
+                          std::string(name) +
+                          "' (the mesh's axes: " + meshAxisNames() + ")");
+        if (used[axis])
+          return fail(index, "mesh axis '" + std::string(name) +
+                                 "' appears twice in shard spec '" + spec +
+                                 "'");
+        used[axis] = true;
+        axes.push_back(static_cast<unsigned>(axis));
+        factor *= plan.mesh.axes[axis].size; // at most kMaxMeshRanks
+      }
+    }
+    if (static_cast<uint64_t>(global[d]) >
+        static_cast<uint64_t>(INT64_MAX) / factor)
+      return fail(index, "buffer '" + buffer.name + "' is too large");
+    global[d] *= static_cast<int64_t>(factor);
+    buffer.shard.push_back(std::move(axes));
+  }
+  if (!numElements(global, buffer.globalElements) ||
+      !byteSize(buffer.dtype, global, buffer.globalBytes))
+    return fail(index, "buffer '" + buffer.name + "' is too large");
+  buffer.globalShape = std::move(global);
+  buffer.shardLine = static_cast<unsigned>(index + 1);
   return true;
 }
 
@@ -544,6 +805,10 @@ bool PlanParser::parseBuffer(size_t index) {
 
   if (!parseInitializer(index, buffer, 7))
     return false;
+  // Replicated unless a shard record follows.
+  buffer.globalShape = buffer.shape;
+  buffer.globalElements = buffer.numElements;
+  buffer.globalBytes = buffer.bytes;
   bufferIds.emplace(name, buffer.id);
   plan.buffers.push_back(std::move(buffer));
   return true;
@@ -757,6 +1022,232 @@ bool PlanParser::parseStep(size_t index) {
                            " buffers, but it takes " +
                            std::to_string(kernel.numArgs));
   plan.steps.push_back(std::move(step));
+  return true;
+}
+
+bool PlanParser::parseAxes(size_t index, std::string_view text,
+                           std::vector<unsigned> &axes) {
+  std::vector<bool> used(plan.mesh.axes.size(), false);
+  for (std::string_view name : splitAt(text, ',')) {
+    if (name.empty())
+      return fail(index, "bad mesh axes '" + std::string(text) +
+                             "' (expected axis names separated by ',')");
+    int axis = plan.mesh.findAxis(name);
+    if (axis < 0)
+      return fail(index, "collective names unknown mesh axis '" +
+                             std::string(name) +
+                             "' (the mesh's axes: " + meshAxisNames() + ")");
+    if (used[axis])
+      return fail(index, "mesh axis '" + std::string(name) +
+                             "' appears twice in '" + std::string(text) + "'");
+    used[axis] = true;
+    axes.push_back(static_cast<unsigned>(axis));
+  }
+  return true;
+}
+
+bool PlanParser::parseBufferId(size_t index, std::string_view text,
+                               const char *what, unsigned &id) {
+  uint64_t value;
+  if (!parseUnsigned(text, value))
+    return fail(index, "bad number '" + std::string(text) + "'");
+  if (value >= plan.buffers.size())
+    return fail(index, std::string(what) + " names unknown buffer " +
+                           std::string(text) + " (the plan has " +
+                           std::to_string(plan.buffers.size()) + " buffers)");
+  id = static_cast<unsigned>(value);
+  return true;
+}
+
+bool PlanParser::parseCollectiveDim(size_t index, std::string_view text,
+                                    const PlanBuffer &buffer, const char *what,
+                                    unsigned &dim) {
+  uint64_t value;
+  if (!parseUnsigned(text, value))
+    return fail(index, "bad number '" + std::string(text) + "'");
+  if (value >= buffer.shape.size())
+    return fail(index, std::string(what) + " " + std::string(text) +
+                           " is out of range for buffer '" + buffer.name +
+                           "' " + formatShape(buffer.shape));
+  dim = static_cast<unsigned>(value);
+  return true;
+}
+
+bool PlanParser::parseCollective(size_t index) {
+  if (!expectFields(index, 6, "collective KIND AXES DIMS IN OUT"))
+    return false;
+  if (!plan.mesh.present)
+    return fail(index, "'collective' record without a 'mesh' record");
+  PlanStep step;
+  step.kind = StepKind::Collective;
+  step.line = static_cast<unsigned>(index + 1);
+  PlanCollective &op = step.collective;
+  std::string_view kind = fields[1];
+  bool found = false;
+  for (unsigned k = 0; k < kNumCollectiveKinds && !found; ++k)
+    if (kind == collectiveKindName(static_cast<CollectiveKind>(k))) {
+      op.kind = static_cast<CollectiveKind>(k);
+      found = true;
+    }
+  if (!found)
+    return fail(index, "unknown collective '" + std::string(kind) +
+                           "' (expected all-reduce, all-gather, "
+                           "reduce-scatter, all-slice, all-to-all or "
+                           "broadcast)");
+  std::string quoted = "collective '" + std::string(kind) + "'";
+  if (!parseAxes(index, fields[2], op.axes))
+    return false;
+  for (unsigned axis : op.axes)
+    op.groupSize *= plan.mesh.axes[axis].size; // at most kMaxMeshRanks
+  unsigned in, out;
+  if (!parseBufferId(index, fields[4], "collective", in) ||
+      !parseBufferId(index, fields[5], "collective", out))
+    return false;
+  const PlanBuffer &source = plan.buffers[in];
+  const PlanBuffer &target = plan.buffers[out];
+  if (in == out)
+    return fail(index, "collective reads and writes the same buffer " +
+                           std::string(fields[4]));
+  if (source.dtype != target.dtype)
+    return fail(index, quoted + " from " + dtypeName(source.dtype) +
+                           " buffer '" + source.name + "' into " +
+                           dtypeName(target.dtype) + " buffer '" + target.name +
+                           "' (the dtypes must agree)");
+
+  std::string_view dims = fields[3];
+  Shape expected = source.shape;
+  uint64_t n = op.groupSize;
+  std::string group = "over " + std::string(fields[2]) + " (" +
+                      std::to_string(n) + " rank" + (n == 1 ? "" : "s") + ")";
+  auto divide = [&](unsigned dim) {
+    if (static_cast<uint64_t>(expected[dim]) % n)
+      return fail(index, "dim " + std::to_string(dim) + " of buffer '" +
+                             source.name + "' " + formatShape(source.shape) +
+                             " is not divisible by the group size " +
+                             std::to_string(n) + " (" + std::string(fields[2]) +
+                             ")");
+    expected[dim] /= static_cast<int64_t>(n);
+    return true;
+  };
+  auto multiply = [&](unsigned dim) {
+    if (static_cast<uint64_t>(expected[dim]) >
+        static_cast<uint64_t>(INT64_MAX) / n)
+      return fail(index, quoted + " " + group + " makes buffer '" +
+                             source.name + "' too large");
+    expected[dim] *= static_cast<int64_t>(n);
+    return true;
+  };
+  switch (op.kind) {
+  case CollectiveKind::AllReduce:
+  case CollectiveKind::Broadcast:
+    if (dims != "-")
+      return fail(index, quoted + " takes '-' for DIMS, got '" +
+                             std::string(dims) + "'");
+    break;
+  case CollectiveKind::AllGather:
+    if (!parseCollectiveDim(index, dims, source, "dim", op.dim) ||
+        !multiply(op.dim))
+      return false;
+    break;
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllSlice:
+    if (!parseCollectiveDim(index, dims, source, "dim", op.dim) ||
+        !divide(op.dim))
+      return false;
+    break;
+  case CollectiveKind::AllToAll: {
+    size_t colon = dims.find(':');
+    if (colon == std::string_view::npos)
+      return fail(index, quoted +
+                             " takes 'S:C' for DIMS (the split and the "
+                             "concatenation dims), got '" +
+                             std::string(dims) + "'");
+    if (!parseCollectiveDim(index, dims.substr(0, colon), source, "split dim",
+                            op.dim) ||
+        !parseCollectiveDim(index, dims.substr(colon + 1), source,
+                            "concatenation dim", op.concatDim) ||
+        !divide(op.dim) || !multiply(op.concatDim))
+      return false;
+    break;
+  }
+  }
+  if (target.shape != expected)
+    return fail(index, quoted + " " + group + " turns buffer '" + source.name +
+                           "' " + formatShape(source.shape) + " into " +
+                           formatShape(expected) + ", but buffer '" +
+                           target.name + "' is " + formatShape(target.shape));
+  step.buffers = {in, out};
+  plan.steps.push_back(std::move(step));
+  return true;
+}
+
+/// The initializer as a record writes it, for messages.
+static std::string formatInitializer(const Initializer &init) {
+  char args[64] = "";
+  if (init.kind == InitKind::Constant || init.kind == InitKind::Normal)
+    std::snprintf(args, sizeof(args), " %.17g", init.a);
+  else if (init.kind == InitKind::Uniform)
+    std::snprintf(args, sizeof(args), " %.17g %.17g", init.a, init.b);
+  return initKindName(init.kind) + std::string(args);
+}
+
+/// "an input", "a param", "an output", "a temp".
+static std::string withArticle(BufferRole role) {
+  bool vowel = role == BufferRole::Input || role == BufferRole::Output;
+  return (vowel ? "an " : "a ") + std::string(roleName(role));
+}
+
+bool loom::runtime::checkPartitionedPlan(const Plan &whole, const Plan &spmd,
+                                         std::string &error) {
+  auto fail = [&](unsigned line, const std::string &message) {
+    error = "plan:" + (line ? std::to_string(line) + ":" : std::string()) +
+            " " + message;
+    return false;
+  };
+  if (!spmd.mesh.present)
+    return fail(0, "a partitioned plan needs a 'mesh' record");
+  if (spmd.model != whole.model)
+    return fail(2, "model '" + spmd.model +
+                       "' differs from the unpartitioned plan's '" +
+                       whole.model + "'");
+  auto describe = [](const PlanBuffer &buffer, const Shape &shape) {
+    return std::string(dtypeName(buffer.dtype)) + " " + formatShape(shape);
+  };
+  // Every input, param and output of one plan is one of the other, with
+  // the same role, dtype, whole shape and initializer.
+  for (const PlanBuffer &buffer : spmd.buffers) {
+    if (buffer.role == BufferRole::Temp)
+      continue;
+    std::string what =
+        std::string(roleName(buffer.role)) + " '" + buffer.name + "'";
+    const PlanBuffer *other = whole.findBuffer(buffer.name);
+    if (!other || other->role != buffer.role)
+      return fail(buffer.line, what + " is not " + withArticle(buffer.role) +
+                                   " of the unpartitioned plan");
+    if (other->dtype != buffer.dtype || other->shape != buffer.globalShape)
+      return fail(buffer.line,
+                  what + " is " + describe(buffer, buffer.globalShape) +
+                      " as a whole (" + describe(buffer, buffer.shape) +
+                      " per rank), but " + describe(*other, other->shape) +
+                      " in the unpartitioned plan");
+    if (other->init.kind != buffer.init.kind ||
+        other->init.a != buffer.init.a || other->init.b != buffer.init.b)
+      return fail(buffer.line, what + " is initialized with " +
+                                   formatInitializer(buffer.init) +
+                                   ", but with " +
+                                   formatInitializer(other->init) +
+                                   " in the unpartitioned plan");
+  }
+  for (const PlanBuffer &buffer : whole.buffers) {
+    if (buffer.role == BufferRole::Temp)
+      continue;
+    const PlanBuffer *other = spmd.findBuffer(buffer.name);
+    if (!other || other->role != buffer.role)
+      return fail(other ? other->line : 0,
+                  "the unpartitioned plan's " +
+                      std::string(roleName(buffer.role)) + " '" + buffer.name +
+                      "' (" + describe(buffer, buffer.shape) + ") is missing");
+  }
   return true;
 }
 

@@ -46,6 +46,8 @@ std::string loom::runtime::writePlan(const Plan &plan) {
   std::string body = "loom-plan " + std::to_string(plan.version) + "\n";
   body += "model " + plan.model + "\n";
   body += std::string("device ") + deviceName(plan.device) + "\n";
+  if (plan.mesh.present)
+    body += "mesh " + plan.mesh.name + " " + formatMeshAxes(plan.mesh) + "\n";
   body += "arena " + std::to_string(plan.arenaBytes) + "\n";
   if (plan.gpuImage.present)
     body += "gpu-image " + plan.gpuImage.archName + " " +
@@ -77,6 +79,9 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       break;
     }
     body += "\n";
+    if (!buffer.shard.empty())
+      body += "shard " + std::to_string(buffer.id) + " " +
+              formatShardSpec(plan.mesh, buffer) + "\n";
   }
   for (const PlanKernel &kernel : plan.kernels)
     body +=
@@ -93,6 +98,26 @@ std::string loom::runtime::writePlan(const Plan &plan) {
     body += "\n";
   }
   for (const PlanStep &step : plan.steps) {
+    if (step.kind == StepKind::Collective) {
+      const PlanCollective &op = step.collective;
+      body += std::string("collective ") + collectiveKindName(op.kind) + " " +
+              formatAxes(plan.mesh, op.axes) + " ";
+      switch (op.kind) {
+      case CollectiveKind::AllReduce:
+      case CollectiveKind::Broadcast:
+        body += "-";
+        break;
+      case CollectiveKind::AllToAll:
+        body += std::to_string(op.dim) + ":" + std::to_string(op.concatDim);
+        break;
+      default:
+        body += std::to_string(op.dim);
+        break;
+      }
+      body += " " + std::to_string(step.buffers[0]) + " " +
+              std::to_string(step.buffers[1]) + "\n";
+      continue;
+    }
     body += "step " + plan.kernels[step.kernel].name;
     for (unsigned id : step.buffers)
       body += " " + std::to_string(id);

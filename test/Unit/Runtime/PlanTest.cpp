@@ -267,12 +267,12 @@ TEST(Plan, RejectsBadRecords) {
       {4, "loom-plan 1", "plan:5: duplicate 'loom-plan' record"},
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
-       "loom-plan, model, device, arena, gpu-image, buffer, kernel, launch, "
-       "step, end)"},
+       "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
+       "followed by its shard), kernel, launch, step and collective, end)"},
       {13, "kernel k2 1",
-       "plan:14: 'kernel' record out of order (records "
-       "come in the order loom-plan, model, device, "
-       "arena, gpu-image, buffer, kernel, launch, step, end)"},
+       "plan:14: 'kernel' record out of order (records come in the order "
+       "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
+       "followed by its shard), kernel, launch, step and collective, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -521,9 +521,10 @@ TEST(Plan, ParsesGpuArchitectures) {
 }
 
 TEST(Plan, RejectsBadGpuRecords) {
-  const std::string order = " record out of order (records come in the "
-                            "order loom-plan, model, device, arena, "
-                            "gpu-image, buffer, kernel, launch, step, end)";
+  const std::string order =
+      " record out of order (records come in the order loom-plan, model, "
+      "device, mesh, arena, gpu-image, buffer (each followed by its shard), "
+      "kernel, launch, step and collective, end)";
   struct Case {
     size_t index;
     std::string line; // empty: remove the line

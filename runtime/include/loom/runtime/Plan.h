@@ -51,19 +51,57 @@ struct Initializer {
   double b = 0;
 };
 
-/// One `buffer` record.
+/// One axis of a `mesh` record.
+struct MeshAxis {
+  std::string name;
+  unsigned size = 1;
+};
+
+/// The optional `mesh` record of a partitioned (SPMD) plan: the ranks form
+/// a grid with these axes, row-major (the last axis varies fastest).
+struct PlanMesh {
+  bool present = false;
+  std::string name;
+  std::vector<MeshAxis> axes;
+  /// Derived by parsePlan: the product of the axes' sizes (1 without a mesh).
+  unsigned numRanks = 1;
+  unsigned line = 0;
+
+  /// The index of the axis called `name`, or -1.
+  int findAxis(std::string_view name) const;
+};
+
+/// The largest mesh parsePlan accepts (MPI counts ranks in an int).
+constexpr uint64_t kMaxMeshRanks = 2147483647;
+
+/// One `buffer` record, with its `shard` record if it has one.
 struct PlanBuffer {
   unsigned id = 0;
   std::string name;
   BufferRole role = BufferRole::Temp;
   DType dtype = DType::F32;
+  /// In a partitioned plan, the shape of one rank's block.
   Shape shape;
   uint64_t offset = 0;
   Initializer init;
+  /// The `shard` record: per dim, the mesh axes (indices into
+  /// Plan::mesh.axes, the first major) the dim is split over; an empty
+  /// entry is a whole dim. Empty without a shard record (replicated: every
+  /// rank holds the whole tensor).
+  std::vector<std::vector<unsigned>> shard;
   /// Derived by parsePlan (writePlan ignores them).
   uint64_t numElements = 0;
   uint64_t bytes = 0;
+  /// The whole tensor's shape: each dim times the sizes of the axes it is
+  /// split over (`shape` when not sharded), and its elements and bytes.
+  Shape globalShape;
+  uint64_t globalElements = 0;
+  uint64_t globalBytes = 0;
   unsigned line = 0;
+  unsigned shardLine = 0; // 0 without a shard record
+
+  /// Whether some dim is split over some mesh axis.
+  bool isSharded() const;
 };
 
 /// One `kernel` record.
@@ -123,11 +161,45 @@ struct PlanLaunch {
   unsigned line = 0;
 };
 
-/// One `step` record: the index of its kernel in Plan::kernels and the ids
-/// of its buffers.
+/// What a `collective` record does (docs/plan-format.md).
+enum class CollectiveKind : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllSlice,
+  AllToAll,
+  Broadcast
+};
+/// "all-reduce", "all-gather", "reduce-scatter", "all-slice", "all-to-all"
+/// or "broadcast".
+const char *collectiveKindName(CollectiveKind kind);
+constexpr unsigned kNumCollectiveKinds = 6;
+
+/// The operation of a `collective` record; its IN and OUT buffers are the
+/// step's buffers[0] and buffers[1].
+struct PlanCollective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  /// Mesh axes (indices into Plan::mesh.axes) in group order, first major.
+  std::vector<unsigned> axes;
+  /// AllGather, ReduceScatter, AllSlice: DIM; AllToAll: the split dim S.
+  unsigned dim = 0;
+  /// AllToAll: the concatenation dim C.
+  unsigned concatDim = 0;
+  /// Derived by parsePlan: the product of the axes' sizes.
+  unsigned groupSize = 1;
+};
+
+/// Whether a step runs a kernel or a collective.
+enum class StepKind : uint8_t { Kernel, Collective };
+
+/// One `step` or `collective` record, in program order. A kernel step has
+/// the index of its kernel in Plan::kernels and the ids of its buffers; a
+/// collective step its operation and the ids {IN, OUT}.
 struct PlanStep {
+  StepKind kind = StepKind::Kernel;
   unsigned kernel = 0;
   std::vector<unsigned> buffers;
+  PlanCollective collective;
   unsigned line = 0;
 };
 
@@ -136,24 +208,44 @@ struct Plan {
   unsigned version = kPlanVersion;
   std::string model;
   Device device = Device::CPU;
+  PlanMesh mesh;
   uint64_t arenaBytes = 0;
   PlanGpuImage gpuImage;
   std::vector<PlanBuffer> buffers;
   std::vector<PlanKernel> kernels;
   /// In plan order; the launches of one kernel run in this order.
   std::vector<PlanLaunch> launches;
+  /// Kernel and collective steps, in program order.
   std::vector<PlanStep> steps;
 
   /// The buffer called `name`, or null.
   const PlanBuffer *findBuffer(std::string_view name) const;
+  /// The number of collective steps.
+  size_t numCollectives() const;
 };
 
 /// Parses and completely validates `text` (everything in the format's
-/// Validation section except the kernel table, which bindKernels checks, and
+/// Validation section except the kernel table, which bindKernels checks,
 /// what needs the GPU image or the device, which the driver and the CUDA
-/// executor check).
+/// executor check, and the agreement of a partitioned plan with the
+/// unpartitioned one, which checkPartitionedPlan checks).
 /// On failure returns false and sets `error` to "plan:LINE: message".
 bool parsePlan(std::string_view text, Plan &plan, std::string &error);
+
+/// Checks that `spmd`, the partitioned plan of an executable, has a mesh
+/// and the same model, inputs, params and outputs as `whole`, its
+/// unpartitioned plan: the same names, roles, dtypes and initializers, and
+/// global shapes equal to `whole`'s shapes (files are read and written
+/// whole). Errors name the SPMD plan's line as "plan:LINE:".
+bool checkPartitionedPlan(const Plan &whole, const Plan &spmd,
+                          std::string &error);
+
+/// "dp=2 tp=2".
+std::string formatMeshAxes(const PlanMesh &mesh);
+/// The mesh axes `axes` as a collective record writes them: "dp,tp".
+std::string formatAxes(const PlanMesh &mesh, const std::vector<unsigned> &axes);
+/// A buffer's shard spec as its record writes it: "dp,-", "-,dp+tp".
+std::string formatShardSpec(const PlanMesh &mesh, const PlanBuffer &buffer);
 
 /// The 32-bit FNV-1a checksum the `end` record carries, of `bytes`.
 uint32_t computeChecksum(std::string_view bytes);
