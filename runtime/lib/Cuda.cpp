@@ -420,6 +420,11 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
   state.reset(new State());
   State &s = *state;
   s.plan = &plan;
+  // Collectives between GPUs would need NCCL; run() knows only launches.
+  if (plan.mesh.present || plan.numCollectives()) {
+    error = "multi-rank runs on cuda (NCCL) are not supported yet";
+    return false;
+  }
   if (!plan.gpuImage.present || !image || imageSize == 0) {
     error = "this executable was built without GPU kernels";
     return false;

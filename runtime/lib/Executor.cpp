@@ -2,6 +2,9 @@
 
 #include "loom/runtime/Executor.h"
 
+#include "loom/runtime/Collective.h"
+#include "loom/runtime/Layout.h"
+
 #include <chrono>
 #include <string_view>
 #include <unordered_map>
@@ -41,7 +44,31 @@ bool Executor::bind(const Plan &plan, const LoomKernel *table,
 }
 
 bool Executor::allocate(std::string &error) {
-  return memory.allocate(plan->arenaBytes, error);
+  uint64_t scratchBytes = 0;
+  groups.assign(plan->steps.size(), CommGroup());
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    if (step.kind != StepKind::Collective)
+      continue;
+    if (!comm || comm->size() != plan->mesh.numRanks) {
+      error = "plan:" + std::to_string(step.line) +
+              ": a collective needs the " +
+              std::to_string(plan->mesh.numRanks) + " ranks of mesh '" +
+              plan->mesh.name + "', but this run has " +
+              std::to_string(comm ? comm->size() : 1);
+      return false;
+    }
+    groups[i] = meshGroup(plan->mesh, comm->rank(), step.collective.axes);
+    uint64_t bytes = collectiveScratchBytes(*plan, step);
+    scratchBytes = bytes > scratchBytes ? bytes : scratchBytes;
+  }
+  if (!memory.allocate(plan->arenaBytes, error))
+    return false;
+  if (!scratch.allocate(scratchBytes, error)) {
+    error = "collectives' scratch memory: " + error;
+    return false;
+  }
+  return true;
 }
 
 bool Executor::init(const Plan &plan, const LoomKernel *table,
@@ -53,7 +80,7 @@ char *Executor::buffer(unsigned id) const {
   return memory.data() + plan->buffers[id].offset;
 }
 
-void Executor::run(TraceRecorder *trace) {
+bool Executor::run(TraceRecorder *trace, std::string &error) {
   using Clock = std::chrono::steady_clock;
   auto micros = [](Clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
@@ -62,6 +89,18 @@ void Executor::run(TraceRecorder *trace) {
   Clock::time_point start = Clock::now();
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
+    if (step.kind == StepKind::Collective) {
+      Clock::time_point before = Clock::now();
+      if (!runCollective(*plan, step, groups[i], *comm, buffer(step.buffers[0]),
+                         buffer(step.buffers[1]), scratch.data(), error))
+        return false;
+      if (trace)
+        trace->addCollective(
+            static_cast<unsigned>(i), collectiveKindName(step.collective.kind),
+            formatAxes(plan->mesh, step.collective.axes),
+            micros(before - start), micros(Clock::now() - before));
+      continue;
+    }
     args.clear();
     for (unsigned id : step.buffers)
       args.push_back(buffer(id));
@@ -74,4 +113,5 @@ void Executor::run(TraceRecorder *trace) {
                      micros(before - start), micros(after - before));
     }
   }
+  return true;
 }

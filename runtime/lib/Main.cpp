@@ -1,6 +1,6 @@
 //===- Main.cpp - main() of the executables loomc links -------------------===//
 //
-// The kernels, the plan and the GPU image come from the glue object loomc
+// The kernels, the plans and the GPU image come from the glue object loomc
 // generates next to the kernels' object code.
 //
 //===----------------------------------------------------------------------===//
@@ -8,10 +8,15 @@
 #include "loom/runtime/Driver.h"
 #include "loom/runtime/KernelABI.h"
 
+// Weak: a glue object from a loomc that predates partitioned plans does not
+// define it; its address is then null and the executable runs on one rank.
+#pragma weak loom_spmd_plan
+
 int main(int argc, char **argv) {
   loom::runtime::Executable executable;
   executable.kernels = loom_kernels;
   executable.plan = loom_plan;
+  executable.spmdPlan = loom_spmd_plan;
   executable.gpuImage = loom_gpu_image;
   executable.gpuImageSize = loom_gpu_image_size;
   return loom::runtime::runMain(argc, argv, executable);

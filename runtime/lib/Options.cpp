@@ -41,6 +41,10 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "  --help                  print this help and exit",
       "",
       "bf16 tensors are read from and written to .npy files as float32.",
+      "",
+      "A partitioned executable (see --info) also runs on its mesh's ranks",
+      "under an MPI launcher (mpirun -np N MODEL ...); rank 0 reads and",
+      "writes every file, whole, as one rank does.",
   };
   for (const char *line : kLines)
     std::fprintf(out, "%s\n", line);

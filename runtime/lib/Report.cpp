@@ -85,6 +85,34 @@ void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
   std::fprintf(out, "steps    %zu\n", plan.steps.size());
 }
 
+void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
+  const PlanMesh &mesh = spmd.mesh;
+  std::fprintf(out, "mesh     %s %s (%u rank%s: mpirun -np %u)\n",
+               mesh.name.c_str(), formatMeshAxes(mesh).c_str(), mesh.numRanks,
+               mesh.numRanks == 1 ? "" : "s", mesh.numRanks);
+  size_t collectives = spmd.numCollectives();
+  auto count = [](size_t n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  std::fprintf(out,
+               "spmd     arena %llu bytes per rank (%s), %s, %s (%s, %s)\n",
+               static_cast<unsigned long long>(spmd.arenaBytes),
+               mebibytes(spmd.arenaBytes).c_str(),
+               count(spmd.kernels.size(), "kernel").c_str(),
+               count(spmd.steps.size(), "step").c_str(),
+               count(spmd.steps.size() - collectives, "kernel step").c_str(),
+               count(collectives, "collective").c_str());
+  size_t counts[kNumCollectiveKinds] = {};
+  for (const PlanStep &step : spmd.steps)
+    if (step.kind == StepKind::Collective)
+      ++counts[static_cast<unsigned>(step.collective.kind)];
+  for (unsigned kind = 0; kind < kNumCollectiveKinds; ++kind)
+    if (counts[kind])
+      std::fprintf(out, "  %-14s %zu\n",
+                   collectiveKindName(static_cast<CollectiveKind>(kind)),
+                   counts[kind]);
+}
+
 static std::string formatValue(DType dtype, double value) {
   char text[32];
   if (isFloatDType(dtype))

@@ -17,6 +17,11 @@ namespace loom::runtime {
 /// Prints the model, device, arena size, buffers, kernels and step count.
 void printPlanInfo(std::FILE *out, const Plan &plan);
 
+/// Prints what --info adds for an executable with a partitioned plan: the
+/// mesh, the partitioned plan's arena per rank, kernels and steps, and its
+/// collectives per kind.
+void printPartitionedInfo(std::FILE *out, const Plan &spmd);
+
 /// Prints one line for `buffer`: dtype, shape, mean, min, max and the
 /// first four values of `data`.
 void printSummary(std::FILE *out, const PlanBuffer &buffer, const void *data);

@@ -11,13 +11,21 @@ using namespace loom::runtime;
 
 void TraceRecorder::addStep(unsigned step, const std::string &kernel,
                             double startUs, double durationUs) {
-  events.push_back({step, kernel, std::string(), startUs, durationUs});
+  events.push_back(
+      {step, kernel, std::string(), std::string(), startUs, durationUs});
 }
 
 void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
                               const std::string &function, double startUs,
                               double durationUs) {
-  events.push_back({step, kernel, function, startUs, durationUs});
+  events.push_back(
+      {step, kernel, function, std::string(), startUs, durationUs});
+}
+
+void TraceRecorder::addCollective(unsigned step, const std::string &kind,
+                                  const std::string &axes, double startUs,
+                                  double durationUs) {
+  events.push_back({step, kind, std::string(), axes, startUs, durationUs});
 }
 
 std::string TraceRecorder::toJson() const {
@@ -29,13 +37,19 @@ std::string TraceRecorder::toJson() const {
                   event.startUs, event.durationUs);
     json += i ? ",\n  " : "\n  ";
     bool launch = !event.function.empty();
+    bool collective = !event.axes.empty();
     json += "{\"name\": " + jsonQuote(launch ? event.function : event.kernel) +
-            ", \"cat\": \"" + (launch ? "cuda" : "kernel") +
+            ", \"cat\": \"" +
+            (launch       ? "cuda"
+             : collective ? "collective"
+                          : "kernel") +
             "\", \"ph\": \"X\", " + times +
-            ", \"pid\": 0, \"tid\": 0, \"args\": {\"step\": " +
-            std::to_string(event.step);
+            ", \"pid\": " + std::to_string(process) +
+            ", \"tid\": 0, \"args\": {\"step\": " + std::to_string(event.step);
     if (launch)
       json += ", \"kernel\": " + jsonQuote(event.kernel);
+    if (collective)
+      json += ", \"axes\": " + jsonQuote(event.axes);
     json += "}}";
   }
   json += events.empty() ? "]" : "\n]";

@@ -52,7 +52,7 @@ TEST(Executor, RunsStepsInOrderOverSharedArenaBytes) {
   std::memcpy(executor.buffer(0), x, sizeof(x));
   std::memcpy(executor.buffer(1), y, sizeof(y));
   TraceRecorder trace;
-  executor.run(&trace);
+  ASSERT_TRUE(executor.run(&trace, error)) << error;
   float out[kN];
   std::memcpy(out, executor.buffer(5), sizeof(out));
   for (int i = 0; i < kN; ++i)
@@ -71,7 +71,7 @@ TEST(Executor, RunsStepsInOrderOverSharedArenaBytes) {
   // Running again without a trace works the same way (inputs re-copied).
   std::memcpy(executor.buffer(0), x, sizeof(x));
   std::memcpy(executor.buffer(1), y, sizeof(y));
-  executor.run();
+  ASSERT_TRUE(executor.run(nullptr, error)) << error;
   std::memcpy(out, executor.buffer(5), sizeof(out));
   EXPECT_EQ(out[3], 34.0f);
 }
@@ -80,7 +80,8 @@ TEST(Executor, ReportsMissingKernels) {
   Plan plan;
   std::string error;
   ASSERT_TRUE(parsePlan(sharingPlan(), plan, error)) << error;
-  const LoomKernel onlyAdd[] = {{"add", 3, loom::test::fakeAddF32}, {nullptr, 0, nullptr}};
+  const LoomKernel onlyAdd[] = {{"add", 3, loom::test::fakeAddF32},
+                                {nullptr, 0, nullptr}};
   Executor executor;
   EXPECT_FALSE(executor.init(plan, onlyAdd, error));
   EXPECT_EQ(error, "plan:12: kernel 'copy' is not provided by this executable");

@@ -2,14 +2,15 @@
 
 #include "TestUtil.h"
 
+#include "loom/runtime/Communicator.h"
 #include "loom/runtime/Driver.h"
 #include "loom/runtime/Plan.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -70,9 +71,9 @@ RunResult loom::test::runDriver(const std::vector<std::string> &args,
   return runDriver(args, executable, plan);
 }
 
-RunResult loom::test::runDriver(const std::vector<std::string> &args,
-                                loom::runtime::Executable executable,
-                                const std::string &plan) {
+/// runMain with argv = {"model", args...} and `executable` as given.
+static RunResult invoke(const std::vector<std::string> &args,
+                        const loom::runtime::Executable &executable) {
   std::vector<std::string> storage = {"model"};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char *> argv;
@@ -86,12 +87,40 @@ RunResult loom::test::runDriver(const std::vector<std::string> &args,
     ADD_FAILURE() << "tmpfile failed";
     return result;
   }
-  executable.plan = plan.c_str();
   result.status = loom::runtime::runMain(static_cast<int>(storage.size()),
                                          argv.data(), executable, out, err);
   result.out = drain(out);
   result.err = drain(err);
   return result;
+}
+
+RunResult loom::test::runDriver(const std::vector<std::string> &args,
+                                loom::runtime::Executable executable,
+                                const std::string &plan) {
+  executable.plan = plan.c_str();
+  return invoke(args, executable);
+}
+
+std::vector<RunResult>
+loom::test::runDriverRanks(unsigned ranks, const std::vector<std::string> &args,
+                           loom::runtime::Executable executable,
+                           const std::string &plan,
+                           const std::string &spmdPlan) {
+  executable.plan = plan.c_str();
+  executable.spmdPlan = spmdPlan.c_str();
+  if (ranks == 1)
+    return {invoke(args, executable)};
+  std::vector<RunResult> results(ranks);
+  // A short timeout: ranks that disagree fail the test instead of hanging.
+  loom::runtime::runLocalRanks(
+      ranks,
+      [&](unsigned rank, loom::runtime::Communicator &comm) {
+        loom::runtime::Executable mine = executable;
+        mine.communicator = &comm;
+        results[rank] = invoke(args, mine);
+      },
+      20);
+  return results;
 }
 
 void loom::test::fakeAddF32(void **args) {

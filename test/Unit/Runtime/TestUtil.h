@@ -50,6 +50,16 @@ RunResult runDriver(const std::vector<std::string> &args,
                     loom::runtime::Executable executable,
                     const std::string &plan);
 
+/// Calls runMain with argv = {"model", args...}, `executable` with `plan`
+/// and `spmdPlan`, on `ranks` in-process ranks (threads of one
+/// loom::runtime::LocalWorld; none for 1 rank), capturing each rank's
+/// output. Result r is rank r's.
+std::vector<RunResult> runDriverRanks(unsigned ranks,
+                                      const std::vector<std::string> &args,
+                                      loom::runtime::Executable executable,
+                                      const std::string &plan,
+                                      const std::string &spmdPlan);
+
 /// Elements in the fake kernels' buffers.
 constexpr int kFakeElements = 8;
 /// Fake kernels over f32[kFakeElements] buffers: out = a + b, and out = in.

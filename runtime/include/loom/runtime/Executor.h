@@ -3,6 +3,7 @@
 #ifndef LOOM_RUNTIME_EXECUTOR_H
 #define LOOM_RUNTIME_EXECUTOR_H
 
+#include "loom/runtime/Communicator.h"
 #include "loom/runtime/KernelABI.h"
 #include "loom/runtime/Plan.h"
 #include "loom/runtime/Trace.h"
@@ -39,14 +40,21 @@ private:
 };
 
 /// Runs a parsed plan: binds its kernels, owns its arena, and calls the
-/// kernels step by step with pointers into the arena.
+/// kernels step by step with pointers into the arena. A partitioned plan
+/// runs as one rank of a Communicator, its collective steps between the
+/// kernel steps.
 class Executor {
 public:
   /// Binds the plan's kernels to `table` (see bindKernels). `plan` must
   /// outlive the executor.
   bool bind(const Plan &plan, const LoomKernel *table, std::string &error);
-  /// Allocates the arena (after bind), so that a caller can validate
-  /// everything else before committing the memory.
+  /// The ranks a plan with collectives runs on (before allocate); its size
+  /// must be the mesh's. Must outlive the executor.
+  void setCommunicator(Communicator *communicator) { comm = communicator; }
+  /// Allocates the arena and the collectives' scratch memory (after bind),
+  /// so that a caller can validate everything else before committing the
+  /// memory. Fails for a plan with collectives without a fitting
+  /// communicator.
   bool allocate(std::string &error);
   /// bind, then allocate.
   bool init(const Plan &plan, const LoomKernel *table, std::string &error);
@@ -55,13 +63,18 @@ public:
   char *buffer(unsigned id) const;
   char *arena() const { return memory.data(); }
 
-  /// Runs every step in plan order; with `trace`, records one event per step.
-  void run(TraceRecorder *trace = nullptr);
+  /// Runs every step in plan order; with `trace`, records one event per
+  /// step. Fails only in a collective (the communicator's error, with the
+  /// plan line).
+  bool run(TraceRecorder *trace, std::string &error);
 
 private:
   const Plan *plan = nullptr;
   std::vector<const LoomKernel *> kernels;
   Arena memory;
+  Communicator *comm = nullptr;
+  std::vector<CommGroup> groups; // per step; collective steps only
+  Arena scratch;
 };
 
 } // namespace loom::runtime

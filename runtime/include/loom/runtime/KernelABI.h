@@ -23,8 +23,14 @@ struct LoomKernel {
 
 /// The executable's kernels; the table ends with {0, 0, 0}.
 extern const struct LoomKernel loom_kernels[];
-/// The plan text (docs/plan-format.md), NUL-terminated.
+/// The plan text (docs/plan-format.md), NUL-terminated: the unpartitioned
+/// program, run on one rank.
 extern const char loom_plan[];
+/// The partitioned (SPMD) plan, run on every rank of its mesh, or "" when
+/// the model is not partitioned. NUL-terminated; loomc's glue always
+/// defines it (the runtime's main() still accepts a glue object without it,
+/// as "").
+extern const char loom_spmd_plan[];
 /// The GPU image the plan's `gpu-image` record describes (a cubin or PTX),
 /// loom_gpu_image_size bytes; size 0 in an executable without GPU kernels.
 /// loomc's glue always defines both (and a NUL after the image).

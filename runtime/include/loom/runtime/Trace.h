@@ -13,6 +13,9 @@ namespace loom::runtime {
 /// open.
 class TraceRecorder {
 public:
+  /// The events' "pid": the rank of a multi-rank run (default 0), so that
+  /// the ranks' traces can be merged into one view.
+  void setProcess(unsigned rank) { process = rank; }
   /// Records a step that ran `kernel` from `startUs` for `durationUs`
   /// microseconds (relative to the start of the run).
   void addStep(unsigned step, const std::string &kernel, double startUs,
@@ -21,6 +24,10 @@ public:
   void addLaunch(unsigned step, const std::string &kernel,
                  const std::string &function, double startUs,
                  double durationUs);
+  /// Records a collective step (`kind`, e.g. "all-reduce", over `axes`).
+  void addCollective(unsigned step, const std::string &kind,
+                     const std::string &axes, double startUs,
+                     double durationUs);
   /// The trace as JSON text.
   std::string toJson() const;
   /// Writes toJson() to `path`.
@@ -30,12 +37,14 @@ public:
 private:
   struct Event {
     unsigned step;
-    std::string kernel;
+    std::string kernel;   // a collective's kind
     std::string function; // empty for a CPU step
+    std::string axes;     // a collective's axes; empty for the others
     double startUs;
     double durationUs;
   };
   std::vector<Event> events;
+  unsigned process = 0;
 };
 
 } // namespace loom::runtime
