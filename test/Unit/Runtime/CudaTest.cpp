@@ -263,6 +263,23 @@ TEST(Cuda, ReportsAMissingDriver) {
                                "cuGetErrorName (is it too old?)"));
 }
 
+TEST(Cuda, RefusesPartitionedPlans) {
+  // Collectives between GPUs would need NCCL: the executor refuses a plan
+  // with a mesh before loading any driver.
+  std::vector<std::string> lines = gpuPlanLines();
+  lines.insert(lines.begin() + 3, "mesh g tp=2");
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  CudaExecutor executor;
+  EXPECT_FALSE(executor.open(plan,
+                             reinterpret_cast<const unsigned char *>(kImage), 9,
+                             "/nonexistent/libcuda.so.1", error));
+  EXPECT_EQ(error, cudaSupported()
+                       ? "multi-rank runs on cuda (NCCL) are not supported yet"
+                       : "this runtime was built without CUDA support");
+}
+
 #ifdef LOOM_FAKE_CUDA_DRIVER
 
 namespace {
