@@ -118,7 +118,13 @@ LogicalResult Driver::runPipeline(ModuleOp target,
 LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
   OwningOpRef<ModuleOp> gpu = module->clone();
   auto print = [&](llvm::raw_ostream &out) { gpu->print(out); };
-  if (failed(runPipeline(*gpu, ::loom::buildGpuKernelsPipeline)))
+  // Tensor cores (mma.sync) from sm_80 (Ampere) on.
+  unsigned smVersion = 0;
+  llvm::StringRef(options.gpuArch).drop_front(3).take_while([](char ch) { return ch >= '0' && ch <= '9'; })
+      .getAsInteger(10, smVersion);
+  if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
+        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80);
+      })))
     return failure();
   if (reached(::loom::Stage::GPU, print))
     return success();

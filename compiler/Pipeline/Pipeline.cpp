@@ -164,8 +164,10 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void ::loom::buildGpuKernelsPipeline(OpPassManager &pm) {
-  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu());
+void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores) {
+  mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
+  matmuls.tensorCores = tensorCores;
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu(matmuls));
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createCanonicalizerPass());

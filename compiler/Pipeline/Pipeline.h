@@ -51,10 +51,11 @@ struct GpuTarget {
   std::string toolkitPath;         // CUDA toolkit (libdevice, ptxas); may be empty
 };
 
-/// buffers -> gpu: matmuls as shared-memory tiled launches, every other
-/// linalg op as parallel loops mapped to blocks and threads, kernels
+/// buffers -> gpu: matmuls as shared-memory tiled launches (bf16/f16 ones on
+/// mma.sync tensor cores with `tensorCores`, for sm_80 and later), every
+/// other linalg op as parallel loops mapped to blocks and threads, kernels
 /// outlined into a gpu.module; the host functions keep the launches.
-void buildGpuKernelsPipeline(mlir::OpPassManager &pm);
+void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

@@ -27,6 +27,14 @@ inline bool isMatmulLike(linalg::GenericOp op) {
          !maps[2].isFunctionOfDim(k) && maps[2].isProjectedPermutation();
 }
 
+/// A matmul-like op the GPU runs on tensor cores: bf16 or f16 operands,
+/// an f32 accumulator, and the body acc + extf(a) * extf(b).
+bool isTensorCoreMatmul(linalg::GenericOp op);
+
+/// Replaces a tensor-core matmul by a `gpu.launch` of 4 warps per 64 x 64
+/// output tile running `mma.sync.m16n8k16` (TensorCoreMatmul.cpp).
+void buildTensorCoreMatmul(linalg::GenericOp op);
+
 } // namespace mlir::loom
 
 #endif // LOOM_TRANSFORMS_MATMULLIKE_H

@@ -96,10 +96,22 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     and wait again before the next step. Loads outside the operands are
     skipped, so any size works. Other linalg ops are left for the generic
     parallel-loop mapping.
+
+    With `tensor-cores` (sm_80 and later), contractions of bf16 or f16
+    operands into an f32 accumulator run on tensor cores instead: 4 warps
+    per 64 x 64 output tile, each a 32 x 32 quarter as 2 x 4
+    `mma.sync.m16n8k16` (NVVM `nvvm.mma.sync`) with f32 accumulators in
+    registers, K in steps of 32 staged in shared memory (zero-filled outside
+    the operands, so any shape works); see TensorCoreMatmul.cpp.
   }];
-  let options = [Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">];
+  let options = [
+    Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
+    Option<"tensorCores", "tensor-cores", "bool", "false",
+           "Run bf16/f16 contractions with f32 accumulation on mma.sync">
+  ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
-                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
+                           "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect"];
 }
 
 def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {

@@ -24,8 +24,12 @@ struct LoomTileMatmulsForGpu
       if (loom::isMatmulLike(op))
         matmuls.push_back(op);
     });
-    for (linalg::GenericOp op : matmuls)
-      rewrite(op);
+    for (linalg::GenericOp op : matmuls) {
+      if (tensorCores && loom::isTensorCoreMatmul(op))
+        loom::buildTensorCoreMatmul(op);
+      else
+        rewrite(op);
+    }
   }
   void rewrite(linalg::GenericOp op);
 };
