@@ -187,11 +187,11 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   shard::GridOp grid;
   SmallVector<std::string> axisNames;
   if (model->hasAttr(attr::kPartitionOf)) {
-    auto module = model->getParentOfType<ModuleOp>();
-    for (auto g : module.getOps<shard::GridOp>())
-      grid = g;
+    auto gridName = model->getAttrOfType<FlatSymbolRefAttr>(attr::kGrid);
+    if (gridName)
+      grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(model, gridName);
     if (!grid)
-      return model.emitError("a partitioned model without a shard.grid");
+      return model.emitError("a partitioned model without its shard.grid");
     auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes);
     for (auto [i, size] : llvm::enumerate(grid.getShape()))
       axisNames.push_back(names && i < names.size()

@@ -11,7 +11,7 @@
 // CHECK-LABEL: func.func @megatron_mlp_spmd
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<4x16xbf16> {loom.sharding = [array<i16: 0>, array<i16>]}, %[[W1:[^:]+]]: tensor<16x16xbf16> {loom.sharding = [array<i16>, array<i16: 1>]}, %[[W2:[^:]+]]: tensor<16x16xbf16> {loom.sharding = [array<i16: 1>, array<i16>]})
 // CHECK-SAME: -> (tensor<4x16xbf16> {loom.sharding = [array<i16: 0>, array<i16>]})
-// CHECK-SAME: attributes {loom.partition_of = "megatron_mlp"}
+// CHECK-SAME: attributes {loom.grid = @g, loom.partition_of = "megatron_mlp"}
 // CHECK-NEXT: [[H:%.+]] = loom.matmul %[[X]], %[[W1]] accumulate f32 : (tensor<4x16xbf16>, tensor<16x16xbf16>) -> tensor<4x16xbf16>
 // CHECK-NEXT: [[G:%.+]] = loom.gelu [[H]] : tensor<4x16xbf16>
 // CHECK-NEXT: [[P:%.+]] = loom.matmul [[G]], %[[W2]] accumulate f32 : (tensor<4x16xbf16>, tensor<16x16xbf16>) -> tensor<4x16xf32>

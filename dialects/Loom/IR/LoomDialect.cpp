@@ -111,6 +111,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must name a model, on a func.func";
     return success();
   }
+  if (name == attr::kGrid) {
+    if (!isa<func::FuncOp>(op) || !isa<FlatSymbolRefAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << name << "' must name a shard.grid, on a func.func";
+    return success();
+  }
   if (name == attr::kPipelineAxis) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an axis name";

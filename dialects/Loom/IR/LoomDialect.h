@@ -28,6 +28,9 @@ constexpr llvm::StringLiteral kPipelineAxis = "loom.pipeline_axis"; // func
 constexpr llvm::StringLiteral kKernel = "loom.kernel"; // func: an outlined kernel
 /// func: the per-rank (SPMD) program of the model this names.
 constexpr llvm::StringLiteral kPartitionOf = "loom.partition_of";
+/// func: the shard.grid an SPMD program runs on (a symbol use, so the grid
+/// stays while the program has no collective naming it).
+constexpr llvm::StringLiteral kGrid = "loom.grid";
 /// func arg/result of an SPMD program: per dim, the grid axes splitting it.
 constexpr llvm::StringLiteral kSharding = "loom.sharding";
 } // namespace attr

@@ -589,6 +589,8 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       func::FuncOp spmd = model.clone();
       spmd.setSymName((model.getSymName() + "_spmd").str());
       spmd->setAttr(attr::kPartitionOf, model.getSymNameAttr());
+      spmd->setAttr(attr::kGrid,
+                    FlatSymbolRefAttr::get(grid.op.getSymNameAttr()));
       module.getBody()->getOperations().insertAfter(model->getIterator(), spmd);
       Partitioner partitioner(grid, spmd, remarks, sequenceParallel);
       if (failed(partitioner.run()))
