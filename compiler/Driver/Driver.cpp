@@ -13,6 +13,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -57,7 +58,9 @@ private:
   LogicalResult runPipeline(void (*build)(OpPassManager &));
   LogicalResult runPipeline(ModuleOp target,
                             llvm::function_ref<void(OpPassManager &)> build);
-  LogicalResult runGpuStages(std::optional<::loom::GpuCode> &code);
+  LogicalResult runGpuStages(std::optional<::loom::GpuCode> &code,
+                             ::loom::KernelReport *report);
+  FailureOr<::loom::KernelReport> makeKernelReport();
   LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
   FailureOr<func::FuncOp> selectModel();
 
@@ -114,9 +117,13 @@ LogicalResult Driver::runPipeline(ModuleOp target,
 }
 
 /// gpu, nvvm and ptx, from a copy of the bufferized kernels; with a CUDA
-/// toolkit, also the device image and launches an executable carries.
-LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
+/// toolkit, also the device image and launches an executable carries. A
+/// kernel report reads each stage on the way and stops after the PTX.
+LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
+                                   ::loom::KernelReport *report) {
   OwningOpRef<ModuleOp> gpu = module->clone();
+  if (report)
+    report->countWork(*gpu);
   auto print = [&](llvm::raw_ostream &out) { gpu->print(out); };
   // Tensor cores (mma.sync) from sm_80 (Ampere) on.
   unsigned smVersion = 0;
@@ -128,6 +135,8 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
     return failure();
   if (reached(::loom::Stage::GPU, print))
     return success();
+  if (report)
+    report->readLaunches(*gpu);
   FailureOr<llvm::StringMap<std::vector<::loom::GpuLaunch>>> launches =
       ::loom::collectGpuLaunches(*gpu);
   if (failed(launches))
@@ -160,6 +169,8 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
   std::string ptx = imageOf(*gpu);
   if (reached(::loom::Stage::PTX, [&](llvm::raw_ostream &out) { out << ptx; }))
     return success();
+  if (report)
+    return report->readPtx(ptx, module->getLoc());
 
   if (!options.embedGpu)
     return success();
@@ -179,6 +190,41 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code) {
   code->format = "cubin";
   code->image = imageOf(*nvvm);
   return success();
+}
+
+/// The report's GPU (--gpu-device) and architecture row (--gpu-arch), and
+/// ptxas: $LOOM_PTXAS when set (empty for none), else the toolkit's.
+FailureOr<::loom::KernelReport> Driver::makeKernelReport() {
+  Location loc = UnknownLoc::get(&context);
+  const ::loom::DeviceSpec *device = ::loom::lookupDevice(options.gpuDevice);
+  if (!device) {
+    InFlightDiagnostic diag = emitError(loc, "unknown --gpu-device '")
+                              << options.gpuDevice << "' (known: ";
+    llvm::interleaveComma(::loom::deviceSpecs(), diag,
+                          [&](const ::loom::DeviceSpec &known) { diag << known.name; });
+    return diag << ")";
+  }
+  const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch);
+  if (!arch) {
+    InFlightDiagnostic diag = emitError(loc, "--kernel-report has no GPU "
+                                             "specification for --gpu-arch=")
+                              << options.gpuArch << " (known: ";
+    // The architectures of the devices (sm_20 is a reference row only).
+    llvm::SetVector<llvm::StringRef> archs;
+    for (const ::loom::DeviceSpec &known : ::loom::deviceSpecs())
+      archs.insert(known.arch);
+    llvm::interleaveComma(archs, diag);
+    return diag << ")";
+  }
+  if (arch->name != device->arch)
+    mlir::emitWarning(loc, "--gpu-device=")
+        << device->name << " is an " << device->arch
+        << " GPU, but the kernels are for " << options.gpuArch
+        << ": the report uses its SMs, peaks and bandwidth with the "
+        << arch->name << " limits";
+  const char *fromEnvironment = std::getenv("LOOM_PTXAS");
+  return ::loom::KernelReport(*arch, options.gpuArch, *device,
+                              fromEnvironment ? fromEnvironment : LOOM_PTXAS);
 }
 
 LogicalResult Driver::parseMeshSizes(llvm::StringMap<int64_t> &sizes) {
@@ -227,6 +273,10 @@ FailureOr<func::FuncOp> Driver::selectModel() {
 }
 
 LogicalResult Driver::run() {
+  if (options.kernelReport && options.emit)
+    return mlir::emitError(UnknownLoc::get(&context),
+                           "--kernel-report prints a report instead of a "
+                           "stage; drop --emit");
   auto emitError = [&](llvm::SMLoc loc, const llvm::Twine &message) {
     mlir::emitError(::loom::toLocation(context, sourceMgr, loc)) << message;
   };
@@ -301,7 +351,7 @@ LogicalResult Driver::run() {
                    *options.emit <= ::loom::Stage::PTX) ||
                   (!options.dumpDir.empty() &&
                    !llvm::StringRef(LOOM_CUDA_PATH).empty()) ||
-                  (executable && options.embedGpu);
+                  (executable && options.embedGpu) || options.kernelReport;
   // PTX ISA 8.0 (what the GPU stages emit) covers sm_50 to sm_90a.
   if (wantsGpu && !llvm::Regex("^sm_[5-9][0-9]a?$").match(options.gpuArch))
     return mlir::emitError(UnknownLoc::get(&context),
@@ -311,9 +361,16 @@ LogicalResult Driver::run() {
   if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
     return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
                              "without one");
+  std::optional<::loom::KernelReport> report;
+  if (options.kernelReport) {
+    FailureOr<::loom::KernelReport> made = makeKernelReport();
+    if (failed(made))
+      return failure();
+    report.emplace(std::move(*made));
+  }
   std::optional<::loom::GpuCode> gpuCode;
   if (wantsGpu) {
-    if (failed(runGpuStages(gpuCode)))
+    if (failed(runGpuStages(gpuCode, report ? &*report : nullptr)))
       return failure();
     if (options.emit && *options.emit <= ::loom::Stage::PTX &&
         *options.emit >= ::loom::Stage::GPU)
@@ -321,23 +378,42 @@ LogicalResult Driver::run() {
   }
 
   std::optional<::loom::Plan> plan, spmdPlan;
+  func::FuncOp planned, spmd;
   if (executable || !options.dumpDir.empty()) {
     std::swap(module, models);
     FailureOr<func::FuncOp> model = selectModel();
     std::swap(module, models);
     if (failed(model))
       return failure();
+    planned = *model;
     const ::loom::GpuCode *gpu = gpuCode ? &*gpuCode : nullptr;
     FailureOr<::loom::Plan> built = ::loom::buildPlan(*model, scratch, gpu);
     if (failed(built))
       return failure();
     plan = std::move(*built);
-    if (func::FuncOp spmd = spmdProgramOf(*models, *model)) {
+    if ((spmd = spmdProgramOf(*models, *model))) {
       FailureOr<::loom::Plan> perRank = ::loom::buildPlan(spmd, scratch, gpu);
       if (failed(perRank))
         return failure();
       spmdPlan = std::move(*perRank);
     }
+  }
+
+  if (report) {
+    // The model's launches in step order, then one rank's of its per-rank
+    // program.
+    auto programOf = [](func::FuncOp func, int64_t ranks) {
+      ::loom::ReportedProgram program{func.getSymName().str(), ranks, {}};
+      func.walk([&](func::CallOp call) {
+        program.kernels.push_back(call.getCallee().str());
+      });
+      return program;
+    };
+    SmallVector<::loom::ReportedProgram> programs = {programOf(planned, 1)};
+    if (spmd)
+      programs.push_back(programOf(spmd, spmdPlan->ranks));
+    report->print(os, *options.kernelReport, programs);
+    return success();
   }
 
   if (failed(runPipeline(::loom::buildCpuTilingPipeline)))

@@ -3,6 +3,8 @@
 #ifndef LOOM_DRIVER_DRIVER_H
 #define LOOM_DRIVER_DRIVER_H
 
+#include "KernelReport/KernelReport.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -40,6 +42,10 @@ struct DriverOptions {
   bool remarkCollectives = false;
   /// Sequence parallelism: reduce-scatter/all-gather around the norms.
   bool sequenceParallel = false;
+  /// Print the GPU kernel report instead of building an executable.
+  std::optional<KernelReportFormat> kernelReport;
+  /// The GPU the kernel report models (a row of the GpuSpec table).
+  std::string gpuDevice = "h200";
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the

@@ -1,4 +1,4 @@
-//===- GpuSpec.cpp - NVIDIA GPU limits per architecture and peaks per device -===//
+//===- GpuSpec.cpp - NVIDIA GPU limits per architecture, peaks per device -===//
 //
 // Sources. Per-SM limits: the CUDA C++ Programming Guide, "Technical
 // Specifications per Compute Capability" (CUDA 12; CUDA 8's for 2.0).
@@ -37,6 +37,11 @@ const MmaShape kHopperMma[] = {
     {"wgmma.mma_async", "e4m3", 64, 256, 32, 8},
 };
 
+// Columns: name; warp size, threads per block; threads, warps and blocks
+// per SM; registers per SM, per block and per thread; shared memory per SM,
+// per block and reserved per block; register allocation unit, warp
+// allocation granularity, shared-memory allocation unit; tensor-core shapes.
+// clang-format off
 const ArchSpec kArchs[] = {
     // Fermi: 48 KB shared memory with the 48/16 KB split, 63 registers per
     // thread, registers in units of 64 and warps in pairs; no tensor cores.
@@ -55,6 +60,9 @@ const ArchSpec kArchs[] = {
     {"sm_90", 32, 1024, 2048, 64, 32, 65536, 65536, 255, 228 * 1024,
      227 * 1024, 1024, 256, 4, 128, kHopperMma},
 };
+
+// Columns: name, product, architecture; SMs, boost clock (MHz); dense
+// TFLOP/s of bf16/f16 and tf32 tensor cores and of f32 FMAs; GB/s.
 
 const DeviceSpec kDevices[] = {
     // A100 SXM4 80 GB datasheet: 312 TFLOP/s bf16, 156 tf32, 19.5 f32
@@ -75,6 +83,7 @@ const DeviceSpec kDevices[] = {
     {"h200", "NVIDIA H200 SXM 141 GB", "sm_90", 132, 1980, 989, 494.5, 67,
      4800},
 };
+// clang-format on
 
 int64_t roundUp(int64_t value, int64_t unit) {
   return (value + unit - 1) / unit * unit;
@@ -104,11 +113,16 @@ const DeviceSpec *loom::lookupDevice(llvm::StringRef name) {
 
 llvm::StringRef loom::occupancyLimitName(OccupancyLimit limit) {
   switch (limit) {
-  case OccupancyLimit::BlockSize: return "threads";
-  case OccupancyLimit::Warps: return "warps";
-  case OccupancyLimit::Blocks: return "blocks";
-  case OccupancyLimit::Registers: return "registers";
-  case OccupancyLimit::SharedMemory: return "shared memory";
+  case OccupancyLimit::BlockSize:
+    return "threads";
+  case OccupancyLimit::Warps:
+    return "warps";
+  case OccupancyLimit::Blocks:
+    return "blocks";
+  case OccupancyLimit::Registers:
+    return "registers";
+  case OccupancyLimit::SharedMemory:
+    return "shared memory";
   }
   return "";
 }
@@ -117,7 +131,8 @@ Occupancy loom::computeOccupancy(const ArchSpec &arch,
                                  const KernelResources &kernel) {
   Occupancy result;
   const int unlimited = INT32_MAX;
-  int64_t warpsPerBlock = (kernel.threadsPerBlock + arch.warpSize - 1) / arch.warpSize;
+  int64_t warpsPerBlock =
+      (kernel.threadsPerBlock + arch.warpSize - 1) / arch.warpSize;
   if (kernel.threadsPerBlock > arch.maxThreadsPerBlock || warpsPerBlock == 0) {
     result.limit = OccupancyLimit::BlockSize;
     return result;
@@ -133,22 +148,25 @@ Occupancy loom::computeOccupancy(const ArchSpec &arch,
   // its warps were rounded up to a multiple of the partitions.
   result.byRegisters = unlimited;
   if (kernel.registersPerThread > 0) {
-    int64_t perWarp = roundUp(int64_t(kernel.registersPerThread) * arch.warpSize,
-                              arch.registerAllocationUnit);
+    int64_t perWarp =
+        roundUp(int64_t(kernel.registersPerThread) * arch.warpSize,
+                arch.registerAllocationUnit);
     int64_t partitions = arch.warpAllocationGranularity;
     if (kernel.registersPerThread > arch.maxRegistersPerThread ||
-        perWarp * roundUp(warpsPerBlock, partitions) > arch.maxRegistersPerBlock)
+        perWarp * roundUp(warpsPerBlock, partitions) >
+            arch.maxRegistersPerBlock)
       result.byRegisters = 0;
     else
-      result.byRegisters =
-          (arch.registersPerSM / partitions / perWarp) * partitions / warpsPerBlock;
+      result.byRegisters = (arch.registersPerSM / partitions / perWarp) *
+                           partitions / warpsPerBlock;
   }
 
   // Shared memory, with the driver's reservation, in allocation units, from
   // the largest carveout (the driver picks the carveout a kernel needs).
   result.bySharedMemory = unlimited;
-  int64_t shared = roundUp(kernel.sharedBytesPerBlock + arch.reservedSharedBytesPerBlock,
-                           arch.sharedAllocationUnit);
+  int64_t shared =
+      roundUp(kernel.sharedBytesPerBlock + arch.reservedSharedBytesPerBlock,
+              arch.sharedAllocationUnit);
   if (shared > arch.maxSharedBytesPerBlock + arch.reservedSharedBytesPerBlock)
     result.bySharedMemory = 0;
   else if (shared > 0)

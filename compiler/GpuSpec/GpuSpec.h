@@ -104,8 +104,9 @@ struct Occupancy {
   OccupancyLimit limit = OccupancyLimit::Warps;
 };
 
-/// The CUDA occupancy calculator's formula (cudaOccMaxActiveBlocksPerMultiprocessor
-/// in cuda_occupancy.h), see docs/gpu-report.md.
+/// The CUDA occupancy calculator's formula
+/// (cudaOccMaxActiveBlocksPerMultiprocessor in cuda_occupancy.h), see
+/// docs/gpu-report.md.
 Occupancy computeOccupancy(const ArchSpec &arch, const KernelResources &kernel);
 
 } // namespace loom

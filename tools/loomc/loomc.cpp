@@ -74,6 +74,20 @@ cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
                     "executable (run with --device cuda)"),
     cl::init(false), cl::cat(loomCategory));
+cl::opt<loom::KernelReportFormat> kernelReport(
+    "kernel-report",
+    cl::desc("Print what each GPU launch costs on --gpu-device (grid, "
+             "registers, occupancy, FLOPs, bytes, roofline time) instead of "
+             "building an executable"),
+    cl::ValueOptional,
+    cl::values(clEnumValN(loom::KernelReportFormat::Text, "", "as text (the default)"),
+               clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
+               clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON")),
+    cl::cat(loomCategory));
+cl::opt<std::string> gpuDevice(
+    "gpu-device",
+    cl::desc("The GPU --kernel-report models: a100, a10, l4, h100 or h200"),
+    cl::init("h200"), cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
@@ -132,13 +146,18 @@ int main(int argc, char **argv) {
   options.mesh = meshSizes;
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
-  if (!options.emit)
+  if (kernelReport.getNumOccurrences())
+    options.kernelReport = kernelReport;
+  options.gpuDevice = gpuDevice;
+  // A stage or the report is printed; otherwise an executable is linked.
+  bool prints = options.emit || options.kernelReport;
+  if (!prints)
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
 
   // Printed stages go to -o (or stdout); an executable is written by the linker.
   std::error_code ec;
   std::string printTo =
-      options.emit && !outputFile.empty() ? outputFile.getValue() : std::string("-");
+      prints && !outputFile.empty() ? outputFile.getValue() : std::string("-");
   ToolOutputFile output(printTo, ec, sys::fs::OF_TextWithCRLF);
   if (ec) {
     errs() << "loomc: error: cannot write '" << printTo << "': "
