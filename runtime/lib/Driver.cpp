@@ -367,9 +367,13 @@ bool Driver::allocateRanks() {
     offset += padded;
   }
   staging.arenaBytes = offset;
-  for (const PlanBuffer &buffer : spmd.buffers)
-    if (buffer.role == BufferRole::Output && buffer.isSharded())
-      atLeast(numRanks * buffer.bytes); // fits: buffer.bytes <= arena
+  for (const PlanBuffer &buffer : spmd.buffers) {
+    if (buffer.role != BufferRole::Output || !buffer.isSharded())
+      continue;
+    if (buffer.bytes > UINT64_MAX / numRanks)
+      return fail("output '" + buffer.name + "' is too large to gather");
+    atLeast(numRanks * buffer.bytes);
+  }
   if (!stagingArena.allocate(staging.arenaBytes, error) ||
       !transfer.allocate(transferBytes, error))
     return fail(error);
