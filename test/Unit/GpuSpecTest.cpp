@@ -85,6 +85,18 @@ TEST(GpuSpec, HopperFullOccupancy) {
   EXPECT_EQ(o.limit, OccupancyLimit::Warps);
 }
 
+// The GPT's tensor-core matmul: 4 warps of 168 registers (5376 per warp, 3
+// per partition) and 9728 bytes of shared memory.
+TEST(GpuSpec, HopperTensorCoreMatmul) {
+  Occupancy o = occupancyOf("sm_90a", 128, 168, 9728);
+  EXPECT_EQ(o.byWarps, 16);
+  EXPECT_EQ(o.byRegisters, 3);
+  EXPECT_EQ(o.bySharedMemory, 21);
+  EXPECT_EQ(o.warpsPerSM, 12);
+  EXPECT_DOUBLE_EQ(o.fraction, 12.0 / 64.0);
+  EXPECT_EQ(o.limit, OccupancyLimit::Registers);
+}
+
 // 40 registers: 1280 per warp, 12 warps per partition, 48 of 64 warps.
 TEST(GpuSpec, HopperRegisterPartitions) {
   Occupancy o = occupancyOf("sm_90", 256, 40);
