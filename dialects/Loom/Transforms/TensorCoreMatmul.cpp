@@ -211,7 +211,8 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
   stage(bTile, bMat, maps[1], kBlockN, /*isA=*/false);
   gpu::BarrierOp::create(l, loc);
 
-  // Two 16-bit elements in one 32-bit register, the first in the low half.
+  // Two 16-bit elements in one 32-bit register, the first in the low half:
+  // an i32 for bf16, a vector<2xf16> for f16 (what nvvm.mma.sync takes).
   auto pack = [&](Value lo, Value hi) -> Value {
     auto bits = [&](Value v) -> Value {
       return arith::ExtUIOp::create(
@@ -220,7 +221,10 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
     Value high = arith::ShLIOp::create(
         l, loc, bits(hi),
         arith::ConstantOp::create(l, loc, l.getI32IntegerAttr(16)));
-    return arith::OrIOp::create(l, loc, bits(lo), high);
+    Value packed = arith::OrIOp::create(l, loc, bits(lo), high);
+    if (element.isBF16())
+      return packed;
+    return LLVM::BitcastOp::create(l, loc, VectorType::get({2}, element), packed);
   };
   auto loadA = [&](Value r, Value col) {
     return memref::LoadOp::create(l, loc, aTile, ValueRange{r, col}).getResult();
