@@ -125,12 +125,19 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
   if (report)
     report->countWork(*gpu);
   auto print = [&](llvm::raw_ostream &out) { gpu->print(out); };
-  // Tensor cores (mma.sync) from sm_80 (Ampere) on.
+  // Tensor cores (mma.sync) from sm_80 (Ampere) on; their tiles are sized
+  // for the SMs of --gpu-device (h200 by default).
   unsigned smVersion = 0;
-  llvm::StringRef(options.gpuArch).drop_front(3).take_while([](char ch) { return ch >= '0' && ch <= '9'; })
+  llvm::StringRef(options.gpuArch)
+      .drop_front(3)
+      .take_while([](char ch) { return ch >= '0' && ch <= '9'; })
       .getAsInteger(10, smVersion);
+  const ::loom::DeviceSpec *device = ::loom::lookupDevice(options.gpuDevice);
+  if (!device)
+    return mlir::emitError(UnknownLoc::get(&context), "unknown --gpu-device '")
+           << options.gpuDevice << "'";
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
-        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80);
+        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, device->sms);
       })))
     return failure();
   if (reached(::loom::Stage::GPU, print))

@@ -164,9 +164,11 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores) {
+void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
+                                     int64_t multiprocessors) {
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.tensorCores = tensorCores;
+  matmuls.multiprocessors = multiprocessors;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu(matmuls));
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createLowerAffinePass());

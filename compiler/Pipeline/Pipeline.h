@@ -52,10 +52,12 @@ struct GpuTarget {
 };
 
 /// buffers -> gpu: matmuls as shared-memory tiled launches (bf16/f16 ones on
-/// mma.sync tensor cores with `tensorCores`, for sm_80 and later), every
-/// other linalg op as parallel loops mapped to blocks and threads, kernels
-/// outlined into a gpu.module; the host functions keep the launches.
-void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores);
+/// mma.sync tensor cores with `tensorCores`, for sm_80 and later, in tiles
+/// sized for a GPU of `multiprocessors` SMs), every other linalg op as
+/// parallel loops mapped to blocks and threads, kernels outlined into a
+/// gpu.module; the host functions keep the launches.
+void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
+                             int64_t multiprocessors);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

@@ -31,9 +31,24 @@ inline bool isMatmulLike(linalg::GenericOp op) {
 /// an f32 accumulator, and the body acc + extf(a) * extf(b).
 bool isTensorCoreMatmul(linalg::GenericOp op);
 
-/// Replaces a tensor-core matmul by a `gpu.launch` of 4 warps per 64 x 64
-/// output tile running `mma.sync.m16n8k16` (TensorCoreMatmul.cpp).
-void buildTensorCoreMatmul(linalg::GenericOp op);
+/// The block tile of a tensor-core matmul: blockM x blockN outputs per
+/// block of warpsM x warpsN warps, K in steps of 32.
+struct TensorCoreTile {
+  int64_t blockM, blockN, warpsM, warpsN;
+  /// The A and B tiles' shared memory, rows padded.
+  int64_t sharedBytes(int64_t elementBytes) const;
+};
+
+/// The block tile for an M x N (x batches) matmul on a GPU with
+/// `multiprocessors` SMs: the largest that fills one wave with little
+/// padding (TensorCoreMatmul.cpp documents the rule).
+TensorCoreTile chooseTensorCoreTile(int64_t m, int64_t n, int64_t batches,
+                                    int64_t multiprocessors);
+
+/// Replaces a tensor-core matmul by a `gpu.launch` running
+/// `mma.sync.m16n8k16`, with the tile chooseTensorCoreTile picks
+/// (TensorCoreMatmul.cpp).
+void buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors);
 
 } // namespace mlir::loom
 

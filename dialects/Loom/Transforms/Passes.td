@@ -98,8 +98,10 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     parallel-loop mapping.
 
     With `tensor-cores` (sm_80 and later), contractions of bf16 or f16
-    operands into an f32 accumulator run on tensor cores instead: 4 warps
-    per 64 x 64 output tile, each a 32 x 32 quarter as 2 x 4
+    operands into an f32 accumulator run on tensor cores instead: blocks of
+    4 or 8 warps per 64 x 64, 128 x 64 or 128 x 128 output tile (the largest
+    that still gives each of `multiprocessors` SMs a block, with at most a
+    quarter of padding), each warp a 32 x 32 or 64 x 32 part as 16 x 8
     `mma.sync.m16n8k16` (NVVM `nvvm.mma.sync`) with f32 accumulators in
     registers, K in steps of 32 staged in shared memory (zero-filled outside
     the operands, so any shape works); see TensorCoreMatmul.cpp.
@@ -107,7 +109,9 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
     Option<"tensorCores", "tensor-cores", "bool", "false",
-           "Run bf16/f16 contractions with f32 accumulation on mma.sync">
+           "Run bf16/f16 contractions with f32 accumulation on mma.sync">,
+    Option<"multiprocessors", "multiprocessors", "int64_t", "132",
+           "SMs of the target GPU, for the tensor-core tile choice">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",

@@ -1,10 +1,12 @@
 //===- TensorCoreMatmul.cpp - 16-bit matmuls on mma.sync tensor cores -----===//
 //
-// A block of 4 warps computes a 64 x 64 output tile: each warp a 32 x 32
-// quarter, as 2 x 4 tiles of `mma.sync.m16n8k16` with f32 accumulators in
-// registers. The block walks K in steps of 32, staging A (64 x 32) and B
-// (32 x 64) in shared memory, zero-filled outside the operands so that any
-// shape works; the fragments are read from shared memory in the register
+// A block of warps computes a block tile of the output (64 x 64 with 4
+// warps, 128 x 64 with 4 or 128 x 128 with 8, chosen per shape by
+// chooseTensorCoreTile): each warp a 32 x 32 or 64 x 32 part, as 16 x 8
+// tiles of `mma.sync.m16n8k16` with f32 accumulators in registers. The
+// block walks K in steps of 32, staging A (blockM x 32) and B (32 x blockN)
+// in shared memory, zero-filled outside the operands so that any shape
+// works; the fragments are read from shared memory in the register
 // layout the PTX ISA specifies for m16n8k16 ("Matrix Fragments for
 // mma.m16n8k16 with floating point type"): with g = lane / 4 and
 // t = lane % 4, A's registers hold rows g and g + 8, columns 2t, 2t + 1 and
@@ -24,13 +26,44 @@
 using namespace mlir;
 
 namespace {
-constexpr int64_t kBlockM = 64, kBlockN = 64, kBlockK = 32;
-constexpr int64_t kWarpM = 32, kWarpN = 32, kThreads = 128;
-constexpr int64_t kTilesM = kWarpM / 16, kTilesN = kWarpN / 8;
 // Shared-memory rows are padded so that the fragment reads of one warp
 // spread over more banks.
 constexpr int64_t kPadA = 8, kPadB = 8;
+constexpr int64_t kBlockK = 32;
+
+/// The candidate block tiles, largest first: a block of warpsM x warpsN
+/// warps, each computing (blockM / warpsM) x (blockN / warpsN) as 16 x 8
+/// mma tiles. Every candidate keeps 32 or 64 f32 accumulators per thread.
+constexpr loom::TensorCoreTile kCandidates[] = {
+    {128, 128, 2, 4}, // 8 warps of 64 x 32
+    {128, 64, 2, 2},  // 4 warps of 64 x 32
+    {64, 64, 2, 2},   // 4 warps of 32 x 32
+};
 } // namespace
+
+int64_t loom::TensorCoreTile::sharedBytes(int64_t elementBytes) const {
+  return (blockM * (kBlockK + kPadA) + kBlockK * (blockN + kPadB)) * elementBytes;
+}
+
+loom::TensorCoreTile loom::chooseTensorCoreTile(int64_t m, int64_t n,
+                                                int64_t batches,
+                                                int64_t multiprocessors) {
+  // The largest tile that still gives every multiprocessor a block (one
+  // full wave) and wastes at most a quarter of its work on padding past
+  // the matrix edge; the smallest tile otherwise. Bigger tiles read each
+  // operand element from global memory fewer times (M*N*K/blockN +
+  // M*N*K/blockM elements in all), smaller ones spread small matmuls over
+  // more multiprocessors.
+  for (const TensorCoreTile &tile : kCandidates) {
+    int64_t rows = (m + tile.blockM - 1) / tile.blockM;
+    int64_t cols = (n + tile.blockN - 1) / tile.blockN;
+    int64_t blocks = rows * cols * batches;
+    double useful = double(m * n) / double(rows * tile.blockM * cols * tile.blockN);
+    if (blocks >= multiprocessors && useful >= 0.75)
+      return tile;
+  }
+  return kCandidates[std::size(kCandidates) - 1];
+}
 
 bool loom::isTensorCoreMatmul(linalg::GenericOp op) {
   if (!isMatmulLike(op) || op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
@@ -63,7 +96,7 @@ bool loom::isTensorCoreMatmul(linalg::GenericOp op) {
          (extOf(mul.getLhs(), 1) && extOf(mul.getRhs(), 0));
 }
 
-void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
+void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   MLIRContext *context = b.getContext();
@@ -78,6 +111,12 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   Type element = cast<MemRefType>(a.getType()).getElementType();
   Type f32 = b.getF32Type(), i16 = b.getI16Type(), i32 = b.getI32Type();
+  TensorCoreTile tile = chooseTensorCoreTile(M, N, batches, multiprocessors);
+  const int64_t kBlockM = tile.blockM, kBlockN = tile.blockN;
+  const int64_t kWarpM = tile.blockM / tile.warpsM;
+  const int64_t kWarpN = tile.blockN / tile.warpsN;
+  const int64_t kThreads = 32 * tile.warpsM * tile.warpsN;
+  const int64_t kTilesM = kWarpM / 16, kTilesN = kWarpN / 8;
 
   auto cst = [&](OpBuilder &builder, int64_t v) -> Value {
     return arith::ConstantIndexOp::create(builder, loc, v);
@@ -123,8 +162,8 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
   Value tid = launch.getThreadIds().x;
   Value warp = divc(k, tid, 32), lane = remc(k, tid, 32);
   Value g = divc(k, lane, 4), t = remc(k, lane, 4);
-  Value warpRow = mulc(k, divc(k, warp, 2), kWarpM);
-  Value warpCol = mulc(k, remc(k, warp, 2), kWarpN);
+  Value warpRow = mulc(k, divc(k, warp, tile.warpsN), kWarpM);
+  Value warpCol = mulc(k, remc(k, warp, tile.warpsN), kWarpN);
   Value row0 = mulc(k, launch.getBlockIds().y, kBlockM);
   Value col0 = mulc(k, launch.getBlockIds().x, kBlockN);
   SmallVector<Value> batchIndex(batch);
@@ -179,9 +218,9 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
   OpBuilder l = OpBuilder::atBlockBegin(kLoop.getBody());
   Value k0 = kLoop.getInductionVar();
   // Stage the tiles: each thread copies 16 elements of each, zero outside.
-  auto stage = [&](Value tile, Value source, AffineMap map, int64_t cols,
-                   bool isA) {
-    for (int64_t i = 0; i < kBlockM * kBlockK / kThreads; ++i) {
+  auto stage = [&](Value buffer, Value source, AffineMap map, int64_t rows,
+                   int64_t cols, bool isA) {
+    for (int64_t i = 0; i < rows * cols / kThreads; ++i) {
       Value index = addc(l, tid, i * kThreads);
       Value r = divc(l, index, cols), col = remc(l, index, cols);
       Value m = isA ? add(l, row0, r) : zero;
@@ -204,11 +243,11 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op) {
                               otherwise, tl, otherwise.getZeroAttr(element))});
                     })
                     .getResult(0);
-      memref::StoreOp::create(l, loc, v, tile, ValueRange{r, col});
+      memref::StoreOp::create(l, loc, v, buffer, ValueRange{r, col});
     }
   };
-  stage(aTile, a, maps[0], kBlockK, /*isA=*/true);
-  stage(bTile, bMat, maps[1], kBlockN, /*isA=*/false);
+  stage(aTile, a, maps[0], kBlockM, kBlockK, /*isA=*/true);
+  stage(bTile, bMat, maps[1], kBlockK, kBlockN, /*isA=*/false);
   gpu::BarrierOp::create(l, loc);
 
   // Two 16-bit elements in one 32-bit register, the first in the low half:

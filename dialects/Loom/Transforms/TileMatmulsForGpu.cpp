@@ -26,7 +26,7 @@ struct LoomTileMatmulsForGpu
     });
     for (linalg::GenericOp op : matmuls) {
       if (tensorCores && loom::isTensorCoreMatmul(op))
-        loom::buildTensorCoreMatmul(op);
+        loom::buildTensorCoreMatmul(op, multiprocessors);
       else
         rewrite(op);
     }
