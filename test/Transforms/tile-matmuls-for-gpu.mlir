@@ -139,8 +139,7 @@ func.func @matmul(%A: memref<40x24xbf16>, %B: memref<24x20xbf16>, %C: memref<40x
 // CHECK: %[[COL:.+]] = arith.addi %{{.+}}, %[[TX]] : index
 // CHECK-NEXT: %[[D1:.+]] = arith.constant 3 : index
 // CHECK-NEXT: %[[B1:.+]] = arith.remui %[[BZ]], %[[D1]] : index
-// CHECK-NEXT: %[[D1B:.+]] = arith.constant 3 : index
-// CHECK-NEXT: %[[Z1:.+]] = arith.divui %[[BZ]], %[[D1B]] : index
+// CHECK-NEXT: %[[Z1:.+]] = arith.divui %[[BZ]], %[[D1]] : index
 // CHECK-NEXT: %[[D0:.+]] = arith.constant 2 : index
 // CHECK-NEXT: %[[B0:.+]] = arith.remui %[[Z1]], %[[D0]] : index
 // CHECK: memref.load %[[C]][%[[B0]], %[[B1]], %[[ROW]], %[[COL]]] : memref<2x3x20x10xf32>

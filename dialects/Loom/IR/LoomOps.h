@@ -17,4 +17,14 @@
 #define GET_OP_CLASSES
 #include "Loom/IR/LoomOps.h.inc"
 
+namespace mlir::loom {
+/// Ops that compute each element from the same (broadcast) element of their
+/// operands: they follow their operands' layout when partitioned, and run
+/// as the epilogue of the kernel producing an operand.
+inline bool isElementwise(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
+             TanhOp, SqrtOp, CastOp>(op);
+}
+} // namespace mlir::loom
+
 #endif // LOOM_IR_LOOMOPS_H

@@ -15,13 +15,6 @@ namespace mlir::loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-/// Ops that compute each element from the same element of their operands,
-/// so they can run as the epilogue of the kernel producing an operand.
-static bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
-             TanhOp, SqrtOp, CastOp>(op);
-}
-
 /// Ops without operands that are cheaper to recompute than to load.
 static bool isRematerialized(Operation *op) {
   return isa<ConstantOp, ArangeOp>(op);

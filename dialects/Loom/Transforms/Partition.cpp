@@ -26,13 +26,6 @@ namespace mlir::loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-/// Ops that compute each element from the same (broadcast) element of their
-/// operands.
-static bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
-             TanhOp, SqrtOp, CastOp>(op);
-}
-
 static int64_t normalizeAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/Transforms/GpuMatmul.h"
 #include "Loom/Transforms/MatmulLike.h"
 #include "Loom/Transforms/Passes.h"
 
@@ -100,15 +101,9 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
   OpBuilder b(op);
   Location loc = op.getLoc();
   MLIRContext *context = b.getContext();
-  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  unsigned batch = bounds.size() - 3;
-  int64_t M = bounds[batch], N = bounds[batch + 1], K = bounds[batch + 2];
-  int64_t batches = 1;
-  for (unsigned d = 0; d < batch; ++d)
-    batches *= bounds[d];
-  Value a = op.getDpsInputs()[0], bMat = op.getDpsInputs()[1];
-  Value c = op.getDpsInits()[0];
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  loom::GpuMatmul mm(op);
+  int64_t M = mm.m, N = mm.n, K = mm.k, batches = mm.batches;
+  Value a = mm.a, bMat = mm.b, c = mm.c;
   Type element = cast<MemRefType>(a.getType()).getElementType();
   Type f32 = b.getF32Type(), i16 = b.getI16Type(), i32 = b.getI32Type();
   TensorCoreTile tile = chooseTensorCoreTile(M, N, batches, multiprocessors);
@@ -166,18 +161,9 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
   Value warpCol = mulc(k, remc(k, warp, tile.warpsN), kWarpN);
   Value row0 = mulc(k, launch.getBlockIds().y, kBlockM);
   Value col0 = mulc(k, launch.getBlockIds().x, kBlockN);
-  SmallVector<Value> batchIndex(batch);
-  Value z = launch.getBlockIds().z;
-  for (int d = batch - 1; d >= 0; --d) {
-    batchIndex[d] = remc(k, z, bounds[d]);
-    z = divc(k, z, bounds[d]);
-  }
-  auto indices = [&](OpBuilder &builder, AffineMap map, Value m, Value n,
-                     Value kk) {
-    SmallVector<Value> loops(batchIndex);
-    loops.append({m, n, kk});
-    return *affine::expandAffineMap(builder, loc, map, loops);
-  };
+  mm.setBatchFromBlock(k, loc, launch.getBlockIds().z);
+  auto indices = [&](OpBuilder &builder, unsigned which, Value m, Value n,
+                     Value kk) { return mm.indices(builder, loc, which, m, n, kk); };
   Value zero = cst(k, 0);
 
   // Where accumulator e (0..3) of tile (mi, ni) of this thread lives.
@@ -202,7 +188,7 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
                 k, loc, inside,
                 [&](OpBuilder &then, Location l) {
                   Value v = memref::LoadOp::create(
-                      then, l, c, indices(then, maps[2], r, col, zero));
+                      then, l, c, indices(then, 2, r, col, zero));
                   scf::YieldOp::create(then, l, v);
                 },
                 [&](OpBuilder &otherwise, Location l) {
@@ -218,7 +204,7 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
   OpBuilder l = OpBuilder::atBlockBegin(kLoop.getBody());
   Value k0 = kLoop.getInductionVar();
   // Stage the tiles: each thread copies 16 elements of each, zero outside.
-  auto stage = [&](Value buffer, Value source, AffineMap map, int64_t rows,
+  auto stage = [&](Value buffer, Value source, unsigned which, int64_t rows,
                    int64_t cols, bool isA) {
     for (int64_t i = 0; i < rows * cols / kThreads; ++i) {
       Value index = addc(l, tid, i * kThreads);
@@ -234,7 +220,7 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
                       scf::YieldOp::create(
                           then, tl,
                           ValueRange{memref::LoadOp::create(
-                              then, tl, source, indices(then, map, m, n, kk))});
+                              then, tl, source, indices(then, which, m, n, kk))});
                     },
                     [&](OpBuilder &otherwise, Location tl) {
                       scf::YieldOp::create(
@@ -246,8 +232,8 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
       memref::StoreOp::create(l, loc, v, buffer, ValueRange{r, col});
     }
   };
-  stage(aTile, a, maps[0], kBlockM, kBlockK, /*isA=*/true);
-  stage(bTile, bMat, maps[1], kBlockK, kBlockN, /*isA=*/false);
+  stage(aTile, a, 0, kBlockM, kBlockK, /*isA=*/true);
+  stage(bTile, bMat, 1, kBlockK, kBlockN, /*isA=*/false);
   gpu::BarrierOp::create(l, loc);
 
   // Two 16-bit elements in one 32-bit register, the first in the low half:
@@ -318,7 +304,7 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) 
         Value inside = both(k, below(k, r, M), below(k, col, N));
         Value v = kLoop.getResult((mi * kTilesN + ni) * 4 + e);
         scf::IfOp::create(k, loc, inside, [&](OpBuilder &then, Location tl) {
-          memref::StoreOp::create(then, tl, v, c, indices(then, maps[2], r, col, zero));
+          memref::StoreOp::create(then, tl, v, c, indices(then, 2, r, col, zero));
           scf::YieldOp::create(then, tl);
         });
       }

@@ -1,5 +1,6 @@
 //===- TileMatmulsForGpu.cpp - Shared-memory tiled SIMT matmul kernels ----===//
 
+#include "Loom/Transforms/GpuMatmul.h"
 #include "Loom/Transforms/MatmulLike.h"
 #include "Loom/Transforms/Passes.h"
 
@@ -38,15 +39,9 @@ struct LoomTileMatmulsForGpu
 void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  unsigned numLoops = bounds.size(), batch = numLoops - 3;
-  int64_t M = bounds[batch], N = bounds[batch + 1], K = bounds[batch + 2];
-  int64_t batches = 1;
-  for (unsigned d = 0; d < batch; ++d)
-    batches *= bounds[d];
-  Value a = op.getDpsInputs()[0], bMat = op.getDpsInputs()[1];
-  Value c = op.getDpsInits()[0];
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  loom::GpuMatmul mm(op);
+  int64_t M = mm.m, N = mm.n, K = mm.k;
+  Value a = mm.a, bMat = mm.b, c = mm.c;
   auto elementOf = [](Value v) { return cast<MemRefType>(v.getType()).getElementType(); };
 
   auto cst = [&](OpBuilder &builder, int64_t v) -> Value {
@@ -60,7 +55,7 @@ void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
   };
   auto launch = gpu::LaunchOp::create(
       b, loc, cst(b, (N + tile - 1) / tile), cst(b, (M + tile - 1) / tile),
-      cst(b, batches), cst(b, tile), cst(b, tile), cst(b, 1), Value(), Type(),
+      cst(b, mm.batches), cst(b, tile), cst(b, tile), cst(b, 1), Value(), Type(),
       ValueRange(), TypeRange{tileType(elementOf(a)), tileType(elementOf(bMat))});
   Value aTile = launch.getWorkgroupAttributions()[0];
   Value bTile = launch.getWorkgroupAttributions()[1];
@@ -72,21 +67,7 @@ void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
       k, loc, arith::MulIOp::create(k, loc, launch.getBlockIds().y, cst(k, tile)), ty);
   Value col = arith::AddIOp::create(
       k, loc, arith::MulIOp::create(k, loc, launch.getBlockIds().x, cst(k, tile)), tx);
-  // The batch indices, from the flattened block index z.
-  SmallVector<Value> batchIndex(batch);
-  Value z = launch.getBlockIds().z;
-  for (int d = batch - 1; d >= 0; --d) {
-    batchIndex[d] = arith::RemUIOp::create(k, loc, z, cst(k, bounds[d]));
-    z = arith::DivUIOp::create(k, loc, z, cst(k, bounds[d]));
-  }
-  auto loopValues = [&](Value m, Value n, Value kk) {
-    SmallVector<Value> values(batchIndex);
-    values.append({m, n, kk});
-    return values;
-  };
-  auto access = [&](OpBuilder &builder, AffineMap map, ValueRange loops) {
-    return *affine::expandAffineMap(builder, loc, map, loops);
-  };
+  mm.setBatchFromBlock(k, loc, launch.getBlockIds().z);
   auto inBounds = [&](OpBuilder &builder, Value v, int64_t bound) {
     return arith::CmpIOp::create(builder, loc, arith::CmpIPredicate::ult, v,
                                  cst(builder, bound));
@@ -101,7 +82,7 @@ void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
                    k, loc, inside,
                    [&](OpBuilder &t, Location l) {
                      Value v = memref::LoadOp::create(
-                         t, l, c, access(t, maps[2], loopValues(row, col, zero)));
+                         t, l, c, mm.indices(t, l, 2, row, col, zero));
                      scf::YieldOp::create(t, l, v);
                    },
                    [&](OpBuilder &e, Location l) {
@@ -122,13 +103,13 @@ void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
     Value bK = arith::AddIOp::create(l, loc, k0, ty);
     Value aOk = arith::AndIOp::create(l, loc, rowOk, inBounds(l, aK, K));
     scf::IfOp::create(l, loc, aOk, [&](OpBuilder &t, Location tl) {
-      Value v = memref::LoadOp::create(t, tl, a, access(t, maps[0], loopValues(row, zero, aK)));
+      Value v = memref::LoadOp::create(t, tl, a, mm.indices(t, tl, 0, row, zero, aK));
       memref::StoreOp::create(t, tl, v, aTile, ValueRange{ty, tx});
       scf::YieldOp::create(t, tl);
     });
     Value bOk = arith::AndIOp::create(l, loc, colOk, inBounds(l, bK, K));
     scf::IfOp::create(l, loc, bOk, [&](OpBuilder &t, Location tl) {
-      Value v = memref::LoadOp::create(t, tl, bMat, access(t, maps[1], loopValues(zero, col, bK)));
+      Value v = memref::LoadOp::create(t, tl, bMat, mm.indices(t, tl, 1, zero, col, bK));
       memref::StoreOp::create(t, tl, v, bTile, ValueRange{ty, tx});
       scf::YieldOp::create(t, tl);
     });
@@ -158,7 +139,7 @@ void LoomTileMatmulsForGpu::rewrite(linalg::GenericOp op) {
   }
   scf::IfOp::create(k, loc, inside, [&](OpBuilder &t, Location l) {
     memref::StoreOp::create(t, l, kLoop.getResult(0), c,
-                            access(t, maps[2], loopValues(row, col, zero)));
+                            mm.indices(t, l, 2, row, col, zero));
     scf::YieldOp::create(t, l);
   });
   gpu::TerminatorOp::create(k, loc);
