@@ -60,6 +60,27 @@ bool CudaExecutor::run(char *, TraceRecorder *, std::string &error) {
   return false;
 }
 
+bool CudaExecutor::upload(char *, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::copyToDevice(const PlanBuffer &, const char *,
+                                std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::copyToHost(const PlanBuffer &, char *, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::runStep(size_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
 std::string CudaExecutor::deviceDescription() const { return ""; }
 
 #else // LOOM_RUNTIME_CUDA
@@ -168,6 +189,18 @@ struct CudaExecutor::State {
   bool loadImage(const PlanGpuImage &image, const unsigned char *bytes,
                  uint64_t size, std::string &error);
   bool findFunctions(std::string &error);
+  /// cuLaunchKernel of plan.launches[index] for step `step`.
+  bool launch(size_t index, size_t step, std::string &error);
+  /// cuCtxSynchronize after launches; errors of the kernels surface here.
+  bool synchronize(const std::string &what, std::string &error) const;
+  /// The device address of `buffer`.
+  CUdeviceptr address(const PlanBuffer &buffer) const {
+    return arena + buffer.offset;
+  }
+
+  std::vector<uint64_t> slots; // of the launch being made
+  std::vector<void *> params;
+  std::vector<StepAccess> access; // per step: its bytes, for the trace
 };
 
 CudaExecutor::State::~State() {
@@ -411,6 +444,55 @@ bool CudaExecutor::State::findFunctions(std::string &error) {
   return true;
 }
 
+bool CudaExecutor::State::launch(size_t index, size_t stepIndex,
+                                 std::string &error) {
+  const PlanLaunch &launch = plan->launches[index];
+  const PlanStep &step = plan->steps[stepIndex];
+  // One 8-byte slot per argument; i32 and f32 use its first 4 bytes.
+  slots.assign(launch.args.size(), 0);
+  params.clear();
+  for (size_t a = 0; a < launch.args.size(); ++a) {
+    const LaunchArg &arg = launch.args[a];
+    void *slot = &slots[a];
+    switch (arg.kind) {
+    case LaunchArg::Kind::Buffer: {
+      uint64_t pointer = static_cast<uint64_t>(
+          address(plan->buffers[step.buffers[arg.buffer]]));
+      std::memcpy(slot, &pointer, 8);
+      break;
+    }
+    case LaunchArg::Kind::I64:
+      std::memcpy(slot, &arg.integer, 8);
+      break;
+    case LaunchArg::Kind::I32: {
+      int32_t value = static_cast<int32_t>(arg.integer);
+      std::memcpy(slot, &value, 4);
+      break;
+    }
+    case LaunchArg::Kind::F32:
+      std::memcpy(slot, &arg.real, 4);
+      break;
+    }
+    params.push_back(slot);
+  }
+  CUresult result = api.launchKernel(
+      functions[index], launch.grid[0], launch.grid[1], launch.grid[2],
+      launch.block[0], launch.block[1], launch.block[2], 0, nullptr,
+      params.empty() ? nullptr : params.data(), nullptr);
+  return check(result, "cuLaunchKernel", error,
+               planLine(launch.line) + "launching '" + launch.function +
+                   "' (step " + std::to_string(stepIndex) + ", kernel '" +
+                   plan->kernels[step.kernel].name + "')");
+}
+
+bool CudaExecutor::State::synchronize(const std::string &what,
+                                      std::string &error) const {
+  if (check(api.ctxSynchronize(), "cuCtxSynchronize", error, what))
+    return true;
+  error += " (with CUDA_LAUNCH_BLOCKING=1 the failing launch is reported)";
+  return false;
+}
+
 CudaExecutor::CudaExecutor() = default;
 CudaExecutor::~CudaExecutor() = default;
 
@@ -420,6 +502,7 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
   state.reset(new State());
   State &s = *state;
   s.plan = &plan;
+  s.access = analyzeStepAccess(plan);
   // Collectives between GPUs would need NCCL; run() knows only launches.
   if (plan.mesh.present || plan.numCollectives()) {
     error = "multi-rank runs on cuda (NCCL) are not supported yet";
@@ -460,33 +543,66 @@ struct EventList {
 };
 } // namespace
 
-bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
-                       std::string &error) {
+bool CudaExecutor::upload(char *hostArena, std::string &error) {
   if (!state || !state->arena) {
     error = "the CUDA executor is not open";
     return false;
   }
   State &s = *state;
-  const Plan &plan = *s.plan;
-  const DriverApi &api = s.api;
   // Zero-filled like the host arena, then the params and inputs (which never
   // share bytes with each other) at their offsets.
-  if (!s.check(api.memsetD8(s.arena, 0, static_cast<size_t>(s.arenaBytes)),
+  if (!s.check(s.api.memsetD8(s.arena, 0, static_cast<size_t>(s.arenaBytes)),
                "cuMemsetD8", error, "clearing the device arena"))
     return false;
-  for (const PlanBuffer &buffer : plan.buffers) {
+  for (const PlanBuffer &buffer : s.plan->buffers) {
     if ((buffer.role != BufferRole::Param &&
          buffer.role != BufferRole::Input) ||
         !buffer.bytes)
       continue;
-    if (!s.check(api.memcpyHtoD(s.arena + buffer.offset,
-                                hostArena + buffer.offset,
-                                static_cast<size_t>(buffer.bytes)),
-                 "cuMemcpyHtoD", error,
-                 std::string("copying ") + roleName(buffer.role) + " '" +
-                     buffer.name + "' to the device"))
+    if (!copyToDevice(buffer, hostArena + buffer.offset, error))
       return false;
   }
+  return true;
+}
+
+bool CudaExecutor::copyToDevice(const PlanBuffer &buffer, const char *host,
+                                std::string &error) {
+  const State &s = *state;
+  return !buffer.bytes ||
+         s.check(s.api.memcpyHtoD(s.address(buffer), host,
+                                  static_cast<size_t>(buffer.bytes)),
+                 "cuMemcpyHtoD", error,
+                 std::string("copying ") + roleName(buffer.role) + " '" +
+                     buffer.name + "' to the device");
+}
+
+bool CudaExecutor::copyToHost(const PlanBuffer &buffer, char *host,
+                              std::string &error) {
+  const State &s = *state;
+  return !buffer.bytes ||
+         s.check(s.api.memcpyDtoH(host, s.address(buffer),
+                                  static_cast<size_t>(buffer.bytes)),
+                 "cuMemcpyDtoH", error,
+                 std::string("copying ") + roleName(buffer.role) + " '" +
+                     buffer.name + "' from the device");
+}
+
+bool CudaExecutor::runStep(size_t step, std::string &error) {
+  State &s = *state;
+  for (size_t index : s.launchesOf[s.plan->steps[step].kernel])
+    if (!s.launch(index, step, error))
+      return false;
+  return s.synchronize(
+      "running the GPU kernels of step " + std::to_string(step), error);
+}
+
+bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
+                       std::string &error) {
+  if (!upload(hostArena, error))
+    return false;
+  State &s = *state;
+  const Plan &plan = *s.plan;
+  const DriverApi &api = s.api;
 
   // With a trace: an event before the first launch, and one before and one
   // after every launch.
@@ -507,49 +623,9 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
   if (trace && !record())
     return false;
 
-  std::vector<uint64_t> slots;
-  std::vector<void *> params;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep &step = plan.steps[i];
-    for (size_t index : s.launchesOf[step.kernel]) {
-      const PlanLaunch &launch = plan.launches[index];
-      // One 8-byte slot per argument; i32 and f32 use its first 4 bytes.
-      slots.assign(launch.args.size(), 0);
-      params.clear();
-      for (size_t a = 0; a < launch.args.size(); ++a) {
-        const LaunchArg &arg = launch.args[a];
-        void *slot = &slots[a];
-        switch (arg.kind) {
-        case LaunchArg::Kind::Buffer: {
-          uint64_t pointer = static_cast<uint64_t>(s.arena) +
-                             plan.buffers[step.buffers[arg.buffer]].offset;
-          std::memcpy(slot, &pointer, 8);
-          break;
-        }
-        case LaunchArg::Kind::I64:
-          std::memcpy(slot, &arg.integer, 8);
-          break;
-        case LaunchArg::Kind::I32: {
-          int32_t value = static_cast<int32_t>(arg.integer);
-          std::memcpy(slot, &value, 4);
-          break;
-        }
-        case LaunchArg::Kind::F32:
-          std::memcpy(slot, &arg.real, 4);
-          break;
-        }
-        params.push_back(slot);
-      }
-      if (trace && !record())
-        return false;
-      CUresult result = api.launchKernel(
-          s.functions[index], launch.grid[0], launch.grid[1], launch.grid[2],
-          launch.block[0], launch.block[1], launch.block[2], 0, nullptr,
-          params.empty() ? nullptr : params.data(), nullptr);
-      if (!s.check(result, "cuLaunchKernel", error,
-                   planLine(launch.line) + "launching '" + launch.function +
-                       "' (step " + std::to_string(i) + ", kernel '" +
-                       plan.kernels[step.kernel].name + "')"))
+    for (size_t index : s.launchesOf[plan.steps[i].kernel]) {
+      if ((trace && !record()) || !s.launch(index, i, error))
         return false;
       if (trace) {
         if (!record())
@@ -558,11 +634,8 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
       }
     }
   }
-  if (!s.check(api.ctxSynchronize(), "cuCtxSynchronize", error,
-               "running the GPU kernels")) {
-    error += " (with CUDA_LAUNCH_BLOCKING=1 the failing launch is reported)";
+  if (!s.synchronize("running the GPU kernels", error))
     return false;
-  }
 
   if (trace) {
     if (!s.check(api.eventSynchronize(events.events.back()),
@@ -578,22 +651,18 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
                    "cuEventElapsedTime", error))
         return false;
       const PlanLaunch &launch = plan.launches[timed[t].launch];
+      const StepAccess &access = s.access[timed[t].step];
       // Milliseconds to microseconds.
       trace->addLaunch(timed[t].step, plan.kernels[launch.kernel].name,
-                       launch.function, 1000.0 * start, 1000.0 * duration);
+                       launch.function, 1000.0 * start, 1000.0 * duration,
+                       access.bytesRead, access.bytesWritten);
     }
   }
 
-  for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Output || !buffer.bytes)
-      continue;
-    if (!s.check(api.memcpyDtoH(hostArena + buffer.offset,
-                                s.arena + buffer.offset,
-                                static_cast<size_t>(buffer.bytes)),
-                 "cuMemcpyDtoH", error,
-                 "copying output '" + buffer.name + "' from the device"))
+  for (const PlanBuffer &buffer : plan.buffers)
+    if (buffer.role == BufferRole::Output &&
+        !copyToHost(buffer, hostArena + buffer.offset, error))
       return false;
-  }
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include "loom/runtime/Cuda.h"
 #include "loom/runtime/Executor.h"
 #include "loom/runtime/Initializer.h"
+#include "loom/runtime/KernelCheck.h"
 #include "loom/runtime/Layout.h"
 #include "loom/runtime/Npy.h"
 #include "loom/runtime/Options.h"
@@ -81,6 +82,8 @@ private:
   bool loadInputs(const Plan &plan, char *arena);
   bool finishOutputs(const Plan &plan, char *arena);
   bool execute(TraceRecorder *trace);
+  // --check-kernels, after the params and inputs are in the host arena.
+  bool checkAgainstCpu();
   bool runSingle();
 
   // Multi-rank runs.
@@ -173,6 +176,9 @@ bool Driver::checkDevice() {
   if (device == "cpu" && whole.device != Device::CPU)
     return fail("this executable was built for cuda; its kernels cannot run "
                 "with --device cpu");
+  if (options.checkKernels && device != "cuda")
+    return fail("--check-kernels compares the GPU's kernels with the CPU's: "
+                "it needs --device cuda");
   if (device != "cuda")
     return true;
   if (multiRank)
@@ -302,6 +308,20 @@ bool Driver::execute(TraceRecorder *trace) {
   return true;
 }
 
+bool Driver::checkAgainstCpu() {
+  KernelCheckResult result;
+  if (!checkKernels(whole, executor, cuda, out, result, error))
+    return fail(error);
+  if (result.failed)
+    return fail("check-kernels: " + std::to_string(result.failed) + " of " +
+                std::to_string(result.steps) +
+                " kernel steps differ from the CPU beyond tolerance (the "
+                "first: step " +
+                std::to_string(result.firstFailed) + ", kernel '" +
+                result.firstKernel + "')");
+  return true;
+}
+
 bool Driver::runSingle() {
   if (!checkInputs(whole))
     return false;
@@ -316,6 +336,8 @@ bool Driver::runSingle() {
   if (!prepareParams(whole, executor.arena()) ||
       !loadInputs(whole, executor.arena()))
     return false;
+  if (options.checkKernels)
+    return checkAgainstCpu();
   TraceRecorder trace;
   if (!execute(options.trace.empty() ? nullptr : &trace) ||
       !finishOutputs(whole, executor.arena()))

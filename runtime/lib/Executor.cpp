@@ -40,6 +40,7 @@ bool loom::runtime::bindKernels(const Plan &plan, const LoomKernel *table,
 bool Executor::bind(const Plan &plan, const LoomKernel *table,
                     std::string &error) {
   this->plan = &plan;
+  access = analyzeStepAccess(plan);
   return bindKernels(plan, table, kernels, error);
 }
 
@@ -85,7 +86,6 @@ bool Executor::run(TraceRecorder *trace, std::string &error) {
   auto micros = [](Clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
   };
-  std::vector<void *> args;
   Clock::time_point start = Clock::now();
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
@@ -101,17 +101,22 @@ bool Executor::run(TraceRecorder *trace, std::string &error) {
             micros(before - start), micros(Clock::now() - before));
       continue;
     }
-    args.clear();
-    for (unsigned id : step.buffers)
-      args.push_back(buffer(id));
-    const LoomKernel *kernel = kernels[step.kernel];
     Clock::time_point before = Clock::now();
-    kernel->call(args.data());
+    runKernelStep(i);
     if (trace) {
       Clock::time_point after = Clock::now();
-      trace->addStep(static_cast<unsigned>(i), kernel->name,
-                     micros(before - start), micros(after - before));
+      trace->addStep(static_cast<unsigned>(i), kernels[step.kernel]->name,
+                     micros(before - start), micros(after - before),
+                     access[i].bytesRead, access[i].bytesWritten);
     }
   }
   return true;
+}
+
+void Executor::runKernelStep(size_t index) {
+  const PlanStep &step = plan->steps[index];
+  args.clear();
+  for (unsigned id : step.buffers)
+    args.push_back(buffer(id));
+  kernels[step.kernel]->call(args.data());
 }

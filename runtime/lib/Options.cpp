@@ -36,6 +36,10 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          file are summarized on stdout",
       "  --trace FILE.json       write a Chrome trace, one event per step",
       "                          (per GPU launch with --device cuda)",
+      "  --check-kernels         with --device cuda: run every kernel on",
+      "                          the CPU and on the GPU from the same",
+      "                          inputs and compare each step's results",
+      "                          (a table; exit status 1 if one differs)",
       "  --info                  print the plan (buffers, kernels, steps)",
       "                          and exit",
       "  --help                  print this help and exit",
@@ -74,6 +78,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     bool *flag = name == "--help" || name == "-h" ? &options.help
                  : name == "--info"               ? &options.info
                  : name == "--random-inputs"      ? &options.randomInputs
+                 : name == "--check-kernels"      ? &options.checkKernels
                                                   : nullptr;
     if (flag) {
       if (hasValue) {
@@ -147,6 +152,17 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       }
       target = std::string(value);
     }
+  }
+  // The check runs the kernels one at a time on both devices: its times
+  // are not a run's, and its outputs would be the CPU's.
+  if (options.checkKernels && !options.trace.empty()) {
+    error = "--check-kernels cannot be combined with --trace (run them "
+            "separately)";
+    return false;
+  }
+  if (options.checkKernels && !options.outputs.empty()) {
+    error = "--check-kernels writes no outputs; run without it for --output";
+    return false;
   }
   return true;
 }

@@ -10,16 +10,18 @@
 using namespace loom::runtime;
 
 void TraceRecorder::addStep(unsigned step, const std::string &kernel,
-                            double startUs, double durationUs) {
-  events.push_back(
-      {step, kernel, std::string(), std::string(), startUs, durationUs});
+                            double startUs, double durationUs,
+                            uint64_t bytesRead, uint64_t bytesWritten) {
+  events.push_back({step, kernel, std::string(), std::string(), startUs,
+                    durationUs, bytesRead, bytesWritten});
 }
 
 void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
                               const std::string &function, double startUs,
-                              double durationUs) {
-  events.push_back(
-      {step, kernel, function, std::string(), startUs, durationUs});
+                              double durationUs, uint64_t bytesRead,
+                              uint64_t bytesWritten) {
+  events.push_back({step, kernel, function, std::string(), startUs, durationUs,
+                    bytesRead, bytesWritten});
 }
 
 void TraceRecorder::addCollective(unsigned step, const std::string &kind,
@@ -50,6 +52,9 @@ std::string TraceRecorder::toJson() const {
       json += ", \"kernel\": " + jsonQuote(event.kernel);
     if (collective)
       json += ", \"axes\": " + jsonQuote(event.axes);
+    else
+      json += ", \"bytes_read\": " + std::to_string(event.bytesRead) +
+              ", \"bytes_written\": " + std::to_string(event.bytesWritten);
     json += "}}";
   }
   json += events.empty() ? "]" : "\n]";

@@ -481,7 +481,11 @@ TEST(Collective, ExecutorInterleavesKernelsAndCollectives) {
                         "\"a\"}}"),
               std::string::npos)
         << json;
-    EXPECT_NE(json.find("\"args\": {\"step\": 2}"), std::string::npos);
+    // g is read; y, which nothing reads after, is the step's scratch.
+    EXPECT_NE(json.find("\"args\": {\"step\": 2, \"bytes_read\": 32, "
+                        "\"bytes_written\": 0}"),
+              std::string::npos)
+        << json;
   }
 
   // Without the mesh's ranks the collectives cannot run.

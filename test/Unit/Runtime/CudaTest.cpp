@@ -280,6 +280,37 @@ TEST(Cuda, RefusesPartitionedPlans) {
                        : "this runtime was built without CUDA support");
 }
 
+TEST(Cuda, CheckKernelsNeedsCudaAndNoTraceOrOutputs) {
+  std::string plan = sealLines(gpuPlanLines());
+  struct Case {
+    std::vector<std::string> args;
+    const char *error;
+  };
+  const Case cases[] = {
+      {{"--check-kernels", "--random-inputs"},
+       "--check-kernels compares the GPU's kernels with the CPU's: it needs "
+       "--device cuda"},
+      {{"--device", "cpu", "--check-kernels", "--info"},
+       "--check-kernels compares the GPU's kernels with the CPU's: it needs "
+       "--device cuda"},
+      {{"--device", "cuda", "--check-kernels", "--random-inputs", "--trace",
+        "t.json"},
+       "--check-kernels cannot be combined with --trace (run them "
+       "separately)"},
+      {{"--device", "cuda", "--random-inputs", "--output", "out=o.npy",
+        "--check-kernels"},
+       "--check-kernels writes no outputs; run without it for --output"},
+      {{"--check-kernels=yes"}, "option '--check-kernels' takes no value"},
+  };
+  for (const Case &c : cases) {
+    RunResult run =
+        runDriver(c.args, gpuExecutable("/nonexistent/libcuda.so.1"), plan);
+    EXPECT_EQ(run.status, 1) << c.error;
+    EXPECT_EQ(run.err, errorLine(c.error));
+    EXPECT_EQ(run.out, "");
+  }
+}
+
 #ifdef LOOM_FAKE_CUDA_DRIVER
 
 namespace {
@@ -378,10 +409,14 @@ TEST(Cuda, TracesEveryLaunch) {
                        "\"X\", \"ts\": "),
             std::string::npos)
       << trace;
-  EXPECT_NE(trace.find("\"args\": {\"step\": 1, \"kernel\": \"addw\"}}"),
-            std::string::npos)
-      << trace;
-  EXPECT_NE(trace.find("\"args\": {\"step\": 2, \"kernel\": \"dims\"}}"),
+  // The step's bytes on each of its launches: t and w read, out written.
+  std::string addw = "\"args\": {\"step\": 1, \"kernel\": \"addw\", "
+                     "\"bytes_read\": 64, \"bytes_written\": 32}}";
+  size_t first = trace.find(addw);
+  EXPECT_NE(first, std::string::npos) << trace;
+  EXPECT_NE(trace.rfind(addw), first) << trace;
+  EXPECT_NE(trace.find("\"args\": {\"step\": 2, \"kernel\": \"dims\", "
+                       "\"bytes_read\": 0, \"bytes_written\": 32}}"),
             std::string::npos)
       << trace;
   expectReleased(fake);
@@ -529,6 +564,92 @@ TEST(Cuda, ReportsFailingCalls) {
     EXPECT_EQ(run.out, "") << c.call; // no outputs after a failure
     expectReleased(fake);
   }
+}
+
+TEST(Cuda, ChecksEveryKernelAgainstTheCpu) {
+  FakeCudaState &fake = fakeCuda();
+  RunResult run =
+      runOnFake({"--check-kernels", "--random-inputs", "--seed", "3"},
+                sealLines(gpuPlanLines()));
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  // The fake functions compute what the CPU kernels do, in the same order.
+  EXPECT_EQ(run.out,
+            "check-kernels: 3 kernel steps of model 'scaled' on Fake GPU "
+            "(compute capability 9.0) and on the CPU, each from the CPU's "
+            "inputs\n"
+            "tolerance: f32 1e-05 x (|cpu| + rms), f16 and bf16 2 ulp(|cpu|) "
+            "+ 1 ulp(rms), rms of the output on the CPU; integers, NaN and "
+            "infinities exact\n"
+            "step  kernel  outputs    elements  max abs err   max ulp        "
+            "over  result\n"
+            "   0  add           1           8            0         0         "
+            "  0  PASS\n"
+            "   1  addw          1           8            0         0         "
+            "  0  PASS\n"
+            "   2  dims          1           8            0         0         "
+            "  0  PASS\n"
+            "check-kernels: 3 kernel steps, 3 PASS, 0 FAIL\n");
+  EXPECT_EQ(fake.numLaunches, 4u);
+  // x and y, w at the start; before each step what it reads and writes
+  // (not the param): x y t | t out | d. Back: t, out, d.
+  EXPECT_EQ(fake.bytesToDevice, 96u + 96u + 64u + 32u);
+  EXPECT_EQ(fake.bytesToHost, 96u);
+  expectReleased(fake);
+}
+
+TEST(Cuda, CheckKernelsNamesTheFailingStep) {
+  // Step 0's GPU function computes t = 2 x instead of x + y. Step 1 reads t
+  // from the CPU, so it still passes: each kernel is judged on its own.
+  std::vector<std::string> lines = gpuPlanLines();
+  lines[14] = "launch add fake_scale 1 1 1 8 1 1 b:0 b:2 f32:2 i64:8";
+  FakeCudaState &fake = fakeCuda();
+  RunResult run =
+      runOnFake({"--check-kernels", "--random-inputs"}, sealLines(lines));
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err,
+            errorLine("check-kernels: 1 of 3 kernel steps differ from the CPU "
+                      "beyond tolerance (the first: step 0, kernel 'add')"));
+  EXPECT_NE(run.out.find("\n   0  add           1           8  "),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("  FAIL\n      t f32 [8]: "), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find(" over 1e-05 x (|cpu| + rms "), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("; worst ["), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\n   1  addw          1           8            0 "
+                         "        0           0  PASS\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("check-kernels: 3 kernel steps, 2 PASS, 1 FAIL\n"),
+            std::string::npos)
+      << run.out;
+  expectReleased(fake);
+}
+
+TEST(Cuda, CheckKernelsAppliesTheTolerance) {
+  // addw's GPU result scaled by 1 + e: within f32's 1e-5 (|cpu| + rms) for
+  // e = 1e-6, beyond it for e = 1e-4.
+  auto check = [](const char *e) {
+    std::vector<std::string> lines = gpuPlanLines();
+    lines.insert(lines.begin() + 17,
+                 std::string("launch addw fake_perturb 1 1 1 8 1 1 b:2 f32:") +
+                     e + " i64:8");
+    fakeCuda();
+    return runOnFake({"--check-kernels", "--random-inputs"}, sealLines(lines));
+  };
+  RunResult close = check("1e-6");
+  EXPECT_EQ(close.status, 0) << close.err << close.out;
+  EXPECT_EQ(close.out.find("   1  addw          1           8            0 "),
+            std::string::npos)
+      << close.out; // a difference, within the tolerance
+  RunResult far = check("1e-4");
+  EXPECT_EQ(far.status, 1);
+  EXPECT_EQ(far.err,
+            errorLine("check-kernels: 1 of 3 kernel steps differ from the CPU "
+                      "beyond tolerance (the first: step 1, kernel 'addw')"));
+  EXPECT_NE(far.out.find("      out f32 [8]: "), std::string::npos) << far.out;
 }
 
 #endif // LOOM_FAKE_CUDA_DRIVER

@@ -66,7 +66,11 @@ TEST(Executor, RunsStepsInOrderOverSharedArenaBytes) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"name\": \"copy\""), std::string::npos);
-  EXPECT_NE(json.find("\"args\": {\"step\": 2}"), std::string::npos);
+  // The bytes of s (read) and out (written).
+  EXPECT_NE(json.find("\"args\": {\"step\": 2, \"bytes_read\": 32, "
+                      "\"bytes_written\": 32}"),
+            std::string::npos)
+      << json;
 
   // Running again without a trace works the same way (inputs re-copied).
   std::memcpy(executor.buffer(0), x, sizeof(x));
@@ -107,15 +111,49 @@ TEST(Executor, TraceIsWritten) {
   TraceRecorder trace;
   EXPECT_EQ(trace.toJson(),
             "{\"traceEvents\": [], \"displayTimeUnit\": \"ms\"}\n");
-  trace.addStep(0, "k\"0", 1.5, 2.25);
+  trace.addStep(0, "k\"0", 1.5, 2.25, 1024, 512);
   EXPECT_EQ(trace.toJson(),
             "{\"traceEvents\": [\n  {\"name\": \"k\\\"0\", \"cat\": "
             "\"kernel\", \"ph\": \"X\", \"ts\": 1.500, \"dur\": 2.250, "
-            "\"pid\": 0, \"tid\": 0, \"args\": {\"step\": 0}}\n], "
+            "\"pid\": 0, \"tid\": 0, \"args\": {\"step\": 0, "
+            "\"bytes_read\": 1024, \"bytes_written\": 512}}\n], "
             "\"displayTimeUnit\": \"ms\"}\n");
   loom::test::TempDir dir;
   std::string error;
   ASSERT_TRUE(trace.write(dir.path("t.json"), error)) << error;
   EXPECT_EQ(loom::test::readFile(dir.path("t.json")), trace.toJson());
   EXPECT_FALSE(trace.write(dir.path("missing/t.json"), error));
+}
+
+TEST(Executor, StepAccessFollowsTheStepOrder) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sharingPlan(), plan, error)) << error;
+  using A = BufferAccess;
+  std::vector<StepAccess> steps = analyzeStepAccess(plan);
+  ASSERT_EQ(steps.size(), 3u);
+  // Inputs and params are read; a temp is written by its first step and
+  // read by the later ones; an output is written.
+  EXPECT_EQ(steps[0].buffers, (std::vector<A>{A::Read, A::Read, A::Written}));
+  EXPECT_EQ(steps[1].buffers, (std::vector<A>{A::Read, A::Read, A::Written}));
+  EXPECT_EQ(steps[2].buffers, (std::vector<A>{A::Read, A::Written}));
+  EXPECT_EQ(steps[0].bytesRead, 64u);
+  EXPECT_EQ(steps[0].bytesWritten, 32u);
+
+  // A kernel's scratch buffer (a temp no later step reads) counts in
+  // neither; an output nothing reads is still written.
+  ASSERT_TRUE(parsePlan(
+      sealLines({"loom-plan 1", "model m", "device cpu", "arena 320",
+                 "buffer 0 x input f32 8 0", "buffer 1 w param f32 8 64 ones",
+                 "buffer 2 h temp f32 8 128", "buffer 3 s temp f32 16 192",
+                 "buffer 4 out output f32 8 0", "kernel k1 4", "kernel k2 2",
+                 "step k1 0 1 2 3", "step k2 2 4"}),
+      plan, error))
+      << error;
+  steps = analyzeStepAccess(plan);
+  EXPECT_EQ(steps[0].buffers,
+            (std::vector<A>{A::Read, A::Read, A::Written, A::Scratch}));
+  EXPECT_EQ(steps[0].bytesRead, 64u);
+  EXPECT_EQ(steps[0].bytesWritten, 32u);
+  EXPECT_EQ(steps[1].buffers, (std::vector<A>{A::Read, A::Written}));
 }

@@ -97,6 +97,14 @@ void fakeDims(void **params, const unsigned *grid, const unsigned *block) {
   }
 }
 
+void fakePerturb(void **params, const unsigned *, const unsigned *) {
+  float *x = pointer(params, 0);
+  float e = param<float>(params, 1);
+  int64_t n = param<int64_t>(params, 2);
+  for (int64_t i = 0; i < n; ++i)
+    x[i] *= 1 + e;
+}
+
 struct Function {
   const char *name;
   HostKernel kernel;
@@ -107,6 +115,7 @@ Function kFunctions[] = {
     {"fake_add", fakeAdd, 4, {8, 8, 8, 4}},
     {"fake_scale", fakeScale, 4, {8, 8, 4, 8}},
     {"fake_dims", fakeDims, 1, {8, 0, 0, 0}},
+    {"fake_perturb", fakePerturb, 3, {8, 4, 8, 0}},
 };
 
 struct Module {

@@ -12,6 +12,7 @@
 //   fake_add(float *a, float *b, float *out, int32 n)    out = a + b
 //   fake_scale(float *in, float *out, float s, int64 n)  out = in * s
 //   fake_dims(float *out)           out[0..5] = grid x y z, block x y z
+//   fake_perturb(float *x, float e, int64 n)             x = x * (1 + e)
 //
 //===----------------------------------------------------------------------===//
 

@@ -60,6 +60,19 @@ public:
   /// with CUDA events.
   bool run(char *hostArena, TraceRecorder *trace, std::string &error);
 
+  // Step by step (--check-kernels), after open.
+
+  /// run's first part: zeroes the device arena and copies the params and
+  /// inputs from `hostArena`.
+  bool upload(char *hostArena, std::string &error);
+  /// Copies `buffer`'s bytes from `host` to its offset in the device arena.
+  bool copyToDevice(const PlanBuffer &buffer, const char *host,
+                    std::string &error);
+  /// Copies `buffer`'s bytes from the device arena to `host`.
+  bool copyToHost(const PlanBuffer &buffer, char *host, std::string &error);
+  /// Runs the launches of plan step `step` (a kernel step) and synchronizes.
+  bool runStep(size_t step, std::string &error);
+
   /// After open: "NAME (compute capability X.Y)".
   std::string deviceDescription() const;
 

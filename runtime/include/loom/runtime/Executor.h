@@ -67,10 +67,17 @@ public:
   /// step. Fails only in a collective (the communicator's error, with the
   /// plan line).
   bool run(TraceRecorder *trace, std::string &error);
+  /// Runs kernel step `index` alone (--check-kernels runs the steps one by
+  /// one on both devices).
+  void runKernelStep(size_t index);
+  /// Per step, what it reads and writes (analyzeStepAccess; after bind).
+  const std::vector<StepAccess> &stepAccess() const { return access; }
 
 private:
   const Plan *plan = nullptr;
   std::vector<const LoomKernel *> kernels;
+  std::vector<StepAccess> access;
+  std::vector<void *> args; // of the step running
   Arena memory;
   Communicator *comm = nullptr;
   std::vector<CommGroup> groups; // per step; collective steps only

@@ -24,13 +24,15 @@ struct RunOptions {
   NamedFiles outputs;
   bool randomInputs = false;
   std::string trace; // --trace FILE.json
+  bool checkKernels = false;
   bool info = false;
   bool help = false;
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or
 /// after '='. False with a message on an unknown option, a missing or bad
-/// value, or a repeated single-valued option.
+/// value, a repeated single-valued option, or --check-kernels with --trace
+/// or --output (the driver checks that it has --device cuda).
 bool parseOptions(int argc, char **argv, RunOptions &options,
                   std::string &error);
 

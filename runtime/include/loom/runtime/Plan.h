@@ -203,6 +203,18 @@ struct PlanStep {
   unsigned line = 0;
 };
 
+/// What a step does with one of its buffers.
+enum class BufferAccess : uint8_t { Read, Written, Scratch };
+
+/// A step's buffers by access, parallel to PlanStep::buffers, and the bytes
+/// it reads and writes (the sizes of its Read and of its Written buffers;
+/// scratch counts in neither).
+struct StepAccess {
+  std::vector<BufferAccess> buffers;
+  uint64_t bytesRead = 0;
+  uint64_t bytesWritten = 0;
+};
+
 /// A parsed, validated plan.
 struct Plan {
   unsigned version = kPlanVersion;
@@ -223,6 +235,15 @@ struct Plan {
   /// The number of collective steps.
   size_t numCollectives() const;
 };
+
+/// Per step of `plan` (collectives included), what it does with each of its
+/// buffers. The format does not say which of a kernel's buffers are inputs,
+/// so it is derived from the step order (every buffer but an input or a
+/// param is written by exactly one step, its first): a buffer is Read if it
+/// is an input or a param or an earlier step names it; else Written if it
+/// is an output or a later step names it; else Scratch (a kernel's
+/// temporary, or a result nothing reads).
+std::vector<StepAccess> analyzeStepAccess(const Plan &plan);
 
 /// Parses and completely validates `text` (everything in the format's
 /// Validation section except the kernel table, which bindKernels checks,

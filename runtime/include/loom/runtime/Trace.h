@@ -3,6 +3,7 @@
 #ifndef LOOM_RUNTIME_TRACE_H
 #define LOOM_RUNTIME_TRACE_H
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,13 +18,16 @@ public:
   /// the ranks' traces can be merged into one view.
   void setProcess(unsigned rank) { process = rank; }
   /// Records a step that ran `kernel` from `startUs` for `durationUs`
-  /// microseconds (relative to the start of the run).
+  /// microseconds (relative to the start of the run), reading `bytesRead`
+  /// and writing `bytesWritten` bytes of its buffers (StepAccess).
   void addStep(unsigned step, const std::string &kernel, double startUs,
-               double durationUs);
-  /// Records a GPU launch of `function` made by step `step` (of `kernel`).
+               double durationUs, uint64_t bytesRead = 0,
+               uint64_t bytesWritten = 0);
+  /// Records a GPU launch of `function` made by step `step` (of `kernel`);
+  /// the bytes are the step's, the same on each of its launches.
   void addLaunch(unsigned step, const std::string &kernel,
-                 const std::string &function, double startUs,
-                 double durationUs);
+                 const std::string &function, double startUs, double durationUs,
+                 uint64_t bytesRead = 0, uint64_t bytesWritten = 0);
   /// Records a collective step (`kind`, e.g. "all-reduce", over `axes`).
   void addCollective(unsigned step, const std::string &kind,
                      const std::string &axes, double startUs,
@@ -42,6 +46,8 @@ private:
     std::string axes;     // a collective's axes; empty for the others
     double startUs;
     double durationUs;
+    uint64_t bytesRead = 0; // kernel steps and launches only
+    uint64_t bytesWritten = 0;
   };
   std::vector<Event> events;
   unsigned process = 0;
