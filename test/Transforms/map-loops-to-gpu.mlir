@@ -224,3 +224,63 @@ func.func @dynamic_bound(%n: index, %out: memref<?xf32>) {
   }
   return
 }
+
+// -----
+
+// A row reduction (linalg's loops for a sum over the last axis) runs one
+// warp per row: 8 warps of a 256-thread block take 8 rows, so 10 rows need
+// 2 blocks; lane l combines elements l, l + 32, ... from 0 (the identity of
+// addf), the warp combines its partials with 5 xor shuffles, and lane 0
+// adds the total into the row's accumulator.
+// CHECK-LABEL: func.func @row_sum
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}) in (%{{[a-z0-9_]+}} = %{{.+}}, %{{[a-z0-9_]+}} = %{{.+}}, %{{[a-z0-9_]+}} = %{{.+}}) threads(%[[TX:[a-z0-9_]+]], %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}})
+// CHECK: %[[LANE:.+]] = arith.remui %[[TX]], %{{.+}} : index
+// CHECK: scf.if
+// CHECK: %[[PARTIAL:.+]] = scf.for %[[K:.+]] = %[[LANE]] to %{{.+}} step %{{.+}} iter_args(%[[ACC:.+]] = %{{.+}}) -> (f32)
+// CHECK-NEXT: %[[X:.+]] = memref.load %{{.+}}[%[[ROW:.+]], %[[K]]] : memref<10x100xf32>
+// CHECK-NEXT: %[[S:.+]] = arith.addf %[[ACC]], %[[X]] : f32
+// CHECK-NEXT: scf.yield %[[S]] : f32
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-NOT: gpu.shuffle
+// CHECK: scf.if
+// CHECK-NEXT: %[[OLD:.+]] = memref.load %{{.+}}[%[[ROW]]] : memref<10xf32>
+// CHECK-NEXT: %[[NEW:.+]] = arith.addf %[[OLD]], %{{.+}} : f32
+// CHECK-NEXT: memref.store %[[NEW]], %{{.+}}[%[[ROW]]] : memref<10xf32>
+func.func @row_sum(%in: memref<10x100xf32>, %out: memref<10xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i) = (%c0) to (%c10) step (%c1) {
+    scf.for %k = %c0 to %c100 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<10x100xf32>
+      %acc = memref.load %out[%i] : memref<10xf32>
+      %s = arith.addf %acc, %x : f32
+      memref.store %s, %out[%i] : memref<10xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A loop that is not a reduction of the accumulator (it stores a value
+// that does not combine the loaded accumulator) keeps one thread per row.
+// CHECK-LABEL: func.func @not_a_reduction
+// CHECK-NOT: gpu.shuffle
+// CHECK: scf.for
+func.func @not_a_reduction(%in: memref<10x100xf32>, %out: memref<10xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c100 = arith.constant 100 : index
+  scf.parallel (%i) = (%c0) to (%c10) step (%c1) {
+    scf.for %k = %c0 to %c100 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<10x100xf32>
+      memref.store %x, %out[%i] : memref<10xf32>
+    }
+    scf.reduce
+  }
+  return
+}

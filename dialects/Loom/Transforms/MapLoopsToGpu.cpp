@@ -52,14 +52,184 @@ static Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
 }
 
 namespace {
+/// A row reduction as linalg's loops leave it: for each row (the parallel
+/// loop), a sequential loop over the row that loads the row's accumulator,
+/// combines one value into it and stores it back.
+struct RowReduction {
+  scf::ForOp inner;
+  memref::LoadOp accLoad;
+  memref::StoreOp accStore;
+  Operation *combine; // arith.addf, arith.maximumf or arith.maxnumf
+  int64_t length;     // the inner loop's trip count
+};
+
 struct LoomMapLoopsToGpu
     : public loom::impl::LoomMapLoopsToGpuBase<LoomMapLoopsToGpu> {
   using Base::Base;
   void runOnOperation() override;
   LogicalResult mapParallel(scf::ParallelOp loop);
+  void mapRowReduction(scf::ParallelOp loop, RowReduction reduction,
+                       ArrayRef<int64_t> lower, ArrayRef<int64_t> trips,
+                       ArrayRef<int64_t> steps, int64_t rows);
   void wrapInSingleThread(ArrayRef<Operation *> ops);
 };
 } // namespace
+
+/// Recognizes `loop` as a row reduction: its body is one scf.for from 0 by
+/// 1 to a constant, whose body stores one value into an accumulator element
+/// that does not move with the inner loop, computed as combine(the
+/// accumulator's load, x) with an associative, commutative combine whose
+/// identity is known; nothing else in the body writes memory.
+static std::optional<RowReduction> matchRowReduction(scf::ParallelOp loop) {
+  Block *body = loop.getBody();
+  if (body->getOperations().size() != 2)
+    return std::nullopt;
+  auto inner = dyn_cast<scf::ForOp>(body->front());
+  if (!inner || inner.getNumRegionIterArgs() != 0)
+    return std::nullopt;
+  std::optional<int64_t> lb = getConstantIntValue(inner.getLowerBound());
+  std::optional<int64_t> ub = getConstantIntValue(inner.getUpperBound());
+  std::optional<int64_t> step = getConstantIntValue(inner.getStep());
+  if (!lb || !ub || !step || *lb != 0 || *step != 1 || *ub <= 0)
+    return std::nullopt;
+  RowReduction match{inner, nullptr, nullptr, nullptr, *ub};
+  for (Operation &op : inner.getBody()->without_terminator()) {
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      if (match.accStore)
+        return std::nullopt;
+      match.accStore = store;
+    } else if (!isMemoryEffectFree(&op) && !isa<memref::LoadOp>(op)) {
+      return std::nullopt;
+    }
+  }
+  if (!match.accStore)
+    return std::nullopt;
+  Value iv = inner.getInductionVar();
+  if (llvm::is_contained(match.accStore.getIndices(), iv))
+    return std::nullopt;
+  Operation *combine = match.accStore.getValue().getDefiningOp();
+  if (!combine || !isa<arith::AddFOp, arith::MaximumFOp, arith::MaxNumFOp>(combine))
+    return std::nullopt;
+  for (Value operand : combine->getOperands()) {
+    auto load = operand.getDefiningOp<memref::LoadOp>();
+    if (load && load.getMemRef() == match.accStore.getMemRef() &&
+        load.getIndices() == match.accStore.getIndices() && load->hasOneUse())
+      match.accLoad = load;
+  }
+  if (!match.accLoad || combine->getOperand(0) == combine->getOperand(1))
+    return std::nullopt;
+  // The accumulator is read and written only there.
+  for (Operation &op : inner.getBody()->without_terminator())
+    if (auto load = dyn_cast<memref::LoadOp>(op);
+        load && load != match.accLoad &&
+        load.getMemRef() == match.accStore.getMemRef())
+      return std::nullopt;
+  match.combine = combine;
+  return match;
+}
+
+/// One warp per row: lane l combines elements l, l + 32, ... of its row
+/// into a private partial value (so a warp reads the row coalesced), the
+/// warp combines its 32 partials with a butterfly of shuffles, and lane 0
+/// folds the result into the accumulator. The order of the combination
+/// differs from the CPU's sequential one, which only matters for sums
+/// (within the reassociation tolerances of docs/precision.md).
+void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
+                                        RowReduction reduction,
+                                        ArrayRef<int64_t> lower,
+                                        ArrayRef<int64_t> trips,
+                                        ArrayRef<int64_t> steps, int64_t rows) {
+  constexpr int64_t kWarp = 32;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  int64_t threads = std::max<int64_t>(kWarp, blockSize / kWarp * kWarp);
+  int64_t warps = threads / kWarp;
+  int64_t blocks = std::max<int64_t>(1, (rows + warps - 1) / warps);
+  Value one = constantIndex(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(b, loc, constantIndex(b, loc, blocks), one,
+                                      one, constantIndex(b, loc, threads), one, one);
+  OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
+  Value tid = launch.getThreadIds().x;
+  Value row = arith::AddIOp::create(
+      k, loc,
+      arith::MulIOp::create(k, loc, launch.getBlockIds().x,
+                            constantIndex(k, loc, warps)),
+      arith::DivUIOp::create(k, loc, tid, constantIndex(k, loc, kWarp)));
+  Value lane = arith::RemUIOp::create(k, loc, tid, constantIndex(k, loc, kWarp));
+  Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, row,
+                                        constantIndex(k, loc, rows));
+  Operation *combine = reduction.combine;
+  Type type = combine->getResult(0).getType();
+  // Every lane of a warp has the same row: the branch, and so the shuffles
+  // inside it, are uniform across the warp.
+  scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
+    IRMapping mapping;
+    Value rest = row;
+    for (int d = trips.size() - 1; d >= 0; --d) {
+      Value trip = constantIndex(t, l, trips[d]);
+      Value index = d == 0 ? rest : arith::RemUIOp::create(t, l, rest, trip);
+      if (d != 0)
+        rest = arith::DivUIOp::create(t, l, rest, trip);
+      mapping.map(loop.getInductionVars()[d],
+                  arith::AddIOp::create(
+                      t, l, constantIndex(t, l, lower[d]),
+                      arith::MulIOp::create(t, l, index,
+                                            constantIndex(t, l, steps[d]))));
+    }
+    TypedAttr identity =
+        isa<arith::AddFOp>(combine)
+            ? TypedAttr(t.getFloatAttr(type, 0.0))
+            : TypedAttr(t.getFloatAttr(
+                  type, APFloat::getInf(cast<FloatType>(type).getFloatSemantics(),
+                                        /*Negative=*/true)));
+    Value start = arith::ConstantOp::create(t, l, identity);
+    auto strided = scf::ForOp::create(
+        t, l, lane, constantIndex(t, l, reduction.length),
+        constantIndex(t, l, kWarp), ValueRange{start});
+    {
+      OpBuilder f = OpBuilder::atBlockBegin(strided.getBody());
+      mapping.map(reduction.inner.getInductionVar(), strided.getInductionVar());
+      mapping.map(reduction.accLoad.getResult(), strided.getRegionIterArgs()[0]);
+      for (Operation &op : reduction.inner.getBody()->without_terminator())
+        if (&op != reduction.accLoad.getOperation() &&
+            &op != reduction.accStore.getOperation())
+          f.clone(op, mapping);
+      scf::YieldOp::create(f, l, mapping.lookup(reduction.accStore.getValue()));
+    }
+    Value partial = strided.getResult(0);
+    auto combineWith = [&](Value x, Value y) -> Value {
+      OperationState state(l, combine->getName());
+      state.addOperands({x, y});
+      state.addTypes(type);
+      state.addAttributes(combine->getAttrs());
+      return t.create(state)->getResult(0);
+    };
+    for (int64_t offset = kWarp / 2; offset >= 1; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(
+          t, l, partial, static_cast<int32_t>(offset),
+          static_cast<int32_t>(kWarp), gpu::ShuffleMode::XOR);
+      partial = combineWith(partial, shuffle.getShuffleResult());
+    }
+    Value first = arith::CmpIOp::create(t, l, arith::CmpIPredicate::eq, lane,
+                                        constantIndex(t, l, 0));
+    scf::IfOp::create(t, l, first, [&](OpBuilder &w, Location wl) {
+      SmallVector<Value> indices;
+      for (Value index : reduction.accStore.getIndices())
+        indices.push_back(mapping.lookupOrDefault(index));
+      Value memrefValue = mapping.lookupOrDefault(reduction.accStore.getMemRef());
+      Value old = memref::LoadOp::create(w, wl, memrefValue, indices);
+      OpBuilder::InsertionGuard guard(t);
+      t.setInsertionPoint(w.getInsertionBlock(), w.getInsertionPoint());
+      Value total = combineWith(old, partial);
+      memref::StoreOp::create(w, wl, total, memrefValue, indices);
+      scf::YieldOp::create(w, wl);
+    });
+    scf::YieldOp::create(t, l);
+  });
+  gpu::TerminatorOp::create(k, loc);
+  loop.erase();
+  loom::sinkViewsIntoLaunch(launch);
+}
 
 LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
   OpBuilder b(loop);
@@ -76,6 +246,10 @@ LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
     steps.push_back(*s);
     trips.push_back(std::max<int64_t>(0, (*u - *l + *s - 1) / *s));
     total *= trips.back();
+  }
+  if (std::optional<RowReduction> reduction = matchRowReduction(loop)) {
+    mapRowReduction(loop, *reduction, lower, trips, steps, total);
+    return success();
   }
   int64_t blocks = std::max<int64_t>(1, (total + blockSize - 1) / blockSize);
   Value one = constantIndex(b, loc, 1);
