@@ -125,7 +125,11 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
     one) becomes a `gpu.launch` with one thread per iteration: the
     iteration space is flattened, blocks of `block-size` threads cover it
     and each thread recovers its indices by delinearization, so loops of any
-    rank map the same way. Remaining top-level loops (full reductions to a
+    rank map the same way. A row reduction (a parallel loop over rows
+    around a sequential loop that combines values into one accumulator
+    element with `addf`, `maximumf` or `maxnumf`) runs one warp per row
+    instead, the lanes striding over the row and combining their partials
+    with `gpu.shuffle xor`. Remaining top-level loops (full reductions to a
     scalar) run in a one-thread launch. Views, constants and index
     arithmetic the kernels use are sunk into them, so only whole plan
     buffers cross to the device.
