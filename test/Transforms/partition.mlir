@@ -185,3 +185,22 @@ func.func @size_one_axis(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %y = loom.gelu %xs : tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// An axis moving from one dim to another: one all_to_all (split the new
+// dim, concatenate the old one), not a gather and a slice.
+// CHECK-LABEL: func.func @move_axis_spmd
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x16xf32> {loom.sharding = [array<i16: 1>, array<i16>]})
+// CHECK-NEXT: [[T:%.+]] = shard.all_to_all %[[X]] on @g grid_axes = [1] split_axis = 1 concat_axis = 0 : tensor<4x16xf32> -> tensor<8x8xf32>
+// CHECK-NEXT: loom.gelu [[T]] : tensor<8x8xf32>
+// CHECK-NOT: shard.all_gather
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @move_axis(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %s = shard.sharding @g split_axes = [[1], []] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %s2 = shard.sharding @g split_axes = [[], [1]] : !shard.sharding
+  %ys = shard.shard %xs to %s2 : tensor<8x16xf32>
+  %y = loom.gelu %ys : tensor<8x16xf32>
+  return %y : tensor<8x16xf32>
+}

@@ -190,8 +190,30 @@ FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
   OpBuilder builder(user);
   Location loc = user->getLoc();
   auto gridRef = grid.op.getSymName();
-  // A replicated constant is rebuilt at the local shape (scalars need
-  // nothing: they broadcast).
+  // Axes moving whole from one dim to another are one all_to_all: each
+  // rank sends the blocks of the new split dim to their owners, instead of
+  // gathering everything and slicing.
+  for (size_t from = 0; from < target.dims.size(); ++from) {
+    Sharding now = shardingOf(current);
+    GridAxes axes = now.dims[from];
+    if (axes.empty() || !target.dims[from].empty())
+      continue;
+    for (size_t to = 0; to < target.dims.size(); ++to) {
+      if (to == from || target.dims[to] != axes || !now.dims[to].empty())
+        continue;
+      Sharding next = now;
+      next.dims[from].clear();
+      next.dims[to] = axes;
+      auto op = shard::AllToAllOp::create(
+          builder, loc, grid.localType(global, next), gridRef, axes, current,
+          llvm::APInt(64, to), llvm::APInt(64, from));
+      current = collective(op, op.getResult(), next, global, loc,
+                           "the split moves from dimension " +
+                               std::to_string(from) + " to " +
+                               std::to_string(to));
+      break;
+    }
+  }
   for (size_t d = 0; d < target.dims.size(); ++d) {
     Sharding now = shardingOf(current);
     if (now.dims[d] == target.dims[d] || now.dims[d].empty())
