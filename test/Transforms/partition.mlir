@@ -129,7 +129,8 @@ func.func @loss(%logits: tensor<8x4x10xf32>, %labels: tensor<8x4xi32>) -> tensor
 // Residual stream with two row-parallel matmuls: all-reduces by default;
 // with sequence-parallel=true the partial sums are reduce-scattered along
 // the sequence (dim 1), the norm runs on a sequence block, and the next
-// matmul all-gathers its input.
+// matmul (row-parallel here, so it wants its input split along K) gets it
+// with one all-to-all from the sequence split to the K split.
 // CHECK-LABEL: func.func @sequence_parallel_spmd
 // CHECK-NOT: shard.reduce_scatter
 // CHECK: shard.all_reduce %{{.+}} on @g grid_axes = [1] : tensor<2x8x16xf32>
@@ -141,7 +142,7 @@ func.func @loss(%logits: tensor<8x4x10xf32>, %labels: tensor<8x4xi32>) -> tensor
 // SP-SAME: -> (tensor<2x4x16xbf16> {loom.sharding = [array<i16>, array<i16: 1>, array<i16>]})
 // SP: shard.reduce_scatter %{{.+}} on @g grid_axes = [1] scatter_axis = 1 : tensor<2x8x16xf32> -> tensor<2x4x16xf32>
 // SP: loom.layernorm %{{.+}} : (tensor<2x4x16xbf16>, tensor<16xf32>) -> tensor<2x4x16xf32>
-// SP: shard.all_gather %{{.+}} on @g grid_axes = [1] gather_axis = 1 : tensor<2x4x16xbf16> -> tensor<2x8x16xbf16>
+// SP: shard.all_to_all %{{.+}} on @g grid_axes = [1] split_axis = 2 concat_axis = 1 : tensor<2x4x16xbf16> -> tensor<2x8x8xbf16>
 // SP: shard.reduce_scatter %{{.+}} on @g grid_axes = [1] scatter_axis = 1
 // SP-NOT: shard.all_reduce
 // SP: return
