@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Builds, on a machine without a GPU, the executables the GPU check runs:
-# each carries CPU kernels and an sm_90a cubin (needs the CUDA toolkit).
+# Builds, on a machine without a GPU, what the GPU check runs: executables
+# that each carry CPU kernels and an sm_90a cubin (needs the CUDA toolkit),
+# the kernel reports of the bandwidth check's models, and the scripts.
 #   benchmarks/gpu/prepare.sh [build-dir]   -> build/gpu/*
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out="$build/gpu"
 mkdir -p "$out"
+arch=${GPU_ARCH:-sm_90a}
 # x86-64-v3 (AVX2): the GPU machine's CPU need not be this one.
-loomc="$build/bin/loomc --gpu --gpu-arch=${GPU_ARCH:-sm_90a} --cpu=x86-64-v3"
+loomc="$build/bin/loomc --gpu --gpu-arch=$arch --cpu=x86-64-v3"
 $loomc "$root/examples/mlp.loom" -o "$out/mlp"
 $loomc "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt"
+$loomc "$root/benchmarks/gpu/memory.loom" -o "$out/memory"
 for size in 4096 8192; do
   sed "s/SIZE/$size/g; s/PRECISION/bf16/" "$root/benchmarks/cpu/matmul.loom" > "$out/matmul$size.loom"
   $loomc "$out/matmul$size.loom" -o "$out/matmul$size"
 done
-cp "$root/benchmarks/gpu/run.sh" "$root/benchmarks/gpu/compare.py" "$out/"
-echo "prepared $out: carry it to the GPU machine and run $out/run.sh"
+# Which steps are matmuls (tensor-core launches), for bandwidth.py.
+"$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"
+"$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt.report.json"
+cp "$root/benchmarks/gpu/run.sh" "$root/benchmarks/gpu/compare.py" "$root/benchmarks/gpu/bandwidth.py" "$out/"
+echo "prepared $out ($(du -sh "$out" | cut -f1)): carry the directory to the GPU machine and run $out/run.sh"

@@ -1,36 +1,97 @@
 #!/usr/bin/env bash
 # The GPU check (on a machine with an NVIDIA GPU), from benchmarks/gpu/prepare.sh:
-# 1. numerics: every executable on --device cuda against --device cpu, same
-#    seed, inputs and weights; 2. bf16 matmul 4096^3 and 8192^3: Loom's kernel
-#    time (CUDA events, from --trace) against torch.matmul (cuBLAS) measured
-#    in the same run, printed as time(cuBLAS)/time(Loom).
+# 1. numerics: every kernel of every executable on --device cuda against its
+#    CPU kernel on the same inputs (--check-kernels), then each whole run on
+#    cuda against the cpu (same seed, inputs and weights; needs numpy);
+# 2. bf16 matmul 4096^3 and 8192^3: Loom's kernel time (CUDA events, from
+#    --trace) against torch.matmul (cuBLAS) measured in the same run, printed
+#    as time(cuBLAS)/time(Loom);
+# 3. bandwidth: the memory-bound kernels of the memory and gpt executables
+#    (bytes from the trace, time from CUDA events) against a device-to-device
+#    copy measured in the same run (bandwidth.py).
+# Exit status 1 if a kernel or a run failed. Under 5 minutes on an H200
+# (estimated 1-2; see README.md).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 py=${PYTHON:-python3}
 work=$(mktemp -d)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+trap 'rm -rf "$work"' EXIT
+# Every function loaded with the image: a lazy load at a function's first
+# launch would land between its CUDA events and inflate its time.
+export CUDA_MODULE_LOADING=EAGER
+status=0
 
-echo "== numerics: cuda vs cpu"
-for exe in mlp gpt matmul4096; do
-  "$here/$exe" --device cpu --random-inputs --seed 7 --save-weights "$work/$exe.w" \
-      $("$here/$exe" --info | awk '$3 == "output" {printf "--output %s=%s/%s.cpu.%s.npy ", $2, "'"$work"'", "'"$exe"'", $2}') > /dev/null
-  "$here/$exe" --device cuda --random-inputs --seed 7 --weights "$work/$exe.w" \
-      $("$here/$exe" --info | awk '$3 == "output" {printf "--output %s=%s/%s.gpu.%s.npy ", $2, "'"$work"'", "'"$exe"'", $2}') > /dev/null \
-    || { echo "$exe: cuda run failed"; continue; }
-  $py "$here/compare.py" "$work" "$exe"
+# Runs an executable with a time limit (a hung kernel must not hang the
+# check); its stderr goes to $work/err.
+limit=""
+command -v timeout > /dev/null && limit="timeout 120"
+run() {
+  $limit "$@" 2> "$work/err"
+  local rc=$?
+  [ $rc -eq 124 ] && echo "timed out after 120 s" >> "$work/err"
+  return $rc
+}
+# Prints the last error of run, indented.
+errors() { sed 's/^/    /' "$work/err" | tail -5; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+  || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
+for exe in mlp gpt matmul4096 matmul8192 memory; do
+  [ -x "$here/$exe" ] || { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
-echo "== bf16 matmul: Loom vs cuBLAS (torch)"
+echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (--check-kernels)"
+# Printed: each executable's header and summary, and every FAIL row with its
+# worst elements (the full tables stay in the work directory).
+first=1
+for exe in mlp gpt matmul4096 memory; do
+  run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
+  rc=$?
+  awk -v first=$first '/^check-kernels:/ || /^tolerance:/ && first {print; next}
+       /^step / {head = $0; next}
+       / FAIL$/ {if (head != "") print head; head = ""; print; next}
+       /^      / {print}' "$work/$exe.check"
+  first=0
+  if [ $rc -ne 0 ]; then
+    echo "$exe: --check-kernels failed (exit $rc):"; errors; status=1
+  fi
+done
+
+echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights)"
+if ! $py -c "import numpy" 2>/dev/null; then
+  echo "numpy not found: skipped"
+else
+  for exe in mlp gpt matmul4096 memory; do
+    outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
+      "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \
+        '$3 == "output" {printf "--output\n%s=%s/%s.%s.%s.npy\n", $2, dir, exe, device, $2}'
+    }
+    mapfile -t cpu < <(outputs cpu)
+    mapfile -t gpu < <(outputs gpu)
+    run "$here/$exe" --device cpu --random-inputs --seed 7 --save-weights "$work/$exe.w" \
+        "${cpu[@]}" > /dev/null || { echo "$exe: cpu run failed:"; errors; status=1; continue; }
+    run "$here/$exe" --device cuda --random-inputs --seed 7 --weights "$work/$exe.w" \
+        "${gpu[@]}" > /dev/null || { echo "$exe: cuda run failed:"; errors; status=1; continue; }
+    $py "$here/compare.py" "$work" "$exe" || status=1
+    rm -f "$work/$exe".*.npy "$work/$exe.w"
+  done
+fi
+
+echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.45 (mma.sync), >= 0.6 (wgmma)"
 for size in 4096 8192; do
   best=""
-  for run in 1 2 3; do
-    "$here/matmul$size" --device cuda --random-inputs --seed $run --trace "$work/t.json" > /dev/null || break
+  for seed in 1 2 3; do
+    run "$here/matmul$size" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$size: Loom's cuda run failed:"; errors; status=1; break; }
+    # The step's launches (the matmul and its fills and conversions).
     us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
     best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
   done
-  $py - "$size" "${best:-nan}" <<'PY'
+  [ -n "$best" ] || continue
+  $py - "$size" "$best" <<'PY'
 import sys
 n, loom_us = int(sys.argv[1]), float(sys.argv[2])
+flops = 2.0 * n ** 3
 try:
     import torch
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -42,11 +103,21 @@ try:
         start.record(); a @ b; stop.record(); torch.cuda.synchronize()
         best = min(best, start.elapsed_time(stop) * 1e3)
 except Exception as e:  # no torch or no GPU: report Loom's figure alone
-    print(f"{n}: loom {2*n**3/loom_us/1e6:.1f} TFLOP/s; cuBLAS baseline unavailable ({e})")
+    print(f"{n}: loom {flops/loom_us/1e6:.1f} TFLOP/s ({loom_us:.1f} us); cuBLAS baseline unavailable ({e})")
     sys.exit(0)
-flops = 2.0 * n ** 3
 print(f"{n}: loom {flops/loom_us/1e6:8.1f} TFLOP/s  cuBLAS {flops/best/1e6:8.1f} TFLOP/s"
       f"  time(cuBLAS)/time(Loom) = {best/loom_us:.3f}")
 PY
 done
-rm -rf "$work"
+
+echo "== bandwidth: memory-bound kernels against a device-to-device copy (target >= 0.85)"
+for exe in memory gpt; do
+  for seed in 1 2; do
+    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/$exe.trace$seed.json" > /dev/null \
+      || { echo "$exe: cuda run failed:"; errors; status=1; rm -f "$work/$exe".trace*.json; break; }
+  done
+done
+$py "$here/bandwidth.py" "$here" "$work" memory gpt || status=1
+
+echo "== done in ${SECONDS} s; exit status $status"
+exit $status
