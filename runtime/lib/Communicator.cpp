@@ -77,6 +77,11 @@ public:
 
   unsigned rank() const override { return worldRank; }
   unsigned size() const override;
+  // Threads of one process: every rank is on the same node.
+  bool localRank(unsigned &local, std::string &) override {
+    local = worldRank;
+    return true;
+  }
 
   bool allGather(const CommGroup &group, const void *data, uint64_t bytes,
                  void *gathered, std::string &error) override;

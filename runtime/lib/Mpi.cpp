@@ -46,6 +46,7 @@ public:
 
   unsigned rank() const override { return static_cast<unsigned>(worldRank); }
   unsigned size() const override { return static_cast<unsigned>(worldSize); }
+  bool localRank(unsigned &local, std::string &error) override;
 
   bool allGather(const CommGroup &group, const void *data, uint64_t bytes,
                  void *gathered, std::string &error) override;
@@ -111,6 +112,21 @@ bool MpiCommunicator::communicatorOf(const CommGroup &group, MPI_Comm &comm,
     return false;
   split.emplace(group.axes, comm);
   return true;
+}
+
+bool MpiCommunicator::localRank(unsigned &local, std::string &error) {
+  // The ranks sharing memory with this one are those of its node, whatever
+  // the launcher (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK is Open MPI's only).
+  MPI_Comm node;
+  if (!check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
+                                 worldRank, MPI_INFO_NULL, &node),
+             "MPI_Comm_split_type", error))
+    return false;
+  int rank = 0;
+  bool ok = check(MPI_Comm_rank(node, &rank), "MPI_Comm_rank", error);
+  MPI_Comm_free(&node);
+  local = static_cast<unsigned>(rank);
+  return ok;
 }
 
 bool MpiCommunicator::allGather(const CommGroup &group, const void *data,

@@ -4,7 +4,8 @@
 // and the same collectives on an in-process LocalWorld of 4 threads (whose
 // results CollectiveTest checks against the definitions); its MPI results
 // must be the local ones. Transfers above 8 bytes go in pieces, so the
-// pieces' code paths run too. Exits 0 when every check passes.
+// pieces' code paths run too; every rank is its own local rank (one node).
+// Exits 0 when every check passes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "loom/runtime/Plan.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -179,6 +181,14 @@ int main(int argc, char **argv) {
   }
   testPrimitives(*world, plan.mesh);
   testCollectives(*world);
+  // The ranks of this test share one node: each is its own local rank,
+  // as Open MPI also says where it is the launcher.
+  unsigned local = 99;
+  check(world->localRank(local, error), "localRank: " + error);
+  check(local == worldRank, "localRank is " + std::to_string(local));
+  if (const char *ompi = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    check(std::to_string(local) == ompi,
+          std::string("OMPI_COMM_WORLD_LOCAL_RANK is ") + ompi);
   std::printf("rank %u: %s\n", worldRank, failures ? "FAIL" : "PASS");
   return failures ? 1 : 0;
 }

@@ -51,6 +51,10 @@ public:
   /// This process's rank in the world, and the number of ranks.
   virtual unsigned rank() const = 0;
   virtual unsigned size() const = 0;
+  /// This rank's index among the ranks on its node, counted from 0 in rank
+  /// order (a multi-rank GPU run takes device localRank % device count).
+  /// Collective over the world: every rank calls it.
+  virtual bool localRank(unsigned &local, std::string &error) = 0;
 
   /// Member j's `bytes` bytes at `data` land at `gathered` + j * bytes on
   /// every member (`gathered` holds group.size() * bytes).
