@@ -20,6 +20,8 @@
 
 using namespace loom::runtime;
 
+CudaCollectives::~CudaCollectives() = default;
+
 bool loom::runtime::gpuImageRunsOn(const PlanGpuImage &image, unsigned major,
                                    unsigned minor) {
   const GpuArch &arch = image.arch;
@@ -185,7 +187,9 @@ struct CudaExecutor::State {
   bool check(CUresult result, const char *call, std::string &error,
              const std::string &what = std::string()) const;
   bool loadDriver(const char *path, std::string &error);
-  bool selectDevice(const PlanGpuImage &image, std::string &error);
+  /// Takes device `localRank` % the number of devices.
+  bool selectDevice(const PlanGpuImage &image, unsigned localRank,
+                    std::string &error);
   bool loadImage(const PlanGpuImage &image, const unsigned char *bytes,
                  uint64_t size, std::string &error);
   bool findFunctions(std::string &error);
@@ -301,7 +305,7 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
 }
 
 bool CudaExecutor::State::selectDevice(const PlanGpuImage &image,
-                                       std::string &error) {
+                                       unsigned localRank, std::string &error) {
   CUresult result = api.init(0);
   if (result == CUDA_ERROR_NO_DEVICE) {
     error = "no CUDA device found; run with --device cpu";
@@ -317,7 +321,9 @@ bool CudaExecutor::State::selectDevice(const PlanGpuImage &image,
     error = "no CUDA device found; run with --device cpu";
     return false;
   }
-  if (!check(api.deviceGet(&device, 0), "cuDeviceGet", error))
+  // One device per rank of a node, in turn; on one rank device 0.
+  int ordinal = static_cast<int>(localRank % static_cast<unsigned>(count));
+  if (!check(api.deviceGet(&device, ordinal), "cuDeviceGet", error))
     return false;
   char name[256] = "";
   if (!check(api.deviceGetName(name, sizeof(name) - 1, device),
@@ -336,11 +342,12 @@ bool CudaExecutor::State::selectDevice(const PlanGpuImage &image,
                       static_cast<unsigned>(minor))) {
     error = planLine(image.line) + "the GPU image (" +
             gpuImageFormatName(image.format) + " for " + image.archName +
-            ") runs on " + gpuImageRequirement(image) + ", but device 0 (" +
-            deviceName + ") has compute capability " + std::to_string(major) +
-            "." + std::to_string(minor) +
-            "; recompile with loomc --gpu-arch=sm_" + std::to_string(major) +
-            std::to_string(minor) + ", or run with --device cpu";
+            ") runs on " + gpuImageRequirement(image) + ", but device " +
+            std::to_string(ordinal) + " (" + deviceName +
+            ") has compute capability " + std::to_string(major) + "." +
+            std::to_string(minor) + "; recompile with loomc --gpu-arch=sm_" +
+            std::to_string(major) + std::to_string(minor) +
+            ", or run with --device cpu";
     return false;
   }
   CUcontext context = nullptr;
@@ -503,9 +510,10 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
   State &s = *state;
   s.plan = &plan;
   s.access = analyzeStepAccess(plan);
-  // Collectives between GPUs would need NCCL; run() knows only launches.
-  if (plan.mesh.present || plan.numCollectives()) {
-    error = "multi-rank runs on cuda (NCCL) are not supported yet";
+  // Collectives between GPUs run through `collectives` (NCCL).
+  if ((plan.mesh.present || plan.numCollectives()) && !collectives) {
+    error = "a partitioned plan runs on cuda only with collectives on the "
+            "device (NCCL)";
     return false;
   }
   if (!plan.gpuImage.present || !image || imageSize == 0) {
@@ -513,7 +521,7 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
     return false;
   }
   if (!s.loadDriver(driverLibrary ? driverLibrary : "libcuda.so.1", error) ||
-      !s.selectDevice(plan.gpuImage, error) ||
+      !s.selectDevice(plan.gpuImage, localRank, error) ||
       !s.loadImage(plan.gpuImage, image, imageSize, error) ||
       !s.findFunctions(error))
     return false;
@@ -527,7 +535,7 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
                        std::to_string(plan.arenaBytes) + " bytes (" +
                        mebibytes(plan.arenaBytes) + ") on " + s.deviceName);
   }
-  return true;
+  return !collectives || collectives->prepare(s.arena, error);
 }
 
 namespace {
@@ -605,7 +613,7 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
   const DriverApi &api = s.api;
 
   // With a trace: an event before the first launch, and one before and one
-  // after every launch.
+  // after every launch and every collective.
   EventList events(api);
   auto record = [&]() {
     CUevent event = nullptr;
@@ -617,13 +625,26 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
   };
   struct Timed {
     unsigned step;
-    size_t launch;
+    size_t launch; // kCollective for a collective step
   };
+  const size_t kCollective = SIZE_MAX;
   std::vector<Timed> timed;
   if (trace && !record())
     return false;
 
   for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (plan.steps[i].kind == StepKind::Collective) {
+      // On the default stream too, so ordered with the launches (open made
+      // sure there are collectives to run it).
+      if ((trace && !record()) || !collectives->run(i, error))
+        return false;
+      if (trace) {
+        if (!record())
+          return false;
+        timed.push_back({static_cast<unsigned>(i), kCollective});
+      }
+      continue;
+    }
     for (size_t index : s.launchesOf[plan.steps[i].kernel]) {
       if ((trace && !record()) || !s.launch(index, i, error))
         return false;
@@ -650,6 +671,13 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
           !s.check(api.eventElapsedTime(&duration, before, after),
                    "cuEventElapsedTime", error))
         return false;
+      if (timed[t].launch == kCollective) {
+        const PlanCollective &op = plan.steps[timed[t].step].collective;
+        trace->addCollective(timed[t].step, collectiveKindName(op.kind),
+                             formatAxes(plan.mesh, op.axes), 1000.0 * start,
+                             1000.0 * duration);
+        continue;
+      }
       const PlanLaunch &launch = plan.launches[timed[t].launch];
       const StepAccess &access = s.access[timed[t].step];
       // Milliseconds to microseconds.

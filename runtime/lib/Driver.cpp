@@ -21,6 +21,7 @@
 #include "loom/runtime/Initializer.h"
 #include "loom/runtime/KernelCheck.h"
 #include "loom/runtime/Layout.h"
+#include "loom/runtime/Nccl.h"
 #include "loom/runtime/Npy.h"
 #include "loom/runtime/Options.h"
 #include "loom/runtime/Plan.h"
@@ -89,6 +90,8 @@ private:
   // Multi-rank runs.
   bool runRanks();
   bool agree(bool ok);
+  bool openCudaRanks();
+  bool loadCudaRanks();
   bool allocateRanks();
   bool distribute(BufferRole role);
   bool collectOutputs();
@@ -112,6 +115,9 @@ private:
   Executor executor;      // of the plan this run runs
   bool onCuda = false;
   CudaExecutor cuda;
+  // After `cuda`, so that it goes first, while the device's context is
+  // still held.
+  NcclCollectives nccl;
   std::map<unsigned, std::string> inputFiles;  // whole's buffer id -> .npy
   std::map<unsigned, std::string> outputFiles; // whole's buffer id -> .npy
   // Multi-rank: the world group; rank 0's staging plan (whole's buffers,
@@ -179,18 +185,22 @@ bool Driver::checkDevice() {
   if (options.checkKernels && device != "cuda")
     return fail("--check-kernels compares the GPU's kernels with the CPU's: "
                 "it needs --device cuda");
+  if (options.checkKernels && multiRank)
+    return fail("--check-kernels runs the unpartitioned plan: run it on 1 "
+                "rank");
   if (device != "cuda")
     return true;
-  if (multiRank)
-    return fail("multi-rank runs on cuda (NCCL) are not supported yet");
   // The GPU kernels are the gpu-image's; the CPU kernel table stays bound
-  // (and checked) either way.
-  if (!whole.gpuImage.present)
+  // (and checked) either way. Several ranks run the partitioned plan's
+  // launches, with the same image.
+  const Plan &plan = multiRank ? spmd : whole;
+  std::string planName = multiRank ? "spmd-plan:" : "plan:";
+  if (!plan.gpuImage.present)
     return fail("this executable was built without GPU kernels");
-  if (whole.gpuImage.bytes != executable.gpuImageSize || !executable.gpuImage)
-    return fail("plan:" + std::to_string(whole.gpuImage.line) +
+  if (plan.gpuImage.bytes != executable.gpuImageSize || !executable.gpuImage)
+    return fail(planName + std::to_string(plan.gpuImage.line) +
                 ": the gpu-image record says " +
-                std::to_string(whole.gpuImage.bytes) +
+                std::to_string(plan.gpuImage.bytes) +
                 " bytes, but this executable carries a GPU image of " +
                 std::to_string(executable.gpuImageSize) + " bytes");
   if (!cudaSupported())
@@ -298,13 +308,13 @@ bool Driver::execute(TraceRecorder *trace) {
   if (!onCuda) {
     // The CPU kernels (launch records do not apply) and the collectives.
     if (!executor.run(trace, error))
-      return fail(error);
+      return fail(multiRank ? inSpmdPlan(error) : error);
     return true;
   }
   // The params and inputs are in the host arena, as for the CPU; the
   // outputs come back to their offsets in it.
   if (!cuda.run(executor.arena(), trace, error))
-    return fail(error);
+    return fail(multiRank ? inSpmdPlan(error) : error);
   return true;
 }
 
@@ -355,6 +365,29 @@ bool Driver::agree(bool ok) {
   for (char each : all)
     if (!each)
       return false; // the failing rank has reported
+  return true;
+}
+
+bool Driver::openCudaRanks() {
+  // Each phase ends with an agreement: the NCCL ids go through collective
+  // calls that a rank which failed before would never make.
+  return agree(loadCudaRanks()) &&
+         agree(nccl.shareIds(error) || fail(inSpmdPlan(error))) &&
+         agree(nccl.connect(error) || fail(inSpmdPlan(error)));
+}
+
+bool Driver::loadCudaRanks() {
+  // NCCL first (a missing library is the likeliest failure), then the
+  // device: local rank % device count, one GPU per rank of a node.
+  unsigned localRank = 0;
+  if (!comm->localRank(localRank, error) ||
+      !nccl.load(spmd, *comm, executable.ncclLibrary, executable.cudaDriver,
+                 error))
+    return fail(error);
+  cuda.setRank(localRank, &nccl);
+  if (!cuda.open(spmd, executable.gpuImage, executable.gpuImageSize,
+                 executable.cudaDriver, error))
+    return fail(inSpmdPlan(error));
   return true;
 }
 
@@ -454,7 +487,9 @@ bool Driver::runRanks() {
   if (!agree(rank != 0 || checkInputs(whole)))
     return false;
   uniform = false;
-  if (!agree(allocateRanks()))
+  // The driver, NCCL, the device, the image, the device arena and the NCCL
+  // communicators before any work on the host.
+  if ((onCuda && !openCudaRanks()) || !agree(allocateRanks()))
     return false;
   if (!agree(rank != 0 || prepareParams(staging, stagingArena.data())) ||
       !agree(rank != 0 || loadInputs(staging, stagingArena.data())) ||

@@ -264,8 +264,8 @@ TEST(Cuda, ReportsAMissingDriver) {
 }
 
 TEST(Cuda, RefusesPartitionedPlans) {
-  // Collectives between GPUs would need NCCL: the executor refuses a plan
-  // with a mesh before loading any driver.
+  // Collectives between GPUs go through NCCL (CudaSpmdTest): without them
+  // the executor refuses a plan with a mesh before loading any driver.
   std::vector<std::string> lines = gpuPlanLines();
   lines.insert(lines.begin() + 3, "mesh g tp=2");
   Plan plan;
@@ -276,7 +276,8 @@ TEST(Cuda, RefusesPartitionedPlans) {
                              reinterpret_cast<const unsigned char *>(kImage), 9,
                              "/nonexistent/libcuda.so.1", error));
   EXPECT_EQ(error, cudaSupported()
-                       ? "multi-rank runs on cuda (NCCL) are not supported yet"
+                       ? "a partitioned plan runs on cuda only with "
+                         "collectives on the device (NCCL)"
                        : "this runtime was built without CUDA support");
 }
 

@@ -15,16 +15,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 namespace {
 FakeCudaState state;
+std::mutex mutex;
 
 /// Whether the test asked `call` to fail.
 bool failing(const char *call) {
   return state.failCall && std::strcmp(state.failCall, call) == 0;
 }
+// Also takes the lock for the rest of the call (the calling function's
+// scope).
 #define FAKE_FAIL(call)                                                        \
+  std::lock_guard<std::mutex> fakeLock(mutex);                                 \
   do {                                                                         \
     if (failing(call))                                                         \
       return static_cast<CUresult>(state.failResult);                          \
@@ -105,6 +110,18 @@ void fakePerturb(void **params, const unsigned *, const unsigned *) {
     x[i] *= 1 + e;
 }
 
+void fakeSum(void **params, const unsigned *, const unsigned *) {
+  float *in = pointer(params, 0), *out = pointer(params, 1);
+  int64_t n = param<int64_t>(params, 2);
+  int64_t parts = param<int64_t>(params, 3);
+  for (int64_t i = 0; i < n; ++i) {
+    float sum = in[i];
+    for (int64_t part = 1; part < parts; ++part)
+      sum += in[part * n + i];
+    out[i] = sum;
+  }
+}
+
 struct Function {
   const char *name;
   HostKernel kernel;
@@ -116,6 +133,7 @@ Function kFunctions[] = {
     {"fake_scale", fakeScale, 4, {8, 8, 4, 8}},
     {"fake_dims", fakeDims, 1, {8, 0, 0, 0}},
     {"fake_perturb", fakePerturb, 3, {8, 4, 8, 0}},
+    {"fake_sum", fakeSum, 4, {8, 8, 8, 8}},
 };
 
 struct Module {
@@ -124,7 +142,14 @@ struct Module {
 struct Event {
   std::chrono::steady_clock::time_point time;
 };
-int contextToken;
+/// Device d's primary context is &contexts[d].
+int contexts[FakeCudaState::kMaxDevices];
+/// The calling thread's current context's device, or -1.
+thread_local int currentDevice = -1;
+
+void *host(CUdeviceptr pointer) {
+  return reinterpret_cast<void *>(static_cast<uintptr_t>(pointer));
+}
 } // namespace
 
 extern "C" FakeCudaState *loomFakeCuda() { return &state; }
@@ -180,15 +205,20 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
     *value = state.major;
   else if (attribute == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
     *value = state.minor;
+  else if (attribute == CU_DEVICE_ATTRIBUTE_MAX_PITCH)
+    *value = state.maxPitch;
   else
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
   FAKE_FAIL("cuDevicePrimaryCtxRetain");
-  *context = reinterpret_cast<CUcontext>(&contextToken);
+  if (device < 0 || device >= state.deviceCount)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *context = reinterpret_cast<CUcontext>(&contexts[device]);
   ++state.retainedContexts;
+  ++state.retainsOf[device];
   return CUDA_SUCCESS;
 }
 
@@ -200,9 +230,21 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) {
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
   FAKE_FAIL("cuCtxSetCurrent");
-  return context == reinterpret_cast<CUcontext>(&contextToken)
-             ? CUDA_SUCCESS
-             : CUDA_ERROR_INVALID_CONTEXT;
+  for (int device = 0; device < FakeCudaState::kMaxDevices; ++device) {
+    if (context == reinterpret_cast<CUcontext>(&contexts[device])) {
+      currentDevice = device;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
+  FAKE_FAIL("cuCtxGetDevice");
+  if (currentDevice < 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  *device = currentDevice;
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void) {
@@ -312,6 +354,38 @@ CUresult CUDAAPI cuMemcpyDtoH(void *host, CUdeviceptr device, size_t bytes) {
   std::memcpy(host, reinterpret_cast<void *>(static_cast<uintptr_t>(device)),
               bytes);
   state.bytesToHost += bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src,
+                                   size_t bytes, CUstream stream) {
+  FAKE_FAIL("cuMemcpyDtoDAsync_v2");
+  if (stream) // the executor's stream is the default one
+    return CUDA_ERROR_INVALID_VALUE;
+  std::memmove(host(dst), host(src), bytes);
+  ++state.copies;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *copy, CUstream stream) {
+  FAKE_FAIL("cuMemcpy2DAsync_v2");
+  // Device to device only, pitches within the limit, as the real driver
+  // checks.
+  if (stream || copy->srcMemoryType != CU_MEMORYTYPE_DEVICE ||
+      copy->dstMemoryType != CU_MEMORYTYPE_DEVICE ||
+      copy->WidthInBytes > copy->srcPitch ||
+      copy->WidthInBytes > copy->dstPitch ||
+      copy->srcPitch > static_cast<size_t>(state.maxPitch) ||
+      copy->dstPitch > static_cast<size_t>(state.maxPitch))
+    return CUDA_ERROR_INVALID_VALUE;
+  const char *src = static_cast<const char *>(host(copy->srcDevice)) +
+                    copy->srcY * copy->srcPitch + copy->srcXInBytes;
+  char *dst = static_cast<char *>(host(copy->dstDevice)) +
+              copy->dstY * copy->dstPitch + copy->dstXInBytes;
+  for (size_t row = 0; row < copy->Height; ++row)
+    std::memcpy(dst + row * copy->dstPitch, src + row * copy->srcPitch,
+                copy->WidthInBytes);
+  ++state.copies2D;
   return CUDA_SUCCESS;
 }
 

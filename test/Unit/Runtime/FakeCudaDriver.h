@@ -6,13 +6,17 @@
 // any bytes starting with "FAKE", and its functions are the host kernels
 // below. Tests dlopen it, configure it through loomFakeCuda(), and point the
 // executor at it (Executable::cudaDriver). No cuda.h here: the tests compile
-// without it.
+// without it. Every call holds one lock, so ranks that are threads of one
+// process (the multi-rank tests) may share it; each thread's current
+// context is its own, as with the real driver.
 //
 // Functions (parameters as the plan passes them):
 //   fake_add(float *a, float *b, float *out, int32 n)    out = a + b
 //   fake_scale(float *in, float *out, float s, int64 n)  out = in * s
 //   fake_dims(float *out)           out[0..5] = grid x y z, block x y z
 //   fake_perturb(float *x, float e, int64 n)             x = x * (1 + e)
+//   fake_sum(float *in, float *out, int64 n, int64 parts)
+//                      out[i] = in[i] + in[n + i] + ... (parts terms, in order)
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,8 +33,12 @@ struct FakeCudaLaunch {
 
 /// The fake's configuration and what it saw; reset() restores the defaults.
 struct FakeCudaState {
+  static constexpr int kMaxDevices = 8;
+
   // Configuration.
-  int deviceCount = 1;
+  int deviceCount = 1; // at most kMaxDevices
+  /// CU_DEVICE_ATTRIBUTE_MAX_PITCH: cuMemcpy2DAsync rejects wider pitches.
+  int maxPitch = 2147483647;
   int major = 9, minor = 0;
   const char *deviceName = "Fake GPU";
   /// Whether cuFuncGetParamInfo answers (drivers before CUDA 12.4 lack it).
@@ -41,13 +49,16 @@ struct FakeCudaState {
 
   // What happened.
   bool initialized = false;
-  int retainedContexts = 0; // primary context retains minus releases
-  int loadedModules = 0;    // loads minus unloads
-  int liveAllocations = 0;  // cuMemAlloc minus cuMemFree
+  int retainedContexts = 0;        // primary context retains minus releases
+  int retainsOf[kMaxDevices] = {}; // primary context retains, per device
+  int loadedModules = 0;           // loads minus unloads
+  int liveAllocations = 0;         // cuMemAlloc minus cuMemFree
   size_t lastAllocation = 0;
   size_t imageBytes = 0;    // of the last image loaded
   size_t bytesToDevice = 0; // by cuMemcpyHtoD
   size_t bytesToHost = 0;   // by cuMemcpyDtoH
+  unsigned copies = 0;      // cuMemcpyDtoDAsync calls
+  unsigned copies2D = 0;    // cuMemcpy2DAsync calls
   unsigned numLaunches = 0; // the first 64 are recorded
   FakeCudaLaunch launches[64] = {};
   int liveEvents = 0;

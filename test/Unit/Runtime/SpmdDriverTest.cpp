@@ -227,9 +227,10 @@ TEST(SpmdDriver, RankCountsMustFitTheMesh) {
                "model: error: this run has 2 ranks, but this executable is "
                "not partitioned: run it on 1 rank\n",
                "unpartitioned");
+  // On GPUs too (CudaSpmdTest); this executable has no GPU kernels.
   expectStatus(runRanks(4, {"--random-inputs", "--device", "cuda"}, spmd), 1,
-               "model: error: multi-rank runs on cuda (NCCL) are not "
-               "supported yet\n",
+               "model: error: this executable was built without GPU "
+               "kernels\n",
                "cuda");
 }
 

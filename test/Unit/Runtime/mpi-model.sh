@@ -62,6 +62,6 @@ expect_error 4 "input 'x': cannot open $dir/missing.npy: No such file or directo
   0 --input "x=$dir/missing.npy"
 expect_error 4 "output 'y': cannot write $dir/no/y.npy: No such file or directory" \
   0 --random-inputs --output "y=$dir/no/y.npy"
-expect_error 4 "multi-rank runs on cuda (NCCL) are not supported yet" \
+expect_error 4 "this executable was built without GPU kernels" \
   0 --random-inputs --device cuda
 echo PASS

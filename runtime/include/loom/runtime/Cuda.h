@@ -33,7 +33,21 @@ bool gpuImageRunsOn(const PlanGpuImage &image, unsigned major, unsigned minor);
 /// "compute capability 9.0 only".
 std::string gpuImageRequirement(const PlanGpuImage &image);
 
-/// Runs a plan's launches on CUDA device 0 with one device arena. Usage:
+/// The collective steps of a partitioned plan on the device, which the
+/// CUDA executor runs in plan order with its launches (NcclCollectives in
+/// Nccl.h).
+class CudaCollectives {
+public:
+  virtual ~CudaCollectives();
+  /// Called by CudaExecutor::open once the device's context is current on
+  /// the calling thread and the device arena is allocated at `arena`.
+  virtual bool prepare(uint64_t arena, std::string &error) = 0;
+  /// Queues collective step `step` of the plan on the default stream, after
+  /// the launches of the steps before it.
+  virtual bool run(size_t step, std::string &error) = 0;
+};
+
+/// Runs a plan's launches on a CUDA device with one device arena. Usage:
 /// open (everything that can fail before the host has done any work), then
 /// run with the host arena holding the initialized params and the inputs.
 class CudaExecutor {
@@ -43,21 +57,31 @@ public:
   CudaExecutor(const CudaExecutor &) = delete;
   CudaExecutor &operator=(const CudaExecutor &) = delete;
 
+  /// Before open, for one rank of a partitioned plan: the rank's index
+  /// among the ranks on its node (open takes device localRank % the number
+  /// of devices instead of device 0), and what runs the plan's collective
+  /// steps (open refuses a plan with a mesh without it). `collectives` must
+  /// outlive the executor's runs.
+  void setRank(unsigned localRank, CudaCollectives *collectives) {
+    this->localRank = localRank;
+    this->collectives = collectives;
+  }
+
   /// Loads the driver `driverLibrary` (dlopen), initializes it, takes
-  /// device 0 and its primary context, checks the image's architecture
-  /// against the device, loads the `imageSize` bytes of `image`, finds the
-  /// function of every launch (and, with a driver that can tell, checks the
-  /// launch's arguments against its parameters), and allocates the device
-  /// arena. `plan` must outlive the executor. False with a message naming
-  /// the failing CUDA call and its error.
+  /// device 0 (see setRank) and its primary context, checks the image's
+  /// architecture against the device, loads the `imageSize` bytes of `image`,
+  /// finds the function of every launch (and, with a driver that can tell,
+  /// checks the launch's arguments against its parameters), allocates the
+  /// device arena and prepares the collectives. `plan` must outlive the
+  /// executor. False with a message naming the failing CUDA call and its error.
   bool open(const Plan &plan, const unsigned char *image, uint64_t imageSize,
             const char *driverLibrary, std::string &error);
 
   /// Zeroes the device arena, copies the params and inputs from `hostArena`
-  /// (laid out as the plan says) to their offsets, runs every step's
-  /// launches in order, synchronizes and copies the outputs back to their
-  /// offsets in `hostArena`. With `trace`, adds one event per launch, timed
-  /// with CUDA events.
+  /// (laid out as the plan says) to their offsets, runs every step in order
+  /// (its launches, or its collective), synchronizes and copies the outputs
+  /// back to their offsets in `hostArena`. With `trace`, adds one event per
+  /// launch and per collective, timed with CUDA events.
   bool run(char *hostArena, TraceRecorder *trace, std::string &error);
 
   // Step by step (--check-kernels), after open.
@@ -79,6 +103,8 @@ public:
 private:
   struct State;
   std::unique_ptr<State> state;
+  unsigned localRank = 0;
+  CudaCollectives *collectives = nullptr;
 };
 
 } // namespace loom::runtime

@@ -13,7 +13,8 @@ namespace loom::runtime {
 class Communicator;
 
 /// What a compiled executable provides (the symbols of KernelABI.h), where
-/// --device cuda looks for the CUDA driver, and the ranks it runs on.
+/// --device cuda looks for the CUDA driver and NCCL, and the ranks it runs
+/// on.
 struct Executable {
   const LoomKernel *kernels = nullptr;
   const char *plan = nullptr;
@@ -25,6 +26,9 @@ struct Executable {
   /// The driver library dlopen()ed for --device cuda (tests substitute a
   /// fake one).
   const char *cudaDriver = "libcuda.so.1";
+  /// The NCCL library dlopen()ed for --device cuda on several ranks (tests
+  /// substitute a fake one).
+  const char *ncclLibrary = "libnccl.so.2";
   /// The ranks of this run. Null: runMain looks for an MPI launcher in the
   /// environment and, under one, initializes MPI and runs as its rank
   /// (tests substitute one rank of an in-process LocalWorld).
