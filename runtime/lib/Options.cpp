@@ -48,7 +48,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "",
       "A partitioned executable (see --info) also runs on its mesh's ranks",
       "under an MPI launcher (mpirun -np N MODEL ...); rank 0 reads and",
-      "writes every file, whole, as one rank does.",
+      "writes every file, whole, as one rank does. With --device cuda",
+      "each rank takes GPU (its index on its node) % (GPUs visible), and",
+      "the collectives go through NCCL (libnccl.so.2).",
   };
   for (const char *line : kLines)
     std::fprintf(out, "%s\n", line);
