@@ -65,6 +65,7 @@ bool NcclCollectives::run(size_t, std::string &error) {
 
 #include <cstring>
 #include <map>
+#include <set>
 #include <vector>
 
 namespace {
@@ -513,13 +514,13 @@ bool NcclCollectives::load(const Plan &plan, Communicator &comm,
     return false;
   }
   s.groups.assign(plan.steps.size(), CommGroup());
-  std::map<std::vector<unsigned>, size_t> seen;
+  std::set<std::vector<unsigned>> seen; // axes lists
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep &step = plan.steps[i];
     if (step.kind != StepKind::Collective)
       continue;
     s.groups[i] = meshGroup(plan.mesh, comm.rank(), step.collective.axes);
-    if (seen.emplace(step.collective.axes, i).second)
+    if (seen.insert(step.collective.axes).second)
       s.members.push_back({&s.groups[i], &step, {}});
   }
   return true;
