@@ -51,6 +51,26 @@ static Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
+/// Maps `loop`'s induction variables to the iteration with row-major
+/// linear index `linear` (the last loop varies fastest, as in memory).
+static void delinearize(OpBuilder &b, Location loc, Value linear,
+                        scf::ParallelOp loop, ArrayRef<int64_t> lower,
+                        ArrayRef<int64_t> trips, ArrayRef<int64_t> steps,
+                        IRMapping &mapping) {
+  Value rest = linear;
+  for (int d = trips.size() - 1; d >= 0; --d) {
+    Value trip = constantIndex(b, loc, trips[d]);
+    Value index = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, trip);
+    if (d != 0)
+      rest = arith::DivUIOp::create(b, loc, rest, trip);
+    mapping.map(loop.getInductionVars()[d],
+                arith::AddIOp::create(
+                    b, loc, constantIndex(b, loc, lower[d]),
+                    arith::MulIOp::create(b, loc, index,
+                                          constantIndex(b, loc, steps[d]))));
+  }
+}
+
 namespace {
 /// A row reduction as linalg's loops leave it: for each row (the parallel
 /// loop), a sequential loop over the row that loads the row's accumulator,
@@ -164,18 +184,7 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
   // inside it, are uniform across the warp.
   scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
     IRMapping mapping;
-    Value rest = row;
-    for (int d = trips.size() - 1; d >= 0; --d) {
-      Value trip = constantIndex(t, l, trips[d]);
-      Value index = d == 0 ? rest : arith::RemUIOp::create(t, l, rest, trip);
-      if (d != 0)
-        rest = arith::DivUIOp::create(t, l, rest, trip);
-      mapping.map(loop.getInductionVars()[d],
-                  arith::AddIOp::create(
-                      t, l, constantIndex(t, l, lower[d]),
-                      arith::MulIOp::create(t, l, index,
-                                            constantIndex(t, l, steps[d]))));
-    }
+    delinearize(t, l, row, loop, lower, trips, steps, mapping);
     TypedAttr identity =
         isa<arith::AddFOp>(combine)
             ? TypedAttr(t.getFloatAttr(type, 0.0))
@@ -264,19 +273,8 @@ LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
   Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, linear,
                                         constantIndex(k, loc, total));
   scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
-    // Row-major delinearization: the last loop varies fastest, as in memory.
     IRMapping mapping;
-    Value rest = linear;
-    for (int d = trips.size() - 1; d >= 0; --d) {
-      Value trip = constantIndex(t, l, trips[d]);
-      Value index = d == 0 ? rest : arith::RemUIOp::create(t, l, rest, trip);
-      if (d != 0)
-        rest = arith::DivUIOp::create(t, l, rest, trip);
-      Value iv = arith::AddIOp::create(
-          t, l, constantIndex(t, l, lower[d]),
-          arith::MulIOp::create(t, l, index, constantIndex(t, l, steps[d])));
-      mapping.map(loop.getInductionVars()[d], iv);
-    }
+    delinearize(t, l, linear, loop, lower, trips, steps, mapping);
     for (Operation &op : loop.getBody()->without_terminator())
       t.clone(op, mapping);
     scf::YieldOp::create(t, l);

@@ -22,31 +22,12 @@
 #include <vector>
 
 using namespace loom::runtime;
+using loom::test::linear;
+using loom::test::next;
+using loom::test::product;
 using loom::test::sealLines;
 
 namespace {
-uint64_t product(const Shape &shape) {
-  uint64_t count = 1;
-  for (int64_t dim : shape)
-    count *= static_cast<uint64_t>(dim);
-  return count;
-}
-
-uint64_t linear(const Shape &shape, const std::vector<uint64_t> &position) {
-  uint64_t index = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
-    index = index * static_cast<uint64_t>(shape[d]) + position[d];
-  return index;
-}
-
-bool next(const Shape &shape, std::vector<uint64_t> &position) {
-  for (size_t d = shape.size(); d-- > 0;) {
-    if (++position[d] < static_cast<uint64_t>(shape[d]))
-      return true;
-    position[d] = 0;
-  }
-  return false;
-}
 
 std::string shapeText(const Shape &shape) {
   std::string text;

@@ -13,6 +13,9 @@
 #include <vector>
 
 using namespace loom::runtime;
+using loom::test::linear;
+using loom::test::next;
+using loom::test::product;
 using loom::test::sealLines;
 
 namespace {
@@ -41,30 +44,6 @@ void fillIndexed(std::vector<unsigned char> &data, size_t elementSize) {
           static_cast<unsigned char>((i >> (8 * (b % 4))) + 7 * b);
 }
 
-uint64_t product(const Shape &shape) {
-  uint64_t count = 1;
-  for (int64_t dim : shape)
-    count *= static_cast<uint64_t>(dim);
-  return count;
-}
-
-/// Row-major linear index of `position` in `shape`.
-uint64_t linear(const Shape &shape, const std::vector<uint64_t> &position) {
-  uint64_t index = 0;
-  for (size_t d = 0; d < shape.size(); ++d)
-    index = index * static_cast<uint64_t>(shape[d]) + position[d];
-  return index;
-}
-
-/// Advances an odometer over `shape`; false after the last position.
-bool next(const Shape &shape, std::vector<uint64_t> &position) {
-  for (size_t d = shape.size(); d-- > 0;) {
-    if (++position[d] < static_cast<uint64_t>(shape[d]))
-      return true;
-    position[d] = 0;
-  }
-  return false;
-}
 
 /// Every divisor of `n`.
 std::vector<int64_t> divisors(int64_t n) {

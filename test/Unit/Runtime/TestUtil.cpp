@@ -134,3 +134,28 @@ void loom::test::fakeAddF32(void **args) {
 void loom::test::fakeCopyF32(void **args) {
   std::memcpy(args[1], args[0], kFakeElements * sizeof(float));
 }
+
+uint64_t loom::test::product(const runtime::Shape &shape) {
+  uint64_t count = 1;
+  for (int64_t dim : shape)
+    count *= static_cast<uint64_t>(dim);
+  return count;
+}
+
+uint64_t loom::test::linear(const runtime::Shape &shape,
+                            const std::vector<uint64_t> &position) {
+  uint64_t index = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    index = index * static_cast<uint64_t>(shape[d]) + position[d];
+  return index;
+}
+
+bool loom::test::next(const runtime::Shape &shape,
+                        std::vector<uint64_t> &position) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (++position[d] < static_cast<uint64_t>(shape[d]))
+      return true;
+    position[d] = 0;
+  }
+  return false;
+}

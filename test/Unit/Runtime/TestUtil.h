@@ -5,7 +5,9 @@
 
 #include "loom/runtime/Driver.h"
 #include "loom/runtime/KernelABI.h"
+#include "loom/runtime/Shape.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,13 @@ private:
 };
 
 void writeFile(const std::string &path, const std::string &bytes);
+
+/// The number of elements of `shape`.
+uint64_t product(const runtime::Shape &shape);
+/// Row-major linear index of `position` in `shape`.
+uint64_t linear(const runtime::Shape &shape, const std::vector<uint64_t> &position);
+/// Advances an odometer over `shape`; false after the last position.
+bool next(const runtime::Shape &shape, std::vector<uint64_t> &position);
 std::string readFile(const std::string &path);
 
 /// Joins `lines` with '\n' (each line terminated) and appends the `end`
