@@ -147,6 +147,15 @@ func.func @matmul_narrow_accumulate(%a: tensor<64x512xf32>, %b: tensor<512x128xf
 
 // -----
 
+// The result may be the operand type or the accumulation type, nothing else.
+func.func @matmul_result_type(%a: tensor<64x512xbf16>, %b: tensor<512x128xbf16>) {
+  // expected-error @+1 {{'loom.matmul' op result element type 'f16' is neither the operand type 'bf16' nor the accumulation type 'f32'}}
+  %0 = loom.matmul %a, %b accumulate f32 : (tensor<64x512xbf16>, tensor<512x128xbf16>) -> tensor<64x128xf16>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Softmax, causal mask, normalizations
 //===----------------------------------------------------------------------===//
@@ -1010,6 +1019,27 @@ func.func @axes_on_func() attributes {loom.axes = ["dp"]} {
 
 // expected-error @+1 {{'func.func' op 'loom.pipeline_axis' must be an axis name}}
 func.func @pipeline_axis_not_string() attributes {loom.pipeline_axis = 1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.partition_of' must name a model, on a func.func}}
+func.func @partition_of_not_string() attributes {loom.partition_of = 1 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.grid' must name a shard.grid, on a func.func}}
+func.func @grid_not_symbol() attributes {loom.grid = "g"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.sharding' must be an array of i16 arrays (grid axes per dimension)}}
+func.func @sharding_not_axes(%x: tensor<8xf32> {loom.sharding = [1 : i64]}) {
   return
 }
 
