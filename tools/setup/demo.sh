@@ -36,6 +36,9 @@ diff = np.abs(one - four)
 print(f"   y: {list(one.shape)}, max |1 rank - 4 ranks| = {diff.max():.3g}, "
       f"elements differing: {int((diff > 0).sum())} of {one.size}")
 print(f"   first values: 1 rank {one.ravel()[:4]}, 4 ranks {four.ravel()[:4]}")
+if diff.max() > 0:
+    print("   (the tensor-parallel partial sums are added in another order, so a few")
+    print("    bf16 results round the other way: one ulp; docs/precision.md)")
 PY
 steps=$(grep -o '"ph": *"X"' "$work/trace.json" | wc -l)
 echo "   ($steps steps traced on one rank; the 4-rank run wrote trace4.json and"
