@@ -49,17 +49,34 @@ func.func @slice_replicated(%x: tensor<8x16xf32>, %b: tensor<8x16xf32>) -> tenso
 
 // -----
 
-// A reduction needs its axis whole: gathered over tp; dp stays split.
+// An f32 sum over a split axis reduces each rank's block, and the partial
+// sums are all-reduced (where they are used: here the return): only the
+// result moves. A max, or a bf16 sum (which would round before the ranks'
+// values are added), needs the axis whole: gathered over tp; dp stays
+// split. A mean's partial means are scaled by 1/2 before they are summed.
 // CHECK-LABEL: func.func @reduce_split_spmd
-// CHECK-SAME: -> (tensor<4xf32> {loom.sharding = [array<i16: 0>]})
+// CHECK-SAME: -> (tensor<4xf32> {loom.sharding = [array<i16: 0>]}, tensor<4xf32> {loom.sharding = [array<i16: 0>]}, tensor<4xbf16> {loom.sharding = [array<i16: 0>]}, tensor<4xf32> {loom.sharding = [array<i16: 0>]})
+// CHECK-NEXT: [[S:%.+]] = loom.sum %{{.+}} axis 1 : tensor<4x8xf32> -> tensor<4xf32>
 // CHECK-NEXT: [[G:%.+]] = shard.all_gather %{{.+}} on @g grid_axes = [1] gather_axis = 1 : tensor<4x8xf32> -> tensor<4x16xf32>
-// CHECK-NEXT: loom.sum [[G]] axis 1 : tensor<4x16xf32> -> tensor<4xf32>
+// CHECK-NEXT: [[M:%.+]] = loom.max [[G]] axis 1 : tensor<4x16xf32> -> tensor<4xf32>
+// CHECK-NEXT: [[GB:%.+]] = shard.all_gather %{{.+}} on @g grid_axes = [1] gather_axis = 1 : tensor<4x8xbf16> -> tensor<4x16xbf16>
+// CHECK-NEXT: [[B:%.+]] = loom.sum [[GB]] axis 1 : tensor<4x16xbf16> -> tensor<4xbf16>
+// CHECK-NEXT: [[MEAN:%.+]] = loom.mean %{{.+}} axis 1 : tensor<4x8xf32> -> tensor<4xf32>
+// CHECK-NEXT: [[HALF:%.+]] = loom.constant 5.000000e-01 : tensor<f32>
+// CHECK-NEXT: [[SCALED:%.+]] = loom.mul [[MEAN]], [[HALF]]
+// CHECK-NEXT: [[RS:%.+]] = shard.all_reduce [[S]] on @g grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT: [[RM:%.+]] = shard.all_reduce [[SCALED]] on @g grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT: return [[RS]], [[M]], [[B]], [[RM]]
 shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
-func.func @reduce_split(%x: tensor<8x16xf32>) -> tensor<8xf32> {
+func.func @reduce_split(%x: tensor<8x16xf32>, %b: tensor<8x16xbf16>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>) {
   %s = shard.sharding @g split_axes = [[0], [1]] : !shard.sharding
   %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %bs = shard.shard %b to %s : tensor<8x16xbf16>
   %y = loom.sum %xs axis 1 : tensor<8x16xf32> -> tensor<8xf32>
-  return %y : tensor<8xf32>
+  %m = loom.max %xs axis 1 : tensor<8x16xf32> -> tensor<8xf32>
+  %z = loom.sum %bs axis 1 : tensor<8x16xbf16> -> tensor<8xbf16>
+  %n = loom.mean %xs axis 1 : tensor<8x16xf32> -> tensor<8xf32>
+  return %y, %m, %z, %n : tensor<8xf32>, tensor<8xf32>, tensor<8xbf16>, tensor<8xf32>
 }
 
 // -----

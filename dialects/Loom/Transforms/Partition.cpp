@@ -478,13 +478,40 @@ LogicalResult Partitioner::partition(Operation *op) {
     int64_t rank = globalType(input).getRank();
     int64_t axis = normalizeAxis(
         op->getAttrOfType<IntegerAttr>("axis").getInt(), rank);
-    Sharding in = withWhole(input, {axis});
+    // An f32 sum or mean over a split axis reduces each rank's block and
+    // leaves partial sums (a mean's scaled by 1/shards: the blocks are
+    // equal), so only the result moves; a max, or a 16-bit result that
+    // would round before the ranks' values are added, needs the axis whole.
+    GridAxes split = shardingOf(input).dims[axis];
+    bool partial = !split.empty() && isa<SumOp, MeanOp>(op) &&
+                   globalType(op->getResult(0)).getElementType().isF32();
+    Sharding in = withWhole(input, partial ? ArrayRef<int64_t>{}
+                                           : ArrayRef<int64_t>{axis});
     Sharding out = in;
     if (op->hasAttr("keepdim"))
       out.dims[axis].clear();
     else
       out.dims.erase(out.dims.begin() + axis);
-    return apply(op, {in}, {out});
+    if (failed(apply(op, {in}, {out})))
+      return failure();
+    if (!partial)
+      return success();
+    Value result = op->getResult(0);
+    if (isa<MeanOp>(op)) {
+      OpBuilder builder(op->getContext());
+      builder.setInsertionPointAfter(op);
+      auto scalar = RankedTensorType::get({}, builder.getF32Type());
+      auto scale = ConstantOp::create(builder, op->getLoc(), scalar,
+                                      builder.getF64FloatAttr(1.0 / grid.ways(split)));
+      auto scaled = MulOp::create(builder, op->getLoc(), result, scale);
+      result.replaceAllUsesExcept(scaled.getResult(), scaled);
+      globals[scaled.getResult()] = globalType(result);
+      shardings[scale.getResult()] = Sharding::replicated(0);
+      result = scaled.getResult();
+    }
+    out.partial = split;
+    shardings[result] = out;
+    return success();
   }
   if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
     int64_t rank = softmax.getType().getRank();
