@@ -69,7 +69,8 @@ private:
                    RankedTensorType global, Location loc, StringRef why);
   void setResult(Value result, const Sharding &sharding);
 
-  const Sharding &shardingOf(Value value) {
+  /// A copy: a reference into the map would dangle at the next insertion.
+  Sharding shardingOf(Value value) {
     auto it = shardings.find(value);
     if (it == shardings.end())
       it = shardings
