@@ -57,6 +57,11 @@ private:
   LogicalResult partitionMatmul(MatmulOp op);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionLoss(Operation *op);
+  LogicalResult partitionReduction(Operation *op);
+  /// Marks `op`'s f32 result, each rank's mean over its equal block of the
+  /// `split` axes, as partial sums of the global mean: scaled by 1/shards.
+  void makePartialMean(Operation *op, ArrayRef<int16_t> split,
+                       Sharding sharding);
   /// Requires the operand shardings given, and gives `op`'s results theirs.
   LogicalResult apply(Operation *op, ArrayRef<Sharding> operands,
                       ArrayRef<Sharding> results);
@@ -438,19 +443,57 @@ LogicalResult Partitioner::partitionLoss(Operation *op) {
   Sharding loss = Sharding::replicated(0);
   if (failed(apply(op, {a, b}, {loss})))
     return failure();
-  if (split.empty())
-    return success();
+  if (!split.empty())
+    makePartialMean(op, split, loss);
+  return success();
+}
+
+void Partitioner::makePartialMean(Operation *op, ArrayRef<int16_t> split,
+                                  Sharding sharding) {
+  Value result = op->getResult(0);
   OpBuilder builder(op->getContext());
   builder.setInsertionPointAfter(op);
-  auto type = cast<RankedTensorType>(op->getResult(0).getType());
-  auto scale = ConstantOp::create(builder, op->getLoc(), type,
+  auto scalar = RankedTensorType::get({}, builder.getF32Type());
+  auto scale = ConstantOp::create(builder, op->getLoc(), scalar,
                                   builder.getF64FloatAttr(1.0 / grid.ways(split)));
-  auto scaled = MulOp::create(builder, op->getLoc(), op->getResult(0), scale);
-  op->getResult(0).replaceAllUsesExcept(scaled.getResult(), scaled);
-  loss.partial = split;
-  shardings[scaled.getResult()] = loss;
-  globals[scaled.getResult()] = type;
+  auto scaled = MulOp::create(builder, op->getLoc(), result, scale);
+  result.replaceAllUsesExcept(scaled.getResult(), scaled);
   shardings[scale.getResult()] = Sharding::replicated(0);
+  globals[scaled.getResult()] = globalType(result);
+  sharding.partial.assign(split.begin(), split.end());
+  shardings[scaled.getResult()] = sharding;
+}
+
+/// sum, mean and max along one axis. An f32 sum or mean over a split axis
+/// reduces each rank's block and leaves partial sums (a mean's scaled by
+/// 1/shards: the blocks are equal), so only the result moves; a max, or a
+/// 16-bit result that would round before the ranks' values are added, needs
+/// the axis whole.
+LogicalResult Partitioner::partitionReduction(Operation *op) {
+  Value input = op->getOperand(0);
+  int64_t rank = globalType(input).getRank();
+  int64_t axis =
+      normalizeAxis(op->getAttrOfType<IntegerAttr>("axis").getInt(), rank);
+  GridAxes split = shardingOf(input).dims[axis];
+  bool partial = !split.empty() && isa<SumOp, MeanOp>(op) &&
+                 globalType(op->getResult(0)).getElementType().isF32();
+  Sharding in = withWhole(input, partial ? ArrayRef<int64_t>{}
+                                         : ArrayRef<int64_t>{axis});
+  Sharding out = in;
+  if (op->hasAttr("keepdim"))
+    out.dims[axis].clear();
+  else
+    out.dims.erase(out.dims.begin() + axis);
+  if (failed(apply(op, {in}, {out})))
+    return failure();
+  if (!partial)
+    return success();
+  if (isa<MeanOp>(op)) {
+    makePartialMean(op, split, out);
+  } else {
+    out.partial = split;
+    shardings[op->getResult(0)] = out;
+  }
   return success();
 }
 
@@ -474,46 +517,8 @@ LogicalResult Partitioner::partition(Operation *op) {
       out.dims[d] = in.dims[from];
     return apply(op, {in}, {out});
   }
-  if (isa<SumOp, MeanOp, MaxOp>(op)) {
-    Value input = op->getOperand(0);
-    int64_t rank = globalType(input).getRank();
-    int64_t axis = normalizeAxis(
-        op->getAttrOfType<IntegerAttr>("axis").getInt(), rank);
-    // An f32 sum or mean over a split axis reduces each rank's block and
-    // leaves partial sums (a mean's scaled by 1/shards: the blocks are
-    // equal), so only the result moves; a max, or a 16-bit result that
-    // would round before the ranks' values are added, needs the axis whole.
-    GridAxes split = shardingOf(input).dims[axis];
-    bool partial = !split.empty() && isa<SumOp, MeanOp>(op) &&
-                   globalType(op->getResult(0)).getElementType().isF32();
-    Sharding in = withWhole(input, partial ? ArrayRef<int64_t>{}
-                                           : ArrayRef<int64_t>{axis});
-    Sharding out = in;
-    if (op->hasAttr("keepdim"))
-      out.dims[axis].clear();
-    else
-      out.dims.erase(out.dims.begin() + axis);
-    if (failed(apply(op, {in}, {out})))
-      return failure();
-    if (!partial)
-      return success();
-    Value result = op->getResult(0);
-    if (isa<MeanOp>(op)) {
-      OpBuilder builder(op->getContext());
-      builder.setInsertionPointAfter(op);
-      auto scalar = RankedTensorType::get({}, builder.getF32Type());
-      auto scale = ConstantOp::create(builder, op->getLoc(), scalar,
-                                      builder.getF64FloatAttr(1.0 / grid.ways(split)));
-      auto scaled = MulOp::create(builder, op->getLoc(), result, scale);
-      result.replaceAllUsesExcept(scaled.getResult(), scaled);
-      globals[scaled.getResult()] = globalType(result);
-      shardings[scale.getResult()] = Sharding::replicated(0);
-      result = scaled.getResult();
-    }
-    out.partial = split;
-    shardings[result] = out;
-    return success();
-  }
+  if (isa<SumOp, MeanOp, MaxOp>(op))
+    return partitionReduction(op);
   if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
     int64_t rank = softmax.getType().getRank();
     Sharding in = withWhole(softmax.getInput(),
