@@ -3,6 +3,7 @@
 #include "Plan/PlanBuilder.h"
 
 #include "Loom/IR/LoomDialect.h"
+#include "Loom/Transforms/Sharding.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
@@ -61,30 +62,9 @@ static std::string initText(mlir::loom::InitAttr init) {
   return text;
 }
 
-/// "tp" or "dp,tp": grid axes by name.
-static std::string axesText(const SmallVector<std::string> &names,
-                            ArrayRef<int16_t> axes, StringRef separator) {
-  std::string text;
-  for (int16_t axis : axes)
-    text += (text.empty() ? "" : separator.str()) + names[axis];
-  return text;
-}
-
-/// The `shard` record's spec of a `loom.sharding` attribute ("dp,-").
-static std::string shardingText(const SmallVector<std::string> &names,
-                                ArrayAttr sharding) {
-  std::string text;
-  for (auto [d, dim] : llvm::enumerate(sharding)) {
-    auto axes = cast<DenseI16ArrayAttr>(dim).asArrayRef();
-    text += (d ? "," : "") + (axes.empty() ? std::string("-")
-                                           : axesText(names, axes, "+"));
-  }
-  return text;
-}
-
 /// The `collective KIND AXES DIMS` head of a collective's record.
-static FailureOr<std::string>
-collectiveHead(Operation *op, const SmallVector<std::string> &names) {
+static FailureOr<std::string> collectiveHead(Operation *op,
+                                             const mlir::loom::Grid &grid) {
   auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
   auto dim = [&](StringRef name) {
     return std::to_string(op->getAttrOfType<IntegerAttr>(name).getInt());
@@ -109,7 +89,7 @@ collectiveHead(Operation *op, const SmallVector<std::string> &names) {
   }
   if (!axes || axes.empty())
     return op->emitError("collective without grid axes");
-  return "collective " + kind + " " + axesText(names, axes.asArrayRef(), ",") +
+  return "collective " + kind + " " + grid.format(axes.asArrayRef(), ",") +
          " " + dims;
 }
 
@@ -183,24 +163,24 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   for (Operation &op : body.without_terminator())
     numSteps += isa<func::CallOp>(op) || isa<shard::ShardDialect>(op.getDialect());
 
-  // An SPMD program runs over the grid its collectives name.
-  shard::GridOp grid;
-  SmallVector<std::string> axisNames;
+  // An SPMD program runs over the grid it names.
+  std::optional<mlir::loom::Grid> grid;
   if (model->hasAttr(attr::kPartitionOf)) {
     auto gridName = model->getAttrOfType<FlatSymbolRefAttr>(attr::kGrid);
+    shard::GridOp gridOp;
     if (gridName)
-      grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(model, gridName);
-    if (!grid)
+      gridOp = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(model, gridName);
+    if (!gridOp)
       return model.emitError("a partitioned model without its shard.grid");
-    auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes);
-    for (auto [i, size] : llvm::enumerate(grid.getShape()))
-      axisNames.push_back(names && i < names.size()
-                              ? cast<StringAttr>(names[i]).str()
-                              : "axis" + std::to_string(i));
+    grid.emplace(gridOp);
   }
+  // The `shard` record's spec ("dp,-") of a `loom.sharding` attribute.
+  auto shardingText = [&](ArrayAttr sharding) {
+    return sharding ? grid->format(mlir::loom::shardingFromAttr(sharding))
+                    : std::string();
+  };
   auto shardingOfArg = [&](unsigned i) {
-    auto sharding = model.getArgAttrOfType<ArrayAttr>(i, attr::kSharding);
-    return sharding ? shardingText(axisNames, sharding) : std::string();
+    return shardingText(model.getArgAttrOfType<ArrayAttr>(i, attr::kSharding));
   };
 
   for (BlockArgument arg : body.getArguments()) {
@@ -246,7 +226,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   llvm::DenseMap<Value, std::string> outputSharding;
   for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
     if (auto sharding = model.getResultAttrOfType<ArrayAttr>(i, attr::kSharding))
-      outputSharding[value] = shardingText(axisNames, sharding);
+      outputSharding[value] = shardingText(sharding);
 
   std::vector<Step> steps;
   int64_t step = 0;
@@ -278,7 +258,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       args.push_back(buffers.size() - 1);
     }
     if (isCollective) {
-      FailureOr<std::string> head = collectiveHead(&op, axisNames);
+      FailureOr<std::string> head = collectiveHead(&op, *grid);
       if (failed(head))
         return failure();
       steps.push_back({*head, std::move(args)});
@@ -301,7 +281,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;
   if (grid)
-    for (int64_t size : grid.getShape())
+    for (int64_t size : grid->sizes)
       plan.ranks *= size;
   llvm::raw_string_ostream os(plan.text);
   os << "loom-plan 1\n";
@@ -310,8 +290,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   os << "model " << (of ? of.getValue() : model.getSymName()) << "\n";
   os << "device cpu\n";
   if (grid) {
-    os << "mesh " << grid.getSymName();
-    for (auto [name, size] : llvm::zip(axisNames, grid.getShape()))
+    os << "mesh " << grid->op.getSymName();
+    for (auto [name, size] : llvm::zip(grid->names, grid->sizes))
       os << " " << name << "=" << size;
     os << "\n";
   }

@@ -596,19 +596,13 @@ LogicalResult Partitioner::run() {
 
   // The per-rank signature, and how each argument and result is split.
   Builder builder(func.getContext());
-  auto attrOf = [&](const Sharding &s) {
-    SmallVector<Attribute> dims;
-    for (const GridAxes &axes : s.dims)
-      dims.push_back(builder.getDenseI16ArrayAttr(axes));
-    return builder.getArrayAttr(dims);
-  };
   for (BlockArgument arg : body.getArguments())
     if (!shardingOf(arg).isReplicated())
-      func.setArgAttr(arg.getArgNumber(), attr::kSharding, attrOf(shardingOf(arg)));
+      func.setArgAttr(arg.getArgNumber(), attr::kSharding, shardingAttr(builder, shardingOf(arg)));
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands()))
     if (!shardingOf(value).isReplicated())
-      func.setResultAttr(i, attr::kSharding, attrOf(shardingOf(value)));
+      func.setResultAttr(i, attr::kSharding, shardingAttr(builder, shardingOf(value)));
   func.setFunctionType(builder.getFunctionType(body.getArgumentTypes(),
                                                ret.getOperandTypes()));
   return success();

@@ -37,10 +37,10 @@ int64_t Grid::ways(ArrayRef<int16_t> axes) const {
   return n;
 }
 
-std::string Grid::format(ArrayRef<int16_t> axes) const {
+std::string Grid::format(ArrayRef<int16_t> axes, StringRef separator) const {
   std::string text;
   for (int16_t axis : axes)
-    text += (text.empty() ? "" : "+") + names[axis];
+    text += (text.empty() ? "" : separator.str()) + names[axis];
   return text.empty() ? "-" : text;
 }
 
@@ -65,6 +65,21 @@ RankedTensorType Grid::localType(RankedTensorType global,
   for (auto [d, axes] : llvm::enumerate(sharding.dims))
     shape[d] /= ways(axes);
   return RankedTensorType::get(shape, global.getElementType());
+}
+
+ArrayAttr mlir::loom::shardingAttr(Builder &builder, const Sharding &sharding) {
+  SmallVector<Attribute> dims;
+  for (const GridAxes &axes : sharding.dims)
+    dims.push_back(builder.getDenseI16ArrayAttr(axes));
+  return builder.getArrayAttr(dims);
+}
+
+Sharding mlir::loom::shardingFromAttr(ArrayAttr attr) {
+  Sharding sharding = Sharding::replicated(attr.size());
+  for (auto [d, dim] : llvm::enumerate(attr))
+    sharding.dims[d].assign(cast<DenseI16ArrayAttr>(dim).asArrayRef().begin(),
+                            cast<DenseI16ArrayAttr>(dim).asArrayRef().end());
+  return sharding;
 }
 
 Sharding mlir::loom::reshapeSharding(const Grid &grid, ArrayRef<int64_t> in,

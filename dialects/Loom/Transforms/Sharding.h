@@ -11,6 +11,7 @@
 #define LOOM_TRANSFORMS_SHARDING_H
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -49,8 +50,8 @@ struct Grid {
   explicit Grid(shard::GridOp op);
   /// The number of ranks the axes span together.
   int64_t ways(ArrayRef<int16_t> axes) const;
-  /// "tp", "dp+tp" (major first).
-  std::string format(ArrayRef<int16_t> axes) const;
+  /// "tp", "dp+tp" (major first; "-" for none).
+  std::string format(ArrayRef<int16_t> axes, StringRef separator = "+") const;
   /// One entry per dim: "-" or the axes ("dp,-").
   std::string format(const Sharding &sharding) const;
   /// `split` without axes of size 1.
@@ -59,6 +60,11 @@ struct Grid {
   RankedTensorType localType(RankedTensorType global,
                              const Sharding &sharding) const;
 };
+
+/// The `loom.sharding` attribute of a per-rank program's argument or
+/// result (per dim, an array of grid axes), and back.
+ArrayAttr shardingAttr(Builder &builder, const Sharding &sharding);
+Sharding shardingFromAttr(ArrayAttr attr);
 
 /// For `reshape` from `in` to `out`: the result's sharding when the input is
 /// split as `input`, or failure when some split cannot stay split through
