@@ -61,6 +61,7 @@ private:
   LogicalResult runGpuStages(std::optional<::loom::GpuCode> &code,
                              ::loom::KernelReport *report);
   FailureOr<::loom::KernelReport> makeKernelReport();
+  FailureOr<const ::loom::DeviceSpec *> gpuDevice();
   LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
   FailureOr<func::FuncOp> selectModel();
 
@@ -132,12 +133,11 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
       .drop_front(3)
       .take_while([](char ch) { return ch >= '0' && ch <= '9'; })
       .getAsInteger(10, smVersion);
-  const ::loom::DeviceSpec *device = ::loom::lookupDevice(options.gpuDevice);
-  if (!device)
-    return mlir::emitError(UnknownLoc::get(&context), "unknown --gpu-device '")
-           << options.gpuDevice << "'";
+  FailureOr<const ::loom::DeviceSpec *> device = gpuDevice();
+  if (failed(device))
+    return failure();
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
-        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, device->sms);
+        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms);
       })))
     return failure();
   if (reached(::loom::Stage::GPU, print))
@@ -201,16 +201,24 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
 
 /// The report's GPU (--gpu-device) and architecture row (--gpu-arch), and
 /// ptxas: $LOOM_PTXAS when set (empty for none), else the toolkit's.
+/// The --gpu-device row of the specification table.
+FailureOr<const ::loom::DeviceSpec *> Driver::gpuDevice() {
+  if (const ::loom::DeviceSpec *device = ::loom::lookupDevice(options.gpuDevice))
+    return device;
+  InFlightDiagnostic diag = emitError(UnknownLoc::get(&context),
+                                      "unknown --gpu-device '")
+                            << options.gpuDevice << "' (known: ";
+  llvm::interleaveComma(::loom::deviceSpecs(), diag,
+                        [&](const ::loom::DeviceSpec &known) { diag << known.name; });
+  return diag << ")";
+}
+
 FailureOr<::loom::KernelReport> Driver::makeKernelReport() {
   Location loc = UnknownLoc::get(&context);
-  const ::loom::DeviceSpec *device = ::loom::lookupDevice(options.gpuDevice);
-  if (!device) {
-    InFlightDiagnostic diag = emitError(loc, "unknown --gpu-device '")
-                              << options.gpuDevice << "' (known: ";
-    llvm::interleaveComma(::loom::deviceSpecs(), diag,
-                          [&](const ::loom::DeviceSpec &known) { diag << known.name; });
-    return diag << ")";
-  }
+  FailureOr<const ::loom::DeviceSpec *> found = gpuDevice();
+  if (failed(found))
+    return failure();
+  const ::loom::DeviceSpec *device = *found;
   const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch);
   if (!arch) {
     InFlightDiagnostic diag = emitError(loc, "--kernel-report has no GPU "
