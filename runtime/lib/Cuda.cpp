@@ -87,8 +87,9 @@ std::string CudaExecutor::deviceDescription() const { return ""; }
 
 #else // LOOM_RUNTIME_CUDA
 
+#include "Symbols.h"
+
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <unordered_map>
 
@@ -126,17 +127,6 @@ struct DriverApi {
   /// Optional (drivers of CUDA 12.4 and later): checks launch arguments.
   decltype(&::cuFuncGetParamInfo) funcGetParamInfo = nullptr;
 };
-
-/// Looks up `name`, else `fallback`; false if neither is there.
-template <typename Fn>
-bool resolve(void *library, Fn &fn, const char *name,
-             const char *fallback = nullptr) {
-  void *symbol = dlsym(library, name);
-  if (!symbol && fallback)
-    symbol = dlsym(library, fallback);
-  fn = reinterpret_cast<Fn>(symbol);
-  return symbol != nullptr;
-}
 
 /// The bytes a launch argument takes in the kernel's parameter list.
 size_t argumentBytes(const LaunchArg &arg) {
@@ -247,11 +237,7 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
     error = "no CUDA driver (" + library + ") found; run with --device cpu";
     return false;
   }
-  struct Required {
-    bool found;
-    const char *name;
-  };
-  const Required required[] = {
+  const char *missing = firstMissing({
       {resolve(handle, api.getErrorName, "cuGetErrorName"), "cuGetErrorName"},
       {resolve(handle, api.getErrorString, "cuGetErrorString"),
        "cuGetErrorString"},
@@ -292,13 +278,11 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
        "cuEventElapsedTime"},
       {resolve(handle, api.eventDestroy, "cuEventDestroy_v2"),
        "cuEventDestroy_v2"},
-  };
-  for (const Required &function : required) {
-    if (!function.found) {
-      error = "the CUDA driver " + library + " has no function " +
-              function.name + " (is it too old?)";
-      return false;
-    }
+  });
+  if (missing) {
+    error = "the CUDA driver " + library + " has no function " + missing +
+            " (is it too old?)";
+    return false;
   }
   resolve(handle, api.funcGetParamInfo, "cuFuncGetParamInfo");
   return true;

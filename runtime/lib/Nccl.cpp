@@ -58,10 +58,10 @@ bool NcclCollectives::run(size_t, std::string &error) {
 
 #else // LOOM_RUNTIME_CUDA
 
+#include "Symbols.h"
 #include "loom/runtime/Layout.h"
 
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstring>
 #include <map>
@@ -126,11 +126,6 @@ struct CopyApi {
   decltype(&::cuMemcpyDtoDAsync) memcpyDtoDAsync = nullptr;
   decltype(&::cuMemcpy2DAsync) memcpy2DAsync = nullptr;
 };
-
-template <typename Fn> bool resolve(void *library, Fn &fn, const char *name) {
-  fn = reinterpret_cast<Fn>(dlsym(library, name));
-  return fn != nullptr;
-}
 
 /// "2.28.9" from ncclGetVersion's code (X*1000 + Y*100 + Z up to 2.8,
 /// X*10000 + Y*100 + Z since 2.9).
@@ -305,11 +300,7 @@ bool NcclCollectives::State::loadCopies(std::string &error) {
     error = "no CUDA driver (" + driverLibrary + ") found";
     return false;
   }
-  struct Required {
-    bool found;
-    const char *name;
-  };
-  const Required required[] = {
+  const char *missing = firstMissing({
       {resolve(handle, cuda.getErrorName, "cuGetErrorName"), "cuGetErrorName"},
       {resolve(handle, cuda.getErrorString, "cuGetErrorString"),
        "cuGetErrorString"},
@@ -322,13 +313,11 @@ bool NcclCollectives::State::loadCopies(std::string &error) {
        "cuMemcpyDtoDAsync_v2"},
       {resolve(handle, cuda.memcpy2DAsync, "cuMemcpy2DAsync_v2"),
        "cuMemcpy2DAsync_v2"},
-  };
-  for (const Required &function : required) {
-    if (!function.found) {
-      error = "the CUDA driver " + driverLibrary + " has no function " +
-              function.name + " (is it too old?)";
-      return false;
-    }
+  });
+  if (missing) {
+    error = "the CUDA driver " + driverLibrary + " has no function " +
+            missing + " (is it too old?)";
+    return false;
   }
   CUdevice device = 0;
   int pitch = 0;
@@ -475,11 +464,7 @@ bool NcclCollectives::load(const Plan &plan, Communicator &comm,
     return false;
   }
   NcclApi &api = s.nccl;
-  struct Required {
-    bool found;
-    const char *name;
-  };
-  const Required required[] = {
+  const char *missing = firstMissing({
       {resolve(handle, api.getErrorString, "ncclGetErrorString"),
        "ncclGetErrorString"},
       {resolve(handle, api.getVersion, "ncclGetVersion"), "ncclGetVersion"},
@@ -496,12 +481,10 @@ bool NcclCollectives::load(const Plan &plan, Communicator &comm,
       {resolve(handle, api.recv, "ncclRecv"), "ncclRecv"},
       {resolve(handle, api.groupStart, "ncclGroupStart"), "ncclGroupStart"},
       {resolve(handle, api.groupEnd, "ncclGroupEnd"), "ncclGroupEnd"},
-  };
-  for (const Required &function : required) {
-    if (!function.found) {
-      error = needs + "it has no function " + function.name;
-      return false;
-    }
+  });
+  if (missing) {
+    error = needs + "it has no function " + missing;
+    return false;
   }
   resolve(handle, api.getLastError, "ncclGetLastError");
   if (!s.check(api.getVersion(&s.versionCode), "ncclGetVersion", error)) {
