@@ -100,18 +100,9 @@ std::vector<char> indexed(DType dtype, uint64_t count, unsigned rank) {
   return bytes;
 }
 
-enum class Kind {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  AllSlice,
-  AllToAll,
-  Broadcast
-};
-
 /// The expected OUT of member `index` of a group of world ranks `members`,
 /// whose INs are indexed(); f32 or i32, sums exact.
-std::vector<double> expected(Kind kind, const Shape &in, const Shape &out,
+std::vector<double> expected(CollectiveKind kind, const Shape &in, const Shape &out,
                              unsigned dim, unsigned concat,
                              const std::vector<unsigned> &members,
                              unsigned index) {
@@ -125,26 +116,26 @@ std::vector<double> expected(Kind kind, const Shape &in, const Shape &out,
     std::vector<uint64_t> at = pos;
     double v = 0;
     switch (kind) {
-    case Kind::AllReduce:
+    case CollectiveKind::AllReduce:
       for (unsigned j = 0; j < n; ++j)
         v += value(j, at);
       break;
-    case Kind::AllGather: {
+    case CollectiveKind::AllGather: {
       unsigned j = static_cast<unsigned>(pos[dim] / in[dim]);
       at[dim] -= j * in[dim];
       v = value(j, at);
       break;
     }
-    case Kind::ReduceScatter:
+    case CollectiveKind::ReduceScatter:
       at[dim] += index * out[dim];
       for (unsigned j = 0; j < n; ++j)
         v += value(j, at);
       break;
-    case Kind::AllSlice:
+    case CollectiveKind::AllSlice:
       at[dim] += index * out[dim];
       v = value(index, at);
       break;
-    case Kind::AllToAll: {
+    case CollectiveKind::AllToAll: {
       Shape block = in;
       block[dim] /= n;
       unsigned j = static_cast<unsigned>(pos[concat] / block[concat]);
@@ -153,7 +144,7 @@ std::vector<double> expected(Kind kind, const Shape &in, const Shape &out,
       v = value(j, at);
       break;
     }
-    case Kind::Broadcast:
+    case CollectiveKind::Broadcast:
       v = value(0, at);
       break;
     }
@@ -301,32 +292,32 @@ TEST(Collective, EveryKindMatchesItsDefinition) {
           DType type;
           parseDType(dtype, type);
           struct Op {
-            Kind kind;
+            CollectiveKind kind;
             std::string name;
             unsigned dim, concat;
           };
-          std::vector<Op> ops = {{Kind::AllReduce, "all-reduce", 0, 0},
-                                 {Kind::Broadcast, "broadcast", 0, 0}};
+          std::vector<Op> ops = {{CollectiveKind::AllReduce, "all-reduce", 0, 0},
+                                 {CollectiveKind::Broadcast, "broadcast", 0, 0}};
           for (unsigned d = 0; d < in.size(); ++d) {
-            ops.push_back({Kind::AllGather, "all-gather", d, 0});
-            ops.push_back({Kind::ReduceScatter, "reduce-scatter", d, 0});
-            ops.push_back({Kind::AllSlice, "all-slice", d, 0});
+            ops.push_back({CollectiveKind::AllGather, "all-gather", d, 0});
+            ops.push_back({CollectiveKind::ReduceScatter, "reduce-scatter", d, 0});
+            ops.push_back({CollectiveKind::AllSlice, "all-slice", d, 0});
             for (unsigned c = 0; c < in.size(); ++c)
-              ops.push_back({Kind::AllToAll, "all-to-all", d, c});
+              ops.push_back({CollectiveKind::AllToAll, "all-to-all", d, c});
           }
           for (const Op &op : ops) {
             Shape out = in;
             std::string dims = "-";
-            if (op.kind == Kind::AllGather) {
+            if (op.kind == CollectiveKind::AllGather) {
               out[op.dim] *= n;
               dims = std::to_string(op.dim);
-            } else if (op.kind == Kind::ReduceScatter ||
-                       op.kind == Kind::AllSlice) {
+            } else if (op.kind == CollectiveKind::ReduceScatter ||
+                       op.kind == CollectiveKind::AllSlice) {
               if (in[op.dim] % n)
                 continue;
               out[op.dim] /= n;
               dims = std::to_string(op.dim);
-            } else if (op.kind == Kind::AllToAll) {
+            } else if (op.kind == CollectiveKind::AllToAll) {
               if (in[op.dim] % n)
                 continue;
               out[op.dim] /= n;

@@ -11,33 +11,14 @@
 #include <vector>
 
 using namespace loom::runtime;
+using loom::test::examplePlanLines;
 using loom::test::sealLines;
 
 namespace {
-/// The example of docs/plan-format.md, without its `end` record.
-std::vector<std::string> exampleLines() {
-  return {
-      "loom-plan 1",
-      "model mlp",
-      "device cpu",
-      "arena 4792320",
-      "buffer 0 x input bf16 64,512 0",
-      "buffer 1 w1 param bf16 512,2048 65536 normal 0.02",
-      "buffer 2 b1 param f32 2048 2162688 zeros",
-      "buffer 3 w2 param bf16 2048,512 2170880 normal 0.02",
-      "buffer 4 t4 temp f32 64,2048 4268032",
-      "buffer 5 y output bf16 64,512 0",
-      "kernel k0 4",
-      "kernel k1 3",
-      "step k0 0 1 2 4",
-      "step k1 4 3 5",
-  };
-}
-
 /// Parses the example with line `index` (0-based) replaced by `line`, or
 /// removed if `line` is empty; returns the error (empty if it parsed).
 std::string errorWithLine(size_t index, const std::string &line) {
-  std::vector<std::string> lines = exampleLines();
+  std::vector<std::string> lines = examplePlanLines();
   if (line.empty())
     lines.erase(lines.begin() + static_cast<long>(index));
   else
@@ -58,7 +39,7 @@ std::string errorOf(const std::string &text) {
 } // namespace
 
 TEST(Plan, ParsesTheDocumentedExample) {
-  std::string text = sealLines(exampleLines());
+  std::string text = sealLines(examplePlanLines());
   // The checksum printed in docs/plan-format.md.
   EXPECT_EQ(text.substr(text.size() - 13), "end 2ea33395\n");
   Plan plan;
@@ -110,7 +91,7 @@ TEST(Plan, ChecksumIsFnv1a32) {
 }
 
 TEST(Plan, WriterRoundTrips) {
-  std::string text = sealLines(exampleLines());
+  std::string text = sealLines(examplePlanLines());
   Plan plan;
   std::string error;
   ASSERT_TRUE(parsePlan(text, plan, error)) << error;
@@ -149,7 +130,7 @@ TEST(Plan, WriterRoundTrips) {
 }
 
 TEST(Plan, RejectsTruncatedPlans) {
-  std::string text = sealLines(exampleLines());
+  std::string text = sealLines(examplePlanLines());
   // Cut anywhere before the checksum's last digit: always an error, never a
   // crash, and a cut before `end` says "truncated".
   for (size_t cut = 0; cut + 1 < text.size(); ++cut) {
@@ -167,14 +148,14 @@ TEST(Plan, RejectsTruncatedPlans) {
 }
 
 TEST(Plan, AcceptsAMissingFinalNewline) {
-  std::string text = sealLines(exampleLines());
+  std::string text = sealLines(examplePlanLines());
   Plan plan;
   std::string error;
   EXPECT_TRUE(parsePlan(text.substr(0, text.size() - 1), plan, error)) << error;
 }
 
 TEST(Plan, RejectsCorruptedBytes) {
-  std::string text = sealLines(exampleLines());
+  std::string text = sealLines(examplePlanLines());
   std::string corrupted = text;
   corrupted[corrupted.find("w1")] = 'v';
   std::string error = errorOf(corrupted);
@@ -194,7 +175,7 @@ TEST(Plan, RejectsCorruptedBytes) {
 }
 
 TEST(Plan, RejectsOtherVersions) {
-  std::vector<std::string> lines = exampleLines();
+  std::vector<std::string> lines = examplePlanLines();
   lines[0] = "loom-plan 2";
   EXPECT_EQ(errorOf(sealLines(lines)),
             "plan:1: plan version 2 is not supported (this runtime reads "
@@ -209,7 +190,7 @@ TEST(Plan, RejectsOtherVersions) {
 }
 
 TEST(Plan, RejectsContentAfterEnd) {
-  std::string text = sealLines(exampleLines());
+  std::string text = sealLines(examplePlanLines());
   EXPECT_EQ(errorOf(text + "model again\n"),
             "plan:16: unexpected content after 'end'");
   EXPECT_EQ(errorOf(text + "\n"), "plan:16: unexpected content after 'end'");
@@ -336,7 +317,7 @@ TEST(Plan, RejectsBadRecords) {
             "plan:12: duplicate kernel name 'k0' (first on line 11)");
   EXPECT_EQ(errorWithLine(4, "buffer 0 x input bf16 64,512 0 "),
             "plan:5: empty field (fields are separated by single spaces)");
-  std::vector<std::string> withBlank = exampleLines();
+  std::vector<std::string> withBlank = examplePlanLines();
   withBlank.insert(withBlank.begin() + 4, "");
   EXPECT_EQ(errorOf(sealLines(withBlank)), "plan:5: empty line");
 }
@@ -362,7 +343,7 @@ void noop(void **) {}
 TEST(Plan, BindsKernelsByNameAndArity) {
   Plan plan;
   std::string error;
-  ASSERT_TRUE(parsePlan(sealLines(exampleLines()), plan, error)) << error;
+  ASSERT_TRUE(parsePlan(sealLines(examplePlanLines()), plan, error)) << error;
   std::vector<const LoomKernel *> bound;
   const LoomKernel complete[] = {{"k1", 3, noop},
                                  {"k0", 4, noop},
@@ -387,7 +368,7 @@ TEST(Plan, BindsKernelsByNameAndArity) {
 namespace {
 /// The example with a GPU image and launches, without its `end` record.
 std::vector<std::string> gpuLines() {
-  std::vector<std::string> lines = exampleLines();
+  std::vector<std::string> lines = examplePlanLines();
   lines.insert(lines.begin() + 4, "gpu-image sm_90a cubin 23520");
   // After the kernel records (now at 11 and 12).
   lines.insert(lines.begin() + 13,
@@ -464,14 +445,14 @@ TEST(Plan, ParsesGpuImageAndLaunches) {
   EXPECT_EQ(writePlan(plan), text);
 
   // Optional: an image without launches, and PTX.
-  std::vector<std::string> lines = exampleLines();
+  std::vector<std::string> lines = examplePlanLines();
   lines.insert(lines.begin() + 4, "gpu-image sm_80 ptx 7");
   ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
   EXPECT_EQ(plan.gpuImage.format, GpuImageFormat::PTX);
   EXPECT_TRUE(plan.launches.empty());
   EXPECT_EQ(writePlan(plan), sealLines(lines));
   // Without one: nothing.
-  ASSERT_TRUE(parsePlan(sealLines(exampleLines()), plan, error)) << error;
+  ASSERT_TRUE(parsePlan(sealLines(examplePlanLines()), plan, error)) << error;
   EXPECT_FALSE(plan.gpuImage.present);
 }
 
@@ -637,7 +618,7 @@ TEST(Plan, RejectsBadGpuRecords) {
     EXPECT_EQ(gpuErrorWithLine(c.index, c.line), c.error)
         << "line " << c.index << ": '" << c.line << "'";
   // Out of order (and not a duplicate) without an earlier one.
-  std::vector<std::string> late = exampleLines();
+  std::vector<std::string> late = examplePlanLines();
   late.insert(late.begin() + 5, "gpu-image sm_90a cubin 1");
   EXPECT_EQ(errorOf(sealLines(late)), "plan:6: 'gpu-image'" + order);
   // Allowed: no arguments, the largest grid and block, a kernel with

@@ -10,6 +10,7 @@
 #include <vector>
 
 using namespace loom::runtime;
+using loom::test::examplePlanLines;
 using loom::test::sealLines;
 
 namespace {
@@ -44,23 +45,6 @@ std::vector<std::string> spmdLines() {
   };
 }
 
-/// The unpartitioned plan of the same model (docs/plan-format.md).
-std::vector<std::string> wholeLines() {
-  return {"loom-plan 1",
-          "model mlp",
-          "device cpu",
-          "arena 4792320",
-          "buffer 0 x input bf16 64,512 0",
-          "buffer 1 w1 param bf16 512,2048 65536 normal 0.02",
-          "buffer 2 b1 param f32 2048 2162688 zeros",
-          "buffer 3 w2 param bf16 2048,512 2170880 normal 0.02",
-          "buffer 4 t4 temp f32 64,2048 4268032",
-          "buffer 5 y output bf16 64,512 0",
-          "kernel k0 4",
-          "kernel k1 3",
-          "step k0 0 1 2 4",
-          "step k1 4 3 5"};
-}
 
 /// Parses `lines` with line `index` (0-based) replaced by `line`, or
 /// removed if `line` is empty; returns the error, empty if it parsed.
@@ -144,7 +128,7 @@ TEST(SpmdPlan, ParsesTheDocumentedExample) {
   EXPECT_EQ(plan.steps[2].kind, StepKind::Collective);
   EXPECT_EQ(writePlan(plan), text);
   std::string error;
-  EXPECT_TRUE(checkPartitionedPlan(parse(wholeLines()), plan, error)) << error;
+  EXPECT_TRUE(checkPartitionedPlan(parse(examplePlanLines()), plan, error)) << error;
 }
 
 TEST(SpmdPlan, ParsesMeshShardsAndCollectives) {
@@ -196,7 +180,7 @@ TEST(SpmdPlan, ParsesMeshShardsAndCollectives) {
   EXPECT_EQ(plan.numCollectives(), 1u);
 
   // A plan without a mesh has one rank and no collectives.
-  Plan whole = parse(wholeLines());
+  Plan whole = parse(examplePlanLines());
   EXPECT_FALSE(whole.mesh.present);
   EXPECT_EQ(whole.mesh.numRanks, 1u);
   EXPECT_EQ(whole.numCollectives(), 0u);
@@ -528,7 +512,7 @@ std::string partitionError(size_t index, const std::string &line) {
     lines.erase(lines.begin() + static_cast<long>(index));
   else
     lines[index] = line;
-  Plan whole = parse(wholeLines());
+  Plan whole = parse(examplePlanLines());
   Plan spmd = parse(lines);
   std::string error;
   if (checkPartitionedPlan(whole, spmd, error))
@@ -571,12 +555,12 @@ TEST(SpmdPlan, ChecksThePartitionedPlanAgainstTheWholeOne) {
   EXPECT_EQ(partitionError(16, "buffer 7 yy output bf16 32,512 2363392"),
             "plan:17: output 'yy' is not an output of the unpartitioned plan");
 
-  Plan whole = parse(wholeLines());
+  Plan whole = parse(examplePlanLines());
   std::string error;
   EXPECT_FALSE(checkPartitionedPlan(whole, whole, error));
   EXPECT_EQ(error, "plan: a partitioned plan needs a 'mesh' record");
   // A whole plan with an extra output the partitioned plan lacks.
-  std::vector<std::string> extra = wholeLines();
+  std::vector<std::string> extra = examplePlanLines();
   extra.insert(extra.begin() + 10, "buffer 6 z output f32 2 64");
   Plan bigger = parse(extra);
   EXPECT_FALSE(checkPartitionedPlan(bigger, parse(spmdLines()), error));

@@ -159,3 +159,22 @@ bool loom::test::next(const runtime::Shape &shape,
   }
   return false;
 }
+
+std::vector<std::string> loom::test::examplePlanLines() {
+  return {
+      "loom-plan 1",
+      "model mlp",
+      "device cpu",
+      "arena 4792320",
+      "buffer 0 x input bf16 64,512 0",
+      "buffer 1 w1 param bf16 512,2048 65536 normal 0.02",
+      "buffer 2 b1 param f32 2048 2162688 zeros",
+      "buffer 3 w2 param bf16 2048,512 2170880 normal 0.02",
+      "buffer 4 t4 temp f32 64,2048 4268032",
+      "buffer 5 y output bf16 64,512 0",
+      "kernel k0 4",
+      "kernel k1 3",
+      "step k0 0 1 2 4",
+      "step k1 4 3 5",
+  };
+}

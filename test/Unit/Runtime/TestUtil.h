@@ -38,6 +38,10 @@ uint64_t linear(const runtime::Shape &shape, const std::vector<uint64_t> &positi
 bool next(const runtime::Shape &shape, std::vector<uint64_t> &position);
 std::string readFile(const std::string &path);
 
+/// The example plan of docs/plan-format.md (the one-rank mlp), without its
+/// `end` record.
+std::vector<std::string> examplePlanLines();
+
 /// Joins `lines` with '\n' (each line terminated) and appends the `end`
 /// record with the right checksum.
 std::string sealLines(const std::vector<std::string> &lines);
