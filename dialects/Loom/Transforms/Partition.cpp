@@ -141,9 +141,10 @@ Value Partitioner::materialize(Value value, const Sharding &target,
   auto gridRef = FlatSymbolRefAttr::get(grid.op.getSymNameAttr());
   GridAxes axes = current.partial;
   current.partial.clear();
-  auto localF32 = [&](const Sharding &s) {
-    RankedTensorType local = grid.localType(global, s);
-    return RankedTensorType::get(local.getShape(),
+  // The reduced block keeps the partial sums' element type (f32 for a
+  // 16-bit matmul's), not the value's global one.
+  auto reducedType = [&](const Sharding &s) {
+    return RankedTensorType::get(grid.localType(global, s).getShape(),
                                  cast<RankedTensorType>(value.getType())
                                      .getElementType());
   };
@@ -156,7 +157,7 @@ Value Partitioner::materialize(Value value, const Sharding &target,
   if (scatter) {
     current.dims[*scatter] = axes;
     auto op = shard::ReduceScatterOp::create(
-        builder, loc, localF32(current), gridRef,
+        builder, loc, reducedType(current), gridRef,
         builder.getDenseI16ArrayAttr(axes), value,
         shard::ReductionKindAttr::get(builder.getContext(),
                                       shard::ReductionKind::Sum),
@@ -164,7 +165,7 @@ Value Partitioner::materialize(Value value, const Sharding &target,
     reduced = collective(op, op.getResult(), current, global, loc,
                          "partial sums, kept split");
   } else {
-    auto op = shard::AllReduceOp::create(builder, loc, localF32(current),
+    auto op = shard::AllReduceOp::create(builder, loc, reducedType(current),
                                          gridRef.getValue(), axes, value);
     reduced = collective(op, op.getResult(), current, global, loc,
                          "partial sums");
