@@ -21,5 +21,12 @@ done
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt.report.json"
+# The executables link Open MPI (for multi-rank CPU runs); the GPU machine
+# need not have it, so its libraries travel in lib/ (run.sh puts lib/ on
+# LD_LIBRARY_PATH). The C and C++ runtimes stay the GPU machine's own.
+mkdir -p "$out/lib"
+ldd "$out/mlp" | awk '$3 ~ /^\// {print $3}' \
+  | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' \
+  | while read -r lib; do cp -L "$lib" "$out/lib/"; done
 cp "$root/benchmarks/gpu/run.sh" "$root/benchmarks/gpu/compare.py" "$root/benchmarks/gpu/bandwidth.py" "$out/"
 echo "prepared $out ($(du -sh "$out" | cut -f1)): carry the directory to the GPU machine and run $out/run.sh"

@@ -19,6 +19,9 @@ trap 'rm -rf "$work"' EXIT
 # Every function loaded with the image: a lazy load at a function's first
 # launch would land between its CUDA events and inflate its time.
 export CUDA_MODULE_LOADING=EAGER
+# Open MPI's libraries, carried by prepare.sh (single-rank runs never
+# initialize MPI, but the executables link it).
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 
 # Runs an executable with a time limit (a hung kernel must not hang the
@@ -118,6 +121,21 @@ for exe in memory gpt; do
   done
 done
 $py "$here/bandwidth.py" "$here" "$work" memory gpt || status=1
+
+echo "== memory and race checks (compute-sanitizer, where it works) on mlp"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -z "$sanitizer" ]; then
+  echo "compute-sanitizer not found: skipped"
+else
+  for tool in memcheck racecheck; do
+    $limit "$sanitizer" --tool $tool --report-api-errors no --error-exitcode 9 "$here/mlp" --device cuda \
+      --random-inputs --seed 7 > "$work/$tool" 2>&1
+    rc=$?
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard" "$work/$tool" | head -8
+    [ $rc -eq 9 ] && { echo "mlp: $tool found errors"; status=1; }
+    [ $rc -ne 0 ] && [ $rc -ne 9 ] && { echo "mlp under $tool: exit $rc"; tail -3 "$work/$tool"; }
+  done
+fi
 
 echo "== done in ${SECONDS} s; exit status $status"
 exit $status
