@@ -44,6 +44,8 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
 #include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -62,7 +64,8 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
                   linalg::LinalgDialect, bufferization::BufferizationDialect,
                   memref::MemRefDialect, scf::SCFDialect, affine::AffineDialect,
                   cf::ControlFlowDialect, LLVM::LLVMDialect, gpu::GPUDialect,
-                  NVVM::NVVMDialect, ub::UBDialect, vector::VectorDialect>();
+                  NVVM::NVVMDialect, nvgpu::NVGPUDialect, ub::UBDialect,
+                  vector::VectorDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -78,6 +81,9 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   arith::registerConvertArithToLLVMInterface(registry);
   registerConvertMemRefToLLVMInterface(registry);
   cf::registerConvertControlFlowToLLVMInterface(registry);
+  // GPU kernels hold vector loads and stores (16-byte accesses, ldmatrix
+  // fragments) that convert-gpu-to-nvvm lowers through this interface.
+  vector::registerConvertVectorToLLVMInterface(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
@@ -194,6 +200,9 @@ void ::loom::buildNvvmPipeline(OpPassManager &pm, const GpuTarget &target) {
   device.addPass(memref::createExpandStridedMetadataPass());
   device.addPass(createSCFToControlFlowPass());
   device.addPass(createLowerAffinePass());
+  // cp.async and ldmatrix (the pipelined tensor-core matmuls) first: their
+  // NVVM forms take pointers, which the memref lowering below then provides.
+  device.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.useBarePtrCallConv = true;
   device.addPass(createConvertGpuOpsToNVVMOps(nvvm));

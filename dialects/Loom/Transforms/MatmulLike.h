@@ -35,8 +35,6 @@ bool isTensorCoreMatmul(linalg::GenericOp op);
 /// block of warpsM x warpsN warps, K in steps of 32.
 struct TensorCoreTile {
   int64_t blockM, blockN, warpsM, warpsN;
-  /// The A and B tiles' shared memory, rows padded.
-  int64_t sharedBytes(int64_t elementBytes) const;
 };
 
 /// The block tile for an M x N (x batches) matmul on a GPU with

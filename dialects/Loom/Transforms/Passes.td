@@ -103,8 +103,12 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     that still gives each of `multiprocessors` SMs a block, with at most a
     quarter of padding), each warp a 32 x 32 or 64 x 32 part as 16 x 8
     `mma.sync.m16n8k16` (NVVM `nvvm.mma.sync`) with f32 accumulators in
-    registers, K in steps of 32 staged in shared memory (zero-filled outside
-    the operands, so any shape works); see TensorCoreMatmul.cpp.
+    registers, K in steps of 32. Operands whose rows are 16-byte aligned
+    are staged by `cp.async` (`nvgpu.device_async_copy`) into as many
+    swizzled shared-memory stages as fit 48 KiB (at most 4), read with
+    `nvgpu.ldmatrix` (TensorCorePipeline.cpp); others element by element
+    (TensorCoreMatmul.cpp). Both zero-fill outside the operands, so any
+    shape works.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
@@ -115,7 +119,8 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
-                           "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect"];
+                           "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",
+                           "mlir::nvgpu::NVGPUDialect", "mlir::vector::VectorDialect"];
 }
 
 def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {

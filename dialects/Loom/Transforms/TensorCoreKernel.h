@@ -1,0 +1,88 @@
+//===- TensorCoreKernel.h - What both tensor-core matmul kernels share ----===//
+//
+// A tensor-core matmul kernel is one `gpu.launch` of blocks of warps, each
+// block computing a blockM x blockN output tile with `mma.sync.m16n8k16`
+// and f32 accumulators in registers. How A and B reach the fragments
+// differs (TensorCoreMatmul.cpp stages them element by element, any layout;
+// TensorCorePipeline.cpp with cp.async and ldmatrix, 16-byte aligned rows);
+// the launch, the thread coordinates, the accumulators' layout, the mma and
+// the write-back are this skeleton.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TRANSFORMS_TENSORCOREKERNEL_H
+#define LOOM_TRANSFORMS_TENSORCOREKERNEL_H
+
+#include "Loom/Transforms/GpuMatmul.h"
+#include "Loom/Transforms/MatmulLike.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace mlir::loom {
+
+/// Index arithmetic at one location, folded where constant.
+struct IndexMath {
+  Location loc;
+  Value cst(OpBuilder &b, int64_t v) const;
+  Value add(OpBuilder &b, Value x, Value y) const;
+  Value addc(OpBuilder &b, Value x, int64_t y) const;
+  Value mulc(OpBuilder &b, Value x, int64_t y) const;
+  Value divc(OpBuilder &b, Value x, int64_t y) const;
+  Value remc(OpBuilder &b, Value x, int64_t y) const;
+  Value xorv(OpBuilder &b, Value x, Value y) const;
+  /// x < bound (unsigned).
+  Value below(OpBuilder &b, Value x, int64_t bound) const;
+  Value both(OpBuilder &b, Value x, Value y) const;
+};
+
+/// The kernel being built: created with the launch (its shared-memory
+/// buffers are `workgroup`), with the builder `k` at the start of its body.
+struct TensorCoreKernel {
+  TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
+                   TypeRange workgroup);
+
+  linalg::GenericOp op;
+  GpuMatmul mm;
+  TensorCoreTile tile;
+  Location loc;
+  IndexMath im;
+  Type element;
+  gpu::LaunchOp launch;
+  OpBuilder k;
+  int64_t warpM, warpN, threads, tilesM, tilesN;
+  /// Thread coordinates: the flat thread id, warp and lane, the lane's
+  /// group g = lane / 4 and t = lane % 4 (the PTX fragment tables' names),
+  /// where the warp's part starts in the block tile, and where the block
+  /// tile starts in the output.
+  Value tid, warp, lane, g, t, warpRow, warpCol, row0, col0;
+
+  Value workgroupBuffer(unsigned i) {
+    return launch.getWorkgroupAttributions()[i];
+  }
+  /// The accumulators (tilesM x tilesN tiles of 4 f32), loaded from C.
+  SmallVector<Value> loadAccumulators();
+  /// One mma.sync per (A fragment, B fragment) pair, accumulating into
+  /// `accs` in place. A fragments are 4 registers, B fragments 2 (i32 for
+  /// bf16, vector<2xf16> for f16).
+  void multiply(OpBuilder &b, ArrayRef<SmallVector<Value, 4>> aFrags,
+                ArrayRef<SmallVector<Value, 4>> bFrags,
+                MutableArrayRef<Value> accs);
+  /// Two 16-bit values as one mma operand register, `lo` in the low half.
+  Value pack(OpBuilder &b, Value lo, Value hi);
+  /// A vector<2xT> as one mma operand register.
+  Value asRegister(OpBuilder &b, Value pair);
+  /// Writes the final accumulators to C, terminates the launch, erases the
+  /// op and sinks the operands' views into the launch.
+  void finish(ValueRange accs);
+};
+
+/// Builds the cp.async + ldmatrix kernel of TensorCorePipeline.cpp when
+/// both operands' rows are 16-byte aligned; fails, leaving `op` alone,
+/// otherwise.
+LogicalResult buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
+                                             TensorCoreTile tile);
+
+} // namespace mlir::loom
+
+#endif // LOOM_TRANSFORMS_TENSORCOREKERNEL_H
