@@ -86,21 +86,28 @@ func.func @parallel_3d(%a: memref<2x7x10xf32>, %out: memref<2x7x10xf32>) {
 
 // -----
 
-// A dense copy becomes a loop first, then a launch: 4 x 8 = 32 threads.
+// A dense copy becomes a loop first, then a launch. Its rows of 8 f32 are
+// 16-byte aligned (a plan buffer starts on 64 bytes), so each thread copies
+// 4 consecutive elements with one vector load and store: 4 x 2 = 8 threads.
 // CHECK-LABEL: func.func @copy
 // CHECK-SAME: (%[[A:[^:]+]]: memref<4x8xf32>, %[[OUT:[^:]+]]: memref<4x8xf32>)
 // CHECK-NOT: memref.copy
 // CHECK: gpu.launch
-// CHECK: %[[TOTAL:.+]] = arith.constant 32 : index
+// CHECK: %[[TOTAL:.+]] = arith.constant 8 : index
 // CHECK-NEXT: %[[OK:.+]] = arith.cmpi ult, %[[LIN:.+]], %[[TOTAL]] : index
 // CHECK-NEXT: scf.if %[[OK]] {
-// CHECK-NEXT: %[[T1:.+]] = arith.constant 8 : index
+// CHECK-NEXT: %[[T1:.+]] = arith.constant 2 : index
 // CHECK-NEXT: %[[D1:.+]] = arith.remui %[[LIN]], %[[T1]] : index
 // CHECK-NEXT: %[[R1:.+]] = arith.divui %[[LIN]], %[[T1]] : index
-// CHECK: %[[J:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK-NEXT: arith.constant 0 : index
+// CHECK-NEXT: %[[W:.+]] = arith.constant 4 : index
+// CHECK-NEXT: %[[M1:.+]] = arith.muli %[[D1]], %[[W]] : index
+// CHECK-NEXT: %[[J:.+]] = arith.addi %{{.+}}, %[[M1]] : index
 // CHECK: %[[I:.+]] = arith.addi %{{.+}}, %{{.+}} : index
-// CHECK-NEXT: %[[V:.+]] = memref.load %[[A]][%[[I]], %[[J]]] : memref<4x8xf32>
-// CHECK-NEXT: memref.store %[[V]], %[[OUT]][%[[I]], %[[J]]] : memref<4x8xf32>
+// CHECK: %[[V:.+]] = vector.load %[[A]][%[[I]], %[[J]]] {alignment = 16 : i64} : memref<4x8xf32>, vector<4xf32>
+// CHECK-COUNT-4: vector.extract %[[V]]
+// CHECK-NEXT: %[[E:.+]] = vector.from_elements
+// CHECK-NEXT: vector.store %[[E]], %[[OUT]][%[[I]], %[[J]]] {alignment = 16 : i64} : memref<4x8xf32>, vector<4xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.terminator
 // CHECK-NOT: memref.copy
@@ -110,7 +117,7 @@ func.func @parallel_3d(%a: memref<2x7x10xf32>, %out: memref<2x7x10xf32>) {
 // BS8-NEXT: %[[BS:.+]] = arith.constant 8 : index
 // BS8-NEXT: %[[BASE:.+]] = arith.muli %[[BX]], %[[BS]] : index
 // BS8-NEXT: %[[LIN:.+]] = arith.addi %[[BASE]], %[[TX]] : index
-// BS8-NEXT: %[[TOTAL:.+]] = arith.constant 32 : index
+// BS8-NEXT: %[[TOTAL:.+]] = arith.constant 8 : index
 // BS8-NEXT: arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
 func.func @copy(%a: memref<4x8xf32>, %out: memref<4x8xf32>) {
   memref.copy %a, %out : memref<4x8xf32> to memref<4x8xf32>
@@ -120,16 +127,17 @@ func.func @copy(%a: memref<4x8xf32>, %out: memref<4x8xf32>) {
 // -----
 
 // A view the loop reads is recomputed inside the launch: the launch body
-// reads through its own subview, not one defined outside.
+// reads through its own subview, not one defined outside. The view starts 4
+// f32 into rows of 8, so its rows stay 16-byte aligned: vector accesses.
 // CHECK-LABEL: func.func @view_sunk
 // CHECK-SAME: (%[[A:[^:]+]]: memref<4x8xf32>, %[[OUT:[^:]+]]: memref<4x4xf32>)
 // CHECK: gpu.launch
 // CHECK-NEXT: %[[V:.+]] = memref.subview %[[A]][0, 4] [4, 4] [1, 1] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
 // CHECK: scf.if
-// CHECK: %[[X:.+]] = memref.load %[[A]][%[[I:[a-z0-9_]+]], %[[J:[a-z0-9_]+]]] : memref<4x8xf32>
-// CHECK-NEXT: %[[Y:.+]] = memref.load %[[V]][%[[I]], %[[J]]] : memref<4x4xf32, strided<[8, 1], offset: 4>>
-// CHECK-NEXT: %[[S:.+]] = arith.addf %[[X]], %[[Y]] : f32
-// CHECK-NEXT: memref.store %[[S]], %[[OUT]][%[[I]], %[[J]]] : memref<4x4xf32>
+// CHECK: %[[X:.+]] = vector.load %[[A]][%[[I:[a-z0-9_]+]], %[[J:[a-z0-9_]+]]] {alignment = 16 : i64} : memref<4x8xf32>, vector<4xf32>
+// CHECK: %[[Y:.+]] = vector.load %[[V]][%[[I]], %[[J]]] {alignment = 16 : i64} : memref<4x4xf32, strided<[8, 1], offset: 4>>, vector<4xf32>
+// CHECK-COUNT-4: arith.addf
+// CHECK: vector.store %{{.+}}, %[[OUT]][%[[I]], %[[J]]] {alignment = 16 : i64} : memref<4x4xf32>, vector<4xf32>
 // CHECK: gpu.terminator
 func.func @view_sunk(%a: memref<4x8xf32>, %out: memref<4x4xf32>) {
   %c0 = arith.constant 0 : index
@@ -148,14 +156,15 @@ func.func @view_sunk(%a: memref<4x8xf32>, %out: memref<4x4xf32>) {
 
 // -----
 
-// The parallel fill becomes a 16-thread launch; the full reduction after it
-// (the init store and the scf.for) runs in a single 1x1x1 launch, after the
-// first one, with its constants sunk into it.
+// The parallel fill becomes a launch of 4 threads, each storing 4 elements
+// in one vector store; the full reduction after it (the init store and the
+// scf.for) runs in a single 1x1x1 launch, after the first one, with its
+// constants sunk into it.
 // CHECK-LABEL: func.func @fill_then_reduce
 // CHECK-SAME: (%[[A:[^:]+]]: memref<16xf32>, %[[OUT:[^:]+]]: memref<f32>)
 // CHECK: gpu.launch
-// CHECK: %[[TOTAL:.+]] = arith.constant 16 : index
-// CHECK: memref.store %{{.+}}, %[[A]][%{{.+}}] : memref<16xf32>
+// CHECK: %[[TOTAL:.+]] = arith.constant 4 : index
+// CHECK: vector.store %{{.+}}, %[[A]][%{{.+}}] {alignment = 16 : i64} : memref<16xf32>, vector<4xf32>
 // CHECK: gpu.terminator
 // CHECK-NEXT: }
 // CHECK-NEXT: %[[ONE:.+]] = arith.constant 1 : index
@@ -280,6 +289,122 @@ func.func @not_a_reduction(%in: memref<10x100xf32>, %out: memref<10xf32>) {
       %x = memref.load %in[%i, %k] : memref<10x100xf32>
       memref.store %x, %out[%i] : memref<10xf32>
     }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// bf16 rows of 16: 8 lanes (16 bytes) per thread, 4 x 2 = 8 threads. The
+// bias is per row (it does not move with the innermost loop): one scalar
+// load for all 8 lanes. Each lane runs the scalar body on its element.
+// CHECK-LABEL: func.func @bf16_row_bias
+// CHECK-SAME: (%[[X:[^:]+]]: memref<4x16xbf16>, %[[B:[^:]+]]: memref<4xbf16>, %[[OUT:[^:]+]]: memref<4x16xbf16>)
+// CHECK: %[[TOTAL:.+]] = arith.constant 8 : index
+// CHECK: arith.cmpi ult, %{{.+}}, %[[TOTAL]] : index
+// CHECK: %[[V:.+]] = vector.load %[[X]][%[[I:[a-z0-9_]+]], %[[J:[a-z0-9_]+]]] {alignment = 16 : i64} : memref<4x16xbf16>, vector<8xbf16>
+// CHECK-COUNT-8: vector.extract %[[V]]
+// CHECK-NEXT: %[[S:.+]] = memref.load %[[B]][%[[I]]] : memref<4xbf16>
+// CHECK-NOT: memref.load
+// CHECK-COUNT-8: arith.addf %{{.+}}, %[[S]] : bf16
+// CHECK-NEXT: %[[E:.+]] = vector.from_elements %{{.+}} : vector<8xbf16>
+// CHECK-NEXT: vector.store %[[E]], %[[OUT]][%[[I]], %[[J]]] {alignment = 16 : i64} : memref<4x16xbf16>, vector<8xbf16>
+func.func @bf16_row_bias(%x: memref<4x16xbf16>, %b: memref<4xbf16>, %out: memref<4x16xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c16) step (%c1, %c1) {
+    %v = memref.load %x[%i, %j] : memref<4x16xbf16>
+    %s = memref.load %b[%i] : memref<4xbf16>
+    %w = arith.addf %v, %s : bf16
+    memref.store %w, %out[%i, %j] : memref<4x16xbf16>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// The narrowest element sets the lanes: 8 for a bf16 input, so the f32
+// output is stored 8 at a time (32 bytes, still 16-byte aligned). A lane's
+// own index (here converted to a float) is base + lane.
+// CHECK-LABEL: func.func @widen_with_index
+// CHECK: scf.if
+// CHECK: arith.constant 1 : index
+// CHECK-NEXT: %[[J1:.+]] = arith.addi %[[J:[a-z0-9_]+]], %{{.+}} : index
+// CHECK: %[[V:.+]] = vector.load %{{.+}}[%[[J]]] {alignment = 16 : i64} : memref<64xbf16>, vector<8xbf16>
+// CHECK: arith.index_cast %[[J]] : index to i32
+// CHECK-NEXT: arith.index_cast %[[J1]] : index to i32
+// CHECK: vector.store %{{.+}}, %{{.+}}[%[[J]]] {alignment = 16 : i64} : memref<64xf32>, vector<8xf32>
+func.func @widen_with_index(%x: memref<64xbf16>, %out: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%j) = (%c0) to (%c64) step (%c1) {
+    %v = memref.load %x[%j] : memref<64xbf16>
+    %e = arith.extf %v : bf16 to f32
+    %n = arith.index_cast %j : index to i32
+    %f = arith.sitofp %n : i32 to f32
+    %w = arith.addf %e, %f : f32
+    memref.store %w, %out[%j] : memref<64xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Loops whose accesses are not contiguous and aligned along the innermost
+// loop keep one thread per element: a transpose, a view 2 f32 (8 bytes)
+// into its rows, and rows of 6 f32 (not a multiple of 4).
+// CHECK-LABEL: func.func @transpose
+// CHECK-NOT: vector.
+// CHECK: memref.load
+// CHECK-NOT: vector.
+// CHECK-LABEL: func.func @unaligned_view
+// CHECK-NOT: vector.
+// CHECK: memref.load
+// CHECK-NOT: vector.
+// CHECK-LABEL: func.func @odd_rows
+// CHECK: %[[TOTAL:.+]] = arith.constant 12 : index
+// CHECK-NOT: vector.
+// CHECK: memref.load
+// CHECK-NOT: vector.
+// CHECK: return
+func.func @transpose(%x: memref<8x8xf32>, %out: memref<8x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c8) step (%c1, %c1) {
+    %v = memref.load %x[%j, %i] : memref<8x8xf32>
+    memref.store %v, %out[%i, %j] : memref<8x8xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @unaligned_view(%x: memref<4x10xf32>, %out: memref<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %v = memref.subview %x[0, 2] [4, 8] [1, 1] : memref<4x10xf32> to memref<4x8xf32, strided<[10, 1], offset: 2>>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c8) step (%c1, %c1) {
+    %a = memref.load %v[%i, %j] : memref<4x8xf32, strided<[10, 1], offset: 2>>
+    memref.store %a, %out[%i, %j] : memref<4x8xf32>
+    scf.reduce
+  }
+  return
+}
+func.func @odd_rows(%x: memref<2x6xf32>, %out: memref<2x6xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c6 = arith.constant 6 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c2, %c6) step (%c1, %c1) {
+    %a = memref.load %x[%i, %j] : memref<2x6xf32>
+    memref.store %a, %out[%i, %j] : memref<2x6xf32>
     scf.reduce
   }
   return

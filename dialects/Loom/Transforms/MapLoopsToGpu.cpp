@@ -2,6 +2,9 @@
 
 #include "Loom/Transforms/Passes.h"
 
+#include "GpuLoops.h"
+
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/GPU/Utils/GPUUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -14,6 +17,7 @@ namespace mlir::loom {
 } // namespace mlir::loom
 
 using namespace mlir;
+using mlir::loom::constantIndex;
 
 /// Ops worth recomputing inside a kernel rather than passing in: they are
 /// free, and views must not cross (a bare pointer would lose the offset).
@@ -47,50 +51,55 @@ void mlir::loom::sinkViewsIntoLaunch(gpu::LaunchOp launch) {
   (void)sinkOperationsIntoLaunchOp(launch, isSunk);
 }
 
-static Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
+std::optional<loom::LoopSpace> loom::getLoopSpace(scf::ParallelOp loop) {
+  LoopSpace space;
+  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
+                                       loop.getUpperBound(), loop.getStep())) {
+    std::optional<int64_t> l = getConstantIntValue(lb),
+                           u = getConstantIntValue(ub),
+                           s = getConstantIntValue(step);
+    if (!l || !u || !s || *s <= 0)
+      return std::nullopt;
+    space.lower.push_back(*l);
+    space.steps.push_back(*s);
+    space.trips.push_back(std::max<int64_t>(0, (*u - *l + *s - 1) / *s));
+    space.total *= space.trips.back();
+  }
+  return space;
 }
 
-/// Maps `loop`'s induction variables to the iteration with row-major
-/// linear index `linear` (the last loop varies fastest, as in memory).
-static void delinearize(OpBuilder &b, Location loc, Value linear,
-                        scf::ParallelOp loop, ArrayRef<int64_t> lower,
-                        ArrayRef<int64_t> trips, ArrayRef<int64_t> steps,
-                        IRMapping &mapping) {
+void loom::delinearize(OpBuilder &b, Location loc, Value linear, ValueRange ivs,
+                       const LoopSpace &space, IRMapping &mapping) {
   Value rest = linear;
-  for (int d = trips.size() - 1; d >= 0; --d) {
-    Value trip = constantIndex(b, loc, trips[d]);
+  for (int d = space.trips.size() - 1; d >= 0; --d) {
+    Value trip = constantIndex(b, loc, space.trips[d]);
     Value index = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, trip);
     if (d != 0)
       rest = arith::DivUIOp::create(b, loc, rest, trip);
-    mapping.map(loop.getInductionVars()[d],
+    mapping.map(ivs[d],
                 arith::AddIOp::create(
-                    b, loc, constantIndex(b, loc, lower[d]),
+                    b, loc, constantIndex(b, loc, space.lower[d]),
                     arith::MulIOp::create(b, loc, index,
-                                          constantIndex(b, loc, steps[d]))));
+                                          constantIndex(b, loc, space.steps[d]))));
   }
 }
 
 namespace {
-/// A row reduction as linalg's loops leave it: for each row (the parallel
-/// loop), a sequential loop over the row that loads the row's accumulator,
-/// combines one value into it and stores it back.
-struct RowReduction {
-  scf::ForOp inner;
-  memref::LoadOp accLoad;
-  memref::StoreOp accStore;
-  Operation *combine; // arith.addf, arith.maximumf or arith.maxnumf
-  int64_t length;     // the inner loop's trip count
-};
-
 struct LoomMapLoopsToGpu
     : public loom::impl::LoomMapLoopsToGpuBase<LoomMapLoopsToGpu> {
   using Base::Base;
+  /// The kernels' 16-byte vector loads and stores must lower with the rest
+  /// of a kernel in convert-gpu-to-nvvm, which converts every loaded
+  /// dialect that has a to-LLVM interface.
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    vector::registerConvertVectorToLLVMInterface(registry);
+  }
   void runOnOperation() override;
   LogicalResult mapParallel(scf::ParallelOp loop);
-  void mapRowReduction(scf::ParallelOp loop, RowReduction reduction,
-                       ArrayRef<int64_t> lower, ArrayRef<int64_t> trips,
-                       ArrayRef<int64_t> steps, int64_t rows);
+  void mapRowReduction(scf::ParallelOp loop, loom::RowReduction reduction,
+                       const loom::LoopSpace &space);
+  void mapElementwise(scf::ParallelOp loop, const loom::LoopSpace &space);
   void wrapInSingleThread(ArrayRef<Operation *> ops);
 };
 } // namespace
@@ -100,7 +109,7 @@ struct LoomMapLoopsToGpu
 /// that does not move with the inner loop, computed as combine(the
 /// accumulator's load, x) with an associative, commutative combine whose
 /// identity is known; nothing else in the body writes memory.
-static std::optional<RowReduction> matchRowReduction(scf::ParallelOp loop) {
+std::optional<loom::RowReduction> loom::matchRowReduction(scf::ParallelOp loop) {
   Block *body = loop.getBody();
   if (body->getOperations().size() != 2)
     return std::nullopt;
@@ -148,6 +157,37 @@ static std::optional<RowReduction> matchRowReduction(scf::ParallelOp loop) {
   return match;
 }
 
+Value loom::combineIdentity(OpBuilder &b, Location loc, Operation *combine) {
+  Type type = combine->getResult(0).getType();
+  TypedAttr identity =
+      isa<arith::AddFOp>(combine)
+          ? TypedAttr(b.getFloatAttr(type, 0.0))
+          : TypedAttr(b.getFloatAttr(
+                type, APFloat::getInf(cast<FloatType>(type).getFloatSemantics(),
+                                      /*Negative=*/true)));
+  return arith::ConstantOp::create(b, loc, identity);
+}
+
+Value loom::emitCombine(OpBuilder &b, Location loc, Operation *combine, Value x,
+                        Value y) {
+  OperationState state(loc, combine->getName());
+  state.addOperands({x, y});
+  state.addTypes(combine->getResult(0).getType());
+  state.addAttributes(combine->getAttrs());
+  return b.create(state)->getResult(0);
+}
+
+Value loom::emitWarpCombine(OpBuilder &b, Location loc, Operation *combine,
+                            Value partial) {
+  constexpr int32_t kWarp = 32;
+  for (int32_t offset = kWarp / 2; offset >= 1; offset /= 2) {
+    auto shuffle = gpu::ShuffleOp::create(b, loc, partial, offset, kWarp,
+                                          gpu::ShuffleMode::XOR);
+    partial = emitCombine(b, loc, combine, partial, shuffle.getShuffleResult());
+  }
+  return partial;
+}
+
 /// One warp per row: lane l combines elements l, l + 32, ... of its row
 /// into a private partial value (so a warp reads the row coalesced), the
 /// warp combines its 32 partials with a butterfly of shuffles, and lane 0
@@ -155,13 +195,12 @@ static std::optional<RowReduction> matchRowReduction(scf::ParallelOp loop) {
 /// differs from the CPU's sequential one, which only matters for sums
 /// (within the reassociation tolerances of docs/precision.md).
 void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
-                                        RowReduction reduction,
-                                        ArrayRef<int64_t> lower,
-                                        ArrayRef<int64_t> trips,
-                                        ArrayRef<int64_t> steps, int64_t rows) {
+                                        loom::RowReduction reduction,
+                                        const loom::LoopSpace &space) {
   constexpr int64_t kWarp = 32;
   OpBuilder b(loop);
   Location loc = loop.getLoc();
+  int64_t rows = space.total;
   int64_t threads = std::max<int64_t>(kWarp, blockSize / kWarp * kWarp);
   int64_t warps = threads / kWarp;
   int64_t blocks = std::max<int64_t>(1, (rows + warps - 1) / warps);
@@ -179,19 +218,12 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
   Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, row,
                                         constantIndex(k, loc, rows));
   Operation *combine = reduction.combine;
-  Type type = combine->getResult(0).getType();
   // Every lane of a warp has the same row: the branch, and so the shuffles
   // inside it, are uniform across the warp.
   scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
     IRMapping mapping;
-    delinearize(t, l, row, loop, lower, trips, steps, mapping);
-    TypedAttr identity =
-        isa<arith::AddFOp>(combine)
-            ? TypedAttr(t.getFloatAttr(type, 0.0))
-            : TypedAttr(t.getFloatAttr(
-                  type, APFloat::getInf(cast<FloatType>(type).getFloatSemantics(),
-                                        /*Negative=*/true)));
-    Value start = arith::ConstantOp::create(t, l, identity);
+    loom::delinearize(t, l, row, loop.getInductionVars(), space, mapping);
+    Value start = loom::combineIdentity(t, l, combine);
     auto strided = scf::ForOp::create(
         t, l, lane, constantIndex(t, l, reduction.length),
         constantIndex(t, l, kWarp), ValueRange{start});
@@ -205,20 +237,7 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
           f.clone(op, mapping);
       scf::YieldOp::create(f, l, mapping.lookup(reduction.accStore.getValue()));
     }
-    Value partial = strided.getResult(0);
-    auto combineWith = [&](Value x, Value y) -> Value {
-      OperationState state(l, combine->getName());
-      state.addOperands({x, y});
-      state.addTypes(type);
-      state.addAttributes(combine->getAttrs());
-      return t.create(state)->getResult(0);
-    };
-    for (int64_t offset = kWarp / 2; offset >= 1; offset /= 2) {
-      auto shuffle = gpu::ShuffleOp::create(
-          t, l, partial, static_cast<int32_t>(offset),
-          static_cast<int32_t>(kWarp), gpu::ShuffleMode::XOR);
-      partial = combineWith(partial, shuffle.getShuffleResult());
-    }
+    Value partial = loom::emitWarpCombine(t, l, combine, strided.getResult(0));
     Value first = arith::CmpIOp::create(t, l, arith::CmpIPredicate::eq, lane,
                                         constantIndex(t, l, 0));
     scf::IfOp::create(t, l, first, [&](OpBuilder &w, Location wl) {
@@ -227,9 +246,7 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
         indices.push_back(mapping.lookupOrDefault(index));
       Value memrefValue = mapping.lookupOrDefault(reduction.accStore.getMemRef());
       Value old = memref::LoadOp::create(w, wl, memrefValue, indices);
-      OpBuilder::InsertionGuard guard(t);
-      t.setInsertionPoint(w.getInsertionBlock(), w.getInsertionPoint());
-      Value total = combineWith(old, partial);
+      Value total = loom::emitCombine(w, wl, combine, old, partial);
       memref::StoreOp::create(w, wl, total, memrefValue, indices);
       scf::YieldOp::create(w, wl);
     });
@@ -240,26 +257,36 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
   loom::sinkViewsIntoLaunch(launch);
 }
 
-LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
+/// One thread per iteration, or per `width` consecutive iterations of the
+/// innermost loop when the body's accesses along it are contiguous and
+/// aligned: then its loads and stores are 16-byte vector accesses, a quarter
+/// or an eighth of the memory instructions, each a whole sector per lane
+/// quad.
+void LoomMapLoopsToGpu::mapElementwise(scf::ParallelOp loop,
+                                       const loom::LoopSpace &space) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
-  SmallVector<int64_t> lower, trips, steps;
-  int64_t total = 1;
-  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(), loop.getUpperBound(),
-                                       loop.getStep())) {
-    std::optional<int64_t> l = getConstantIntValue(lb), u = getConstantIntValue(ub),
-                           s = getConstantIntValue(step);
-    if (!l || !u || !s || *s <= 0)
-      return loop.emitError("loop bounds must be constants to map to the GPU");
-    lower.push_back(*l);
-    steps.push_back(*s);
-    trips.push_back(std::max<int64_t>(0, (*u - *l + *s - 1) / *s));
-    total *= trips.back();
+  SmallVector<Operation *> body;
+  for (Operation &op : loop.getBody()->without_terminator())
+    body.push_back(&op);
+  int64_t last = space.trips.size() - 1;
+  std::optional<loom::LaneVectorizer> lanes;
+  int64_t width = 1;
+  if (last >= 0) {
+    lanes.emplace(body, loop.getInductionVars()[last]);
+    width = lanes->width();
+    if (space.steps[last] != 1 || space.lower[last] % width != 0 ||
+        space.trips[last] % width != 0)
+      width = 1;
   }
-  if (std::optional<RowReduction> reduction = matchRowReduction(loop)) {
-    mapRowReduction(loop, *reduction, lower, trips, steps, total);
-    return success();
+  // The thread grid: the innermost loop in steps of `width`.
+  loom::LoopSpace threads = space;
+  if (width > 1) {
+    threads.trips[last] /= width;
+    threads.steps[last] = width;
+    threads.total /= width;
   }
+  int64_t total = threads.total;
   int64_t blocks = std::max<int64_t>(1, (total + blockSize - 1) / blockSize);
   Value one = constantIndex(b, loc, 1);
   auto launch = gpu::LaunchOp::create(b, loc, constantIndex(b, loc, blocks), one, one,
@@ -274,14 +301,30 @@ LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
                                         constantIndex(k, loc, total));
   scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
     IRMapping mapping;
-    delinearize(t, l, linear, loop, lower, trips, steps, mapping);
-    for (Operation &op : loop.getBody()->without_terminator())
-      t.clone(op, mapping);
+    loom::delinearize(t, l, linear, loop.getInductionVars(), threads, mapping);
+    if (width > 1) {
+      SmallVector<IRMapping> laneMappings;
+      lanes->emit(t, l, mapping.lookup(loop.getInductionVars()[last]), mapping,
+                 laneMappings);
+    } else {
+      for (Operation &op : loop.getBody()->without_terminator())
+        t.clone(op, mapping);
+    }
     scf::YieldOp::create(t, l);
   });
   gpu::TerminatorOp::create(k, loc);
   loop.erase();
   loom::sinkViewsIntoLaunch(launch);
+}
+
+LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
+  std::optional<loom::LoopSpace> space = loom::getLoopSpace(loop);
+  if (!space)
+    return loop.emitError("loop bounds must be constants to map to the GPU");
+  if (std::optional<loom::RowReduction> reduction = loom::matchRowReduction(loop))
+    mapRowReduction(loop, *reduction, *space);
+  else
+    mapElementwise(loop, *space);
   return success();
 }
 

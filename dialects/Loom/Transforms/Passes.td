@@ -142,7 +142,8 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
   let options = [Option<"blockSize", "block-size", "int64_t", "256",
                         "Threads per block">];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
-                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect"];
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
+                           "mlir::vector::VectorDialect"];
 }
 
 def LoomTileContractionsForCpu

@@ -1,0 +1,100 @@
+//===- GpuLoops.h - Shared pieces of loom-map-loops-to-gpu ------*- C++ -*-===//
+
+#ifndef LOOM_TRANSFORMS_GPULOOPS_H
+#define LOOM_TRANSFORMS_GPULOOPS_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <functional>
+#include <optional>
+
+namespace mlir::loom {
+
+inline Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// A loop's static bounds, one entry per induction variable.
+struct LoopSpace {
+  SmallVector<int64_t> lower, trips, steps;
+  int64_t total = 1;
+  bool operator==(const LoopSpace &other) const {
+    return lower == other.lower && trips == other.trips && steps == other.steps;
+  }
+};
+
+/// The bounds of `loop`, or nothing when one is not a constant (or a step
+/// is not positive).
+std::optional<LoopSpace> getLoopSpace(scf::ParallelOp loop);
+
+/// Maps `ivs` (with bounds `space`) to the iteration with row-major linear
+/// index `linear`: the last varies fastest, as in memory.
+void delinearize(OpBuilder &b, Location loc, Value linear, ValueRange ivs,
+                 const LoopSpace &space, IRMapping &mapping);
+
+/// A row reduction as linalg's loops leave it: for each row (the parallel
+/// loop), a sequential loop over the row that loads the row's accumulator,
+/// combines one value into it and stores it back.
+struct RowReduction {
+  scf::ForOp inner;
+  memref::LoadOp accLoad;
+  memref::StoreOp accStore;
+  Operation *combine; // arith.addf, arith.maximumf or arith.maxnumf
+  int64_t length;     // the inner loop's trip count
+};
+
+std::optional<RowReduction> matchRowReduction(scf::ParallelOp loop);
+
+/// The identity of a row reduction's combine (0 or -inf).
+Value combineIdentity(OpBuilder &b, Location loc, Operation *combine);
+
+/// combine(x, y) with `combine`'s kind and attributes.
+Value emitCombine(OpBuilder &b, Location loc, Operation *combine, Value x,
+                  Value y);
+
+/// Butterfly of xor shuffles over a warp of 32: every lane ends with the
+/// combination of all 32 lanes' `partial`.
+Value emitWarpCombine(OpBuilder &b, Location loc, Operation *combine,
+                      Value partial);
+
+/// Runs a straight-line loop body `width` iterations at a time along one
+/// induction variable `iv` (lanes 0..width-1 take iv = base + lane, in
+/// lockstep, which any interleaving of a parallel loop's iterations
+/// allows): loads and stores whose innermost index is `iv` become one
+/// aligned vector.load / vector.store of `width` elements, loads that do
+/// not move with `iv` are done once, and every other op is repeated per
+/// lane, so each lane computes exactly what its scalar iteration did.
+class LaneVectorizer {
+public:
+  /// Analyzes `ops` (without a terminator) along `iv`; width() is 1 when
+  /// they cannot be run that way.
+  LaneVectorizer(ArrayRef<Operation *> ops, Value iv);
+
+  /// The lanes per thread: 16 bytes of the narrowest element accessed
+  /// along `iv` (8 for bf16), or 1.
+  int64_t width() const { return width_; }
+
+  /// Emits the ops for lanes base .. base + width - 1; `lanes` holds one
+  /// mapping per lane (filled in), `beforeClone` runs before an op is
+  /// cloned for a lane.
+  void emit(OpBuilder &b, Location loc, Value base, const IRMapping &outer,
+            SmallVectorImpl<IRMapping> &lanes,
+            const std::function<void(Operation *, int64_t, IRMapping &)>
+                &beforeClone = nullptr) const;
+
+private:
+  enum class Access { Contiguous, Uniform };
+  SmallVector<Operation *> ops_;
+  Value iv_;
+  llvm::DenseMap<Operation *, Access> accesses_;
+  int64_t width_ = 1;
+};
+
+} // namespace mlir::loom
+
+#endif // LOOM_TRANSFORMS_GPULOOPS_H
