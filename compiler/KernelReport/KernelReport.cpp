@@ -292,7 +292,10 @@ KernelReport::Row KernelReport::evaluate(const Launch &launch) const {
       compute += tensor / (w.tensorTflops * 1e12);
     compute += (w.flops - tensor) / (device.f32Tflops * 1e12);
   }
-  if (launch.work.empty())
+  // A launch running several ops (a matmul with its fill and epilogue, a
+  // row's stages) moves each of its buffers once: the ops' own counts
+  // would charge it for intermediates it never touches in global memory.
+  if (launch.work.empty() || launch.work.size() > 1)
     row.bytes = launch.bufferBytes;
   double memory = row.bytes / (device.bandwidthGBs * 1e9);
   row.seconds = std::max(compute, memory);

@@ -3,13 +3,14 @@
 // --loom-hoist-kernel-allocs: in a function marked loom.kernel, each
 // statically shaped, dense memref.alloc at the top of the body becomes a
 // new trailing argument (in order), its users use the argument and its
-// memref.dealloc goes away. Other functions, dynamic allocs and allocs in
+// memref.dealloc goes away; the new arguments are marked loom.scratch (no
+// other step reads them, so a kernel may skip writing them). Other functions, dynamic allocs and allocs in
 // nested regions are left alone.
 
 // Two temporaries (an accumulator and row statistics) become arguments 2
 // and 3; the view and the copies now use them.
 // CHECK-LABEL: func.func private @kernel
-// CHECK-SAME: (%[[A:[^:]+]]: memref<4x8xf32>, %[[OUT:[^:]+]]: memref<4x8xf32>, %[[T:[^:]+]]: memref<4x8xf32>, %[[S:[^:]+]]: memref<4xf32>)
+// CHECK-SAME: (%[[A:[^:]+]]: memref<4x8xf32>, %[[OUT:[^:]+]]: memref<4x8xf32>, %[[T:[^:]+]]: memref<4x8xf32> {loom.scratch}, %[[S:[^:]+]]: memref<4xf32> {loom.scratch})
 // CHECK-SAME: attributes {loom.kernel}
 // CHECK-NOT: memref.alloc
 // CHECK-NEXT: memref.copy %[[A]], %[[T]] : memref<4x8xf32> to memref<4x8xf32>
@@ -56,7 +57,7 @@ func.func private @declared(memref<4xf32>) attributes {loom.kernel}
 // Only the static top-level alloc becomes an argument: the dynamic one and
 // the one inside the loop (with their deallocs) stay.
 // CHECK-LABEL: func.func private @mixed
-// CHECK-SAME: (%[[N:[^:]+]]: index, %[[OUT:[^:]+]]: memref<?xf32>, %[[T:[^:]+]]: memref<8xf32>)
+// CHECK-SAME: (%[[N:[^:]+]]: index, %[[OUT:[^:]+]]: memref<?xf32>, %[[T:[^:]+]]: memref<8xf32> {loom.scratch})
 // CHECK-SAME: attributes {loom.kernel}
 // CHECK: %[[D:.+]] = memref.alloc(%[[N]]) : memref<?xf32>
 // CHECK-NEXT: memref.copy %[[D]], %[[OUT]]

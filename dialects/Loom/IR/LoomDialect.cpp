@@ -58,6 +58,11 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   }
   if (name == attr::kSharding)
     return verifySharding(op, attr);
+  if (name == attr::kScratch) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
   return op->emitOpError() << "unknown loom argument attribute '" << name
                            << "'";
 }

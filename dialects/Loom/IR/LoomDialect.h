@@ -33,6 +33,9 @@ constexpr llvm::StringLiteral kPartitionOf = "loom.partition_of";
 constexpr llvm::StringLiteral kGrid = "loom.grid";
 /// func arg/result of an SPMD program: per dim, the grid axes splitting it.
 constexpr llvm::StringLiteral kSharding = "loom.sharding";
+/// kernel func arg: a temporary hoisted out of the kernel (a plan buffer
+/// no other step reads), so the kernel may leave it unwritten.
+constexpr llvm::StringLiteral kScratch = "loom.scratch";
 } // namespace attr
 } // namespace mlir::loom
 

@@ -27,6 +27,7 @@ struct LoomHoistKernelAllocs
       if (llvm::all_of(ret.getOperands(),
                        [](Value v) { return isa<BlockArgument>(v); }))
         ret->setOperands({});
+      unsigned firstScratch = entry.getNumArguments();
       SmallVector<memref::AllocOp> allocs;
       for (auto alloc : entry.getOps<memref::AllocOp>())
         if (alloc.getType().hasStaticShape())
@@ -47,6 +48,8 @@ struct LoomHoistKernelAllocs
       func.setFunctionType(FunctionType::get(func.getContext(),
                                              entry.getArgumentTypes(),
                                              ret.getOperandTypes()));
+      for (unsigned i = firstScratch; i < entry.getNumArguments(); ++i)
+        func.setArgAttr(i, loom::attr::kScratch, UnitAttr::get(func.getContext()));
     }
   }
 };

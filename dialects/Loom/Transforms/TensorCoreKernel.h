@@ -36,6 +36,25 @@ struct IndexMath {
   Value both(OpBuilder &b, Value x, Value y) const;
 };
 
+/// Work a tensor-core matmul kernel absorbs from its neighbours
+/// (TensorCoreFusion.cpp): the fill of C just before it, so that the
+/// accumulators start from the fill's constant instead of loading C; and
+/// the elementwise op just after it that reads C (the rounding to bf16, a
+/// bias, an activation), computed on the accumulators and stored to that
+/// op's outputs, when C is a kernel temporary nothing else reads. Either
+/// saves a pass over C in global memory.
+struct TensorCoreFusion {
+  linalg::FillOp fill;
+  FloatAttr fillValue;
+  linalg::GenericOp epilogue;
+};
+TensorCoreFusion findTensorCoreFusion(linalg::GenericOp op);
+
+/// Stores epilogue(acc) where the epilogue computes C's element at
+/// `cIndices` (its loop values, C being read with the identity map).
+void emitEpilogue(OpBuilder &b, Location loc, linalg::GenericOp epilogue,
+                  Value c, ValueRange cIndices, Value acc);
+
 /// The kernel being built: created with the launch (its shared-memory
 /// buffers are `workgroup`), with the builder `k` at the start of its body.
 struct TensorCoreKernel {
@@ -43,6 +62,7 @@ struct TensorCoreKernel {
                    TypeRange workgroup);
 
   linalg::GenericOp op;
+  TensorCoreFusion fusion;
   GpuMatmul mm;
   TensorCoreTile tile;
   Location loc;
@@ -60,7 +80,8 @@ struct TensorCoreKernel {
   Value workgroupBuffer(unsigned i) {
     return launch.getWorkgroupAttributions()[i];
   }
-  /// The accumulators (tilesM x tilesN tiles of 4 f32), loaded from C.
+  /// The accumulators (tilesM x tilesN tiles of 4 f32), loaded from C or
+  /// set to the fused fill's value.
   SmallVector<Value> loadAccumulators();
   /// One mma.sync per (A fragment, B fragment) pair, accumulating into
   /// `accs` in place. A fragments are 4 registers, B fragments 2 (i32 for
@@ -72,8 +93,9 @@ struct TensorCoreKernel {
   Value pack(OpBuilder &b, Value lo, Value hi);
   /// A vector<2xT> as one mma operand register.
   Value asRegister(OpBuilder &b, Value pair);
-  /// Writes the final accumulators to C, terminates the launch, erases the
-  /// op and sinks the operands' views into the launch.
+  /// Writes the final accumulators to C (or through the fused epilogue),
+  /// terminates the launch, erases the op and what it fused, and sinks the
+  /// operands' views into the launch.
   void finish(ValueRange accs);
 };
 

@@ -229,14 +229,21 @@ Value loom::IndexMath::both(OpBuilder &b, Value x, Value y) const {
 
 loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
                                          TypeRange workgroup)
-    : op(op), mm(op), tile(tile), loc(op.getLoc()), im{op.getLoc()},
+    : op(op), fusion(findTensorCoreFusion(op)), mm(op), tile(tile), loc(op.getLoc()), im{op.getLoc()},
       element(cast<MemRefType>(mm.a.getType()).getElementType()),
       k(op.getContext()), warpM(tile.blockM / tile.warpsM),
       warpN(tile.blockN / tile.warpsN), threads(32 * tile.warpsM * tile.warpsN),
       tilesM(warpM / 16), tilesN(warpN / 8) {
   OpBuilder b(op);
+  // The launch stands for every op it absorbed (the kernel report counts
+  // the work of each op whose location a launch carries).
+  SmallVector<Location> absorbed{loc};
+  if (fusion.fill)
+    absorbed.push_back(fusion.fill.getLoc());
+  if (fusion.epilogue)
+    absorbed.push_back(fusion.epilogue.getLoc());
   launch = gpu::LaunchOp::create(
-      b, loc, im.cst(b, (mm.n + tile.blockN - 1) / tile.blockN),
+      b, absorbed.size() > 1 ? FusedLoc::get(op.getContext(), absorbed) : loc, im.cst(b, (mm.n + tile.blockN - 1) / tile.blockN),
       im.cst(b, (mm.m + tile.blockM - 1) / tile.blockM), im.cst(b, mm.batches),
       im.cst(b, threads), im.cst(b, 1), im.cst(b, 1), Value(), Type(),
       ValueRange(), workgroup);
@@ -270,6 +277,10 @@ static std::pair<Value, Value> accumulatorAt(loom::TensorCoreKernel &kernel,
 SmallVector<Value> loom::TensorCoreKernel::loadAccumulators() {
   Type f32 = k.getF32Type();
   Value zero = im.cst(k, 0);
+  if (fusion.fillValue) {
+    Value init = arith::ConstantOp::create(k, loc, fusion.fillValue);
+    return SmallVector<Value>(tilesM * tilesN * 4, init);
+  }
   SmallVector<Value> inits;
   for (int64_t mi = 0; mi < tilesM; ++mi)
     for (int64_t ni = 0; ni < tilesN; ++ni)
@@ -351,12 +362,19 @@ void loom::TensorCoreKernel::finish(ValueRange accs) {
         Value inside = im.both(k, im.below(k, r, mm.m), im.below(k, col, mm.n));
         Value v = accs[(mi * tilesN + ni) * 4 + e];
         scf::IfOp::create(k, loc, inside, [&](OpBuilder &then, Location tl) {
-          memref::StoreOp::create(then, tl, v, mm.c,
-                                  mm.indices(then, tl, 2, r, col, zero));
+          SmallVector<Value> at = mm.indices(then, tl, 2, r, col, zero);
+          if (fusion.epilogue)
+            emitEpilogue(then, tl, fusion.epilogue, mm.c, at, v);
+          else
+            memref::StoreOp::create(then, tl, v, mm.c, at);
           scf::YieldOp::create(then, tl);
         });
       }
   gpu::TerminatorOp::create(k, loc);
   op.erase();
+  if (fusion.fill)
+    fusion.fill.erase();
+  if (fusion.epilogue)
+    fusion.epilogue.erase();
   loom::sinkViewsIntoLaunch(launch);
 }
