@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-map-loops-to-gpu | FileCheck %s
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-map-loops-to-gpu=block-size=8 | FileCheck %s --check-prefix=BS8
+// RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-map-loops-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=CANON
 
 // --loom-map-loops-to-gpu: each top-level scf.parallel (and memref.copy,
 // first turned into one) becomes a gpu.launch with one thread per
@@ -405,6 +406,223 @@ func.func @odd_rows(%x: memref<2x6xf32>, %out: memref<2x6xf32>) {
   scf.parallel (%i, %j) = (%c0, %c0) to (%c2, %c6) step (%c1, %c1) {
     %a = memref.load %x[%i, %j] : memref<2x6xf32>
     memref.store %a, %out[%i, %j] : memref<2x6xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A row softmax as linalg's loops leave it (fill the max, reduce, fill the
+// sum, reduce, divide), all over the same 2 rows, becomes one launch of a
+// block per row. The steps run in order with a barrier between them; the
+// first step of the row that loads x (the max) loads the thread's 4 chunks
+// of 4 f32 once, and the later steps use them from registers. A reduction
+// combines each thread's partial by shuffles, then the 2 warps' totals
+// through a workgroup slot per warp; every thread folds the total into the
+// accumulator it read (thread 0 stores it), so later steps use the value
+// instead of loading it, and exp(x - max) is computed once per element
+// (after CSE).
+// CHECK-LABEL: func.func @softmax_rows
+// CHECK-SAME: (%[[X:[^:]+]]: memref<2x1024xf32>, %[[OUT:[^:]+]]: memref<2x1024xf32>, %[[M:[^:]+]]: memref<2xf32>, %[[S:[^:]+]]: memref<2xf32>)
+// CHECK: gpu.launch blocks(%{{.+}}) threads(%[[TID:[a-z0-9_]+]], %{{.+}}) workgroup(%[[SLOT1:.+]] : memref<2xf32, #gpu.address_space<workgroup>>, %[[SLOT2:.+]] : memref<2xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[R:.+]] = arith.addi %{{.+}}, %{{.+}} : index
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[TID]], %{{.+}} : index
+// CHECK: scf.if %[[FIRST]] {
+// CHECK-NEXT: memref.store %{{.+}}, %[[M]][%[[R]]] : memref<2xf32>
+// CHECK: gpu.barrier
+// CHECK-NEXT: %[[OLDM:.+]] = memref.load %[[M]][%[[R]]] : memref<2xf32>
+// CHECK-COUNT-4: vector.load %[[X]][%[[R]], %{{.+}}] {alignment = 16 : i64} : memref<2x1024xf32>, vector<4xf32>
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: memref.store %{{.+}}, %[[SLOT1]][%{{.+}}]
+// CHECK: gpu.barrier
+// CHECK: %[[W0:.+]] = memref.load %[[SLOT1]]
+// CHECK-NEXT: arith.constant 1 : index
+// CHECK-NEXT: %[[W1:.+]] = memref.load %[[SLOT1]]
+// CHECK-NEXT: %[[TOTAL:.+]] = arith.maximumf %[[W0]], %[[W1]] : f32
+// CHECK-NEXT: %[[MAX:.+]] = arith.maximumf %[[OLDM]], %[[TOTAL]] : f32
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: memref.store %[[MAX]], %[[M]][%[[R]]] : memref<2xf32>
+// CHECK: gpu.barrier
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: memref.store %{{.+}}, %[[S]][%[[R]]] : memref<2xf32>
+// CHECK: gpu.barrier
+// CHECK-NEXT: %[[OLDS:.+]] = memref.load %[[S]][%[[R]]] : memref<2xf32>
+// CHECK-NOT: vector.load
+// CHECK-NOT: memref.load %[[M]]
+// CHECK: arith.subf %{{.+}}, %[[MAX]] : f32
+// CHECK: memref.store %{{.+}}, %[[SLOT2]][%{{.+}}]
+// CHECK: %[[SUM:.+]] = arith.addf %[[OLDS]], %{{.+}} : f32
+// CHECK-NEXT: scf.if %[[FIRST]] {
+// CHECK-NEXT: memref.store %[[SUM]], %[[S]][%[[R]]] : memref<2xf32>
+// CHECK: gpu.barrier
+// CHECK-NOT: vector.load
+// CHECK-NOT: memref.load
+// CHECK: arith.divf %{{.+}}, %[[SUM]] : f32
+// CHECK: vector.store %{{.+}}, %[[OUT]][%[[R]], %{{.+}}] {alignment = 16 : i64} : memref<2x1024xf32>, vector<4xf32>
+// CHECK-COUNT-3: vector.store %{{.+}}, %[[OUT]]
+// CHECK-NEXT: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+// CANON-LABEL: func.func @softmax_rows
+// CANON: gpu.launch blocks({{.*}}) in (%{{[a-z0-9_]+}} = %c2, {{.*}}) threads({{.*}}) in (%{{[a-z0-9_]+}} = %c64,
+// CANON-COUNT-16: math.exp
+// CANON-NOT: math.exp
+// CANON: return
+func.func @softmax_rows(%x: memref<2x1024xf32>, %out: memref<2x1024xf32>, %m: memref<2xf32>, %s: memref<2xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c1024 = arith.constant 1024 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    memref.store %ninf, %m[%i] : memref<2xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %v = memref.load %x[%i, %k] : memref<2x1024xf32>
+      %a = memref.load %m[%i] : memref<2xf32>
+      %r = arith.maximumf %a, %v : f32
+      memref.store %r, %m[%i] : memref<2xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    memref.store %zero, %s[%i] : memref<2xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %v = memref.load %x[%i, %k] : memref<2x1024xf32>
+      %mx = memref.load %m[%i] : memref<2xf32>
+      %a = memref.load %s[%i] : memref<2xf32>
+      %d = arith.subf %v, %mx : f32
+      %e = math.exp %d : f32
+      %r = arith.addf %a, %e : f32
+      memref.store %r, %s[%i] : memref<2xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%i, %k) = (%c0, %c0) to (%c2, %c1024) step (%c1, %c1) {
+    %v = memref.load %x[%i, %k] : memref<2x1024xf32>
+    %mx = memref.load %m[%i] : memref<2xf32>
+    %sm = memref.load %s[%i] : memref<2xf32>
+    %d = arith.subf %v, %mx : f32
+    %e = math.exp %d : f32
+    %r = arith.divf %e, %sm : f32
+    memref.store %r, %out[%i, %k] : memref<2x1024xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Rows of a 2-D row space (2 x 3 = 6 blocks, delinearized from the block
+// index), 10 f32 long: not a whole number of 16-byte vectors, so one warp
+// with one element per lane and a guard past the row's end. The scalar step
+// (a mean from the sum) runs on thread 0 from the forwarded sum.
+// CHECK-LABEL: func.func @centre_rows
+// CHECK-SAME: (%[[X:[^:]+]]: memref<2x3x10xf32>, %[[OUT:[^:]+]]: memref<2x3x10xf32>, %[[S:[^:]+]]: memref<2x3xf32>, %[[MEAN:[^:]+]]: memref<2x3xf32>)
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], {{.*}}) threads(%[[TID:[a-z0-9_]+]], {{.*}}) {
+// CHECK: memref.store %{{.+}}, %[[S]][%[[II:.+]], %[[JJ:.+]]] : memref<2x3xf32>
+// CHECK: gpu.barrier
+// CHECK-NEXT: %[[OLD:.+]] = memref.load %[[S]][%[[II]], %[[JJ]]] : memref<2x3xf32>
+// CHECK: scf.for
+// CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.+}}, %{{.+}} : index
+// CHECK-NEXT: scf.if %[[IN]] -> (f32) {
+// CHECK-NEXT: memref.load %[[X]][%[[II]], %[[JJ]], %{{.+}}] : memref<2x3x10xf32>
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-NOT: workgroup
+// CHECK: %[[SUM:.+]] = arith.addf %[[OLD]], %{{.+}} : f32
+// CHECK-NEXT: gpu.barrier
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: memref.store %[[SUM]], %[[S]][%[[II]], %[[JJ]]] : memref<2x3xf32>
+// CHECK: gpu.barrier
+// CHECK-NEXT: scf.if
+// CHECK-NEXT: arith.mulf %[[SUM]], %{{.+}} : f32
+// CHECK: gpu.barrier
+// CHECK: memref.load %[[MEAN]][%[[II]], %[[JJ]]] : memref<2x3xf32>
+// CHECK: memref.store %{{.+}}, %[[OUT]][%[[II]], %[[JJ]], %{{.+}}] : memref<2x3x10xf32>
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+// CANON-LABEL: func.func @centre_rows
+// CANON: gpu.launch blocks(%[[BX:[a-z0-9_]+]], {{.*}}) in (%{{[a-z0-9_]+}} = %c6, {{.*}}) threads({{.*}}) in (%{{[a-z0-9_]+}} = %c32,
+// CANON-NEXT: %[[J:.+]] = arith.remui %[[BX]], %c3 : index
+// CANON-NEXT: %[[I:.+]] = arith.divui %[[BX]], %c3 : index
+// CANON: memref.store %{{.+}}, %{{.+}}[%[[I]], %[[J]]] : memref<2x3xf32>
+func.func @centre_rows(%x: memref<2x3x10xf32>, %out: memref<2x3x10xf32>, %s: memref<2x3xf32>, %mean: memref<2x3xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c10 = arith.constant 10 : index
+  %zero = arith.constant 0.0 : f32
+  %tenth = arith.constant 0.1 : f32
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c2, %c3) step (%c1, %c1) {
+    memref.store %zero, %s[%i, %j] : memref<2x3xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c2, %c3) step (%c1, %c1) {
+    scf.for %k = %c0 to %c10 step %c1 {
+      %v = memref.load %x[%i, %j, %k] : memref<2x3x10xf32>
+      %a = memref.load %s[%i, %j] : memref<2x3xf32>
+      %r = arith.addf %a, %v : f32
+      memref.store %r, %s[%i, %j] : memref<2x3xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c2, %c3) step (%c1, %c1) {
+    %a = memref.load %s[%i, %j] : memref<2x3xf32>
+    %m = arith.mulf %a, %tenth : f32
+    memref.store %m, %mean[%i, %j] : memref<2x3xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j, %k) = (%c0, %c0, %c0) to (%c2, %c3, %c10) step (%c1, %c1, %c1) {
+    %v = memref.load %x[%i, %j, %k] : memref<2x3x10xf32>
+    %m = memref.load %mean[%i, %j] : memref<2x3xf32>
+    %d = arith.subf %v, %m : f32
+    memref.store %d, %out[%i, %j, %k] : memref<2x3x10xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// A step that reads another row of what an earlier step wrote (here row 0
+// of the max) cannot share a block per row: each loop keeps its own launch.
+// CHECK-LABEL: func.func @not_row_local
+// CHECK-COUNT-3: gpu.launch
+// CHECK-NOT: gpu.barrier
+// CHECK: return
+func.func @not_row_local(%x: memref<2x64xf32>, %out: memref<2x64xf32>, %m: memref<2xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    memref.store %ninf, %m[%i] : memref<2xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %k = %c0 to %c64 step %c1 {
+      %v = memref.load %x[%i, %k] : memref<2x64xf32>
+      %a = memref.load %m[%i] : memref<2xf32>
+      %r = arith.maximumf %a, %v : f32
+      memref.store %r, %m[%i] : memref<2xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%i, %k) = (%c0, %c0) to (%c2, %c64) step (%c1, %c1) {
+    %v = memref.load %x[%i, %k] : memref<2x64xf32>
+    %mx = memref.load %m[%c0] : memref<2xf32>
+    %d = arith.subf %v, %mx : f32
+    memref.store %d, %out[%i, %k] : memref<2x64xf32>
     scf.reduce
   }
   return

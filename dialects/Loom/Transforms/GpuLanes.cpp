@@ -120,11 +120,18 @@ LaneVectorizer::LaneVectorizer(ArrayRef<Operation *> ops, Value iv)
   width_ = width;
 }
 
+Value LaneVectorizer::load(OpBuilder &b, Location loc, VectorType type,
+                           Value memref, ValueRange indices) {
+  return vector::LoadOp::create(b, loc, type, memref, indices,
+                                /*nontemporal=*/false,
+                                llvm::MaybeAlign(kVectorBytes));
+}
+
 void LaneVectorizer::emit(
     OpBuilder &b, Location loc, Value base, const IRMapping &outer,
     SmallVectorImpl<IRMapping> &lanes,
-    const std::function<void(Operation *, int64_t, IRMapping &)> &beforeClone)
-    const {
+    const std::function<void(Operation *, int64_t, IRMapping &)> &beforeClone,
+    const VectorLoader &loader) const {
   lanes.assign(width_, outer);
   for (int64_t lane = 0; lane < width_; ++lane)
     lanes[lane].map(iv_, lane == 0 ? base
@@ -158,10 +165,10 @@ void LaneVectorizer::emit(
     }
     if (auto load = dyn_cast<memref::LoadOp>(op)) {
       auto type = VectorType::get({width_}, load.getType());
-      Value vector = vector::LoadOp::create(
-          b, loc, type, lanes[0].lookupOrDefault(load.getMemRef()),
-          indicesOf(load.getIndices()), /*nontemporal=*/false,
-          llvm::MaybeAlign(kVectorBytes));
+      Value memref = lanes[0].lookupOrDefault(load.getMemRef());
+      SmallVector<Value> indices = indicesOf(load.getIndices());
+      Value vector = loader ? loader(b, loc, type, memref, indices)
+                            : LaneVectorizer::load(b, loc, type, memref, indices);
       for (int64_t lane = 0; lane < width_; ++lane)
         lanes[lane].map(load.getResult(),
                         vector::ExtractOp::create(b, loc, vector, lane));

@@ -79,13 +79,22 @@ public:
   /// along `iv` (8 for bf16), or 1.
   int64_t width() const { return width_; }
 
+  /// Builds a vector load (or returns one already loaded).
+  using VectorLoader = std::function<Value(OpBuilder &, Location, VectorType,
+                                           Value memref, ValueRange indices)>;
+
   /// Emits the ops for lanes base .. base + width - 1; `lanes` holds one
   /// mapping per lane (filled in), `beforeClone` runs before an op is
-  /// cloned for a lane.
+  /// cloned for a lane, `loader` (if any) provides the vector loads.
   void emit(OpBuilder &b, Location loc, Value base, const IRMapping &outer,
             SmallVectorImpl<IRMapping> &lanes,
             const std::function<void(Operation *, int64_t, IRMapping &)>
-                &beforeClone = nullptr) const;
+                &beforeClone = nullptr,
+            const VectorLoader &loader = nullptr) const;
+
+  /// A vector load of `type` at `indices`, marked 16-byte aligned.
+  static Value load(OpBuilder &b, Location loc, VectorType type, Value memref,
+                    ValueRange indices);
 
 private:
   enum class Access { Contiguous, Uniform };
@@ -94,6 +103,14 @@ private:
   llvm::DenseMap<Operation *, Access> accesses_;
   int64_t width_ = 1;
 };
+
+/// Maps each run of row-wise loops among `entry`'s top-level ops (fills
+/// and scalar steps per row, row reductions, elementwise loops over each
+/// row, all over the same rows) to one launch of one block per row, the
+/// steps in sequence separated by barriers; a run is left alone unless every
+/// buffer it writes is only ever accessed at the row of the step's own
+/// iteration.
+void fuseRowSteps(Block &entry, int64_t blockSize);
 
 } // namespace mlir::loom
 

@@ -349,6 +349,7 @@ void LoomMapLoopsToGpu::runOnOperation() {
   for (auto copy : llvm::make_early_inc_range(entry.getOps<memref::CopyOp>()))
     if (failed(loom::lowerCopyToLoop(copy)))
       return signalPassFailure();
+  loom::fuseRowSteps(entry, blockSize);
   for (auto loop : llvm::make_early_inc_range(entry.getOps<scf::ParallelOp>()))
     if (failed(mapParallel(loop)))
       return signalPassFailure();
