@@ -130,14 +130,32 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
     one) becomes a `gpu.launch` with one thread per iteration: the
     iteration space is flattened, blocks of `block-size` threads cover it
     and each thread recovers its indices by delinearization, so loops of any
-    rank map the same way. A row reduction (a parallel loop over rows
-    around a sequential loop that combines values into one accumulator
-    element with `addf`, `maximumf` or `maxnumf`) runs one warp per row
-    instead, the lanes striding over the row and combining their partials
-    with `gpu.shuffle xor`. Remaining top-level loops (full reductions to a
-    scalar) run in a one-thread launch. Views, constants and index
-    arithmetic the kernels use are sunk into them, so only whole plan
-    buffers cross to the device.
+    rank map the same way. Where every load and store of the body either
+    moves with the innermost loop contiguously from a 16-byte aligned start
+    (checked on the memref's layout; plan buffers are 64-byte aligned) or
+    not at all, and the innermost trip count allows, a thread runs 16
+    bytes' worth of consecutive iterations (8 for bf16, 4 for f32) in
+    lockstep: one `vector.load`/`vector.store` per access, the scalar body
+    repeated per lane.
+
+    A row reduction (a parallel loop over rows around a sequential loop
+    that combines values into one accumulator element with `addf`,
+    `maximumf` or `maxnumf`) runs one warp per row, the lanes striding over
+    the row and combining their partials with `gpu.shuffle xor`. A run of
+    consecutive loops over the same rows around a row reduction (fills and
+    scalar steps per row, row reductions, elementwise loops along the row:
+    a softmax, a layernorm) becomes one launch of a block per row instead,
+    when every buffer the run writes is only accessed at the step's own
+    row: the steps run in order separated by `gpu.barrier`, a reduction
+    combines the block's warps through a workgroup slot per warp, every
+    thread holds each reduction's result (later steps use it instead of
+    loading it), and with at most 8 16-byte chunks per thread, the row's
+    values loaded from buffers the run does not write stay in registers
+    across steps.
+
+    Remaining top-level loops (full reductions to a scalar) run in a
+    one-thread launch. Views, constants and index arithmetic the kernels
+    use are sunk into them, so only whole plan buffers cross to the device.
   }];
   let options = [Option<"blockSize", "block-size", "int64_t", "256",
                         "Threads per block">];
