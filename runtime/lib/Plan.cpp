@@ -957,7 +957,7 @@ bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
 bool PlanParser::parseLaunch(size_t index) {
   if (fields.size() < 9)
     return fail(index, "expected 'launch KERNEL FUNCTION GX GY GZ BX BY BZ "
-                       "ARG...'");
+                       "ARG... [shared:BYTES]'");
   if (!plan.gpuImage.present)
     return fail(index, "'launch' record without a 'gpu-image' record");
   auto known = kernelIds.find(fields[1]);
@@ -985,7 +985,41 @@ bool PlanParser::parseLaunch(size_t index) {
                            std::string(fields[7]) + " " +
                            std::string(fields[8]) + " has " +
                            std::to_string(threads) + " threads (at most 1024)");
-  for (size_t i = 9; i < fields.size(); ++i) {
+  // `shared:BYTES`, the dynamic shared memory, is not an argument: at most
+  // one, after them all.
+  size_t end = fields.size();
+  size_t shared = end;
+  for (size_t i = 9; i < end; ++i) {
+    if (fields[i].substr(0, 7) != "shared:")
+      continue;
+    if (shared != end)
+      return fail(index, "duplicate '" + std::string(fields[i]) +
+                             "' (a launch has at most one shared:BYTES)");
+    shared = i;
+  }
+  if (shared != end && shared != end - 1)
+    return fail(index, "'" + std::string(fields[shared]) +
+                           "' must be the last token of the launch record");
+  if (shared != end) {
+    std::string quoted = "'" + std::string(fields[shared]) + "'";
+    std::string_view digits = fields[shared].substr(7);
+    uint64_t bytes = UINT64_MAX; // also for digits beyond uint64_t
+    if (digits.empty() ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos)
+      return fail(index, "bad dynamic shared memory size " + quoted +
+                             " (expected shared:BYTES, a positive number)");
+    parseUnsigned(digits, bytes);
+    if (bytes == 0)
+      return fail(index, "dynamic shared memory size " + quoted +
+                             " must be positive (leave it out for none)");
+    if (bytes > static_cast<uint64_t>(kMaxLaunchSharedBytes))
+      return fail(index, "dynamic shared memory size " + quoted +
+                             " is more than " +
+                             std::to_string(kMaxLaunchSharedBytes) + " bytes");
+    launch.sharedBytes = static_cast<int64_t>(bytes);
+    end = shared;
+  }
+  for (size_t i = 9; i < end; ++i) {
     LaunchArg arg;
     if (!parseLaunchArg(index, fields[i], kernel, arg))
       return false;

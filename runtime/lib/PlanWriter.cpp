@@ -95,6 +95,8 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       body += " " + std::to_string(dim);
     for (const LaunchArg &arg : launch.args)
       body += " " + formatLaunchArg(arg);
+    if (launch.sharedBytes)
+      body += " shared:" + std::to_string(launch.sharedBytes);
     body += "\n";
   }
   for (const PlanStep &step : plan.steps) {

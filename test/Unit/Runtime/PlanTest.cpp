@@ -478,6 +478,24 @@ TEST(Plan, WritesLaunchArgumentsThatReadBack) {
             "");
 }
 
+TEST(Plan, ParsesDynamicSharedMemory) {
+  std::vector<std::string> lines = gpuLines();
+  lines[13] = "launch k0 k0_kernel 512 1 1 256 1 1 b:3 shared:98304";
+  lines[14] = "launch k0 k0_kernel_0 1 1 1 1 1 1 shared:2147483647";
+  std::string text = sealLines(lines);
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(text, plan, error)) << error;
+  ASSERT_EQ(plan.launches.size(), 3u);
+  EXPECT_EQ(plan.launches[0].sharedBytes, 98304);
+  ASSERT_EQ(plan.launches[0].args.size(), 1u); // not an argument
+  EXPECT_EQ(plan.launches[1].sharedBytes, 2147483647);
+  EXPECT_TRUE(plan.launches[1].args.empty());
+  EXPECT_EQ(plan.launches[2].sharedBytes, 0);
+  // Written back as the last token, and not at all without one.
+  EXPECT_EQ(writePlan(plan), text);
+}
+
 TEST(Plan, ParsesGpuArchitectures) {
   struct Case {
     const char *text;
@@ -540,7 +558,8 @@ TEST(Plan, RejectsBadGpuRecords) {
       {13, "launch k0 k0-kernel 1 1 1 1 1 1",
        "plan:14: bad name 'k0-kernel' (names are [A-Za-z0-9_.]+)"},
       {13, "launch k0 f 1 1 1 1 1",
-       "plan:14: expected 'launch KERNEL FUNCTION GX GY GZ BX BY BZ ARG...'"},
+       "plan:14: expected 'launch KERNEL FUNCTION GX GY GZ BX BY BZ ARG... "
+       "[shared:BYTES]'"},
       // Grid and block.
       {13, "launch k0 f 0 1 1 1 1 1",
        "plan:14: bad grid '0 1 1' (dimensions are positive, at most "
@@ -613,6 +632,32 @@ TEST(Plan, RejectsBadGpuRecords) {
       {13, "launch k0 f 1 1 1 1 1 1 f32:",
        "plan:14: bad launch argument 'f32:' (expected b:I, i64:V, i32:V or "
        "f32:V)"},
+      // Dynamic shared memory: one positive size, the last token.
+      {13, "launch k0 f 1 1 1 1 1 1 b:0 shared:",
+       "plan:14: bad dynamic shared memory size 'shared:' (expected "
+       "shared:BYTES, a positive number)"},
+      {13, "launch k0 f 1 1 1 1 1 1 shared:48k",
+       "plan:14: bad dynamic shared memory size 'shared:48k' (expected "
+       "shared:BYTES, a positive number)"},
+      {13, "launch k0 f 1 1 1 1 1 1 shared:-1",
+       "plan:14: bad dynamic shared memory size 'shared:-1' (expected "
+       "shared:BYTES, a positive number)"},
+      {13, "launch k0 f 1 1 1 1 1 1 b:0 shared:0",
+       "plan:14: dynamic shared memory size 'shared:0' must be positive "
+       "(leave it out for none)"},
+      {13, "launch k0 f 1 1 1 1 1 1 shared:2147483648",
+       "plan:14: dynamic shared memory size 'shared:2147483648' is more than "
+       "2147483647 bytes"},
+      {13, "launch k0 f 1 1 1 1 1 1 shared:99999999999999999999",
+       "plan:14: dynamic shared memory size 'shared:99999999999999999999' is "
+       "more than 2147483647 bytes"},
+      {13, "launch k0 f 1 1 1 1 1 1 b:0 shared:1024 shared:2048",
+       "plan:14: duplicate 'shared:2048' (a launch has at most one "
+       "shared:BYTES)"},
+      {13, "launch k0 f 1 1 1 1 1 1 shared:1024 b:0",
+       "plan:14: 'shared:1024' must be the last token of the launch record"},
+      {13, "launch k0 f 1 1 1 1 1 shared:1024",
+       "plan:14: bad number 'shared:1024'"},
   };
   for (const Case &c : cases)
     EXPECT_EQ(gpuErrorWithLine(c.index, c.line), c.error)

@@ -158,8 +158,15 @@ struct PlanLaunch {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   std::vector<LaunchArg> args;
+  /// Dynamic shared memory per block (the record's `shared:BYTES`), at most
+  /// kMaxLaunchSharedBytes; 0 without one.
+  int64_t sharedBytes = 0;
   unsigned line = 0;
 };
+
+/// The largest `shared:BYTES` a launch record may state (cuLaunchKernel
+/// takes an unsigned int; every device's limit is far below).
+constexpr int64_t kMaxLaunchSharedBytes = 2147483647;
 
 /// What a `collective` record does (docs/plan-format.md).
 enum class CollectiveKind : uint8_t {
