@@ -126,7 +126,13 @@ struct DriverApi {
   decltype(&::cuEventDestroy) eventDestroy = nullptr;
   /// Optional (drivers of CUDA 12.4 and later): checks launch arguments.
   decltype(&::cuFuncGetParamInfo) funcGetParamInfo = nullptr;
+  /// Optional until a launch needs more than 48 KiB of dynamic shared
+  /// memory (every driver since CUDA 9 has it).
+  decltype(&::cuFuncSetAttribute) funcSetAttribute = nullptr;
 };
+
+/// Dynamic shared memory a function may use without opting in.
+constexpr int64_t kDefaultSharedBytes = 48 * 1024;
 
 /// The bytes a launch argument takes in the kernel's parameter list.
 size_t argumentBytes(const LaunchArg &arg) {
@@ -160,6 +166,9 @@ struct CudaExecutor::State {
   CUdevice device = 0;
   std::string deviceName;
   int major = 0, minor = 0;
+  /// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: the most dynamic
+  /// shared memory a function may opt in to.
+  int sharedOptIn = 0;
   bool retained = false; // the primary context
   CUmodule module = nullptr;
   CUdeviceptr arena = 0;
@@ -285,6 +294,7 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
     return false;
   }
   resolve(handle, api.funcGetParamInfo, "cuFuncGetParamInfo");
+  resolve(handle, api.funcSetAttribute, "cuFuncSetAttribute");
   return true;
 }
 
@@ -319,6 +329,10 @@ bool CudaExecutor::State::selectDevice(const PlanGpuImage &image,
              "cuDeviceGetAttribute", error) ||
       !check(api.deviceGetAttribute(
                  &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+             "cuDeviceGetAttribute", error) ||
+      !check(api.deviceGetAttribute(
+                 &sharedOptIn,
+                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device),
              "cuDeviceGetAttribute", error))
     return false;
   if (major < 0 || minor < 0 ||
@@ -376,8 +390,13 @@ bool CudaExecutor::State::findFunctions(std::string &error) {
     /// Parameter sizes, when the driver can tell (cuFuncGetParamInfo).
     bool known = false;
     std::vector<size_t> sizes;
+    /// The most dynamic shared memory its launches use, and the first
+    /// launch (its index) that uses that much.
+    int64_t sharedBytes = 0;
+    size_t sharedLaunch = 0;
   };
   std::unordered_map<std::string, Function> byName;
+  std::vector<std::string> order; // the functions in plan order
   functions.clear();
   launchesOf.assign(plan->kernels.size(), {});
   for (size_t i = 0; i < plan->launches.size(); ++i) {
@@ -407,8 +426,23 @@ bool CudaExecutor::State::findFunctions(std::string &error) {
         function.sizes.push_back(bytes);
       }
       found = byName.emplace(launch.function, std::move(function)).first;
+      order.push_back(launch.function);
     }
-    const Function &function = found->second;
+    Function &function = found->second;
+    if (launch.sharedBytes > kDefaultSharedBytes &&
+        launch.sharedBytes > sharedOptIn) {
+      error = where + "the launch of '" + launch.function + "' uses " +
+              std::to_string(launch.sharedBytes) +
+              " bytes of dynamic shared memory, but " + deviceName +
+              " allows at most " + std::to_string(sharedOptIn) +
+              " per block (" + std::to_string(kDefaultSharedBytes) +
+              " without opting in)";
+      return false;
+    }
+    if (launch.sharedBytes > function.sharedBytes) {
+      function.sharedBytes = launch.sharedBytes;
+      function.sharedLaunch = i;
+    }
     if (function.known) {
       if (function.sizes.size() != launch.args.size()) {
         error = where + "the launch passes " +
@@ -431,6 +465,28 @@ bool CudaExecutor::State::findFunctions(std::string &error) {
     }
     functions.push_back(function.handle);
     launchesOf[launch.kernel].push_back(i);
+  }
+  // Above 48 KiB a function takes dynamic shared memory only after opting
+  // in, once, to the most any of its launches uses.
+  for (const std::string &name : order) {
+    const Function &function = byName[name];
+    if (function.sharedBytes <= kDefaultSharedBytes)
+      continue;
+    std::string where = planLine(plan->launches[function.sharedLaunch].line) +
+                        "allowing '" + name + "' " +
+                        std::to_string(function.sharedBytes) +
+                        " bytes of dynamic shared memory";
+    if (!api.funcSetAttribute) {
+      error = where + ": the CUDA driver " + library +
+              " has no function cuFuncSetAttribute (is it too old?)";
+      return false;
+    }
+    if (!check(api.funcSetAttribute(
+                   function.handle,
+                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                   static_cast<int>(function.sharedBytes)),
+               "cuFuncSetAttribute", error, where))
+      return false;
   }
   return true;
 }
@@ -468,7 +524,8 @@ bool CudaExecutor::State::launch(size_t index, size_t stepIndex,
   }
   CUresult result = api.launchKernel(
       functions[index], launch.grid[0], launch.grid[1], launch.grid[2],
-      launch.block[0], launch.block[1], launch.block[2], 0, nullptr,
+      launch.block[0], launch.block[1], launch.block[2],
+      static_cast<unsigned>(launch.sharedBytes), nullptr,
       params.empty() ? nullptr : params.data(), nullptr);
   return check(result, "cuLaunchKernel", error,
                planLine(launch.line) + "launching '" + launch.function +

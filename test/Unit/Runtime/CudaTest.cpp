@@ -520,6 +520,84 @@ TEST(Cuda, ReportsImagesFunctionsAndArguments) {
   }
 }
 
+TEST(Cuda, LaunchesWithDynamicSharedMemory) {
+  // fake_add takes up to 96 KiB (one opt-in, to the most of its two
+  // launches); fake_scale's 1 KiB needs none.
+  std::vector<std::string> lines = gpuPlanLines();
+  lines[14] += " shared:65536";
+  lines[15] += " shared:98304";
+  lines[16] += " shared:1024";
+  std::string plan = sealLines(lines);
+  TempDir dir;
+  RunResult cpu = runDriver(
+      {"--random-inputs", "--output", "out=" + dir.path("cpu.npy")},
+      gpuExecutable(), plan);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  FakeCudaState &fake = fakeCuda();
+  RunResult run = runOnFake(
+      {"--random-inputs", "--output", "out=" + dir.path("gpu.npy")}, plan);
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(readFile(dir.path("gpu.npy")), readFile(dir.path("cpu.npy")));
+  EXPECT_EQ(fake.sharedOptIns, 1u);
+  EXPECT_EQ(fake.maxDynamicShared[0], 98304); // fake_add
+  EXPECT_EQ(fake.maxDynamicShared[1], 0);     // fake_scale
+  ASSERT_EQ(fake.numLaunches, 4u);
+  EXPECT_EQ(fake.launches[0].sharedBytes, 65536u);
+  EXPECT_EQ(fake.launches[1].sharedBytes, 98304u);
+  EXPECT_EQ(fake.launches[2].sharedBytes, 1024u);
+  EXPECT_EQ(fake.launches[3].sharedBytes, 0u);
+  expectReleased(fake);
+
+  // --check-kernels launches the same way.
+  fakeCuda();
+  run = runOnFake({"--check-kernels", "--random-inputs"}, plan);
+  EXPECT_EQ(run.status, 0) << run.err << run.out;
+  EXPECT_EQ(fake.sharedOptIns, 1u);
+  ASSERT_EQ(fake.numLaunches, 4u);
+  EXPECT_EQ(fake.launches[1].sharedBytes, 98304u);
+  expectReleased(fake);
+
+  // 48 KiB needs no opt-in.
+  lines = gpuPlanLines();
+  lines[15] += " shared:49152";
+  fakeCuda();
+  run = runOnFake({"--random-inputs"}, sealLines(lines));
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(fake.sharedOptIns, 0u);
+  EXPECT_EQ(fake.launches[1].sharedBytes, 49152u);
+}
+
+TEST(Cuda, ReportsDynamicSharedMemoryBeyondTheDevice) {
+  std::vector<std::string> lines = gpuPlanLines();
+  lines[15] += " shared:102400";
+  std::string plan = sealLines(lines);
+  // An sm_86's limit: 99 KiB.
+  FakeCudaState &fake = fakeCuda();
+  fake.sharedOptIn = 101376;
+  RunResult run = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err,
+            errorLine("plan:16: the launch of 'fake_add' uses 102400 bytes of "
+                      "dynamic shared memory, but Fake GPU allows at most "
+                      "101376 per block (49152 without opting in)"));
+  EXPECT_EQ(fake.numLaunches, 0u);
+  EXPECT_EQ(fake.sharedOptIns, 0u);
+  expectReleased(fake);
+
+  // Within the limit, but the driver refuses the opt-in.
+  fakeCuda();
+  fake.failCall = "cuFuncSetAttribute";
+  fake.failResult = 1;
+  run = runOnFake({"--random-inputs"}, plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err,
+            errorLine("plan:16: allowing 'fake_add' 102400 bytes of dynamic "
+                      "shared memory: cuFuncSetAttribute failed: "
+                      "CUDA_ERROR_INVALID_VALUE (invalid argument)"));
+  EXPECT_EQ(fake.numLaunches, 0u);
+  expectReleased(fake);
+}
+
 TEST(Cuda, ReportsFailingCalls) {
   std::string plan = sealLines(gpuPlanLines());
   struct Case {

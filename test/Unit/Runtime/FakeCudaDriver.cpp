@@ -135,6 +135,15 @@ Function kFunctions[] = {
     {"fake_perturb", fakePerturb, 3, {8, 4, 8, 0}},
     {"fake_sum", fakeSum, 4, {8, 8, 8, 8}},
 };
+static_assert(sizeof(kFunctions) / sizeof(kFunctions[0]) ==
+                  FakeCudaState::kNumFunctions,
+              "FakeCudaState::kNumFunctions");
+
+/// The index of `function` in kFunctions.
+size_t functionIndex(CUfunction function) {
+  return static_cast<size_t>(reinterpret_cast<const Function *>(function) -
+                             kFunctions);
+}
 
 struct Module {
   int magic = 0x4d4f44;
@@ -207,6 +216,8 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *value, CUdevice_attribute attribute,
     *value = state.minor;
   else if (attribute == CU_DEVICE_ATTRIBUTE_MAX_PITCH)
     *value = state.maxPitch;
+  else if (attribute == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    *value = state.sharedOptIn;
   else
     return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
@@ -311,6 +322,17 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction function, size_t index,
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction function,
+                                    CUfunction_attribute attribute, int value) {
+  FAKE_FAIL("cuFuncSetAttribute");
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ||
+      value < 0 || value > state.sharedOptIn)
+    return CUDA_ERROR_INVALID_VALUE;
+  state.maxDynamicShared[functionIndex(function)] = value;
+  ++state.sharedOptIns;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
   FAKE_FAIL("cuMemAlloc_v2");
   if (bytes == 0)
@@ -395,9 +417,13 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
                                 unsigned int blockZ, unsigned int sharedBytes,
                                 CUstream stream, void **params, void **extra) {
   FAKE_FAIL("cuLaunchKernel");
-  if (sharedBytes || stream || extra)
+  if (stream || extra)
     return CUDA_ERROR_INVALID_VALUE;
   const Function *found = reinterpret_cast<const Function *>(function);
+  int maxShared = state.maxDynamicShared[functionIndex(function)];
+  if (sharedBytes > static_cast<unsigned>(
+                        maxShared ? maxShared : FakeCudaState::kDefaultShared))
+    return CUDA_ERROR_INVALID_VALUE;
   unsigned grid[3] = {gridX, gridY, gridZ};
   unsigned block[3] = {blockX, blockY, blockZ};
   if (state.numLaunches < 64) {
@@ -405,6 +431,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
     std::snprintf(launch.function, sizeof(launch.function), "%s", found->name);
     std::memcpy(launch.grid, grid, sizeof(grid));
     std::memcpy(launch.block, block, sizeof(block));
+    launch.sharedBytes = sharedBytes;
   }
   ++state.numLaunches;
   found->kernel(params, grid, block);

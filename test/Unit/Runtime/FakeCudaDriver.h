@@ -18,6 +18,10 @@
 //   fake_sum(float *in, float *out, int64 n, int64 parts)
 //                      out[i] = in[i] + in[n + i] + ... (parts terms, in order)
 //
+// Launches take dynamic shared memory up to 48 KiB, more up to what
+// cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) set
+// for the function, which is at most the device's opt-in limit.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_TEST_UNIT_RUNTIME_FAKECUDADRIVER_H
@@ -29,17 +33,24 @@ struct FakeCudaLaunch {
   char function[32];
   unsigned grid[3];
   unsigned block[3];
+  unsigned sharedBytes; // dynamic shared memory
 };
 
 /// The fake's configuration and what it saw; reset() restores the defaults.
 struct FakeCudaState {
   static constexpr int kMaxDevices = 8;
+  static constexpr int kNumFunctions = 5; // the functions above, in order
+  /// Dynamic shared memory a function takes without opting in.
+  static constexpr int kDefaultShared = 48 * 1024;
 
   // Configuration.
   int deviceCount = 1; // at most kMaxDevices
   /// CU_DEVICE_ATTRIBUTE_MAX_PITCH: cuMemcpy2DAsync rejects wider pitches.
   int maxPitch = 2147483647;
   int major = 9, minor = 0;
+  /// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (an H100's):
+  /// cuFuncSetAttribute refuses more.
+  int sharedOptIn = 232448;
   const char *deviceName = "Fake GPU";
   /// Whether cuFuncGetParamInfo answers (drivers before CUDA 12.4 lack it).
   bool paramInfo = true;
@@ -59,6 +70,11 @@ struct FakeCudaState {
   size_t bytesToHost = 0;   // by cuMemcpyDtoH
   unsigned copies = 0;      // cuMemcpyDtoDAsync calls
   unsigned copies2D = 0;    // cuMemcpy2DAsync calls
+  /// Per function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set
+  /// by cuFuncSetAttribute (0: never set, kDefaultShared applies), and how
+  /// often it was set. cuLaunchKernel refuses more shared memory.
+  int maxDynamicShared[kNumFunctions] = {};
+  unsigned sharedOptIns = 0;
   unsigned numLaunches = 0; // the first 64 are recorded
   FakeCudaLaunch launches[64] = {};
   int liveEvents = 0;
