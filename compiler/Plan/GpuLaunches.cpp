@@ -70,6 +70,23 @@ FailureOr<llvm::StringMap<std::vector<loom::GpuLaunch>>>
         return WalkResult::interrupt();
       record.grid = *grid;
       record.block = *block;
+      // Dynamic shared memory, sized at launch: the runtime passes it to
+      // cuLaunchKernel (and opts the function in above 48 KiB).
+      if (Value shared = launch.getDynamicSharedMemorySize()) {
+        std::optional<int64_t> bytes = getConstantIntValue(shared);
+        if (!bytes) {
+          launch.emitError("the dynamic shared memory size of a GPU launch "
+                           "must be a constant");
+          return WalkResult::interrupt();
+        }
+        if (*bytes < 0 || *bytes > 2147483647) {
+          launch.emitError("the dynamic shared memory size of a GPU launch "
+                           "must be between 0 and 2147483647 bytes, not ")
+              << *bytes;
+          return WalkResult::interrupt();
+        }
+        record.sharedBytes = *bytes;
+      }
       for (Value operand : launch.getKernelOperands()) {
         FailureOr<std::string> text = argumentText(operand);
         if (failed(text)) {

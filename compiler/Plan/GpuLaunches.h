@@ -12,13 +12,15 @@
 
 namespace loom {
 
-/// One `launch` record of the plan: a GPU function, its grid and block, and
-/// its arguments as plan text (`b:I` = the kernel's I-th buffer, `i64:V`,
-/// `i32:V`, `f32:V` immediates).
+/// One `launch` record of the plan: a GPU function, its grid and block, its
+/// arguments as plan text (`b:I` = the kernel's I-th buffer, `i64:V`,
+/// `i32:V`, `f32:V` immediates), and its dynamic shared memory in bytes
+/// (written as a last `shared:BYTES` token when positive).
 struct GpuLaunch {
   std::string function;
   std::array<int64_t, 3> grid, block;
   std::vector<std::string> args;
+  int64_t sharedBytes = 0;
 };
 
 /// Reads the launches of every host kernel function of `module` (the gpu

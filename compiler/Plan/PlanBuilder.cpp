@@ -325,6 +325,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
           os << " " << v;
         for (const std::string &arg : launch.args)
           os << " " << arg;
+        if (launch.sharedBytes > 0)
+          os << " shared:" << launch.sharedBytes;
         os << "\n";
       }
     }
