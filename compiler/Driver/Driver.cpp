@@ -136,8 +136,19 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
   FailureOr<const ::loom::DeviceSpec *> device = gpuDevice();
   if (failed(device))
     return failure();
+  // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
+  // (the binary runs on any GPU of that architecture), at most
+  // --gpu-shared-limit per block.
+  int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024;
+  if (const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch)) {
+    sharedPerBlock = arch->maxSharedBytesPerBlock;
+    sharedPerSM = arch->sharedBytesPerSM;
+  }
+  if (options.gpuSharedLimit > 0)
+    sharedPerBlock = std::min(sharedPerBlock, options.gpuSharedLimit);
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
-        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms);
+        ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
+                                        sharedPerBlock, sharedPerSM);
       })))
     return failure();
   if (reached(::loom::Stage::GPU, print))

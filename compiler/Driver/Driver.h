@@ -46,6 +46,9 @@ struct DriverOptions {
   std::optional<KernelReportFormat> kernelReport;
   /// The GPU the kernel report models (a row of the GpuSpec table).
   std::string gpuDevice = "h200";
+  /// Shared memory one block of a tensor-core matmul may use, in bytes; 0
+  /// for the --gpu-arch's opt-in limit (GpuSpec).
+  int64_t gpuSharedLimit = 0;
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the

@@ -135,6 +135,8 @@ void KernelReport::readLaunches(ModuleOp gpu) {
       };
       read(op.getGridSizeOperandValues(), launch.grid);
       read(op.getBlockSizeOperandValues(), launch.block);
+      if (Value dynamic = op.getDynamicSharedMemorySize())
+        launch.dynamicSharedBytes = getConstantIntValue(dynamic).value_or(0);
       llvm::SmallDenseSet<Value> buffers;
       for (Value operand : op.getKernelOperands())
         if (buffers.insert(operand).second)
@@ -271,7 +273,8 @@ KernelReport::Row KernelReport::evaluate(const Launch &launch) const {
   for (int64_t size : launch.block)
     row.threads *= size;
   // ptxas knows the shared memory after alignment; the IR before it.
-  row.sharedBytes = assembled ? row.function->sharedBytes : launch.sharedBytes;
+  row.sharedBytes = (assembled ? row.function->sharedBytes : launch.sharedBytes) +
+                    launch.dynamicSharedBytes;
   row.occupancy = computeOccupancy(
       arch,
       {row.threads, assembled ? row.function->registers : 0, row.sharedBytes});

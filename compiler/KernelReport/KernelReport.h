@@ -74,6 +74,8 @@ private:
     /// takes (the bytes of a launch no linalg op is found for).
     int64_t sharedBytes = 0;
     int64_t bufferBytes = 0;
+    /// Dynamic shared memory the launch passes (ptxas does not see it).
+    int64_t dynamicSharedBytes = 0;
   };
   /// What ptxas -v and the PTX say about one GPU function.
   struct Function {

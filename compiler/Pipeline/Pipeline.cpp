@@ -171,10 +171,14 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
 }
 
 void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
-                                     int64_t multiprocessors) {
+                                     int64_t multiprocessors,
+                                     int64_t sharedPerBlock,
+                                     int64_t sharedPerSM) {
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.tensorCores = tensorCores;
   matmuls.multiprocessors = multiprocessors;
+  matmuls.sharedPerBlock = sharedPerBlock;
+  matmuls.sharedPerSM = sharedPerSM;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu(matmuls));
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createLowerAffinePass());

@@ -56,8 +56,11 @@ struct GpuTarget {
 /// sized for a GPU of `multiprocessors` SMs), every other linalg op as
 /// parallel loops mapped to blocks and threads, kernels outlined into a
 /// gpu.module; the host functions keep the launches.
+/// `sharedPerBlock` and `sharedPerSM` bound the tensor-core pipeline's
+/// shared memory (the spec table's opt-in block limit and SM size).
 void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
-                             int64_t multiprocessors);
+                             int64_t multiprocessors, int64_t sharedPerBlock,
+                             int64_t sharedPerSM);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

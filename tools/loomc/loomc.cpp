@@ -88,6 +88,12 @@ cl::opt<std::string> gpuDevice(
     "gpu-device",
     cl::desc("The GPU --kernel-report models: a100, a10, l4, h100 or h200"),
     cl::init("h200"), cl::value_desc("name"), cl::cat(loomCategory));
+cl::opt<int64_t> gpuSharedLimit(
+    "gpu-shared-limit",
+    cl::desc("Shared memory one block of a tensor-core matmul may use "
+             "(default: the --gpu-arch's limit; 49152 keeps its pipeline in "
+             "static shared memory)"),
+    cl::init(0), cl::value_desc("bytes"), cl::cat(loomCategory));
 cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
@@ -149,6 +155,7 @@ int main(int argc, char **argv) {
   if (kernelReport.getNumOccurrences())
     options.kernelReport = kernelReport;
   options.gpuDevice = gpuDevice;
+  options.gpuSharedLimit = gpuSharedLimit;
   // A stage or the report is printed; otherwise an executable is linked.
   bool prints = options.emit || options.kernelReport;
   if (!prints)

@@ -115,7 +115,12 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     Option<"tensorCores", "tensor-cores", "bool", "false",
            "Run bf16/f16 contractions with f32 accumulation on mma.sync">,
     Option<"multiprocessors", "multiprocessors", "int64_t", "132",
-           "SMs of the target GPU, for the tensor-core tile choice">
+           "SMs of the target GPU, for the tensor-core tile choice">,
+    Option<"sharedPerBlock", "shared-per-block", "int64_t", "49152",
+           "Shared memory bytes one block may use (above 48 KiB as dynamic "
+           "shared memory), for the tensor-core pipeline stages">,
+    Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
+           "Shared memory bytes of one SM, for the tensor-core pipeline stages">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",

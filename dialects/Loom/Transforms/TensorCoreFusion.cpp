@@ -81,28 +81,47 @@ TensorCoreFusion loom::findTensorCoreFusion(linalg::GenericOp op) {
   return fusion;
 }
 
-void loom::emitEpilogue(OpBuilder &b, Location loc, linalg::GenericOp epilogue,
-                        Value c, ValueRange cIndices, Value acc) {
+SmallVector<Value> loom::evaluateEpilogue(OpBuilder &b, Location loc,
+                                          linalg::GenericOp epilogue, Value c,
+                                          ValueRange cIndices, Value acc) {
   Block &body = epilogue.getRegion().front();
   IRMapping mapping;
-  auto at = [&](OpOperand &operand) {
-    return *affine::expandAffineMap(
-        b, loc, epilogue.getMatchingIndexingMap(&operand), cIndices);
-  };
   for (OpOperand &operand : epilogue->getOpOperands()) {
     BlockArgument arg = body.getArgument(operand.getOperandNumber());
     if (operand.get() == c)
       mapping.map(arg, acc);
     else if (!arg.use_empty())
-      mapping.map(arg, memref::LoadOp::create(b, loc, operand.get(), at(operand)));
+      mapping.map(arg, memref::LoadOp::create(
+                           b, loc, operand.get(),
+                           epilogueIndices(b, loc, epilogue, operand, cIndices)));
   }
   for (Operation &op : body.without_terminator())
     b.clone(op, mapping);
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  for (OpOperand &init : epilogue.getDpsInitsMutable())
-    memref::StoreOp::create(
-        b, loc,
-        mapping.lookupOrDefault(
-            yield.getOperand(init.getOperandNumber() - epilogue.getNumDpsInputs())),
-        init.get(), at(init));
+  SmallVector<Value> results;
+  for (Value yielded : body.getTerminator()->getOperands())
+    results.push_back(mapping.lookupOrDefault(yielded));
+  return results;
+}
+
+SmallVector<Value> loom::epilogueIndices(OpBuilder &b, Location loc,
+                                         linalg::GenericOp epilogue,
+                                         OpOperand &operand, ValueRange cIndices) {
+  return *affine::expandAffineMap(b, loc, epilogue.getMatchingIndexingMap(&operand),
+                                  cIndices);
+}
+
+bool loom::holdsPairsAlongLastDim(Value buffer, AffineMap map, unsigned dim) {
+  auto type = dyn_cast<MemRefType>(buffer.getType());
+  if (!type || type.getRank() == 0)
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1 ||
+      ShapedType::isDynamic(offset) || offset % 2)
+    return false;
+  for (int64_t stride : ArrayRef(strides).drop_back())
+    if (ShapedType::isDynamic(stride) || stride % 2)
+      return false;
+  auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+  return last && last.getPosition() == dim;
 }

@@ -50,16 +50,29 @@ struct TensorCoreFusion {
 };
 TensorCoreFusion findTensorCoreFusion(linalg::GenericOp op);
 
-/// Stores epilogue(acc) where the epilogue computes C's element at
-/// `cIndices` (its loop values, C being read with the identity map).
-void emitEpilogue(OpBuilder &b, Location loc, linalg::GenericOp epilogue,
-                  Value c, ValueRange cIndices, Value acc);
+/// The epilogue's results (one per output) for C's element at `cIndices`
+/// (its loop values, C being read with the identity map) holding `acc`.
+SmallVector<Value> evaluateEpilogue(OpBuilder &b, Location loc,
+                                    linalg::GenericOp epilogue, Value c,
+                                    ValueRange cIndices, Value acc);
+/// Where the epilogue reads or writes `operand` at C's element `cIndices`.
+SmallVector<Value> epilogueIndices(OpBuilder &b, Location loc,
+                                   linalg::GenericOp epilogue,
+                                   OpOperand &operand, ValueRange cIndices);
+/// Whether `buffer`, indexed by `map`, holds the elements at loop value `dim`
+/// and `dim` + 1 side by side in an aligned pair for every even value of
+/// `dim`: the map's last result is `dim`, unit innermost stride, and even
+/// offset and strides otherwise.
+bool holdsPairsAlongLastDim(Value buffer, AffineMap map, unsigned dim);
 
 /// The kernel being built: created with the launch (its shared-memory
 /// buffers are `workgroup`), with the builder `k` at the start of its body.
 struct TensorCoreKernel {
+  /// Shared memory is `workgroup` attributions, or, with
+  /// `dynamicSharedBytes`, that much dynamic shared memory the kernel
+  /// carves into views itself (setShared).
   TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
-                   TypeRange workgroup);
+                   TypeRange workgroup, int64_t dynamicSharedBytes = 0);
 
   linalg::GenericOp op;
   TensorCoreFusion fusion;
@@ -77,9 +90,9 @@ struct TensorCoreKernel {
   /// tile starts in the output.
   Value tid, warp, lane, g, t, warpRow, warpCol, row0, col0;
 
-  Value workgroupBuffer(unsigned i) {
-    return launch.getWorkgroupAttributions()[i];
-  }
+  /// The kernel's shared-memory buffers.
+  SmallVector<Value> shared;
+  Value workgroupBuffer(unsigned i) { return shared[i]; }
   /// The accumulators (tilesM x tilesN tiles of 4 f32), loaded from C or
   /// set to the fused fill's value.
   SmallVector<Value> loadAccumulators();
@@ -103,7 +116,8 @@ struct TensorCoreKernel {
 /// both operands' rows are 16-byte aligned; fails, leaving `op` alone,
 /// otherwise.
 LogicalResult buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
-                                             TensorCoreTile tile);
+                                             TensorCoreTile tile,
+                                             const TensorCoreTarget &target);
 
 } // namespace mlir::loom
 

@@ -24,6 +24,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 
@@ -187,10 +188,12 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
 }
 } // namespace
 
-void loom::buildTensorCoreMatmul(linalg::GenericOp op, int64_t multiprocessors) {
+void loom::buildTensorCoreMatmul(linalg::GenericOp op,
+                                 const TensorCoreTarget &target) {
   GpuMatmul mm(op);
-  TensorCoreTile tile = chooseTensorCoreTile(mm.m, mm.n, mm.batches, multiprocessors);
-  if (succeeded(buildPipelinedTensorCoreMatmul(op, tile)))
+  TensorCoreTile tile =
+      chooseTensorCoreTile(mm.m, mm.n, mm.batches, target.multiprocessors);
+  if (succeeded(buildPipelinedTensorCoreMatmul(op, tile, target)))
     return;
   buildStagedTensorCoreMatmul(op, tile);
 }
@@ -228,7 +231,8 @@ Value loom::IndexMath::both(OpBuilder &b, Value x, Value y) const {
 }
 
 loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
-                                         TypeRange workgroup)
+                                         TypeRange workgroup,
+                                         int64_t dynamicSharedBytes)
     : op(op), fusion(findTensorCoreFusion(op)), mm(op), tile(tile), loc(op.getLoc()), im{op.getLoc()},
       element(cast<MemRefType>(mm.a.getType()).getElementType()),
       k(op.getContext()), warpM(tile.blockM / tile.warpsM),
@@ -245,9 +249,13 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
   launch = gpu::LaunchOp::create(
       b, absorbed.size() > 1 ? FusedLoc::get(op.getContext(), absorbed) : loc, im.cst(b, (mm.n + tile.blockN - 1) / tile.blockN),
       im.cst(b, (mm.m + tile.blockM - 1) / tile.blockM), im.cst(b, mm.batches),
-      im.cst(b, threads), im.cst(b, 1), im.cst(b, 1), Value(), Type(),
-      ValueRange(), workgroup);
+      im.cst(b, threads), im.cst(b, 1), im.cst(b, 1),
+      dynamicSharedBytes ? arith::ConstantIntOp::create(b, loc, dynamicSharedBytes, 32)
+                         : Value(),
+      Type(), ValueRange(), workgroup);
   k.setInsertionPointToStart(&launch.getBody().front());
+  shared.assign(launch.getWorkgroupAttributions().begin(),
+                launch.getWorkgroupAttributions().end());
   tid = launch.getThreadIds().x;
   warp = im.divc(k, tid, 32);
   lane = im.remc(k, tid, 32);
@@ -354,19 +362,67 @@ void loom::TensorCoreKernel::multiply(OpBuilder &b,
 
 void loom::TensorCoreKernel::finish(ValueRange accs) {
   Value zero = im.cst(k, 0);
+  // What the kernel writes: C, or the epilogue's outputs. Accumulators 0, 1
+  // (and 2, 3) of a tile are columns 2t and 2t + 1 of one row: with N even
+  // and every output holding such pairs side by side, one store of two.
+  unsigned nDim = mm.batch + 1;
+  SmallVector<std::pair<Value, AffineMap>> outputs;
+  if (fusion.epilogue) {
+    // The epilogue's loops are C's dims: n is the dim C's map puts it in.
+    unsigned cDimOfN = *mm.maps[2].getResultPosition(k.getAffineDimExpr(nDim));
+    for (OpOperand &init : fusion.epilogue.getDpsInitsMutable())
+      outputs.push_back({init.get(), fusion.epilogue.getMatchingIndexingMap(&init)});
+    nDim = cDimOfN;
+  } else {
+    outputs.push_back({mm.c, mm.maps[2]});
+  }
+  bool pairs = mm.n % 2 == 0 && llvm::all_of(outputs, [&](auto &output) {
+    return holdsPairsAlongLastDim(output.first, output.second, nDim);
+  });
+  // The values of C's element at `at` holding `acc`, one per output.
+  auto results = [&](OpBuilder &b, Location l, ValueRange at, Value acc) {
+    if (fusion.epilogue)
+      return evaluateEpilogue(b, l, fusion.epilogue, mm.c, at, acc);
+    return SmallVector<Value>{acc};
+  };
+  auto outputIndices = [&](OpBuilder &b, Location l, unsigned i, ValueRange at) {
+    if (!fusion.epilogue)
+      return SmallVector<Value>(at);
+    return epilogueIndices(b, l, fusion.epilogue,
+                           fusion.epilogue.getDpsInitsMutable()[i], at);
+  };
   for (int64_t mi = 0; mi < tilesM; ++mi)
     for (int64_t ni = 0; ni < tilesN; ++ni)
-      for (int64_t e = 0; e < 4; ++e) {
+      for (int64_t e = 0; e < 4; e += pairs ? 2 : 1) {
         auto [row, column] = accumulatorAt(*this, mi, ni, e);
         Value r = row, col = column;
         Value inside = im.both(k, im.below(k, r, mm.m), im.below(k, col, mm.n));
         Value v = accs[(mi * tilesN + ni) * 4 + e];
         scf::IfOp::create(k, loc, inside, [&](OpBuilder &then, Location tl) {
           SmallVector<Value> at = mm.indices(then, tl, 2, r, col, zero);
-          if (fusion.epilogue)
-            emitEpilogue(then, tl, fusion.epilogue, mm.c, at, v);
-          else
-            memref::StoreOp::create(then, tl, v, mm.c, at);
+          SmallVector<Value> first = results(then, tl, at, v);
+          if (!pairs) {
+            for (auto [i, value] : llvm::enumerate(first))
+              memref::StoreOp::create(then, tl, value, outputs[i].first,
+                                      outputIndices(then, tl, i, at));
+          } else {
+            // col is even and N is even, so col + 1 < N too.
+            SmallVector<Value> atNext =
+                mm.indices(then, tl, 2, r, im.addc(then, col, 1), zero);
+            SmallVector<Value> second =
+                results(then, tl, atNext, accs[(mi * tilesN + ni) * 4 + e + 1]);
+            for (auto [i, value] : llvm::enumerate(first)) {
+              auto pairType = VectorType::get({2}, value.getType());
+              Value pair = vector::FromElementsOp::create(
+                  then, tl, pairType, ValueRange{value, second[i]});
+              // The pair is aligned to its size (holdsPairsAlongLastDim);
+              // said so, it is one 4- or 8-byte store rather than two.
+              unsigned bytes = 2 * value.getType().getIntOrFloatBitWidth() / 8;
+              vector::StoreOp::create(then, tl, pair, outputs[i].first,
+                                      outputIndices(then, tl, i, at),
+                                      /*nontemporal=*/false, llvm::Align(bytes));
+            }
+          }
           scf::YieldOp::create(then, tl);
         });
       }

@@ -3,15 +3,17 @@
 // The fast tensor-core kernel, for operands whose rows are 16-byte aligned
 // (the innermost memref dim is K for A and K or N for B, with unit stride,
 // and every other stride, the offset and that dim's extent are multiples of
-// 8 elements). A and B tiles of K-step 32 travel from global to shared
-// memory as 16-byte `cp.async` copies (`nvgpu.device_async_copy`, L1
+// 8 elements). A and B tiles of K-step 32 or 64 travel from global to
+// shared memory as 16-byte `cp.async` copies (`nvgpu.device_async_copy`, L1
 // bypassed, zero-filled past the operands' edges), `stages` tiles in
 // flight: while the warps multiply tile i, tiles i+1 .. i+stages-1 are
 // loading. Fragments come out of shared memory with `ldmatrix.x4` (B
 // transposed when it is stored K-major). Shared rows are XOR-swizzled by
 // 16-byte chunk rather than padded, so that the 8 row addresses of one
-// ldmatrix and the copies of one warp hit 8 different bank groups and the
-// stages fit the 48 KiB of static shared memory a block may have.
+// ldmatrix and the copies of one warp hit 8 different bank groups.
+// choosePipeline sizes the stages from the spec table's shared memory:
+// beyond the 48 KiB of static shared memory a block may have, the stages
+// live in dynamic shared memory (the plan's `shared:` launch token).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,13 +30,18 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr int64_t kBlockK = 32;
 /// 16-bit elements per 16-byte copy and per ldmatrix row.
 constexpr int64_t kChunk = 8;
-/// Static shared memory a block may use without opting in at launch.
-constexpr int64_t kSharedLimit = 48 * 1024;
+/// Static shared memory a block may use; more is dynamic, opted into at
+/// launch.
+constexpr int64_t kStaticSharedLimit = 48 * 1024;
+/// Shared memory the driver reserves per resident block (sm_80 on).
+constexpr int64_t kReservedShared = 1024;
 /// More stages than this hide no more latency at these tile sizes.
 constexpr int64_t kMaxStages = 4;
+/// Warps an SM should hold for the pipeline to hide latency: 2 blocks of 8
+/// warps or 4 of 4 (about what 128 registers a thread allow).
+constexpr int64_t kWarpsPerSM = 16;
 
 /// The loop dim whose elements are contiguous in operand `which` (0: A,
 /// 1: B) if its rows are 16-byte aligned, as the file header defines.
@@ -85,8 +92,40 @@ Value swizzle(OpBuilder &b, const IndexMath &im, Value row, Value chunk,
 }
 } // namespace
 
+namespace {
+/// The K step and stage count of a pipeline, and its shared memory.
+struct PipelineShape {
+  int64_t blockK, stages, bytes;
+};
+
+/// The documented heuristic (docs/gpu-report.md): the shared memory a block
+/// may take is what the SM has over the blocks it should hold (kWarpsPerSM),
+/// within the block limit of the spec table. A K step of 64 when at least 3
+/// such stages fit and K has 4 steps to pipeline (half the barriers and
+/// waits per FLOP of 32), else 32 with at least 2; as many stages as fit,
+/// at most kMaxStages.
+std::optional<PipelineShape> choosePipeline(TensorCoreTile tile, int64_t k,
+                                            const TensorCoreTarget &target) {
+  int64_t warps = tile.warpsM * tile.warpsN;
+  int64_t blocks = std::max<int64_t>(1, kWarpsPerSM / warps);
+  int64_t budget = std::min(target.sharedPerBlock,
+                            target.sharedPerSM / blocks - kReservedShared);
+  for (int64_t blockK : {64, 32}) {
+    int64_t stageBytes = (tile.blockM + tile.blockN) * blockK * 2;
+    int64_t stages = std::min(kMaxStages, budget / stageBytes);
+    if (blockK == 64 && (stages < 3 || k < 4 * blockK))
+      continue;
+    if (stages >= 2)
+      return PipelineShape{blockK, stages, stages * stageBytes};
+  }
+  return std::nullopt;
+}
+} // namespace
+
 LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
-                                                   TensorCoreTile tile) {
+                                                   TensorCoreTile tile,
+                                                   const TensorCoreTarget &target) {
+
   GpuMatmul probe(op);
   unsigned nDim = probe.batch + 1, kDim = probe.batch + 2;
   std::optional<unsigned> aDim = alignedContiguousDim(probe, 0);
@@ -94,17 +133,17 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
   if (aDim != kDim || !bDim || (*bDim != kDim && *bDim != nDim))
     return failure();
   int64_t threads = 32 * tile.warpsM * tile.warpsN;
-  StagedOperand aStage{0, false, tile.blockM, kBlockK};
+  std::optional<PipelineShape> shape = choosePipeline(tile, probe.k, target);
+  if (!shape)
+    return failure();
+  const int64_t blockK = shape->blockK, stages = shape->stages;
+  StagedOperand aStage{0, false, tile.blockM, blockK};
   StagedOperand bStage = *bDim == nDim
-                             ? StagedOperand{1, true, kBlockK, tile.blockN}
-                             : StagedOperand{1, false, tile.blockN, kBlockK};
+                             ? StagedOperand{1, true, blockK, tile.blockN}
+                             : StagedOperand{1, false, tile.blockN, blockK};
   for (const StagedOperand &s : {aStage, bStage})
     if ((s.rows * s.chunksPerRow()) % threads)
       return failure();
-  int64_t stageBytes = (aStage.rows * aStage.cols + bStage.rows * bStage.cols) * 2;
-  int64_t stages = std::min(kMaxStages, kSharedLimit / stageBytes);
-  if (stages < 2)
-    return failure();
 
   Type element = cast<MemRefType>(probe.a.getType()).getElementType();
   auto workgroup = gpu::AddressSpaceAttr::get(op.getContext(),
@@ -113,14 +152,32 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
     return MemRefType::get({stages, s.rows, s.cols}, element,
                            MemRefLayoutAttrInterface(), workgroup);
   };
-  TensorCoreKernel kernel(op, tile, {bufferType(aStage), bufferType(bStage)});
+  // Up to 48 KiB as two workgroup buffers; beyond, as views of the launch's
+  // dynamic shared memory (A's stages, then B's).
+  bool dynamic = shape->bytes > kStaticSharedLimit;
+  SmallVector<Type> buffers;
+  if (!dynamic)
+    buffers = {bufferType(aStage), bufferType(bStage)};
+  TensorCoreKernel kernel(op, tile, buffers, dynamic ? shape->bytes : 0);
   // The kernel's own view of the operands knows the block's batch indices.
   const GpuMatmul &mm = kernel.mm;
   const IndexMath &im = kernel.im;
   Location loc = kernel.loc;
   OpBuilder &k = kernel.k;
+  if (dynamic) {
+    auto bytesType = MemRefType::get(
+        {ShapedType::kDynamic}, k.getI8Type(), MemRefLayoutAttrInterface(),
+        workgroup);
+    Value all = gpu::DynamicSharedMemoryOp::create(k, loc, bytesType);
+    int64_t offset = 0;
+    for (const StagedOperand &s : {aStage, bStage}) {
+      kernel.shared.push_back(memref::ViewOp::create(
+          k, loc, bufferType(s), all, im.cst(k, offset), ValueRange{}));
+      offset += stages * s.rows * s.cols * 2;
+    }
+  }
   int64_t M = mm.m, N = mm.n, K = mm.k;
-  int64_t kTiles = (K + kBlockK - 1) / kBlockK;
+  int64_t kTiles = (K + blockK - 1) / blockK;
 
   // Issues the copies of K-tile `kTile` into stage `stage`: each thread
   // copies (rows x chunks) / threads chunks, consecutive threads reading
@@ -129,7 +186,7 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
   auto issue = [&](OpBuilder &b, const StagedOperand &s, Value stage, Value kTile) {
     Value buffer = kernel.workgroupBuffer(s.which);
     Value source = s.which == 0 ? mm.a : mm.b;
-    Value k0 = im.mulc(b, kTile, kBlockK), zero = im.cst(b, 0);
+    Value k0 = im.mulc(b, kTile, blockK), zero = im.cst(b, 0);
     int64_t perThread = s.rows * s.chunksPerRow() / threads;
     for (int64_t i = 0; i < perThread; ++i) {
       Value index = im.addc(b, kernel.tid, i * threads);
@@ -213,7 +270,7 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
   Value laneRow16 = im.remc(l, kernel.lane, 16), laneHalf = im.divc(l, kernel.lane, 16);
   Value laneRow8 = im.remc(l, kernel.lane, 8), laneMatrix = im.divc(l, kernel.lane, 8);
   SmallVector<Value> accs(loop.getRegionIterArgs());
-  for (int64_t kk = 0; kk < kBlockK; kk += 16) {
+  for (int64_t kk = 0; kk < blockK; kk += 16) {
     SmallVector<SmallVector<Value, 4>> aFrags, bFrags;
     // A (16 x 16 per mma row): matrices (rows 0-7, k 0-7), (rows 8-15,
     // k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15): registers a0..a3.

@@ -27,7 +27,8 @@ struct LoomTileMatmulsForGpu
     });
     for (linalg::GenericOp op : matmuls) {
       if (tensorCores && loom::isTensorCoreMatmul(op))
-        loom::buildTensorCoreMatmul(op, multiprocessors);
+        loom::buildTensorCoreMatmul(
+            op, {multiprocessors, sharedPerBlock, sharedPerSM});
       else
         rewrite(op);
     }
