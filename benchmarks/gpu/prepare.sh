@@ -17,6 +17,9 @@ $loomc "$root/benchmarks/gpu/memory.loom" -o "$out/memory"
 for size in 4096 8192; do
   sed "s/SIZE/$size/g; s/PRECISION/bf16/" "$root/benchmarks/cpu/matmul.loom" > "$out/matmul$size.loom"
   $loomc "$out/matmul$size.loom" -o "$out/matmul$size"
+  # The same matmul with its pipeline in 48 KiB of static shared memory
+  # (3 stages of K step 32), timed beside the default for comparison.
+  $loomc --gpu-shared-limit=49152 "$out/matmul$size.loom" -o "$out/matmul$size-static"
 done
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"

@@ -60,7 +60,7 @@ for exe in mlp gpt matmul4096 memory; do
   fi
 done
 
-echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights)"
+echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights)  [${SECONDS} s]"
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
 else
@@ -80,21 +80,13 @@ else
   done
 fi
 
-echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.45 (mma.sync), >= 0.6 (wgmma)"
+echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.45 (mma.sync), >= 0.6 (wgmma)  [${SECONDS} s]"
+# cuBLAS's best of 10 (CUDA events, after 3 warm-ups) per size, measured once.
+declare -A cublas
 for size in 4096 8192; do
-  best=""
-  for seed in 1 2 3; do
-    run "$here/matmul$size" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$size: Loom's cuda run failed:"; errors; status=1; break; }
-    # The step's launches (the matmul and its fills and conversions).
-    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
-    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
-  done
-  [ -n "$best" ] || continue
-  $py - "$size" "$best" <<'PY'
+  cublas[$size]=$($py - "$size" <<'PY' 2>&1 | tail -1
 import sys
-n, loom_us = int(sys.argv[1]), float(sys.argv[2])
-flops = 2.0 * n ** 3
+n = int(sys.argv[1])
 try:
     import torch
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -105,15 +97,42 @@ try:
     for _ in range(10):
         start.record(); a @ b; stop.record(); torch.cuda.synchronize()
         best = min(best, start.elapsed_time(stop) * 1e3)
-except Exception as e:  # no torch or no GPU: report Loom's figure alone
-    print(f"{n}: loom {flops/loom_us/1e6:.1f} TFLOP/s ({loom_us:.1f} us); cuBLAS baseline unavailable ({e})")
+    print(best)
+except Exception as e:  # no torch or no GPU: Loom's figure alone
+    print(f"unavailable ({e})")
+PY
+)
+done
+# Loom's time: the best over seeds of the step's launches (CUDA events, from
+# --trace). The -static variants keep the pipeline in 48 KiB of static
+# shared memory (loomc --gpu-shared-limit=49152), the configuration before
+# the K step of 64.
+for exe in matmul4096 matmul8192 matmul4096-static matmul8192-static; do
+  [ -x "$here/$exe" ] || continue
+  size=${exe#matmul}; size=${size%-static}
+  best=""
+  for seed in 1 2 3; do
+    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; break; }
+    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
+    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
+  done
+  [ -n "$best" ] || continue
+  $py - "$exe" "$size" "$best" "${cublas[$size]}" <<'PY'
+import sys
+exe, n, loom_us, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+flops = 2.0 * n ** 3
+try:
+    cublas_us = float(base)
+except ValueError:
+    print(f"{exe:18s}: loom {flops/loom_us/1e6:8.1f} TFLOP/s ({loom_us:.1f} us); cuBLAS baseline {base}")
     sys.exit(0)
-print(f"{n}: loom {flops/loom_us/1e6:8.1f} TFLOP/s  cuBLAS {flops/best/1e6:8.1f} TFLOP/s"
-      f"  time(cuBLAS)/time(Loom) = {best/loom_us:.3f}")
+print(f"{exe:18s}: loom {flops/loom_us/1e6:8.1f} TFLOP/s  cuBLAS {flops/cublas_us/1e6:8.1f} TFLOP/s"
+      f"  time(cuBLAS)/time(Loom) = {cublas_us/loom_us:.3f}")
 PY
 done
 
-echo "== bandwidth: memory-bound kernels against a device-to-device copy (target >= 0.85)"
+echo "== bandwidth: memory-bound kernels against a device-to-device copy (target >= 0.85)  [${SECONDS} s]"
 for exe in memory gpt; do
   for seed in 1 2; do
     run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/$exe.trace$seed.json" > /dev/null \
@@ -122,7 +141,7 @@ for exe in memory gpt; do
 done
 $py "$here/bandwidth.py" "$here" "$work" memory gpt || status=1
 
-echo "== memory and race checks (compute-sanitizer, where it works) on mlp"
+echo "== memory and race checks (compute-sanitizer, where it works) on mlp  [${SECONDS} s]"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -z "$sanitizer" ]; then
   echo "compute-sanitizer not found: skipped"
