@@ -189,6 +189,9 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
   // becoming launch arguments.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  mlir::loom::LoomGpuOccupancyHintsOptions occupancy;
+  occupancy.sharedPerSM = sharedPerSM;
+  pm.addPass(mlir::loom::createLoomGpuOccupancyHints(occupancy));
   pm.addPass(createCSEPass());
 }
 

@@ -169,6 +169,22 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
                            "mlir::vector::VectorDialect"];
 }
 
+def LoomGpuOccupancyHints : Pass<"loom-gpu-occupancy-hints", "mlir::ModuleOp"> {
+  let summary = "Ask ptxas to keep as many blocks resident as shared memory allows";
+  let description = [{
+    A launch that passes dynamic shared memory (the pipelined tensor-core
+    matmuls, sized in loom-tile-matmuls-for-gpu for a number of resident
+    blocks per SM) gets `nvvm.minctasm` on its kernel: the blocks that
+    `shared-per-sm` holds at that size plus the driver's 1 KiB per block.
+    ptxas then keeps the registers low enough for those blocks (PTX
+    `.minnctapersm`); without the hint it may spend them on one block.
+    Runs after gpu-kernel-outlining.
+  }];
+  let options = [Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
+                        "Shared memory bytes of one SM">];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect"];
+}
+
 def LoomTileContractionsForCpu
     : Pass<"loom-tile-contractions-for-cpu", "mlir::ModuleOp"> {
   let summary = "Cache and register tiles, vectorized, for CPU matmuls";
