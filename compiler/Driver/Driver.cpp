@@ -138,7 +138,7 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
     return failure();
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
-  // --gpu-shared-limit per block.
+  // --gpu-shared-limit per block (48 KiB unless raised).
   int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024;
   if (const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch)) {
     sharedPerBlock = arch->maxSharedBytesPerBlock;

@@ -90,10 +90,11 @@ cl::opt<std::string> gpuDevice(
     cl::init("h200"), cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<int64_t> gpuSharedLimit(
     "gpu-shared-limit",
-    cl::desc("Shared memory one block of a tensor-core matmul may use "
-             "(default: the --gpu-arch's limit; 49152 keeps its pipeline in "
-             "static shared memory)"),
-    cl::init(0), cl::value_desc("bytes"), cl::cat(loomCategory));
+    cl::desc("Shared memory one block of a tensor-core matmul may use, "
+             "within the --gpu-arch's limit (0: that limit); the default "
+             "49152 keeps the pipelines in static shared memory, measured "
+             "fastest on an H200"),
+    cl::init(48 * 1024), cl::value_desc("bytes"), cl::cat(loomCategory));
 cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
