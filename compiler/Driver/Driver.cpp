@@ -139,6 +139,10 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
   // --gpu-shared-limit per block (48 KiB unless raised).
+  if (options.gpuSharedLimit < 0)
+    return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
+           << "number of bytes, or 0 for the --gpu-arch's limit (got "
+           << options.gpuSharedLimit << ")";
   int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024;
   if (const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch)) {
     sharedPerBlock = arch->maxSharedBytesPerBlock;
