@@ -143,16 +143,19 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
     return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
            << "number of bytes, or 0 for the --gpu-arch's limit (got "
            << options.gpuSharedLimit << ")";
-  int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024;
+  int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024,
+          reservedPerBlock = 1024;
   if (const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch)) {
     sharedPerBlock = arch->maxSharedBytesPerBlock;
     sharedPerSM = arch->sharedBytesPerSM;
+    reservedPerBlock = arch->reservedSharedBytesPerBlock;
   }
   if (options.gpuSharedLimit > 0)
     sharedPerBlock = std::min(sharedPerBlock, options.gpuSharedLimit);
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
         ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
-                                        sharedPerBlock, sharedPerSM);
+                                        sharedPerBlock, sharedPerSM,
+                                        reservedPerBlock);
       })))
     return failure();
   if (reached(::loom::Stage::GPU, print))

@@ -173,12 +173,14 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
 void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
                                      int64_t multiprocessors,
                                      int64_t sharedPerBlock,
-                                     int64_t sharedPerSM) {
+                                     int64_t sharedPerSM,
+                                     int64_t reservedSharedPerBlock) {
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.tensorCores = tensorCores;
   matmuls.multiprocessors = multiprocessors;
   matmuls.sharedPerBlock = sharedPerBlock;
   matmuls.sharedPerSM = sharedPerSM;
+  matmuls.reservedSharedPerBlock = reservedSharedPerBlock;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu(matmuls));
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createLowerAffinePass());
@@ -191,6 +193,7 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
   pm.addPass(createGpuKernelOutliningPass());
   mlir::loom::LoomGpuOccupancyHintsOptions occupancy;
   occupancy.sharedPerSM = sharedPerSM;
+  occupancy.reservedSharedPerBlock = reservedSharedPerBlock;
   pm.addPass(mlir::loom::createLoomGpuOccupancyHints(occupancy));
   pm.addPass(createCSEPass());
 }

@@ -56,11 +56,12 @@ struct GpuTarget {
 /// sized for a GPU of `multiprocessors` SMs), every other linalg op as
 /// parallel loops mapped to blocks and threads, kernels outlined into a
 /// gpu.module; the host functions keep the launches.
-/// `sharedPerBlock` and `sharedPerSM` bound the tensor-core pipeline's
-/// shared memory (the spec table's opt-in block limit and SM size).
+/// `sharedPerBlock`, `sharedPerSM` and `reservedSharedPerBlock` bound the
+/// tensor-core pipeline's shared memory (the spec table's opt-in block
+/// limit, SM size and per-block reservation).
 void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
                              int64_t multiprocessors, int64_t sharedPerBlock,
-                             int64_t sharedPerSM);
+                             int64_t sharedPerSM, int64_t reservedSharedPerBlock);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

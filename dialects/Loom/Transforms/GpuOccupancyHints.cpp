@@ -20,9 +20,6 @@ namespace mlir::loom {
 using namespace mlir;
 
 namespace {
-/// Shared memory the driver reserves per resident block (sm_80 on).
-constexpr int64_t kReservedShared = 1024;
-
 struct LoomGpuOccupancyHints
     : public loom::impl::LoomGpuOccupancyHintsBase<LoomGpuOccupancyHints> {
   using Base::Base;
@@ -36,7 +33,7 @@ struct LoomGpuOccupancyHints
           launch, launch.getKernel());
       if (!kernel)
         return;
-      int64_t blocks = std::max<int64_t>(1, sharedPerSM / (*bytes + kReservedShared));
+      int64_t blocks = std::max<int64_t>(1, sharedPerSM / (*bytes + reservedSharedPerBlock));
       // A kernel launched with several sizes keeps the smallest count.
       if (auto known = kernel->getAttrOfType<IntegerAttr>("nvvm.minctasm"))
         blocks = std::min(blocks, known.getInt());

@@ -44,12 +44,13 @@ TensorCoreTile chooseTensorCoreTile(int64_t m, int64_t n, int64_t batches,
                                     int64_t multiprocessors);
 
 /// What the tensor-core tiling needs to know of the GPU (from the spec
-/// table): its SMs, and the shared memory one block may use (the opt-in
-/// limit, or less) and one SM has.
+/// table): its SMs, the shared memory one block may use (the opt-in limit,
+/// or less) and one SM has, and what the driver reserves per block.
 struct TensorCoreTarget {
   int64_t multiprocessors = 132;
   int64_t sharedPerBlock = 48 * 1024;
   int64_t sharedPerSM = 228 * 1024;
+  int64_t reservedSharedPerBlock = 1024;
 };
 
 /// Replaces a tensor-core matmul by a `gpu.launch` running

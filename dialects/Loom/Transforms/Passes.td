@@ -120,7 +120,9 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
            "Shared memory bytes one block may use (above 48 KiB as dynamic "
            "shared memory), for the tensor-core pipeline stages">,
     Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
-           "Shared memory bytes of one SM, for the tensor-core pipeline stages">
+           "Shared memory bytes of one SM, for the tensor-core pipeline stages">,
+    Option<"reservedSharedPerBlock", "reserved-shared-per-block", "int64_t",
+           "1024", "Shared memory bytes the driver reserves per block">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
@@ -175,13 +177,17 @@ def LoomGpuOccupancyHints : Pass<"loom-gpu-occupancy-hints", "mlir::ModuleOp"> {
     A launch that passes dynamic shared memory (the pipelined tensor-core
     matmuls, sized in loom-tile-matmuls-for-gpu for a number of resident
     blocks per SM) gets `nvvm.minctasm` on its kernel: the blocks that
-    `shared-per-sm` holds at that size plus the driver's 1 KiB per block.
+    `shared-per-sm` holds at that size plus what the driver reserves per
+    block (`reserved-shared-per-block`, from the spec table).
     ptxas then keeps the registers low enough for those blocks (PTX
     `.minnctapersm`); without the hint it may spend them on one block.
     Runs after gpu-kernel-outlining.
   }];
   let options = [Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
-                        "Shared memory bytes of one SM">];
+                        "Shared memory bytes of one SM">,
+                 Option<"reservedSharedPerBlock", "reserved-shared-per-block",
+                        "int64_t", "1024",
+                        "Shared memory bytes the driver reserves per block">];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect"];
 }
 

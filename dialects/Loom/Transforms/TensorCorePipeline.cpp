@@ -35,8 +35,6 @@ constexpr int64_t kChunk = 8;
 /// Static shared memory a block may use; more is dynamic, opted into at
 /// launch.
 constexpr int64_t kStaticSharedLimit = 48 * 1024;
-/// Shared memory the driver reserves per resident block (sm_80 on).
-constexpr int64_t kReservedShared = 1024;
 /// More stages than this hide no more latency at these tile sizes.
 constexpr int64_t kMaxStages = 4;
 /// Warps an SM should hold for the pipeline to hide latency: 2 blocks of 8
@@ -109,7 +107,8 @@ std::optional<PipelineShape> choosePipeline(TensorCoreTile tile, int64_t k,
   int64_t warps = tile.warpsM * tile.warpsN;
   int64_t blocks = std::max<int64_t>(1, kWarpsPerSM / warps);
   int64_t budget = std::min(target.sharedPerBlock,
-                            target.sharedPerSM / blocks - kReservedShared);
+                            target.sharedPerSM / blocks -
+                                target.reservedSharedPerBlock);
   for (int64_t blockK : {64, 32}) {
     int64_t stageBytes = (tile.blockM + tile.blockN) * blockK * 2;
     int64_t stages = std::min(kMaxStages, budget / stageBytes);

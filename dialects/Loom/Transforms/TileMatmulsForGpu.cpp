@@ -28,7 +28,8 @@ struct LoomTileMatmulsForGpu
     for (linalg::GenericOp op : matmuls) {
       if (tensorCores && loom::isTensorCoreMatmul(op))
         loom::buildTensorCoreMatmul(
-            op, {multiprocessors, sharedPerBlock, sharedPerSM});
+            op, {multiprocessors, sharedPerBlock, sharedPerSM,
+                 reservedSharedPerBlock});
       else
         rewrite(op);
     }
