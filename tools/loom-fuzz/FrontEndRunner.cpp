@@ -70,6 +70,18 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     buildBufferizePipeline(bufferize);
     if (mlir::failed(bufferize.run(*module)))
       return FrontEndOutcome::Rejected;
+    // The GPU path on a copy, down to the NVVM dialect (no ptxas): tensor
+    // cores, an H200's SMs and loomc's default 48 KiB a block. Where the CPU
+    // path accepts a kernel the GPU path must too.
+    mlir::OwningOpRef<mlir::ModuleOp> gpu = module->clone();
+    mlir::PassManager gpuStages(&context);
+    buildGpuKernelsPipeline(gpuStages, /*tensorCores=*/true,
+                            /*multiprocessors=*/132, /*sharedPerBlock=*/48 * 1024,
+                            /*sharedPerSM=*/228 * 1024,
+                            /*reservedSharedPerBlock=*/1024);
+    buildNvvmPipeline(gpuStages, GpuTarget());
+    if (mlir::failed(gpuStages.run(*gpu)))
+      return FrontEndOutcome::InternalError;
     for (auto func : module->getOps<mlir::func::FuncOp>())
       func->removeAttr(mlir::loom::attr::kKernel);
     mlir::PassManager lowering(&context);

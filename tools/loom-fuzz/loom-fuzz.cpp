@@ -29,7 +29,8 @@ static cl::opt<unsigned> seed("seed", cl::init(1),
                               cl::desc("Random seed (runs are reproducible)"));
 static cl::opt<bool> lower(
     "lower", cl::init(false),
-    cl::desc("Also run every CPU stage down to LLVM on accepted mutants"));
+    cl::desc("Also run every CPU stage down to LLVM, and the GPU stages down "
+             "to NVVM, on accepted mutants"));
 static cl::opt<std::string> crashFile(
     "crash-file", cl::init("loom-fuzz-crash.loom"),
     cl::desc("Where the input of a crash or internal error is written"));

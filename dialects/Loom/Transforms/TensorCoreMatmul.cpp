@@ -100,14 +100,15 @@ constexpr int64_t kBlockK = 32;
 /// The general kernel: element-by-element staging, any operand layout.
 void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile) {
   MLIRContext *context = op.getContext();
-  loom::GpuMatmul mm(op);
-  Type element = cast<MemRefType>(mm.a.getType()).getElementType();
+  Type element = cast<MemRefType>(op.getDpsInputs()[0].getType()).getElementType();
   auto workgroup = gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup);
   auto aTileType = MemRefType::get({tile.blockM, kBlockK + kPadA}, element,
                                    MemRefLayoutAttrInterface(), workgroup);
   auto bTileType = MemRefType::get({kBlockK, tile.blockN + kPadB}, element,
                                    MemRefLayoutAttrInterface(), workgroup);
   loom::TensorCoreKernel kernel(op, tile, {aTileType, bTileType});
+  // The kernel's view of the operands: it knows the block's batch indices.
+  const loom::GpuMatmul &mm = kernel.mm;
   const loom::IndexMath &im = kernel.im;
   Location loc = kernel.loc;
   OpBuilder &k = kernel.k;
