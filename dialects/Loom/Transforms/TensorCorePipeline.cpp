@@ -96,7 +96,8 @@ struct PipelineShape {
   int64_t blockK, stages, bytes;
 };
 
-/// The documented heuristic (docs/gpu-report.md): the shared memory a block
+/// The documented heuristic (docs/pipeline.md, "K step and stages"): the
+/// shared memory a block
 /// may take is what the SM has over the blocks it should hold (kWarpsPerSM),
 /// within the block limit of the spec table. A K step of 64 when at least 3
 /// such stages fit and K has 4 steps to pipeline (half the barriers and
@@ -124,7 +125,7 @@ std::optional<PipelineShape> choosePipeline(TensorCoreTile tile, int64_t k,
 LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
                                                    TensorCoreTile tile,
                                                    const TensorCoreTarget &target) {
-
+  // The op's shapes and layouts, looked at before any kernel is built.
   GpuMatmul probe(op);
   unsigned nDim = probe.batch + 1, kDim = probe.batch + 2;
   std::optional<unsigned> aDim = alignedContiguousDim(probe, 0);
