@@ -97,9 +97,8 @@ struct PipelineShape {
 };
 
 /// The documented heuristic (docs/pipeline.md, "K step and stages"): the
-/// shared memory a block
-/// may take is what the SM has over the blocks it should hold (kWarpsPerSM),
-/// within the block limit of the spec table. A K step of 64 when at least 3
+/// shared memory a block may take is what the SM has over the blocks it
+/// should hold (kWarpsPerSM), within the block limit of the spec table. A K step of 64 when at least 3
 /// such stages fit and K has 4 steps to pipeline (half the barriers and
 /// waits per FLOP of 32), else 32 with at least 2; as many stages as fit,
 /// at most kMaxStages.
