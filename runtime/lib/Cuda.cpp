@@ -246,49 +246,35 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
     error = "no CUDA driver (" + library + ") found; run with --device cpu";
     return false;
   }
-  const char *missing = firstMissing({
-      {resolve(handle, api.getErrorName, "cuGetErrorName"), "cuGetErrorName"},
-      {resolve(handle, api.getErrorString, "cuGetErrorString"),
-       "cuGetErrorString"},
-      {resolve(handle, api.init, "cuInit"), "cuInit"},
-      {resolve(handle, api.deviceGetCount, "cuDeviceGetCount"),
-       "cuDeviceGetCount"},
-      {resolve(handle, api.deviceGet, "cuDeviceGet"), "cuDeviceGet"},
-      {resolve(handle, api.deviceGetName, "cuDeviceGetName"),
-       "cuDeviceGetName"},
-      {resolve(handle, api.deviceGetAttribute, "cuDeviceGetAttribute"),
-       "cuDeviceGetAttribute"},
-      {resolve(handle, api.primaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-       "cuDevicePrimaryCtxRetain"},
-      {resolve(handle, api.primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
-       "cuDevicePrimaryCtxRelease_v2"},
-      {resolve(handle, api.ctxSetCurrent, "cuCtxSetCurrent"),
-       "cuCtxSetCurrent"},
-      {resolve(handle, api.ctxSynchronize, "cuCtxSynchronize"),
-       "cuCtxSynchronize"},
-      {resolve(handle, api.moduleLoadDataEx, "cuModuleLoadDataEx"),
-       "cuModuleLoadDataEx"},
-      {resolve(handle, api.moduleUnload, "cuModuleUnload"), "cuModuleUnload"},
-      {resolve(handle, api.moduleGetFunction, "cuModuleGetFunction"),
-       "cuModuleGetFunction"},
-      {resolve(handle, api.memAlloc, "cuMemAlloc_v2"), "cuMemAlloc_v2"},
-      {resolve(handle, api.memFree, "cuMemFree_v2"), "cuMemFree_v2"},
-      {resolve(handle, api.memsetD8, "cuMemsetD8_v2"), "cuMemsetD8_v2"},
-      {resolve(handle, api.memcpyHtoD, "cuMemcpyHtoD_v2"), "cuMemcpyHtoD_v2"},
-      {resolve(handle, api.memcpyDtoH, "cuMemcpyDtoH_v2"), "cuMemcpyDtoH_v2"},
-      {resolve(handle, api.launchKernel, "cuLaunchKernel"), "cuLaunchKernel"},
-      {resolve(handle, api.eventCreate, "cuEventCreate"), "cuEventCreate"},
-      {resolve(handle, api.eventRecord, "cuEventRecord"), "cuEventRecord"},
-      {resolve(handle, api.eventSynchronize, "cuEventSynchronize"),
-       "cuEventSynchronize"},
-      // The same function; _v2 is the name of CUDA 12.8 and later.
-      {resolve(handle, api.eventElapsedTime, "cuEventElapsedTime_v2",
-               "cuEventElapsedTime"),
-       "cuEventElapsedTime"},
-      {resolve(handle, api.eventDestroy, "cuEventDestroy_v2"),
-       "cuEventDestroy_v2"},
-  });
-  if (missing) {
+  RequiredSymbols required{handle};
+  required.require(api.getErrorName, "cuGetErrorName");
+  required.require(api.getErrorString, "cuGetErrorString");
+  required.require(api.init, "cuInit");
+  required.require(api.deviceGetCount, "cuDeviceGetCount");
+  required.require(api.deviceGet, "cuDeviceGet");
+  required.require(api.deviceGetName, "cuDeviceGetName");
+  required.require(api.deviceGetAttribute, "cuDeviceGetAttribute");
+  required.require(api.primaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  required.require(api.primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  required.require(api.ctxSetCurrent, "cuCtxSetCurrent");
+  required.require(api.ctxSynchronize, "cuCtxSynchronize");
+  required.require(api.moduleLoadDataEx, "cuModuleLoadDataEx");
+  required.require(api.moduleUnload, "cuModuleUnload");
+  required.require(api.moduleGetFunction, "cuModuleGetFunction");
+  required.require(api.memAlloc, "cuMemAlloc_v2");
+  required.require(api.memFree, "cuMemFree_v2");
+  required.require(api.memsetD8, "cuMemsetD8_v2");
+  required.require(api.memcpyHtoD, "cuMemcpyHtoD_v2");
+  required.require(api.memcpyDtoH, "cuMemcpyDtoH_v2");
+  required.require(api.launchKernel, "cuLaunchKernel");
+  required.require(api.eventCreate, "cuEventCreate");
+  required.require(api.eventRecord, "cuEventRecord");
+  required.require(api.eventSynchronize, "cuEventSynchronize");
+  // The same function; _v2 is the name of CUDA 12.8 and later.
+  required.require(api.eventElapsedTime, "cuEventElapsedTime_v2",
+                   "cuEventElapsedTime");
+  required.require(api.eventDestroy, "cuEventDestroy_v2");
+  if (const char *missing = required.missing) {
     error = "the CUDA driver " + library + " has no function " + missing +
             " (is it too old?)";
     return false;

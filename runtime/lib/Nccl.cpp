@@ -300,21 +300,16 @@ bool NcclCollectives::State::loadCopies(std::string &error) {
     error = "no CUDA driver (" + driverLibrary + ") found";
     return false;
   }
-  const char *missing = firstMissing({
-      {resolve(handle, cuda.getErrorName, "cuGetErrorName"), "cuGetErrorName"},
-      {resolve(handle, cuda.getErrorString, "cuGetErrorString"),
-       "cuGetErrorString"},
-      {resolve(handle, cuda.ctxGetDevice, "cuCtxGetDevice"), "cuCtxGetDevice"},
-      {resolve(handle, cuda.deviceGetAttribute, "cuDeviceGetAttribute"),
-       "cuDeviceGetAttribute"},
-      {resolve(handle, cuda.memAlloc, "cuMemAlloc_v2"), "cuMemAlloc_v2"},
-      {resolve(handle, cuda.memFree, "cuMemFree_v2"), "cuMemFree_v2"},
-      {resolve(handle, cuda.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
-       "cuMemcpyDtoDAsync_v2"},
-      {resolve(handle, cuda.memcpy2DAsync, "cuMemcpy2DAsync_v2"),
-       "cuMemcpy2DAsync_v2"},
-  });
-  if (missing) {
+  RequiredSymbols required{handle};
+  required.require(cuda.getErrorName, "cuGetErrorName");
+  required.require(cuda.getErrorString, "cuGetErrorString");
+  required.require(cuda.ctxGetDevice, "cuCtxGetDevice");
+  required.require(cuda.deviceGetAttribute, "cuDeviceGetAttribute");
+  required.require(cuda.memAlloc, "cuMemAlloc_v2");
+  required.require(cuda.memFree, "cuMemFree_v2");
+  required.require(cuda.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  required.require(cuda.memcpy2DAsync, "cuMemcpy2DAsync_v2");
+  if (const char *missing = required.missing) {
     error = "the CUDA driver " + driverLibrary + " has no function " +
             missing + " (is it too old?)";
     return false;
@@ -464,25 +459,21 @@ bool NcclCollectives::load(const Plan &plan, Communicator &comm,
     return false;
   }
   NcclApi &api = s.nccl;
-  const char *missing = firstMissing({
-      {resolve(handle, api.getErrorString, "ncclGetErrorString"),
-       "ncclGetErrorString"},
-      {resolve(handle, api.getVersion, "ncclGetVersion"), "ncclGetVersion"},
-      {resolve(handle, api.getUniqueId, "ncclGetUniqueId"), "ncclGetUniqueId"},
-      {resolve(handle, api.commInitRank, "ncclCommInitRank"),
-       "ncclCommInitRank"},
-      {resolve(handle, api.commDestroy, "ncclCommDestroy"), "ncclCommDestroy"},
-      {resolve(handle, api.allReduce, "ncclAllReduce"), "ncclAllReduce"},
-      {resolve(handle, api.allGather, "ncclAllGather"), "ncclAllGather"},
-      {resolve(handle, api.reduceScatter, "ncclReduceScatter"),
-       "ncclReduceScatter"},
-      {resolve(handle, api.broadcast, "ncclBroadcast"), "ncclBroadcast"},
-      {resolve(handle, api.send, "ncclSend"), "ncclSend"},
-      {resolve(handle, api.recv, "ncclRecv"), "ncclRecv"},
-      {resolve(handle, api.groupStart, "ncclGroupStart"), "ncclGroupStart"},
-      {resolve(handle, api.groupEnd, "ncclGroupEnd"), "ncclGroupEnd"},
-  });
-  if (missing) {
+  RequiredSymbols required{handle};
+  required.require(api.getErrorString, "ncclGetErrorString");
+  required.require(api.getVersion, "ncclGetVersion");
+  required.require(api.getUniqueId, "ncclGetUniqueId");
+  required.require(api.commInitRank, "ncclCommInitRank");
+  required.require(api.commDestroy, "ncclCommDestroy");
+  required.require(api.allReduce, "ncclAllReduce");
+  required.require(api.allGather, "ncclAllGather");
+  required.require(api.reduceScatter, "ncclReduceScatter");
+  required.require(api.broadcast, "ncclBroadcast");
+  required.require(api.send, "ncclSend");
+  required.require(api.recv, "ncclRecv");
+  required.require(api.groupStart, "ncclGroupStart");
+  required.require(api.groupEnd, "ncclGroupEnd");
+  if (const char *missing = required.missing) {
     error = needs + "it has no function " + missing;
     return false;
   }

@@ -10,8 +10,6 @@
 
 #include <dlfcn.h>
 
-#include <initializer_list>
-
 namespace loom::runtime {
 
 /// Looks up `name`, else `fallback`; false if neither is there.
@@ -25,19 +23,20 @@ bool resolve(void *library, Fn &fn, const char *name,
   return symbol != nullptr;
 }
 
-/// A function a library must have: whether resolve() found it, its name.
-struct RequiredSymbol {
-  bool found;
-  const char *name;
-};
+/// Looks up the functions a library must have, each name written once,
+/// remembering the first that is missing.
+struct RequiredSymbols {
+  void *library;
+  /// The first required function not found (by the last name tried), or
+  /// null.
+  const char *missing = nullptr;
 
-/// The name of the first required function that is missing, or null.
-inline const char *firstMissing(std::initializer_list<RequiredSymbol> symbols) {
-  for (const RequiredSymbol &symbol : symbols)
-    if (!symbol.found)
-      return symbol.name;
-  return nullptr;
-}
+  template <typename Fn>
+  void require(Fn &fn, const char *name, const char *fallback = nullptr) {
+    if (!resolve(library, fn, name, fallback) && !missing)
+      missing = fallback ? fallback : name;
+  }
+};
 
 } // namespace loom::runtime
 
