@@ -261,6 +261,19 @@ bool parseInt(std::string_view text, int64_t lo, int64_t hi, int64_t &value,
   return true;
 }
 
+/// Whether `text` has only the characters of a decimal float (digits, '.',
+/// an exponent, signs), so that strtof/strtod take nothing else: no hex,
+/// "inf", "nan" or leading spaces.
+bool isDecimalText(std::string_view text) {
+  if (text.empty() || text.size() > 64)
+    return false;
+  for (char c : text)
+    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' ||
+          c == '+' || c == '-'))
+      return false;
+  return true;
+}
+
 /// An f32 as %.9g writes it: decimal, or inf, -inf, nan, -nan (printf's
 /// spellings of the values a float constant may hold). `inRange` is false
 /// for a finite number beyond the f32 range.
@@ -275,12 +288,8 @@ bool parseF32(std::string_view text, float &value, bool &inRange) {
     value = negative ? -value : value;
     return true;
   }
-  if (text.empty() || text.size() > 64)
+  if (!isDecimalText(text))
     return false;
-  for (char c : text)
-    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' ||
-          c == '+' || c == '-'))
-      return false;
   std::string copy(text);
   char *end = nullptr;
   float result = std::strtof(copy.c_str(), &end);
@@ -294,12 +303,8 @@ bool parseF32(std::string_view text, float &value, bool &inRange) {
 /// A finite decimal float as %.17g writes it (strtod alone would also take
 /// hex, "inf", "nan" and leading spaces).
 bool parseFloat(std::string_view text, double &value) {
-  if (text.empty() || text.size() > 64)
+  if (!isDecimalText(text))
     return false;
-  for (char c : text)
-    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' ||
-          c == '+' || c == '-'))
-      return false;
   std::string copy(text);
   char *end = nullptr;
   double result = std::strtod(copy.c_str(), &end);
