@@ -42,10 +42,7 @@ static std::optional<int64_t> elementBytes(MemRefType type) {
   return bits / 8;
 }
 
-/// Whether `width` consecutive elements of `type`, starting at an innermost
-/// index that is a multiple of `width` (and any other indices), are
-/// contiguous and start on a multiple of `width` elements from the buffer.
-static bool isAlignedRun(MemRefType type, int64_t width) {
+bool loom::isAlignedRun(MemRefType type, int64_t width) {
   SmallVector<int64_t> strides;
   int64_t offset;
   if (type.getRank() == 0 || failed(type.getStridesAndOffset(strides, offset)))

@@ -15,6 +15,13 @@
 
 namespace mlir::loom {
 
+/// Whether `width` consecutive elements of `type`, starting at an innermost
+/// index that is a multiple of `width` (and any other indices), are
+/// contiguous and start on a multiple of `width` elements from the buffer.
+/// (Vectorized lanes, and the tensor-core kernels' 16-byte copies and
+/// paired stores.)
+bool isAlignedRun(MemRefType type, int64_t width);
+
 inline Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/IR/LoomDialect.h"
+#include "Loom/Transforms/GpuLoops.h"
 #include "Loom/Transforms/TensorCoreKernel.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
@@ -112,16 +113,8 @@ SmallVector<Value> loom::epilogueIndices(OpBuilder &b, Location loc,
 
 bool loom::holdsPairsAlongLastDim(Value buffer, AffineMap map, unsigned dim) {
   auto type = dyn_cast<MemRefType>(buffer.getType());
-  if (!type || type.getRank() == 0)
+  if (!type || !isAlignedRun(type, 2))
     return false;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1 ||
-      ShapedType::isDynamic(offset) || offset % 2)
-    return false;
-  for (int64_t stride : ArrayRef(strides).drop_back())
-    if (ShapedType::isDynamic(stride) || stride % 2)
-      return false;
   auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
   return last && last.getPosition() == dim;
 }

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/Transforms/GpuLoops.h"
 #include "Loom/Transforms/TensorCoreKernel.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -46,16 +47,9 @@ constexpr int64_t kWarpsPerSM = 16;
 std::optional<unsigned> alignedContiguousDim(const GpuMatmul &mm,
                                              unsigned which) {
   auto type = cast<MemRefType>((which == 0 ? mm.a : mm.b).getType());
-  if (type.getRank() == 0 || type.getElementTypeBitWidth() != 16)
+  if (type.getRank() == 0 || type.getElementTypeBitWidth() != 16 ||
+      !isAlignedRun(type, kChunk))
     return std::nullopt;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1 ||
-      ShapedType::isDynamic(offset) || offset % kChunk)
-    return std::nullopt;
-  for (int64_t stride : ArrayRef(strides).drop_back())
-    if (ShapedType::isDynamic(stride) || stride % kChunk)
-      return std::nullopt;
   auto dim = dyn_cast<AffineDimExpr>(mm.maps[which].getResults().back());
   if (!dim || mm.bounds[dim.getPosition()] % kChunk)
     return std::nullopt;
