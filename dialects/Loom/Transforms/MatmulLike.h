@@ -32,7 +32,7 @@ inline bool isMatmulLike(linalg::GenericOp op) {
 bool isTensorCoreMatmul(linalg::GenericOp op);
 
 /// The block tile of a tensor-core matmul: blockM x blockN outputs per
-/// block of warpsM x warpsN warps, K in steps of 32.
+/// block of warpsM x warpsN warps (the K step is the kernel's choice).
 struct TensorCoreTile {
   int64_t blockM, blockN, warpsM, warpsN;
 };

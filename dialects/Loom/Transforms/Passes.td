@@ -103,11 +103,14 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     that still gives each of `multiprocessors` SMs a block, with at most a
     quarter of padding), each warp a 32 x 32 or 64 x 32 part as 16 x 8
     `mma.sync.m16n8k16` (NVVM `nvvm.mma.sync`) with f32 accumulators in
-    registers, K in steps of 32. Operands whose rows are 16-byte aligned
-    are staged by `cp.async` (`nvgpu.device_async_copy`) into as many
-    swizzled shared-memory stages as fit 48 KiB (at most 4), read with
-    `nvgpu.ldmatrix` (TensorCorePipeline.cpp); others element by element
-    (TensorCoreMatmul.cpp). Both zero-fill outside the operands, so any
+    registers. Operands whose rows are 16-byte aligned are staged by
+    `cp.async` (`nvgpu.device_async_copy`) in K steps of 32 or 64 into as
+    many swizzled shared-memory stages as `shared-per-block` and
+    `shared-per-sm` allow (at most 4; beyond 48 KiB in dynamic shared
+    memory), read with `nvgpu.ldmatrix` (TensorCorePipeline.cpp); others
+    element by element in K steps of 32 (TensorCoreMatmul.cpp). The fill
+    before and the elementwise op after a matmul are fused into its launch
+    (TensorCoreFusion.cpp). Both zero-fill outside the operands, so any
     shape works.
   }];
   let options = [
