@@ -150,12 +150,18 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
     sharedPerSM = arch->sharedBytesPerSM;
     reservedPerBlock = arch->reservedSharedBytesPerBlock;
   }
+  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
+  // PTX lacks them).
+  if (options.warpgroupMma && options.gpuArch != "sm_90a")
+    return emitError(UnknownLoc::get(&context), "--gpu-mma=wgmma needs ")
+           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
   if (options.gpuSharedLimit > 0)
     sharedPerBlock = std::min(sharedPerBlock, options.gpuSharedLimit);
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
         ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
                                         sharedPerBlock, sharedPerSM,
-                                        reservedPerBlock);
+                                        reservedPerBlock,
+                                        options.warpgroupMma);
       })))
     return failure();
   if (reached(::loom::Stage::GPU, print))

@@ -52,6 +52,9 @@ struct DriverOptions {
   /// 3-stage K-step-32 kernel this gives ran 2% faster than the 96 KiB
   /// K-step-64 one (benchmarks/gpu/NOTES.md).
   int64_t gpuSharedLimit = 48 * 1024;
+  /// Run the matmuls a TMA tensor map can read on sm_90a's warpgroup
+  /// wgmma (--gpu-mma=wgmma) instead of mma.sync.
+  bool warpgroupMma = false;
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the

@@ -46,6 +46,7 @@
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/SCFToGPU/SCFToGPUPass.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -174,8 +175,10 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
                                      int64_t multiprocessors,
                                      int64_t sharedPerBlock,
                                      int64_t sharedPerSM,
-                                     int64_t reservedSharedPerBlock) {
+                                     int64_t reservedSharedPerBlock,
+                                     bool warpgroupMma) {
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
+  matmuls.warpgroupMma = warpgroupMma;
   matmuls.tensorCores = tensorCores;
   matmuls.multiprocessors = multiprocessors;
   matmuls.sharedPerBlock = sharedPerBlock;
@@ -205,6 +208,7 @@ void ::loom::buildNvvmPipeline(OpPassManager &pm, const GpuTarget &target) {
   attach.optLevel = 3;
   pm.addPass(createGpuNVVMAttachTarget(attach));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(mlir::loom::createLoomTensorMapParams());
   device.addPass(math::createMathExpandOpsPass());
   // Views (split pieces, concat slots) become plain address arithmetic.
   device.addPass(memref::createExpandStridedMetadataPass());
@@ -216,6 +220,9 @@ void ::loom::buildNvvmPipeline(OpPassManager &pm, const GpuTarget &target) {
   ConvertGpuOpsToNVVMOpsOptions nvvm;
   nvvm.useBarePtrCallConv = true;
   device.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  // NVVM ops without an LLVM intrinsic (the mbarrier waits of the wgmma
+  // kernels, wgmma itself) become inline PTX.
+  device.addPass(createConvertNVVMToLLVMPass());
   device.addPass(createCanonicalizerPass());
   device.addPass(createCSEPass());
   device.addPass(createReconcileUnrealizedCastsPass());

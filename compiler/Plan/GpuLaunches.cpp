@@ -6,14 +6,74 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 
+/// The buffer argument a view of it stands for, and nothing else: the views
+/// that keep the buffer's base pointer (their types carry the offset).
+static BlockArgument viewedBuffer(Value value) {
+  while (Operation *view = value.getDefiningOp()) {
+    if (!isa<memref::ExpandShapeOp, memref::CollapseShapeOp, memref::SubViewOp,
+             memref::CastOp, memref::ReinterpretCastOp>(view))
+      return nullptr;
+    value = view->getOperand(0);
+  }
+  return dyn_cast<BlockArgument>(value);
+}
+
+/// The `tmap:` text of a TMA tensor map made by `create` (docs/plan-format.md):
+/// the buffer, the byte offset, the element type, the dims and byte strides
+/// and the box innermost first, and the swizzle in bytes.
+static FailureOr<std::string> tensorMapText(nvgpu::TmaCreateDescriptorOp create) {
+  auto cast = create.getTensor().getDefiningOp<memref::CastOp>();
+  auto type = cast ? dyn_cast<MemRefType>(cast.getSource().getType()) : nullptr;
+  BlockArgument buffer = cast ? viewedBuffer(cast.getSource()) : nullptr;
+  nvgpu::TensorMapDescriptorType map = create.getTensorMap().getType();
+  if (!type || !buffer || !type.hasStaticShape())
+    return failure();
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) ||
+      ShapedType::isDynamic(offset) || llvm::any_of(strides, ShapedType::isDynamic) ||
+      strides.back() != 1 || map.getInterleave() != nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE ||
+      map.getOob() != nvgpu::TensorMapOOBKind::OOB_ZERO)
+    return failure();
+  Type element = type.getElementType();
+  StringRef name = element.isBF16() ? "bf16" : element.isF16() ? "f16" : element.isF32() ? "f32" : "";
+  if (name.empty())
+    return failure();
+  int64_t bytes = element.getIntOrFloatBitWidth() / 8;
+  int64_t swizzle = 0;
+  switch (map.getSwizzle()) {
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE: swizzle = 0; break;
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_32B: swizzle = 32; break;
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_64B: swizzle = 64; break;
+  case nvgpu::TensorMapSwizzleKind::SWIZZLE_128B: swizzle = 128; break;
+  }
+  auto innermostFirst = [](ArrayRef<int64_t> values) {
+    std::string text;
+    for (int64_t v : llvm::reverse(values))
+      text += (text.empty() ? "" : "x") + std::to_string(v);
+    return text.empty() ? std::string("-") : text;
+  };
+  SmallVector<int64_t> byteStrides;
+  for (int64_t stride : ArrayRef<int64_t>(strides).drop_back())
+    byteStrides.push_back(stride * bytes);
+  return "tmap:" + std::to_string(buffer.getArgNumber()) + ":" +
+         std::to_string(offset * bytes) + ":" + name.str() + ":" +
+         innermostFirst(type.getShape()) + ":" + innermostFirst(byteStrides) +
+         ":" + innermostFirst(map.getTensor().getShape()) + ":" +
+         std::to_string(swizzle);
+}
+
 /// The plan text of one launch argument.
 static FailureOr<std::string> argumentText(Value value) {
+  if (auto create = value.getDefiningOp<nvgpu::TmaCreateDescriptorOp>())
+    return tensorMapText(create);
   // Reshapes of a buffer keep its base pointer (the kernels take bare
   // pointers), so they pass the buffer itself.
   while (auto view = value.getDefiningOp()) {

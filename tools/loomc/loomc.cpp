@@ -95,6 +95,19 @@ cl::opt<int64_t> gpuSharedLimit(
              "49152 keeps the pipelines in static shared memory, measured "
              "fastest on an H200"),
     cl::init(48 * 1024), cl::value_desc("bytes"), cl::cat(loomCategory));
+enum class GpuMma { MmaSync, Wgmma };
+cl::opt<GpuMma> gpuMma(
+    "gpu-mma",
+    cl::desc("The tensor-core instructions of bf16/f16 matmuls on the GPU"),
+    cl::values(clEnumValN(GpuMma::MmaSync, "mma.sync",
+                          "warp-level mma.sync fed by cp.async (sm_80 and "
+                          "later; the default)"),
+               clEnumValN(GpuMma::Wgmma, "wgmma",
+                          "warpgroup wgmma fed by TMA (sm_90a; other "
+                          "matmuls stay on mma.sync); without "
+                          "--gpu-shared-limit, uses the architecture's "
+                          "shared memory")),
+    cl::init(GpuMma::MmaSync), cl::cat(loomCategory));
 cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
@@ -157,6 +170,11 @@ int main(int argc, char **argv) {
     options.kernelReport = kernelReport;
   options.gpuDevice = gpuDevice;
   options.gpuSharedLimit = gpuSharedLimit;
+  options.warpgroupMma = gpuMma == GpuMma::Wgmma;
+  // wgmma's stages need dynamic shared memory: the 48 KiB default is for
+  // the mma.sync pipelines.
+  if (options.warpgroupMma && !gpuSharedLimit.getNumOccurrences())
+    options.gpuSharedLimit = 0;
   // A stage or the report is printed; otherwise an executable is linked.
   bool prints = options.emit || options.kernelReport;
   if (!prints)

@@ -2,6 +2,8 @@
 
 #include "Loom/Transforms/Passes.h"
 
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
 #include "GpuLoops.h"
 
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
@@ -372,6 +374,9 @@ void LoomMapLoopsToGpu::runOnOperation() {
     } else if (isSunk(&op) && !usesPending) {
       // Pure and independent of the group: it stays, and is sunk (copied)
       // into whichever launches use it.
+    } else if (isa<nvgpu::TmaCreateDescriptorOp>(op)) {
+      // A wgmma matmul's tensor map: the runtime makes it (the plan's
+      // `tmap:` argument), not a GPU thread.
     } else {
       pending.push_back(&op);
       pendingSet.insert(&op);

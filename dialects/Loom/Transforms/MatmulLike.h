@@ -51,6 +51,9 @@ struct TensorCoreTarget {
   int64_t sharedPerBlock = 48 * 1024;
   int64_t sharedPerSM = 228 * 1024;
   int64_t reservedSharedPerBlock = 1024;
+  /// Whether matmuls may run on sm_90a's warpgroup wgmma fed by TMA
+  /// (TensorCoreWarpgroup.cpp) rather than mma.sync.
+  bool warpgroupMma = false;
 };
 
 /// Replaces a tensor-core matmul by a `gpu.launch` running

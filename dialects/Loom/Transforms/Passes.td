@@ -112,6 +112,14 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     before and the elementwise op after a matmul are fused into its launch
     (TensorCoreFusion.cpp). Both zero-fill outside the operands, so any
     shape works.
+
+    With `warpgroup-mma` (sm_90a), 2-D matmuls whose operands a tensor map
+    can describe (A K-contiguous, B K- or N-contiguous, 16-byte aligned
+    rows) run on two warpgroups per 128 x 128 tile instead:
+    `wgmma.mma_async.m64n128k16` reading shared memory that TMA copies
+    (`nvgpu.tma.async.load`, mbarrier-counted) fill in as many 32 KiB
+    stages as two blocks per SM allow (TensorCoreWarpgroup.cpp). Their
+    tensor maps are `nvgpu.tma.create.descriptor` ops before the launch.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
@@ -125,7 +133,10 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
            "Shared memory bytes of one SM, for the tensor-core pipeline stages">,
     Option<"reservedSharedPerBlock", "reserved-shared-per-block", "int64_t",
-           "1024", "Shared memory bytes the driver reserves per block">
+           "1024", "Shared memory bytes the driver reserves per block">,
+    Option<"warpgroupMma", "warpgroup-mma", "bool", "false",
+           "On sm_90a: run 2-D tensor-core matmuls as wgmma fed by TMA "
+           "(needs tensor maps from the runtime)">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
@@ -192,6 +203,21 @@ def LoomGpuOccupancyHints : Pass<"loom-gpu-occupancy-hints", "mlir::ModuleOp"> {
                         "int64_t", "1024",
                         "Shared memory bytes the driver reserves per block">];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect"];
+}
+
+def LoomTensorMapParams : Pass<"loom-tensor-map-params", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Kernels take their TMA tensor maps as pointers";
+  let description = [{
+    A kernel parameter of type `!nvgpu.tensormap.descriptor` (a wgmma
+    matmul's operand, loom-tile-matmuls-for-gpu) becomes an `!llvm.ptr`,
+    cast back to the descriptor type at the kernel's entry: the runtime
+    passes the address of the 128-byte CUtensorMap it encoded in device
+    memory (the plan's `tmap:` argument), which is what
+    `convert-nvgpu-to-nvvm` lowers a descriptor to, and `convert-gpu-to-nvvm`
+    cannot convert a descriptor-typed signature. Runs on the device code
+    only, once the host code that launches the kernels is gone.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
 def LoomTileContractionsForCpu

@@ -119,6 +119,12 @@ LogicalResult buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
                                              TensorCoreTile tile,
                                              const TensorCoreTarget &target);
 
+/// Builds the wgmma + TMA kernel of TensorCoreWarpgroup.cpp (sm_90a) when a
+/// tensor map can read both operands (16-byte aligned rows, A K-contiguous,
+/// B K- or N-contiguous); fails, leaving `op` alone, otherwise.
+LogicalResult buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
+                                             const TensorCoreTarget &target);
+
 } // namespace mlir::loom
 
 #endif // LOOM_TRANSFORMS_TENSORCOREKERNEL_H

@@ -191,6 +191,9 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
 
 void loom::buildTensorCoreMatmul(linalg::GenericOp op,
                                  const TensorCoreTarget &target) {
+  if (target.warpgroupMma &&
+      succeeded(buildWarpgroupTensorCoreMatmul(op, target)))
+    return;
   GpuMatmul mm(op);
   TensorCoreTile tile =
       chooseTensorCoreTile(mm.m, mm.n, mm.batches, target.multiprocessors);

@@ -29,7 +29,7 @@ struct LoomTileMatmulsForGpu
       if (tensorCores && loom::isTensorCoreMatmul(op))
         loom::buildTensorCoreMatmul(
             op, {multiprocessors, sharedPerBlock, sharedPerSM,
-                 reservedSharedPerBlock});
+                 reservedSharedPerBlock, warpgroupMma});
       else
         rewrite(op);
     }
