@@ -8,11 +8,12 @@ KERNELS.mlir (--emit=kernels): every `loom.matmul` whose operands are bf16
 or f16, with its FLOPs (2 * batch * M * N * K from its types), grouped by
 the kernel function holding it. GPU.mlir (--emit=gpu): every gpu.func
 (named after its kernel function, `NAME_kernel`) and whether it runs
-`nvvm.mma.sync`. A kernel function's matmuls count as on tensor cores when
-it has at least as many mma.sync launches as 16-bit matmuls (otherwise
-only as many of its matmuls as it has such launches, the smallest first).
-Prints the matmul count, how many GPU kernels use mma.sync, and the share
-of the matmul FLOPs those kernels carry.
+`nvvm.mma.sync` or `nvvm.wgmma.mma_async`. A kernel function's matmuls
+count as on tensor cores when it has at least as many tensor-core
+launches as 16-bit matmuls (otherwise only as many of its matmuls as it
+has such launches, the smallest first). Prints the matmul count, how many
+GPU kernels use mma.sync and wgmma, and the share of the matmul FLOPs
+those kernels carry.
 """
 import re
 import sys
@@ -41,20 +42,26 @@ def main():
         if m:
             a, result = dims(m.group(1)), dims(m.group(4))
             flops[current].append(2 * prod(result) * a[-1])
-    mma = defaultdict(int)  # kernel function -> its launches on mma.sync
+    mma = defaultdict(int)  # kernel function -> its tensor-core launches
+    kinds = {"mma.sync": 0, "wgmma": 0}
     current, counted = None, False
     for line in open(gpu):
         g = GPU_FUNC.match(line)
         if g:
             current, counted = g.group(1), False
-        elif current is not None and not counted and "nvvm.mma.sync" in line:
+            continue
+        kind = ("mma.sync" if "nvvm.mma.sync" in line else
+                "wgmma" if "nvvm.wgmma.mma_async" in line else None)
+        if current is not None and not counted and kind:
             mma[current] += 1
+            kinds[kind] += 1
             counted = True
     total = sum(sum(f) for f in flops.values())
     covered = sum(sum(sorted(f)[:mma[name]]) for name, f in flops.items())
     share = 100.0 * covered / total if total else 0.0
     print(f"16-bit matmuls: {sum(len(f) for f in flops.values())}, "
-          f"GPU kernels on mma.sync: {sum(mma.values())}, "
+          f"GPU kernels on mma.sync: {kinds['mma.sync']}, "
+          f"on wgmma: {kinds['wgmma']}, "
           f"matmul FLOPs on tensor cores: {covered}/{total} ({share:.1f}%)")
 
 
