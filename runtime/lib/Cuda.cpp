@@ -93,6 +93,10 @@ std::string CudaExecutor::deviceDescription() const { return ""; }
 
 #include <unordered_map>
 
+// Tensor maps (CUtensorMap, cuTensorMapEncodeTiled) came with CUDA 12.0;
+// a runtime built with older headers rejects plans that need them.
+#define LOOM_CUDA_TENSOR_MAPS (CUDA_VERSION >= 12000)
+
 bool loom::runtime::cudaSupported() { return true; }
 
 namespace {
@@ -129,16 +133,26 @@ struct DriverApi {
   /// Optional until a launch needs more than 48 KiB of dynamic shared
   /// memory (every driver since CUDA 9 has it).
   decltype(&::cuFuncSetAttribute) funcSetAttribute = nullptr;
+#if LOOM_CUDA_TENSOR_MAPS
+  /// Optional until a plan has a `tmap:` argument (drivers of CUDA 12 and
+  /// later have it).
+  decltype(&::cuTensorMapEncodeTiled) tensorMapEncodeTiled = nullptr;
+#endif
 };
 
 /// Dynamic shared memory a function may use without opting in.
 constexpr int64_t kDefaultSharedBytes = 48 * 1024;
+
+/// The device bytes of one tensor map (sizeof(CUtensorMap)); a multiple of
+/// the 64 bytes the driver's TMA instructions want it aligned to.
+constexpr size_t kTensorMapBytes = 128;
 
 /// The bytes a launch argument takes in the kernel's parameter list.
 size_t argumentBytes(const LaunchArg &arg) {
   switch (arg.kind) {
   case LaunchArg::Kind::Buffer:
   case LaunchArg::Kind::I64:
+  case LaunchArg::Kind::TensorMap: // the map's device address
     return 8;
   case LaunchArg::Kind::I32:
   case LaunchArg::Kind::F32:
@@ -177,6 +191,15 @@ struct CudaExecutor::State {
   std::vector<CUfunction> functions;
   /// Per plan kernel, the indices of its launches in plan.launches.
   std::vector<std::vector<size_t>> launchesOf;
+  /// The tensor maps of the `tmap:` arguments, kTensorMapBytes each: per
+  /// kernel step, those of its kernel's launches in order (a kernel that
+  /// runs in several steps has maps of each step's buffers).
+  CUdeviceptr tensorMaps = 0;
+  /// Per plan step, the index of its first map in `tensorMaps`.
+  std::vector<size_t> firstMapOfStep;
+  /// Per plan.launches entry, the `tmap:` arguments of the launches of its
+  /// kernel before it.
+  std::vector<size_t> mapsBeforeLaunch;
 
   ~State();
 
@@ -192,6 +215,13 @@ struct CudaExecutor::State {
   bool loadImage(const PlanGpuImage &image, const unsigned char *bytes,
                  uint64_t size, std::string &error);
   bool findFunctions(std::string &error);
+  /// Encodes the `tmap:` arguments' tensor maps for the device arena and
+  /// copies them to the device (after the arena is allocated).
+  bool encodeTensorMaps(std::string &error);
+  /// cuTensorMapEncodeTiled of `map` in the buffer at `buffer` into the
+  /// kTensorMapBytes at `out`; errors begin with `where`.
+  bool encodeTensorMap(const TensorMapArg &map, CUdeviceptr buffer, char *out,
+                       const std::string &where, std::string &error) const;
   /// cuLaunchKernel of plan.launches[index] for step `step`.
   bool launch(size_t index, size_t step, std::string &error);
   /// cuCtxSynchronize after launches; errors of the kernels surface here.
@@ -208,6 +238,8 @@ struct CudaExecutor::State {
 
 CudaExecutor::State::~State() {
   // Best effort: nothing to report from a destructor.
+  if (tensorMaps)
+    api.memFree(tensorMaps);
   if (arena)
     api.memFree(arena);
   if (module)
@@ -281,6 +313,9 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
   }
   resolve(handle, api.funcGetParamInfo, "cuFuncGetParamInfo");
   resolve(handle, api.funcSetAttribute, "cuFuncSetAttribute");
+#if LOOM_CUDA_TENSOR_MAPS
+  resolve(handle, api.tensorMapEncodeTiled, "cuTensorMapEncodeTiled");
+#endif
   return true;
 }
 
@@ -477,6 +512,118 @@ bool CudaExecutor::State::findFunctions(std::string &error) {
   return true;
 }
 
+bool CudaExecutor::State::encodeTensorMaps(std::string &error) {
+  // Where each step's and launch's maps go: per kernel step, its kernel's
+  // launches in order.
+  mapsBeforeLaunch.assign(plan->launches.size(), 0);
+  std::vector<size_t> mapsOfKernel(plan->kernels.size(), 0);
+  for (size_t i = 0; i < plan->launches.size(); ++i) {
+    const PlanLaunch &launch = plan->launches[i];
+    mapsBeforeLaunch[i] = mapsOfKernel[launch.kernel];
+    for (const LaunchArg &arg : launch.args)
+      mapsOfKernel[launch.kernel] += arg.kind == LaunchArg::Kind::TensorMap;
+  }
+  size_t count = 0;
+  firstMapOfStep.assign(plan->steps.size(), 0);
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    firstMapOfStep[i] = count;
+    if (plan->steps[i].kind == StepKind::Kernel)
+      count += mapsOfKernel[plan->steps[i].kernel];
+  }
+  if (!count)
+    return true;
+
+  // All maps in one block, copied once; each step's maps address its own
+  // buffers, so a kernel that runs in several steps has several sets.
+  std::vector<char> host(count * kTensorMapBytes);
+  size_t next = 0;
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    if (step.kind != StepKind::Kernel)
+      continue;
+    for (size_t index : launchesOf[step.kernel]) {
+      const PlanLaunch &launch = plan->launches[index];
+      for (size_t a = 0; a < launch.args.size(); ++a) {
+        const LaunchArg &arg = launch.args[a];
+        if (arg.kind != LaunchArg::Kind::TensorMap)
+          continue;
+        const PlanBuffer &buffer = plan->buffers[step.buffers[arg.buffer]];
+        std::string where = planLine(launch.line) +
+                            "encoding the tensor map of launch argument " +
+                            std::to_string(a) + " ('" + formatLaunchArg(arg) +
+                            "') of '" + launch.function + "' on buffer '" +
+                            buffer.name + "' (step " + std::to_string(i) + ")";
+        if (!encodeTensorMap(arg.tensorMap, address(buffer),
+                             &host[kTensorMapBytes * next++], where, error))
+          return false;
+      }
+    }
+  }
+  CUresult result = api.memAlloc(&tensorMaps, host.size());
+  if (result != CUDA_SUCCESS) {
+    tensorMaps = 0;
+    return check(result, "cuMemAlloc", error,
+                 "cannot allocate the " + std::to_string(count) +
+                     " tensor maps (" + std::to_string(host.size()) +
+                     " bytes) on " + deviceName);
+  }
+  return check(api.memcpyHtoD(tensorMaps, host.data(), host.size()),
+               "cuMemcpyHtoD", error, "copying the tensor maps to the device");
+}
+
+bool CudaExecutor::State::encodeTensorMap(const TensorMapArg &map,
+                                          CUdeviceptr buffer, char *out,
+                                          const std::string &where,
+                                          std::string &error) const {
+#if LOOM_CUDA_TENSOR_MAPS
+  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap");
+  if (!api.tensorMapEncodeTiled) {
+    error = where + ": the CUDA driver " + library +
+            " has no function cuTensorMapEncodeTiled (is it too old? tensor "
+            "maps need CUDA 12 or later)";
+    return false;
+  }
+  CUtensorMapDataType dtype =
+      map.dtype == DType::BF16  ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+      : map.dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  CUtensorMapSwizzle swizzle = map.swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                               : map.swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                               : map.swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                   : CU_TENSOR_MAP_SWIZZLE_NONE;
+  cuuint64_t dims[kMaxTensorMapRank], strides[kMaxTensorMapRank - 1];
+  cuuint32_t box[kMaxTensorMapRank], elementStrides[kMaxTensorMapRank];
+  for (unsigned i = 0; i < map.rank; ++i) {
+    dims[i] = map.dims[i];
+    box[i] = map.box[i];
+    elementStrides[i] = 1;
+    if (i)
+      strides[i - 1] = map.strides[i - 1];
+  }
+  // The driver wants the map 64-byte aligned, which `out` need not be.
+  CUtensorMap encoded;
+  void *global =
+      reinterpret_cast<void *>(static_cast<uintptr_t>(buffer + map.offset));
+  // Out-of-bounds elements of a box read as zero (FLOAT_OOB_FILL_NONE).
+  if (!check(api.tensorMapEncodeTiled(&encoded, dtype, map.rank, global, dims,
+                                      strides, box, elementStrides,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+             "cuTensorMapEncodeTiled", error, where))
+    return false;
+  std::memcpy(out, &encoded, kTensorMapBytes);
+  return true;
+#else
+  (void)map, (void)buffer, (void)out;
+  error = where + ": this runtime was built with the headers of CUDA " +
+          std::to_string(CUDA_VERSION / 1000) + "." +
+          std::to_string(CUDA_VERSION % 1000 / 10) +
+          ", which have no tensor maps (build it with CUDA 12 or later)";
+  return false;
+#endif
+}
+
 bool CudaExecutor::State::launch(size_t index, size_t stepIndex,
                                  std::string &error) {
   const PlanLaunch &launch = plan->launches[index];
@@ -484,6 +631,7 @@ bool CudaExecutor::State::launch(size_t index, size_t stepIndex,
   // One 8-byte slot per argument; i32 and f32 use its first 4 bytes.
   slots.assign(launch.args.size(), 0);
   params.clear();
+  size_t maps = 0; // this launch's tensor maps so far
   for (size_t a = 0; a < launch.args.size(); ++a) {
     const LaunchArg &arg = launch.args[a];
     void *slot = &slots[a];
@@ -505,6 +653,13 @@ bool CudaExecutor::State::launch(size_t index, size_t stepIndex,
     case LaunchArg::Kind::F32:
       std::memcpy(slot, &arg.real, 4);
       break;
+    case LaunchArg::Kind::TensorMap: {
+      uint64_t pointer = static_cast<uint64_t>(
+          tensorMaps + kTensorMapBytes * (firstMapOfStep[stepIndex] +
+                                          mapsBeforeLaunch[index] + maps++));
+      std::memcpy(slot, &pointer, 8);
+      break;
+    }
     }
     params.push_back(slot);
   }
@@ -562,6 +717,8 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
                        std::to_string(plan.arenaBytes) + " bytes (" +
                        mebibytes(plan.arenaBytes) + ") on " + s.deviceName);
   }
+  if (!s.encodeTensorMaps(error))
+    return false;
   return !collectives || collectives->prepare(s.arena, error);
 }
 

@@ -189,6 +189,8 @@ enum Rank {
 constexpr const char *kRankNames[] = {
     "loom-plan", "model",  "device", "mesh",   "arena",
     "gpu-image", "buffer", "kernel", "launch", "step"};
+constexpr const char *kTensorMapSyntax =
+    "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, arena, gpu-image, buffer (each followed "
     "by its shard), kernel, launch, step and collective, end";
@@ -349,6 +351,50 @@ std::vector<std::string_view> splitAt(std::string_view text, char separator) {
   }
 }
 
+/// Decimal digits only: true with `value`, UINT64_MAX if they do not fit
+/// (so that a huge number is out of range rather than malformed).
+bool parseDigits(std::string_view text, uint64_t &value) {
+  if (text.empty() ||
+      text.find_first_not_of("0123456789") != std::string_view::npos)
+    return false;
+  if (!parseUnsigned(text, value))
+    value = UINT64_MAX;
+  return true;
+}
+
+/// A tensor map's DIMS, STRIDES or BOX: numbers joined by 'x', or "-" for
+/// none.
+bool parseExtents(std::string_view text, std::vector<uint64_t> &values) {
+  values.clear();
+  if (text == "-")
+    return true;
+  for (std::string_view piece : splitAt(text, 'x')) {
+    uint64_t value;
+    if (!parseDigits(piece, value))
+      return false;
+    values.push_back(value);
+  }
+  return true;
+}
+
+/// "1 dim", "2 dims".
+std::string countOf(size_t count, const char *noun) {
+  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+}
+
+/// How far into its buffer a tensor map's tensor reaches: OFFSET, the
+/// innermost dim's bytes, and (DIMS[i] - 1) * STRIDES[i - 1] for the others;
+/// UINT64_MAX if that does not fit.
+uint64_t tensorMapSpan(const TensorMapArg &map) {
+  // Each term is below 2^72 (dims at most 2^32, strides below 2^40).
+  unsigned __int128 span = map.offset;
+  span += static_cast<unsigned __int128>(map.dims[0]) * dtypeSize(map.dtype);
+  for (unsigned i = 1; i < map.rank; ++i)
+    span +=
+        static_cast<unsigned __int128>(map.dims[i] - 1) * map.strides[i - 1];
+  return span > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(span);
+}
+
 /// Splits on single spaces; false if a field is empty (doubled, leading or
 /// trailing space).
 bool splitFields(std::string_view line, std::vector<std::string_view> &fields) {
@@ -400,6 +446,9 @@ private:
                  const unsigned (&limits)[3], unsigned (&dims)[3]);
   bool parseLaunchArg(size_t index, std::string_view text,
                       const PlanKernel &kernel, LaunchArg &arg);
+  bool parseTensorMapArg(size_t index, std::string_view text,
+                         const PlanKernel &kernel, LaunchArg &arg);
+  bool checkTensorMapSpans(size_t index, const PlanStep &step);
   bool parseShard(size_t index);
   bool parseStep(size_t index);
   bool parseCollective(size_t index);
@@ -928,6 +977,8 @@ bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
                                : text.substr(colon + 1);
   bool inRange = true;
   bool ok = colon != std::string_view::npos;
+  if (ok && kind == "tmap")
+    return parseTensorMapArg(index, text, kernel, arg);
   if (ok && kind == "b") {
     arg.kind = LaunchArg::Kind::Buffer;
     uint64_t id;
@@ -952,10 +1003,114 @@ bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
   }
   if (!ok)
     return fail(index, "bad launch argument " + quoted +
-                           " (expected b:I, i64:V, i32:V or f32:V)");
+                           " (expected b:I, i64:V, i32:V, f32:V or " +
+                           kTensorMapSyntax + ")");
   if (!inRange)
     return fail(index, "launch argument " + quoted + " is out of range for " +
                            std::string(kind));
+  return true;
+}
+
+bool PlanParser::parseTensorMapArg(size_t index, std::string_view text,
+                                   const PlanKernel &kernel, LaunchArg &arg) {
+  arg.kind = LaunchArg::Kind::TensorMap;
+  TensorMapArg &map = arg.tensorMap;
+  std::string quoted = "launch argument '" + std::string(text) + "'";
+  std::vector<std::string_view> parts = splitAt(text, ':');
+  std::vector<uint64_t> dims, strides, box;
+  uint64_t buffer, swizzle;
+  if (parts.size() != 8 || !parseUnsigned(parts[1], buffer) ||
+      !parseUnsigned(parts[2], map.offset) || !parseExtents(parts[4], dims) ||
+      !parseExtents(parts[5], strides) || !parseExtents(parts[6], box) ||
+      !parseUnsigned(parts[7], swizzle))
+    return fail(index,
+                "bad " + quoted + " (expected " + kTensorMapSyntax + ")");
+  std::string dimsText(parts[4]), stridesText(parts[5]), boxText(parts[6]);
+  if (buffer >= kernel.numArgs)
+    return fail(index, quoted + " names buffer " + std::string(parts[1]) +
+                           " of kernel '" + kernel.name + "', which takes " +
+                           std::to_string(kernel.numArgs) + " buffers");
+  arg.buffer = static_cast<unsigned>(buffer);
+  // The driver's rules (cuTensorMapEncodeTiled), checked here so that a bad
+  // map is a plan error with its line rather than a CUDA error at run time.
+  if (map.offset % 16)
+    return fail(index, quoted + " has offset " + std::string(parts[2]) +
+                           ", which is not a multiple of 16");
+  if (!parseDType(parts[3], map.dtype) ||
+      (map.dtype != DType::BF16 && map.dtype != DType::F16 &&
+       map.dtype != DType::F32))
+    return fail(index, quoted + " has dtype '" + std::string(parts[3]) +
+                           "' (a tensor map's is bf16, f16 or f32)");
+  if (dims.empty() || dims.size() > kMaxTensorMapRank)
+    return fail(index, quoted + " has " + countOf(dims.size(), "dim") +
+                           " (a tensor map has 1 to " +
+                           std::to_string(kMaxTensorMapRank) + ")");
+  map.rank = static_cast<unsigned>(dims.size());
+  for (unsigned i = 0; i < map.rank; ++i) {
+    if (dims[i] == 0 || dims[i] > (uint64_t(1) << 32))
+      return fail(index, quoted + " has dims '" + dimsText +
+                             "' (each is 1 to 4294967296)");
+    map.dims[i] = dims[i];
+  }
+  if (strides.size() != map.rank - 1)
+    return fail(index, quoted + " has " + countOf(strides.size(), "stride") +
+                           " for " + countOf(map.rank, "dim") +
+                           " (one per dim but the innermost, '-' for none)");
+  for (unsigned i = 0; i + 1 < map.rank; ++i) {
+    if (strides[i] % 16 || strides[i] >= (uint64_t(1) << 40))
+      return fail(index, quoted + " has strides '" + stridesText +
+                             "' (each is a multiple of 16 below 2^40)");
+    map.strides[i] = strides[i];
+  }
+  if (box.size() != map.rank)
+    return fail(index, quoted + " has " + countOf(box.size(), "box extent") +
+                           " for " + countOf(map.rank, "dim"));
+  for (unsigned i = 0; i < map.rank; ++i) {
+    if (box[i] == 0 || box[i] > 256)
+      return fail(index, quoted + " has box '" + boxText +
+                             "' (each extent is 1 to 256)");
+    map.box[i] = static_cast<unsigned>(box[i]);
+  }
+  if (swizzle != 0 && swizzle != 32 && swizzle != 64 && swizzle != 128)
+    return fail(index, quoted + " has swizzle " + std::string(parts[7]) +
+                           " (expected 0, 32, 64 or 128)");
+  map.swizzle = static_cast<unsigned>(swizzle);
+  uint64_t innerBytes = map.box[0] * dtypeSize(map.dtype);
+  std::string inner = quoted + " has an innermost box of " +
+                      std::to_string(innerBytes) + " bytes (" +
+                      std::to_string(map.box[0]) + " " + dtypeName(map.dtype) +
+                      ")";
+  if (innerBytes % 16)
+    return fail(index, inner + ", which is not a multiple of 16");
+  if (map.swizzle && innerBytes > map.swizzle)
+    return fail(index, inner + ", wider than its " + std::to_string(swizzle) +
+                           "-byte swizzle");
+  return true;
+}
+
+bool PlanParser::checkTensorMapSpans(size_t index, const PlanStep &step) {
+  const PlanKernel &kernel = plan.kernels[step.kernel];
+  for (const PlanLaunch &launch : plan.launches) {
+    if (launch.kernel != step.kernel)
+      continue;
+    for (const LaunchArg &arg : launch.args) {
+      if (arg.kind != LaunchArg::Kind::TensorMap)
+        continue;
+      const PlanBuffer &buffer = plan.buffers[step.buffers[arg.buffer]];
+      uint64_t span = tensorMapSpan(arg.tensorMap);
+      if (span <= buffer.bytes)
+        continue;
+      return fail(index, "step runs kernel '" + kernel.name + "' on buffer '" +
+                             buffer.name + "' (" +
+                             std::to_string(buffer.bytes) +
+                             " bytes), but launch argument '" +
+                             formatLaunchArg(arg) + "' of its launch on line " +
+                             std::to_string(launch.line) + " spans " +
+                             (span == UINT64_MAX ? std::string("over 2^64")
+                                                 : std::to_string(span)) +
+                             " bytes of it");
+    }
+  }
   return true;
 }
 
@@ -1060,6 +1215,8 @@ bool PlanParser::parseStep(size_t index) {
                            std::to_string(step.buffers.size()) +
                            " buffers, but it takes " +
                            std::to_string(kernel.numArgs));
+  if (!checkTensorMapSpans(index, step))
+    return false;
   plan.steps.push_back(std::move(step));
   return true;
 }

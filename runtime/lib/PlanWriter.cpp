@@ -24,8 +24,20 @@ static std::string formatFloat(double value) {
   return text;
 }
 
+/// `values[0..count)` joined by 'x'; "-" for none.
+template <typename T>
+static std::string joinExtents(const T *values, unsigned count) {
+  if (!count)
+    return "-";
+  std::string text;
+  for (unsigned i = 0; i < count; ++i)
+    text += (i ? "x" : "") + std::to_string(values[i]);
+  return text;
+}
+
 std::string loom::runtime::formatLaunchArg(const LaunchArg &arg) {
   char text[48];
+  const TensorMapArg &map = arg.tensorMap;
   switch (arg.kind) {
   case LaunchArg::Kind::Buffer:
     return "b:" + std::to_string(arg.buffer);
@@ -38,6 +50,12 @@ std::string loom::runtime::formatLaunchArg(const LaunchArg &arg) {
     std::snprintf(text, sizeof(text), "f32:%.9g",
                   static_cast<double>(arg.real));
     return text;
+  case LaunchArg::Kind::TensorMap:
+    return "tmap:" + std::to_string(arg.buffer) + ":" +
+           std::to_string(map.offset) + ":" + dtypeName(map.dtype) + ":" +
+           joinExtents(map.dims, map.rank) + ":" +
+           joinExtents(map.strides, map.rank ? map.rank - 1 : 0) + ":" +
+           joinExtents(map.box, map.rank) + ":" + std::to_string(map.swizzle);
   }
   return "?";
 }

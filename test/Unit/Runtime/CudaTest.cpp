@@ -731,4 +731,175 @@ TEST(Cuda, CheckKernelsAppliesTheTolerance) {
   EXPECT_NE(far.out.find("      out f32 [8]: "), std::string::npos) << far.out;
 }
 
+namespace {
+// The CPU kernels of tensorMapPlanLines(): what fake_tma computes with
+// their maps. tile: the 4x4 box at row 1 of an 8x8 matrix; edge: the 4x2
+// box at column 4 of a tensor of 2 columns, zero beyond them.
+void tileCpu(void **args) {
+  const float *in = static_cast<const float *>(args[0]);
+  float *out = static_cast<float *>(args[1]);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c)
+      out[4 * r + c] = in[8 * (1 + r) + c];
+}
+void edgeCpu(void **args) {
+  const float *in = static_cast<const float *>(args[0]);
+  float *out = static_cast<float *>(args[1]);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 4; ++c)
+      out[4 * r + c] = c < 2 ? in[8 * r + 4 + c] : 0.0f;
+}
+const LoomKernel kTensorMapKernels[] = {
+    {"tile", 2, tileCpu}, {"edge", 2, edgeCpu}, {nullptr, 0, nullptr}};
+
+/// Tensor maps: kernel `tile` runs in two steps (on a, then on b), so its
+/// one map is encoded for each; `edge` reads past its tensor's columns.
+std::vector<std::string> tensorMapPlanLines() {
+  return {"loom-plan 1",
+          "model tiled",
+          "device cpu",
+          "arena 704",
+          "gpu-image sm_90a ptx 9",
+          "buffer 0 a input f32 8,8 0",
+          "buffer 1 t output f32 4,4 256",
+          "buffer 2 b input f32 8,8 320",
+          "buffer 3 v output f32 4,4 576",
+          "buffer 4 u output f32 2,4 640",
+          "kernel tile 2",
+          "kernel edge 2",
+          "launch tile fake_tma 1 1 1 128 1 1 tmap:0:32:f32:8x7:32:4x4:32 b:1",
+          "launch edge fake_tma 1 1 1 128 1 1 tmap:0:16:f32:2x8:32:4x2:0 b:1",
+          "step tile 0 1",
+          "step tile 2 3",
+          "step edge 0 4"};
+}
+
+Executable tensorMapExecutable(const char *driver) {
+  Executable executable = gpuExecutable(driver);
+  executable.kernels = kTensorMapKernels;
+  return executable;
+}
+
+std::vector<float> readOutput(const std::string &path, const Shape &shape) {
+  std::vector<float> values(static_cast<size_t>(shape[0] * shape[1]));
+  std::string error;
+  EXPECT_TRUE(readNpy(path, "output", DType::F32, shape, values.data(), error))
+      << error;
+  return values;
+}
+} // namespace
+
+TEST(Cuda, EncodesTensorMapsAndPassesTheirAddresses) {
+  std::string plan = sealLines(tensorMapPlanLines());
+  TempDir dir;
+  auto outputs = [&](const std::string &tag) {
+    std::vector<std::string> args = {"--random-inputs", "--seed", "5"};
+    for (const char *name : {"t", "v", "u"})
+      args.insert(args.end(), {"--output", std::string(name) + "=" +
+                                               dir.path(tag + name + ".npy")});
+    return args;
+  };
+  RunResult cpu = runDriver(outputs("cpu"), tensorMapExecutable("none"), plan);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  FakeCudaState &fake = fakeCuda();
+  std::vector<std::string> args = {"--device", "cuda"};
+  for (const std::string &arg : outputs("gpu"))
+    args.push_back(arg);
+  RunResult gpu =
+      runDriver(args, tensorMapExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  // The tiles the maps address, out-of-bounds elements zero.
+  for (const char *name : {"t", "v", "u"})
+    EXPECT_EQ(readFile(dir.path(std::string("gpu") + name + ".npy")),
+              readFile(dir.path(std::string("cpu") + name + ".npy")))
+        << name;
+  std::vector<float> u = readOutput(dir.path("gpuu.npy"), {2, 4});
+  EXPECT_EQ(u[2], 0.0f);
+  EXPECT_EQ(u[7], 0.0f);
+  EXPECT_NE(u[0], 0.0f);
+
+  // One map per step, in one block after the arena, in step order.
+  EXPECT_EQ(fake.tensorMapsEncoded, 3u);
+  EXPECT_EQ(fake.lastAllocation, 3u * 128u);
+  ASSERT_EQ(fake.numLaunches, 3u);
+  uint64_t maps = fake.launches[0].params[0];
+  EXPECT_EQ(maps % 64, 0u);
+  EXPECT_EQ(fake.launches[1].params[0], maps + 128);
+  EXPECT_EQ(fake.launches[2].params[0], maps + 256);
+  uint64_t arena = fake.launches[0].params[1] - 256;  // b:1 is t
+  EXPECT_EQ(fake.launches[1].params[1], arena + 576); // v
+  EXPECT_EQ(fake.launches[2].params[1], arena + 640); // u
+  // What each launch's kernel read through its pointer.
+  const uint64_t addresses[] = {arena + 32, arena + 320 + 32, arena + 16};
+  for (unsigned i = 0; i < 3; ++i) {
+    const FakeTensorMap &map = fake.launches[i].tensorMap;
+    EXPECT_EQ(map.magic, FakeTensorMap::kMagic) << i;
+    EXPECT_EQ(map.globalAddress, addresses[i]) << i;
+    EXPECT_EQ(map.dataType, 7u) << i; // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+    EXPECT_EQ(map.rank, 2u) << i;
+    EXPECT_EQ(map.globalStrides[0], 32u) << i;
+    EXPECT_EQ(map.elementStrides[0], 1u) << i;
+    EXPECT_EQ(map.elementStrides[1], 1u) << i;
+    EXPECT_EQ(map.interleave, 0u) << i;  // CU_TENSOR_MAP_INTERLEAVE_NONE
+    EXPECT_EQ(map.l2Promotion, 2u) << i; // CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+    EXPECT_EQ(map.oobFill, 0u) << i;     // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
+  }
+  const FakeTensorMap &tile = fake.launches[1].tensorMap;
+  EXPECT_EQ(tile.globalDim[0], 8u);
+  EXPECT_EQ(tile.globalDim[1], 7u);
+  EXPECT_EQ(tile.boxDim[0], 4u);
+  EXPECT_EQ(tile.boxDim[1], 4u);
+  EXPECT_EQ(tile.swizzle, 1u); // CU_TENSOR_MAP_SWIZZLE_32B
+  const FakeTensorMap &edge = fake.launches[2].tensorMap;
+  EXPECT_EQ(edge.globalDim[0], 2u);
+  EXPECT_EQ(edge.globalDim[1], 8u);
+  EXPECT_EQ(edge.boxDim[0], 4u);
+  EXPECT_EQ(edge.boxDim[1], 2u);
+  EXPECT_EQ(edge.swizzle, 0u); // CU_TENSOR_MAP_SWIZZLE_NONE
+  expectReleased(fake);
+
+  // --check-kernels runs step by step with the same maps.
+  fakeCuda();
+  RunResult check =
+      runDriver({"--device", "cuda", "--check-kernels", "--random-inputs"},
+                tensorMapExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+  EXPECT_EQ(check.status, 0) << check.err << check.out;
+  EXPECT_NE(check.out.find("3 kernel steps, 3 PASS, 0 FAIL"), std::string::npos)
+      << check.out;
+  EXPECT_EQ(fake.launches[1].params[0], fake.launches[0].params[0] + 128);
+  expectReleased(fake);
+}
+
+TEST(Cuda, ReportsTensorMapsTheDriverCannotMake) {
+  std::string plan = sealLines(tensorMapPlanLines());
+  const std::string where =
+      "plan:13: encoding the tensor map of launch argument 0 "
+      "('tmap:0:32:f32:8x7:32:4x4:32') of 'fake_tma' on buffer 'a' (step 0): ";
+  FakeCudaState &fake = fakeCuda();
+  fake.failCall = "cuTensorMapEncodeTiled";
+  fake.failResult = 1;
+  RunResult run = runDriver({"--device", "cuda", "--random-inputs"},
+                            tensorMapExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, errorLine(where + "cuTensorMapEncodeTiled failed: "
+                                       "CUDA_ERROR_INVALID_VALUE (invalid "
+                                       "argument)"));
+  EXPECT_EQ(fake.numLaunches, 0u);
+  expectReleased(fake);
+
+  // A driver before CUDA 12 has no tensor maps: plans with them fail to
+  // open, others run.
+  run = runDriver({"--device", "cuda", "--random-inputs"},
+                  tensorMapExecutable(LOOM_FAKE_CUDA_DRIVER_OLD), plan);
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err,
+            errorLine(where + "the CUDA driver " LOOM_FAKE_CUDA_DRIVER_OLD
+                              " has no function cuTensorMapEncodeTiled (is it "
+                              "too old? tensor maps need CUDA 12 or later)"));
+  run = runDriver({"--device", "cuda", "--random-inputs"},
+                  gpuExecutable(LOOM_FAKE_CUDA_DRIVER_OLD),
+                  sealLines(gpuPlanLines()));
+  EXPECT_EQ(run.status, 0) << run.err;
+}
+
 #endif // LOOM_FAKE_CUDA_DRIVER

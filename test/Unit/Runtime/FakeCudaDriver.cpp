@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -67,6 +69,31 @@ const Error *findError(CUresult code) {
       return &error;
   return nullptr;
 }
+
+/// The live cuMemAlloc blocks: address to size.
+std::map<uintptr_t, size_t> allocations;
+
+/// Whether the `bytes` at `address` lie in one live allocation.
+bool inDeviceMemory(uint64_t address, size_t bytes) {
+  auto after = allocations.upper_bound(static_cast<uintptr_t>(address));
+  if (after == allocations.begin())
+    return false;
+  auto block = std::prev(after);
+  return address + bytes <= block->first + block->second;
+}
+
+/// The bytes of a CUtensorMapDataType's element (the types before the
+/// packed ones), or 0.
+size_t tensorMapElementBytes(unsigned dataType) {
+  static const size_t kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  return dataType < sizeof(kBytes) / sizeof(kBytes[0]) ? kBytes[dataType] : 0;
+}
+
+/// Set by a host kernel that reads memory no allocation holds; the launch
+/// then fails.
+bool illegalAddress = false;
+/// fake_tma's map as it read it, for the launch's record.
+FakeTensorMap tensorMapRead;
 
 // The host kernels.
 using HostKernel = void (*)(void **params, const unsigned *grid,
@@ -122,6 +149,43 @@ void fakeSum(void **params, const unsigned *, const unsigned *) {
   }
 }
 
+void fakeTma(void **params, const unsigned *, const unsigned *) {
+  uint64_t address = param<CUdeviceptr>(params, 0);
+  if (address % 64 || !inDeviceMemory(address, 128)) {
+    illegalAddress = true;
+    return;
+  }
+  FakeTensorMap &map = tensorMapRead;
+  std::memcpy(&map, reinterpret_cast<const void *>(address), sizeof(map));
+  size_t bytes = tensorMapElementBytes(map.dataType);
+  if (map.magic != FakeTensorMap::kMagic || !bytes || map.rank < 1 ||
+      map.rank > 5) {
+    illegalAddress = true;
+    return;
+  }
+  const char *global =
+      reinterpret_cast<const char *>(static_cast<uintptr_t>(map.globalAddress));
+  char *out = reinterpret_cast<char *>(pointer(params, 1));
+  uint64_t count = 1;
+  for (unsigned d = 0; d < map.rank; ++d)
+    count *= map.boxDim[d];
+  for (uint64_t n = 0; n < count; ++n) {
+    // The box coordinates of element n, innermost first.
+    uint64_t rest = n, offset = 0;
+    bool inside = true;
+    for (unsigned d = 0; d < map.rank; ++d) {
+      uint64_t coordinate = rest % map.boxDim[d];
+      rest /= map.boxDim[d];
+      inside &= coordinate < map.globalDim[d];
+      offset += coordinate * (d ? map.globalStrides[d - 1] : bytes);
+    }
+    if (inside)
+      std::memcpy(out + n * bytes, global + offset, bytes);
+    else
+      std::memset(out + n * bytes, 0, bytes);
+  }
+}
+
 struct Function {
   const char *name;
   HostKernel kernel;
@@ -134,6 +198,7 @@ Function kFunctions[] = {
     {"fake_dims", fakeDims, 1, {8, 0, 0, 0}},
     {"fake_perturb", fakePerturb, 3, {8, 4, 8, 0}},
     {"fake_sum", fakeSum, 4, {8, 8, 8, 8}},
+    {"fake_tma", fakeTma, 2, {8, 8, 0, 0}},
 };
 static_assert(sizeof(kFunctions) / sizeof(kFunctions[0]) ==
                   FakeCudaState::kNumFunctions,
@@ -342,6 +407,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   std::memset(block, 0xA5, bytes); // not zero: the executor must clear it
   *pointer = reinterpret_cast<uintptr_t>(block);
+  allocations[reinterpret_cast<uintptr_t>(block)] = bytes;
   state.lastAllocation = bytes;
   ++state.liveAllocations;
   return CUDA_SUCCESS;
@@ -349,6 +415,8 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr pointer) {
   FAKE_FAIL("cuMemFree_v2");
+  if (!allocations.erase(static_cast<uintptr_t>(pointer)))
+    return CUDA_ERROR_INVALID_VALUE;
   std::free(reinterpret_cast<void *>(static_cast<uintptr_t>(pointer)));
   --state.liveAllocations;
   return CUDA_SUCCESS;
@@ -426,17 +494,85 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
     return CUDA_ERROR_INVALID_VALUE;
   unsigned grid[3] = {gridX, gridY, gridZ};
   unsigned block[3] = {blockX, blockY, blockZ};
-  if (state.numLaunches < 64) {
-    FakeCudaLaunch &launch = state.launches[state.numLaunches];
-    std::snprintf(launch.function, sizeof(launch.function), "%s", found->name);
-    std::memcpy(launch.grid, grid, sizeof(grid));
-    std::memcpy(launch.block, block, sizeof(block));
-    launch.sharedBytes = sharedBytes;
+  FakeCudaLaunch *record =
+      state.numLaunches < 64 ? &state.launches[state.numLaunches] : nullptr;
+  if (record) {
+    std::snprintf(record->function, sizeof(record->function), "%s",
+                  found->name);
+    std::memcpy(record->grid, grid, sizeof(grid));
+    std::memcpy(record->block, block, sizeof(block));
+    record->sharedBytes = sharedBytes;
+    for (size_t i = 0; i < found->numParams && i < 4; ++i) {
+      record->params[i] = 0;
+      std::memcpy(&record->params[i], params[i], found->sizes[i]);
+    }
   }
   ++state.numLaunches;
+  illegalAddress = false;
+  tensorMapRead = FakeTensorMap();
   found->kernel(params, grid, block);
+  if (record)
+    record->tensorMap = tensorMapRead;
+  return illegalAddress ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+}
+
+#ifndef LOOM_FAKE_CUDA_NO_TENSOR_MAPS
+CUresult CUDAAPI cuTensorMapEncodeTiled(
+    CUtensorMap *tensorMap, CUtensorMapDataType dataType, cuuint32_t rank,
+    void *globalAddress, const cuuint64_t *globalDim,
+    const cuuint64_t *globalStrides, const cuuint32_t *boxDim,
+    const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
+    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
+    CUtensorMapFloatOOBfill oobFill) {
+  FAKE_FAIL("cuTensorMapEncodeTiled");
+  // The driver's documented requirements (interleave none or 16B; the
+  // packed data types are not modelled).
+  uintptr_t address = reinterpret_cast<uintptr_t>(globalAddress);
+  size_t bytes = tensorMapElementBytes(dataType);
+  if (reinterpret_cast<uintptr_t>(tensorMap) % 64 || !bytes || rank < 1 ||
+      rank > 5 || address % 16 || interleave > CU_TENSOR_MAP_INTERLEAVE_16B ||
+      swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B ||
+      l2Promotion > CU_TENSOR_MAP_L2_PROMOTION_L2_256B ||
+      oobFill > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (cuuint32_t d = 0; d < rank; ++d)
+    if (globalDim[d] == 0 || globalDim[d] > (uint64_t(1) << 32) ||
+        boxDim[d] == 0 || boxDim[d] > 256 || elementStrides[d] == 0 ||
+        elementStrides[d] > 8 ||
+        (d && (globalStrides[d - 1] % 16 ||
+               globalStrides[d - 1] >= (uint64_t(1) << 40))))
+      return CUDA_ERROR_INVALID_VALUE;
+  size_t innerBytes = boxDim[0] * bytes;
+  size_t span = swizzle == CU_TENSOR_MAP_SWIZZLE_NONE  ? 0
+                : swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32
+                : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64
+                                                       : 128;
+  if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE &&
+      (innerBytes % 16 || (span && innerBytes > span)))
+    return CUDA_ERROR_INVALID_VALUE;
+
+  FakeTensorMap map = {};
+  map.magic = FakeTensorMap::kMagic;
+  map.dataType = static_cast<uint8_t>(dataType);
+  map.rank = static_cast<uint8_t>(rank);
+  map.interleave = static_cast<uint8_t>(interleave);
+  map.swizzle = static_cast<uint8_t>(swizzle);
+  map.l2Promotion = static_cast<uint8_t>(l2Promotion);
+  map.oobFill = static_cast<uint8_t>(oobFill);
+  map.globalAddress = address;
+  for (cuuint32_t d = 0; d < rank; ++d) {
+    map.globalDim[d] = globalDim[d];
+    map.boxDim[d] = static_cast<uint16_t>(boxDim[d]);
+    map.elementStrides[d] = static_cast<uint8_t>(elementStrides[d]);
+    if (d)
+      map.globalStrides[d - 1] = globalStrides[d - 1];
+  }
+  std::memset(tensorMap, 0, sizeof(*tensorMap));
+  std::memcpy(tensorMap, &map, sizeof(map));
+  ++state.tensorMapsEncoded;
   return CUDA_SUCCESS;
 }
+#endif
 
 CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int) {
   FAKE_FAIL("cuEventCreate");

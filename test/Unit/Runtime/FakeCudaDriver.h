@@ -17,10 +17,20 @@
 //   fake_perturb(float *x, float e, int64 n)             x = x * (1 + e)
 //   fake_sum(float *in, float *out, int64 n, int64 parts)
 //                      out[i] = in[i] + in[n + i] + ... (parts terms, in order)
+//   fake_tma(const CUtensorMap *map, void *out)
+//                      out = the map's box at (0, ..., 0), densely, innermost
+//                      first, out-of-bounds elements zero (a TMA load)
 //
 // Launches take dynamic shared memory up to 48 KiB, more up to what
 // cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) set
 // for the function, which is at most the device's opt-in limit.
+//
+// cuTensorMapEncodeTiled makes the driver's documented checks and writes
+// a FakeTensorMap of its inputs into the CUtensorMap. fake_tma reads its
+// map through the pointer it gets, which must be a 64-byte aligned map in
+// device memory (else the launch fails with CUDA_ERROR_ILLEGAL_ADDRESS).
+// Built with LOOM_FAKE_CUDA_NO_TENSOR_MAPS (libLoomFakeCudaDriverOld.so)
+// it lacks cuTensorMapEncodeTiled, as drivers before CUDA 12 do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,18 +38,39 @@
 #define LOOM_TEST_UNIT_RUNTIME_FAKECUDADRIVER_H
 
 #include <cstddef>
+#include <cstdint>
+
+/// What the fake cuTensorMapEncodeTiled writes into a CUtensorMap (whose
+/// real contents are opaque): its inputs.
+struct FakeTensorMap {
+  static constexpr uint32_t kMagic = 0x504d4154; // "TAMP" little-endian
+  uint32_t magic;
+  uint8_t dataType; // CUtensorMapDataType
+  uint8_t rank;
+  uint8_t interleave, swizzle, l2Promotion, oobFill; // the enums' values
+  uint64_t globalAddress;
+  uint64_t globalDim[5];
+  uint64_t globalStrides[4];
+  uint16_t boxDim[5];
+  uint8_t elementStrides[5];
+};
+static_assert(sizeof(FakeTensorMap) <= 128, "fits in a CUtensorMap");
 
 struct FakeCudaLaunch {
   char function[32];
   unsigned grid[3];
   unsigned block[3];
   unsigned sharedBytes; // dynamic shared memory
+  /// The first four parameters' values (each its size's bytes).
+  uint64_t params[4];
+  /// fake_tma: the map its parameter pointed to, as it read it.
+  FakeTensorMap tensorMap;
 };
 
 /// The fake's configuration and what it saw; reset() restores the defaults.
 struct FakeCudaState {
   static constexpr int kMaxDevices = 8;
-  static constexpr int kNumFunctions = 5; // the functions above, in order
+  static constexpr int kNumFunctions = 6; // the functions above, in order
   /// Dynamic shared memory a function takes without opting in.
   static constexpr int kDefaultShared = 48 * 1024;
 
@@ -77,6 +108,7 @@ struct FakeCudaState {
   unsigned sharedOptIns = 0;
   unsigned numLaunches = 0; // the first 64 are recorded
   FakeCudaLaunch launches[64] = {};
+  unsigned tensorMapsEncoded = 0; // successful cuTensorMapEncodeTiled calls
   int liveEvents = 0;
 
   void reset() { *this = FakeCudaState(); }

@@ -520,6 +520,9 @@ TEST(Plan, ParsesGpuArchitectures) {
 }
 
 TEST(Plan, RejectsBadGpuRecords) {
+  const std::string forms =
+      " (expected b:I, i64:V, i32:V, f32:V or "
+      "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE)";
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
       "device, mesh, arena, gpu-image, buffer (each followed by its shard), "
@@ -591,26 +594,19 @@ TEST(Plan, RejectsBadGpuRecords) {
        "plan:15: launch argument 'b:3' names buffer 3 of kernel 'k1', which "
        "takes 3 buffers"},
       {13, "launch k0 f 1 1 1 1 1 1 b:-1",
-       "plan:14: bad launch argument 'b:-1' (expected b:I, i64:V, i32:V or "
-       "f32:V)"},
+       "plan:14: bad launch argument 'b:-1'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 b:",
-       "plan:14: bad launch argument 'b:' (expected b:I, i64:V, i32:V or "
-       "f32:V)"},
+       "plan:14: bad launch argument 'b:'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 b1",
-       "plan:14: bad launch argument 'b1' (expected b:I, i64:V, i32:V or "
-       "f32:V)"},
+       "plan:14: bad launch argument 'b1'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 i16:1",
-       "plan:14: bad launch argument 'i16:1' (expected b:I, i64:V, i32:V or "
-       "f32:V)"},
+       "plan:14: bad launch argument 'i16:1'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 i64:1.5",
-       "plan:14: bad launch argument 'i64:1.5' (expected b:I, i64:V, i32:V "
-       "or f32:V)"},
+       "plan:14: bad launch argument 'i64:1.5'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 i64:+1",
-       "plan:14: bad launch argument 'i64:+1' (expected b:I, i64:V, i32:V "
-       "or f32:V)"},
+       "plan:14: bad launch argument 'i64:+1'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 i32:-",
-       "plan:14: bad launch argument 'i32:-' (expected b:I, i64:V, i32:V "
-       "or f32:V)"},
+       "plan:14: bad launch argument 'i32:-'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 i64:9223372036854775808",
        "plan:14: launch argument 'i64:9223372036854775808' is out of range "
        "for i64"},
@@ -624,14 +620,11 @@ TEST(Plan, RejectsBadGpuRecords) {
       {13, "launch k0 f 1 1 1 1 1 1 f32:1e39",
        "plan:14: launch argument 'f32:1e39' is out of range for f32"},
       {13, "launch k0 f 1 1 1 1 1 1 f32:0x1p3",
-       "plan:14: bad launch argument 'f32:0x1p3' (expected b:I, i64:V, "
-       "i32:V or f32:V)"},
+       "plan:14: bad launch argument 'f32:0x1p3'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 f32:infinity",
-       "plan:14: bad launch argument 'f32:infinity' (expected b:I, i64:V, "
-       "i32:V or f32:V)"},
+       "plan:14: bad launch argument 'f32:infinity'" + forms},
       {13, "launch k0 f 1 1 1 1 1 1 f32:",
-       "plan:14: bad launch argument 'f32:' (expected b:I, i64:V, i32:V or "
-       "f32:V)"},
+       "plan:14: bad launch argument 'f32:'" + forms},
       // Dynamic shared memory: one positive size, the last token.
       {13, "launch k0 f 1 1 1 1 1 1 b:0 shared:",
        "plan:14: bad dynamic shared memory size 'shared:' (expected "
@@ -673,4 +666,204 @@ TEST(Plan, RejectsBadGpuRecords) {
             "");
   EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 1 1 1 1 1 64"), "");
   EXPECT_EQ(gpuErrorWithLine(17, ""), ""); // k1's step removed
+}
+
+TEST(Plan, ParsesTensorMapArguments) {
+  // k0's step buffers: x (bf16 [64, 512], 65536 bytes), w1 (bf16 [512,
+  // 2048]), b1 (f32 [2048]), t4 (f32 [64, 2048]). x's and w1's maps cover
+  // them exactly; the others show rank 1 and 5, f16 and an offset.
+  std::vector<std::string> lines = gpuLines();
+  lines[13] = "launch k0 k0_kernel 512 1 1 128 1 1 "
+              "tmap:0:0:bf16:512x64:1024:64x64:128 "
+              "tmap:1:0:bf16:2048x512:4096:64x128:128 b:3 "
+              "tmap:2:16:f32:2044:-:256:0 "
+              "tmap:3:0:f32:16x2x2x2x2:64x128x256x512:4x1x1x1x1:0 "
+              "tmap:0:32:f16:8x4:1024:16x4:32 shared:98304";
+  std::string text = sealLines(lines);
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(text, plan, error)) << error;
+  const std::vector<LaunchArg> &args = plan.launches[0].args;
+  ASSERT_EQ(args.size(), 6u);
+  EXPECT_EQ(args[0].kind, LaunchArg::Kind::TensorMap);
+  EXPECT_EQ(args[0].buffer, 0u);
+  const TensorMapArg &x = args[0].tensorMap;
+  EXPECT_EQ(x.offset, 0u);
+  EXPECT_EQ(x.dtype, DType::BF16);
+  EXPECT_EQ(x.rank, 2u);
+  EXPECT_EQ(x.dims[0], 512u);
+  EXPECT_EQ(x.dims[1], 64u);
+  EXPECT_EQ(x.strides[0], 1024u);
+  EXPECT_EQ(x.box[0], 64u);
+  EXPECT_EQ(x.box[1], 64u);
+  EXPECT_EQ(x.swizzle, 128u);
+  EXPECT_EQ(args[1].buffer, 1u);
+  EXPECT_EQ(args[1].tensorMap.box[1], 128u);
+  EXPECT_EQ(args[2].kind, LaunchArg::Kind::Buffer);
+  const TensorMapArg &b1 = args[3].tensorMap;
+  EXPECT_EQ(args[3].buffer, 2u);
+  EXPECT_EQ(b1.offset, 16u);
+  EXPECT_EQ(b1.dtype, DType::F32);
+  EXPECT_EQ(b1.rank, 1u);
+  EXPECT_EQ(b1.dims[0], 2044u);
+  EXPECT_EQ(b1.box[0], 256u);
+  EXPECT_EQ(b1.swizzle, 0u);
+  const TensorMapArg &t4 = args[4].tensorMap;
+  EXPECT_EQ(t4.rank, 5u);
+  EXPECT_EQ(t4.dims[4], 2u);
+  EXPECT_EQ(t4.strides[3], 512u);
+  EXPECT_EQ(t4.box[0], 4u);
+  EXPECT_EQ(args[5].tensorMap.dtype, DType::F16);
+  EXPECT_EQ(args[5].tensorMap.swizzle, 32u);
+  EXPECT_EQ(plan.launches[0].sharedBytes, 98304);
+  // Written back byte for byte.
+  EXPECT_EQ(writePlan(plan), text);
+
+  LaunchArg arg;
+  arg.kind = LaunchArg::Kind::TensorMap;
+  arg.buffer = 2;
+  arg.tensorMap.offset = 48;
+  arg.tensorMap.rank = 3;
+  const uint64_t dims[] = {4096, 4096, 3};
+  const uint64_t strides[] = {8192, 33554432};
+  const unsigned box[] = {64, 128, 1};
+  for (int i = 0; i < 3; ++i) {
+    arg.tensorMap.dims[i] = dims[i];
+    arg.tensorMap.box[i] = box[i];
+    if (i < 2)
+      arg.tensorMap.strides[i] = strides[i];
+  }
+  arg.tensorMap.swizzle = 128;
+  EXPECT_EQ(formatLaunchArg(arg),
+            "tmap:2:48:bf16:4096x4096x3:8192x33554432:64x128x1:128");
+}
+
+TEST(Plan, RejectsBadTensorMaps) {
+  const std::string syntax = "' (expected "
+                             "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:"
+                             "SWIZZLE)";
+  struct Case {
+    std::string arg;
+    std::string error; // after "plan:14: launch argument 'ARG' "
+  };
+  const Case cases[] = {
+      {"tmap:4:0:bf16:512x64:1024:64x64:128",
+       "names buffer 4 of kernel 'k0', which takes 4 buffers"},
+      {"tmap:0:8:bf16:512x64:1024:64x64:128",
+       "has offset 8, which is not a multiple of 16"},
+      {"tmap:0:0:i32:512x64:1024:64x64:128",
+       "has dtype 'i32' (a tensor map's is bf16, f16 or f32)"},
+      {"tmap:0:0:f64:512x64:1024:64x64:128",
+       "has dtype 'f64' (a tensor map's is bf16, f16 or f32)"},
+      {"tmap:0:0:bf16:-:-:-:0", "has 0 dims (a tensor map has 1 to 5)"},
+      {"tmap:0:0:bf16:8x1x1x1x1x1:16x16x16x16x16:8x1x1x1x1x1:0",
+       "has 6 dims (a tensor map has 1 to 5)"},
+      {"tmap:0:0:bf16:0x64:1024:64x64:128",
+       "has dims '0x64' (each is 1 to 4294967296)"},
+      {"tmap:0:0:bf16:512x4294967297:1024:64x64:128",
+       "has dims '512x4294967297' (each is 1 to 4294967296)"},
+      {"tmap:0:0:bf16:512x99999999999999999999999:1024:64x64:128",
+       "has dims '512x99999999999999999999999' (each is 1 to 4294967296)"},
+      {"tmap:0:0:bf16:512x64:-:64x64:128",
+       "has 0 strides for 2 dims (one per dim but the innermost, '-' for "
+       "none)"},
+      {"tmap:0:0:bf16:512x64:1024x1024:64x64:128",
+       "has 2 strides for 2 dims (one per dim but the innermost, '-' for "
+       "none)"},
+      {"tmap:0:0:bf16:512:1024:64:128",
+       "has 1 stride for 1 dim (one per dim but the innermost, '-' for "
+       "none)"},
+      {"tmap:0:0:bf16:512x64:1000:64x64:128",
+       "has strides '1000' (each is a multiple of 16 below 2^40)"},
+      {"tmap:0:0:bf16:512x64:1099511627776:64x64:128",
+       "has strides '1099511627776' (each is a multiple of 16 below 2^40)"},
+      {"tmap:0:0:bf16:512x64:1024:64:128", "has 1 box extent for 2 dims"},
+      {"tmap:0:0:bf16:512x64:1024:64x64x1:128", "has 3 box extents for 2 dims"},
+      {"tmap:0:0:bf16:512x64:1024:64x0:128",
+       "has box '64x0' (each extent is 1 to 256)"},
+      {"tmap:0:0:bf16:512x64:1024:64x257:128",
+       "has box '64x257' (each extent is 1 to 256)"},
+      {"tmap:0:0:bf16:512x64:1024:4x64:0",
+       "has an innermost box of 8 bytes (4 bf16), which is not a multiple "
+       "of 16"},
+      {"tmap:0:0:f32:512x64:1024:2x64:0",
+       "has an innermost box of 8 bytes (2 f32), which is not a multiple "
+       "of 16"},
+      {"tmap:0:0:bf16:512x64:1024:128x64:128",
+       "has an innermost box of 256 bytes (128 bf16), wider than its "
+       "128-byte swizzle"},
+      {"tmap:0:0:f32:512x64:1024:32x64:64",
+       "has an innermost box of 128 bytes (32 f32), wider than its 64-byte "
+       "swizzle"},
+      {"tmap:0:0:bf16:512x64:1024:64x64:16",
+       "has swizzle 16 (expected 0, 32, 64 or 128)"},
+      {"tmap:0:0:bf16:512x64:1024:64x64:256",
+       "has swizzle 256 (expected 0, 32, 64 or 128)"},
+  };
+  for (const Case &c : cases)
+    EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 1 1 1 1 1 1 " + c.arg),
+              "plan:14: launch argument '" + c.arg + "' " + c.error)
+        << c.arg;
+  // Malformed.
+  for (const char *arg :
+       {"tmap:0:0:bf16:512x64:1024:64x64", "tmap:0:0:bf16:512x64:1024:64x64:",
+        "tmap:0:0:bf16:512x64:1024:64x64:128:0", "tmap:", "tmap",
+        "tmap:-1:0:bf16:512x64:1024:64x64:128",
+        "tmap:0:-16:bf16:512x64:1024:64x64:128",
+        "tmap:0:0:bf16:512xx64:1024:64x64:128",
+        "tmap:0:0:bf16:512x64x:1024:64x64:128",
+        "tmap::0:bf16:512x64:1024:64x64:128", "tmap:0:0:bf16::-:64:0",
+        "tmap:0:0:bf16:512:-:64:1e2", "tmap:0:0:bf16:512x64:1024:64,64:128"}) {
+    std::string error = gpuErrorWithLine(13, std::string("launch k0 f 1 1 1 "
+                                                         "1 1 1 ") +
+                                                 arg);
+    if (std::string(arg) == "tmap")
+      EXPECT_EQ(error, "plan:14: bad launch argument 'tmap' (expected b:I, "
+                       "i64:V, i32:V, f32:V or "
+                       "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE)");
+    else
+      EXPECT_EQ(error,
+                "plan:14: bad launch argument '" + std::string(arg) + syntax)
+          << arg;
+  }
+
+  // The tensor must lie in the buffer the step gives the kernel, checked
+  // at the step: x has 65536 bytes, buffer 3 of k0's step is t4 (f32
+  // [64, 2048], 524288 bytes; plan buffer 3, w2, has more).
+  const Case spans[] = {
+      {"tmap:0:16:bf16:512x64:1024:64x64:128",
+       "on buffer 'x' (65536 bytes), but launch argument "
+       "'tmap:0:16:bf16:512x64:1024:64x64:128' of its launch on line 14 "
+       "spans 65552 bytes of it"},
+      {"tmap:0:0:bf16:512x65:1024:64x64:128",
+       "on buffer 'x' (65536 bytes), but launch argument "
+       "'tmap:0:0:bf16:512x65:1024:64x64:128' of its launch on line 14 "
+       "spans 66560 bytes of it"},
+      {"tmap:0:0:bf16:513x64:1024:64x64:128",
+       "on buffer 'x' (65536 bytes), but launch argument "
+       "'tmap:0:0:bf16:513x64:1024:64x64:128' of its launch on line 14 "
+       "spans 65538 bytes of it"},
+      {"tmap:3:0:f32:2048x128:8192:32x8:0",
+       "on buffer 't4' (524288 bytes), but launch argument "
+       "'tmap:3:0:f32:2048x128:8192:32x8:0' of its launch on line 14 spans "
+       "1048576 bytes of it"},
+      {"tmap:0:0:bf16:4294967296x4294967296:1099511627760:64x64:0",
+       "on buffer 'x' (65536 bytes), but launch argument "
+       "'tmap:0:0:bf16:4294967296x4294967296:1099511627760:64x64:0' of its "
+       "launch on line 14 spans over 2^64 bytes of it"},
+  };
+  for (const Case &c : spans)
+    EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 1 1 1 1 1 1 b:0 " + c.arg),
+              "plan:17: step runs kernel 'k0' " + c.error)
+        << c.arg;
+  // Exactly to the end is inside; a kernel no step runs binds no buffer.
+  EXPECT_EQ(gpuErrorWithLine(13, "launch k0 f 1 1 1 1 1 1 "
+                                 "tmap:0:0:bf16:512x64:1024:64x64:128"),
+            "");
+  std::vector<std::string> lines = gpuLines();
+  lines[13] = "launch k0 f 1 1 1 1 1 1 tmap:0:16:bf16:512x64:1024:64x64:128";
+  lines.erase(lines.begin() + 16); // k0's step
+  Plan plan;
+  std::string error;
+  EXPECT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
 }

@@ -138,16 +138,43 @@ struct PlanGpuImage {
   unsigned line = 0;
 };
 
+/// The most dims a tensor map has (CUDA's limit).
+constexpr unsigned kMaxTensorMapRank = 5;
+
+/// A `tmap:` launch argument: a TMA tensor map (CUtensorMap) of a tensor in
+/// one of the step's buffers, which the CUDA executor encodes when opening
+/// (cuTensorMapEncodeTiled) and passes as the 8-byte device address of the
+/// map. Dims, strides and box are innermost first, as the driver takes them.
+struct TensorMapArg {
+  /// Bytes from the buffer's start to element (0, ..., 0), a multiple of 16.
+  uint64_t offset = 0;
+  DType dtype = DType::BF16; // BF16, F16 or F32
+  unsigned rank = 1;         // 1 to kMaxTensorMapRank
+  /// The global extents, each 1 to 2^32.
+  uint64_t dims[kMaxTensorMapRank] = {};
+  /// The byte strides of dims 1 to rank - 1 (dim 0 is contiguous), each a
+  /// multiple of 16 below 2^40.
+  uint64_t strides[kMaxTensorMapRank - 1] = {};
+  /// The box (the tile one copy moves), each 1 to 256; the innermost is a
+  /// multiple of 16 bytes and, with a swizzle, at most the swizzle's span.
+  unsigned box[kMaxTensorMapRank] = {};
+  /// The shared-memory swizzle span in bytes: 0 (none), 32, 64 or 128.
+  unsigned swizzle = 0;
+};
+
 /// One argument of a `launch` record.
 struct LaunchArg {
-  enum class Kind : uint8_t { Buffer, I64, I32, F32 };
+  enum class Kind : uint8_t { Buffer, I64, I32, F32, TensorMap };
   Kind kind = Kind::Buffer;
-  /// Buffer: the index into the step's buffer list (`b:I`).
+  /// Buffer and TensorMap: the index into the step's buffer list (`b:I`,
+  /// `tmap:I:...`).
   unsigned buffer = 0;
   /// I64 and I32 (I32 values fit in 32 bits).
   int64_t integer = 0;
   /// F32.
   float real = 0;
+  /// TensorMap: the tensor in the buffer and the map's box and swizzle.
+  TensorMapArg tensorMap;
 };
 
 /// One `launch` record: on --device cuda, a step of `kernel` (an index into
@@ -281,7 +308,8 @@ uint32_t computeChecksum(std::string_view bytes);
 /// Appends the `end` record (with the checksum of `body`) to `body`.
 std::string sealPlan(std::string_view body);
 
-/// A launch argument as the plan writes it: "b:2", "i64:-1", "f32:0.5".
+/// A launch argument as the plan writes it: "b:2", "i64:-1", "f32:0.5",
+/// "tmap:0:0:bf16:4096x4096:8192:64x128:128".
 std::string formatLaunchArg(const LaunchArg &arg);
 
 /// Writes `plan` in the text format, `end` record included. Buffers' derived
