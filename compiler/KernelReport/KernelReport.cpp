@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Interfaces/CastInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -138,9 +139,14 @@ void KernelReport::readLaunches(ModuleOp gpu) {
       if (Value dynamic = op.getDynamicSharedMemorySize())
         launch.dynamicSharedBytes = getConstantIntValue(dynamic).value_or(0);
       llvm::SmallDenseSet<Value> buffers;
-      for (Value operand : op.getKernelOperands())
+      for (Value operand : op.getKernelOperands()) {
+        // A TMA tensor map (wgmma matmuls) stands for the operand it reads.
+        if (auto map = operand.getDefiningOp<nvgpu::TmaCreateDescriptorOp>())
+          if (auto cast = map.getTensor().getDefiningOp<memref::CastOp>())
+            operand = cast.getSource();
         if (buffers.insert(operand).second)
           launch.bufferBytes += bytesOf(operand.getType());
+      }
 
       // The launch and the ops of its kernel carry the tags of the linalg
       // ops it runs; constants do not count, since folding merges equal
