@@ -21,7 +21,14 @@ for size in 4096 8192; do
   # of K step 64 in 96 KiB of dynamic shared memory on an H100/H200),
   # timed beside the default (3 of K step 32 in 48 KiB static) to compare.
   $loomc --gpu-shared-limit=0 "$out/matmul$size.loom" -o "$out/matmul$size-dynamic"
+  # And on sm_90a's wgmma fed by TMA (loomc --gpu-mma=wgmma).
+  [ "$arch" = sm_90a ] && $loomc --gpu-mma=wgmma "$out/matmul$size.loom" -o "$out/matmul$size-wgmma"
 done
+# The examples' matmuls on wgmma too, for the numerics check.
+if [ "$arch" = sm_90a ]; then
+  $loomc --gpu-mma=wgmma "$root/examples/mlp.loom" -o "$out/mlp-wgmma"
+  $loomc --gpu-mma=wgmma "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-wgmma"
+fi
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt.report.json"

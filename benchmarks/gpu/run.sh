@@ -26,14 +26,28 @@ status=0
 
 # Runs an executable with a time limit (a hung kernel must not hang the
 # check); its stderr goes to $work/err.
+# (RUN_LIMIT seconds; the wgmma executables, never run before this check
+# first passed them, get 30.)
 limit=""
-command -v timeout > /dev/null && limit="timeout 120"
+command -v timeout > /dev/null && limit="timeout"
 run() {
-  $limit "$@" 2> "$work/err"
+  local seconds=${RUN_LIMIT:-120}
+  $limit ${limit:+$seconds} "$@" 2> "$work/err"
   local rc=$?
-  [ $rc -eq 124 ] && echo "timed out after 120 s" >> "$work/err"
+  [ $rc -eq 124 ] && echo "timed out after $seconds s" >> "$work/err"
   return $rc
 }
+# The wgmma variants (loomc --gpu-mma=wgmma, sm_90a): after one of them
+# fails or hangs, the others are skipped rather than waited for.
+wgmma_broken=0
+skip() {
+  case $1 in
+    *-wgmma) [ -x "$here/$1" ] || return 0; [ $wgmma_broken -eq 1 ] ;;
+    *) return 1 ;;
+  esac
+}
+limit_for() { case $1 in *-wgmma) echo 30 ;; *) echo 120 ;; esac; }
+failed() { case $1 in *-wgmma) wgmma_broken=1 ;; esac; status=1; }
 # Prints the last error of run, indented.
 errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
@@ -47,16 +61,18 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables stay in the work directory).
 first=1
-for exe in mlp gpt matmul4096 memory; do
-  run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
+for exe in mlp gpt matmul4096 memory mlp-wgmma matmul4096-wgmma gpt-wgmma; do
+  skip $exe && continue
+  RUN_LIMIT=$(limit_for $exe) run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
+  echo "-- $exe"
   awk -v first=$first '/^check-kernels:/ || /^tolerance:/ && first {print; next}
        /^step / {head = $0; next}
        / FAIL$/ {if (head != "") print head; head = ""; print; next}
        /^      / {print}' "$work/$exe.check"
   first=0
   if [ $rc -ne 0 ]; then
-    echo "$exe: --check-kernels failed (exit $rc):"; errors; status=1
+    echo "$exe: --check-kernels failed (exit $rc):"; errors; failed $exe
   fi
 done
 
@@ -64,7 +80,9 @@ echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights) 
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
 else
-  for exe in mlp gpt matmul4096 memory; do
+  for exe in mlp gpt matmul4096 memory mlp-wgmma matmul4096-wgmma; do
+    skip $exe && continue
+    export RUN_LIMIT=$(limit_for $exe)
     outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
       "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \
         '$3 == "output" {printf "--output\n%s=%s/%s.%s.%s.npy\n", $2, dir, exe, device, $2}'
@@ -72,12 +90,13 @@ else
     mapfile -t cpu < <(outputs cpu)
     mapfile -t gpu < <(outputs gpu)
     run "$here/$exe" --device cpu --random-inputs --seed 7 --save-weights "$work/$exe.w" \
-        "${cpu[@]}" > /dev/null || { echo "$exe: cpu run failed:"; errors; status=1; continue; }
+        "${cpu[@]}" > /dev/null || { echo "$exe: cpu run failed:"; errors; failed $exe; continue; }
     run "$here/$exe" --device cuda --random-inputs --seed 7 --weights "$work/$exe.w" \
-        "${gpu[@]}" > /dev/null || { echo "$exe: cuda run failed:"; errors; status=1; continue; }
-    $py "$here/compare.py" "$work" "$exe" || status=1
+        "${gpu[@]}" > /dev/null || { echo "$exe: cuda run failed:"; errors; failed $exe; continue; }
+    $py "$here/compare.py" "$work" "$exe" || failed $exe
     rm -f "$work/$exe".*.npy "$work/$exe.w"
   done
+  unset RUN_LIMIT
 fi
 
 echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.45 (mma.sync), >= 0.6 (wgmma)  [${SECONDS} s]"
@@ -107,13 +126,14 @@ done
 # --trace). The -dynamic variants take the shared memory the spec table
 # allows (loomc --gpu-shared-limit=0: K step 64, 96 KiB of dynamic shared
 # memory on an H200) instead of the default 48 KiB of static.
-for exe in matmul4096 matmul8192 matmul4096-dynamic matmul8192-dynamic; do
+for exe in matmul4096 matmul8192 matmul4096-dynamic matmul8192-dynamic matmul4096-wgmma matmul8192-wgmma; do
   [ -x "$here/$exe" ] || continue
-  size=${exe#matmul}; size=${size%-dynamic}
+  skip $exe && { echo "$exe: skipped (a wgmma executable failed above)"; continue; }
+  size=${exe#matmul}; size=${size%-*}
   best=""
   for seed in 1 2 3; do
-    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; break; }
+    RUN_LIMIT=$(limit_for $exe) run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$exe: Loom's cuda run failed:"; errors; failed $exe; break; }
     us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
     best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
   done
@@ -141,18 +161,22 @@ for exe in memory gpt; do
 done
 $py "$here/bandwidth.py" "$here" "$work" memory gpt || status=1
 
-echo "== memory and race checks (compute-sanitizer, where it works) on mlp  [${SECONDS} s]"
+echo "== memory and race checks (compute-sanitizer, where it works) on mlp and mlp-wgmma  [${SECONDS} s]"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -z "$sanitizer" ]; then
   echo "compute-sanitizer not found: skipped"
 else
-  for tool in memcheck racecheck; do
-    $limit "$sanitizer" --tool $tool --report-api-errors no --error-exitcode 9 "$here/mlp" --device cuda \
-      --random-inputs --seed 7 > "$work/$tool" 2>&1
-    rc=$?
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard" "$work/$tool" | head -8
-    [ $rc -eq 9 ] && { echo "mlp: $tool found errors"; status=1; }
-    [ $rc -ne 0 ] && [ $rc -ne 9 ] && { echo "mlp under $tool: exit $rc"; tail -3 "$work/$tool"; }
+  for exe in mlp mlp-wgmma; do
+    skip $exe && continue
+    for tool in memcheck racecheck; do
+      echo "-- $exe: $tool"
+      $limit ${limit:+120} "$sanitizer" --tool $tool --report-api-errors no --error-exitcode 9 "$here/$exe" --device cuda \
+        --random-inputs --seed 7 > "$work/$tool" 2>&1
+      rc=$?
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard" "$work/$tool" | head -8
+      [ $rc -eq 9 ] && { echo "$exe: $tool found errors"; status=1; }
+      [ $rc -ne 0 ] && [ $rc -ne 9 ] && { echo "$exe under $tool: exit $rc"; tail -3 "$work/$tool"; }
+    done
   done
 fi
 
