@@ -6,6 +6,9 @@
 #include "Loom/IR/LoomDialect.h"
 #include "MLIRGen/MLIRGen.h"
 #include "Pipeline/Pipeline.h"
+#include "Plan/GpuLaunches.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -70,17 +73,30 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     buildBufferizePipeline(bufferize);
     if (mlir::failed(bufferize.run(*module)))
       return FrontEndOutcome::Rejected;
-    // The GPU path on a copy, down to the NVVM dialect (no ptxas): tensor
-    // cores, an H200's SMs and loomc's default 48 KiB a block. Where the CPU
-    // path accepts a kernel the GPU path must too.
+    // The GPU path on a copy, as loomc runs it, down to the NVVM dialect
+    // (no ptxas): tensor cores and an H200's SMs; every other script with
+    // loomc's default 48 KiB a block on mma.sync, the others on wgmma with
+    // the architecture's shared memory (--gpu-mma=wgmma). Where the CPU
+    // path accepts a kernel the GPU path, and the plan's launch records,
+    // must too.
+    static unsigned scripts = 0;
+    bool wgmma = scripts++ % 2;
     mlir::OwningOpRef<mlir::ModuleOp> gpu = module->clone();
     mlir::PassManager gpuStages(&context);
     buildGpuKernelsPipeline(gpuStages, /*tensorCores=*/true,
-                            /*multiprocessors=*/132, /*sharedPerBlock=*/48 * 1024,
+                            /*multiprocessors=*/132,
+                            /*sharedPerBlock=*/wgmma ? 227 * 1024 : 48 * 1024,
                             /*sharedPerSM=*/228 * 1024,
-                            /*reservedSharedPerBlock=*/1024);
-    buildNvvmPipeline(gpuStages, GpuTarget());
-    if (mlir::failed(gpuStages.run(*gpu)))
+                            /*reservedSharedPerBlock=*/1024, wgmma);
+    if (mlir::failed(gpuStages.run(*gpu)) ||
+        mlir::failed(collectGpuLaunches(*gpu)))
+      return FrontEndOutcome::InternalError;
+    for (mlir::Operation &op : llvm::make_early_inc_range(gpu->getOps()))
+      if (!llvm::isa<mlir::gpu::GPUModuleOp>(op))
+        op.erase();
+    mlir::PassManager nvvm(&context);
+    buildNvvmPipeline(nvvm, GpuTarget());
+    if (mlir::failed(nvvm.run(*gpu)))
       return FrontEndOutcome::InternalError;
     for (auto func : module->getOps<mlir::func::FuncOp>())
       func->removeAttr(mlir::loom::attr::kKernel);

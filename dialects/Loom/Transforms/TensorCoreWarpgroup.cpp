@@ -237,6 +237,9 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   for (int64_t s = 0; s < stages; ++s)
     nvgpu::MBarrierInitOp::create(k, loc, barriers, im.cst(k, 1),
                                   im.cst(k, s), leader);
+  // The initialized barriers are visible to the TMA unit's completions
+  // (CUTLASS's fence_barrier_init), then to every thread.
+  NVVM::FenceMbarrierInitOp::create(k, loc);
   gpu::BarrierOp::create(k, loc);
 
   int64_t kTiles = (mm.k + kBlockK - 1) / kBlockK;
