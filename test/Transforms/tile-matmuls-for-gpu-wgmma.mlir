@@ -161,3 +161,44 @@ func.func @not_tma(%at: memref<64x128xbf16>, %b: memref<64x64xbf16>, %c: memref<
   }
   return
 }
+
+// -----
+
+// A matmul big enough that 128 x 256 tiles still give each of the 132 SMs
+// a block (2048 x 4096: 16 x 16 blocks) takes them: wgmma m64n256k16 with
+// 128 accumulators a thread, one block an SM, so 4 stages of 48 KiB (A's
+// 16 KiB and B's four 64 x 64 boxes) and the 1 KiB of slack. With 48 KiB
+// a block no two stages fit (SMALL).
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @wide
+// CHECK:      %[[MB:.+]] = nvgpu.tma.create.descriptor %{{.+}} box[%c64, %c64]
+// CHECK:      gpu.launch blocks(%[[BX:[^,]+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %c16, %{{.+}} = %c16, %{{.+}} = %c1) threads(%{{.+}}) in (%{{.+}} = %c256, %{{.+}} = %c1, %{{.+}} = %c1) dynamic_shared_memory_size %c197632_i32
+// CHECK:        %[[COL0:.+]] = arith.muli %[[BX]], %c256
+// CHECK:        nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 4>
+// CHECK:        nvgpu.mbarrier.arrive.expect_tx %{{.+}}[%c0], %c49152
+// CHECK:        nvgpu.tma.async.load %[[MB]][%[[COL0]], %c0]
+// CHECK:        nvgpu.tma.async.load %[[MB]][%{{.+}}, %c0]
+// CHECK:        nvgpu.tma.async.load %[[MB]][%{{.+}}, %c0]
+// CHECK:        %[[COL192:.+]] = arith.addi %[[COL0]], %c192
+// CHECK:        nvgpu.tma.async.load %[[MB]][%[[COL192]], %c0]
+// CHECK:        scf.for
+// CHECK:          nvvm.wgmma.mma_async {{.+}}, <m = 64, n = 256, k = 16>
+// CHECK:        nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:        llvm.extractvalue %{{.+}}[127]
+// CHECK-NOT:    llvm.extractvalue %{{.+}}[128]
+// SMALL-LABEL: func.func @wide
+// SMALL-NOT:   nvgpu.tma
+func.func @wide(%a: memref<2048x512xbf16>, %b: memref<512x4096xbf16>, %c: memref<2048x4096xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2048x512xbf16>, memref<512x4096xbf16>) outs(%c : memref<2048x4096xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %0 = arith.extf %x : bf16 to f32
+    %1 = arith.extf %y : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}

@@ -1,29 +1,30 @@
 //===- TensorCoreWarpgroup.cpp - wgmma matmuls fed by TMA (sm_90a) --------===//
 //
 // The Hopper kernel, for sm_90a with `warpgroup-mma`: a block of two
-// warpgroups (256 threads) computes a 128 x 128 output tile, each warpgroup
-// 64 rows of it with `wgmma.mma_async.m64n128k16` (f32 accumulators, 64 per
-// thread), reading both operands straight from shared memory. The TMA unit
-// fills that memory: one thread issues `cp.async.bulk.tensor` copies
-// (`nvgpu.tma.async.load`) of 128 x 64 tiles of A and of B into `stages`
-// buffers, each buffer's completion counted by an mbarrier in bytes
-// (`nvgpu.mbarrier.arrive.expect_tx`), and every thread waits on the
+// warpgroups (256 threads) computes a 128 x N output tile (N = 256 for
+// large matmuls, else 128; choosePipeline), each warpgroup 64 rows of it
+// with `wgmma.mma_async.m64nNk16` (f32 accumulators, N / 2 per thread),
+// reading both operands straight from shared memory. The TMA unit fills
+// that memory: one thread issues `cp.async.bulk.tensor` copies
+// (`nvgpu.tma.async.load`) of A's 128 x 64 tile and B's N x 64 one into
+// `stages` buffers, each buffer's completion counted by an mbarrier in
+// bytes (`nvgpu.mbarrier.arrive.expect_tx`), and every thread waits on the
 // barrier's phase parity before multiplying that stage. The copies land in
 // the 128-byte swizzle both the TMA unit and wgmma's shared-memory
 // descriptors know, so neither padding nor ldmatrix is needed.
 //
 // Operands: indexed by plain loop dims (batch dims first, up to 5 in all),
-// A with K contiguous; B with N contiguous ([K][N], read as two 64 x 64
-// boxes and multiplied N-major, wgmma's transposed B) or K contiguous
-// ([N][K], one 128 x 64 box, K-major like A); rows and offset 16-byte
+// A with K contiguous; B with N contiguous ([K][N], read as N / 64 boxes of
+// 64 x 64 and multiplied N-major, wgmma's transposed B) or K contiguous
+// ([N][K], one N x 64 box, K-major like A); rows and offset 16-byte
 // aligned (what a tensor map requires). A box is one tile of the last two
-// dims at the block's batch indices. The tensor maps are made on
-// the host (`nvgpu.tma.create.descriptor`; the plan's `tmap:` launch
-// argument, which the runtime encodes with cuTensorMapEncodeTiled) and
-// cover the whole operand, so the TMA unit zero-fills the tiles past its
-// edges and any M, N and K work. Accumulators leave through the same
-// epilogue as the mma.sync kernels (TensorCoreKernel::finish): a warp's
-// m64n128 fragment has the m16n8 accumulator layout, 16 tiles along N.
+// dims at the block's batch indices. The tensor maps are made on the host
+// (`nvgpu.tma.create.descriptor`; the plan's `tmap:` launch argument, which
+// the runtime encodes with cuTensorMapEncodeTiled) and cover the whole
+// operand, so the TMA unit zero-fills the tiles past its edges and any M,
+// N and K work. Accumulators leave through the same epilogue as the
+// mma.sync kernels (TensorCoreKernel::finish): a warp's m64nN fragment has
+// the m16n8 accumulator layout, N / 8 tiles along N.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,7 +41,7 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr int64_t kBlockM = 128, kBlockN = 128, kBlockK = 64;
+constexpr int64_t kBlockM = 128, kBlockK = 64;
 /// 16-bit elements in one 128-byte swizzled shared row (and one TMA box
 /// row): the K step, and the width of one box of an N-contiguous B.
 constexpr int64_t kRowElements = 64;
@@ -51,12 +52,55 @@ constexpr int64_t kAtomBytes = 8 * kRowBytes;
 /// Rows one warpgroup's wgmma covers, and the K of one instruction.
 constexpr int64_t kWarpgroupRows = 64, kInstructionK = 16;
 constexpr int64_t kMaxStages = 4;
-/// Blocks an SM should hold: two blocks of two warpgroups keep the tensor
-/// cores busy while one block waits on its barriers.
-constexpr int64_t kBlocksPerSM = 2;
-/// The bytes of one stage: A's and B's 128 x 64 tiles.
-constexpr int64_t kStageBytes = (kBlockM + kBlockN) * kBlockK * 2;
+/// A's 128 x 64 tile, first in each stage.
 constexpr int64_t kTileBytes = kBlockM * kBlockK * 2;
+
+/// A block tile: 128 x blockN outputs (wgmma m64n<blockN>k16 per
+/// warpgroup, blockN / 2 accumulators a thread), and the blocks an SM
+/// should hold: two of 128 x 128 (64 accumulators a thread) keep the tensor
+/// cores busy while one waits on its barriers; one of 128 x 256 (128
+/// accumulators, the registers of one block) reads each operand element
+/// from global memory a third less often.
+struct WarpgroupTile {
+  int64_t blockN, blocksPerSM;
+  int64_t stageBytes() const { return (kBlockM + blockN) * kBlockK * 2; }
+};
+constexpr WarpgroupTile kTiles[] = {{256, 1}, {128, 2}};
+
+/// The shape of a Hopper pipeline: its tile, stages and dynamic shared
+/// memory (the stages plus the slack to align them to kAtomBytes).
+struct WarpgroupPipeline {
+  WarpgroupTile tile;
+  int64_t stages, bytes;
+};
+
+/// The documented heuristic (docs/pipeline.md): the largest tile that
+/// still gives every SM a block and wastes at most a quarter of its outputs
+/// on padding (as chooseTensorCoreTile), else 128 x 128; then as many
+/// stages as the shared memory of its blocks per SM allows (the spec
+/// table's per-SM bytes, less the driver's per-block reservation), within
+/// the per-block limit, at least 2 and at most kMaxStages.
+std::optional<WarpgroupPipeline> choosePipeline(int64_t m, int64_t n,
+                                                int64_t batches,
+                                                const TensorCoreTarget &target) {
+  for (const WarpgroupTile &tile : kTiles) {
+    int64_t rows = (m + kBlockM - 1) / kBlockM;
+    int64_t cols = (n + tile.blockN - 1) / tile.blockN;
+    double useful = double(m * n) / double(rows * kBlockM * cols * tile.blockN);
+    bool last = &tile == &kTiles[std::size(kTiles) - 1];
+    if (!last && (rows * cols * batches < target.multiprocessors || useful < 0.75))
+      continue;
+    int64_t budget =
+        std::min(target.sharedPerBlock, target.sharedPerSM / tile.blocksPerSM -
+                                            target.reservedSharedPerBlock) -
+        kAtomBytes;
+    int64_t stages = std::min(kMaxStages, budget / tile.stageBytes());
+    if (stages >= 2)
+      return WarpgroupPipeline{tile, stages,
+                               stages * tile.stageBytes() + kAtomBytes};
+  }
+  return std::nullopt;
+}
 
 /// The layout of an operand the TMA unit can read: at most 5 dims, static
 /// shape, strides and offset, unit innermost stride, and the other strides
@@ -88,26 +132,6 @@ std::optional<std::pair<unsigned, unsigned>> indexedDims(const GpuMatmul &mm,
     if (dims[i] >= mm.batch)
       return std::nullopt;
   return std::make_pair(dims[rank - 2], dims[rank - 1]);
-}
-
-/// The shape of a Hopper pipeline: its stages and dynamic shared memory
-/// (the stages plus the slack to align them to kAtomBytes).
-struct WarpgroupPipeline {
-  int64_t stages, bytes;
-};
-
-/// As many stages as the shared memory of kBlocksPerSM blocks allows (the
-/// spec table's per-SM bytes, less the driver's per-block reservation),
-/// within the per-block limit, at least 2 and at most kMaxStages.
-std::optional<WarpgroupPipeline> chooseStages(const TensorCoreTarget &target) {
-  int64_t budget =
-      std::min(target.sharedPerBlock, target.sharedPerSM / kBlocksPerSM -
-                                          target.reservedSharedPerBlock) -
-      kAtomBytes;
-  int64_t stages = std::min(kMaxStages, budget / kStageBytes);
-  if (stages < 2)
-    return std::nullopt;
-  return WarpgroupPipeline{stages, stages * kStageBytes + kAtomBytes};
 }
 
 /// The shared-memory tile one box of `operand` fills: `rows` x
@@ -178,12 +202,14 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   bool bNContiguous = *bDims == std::make_pair(kDim, nDim);
   if (!bNContiguous && *bDims != std::make_pair(nDim, kDim))
     return failure();
-  std::optional<WarpgroupPipeline> pipeline = chooseStages(target);
+  std::optional<WarpgroupPipeline> pipeline =
+      choosePipeline(probe.m, probe.n, probe.batches, target);
   if (!pipeline)
     return failure();
-  const int64_t stages = pipeline->stages;
+  const int64_t stages = pipeline->stages, blockN = pipeline->tile.blockN,
+                stageBytes = pipeline->tile.stageBytes();
 
-  TensorCoreTile tile{kBlockM, kBlockN, /*warpsM=*/8, /*warpsN=*/1};
+  TensorCoreTile tile{kBlockM, blockN, /*warpsM=*/8, /*warpsN=*/1};
   TensorCoreKernel kernel(op, tile, TypeRange(), pipeline->bytes);
   // The tensor maps, made on the host just before the launch (after the
   // kernel has found the fill it absorbs, which must be just before `op`).
@@ -191,7 +217,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   Location loc = op.getLoc();
   Value aMap = createTensorMap(host, loc, probe.a, kBlockM);
   Value bMap = createTensorMap(host, loc, probe.b,
-                               bNContiguous ? kBlockK : kBlockN);
+                               bNContiguous ? kBlockK : blockN);
   const IndexMath &im = kernel.im;
   OpBuilder &k = kernel.k;
   const GpuMatmul &mm = kernel.mm;
@@ -213,7 +239,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
       kAtomBytes);
   // Stage s: A's tile, then B's (one 128 x 64 box, or two 64 x 64 ones).
   auto stageOffset = [&](OpBuilder &b, Value stage) {
-    return im.add(b, base, im.mulc(b, stage, kStageBytes));
+    return im.add(b, base, im.mulc(b, stage, stageBytes));
   };
   auto view = [&](OpBuilder &b, Value offset, Value operand,
                   int64_t rows) -> Value {
@@ -250,7 +276,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
     Value offset = stageOffset(b, stage);
     Value k0 = im.mulc(b, kTile, kBlockK), zero = im.cst(b, 0);
     nvgpu::MBarrierArriveExpectTxOp::create(b, loc, barriers,
-                                            im.cst(b, kStageBytes), stage,
+                                            im.cst(b, stageBytes), stage,
                                             leader);
     nvgpu::TmaAsyncLoadOp::create(
         b, loc, view(b, offset, mm.a, kBlockM), barriers, aMap,
@@ -258,17 +284,17 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
     Value bOffset = im.addc(b, offset, kTileBytes);
     if (!bNContiguous) {
       nvgpu::TmaAsyncLoadOp::create(
-          b, loc, view(b, bOffset, mm.b, kBlockN), barriers, bMap,
+          b, loc, view(b, bOffset, mm.b, blockN), barriers, bMap,
           coordinates(b, 1, zero, kernel.col0, k0), stage, Value(), leader);
       return;
     }
-    for (int64_t half = 0; half < kBlockN / kRowElements; ++half)
+    for (int64_t box = 0; box < blockN / kRowElements; ++box)
       nvgpu::TmaAsyncLoadOp::create(
           b, loc,
-          view(b, im.addc(b, bOffset, half * kBlockK * kRowBytes), mm.b,
+          view(b, im.addc(b, bOffset, box * kBlockK * kRowBytes), mm.b,
                kBlockK),
           barriers, bMap,
-          coordinates(b, 1, zero, im.addc(b, kernel.col0, half * kRowElements),
+          coordinates(b, 1, zero, im.addc(b, kernel.col0, box * kRowElements),
                       k0),
           stage, Value(), leader);
   };
@@ -329,7 +355,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
     accs = NVVM::WgmmaMmaAsyncOp::create(
         l, loc, accType, accs, step(aDescriptor, kk * 32),
         step(bDescriptor, bStep),
-        NVVM::MMAShapeAttr::get(op.getContext(), kWarpgroupRows, kBlockN,
+        NVVM::MMAShapeAttr::get(op.getContext(), kWarpgroupRows, blockN,
                                 kInstructionK),
         types(), types(),
         NVVM::WGMMATypesAttr::get(op.getContext(), NVVM::WGMMATypes::f32),
