@@ -148,6 +148,8 @@ public:
   std::optional<std::string> meshName;
   std::vector<MeshAxisInfo> meshAxes;
   mlir::Type computeType, accumulateType;
+  /// `precision tf32`: f32 matmuls round their operands to tf32.
+  bool tf32Matmuls = false;
   Scope globals;
   llvm::StringMap<const FunctionDecl *> functions;
 

@@ -349,9 +349,14 @@ Operand Elaborator::emitMatmul(Value lhs, Value rhs, SMLoc where) {
   Type accumulate =
       accumulateType == l || accumulateType.isF32() ? accumulateType
                                                     : builder.getF32Type();
+  // Under `precision tf32`, every f32 matmul (declared f32 tensors too:
+  // the policy is about how matmuls multiply, not about storage).
+  TypeAttr multiply = tf32Matmuls && l.isF32()
+                          ? TypeAttr::get(builder.getTF32Type())
+                          : TypeAttr();
   return Operand::ofTensor(MatmulOp::create(
       builder, loc(where), RankedTensorType::get(*shape, l), lhs, rhs,
-      TypeAttr::get(accumulate)));
+      TypeAttr::get(accumulate), multiply));
 }
 
 //===----------------------------------------------------------------------===//
@@ -980,7 +985,11 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
 }
 
 void Elaborator::declarePrecision(const PrecisionDecl &precision) {
-  std::optional<Type> compute = resolveDtype(precision.compute);
+  // tf32 is a matmul policy rather than a dtype: tensors stay f32.
+  bool tf32 = precision.compute.text == "tf32";
+  std::optional<Type> compute =
+      tf32 ? std::optional<Type>(builder.getTF32Type())
+           : resolveDtype(precision.compute);
   std::optional<Type> accumulate =
       precision.accumulate ? resolveDtype(*precision.accumulate)
                            : std::optional<Type>(builder.getF32Type());
@@ -990,8 +999,9 @@ void Elaborator::declarePrecision(const PrecisionDecl &precision) {
       [&] { return error(precision.loc); }, &context, *compute, *accumulate);
   if (!attr)
     return;
-  computeType = *compute;
+  computeType = tf32 ? builder.getF32Type() : *compute;
   accumulateType = *accumulate;
+  tf32Matmuls = tf32;
   module->setAttr(attr::kPrecision, attr);
 }
 

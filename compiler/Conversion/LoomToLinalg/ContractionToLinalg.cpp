@@ -3,6 +3,7 @@
 #include "Conversion/LoomToLinalg/LinalgBuilders.h"
 #include "Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "Loom/IR/LoomOps.h"
+#include "Loom/IR/Tf32.h"
 
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -11,8 +12,9 @@ using namespace mlir::loom;
 
 namespace {
 /// `[b..., M, K] x [b..., K, N]` (or `x [K, N]`) as one linalg.generic over
-/// (b..., m, n, k), accumulating in the op's accumulation type, then
-/// rounding to the operand type when that is narrower.
+/// (b..., m, n, k), accumulating in the op's accumulation type (the
+/// operands first rounded to tf32 with `multiply tf32`), then rounding to
+/// the operand type when that is narrower.
 struct MatmulLowering : OpConversionPattern<MatmulOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -57,6 +59,7 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     iterators.back() = utils::IteratorType::reduction;
 
     Type accumulate = op.getAccumulate();
+    bool tf32 = op.getMultiply().has_value();
     Value zero = arith::ConstantOp::create(rewriter, loc,
                                            rewriter.getFloatAttr(accumulate, 0.0));
     Value empty = tensor::EmptyOp::create(rewriter, loc, result, accumulate);
@@ -67,6 +70,10 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           Value a = convertScalar(b, nloc, args[0], accumulate);
           Value c = convertScalar(b, nloc, args[1], accumulate);
+          if (tf32) {
+            a = roundToTf32(b, nloc, a);
+            c = roundToTf32(b, nloc, c);
+          }
           // `contract` lets LLVM fuse the multiply and add into one FMA
           // (one rounding instead of two, within the accumulation type).
           auto contract = arith::FastMathFlags::contract;

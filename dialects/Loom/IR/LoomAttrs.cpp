@@ -28,8 +28,15 @@ static bool isStorageFloat(Type type) {
 LogicalResult
 PrecisionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       Type compute, Type accumulate) {
+  // tf32 is no storage type: tensors stay f32, matmuls round to tf32.
+  if (compute.isTF32()) {
+    if (!accumulate.isF32())
+      return emitError() << "tf32 matmuls accumulate in f32, not " << accumulate;
+    return success();
+  }
   if (!isStorageFloat(compute) || !isStorageFloat(accumulate))
-    return emitError() << "precision types must be f32, f16 or bf16";
+    return emitError()
+           << "precision types must be f32, f16 or bf16 (or tf32 for the compute type)";
   // f16 and bf16 have different ranges: neither holds the other's products.
   if (accumulate != compute && !accumulate.isF32())
     return emitError() << "accumulation type " << accumulate

@@ -20,7 +20,9 @@ def Loom_PrecisionAttr : Loom_Attr<"Precision", "precision"> {
     The compute type is the storage type of tensors declared without a
     dtype and the input type of matmuls; the accumulation type is what
     matmuls accumulate in. Example:
-    `#loom.precision<compute = bf16, accumulate = f32>`.
+    `#loom.precision<compute = bf16, accumulate = f32>`. A compute type of
+    tf32 (with accumulate f32) keeps tensors in f32 and has matmuls round
+    their f32 operands to tf32 (`loom.matmul ... multiply tf32`).
   }];
   let parameters = (ins "::mlir::Type":$compute, "::mlir::Type":$accumulate);
   let assemblyFormat = "`<` struct(params) `>`";

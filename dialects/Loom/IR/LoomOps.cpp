@@ -84,6 +84,13 @@ LogicalResult MatmulOp::verify() {
   if (getAccumulate() != element && !getAccumulate().isF32())
     return emitOpError("accumulates in ")
            << getAccumulate() << "; expected f32 or the operand type " << element;
+  if (std::optional<Type> multiply = getMultiply()) {
+    if (!multiply->isTF32())
+      return emitOpError("multiplies in ") << *multiply << "; only tf32 is supported";
+    if (!element.isF32() || !getAccumulate().isF32())
+      return emitOpError("multiply tf32 needs f32 operands and f32 accumulation, not ")
+             << element << " accumulated in " << getAccumulate();
+  }
   Type result = getType().getElementType();
   if (result != element && result != getAccumulate())
     return emitOpError("result element type ")

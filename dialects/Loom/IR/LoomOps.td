@@ -124,17 +124,25 @@ def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
     so that its partial sums are reduced across ranks before they are
     rounded, exactly once, as on one rank.
 
+    With `multiply tf32` (f32 operands, f32 accumulation: `precision tf32`)
+    each operand element is first rounded to tf32, to nearest with ties
+    away from zero, so that the products are what tf32 tensor cores
+    compute (Loom/IR/Tf32.h).
+
     ```mlir
     %y = loom.matmul %x, %w accumulate f32
         : (tensor<64x512xbf16>, tensor<512x2048xbf16>) -> tensor<64x2048xbf16>
+    %z = loom.matmul %a, %b multiply tf32 accumulate f32
+        : (tensor<64x512xf32>, tensor<512x2048xf32>) -> tensor<64x2048xf32>
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$lhs, Loom_FloatTensor:$rhs,
-                       TypeAttrOf<AnyFloat>:$accumulate);
+                       TypeAttrOf<AnyFloat>:$accumulate,
+                       OptionalAttr<TypeAttrOf<AnyFloat>>:$multiply);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs `accumulate` $accumulate attr-dict `:`
-    functional-type(operands, results)
+    $lhs `,` $rhs (`multiply` $multiply^)? `accumulate` $accumulate attr-dict
+    `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/IR/Tf32.h"
 #include "Loom/Transforms/TensorCoreKernel.h"
 #include "Loom/Transforms/Passes.h"
 
@@ -66,11 +67,13 @@ bool loom::isTensorCoreMatmul(linalg::GenericOp op) {
     return cast<ShapedType>(v.getType()).getElementType();
   };
   Type a = element(op.getDpsInputs()[0]), b = element(op.getDpsInputs()[1]);
-  if (a != b || !(a.isBF16() || a.isF16()) || !element(op.getDpsInits()[0]).isF32())
+  if (a != b || !(a.isBF16() || a.isF16() || a.isF32()) ||
+      !element(op.getDpsInits()[0]).isF32())
     return false;
-  // The body must be exactly acc + extf(a) * extf(b).
+  // The body must be exactly acc + extf(a) * extf(b), or for f32 operands
+  // acc + tf32(a) * tf32(b) (`multiply tf32`, Loom/IR/Tf32.h).
   Block &body = op.getRegion().front();
-  if (body.getOperations().size() != 5)
+  if (!a.isF32() && body.getOperations().size() != 5)
     return false;
   auto add = body.getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
   if (!add)
@@ -83,6 +86,8 @@ bool loom::isTensorCoreMatmul(linalg::GenericOp op) {
   if (!mul)
     return false;
   auto extOf = [&](Value v, unsigned arg) {
+    if (a.isF32())
+      return matchRoundToTf32(v) == body.getArgument(arg);
     auto ext = v.getDefiningOp<arith::ExtFOp>();
     return ext && ext.getIn() == body.getArgument(arg);
   };
@@ -147,6 +152,9 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
                               otherwise, tl, otherwise.getZeroAttr(element))});
                     })
                     .getResult(0);
+      // tf32 operands are rounded once, here, as the CPU kernels do.
+      if (element.isF32())
+        v = loom::roundToTf32(l, loc, v);
       memref::StoreOp::create(l, loc, v, buffer, ValueRange{r, col});
     }
   };
@@ -162,7 +170,30 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
   };
   Value t2 = im.mulc(l, kernel.t, 2);
   SmallVector<Value> accs(kLoop.getRegionIterArgs());
-  for (int64_t kk = 0; kk < kBlockK; kk += 16) {
+  if (element.isF32()) {
+    // m16n8k8 tf32: A's registers rows g and g + 8, columns t and t + 4; B's
+    // rows t and t + 4 of column g (PTX ISA, "Matrix Fragments for
+    // mma.m16n8k8"), each an f32 whose low 13 bits are 0.
+    auto bits = [&](Value v) -> Value {
+      return arith::BitcastOp::create(l, loc, l.getI32Type(), v);
+    };
+    for (int64_t kk = 0; kk < kBlockK; kk += 8) {
+      SmallVector<SmallVector<Value, 4>> aFrags, bFrags;
+      Value c0 = im.addc(l, kernel.t, kk), c4 = im.addc(l, kernel.t, kk + 4);
+      for (int64_t mi = 0; mi < kernel.tilesM; ++mi) {
+        Value r = im.addc(l, im.add(l, kernel.warpRow, kernel.g), mi * 16);
+        Value r8 = im.addc(l, r, 8);
+        aFrags.push_back({bits(loadA(r, c0)), bits(loadA(r8, c0)),
+                          bits(loadA(r, c4)), bits(loadA(r8, c4))});
+      }
+      for (int64_t ni = 0; ni < kernel.tilesN; ++ni) {
+        Value col = im.addc(l, im.add(l, kernel.warpCol, kernel.g), ni * 8);
+        bFrags.push_back({bits(loadB(c0, col)), bits(loadB(c4, col))});
+      }
+      kernel.multiply(l, aFrags, bFrags, accs);
+    }
+  }
+  for (int64_t kk = 0; !element.isF32() && kk < kBlockK; kk += 16) {
     SmallVector<SmallVector<Value, 4>> aFrags, bFrags;
     for (int64_t mi = 0; mi < kernel.tilesM; ++mi) {
       Value r = im.addc(l, im.add(l, kernel.warpRow, kernel.g), mi * 16);
@@ -347,14 +378,17 @@ void loom::TensorCoreKernel::multiply(OpBuilder &b,
   Type f32 = b.getF32Type();
   auto structType =
       LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
-  NVVM::MMATypes ptxType =
-      element.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  NVVM::MMATypes ptxType = element.isBF16()  ? NVVM::MMATypes::bf16
+                           : element.isF16() ? NVVM::MMATypes::f16
+                                             : NVVM::MMATypes::tf32;
+  // tf32 multiplies 8 of K at a time, the 16-bit types 16.
+  std::array<int64_t, 3> shape{16, 8, element.isF32() ? 8 : 16};
   for (int64_t mi = 0; mi < tilesM; ++mi)
     for (int64_t ni = 0; ni < tilesN; ++ni) {
       int64_t base = (mi * tilesN + ni) * 4;
       SmallVector<Value> cFrag(accs.begin() + base, accs.begin() + base + 4);
       auto mma = NVVM::MmaOp::create(
-          b, loc, structType, aFrags[mi], bFrags[ni], cFrag, {16, 8, 16},
+          b, loc, structType, aFrags[mi], bFrags[ni], cFrag, shape,
           std::nullopt, std::nullopt,
           std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
           std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,

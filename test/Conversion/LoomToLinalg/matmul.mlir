@@ -130,3 +130,41 @@ func.func @lhs_rank2(%a: tensor<5x4xf32>, %b: tensor<2x1x4x5xf32>) -> tensor<2x1
   %0 = loom.matmul %a, %b accumulate f32 : (tensor<5x4xf32>, tensor<2x1x4x5xf32>) -> tensor<2x1x5x5xf32>
   return %0 : tensor<2x1x5x5xf32>
 }
+
+// -----
+
+// multiply tf32 (precision tf32): both f32 operands are rounded to tf32
+// in the body before the product (Loom/IR/Tf32.h): their bits plus 0x1000
+// (4096), masked with 0xFFFFE000 (-8192), unless the exponent field
+// (0x7F800000, 2139095040) is all ones.
+// CHECK-LABEL: func.func @mm_tf32
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[A:[^:]+]]: f32, %[[B:[^:]+]]: f32, %[[OUT:[^:]+]]: f32):
+// CHECK-NEXT: [[BITS:%.+]] = arith.bitcast %[[A]] : f32 to i32
+// CHECK-NEXT: [[HALF:%.+]] = arith.constant 4096 : i32
+// CHECK-NEXT: [[PLUS:%.+]] = arith.addi [[BITS]], [[HALF]] : i32
+// CHECK-NEXT: [[MASK:%.+]] = arith.constant -8192 : i32
+// CHECK-NEXT: [[KEPT:%.+]] = arith.andi [[PLUS]], [[MASK]] : i32
+// CHECK-NEXT: [[E1:%.+]] = arith.constant 2139095040 : i32
+// CHECK-NEXT: [[EXP:%.+]] = arith.andi [[BITS]], [[E1]] : i32
+// CHECK-NEXT: [[E2:%.+]] = arith.constant 2139095040 : i32
+// CHECK-NEXT: [[FINITE:%.+]] = arith.cmpi ne, [[EXP]], [[E2]] : i32
+// CHECK-NEXT: [[SEL:%.+]] = arith.select [[FINITE]], [[KEPT]], [[BITS]] : i32
+// CHECK-NEXT: [[TA:%.+]] = arith.bitcast [[SEL]] : i32 to f32
+// CHECK-NEXT: arith.bitcast %[[B]] : f32 to i32
+// CHECK:      [[TB:%.+]] = arith.bitcast %{{.+}} : i32 to f32
+// CHECK-NEXT: [[P:%.+]] = arith.mulf [[TA]], [[TB]] fastmath<contract> : f32
+// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] fastmath<contract> : f32
+// CHECK-NEXT: linalg.yield [[S]] : f32
+// Without multiply tf32 an f32 matmul multiplies its operands as they are.
+// CHECK-LABEL: func.func @mm_f32
+// CHECK: ^bb0(%[[A:[^:]+]]: f32, %[[B:[^:]+]]: f32, %[[OUT:[^:]+]]: f32):
+// CHECK-NEXT: arith.mulf %[[A]], %[[B]] fastmath<contract> : f32
+func.func @mm_tf32(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %0 = loom.matmul %x, %w multiply tf32 accumulate f32 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+func.func @mm_f32(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  %0 = loom.matmul %x, %w accumulate f32 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}

@@ -131,6 +131,22 @@ func.func @matmul_batch(%a: tensor<2x16x8xf32>, %b: tensor<3x8x16xf32>) {
 
 // -----
 
+func.func @matmul_multiply_bf16(%a: tensor<64x512xf32>, %b: tensor<512x128xf32>) {
+  // expected-error @+1 {{'loom.matmul' op multiplies in 'bf16'; only tf32 is supported}}
+  %0 = loom.matmul %a, %b multiply bf16 accumulate f32 : (tensor<64x512xf32>, tensor<512x128xf32>) -> tensor<64x128xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_tf32_of_bf16(%a: tensor<64x512xbf16>, %b: tensor<512x128xbf16>) {
+  // expected-error @+1 {{'loom.matmul' op multiply tf32 needs f32 operands and f32 accumulation, not 'bf16' accumulated in 'f32'}}
+  %0 = loom.matmul %a, %b multiply tf32 accumulate f32 : (tensor<64x512xbf16>, tensor<512x128xbf16>) -> tensor<64x128xbf16>
+  return
+}
+
+// -----
+
 func.func @matmul_mixed_operands(%a: tensor<64x512xbf16>, %b: tensor<512x128xf32>) {
   // expected-error @+1 {{'loom.matmul' op operands differ in element type: 'bf16' and 'f32'}}
   %0 = loom.matmul %a, %b accumulate f32 : (tensor<64x512xbf16>, tensor<512x128xf32>) -> tensor<64x128xbf16>
@@ -1070,6 +1086,18 @@ module attributes {loom.precision = #loom.precision<compute = bf16, accumulate =
 
 // expected-error @+1 {{accumulation type 'bf16' must be f32 or the compute type 'f32'}}
 module attributes {loom.precision = #loom.precision<compute = f32, accumulate = bf16>} {
+}
+
+// -----
+
+// expected-error @+1 {{tf32 matmuls accumulate in f32, not 'f16'}}
+module attributes {loom.precision = #loom.precision<compute = tf32, accumulate = f16>} {
+}
+
+// -----
+
+// expected-error @+1 {{precision types must be f32, f16 or bf16 (or tf32 for the compute type)}}
+module attributes {loom.precision = #loom.precision<compute = f32, accumulate = tf32>} {
 }
 
 // -----

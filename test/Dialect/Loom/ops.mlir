@@ -98,6 +98,9 @@ func.func @matmul(%x: tensor<64x512xbf16>, %w: tensor<512x2048xbf16>,
   // Batched, broadcast batch dims.
   // CHECK: loom.matmul %[[Q]], %[[P]] accumulate f32 : (tensor<2x4x16x8xf32>, tensor<1x4x8x16xf32>) -> tensor<2x4x16x16xf32>
   %3 = loom.matmul %q, %p accumulate f32 : (tensor<2x4x16x8xf32>, tensor<1x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  // f32 operands rounded to tf32 (precision tf32).
+  // CHECK: loom.matmul %[[Q]], %[[K]] multiply tf32 accumulate f32 : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  %4 = loom.matmul %q, %k multiply tf32 accumulate f32 : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
   return
 }
 
@@ -368,6 +371,12 @@ module attributes {loom.precision = #loom.precision<compute = f32, accumulate = 
 
 // CHECK: module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = bf16>}
 module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = bf16>} {
+}
+
+// -----
+
+// CHECK: module attributes {loom.precision = #loom.precision<compute = tf32, accumulate = f32>}
+module attributes {loom.precision = #loom.precision<compute = tf32, accumulate = f32>} {
 }
 
 // -----
