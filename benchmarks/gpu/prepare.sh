@@ -24,6 +24,10 @@ for size in 4096 8192; do
   # And on sm_90a's wgmma fed by TMA (loomc --gpu-mma=wgmma).
   [ "$arch" = sm_90a ] && $loomc --gpu-mma=wgmma "$out/matmul$size.loom" -o "$out/matmul$size-wgmma"
 done
+# The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
+# cores.
+sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"
+$loomc "$out/gpt-tf32.loom" -o "$out/gpt-tf32"
 # The examples' matmuls on wgmma too, for the numerics check.
 if [ "$arch" = sm_90a ]; then
   $loomc --gpu-mma=wgmma "$root/examples/mlp.loom" -o "$out/mlp-wgmma"

@@ -61,8 +61,9 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables stay in the work directory).
 first=1
-for exe in mlp gpt matmul4096 memory mlp-wgmma matmul4096-wgmma gpt-wgmma; do
+for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma gpt-wgmma; do
   skip $exe && continue
+  [ -x "$here/$exe" ] || continue
   RUN_LIMIT=$(limit_for $exe) run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
   echo "-- $exe"
@@ -80,8 +81,9 @@ echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights) 
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
 else
-  for exe in mlp gpt matmul4096 memory mlp-wgmma matmul4096-wgmma; do
+  for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma; do
     skip $exe && continue
+    [ -x "$here/$exe" ] || continue
     export RUN_LIMIT=$(limit_for $exe)
     outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
       "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \
