@@ -112,6 +112,13 @@ struct TensorCoreKernel {
   void finish(ValueRange accs);
 };
 
+/// In step `kTile` of a `stages`-deep pipeline over `kTiles` K tiles, once
+/// the stage the previous step read is free: if tile kTile + stages - 1
+/// exists, `load(b, its stage, it)` refills that stage with it.
+void loadAhead(OpBuilder &b, const IndexMath &im, Value kTile, int64_t stages,
+               int64_t kTiles,
+               function_ref<void(OpBuilder &, Value stage, Value tile)> load);
+
 /// Builds the cp.async + ldmatrix kernel of TensorCorePipeline.cpp when
 /// both operands' rows are 16-byte aligned; fails, leaving `op` alone,
 /// otherwise.

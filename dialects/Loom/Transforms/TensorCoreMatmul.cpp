@@ -265,6 +265,19 @@ Value loom::IndexMath::both(OpBuilder &b, Value x, Value y) const {
   return arith::AndIOp::create(b, loc, x, y);
 }
 
+void loom::loadAhead(
+    OpBuilder &b, const IndexMath &im, Value kTile, int64_t stages,
+    int64_t kTiles,
+    function_ref<void(OpBuilder &, Value stage, Value tile)> load) {
+  Value next = im.addc(b, kTile, stages - 1);
+  Value more = arith::CmpIOp::create(b, im.loc, arith::CmpIPredicate::ult,
+                                     next, im.cst(b, kTiles));
+  scf::IfOp::create(b, im.loc, more, [&](OpBuilder &then, Location loc) {
+    load(then, im.remc(then, next, stages), next);
+    scf::YieldOp::create(then, loc);
+  });
+}
+
 loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
                                          TypeRange workgroup,
                                          int64_t dynamicSharedBytes)

@@ -235,13 +235,7 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
   // the next copies overwrite (the one multiplied in the previous step).
   NVVM::CpAsyncWaitGroupOp::create(l, loc, stages - 2);
   gpu::BarrierOp::create(l, loc);
-  Value next = im.addc(l, kTile, stages - 1);
-  Value more = arith::CmpIOp::create(l, loc, arith::CmpIPredicate::ult, next,
-                                     im.cst(l, kTiles));
-  scf::IfOp::create(l, loc, more, [&](OpBuilder &then, Location) {
-    issueBoth(then, im.remc(then, next, stages), next);
-    scf::YieldOp::create(then, loc);
-  });
+  loadAhead(l, im, kTile, stages, kTiles, issueBoth);
   NVVM::CpAsyncCommitGroupOp::create(l, loc);
 
   Value stage = im.remc(l, kTile, stages);

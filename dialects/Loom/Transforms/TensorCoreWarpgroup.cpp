@@ -375,13 +375,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   // the leader may refill that stage.
   NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
   gpu::BarrierOp::create(l, loc);
-  Value next = im.addc(l, kTile, stages - 1);
-  Value more = arith::CmpIOp::create(l, loc, arith::CmpIPredicate::ult, next,
-                                     im.cst(l, kTiles));
-  scf::IfOp::create(l, loc, more, [&](OpBuilder &then, Location) {
-    load(then, im.remc(then, next, stages), next);
-    scf::YieldOp::create(then, loc);
-  });
+  loadAhead(l, im, kTile, stages, kTiles, load);
   scf::YieldOp::create(l, loc, accs);
 
   NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
