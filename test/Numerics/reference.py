@@ -27,7 +27,10 @@ Precision model (docs/precision.md):
   * a matmul of an f32 and a 16-bit operand first rounds the f32 one to the
     16-bit type; it multiplies and accumulates in f32 and rounds the result
     once to the operand type;
-  * layernorm, softmax and cross_entropy compute their statistics in f32.
+  * layernorm, softmax and cross_entropy compute their statistics in f32;
+  * under --precision tf32 (tensors f32), a matmul of two f32 operands
+    rounds each operand element to tf32 (round_tf32) and sums the products,
+    which are exact in f32, in f32.
 Sums run sequentially (index 0, 1, 2, ...), as a naive loop does; the
 compiler may use another order, and the comparison allows for that.
 
@@ -35,6 +38,7 @@ compiler may use another order, and the comparison allows for that.
 rounded to it (as the executable does when it reads them). The scripts
 declare their matrices with the policy type and their rank-1 params (biases,
 layernorm gains and shifts) as f32; the saved weights must have those dtypes.
+tf32 is no storage type: under it inputs and matrices are f32.
 
 --output names the executable's outputs to check: y (mlp); logits and loss
 (gpt). When a gpt script writes its one block out in the model, its
@@ -54,12 +58,21 @@ tests pass wider limits. The f32 loss is compared twice: with the
 cross-entropy recomputed from the executable's own logits (RTOL), and with
 the reference logits, allowing in addition the logit differences measured
 (capped at their tolerance; log-sum-exp is 1-Lipschitz in the max norm).
+Under tf32 the f32 rule gets one more term, for operand elements of a tf32
+matmul that the reference computed itself (not weights, inputs or the
+executable's outputs) and that lie within OPERAND_RTOL * (|a| + rms(a))
+(--operand-rtol, default 1e-6) of a tf32 rounding midpoint: another correct
+implementation may round those the other way, and the result may move by
+the rounding step times the other operand (tf32_matmul_slack). The term is
+carried through the linear ops after the matmul, not through nonlinear ones
+(a note says so).
 
 Prints one line per check and PASS or FAIL; exits 1 on FAIL.
 
 --no-intermediate-rounding computes every op in f32 and rounds only the
-values that are outputs: a deliberately wrong reference, used by the tests
-to show that the comparison notices missing rounding points.
+values that are outputs (and, under tf32, multiplies unrounded operands): a
+deliberately wrong reference, used by the tests to show that the comparison
+notices missing rounding points.
 """
 import argparse
 import json
@@ -75,6 +88,8 @@ import numpy as np
 # --------------------------------------------------------------------------
 
 FLOAT_TYPES = ("f32", "f16", "bf16")
+# The values of --precision: the storage types, and tf32, which stores f32.
+POLICIES = ("f32", "tf32", "f16", "bf16")
 MANTISSA_BITS = {"f32": 23, "f16": 10, "bf16": 7}
 MIN_NORMAL_EXP = {"f32": -126, "f16": -14, "bf16": -126}
 
@@ -86,6 +101,19 @@ def round_bf16(x):
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     out = rounded.astype(np.uint32).view(np.float32)
     return np.where(np.isnan(x), np.float32(np.nan), out).astype(np.float32)
+
+
+def round_tf32(x):
+    """Rounds float32 values to tf32 (10 mantissa bits), to nearest with ties
+    away from zero, as PTX cvt.rna.tf32.f32: add half a tf32 ulp (bit 12) to
+    the f32 bits and clear the low 13 bits. Infinities and NaNs are kept; a
+    finite value above tf32's largest becomes an infinity (the carry runs
+    into the exponent)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    return np.where(special, bits, rounded).astype(np.uint32).view(np.float32)
 
 
 def round_to(x, dtype):
@@ -115,14 +143,50 @@ def ulp(dtype, magnitude):
 # --------------------------------------------------------------------------
 
 ROUND_INTERMEDIATE = True
+# --precision tf32: matmuls of two f32 operands multiply them rounded to tf32.
+MULTIPLY_TF32 = False
+# How far (relative to |a| + rms(a)) a correct implementation's f32 value of
+# a computed tf32 matmul operand may be from the reference's (--operand-rtol).
+OPERAND_RTOL = 1e-6
+
+
+def storage_type(policy):
+    """The dtype of inputs and params declared without one: the policy's
+    compute type, except that tf32 is no storage type (its tensors are f32)."""
+    return "f32" if policy == "tf32" else policy
 
 
 class Val:
-    """A stored tensor: float32 data representable in `dtype`."""
+    """A stored tensor: float32 data representable in `dtype`.
 
-    def __init__(self, data, dtype):
+    `exact`: every correct implementation has these very values (weights,
+    inputs, the executable's own outputs, and data movement of those), as
+    opposed to values the reference computed. `slack`: None, or an absolute
+    per-element allowance (float64, broadcastable to `data`) for tf32
+    rounding points that a correct implementation may take the other way
+    (see tf32_matmul_slack)."""
+
+    def __init__(self, data, dtype, exact=False, slack=None):
         self.data = np.asarray(data, dtype=np.float32)
         self.dtype = dtype
+        self.exact = exact
+        self.slack = slack
+
+
+def add_slack(*slacks):
+    present = [s for s in slacks if s is not None]
+    return sum(present) if present else None
+
+
+# Set when a value with a tf32 allowance went into a nonlinear op (gelu,
+# layernorm, softmax), whose result then carries none: the allowance is
+# bounded through linear ops only, so such a comparison is not covered.
+SLACK_LOST = False
+
+
+def nonlinear(*vals):
+    global SLACK_LOST
+    SLACK_LOST = SLACK_LOST or any(v.slack is not None for v in vals)
 
 
 def store(data, dtype):
@@ -145,23 +209,33 @@ def promote(*dtypes):
 
 def const(value, dtype):
     """A number literal next to a tensor of `dtype`."""
-    return Val(round_to(np.float32(value), dtype), dtype)
+    return Val(round_to(np.float32(value), dtype), dtype, exact=True)
 
 
 def add(a, b):
-    return store(a.data + b.data, promote(a.dtype, b.dtype))
+    out = store(a.data + b.data, promote(a.dtype, b.dtype))
+    out.slack = add_slack(a.slack, b.slack)
+    return out
 
 
 def mul(a, b):
-    return store(a.data * b.data, promote(a.dtype, b.dtype))
+    out = store(a.data * b.data, promote(a.dtype, b.dtype))
+    out.slack = add_slack(
+        None if a.slack is None else a.slack * np.abs(b.data.astype(np.float64)),
+        None if b.slack is None else b.slack * np.abs(a.data.astype(np.float64)),
+        None if a.slack is None or b.slack is None else a.slack * b.slack)
+    return out
 
 
 def cast(a, dtype):
-    return store(a.data, dtype)
+    out = store(a.data, dtype)
+    out.slack = a.slack
+    return out
 
 
 def gelu(a):
     """tanh approximation, in f32."""
+    nonlinear(a)
     x = a.data
     f = np.float32
     inner = f(math.sqrt(2.0 / math.pi)) * (x + f(0.044715) * x * x * x)
@@ -185,18 +259,82 @@ def matmul(a, b):
         a = cast(a, narrow) if a.dtype == "f32" else a
         b = cast(b, narrow) if b.dtype == "f32" else b
     x, w = a.data, b.data
+    if MULTIPLY_TF32 and a.dtype == "f32" and ROUND_INTERMEDIATE:
+        # The products of two tf32 values (11-bit significands) are exact in
+        # f32; only the f32 additions round.
+        slack = tf32_matmul_slack(a, b)
+        x, w = round_tf32(x), round_tf32(w)
+    else:
+        slack = linear_matmul_slack(a, b)
     k = x.shape[-1]
     assert w.shape[-2] == k, (x.shape, w.shape)
     shape = np.broadcast_shapes(x.shape[:-1] + (1,), w.shape[:-2] + (1, w.shape[-1]))
     acc = np.zeros(shape, dtype=np.float32)
     for i in range(k):
         acc = acc + x[..., :, i:i + 1] * w[..., i:i + 1, :]
-    return store(acc, a.dtype)
+    out = store(acc, a.dtype)
+    out.slack = slack
+    return out
+
+
+def linear_matmul_slack(a, b):
+    """An operand's allowance carried through a matmul without tf32."""
+    if a.slack is None and b.slack is None:
+        return None
+    sa = np.zeros(a.data.shape) if a.slack is None else np.broadcast_to(a.slack, a.data.shape)
+    sb = np.zeros(b.data.shape) if b.slack is None else np.broadcast_to(b.slack, b.data.shape)
+    ra, rb = np.abs(a.data.astype(np.float64)), np.abs(b.data.astype(np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        slack = np.matmul(sa, rb) + np.matmul(ra, sb) + np.matmul(sa, sb)
+    return np.where(np.isfinite(slack), slack, 0.0)
+
+
+def tf32_step(a):
+    """Per element of a computed f32 operand: how far its tf32 rounding can
+    move if a correct implementation computed the element up to
+    OPERAND_RTOL * (|a| + rms(a)), plus its own allowance, away from the
+    reference's value. Zero unless a rounding midpoint lies that close; then
+    about one tf32 ulp (or more, for an allowance above one)."""
+    v = a.data.astype(np.float64)
+    finite = np.isfinite(v)
+    rms = float(np.sqrt(np.mean(v[finite] ** 2))) if finite.any() else 0.0
+    u = OPERAND_RTOL * (np.abs(v) + rms)
+    if a.slack is not None:
+        u = u + a.slack
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = round_tf32(a.data).astype(np.float64)
+        hi = round_tf32((v + u).astype(np.float32)).astype(np.float64)
+        lo = round_tf32((v - u).astype(np.float32)).astype(np.float64)
+        step = np.maximum(np.abs(hi - r), np.abs(lo - r))
+    return np.where(finite & np.isfinite(step), step, 0.0)
+
+
+def tf32_matmul_slack(a, b):
+    """The allowance of a tf32 matmul for operand elements that the
+    reference computed itself (a gelu, a layernorm, ...) and that lie within
+    f32 noise of a tf32 rounding midpoint: another correct implementation
+    may round them the other way, which changes the result by up to
+    sum_k step_a |b| + |a| step_b + step_a step_b (the rounded operands).
+    Operands that every implementation shares exactly (weights, inputs, the
+    executable's own values) round identically and need none. None if no
+    element needs it."""
+    if a.exact and b.exact:
+        return None
+    ra = np.abs(round_tf32(a.data).astype(np.float64))
+    rb = np.abs(round_tf32(b.data).astype(np.float64))
+    sa = np.zeros_like(ra) if a.exact else tf32_step(a)
+    sb = np.zeros_like(rb) if b.exact else tf32_step(b)
+    if not sa.any() and not sb.any():
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        slack = np.matmul(sa, rb) + np.matmul(ra, sb) + np.matmul(sa, sb)
+    return np.where(np.isfinite(slack), slack, 0.0)
 
 
 def layernorm(x, scale, bias, eps=1e-5):
     """(x - mean) * rsqrt(var + eps) * scale + bias over the last axis,
     biased variance, statistics in f32."""
+    nonlinear(x, scale, bias)
     f = np.float32
     d = f(x.data.shape[-1])
     mean = seq_sum(x.data) / d
@@ -210,26 +348,32 @@ def layernorm(x, scale, bias, eps=1e-5):
 def causal_mask(x):
     q, k = x.data.shape[-2:]
     keep = np.arange(k)[None, :] <= np.arange(q)[:, None]
-    return Val(np.where(keep, x.data, np.float32(-np.inf)), x.dtype)
+    slack = None if x.slack is None else np.where(keep, x.slack, 0.0)
+    return Val(np.where(keep, x.data, np.float32(-np.inf)), x.dtype, x.exact, slack)
 
 
 def softmax(x):
     """exp(x - max) / sum over the last axis, in f32."""
+    nonlinear(x)
     m = np.max(x.data, axis=-1, keepdims=True)
     e = np.exp(x.data - m)
     return store(e / seq_sum(e)[..., None], x.dtype)
 
 
 def embedding(table, ids):
-    return Val(table.data[ids], table.dtype)
+    return Val(table.data[ids], table.dtype, table.exact)
 
 
 def transpose(x, perm):
-    return Val(np.transpose(x.data, perm), x.dtype)
+    slack = None if x.slack is None else np.transpose(
+        np.broadcast_to(x.slack, x.data.shape), perm)
+    return Val(np.transpose(x.data, perm), x.dtype, x.exact, slack)
 
 
 def reshape(x, shape):
-    return Val(x.data.reshape(shape), x.dtype)
+    slack = None if x.slack is None else np.broadcast_to(
+        x.slack, x.data.shape).reshape(shape)
+    return Val(x.data.reshape(shape), x.dtype, x.exact, slack)
 
 
 def cross_entropy(logits, labels):
@@ -254,7 +398,8 @@ def no_tap(name, value):
 
 def mlp_forward(w, inputs, policy, tap=no_tap):
     """output y = gelu(x @ w1 + b1) @ w2"""
-    x = Val(round_to(inputs["x"], policy), policy)
+    dtype = storage_type(policy)
+    x = Val(round_to(inputs["x"], dtype), dtype, exact=True)
     h = add(matmul(x, w["w1"]), w["b1"])
     tap("y", matmul(gelu(h), w["w2"]))
 
@@ -368,11 +513,11 @@ def load_weights(path, policy, checker):
         if dt not in file_types:
             checker.fail(f"{name}: {dt} in {path}, expected a float param: FAIL")
             continue
-        dtype = policy if arr.ndim == 2 else "f32"
+        dtype = storage_type(policy) if arr.ndim == 2 else "f32"
         if file_types[dt] != dtype:
             checker.fail(f"{name}: {file_types[dt]} in {path}, but the script declares "
                          f"it {dtype} (--precision {policy}): FAIL")
-        weights[name] = Val(round_to(arr, dtype), dtype)
+        weights[name] = Val(round_to(arr, dtype), dtype, exact=True)
     return weights
 
 
@@ -401,9 +546,10 @@ class Checker:
         print(message)
         self.failed = True
 
-    def compare(self, name, got, ref, dtype):
+    def compare(self, name, got, ref, dtype, slack=None):
         """Compares an output of `dtype`; returns min(|got - ref|, tolerance)
-        per element (or None)."""
+        per element (or None). `slack` (tf32 matmuls) is added to the
+        tolerance."""
         got = np.asarray(got, dtype=np.float32)
         ref = np.asarray(ref, dtype=np.float32)
         if got.shape != ref.shape:
@@ -421,6 +567,11 @@ class Checker:
         if dtype == "f32":
             tol = self.rtol * (np.abs(r) + rms)
             rule = f"rtol {self.rtol:g} x (|ref| + rms {rms:.3g})"
+            if slack is not None:
+                s = np.broadcast_to(slack, got.shape)[both]
+                tol = tol + s
+                rule += (f" + tf32 rounding allowance (median {float(np.median(s)):.3g}, "
+                         f"max {float(s.max()):.3g})")
         else:
             tol = self.ulps * ulp(dtype, r) + self.scale_ulps * ulp(dtype, rms)
             rule = (f"{self.ulps:g} ulp({dtype}, |ref|) + "
@@ -473,7 +624,7 @@ def main():
     parser = argparse.ArgumentParser(
         description="Independent NumPy reference for Loom's numerics tests.")
     parser.add_argument("model", choices=["mlp", "gpt"])
-    parser.add_argument("--precision", required=True, choices=FLOAT_TYPES,
+    parser.add_argument("--precision", required=True, choices=POLICIES,
                         help="the script's compute type")
     parser.add_argument("--weights", required=True, help=".safetensors from --save-weights")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
@@ -492,12 +643,19 @@ def main():
     parser.add_argument("--max-diff-fraction", type=float, default=0.05,
                         help="largest fraction of 16-bit output elements that may "
                              "differ at all (default 0.05)")
+    parser.add_argument("--operand-rtol", type=float, default=1e-6,
+                        help="--precision tf32: the f32 difference, relative to "
+                             "|a| + rms(a), that another correct implementation "
+                             "may have in an operand of a tf32 matmul that the "
+                             "reference computed (default 1e-6)")
     parser.add_argument("--no-intermediate-rounding", action="store_true",
                         help="(self-check) round only the final outputs")
     args = parser.parse_args()
 
-    global ROUND_INTERMEDIATE
+    global ROUND_INTERMEDIATE, MULTIPLY_TF32, OPERAND_RTOL
     ROUND_INTERMEDIATE = not args.no_intermediate_rounding
+    MULTIPLY_TF32 = args.precision == "tf32"
+    OPERAND_RTOL = args.operand_rtol
     if args.no_intermediate_rounding:
         print("note: intermediate rounding disabled (deliberately wrong reference)")
 
@@ -526,10 +684,10 @@ def main():
         # The final rounding of a stored value happens even when intermediate
         # rounding is switched off.
         errors[name] = checker.compare(name, got, round_to(value.data, value.dtype),
-                                       value.dtype)
+                                       value.dtype, value.slack)
         if got.shape != value.data.shape:
             return value
-        return Val(got.astype(np.float32), value.dtype)
+        return Val(got.astype(np.float32), value.dtype, exact=True)
 
     if args.model == "mlp":
         mlp_forward(weights, inputs, args.precision, tap)
@@ -567,6 +725,10 @@ def main():
             checker.compare_scalar("loss (reference logits)", got_loss, ce_ref,
                                    rtol * abs(float(ce_ref)) + slack, rule)
 
+    if SLACK_LOST:
+        print("note: a tf32 rounding allowance went through a nonlinear op; the "
+              "values after it are compared without one (output the "
+              "intermediate values to check each op)")
     print("FAIL" if checker.failed else "PASS")
     sys.exit(1 if checker.failed else 0)
 
