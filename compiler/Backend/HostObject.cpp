@@ -1,6 +1,9 @@
 //===- HostObject.cpp - LLVM dialect kernels to host object code ----------===//
 
 #include "Backend/HostObject.h"
+#include "Loom/IR/LoomDialect.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -21,6 +24,12 @@ LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
+  // `loom.scratch` marks kernel temporaries for the GPU fusion; LLVM has no
+  // parameter attribute for it (the translation would warn about it).
+  module.walk([](LLVM::LLVMFuncOp func) {
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
+      func.removeArgAttr(i, mlir::loom::attr::kScratch);
+  });
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, context);
