@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/IR/Tf32.h"
+#include "Loom/Transforms/GpuLoops.h"
 #include "Loom/Transforms/TensorCoreKernel.h"
 #include "Loom/Transforms/Passes.h"
 
@@ -238,7 +239,7 @@ void loom::buildTensorCoreMatmul(linalg::GenericOp op,
 //===----------------------------------------------------------------------===//
 
 Value loom::IndexMath::cst(OpBuilder &b, int64_t v) const {
-  return arith::ConstantIndexOp::create(b, loc, v);
+  return constantIndex(b, loc, v);
 }
 Value loom::IndexMath::add(OpBuilder &b, Value x, Value y) const {
   return arith::AddIOp::create(b, loc, x, y);
