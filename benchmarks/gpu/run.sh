@@ -40,9 +40,12 @@ run() {
 # The wgmma variants (loomc --gpu-mma=wgmma, sm_90a): after one of them
 # fails or hangs, the others are skipped rather than waited for.
 wgmma_broken=0
+# skip EXE: whether to leave EXE out (not prepared, or a wgmma one after a
+# wgmma failure).
 skip() {
+  [ -x "$here/$1" ] || return 0
   case $1 in
-    *-wgmma) [ -x "$here/$1" ] || return 0; [ $wgmma_broken -eq 1 ] ;;
+    *-wgmma) [ $wgmma_broken -eq 1 ] ;;
     *) return 1 ;;
   esac
 }
@@ -63,7 +66,6 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 first=1
 for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma gpt-wgmma; do
   skip $exe && continue
-  [ -x "$here/$exe" ] || continue
   RUN_LIMIT=$(limit_for $exe) run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
   echo "-- $exe"
@@ -83,7 +85,6 @@ if ! $py -c "import numpy" 2>/dev/null; then
 else
   for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma; do
     skip $exe && continue
-    [ -x "$here/$exe" ] || continue
     export RUN_LIMIT=$(limit_for $exe)
     outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
       "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \

@@ -169,7 +169,6 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
   auto loadB = [&](Value r, Value col) {
     return memref::LoadOp::create(l, loc, bTile, ValueRange{r, col}).getResult();
   };
-  Value t2 = im.mulc(l, kernel.t, 2);
   SmallVector<Value> accs(kLoop.getRegionIterArgs());
   if (element.isF32()) {
     // m16n8k8 tf32: A's registers rows g and g + 8, columns t and t + 4; B's
@@ -193,26 +192,28 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
       }
       kernel.multiply(l, aFrags, bFrags, accs);
     }
-  }
-  for (int64_t kk = 0; !element.isF32() && kk < kBlockK; kk += 16) {
-    SmallVector<SmallVector<Value, 4>> aFrags, bFrags;
-    for (int64_t mi = 0; mi < kernel.tilesM; ++mi) {
-      Value r = im.addc(l, im.add(l, kernel.warpRow, kernel.g), mi * 16);
-      Value r8 = im.addc(l, r, 8);
-      Value c0 = im.addc(l, t2, kk), c8 = im.addc(l, t2, kk + 8);
-      auto pair = [&](Value row, Value col) {
-        return kernel.pack(l, loadA(row, col), loadA(row, im.addc(l, col, 1)));
-      };
-      aFrags.push_back({pair(r, c0), pair(r8, c0), pair(r, c8), pair(r8, c8)});
+  } else {
+    Value t2 = im.mulc(l, kernel.t, 2);
+    for (int64_t kk = 0; kk < kBlockK; kk += 16) {
+      SmallVector<SmallVector<Value, 4>> aFrags, bFrags;
+      for (int64_t mi = 0; mi < kernel.tilesM; ++mi) {
+        Value r = im.addc(l, im.add(l, kernel.warpRow, kernel.g), mi * 16);
+        Value r8 = im.addc(l, r, 8);
+        Value c0 = im.addc(l, t2, kk), c8 = im.addc(l, t2, kk + 8);
+        auto pair = [&](Value row, Value col) {
+          return kernel.pack(l, loadA(row, col), loadA(row, im.addc(l, col, 1)));
+        };
+        aFrags.push_back({pair(r, c0), pair(r8, c0), pair(r, c8), pair(r8, c8)});
+      }
+      for (int64_t ni = 0; ni < kernel.tilesN; ++ni) {
+        Value col = im.addc(l, im.add(l, kernel.warpCol, kernel.g), ni * 8);
+        auto pair = [&](Value row) {
+          return kernel.pack(l, loadB(row, col), loadB(im.addc(l, row, 1), col));
+        };
+        bFrags.push_back({pair(im.addc(l, t2, kk)), pair(im.addc(l, t2, kk + 8))});
+      }
+      kernel.multiply(l, aFrags, bFrags, accs);
     }
-    for (int64_t ni = 0; ni < kernel.tilesN; ++ni) {
-      Value col = im.addc(l, im.add(l, kernel.warpCol, kernel.g), ni * 8);
-      auto pair = [&](Value row) {
-        return kernel.pack(l, loadB(row, col), loadB(im.addc(l, row, 1), col));
-      };
-      bFrags.push_back({pair(im.addc(l, t2, kk)), pair(im.addc(l, t2, kk + 8))});
-    }
-    kernel.multiply(l, aFrags, bFrags, accs);
   }
   // Everyone is done with the tiles before they are overwritten.
   gpu::BarrierOp::create(l, loc);

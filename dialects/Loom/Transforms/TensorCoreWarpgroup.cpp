@@ -233,11 +233,12 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   Value address =
       memref::ExtractAlignedPointerAsIndexOp::create(k, loc, all);
   Value base = im.remc(
-      k, im.add(k, im.cst(k, kAtomBytes),
-                arith::SubIOp::create(k, loc, im.cst(k, 0),
-                                      im.remc(k, address, kAtomBytes))),
+      k,
+      arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
+                            im.remc(k, address, kAtomBytes)),
       kAtomBytes);
-  // Stage s: A's tile, then B's (one 128 x 64 box, or two 64 x 64 ones).
+  // Stage s: A's tile, then B's (one blockN x 64 box, or blockN / 64 boxes
+  // of 64 x 64).
   auto stageOffset = [&](OpBuilder &b, Value stage) {
     return im.add(b, base, im.mulc(b, stage, stageBytes));
   };
@@ -302,8 +303,8 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   for (int64_t s = 0; s < std::min(stages - 1, kTiles); ++s)
     load(k, im.cst(k, s), im.cst(k, s));
 
-  // The accumulators as wgmma's operand: one struct of 64 f32 per thread,
-  // in the order of the m16n8 tiles along N (TensorCoreKernel's order).
+  // The accumulators as wgmma's operand: one struct of blockN / 2 f32 a
+  // thread, in the order of the m16n8 tiles along N (TensorCoreKernel's).
   Type f32 = k.getF32Type();
   const int64_t count = kernel.tilesM * kernel.tilesN * 4;
   auto accType = LLVM::LLVMStructType::getLiteral(
@@ -327,7 +328,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
 
   // This warpgroup's rows of A, and B: K-major descriptors step 32 bytes
   // along a swizzled row per instruction; an N-major B steps 16 rows, its
-  // two 64-column boxes kBlockK rows apart (the leading byte offset).
+  // 64-column boxes kBlockK rows apart (the leading byte offset).
   Value warpgroup = im.divc(l, kernel.warp, 4);
   Value stageAddress = im.add(l, address, stageOffset(l, stage));
   Value aAddress = im.add(l, stageAddress,
