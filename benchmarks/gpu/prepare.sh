@@ -17,21 +17,20 @@ $loomc "$root/benchmarks/gpu/memory.loom" -o "$out/memory"
 for size in 4096 8192; do
   sed "s/SIZE/$size/g; s/PRECISION/bf16/" "$root/benchmarks/cpu/matmul.loom" > "$out/matmul$size.loom"
   $loomc "$out/matmul$size.loom" -o "$out/matmul$size"
-  # The same matmul with the shared memory the spec table allows (3 stages
-  # of K step 64 in 96 KiB of dynamic shared memory on an H100/H200),
-  # timed beside the default (3 of K step 32 in 48 KiB static) to compare.
-  $loomc --gpu-shared-limit=0 "$out/matmul$size.loom" -o "$out/matmul$size-dynamic"
-  # And on sm_90a's wgmma fed by TMA (loomc --gpu-mma=wgmma).
-  [ "$arch" = sm_90a ] && $loomc --gpu-mma=wgmma "$out/matmul$size.loom" -o "$out/matmul$size-wgmma"
 done
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"
 $loomc "$out/gpt-tf32.loom" -o "$out/gpt-tf32"
-# The examples' matmuls on wgmma too, for the numerics check.
+# On sm_90a the matmuls above run on wgmma fed by TMA (loomc's default
+# there); the -mma-sync executables keep them on mma.sync, the kernel of
+# sm_80 to sm_89, checked and timed in the same run.
 if [ "$arch" = sm_90a ]; then
-  $loomc --gpu-mma=wgmma "$root/examples/mlp.loom" -o "$out/mlp-wgmma"
-  $loomc --gpu-mma=wgmma "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-wgmma"
+  $loomc --gpu-mma=mma.sync "$root/examples/mlp.loom" -o "$out/mlp-mma-sync"
+  $loomc --gpu-mma=mma.sync "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-mma-sync"
+  for size in 4096 8192; do
+    $loomc --gpu-mma=mma.sync "$out/matmul$size.loom" -o "$out/matmul$size-mma-sync"
+  done
 fi
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"

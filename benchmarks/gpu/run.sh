@@ -15,7 +15,13 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 py=${PYTHON:-python3}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# GPU_CHECK_KEEP=DIR keeps the full --check-kernels tables (DIR/checks.tgz),
+# e.g. to study a failing kernel's worst elements after the GPU is gone.
+keep() {
+  [ -n "${GPU_CHECK_KEEP:-}" ] && (cd "$work" && tar czf "$GPU_CHECK_KEEP/checks.tgz" ./*.check 2>/dev/null)
+  rm -rf "$work"
+}
+trap keep EXIT
 # Every function loaded with the image: a lazy load at a function's first
 # launch would land between its CUDA events and inflate its time.
 export CUDA_MODULE_LOADING=EAGER
@@ -24,33 +30,19 @@ export CUDA_MODULE_LOADING=EAGER
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 
-# Runs an executable with a time limit (a hung kernel must not hang the
-# check); its stderr goes to $work/err.
-# (RUN_LIMIT seconds; the wgmma executables, never run before this check
-# first passed them, get 30.)
+# Runs an executable with a time limit of 120 s (a hung kernel must not
+# hang the check); its stderr goes to $work/err.
 limit=""
 command -v timeout > /dev/null && limit="timeout"
 run() {
-  local seconds=${RUN_LIMIT:-120}
-  $limit ${limit:+$seconds} "$@" 2> "$work/err"
+  $limit ${limit:+120} "$@" 2> "$work/err"
   local rc=$?
-  [ $rc -eq 124 ] && echo "timed out after $seconds s" >> "$work/err"
+  [ $rc -eq 124 ] && echo "timed out after 120 s" >> "$work/err"
   return $rc
 }
-# The wgmma variants (loomc --gpu-mma=wgmma, sm_90a): after one of them
-# fails or hangs, the others are skipped rather than waited for.
-wgmma_broken=0
-# skip EXE: whether to leave EXE out (not prepared, or a wgmma one after a
-# wgmma failure).
-skip() {
-  [ -x "$here/$1" ] || return 0
-  case $1 in
-    *-wgmma) [ $wgmma_broken -eq 1 ] ;;
-    *) return 1 ;;
-  esac
-}
-limit_for() { case $1 in *-wgmma) echo 30 ;; *) echo 120 ;; esac; }
-failed() { case $1 in *-wgmma) wgmma_broken=1 ;; esac; status=1; }
+# skip EXE: whether to leave EXE out (the -mma-sync ones exist for sm_90a
+# builds only).
+skip() { [ ! -x "$here/$1" ]; }
 # Prints the last error of run, indented.
 errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
@@ -64,9 +56,9 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables stay in the work directory).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma gpt-wgmma; do
+for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
   skip $exe && continue
-  RUN_LIMIT=$(limit_for $exe) run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
+  run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
   echo "-- $exe"
   awk -v first=$first '/^check-kernels:/ || /^tolerance:/ && first {print; next}
@@ -75,7 +67,7 @@ for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma gpt-wgm
        /^      / {print}' "$work/$exe.check"
   first=0
   if [ $rc -ne 0 ]; then
-    echo "$exe: --check-kernels failed (exit $rc):"; errors; failed $exe
+    echo "$exe: --check-kernels failed (exit $rc):"; errors; status=1
   fi
 done
 
@@ -83,9 +75,8 @@ echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights) 
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
 else
-  for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-wgmma matmul4096-wgmma; do
+  for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-mma-sync matmul4096-mma-sync; do
     skip $exe && continue
-    export RUN_LIMIT=$(limit_for $exe)
     outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
       "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \
         '$3 == "output" {printf "--output\n%s=%s/%s.%s.%s.npy\n", $2, dir, exe, device, $2}'
@@ -93,16 +84,15 @@ else
     mapfile -t cpu < <(outputs cpu)
     mapfile -t gpu < <(outputs gpu)
     run "$here/$exe" --device cpu --random-inputs --seed 7 --save-weights "$work/$exe.w" \
-        "${cpu[@]}" > /dev/null || { echo "$exe: cpu run failed:"; errors; failed $exe; continue; }
+        "${cpu[@]}" > /dev/null || { echo "$exe: cpu run failed:"; errors; status=1; continue; }
     run "$here/$exe" --device cuda --random-inputs --seed 7 --weights "$work/$exe.w" \
-        "${gpu[@]}" > /dev/null || { echo "$exe: cuda run failed:"; errors; failed $exe; continue; }
-    $py "$here/compare.py" "$work" "$exe" || failed $exe
+        "${gpu[@]}" > /dev/null || { echo "$exe: cuda run failed:"; errors; status=1; continue; }
+    $py "$here/compare.py" "$work" "$exe" || status=1
     rm -f "$work/$exe".*.npy "$work/$exe.w"
   done
-  unset RUN_LIMIT
 fi
 
-echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.45 (mma.sync), >= 0.6 (wgmma)  [${SECONDS} s]"
+echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.6 (wgmma: matmulN on sm_90a), >= 0.45 (mma.sync: matmulN-mma-sync)  [${SECONDS} s]"
 # cuBLAS's best of 10 (CUDA events, after 3 warm-ups) per size, measured once.
 declare -A cublas
 for size in 4096 8192; do
@@ -126,19 +116,15 @@ PY
 )
 done
 # Loom's time: the best over seeds of the step's launches (CUDA events, from
-# --trace). The -wgmma variants run sm_90a's wgmma fed by TMA. The -dynamic
-# variants (TIME_DYNAMIC=1) take the shared memory the spec table allows
-# (loomc --gpu-shared-limit=0: K step 64, 96 KiB of dynamic shared memory
-# on an H200) instead of the default 48 KiB of static; they measured 2%
-# slower (NOTES.md), so they are not timed by default.
-for exe in matmul4096 matmul8192 matmul4096-wgmma matmul8192-wgmma ${TIME_DYNAMIC:+matmul4096-dynamic matmul8192-dynamic}; do
-  [ -x "$here/$exe" ] || continue
-  skip $exe && { echo "$exe: skipped (a wgmma executable failed above)"; continue; }
-  size=${exe#matmul}; size=${size%-*}
+# --trace). On sm_90a matmulN runs wgmma fed by TMA and matmulN-mma-sync
+# the mma.sync pipeline.
+for exe in matmul4096 matmul8192 matmul4096-mma-sync matmul8192-mma-sync; do
+  skip $exe && continue
+  size=${exe#matmul}; size=${size%%-*}
   best=""
   for seed in 1 2 3; do
-    RUN_LIMIT=$(limit_for $exe) run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$exe: Loom's cuda run failed:"; errors; failed $exe; break; }
+    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; break; }
     us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
     best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
   done
@@ -166,12 +152,12 @@ for exe in memory gpt; do
 done
 $py "$here/bandwidth.py" "$here" "$work" memory gpt || status=1
 
-echo "== memory and race checks (compute-sanitizer, where it works) on mlp and mlp-wgmma  [${SECONDS} s]"
+echo "== memory and race checks (compute-sanitizer, where it works) on mlp and mlp-mma-sync  [${SECONDS} s]"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -z "$sanitizer" ]; then
   echo "compute-sanitizer not found: skipped"
 else
-  for exe in mlp mlp-wgmma; do
+  for exe in mlp mlp-mma-sync; do
     skip $exe && continue
     for tool in memcheck racecheck; do
       echo "-- $exe: $tool"

@@ -136,13 +136,24 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
   FailureOr<const ::loom::DeviceSpec *> device = gpuDevice();
   if (failed(device))
     return failure();
+  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
+  // PTX lacks them); there they are the default.
+  bool sm90a = options.gpuArch == "sm_90a";
+  if (options.gpuMma == ::loom::GpuMma::Wgmma && !sm90a)
+    return emitError(UnknownLoc::get(&context), "--gpu-mma=wgmma needs ")
+           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
+  bool warpgroupMma = options.gpuMma == ::loom::GpuMma::Wgmma ||
+                      (options.gpuMma == ::loom::GpuMma::Auto && sm90a);
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
-  // --gpu-shared-limit per block (48 KiB unless raised).
-  if (options.gpuSharedLimit < 0)
+  // --gpu-shared-limit per block (unset: 48 KiB for mma.sync alone, the
+  // architecture's limit with wgmma).
+  int64_t sharedLimit =
+      options.gpuSharedLimit.value_or(warpgroupMma ? 0 : 48 * 1024);
+  if (sharedLimit < 0)
     return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
            << "number of bytes, or 0 for the --gpu-arch's limit (got "
-           << options.gpuSharedLimit << ")";
+           << sharedLimit << ")";
   int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024,
           reservedPerBlock = 1024;
   if (const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch)) {
@@ -150,18 +161,12 @@ LogicalResult Driver::runGpuStages(std::optional<::loom::GpuCode> &code,
     sharedPerSM = arch->sharedBytesPerSM;
     reservedPerBlock = arch->reservedSharedBytesPerBlock;
   }
-  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
-  // PTX lacks them).
-  if (options.warpgroupMma && options.gpuArch != "sm_90a")
-    return emitError(UnknownLoc::get(&context), "--gpu-mma=wgmma needs ")
-           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
-  if (options.gpuSharedLimit > 0)
-    sharedPerBlock = std::min(sharedPerBlock, options.gpuSharedLimit);
+  if (sharedLimit > 0)
+    sharedPerBlock = std::min(sharedPerBlock, sharedLimit);
   if (failed(runPipeline(*gpu, [&](OpPassManager &pm) {
         ::loom::buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
                                         sharedPerBlock, sharedPerSM,
-                                        reservedPerBlock,
-                                        options.warpgroupMma);
+                                        reservedPerBlock, warpgroupMma);
       })))
     return failure();
   if (reached(::loom::Stage::GPU, print))

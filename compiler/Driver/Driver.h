@@ -21,6 +21,18 @@ enum class Stage {
 /// The `--emit=` name of a stage.
 llvm::StringRef stageName(Stage stage);
 
+/// Which tensor-core instructions bf16/f16 matmuls use on the GPU.
+enum class GpuMma {
+  /// wgmma on sm_90a (measured 0.78-0.89 of cuBLAS on an H200 against
+  /// mma.sync's 0.46-0.51), mma.sync elsewhere.
+  Auto,
+  /// Warp-level mma.sync fed by cp.async (sm_80 and later).
+  MmaSync,
+  /// Warpgroup wgmma fed by TMA, for the matmuls a tensor map can read
+  /// (sm_90a only; the others stay on mma.sync).
+  Wgmma,
+};
+
 struct DriverOptions {
   /// Print this stage (to `output`, or stdout) instead of linking.
   std::optional<Stage> emit;
@@ -47,14 +59,14 @@ struct DriverOptions {
   /// The GPU the kernel report models (a row of the GpuSpec table).
   std::string gpuDevice = "h200";
   /// Shared memory one block of a tensor-core matmul may use, in bytes,
-  /// within the --gpu-arch's opt-in limit (GpuSpec); 0 for that limit. The
-  /// default keeps the pipelines in static shared memory: on an H200 the
-  /// 3-stage K-step-32 kernel this gives ran 2% faster than the 96 KiB
-  /// K-step-64 one (benchmarks/gpu/NOTES.md).
-  int64_t gpuSharedLimit = 48 * 1024;
-  /// Run the matmuls a TMA tensor map can read on sm_90a's warpgroup
-  /// wgmma (--gpu-mma=wgmma) instead of mma.sync.
-  bool warpgroupMma = false;
+  /// within the --gpu-arch's opt-in limit (GpuSpec); 0 for that limit.
+  /// Unset: 48 KiB for the mma.sync pipelines, which keeps them in static
+  /// shared memory (on an H200 the 3-stage K-step-32 kernel this gives ran
+  /// 2% faster than the 96 KiB K-step-64 one, benchmarks/gpu/NOTES.md), and
+  /// the architecture's limit where wgmma is used (its stages need it).
+  std::optional<int64_t> gpuSharedLimit;
+  /// The tensor-core instructions of bf16/f16 matmuls (--gpu-mma).
+  GpuMma gpuMma = GpuMma::Auto;
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the

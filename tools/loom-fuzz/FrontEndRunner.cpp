@@ -74,9 +74,10 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     if (mlir::failed(bufferize.run(*module)))
       return FrontEndOutcome::Rejected;
     // The GPU path on a copy, as loomc runs it, down to the NVVM dialect
-    // (no ptxas): tensor cores and an H200's SMs; every other script with
-    // loomc's default 48 KiB a block on mma.sync, the others on wgmma with
-    // the architecture's shared memory (--gpu-mma=wgmma). Where the CPU
+    // (no ptxas): tensor cores and an H200's SMs; every other script on
+    // mma.sync with 48 KiB a block (loomc --gpu-mma=mma.sync), the others
+    // on wgmma with the architecture's shared memory (loomc's sm_90a
+    // default). Where the CPU
     // path accepts a kernel the GPU path, and the plan's launch records,
     // must too.
     static unsigned scripts = 0;

@@ -91,23 +91,22 @@ cl::opt<std::string> gpuDevice(
 cl::opt<int64_t> gpuSharedLimit(
     "gpu-shared-limit",
     cl::desc("Shared memory one block of a tensor-core matmul may use, "
-             "within the --gpu-arch's limit (0: that limit); the default "
-             "49152 keeps the pipelines in static shared memory, measured "
-             "fastest on an H200"),
-    cl::init(48 * 1024), cl::value_desc("bytes"), cl::cat(loomCategory));
-enum class GpuMma { MmaSync, Wgmma };
-cl::opt<GpuMma> gpuMma(
+             "within the --gpu-arch's limit (0: that limit); by default "
+             "49152 on mma.sync alone (static shared memory, measured "
+             "fastest on an H200), the limit where wgmma is used"),
+    cl::value_desc("bytes"), cl::cat(loomCategory));
+cl::opt<loom::GpuMma> gpuMma(
     "gpu-mma",
     cl::desc("The tensor-core instructions of bf16/f16 matmuls on the GPU"),
-    cl::values(clEnumValN(GpuMma::MmaSync, "mma.sync",
+    cl::values(clEnumValN(loom::GpuMma::Auto, "auto",
+                          "wgmma on sm_90a, mma.sync elsewhere (the default)"),
+               clEnumValN(loom::GpuMma::MmaSync, "mma.sync",
                           "warp-level mma.sync fed by cp.async (sm_80 and "
-                          "later; the default)"),
-               clEnumValN(GpuMma::Wgmma, "wgmma",
-                          "warpgroup wgmma fed by TMA (sm_90a; other "
-                          "matmuls stay on mma.sync); without "
-                          "--gpu-shared-limit, uses the architecture's "
-                          "shared memory")),
-    cl::init(GpuMma::MmaSync), cl::cat(loomCategory));
+                          "later)"),
+               clEnumValN(loom::GpuMma::Wgmma, "wgmma",
+                          "warpgroup wgmma fed by TMA (sm_90a; matmuls a "
+                          "tensor map cannot read stay on mma.sync)")),
+    cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
 cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
@@ -169,12 +168,9 @@ int main(int argc, char **argv) {
   if (kernelReport.getNumOccurrences())
     options.kernelReport = kernelReport;
   options.gpuDevice = gpuDevice;
-  options.gpuSharedLimit = gpuSharedLimit;
-  options.warpgroupMma = gpuMma == GpuMma::Wgmma;
-  // wgmma's stages need dynamic shared memory: the 48 KiB default is for
-  // the mma.sync pipelines.
-  if (options.warpgroupMma && !gpuSharedLimit.getNumOccurrences())
-    options.gpuSharedLimit = 0;
+  if (gpuSharedLimit.getNumOccurrences())
+    options.gpuSharedLimit = gpuSharedLimit;
+  options.gpuMma = gpuMma;
   // A stage or the report is printed; otherwise an executable is linked.
   bool prints = options.emit || options.kernelReport;
   if (!prints)

@@ -49,40 +49,56 @@ struct BinaryLowering : OpConversionPattern<LoomOp> {
   }
 };
 
-/// The scalar f32 formula of each activation.
-Value gelu(OpBuilder &b, Location loc, Value x) {
-  // The tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+/// The scalar f32 formula of each activation. `fastmath` is `afn` where
+/// the result is a 16-bit float: approximate exp and division (a few f32
+/// ulps, up to about 2^-18 relative for the exp of large arguments,
+/// against a bf16 half-ulp of 2^-9 and an f16 one of 2^-12) vanish in the
+/// rounding, and on the GPU they are what makes a GELU
+/// as fast as a copy (ex2.approx and div.approx instead of the libdevice
+/// exp and a full-precision division).
+Value gelu(OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) {
+  // The tanh approximation, 0.5 x (1 + tanh(u)) with
+  // u = sqrt(2/pi) (x + 0.044715 x^3), written as x / (1 + exp(-2u)): the
+  // same function without tanh, and without 1 + tanh(u)'s cancellation
+  // where u is very negative (there exp overflows to inf and x / inf is
+  // the limit, -0).
   Value x3 = arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
   Value inner = arith::AddFOp::create(
       b, loc, x,
       arith::MulFOp::create(b, loc, f32Constant(b, loc, 0.044715), x3));
-  Value t = math::TanhOp::create(
-      b, loc,
-      arith::MulFOp::create(b, loc, f32Constant(b, loc, std::sqrt(2.0 / M_PI)),
-                            inner));
-  Value half = arith::MulFOp::create(b, loc, f32Constant(b, loc, 0.5), x);
-  return arith::MulFOp::create(
-      b, loc, half, arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), t));
+  Value minusTwoU = arith::MulFOp::create(
+      b, loc, f32Constant(b, loc, -2.0 * std::sqrt(2.0 / M_PI)), inner);
+  Value e = math::ExpOp::create(b, loc, minusTwoU, fastmath);
+  return arith::DivFOp::create(
+      b, loc, x, arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), e),
+      fastmath);
 }
 
-Value silu(OpBuilder &b, Location loc, Value x) {
-  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+Value silu(OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) {
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x),
+                                fastmath);
   return arith::DivFOp::create(
-      b, loc, x, arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), e));
+      b, loc, x, arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), e),
+      fastmath);
 }
 
 template <typename LoomOp>
 struct UnaryLowering : OpConversionPattern<LoomOp> {
-  using Formula = Value (*)(OpBuilder &, Location, Value);
+  using Formula = Value (*)(OpBuilder &, Location, Value, arith::FastMathFlags);
   UnaryLowering(MLIRContext *context, Formula formula)
       : OpConversionPattern<LoomOp>(context), formula(formula) {}
   LogicalResult
   matchAndRewrite(LoomOp op, typename LoomOp::Adaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    Type element = op.getType().getElementType();
+    arith::FastMathFlags fastmath =
+        isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 16
+            ? arith::FastMathFlags::afn
+            : arith::FastMathFlags::none;
     Value result = buildBroadcastElementwise(
         rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
         [&](OpBuilder &b, Location loc, ValueRange args) {
-          return formula(b, loc, args[0]);
+          return formula(b, loc, args[0], fastmath);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -115,25 +131,30 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
                BinaryLowering<MulOp, arith::MulFOp>,
                BinaryLowering<DivOp, arith::DivFOp>>(context);
   patterns.add<UnaryLowering<NegOp>>(
-      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+      context,
+      [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
         return arith::NegFOp::create(b, loc, x);
       });
   patterns.add<UnaryLowering<GeluOp>>(context, gelu);
   patterns.add<UnaryLowering<SiluOp>>(context, silu);
   patterns.add<UnaryLowering<ReluOp>>(
-      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+      context,
+      [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
         return arith::MaximumFOp::create(b, loc, x, f32Constant(b, loc, 0.0));
       });
   patterns.add<UnaryLowering<ExpOp>>(
-      context, [](OpBuilder &b, Location loc, Value x) -> Value {
-        return math::ExpOp::create(b, loc, x);
+      context,
+      [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
+        return math::ExpOp::create(b, loc, x, fastmath);
       });
   patterns.add<UnaryLowering<TanhOp>>(
-      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+      context,
+      [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
         return math::TanhOp::create(b, loc, x);
       });
   patterns.add<UnaryLowering<SqrtOp>>(
-      context, [](OpBuilder &b, Location loc, Value x) -> Value {
+      context,
+      [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
         return math::SqrtOp::create(b, loc, x);
       });
 }

@@ -114,7 +114,9 @@ func.func @neg(%x: tensor<4xbf16>) -> tensor<4xbf16> {
 
 // -----
 
-// gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+// computed as x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))). A 16-bit
+// result takes the approximate exp and division (fastmath<afn>).
 // CHECK-LABEL: func.func @gelu
 // CHECK: linalg.generic
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %{{[^:]+}}: bf16):
@@ -124,19 +126,30 @@ func.func @neg(%x: tensor<4xbf16>) -> tensor<4xbf16> {
 // CHECK-NEXT: [[C1:%.+]] = arith.constant 4.471500e-02 : f32
 // CHECK-NEXT: [[T1:%.+]] = arith.mulf [[C1]], [[X3]] : f32
 // CHECK-NEXT: [[IN2:%.+]] = arith.addf [[X]], [[T1]] : f32
-// CHECK-NEXT: [[C2:%.+]] = arith.constant 0.797884583 : f32
+// CHECK-NEXT: [[C2:%.+]] = arith.constant -1.59576917 : f32
 // CHECK-NEXT: [[T2:%.+]] = arith.mulf [[C2]], [[IN2]] : f32
-// CHECK-NEXT: [[TH:%.+]] = math.tanh [[T2]] : f32
-// CHECK-NEXT: [[HALF:%.+]] = arith.constant 5.000000e-01 : f32
-// CHECK-NEXT: [[HX:%.+]] = arith.mulf [[HALF]], [[X]] : f32
+// CHECK-NEXT: [[E:%.+]] = math.exp [[T2]] fastmath<afn> : f32
 // CHECK-NEXT: [[ONE:%.+]] = arith.constant 1.000000e+00 : f32
-// CHECK-NEXT: [[P:%.+]] = arith.addf [[ONE]], [[TH]] : f32
-// CHECK-NEXT: [[G:%.+]] = arith.mulf [[HX]], [[P]] : f32
+// CHECK-NEXT: [[P:%.+]] = arith.addf [[ONE]], [[E]] : f32
+// CHECK-NEXT: [[G:%.+]] = arith.divf [[X]], [[P]] fastmath<afn> : f32
 // CHECK-NEXT: [[T:%.+]] = arith.truncf [[G]] : f32 to bf16
 // CHECK-NEXT: linalg.yield [[T]] : bf16
 func.func @gelu(%x: tensor<4xbf16>) -> tensor<4xbf16> {
   %0 = loom.gelu %x : tensor<4xbf16>
   return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// An f32 gelu keeps the exact exp and division.
+// CHECK-LABEL: func.func @gelu_f32
+// CHECK: linalg.generic
+// CHECK: [[E:%.+]] = math.exp %{{.+}} : f32
+// CHECK: [[G:%.+]] = arith.divf %{{.+}}, %{{.+}} : f32
+// CHECK-NEXT: linalg.yield [[G]] : f32
+func.func @gelu_f32(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.gelu %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
 }
 
 // -----
@@ -157,16 +170,16 @@ func.func @relu(%x: tensor<2x3xf16>) -> tensor<2x3xf16> {
 
 // -----
 
-// silu = x / (1 + exp(-x)).
+// silu = x / (1 + exp(-x)); approximate exp and division for bf16.
 // CHECK-LABEL: func.func @silu
 // CHECK: linalg.generic
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %{{[^:]+}}: bf16):
 // CHECK-NEXT: [[X:%.+]] = arith.extf %[[IN]] : bf16 to f32
 // CHECK-NEXT: [[N:%.+]] = arith.negf [[X]] : f32
-// CHECK-NEXT: [[E:%.+]] = math.exp [[N]] : f32
+// CHECK-NEXT: [[E:%.+]] = math.exp [[N]] fastmath<afn> : f32
 // CHECK-NEXT: [[ONE:%.+]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT: [[D:%.+]] = arith.addf [[ONE]], [[E]] : f32
-// CHECK-NEXT: [[Q:%.+]] = arith.divf [[X]], [[D]] : f32
+// CHECK-NEXT: [[Q:%.+]] = arith.divf [[X]], [[D]] fastmath<afn> : f32
 // CHECK-NEXT: [[T:%.+]] = arith.truncf [[Q]] : f32 to bf16
 // CHECK-NEXT: linalg.yield [[T]] : bf16
 func.func @silu(%x: tensor<4xbf16>) -> tensor<4xbf16> {
@@ -176,12 +189,13 @@ func.func @silu(%x: tensor<4xbf16>) -> tensor<4xbf16> {
 
 // -----
 
-// exp, tanh and sqrt map to the math dialect; f32 needs no conversion.
+// exp, tanh and sqrt map to the math dialect (a 16-bit exp approximate);
+// f32 needs no conversion.
 // CHECK-LABEL: func.func @math_ops
 // CHECK: linalg.generic
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %{{[^:]+}}: bf16):
 // CHECK-NEXT: [[X:%.+]] = arith.extf %[[IN]] : bf16 to f32
-// CHECK-NEXT: [[E:%.+]] = math.exp [[X]] : f32
+// CHECK-NEXT: [[E:%.+]] = math.exp [[X]] fastmath<afn> : f32
 // CHECK-NEXT: arith.truncf [[E]] : f32 to bf16
 // CHECK: linalg.generic
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: f32):
