@@ -171,5 +171,27 @@ else
   done
 fi
 
+# NCU=1: Nsight Compute's speed-of-light, occupancy and warp-state sections
+# for the 4096^3 matmul's kernel on wgmma and on mma.sync (one launch each;
+# --clock-control none leaves the clocks as they are). Where the hardware
+# counters cannot be read (gVisor), ncu says so and the check goes on.
+if [ -n "${NCU:-}" ]; then
+  echo "== Nsight Compute: matmul4096 and matmul4096-mma-sync  [${SECONDS} s]"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+  if [ -z "$ncu" ]; then
+    echo "ncu not found: skipped"
+  else
+    for exe in matmul4096 matmul4096-mma-sync; do
+      skip $exe && continue
+      echo "-- $exe"
+      $limit ${limit:+120} "$ncu" --clock-control none --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section MemoryWorkloadAnalysis "$here/$exe" --device cuda --random-inputs --seed 1 2>&1 \
+        | grep -E "==PROF==|==ERROR==|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Stall|Block Limit|L2 Hit|Mem Busy|Max Bandwidth" \
+        | head -40
+    done
+  fi
+fi
+
 echo "== done in ${SECONDS} s; exit status $status"
 exit $status

@@ -113,13 +113,14 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     (TensorCoreFusion.cpp). Both zero-fill outside the operands, so any
     shape works.
 
-    With `warpgroup-mma` (sm_90a), 2-D matmuls whose operands a tensor map
-    can describe (A K-contiguous, B K- or N-contiguous, 16-byte aligned
-    rows) run on two warpgroups per 128 x 128 tile instead:
-    `wgmma.mma_async.m64n128k16` reading shared memory that TMA copies
-    (`nvgpu.tma.async.load`, mbarrier-counted) fill in as many 32 KiB
-    stages as two blocks per SM allow (TensorCoreWarpgroup.cpp). Their
-    tensor maps are `nvgpu.tma.create.descriptor` ops before the launch.
+    With `warpgroup-mma` (sm_90a), matmuls whose operands a tensor map can
+    describe (plain loop-dim indices, batch dims first, A K-contiguous, B
+    K- or N-contiguous, 16-byte aligned rows) run on two warpgroups per
+    128 x 256 or 128 x 128 block tile instead: `wgmma.mma_async.m64nNk16`
+    reading shared memory that TMA copies (`nvgpu.tma.async.load`,
+    mbarrier-counted) fill, in as many stages as the blocks an SM should
+    hold allow (TensorCoreWarpgroup.cpp). Their tensor maps are
+    `nvgpu.tma.create.descriptor` ops before the launch.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
