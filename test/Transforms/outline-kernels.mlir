@@ -237,3 +237,66 @@ func.func @stage(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A matrix transpose (last two dims swapped) read only as a matmul's B
+// joins the matmul's kernel, moved past the cast between them, so
+// convert-loom-to-linalg can read B in place. The cast then joins the
+// norm's kernel before it.
+// CHECK-LABEL: func.func private @head_k0
+// CHECK: loom.layernorm
+// CHECK-NEXT: loom.cast
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @head_k1
+// CHECK-SAME: (%[[WTE:[^:]+]]: tensor<32x8xbf16>, %[[H:[^:]+]]: tensor<4x8xbf16>) -> tensor<4x32xbf16>
+// CHECK-NEXT: [[T:%.+]] = loom.transpose %[[WTE]] perm [1, 0]
+// CHECK-NEXT: loom.matmul %[[H]], [[T]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @head
+// CHECK-NEXT: call @head_k0
+// CHECK-NEXT: call @head_k1
+// CHECK-NEXT: return
+module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = f32>} {
+  func.func @head(%x: tensor<4x8xbf16> {loom.input = "x"},
+                  %g: tensor<8xf32> {loom.param = "g"},
+                  %wte: tensor<32x8xbf16> {loom.param = "wte"})
+      -> (tensor<4x32xbf16> {loom.output = "y"}) {
+    %0 = loom.layernorm %x scale %g epsilon 1.0e-05 : (tensor<4x8xbf16>, tensor<8xf32>) -> tensor<4x8xf32>
+    %1 = loom.transpose %wte perm [1, 0] : tensor<32x8xbf16> -> tensor<8x32xbf16>
+    %2 = loom.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+    %3 = loom.matmul %2, %1 accumulate f32 : (tensor<4x8xbf16>, tensor<8x32xbf16>) -> tensor<4x32xbf16>
+    return %3 : tensor<4x32xbf16>
+  }
+}
+
+// -----
+
+// A transpose that something else reads too, or that permutes other dims,
+// stays a kernel of its own (it is materialized anyway).
+// CHECK-LABEL: func.func private @shared_k0
+// CHECK-NEXT: loom.transpose
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @shared_k1
+// CHECK-NEXT: loom.matmul
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @shared_k2
+// CHECK-NEXT: loom.transpose {{.*}} perm [1, 0, 2]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @shared_k3
+// CHECK-NEXT: loom.matmul
+// CHECK-NEXT: return
+module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = f32>} {
+  func.func @shared(%q: tensor<4x8xbf16> {loom.input = "q"},
+                    %k: tensor<16x8xbf16> {loom.input = "k"},
+                    %v: tensor<8x2x16xbf16> {loom.input = "v"},
+                    %p: tensor<2x4x8xbf16> {loom.input = "p"})
+      -> (tensor<4x16xbf16> {loom.output = "s"}, tensor<8x16xbf16> {loom.output = "kt"},
+          tensor<2x4x16xbf16> {loom.output = "o"}) {
+    %0 = loom.transpose %k perm [1, 0] : tensor<16x8xbf16> -> tensor<8x16xbf16>
+    %1 = loom.matmul %q, %0 accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+    %2 = loom.transpose %v perm [1, 0, 2] : tensor<8x2x16xbf16> -> tensor<2x8x16xbf16>
+    %3 = loom.matmul %p, %2 accumulate f32 : (tensor<2x4x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x4x16xbf16>
+    return %1, %0, %3 : tensor<4x16xbf16>, tensor<8x16xbf16>, tensor<2x4x16xbf16>
+  }
+}

@@ -188,3 +188,29 @@ func.func @mixed(%P: memref<8x4xf32>, %Q: memref<4x16xf32>, %R: memref<8x16xf32>
   }
   return
 }
+
+// -----
+
+// A K-contiguous B ([N, K], a transpose folded into the matmul's map) is
+// first copied into an N-contiguous temporary, which the register tiles
+// then read 16 contiguous elements at a time; the temporary is freed
+// after the matmul.
+// CHECK-LABEL: func.func @k_contiguous_b
+// CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<32x64xbf16>, %[[C:[^:]+]]: memref<64x32xf32>)
+// CHECK: %[[T:.+]] = memref.alloc() : memref<64x32xbf16>
+// CHECK: linalg.transpose ins(%[[B]] : memref<32x64xbf16>) outs(%[[T]] : memref<64x32xbf16>) permutation = [1, 0]
+// CHECK: scf.for
+// CHECK: vector.transfer_read %[[T]][%{{.+}}, %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<64x32xbf16>, vector<16xbf16>
+// CHECK: memref.dealloc %[[T]] : memref<64x32xbf16>
+// CHECK-NEXT: return
+func.func @k_contiguous_b(%a: memref<64x64xbf16>, %b: memref<32x64xbf16>, %c: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %b : memref<64x64xbf16>, memref<32x64xbf16>) outs(%c : memref<64x32xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf fastmath<contract> : f32
+    %s = arith.addf %acc, %p fastmath<contract> : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -11,8 +11,10 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
+
 /// `[b..., M, K] x [b..., K, N]` (or `x [K, N]`) as one linalg.generic over
-/// (b..., m, n, k), accumulating in the op's accumulation type (the
+/// (b..., m, n, k) (B read through a transpose of its last two dims where
+/// it is one), accumulating in the op's accumulation type (the
 /// operands first rounded to tf32 with `multiply tf32`), then rounding to
 /// the operand type when that is narrower.
 struct MatmulLowering : OpConversionPattern<MatmulOp> {
@@ -45,8 +47,19 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     };
     SmallVector<AffineExpr> lhsExprs = batchExprs(lhs.drop_back(2));
     lhsExprs.append({m, k});
+    // A B that is a transpose of its last two dims ([b..., N, K], as in
+    // `q @ transpose(k)` or `h @ transpose(wte)`; the kernel outlining puts
+    // such a transpose in the matmul's kernel) is read in place, K
+    // contiguous, instead of being copied first.
+    Value rhsValue = adaptor.getRhs();
     SmallVector<AffineExpr> rhsExprs = batchExprs(rhs.drop_back(2));
-    rhsExprs.append({k, n});
+    auto transpose = rhsValue.getDefiningOp<linalg::TransposeOp>();
+    if (transpose && swapsLastTwoDims(transpose.getPermutation())) {
+      rhsValue = transpose.getInput();
+      rhsExprs.append({n, k});
+    } else {
+      rhsExprs.append({k, n});
+    }
     SmallVector<AffineExpr> outExprs;
     for (int64_t d = 0; d < batch + 2; ++d)
       outExprs.push_back(getAffineDimExpr(d, context));
@@ -65,7 +78,7 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     Value empty = tensor::EmptyOp::create(rewriter, loc, result, accumulate);
     Value acc = linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
     auto product = linalg::GenericOp::create(
-        rewriter, loc, acc.getType(), ValueRange{adaptor.getLhs(), adaptor.getRhs()},
+        rewriter, loc, acc.getType(), ValueRange{adaptor.getLhs(), rhsValue},
         acc, maps, iterators,
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           Value a = convertScalar(b, nloc, args[0], accumulate);

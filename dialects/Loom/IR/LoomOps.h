@@ -25,6 +25,19 @@ inline bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
              TanhOp, SqrtOp, CastOp>(op);
 }
+
+/// Whether a transpose `permutation` swaps the last two dims and keeps the
+/// others: a matrix transpose (of each batch), which a matmul can read in
+/// place as a K-contiguous B.
+inline bool swapsLastTwoDims(ArrayRef<int64_t> permutation) {
+  int64_t rank = permutation.size();
+  if (rank < 2)
+    return false;
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (permutation[d] != d)
+      return false;
+  return permutation[rank - 2] == rank - 1 && permutation[rank - 1] == rank - 2;
+}
 } // namespace mlir::loom
 
 #endif // LOOM_IR_LOOMOPS_H

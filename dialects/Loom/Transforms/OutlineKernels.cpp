@@ -20,6 +20,7 @@ static bool isRematerialized(Operation *op) {
   return isa<ConstantOp, ArangeOp>(op);
 }
 
+
 namespace {
 /// Consecutive ops (in program order) that become one kernel.
 struct KernelGroup {
@@ -30,6 +31,19 @@ struct KernelGroup {
     members.insert(op);
   }
 };
+
+/// Whether `op` is a matmul whose B is the whole of `group`: a transpose of
+/// its last two dims that nothing else reads. The matmul then joins that
+/// group and reads B in place (convert-loom-to-linalg folds the transpose
+/// into its indexing map), so the transpose is never materialized.
+static bool readsTransposedOperand(Operation *op, const KernelGroup &group) {
+  auto matmul = dyn_cast<MatmulOp>(op);
+  if (!matmul || group.ops.size() != 1)
+    return false;
+  auto transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
+  return transpose && transpose == group.ops.front() &&
+         swapsLastTwoDims(transpose.getPermutation()) && transpose->hasOneUse();
+}
 
 struct LoomOutlineKernels
     : public loom::impl::LoomOutlineKernelsBase<LoomOutlineKernels> {
@@ -54,6 +68,16 @@ struct LoomOutlineKernels
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
   // Groups are contiguous: an elementwise op joins only the latest group,
   // so a kernel's call can take the place of its ops.
+  // A matrix transpose read only as a matmul's B moves next to the matmul
+  // (it is pure, and its operand is defined earlier still), so that the
+  // matmul can join its group (readsTransposedOperand): in `ln(h) @
+  // transpose(wte)` the cast of ln(h) to bf16 comes between them.
+  model.walk([](MatmulOp matmul) {
+    auto transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
+    if (transpose && swapsLastTwoDims(transpose.getPermutation()) &&
+        transpose->hasOneUse())
+      transpose->moveBefore(matmul);
+  });
   SmallVector<KernelGroup> groups;
   bool afterCollective = false;
   for (Operation &op : model.getBody().front().without_terminator()) {
@@ -68,10 +92,12 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
     if (isa<MoeOp, StageOp>(op))
       return emitError(op.getLoc(), "'")
              << op.getName() << "' is not supported by this backend yet";
-    bool joins = !groups.empty() && !afterCollective && isElementwise(&op) &&
-                 llvm::any_of(op.getOperands(), [&](Value v) {
-                   return groups.back().members.contains(v.getDefiningOp());
-                 });
+    bool joins = !groups.empty() && !afterCollective &&
+                 ((isElementwise(&op) &&
+                   llvm::any_of(op.getOperands(), [&](Value v) {
+                     return groups.back().members.contains(v.getDefiningOp());
+                   })) ||
+                  readsTransposedOperand(&op, groups.back()));
     if (!joins)
       groups.emplace_back();
     afterCollective = false;

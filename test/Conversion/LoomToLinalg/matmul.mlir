@@ -168,3 +168,32 @@ func.func @mm_f32(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32>
   %0 = loom.matmul %x, %w accumulate f32 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }
+
+// -----
+
+// A B that is a transpose of its last two dims is read in place: the
+// matmul's B map is (batch..., n, k) on the transpose's input, K
+// contiguous, and the transpose is left without uses (canonicalization
+// removes it).
+// CHECK-LABEL: func.func @mm_transposed_b
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<2x4x8xbf16>, %[[K:[^:]+]]: tensor<2x16x8xbf16>)
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME: ins(%[[Q]], %[[K]] : tensor<2x4x8xbf16>, tensor<2x16x8xbf16>)
+func.func @mm_transposed_b(%q: tensor<2x4x8xbf16>, %k: tensor<2x16x8xbf16>) -> tensor<2x4x16xbf16> {
+  %kt = loom.transpose %k perm [0, 2, 1] : tensor<2x16x8xbf16> -> tensor<2x8x16xbf16>
+  %0 = loom.matmul %q, %kt accumulate f32 : (tensor<2x4x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x4x16xbf16>
+  return %0 : tensor<2x4x16xbf16>
+}
+
+// -----
+
+// Any other permutation is copied by its own linalg.transpose first.
+// CHECK-LABEL: func.func @mm_permuted_b
+// CHECK: [[T:%.+]] = linalg.transpose ins(%{{.+}} : tensor<8x2x16xbf16>) outs(%{{.+}} : tensor<2x8x16xbf16>) permutation = [1, 0, 2]
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>]
+// CHECK-SAME: ins(%{{.+}}, [[T]] : tensor<2x4x8xbf16>, tensor<2x8x16xbf16>)
+func.func @mm_permuted_b(%q: tensor<2x4x8xbf16>, %k: tensor<8x2x16xbf16>) -> tensor<2x4x16xbf16> {
+  %kt = loom.transpose %k perm [1, 0, 2] : tensor<8x2x16xbf16> -> tensor<2x8x16xbf16>
+  %0 = loom.matmul %q, %kt accumulate f32 : (tensor<2x4x8xbf16>, tensor<2x8x16xbf16>) -> tensor<2x4x16xbf16>
+  return %0 : tensor<2x4x16xbf16>
+}
