@@ -18,6 +18,10 @@ for size in 4096 8192; do
   sed "s/SIZE/$size/g; s/PRECISION/bf16/" "$root/benchmarks/cpu/matmul.loom" > "$out/matmul$size.loom"
   $loomc "$out/matmul$size.loom" -o "$out/matmul$size"
 done
+# B given as [N, K] (`a @ transpose(b)`, the transpose folded into the
+# matmul): a K-contiguous B, which wgmma reads K-major.
+sed 's/a @ b/a @ transpose(b)/' "$out/matmul4096.loom" > "$out/matmul4096-bt.loom"
+$loomc "$out/matmul4096-bt.loom" -o "$out/matmul4096-bt"
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"

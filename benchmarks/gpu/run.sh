@@ -10,7 +10,7 @@
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
 # Exit status 1 if a kernel or a run failed. Under 5 minutes on an H200
-# (estimated 1-2; see README.md).
+# (about 4 measured; see README.md and NOTES.md).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 py=${PYTHON:-python3}
@@ -56,7 +56,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables stay in the work directory).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -117,8 +117,9 @@ PY
 done
 # Loom's time: the best over seeds of the step's launches (CUDA events, from
 # --trace). On sm_90a matmulN runs wgmma fed by TMA and matmulN-mma-sync
-# the mma.sync pipeline.
-for exe in matmul4096 matmul8192 matmul4096-mma-sync matmul8192-mma-sync; do
+# the mma.sync pipeline; matmul4096-bt multiplies by a B given as [N, K]
+# (`a @ transpose(b)`), which wgmma reads K-major.
+for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-mma-sync matmul8192-mma-sync; do
   skip $exe && continue
   size=${exe#matmul}; size=${size%%-*}
   best=""
