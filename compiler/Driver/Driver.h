@@ -23,8 +23,8 @@ llvm::StringRef stageName(Stage stage);
 
 /// Which tensor-core instructions bf16/f16 matmuls use on the GPU.
 enum class GpuMma {
-  /// wgmma on sm_90a (measured 0.78-0.89 of cuBLAS on an H200 against
-  /// mma.sync's 0.46-0.51), mma.sync elsewhere.
+  /// wgmma on sm_90a (measured 0.75-0.89 of cuBLAS on an H200 against
+  /// mma.sync's 0.45-0.51), mma.sync elsewhere.
   Auto,
   /// Warp-level mma.sync fed by cp.async (sm_80 and later).
   MmaSync,
