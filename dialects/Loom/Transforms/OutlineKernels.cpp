@@ -20,6 +20,16 @@ static bool isRematerialized(Operation *op) {
   return isa<ConstantOp, ArangeOp>(op);
 }
 
+/// The transpose of the last two dims that only `matmul` reads, as its B:
+/// convert-loom-to-linalg folds it into the matmul's indexing map, so it
+/// belongs in the matmul's kernel and is never materialized.
+static TransposeOp foldableTranspose(MatmulOp matmul) {
+  auto transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
+  if (transpose && swapsLastTwoDims(transpose.getPermutation()) &&
+      transpose->hasOneUse())
+    return transpose;
+  return nullptr;
+}
 
 namespace {
 /// Consecutive ops (in program order) that become one kernel.
@@ -32,17 +42,12 @@ struct KernelGroup {
   }
 };
 
-/// Whether `op` is a matmul whose B is the whole of `group`: a transpose of
-/// its last two dims that nothing else reads. The matmul then joins that
-/// group and reads B in place (convert-loom-to-linalg folds the transpose
-/// into its indexing map), so the transpose is never materialized.
+/// Whether `op` is a matmul whose foldable B transpose is the whole of
+/// `group`: the matmul then joins that group.
 static bool readsTransposedOperand(Operation *op, const KernelGroup &group) {
   auto matmul = dyn_cast<MatmulOp>(op);
-  if (!matmul || group.ops.size() != 1)
-    return false;
-  auto transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
-  return transpose && transpose == group.ops.front() &&
-         swapsLastTwoDims(transpose.getPermutation()) && transpose->hasOneUse();
+  return matmul && group.ops.size() == 1 &&
+         foldableTranspose(matmul) == group.ops.front();
 }
 
 struct LoomOutlineKernels
@@ -66,18 +71,16 @@ struct LoomOutlineKernels
 } // namespace
 
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
-  // Groups are contiguous: an elementwise op joins only the latest group,
-  // so a kernel's call can take the place of its ops.
-  // A matrix transpose read only as a matmul's B moves next to the matmul
-  // (it is pure, and its operand is defined earlier still), so that the
-  // matmul can join its group (readsTransposedOperand): in `ln(h) @
-  // transpose(wte)` the cast of ln(h) to bf16 comes between them.
+  // A foldable B transpose moves next to its matmul (it is pure, and its
+  // operand is defined earlier still), so that the matmul can join its
+  // group (readsTransposedOperand): in `ln(h) @ transpose(wte)` the cast
+  // of ln(h) to bf16 comes between them.
   model.walk([](MatmulOp matmul) {
-    auto transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
-    if (transpose && swapsLastTwoDims(transpose.getPermutation()) &&
-        transpose->hasOneUse())
+    if (TransposeOp transpose = foldableTranspose(matmul))
       transpose->moveBefore(matmul);
   });
+  // Groups are contiguous: an op joins only the latest group, so a
+  // kernel's call can take the place of its ops.
   SmallVector<KernelGroup> groups;
   bool afterCollective = false;
   for (Operation &op : model.getBody().front().without_terminator()) {
