@@ -307,8 +307,7 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
                    "cuEventElapsedTime");
   required.require(api.eventDestroy, "cuEventDestroy_v2");
   if (const char *missing = required.missing) {
-    error = "the CUDA driver " + library + " has no function " + missing +
-            " (is it too old?)";
+    error = missingDriverFunction(library, missing);
     return false;
   }
   resolve(handle, api.funcGetParamInfo, "cuFuncGetParamInfo");
@@ -498,8 +497,7 @@ bool CudaExecutor::State::findFunctions(std::string &error) {
                         std::to_string(function.sharedBytes) +
                         " bytes of dynamic shared memory";
     if (!api.funcSetAttribute) {
-      error = where + ": the CUDA driver " + library +
-              " has no function cuFuncSetAttribute (is it too old?)";
+      error = where + ": " + missingDriverFunction(library, "cuFuncSetAttribute");
       return false;
     }
     if (!check(api.funcSetAttribute(
@@ -578,9 +576,9 @@ bool CudaExecutor::State::encodeTensorMap(const TensorMapArg &map,
 #if LOOM_CUDA_TENSOR_MAPS
   static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "CUtensorMap");
   if (!api.tensorMapEncodeTiled) {
-    error = where + ": the CUDA driver " + library +
-            " has no function cuTensorMapEncodeTiled (is it too old? tensor "
-            "maps need CUDA 12 or later)";
+    error = where + ": " +
+            missingDriverFunction(library, "cuTensorMapEncodeTiled",
+                                  "tensor maps need CUDA 12 or later");
     return false;
   }
   CUtensorMapDataType dtype =

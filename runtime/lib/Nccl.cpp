@@ -310,8 +310,7 @@ bool NcclCollectives::State::loadCopies(std::string &error) {
   required.require(cuda.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
   required.require(cuda.memcpy2DAsync, "cuMemcpy2DAsync_v2");
   if (const char *missing = required.missing) {
-    error = "the CUDA driver " + driverLibrary + " has no function " +
-            missing + " (is it too old?)";
+    error = missingDriverFunction(driverLibrary, missing);
     return false;
   }
   CUdevice device = 0;

@@ -10,6 +10,8 @@
 
 #include <dlfcn.h>
 
+#include <string>
+
 namespace loom::runtime {
 
 /// Looks up `name`, else `fallback`; false if neither is there.
@@ -37,6 +39,15 @@ struct RequiredSymbols {
       missing = fallback ? fallback : name;
   }
 };
+
+/// The error for a CUDA driver (`library`, its path) without `function`:
+/// an older driver than the runtime needs. `why` adds what needs it.
+inline std::string missingDriverFunction(const std::string &library,
+                                         const std::string &function,
+                                         const std::string &why = "") {
+  return "the CUDA driver " + library + " has no function " + function +
+         " (is it too old?" + (why.empty() ? "" : " " + why) + ")";
+}
 
 } // namespace loom::runtime
 
