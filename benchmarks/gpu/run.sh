@@ -18,7 +18,10 @@ work=$(mktemp -d)
 # GPU_CHECK_KEEP=DIR keeps the full --check-kernels tables (DIR/checks.tgz),
 # e.g. to study a failing kernel's worst elements after the GPU is gone.
 keep() {
-  [ -n "${GPU_CHECK_KEEP:-}" ] && (cd "$work" && tar czf "$GPU_CHECK_KEEP/checks.tgz" ./*.check 2>/dev/null)
+  if [ -n "${GPU_CHECK_KEEP:-}" ]; then
+    tar czf "$GPU_CHECK_KEEP/checks.tgz" -C "$work" $(cd "$work" && ls -- *.check 2>/dev/null) \
+      || echo "GPU_CHECK_KEEP: could not write $GPU_CHECK_KEEP/checks.tgz"
+  fi
   rm -rf "$work"
 }
 trap keep EXIT
@@ -33,9 +36,9 @@ status=0
 # Runs an executable with a time limit of 120 s (a hung kernel must not
 # hang the check); its stderr goes to $work/err.
 limit=""
-command -v timeout > /dev/null && limit="timeout"
+command -v timeout > /dev/null && limit="timeout 120"
 run() {
-  $limit ${limit:+120} "$@" 2> "$work/err"
+  $limit "$@" 2> "$work/err"
   local rc=$?
   [ $rc -eq 124 ] && echo "timed out after 120 s" >> "$work/err"
   return $rc
@@ -48,13 +51,13 @@ errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
   || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
-for exe in mlp gpt matmul4096 matmul8192 memory; do
-  [ -x "$here/$exe" ] || { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul8192 memory; do
+  skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
 echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (--check-kernels)"
 # Printed: each executable's header and summary, and every FAIL row with its
-# worst elements (the full tables stay in the work directory).
+# worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
 for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
   skip $exe && continue
@@ -96,7 +99,7 @@ echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >=
 # cuBLAS's best of 10 (CUDA events, after 3 warm-ups) per size, measured once.
 declare -A cublas
 for size in 4096 8192; do
-  cublas[$size]=$($py - "$size" <<'PY' 2>&1 | tail -1
+  cublas[$size]=$($py - "$size" <<'PY' 2>/dev/null | tail -1
 import sys
 n = int(sys.argv[1])
 try:
@@ -162,7 +165,7 @@ else
     skip $exe && continue
     for tool in memcheck racecheck; do
       echo "-- $exe: $tool"
-      $limit ${limit:+120} "$sanitizer" --tool $tool --report-api-errors no --error-exitcode 9 "$here/$exe" --device cuda \
+      $limit "$sanitizer" --tool $tool --report-api-errors no --error-exitcode 9 "$here/$exe" --device cuda \
         --random-inputs --seed 7 > "$work/$tool" 2>&1
       rc=$?
       grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard" "$work/$tool" | head -8
@@ -185,7 +188,7 @@ if [ -n "${NCU:-}" ]; then
     for exe in matmul4096 matmul4096-mma-sync; do
       skip $exe && continue
       echo "-- $exe"
-      $limit ${limit:+120} "$ncu" --clock-control none --launch-count 1 \
+      $limit "$ncu" --clock-control none --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
         --section MemoryWorkloadAnalysis "$here/$exe" --device cuda --random-inputs --seed 1 2>&1 \
         | grep -E "==PROF==|==ERROR==|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Stall|Block Limit|L2 Hit|Mem Busy|Max Bandwidth" \

@@ -448,6 +448,9 @@ private:
                       const PlanKernel &kernel, LaunchArg &arg);
   bool parseTensorMapArg(size_t index, std::string_view text,
                          const PlanKernel &kernel, LaunchArg &arg);
+  bool checkArgBuffer(size_t index, const std::string &quoted,
+                      std::string_view idText, uint64_t id,
+                      const PlanKernel &kernel);
   bool checkTensorMapSpans(size_t index, const PlanStep &step);
   bool parseShard(size_t index);
   bool parseStep(size_t index);
@@ -983,11 +986,9 @@ bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
     arg.kind = LaunchArg::Kind::Buffer;
     uint64_t id;
     ok = parseUnsigned(value, id);
-    if (ok && id >= kernel.numArgs)
-      return fail(index, "launch argument " + quoted + " names buffer " +
-                             std::string(value) + " of kernel '" + kernel.name +
-                             "', which takes " +
-                             std::to_string(kernel.numArgs) + " buffers");
+    if (ok && !checkArgBuffer(index, "launch argument " + quoted, value, id,
+                              kernel))
+      return false;
     arg.buffer = ok ? static_cast<unsigned>(id) : 0;
   } else if (ok && kind == "i64") {
     arg.kind = LaunchArg::Kind::I64;
@@ -1011,6 +1012,18 @@ bool PlanParser::parseLaunchArg(size_t index, std::string_view text,
   return true;
 }
 
+/// Whether launch argument `quoted`'s buffer `id` (written `idText`) is
+/// one of `kernel`'s: an index into the step's buffer list.
+bool PlanParser::checkArgBuffer(size_t index, const std::string &quoted,
+                                std::string_view idText, uint64_t id,
+                                const PlanKernel &kernel) {
+  if (id < kernel.numArgs)
+    return true;
+  return fail(index, quoted + " names buffer " + std::string(idText) +
+                         " of kernel '" + kernel.name + "', which takes " +
+                         std::to_string(kernel.numArgs) + " buffers");
+}
+
 bool PlanParser::parseTensorMapArg(size_t index, std::string_view text,
                                    const PlanKernel &kernel, LaunchArg &arg) {
   arg.kind = LaunchArg::Kind::TensorMap;
@@ -1026,10 +1039,8 @@ bool PlanParser::parseTensorMapArg(size_t index, std::string_view text,
     return fail(index,
                 "bad " + quoted + " (expected " + kTensorMapSyntax + ")");
   std::string dimsText(parts[4]), stridesText(parts[5]), boxText(parts[6]);
-  if (buffer >= kernel.numArgs)
-    return fail(index, quoted + " names buffer " + std::string(parts[1]) +
-                           " of kernel '" + kernel.name + "', which takes " +
-                           std::to_string(kernel.numArgs) + " buffers");
+  if (!checkArgBuffer(index, quoted, parts[1], buffer, kernel))
+    return false;
   arg.buffer = static_cast<unsigned>(buffer);
   // The driver's rules (cuTensorMapEncodeTiled), checked here so that a bad
   // map is a plan error with its line rather than a CUDA error at run time.
@@ -1163,12 +1174,10 @@ bool PlanParser::parseLaunch(size_t index) {
   if (shared != end) {
     std::string quoted = "'" + std::string(fields[shared]) + "'";
     std::string_view digits = fields[shared].substr(7);
-    uint64_t bytes = UINT64_MAX; // also for digits beyond uint64_t
-    if (digits.empty() ||
-        digits.find_first_not_of("0123456789") != std::string_view::npos)
+    uint64_t bytes;
+    if (!parseDigits(digits, bytes))
       return fail(index, "bad dynamic shared memory size " + quoted +
                              " (expected shared:BYTES, a positive number)");
-    parseUnsigned(digits, bytes);
     if (bytes == 0)
       return fail(index, "dynamic shared memory size " + quoted +
                              " must be positive (leave it out for none)");

@@ -11,7 +11,6 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-
 /// `[b..., M, K] x [b..., K, N]` (or `x [K, N]`) as one linalg.generic over
 /// (b..., m, n, k) (B read through a transpose of its last two dims where
 /// it is one), accumulating in the op's accumulation type (the
