@@ -20,14 +20,8 @@ static constexpr int64_t kVectorBytes = 16;
 /// possibly through views. The plan puts every buffer on a 64-byte boundary
 /// (PlanBuilder's kAlignment, checked by the runtime when it loads a plan).
 static bool startsOnPlanBuffer(Value memref) {
-  while (Operation *def = memref.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      return false;
-    memref = view.getViewSource();
-  }
-  auto arg = cast<BlockArgument>(memref);
-  return isa_and_nonnull<func::FuncOp>(arg.getOwner()->getParentOp()) &&
+  auto arg = dyn_cast<BlockArgument>(viewRoot(memref));
+  return arg && isa_and_nonnull<func::FuncOp>(arg.getOwner()->getParentOp()) &&
          arg.getOwner()->isEntryBlock();
 }
 
@@ -40,6 +34,12 @@ static std::optional<int64_t> elementBytes(MemRefType type) {
   if (bits < 8 || bits > 64 || !llvm::isPowerOf2_32(bits))
     return std::nullopt;
   return bits / 8;
+}
+
+Value loom::viewRoot(Value memref) {
+  while (auto view = memref.getDefiningOp<ViewLikeOpInterface>())
+    memref = view.getViewSource();
+  return memref;
 }
 
 bool loom::isAlignedRun(MemRefType type, int64_t width) {

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
@@ -21,6 +22,15 @@ namespace mlir::loom {
 /// (Vectorized lanes, and the tensor-core kernels' 16-byte copies and
 /// paired stores.)
 bool isAlignedRun(MemRefType type, int64_t width);
+
+/// The most threads a block of whole warps may have within `blockSize`
+/// (one warp at least; kWarpSize is NVGPU's).
+inline int64_t maxBlockThreads(int64_t blockSize) {
+  return std::max<int64_t>(kWarpSize, blockSize / kWarpSize * kWarpSize);
+}
+
+/// The buffer `memref` views (through any view ops), or `memref` itself.
+Value viewRoot(Value memref);
 
 inline Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);

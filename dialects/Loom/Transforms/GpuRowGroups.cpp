@@ -36,7 +36,6 @@ enum class StepKind { Scalar, Reduction, Elementwise };
 struct RowStep {
   scf::ParallelOp loop;
   StepKind kind;
-  LoopSpace space;
   std::optional<RowReduction> reduction;
   /// The ops run along the row (a reduction's without the accumulator's
   /// load and store), and the induction variable they move with.
@@ -63,7 +62,7 @@ static std::optional<RowStep> classify(scf::ParallelOp loop,
   std::optional<LoopSpace> space = getLoopSpace(loop);
   if (!space)
     return std::nullopt;
-  RowStep step{loop, StepKind::Scalar, *space, std::nullopt, {}, nullptr};
+  RowStep step{loop, StepKind::Scalar, std::nullopt, {}, nullptr};
   size_t n = rows.trips.size();
   if (*space == rows) {
     if ((step.reduction = matchRowReduction(loop))) {
@@ -95,16 +94,6 @@ static std::optional<RowStep> classify(scf::ParallelOp loop,
   return step;
 }
 
-static Value rootOf(Value memref) {
-  while (Operation *def = memref.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
-      break;
-    memref = view.getViewSource();
-  }
-  return memref;
-}
-
 /// Whether the steps may share a block per row: every buffer a step writes
 /// is accessed, in all steps, through one view and at indices that start
 /// with the step's row induction variables, so different rows touch
@@ -116,13 +105,13 @@ static bool isRowLocal(MutableArrayRef<RowStep> steps, size_t rowRank) {
   for (RowStep &step : steps)
     step.loop.walk([&](memref::StoreOp store) {
       auto [it, inserted] =
-          written.try_emplace(rootOf(store.getMemRef()), store.getMemRef());
+          written.try_emplace(viewRoot(store.getMemRef()), store.getMemRef());
       ok &= inserted || it->second == store.getMemRef();
     });
   for (RowStep &step : steps) {
     ValueRange rowIvs = ValueRange(step.loop.getInductionVars()).take_front(rowRank);
     auto check = [&](Value memref, ValueRange indices) {
-      auto it = written.find(rootOf(memref));
+      auto it = written.find(viewRoot(memref));
       if (it == written.end())
         return;
       ok &= it->second == memref && indices.size() >= rowRank &&
@@ -183,10 +172,7 @@ static SmallVector<Value> emitAlongRow(
     LaneVectorizer::VectorLoader loader =
         [&](OpBuilder &f, Location fl, VectorType type, Value memref,
             ValueRange indices) -> Value {
-      Value root = memref;
-      while (auto view = root.getDefiningOp<ViewLikeOpInterface>())
-        root = view.getViewSource();
-      if (registers.written.contains(root))
+      if (registers.written.contains(viewRoot(memref)))
         return LaneVectorizer::load(f, fl, type, memref, indices);
       std::vector<const void *> key{memref.getAsOpaquePointer(),
                                     type.getAsOpaquePointer()};
@@ -277,7 +263,6 @@ static Value emitChunkBody(OpBuilder &b, Location loc, RowStep &step,
 
 static void emitRowGroup(MutableArrayRef<RowStep> steps, const LoopSpace &rows,
                          int64_t blockSize) {
-  constexpr int64_t kWarp = 32;
   size_t rowRank = rows.trips.size();
   // Per step, the chunk width (16-byte vectors where the accesses allow).
   SmallVector<std::optional<LaneVectorizer>> vectorizers;
@@ -298,11 +283,10 @@ static void emitRowGroup(MutableArrayRef<RowStep> steps, const LoopSpace &rows,
   }
   // Enough threads that each takes about 4 chunks of the longest step, a
   // warp at least, at most block-size.
-  int64_t maxThreads = std::max<int64_t>(kWarp, blockSize / kWarp * kWarp);
+  int64_t maxThreads = loom::maxBlockThreads(blockSize);
   int64_t threads = std::clamp<int64_t>(
-      llvm::PowerOf2Ceil((chunksPerRow + 3) / 4), kWarp, maxThreads);
-  threads = threads / kWarp * kWarp;
-  int64_t warps = threads / kWarp;
+      llvm::PowerOf2Ceil((chunksPerRow + 3) / 4), kWarpSize, maxThreads);
+  int64_t warps = threads / kWarpSize;
 
   SmallVector<Location> locs;
   for (RowStep &step : steps)
@@ -338,13 +322,13 @@ static void emitRowGroup(MutableArrayRef<RowStep> steps, const LoopSpace &rows,
   Value zero = constantIndex(k, loc, 0);
   Value first =
       arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq, tid, zero);
-  Value lane = arith::RemUIOp::create(k, loc, tid, constantIndex(k, loc, kWarp));
-  Value warp = arith::DivUIOp::create(k, loc, tid, constantIndex(k, loc, kWarp));
+  Value lane = arith::RemUIOp::create(k, loc, tid, constantIndex(k, loc, kWarpSize));
+  Value warp = arith::DivUIOp::create(k, loc, tid, constantIndex(k, loc, kWarpSize));
   unsigned slots = 0;
   RowRegisters registers;
   for (RowStep &step : steps)
     step.loop.walk([&](memref::StoreOp store) {
-      registers.written.insert(rootOf(store.getMemRef()));
+      registers.written.insert(viewRoot(store.getMemRef()));
     });
   // Row scalars every thread holds (a reduction's result), by the buffer
   // element they are stored to: later steps' loads of it read the value.
@@ -427,7 +411,7 @@ static void emitRowGroup(MutableArrayRef<RowStep> steps, const LoopSpace &rows,
       memref::StoreOp::create(t, tl, result, accMemref, accIndices);
       scf::YieldOp::create(t, tl);
     });
-    pending = {keyOf(accMemref, accIndices), {result, rootOf(accMemref)}};
+    pending = {keyOf(accMemref, accIndices), {result, viewRoot(accMemref)}};
   };
   Block &body = launch.getBody().front();
   for (size_t index = 0; index < steps.size(); ++index) {
@@ -435,7 +419,7 @@ static void emitRowGroup(MutableArrayRef<RowStep> steps, const LoopSpace &rows,
       gpu::BarrierOp::create(k, steps[index].loop.getLoc());
     // A step that writes a buffer ends forwarding of its elements.
     steps[index].loop.walk([&](memref::StoreOp store) {
-      Value root = rootOf(store.getMemRef());
+      Value root = viewRoot(store.getMemRef());
       for (auto it = forwarded.begin(); it != forwarded.end();)
         it = it->second.second == root ? forwarded.erase(it) : std::next(it);
     });

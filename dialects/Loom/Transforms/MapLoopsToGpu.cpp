@@ -181,9 +181,8 @@ Value loom::emitCombine(OpBuilder &b, Location loc, Operation *combine, Value x,
 
 Value loom::emitWarpCombine(OpBuilder &b, Location loc, Operation *combine,
                             Value partial) {
-  constexpr int32_t kWarp = 32;
-  for (int32_t offset = kWarp / 2; offset >= 1; offset /= 2) {
-    auto shuffle = gpu::ShuffleOp::create(b, loc, partial, offset, kWarp,
+  for (int32_t offset = kWarpSize / 2; offset >= 1; offset /= 2) {
+    auto shuffle = gpu::ShuffleOp::create(b, loc, partial, offset, kWarpSize,
                                           gpu::ShuffleMode::XOR);
     partial = emitCombine(b, loc, combine, partial, shuffle.getShuffleResult());
   }
@@ -199,12 +198,11 @@ Value loom::emitWarpCombine(OpBuilder &b, Location loc, Operation *combine,
 void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
                                         loom::RowReduction reduction,
                                         const loom::LoopSpace &space) {
-  constexpr int64_t kWarp = 32;
   OpBuilder b(loop);
   Location loc = loop.getLoc();
   int64_t rows = space.total;
-  int64_t threads = std::max<int64_t>(kWarp, blockSize / kWarp * kWarp);
-  int64_t warps = threads / kWarp;
+  int64_t threads = loom::maxBlockThreads(blockSize);
+  int64_t warps = threads / kWarpSize;
   int64_t blocks = std::max<int64_t>(1, (rows + warps - 1) / warps);
   Value one = constantIndex(b, loc, 1);
   auto launch = gpu::LaunchOp::create(b, loc, constantIndex(b, loc, blocks), one,
@@ -215,8 +213,8 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
       k, loc,
       arith::MulIOp::create(k, loc, launch.getBlockIds().x,
                             constantIndex(k, loc, warps)),
-      arith::DivUIOp::create(k, loc, tid, constantIndex(k, loc, kWarp)));
-  Value lane = arith::RemUIOp::create(k, loc, tid, constantIndex(k, loc, kWarp));
+      arith::DivUIOp::create(k, loc, tid, constantIndex(k, loc, kWarpSize)));
+  Value lane = arith::RemUIOp::create(k, loc, tid, constantIndex(k, loc, kWarpSize));
   Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, row,
                                         constantIndex(k, loc, rows));
   Operation *combine = reduction.combine;
@@ -228,7 +226,7 @@ void LoomMapLoopsToGpu::mapRowReduction(scf::ParallelOp loop,
     Value start = loom::combineIdentity(t, l, combine);
     auto strided = scf::ForOp::create(
         t, l, lane, constantIndex(t, l, reduction.length),
-        constantIndex(t, l, kWarp), ValueRange{start});
+        constantIndex(t, l, kWarpSize), ValueRange{start});
     {
       OpBuilder f = OpBuilder::atBlockBegin(strided.getBody());
       mapping.map(reduction.inner.getInductionVar(), strided.getInductionVar());
