@@ -10,6 +10,7 @@
 
 #include "Loom/Transforms/Passes.h"
 
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 namespace mlir::loom {
@@ -35,10 +36,10 @@ struct LoomGpuOccupancyHints
         return;
       int64_t blocks = std::max<int64_t>(1, sharedPerSM / (*bytes + reservedSharedPerBlock));
       // A kernel launched with several sizes keeps the smallest count.
-      if (auto known = kernel->getAttrOfType<IntegerAttr>("nvvm.minctasm"))
+      StringRef name = NVVM::NVVMDialect::getMinctasmAttrName();
+      if (auto known = kernel->getAttrOfType<IntegerAttr>(name))
         blocks = std::min(blocks, known.getInt());
-      kernel->setAttr("nvvm.minctasm",
-                      IntegerAttr::get(IntegerType::get(&getContext(), 32), blocks));
+      kernel->setAttr(name, Builder(&getContext()).getI32IntegerAttr(blocks));
     });
   }
 };

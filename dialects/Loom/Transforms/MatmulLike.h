@@ -37,6 +37,17 @@ struct TensorCoreTile {
   int64_t blockM, blockN, warpsM, warpsN;
 };
 
+/// Whether blockM x blockN tiles of an M x N (x batches) output give every
+/// one of `multiprocessors` SMs a block and waste at most a quarter of
+/// their outputs on padding: the tile choices' rule.
+inline bool tileFillsWave(int64_t m, int64_t n, int64_t batches,
+                          int64_t blockM, int64_t blockN,
+                          int64_t multiprocessors) {
+  int64_t rows = llvm::divideCeil(m, blockM), cols = llvm::divideCeil(n, blockN);
+  double useful = double(m * n) / double(rows * blockM * cols * blockN);
+  return rows * cols * batches >= multiprocessors && useful >= 0.75;
+}
+
 /// The block tile for an M x N (x batches) matmul on a GPU with
 /// `multiprocessors` SMs: the largest that fills one wave with little
 /// padding (TensorCoreMatmul.cpp documents the rule).
@@ -54,6 +65,12 @@ struct TensorCoreTarget {
   /// Whether matmuls may run on sm_90a's warpgroup wgmma fed by TMA
   /// (TensorCoreWarpgroup.cpp) rather than mma.sync.
   bool warpgroupMma = false;
+  /// The shared memory each of `blocksPerSM` blocks may use: its share of
+  /// the SM less the driver's reservation, within the per-block limit.
+  int64_t sharedBudget(int64_t blocksPerSM) const {
+    return std::min(sharedPerBlock,
+                    sharedPerSM / blocksPerSM - reservedSharedPerBlock);
+  }
 };
 
 /// Replaces a tensor-core matmul by a `gpu.launch` running

@@ -1,12 +1,13 @@
-//===- TensorCoreKernel.h - What both tensor-core matmul kernels share ----===//
+//===- TensorCoreKernel.h - What the tensor-core matmul kernels share -----===//
 //
 // A tensor-core matmul kernel is one `gpu.launch` of blocks of warps, each
-// block computing a blockM x blockN output tile with `mma.sync.m16n8k16`
-// and f32 accumulators in registers. How A and B reach the fragments
-// differs (TensorCoreMatmul.cpp stages them element by element, any layout;
-// TensorCorePipeline.cpp with cp.async and ldmatrix, 16-byte aligned rows);
-// the launch, the thread coordinates, the accumulators' layout, the mma and
-// the write-back are this skeleton.
+// block computing a blockM x blockN output tile with f32 accumulators in
+// registers in the m16n8 layout. How A and B reach the tensor cores
+// differs (TensorCoreMatmul.cpp stages them element by element, any layout,
+// for mma.sync m16n8k16 or m16n8k8 tf32; TensorCorePipeline.cpp with
+// cp.async and ldmatrix, 16-byte aligned rows; TensorCoreWarpgroup.cpp
+// with TMA and wgmma); the launch, the thread coordinates, the
+// accumulators' layout, the mma.sync and the write-back are this skeleton.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,8 +70,8 @@ bool holdsPairsAlongLastDim(Value buffer, AffineMap map, unsigned dim);
 /// buffers are `workgroup`), with the builder `k` at the start of its body.
 struct TensorCoreKernel {
   /// Shared memory is `workgroup` attributions, or, with
-  /// `dynamicSharedBytes`, that much dynamic shared memory the kernel
-  /// carves into views itself (setShared).
+  /// `dynamicSharedBytes`, that much dynamic shared memory
+  /// (`dynamicShared`), which the kernel carves into views itself.
   TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
                    TypeRange workgroup, int64_t dynamicSharedBytes = 0);
 
@@ -92,6 +93,9 @@ struct TensorCoreKernel {
 
   /// The kernel's shared-memory buffers.
   SmallVector<Value> shared;
+  /// With dynamicSharedBytes: the launch's dynamic shared memory as bytes
+  /// (`gpu.dynamic_shared_memory`, memref<?xi8, workgroup>).
+  Value dynamicShared;
   Value workgroupBuffer(unsigned i) { return shared[i]; }
   /// The accumulators (tilesM x tilesN tiles of 4 f32), loaded from C or
   /// set to the fused fill's value.

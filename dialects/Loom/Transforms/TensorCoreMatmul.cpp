@@ -22,7 +22,6 @@
 #include "Loom/Transforms/TensorCoreKernel.h"
 #include "Loom/Transforms/Passes.h"
 
-#include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -50,14 +49,9 @@ loom::TensorCoreTile loom::chooseTensorCoreTile(int64_t m, int64_t n,
   // operand element from global memory fewer times (M*N*K/blockN +
   // M*N*K/blockM elements in all), smaller ones spread small matmuls over
   // more multiprocessors.
-  for (const TensorCoreTile &tile : kCandidates) {
-    int64_t rows = (m + tile.blockM - 1) / tile.blockM;
-    int64_t cols = (n + tile.blockN - 1) / tile.blockN;
-    int64_t blocks = rows * cols * batches;
-    double useful = double(m * n) / double(rows * tile.blockM * cols * tile.blockN);
-    if (blocks >= multiprocessors && useful >= 0.75)
+  for (const TensorCoreTile &tile : kCandidates)
+    if (tileFillsWave(m, n, batches, tile.blockM, tile.blockN, multiprocessors))
       return tile;
-  }
   return kCandidates[std::size(kCandidates) - 1];
 }
 
@@ -316,6 +310,13 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
   row0 = im.mulc(k, launch.getBlockIds().y, tile.blockM);
   col0 = im.mulc(k, launch.getBlockIds().x, tile.blockN);
   mm.setBatchFromBlock(k, loc, launch.getBlockIds().z);
+  if (dynamicSharedBytes)
+    dynamicShared = gpu::DynamicSharedMemoryOp::create(
+        k, loc,
+        MemRefType::get({ShapedType::kDynamic}, k.getI8Type(),
+                        MemRefLayoutAttrInterface(),
+                        gpu::AddressSpaceAttr::get(
+                            op.getContext(), gpu::AddressSpace::Workgroup)));
 }
 
 // Where accumulator e (0..3) of tile (mi, ni) of this thread lives: rows g

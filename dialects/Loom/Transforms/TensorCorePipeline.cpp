@@ -100,9 +100,7 @@ std::optional<PipelineShape> choosePipeline(TensorCoreTile tile, int64_t k,
                                             const TensorCoreTarget &target) {
   int64_t warps = tile.warpsM * tile.warpsN;
   int64_t blocks = std::max<int64_t>(1, kWarpsPerSM / warps);
-  int64_t budget = std::min(target.sharedPerBlock,
-                            target.sharedPerSM / blocks -
-                                target.reservedSharedPerBlock);
+  int64_t budget = target.sharedBudget(blocks);
   for (int64_t blockK : {64, 32}) {
     int64_t stageBytes = (tile.blockM + tile.blockN) * blockK * 2;
     int64_t stages = std::min(kMaxStages, budget / stageBytes);
@@ -158,14 +156,11 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
   Location loc = kernel.loc;
   OpBuilder &k = kernel.k;
   if (dynamic) {
-    auto bytesType = MemRefType::get(
-        {ShapedType::kDynamic}, k.getI8Type(), MemRefLayoutAttrInterface(),
-        workgroup);
-    Value all = gpu::DynamicSharedMemoryOp::create(k, loc, bytesType);
     int64_t offset = 0;
     for (const StagedOperand &s : {aStage, bStage}) {
       kernel.shared.push_back(memref::ViewOp::create(
-          k, loc, bufferType(s), all, im.cst(k, offset), ValueRange{}));
+          k, loc, bufferType(s), kernel.dynamicShared, im.cst(k, offset),
+          ValueRange{}));
       offset += stages * s.rows * s.cols * 2;
     }
   }

@@ -84,16 +84,11 @@ std::optional<WarpgroupPipeline> choosePipeline(int64_t m, int64_t n,
                                                 int64_t batches,
                                                 const TensorCoreTarget &target) {
   for (const WarpgroupTile &tile : kTiles) {
-    int64_t rows = (m + kBlockM - 1) / kBlockM;
-    int64_t cols = (n + tile.blockN - 1) / tile.blockN;
-    double useful = double(m * n) / double(rows * kBlockM * cols * tile.blockN);
     bool last = &tile == &kTiles[std::size(kTiles) - 1];
-    if (!last && (rows * cols * batches < target.multiprocessors || useful < 0.75))
+    if (!last && !tileFillsWave(m, n, batches, kBlockM, tile.blockN,
+                                target.multiprocessors))
       continue;
-    int64_t budget =
-        std::min(target.sharedPerBlock, target.sharedPerSM / tile.blocksPerSM -
-                                            target.reservedSharedPerBlock) -
-        kAtomBytes;
+    int64_t budget = target.sharedBudget(tile.blocksPerSM) - kAtomBytes;
     int64_t stages = std::min(kMaxStages, budget / tile.stageBytes());
     if (stages >= 2)
       return WarpgroupPipeline{tile, stages,
@@ -227,9 +222,7 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
 
   // The stages start at the first kAtomBytes boundary of the dynamic
   // shared memory (static shared memory, the barriers, may come before it).
-  auto bytesType = MemRefType::get({ShapedType::kDynamic}, k.getI8Type(),
-                                   MemRefLayoutAttrInterface(), workgroup);
-  Value all = gpu::DynamicSharedMemoryOp::create(k, loc, bytesType);
+  Value all = kernel.dynamicShared;
   Value address =
       memref::ExtractAlignedPointerAsIndexOp::create(k, loc, all);
   Value base = im.remc(
