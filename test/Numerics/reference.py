@@ -284,6 +284,13 @@ def linear_matmul_slack(a, b):
     sa = np.zeros(a.data.shape) if a.slack is None else np.broadcast_to(a.slack, a.data.shape)
     sb = np.zeros(b.data.shape) if b.slack is None else np.broadcast_to(b.slack, b.data.shape)
     ra, rb = np.abs(a.data.astype(np.float64)), np.abs(b.data.astype(np.float64))
+    return propagate_slack(sa, ra, sb, rb)
+
+
+def propagate_slack(sa, ra, sb, rb):
+    """How far a matmul of operands of magnitude ra and rb can move when
+    they move by up to sa and sb: sum_k sa |b| + |a| sb + sa sb (infinite
+    or NaN terms count nothing)."""
     with np.errstate(over="ignore", invalid="ignore"):
         slack = np.matmul(sa, rb) + np.matmul(ra, sb) + np.matmul(sa, sb)
     return np.where(np.isfinite(slack), slack, 0.0)
@@ -326,9 +333,7 @@ def tf32_matmul_slack(a, b):
     sb = np.zeros_like(rb) if b.exact else tf32_step(b)
     if not sa.any() and not sb.any():
         return None
-    with np.errstate(over="ignore", invalid="ignore"):
-        slack = np.matmul(sa, rb) + np.matmul(ra, sb) + np.matmul(sa, sb)
-    return np.where(np.isfinite(slack), slack, 0.0)
+    return propagate_slack(sa, ra, sb, rb)
 
 
 def layernorm(x, scale, bias, eps=1e-5):
@@ -621,6 +626,7 @@ class Checker:
 
 
 def main():
+    global ROUND_INTERMEDIATE, MULTIPLY_TF32, OPERAND_RTOL
     parser = argparse.ArgumentParser(
         description="Independent NumPy reference for Loom's numerics tests.")
     parser.add_argument("model", choices=["mlp", "gpt"])
@@ -643,16 +649,15 @@ def main():
     parser.add_argument("--max-diff-fraction", type=float, default=0.05,
                         help="largest fraction of 16-bit output elements that may "
                              "differ at all (default 0.05)")
-    parser.add_argument("--operand-rtol", type=float, default=1e-6,
+    parser.add_argument("--operand-rtol", type=float, default=OPERAND_RTOL,
                         help="--precision tf32: the f32 difference, relative to "
                              "|a| + rms(a), that another correct implementation "
                              "may have in an operand of a tf32 matmul that the "
-                             "reference computed (default 1e-6)")
+                             "reference computed (default %(default)g)")
     parser.add_argument("--no-intermediate-rounding", action="store_true",
                         help="(self-check) round only the final outputs")
     args = parser.parse_args()
 
-    global ROUND_INTERMEDIATE, MULTIPLY_TF32, OPERAND_RTOL
     ROUND_INTERMEDIATE = not args.no_intermediate_rounding
     MULTIPLY_TF32 = args.precision == "tf32"
     OPERAND_RTOL = args.operand_rtol
