@@ -42,7 +42,10 @@ Value loom::viewRoot(Value memref) {
   return memref;
 }
 
-bool loom::isAlignedRun(MemRefType type, int64_t width) {
+bool loom::isAlignedRun(Value memref, int64_t width) {
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  if (!type || !startsOnPlanBuffer(memref))
+    return false;
   SmallVector<int64_t> strides;
   int64_t offset;
   if (type.getRank() == 0 || failed(type.getStridesAndOffset(strides, offset)))
@@ -112,7 +115,7 @@ LaneVectorizer::LaneVectorizer(ArrayRef<Operation *> ops, Value iv)
   }
   int64_t width = kVectorBytes / narrowest;
   for (auto [memref, type] : contiguous)
-    if (!isAlignedRun(type, width) || !startsOnPlanBuffer(memref))
+    if (!isAlignedRun(memref, width))
       return;
   width_ = width;
 }

@@ -16,12 +16,13 @@
 
 namespace mlir::loom {
 
-/// Whether `width` consecutive elements of `type`, starting at an innermost
-/// index that is a multiple of `width` (and any other indices), are
-/// contiguous and start on a multiple of `width` elements from the buffer.
-/// (Vectorized lanes, and the tensor-core kernels' 16-byte copies and
-/// paired stores.)
-bool isAlignedRun(MemRefType type, int64_t width);
+/// Whether `width` consecutive elements of `memref`, starting at an
+/// innermost index that is a multiple of `width` (and any other indices),
+/// are contiguous and start on a multiple of `width` elements from a plan
+/// buffer (whose start the plan aligns to 64 bytes), so that they are
+/// `width` elements aligned in memory. (Vectorized lanes, and the
+/// tensor-core kernels' 16-byte copies, tensor maps and paired stores.)
+bool isAlignedRun(Value memref, int64_t width);
 
 /// The most threads a block of whole warps may have within `blockSize`
 /// (one warp at least; kWarpSize is NVGPU's).

@@ -112,8 +112,7 @@ SmallVector<Value> loom::epilogueIndices(OpBuilder &b, Location loc,
 }
 
 bool loom::holdsPairsAlongLastDim(Value buffer, AffineMap map, unsigned dim) {
-  auto type = dyn_cast<MemRefType>(buffer.getType());
-  if (!type || !isAlignedRun(type, 2))
+  if (!isAlignedRun(buffer, 2))
     return false;
   auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
   return last && last.getPosition() == dim;

@@ -46,9 +46,9 @@ constexpr int64_t kWarpsPerSM = 16;
 /// 1: B) if its rows are 16-byte aligned, as the file header defines.
 std::optional<unsigned> alignedContiguousDim(const GpuMatmul &mm,
                                              unsigned which) {
-  auto type = cast<MemRefType>((which == 0 ? mm.a : mm.b).getType());
-  if (type.getRank() == 0 || type.getElementTypeBitWidth() != 16 ||
-      !isAlignedRun(type, kChunk))
+  Value operand = which == 0 ? mm.a : mm.b;
+  if (cast<MemRefType>(operand.getType()).getElementTypeBitWidth() != 16 ||
+      !isAlignedRun(operand, kChunk))
     return std::nullopt;
   auto dim = dyn_cast<AffineDimExpr>(mm.maps[which].getResults().back());
   if (!dim || mm.bounds[dim.getPosition()] % kChunk)

@@ -103,7 +103,7 @@ std::optional<WarpgroupPipeline> choosePipeline(int64_t m, int64_t n,
 bool isTensorMapReadable(Value operand) {
   auto type = cast<MemRefType>(operand.getType());
   return type.getRank() >= 2 && type.getRank() <= 5 && type.hasStaticShape() &&
-         type.getElementTypeBitWidth() == 16 && isAlignedRun(type, 8);
+         type.getElementTypeBitWidth() == 16 && isAlignedRun(operand, 8);
 }
 
 /// The (outer, inner) loop dims of operand `which` when its indices are
