@@ -2,7 +2,7 @@
 
 #include "KernelReport/KernelReport.h"
 
-#include "Loom/Transforms/MatmulLike.h"
+#include "Codegen/Common/MatmulLike.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -2,6 +2,9 @@
 
 #include "Pipeline/Pipeline.h"
 
+#include "Codegen/CPU/Passes.h"
+#include "Codegen/Common/Passes.h"
+#include "Codegen/GPU/Passes.h"
 #include "Conversion/Passes.h"
 #include "Loom/Transforms/Passes.h"
 

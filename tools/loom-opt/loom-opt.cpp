@@ -1,5 +1,8 @@
 //===- loom-opt.cpp - Runs single Loom and upstream passes (for lit tests) -===//
 
+#include "Codegen/CPU/Passes.h"
+#include "Codegen/Common/Passes.h"
+#include "Codegen/GPU/Passes.h"
 #include "Conversion/Passes.h"
 #include "Loom/Transforms/Passes.h"
 #include "Pipeline/Pipeline.h"
@@ -17,6 +20,9 @@ int main(int argc, char **argv) {
   mlir::shard::registerShardPasses();
   mlir::loom::registerLoomPasses();
   mlir::loom::registerLoomConversionPasses();
+  mlir::loom::registerLoomCodegenCommonPasses();
+  mlir::loom::registerLoomCodegenCPUPasses();
+  mlir::loom::registerLoomCodegenGPUPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Loom modular optimizer\n", registry));
 }

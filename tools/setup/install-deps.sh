@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22
       ninja-build cmake libopenmpi-dev openmpi-bin python3-numpy
-      libgtest-dev ccache)
+      libgtest-dev ccache nlohmann-json3-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \

@@ -6,30 +6,13 @@
 #include "Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::loom {
 
 #define GEN_PASS_DECL
 #include "Loom/Transforms/Passes.h.inc"
-
-/// Replaces `copy` by a parallel loop of loads and stores; fails (with an
-/// error) unless both shapes are static.
-LogicalResult lowerCopyToLoop(memref::CopyOp copy);
-
-/// Moves the views, constants and index arithmetic a launch reads into its
-/// body, so that only whole buffers are passed to the kernel.
-void sinkViewsIntoLaunch(gpu::LaunchOp launch);
 
 #define GEN_PASS_REGISTRATION
 #include "Loom/Transforms/Passes.h.inc"

@@ -8,10 +8,10 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Collective.h"
-#include "loom/runtime/Communicator.h"
-#include "loom/runtime/Executor.h"
-#include "loom/runtime/Layout.h"
+#include "loom/runtime/comm/Collective.h"
+#include "loom/runtime/comm/Communicator.h"
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/plan/Layout.h"
 
 #include <gtest/gtest.h>
 
@@ -444,18 +444,18 @@ TEST(Collective, ExecutorInterleavesKernelsAndCollectives) {
     EXPECT_EQ(gathered[rank], (std::vector<float>{2, 4, 6, 8, 4, 4, 6, 8}));
     EXPECT_EQ(doubled[rank], (std::vector<float>{4, 8, 12, 16}));
     const std::string &json = traces[rank];
-    EXPECT_NE(json.find("{\"name\": \"all-gather\", \"cat\": \"collective\", "
-                        "\"ph\": \"X\", "),
+    EXPECT_NE(json.find("{\"name\":\"all-gather\",\"cat\":\"collective\","
+                        "\"ph\":\"X\","),
               std::string::npos)
         << json;
-    EXPECT_NE(json.find("\"pid\": " + std::to_string(rank) +
-                        ", \"tid\": 0, \"args\": {\"step\": 1, \"axes\": "
+    EXPECT_NE(json.find("\"pid\":" + std::to_string(rank) +
+                        ",\"tid\":0,\"args\":{\"step\":1,\"axes\":"
                         "\"a\"}}"),
               std::string::npos)
         << json;
     // g is read; y, which nothing reads after, is the step's scratch.
-    EXPECT_NE(json.find("\"args\": {\"step\": 2, \"bytes_read\": 32, "
-                        "\"bytes_written\": 0}"),
+    EXPECT_NE(json.find("\"args\":{\"step\":2,\"bytes_read\":32,"
+                        "\"bytes_written\":0}"),
               std::string::npos)
         << json;
   }

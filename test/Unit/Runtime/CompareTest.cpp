@@ -1,6 +1,6 @@
 //===- CompareTest.cpp - The tolerance of --check-kernels -----------------===//
 
-#include "loom/runtime/Compare.h"
+#include "loom/runtime/exec/Compare.h"
 
 #include <gtest/gtest.h>
 

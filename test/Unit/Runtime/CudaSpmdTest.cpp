@@ -14,8 +14,8 @@
 #include "SpmdModel.h"
 #include "TestUtil.h"
 
-#include "loom/runtime/Cuda.h"
-#include "loom/runtime/Npy.h"
+#include "loom/runtime/exec/Cuda.h"
+#include "loom/runtime/io/Npy.h"
 
 #include <gtest/gtest.h>
 
@@ -445,13 +445,13 @@ TEST(CudaSpmd, TracesLaunchesAndCollectivesPerRank) {
   expectSuccess(runs, "trace");
   for (const char *file : {"t.json", "t.rank1.json"}) {
     std::string trace = readFile(dir.path(file));
-    EXPECT_NE(trace.find("{\"name\": \"all-to-all\", \"cat\": \"collective\""),
+    EXPECT_NE(trace.find("{\"name\":\"all-to-all\",\"cat\":\"collective\""),
               std::string::npos)
         << trace;
-    EXPECT_NE(trace.find("\"args\": {\"step\": 10, \"axes\": \"a\"}"),
+    EXPECT_NE(trace.find("\"args\":{\"step\":10,\"axes\":\"a\"}"),
               std::string::npos)
         << trace;
-    EXPECT_NE(trace.find("{\"name\": \"fake_scale\", \"cat\": \"cuda\""),
+    EXPECT_NE(trace.find("{\"name\":\"fake_scale\",\"cat\":\"cuda\""),
               std::string::npos)
         << trace;
   }

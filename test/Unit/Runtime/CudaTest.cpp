@@ -10,8 +10,8 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Cuda.h"
-#include "loom/runtime/Npy.h"
+#include "loom/runtime/exec/Cuda.h"
+#include "loom/runtime/io/Npy.h"
 
 #include <gtest/gtest.h>
 
@@ -402,22 +402,22 @@ TEST(Cuda, TracesEveryLaunch) {
   ASSERT_EQ(run.status, 0) << run.err;
   std::string trace = readFile(dir.path("trace.json"));
   size_t events = 0;
-  for (size_t at = trace.find("\"ph\": \"X\""); at != std::string::npos;
-       at = trace.find("\"ph\": \"X\"", at + 1))
+  for (size_t at = trace.find("\"ph\":\"X\""); at != std::string::npos;
+       at = trace.find("\"ph\":\"X\"", at + 1))
     ++events;
   EXPECT_EQ(events, 4u) << trace;
-  EXPECT_NE(trace.find("{\"name\": \"fake_scale\", \"cat\": \"cuda\", \"ph\": "
-                       "\"X\", \"ts\": "),
+  EXPECT_NE(trace.find("{\"name\":\"fake_scale\",\"cat\":\"cuda\",\"ph\":"
+                       "\"X\",\"ts\":"),
             std::string::npos)
       << trace;
   // The step's bytes on each of its launches: t and w read, out written.
-  std::string addw = "\"args\": {\"step\": 1, \"kernel\": \"addw\", "
-                     "\"bytes_read\": 64, \"bytes_written\": 32}}";
+  std::string addw = "\"args\":{\"step\":1,\"kernel\":\"addw\","
+                     "\"bytes_read\":64,\"bytes_written\":32}}";
   size_t first = trace.find(addw);
   EXPECT_NE(first, std::string::npos) << trace;
   EXPECT_NE(trace.rfind(addw), first) << trace;
-  EXPECT_NE(trace.find("\"args\": {\"step\": 2, \"kernel\": \"dims\", "
-                       "\"bytes_read\": 0, \"bytes_written\": 32}}"),
+  EXPECT_NE(trace.find("\"args\":{\"step\":2,\"kernel\":\"dims\","
+                       "\"bytes_read\":0,\"bytes_written\":32}}"),
             std::string::npos)
       << trace;
   expectReleased(fake);

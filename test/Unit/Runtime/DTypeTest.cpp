@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/runtime/DType.h"
-#include "loom/runtime/Shape.h"
+#include "loom/runtime/support/DType.h"
+#include "loom/runtime/support/Shape.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Npy.h"
+#include "loom/runtime/io/Npy.h"
 
 #include <gtest/gtest.h>
 
@@ -97,10 +97,10 @@ TEST(Driver, RunsWithInputFilesAndWritesOutputs) {
   for (int i = 0; i < kN; ++i)
     EXPECT_EQ(out[i], static_cast<float>(i) + 100.5f);
   std::string trace = readFile(dir.path("trace.json"));
-  EXPECT_EQ(trace.find("{\"traceEvents\": ["), 0u);
+  EXPECT_EQ(trace.find("{\"traceEvents\":["), 0u);
   size_t events = 0;
-  for (size_t at = trace.find("\"ph\": \"X\""); at != std::string::npos;
-       at = trace.find("\"ph\": \"X\"", at + 1))
+  for (size_t at = trace.find("\"ph\":\"X\""); at != std::string::npos;
+       at = trace.find("\"ph\":\"X\"", at + 1))
     ++events;
   EXPECT_EQ(events, 3u);
 }

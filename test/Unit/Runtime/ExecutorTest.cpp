@@ -2,8 +2,8 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Executor.h"
-#include "loom/runtime/Initializer.h"
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/exec/Initializer.h"
 
 #include <gtest/gtest.h>
 
@@ -60,15 +60,15 @@ TEST(Executor, RunsStepsInOrderOverSharedArenaBytes) {
 
   ASSERT_EQ(trace.size(), 3u);
   std::string json = trace.toJson();
-  EXPECT_EQ(json.find("{\"traceEvents\": ["), 0u) << json;
-  EXPECT_NE(json.find("{\"name\": \"add\", \"cat\": \"kernel\", \"ph\": "
-                      "\"X\", \"ts\": "),
+  EXPECT_EQ(json.find("{\"traceEvents\":["), 0u) << json;
+  EXPECT_NE(json.find("{\"name\":\"add\",\"cat\":\"kernel\",\"ph\":"
+                      "\"X\",\"ts\":"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"name\": \"copy\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"copy\""), std::string::npos);
   // The bytes of s (read) and out (written).
-  EXPECT_NE(json.find("\"args\": {\"step\": 2, \"bytes_read\": 32, "
-                      "\"bytes_written\": 32}"),
+  EXPECT_NE(json.find("\"args\":{\"step\":2,\"bytes_read\":32,"
+                      "\"bytes_written\":32}"),
             std::string::npos)
       << json;
 
@@ -110,14 +110,13 @@ TEST(Executor, ArenaIsAlignedAndZeroed) {
 TEST(Executor, TraceIsWritten) {
   TraceRecorder trace;
   EXPECT_EQ(trace.toJson(),
-            "{\"traceEvents\": [], \"displayTimeUnit\": \"ms\"}\n");
+            "{\"traceEvents\":[],\"displayTimeUnit\":\"ms\"}\n");
   trace.addStep(0, "k\"0", 1.5, 2.25, 1024, 512);
   EXPECT_EQ(trace.toJson(),
-            "{\"traceEvents\": [\n  {\"name\": \"k\\\"0\", \"cat\": "
-            "\"kernel\", \"ph\": \"X\", \"ts\": 1.500, \"dur\": 2.250, "
-            "\"pid\": 0, \"tid\": 0, \"args\": {\"step\": 0, "
-            "\"bytes_read\": 1024, \"bytes_written\": 512}}\n], "
-            "\"displayTimeUnit\": \"ms\"}\n");
+            "{\"traceEvents\":[{\"name\":\"k\\\"0\",\"cat\":\"kernel\","
+            "\"ph\":\"X\",\"ts\":1.5,\"dur\":2.25,\"pid\":0,\"tid\":0,"
+            "\"args\":{\"step\":0,\"bytes_read\":1024,"
+            "\"bytes_written\":512}}],\"displayTimeUnit\":\"ms\"}\n");
   loom::test::TempDir dir;
   std::string error;
   ASSERT_TRUE(trace.write(dir.path("t.json"), error)) << error;

@@ -7,8 +7,8 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Initializer.h"
-#include "loom/runtime/Random.h"
+#include "loom/runtime/exec/Initializer.h"
+#include "loom/runtime/support/Random.h"
 
 #include <gtest/gtest.h>
 

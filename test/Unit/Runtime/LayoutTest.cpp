@@ -2,7 +2,7 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Layout.h"
+#include "loom/runtime/plan/Layout.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 
 #include "SpmdModel.h"
 
-#include "loom/runtime/Driver.h"
+#include "loom/runtime/exec/Driver.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -9,10 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/runtime/Communicator.h"
-#include "loom/runtime/Executor.h"
-#include "loom/runtime/Layout.h"
-#include "loom/runtime/Plan.h"
+#include "loom/runtime/comm/Communicator.h"
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/plan/Layout.h"
+#include "loom/runtime/plan/Plan.h"
 
 #include <cstdio>
 #include <cstdlib>

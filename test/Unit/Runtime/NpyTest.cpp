@@ -2,7 +2,7 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Npy.h"
+#include "loom/runtime/io/Npy.h"
 
 #include <gtest/gtest.h>
 

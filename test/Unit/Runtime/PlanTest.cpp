@@ -2,8 +2,8 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Executor.h"
-#include "loom/runtime/Plan.h"
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/plan/Plan.h"
 
 #include <gtest/gtest.h>
 

@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Initializer.h"
-#include "loom/runtime/Plan.h"
-#include "loom/runtime/Safetensors.h"
+#include "loom/runtime/exec/Initializer.h"
+#include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/io/Safetensors.h"
 
 #include <gtest/gtest.h>
 

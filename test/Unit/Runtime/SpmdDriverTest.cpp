@@ -10,8 +10,8 @@
 #include "SpmdModel.h"
 #include "TestUtil.h"
 
-#include "loom/runtime/Npy.h"
-#include "loom/runtime/Plan.h"
+#include "loom/runtime/io/Npy.h"
+#include "loom/runtime/plan/Plan.h"
 
 #include <gtest/gtest.h>
 
@@ -195,15 +195,15 @@ TEST(SpmdDriver, TracesOneFilePerRank) {
                            ? dir.path("t.rank" + std::to_string(rank) + ".json")
                            : dir.path("t.json");
     std::string trace = readFile(path);
-    EXPECT_EQ(trace.find("{\"traceEvents\": ["), 0u) << path;
-    EXPECT_NE(trace.find("\"name\": \"reduce-scatter\", \"cat\": "
+    EXPECT_EQ(trace.find("{\"traceEvents\":["), 0u) << path;
+    EXPECT_NE(trace.find("\"name\":\"reduce-scatter\",\"cat\":"
                          "\"collective\""),
               std::string::npos)
         << trace;
-    EXPECT_NE(trace.find("\"pid\": " + std::to_string(rank) + ", "),
+    EXPECT_NE(trace.find("\"pid\":" + std::to_string(rank) + ","),
               std::string::npos)
         << trace;
-    EXPECT_NE(trace.find("\"name\": \"mm_2_8_4\", \"cat\": \"kernel\""),
+    EXPECT_NE(trace.find("\"name\":\"mm_2_8_4\",\"cat\":\"kernel\""),
               std::string::npos);
   }
   runs = runRanks(2, {"--random-inputs", "--trace", dir.path("trace")},

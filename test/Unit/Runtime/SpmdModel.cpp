@@ -2,10 +2,10 @@
 
 #include "SpmdModel.h"
 
-#include "loom/runtime/Executor.h"
-#include "loom/runtime/Npy.h"
-#include "loom/runtime/Plan.h"
-#include "loom/runtime/Safetensors.h"
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/io/Npy.h"
+#include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/io/Safetensors.h"
 
 #include <cstring>
 

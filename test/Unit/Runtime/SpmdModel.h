@@ -11,7 +11,7 @@
 #ifndef LOOM_TEST_UNIT_RUNTIME_SPMDMODEL_H
 #define LOOM_TEST_UNIT_RUNTIME_SPMDMODEL_H
 
-#include "loom/runtime/KernelABI.h"
+#include "loom/runtime/plan/KernelABI.h"
 
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Plan.h"
+#include "loom/runtime/plan/Plan.h"
 
 #include <gtest/gtest.h>
 

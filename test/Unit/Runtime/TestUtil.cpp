@@ -2,9 +2,9 @@
 
 #include "TestUtil.h"
 
-#include "loom/runtime/Communicator.h"
-#include "loom/runtime/Driver.h"
-#include "loom/runtime/Plan.h"
+#include "loom/runtime/comm/Communicator.h"
+#include "loom/runtime/exec/Driver.h"
+#include "loom/runtime/plan/Plan.h"
 
 #include <gtest/gtest.h>
 

@@ -3,9 +3,9 @@
 #ifndef LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
 #define LOOM_TEST_UNIT_RUNTIME_TESTUTIL_H
 
-#include "loom/runtime/Driver.h"
-#include "loom/runtime/KernelABI.h"
-#include "loom/runtime/Shape.h"
+#include "loom/runtime/exec/Driver.h"
+#include "loom/runtime/plan/KernelABI.h"
+#include "loom/runtime/support/Shape.h"
 
 #include <cstdint>
 #include <string>

@@ -42,7 +42,7 @@ cmp "$dir/r1.safetensors" "$dir/r4.safetensors" || fail "saved weights differ"
 # One trace per rank.
 ranks 4 "$model" 0 --random-inputs --trace "$dir/t.json" >/dev/null || fail "traces"
 for file in t.json t.rank1.json t.rank2.json t.rank3.json; do
-  grep -q '"cat": "collective"' "$dir/$file" || fail "trace $file"
+  grep -q '"cat":"collective"' "$dir/$file" || fail "trace $file"
 done
 
 # Errors: non-zero, the message once, within the timeout.

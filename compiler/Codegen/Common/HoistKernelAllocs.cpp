@@ -1,0 +1,56 @@
+//===- HoistKernelAllocs.cpp - Kernel temporaries become plan buffers -----===//
+
+#include "Codegen/Common/Passes.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMHOISTKERNELALLOCS
+#include "Codegen/Common/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+namespace {
+struct LoomHoistKernelAllocs
+    : public loom::impl::LoomHoistKernelAllocsBase<LoomHoistKernelAllocs> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || !func->hasAttr(loom::attr::kKernel))
+        continue;
+      Block &entry = func.getBody().front();
+      // Results computed in place in their destination arguments (see
+      // loom-kernel-destinations) are not returned: the caller has them.
+      func.walk([](memref::CopyOp copy) {
+        if (copy.getSource() == copy.getTarget())
+          copy.erase();
+      });
+      auto ret = cast<func::ReturnOp>(entry.getTerminator());
+      if (llvm::all_of(ret.getOperands(),
+                       [](Value v) { return isa<BlockArgument>(v); }))
+        ret->setOperands({});
+      unsigned firstScratch = entry.getNumArguments();
+      SmallVector<memref::AllocOp> allocs;
+      for (auto alloc : entry.getOps<memref::AllocOp>())
+        if (alloc.getType().hasStaticShape())
+          allocs.push_back(alloc);
+      for (memref::AllocOp alloc : allocs) {
+        // The plan's buffers are dense and row-major, like the alloc.
+        auto type = MemRefType::get(alloc.getType().getShape(),
+                                    alloc.getType().getElementType());
+        if (type != alloc.getType())
+          continue;
+        BlockArgument arg = entry.addArgument(type, alloc.getLoc());
+        for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
+          if (isa<memref::DeallocOp>(user))
+            user->erase();
+        alloc.replaceAllUsesWith(arg);
+        alloc.erase();
+      }
+      func.setFunctionType(FunctionType::get(func.getContext(),
+                                             entry.getArgumentTypes(),
+                                             ret.getOperandTypes()));
+      for (unsigned i = firstScratch; i < entry.getNumArguments(); ++i)
+        func.setArgAttr(i, loom::attr::kScratch, UnitAttr::get(func.getContext()));
+    }
+  }
+};
+} // namespace

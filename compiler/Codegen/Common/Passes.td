@@ -1,0 +1,48 @@
+//===- Passes.td - Codegen shared by the CPU and GPU targets --------------===//
+
+#ifndef LOOM_CODEGEN_COMMON_PASSES_TD
+#define LOOM_CODEGEN_COMMON_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LoomHoistKernelAllocs : Pass<"loom-hoist-kernel-allocs", "mlir::ModuleOp"> {
+  let summary = "Turn a bufferized kernel's temporary buffers into arguments";
+  let description = [{
+    After bufferization, a kernel may still allocate temporaries (a matmul's
+    f32 accumulator before rounding, a softmax's row statistics). Each
+    statically shaped `memref.alloc` at the top of a kernel function becomes
+    a new trailing argument (and its `memref.dealloc` goes away), so that
+    the plan places it in the arena like any other buffer: kernels never
+    call malloc, and a GPU kernel's temporaries live in device memory.
+    Results that are already destination arguments (written in place) stop
+    being returned, and copies of a buffer onto itself are dropped.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
+def LoomLowerStridedCopies : Pass<"loom-lower-strided-copies", "mlir::func::FuncOp"> {
+  let summary = "Strided memref.copy as loops";
+  let description = [{
+    A copy between dense buffers becomes one memcpy; a copy from or to a
+    strided view (a split piece, a concat slot) would otherwise become a
+    call into MLIR's C runner library, which executables do not link. Those
+    become loops of loads and stores instead.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def LoomKernelDestinations : Pass<"loom-kernel-destinations", "mlir::ModuleOp"> {
+  let summary = "Kernels write their results into destination arguments";
+  let description = [{
+    Gives every tensor result of a kernel function a destination argument
+    (after the inputs) and returns the result materialized into it. After
+    empty-tensor elimination the op producing a result writes straight
+    into the plan's output buffer, and bufferization drops the then
+    equivalent results: no scratch copy and no memcpy per kernel. The
+    arguments keep the plan's order: inputs, outputs, scratch.
+  }];
+  let dependentDialects = ["mlir::bufferization::BufferizationDialect"];
+}
+
+#endif // LOOM_CODEGEN_COMMON_PASSES_TD

@@ -1,0 +1,145 @@
+//===- Passes.td - Codegen for the GPU: launches and tensor cores ---------===//
+
+#ifndef LOOM_CODEGEN_GPU_PASSES_TD
+#define LOOM_CODEGEN_GPU_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncOp"> {
+  let summary = "Matmul-like linalg ops as tiled gpu.launch kernels";
+  let description = [{
+    Rewrites every bufferized contraction (`linalg.generic` whose last loop
+    is the only reduction, over (batch..., m, n, k)) into a `gpu.launch`:
+    one block per `tile x tile` output tile (and per batch index), one
+    thread per output element. The block walks K in steps of `tile`: its
+    threads stage the A and B tiles in workgroup (shared) memory, wait at a
+    `gpu.barrier`, accumulate from shared memory with the op's own body,
+    and wait again before the next step. Loads outside the operands are
+    skipped, so any size works. Other linalg ops are left for the generic
+    parallel-loop mapping.
+
+    With `tensor-cores` (sm_80 and later), contractions of bf16 or f16
+    operands into an f32 accumulator run on tensor cores instead: blocks of
+    4 or 8 warps per 64 x 64, 128 x 64 or 128 x 128 output tile (the largest
+    that still gives each of `multiprocessors` SMs a block, with at most a
+    quarter of padding), each warp a 32 x 32 or 64 x 32 part as 16 x 8
+    `mma.sync.m16n8k16` (NVVM `nvvm.mma.sync`) with f32 accumulators in
+    registers. Operands whose rows are 16-byte aligned are staged by
+    `cp.async` (`nvgpu.device_async_copy`) in K steps of 32 or 64 into as
+    many swizzled shared-memory stages as `shared-per-block` and
+    `shared-per-sm` allow (at most 4; beyond 48 KiB in dynamic shared
+    memory), read with `nvgpu.ldmatrix` (TensorCorePipeline.cpp); others
+    element by element in K steps of 32 (TensorCoreMatmul.cpp). The fill
+    before and the elementwise op after a matmul are fused into its launch
+    (TensorCoreFusion.cpp). Both zero-fill outside the operands, so any
+    shape works.
+
+    With `warpgroup-mma` (sm_90a), matmuls whose operands a tensor map can
+    describe (plain loop-dim indices, batch dims first, A K-contiguous, B
+    K- or N-contiguous, 16-byte aligned rows) run on two warpgroups per
+    128 x 256 or 128 x 128 block tile instead: `wgmma.mma_async.m64nNk16`
+    reading shared memory that TMA copies (`nvgpu.tma.async.load`,
+    mbarrier-counted) fill, in as many stages as the blocks an SM should
+    hold allow (TensorCoreWarpgroup.cpp). Their tensor maps are
+    `nvgpu.tma.create.descriptor` ops before the launch.
+  }];
+  let options = [
+    Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
+    Option<"tensorCores", "tensor-cores", "bool", "false",
+           "Run bf16/f16 contractions with f32 accumulation on mma.sync">,
+    Option<"multiprocessors", "multiprocessors", "int64_t", "132",
+           "SMs of the target GPU, for the tensor-core tile choice">,
+    Option<"sharedPerBlock", "shared-per-block", "int64_t", "49152",
+           "Shared memory bytes one block may use (above 48 KiB as dynamic "
+           "shared memory), for the tensor-core pipeline stages">,
+    Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
+           "Shared memory bytes of one SM, for the tensor-core pipeline stages">,
+    Option<"reservedSharedPerBlock", "reserved-shared-per-block", "int64_t",
+           "1024", "Shared memory bytes the driver reserves per block">,
+    Option<"warpgroupMma", "warpgroup-mma", "bool", "false",
+           "On sm_90a: run 2-D tensor-core matmuls as wgmma fed by TMA "
+           "(needs tensor maps from the runtime)">
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
+                           "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",
+                           "mlir::nvgpu::NVGPUDialect", "mlir::vector::VectorDialect"];
+}
+
+def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
+  let summary = "Run a bufferized kernel's loops as gpu.launch kernels";
+  let description = [{
+    Every top-level `scf.parallel` (and `memref.copy`, first turned into
+    one) becomes a `gpu.launch` with one thread per iteration: the
+    iteration space is flattened, blocks of `block-size` threads cover it
+    and each thread recovers its indices by delinearization, so loops of any
+    rank map the same way. Where every load and store of the body either
+    moves with the innermost loop contiguously from a 16-byte aligned start
+    (checked on the memref's layout; plan buffers are 64-byte aligned) or
+    not at all, and the innermost trip count allows, a thread runs 16
+    bytes' worth of consecutive iterations (8 for bf16, 4 for f32) in
+    lockstep: one `vector.load`/`vector.store` per access, the scalar body
+    repeated per lane.
+
+    A row reduction (a parallel loop over rows around a sequential loop
+    that combines values into one accumulator element with `addf`,
+    `maximumf` or `maxnumf`) runs one warp per row, the lanes striding over
+    the row and combining their partials with `gpu.shuffle xor`. A run of
+    consecutive loops over the same rows around a row reduction (fills and
+    scalar steps per row, row reductions, elementwise loops along the row:
+    a softmax, a layernorm) becomes one launch of a block per row instead,
+    when every buffer the run writes is only accessed at the step's own
+    row: the steps run in order separated by `gpu.barrier`, a reduction
+    combines the block's warps through a workgroup slot per warp, every
+    thread holds each reduction's result (later steps use it instead of
+    loading it), and with at most 8 16-byte chunks per thread, the row's
+    values loaded from buffers the run does not write stay in registers
+    across steps.
+
+    Remaining top-level loops (full reductions to a scalar) run in a
+    one-thread launch. Views, constants and index arithmetic the kernels
+    use are sunk into them, so only whole plan buffers cross to the device.
+  }];
+  let options = [Option<"blockSize", "block-size", "int64_t", "256",
+                        "Threads per block">];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",
+                           "mlir::vector::VectorDialect"];
+}
+
+def LoomGpuOccupancyHints : Pass<"loom-gpu-occupancy-hints", "mlir::ModuleOp"> {
+  let summary = "Ask ptxas to keep as many blocks resident as shared memory allows";
+  let description = [{
+    A launch that passes dynamic shared memory (the pipelined tensor-core
+    matmuls, sized in loom-tile-matmuls-for-gpu for a number of resident
+    blocks per SM) gets `nvvm.minctasm` on its kernel: the blocks that
+    `shared-per-sm` holds at that size plus what the driver reserves per
+    block (`reserved-shared-per-block`, from the spec table).
+    ptxas then keeps the registers low enough for those blocks (PTX
+    `.minnctapersm`); without the hint it may spend them on one block.
+    Runs after gpu-kernel-outlining.
+  }];
+  let options = [Option<"sharedPerSM", "shared-per-sm", "int64_t", "233472",
+                        "Shared memory bytes of one SM">,
+                 Option<"reservedSharedPerBlock", "reserved-shared-per-block",
+                        "int64_t", "1024",
+                        "Shared memory bytes the driver reserves per block">];
+  let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect"];
+}
+
+def LoomTensorMapParams : Pass<"loom-tensor-map-params", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Kernels take their TMA tensor maps as pointers";
+  let description = [{
+    A kernel parameter of type `!nvgpu.tensormap.descriptor` (a wgmma
+    matmul's operand, loom-tile-matmuls-for-gpu) becomes an `!llvm.ptr`,
+    cast back to the descriptor type at the kernel's entry: the runtime
+    passes the address of the 128-byte CUtensorMap it encoded in device
+    memory (the plan's `tmap:` argument), which is what
+    `convert-nvgpu-to-nvvm` lowers a descriptor to, and `convert-gpu-to-nvvm`
+    cannot convert a descriptor-typed signature. Runs on the device code
+    only, once the host code that launches the kernels is gone.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
+#endif // LOOM_CODEGEN_GPU_PASSES_TD

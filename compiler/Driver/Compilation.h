@@ -1,0 +1,114 @@
+//===- Compilation.h - The state of one loomc run, stage by stage -*- C++ -*-===//
+//
+// Private to compiler/Driver: what the rows of the stage table (Driver.cpp)
+// read and write as a script is lowered. Each step is one member function;
+// the GPU and kernel-report steps live in GpuStages.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DRIVER_COMPILATION_H
+#define LOOM_DRIVER_COMPILATION_H
+
+#include "Driver/Driver.h"
+#include "Frontend/AST.h"
+#include "Pipeline/Pipeline.h"
+#include "Plan/PlanBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <memory>
+#include <optional>
+
+namespace loom {
+
+class Compilation {
+public:
+  Compilation(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
+              const DriverOptions &options, llvm::raw_ostream &os)
+      : context(context), sourceMgr(sourceMgr), options(options), os(os) {}
+
+  /// Runs the stage table top to bottom.
+  mlir::LogicalResult run();
+
+  // The steps, in the table's order (Driver.cpp).
+  mlir::LogicalResult parse();
+  mlir::LogicalResult generateLoom();
+  mlir::LogicalResult partition();
+  mlir::LogicalResult outlineKernels();
+  mlir::LogicalResult lowerToLinalg();
+  mlir::LogicalResult bufferizeKernels();
+  mlir::LogicalResult checkGpuOptions();
+  mlir::LogicalResult lowerToGpu();
+  mlir::LogicalResult lowerToNvvm();
+  mlir::LogicalResult emitPtx();
+  mlir::LogicalResult buildGpuImage();
+  mlir::LogicalResult buildPlans();
+  mlir::LogicalResult printKernelReport();
+  mlir::LogicalResult tileForCpu();
+  mlir::LogicalResult lowerForCpu();
+  mlir::LogicalResult linkExecutable();
+
+  // When a row runs.
+  bool wantsGpu() const;
+  bool wantsPlans() const;
+  bool wantsReport() const { return report.has_value(); }
+
+  // How a stage prints.
+  void printAST(llvm::raw_ostream &out);
+  void printModule(llvm::raw_ostream &out);
+  void printGpuModule(llvm::raw_ostream &out);
+  void printPtx(llvm::raw_ostream &out) { out << ptx; }
+  void printPlans(llvm::raw_ostream &out);
+
+  /// Prints (and dumps) `stage`; true when it is the --emit stage.
+  bool reached(Stage stage, void (Compilation::*print)(llvm::raw_ostream &));
+
+  /// Set by a step after which nothing more is to be done (the report).
+  bool finished = false;
+
+private:
+  mlir::LogicalResult runPipeline(void (*build)(mlir::OpPassManager &));
+  mlir::LogicalResult
+  runPipeline(mlir::ModuleOp target,
+              llvm::function_ref<void(mlir::OpPassManager &)> build);
+  mlir::FailureOr<KernelReport> makeKernelReport();
+  mlir::FailureOr<const DeviceSpec *> gpuDevice();
+  mlir::LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
+  mlir::FailureOr<mlir::func::FuncOp> selectModel();
+  /// Whether the run ends in an executable (or prints its plan).
+  bool executable() const {
+    return !options.emit || *options.emit >= Stage::Plan;
+  }
+
+  mlir::MLIRContext &context;
+  llvm::SourceMgr &sourceMgr;
+  const DriverOptions &options;
+  llvm::raw_ostream &os;
+  unsigned dumped = 0;
+
+  std::unique_ptr<Module> ast;
+  /// The script's IR; from bufferization on, only its kernels.
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// The model functions at the linalg stage, which become the plans.
+  mlir::OwningOpRef<mlir::ModuleOp> models;
+  /// Per kernel, the scratch arguments past its inputs and results.
+  llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> scratch;
+
+  // The GPU stages work on copies of the bufferized kernels.
+  mlir::OwningOpRef<mlir::ModuleOp> gpuModule, nvvmModule;
+  GpuTarget gpuTarget;
+  llvm::StringMap<std::vector<GpuLaunch>> launches;
+  std::string ptx;
+  std::optional<GpuCode> gpuCode;
+  std::optional<KernelReport> report;
+
+  std::optional<Plan> plan, spmdPlan;
+  mlir::func::FuncOp planned, spmd;
+};
+
+} // namespace loom
+
+#endif // LOOM_DRIVER_COMPILATION_H

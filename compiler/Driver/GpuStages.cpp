@@ -1,0 +1,223 @@
+//===- GpuStages.cpp - loomc's GPU rows: gpu, nvvm, ptx, image, report ----===//
+//
+// The GPU stages branch off the bufferized kernels: they lower a copy, so
+// the CPU rows of the stage table still see the kernels as bufferized.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver/Compilation.h"
+
+#include "Plan/GpuLaunches.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Regex.h"
+
+using namespace mlir;
+
+namespace loom {
+
+bool Compilation::wantsGpu() const {
+  return (options.emit && *options.emit >= Stage::GPU &&
+          *options.emit <= Stage::PTX) ||
+         (!options.dumpDir.empty() &&
+          !llvm::StringRef(LOOM_CUDA_PATH).empty()) ||
+         (executable() && options.embedGpu) || options.kernelReport;
+}
+
+LogicalResult Compilation::checkGpuOptions() {
+  // PTX ISA 8.0 (what the GPU stages emit) covers sm_50 to sm_90a.
+  if (wantsGpu() && !llvm::Regex("^sm_[5-9][0-9]a?$").match(options.gpuArch))
+    return emitError(UnknownLoc::get(&context),
+                     "--gpu-arch must be sm_50 ... sm_90a (e.g. sm_80, "
+                     "sm_90a), got '")
+           << options.gpuArch << "'";
+  if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
+    return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
+                             "without one");
+  if (!options.kernelReport)
+    return success();
+  FailureOr<KernelReport> made = makeKernelReport();
+  if (failed(made))
+    return failure();
+  report.emplace(std::move(*made));
+  return success();
+}
+
+void Compilation::printGpuModule(llvm::raw_ostream &out) {
+  gpuModule->print(out);
+}
+
+/// Tensor cores (mma.sync) from sm_80 (Ampere) on, wgmma on sm_90a; their
+/// tiles are sized for the SMs of --gpu-device (h200 by default).
+LogicalResult Compilation::lowerToGpu() {
+  gpuModule = module->clone();
+  if (report)
+    report->countWork(*gpuModule);
+  unsigned smVersion = 0;
+  llvm::StringRef(options.gpuArch)
+      .drop_front(3)
+      .take_while([](char ch) { return ch >= '0' && ch <= '9'; })
+      .getAsInteger(10, smVersion);
+  FailureOr<const DeviceSpec *> device = gpuDevice();
+  if (failed(device))
+    return failure();
+  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
+  // PTX lacks them); there they are the default.
+  bool sm90a = options.gpuArch == "sm_90a";
+  if (options.gpuMma == GpuMma::Wgmma && !sm90a)
+    return emitError(UnknownLoc::get(&context), "--gpu-mma=wgmma needs ")
+           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
+  bool warpgroupMma = options.gpuMma == GpuMma::Wgmma ||
+                      (options.gpuMma == GpuMma::Auto && sm90a);
+  // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
+  // (the binary runs on any GPU of that architecture), at most
+  // --gpu-shared-limit per block (unset: 48 KiB for mma.sync alone, the
+  // architecture's limit with wgmma).
+  int64_t sharedLimit =
+      options.gpuSharedLimit.value_or(warpgroupMma ? 0 : 48 * 1024);
+  if (sharedLimit < 0)
+    return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
+           << "number of bytes, or 0 for the --gpu-arch's limit (got "
+           << sharedLimit << ")";
+  int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024,
+          reservedPerBlock = 1024;
+  if (const ArchSpec *arch = lookupArch(options.gpuArch)) {
+    sharedPerBlock = arch->maxSharedBytesPerBlock;
+    sharedPerSM = arch->sharedBytesPerSM;
+    reservedPerBlock = arch->reservedSharedBytesPerBlock;
+  }
+  if (sharedLimit > 0)
+    sharedPerBlock = std::min(sharedPerBlock, sharedLimit);
+  return runPipeline(*gpuModule, [&](OpPassManager &pm) {
+    buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
+                            sharedPerBlock, sharedPerSM, reservedPerBlock,
+                            warpgroupMma);
+  });
+}
+
+LogicalResult Compilation::lowerToNvvm() {
+  if (report)
+    report->readLaunches(*gpuModule);
+  FailureOr<llvm::StringMap<std::vector<GpuLaunch>>> collected =
+      collectGpuLaunches(*gpuModule);
+  if (failed(collected))
+    return failure();
+  launches = std::move(*collected);
+  gpuTarget.chip = options.gpuArch;
+  gpuTarget.toolkitPath = LOOM_CUDA_PATH;
+  // Only the device code goes on: the launches are in the plan.
+  for (Operation &op : llvm::make_early_inc_range(gpuModule->getOps()))
+    if (!isa<gpu::GPUModuleOp>(op))
+      op.erase();
+  return runPipeline(*gpuModule, [&](OpPassManager &pm) {
+    buildNvvmPipeline(pm, gpuTarget);
+  });
+}
+
+/// The device image of every gpu.binary in `binaries`.
+static std::string imageOf(ModuleOp binaries) {
+  std::string image;
+  for (auto binary : binaries.getOps<gpu::BinaryOp>())
+    for (Attribute object : binary.getObjects())
+      image += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+  return image;
+}
+
+LogicalResult Compilation::emitPtx() {
+  // The NVVM module is kept: a cubin is compiled from it, not from PTX.
+  nvvmModule = gpuModule->clone();
+  if (failed(runPipeline(*gpuModule, [&](OpPassManager &pm) {
+        buildGpuBinaryPipeline(pm, gpuTarget, "isa");
+      })))
+    return failure();
+  ptx = imageOf(*gpuModule);
+  return success();
+}
+
+/// A kernel report reads the PTX (ptxas runs on it) and needs no image; an
+/// executable carries a cubin (ptxas runs here), or PTX without ptxas.
+LogicalResult Compilation::buildGpuImage() {
+  if (report)
+    return report->readPtx(ptx, module->getLoc());
+  if (!options.embedGpu)
+    return success();
+  gpuCode.emplace();
+  gpuCode->arch = options.gpuArch;
+  gpuCode->launches = std::move(launches);
+  if (llvm::StringRef(LOOM_PTXAS).empty()) {
+    gpuCode->format = "ptx";
+    gpuCode->image = std::move(ptx);
+    return success();
+  }
+  if (failed(runPipeline(*nvvmModule, [&](OpPassManager &pm) {
+        buildGpuBinaryPipeline(pm, gpuTarget, "bin");
+      })))
+    return failure();
+  gpuCode->format = "cubin";
+  gpuCode->image = imageOf(*nvvmModule);
+  return success();
+}
+
+/// The model's launches in step order, then one rank's of its per-rank
+/// program; nothing is compiled for the CPU after the report.
+LogicalResult Compilation::printKernelReport() {
+  auto programOf = [](func::FuncOp func, int64_t ranks) {
+    ReportedProgram program{func.getSymName().str(), ranks, {}};
+    func.walk([&](func::CallOp call) {
+      program.kernels.push_back(call.getCallee().str());
+    });
+    return program;
+  };
+  SmallVector<ReportedProgram> programs = {programOf(planned, 1)};
+  if (spmd)
+    programs.push_back(programOf(spmd, spmdPlan->ranks));
+  report->print(os, *options.kernelReport, programs);
+  finished = true;
+  return success();
+}
+
+/// The --gpu-device row of the specification table.
+FailureOr<const ::loom::DeviceSpec *> Compilation::gpuDevice() {
+  if (const ::loom::DeviceSpec *device = ::loom::lookupDevice(options.gpuDevice))
+    return device;
+  InFlightDiagnostic diag = emitError(UnknownLoc::get(&context),
+                                      "unknown --gpu-device '")
+                            << options.gpuDevice << "' (known: ";
+  llvm::interleaveComma(::loom::deviceSpecs(), diag,
+                        [&](const ::loom::DeviceSpec &known) { diag << known.name; });
+  return diag << ")";
+}
+
+/// The report's GPU (--gpu-device) and architecture row (--gpu-arch), and
+/// ptxas: $LOOM_PTXAS when set (empty for none), else the toolkit's.
+FailureOr<::loom::KernelReport> Compilation::makeKernelReport() {
+  Location loc = UnknownLoc::get(&context);
+  FailureOr<const ::loom::DeviceSpec *> found = gpuDevice();
+  if (failed(found))
+    return failure();
+  const ::loom::DeviceSpec *device = *found;
+  const ::loom::ArchSpec *arch = ::loom::lookupArch(options.gpuArch);
+  if (!arch) {
+    InFlightDiagnostic diag = emitError(loc, "--kernel-report has no GPU "
+                                             "specification for --gpu-arch=")
+                              << options.gpuArch << " (known: ";
+    // The architectures of the devices (sm_20 is a reference row only).
+    llvm::SetVector<llvm::StringRef> archs;
+    for (const ::loom::DeviceSpec &known : ::loom::deviceSpecs())
+      archs.insert(known.arch);
+    llvm::interleaveComma(archs, diag);
+    return diag << ")";
+  }
+  if (arch->name != device->arch)
+    mlir::emitWarning(loc, "--gpu-device=")
+        << device->name << " is an " << device->arch
+        << " GPU, but the kernels are for " << options.gpuArch
+        << ": the report uses its SMs, peaks and bandwidth with the "
+        << arch->name << " limits";
+  const char *fromEnvironment = std::getenv("LOOM_PTXAS");
+  return ::loom::KernelReport(*arch, options.gpuArch, *device,
+                              fromEnvironment ? fromEnvironment : LOOM_PTXAS);
+}
+
+} // namespace loom

@@ -1,0 +1,112 @@
+//===- Cuda.h - Running a plan's GPU launches with the CUDA driver -*- C++ -*-//
+//
+// The CUDA executor of `--device cuda`. The driver (libcuda.so.1) is loaded
+// with dlopen when a run asks for it, never linked: compiled executables must
+// start, and run with --device cpu, on machines without a GPU or a driver.
+// The executor is compiled only when cuda.h was found at build time (for the
+// driver API's types); otherwise cudaSupported() is false and open() fails.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_EXEC_CUDA_H
+#define LOOM_RUNTIME_EXEC_CUDA_H
+
+#include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/support/Trace.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loom::runtime {
+
+/// Whether this runtime was built with the CUDA executor.
+bool cudaSupported();
+
+/// Whether a device of compute capability `major`.`minor` runs `image`: a
+/// cubin for sm_XYa (or PTX for it) only on X.Y; a cubin for sm_XY or
+/// sm_XYf on X.Z with Z >= Y; PTX for sm_XYf likewise; PTX for sm_XY on
+/// X.Y and every later compute capability (the driver compiles it).
+bool gpuImageRunsOn(const PlanGpuImage &image, unsigned major, unsigned minor);
+
+/// The compute capabilities gpuImageRunsOn accepts, in words, e.g.
+/// "compute capability 9.0 only".
+std::string gpuImageRequirement(const PlanGpuImage &image);
+
+/// The collective steps of a partitioned plan on the device, which the
+/// CUDA executor runs in plan order with its launches (NcclCollectives in
+/// Nccl.h).
+class CudaCollectives {
+public:
+  virtual ~CudaCollectives();
+  /// Called by CudaExecutor::open once the device's context is current on
+  /// the calling thread and the device arena is allocated at `arena`.
+  virtual bool prepare(uint64_t arena, std::string &error) = 0;
+  /// Queues collective step `step` of the plan on the default stream, after
+  /// the launches of the steps before it.
+  virtual bool run(size_t step, std::string &error) = 0;
+};
+
+/// Runs a plan's launches on a CUDA device with one device arena. Usage:
+/// open (everything that can fail before the host has done any work), then
+/// run with the host arena holding the initialized params and the inputs.
+class CudaExecutor {
+public:
+  CudaExecutor();
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor &) = delete;
+  CudaExecutor &operator=(const CudaExecutor &) = delete;
+
+  /// Before open, for one rank of a partitioned plan: the rank's index
+  /// among the ranks on its node (open takes device localRank % the number
+  /// of devices instead of device 0), and what runs the plan's collective
+  /// steps (open refuses a plan with a mesh without it). `collectives` must
+  /// outlive the executor's runs.
+  void setRank(unsigned localRank, CudaCollectives *collectives) {
+    this->localRank = localRank;
+    this->collectives = collectives;
+  }
+
+  /// Loads the driver `driverLibrary` (dlopen), initializes it, takes
+  /// device 0 (see setRank) and its primary context, checks the image's
+  /// architecture against the device, loads the `imageSize` bytes of `image`,
+  /// finds the function of every launch (and, with a driver that can tell,
+  /// checks the launch's arguments against its parameters), allocates the
+  /// device arena and prepares the collectives. `plan` must outlive the
+  /// executor. False with a message naming the failing CUDA call and its error.
+  bool open(const Plan &plan, const unsigned char *image, uint64_t imageSize,
+            const char *driverLibrary, std::string &error);
+
+  /// Zeroes the device arena, copies the params and inputs from `hostArena`
+  /// (laid out as the plan says) to their offsets, runs every step in order
+  /// (its launches, or its collective), synchronizes and copies the outputs
+  /// back to their offsets in `hostArena`. With `trace`, adds one event per
+  /// launch and per collective, timed with CUDA events.
+  bool run(char *hostArena, TraceRecorder *trace, std::string &error);
+
+  // Step by step (--check-kernels), after open.
+
+  /// run's first part: zeroes the device arena and copies the params and
+  /// inputs from `hostArena`.
+  bool upload(char *hostArena, std::string &error);
+  /// Copies `buffer`'s bytes from `host` to its offset in the device arena.
+  bool copyToDevice(const PlanBuffer &buffer, const char *host,
+                    std::string &error);
+  /// Copies `buffer`'s bytes from the device arena to `host`.
+  bool copyToHost(const PlanBuffer &buffer, char *host, std::string &error);
+  /// Runs the launches of plan step `step` (a kernel step) and synchronizes.
+  bool runStep(size_t step, std::string &error);
+
+  /// After open: "NAME (compute capability X.Y)".
+  std::string deviceDescription() const;
+
+private:
+  struct State;
+  std::unique_ptr<State> state;
+  unsigned localRank = 0;
+  CudaCollectives *collectives = nullptr;
+};
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_EXEC_CUDA_H

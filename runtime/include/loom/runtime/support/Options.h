@@ -1,0 +1,44 @@
+//===- Options.h - The command line of compiled executables -----*- C++ -*-===//
+
+#ifndef LOOM_RUNTIME_SUPPORT_OPTIONS_H
+#define LOOM_RUNTIME_SUPPORT_OPTIONS_H
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::runtime {
+
+/// NAME=FILE pairs of --input and --output, in command-line order.
+using NamedFiles = std::vector<std::pair<std::string, std::string>>;
+
+/// The parsed command line of a compiled executable.
+struct RunOptions {
+  std::string device; // "cpu" or "cuda"; empty: the plan's device
+  uint64_t seed = 0;
+  std::string weights;     // --weights FILE.safetensors
+  std::string saveWeights; // --save-weights FILE.safetensors
+  NamedFiles inputs;
+  NamedFiles outputs;
+  bool randomInputs = false;
+  std::string trace; // --trace FILE.json
+  bool checkKernels = false;
+  bool info = false;
+  bool help = false;
+};
+
+/// Parses argv[1..argc). Options take their value as the next argument or
+/// after '='. False with a message on an unknown option, a missing or bad
+/// value, a repeated single-valued option, or --check-kernels with --trace
+/// or --output (the driver checks that it has --device cuda).
+bool parseOptions(int argc, char **argv, RunOptions &options,
+                  std::string &error);
+
+/// Prints the --help text for `program`.
+void printUsage(std::FILE *out, const char *program);
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_SUPPORT_OPTIONS_H

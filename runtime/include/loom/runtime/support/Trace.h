@@ -1,0 +1,58 @@
+//===- Trace.h - Chrome-trace events for executed steps ---------*- C++ -*-===//
+
+#ifndef LOOM_RUNTIME_SUPPORT_TRACE_H
+#define LOOM_RUNTIME_SUPPORT_TRACE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::runtime {
+
+/// Collects one complete ("X") event per step (CPU) or per GPU launch and
+/// writes them as {"traceEvents": [...]}, which chrome://tracing and Perfetto
+/// open.
+class TraceRecorder {
+public:
+  /// The events' "pid": the rank of a multi-rank run (default 0), so that
+  /// the ranks' traces can be merged into one view.
+  void setProcess(unsigned rank) { process = rank; }
+  /// Records a step that ran `kernel` from `startUs` for `durationUs`
+  /// microseconds (relative to the start of the run), reading `bytesRead`
+  /// and writing `bytesWritten` bytes of its buffers (StepAccess).
+  void addStep(unsigned step, const std::string &kernel, double startUs,
+               double durationUs, uint64_t bytesRead = 0,
+               uint64_t bytesWritten = 0);
+  /// Records a GPU launch of `function` made by step `step` (of `kernel`);
+  /// the bytes are the step's, the same on each of its launches.
+  void addLaunch(unsigned step, const std::string &kernel,
+                 const std::string &function, double startUs, double durationUs,
+                 uint64_t bytesRead = 0, uint64_t bytesWritten = 0);
+  /// Records a collective step (`kind`, e.g. "all-reduce", over `axes`).
+  void addCollective(unsigned step, const std::string &kind,
+                     const std::string &axes, double startUs,
+                     double durationUs);
+  /// The trace as JSON text.
+  std::string toJson() const;
+  /// Writes toJson() to `path`.
+  bool write(const std::string &path, std::string &error) const;
+  size_t size() const { return events.size(); }
+
+private:
+  struct Event {
+    unsigned step;
+    std::string kernel;   // a collective's kind
+    std::string function; // empty for a CPU step
+    std::string axes;     // a collective's axes; empty for the others
+    double startUs;
+    double durationUs;
+    uint64_t bytesRead = 0; // kernel steps and launches only
+    uint64_t bytesWritten = 0;
+  };
+  std::vector<Event> events;
+  unsigned process = 0;
+};
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_SUPPORT_TRACE_H

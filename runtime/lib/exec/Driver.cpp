@@ -1,0 +1,569 @@
+//===- Driver.cpp - The main program of compiled executables --------------===//
+//
+// Everything that can be checked is checked before the arena is allocated:
+// the plans, the kernel table, the command line and the input files' headers.
+//
+// A multi-rank run keeps the files whole: rank 0 alone reads and writes
+// them, holding the whole params, inputs and outputs in a staging arena laid
+// out after the unpartitioned plan, and the ranks exchange blocks through
+// the Communicator. Every phase in which some rank may fail alone ends with
+// an agreement (an all-gather of one byte), so that all ranks stop together
+// with status 1 instead of waiting for one that gave up.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime/exec/Driver.h"
+
+#include "exec/Report.h"
+#include "loom/runtime/comm/Communicator.h"
+#include "loom/runtime/exec/Cuda.h"
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/exec/Initializer.h"
+#include "loom/runtime/exec/KernelCheck.h"
+#include "loom/runtime/plan/Layout.h"
+#include "loom/runtime/comm/Nccl.h"
+#include "loom/runtime/io/Npy.h"
+#include "loom/runtime/support/Options.h"
+#include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/io/Safetensors.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+
+using namespace loom::runtime;
+
+/// argv[0] without its directory.
+static std::string programName(int argc, char **argv) {
+  const char *path = argc > 0 && argv[0] ? argv[0] : "loom-model";
+  const char *slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+namespace {
+/// Runs one executable invocation (one rank of it); each step returns false
+/// after reporting.
+class Driver {
+public:
+  Driver(int argc, char **argv, const Executable &executable,
+         Communicator *comm, std::FILE *out, std::FILE *err)
+      : argc(argc), argv(argv), executable(executable), comm(comm), out(out),
+        err(err), program(programName(argc, argv)) {
+    rank = comm ? comm->rank() : 0;
+    numRanks = comm ? comm->size() : 1;
+  }
+
+  /// False after reporting an error.
+  bool run();
+
+private:
+  /// Reports an error. While every rank fails alike (`uniform`: the command
+  /// line, the plans), only rank 0 does; later, the failing rank, naming
+  /// itself.
+  bool fail(const std::string &message) {
+    if (rank == 0)
+      std::fprintf(err, "%s: error: %s\n", program.c_str(), message.c_str());
+    else if (!uniform)
+      std::fprintf(err, "%s: error: rank %u: %s\n", program.c_str(), rank,
+                   message.c_str());
+    return false;
+  }
+  void warn(const std::string &message) {
+    std::fprintf(err, "%s: warning: %s\n", program.c_str(), message.c_str());
+  }
+  bool parsePlans();
+  bool selectPlan();
+  bool checkDevice();
+  bool collectFiles(const NamedFiles &given, BufferRole role,
+                    std::map<unsigned, std::string> &files);
+  // On `plan`'s buffers at their offsets in `arena`: the executor's arena
+  // on one rank, rank 0's staging arena on several.
+  bool checkInputs(const Plan &plan);
+  bool prepareParams(const Plan &plan, char *arena);
+  bool loadInputs(const Plan &plan, char *arena);
+  bool finishOutputs(const Plan &plan, char *arena);
+  bool execute(TraceRecorder *trace);
+  // --check-kernels, after the params and inputs are in the host arena.
+  bool checkAgainstCpu();
+  bool runSingle();
+
+  // Multi-rank runs.
+  bool runRanks();
+  bool agree(bool ok);
+  bool openCudaRanks();
+  bool loadCudaRanks();
+  bool allocateRanks();
+  bool distribute(BufferRole role);
+  bool collectOutputs();
+  std::string tracePath() const;
+
+  int argc;
+  char **argv;
+  const Executable &executable;
+  Communicator *comm; // null on one rank without a launcher
+  std::FILE *out;
+  std::FILE *err;
+  std::string program;
+  std::string error;
+  RunOptions options;
+  unsigned rank = 0;
+  unsigned numRanks = 1;
+  bool multiRank = false; // running the SPMD plan on numRanks ranks
+  bool uniform = true;    // whether a failure so far happens on every rank
+  Plan whole;             // loom_plan
+  Plan spmd;              // loom_spmd_plan; no mesh if there is none
+  Executor executor;      // of the plan this run runs
+  bool onCuda = false;
+  CudaExecutor cuda;
+  // After `cuda`, so that it goes first, while the device's context is
+  // still held.
+  NcclCollectives nccl;
+  std::map<unsigned, std::string> inputFiles;  // whole's buffer id -> .npy
+  std::map<unsigned, std::string> outputFiles; // whole's buffer id -> .npy
+  // Multi-rank: the world group; rank 0's staging plan (whole's buffers,
+  // the inputs, params and outputs at offsets of their own) and arena; the
+  // blocks in transit (on rank 0 the gathered outputs, elsewhere the
+  // broadcast inputs and params).
+  CommGroup world;
+  Plan staging;
+  Arena stagingArena;
+  Arena transfer;
+};
+} // namespace
+
+/// Rewrites a "plan:LINE: ..." error of the partitioned plan as
+/// "spmd-plan:LINE: ...".
+static std::string inSpmdPlan(const std::string &error) {
+  return error.compare(0, 5, "plan:") == 0 ? "spmd-" + error : error;
+}
+
+bool Driver::parsePlans() {
+  std::vector<const LoomKernel *> bound;
+  if (!parsePlan(executable.plan ? executable.plan : "", whole, error) ||
+      !bindKernels(whole, executable.kernels, bound, error))
+    return fail(error);
+  if (whole.mesh.present)
+    return fail("plan:" + std::to_string(whole.mesh.line) +
+                ": the unpartitioned plan has a 'mesh' record");
+  if (!executable.spmdPlan || !*executable.spmdPlan)
+    return true;
+  if (!parsePlan(executable.spmdPlan, spmd, error) ||
+      !bindKernels(spmd, executable.kernels, bound, error) ||
+      !checkPartitionedPlan(whole, spmd, error))
+    return fail(inSpmdPlan(error));
+  return true;
+}
+
+bool Driver::selectPlan() {
+  const Plan *plan = &whole;
+  if (numRanks > 1) {
+    if (!spmd.mesh.present)
+      return fail("this run has " + std::to_string(numRanks) +
+                  " ranks, but this executable is not partitioned: run it "
+                  "on 1 rank");
+    if (numRanks != spmd.mesh.numRanks)
+      return fail("this run has " + std::to_string(numRanks) +
+                  " ranks, but this executable runs on 1 rank or on " +
+                  std::to_string(spmd.mesh.numRanks) + " (mesh '" +
+                  spmd.mesh.name + "' " + formatMeshAxes(spmd.mesh) + ")");
+    plan = &spmd;
+    multiRank = true;
+    world = meshGroup(spmd.mesh, rank, allAxes(spmd.mesh));
+    executor.setCommunicator(comm);
+  }
+  if (!executor.bind(*plan, executable.kernels, error))
+    return fail(multiRank ? inSpmdPlan(error) : error);
+  return true;
+}
+
+bool Driver::checkDevice() {
+  std::string device =
+      options.device.empty() ? deviceName(whole.device) : options.device;
+  if (device == "cpu" && whole.device != Device::CPU)
+    return fail("this executable was built for cuda; its kernels cannot run "
+                "with --device cpu");
+  if (options.checkKernels && device != "cuda")
+    return fail("--check-kernels compares the GPU's kernels with the CPU's: "
+                "it needs --device cuda");
+  if (options.checkKernels && multiRank)
+    return fail("--check-kernels runs the unpartitioned plan: run it on 1 "
+                "rank");
+  if (device != "cuda")
+    return true;
+  // The GPU kernels are the gpu-image's; the CPU kernel table stays bound
+  // (and checked) either way. Several ranks run the partitioned plan's
+  // launches, with the same image.
+  const Plan &plan = multiRank ? spmd : whole;
+  std::string planName = multiRank ? "spmd-plan:" : "plan:";
+  if (!plan.gpuImage.present)
+    return fail("this executable was built without GPU kernels");
+  if (plan.gpuImage.bytes != executable.gpuImageSize || !executable.gpuImage)
+    return fail(planName + std::to_string(plan.gpuImage.line) +
+                ": the gpu-image record says " +
+                std::to_string(plan.gpuImage.bytes) +
+                " bytes, but this executable carries a GPU image of " +
+                std::to_string(executable.gpuImageSize) + " bytes");
+  if (!cudaSupported())
+    return fail("this runtime was built without CUDA support");
+  onCuda = true;
+  return true;
+}
+
+/// The names of the buffers of `role`, for error messages.
+static std::string namesOf(const Plan &plan, BufferRole role) {
+  std::string names;
+  for (const PlanBuffer &buffer : plan.buffers)
+    if (buffer.role == role)
+      names += (names.empty() ? "" : ", ") + buffer.name;
+  return names.empty() ? "none" : names;
+}
+
+bool Driver::collectFiles(const NamedFiles &given, BufferRole role,
+                          std::map<unsigned, std::string> &files) {
+  const char *kind = roleName(role);
+  for (const auto &[name, path] : given) {
+    const PlanBuffer *buffer = whole.findBuffer(name);
+    if (!buffer || buffer->role != role)
+      return fail(std::string("model '") + whole.model + "' has no " + kind +
+                  " named '" + name + "' (its " + kind +
+                  "s: " + namesOf(whole, role) + ")");
+    if (!files.emplace(buffer->id, path).second)
+      return fail(std::string(kind) + " '" + name + "' is given twice");
+  }
+  return true;
+}
+
+bool Driver::checkInputs(const Plan &plan) {
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Input)
+      continue;
+    auto file = inputFiles.find(buffer.id);
+    if (file == inputFiles.end()) {
+      if (options.randomInputs)
+        continue;
+      return fail("input '" + buffer.name + "' (" + dtypeName(buffer.dtype) +
+                  " " + formatShape(buffer.shape) +
+                  ") is not given: pass --input " + buffer.name +
+                  "=FILE.npy, or --random-inputs");
+    }
+    if (!checkNpy(file->second, "input '" + buffer.name + "'", buffer.dtype,
+                  buffer.shape, error))
+      return fail(error);
+  }
+  return true;
+}
+
+bool Driver::prepareParams(const Plan &plan, char *arena) {
+  if (options.weights.empty()) {
+    initializeParams(plan, arena, options.seed);
+  } else {
+    std::vector<std::string> warnings;
+    if (!loadWeights(plan, arena, options.weights, warnings, error))
+      return fail(error);
+    for (const std::string &warning : warnings)
+      warn(warning);
+  }
+  if (!options.saveWeights.empty() &&
+      !saveWeights(plan, arena, options.saveWeights, error))
+    return fail(error);
+  return true;
+}
+
+bool Driver::loadInputs(const Plan &plan, char *arena) {
+  // Inputs are live from the start: they share arena bytes only with
+  // buffers written after their last use, never with params or other
+  // inputs, so reading them before the run is safe in any order.
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Input)
+      continue;
+    auto file = inputFiles.find(buffer.id);
+    if (file == inputFiles.end()) {
+      fillRandomInput(buffer, options.seed, arena + buffer.offset);
+      continue;
+    }
+    if (!readNpy(file->second, "input '" + buffer.name + "'", buffer.dtype,
+                 buffer.shape, arena + buffer.offset, error))
+      return fail(error);
+  }
+  return true;
+}
+
+bool Driver::finishOutputs(const Plan &plan, char *arena) {
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Output)
+      continue;
+    auto file = outputFiles.find(buffer.id);
+    if (file == outputFiles.end()) {
+      printSummary(out, buffer, arena + buffer.offset);
+      continue;
+    }
+    if (!writeNpy(file->second, buffer.dtype, buffer.shape,
+                  arena + buffer.offset, error))
+      return fail("output '" + buffer.name + "': " + error);
+  }
+  return true;
+}
+
+bool Driver::execute(TraceRecorder *trace) {
+  if (!onCuda) {
+    // The CPU kernels (launch records do not apply) and the collectives.
+    if (!executor.run(trace, error))
+      return fail(multiRank ? inSpmdPlan(error) : error);
+    return true;
+  }
+  // The params and inputs are in the host arena, as for the CPU; the
+  // outputs come back to their offsets in it.
+  if (!cuda.run(executor.arena(), trace, error))
+    return fail(multiRank ? inSpmdPlan(error) : error);
+  return true;
+}
+
+bool Driver::checkAgainstCpu() {
+  KernelCheckResult result;
+  if (!checkKernels(whole, executor, cuda, out, result, error))
+    return fail(error);
+  if (result.failed)
+    return fail("check-kernels: " + std::to_string(result.failed) + " of " +
+                std::to_string(result.steps) +
+                " kernel steps differ from the CPU beyond tolerance (the "
+                "first: step " +
+                std::to_string(result.firstFailed) + ", kernel '" +
+                result.firstKernel + "')");
+  return true;
+}
+
+bool Driver::runSingle() {
+  if (!checkInputs(whole))
+    return false;
+  // The driver, the device, the image and the device arena before any work
+  // on the host.
+  if (onCuda && !cuda.open(whole, executable.gpuImage, executable.gpuImageSize,
+                           executable.cudaDriver, error))
+    return fail(error);
+
+  if (!executor.allocate(error))
+    return fail(error);
+  if (!prepareParams(whole, executor.arena()) ||
+      !loadInputs(whole, executor.arena()))
+    return false;
+  if (options.checkKernels)
+    return checkAgainstCpu();
+  TraceRecorder trace;
+  if (!execute(options.trace.empty() ? nullptr : &trace) ||
+      !finishOutputs(whole, executor.arena()))
+    return false;
+  if (!options.trace.empty() && !trace.write(options.trace, error))
+    return fail(error);
+  return true;
+}
+
+bool Driver::agree(bool ok) {
+  char mine = ok ? 1 : 0;
+  std::vector<char> all(numRanks, 0);
+  if (!comm->allGather(world, &mine, 1, all.data(), error))
+    return fail(error);
+  for (char each : all)
+    if (!each)
+      return false; // the failing rank has reported
+  return true;
+}
+
+bool Driver::openCudaRanks() {
+  // Each phase ends with an agreement: the NCCL ids go through collective
+  // calls that a rank which failed before would never make.
+  return agree(loadCudaRanks()) &&
+         agree(nccl.shareIds(error) || fail(inSpmdPlan(error))) &&
+         agree(nccl.connect(error) || fail(inSpmdPlan(error)));
+}
+
+bool Driver::loadCudaRanks() {
+  // NCCL first (a missing library is the likeliest failure), then the
+  // device: local rank % device count, one GPU per rank of a node.
+  unsigned localRank = 0;
+  if (!comm->localRank(localRank, error) ||
+      !nccl.load(spmd, *comm, executable.ncclLibrary, executable.cudaDriver,
+                 error))
+    return fail(error);
+  cuda.setRank(localRank, &nccl);
+  if (!cuda.open(spmd, executable.gpuImage, executable.gpuImageSize,
+                 executable.cudaDriver, error))
+    return fail(inSpmdPlan(error));
+  return true;
+}
+
+bool Driver::allocateRanks() {
+  if (!executor.allocate(error))
+    return fail(inSpmdPlan(error));
+  uint64_t transferBytes = 0;
+  auto atLeast = [&](uint64_t bytes) {
+    transferBytes = bytes > transferBytes ? bytes : transferBytes;
+  };
+  if (rank != 0) {
+    // The inputs and params arrive whole.
+    for (const PlanBuffer &buffer : spmd.buffers)
+      if (buffer.role == BufferRole::Input || buffer.role == BufferRole::Param)
+        atLeast(buffer.globalBytes);
+    if (!transfer.allocate(transferBytes, error))
+      return fail(error);
+    return true;
+  }
+  // Rank 0: every input, param and output whole, 64-byte aligned like the
+  // arena's buffers, and every rank's block of a sharded output.
+  staging = whole;
+  uint64_t offset = 0;
+  for (PlanBuffer &buffer : staging.buffers) {
+    if (buffer.role == BufferRole::Temp)
+      continue;
+    buffer.offset = offset;
+    uint64_t padded = (buffer.bytes + kBufferAlignment - 1) / kBufferAlignment *
+                      kBufferAlignment;
+    if (padded < buffer.bytes || offset + padded < offset)
+      return fail("the whole inputs, params and outputs are too large");
+    offset += padded;
+  }
+  staging.arenaBytes = offset;
+  for (const PlanBuffer &buffer : spmd.buffers) {
+    if (buffer.role != BufferRole::Output || !buffer.isSharded())
+      continue;
+    if (buffer.bytes > UINT64_MAX / numRanks)
+      return fail("output '" + buffer.name + "' is too large to gather");
+    atLeast(numRanks * buffer.bytes);
+  }
+  if (!stagingArena.allocate(staging.arenaBytes, error) ||
+      !transfer.allocate(transferBytes, error))
+    return fail(error);
+  return true;
+}
+
+bool Driver::distribute(BufferRole role) {
+  for (const PlanBuffer &buffer : spmd.buffers) {
+    if (buffer.role != role)
+      continue;
+    // Whole on every rank, which keeps its block.
+    char *data = rank == 0 ? stagingArena.data() +
+                                 staging.findBuffer(buffer.name)->offset
+                           : transfer.data();
+    if (!comm->broadcast(world, 0, data, buffer.globalBytes, error))
+      return fail(error);
+    extractShard(spmd.mesh, buffer, rank, data, executor.buffer(buffer.id));
+  }
+  return true;
+}
+
+bool Driver::collectOutputs() {
+  for (const PlanBuffer &buffer : spmd.buffers) {
+    if (buffer.role != BufferRole::Output)
+      continue;
+    char *target = rank == 0 ? stagingArena.data() +
+                                   staging.findBuffer(buffer.name)->offset
+                             : nullptr;
+    if (!buffer.isSharded()) {
+      // Replicated: every rank holds the whole tensor.
+      if (rank == 0)
+        std::memcpy(target, executor.buffer(buffer.id), buffer.bytes);
+      continue;
+    }
+    if (!comm->gather(world, 0, executor.buffer(buffer.id), buffer.bytes,
+                      rank == 0 ? transfer.data() : nullptr, error))
+      return fail(error);
+    if (rank == 0)
+      assembleShards(spmd.mesh, buffer, transfer.data(), target);
+  }
+  return true;
+}
+
+std::string Driver::tracePath() const {
+  if (rank == 0)
+    return options.trace;
+  std::string suffix = ".rank" + std::to_string(rank);
+  const std::string &path = options.trace;
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    return path.substr(0, path.size() - 5) + suffix + ".json";
+  return path + suffix;
+}
+
+bool Driver::runRanks() {
+  // Rank 0 reads every file; the others wait for its verdict.
+  if (!agree(rank != 0 || checkInputs(whole)))
+    return false;
+  uniform = false;
+  // The driver, NCCL, the device, the image, the device arena and the NCCL
+  // communicators before any work on the host.
+  if ((onCuda && !openCudaRanks()) || !agree(allocateRanks()))
+    return false;
+  if (!agree(rank != 0 || prepareParams(staging, stagingArena.data())) ||
+      !agree(rank != 0 || loadInputs(staging, stagingArena.data())) ||
+      !agree(distribute(BufferRole::Param) && distribute(BufferRole::Input)))
+    return false;
+
+  TraceRecorder trace;
+  trace.setProcess(rank);
+  if (!agree(execute(options.trace.empty() ? nullptr : &trace)) ||
+      !agree(collectOutputs()) ||
+      !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
+    return false;
+  return agree(options.trace.empty() || trace.write(tracePath(), error) ||
+               fail(error));
+}
+
+bool Driver::run() {
+  if (!parseOptions(argc, argv, options, error))
+    return fail(error);
+  if (options.help) {
+    if (rank == 0)
+      printUsage(out, program.c_str());
+    return true;
+  }
+  if (!parsePlans() || !selectPlan() || !checkDevice())
+    return false;
+  if (options.info) {
+    if (rank == 0) {
+      printPlanInfo(out, whole);
+      if (spmd.mesh.present)
+        printPartitionedInfo(out, spmd);
+    }
+    return true;
+  }
+  if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
+      !collectFiles(options.outputs, BufferRole::Output, outputFiles))
+    return false;
+  return multiRank ? runRanks() : runSingle();
+}
+
+int loom::runtime::runMain(int argc, char **argv, const Executable &executable,
+                           std::FILE *out, std::FILE *err) {
+  Communicator *comm = executable.communicator;
+  std::unique_ptr<Communicator> mpi; // MPI_Finalize when it goes
+  if (!comm) {
+    // MPI only under a launcher that says there is more than one rank.
+    LauncherInfo launcher = detectLauncher();
+    if (launcher.present && launcher.size != 1) {
+      std::string error;
+      if (!openMpi(&argc, &argv, mpi, error)) {
+        if (!mpiSupported())
+          error += launcher.size > 1
+                       ? "; it cannot run on " + std::to_string(launcher.size) +
+                             " ranks (run it without mpirun)"
+                       : std::string("; it cannot run under an MPI launcher");
+        // Every rank fails alike; one message is enough.
+        if (launcher.rank <= 0)
+          std::fprintf(err, "%s: error: %s\n", programName(argc, argv).c_str(),
+                       error.c_str());
+        return 1;
+      }
+      comm = mpi.get();
+    }
+  }
+  bool ok = Driver(argc, argv, executable, comm, out, err).run();
+  std::fflush(out);
+  return ok ? 0 : 1;
+}
+
+int loom::runtime::runMain(int argc, char **argv, const LoomKernel *kernels,
+                           const char *planText, std::FILE *out,
+                           std::FILE *err) {
+  Executable executable;
+  executable.kernels = kernels;
+  executable.plan = planText;
+  return runMain(argc, argv, executable, out, err);
+}

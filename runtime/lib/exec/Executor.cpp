@@ -1,0 +1,122 @@
+//===- Executor.cpp - Running a plan's steps on the CPU -------------------===//
+
+#include "loom/runtime/exec/Executor.h"
+
+#include "loom/runtime/comm/Collective.h"
+#include "loom/runtime/plan/Layout.h"
+
+#include <chrono>
+#include <string_view>
+#include <unordered_map>
+
+using namespace loom::runtime;
+
+bool loom::runtime::bindKernels(const Plan &plan, const LoomKernel *table,
+                                std::vector<const LoomKernel *> &bound,
+                                std::string &error) {
+  std::unordered_map<std::string_view, const LoomKernel *> byName;
+  for (const LoomKernel *entry = table; entry && entry->name; ++entry)
+    byName.emplace(entry->name, entry); // the first of duplicates wins
+  bound.clear();
+  for (const PlanKernel &kernel : plan.kernels) {
+    std::string where = "plan:" + std::to_string(kernel.line) + ": kernel '" +
+                        kernel.name + "' ";
+    auto found = byName.find(kernel.name);
+    if (found == byName.end() || !found->second->call) {
+      error = where + "is not provided by this executable";
+      return false;
+    }
+    if (found->second->numArgs != kernel.numArgs) {
+      error = where + "takes " + std::to_string(kernel.numArgs) +
+              " buffers in the plan but " +
+              std::to_string(found->second->numArgs) + " in this executable";
+      return false;
+    }
+    bound.push_back(found->second);
+  }
+  return true;
+}
+
+bool Executor::bind(const Plan &plan, const LoomKernel *table,
+                    std::string &error) {
+  this->plan = &plan;
+  access = analyzeStepAccess(plan);
+  return bindKernels(plan, table, kernels, error);
+}
+
+bool Executor::allocate(std::string &error) {
+  uint64_t scratchBytes = 0;
+  groups.assign(plan->steps.size(), CommGroup());
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    if (step.kind != StepKind::Collective)
+      continue;
+    if (!comm || comm->size() != plan->mesh.numRanks) {
+      error = "plan:" + std::to_string(step.line) +
+              ": a collective needs the " +
+              std::to_string(plan->mesh.numRanks) + " ranks of mesh '" +
+              plan->mesh.name + "', but this run has " +
+              std::to_string(comm ? comm->size() : 1);
+      return false;
+    }
+    groups[i] = meshGroup(plan->mesh, comm->rank(), step.collective.axes);
+    uint64_t bytes = collectiveScratchBytes(*plan, step);
+    scratchBytes = bytes > scratchBytes ? bytes : scratchBytes;
+  }
+  if (!memory.allocate(plan->arenaBytes, error))
+    return false;
+  if (!scratch.allocate(scratchBytes, error)) {
+    error = "collectives' scratch memory: " + error;
+    return false;
+  }
+  return true;
+}
+
+bool Executor::init(const Plan &plan, const LoomKernel *table,
+                    std::string &error) {
+  return bind(plan, table, error) && allocate(error);
+}
+
+char *Executor::buffer(unsigned id) const {
+  return memory.data() + plan->buffers[id].offset;
+}
+
+bool Executor::run(TraceRecorder *trace, std::string &error) {
+  using Clock = std::chrono::steady_clock;
+  auto micros = [](Clock::duration d) {
+    return std::chrono::duration<double, std::micro>(d).count();
+  };
+  Clock::time_point start = Clock::now();
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    if (step.kind == StepKind::Collective) {
+      Clock::time_point before = Clock::now();
+      if (!runCollective(*plan, step, groups[i], *comm, buffer(step.buffers[0]),
+                         buffer(step.buffers[1]), scratch.data(), error))
+        return false;
+      if (trace)
+        trace->addCollective(
+            static_cast<unsigned>(i), collectiveKindName(step.collective.kind),
+            formatAxes(plan->mesh, step.collective.axes),
+            micros(before - start), micros(Clock::now() - before));
+      continue;
+    }
+    Clock::time_point before = Clock::now();
+    runKernelStep(i);
+    if (trace) {
+      Clock::time_point after = Clock::now();
+      trace->addStep(static_cast<unsigned>(i), kernels[step.kernel]->name,
+                     micros(before - start), micros(after - before),
+                     access[i].bytesRead, access[i].bytesWritten);
+    }
+  }
+  return true;
+}
+
+void Executor::runKernelStep(size_t index) {
+  const PlanStep &step = plan->steps[index];
+  args.clear();
+  for (unsigned id : step.buffers)
+    args.push_back(buffer(id));
+  kernels[step.kernel]->call(args.data());
+}

@@ -1,0 +1,79 @@
+//===- Initializer.cpp - Deterministic param and random-input filling -----===//
+
+#include "loom/runtime/exec/Initializer.h"
+
+#include "loom/runtime/support/Random.h"
+
+#include <cstring>
+
+using namespace loom::runtime;
+
+/// Stores `value` in element 0 and copies that element's bytes everywhere:
+/// constants need one conversion, not one per element.
+static void fillConstant(DType dtype, uint64_t count, double value,
+                         void *data) {
+  if (!count)
+    return;
+  char *bytes = static_cast<char *>(data);
+  size_t size = dtypeSize(dtype);
+  storeElement(dtype, bytes, 0, value);
+  for (uint64_t i = 1; i < count; ++i)
+    std::memcpy(bytes + i * size, bytes, size);
+}
+
+void loom::runtime::initializeTensor(const Initializer &init, DType dtype,
+                                     uint64_t count, uint64_t seed,
+                                     std::string_view name, void *data) {
+  switch (init.kind) {
+  case InitKind::None:
+    return;
+  case InitKind::Zeros:
+    // All-zero bits are zero in every dtype.
+    std::memset(data, 0, count * dtypeSize(dtype));
+    return;
+  case InitKind::Ones:
+    fillConstant(dtype, count, 1.0, data);
+    return;
+  case InitKind::Constant:
+    fillConstant(dtype, count, init.a, data);
+    return;
+  case InitKind::Normal: {
+    Xoshiro256 rng(tensorStreamSeed(seed, name));
+    NormalSampler normal;
+    for (uint64_t i = 0; i < count; ++i)
+      storeElement(dtype, data, i,
+                   static_cast<float>(init.a * normal.next(rng)));
+    return;
+  }
+  case InitKind::Uniform: {
+    Xoshiro256 rng(tensorStreamSeed(seed, name));
+    for (uint64_t i = 0; i < count; ++i)
+      storeElement(
+          dtype, data, i,
+          static_cast<float>(init.a + (init.b - init.a) * rng.uniform()));
+    return;
+  }
+  }
+}
+
+void loom::runtime::initializeParams(const Plan &plan, char *arena,
+                                     uint64_t seed) {
+  for (const PlanBuffer &buffer : plan.buffers)
+    if (buffer.role == BufferRole::Param)
+      initializeTensor(buffer.init, buffer.dtype, buffer.numElements, seed,
+                       buffer.name, arena + buffer.offset);
+}
+
+void loom::runtime::fillRandomInput(const PlanBuffer &buffer, uint64_t seed,
+                                    void *data) {
+  Xoshiro256 rng(tensorStreamSeed(seed, buffer.name));
+  if (isFloatDType(buffer.dtype)) {
+    NormalSampler normal;
+    for (uint64_t i = 0; i < buffer.numElements; ++i)
+      storeElement(buffer.dtype, data, i, static_cast<float>(normal.next(rng)));
+    return;
+  }
+  // Integers (token ids, labels, indices): 0 or 1, valid for any vocabulary.
+  for (uint64_t i = 0; i < buffer.numElements; ++i)
+    storeElement(buffer.dtype, data, i, rng.uniform() < 0.5 ? 0.0 : 1.0);
+}

@@ -1,0 +1,157 @@
+//===- Report.cpp - What compiled executables print -----------------------===//
+
+#include "exec/Report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace loom::runtime;
+
+static std::string mebibytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f MiB",
+                static_cast<double>(bytes) / 1048576.0);
+  return text;
+}
+
+void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
+  std::fprintf(out, "model    %s\n", plan.model.c_str());
+  std::fprintf(out, "device   %s\n", deviceName(plan.device));
+  std::fprintf(out, "arena    %llu bytes (%s, peak of the memory plan)\n",
+               static_cast<unsigned long long>(plan.arenaBytes),
+               mebibytes(plan.arenaBytes).c_str());
+  const PlanGpuImage &gpu = plan.gpuImage;
+  if (gpu.present)
+    std::fprintf(out, "gpu      %s %s, %llu bytes (run with --device cuda)\n",
+                 gpu.archName.c_str(), gpuImageFormatName(gpu.format),
+                 static_cast<unsigned long long>(gpu.bytes));
+
+  // A table with columns as wide as their widest cell.
+  std::vector<std::vector<std::string>> rows = {
+      {"id", "name", "role", "dtype", "shape", "offset", "bytes", "init"}};
+  for (const PlanBuffer &buffer : plan.buffers) {
+    std::string init;
+    if (buffer.init.kind != InitKind::None) {
+      char args[64] = "";
+      if (buffer.init.kind == InitKind::Constant ||
+          buffer.init.kind == InitKind::Normal)
+        std::snprintf(args, sizeof(args), " %g", buffer.init.a);
+      else if (buffer.init.kind == InitKind::Uniform)
+        std::snprintf(args, sizeof(args), " %g %g", buffer.init.a,
+                      buffer.init.b);
+      init = std::string(initKindName(buffer.init.kind)) + args;
+    }
+    rows.push_back({std::to_string(buffer.id), buffer.name,
+                    roleName(buffer.role), dtypeName(buffer.dtype),
+                    formatShape(buffer.shape), std::to_string(buffer.offset),
+                    std::to_string(buffer.bytes), init});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto &row : rows)
+    for (size_t i = 0; i < row.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
+  std::fprintf(out, "buffers  %zu\n", plan.buffers.size());
+  for (const auto &row : rows) {
+    std::string line = " ";
+    for (size_t i = 0; i < row.size(); ++i) {
+      std::string cell = row[i];
+      // Numbers right-aligned, text left-aligned.
+      bool numeric = i == 0 || i == 5 || i == 6;
+      std::string pad(widths[i] - cell.size(), ' ');
+      line += " " + (numeric ? pad + cell : cell + pad);
+    }
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+  std::fprintf(out, "kernels  %zu\n", plan.kernels.size());
+  std::vector<size_t> launches(plan.kernels.size(), 0);
+  for (const PlanLaunch &launch : plan.launches)
+    ++launches[launch.kernel];
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const PlanKernel &kernel = plan.kernels[i];
+    if (gpu.present)
+      std::fprintf(out, "  %s (%u buffers, %zu GPU launch%s)\n",
+                   kernel.name.c_str(), kernel.numArgs, launches[i],
+                   launches[i] == 1 ? "" : "es");
+    else
+      std::fprintf(out, "  %s (%u buffers)\n", kernel.name.c_str(),
+                   kernel.numArgs);
+  }
+  if (gpu.present)
+    std::fprintf(out, "launches %zu\n", plan.launches.size());
+  std::fprintf(out, "steps    %zu\n", plan.steps.size());
+}
+
+void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
+  const PlanMesh &mesh = spmd.mesh;
+  std::fprintf(out, "mesh     %s %s (%u rank%s: mpirun -np %u)\n",
+               mesh.name.c_str(), formatMeshAxes(mesh).c_str(), mesh.numRanks,
+               mesh.numRanks == 1 ? "" : "s", mesh.numRanks);
+  size_t collectives = spmd.numCollectives();
+  auto count = [](size_t n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  std::fprintf(out,
+               "spmd     arena %llu bytes per rank (%s), %s, %s (%s, %s)\n",
+               static_cast<unsigned long long>(spmd.arenaBytes),
+               mebibytes(spmd.arenaBytes).c_str(),
+               count(spmd.kernels.size(), "kernel").c_str(),
+               count(spmd.steps.size(), "step").c_str(),
+               count(spmd.steps.size() - collectives, "kernel step").c_str(),
+               count(collectives, "collective").c_str());
+  size_t counts[kNumCollectiveKinds] = {};
+  for (const PlanStep &step : spmd.steps)
+    if (step.kind == StepKind::Collective)
+      ++counts[static_cast<unsigned>(step.collective.kind)];
+  for (unsigned kind = 0; kind < kNumCollectiveKinds; ++kind)
+    if (counts[kind])
+      std::fprintf(out, "  %-14s %zu\n",
+                   collectiveKindName(static_cast<CollectiveKind>(kind)),
+                   counts[kind]);
+}
+
+static std::string formatValue(DType dtype, double value) {
+  char text[32];
+  if (isFloatDType(dtype))
+    std::snprintf(text, sizeof(text), "%.6g", value);
+  else
+    std::snprintf(text, sizeof(text), "%.0f", value);
+  return text;
+}
+
+void loom::runtime::printSummary(std::FILE *out, const PlanBuffer &buffer,
+                                 const void *data) {
+  double sum = 0, lo = INFINITY, hi = -INFINITY;
+  uint64_t nans = 0;
+  for (uint64_t i = 0; i < buffer.numElements; ++i) {
+    double value = loadElement(buffer.dtype, data, i);
+    if (std::isnan(value)) {
+      ++nans;
+      continue;
+    }
+    sum += value;
+    lo = std::min(lo, value);
+    hi = std::max(hi, value);
+  }
+  uint64_t counted = buffer.numElements - nans;
+  double mean = nans ? NAN : counted ? sum / static_cast<double>(counted) : 0;
+  std::string first = "[";
+  for (uint64_t i = 0; i < buffer.numElements && i < 4; ++i)
+    first += (i ? ", " : "") +
+             formatValue(buffer.dtype, loadElement(buffer.dtype, data, i));
+  if (buffer.numElements > 4)
+    first += ", ...";
+  first += "]";
+  std::fprintf(
+      out, "%s: %s %s mean %s min %s max %s first %s", buffer.name.c_str(),
+      dtypeName(buffer.dtype), formatShape(buffer.shape).c_str(),
+      formatValue(DType::F32, mean).c_str(),
+      counted ? formatValue(buffer.dtype, lo).c_str() : "nan",
+      counted ? formatValue(buffer.dtype, hi).c_str() : "nan", first.c_str());
+  if (nans)
+    std::fprintf(out, " (%llu NaN)", static_cast<unsigned long long>(nans));
+  std::fprintf(out, "\n");
+}

@@ -1,0 +1,31 @@
+//===- Report.h - What compiled executables print ---------------*- C++ -*-===//
+//
+// Internal to the runtime library: the --info listing and the per-output
+// summaries of the driver.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_LIB_EXEC_REPORT_H
+#define LOOM_RUNTIME_LIB_EXEC_REPORT_H
+
+#include "loom/runtime/plan/Plan.h"
+
+#include <cstdio>
+
+namespace loom::runtime {
+
+/// Prints the model, device, arena size, buffers, kernels and step count.
+void printPlanInfo(std::FILE *out, const Plan &plan);
+
+/// Prints what --info adds for an executable with a partitioned plan: the
+/// mesh, the partitioned plan's arena per rank, kernels and steps, and its
+/// collectives per kind.
+void printPartitionedInfo(std::FILE *out, const Plan &spmd);
+
+/// Prints one line for `buffer`: dtype, shape, mean, min, max and the
+/// first four values of `data`.
+void printSummary(std::FILE *out, const PlanBuffer &buffer, const void *data);
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_LIB_EXEC_REPORT_H

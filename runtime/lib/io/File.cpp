@@ -1,0 +1,59 @@
+//===- File.cpp - Checked stdio helpers shared by the file formats --------===//
+
+#include "io/File.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+
+using namespace loom::runtime;
+
+bool loom::runtime::openForReading(const std::string &path, FilePtr &file,
+                                   uint64_t &size, std::string &error) {
+  file.reset(std::fopen(path.c_str(), "rb"));
+  if (!file) {
+    error = "cannot open " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  // fopen succeeds on directories; reading them fails later and less clearly.
+  struct stat info;
+  if (fstat(fileno(file.get()), &info) != 0 || !S_ISREG(info.st_mode)) {
+    error = "cannot read " + path + ": not a regular file";
+    file.reset();
+    return false;
+  }
+  size = static_cast<uint64_t>(info.st_size);
+  return true;
+}
+
+bool loom::runtime::openForWriting(const std::string &path, FilePtr &file,
+                                   std::string &error) {
+  file.reset(std::fopen(path.c_str(), "wb"));
+  if (!file) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool loom::runtime::readAt(std::FILE *file, uint64_t offset, void *data,
+                           uint64_t bytes) {
+  if (offset > static_cast<uint64_t>(INT64_MAX) ||
+      fseeko(file, static_cast<off_t>(offset), SEEK_SET) != 0)
+    return false;
+  return std::fread(data, 1, bytes, file) == bytes;
+}
+
+bool loom::runtime::writeAll(std::FILE *file, const void *data,
+                             uint64_t bytes) {
+  return std::fwrite(data, 1, bytes, file) == bytes;
+}
+
+bool loom::runtime::finishWriting(FilePtr &file, const std::string &path,
+                                  std::string &error) {
+  bool ok = !std::ferror(file.get());
+  ok &= std::fclose(file.release()) == 0;
+  if (!ok)
+    error = "cannot write " + path + ": " + std::strerror(errno);
+  return ok;
+}

@@ -1,0 +1,41 @@
+//===- File.h - Checked stdio helpers for file formats ----------*- C++ -*-===//
+//
+// Internal to the runtime library. Every failure becomes a message naming
+// the file, since the runtime reports errors instead of throwing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_LIB_IO_FILE_H
+#define LOOM_RUNTIME_LIB_IO_FILE_H
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace loom::runtime {
+
+struct FileCloser {
+  void operator()(std::FILE *file) const {
+    if (file)
+      std::fclose(file);
+  }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+/// Opens a regular file for reading and returns its size.
+bool openForReading(const std::string &path, FilePtr &file, uint64_t &size,
+                    std::string &error);
+/// Opens (truncates) `path` for writing.
+bool openForWriting(const std::string &path, FilePtr &file, std::string &error);
+/// Reads exactly `bytes` bytes at `offset`.
+bool readAt(std::FILE *file, uint64_t offset, void *data, uint64_t bytes);
+/// Writes all of `bytes` bytes.
+bool writeAll(std::FILE *file, const void *data, uint64_t bytes);
+/// Flushes and closes a file opened for writing; false (with a message
+/// naming `path`) if anything written was lost.
+bool finishWriting(FilePtr &file, const std::string &path, std::string &error);
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_LIB_IO_FILE_H

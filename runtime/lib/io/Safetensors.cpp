@@ -1,0 +1,345 @@
+//===- Safetensors.cpp - Reading and writing .safetensors weights ---------===//
+//
+// Validation follows the reference implementation: the header must parse,
+// every tensor's byte range must match its dtype and shape, and the ranges
+// must tile the data section with no gap or overlap.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime/io/Safetensors.h"
+
+#include "io/File.h"
+#include "loom/runtime/io/Json.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+using namespace loom::runtime;
+
+const SafetensorsTensor *SafetensorsHeader::find(std::string_view name) const {
+  for (const SafetensorsTensor &tensor : tensors)
+    if (tensor.name == name)
+      return &tensor;
+  return nullptr;
+}
+
+const char *loom::runtime::safetensorsDTypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "F32";
+  case DType::F16:
+    return "F16";
+  case DType::BF16:
+    return "BF16";
+  case DType::I32:
+    return "I32";
+  case DType::I64:
+    return "I64";
+  }
+  return "?";
+}
+
+bool loom::runtime::parseSafetensorsDType(std::string_view name, DType &dtype) {
+  for (DType candidate :
+       {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
+    if (name == safetensorsDTypeName(candidate)) {
+      dtype = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Element sizes of every safetensors dtype, so that files holding types
+/// Loom does not use can still be validated (and their tensors skipped).
+static size_t safetensorsElementSize(std::string_view dtype) {
+  static const std::pair<const char *, size_t> kSizes[] = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
+  for (const auto &[name, size] : kSizes)
+    if (dtype == name)
+      return size;
+  return 0;
+}
+
+/// A JSON number that is a non-negative integer within int64, exactly.
+static bool asCount(const Json &value, uint64_t &count) {
+  if (!value.is_number_unsigned())
+    return false;
+  count = value.get<uint64_t>();
+  return count <= static_cast<uint64_t>(INT64_MAX);
+}
+
+static bool parseTensorEntry(const std::string &name, const Json &entry,
+                             uint64_t dataBytes, SafetensorsTensor &tensor,
+                             std::string &error) {
+  std::string prefix = "tensor '" + name + "': ";
+  if (!entry.is_object()) {
+    error = prefix + "expected an object";
+    return false;
+  }
+  tensor.name = name;
+  auto dtype = entry.find("dtype");
+  if (dtype == entry.end() || !dtype->is_string()) {
+    error = prefix + "missing or non-string \"dtype\"";
+    return false;
+  }
+  tensor.dtype = dtype->get<std::string>();
+  size_t elementSize = safetensorsElementSize(tensor.dtype);
+  if (!elementSize) {
+    error = prefix + "unknown dtype '" + tensor.dtype + "'";
+    return false;
+  }
+  auto shape = entry.find("shape");
+  if (shape == entry.end() || !shape->is_array()) {
+    error = prefix + "missing or non-array \"shape\"";
+    return false;
+  }
+  for (const Json &dim : *shape) {
+    uint64_t size;
+    if (!asCount(dim, size)) {
+      error = prefix + "shape entries must be non-negative integers";
+      return false;
+    }
+    tensor.shape.push_back(static_cast<int64_t>(size));
+  }
+  auto offsets = entry.find("data_offsets");
+  if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !(*offsets)[0].is_number_unsigned() ||
+      !(*offsets)[1].is_number_unsigned()) {
+    error = prefix + "\"data_offsets\" must be [BEGIN, END] with "
+                     "non-negative integers";
+    return false;
+  }
+  tensor.begin = (*offsets)[0].get<uint64_t>();
+  tensor.end = (*offsets)[1].get<uint64_t>();
+  std::string range = "[" + std::to_string(tensor.begin) + ", " +
+                      std::to_string(tensor.end) + "]";
+  if (tensor.begin > tensor.end || tensor.end > dataBytes) {
+    error = prefix + "data_offsets " + range +
+            " lie outside the data section of " + std::to_string(dataBytes) +
+            " bytes";
+    return false;
+  }
+  uint64_t count;
+  if (!numElements(tensor.shape, count) ||
+      count > (UINT64_MAX >> 4) / elementSize) {
+    error = prefix + "shape " + formatShape(tensor.shape) + " is too large";
+    return false;
+  }
+  if (tensor.end - tensor.begin != count * elementSize) {
+    error = prefix + "data_offsets " + range + " hold " +
+            std::to_string(tensor.end - tensor.begin) + " bytes, but " +
+            tensor.dtype + " " + formatShape(tensor.shape) + " needs " +
+            std::to_string(count * elementSize);
+    return false;
+  }
+  return true;
+}
+
+bool loom::runtime::parseSafetensorsHeader(std::string_view json,
+                                           uint64_t dataBytes,
+                                           SafetensorsHeader &header,
+                                           std::string &error) {
+  header.tensors.clear();
+  header.dataBytes = dataBytes;
+  Json root;
+  if (!parseJson(json, root, error)) {
+    error = "bad header: " + error;
+    return false;
+  }
+  if (!root.is_object()) {
+    error = "bad header: expected a JSON object";
+    return false;
+  }
+  for (const auto &[name, entry] : root.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) {
+        error = "bad header: \"__metadata__\" must be an object";
+        return false;
+      }
+      continue;
+    }
+    SafetensorsTensor tensor;
+    if (!parseTensorEntry(name, entry, dataBytes, tensor, error))
+      return false;
+    header.tensors.push_back(std::move(tensor));
+  }
+  // The ranges, in data order, must follow each other from 0 to the end.
+  std::vector<const SafetensorsTensor *> order;
+  for (const SafetensorsTensor &tensor : header.tensors)
+    order.push_back(&tensor);
+  std::sort(order.begin(), order.end(),
+            [](const SafetensorsTensor *a, const SafetensorsTensor *b) {
+              return a->begin != b->begin ? a->begin < b->begin
+                                          : a->end < b->end;
+            });
+  uint64_t covered = 0;
+  const SafetensorsTensor *previous = nullptr;
+  for (const SafetensorsTensor *tensor : order) {
+    if (tensor->begin < covered) {
+      error =
+          "tensors '" + previous->name + "' and '" + tensor->name + "' overlap";
+      return false;
+    }
+    if (tensor->begin > covered) {
+      error = "the data section has a gap of " +
+              std::to_string(tensor->begin - covered) +
+              " bytes before tensor '" + tensor->name + "'";
+      return false;
+    }
+    covered = tensor->end;
+    previous = tensor;
+  }
+  if (covered != dataBytes) {
+    error = "the data section has " + std::to_string(dataBytes) +
+            " bytes, but the tensors cover " + std::to_string(covered);
+    return false;
+  }
+  return true;
+}
+
+/// Reads and validates the header of the open `file` of `fileSize` bytes.
+static bool readHeader(std::FILE *file, uint64_t fileSize,
+                       SafetensorsHeader &header, std::string &error) {
+  unsigned char lengthBytes[8];
+  if (fileSize < 8 || !readAt(file, 0, lengthBytes, 8)) {
+    error = "too short for a safetensors file";
+    return false;
+  }
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i)
+    length |= static_cast<uint64_t>(lengthBytes[i]) << (8 * i);
+  if (length > kMaxSafetensorsHeader) {
+    error = "header length " + std::to_string(length) + " is too large";
+    return false;
+  }
+  if (length > fileSize - 8) {
+    error = "header length " + std::to_string(length) +
+            " runs past the end of the file (" + std::to_string(fileSize) +
+            " bytes)";
+    return false;
+  }
+  std::string json(length, '\0');
+  if (!readAt(file, 8, json.data(), length)) {
+    error = "read error";
+    return false;
+  }
+  header.dataOffset = 8 + length;
+  return parseSafetensorsHeader(json, fileSize - 8 - length, header, error);
+}
+
+bool loom::runtime::readSafetensorsHeader(const std::string &path,
+                                          SafetensorsHeader &header,
+                                          std::string &error) {
+  FilePtr file;
+  uint64_t size;
+  if (!openForReading(path, file, size, error))
+    return false;
+  if (!readHeader(file.get(), size, header, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  return true;
+}
+
+bool loom::runtime::loadWeights(const Plan &plan, char *arena,
+                                const std::string &path,
+                                std::vector<std::string> &warnings,
+                                std::string &error) {
+  FilePtr file;
+  uint64_t size;
+  if (!openForReading(path, file, size, error))
+    return false;
+  SafetensorsHeader header;
+  if (!readHeader(file.get(), size, header, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  std::unordered_map<std::string_view, const SafetensorsTensor *> byName;
+  for (const SafetensorsTensor &tensor : header.tensors)
+    byName.emplace(tensor.name, &tensor);
+
+  // Check every param before reading any, so a bad file changes nothing.
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Param)
+      continue;
+    auto found = byName.find(buffer.name);
+    if (found == byName.end()) {
+      error = path + ": no tensor for param '" + buffer.name + "' (" +
+              safetensorsDTypeName(buffer.dtype) + " " +
+              formatShape(buffer.shape) + ")";
+      return false;
+    }
+    const SafetensorsTensor &tensor = *found->second;
+    DType dtype;
+    if (!parseSafetensorsDType(tensor.dtype, dtype) || dtype != buffer.dtype ||
+        tensor.shape != buffer.shape) {
+      error = path + ": tensor '" + buffer.name + "' is " + tensor.dtype + " " +
+              formatShape(tensor.shape) + ", but the param is " +
+              safetensorsDTypeName(buffer.dtype) + " " +
+              formatShape(buffer.shape);
+      return false;
+    }
+  }
+  for (const SafetensorsTensor &tensor : header.tensors) {
+    const PlanBuffer *buffer = plan.findBuffer(tensor.name);
+    if (!buffer || buffer->role != BufferRole::Param)
+      warnings.push_back(path + ": ignoring tensor '" + tensor.name +
+                         "', which is not a param of model '" + plan.model +
+                         "'");
+  }
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Param)
+      continue;
+    const SafetensorsTensor &tensor = *byName[buffer.name];
+    if (!readAt(file.get(), header.dataOffset + tensor.begin,
+                arena + buffer.offset, buffer.bytes)) {
+      error = path + ": read error in tensor '" + buffer.name + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
+                                const std::string &path, std::string &error) {
+  std::vector<const PlanBuffer *> params;
+  for (const PlanBuffer &buffer : plan.buffers)
+    if (buffer.role == BufferRole::Param)
+      params.push_back(&buffer);
+  std::sort(params.begin(), params.end(),
+            [](const PlanBuffer *a, const PlanBuffer *b) {
+              return a->name < b->name;
+            });
+  Json document = Json::object();
+  document["__metadata__"] = {{"model", plan.model}, {"producer", "loom"}};
+  uint64_t offset = 0;
+  for (const PlanBuffer *param : params) {
+    document[param->name] = {
+        {"dtype", safetensorsDTypeName(param->dtype)},
+        {"shape", param->shape},
+        {"data_offsets", {offset, offset + param->bytes}}};
+    offset += param->bytes;
+  }
+  std::string json = dumpJson(document);
+  // The spec allows trailing spaces; they align the data to 8 bytes.
+  json.append((8 - json.size() % 8) % 8, ' ');
+
+  FilePtr file;
+  if (!openForWriting(path, file, error))
+    return false;
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = static_cast<unsigned char>((json.size() >> (8 * i)) & 0xff);
+  bool ok = writeAll(file.get(), length, 8) &&
+            writeAll(file.get(), json.data(), json.size());
+  for (const PlanBuffer *param : params)
+    ok = ok && writeAll(file.get(), arena + param->offset, param->bytes);
+  if (!ok) {
+    error = "cannot write " + path;
+    return false;
+  }
+  return finishWriting(file, path, error);
+}

@@ -1,0 +1,147 @@
+//===- PlanWriter.cpp - Writing plans and their checksums -----------------===//
+
+#include "loom/runtime/support/Hash.h"
+#include "loom/runtime/plan/Plan.h"
+
+#include <cstdio>
+
+using namespace loom::runtime;
+
+uint32_t loom::runtime::computeChecksum(std::string_view bytes) {
+  return fnv1a32(bytes);
+}
+
+std::string loom::runtime::sealPlan(std::string_view body) {
+  char end[16];
+  std::snprintf(end, sizeof(end), "end %08x\n",
+                static_cast<unsigned>(computeChecksum(body)));
+  return std::string(body) + end;
+}
+
+static std::string formatFloat(double value) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
+/// `values[0..count)` joined by 'x'; "-" for none.
+template <typename T>
+static std::string joinExtents(const T *values, unsigned count) {
+  if (!count)
+    return "-";
+  std::string text;
+  for (unsigned i = 0; i < count; ++i)
+    text += (i ? "x" : "") + std::to_string(values[i]);
+  return text;
+}
+
+std::string loom::runtime::formatLaunchArg(const LaunchArg &arg) {
+  char text[48];
+  const TensorMapArg &map = arg.tensorMap;
+  switch (arg.kind) {
+  case LaunchArg::Kind::Buffer:
+    return "b:" + std::to_string(arg.buffer);
+  case LaunchArg::Kind::I64:
+    return "i64:" + std::to_string(arg.integer);
+  case LaunchArg::Kind::I32:
+    return "i32:" + std::to_string(arg.integer);
+  case LaunchArg::Kind::F32:
+    // 9 significant digits read back to the same float.
+    std::snprintf(text, sizeof(text), "f32:%.9g",
+                  static_cast<double>(arg.real));
+    return text;
+  case LaunchArg::Kind::TensorMap:
+    return "tmap:" + std::to_string(arg.buffer) + ":" +
+           std::to_string(map.offset) + ":" + dtypeName(map.dtype) + ":" +
+           joinExtents(map.dims, map.rank) + ":" +
+           joinExtents(map.strides, map.rank ? map.rank - 1 : 0) + ":" +
+           joinExtents(map.box, map.rank) + ":" + std::to_string(map.swizzle);
+  }
+  return "?";
+}
+
+std::string loom::runtime::writePlan(const Plan &plan) {
+  std::string body = "loom-plan " + std::to_string(plan.version) + "\n";
+  body += "model " + plan.model + "\n";
+  body += std::string("device ") + deviceName(plan.device) + "\n";
+  if (plan.mesh.present)
+    body += "mesh " + plan.mesh.name + " " + formatMeshAxes(plan.mesh) + "\n";
+  body += "arena " + std::to_string(plan.arenaBytes) + "\n";
+  if (plan.gpuImage.present)
+    body += "gpu-image " + plan.gpuImage.archName + " " +
+            gpuImageFormatName(plan.gpuImage.format) + " " +
+            std::to_string(plan.gpuImage.bytes) + "\n";
+  for (const PlanBuffer &buffer : plan.buffers) {
+    body += "buffer " + std::to_string(buffer.id) + " " + buffer.name + " " +
+            roleName(buffer.role) + " " + dtypeName(buffer.dtype) + " ";
+    if (buffer.shape.empty())
+      body += "scalar";
+    for (size_t i = 0; i < buffer.shape.size(); ++i)
+      body += (i ? "," : "") + std::to_string(buffer.shape[i]);
+    body += " " + std::to_string(buffer.offset);
+    switch (buffer.init.kind) {
+    case InitKind::None:
+      break;
+    case InitKind::Zeros:
+    case InitKind::Ones:
+      body += std::string(" ") + initKindName(buffer.init.kind);
+      break;
+    case InitKind::Constant:
+    case InitKind::Normal:
+      body += std::string(" ") + initKindName(buffer.init.kind) + " " +
+              formatFloat(buffer.init.a);
+      break;
+    case InitKind::Uniform:
+      body += " uniform " + formatFloat(buffer.init.a) + " " +
+              formatFloat(buffer.init.b);
+      break;
+    }
+    body += "\n";
+    if (!buffer.shard.empty())
+      body += "shard " + std::to_string(buffer.id) + " " +
+              formatShardSpec(plan.mesh, buffer) + "\n";
+  }
+  for (const PlanKernel &kernel : plan.kernels)
+    body +=
+        "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) + "\n";
+  for (const PlanLaunch &launch : plan.launches) {
+    body +=
+        "launch " + plan.kernels[launch.kernel].name + " " + launch.function;
+    for (unsigned dim : launch.grid)
+      body += " " + std::to_string(dim);
+    for (unsigned dim : launch.block)
+      body += " " + std::to_string(dim);
+    for (const LaunchArg &arg : launch.args)
+      body += " " + formatLaunchArg(arg);
+    if (launch.sharedBytes)
+      body += " shared:" + std::to_string(launch.sharedBytes);
+    body += "\n";
+  }
+  for (const PlanStep &step : plan.steps) {
+    if (step.kind == StepKind::Collective) {
+      const PlanCollective &op = step.collective;
+      body += std::string("collective ") + collectiveKindName(op.kind) + " " +
+              formatAxes(plan.mesh, op.axes) + " ";
+      switch (op.kind) {
+      case CollectiveKind::AllReduce:
+      case CollectiveKind::Broadcast:
+        body += "-";
+        break;
+      case CollectiveKind::AllToAll:
+        body += std::to_string(op.dim) + ":" + std::to_string(op.concatDim);
+        break;
+      default:
+        body += std::to_string(op.dim);
+        break;
+      }
+      body += " " + std::to_string(step.buffers[0]) + " " +
+              std::to_string(step.buffers[1]) + "\n";
+      continue;
+    }
+    body += "step " + plan.kernels[step.kernel].name;
+    for (unsigned id : step.buffers)
+      body += " " + std::to_string(id);
+    body += "\n";
+  }
+  return sealPlan(body);
+}

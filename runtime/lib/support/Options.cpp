@@ -1,0 +1,170 @@
+//===- Options.cpp - The command line of compiled executables -------------===//
+
+#include "loom/runtime/support/Options.h"
+#include "loom/runtime/plan/Plan.h"
+
+#include <cstring>
+#include <string_view>
+
+using namespace loom::runtime;
+
+void loom::runtime::printUsage(std::FILE *out, const char *program) {
+  std::fprintf(out, "usage: %s [options]\n", program);
+  // One string per line keeps the columns readable here as well.
+  static const char *const kLines[] = {
+      "",
+      "Runs the model compiled into this executable once: initializes or",
+      "loads the params, reads the inputs, runs every kernel of the plan",
+      "and writes or summarizes the outputs.",
+      "",
+      "options:",
+      "  --device cpu|cuda       device to run on (default: the plan's,",
+      "                          cpu); cuda needs GPU kernels (loomc",
+      "                          --gpu) and a CUDA driver",
+      "  --seed N                seed of the param initializers and of",
+      "                          --random-inputs (default 0)",
+      "  --weights FILE          load every param from a .safetensors file",
+      "                          instead of initializing them",
+      "  --save-weights FILE     write the params to a .safetensors file",
+      "                          (after initialization or loading)",
+      "  --input NAME=FILE.npy   read input NAME from a .npy file",
+      "                          (repeatable)",
+      "  --random-inputs         fill inputs not given with --input: float",
+      "                          inputs normal (std 1), integers 0 or 1",
+      "  --output NAME=FILE.npy  write output NAME to a .npy file",
+      "                          (repeatable); outputs not written to a",
+      "                          file are summarized on stdout",
+      "  --trace FILE.json       write a Chrome trace, one event per step",
+      "                          (per GPU launch with --device cuda)",
+      "  --check-kernels         with --device cuda: run every kernel on",
+      "                          the CPU and on the GPU from the same",
+      "                          inputs and compare each step's results",
+      "                          (a table; exit status 1 if one differs)",
+      "  --info                  print the plan (buffers, kernels, steps)",
+      "                          and exit",
+      "  --help                  print this help and exit",
+      "",
+      "bf16 tensors are read from and written to .npy files as float32.",
+      "",
+      "A partitioned executable (see --info) also runs on its mesh's ranks",
+      "under an MPI launcher (mpirun -np N MODEL ...); rank 0 reads and",
+      "writes every file, whole, as one rank does. With --device cuda",
+      "each rank takes GPU (its index on its node) % (GPUs visible), and",
+      "the collectives go through NCCL (libnccl.so.2).",
+  };
+  for (const char *line : kLines)
+    std::fprintf(out, "%s\n", line);
+}
+
+
+bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
+                                 std::string &error) {
+  options = RunOptions();
+  bool seenDevice = false, seenSeed = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') {
+      error = "unexpected argument '" + std::string(arg) + "' (see --help)";
+      return false;
+    }
+    std::string_view name = arg;
+    std::string_view value;
+    bool hasValue = false;
+    size_t equals = arg.find('=');
+    if (arg.substr(0, 2) == "--" && equals != std::string_view::npos) {
+      name = arg.substr(0, equals);
+      value = arg.substr(equals + 1);
+      hasValue = true;
+    }
+    // Flags first: they take no value.
+    bool *flag = name == "--help" || name == "-h" ? &options.help
+                 : name == "--info"               ? &options.info
+                 : name == "--random-inputs"      ? &options.randomInputs
+                 : name == "--check-kernels"      ? &options.checkKernels
+                                                  : nullptr;
+    if (flag) {
+      if (hasValue) {
+        error = "option '" + std::string(name) + "' takes no value";
+        return false;
+      }
+      *flag = true;
+      continue;
+    }
+    bool known = name == "--device" || name == "--seed" ||
+                 name == "--weights" || name == "--save-weights" ||
+                 name == "--input" || name == "--output" || name == "--trace";
+    if (!known) {
+      error = "unknown option '" + std::string(name) + "' (see --help)";
+      return false;
+    }
+    if (!hasValue) {
+      if (i + 1 >= argc) {
+        error = "option '" + std::string(name) + "' needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    auto once = [&](bool &seen) {
+      if (seen) {
+        error = "option '" + std::string(name) + "' given twice";
+        return false;
+      }
+      seen = true;
+      return true;
+    };
+    if (name == "--device") {
+      if (!once(seenDevice))
+        return false;
+      if (value != "cpu" && value != "cuda") {
+        error = "unknown device '" + std::string(value) +
+                "' (expected cpu or cuda)";
+        return false;
+      }
+      options.device = std::string(value);
+    } else if (name == "--seed") {
+      if (!once(seenSeed))
+        return false;
+      if (!parseUnsigned(value, options.seed)) {
+        error = "bad seed '" + std::string(value) +
+                "' (expected an integer from 0 to 2^64-1)";
+        return false;
+      }
+    } else if (name == "--input" || name == "--output") {
+      size_t split = value.find('=');
+      if (split == std::string_view::npos || split == 0 ||
+          split + 1 == value.size()) {
+        error = "option '" + std::string(name) +
+                "' expects NAME=FILE.npy, got '" + std::string(value) + "'";
+        return false;
+      }
+      auto &list = name == "--input" ? options.inputs : options.outputs;
+      list.emplace_back(std::string(value.substr(0, split)),
+                        std::string(value.substr(split + 1)));
+    } else {
+      std::string &target = name == "--weights"        ? options.weights
+                            : name == "--save-weights" ? options.saveWeights
+                                                       : options.trace;
+      if (!target.empty()) {
+        error = "option '" + std::string(name) + "' given twice";
+        return false;
+      }
+      if (value.empty()) {
+        error = "option '" + std::string(name) + "' needs a file name";
+        return false;
+      }
+      target = std::string(value);
+    }
+  }
+  // The check runs the kernels one at a time on both devices: its times
+  // are not a run's, and its outputs would be the CPU's.
+  if (options.checkKernels && !options.trace.empty()) {
+    error = "--check-kernels cannot be combined with --trace (run them "
+            "separately)";
+    return false;
+  }
+  if (options.checkKernels && !options.outputs.empty()) {
+    error = "--check-kernels writes no outputs; run without it for --output";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,76 @@
+//===- Trace.cpp - Chrome-trace events for executed steps -----------------===//
+
+#include "loom/runtime/support/Trace.h"
+
+#include "io/File.h"
+#include "loom/runtime/io/Json.h"
+
+#include <cmath>
+
+using namespace loom::runtime;
+
+void TraceRecorder::addStep(unsigned step, const std::string &kernel,
+                            double startUs, double durationUs,
+                            uint64_t bytesRead, uint64_t bytesWritten) {
+  events.push_back({step, kernel, std::string(), std::string(), startUs,
+                    durationUs, bytesRead, bytesWritten});
+}
+
+void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
+                              const std::string &function, double startUs,
+                              double durationUs, uint64_t bytesRead,
+                              uint64_t bytesWritten) {
+  events.push_back({step, kernel, function, std::string(), startUs, durationUs,
+                    bytesRead, bytesWritten});
+}
+
+void TraceRecorder::addCollective(unsigned step, const std::string &kind,
+                                  const std::string &axes, double startUs,
+                                  double durationUs) {
+  events.push_back({step, kind, std::string(), axes, startUs, durationUs});
+}
+
+/// Microseconds to the nanosecond, as the trace viewers show them.
+static double toNanosecond(double us) { return std::round(us * 1e3) / 1e3; }
+
+std::string TraceRecorder::toJson() const {
+  Json trace = {{"traceEvents", Json::array()}};
+  Json &list = trace["traceEvents"];
+  for (const Event &event : events) {
+    bool launch = !event.function.empty();
+    bool collective = !event.axes.empty();
+    Json args = {{"step", event.step}};
+    if (launch)
+      args["kernel"] = event.kernel;
+    if (collective) {
+      args["axes"] = event.axes;
+    } else {
+      args["bytes_read"] = event.bytesRead;
+      args["bytes_written"] = event.bytesWritten;
+    }
+    list.push_back({{"name", launch ? event.function : event.kernel},
+                    {"cat", launch       ? "cuda"
+                            : collective ? "collective"
+                                         : "kernel"},
+                    {"ph", "X"},
+                    {"ts", toNanosecond(event.startUs)},
+                    {"dur", toNanosecond(event.durationUs)},
+                    {"pid", process},
+                    {"tid", 0},
+                    {"args", std::move(args)}});
+  }
+  trace["displayTimeUnit"] = "ms";
+  return dumpJson(trace) + "\n";
+}
+
+bool TraceRecorder::write(const std::string &path, std::string &error) const {
+  FilePtr file;
+  if (!openForWriting(path, file, error))
+    return false;
+  std::string json = toJson();
+  if (!writeAll(file.get(), json.data(), json.size())) {
+    error = "cannot write " + path;
+    return false;
+  }
+  return finishWriting(file, path, error);
+}
