@@ -1,0 +1,43 @@
+// RUN: loom-opt %s --split-input-file --loom-kernel-destinations | FileCheck %s
+
+// --loom-kernel-destinations: every tensor result of a loom.kernel function
+// gets a destination argument after the inputs, in result order, and is
+// returned materialized into it (so bufferization writes it in place).
+
+// CHECK-LABEL: func.func private @two_results
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4xf32>, %[[D0:[^:]+]]: tensor<4xf32>, %[[D1:[^:]+]]: tensor<2x3xbf16>) -> (tensor<4xf32>, tensor<2x3xbf16>)
+// CHECK: %[[SUM:.+]] = arith.addf %[[X]], %[[X]]
+// CHECK: %[[R0:.+]] = bufferization.materialize_in_destination %[[SUM]] in %[[D0]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: %[[R1:.+]] = bufferization.materialize_in_destination %{{.+}} in %[[D1]] : (tensor<2x3xbf16>, tensor<2x3xbf16>) -> tensor<2x3xbf16>
+// CHECK: return %[[R0]], %[[R1]]
+func.func private @two_results(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<2x3xbf16>) attributes {loom.kernel} {
+  %sum = arith.addf %x, %x : tensor<4xf32>
+  %zero = arith.constant dense<0.0> : tensor<2x3xbf16>
+  return %sum, %zero : tensor<4xf32>, tensor<2x3xbf16>
+}
+
+// -----
+
+// A non-tensor result keeps no destination; the tensor result still gets one.
+// CHECK-LABEL: func.func private @mixed
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4xf32>, %[[D:[^:]+]]: tensor<4xf32>) -> (index, tensor<4xf32>)
+// CHECK: %[[R:.+]] = bufferization.materialize_in_destination %[[X]] in %[[D]]
+// CHECK: return %{{.+}}, %[[R]]
+func.func private @mixed(%x: tensor<4xf32>) -> (index, tensor<4xf32>) attributes {loom.kernel} {
+  %c = arith.constant 4 : index
+  return %c, %x : index, tensor<4xf32>
+}
+
+// -----
+
+// Functions that are not kernels, and kernel declarations, are left alone.
+// CHECK-LABEL: func.func @model
+// CHECK-SAME: (%{{[^:]+}}: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NOT: materialize_in_destination
+// CHECK: return
+// CHECK-LABEL: func.func private @declared
+// CHECK-SAME: (tensor<4xf32>) -> tensor<4xf32>
+func.func @model(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+func.func private @declared(tensor<4xf32>) -> tensor<4xf32> attributes {loom.kernel}
