@@ -36,6 +36,7 @@ public:
   // The steps, in the table's order (Driver.cpp).
   mlir::LogicalResult parse();
   mlir::LogicalResult generateLoom();
+  mlir::LogicalResult differentiate();
   mlir::LogicalResult partition();
   mlir::LogicalResult outlineKernels();
   mlir::LogicalResult lowerToLinalg();
@@ -52,6 +53,7 @@ public:
   mlir::LogicalResult linkExecutable();
 
   // When a row runs.
+  bool wantsGradients() const;
   bool wantsGpu() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }

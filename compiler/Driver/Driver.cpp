@@ -43,6 +43,7 @@ using C = Compilation;
 const StageRow kStages[] = {
     {Stage::AST, &C::parse, nullptr, &C::printAST},
     {Stage::Loom, &C::generateLoom, nullptr, &C::printModule},
+    {Stage::Autodiff, &C::differentiate, &C::wantsGradients, &C::printModule},
     {Stage::Partitioned, &C::partition, nullptr, &C::printModule},
     {Stage::Kernels, &C::outlineKernels, nullptr, &C::printModule},
     {Stage::Linalg, &C::lowerToLinalg, nullptr, &C::printModule},
@@ -64,6 +65,7 @@ llvm::StringRef stageName(Stage stage) {
   switch (stage) {
   case Stage::AST: return "ast";
   case Stage::Loom: return "loom";
+  case Stage::Autodiff: return "autodiff";
   case Stage::Partitioned: return "partitioned";
   case Stage::Kernels: return "kernels";
   case Stage::Linalg: return "linalg";
@@ -162,6 +164,14 @@ LogicalResult Compilation::generateLoom() {
     return failure();
   module = mlirGen(context, *ast, sourceMgr, meshSizes);
   return success(static_cast<bool>(module));
+}
+
+bool Compilation::wantsGradients() const {
+  return options.gradients || options.emit == Stage::Autodiff;
+}
+
+LogicalResult Compilation::differentiate() {
+  return runPipeline(buildAutodiffPipeline);
 }
 
 LogicalResult Compilation::partition() {

@@ -15,7 +15,7 @@ namespace loom {
 
 /// The stages in order; each lowers further than the one before.
 enum class Stage {
-  AST, Loom, Partitioned, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
+  AST, Loom, Autodiff, Partitioned, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
 };
 
 /// The `--emit=` name of a stage.
@@ -54,6 +54,9 @@ struct DriverOptions {
   bool remarkCollectives = false;
   /// Sequence parallelism: reduce-scatter/all-gather around the norms.
   bool sequenceParallel = false;
+  /// Build the gradient program (loom-autodiff): the model's outputs, its
+  /// loss and the gradient of the loss for every param.
+  bool gradients = false;
   /// Print the GPU kernel report instead of building an executable.
   std::optional<KernelReportFormat> kernelReport;
   /// The GPU the kernel report models (a row of the GpuSpec table).

@@ -95,6 +95,11 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
+void ::loom::buildAutodiffPipeline(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
+  pm.addPass(mlir::loom::createLoomAutodiff());
+}
+
 void ::loom::buildPartitionPipeline(OpPassManager &pm,
                                     const PartitionOptions &options) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());

@@ -16,7 +16,11 @@ struct PartitionOptions {
   bool sequenceParallel = false;
 };
 
-/// loom -> partitioned: stages inlined, and next to each model `@M` its
+/// loom -> autodiff: stages inlined, and each trained model's loss
+/// differentiated: its results gain `grad.<param>` for every param.
+void buildAutodiffPipeline(mlir::OpPassManager &pm);
+
+/// loom (or autodiff) -> partitioned: stages inlined, and next to each model `@M` its
 /// per-rank program `@M_spmd` with explicit `shard` collectives (when the
 /// mesh has more than one device).
 void buildPartitionPipeline(mlir::OpPassManager &pm,

@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -220,6 +221,20 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
              << "'";
   }
 
+  // Temporaries are t<id> and s<id>, unless a script named an input, param
+  // or output so: then the temporary takes a '_' until its name is free.
+  llvm::StringSet<> userNames;
+  for (const auto &buffer : buffers)
+    userNames.insert(buffer.name);
+  for (const auto &named : outputName)
+    userNames.insert(named.second);
+  auto tempName = [&](char prefix) {
+    std::string name = prefix + std::to_string(buffers.size());
+    while (userNames.contains(name))
+      name += "_";
+    return name;
+  };
+
   std::vector<KernelSignature> kernels;
   llvm::StringMap<size_t> kernelIndex;
   // Outputs of an SPMD program carry their split (the runtime gathers).
@@ -249,7 +264,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     for (Value result : op.getResults()) {
       auto it = outputName.find(result);
       bool isOutput = it != outputName.end();
-      addBuffer(result, isOutput ? it->second : "t" + std::to_string(buffers.size()),
+      addBuffer(result, isOutput ? it->second : tempName('t'),
                 isOutput ? "output" : "temp");
       buffers.back().first = step;
       buffers.back().last = isOutput ? numSteps : step;
@@ -268,7 +283,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     StringRef callee = call.getCallee();
     // A kernel's temporaries: plan buffers that live for this step only.
     for (ShapedType type : scratch.lookup(callee)) {
-      addBufferOfType(type, "s" + std::to_string(buffers.size()), "temp");
+      addBufferOfType(type, tempName('s'), "temp");
       buffers.back().first = buffers.back().last = step;
       args.push_back(buffers.size() - 1);
     }

@@ -38,6 +38,8 @@ cl::opt<Stage> emitStage(
     cl::values(
         clEnumValN(Stage::AST, "ast", "the syntax tree"),
         clEnumValN(Stage::Loom, "loom", "the checked model in the loom dialect"),
+        clEnumValN(Stage::Autodiff, "autodiff",
+                   "a trained model with the gradients of its loss (as --gradients)"),
         clEnumValN(Stage::Partitioned, "partitioned",
                    "and each model's per-rank program with its collectives"),
         clEnumValN(Stage::Kernels, "kernels",
@@ -119,6 +121,12 @@ cl::list<Remarks> remarks(
                           "every collective the partitioner inserts: its "
                           "kind, mesh axes and bytes per rank")),
     cl::CommaSeparated, cl::cat(loomCategory));
+cl::opt<bool> gradients(
+    "gradients",
+    cl::desc("Build the gradient program of the model's train section: the "
+             "executable also outputs grad.<param>, the loss's gradient for "
+             "every param"),
+    cl::init(false), cl::cat(loomCategory));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("Sequence parallelism: split the residual stream along the "
@@ -165,6 +173,7 @@ int main(int argc, char **argv) {
   options.mesh = meshSizes;
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
+  options.gradients = gradients;
   if (kernelReport.getNumOccurrences())
     options.kernelReport = kernelReport;
   options.gpuDevice = gpuDevice;

@@ -11,10 +11,15 @@ namespace mlir::loom {
 void populateElementwiseToLinalgPatterns(RewritePatternSet &patterns);
 /// Matmul.
 void populateContractionToLinalgPatterns(RewritePatternSet &patterns);
-/// Softmax, layernorm, rmsnorm, sum/mean/max, cross_entropy, mse.
+/// Softmax, layernorm, rmsnorm, sum/mean/max, cross_entropy (and its
+/// gradient), mse.
 void populateReductionsToLinalgPatterns(RewritePatternSet &patterns);
 /// Embedding, arange, transpose, reshape, split, concat, causal_mask.
 void populateDataMovementToLinalgPatterns(RewritePatternSet &patterns);
+
+/// broadcast, activation_grad, causal_mask_grad, embedding_grad (the
+/// cross_entropy_grad is with the losses, in the reductions).
+void populateGradientsToLinalgPatterns(RewritePatternSet &patterns);
 
 /// All of the above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns);

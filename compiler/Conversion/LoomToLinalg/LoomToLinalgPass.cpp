@@ -20,6 +20,7 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
   populateContractionToLinalgPatterns(patterns);
   populateReductionsToLinalgPatterns(patterns);
   populateDataMovementToLinalgPatterns(patterns);
+  populateGradientsToLinalgPatterns(patterns);
 }
 
 namespace {

@@ -267,6 +267,50 @@ struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
   }
 };
 
+/// (softmax(logits) - onehot(labels)) * grad / rows, from the same f32
+/// statistics as the forward.
+struct CrossEntropyGradLowering : OpConversionPattern<CrossEntropyGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CrossEntropyGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    Value logits = adaptor.getLogits();
+    ArrayRef<int64_t> shape = shapeOf(logits).getShape();
+    int64_t rank = shape.size(), axis = rank - 1, classes = shape.back();
+    auto [max, sum] = softmaxStatistics(rewriter, loc, logits, axis);
+    int64_t count = shapeOf(max).getNumElements();
+    AffineMap full = identity(rank, context);
+    AffineMap reduced = dropDimMap(rank, axis, context);
+    AffineMap scalarMap = AffineMap::get(rank, 0, {}, context);
+    Value result = buildElementwise(
+        rewriter, loc, op.getType(),
+        {logits, max, sum, adaptor.getLabels(), adaptor.getGrad()},
+        {full, reduced, reduced, reduced, scalarMap},
+        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
+          Value p = arith::DivFOp::create(b, l, e, in[2]);
+          // The label clamped into range, as the forward reads it.
+          Value label = arith::IndexCastOp::create(b, l, b.getIndexType(), in[3]);
+          Value zero = arith::ConstantIndexOp::create(b, l, 0);
+          Value last = arith::ConstantIndexOp::create(b, l, classes - 1);
+          label = arith::MinSIOp::create(
+              b, l, arith::MaxSIOp::create(b, l, label, zero), last);
+          Value j = linalg::IndexOp::create(b, l, axis);
+          Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, j, label);
+          Value target = arith::SelectOp::create(b, l, hit, f32Constant(b, l, 1.0),
+                                                 f32Constant(b, l, 0.0));
+          Value scale = arith::MulFOp::create(b, l, in[4],
+                                              f32Constant(b, l, 1.0 / count));
+          return arith::MulFOp::create(b, l, arith::SubFOp::create(b, l, p, target),
+                                       scale);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 struct MseLowering : OpConversionPattern<MseOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -294,5 +338,6 @@ void mlir::loom::populateReductionsToLinalgPatterns(RewritePatternSet &patterns)
   patterns.add<SoftmaxLowering, NormLowering<LayerNormOp>,
                NormLowering<RmsNormOp>, ReduceLowering<SumOp>,
                ReduceLowering<MeanOp>, ReduceLowering<MaxOp>,
-               CrossEntropyLowering, MseLowering>(patterns.getContext());
+               CrossEntropyLowering, CrossEntropyGradLowering,
+               MseLowering>(patterns.getContext());
 }

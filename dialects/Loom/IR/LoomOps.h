@@ -4,6 +4,7 @@
 #define LOOM_IR_LOOMOPS_H
 
 #include "Loom/IR/LoomDialect.h"
+#include "Loom/IR/LoomVjpInterface.h"
 #include "Loom/IR/TypeRules.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
@@ -23,7 +24,7 @@ namespace mlir::loom {
 /// as the epilogue of the kernel producing an operand.
 inline bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
-             TanhOp, SqrtOp, CastOp>(op);
+             TanhOp, SqrtOp, CastOp, ActivationGradOp>(op);
 }
 
 /// Whether a transpose `permutation` swaps the last two dims and keeps the

@@ -5,6 +5,7 @@
 
 include "Loom/IR/LoomDialect.td"
 include "Loom/IR/LoomAttrs.td"
+include "Loom/IR/LoomVjpInterface.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -44,7 +45,7 @@ def Loom_ConstantOp : Loom_Op<"constant", [Pure, ConstantLike]> {
 }
 
 class Loom_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
-    : Loom_InferredOp<mnemonic, traits> {
+    : Loom_InferredOp<mnemonic, !listconcat(traits, [DeclareOpInterfaceMethods<Loom_VjpOpInterface>])> {
   let summary = "Elementwise " # what # " with numpy broadcasting";
   let description = [{
     Shapes broadcast from the trailing dimension; element types must match
@@ -74,7 +75,7 @@ def Loom_MulOp : Loom_BinaryOp<"mul", "multiplication", [Commutative]>;
 def Loom_DivOp : Loom_BinaryOp<"div", "division">;
 
 class Loom_UnaryOp<string mnemonic, string what>
-    : Loom_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Loom_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Elementwise " # what;
   let description = [{
     Computed in f32 and rounded to the storage type (round to nearest even).
@@ -96,7 +97,7 @@ def Loom_ExpOp : Loom_UnaryOp<"exp", "exponential">;
 def Loom_TanhOp : Loom_UnaryOp<"tanh", "hyperbolic tangent">;
 def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "square root">;
 
-def Loom_CastOp : Loom_Op<"cast", [Pure]> {
+def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Element type conversion (round to nearest even)";
   let description = [{
     ```mlir
@@ -113,7 +114,7 @@ def Loom_CastOp : Loom_Op<"cast", [Pure]> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
+def Loom_MatmulOp : Loom_InferredOp<"matmul", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Matrix product, batched, with an accumulation type";
   let description = [{
     `[..., M, K] x [K, N]` or batched `[b..., M, K] x [b..., K, N]` (batch
@@ -156,7 +157,7 @@ def Loom_MatmulOp : Loom_InferredOp<"matmul"> {
 // Normalizations and attention helpers
 //===----------------------------------------------------------------------===//
 
-def Loom_SoftmaxOp : Loom_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Loom_SoftmaxOp : Loom_Op<"softmax", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "Softmax along one axis, accumulated in f32";
   let description = [{
     ```mlir
@@ -170,7 +171,8 @@ def Loom_SoftmaxOp : Loom_Op<"softmax", [Pure, SameOperandsAndResultType]> {
 }
 
 def Loom_CausalMaskOp : Loom_Op<"causal_mask",
-                                [Pure, SameOperandsAndResultType]> {
+                                [DeclareOpInterfaceMethods<Loom_VjpOpInterface>,
+                                 Pure, SameOperandsAndResultType]> {
   let summary = "Sets entries above the diagonal of the last two dims to -inf";
   let description = [{
     Entry `[..., i, j]` becomes `-inf` where `j > i`: a query attends only
@@ -186,7 +188,7 @@ def Loom_CausalMaskOp : Loom_Op<"causal_mask",
   let hasVerifier = 1;
 }
 
-def Loom_LayerNormOp : Loom_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+def Loom_LayerNormOp : Loom_Op<"layernorm", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure, AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * scale + bias`, statistics in f32.
@@ -207,7 +209,7 @@ def Loom_LayerNormOp : Loom_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def Loom_RmsNormOp : Loom_Op<"rmsnorm", [Pure]> {
+def Loom_RmsNormOp : Loom_Op<"rmsnorm", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "RMS normalization over the last dimension";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * scale`, statistics in f32.
@@ -231,7 +233,7 @@ def Loom_RmsNormOp : Loom_Op<"rmsnorm", [Pure]> {
 // Indexing and data movement
 //===----------------------------------------------------------------------===//
 
-def Loom_EmbeddingOp : Loom_InferredOp<"embedding"> {
+def Loom_EmbeddingOp : Loom_InferredOp<"embedding", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Row lookup: table[V, D] indexed by integer ids";
   let description = [{
     ```mlir
@@ -258,7 +260,7 @@ def Loom_ArangeOp : Loom_Op<"arange", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_TransposeOp : Loom_InferredOp<"transpose"> {
+def Loom_TransposeOp : Loom_InferredOp<"transpose", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Permutes dimensions: result dim i is input dim perm[i]";
   let description = [{
     ```mlir
@@ -273,7 +275,7 @@ def Loom_TransposeOp : Loom_InferredOp<"transpose"> {
   }];
 }
 
-def Loom_ReshapeOp : Loom_Op<"reshape", [Pure]> {
+def Loom_ReshapeOp : Loom_Op<"reshape", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Reinterprets a tensor with a new shape, same element count";
   let description = [{
     ```mlir
@@ -286,7 +288,7 @@ def Loom_ReshapeOp : Loom_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_SplitOp : Loom_Op<"split", [Pure]> {
+def Loom_SplitOp : Loom_Op<"split", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Splits a tensor along an axis into consecutive pieces";
   let description = [{
     ```mlir
@@ -301,7 +303,7 @@ def Loom_SplitOp : Loom_Op<"split", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_ConcatOp : Loom_InferredOp<"concat"> {
+def Loom_ConcatOp : Loom_InferredOp<"concat", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Concatenates tensors along an axis";
   let description = [{
     ```mlir
@@ -317,7 +319,7 @@ def Loom_ConcatOp : Loom_InferredOp<"concat"> {
 }
 
 class Loom_ReduceOp<string mnemonic, string what>
-    : Loom_InferredOp<mnemonic> {
+    : Loom_InferredOp<mnemonic, [DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Reduces one axis by " # what # ", accumulating in f32";
   let description = [{
     ```mlir
@@ -350,7 +352,7 @@ def Loom_MaxOp : Loom_ReduceOp<"max", "the maximum">;
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure]> {
+def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Mean softmax cross-entropy of logits[..., V] against labels[...]";
   let description = [{
     ```mlir
@@ -366,7 +368,7 @@ def Loom_CrossEntropyOp : Loom_Op<"cross_entropy", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Loom_MseOp : Loom_Op<"mse", [Pure]> {
+def Loom_MseOp : Loom_Op<"mse", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Mean squared error between two tensors of one shape";
   let description = [{
     ```mlir
@@ -381,6 +383,7 @@ def Loom_MseOp : Loom_Op<"mse", [Pure]> {
   let hasVerifier = 1;
 }
 
+include "Loom/IR/LoomGradOps.td"
 include "Loom/IR/LoomStructureOps.td"
 
 #endif // LOOM_OPS_TD

@@ -23,6 +23,22 @@ def LoomStripShardings : Pass<"loom-strip-shardings", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
+  let summary = "Gradients of each trained model's loss with respect to its params";
+  let description = [{
+    For each `loom.train @M`, appends to `@M` the gradient of its loss
+    (the `loom.loss` result) with respect to every float param, as results
+    named `grad.<param>` (`loom.output`), in param order. The backward pass
+    is loom IR built from each op's `VjpOpInterface` rule, in reverse
+    program order; gradients of values used several times are summed, and
+    only values that depend on a param are differentiated. It runs on the
+    global program, before partitioning: the gradient collectives then
+    follow from the sharding rules (a dp-replicated weight's gradient is a
+    partial sum over dp). Stages must be inlined first.
+  }];
+  let dependentDialects = ["mlir::loom::LoomDialect"];
+}
+
 def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
   let summary = "Partition each model into a per-rank (SPMD) program";
   let description = [{

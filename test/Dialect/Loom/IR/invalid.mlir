@@ -1207,3 +1207,71 @@ func.func @m(%x: tensor<f32>) -> (tensor<f32> {loom.loss = "loss"}) {
 }
 // expected-error @+1 {{'loom.train' op needs at least one step}}
 loom.train @m optimizer "sgd" {} microbatches 1 schedule "gpipe" loss_scale "none" steps -5
+
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @broadcast_bad_dim(%x: tensor<4x3xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op cannot broadcast dim 1 of size 3 to 8}}
+  %0 = loom.broadcast %x : tensor<4x3xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_lower_rank(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op cannot broadcast rank 2 to rank 1}}
+  %0 = loom.broadcast %x : tensor<2x4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_element_type(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.broadcast' op must keep the element type}}
+  %0 = loom.broadcast %x : tensor<4xf32> -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @activation_grad_unknown(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.activation_grad' op unknown activation 'tanh' (expected gelu, relu or silu)}}
+  %0 = loom.activation_grad "tanh" %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @activation_grad_shape(%x: tensor<4xf32>, %g: tensor<5xf32>) {
+  // expected-error @+1 {{'loom.activation_grad' op needs an input and a gradient of the result's shape}}
+  %0 = loom.activation_grad "relu" %x, %g : (tensor<4xf32>, tensor<5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_shape(%ids: tensor<2x3xi32>, %g: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'loom.embedding_grad' op needs a gradient of shape ids x D and a V x D table}}
+  %0 = loom.embedding_grad %ids, %g : (tensor<2x3xi32>, tensor<2x4x8xf32>) -> tensor<10x8xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_type(%l: tensor<3x5xf32>, %y: tensor<3xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_grad' op result must have the logits' type}}
+  %0 = loom.cross_entropy_grad %l, %y, %g : (tensor<3x5xf32>, tensor<3xi32>, tensor<f32>) -> tensor<3x5xbf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels(%l: tensor<3x5xf32>, %y: tensor<4xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'loom.cross_entropy_grad' op labels must have the logits' shape without the classes}}
+  %0 = loom.cross_entropy_grad %l, %y, %g : (tensor<3x5xf32>, tensor<4xi32>, tensor<f32>) -> tensor<3x5xf32>
+  return
+}

@@ -384,3 +384,24 @@ module attributes {loom.precision = #loom.precision<compute = tf32, accumulate =
 // A one-axis grid.
 // CHECK: shard.grid @single(shape = 8) {loom.axes = ["dp"]}
 shard.grid @single(shape = 8) {loom.axes = ["dp"]}
+
+// -----
+
+// The ops only gradients need (built by loom-autodiff).
+// CHECK-LABEL: func.func @gradient_ops
+func.func @gradient_ops(%x: tensor<4x1xf32>, %a: tensor<4x8xbf16>,
+                        %ids: tensor<2x3xi32>, %g: tensor<2x3x8xf32>,
+                        %logits: tensor<2x3x5xf32>, %labels: tensor<2x3xi32>,
+                        %dl: tensor<f32>, %s: tensor<2x6x6xf32>) {
+  // CHECK: loom.broadcast %{{.+}} : tensor<4x1xf32> -> tensor<2x4x8xf32>
+  %0 = loom.broadcast %x : tensor<4x1xf32> -> tensor<2x4x8xf32>
+  // CHECK: loom.activation_grad "gelu" %{{.+}}, %{{.+}} : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %1 = loom.activation_grad "gelu" %a, %a : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  // CHECK: loom.causal_mask_grad %{{.+}} : tensor<2x6x6xf32>
+  %2 = loom.causal_mask_grad %s : tensor<2x6x6xf32>
+  // CHECK: loom.embedding_grad %{{.+}}, %{{.+}} : (tensor<2x3xi32>, tensor<2x3x8xf32>) -> tensor<10x8xf32>
+  %3 = loom.embedding_grad %ids, %g : (tensor<2x3xi32>, tensor<2x3x8xf32>) -> tensor<10x8xf32>
+  // CHECK: loom.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x3x5xf32>, tensor<2x3xi32>, tensor<f32>) -> tensor<2x3x5xf32>
+  %4 = loom.cross_entropy_grad %logits, %labels, %dl : (tensor<2x3x5xf32>, tensor<2x3xi32>, tensor<f32>) -> tensor<2x3x5xf32>
+  return
+}

@@ -1,0 +1,170 @@
+//===- GradientsToLinalg.cpp - The ops only gradients need, on linalg -----===//
+
+#include "Conversion/LoomToLinalg/LinalgBuilders.h"
+#include "Conversion/LoomToLinalg/LoomToLinalg.h"
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::loom;
+
+/// 1 / (1 + exp(-z)), in f32.
+static Value sigmoid(OpBuilder &b, Location loc, Value z) {
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, z));
+  return arith::DivFOp::create(
+      b, loc, f32Constant(b, loc, 1.0),
+      arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), e));
+}
+
+/// f'(x) of the activations as Loom computes them (ElementwiseToLinalg):
+/// gelu(x) = x s with s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3),
+/// so gelu' = s + 2 x u' s (1 - s); silu' = s (1 + x (1 - s)) with
+/// s = sigmoid(x); relu' = [x > 0]. Written with s (1 - s) rather than
+/// exp(-2u) / (1 + exp(-2u))^2, which is inf / inf where u is very negative.
+static Value derivative(OpBuilder &b, Location loc, StringRef activation,
+                        Value x) {
+  auto mul = [&](Value l, Value r) -> Value {
+    return arith::MulFOp::create(b, loc, l, r);
+  };
+  auto cst = [&](double v) { return f32Constant(b, loc, v); };
+  if (activation == "relu") {
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                           x, cst(0.0));
+    return arith::SelectOp::create(b, loc, positive, cst(1.0), cst(0.0));
+  }
+  if (activation == "silu") {
+    Value s = sigmoid(b, loc, x);
+    Value oneMinusS = arith::SubFOp::create(b, loc, cst(1.0), s);
+    return mul(s, arith::AddFOp::create(b, loc, cst(1.0), mul(x, oneMinusS)));
+  }
+  double k = std::sqrt(2.0 / M_PI);
+  Value x2 = mul(x, x);
+  Value u = mul(cst(k), arith::AddFOp::create(b, loc, x, mul(cst(0.044715), mul(x2, x))));
+  Value du = mul(cst(k), arith::AddFOp::create(b, loc, cst(1.0),
+                                               mul(cst(3.0 * 0.044715), x2)));
+  Value s = sigmoid(b, loc, mul(cst(2.0), u));
+  Value oneMinusS = arith::SubFOp::create(b, loc, cst(1.0), s);
+  return arith::AddFOp::create(b, loc, s,
+                               mul(mul(cst(2.0), mul(x, du)), mul(s, oneMinusS)));
+}
+
+namespace {
+struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(BroadcastOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(
+        op, buildBroadcastElementwise(
+                rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
+                [](OpBuilder &, Location, ValueRange in) { return in[0]; }));
+    return success();
+  }
+};
+
+struct ActivationGradLowering : OpConversionPattern<ActivationGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ActivationGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    StringRef activation = op.getActivation();
+    rewriter.replaceOp(
+        op, buildBroadcastElementwise(
+                rewriter, op.getLoc(), op.getType(),
+                {adaptor.getInput(), adaptor.getGrad()},
+                [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+                  return arith::MulFOp::create(
+                      b, l, derivative(b, l, activation, in[0]), in[1]);
+                }));
+    return success();
+  }
+};
+
+struct CausalMaskGradLowering : OpConversionPattern<CausalMaskGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(CausalMaskGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    int64_t rank = op.getType().getRank();
+    rewriter.replaceOp(
+        op, buildBroadcastElementwise(
+                rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
+                [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+                  Value i = linalg::IndexOp::create(b, l, rank - 2);
+                  Value j = linalg::IndexOp::create(b, l, rank - 1);
+                  Value above = arith::CmpIOp::create(
+                      b, l, arith::CmpIPredicate::ugt, j, i);
+                  return arith::SelectOp::create(b, l, above,
+                                                 f32Constant(b, l, 0.0), in[0]);
+                }));
+    return success();
+  }
+};
+
+/// A reduction over the id positions: table[v, d] = sum_p [ids[p] = v]
+/// grad[p, d], accumulated in f32. It reads every (v, p) pair, which is
+/// V times the work of a scatter; cheap at byte vocabularies, not at 50k.
+struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(EmbeddingGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    RankedTensorType type = op.getType();
+    int64_t positions = cast<RankedTensorType>(adaptor.getIds().getType()).getRank();
+    int64_t loops = 2 + positions, rows = type.getDimSize(0);
+    // Loops (v, d, p...).
+    SmallVector<AffineExpr> p, pd;
+    for (int64_t i = 0; i < positions; ++i)
+      p.push_back(getAffineDimExpr(2 + i, context));
+    pd = p;
+    pd.push_back(getAffineDimExpr(1, context));
+    SmallVector<AffineMap> maps{
+        AffineMap::get(loops, 0, p, context),
+        AffineMap::get(loops, 0, pd, context),
+        AffineMap::get(loops, 0,
+                       {getAffineDimExpr(0, context), getAffineDimExpr(1, context)},
+                       context)};
+    SmallVector<utils::IteratorType> iterators(2, utils::IteratorType::parallel);
+    iterators.append(positions, utils::IteratorType::reduction);
+    auto f32 = RankedTensorType::get(type.getShape(), rewriter.getF32Type());
+    Value init = linalg::FillOp::create(
+                     rewriter, loc, ValueRange{f32Constant(rewriter, loc, 0.0)},
+                     ValueRange{tensor::EmptyOp::create(rewriter, loc, f32.getShape(),
+                                                        f32.getElementType())})
+                     .getResult(0);
+    auto generic = linalg::GenericOp::create(
+        rewriter, loc, f32, ValueRange{adaptor.getIds(), adaptor.getGrad()},
+        ValueRange{init}, maps, iterators,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          // Ids are clamped into the table, as the lookup clamps them.
+          Value id = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
+          Value zero = arith::ConstantIndexOp::create(b, l, 0);
+          Value last = arith::ConstantIndexOp::create(b, l, rows - 1);
+          id = arith::MinSIOp::create(b, l, arith::MaxSIOp::create(b, l, id, zero), last);
+          Value v = linalg::IndexOp::create(b, l, 0);
+          Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, id, v);
+          Value add = arith::AddFOp::create(b, l, args[2], widen(b, l, args[1]));
+          linalg::YieldOp::create(
+              b, l, arith::SelectOp::create(b, l, hit, add, args[2]).getResult());
+        });
+    Value result = generic.getResult(0);
+    if (type != f32)
+      result = buildBroadcastElementwise(
+          rewriter, loc, type, {result},
+          [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::loom::populateGradientsToLinalgPatterns(RewritePatternSet &patterns) {
+  patterns.add<BroadcastLowering, ActivationGradLowering, CausalMaskGradLowering,
+               EmbeddingGradLowering>(patterns.getContext());
+}

@@ -1,0 +1,105 @@
+//===- LoomGradOps.td - Ops that only gradients need ----------------------===//
+//
+// What the VJP rules cannot write with the forward ops: broadcasting to a
+// shape, derivatives of activations, scatter-adds and the fused gradient of
+// the softmax cross-entropy. loom-autodiff creates them; scripts cannot.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_GRAD_OPS_TD
+#define LOOM_GRAD_OPS_TD
+
+def Loom_BroadcastOp : Loom_Op<"broadcast", [Pure]> {
+  let summary = "Broadcasts a tensor to a shape (numpy rules)";
+  let description = [{
+    The gradient of a reduction or of a broadcast operand goes back to the
+    shape it came from: dims are aligned at the trailing end, missing
+    leading dims are added and dims of size 1 repeat.
+
+    ```mlir
+    %b = loom.broadcast %g : tensor<16x1xf32> -> tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_Tensor:$input);
+  let results = (outs Loom_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_ActivationGradOp : Loom_Op<"activation_grad", [Pure]> {
+  let summary = "dy * f'(x) for an activation f (gelu, relu or silu)";
+  let description = [{
+    The derivative of the activation, computed in f32 from `x` and
+    multiplied by `dy` (the result has `dy`'s type). relu' is 0 at 0, as in
+    PyTorch.
+
+    ```mlir
+    %dx = loom.activation_grad "gelu" %x, %dy
+        : (tensor<16x256xf32>, tensor<16x256xf32>) -> tensor<16x256xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$activation, Loom_FloatTensor:$input,
+                       Loom_FloatTensor:$grad);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $activation $input `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_CausalMaskGradOp : Loom_Op<"causal_mask_grad",
+                                    [Pure, SameOperandsAndResultType]> {
+  let summary = "Zeroes entries above the diagonal of the last two dims";
+  let description = [{
+    The gradient through `loom.causal_mask`: the masked entries do not
+    depend on the input.
+
+    ```mlir
+    %d = loom.causal_mask_grad %g : tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure]> {
+  let summary = "Scatter-add of row gradients into a table[V, D]";
+  let description = [{
+    `result[v, :] = sum of grad[p, :] over the positions p with ids[p] = v`,
+    accumulated in f32 (ids are clamped into the table, as the lookup does).
+
+    ```mlir
+    %dt = loom.embedding_grad %ids, %g
+        : (tensor<2x16xi32>, tensor<2x16x64xf32>) -> tensor<1000x64xf32>
+    ```
+  }];
+  let arguments = (ins Loom_IndexTensor:$ids, Loom_FloatTensor:$grad);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "d loss / d logits of the mean softmax cross-entropy";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * grad / rows`, statistics in f32,
+    where `grad` is the rank-0 gradient of the loss.
+
+    ```mlir
+    %dl = loom.cross_entropy_grad %logits, %labels, %g
+        : (tensor<2x16x96xf32>, tensor<2x16xi32>, tensor<f32>) -> tensor<2x16x96xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       0DTensorOf<[F32]>:$grad);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_GRAD_OPS_TD

@@ -1,0 +1,194 @@
+//===- LoomVjp.cpp - VJPs of elementwise and data-movement ops ------------===//
+//
+// Each rule receives the gradient of its result(s) and builds those of its
+// operands (see LoomVjpInterface.td). Broadcast operands get their gradient
+// summed back to their own shape (vjp::reduceTo).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/LoomOps.h"
+#include "Loom/IR/VjpBuilders.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::vjp;
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  operandGrads.assign({reduceTo(b, loc, grads[0], typeOf(getLhs())),
+                       reduceTo(b, loc, grads[0], typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult SubOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value negated = NegOp::create(b, loc, grads[0]);
+  operandGrads.assign({reduceTo(b, loc, grads[0], typeOf(getLhs())),
+                       reduceTo(b, loc, negated, typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult MulOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value g = toF32(b, loc, grads[0]);
+  Value lhs = MulOp::create(b, loc, g, toF32(b, loc, getRhs()));
+  Value rhs = MulOp::create(b, loc, g, toF32(b, loc, getLhs()));
+  operandGrads.assign({reduceTo(b, loc, lhs, typeOf(getLhs())),
+                       reduceTo(b, loc, rhs, typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult DivOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // d(a/b) = da / b - (a/b) db / b.
+  Location loc = getLoc();
+  Value g = toF32(b, loc, grads[0]);
+  Value rhs = toF32(b, loc, getRhs());
+  Value lhsGrad = DivOp::create(b, loc, g, rhs);
+  Value rhsGrad = NegOp::create(
+      b, loc, MulOp::create(b, loc, lhsGrad, toF32(b, loc, getResult())));
+  operandGrads.assign({reduceTo(b, loc, lhsGrad, typeOf(getLhs())),
+                       reduceTo(b, loc, rhsGrad, typeOf(getRhs()))});
+  return success();
+}
+
+LogicalResult NegOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({NegOp::create(b, getLoc(), grads[0]).getResult()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Activations and math functions
+//===----------------------------------------------------------------------===//
+
+/// dy * f'(x) through loom.activation_grad (the derivative needs x).
+static LogicalResult activationVjp(Operation *op, StringRef activation,
+                                   OpBuilder &b, ValueRange grads,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  Value grad = ActivationGradOp::create(b, op->getLoc(), grads[0].getType(),
+                                        activation, op->getOperand(0), grads[0]);
+  operandGrads.assign({grad});
+  return success();
+}
+
+LogicalResult GeluOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  return activationVjp(*this, "gelu", b, grads, operandGrads);
+}
+
+LogicalResult ReluOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  return activationVjp(*this, "relu", b, grads, operandGrads);
+}
+
+LogicalResult SiluOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  return activationVjp(*this, "silu", b, grads, operandGrads);
+}
+
+/// dy * f'(x) with f'(x) written from the result y (exp, tanh, sqrt).
+template <typename Derivative>
+static LogicalResult fromResult(Operation *op, OpBuilder &b, ValueRange grads,
+                                SmallVectorImpl<Value> &operandGrads,
+                                Derivative derivative) {
+  Location loc = op->getLoc();
+  Value y = toF32(b, loc, op->getResult(0));
+  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), derivative(y));
+  operandGrads.assign(
+      {castTo(b, loc, grad, typeOf(op->getOperand(0)).getElementType())});
+  return success();
+}
+
+LogicalResult ExpOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  return fromResult(*this, b, grads, operandGrads, [](Value y) { return y; });
+}
+
+LogicalResult TanhOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  return fromResult(*this, b, grads, operandGrads, [&](Value y) -> Value {
+    return SubOp::create(b, loc, scalar(b, loc, 1.0), MulOp::create(b, loc, y, y));
+  });
+}
+
+LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  return fromResult(*this, b, grads, operandGrads, [&](Value y) -> Value {
+    return DivOp::create(b, loc, scalar(b, loc, 0.5), y);
+  });
+}
+
+LogicalResult CastOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Type element = typeOf(getInput()).getElementType();
+  if (!isa<FloatType>(element)) {
+    operandGrads.assign({Value()});
+    return success();
+  }
+  operandGrads.assign({castTo(b, getLoc(), grads[0], element)});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalMaskOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({CausalMaskGradOp::create(b, getLoc(), grads[0]).getResult()});
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value table = EmbeddingGradOp::create(b, getLoc(), typeOf(getTable()),
+                                        getIds(), grads[0]);
+  operandGrads.assign({table, Value()});
+  return success();
+}
+
+LogicalResult TransposeOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  ArrayRef<int64_t> permutation = getPermutation();
+  SmallVector<int64_t> inverse(permutation.size());
+  for (auto [d, from] : llvm::enumerate(permutation))
+    inverse[from] = d;
+  operandGrads.assign(
+      {TransposeOp::create(b, getLoc(), grads[0], inverse).getResult()});
+  return success();
+}
+
+LogicalResult ReshapeOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({reshapeTo(b, getLoc(), grads[0], typeOf(getInput()).getShape())});
+  return success();
+}
+
+LogicalResult SplitOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  // Pieces the loss does not read contribute zeros.
+  SmallVector<Value> pieces;
+  for (auto [grad, result] : llvm::zip(grads, getResults()))
+    pieces.push_back(grad ? grad : zeros(b, getLoc(), typeOf(result)));
+  operandGrads.assign(
+      {ConcatOp::create(b, getLoc(), pieces, getAxis()).getResult()});
+  return success();
+}
+
+LogicalResult ConcatOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  SmallVector<Type> types(getInputs().getTypes());
+  auto split = SplitOp::create(b, getLoc(), types, grads[0], getAxis());
+  operandGrads.assign(split.getResults().begin(), split.getResults().end());
+  return success();
+}

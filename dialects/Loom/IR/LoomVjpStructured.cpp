@@ -1,0 +1,205 @@
+//===- LoomVjpStructured.cpp - VJPs of matmuls, norms, reductions, losses -===//
+//
+// Normalizations and softmax compute their gradients in f32 from f32
+// copies of their operands, as their forward statistics are; matmul
+// gradients are matmuls with the forward's accumulation type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/LoomOps.h"
+#include "Loom/IR/VjpBuilders.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::vjp;
+
+//===----------------------------------------------------------------------===//
+// Matmul
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  // y = a @ b: da = dy @ b^T, db = a^T @ dy, each in the operands' type
+  // (the forward's rounding point) and summed over broadcast batch dims.
+  Location loc = getLoc();
+  RankedTensorType lhsType = typeOf(getLhs()), rhsType = typeOf(getRhs());
+  Value g = castTo(b, loc, grads[0], lhsType.getElementType());
+  auto matmul = [&](Value x, Value y) -> Value {
+    return MatmulOp::create(b, loc, x, y, getAccumulateAttr(), getMultiplyAttr());
+  };
+  Value lhsGrad = reduceTo(b, loc, matmul(g, swapLastTwo(b, loc, getRhs())), lhsType);
+  Value rhsGrad;
+  if (rhsType.getRank() == 2) {
+    // One B for every batch: flatten the batches into the rows.
+    int64_t k = lhsType.getShape().back(), n = rhsType.getShape().back();
+    int64_t rows = lhsType.getNumElements() / k;
+    Value a = reshapeTo(b, loc, getLhs(), {rows, k});
+    Value dy = reshapeTo(b, loc, g, {rows, n});
+    rhsGrad = matmul(swapLastTwo(b, loc, a), dy);
+  } else {
+    // Batched B: a broadcast to dy's batches, then summed back.
+    SmallVector<int64_t> shape(typeOf(g).getShape());
+    shape.back() = lhsType.getShape().back();
+    Value a = broadcastTo(b, loc, getLhs(), shape);
+    rhsGrad = reduceTo(b, loc, matmul(swapLastTwo(b, loc, a), g), rhsType);
+  }
+  operandGrads.assign({lhsGrad, rhsGrad});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and normalizations
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // dx = y * (dy - sum(dy * y)) along the axis.
+  Location loc = getLoc();
+  Value y = toF32(b, loc, getResult()), g = toF32(b, loc, grads[0]);
+  Value dot = SumOp::create(b, loc, MulOp::create(b, loc, g, y), getAxis(),
+                            /*keepdim=*/true);
+  Value grad = MulOp::create(b, loc, y, SubOp::create(b, loc, g, dot));
+  operandGrads.assign({castTo(b, loc, grad, typeOf(getInput()).getElementType())});
+  return success();
+}
+
+namespace {
+/// x normalized over its last axis: x_hat = (x - mean) * rstd (in f32).
+struct Normalized {
+  Value xHat, rstd;
+};
+} // namespace
+
+static Normalized normalize(OpBuilder &b, Location loc, Value x, double epsilon,
+                            bool centered) {
+  Value xf = toF32(b, loc, x);
+  if (centered)
+    xf = SubOp::create(b, loc, xf, rowMean(b, loc, xf));
+  Value meanSquare = rowMean(b, loc, MulOp::create(b, loc, xf, xf));
+  Value rstd = DivOp::create(
+      b, loc, scalar(b, loc, 1.0),
+      SqrtOp::create(b, loc, AddOp::create(b, loc, meanSquare,
+                                           scalar(b, loc, epsilon))));
+  return {MulOp::create(b, loc, xf, rstd), rstd};
+}
+
+/// The input gradient of a normalization from g = dy * scale:
+/// rstd * (g - mean(g) - x_hat * mean(g * x_hat)), without the mean(g)
+/// term for rmsnorm (which does not center).
+static Value normInputGrad(OpBuilder &b, Location loc, Value g,
+                           const Normalized &n, bool centered) {
+  Value projected = MulOp::create(
+      b, loc, n.xHat, rowMean(b, loc, MulOp::create(b, loc, g, n.xHat)));
+  Value centeredGrad = centered ? SubOp::create(b, loc, g, rowMean(b, loc, g))
+                                : g;
+  return MulOp::create(b, loc, n.rstd,
+                       SubOp::create(b, loc, centeredGrad, projected));
+}
+
+/// The gradients of a (layer or RMS) norm's input, scale and bias.
+static void normVjp(OpBuilder &b, Location loc, Value input, Value scale,
+                    Value bias, double epsilon, bool centered, Value grad,
+                    SmallVectorImpl<Value> &operandGrads) {
+  Normalized n = normalize(b, loc, input, epsilon, centered);
+  Value dy = toF32(b, loc, grad);
+  Value g = scale ? MulOp::create(b, loc, dy, toF32(b, loc, scale)).getResult()
+                  : dy;
+  Value inputGrad = normInputGrad(b, loc, g, n, centered);
+  operandGrads.push_back(
+      castTo(b, loc, inputGrad, typeOf(input).getElementType()));
+  if (scale)
+    operandGrads.push_back(
+        reduceTo(b, loc, MulOp::create(b, loc, dy, n.xHat), typeOf(scale)));
+  if (bias)
+    operandGrads.push_back(reduceTo(b, loc, dy, typeOf(bias)));
+}
+
+LogicalResult LayerNormOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.clear();
+  normVjp(b, getLoc(), getInput(), getScale(), getBias(),
+          getEpsilon().convertToDouble(), /*centered=*/true, grads[0],
+          operandGrads);
+  return success();
+}
+
+LogicalResult RmsNormOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.clear();
+  normVjp(b, getLoc(), getInput(), getScale(), Value(),
+          getEpsilon().convertToDouble(), /*centered=*/false, grads[0],
+          operandGrads);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// The gradient of a reduction of `input` along `axis`: `grad` with the
+/// axis restored (size 1), times `factor`, broadcast to the input.
+static Value spreadBack(OpBuilder &b, Location loc, Value input, int64_t axis,
+                        Value grad, double factor) {
+  RankedTensorType type = typeOf(input);
+  int64_t rank = type.getRank();
+  axis = axis < 0 ? axis + rank : axis;
+  SmallVector<int64_t> kept(type.getShape());
+  kept[axis] = 1;
+  Value g = reshapeTo(b, loc, toF32(b, loc, grad), kept);
+  if (factor != 1.0)
+    g = MulOp::create(b, loc, g, scalar(b, loc, factor));
+  return castTo(b, loc, broadcastTo(b, loc, g, type.getShape()),
+                type.getElementType());
+}
+
+LogicalResult SumOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign(
+      {spreadBack(b, getLoc(), getInput(), getAxis(), grads[0], 1.0)});
+  return success();
+}
+
+LogicalResult MeanOp::buildVjp(OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  RankedTensorType type = typeOf(getInput());
+  int64_t axis = getAxis();
+  int64_t size = type.getDimSize(axis < 0 ? axis + type.getRank() : axis);
+  operandGrads.assign(
+      {spreadBack(b, getLoc(), getInput(), axis, grads[0], 1.0 / size)});
+  return success();
+}
+
+LogicalResult MaxOp::buildVjp(OpBuilder &, ValueRange,
+                              SmallVectorImpl<Value> &) {
+  return emitOpError("has no gradient yet (loom-autodiff differentiates "
+                     "sum and mean, not max)");
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  Value logits = CrossEntropyGradOp::create(b, getLoc(), typeOf(getLogits()),
+                                            getLogits(), getLabels(), grads[0]);
+  operandGrads.assign({logits, Value()});
+  return success();
+}
+
+LogicalResult MseOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // loss = mean((p - t)^2): dp = 2 (p - t) dloss / N, dt = -dp.
+  Location loc = getLoc();
+  RankedTensorType type = typeOf(getPrediction());
+  Value diff = SubOp::create(b, loc, toF32(b, loc, getPrediction()),
+                             toF32(b, loc, getTarget()));
+  Value factor = MulOp::create(b, loc, grads[0],
+                               scalar(b, loc, 2.0 / type.getNumElements()));
+  Value grad = MulOp::create(b, loc, diff, factor);
+  operandGrads.assign(
+      {castTo(b, loc, grad, type.getElementType()),
+       castTo(b, loc, NegOp::create(b, loc, grad),
+              typeOf(getTarget()).getElementType())});
+  return success();
+}

@@ -1,0 +1,164 @@
+//===- Autodiff.cpp - Reverse-mode gradients of a trained model's loss ----===//
+//
+// Differentiates the global program (before partitioning, so that the
+// gradient collectives come from the same sharding rules as the forward's):
+// each op's VJP comes from its VjpOpInterface, and values used several
+// times sum their gradients. Only values that depend on a param are
+// differentiated.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/VjpBuilders.h"
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMAUTODIFF
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+static bool isFloatTensor(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+namespace {
+/// The backward pass of one model function.
+class Differentiator {
+public:
+  explicit Differentiator(func::FuncOp model) : model(model) {}
+  LogicalResult run();
+
+private:
+  void accumulate(OpBuilder &b, Value value, Value grad);
+  LogicalResult differentiate(OpBuilder &b, Operation *op);
+
+  func::FuncOp model;
+  llvm::DenseSet<Value> active;
+  DenseMap<Value, Value> grads;
+};
+} // namespace
+
+void Differentiator::accumulate(OpBuilder &b, Value value, Value grad) {
+  auto [it, inserted] = grads.try_emplace(value, grad);
+  if (!inserted)
+    it->second = AddOp::create(b, grad.getLoc(), it->second, grad);
+}
+
+LogicalResult Differentiator::differentiate(OpBuilder &b, Operation *op) {
+  SmallVector<Value> resultGrads;
+  bool any = false;
+  for (Value result : op->getResults()) {
+    resultGrads.push_back(grads.lookup(result));
+    any |= static_cast<bool>(resultGrads.back());
+  }
+  if (!any)
+    return success();
+  // A sharding annotation is the identity.
+  if (auto annotation = dyn_cast<shard::ShardOp>(op)) {
+    accumulate(b, annotation.getSrc(), resultGrads.front());
+    return success();
+  }
+  auto rule = dyn_cast<VjpOpInterface>(op);
+  if (!rule)
+    return op->emitOpError("has no gradient (no VJP rule); loom-autodiff "
+                           "cannot differentiate through it");
+  b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+  SmallVector<Value> operandGrads;
+  if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
+    return failure();
+  for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+    if (grad && active.contains(operand))
+      accumulate(b, operand, grad);
+  return success();
+}
+
+LogicalResult Differentiator::run() {
+  Block &body = model.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  std::optional<unsigned> lossIndex;
+  for (unsigned i = 0, e = model.getNumResults(); i < e; ++i)
+    if (model.getResultAttr(i, attr::kLoss))
+      lossIndex = i;
+  if (!lossIndex)
+    return model.emitError("a trained model needs a loss result");
+  for (Operation &op : body)
+    if (op.getNumRegions())
+      return op.emitOpError("must be inlined before loom-autodiff");
+
+  // Forward activity: the float params and everything computed from them.
+  SmallVector<BlockArgument> params;
+  for (BlockArgument arg : body.getArguments())
+    if (model.getArgAttr(arg.getArgNumber(), attr::kParam) &&
+        isFloatTensor(arg)) {
+      params.push_back(arg);
+      active.insert(arg);
+    }
+  for (Operation &op : body)
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
+      for (Value result : op.getResults())
+        if (isFloatTensor(result))
+          active.insert(result);
+
+  // Backward, in reverse program order, built before the return.
+  OpBuilder b(ret);
+  Value loss = ret.getOperand(*lossIndex);
+  grads[loss] = vjp::scalar(b, loss.getLoc(), 1.0);
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward))
+    if (failed(differentiate(b, op)))
+      return failure();
+
+  // Every param's gradient becomes a result, "grad.<param>", after the
+  // model's own results; a param the loss does not read gets zeros.
+  SmallVector<Value> results(ret.getOperands());
+  for (BlockArgument param : params) {
+    Value grad = grads.lookup(param);
+    results.push_back(grad ? grad : vjp::zeros(b, param.getLoc(), vjp::typeOf(param)));
+  }
+  SmallVector<DictionaryAttr> resultAttrs;
+  model.getAllResultAttrs(resultAttrs);
+  Builder attrs(model.getContext());
+  for (BlockArgument param : params) {
+    auto name = model.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kParam);
+    resultAttrs.push_back(attrs.getDictionaryAttr(attrs.getNamedAttr(
+        attr::kOutput, attrs.getStringAttr("grad." + name.str()))));
+  }
+  ret->setOperands(results);
+  model.setFunctionType(FunctionType::get(
+      model.getContext(), body.getArgumentTypes(), ValueRange(results).getTypes()));
+  model.setAllResultAttrs(resultAttrs);
+  // The rules build some values they then do not need (the gradients of
+  // operands that do not depend on a param).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  return success();
+}
+
+namespace {
+struct LoomAutodiff : public loom::impl::LoomAutodiffBase<LoomAutodiff> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<TrainOp> trains(module.getOps<TrainOp>());
+    if (trains.empty()) {
+      module.emitError("gradients need a model with a train section (its "
+                       "loss is what is differentiated)");
+      return signalPassFailure();
+    }
+    for (TrainOp train : trains) {
+      auto model = module.lookupSymbol<func::FuncOp>(train.getModelAttr());
+      if (!model || failed(Differentiator(model).run()))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
