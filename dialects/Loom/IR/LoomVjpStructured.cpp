@@ -171,8 +171,7 @@ LogicalResult MeanOp::buildVjp(OpBuilder &b, ValueRange grads,
 
 LogicalResult MaxOp::buildVjp(OpBuilder &, ValueRange,
                               SmallVectorImpl<Value> &) {
-  return emitOpError("has no gradient yet (loom-autodiff differentiates "
-                     "sum and mean, not max)");
+  return mlir::emitError(getLoc(), "max has no gradient yet (sum and mean have)");
 }
 
 //===----------------------------------------------------------------------===//

@@ -67,8 +67,8 @@ LogicalResult Differentiator::differentiate(OpBuilder &b, Operation *op) {
   }
   auto rule = dyn_cast<VjpOpInterface>(op);
   if (!rule)
-    return op->emitOpError("has no gradient (no VJP rule); loom-autodiff "
-                           "cannot differentiate through it");
+    return emitError(op->getLoc(), "'")
+           << op->getName() << "' has no gradient (no VJP rule)";
   b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
   SmallVector<Value> operandGrads;
   if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
@@ -87,10 +87,11 @@ LogicalResult Differentiator::run() {
     if (model.getResultAttr(i, attr::kLoss))
       lossIndex = i;
   if (!lossIndex)
-    return model.emitError("a trained model needs a loss result");
+    return emitError(model.getLoc(), "a trained model needs a loss result");
   for (Operation &op : body)
     if (op.getNumRegions())
-      return op.emitOpError("must be inlined before loom-autodiff");
+      return emitError(op.getLoc(), "'")
+             << op.getName() << "' must be inlined before loom-autodiff";
 
   // Forward activity: the float params and everything computed from them.
   SmallVector<BlockArgument> params;
@@ -150,8 +151,17 @@ struct LoomAutodiff : public loom::impl::LoomAutodiffBase<LoomAutodiff> {
     ModuleOp module = getOperation();
     SmallVector<TrainOp> trains(module.getOps<TrainOp>());
     if (trains.empty()) {
-      module.emitError("gradients need a model with a train section (its "
-                       "loss is what is differentiated)");
+      // Said at the model, which has a location in the script.
+      Location loc = module.getLoc();
+      StringRef name = "the script";
+      for (auto func : module.getOps<func::FuncOp>())
+        if (func.isPublic()) {
+          loc = func.getLoc();
+          name = func.getSymName();
+          break;
+        }
+      emitError(loc, "gradients need a train section, and model '")
+          << name << "' has none (its loss is what is differentiated)";
       return signalPassFailure();
     }
     for (TrainOp train : trains) {

@@ -1,0 +1,58 @@
+// RUN: loom-opt %s --split-input-file --loom-autodiff | FileCheck %s
+
+// --loom-autodiff: for each loom.train model, the gradient of its loss with
+// respect to every param is appended to its results ("grad.<param>", in
+// param order), built from the ops' VJP rules in reverse program order.
+// Inputs get no gradient.
+
+// A linear layer with a broadcast bias, GELU and an mse loss: the bias
+// gradient sums the rows back to [3]; the weight gradient is x^T @ dh and
+// nothing computes the gradient of x (an input).
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: -> (tensor<f32> {loom.loss = "loss"}, tensor<8x3xf32> {loom.output = "grad.w"}, tensor<3xf32> {loom.output = "grad.b"})
+// CHECK: %[[H:.+]] = loom.add
+// CHECK: %[[Y:.+]] = loom.gelu %[[H]]
+// CHECK: %[[LOSS:.+]] = loom.mse %[[Y]], %[[T:[^ ]+]]
+// CHECK: %[[ONE:.+]] = loom.constant 1.000000e+00 : tensor<f32>
+// CHECK: %[[DIFF:.+]] = loom.sub %[[Y]], %[[T]]
+// CHECK: %[[SCALE:.+]] = loom.constant 0.16666666666666666 : tensor<f32>
+// CHECK: %[[K:.+]] = loom.mul %[[ONE]], %[[SCALE]]
+// CHECK: %[[DY:.+]] = loom.mul %[[DIFF]], %[[K]]
+// CHECK: %[[DH:.+]] = loom.activation_grad "gelu" %[[H]], %[[DY]]
+// CHECK: %[[DB:.+]] = loom.sum %[[DH]] axis 0 : tensor<4x3xf32> -> tensor<3xf32>
+// CHECK: %[[XT:.+]] = loom.transpose %arg0 perm [1, 0]
+// CHECK: %[[DW:.+]] = loom.matmul %[[XT]], %[[DH]] accumulate f32 : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+// CHECK-NOT: loom.transpose %arg2
+// CHECK: return %[[LOSS]], %[[DW]], %[[DB]]
+func.func @mlp(%x: tensor<4x8xf32> {loom.input = "x"}, %t: tensor<4x3xf32> {loom.input = "t"},
+               %w: tensor<8x3xf32> {loom.param = "w"}, %b: tensor<3xf32> {loom.param = "b"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.matmul %x, %w accumulate f32 : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %1 = loom.add %0, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %2 = loom.gelu %1 : tensor<4x3xf32>
+  %3 = loom.mse %2, %t : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
+loom.train @mlp optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// A value used twice sums its gradients; a param the loss does not read
+// gets zeros; the model's own outputs stay first.
+// CHECK-LABEL: func.func @shared
+// CHECK-SAME: -> (tensor<4xf32> {loom.output = "y"}, tensor<f32> {loom.loss = "loss"}, tensor<4xf32> {loom.output = "grad.w"}, tensor<4xf32> {loom.output = "grad.u"})
+// CHECK: %[[ONES:.+]] = loom.broadcast %{{.+}} : tensor<1xf32> -> tensor<4xf32>
+// CHECK: %[[A:.+]] = loom.mul %[[ONES]], %arg0
+// CHECK: %[[B:.+]] = loom.mul %[[ONES]], %arg0
+// CHECK: %[[DW:.+]] = loom.add %[[A]], %[[B]]
+// CHECK: %[[ZERO:.+]] = loom.constant 0.000000e+00 : tensor<f32>
+// CHECK: %[[DU:.+]] = loom.broadcast %[[ZERO]] : tensor<f32> -> tensor<4xf32>
+// CHECK: return %{{.+}}, %{{.+}}, %[[DW]], %[[DU]]
+func.func @shared(%w: tensor<4xf32> {loom.param = "w"}, %u: tensor<4xf32> {loom.param = "u"})
+    -> (tensor<4xf32> {loom.output = "y"}, tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.mul %w, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = loom.sum %0 axis 0 : tensor<4xf32> -> tensor<f32>
+  %2 = loom.exp %u : tensor<4xf32>
+  return %2, %1 : tensor<4xf32>, tensor<f32>
+}
+loom.train @shared optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
