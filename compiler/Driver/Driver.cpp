@@ -178,6 +178,8 @@ LogicalResult Compilation::partition() {
   PartitionOptions partition;
   partition.remarks = options.remarkCollectives;
   partition.sequenceParallel = options.sequenceParallel;
+  // Buckets group gradient sums: only the gradient program has them.
+  partition.gradBucketMb = options.gradients ? options.gradBucketMb : 0;
   return runPipeline(*module, [&](OpPassManager &pm) {
     buildPartitionPipeline(pm, partition);
   });

@@ -57,6 +57,8 @@ struct DriverOptions {
   /// Build the gradient program (loom-autodiff): the model's outputs, its
   /// loss and the gradient of the loss for every param.
   bool gradients = false;
+  /// With `gradients`: the dp gradient sums in buckets of this many MiB.
+  double gradBucketMb = 25;
   /// Print the GPU kernel report instead of building an executable.
   std::optional<KernelReportFormat> kernelReport;
   /// The GPU the kernel report models (a row of the GpuSpec table).

@@ -110,6 +110,12 @@ void ::loom::buildPartitionPipeline(OpPassManager &pm,
   partition.remarks = options.remarks;
   partition.sequenceParallel = options.sequenceParallel;
   pm.addPass(mlir::loom::createLoomPartition(partition));
+  if (options.gradBucketMb > 0) {
+    mlir::loom::LoomBucketGradientsOptions buckets;
+    buckets.bucketMb = options.gradBucketMb;
+    buckets.remarks = options.remarks;
+    pm.addPass(mlir::loom::createLoomBucketGradients(buckets));
+  }
 }
 
 void ::loom::buildKernelsPipeline(OpPassManager &pm) {

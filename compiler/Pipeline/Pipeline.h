@@ -14,6 +14,9 @@ namespace loom {
 struct PartitionOptions {
   bool remarks = false;
   bool sequenceParallel = false;
+  /// The data-parallel gradient sums in buckets of this many MiB
+  /// (loomc --grad-bucket-mb); 0 leaves one all-reduce per gradient.
+  double gradBucketMb = 0;
 };
 
 /// loom -> autodiff: stages inlined, and each trained model's loss

@@ -127,6 +127,12 @@ cl::opt<bool> gradients(
              "executable also outputs grad.<param>, the loss's gradient for "
              "every param"),
     cl::init(false), cl::cat(loomCategory));
+cl::opt<double> gradBucketMb(
+    "grad-bucket-mb",
+    cl::desc("With --gradients: sum the data-parallel gradients in buckets "
+             "of at most this many MiB, one all-reduce each, in the order "
+             "the backward produces them (0: one all-reduce per gradient)"),
+    cl::init(25.0), cl::value_desc("MiB"), cl::cat(loomCategory));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("Sequence parallelism: split the residual stream along the "
@@ -174,6 +180,7 @@ int main(int argc, char **argv) {
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
   options.gradients = gradients;
+  options.gradBucketMb = gradBucketMb;
   if (kernelReport.getNumOccurrences())
     options.kernelReport = kernelReport;
   options.gpuDevice = gpuDevice;

@@ -70,6 +70,28 @@ def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
                            "mlir::func::FuncDialect"];
 }
 
+def LoomBucketGradients : Pass<"loom-bucket-gradients", "mlir::ModuleOp"> {
+  let summary = "Group the data-parallel gradient sums into buckets";
+  let description = [{
+    In each per-rank program (`loom.partition_of`), the `shard.all_reduce`
+    ops whose results only the function returns (the sums of the gradients
+    over dp) are grouped, in the order the backward produces their
+    operands, into buckets of at most `bucket-mb` MiB (a gradient larger
+    than that is a bucket of its own), separately per grid axes and element
+    type. Each bucket of two or more becomes one all-reduce of the
+    flattened, concatenated gradients, right after the last of them is
+    computed, split and reshaped back. The values are unchanged: the sums
+    are elementwise. `bucket-mb` 0 leaves one all-reduce per gradient.
+  }];
+  let options = [
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
+           "The most a bucket holds, in MiB (0: no buckets)">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "A remark at each bucket: its gradients and bytes per rank">,
+  ];
+  let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect"];
+}
+
 def LoomOutlineKernels : Pass<"loom-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Group the ops of each model into kernels";
   let description = [{

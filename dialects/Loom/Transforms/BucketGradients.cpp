@@ -1,0 +1,131 @@
+//===- BucketGradients.cpp - Gradient all-reduces grouped into buckets ----===//
+//
+// In a per-rank program, the data-parallel sums of the gradients are one
+// all-reduce per param, all before the return. Many small collectives cost
+// their latency each; DDP and Megatron sum gradients in buckets instead:
+// flattened and concatenated in the order the backward produces them, one
+// all-reduce per bucket, placed right after its last gradient exists (so a
+// runtime can overlap it with the rest of the backward). The sums are
+// elementwise, so the values are those of the unbucketed program, bit for
+// bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMBUCKETGRADIENTS
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// The gradient sums one all-reduce can carry.
+struct Bucket {
+  SmallVector<shard::AllReduceOp> sums;
+  int64_t bytes = 0;
+};
+} // namespace
+
+static int64_t bytesOf(RankedTensorType type) {
+  return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+}
+
+/// A sum over grid axes whose result only the function returns, as a
+/// gradient output (`grad.<param>`, from loom-autodiff).
+static bool isGradientSum(shard::AllReduceOp sum, func::FuncOp func) {
+  if (sum.getReduction() != shard::ReductionKind::Sum ||
+      !sum.getInput().getDefiningOp() || sum->use_empty())
+    return false;
+  return llvm::all_of(sum->getUses(), [&](OpOperand &use) {
+    if (!isa<func::ReturnOp>(use.getOwner()))
+      return false;
+    auto name = func.getResultAttrOfType<StringAttr>(use.getOperandNumber(),
+                                                     attr::kOutput);
+    return name && name.getValue().starts_with("grad.");
+  });
+}
+
+/// Replaces the bucket's all-reduces by one, after its last gradient.
+static void replaceByOne(Bucket &bucket, bool remark) {
+  shard::AllReduceOp first = bucket.sums.front();
+  // Program order: the last gradient defined is the last in the bucket.
+  Operation *last = bucket.sums.back().getInput().getDefiningOp();
+  OpBuilder b(last->getContext());
+  b.setInsertionPointAfter(last);
+  Location loc = first.getLoc();
+  SmallVector<Value> flat;
+  SmallVector<Type> pieces;
+  for (shard::AllReduceOp &sum : bucket.sums) {
+    auto type = cast<RankedTensorType>(sum.getInput().getType());
+    auto flatType = RankedTensorType::get({type.getNumElements()},
+                                          type.getElementType());
+    flat.push_back(ReshapeOp::create(b, loc, flatType, sum.getInput()));
+    pieces.push_back(flatType);
+  }
+  Value joined = ConcatOp::create(b, loc, flat, 0);
+  auto reduced = shard::AllReduceOp::create(
+      b, loc, joined.getType(), first.getGridAttr(), first.getGridAxesAttr(),
+      joined, first.getReductionAttr());
+  if (remark)
+    emitRemark(last->getLoc())
+        << "gradient bucket: " << bucket.sums.size()
+        << " gradient sums in one all-reduce, " << bucket.bytes
+        << " bytes per rank";
+  auto split = SplitOp::create(b, loc, pieces, reduced.getResult(), 0);
+  for (auto [sum, piece] : llvm::zip(bucket.sums, split.getResults())) {
+    Value whole = ReshapeOp::create(b, loc, sum.getType(), piece);
+    sum.replaceAllUsesWith(whole);
+    sum.erase();
+  }
+}
+
+namespace {
+struct LoomBucketGradients
+    : public loom::impl::LoomBucketGradientsBase<LoomBucketGradients> {
+  using LoomBucketGradientsBase::LoomBucketGradientsBase;
+
+  void runOnOperation() override {
+    if (bucketMb <= 0)
+      return;
+    int64_t limit = static_cast<int64_t>(bucketMb * 1024 * 1024);
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (!func->hasAttr(attr::kPartitionOf) || func.isExternal())
+        continue;
+      // In the order the backward produces the gradients.
+      SmallVector<shard::AllReduceOp> sums;
+      func.walk([&](shard::AllReduceOp sum) {
+        if (isGradientSum(sum, func))
+          sums.push_back(sum);
+      });
+      llvm::stable_sort(sums, [](shard::AllReduceOp a, shard::AllReduceOp b) {
+        return a.getInput().getDefiningOp()->isBeforeInBlock(
+            b.getInput().getDefiningOp());
+      });
+      // One run of buckets per (axes, element type), filled greedily.
+      llvm::MapVector<std::pair<Attribute, Type>, Bucket> open;
+      SmallVector<Bucket> full;
+      for (shard::AllReduceOp sum : sums) {
+        auto type = cast<RankedTensorType>(sum.getInput().getType());
+        Bucket &bucket =
+            open[{sum.getGridAxesAttr(), type.getElementType()}];
+        if (!bucket.sums.empty() && bucket.bytes + bytesOf(type) > limit) {
+          full.push_back(std::move(bucket));
+          bucket = Bucket();
+        }
+        bucket.sums.push_back(sum);
+        bucket.bytes += bytesOf(type);
+      }
+      for (auto &entry : open)
+        full.push_back(std::move(entry.second));
+      for (Bucket &bucket : full)
+        if (bucket.sums.size() > 1)
+          replaceByOne(bucket, remarks);
+    }
+  }
+};
+} // namespace

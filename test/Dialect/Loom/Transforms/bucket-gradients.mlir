@@ -1,0 +1,63 @@
+// RUN: loom-opt %s --split-input-file --loom-bucket-gradients="bucket-mb=0.0001" | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-bucket-gradients="bucket-mb=0" | FileCheck %s --check-prefix=NONE
+
+// --loom-bucket-gradients: in a per-rank program, the all-reduces whose
+// results only the function returns (the dp sums of the gradients) are
+// grouped in program order into buckets of at most bucket-mb MiB (here
+// 104 bytes: 26 f32), each one all-reduce of the flattened, concatenated
+// gradients right after the last of them, then split and reshaped back.
+
+// Three gradients of 16, 8 and 24 floats: [g0, g1] fill a bucket (24
+// floats), g2 is alone and keeps its own all-reduce. The sum over tp
+// feeds an op, not the return, and stays; so does the loss's (not a
+// gradient).
+// CHECK-LABEL: func.func @m_spmd
+// CHECK: %[[G0:.+]] = loom.exp %arg0 : tensor<4x4xf32>
+// CHECK: %[[G1:.+]] = loom.exp %arg1 : tensor<8xf32>
+// CHECK: %[[F0:.+]] = loom.reshape %[[G0]] : tensor<4x4xf32> -> tensor<16xf32>
+// CHECK: %[[F1:.+]] = loom.reshape %[[G1]] : tensor<8xf32> -> tensor<8xf32>
+// CHECK: %[[JOINED:.+]] = loom.concat %[[F0]], %[[F1]] axis 0 : (tensor<16xf32>, tensor<8xf32>) -> tensor<24xf32>
+// CHECK: %[[SUM:.+]] = shard.all_reduce %[[JOINED]] on @g grid_axes = [0] : tensor<24xf32> -> tensor<24xf32>
+// CHECK: %[[P:.+]]:2 = loom.split %[[SUM]] axis 0 : tensor<24xf32> -> tensor<16xf32>, tensor<8xf32>
+// CHECK: %[[R0:.+]] = loom.reshape %[[P]]#0 : tensor<16xf32> -> tensor<4x4xf32>
+// CHECK: %[[R1:.+]] = loom.reshape %[[P]]#1 : tensor<8xf32> -> tensor<8xf32>
+// CHECK: %[[G2:.+]] = loom.exp %arg2 : tensor<24xf32>
+// CHECK: %[[TP:.+]] = shard.all_reduce %[[G2]] on @g grid_axes = [1]
+// CHECK: %[[G3:.+]] = loom.exp %[[TP]]
+// CHECK: %[[S2:.+]] = shard.all_reduce %[[G3]] on @g grid_axes = [0]
+// CHECK: %[[S3:.+]] = shard.all_reduce %{{.+}} on @g grid_axes = [0] : tensor<f32>
+// CHECK: return %[[R0]], %[[R1]], %[[S2]], %[[S3]]
+
+// NONE-LABEL: func.func @m_spmd
+// NONE-NOT: loom.concat
+// NONE-COUNT-5: shard.all_reduce
+shard.grid @g(shape = 2x2) {sym_visibility = "private"}
+func.func @m_spmd(%a: tensor<4x4xf32>, %b: tensor<8xf32>, %c: tensor<24xf32>)
+    -> (tensor<4x4xf32> {loom.output = "grad.a"}, tensor<8xf32> {loom.output = "grad.b"},
+        tensor<24xf32> {loom.output = "grad.c"}, tensor<f32> {loom.loss = "loss"})
+    attributes {loom.partition_of = "m"} {
+  %g0 = loom.exp %a : tensor<4x4xf32>
+  %g1 = loom.exp %b : tensor<8xf32>
+  %g2 = loom.exp %c : tensor<24xf32>
+  %t = shard.all_reduce %g2 on @g grid_axes = [1] : tensor<24xf32> -> tensor<24xf32>
+  %g3 = loom.exp %t : tensor<24xf32>
+  %s0 = shard.all_reduce %g0 on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %s1 = shard.all_reduce %g1 on @g grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
+  %s2 = shard.all_reduce %g3 on @g grid_axes = [0] : tensor<24xf32> -> tensor<24xf32>
+  %l = loom.sum %g1 axis 0 : tensor<8xf32> -> tensor<f32>
+  %s3 = shard.all_reduce %l on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+  return %s0, %s1, %s2, %s3 : tensor<4x4xf32>, tensor<8xf32>, tensor<24xf32>, tensor<f32>
+}
+
+// -----
+
+// The one-rank program (no loom.partition_of) is left alone.
+// CHECK-LABEL: func.func @m
+// CHECK-NOT: loom.concat
+// CHECK-COUNT-2: shard.all_reduce
+shard.grid @g(shape = 2) {sym_visibility = "private"}
+func.func @m(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %s0 = shard.all_reduce %a on @g grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  %s1 = shard.all_reduce %b on @g grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  return %s0, %s1 : tensor<4xf32>, tensor<4xf32>
+}
