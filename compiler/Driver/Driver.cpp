@@ -167,11 +167,13 @@ LogicalResult Compilation::generateLoom() {
 }
 
 bool Compilation::wantsGradients() const {
-  return options.gradients || options.emit == Stage::Autodiff;
+  return options.gradients || options.train || options.emit == Stage::Autodiff;
 }
 
 LogicalResult Compilation::differentiate() {
-  return runPipeline(buildAutodiffPipeline);
+  return runPipeline(*module, [&](OpPassManager &pm) {
+    buildAutodiffPipeline(pm, options.train);
+  });
 }
 
 LogicalResult Compilation::partition() {
@@ -179,7 +181,8 @@ LogicalResult Compilation::partition() {
   partition.remarks = options.remarkCollectives;
   partition.sequenceParallel = options.sequenceParallel;
   // Buckets group gradient sums: only the gradient program has them.
-  partition.gradBucketMb = options.gradients ? options.gradBucketMb : 0;
+  partition.gradBucketMb =
+      options.gradients && !options.train ? options.gradBucketMb : 0;
   return runPipeline(*module, [&](OpPassManager &pm) {
     buildPartitionPipeline(pm, partition);
   });

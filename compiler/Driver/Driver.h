@@ -57,6 +57,9 @@ struct DriverOptions {
   /// Build the gradient program (loom-autodiff): the model's outputs, its
   /// loss and the gradient of the loss for every param.
   bool gradients = false;
+  /// Build a training step (implies `gradients`): the optimizer update
+  /// after the backward, run by `./model train`.
+  bool train = false;
   /// With `gradients`: the dp gradient sums in buckets of this many MiB.
   double gradBucketMb = 25;
   /// Print the GPU kernel report instead of building an executable.

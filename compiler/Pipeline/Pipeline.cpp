@@ -95,9 +95,11 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-void ::loom::buildAutodiffPipeline(OpPassManager &pm) {
+void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   pm.addPass(mlir::loom::createLoomAutodiff());
+  if (train)
+    pm.addPass(mlir::loom::createLoomOptimizerStep());
 }
 
 void ::loom::buildPartitionPipeline(OpPassManager &pm,

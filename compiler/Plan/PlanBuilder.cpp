@@ -3,6 +3,7 @@
 #include "Plan/PlanBuilder.h"
 
 #include "Loom/IR/LoomDialect.h"
+#include "Loom/IR/LoomOps.h"
 #include "Loom/Transforms/Sharding.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -352,6 +353,32 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       os << " " << id;
     os << "\n";
   }
+  // A training step: its optimizer, and per param and optimizer state the
+  // output the runtime copies into it after every step.
+  StringRef modelName = of ? of.getValue() : model.getSymName();
+  bool hasUpdates = false;
+  for (unsigned i = 0, e = model.getNumResults(); i < e; ++i)
+    hasUpdates |= static_cast<bool>(model.getResultAttr(i, attr::kUpdates));
+  if (auto module = model->getParentOfType<ModuleOp>())
+    for (auto train : module.getOps<mlir::loom::TrainOp>())
+      if (train.getModel() == modelName && hasUpdates) {
+        os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
+        for (NamedAttribute hyper : train.getHyperparameters())
+          os << " " << hyper.getName().getValue() << "="
+             << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
+        os << "\n";
+      }
+  for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
+    if (auto target = model.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
+      auto param = llvm::find_if(buffers, [&](const Buffer &buffer) {
+        return buffer.name == target.getValue() && buffer.role == "param";
+      });
+      if (param == buffers.end())
+        return emitError(value.getLoc(), "the update of '")
+               << target.getValue() << "' has no param of that name";
+      os << "update " << bufferOf.lookup(value) << " "
+         << (param - buffers.begin()) << "\n";
+    }
   // The checksum covers every byte before the `end` line.
   uint32_t checksum = planChecksum(plan.text);
   os << "end " << llvm::format_hex_no_prefix(checksum, 8) << "\n";

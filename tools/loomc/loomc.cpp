@@ -127,6 +127,12 @@ cl::opt<bool> gradients(
              "executable also outputs grad.<param>, the loss's gradient for "
              "every param"),
     cl::init(false), cl::cat(loomCategory));
+cl::opt<bool> train(
+    "train",
+    cl::desc("Build a training step of the model's train section (the "
+             "gradients, then the optimizer's update): run it with "
+             "./model train --steps N"),
+    cl::init(false), cl::cat(loomCategory));
 cl::opt<double> gradBucketMb(
     "grad-bucket-mb",
     cl::desc("With --gradients: sum the data-parallel gradients in buckets "
@@ -180,6 +186,7 @@ int main(int argc, char **argv) {
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
   options.gradients = gradients;
+  options.train = train;
   options.gradBucketMb = gradBucketMb;
   if (kernelReport.getNumOccurrences())
     options.kernelReport = kernelReport;

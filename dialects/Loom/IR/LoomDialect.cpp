@@ -71,7 +71,7 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
                                                        unsigned,
                                                        NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
-  if (name == attr::kOutput || name == attr::kLoss)
+  if (name == attr::kOutput || name == attr::kLoss || name == attr::kUpdates)
     return verifyName(op, attr);
   if (name == attr::kSharding)
     return verifySharding(op, attr);

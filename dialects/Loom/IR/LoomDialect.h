@@ -36,6 +36,9 @@ constexpr llvm::StringLiteral kSharding = "loom.sharding";
 /// kernel func arg: a temporary hoisted out of the kernel (a plan buffer
 /// no other step reads), so the kernel may leave it unwritten.
 constexpr llvm::StringLiteral kScratch = "loom.scratch";
+/// func result of a training step: the new value of the param this names,
+/// copied into it after every step.
+constexpr llvm::StringLiteral kUpdates = "loom.updates";
 } // namespace attr
 } // namespace mlir::loom
 

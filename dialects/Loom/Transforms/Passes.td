@@ -39,6 +39,30 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::loom::LoomDialect"];
 }
 
+def LoomOptimizerStep : Pass<"loom-optimizer-step", "mlir::ModuleOp"> {
+  let summary = "The optimizer update of a training step, after loom-autodiff";
+  let description = [{
+    For each `loom.train @M` whose gradients loom-autodiff appended, feeds
+    every `grad.<param>` into the update rule of the train section's
+    optimizer, with torch.optim's arithmetic: `sgd` (momentum, weight decay
+    added to the gradient), `adam` (weight decay added to the gradient) and
+    `adamw` (decoupled: the param scaled by `1 - lr wd` first). Weight decay
+    applies only to params of rank >= 2. Hyperparameters the script leaves
+    out take torch's defaults (sgd: lr 0.01; adam and adamw: lr 1e-3,
+    beta1 0.9, beta2 0.999, eps 1e-8; weight decay 0, 0.01 for adamw).
+
+    The optimizer state (`opt.momentum.<p>`, `opt.m.<p>`, `opt.v.<p>`)
+    becomes params initialized to zeros and laid out as their param; the
+    per-step scalars become rank-0 f32 inputs the runtime fills (`opt.lr`,
+    `opt.step_size` = lr / (1 - beta1^t), `opt.bc2_sqrt` =
+    sqrt(1 - beta2^t), `opt.decay` = 1 - lr wd). The `grad.*` results are
+    replaced by `next.<name>` results with `loom.updates = "<name>"`: the
+    new value of each param and state. f32 params only (no master weights
+    yet).
+  }];
+  let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect"];
+}
+
 def LoomPartition : Pass<"loom-partition", "mlir::ModuleOp"> {
   let summary = "Partition each model into a per-rank (SPMD) program";
   let description = [{

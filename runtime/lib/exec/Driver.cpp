@@ -15,6 +15,9 @@
 #include "loom/runtime/exec/Driver.h"
 
 #include "exec/Report.h"
+#include "io/File.h"
+#include "loom/runtime/exec/Training.h"
+#include "loom/runtime/io/Json.h"
 #include "loom/runtime/comm/Communicator.h"
 #include "loom/runtime/exec/Cuda.h"
 #include "loom/runtime/exec/Executor.h"
@@ -83,6 +86,10 @@ private:
   bool loadInputs(const Plan &plan, char *arena);
   bool finishOutputs(const Plan &plan, char *arena);
   bool execute(TraceRecorder *trace);
+  // Training: how many runs; after each, the updates and the loss's report.
+  uint64_t numSteps() const;
+  bool openLog();
+  bool finishStep(const Plan &plan, uint64_t step);
   // --check-kernels, after the params and inputs are in the host arena.
   bool checkAgainstCpu();
   bool runSingle();
@@ -128,6 +135,7 @@ private:
   Plan staging;
   Arena stagingArena;
   Arena transfer;
+  FilePtr log; // --log, on rank 0
 };
 } // namespace
 
@@ -235,7 +243,7 @@ bool Driver::collectFiles(const NamedFiles &given, BufferRole role,
 
 bool Driver::checkInputs(const Plan &plan) {
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Input)
+    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer))
       continue;
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
@@ -274,7 +282,7 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
   // buffers written after their last use, never with params or other
   // inputs, so reading them before the run is safe in any order.
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Input)
+    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer))
       continue;
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
@@ -293,6 +301,9 @@ bool Driver::finishOutputs(const Plan &plan, char *arena) {
     if (buffer.role != BufferRole::Output)
       continue;
     auto file = outputFiles.find(buffer.id);
+    // The new params and optimizer state went back into them.
+    if (options.train && file == outputFiles.end() && isUpdateOutput(plan, buffer))
+      continue;
     if (file == outputFiles.end()) {
       printSummary(out, buffer, arena + buffer.offset);
       continue;
@@ -315,6 +326,41 @@ bool Driver::execute(TraceRecorder *trace) {
   // outputs come back to their offsets in it.
   if (!cuda.run(executor.arena(), trace, error))
     return fail(multiRank ? inSpmdPlan(error) : error);
+  return true;
+}
+
+uint64_t Driver::numSteps() const {
+  if (!options.train)
+    return 1;
+  return options.steps ? options.steps : whole.optimizer.steps;
+}
+
+bool Driver::openLog() {
+  if (options.log.empty() || rank != 0)
+    return true;
+  return openForWriting(options.log, log, error) || fail(error);
+}
+
+bool Driver::finishStep(const Plan &plan, uint64_t step) {
+  applyUpdates(plan, executor);
+  double loss = 0;
+  bool hasLoss = readLoss(plan, executor, loss);
+  if (rank != 0)
+    return true;
+  double lr = learningRate(whole.optimizer, step);
+  std::fprintf(out, "step %llu/%llu", static_cast<unsigned long long>(step),
+               static_cast<unsigned long long>(numSteps()));
+  if (hasLoss)
+    std::fprintf(out, "  loss %.7g", loss);
+  std::fprintf(out, "  lr %.4g\n", lr);
+  std::fflush(out);
+  if (!log)
+    return true;
+  Json line = {{"step", step}, {"loss", hasLoss ? Json(loss) : Json()},
+               {"lr", lr}};
+  std::string text = dumpJson(line) + "\n";
+  if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
+    return fail("cannot write " + options.log);
   return true;
 }
 
@@ -349,8 +395,18 @@ bool Driver::runSingle() {
   if (options.checkKernels)
     return checkAgainstCpu();
   TraceRecorder trace;
-  if (!execute(options.trace.empty() ? nullptr : &trace) ||
-      !finishOutputs(whole, executor.arena()))
+  if (!openLog())
+    return false;
+  for (uint64_t step = 1, steps = numSteps(); step <= steps; ++step) {
+    // A run may reuse the inputs' bytes once they are read: read them again.
+    if (step > 1 && !loadInputs(whole, executor.arena()))
+      return false;
+    fillStepScalars(whole, executor.arena(), step);
+    if (!execute(options.trace.empty() ? nullptr : &trace) ||
+        (options.train && !finishStep(whole, step)))
+      return false;
+  }
+  if (!finishOutputs(whole, executor.arena()))
     return false;
   if (!options.trace.empty() && !trace.write(options.trace, error))
     return fail(error);
@@ -492,14 +548,24 @@ bool Driver::runRanks() {
   if ((onCuda && !openCudaRanks()) || !agree(allocateRanks()))
     return false;
   if (!agree(rank != 0 || prepareParams(staging, stagingArena.data())) ||
-      !agree(rank != 0 || loadInputs(staging, stagingArena.data())) ||
-      !agree(distribute(BufferRole::Param) && distribute(BufferRole::Input)))
+      !agree(openLog()) || !agree(distribute(BufferRole::Param)))
     return false;
 
   TraceRecorder trace;
   trace.setProcess(rank);
-  if (!agree(execute(options.trace.empty() ? nullptr : &trace)) ||
-      !agree(collectOutputs()) ||
+  for (uint64_t step = 1, steps = numSteps(); step <= steps; ++step) {
+    // Rank 0 reads the inputs (again: a run may reuse their bytes) and
+    // computes the step's scalars; every rank gets its blocks.
+    if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
+      return false;
+    if (rank == 0)
+      fillStepScalars(staging, stagingArena.data(), step);
+    if (!agree(distribute(BufferRole::Input)) ||
+        !agree(execute(options.trace.empty() ? nullptr : &trace)) ||
+        !agree(!options.train || finishStep(spmd, step)))
+      return false;
+  }
+  if (!agree(collectOutputs()) ||
       !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
     return false;
   return agree(options.trace.empty() || trace.write(tracePath(), error) ||
@@ -524,6 +590,13 @@ bool Driver::run() {
     }
     return true;
   }
+  if (options.train && whole.optimizer.kind.empty())
+    return fail("this executable does not train: build it with loomc --train "
+                "(from a script with a train section)");
+  if (options.train && onCuda)
+    return fail("training runs on the CPU only for now (--device cpu)");
+  if (options.train && options.checkKernels)
+    return fail("--check-kernels checks one run; drop it to train");
   if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
       !collectFiles(options.outputs, BufferRole::Output, outputFiles))
     return false;

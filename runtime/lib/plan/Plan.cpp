@@ -79,6 +79,13 @@ bool loom::runtime::parseGpuArch(std::string_view text, GpuArch &arch) {
   return true;
 }
 
+double PlanOptimizer::get(std::string_view name, double fallback) const {
+  for (const auto &[known, value] : hyperparameters)
+    if (known == name)
+      return value;
+  return fallback;
+}
+
 const PlanBuffer *Plan::findBuffer(std::string_view name) const {
   for (const PlanBuffer &buffer : buffers)
     if (buffer.name == name)
@@ -184,16 +191,19 @@ enum Rank {
   RankBuffer,
   RankKernel,
   RankLaunch,
-  RankStep
+  RankStep,
+  RankOptimizer,
+  RankUpdate
 };
 constexpr const char *kRankNames[] = {
     "loom-plan", "model",  "device", "mesh",   "arena",
-    "gpu-image", "buffer", "kernel", "launch", "step"};
+    "gpu-image", "buffer", "kernel", "launch", "step", "optimizer", "update"};
 constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, arena, gpu-image, buffer (each followed "
-    "by its shard), kernel, launch, step and collective, end";
+    "by its shard), kernel, launch, step and collective, optimizer, update, "
+    "end";
 
 /// The record kinds.
 enum Record {
@@ -209,6 +219,8 @@ enum Record {
   RecordLaunch,
   RecordStep,
   RecordCollective,
+  RecordOptimizer,
+  RecordUpdate,
   RecordNone
 };
 struct RecordInfo {
@@ -221,11 +233,14 @@ constexpr RecordInfo kRecords[] = {
     {"arena", RankArena},      {"gpu-image", RankGpuImage},
     {"buffer", RankBuffer},    {"shard", RankBuffer},
     {"kernel", RankKernel},    {"launch", RankLaunch},
-    {"step", RankStep},        {"collective", RankStep}};
+    {"step", RankStep},        {"collective", RankStep},
+    {"optimizer", RankOptimizer}, {"update", RankUpdate}};
 
 /// Records that appear at most once (loom-plan, model, device and arena
 /// also must appear; mesh and gpu-image need not).
-bool isSingle(int rank) { return rank <= RankArena || rank == RankGpuImage; }
+bool isSingle(int rank) {
+  return rank <= RankArena || rank == RankGpuImage || rank == RankOptimizer;
+}
 
 /// The next record that must appear after a record of rank `stage` (below
 /// RankArena): model, device and arena are required, the mesh is not.
@@ -455,6 +470,8 @@ private:
   bool parseShard(size_t index);
   bool parseStep(size_t index);
   bool parseCollective(size_t index);
+  bool parseOptimizer(size_t index);
+  bool parseUpdate(size_t index);
   bool parseAxes(size_t index, std::string_view text,
                  std::vector<unsigned> &axes);
   bool parseCollectiveDim(size_t index, std::string_view text,
@@ -552,7 +569,7 @@ bool PlanParser::parse() {
     return false;
 
   int stage = RankHeader;
-  bool seen[RankStep + 1] = {true};
+  bool seen[RankUpdate + 1] = {true};
   for (size_t i = 1; i < endIndex; ++i) {
     if (lines[i].text.empty())
       return fail(i, "empty line");
@@ -609,6 +626,10 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseStep(index);
   case RecordCollective:
     return parseCollective(index);
+  case RecordOptimizer:
+    return parseOptimizer(index);
+  case RecordUpdate:
+    return parseUpdate(index);
   default:
     return fail(index, "unexpected record");
   }
@@ -1248,6 +1269,67 @@ bool PlanParser::parseAxes(size_t index, std::string_view text,
     used[axis] = true;
     axes.push_back(static_cast<unsigned>(axis));
   }
+  return true;
+}
+
+bool PlanParser::parseOptimizer(size_t index) {
+  if (fields.size() < 3)
+    return fail(index, "expected 'optimizer KIND STEPS [NAME=VALUE...]'");
+  std::string_view kind = fields[1];
+  if (kind != "sgd" && kind != "adam" && kind != "adamw")
+    return fail(index, "unknown optimizer '" + std::string(kind) +
+                           "' (expected sgd, adam or adamw)");
+  PlanOptimizer &optimizer = plan.optimizer;
+  optimizer.kind = std::string(kind);
+  if (!parseUnsigned(fields[2], optimizer.steps) || optimizer.steps == 0)
+    return fail(index, "bad number of steps '" + std::string(fields[2]) +
+                           "' (expected a positive integer)");
+  for (size_t i = 3; i < fields.size(); ++i) {
+    size_t equals = fields[i].find('=');
+    std::string_view name = fields[i].substr(0, equals);
+    std::string value(equals == std::string_view::npos
+                          ? std::string_view()
+                          : fields[i].substr(equals + 1));
+    char *end = nullptr;
+    double number = isDecimalText(value) ? std::strtod(value.c_str(), &end) : 0;
+    if (name.empty() || !end || end != value.c_str() + value.size() ||
+        !std::isfinite(number) || number < 0)
+      return fail(index, "bad hyperparameter '" + std::string(fields[i]) +
+                             "' (expected NAME=VALUE, a number >= 0)");
+    for (const auto &[known, ignored] : optimizer.hyperparameters)
+      if (known == name)
+        return fail(index, "hyperparameter '" + std::string(name) +
+                               "' given twice");
+    optimizer.hyperparameters.emplace_back(std::string(name), number);
+  }
+  return true;
+}
+
+bool PlanParser::parseUpdate(size_t index) {
+  if (!expectFields(index, 3, "update OUTPUT PARAM"))
+    return false;
+  if (plan.optimizer.kind.empty())
+    return fail(index, "'update' without an 'optimizer' record");
+  PlanUpdate update;
+  if (!parseBufferId(index, fields[1], "update", update.output) ||
+      !parseBufferId(index, fields[2], "update", update.param))
+    return false;
+  const PlanBuffer &out = plan.buffers[update.output];
+  const PlanBuffer &param = plan.buffers[update.param];
+  if (out.role != BufferRole::Output || param.role != BufferRole::Param)
+    return fail(index, "an update copies an output into a param ('" +
+                           out.name + "' is " + roleName(out.role) + ", '" +
+                           param.name + "' " + roleName(param.role) + ")");
+  if (out.dtype != param.dtype || out.shape != param.shape ||
+      out.shard != param.shard)
+    return fail(index, "output '" + out.name + "' cannot update param '" +
+                           param.name + "': their dtype, shape or sharding "
+                           "differ");
+  for (const PlanUpdate &other : plan.updates)
+    if (other.param == update.param || other.output == update.output)
+      return fail(index, "param '" + param.name + "' or output '" + out.name +
+                             "' is in two updates");
+  plan.updates.push_back(update);
   return true;
 }
 

@@ -143,5 +143,18 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       body += " " + std::to_string(id);
     body += "\n";
   }
+  if (!plan.optimizer.kind.empty()) {
+    body += "optimizer " + plan.optimizer.kind + " " +
+            std::to_string(plan.optimizer.steps);
+    char number[32];
+    for (const auto &[name, value] : plan.optimizer.hyperparameters) {
+      std::snprintf(number, sizeof(number), "%.17g", value);
+      body += " " + name + "=" + number;
+    }
+    body += "\n";
+  }
+  for (const PlanUpdate &update : plan.updates)
+    body += "update " + std::to_string(update.output) + " " +
+            std::to_string(update.param) + "\n";
   return sealPlan(body);
 }

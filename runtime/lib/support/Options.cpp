@@ -44,6 +44,15 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          and exit",
       "  --help                  print this help and exit",
       "",
+      "usage: MODEL train [--steps N] [--log FILE.jsonl] [options]",
+      "",
+      "Trains an executable built with loomc --train: runs its optimizer",
+      "step N times (default: the train section's steps) on the inputs",
+      "given, copying the new params and optimizer state back after each,",
+      "and prints the loss of every step.",
+      "  --steps N               the number of steps",
+      "  --log FILE.jsonl        one JSON object per step: step, loss, lr",
+      "",
       "bf16 tensors are read from and written to .npy files as float32.",
       "",
       "A partitioned executable (see --info) also runs on its mesh's ranks",
@@ -60,8 +69,13 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
 bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
   options = RunOptions();
-  bool seenDevice = false, seenSeed = false;
-  for (int i = 1; i < argc; ++i) {
+  bool seenDevice = false, seenSeed = false, seenSteps = false;
+  int first = 1;
+  if (argc > 1 && std::string_view(argv[1]) == "train") {
+    options.train = true;
+    first = 2;
+  }
+  for (int i = first; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
       error = "unexpected argument '" + std::string(arg) + "' (see --help)";
@@ -92,7 +106,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     }
     bool known = name == "--device" || name == "--seed" ||
                  name == "--weights" || name == "--save-weights" ||
-                 name == "--input" || name == "--output" || name == "--trace";
+                 name == "--input" || name == "--output" || name == "--trace" ||
+                 name == "--steps" || name == "--log";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -112,7 +127,31 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       seen = true;
       return true;
     };
-    if (name == "--device") {
+    if ((name == "--steps" || name == "--log") && !options.train) {
+      error = "option '" + std::string(name) +
+              "' belongs to the train command (MODEL train " +
+              std::string(name) + " ...)";
+      return false;
+    }
+    if (name == "--steps") {
+      if (!once(seenSteps))
+        return false;
+      if (!parseUnsigned(value, options.steps) || options.steps == 0) {
+        error = "bad number of steps '" + std::string(value) +
+                "' (expected a positive integer)";
+        return false;
+      }
+    } else if (name == "--log") {
+      if (!options.log.empty()) {
+        error = "option '--log' given twice";
+        return false;
+      }
+      if (value.empty()) {
+        error = "option '--log' needs a file name";
+        return false;
+      }
+      options.log = std::string(value);
+    } else if (name == "--device") {
       if (!once(seenDevice))
         return false;
       if (value != "cpu" && value != "cuda") {

@@ -237,6 +237,23 @@ struct PlanStep {
   unsigned line = 0;
 };
 
+/// A training step's optimizer (the `optimizer` record): what the runtime
+/// needs to compute the per-step scalar inputs `opt.*`.
+struct PlanOptimizer {
+  std::string kind; // sgd, adam or adamw; empty: the plan is no training step
+  uint64_t steps = 0;
+  std::vector<std::pair<std::string, double>> hyperparameters;
+  /// The hyperparameter `name`, or `fallback`.
+  double get(std::string_view name, double fallback) const;
+};
+
+/// After every training step, buffer `output` is copied into `param` (an
+/// `update` record): the param's (or optimizer state's) new value.
+struct PlanUpdate {
+  unsigned output = 0;
+  unsigned param = 0;
+};
+
 /// What a step does with one of its buffers.
 enum class BufferAccess : uint8_t { Read, Written, Scratch };
 
@@ -263,6 +280,9 @@ struct Plan {
   std::vector<PlanLaunch> launches;
   /// Kernel and collective steps, in program order.
   std::vector<PlanStep> steps;
+  /// A training step's optimizer and updates (both empty otherwise).
+  PlanOptimizer optimizer;
+  std::vector<PlanUpdate> updates;
 
   /// The buffer called `name`, or null.
   const PlanBuffer *findBuffer(std::string_view name) const;

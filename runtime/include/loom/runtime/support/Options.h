@@ -27,6 +27,10 @@ struct RunOptions {
   bool checkKernels = false;
   bool info = false;
   bool help = false;
+  /// `./model train`: run the training plan's steps.
+  bool train = false;
+  uint64_t steps = 0;  // --steps N; 0: the plan's
+  std::string log;     // --log FILE.jsonl
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or

@@ -1,0 +1,220 @@
+//===- OptimizerStep.cpp - The optimizer update of a training step --------===//
+//
+// Turns the gradient program loom-autodiff builds into one training step:
+// each param's gradient feeds the update rule of the train section's
+// optimizer, written as loom ops with exactly the arithmetic of
+// torch.optim (SGD; Adam; AdamW with decoupled decay), and the step returns
+// the new params and optimizer state (`next.<name>`, `loom.updates`) for
+// the runtime to copy back after every step. What changes from step to step
+// (the learning rate, Adam's bias corrections) comes in as rank-0 inputs
+// `opt.*` that the runtime computes (docs/runtime.md, "Training").
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/VjpBuilders.h"
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMOPTIMIZERSTEP
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// The hyperparameters, with torch.optim's defaults for those the script
+/// leaves out.
+struct Hyper {
+  double lr, momentum, beta1, beta2, eps, weightDecay;
+};
+
+/// One training step built in place of a gradient program.
+class StepBuilder {
+public:
+  StepBuilder(func::FuncOp model, TrainOp train)
+      : model(model), train(train), b(model.getContext()) {}
+  LogicalResult run();
+
+private:
+  /// A new argument after the others, with `attrs` and, for a tensor like
+  /// the param `like`, its sharding annotation.
+  Value addArgument(RankedTensorType type, NamedAttribute role, Value like);
+  Value scalarInput(StringRef name);
+  Value cst(double value) { return vjp::scalar(b, loc, value); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+
+  func::FuncOp model;
+  TrainOp train;
+  OpBuilder b;
+  Location loc = UnknownLoc::get(model.getContext());
+  llvm::StringMap<Value> scalars;
+  /// (value, name of the param or state it becomes) per new result.
+  SmallVector<std::pair<Value, std::string>> updates;
+};
+} // namespace
+
+Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
+                               Value like) {
+  Block &body = model.getBody().front();
+  unsigned index = body.getNumArguments();
+  SmallVector<NamedAttribute> attrs{role};
+  if (like)
+    attrs.push_back(b.getNamedAttr(attr::kInit,
+                                   InitAttr::get(b.getContext(), InitKind::zeros, DenseF64ArrayAttr())));
+  model.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
+  Value arg = body.getArgument(index);
+  if (!like)
+    return arg;
+  // The state is laid out as its param: the same annotation.
+  for (Operation *user : like.getUsers())
+    if (auto annotation = dyn_cast<shard::ShardOp>(user)) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(annotation);
+      IRMapping mapping;
+      mapping.map(like, arg);
+      return b.clone(*annotation, mapping)->getResult(0);
+    }
+  return arg;
+}
+
+Value StepBuilder::scalarInput(StringRef name) {
+  Value &input = scalars[name];
+  if (!input)
+    input = addArgument(RankedTensorType::get({}, b.getF32Type()),
+                        b.getNamedAttr(attr::kInput, b.getStringAttr(name)),
+                        Value());
+  return input;
+}
+
+LogicalResult StepBuilder::run() {
+  StringRef kind = train.getOptimizer();
+  auto hyper = [&](StringRef name, double fallback) {
+    auto value = train.getHyperparameters().getAs<FloatAttr>(name);
+    return value ? value.getValueAsDouble() : fallback;
+  };
+  bool adamw = kind == "adamw";
+  Hyper h{hyper("lr", kind == "sgd" ? 1e-2 : 1e-3), hyper("momentum", 0.0),
+          hyper("beta1", 0.9), hyper("beta2", 0.999), hyper("eps", 1e-8),
+          hyper("weight_decay", adamw ? 1e-2 : 0.0)};
+  // The values used, recorded for the runtime (the plan's `optimizer`),
+  // which computes the per-step scalars from them.
+  SmallVector<NamedAttribute> used{b.getNamedAttr("lr", b.getF64FloatAttr(h.lr))};
+  if (kind == "sgd") {
+    used.push_back(b.getNamedAttr("momentum", b.getF64FloatAttr(h.momentum)));
+  } else {
+    used.push_back(b.getNamedAttr("beta1", b.getF64FloatAttr(h.beta1)));
+    used.push_back(b.getNamedAttr("beta2", b.getF64FloatAttr(h.beta2)));
+    used.push_back(b.getNamedAttr("eps", b.getF64FloatAttr(h.eps)));
+  }
+  used.push_back(b.getNamedAttr("weight_decay", b.getF64FloatAttr(h.weightDecay)));
+  train.setHyperparametersAttr(b.getDictionaryAttr(used));
+  Block &body = model.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  b.setInsertionPoint(ret);
+
+  // The model's results without the gradients, which the update consumes.
+  SmallVector<Value> results;
+  SmallVector<DictionaryAttr> resultAttrs;
+  llvm::StringMap<Value> grads;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto name = model.getResultAttrOfType<StringAttr>(i, attr::kOutput);
+    if (name && name.getValue().starts_with("grad.")) {
+      grads[name.getValue().drop_front(5)] = value;
+      continue;
+    }
+    results.push_back(value);
+    resultAttrs.push_back(model.getResultAttrDict(i));
+  }
+  SmallVector<BlockArgument> params;
+  for (BlockArgument arg : body.getArguments())
+    if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
+      if (grads.count(name.getValue()))
+        params.push_back(arg);
+  for (BlockArgument param : params) {
+    StringRef name =
+        model.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kParam).getValue();
+    auto type = vjp::typeOf(param);
+    if (!type.getElementType().isF32())
+      return emitError(param.getLoc(), "training param '")
+             << name << "' of type " << type
+             << " needs f32 master weights, which are not built yet; train "
+                "under 'precision f32'";
+    loc = param.getLoc();
+    // The annotated param: what the forward reads.
+    Value p = param;
+    for (Operation *user : param.getUsers())
+      if (auto annotation = dyn_cast<shard::ShardOp>(user))
+        p = annotation.getResult();
+    Value g = grads.lookup(name);
+    // Weight decay applies to matrices and embeddings only (rank >= 2),
+    // not to biases and norm scales.
+    bool decays = h.weightDecay > 0 && type.getRank() >= 2;
+    auto state = [&](StringRef what) {
+      std::string stateName = ("opt." + what + "." + name).str();
+      Value arg = addArgument(
+          type, b.getNamedAttr(attr::kParam, b.getStringAttr(stateName)), param);
+      return std::make_pair(arg, stateName);
+    };
+    if (kind == "sgd") {
+      // torch.optim.SGD: d = g + wd p; buf = momentum buf + d; p -= lr buf.
+      Value d = decays ? add(g, mul(p, cst(h.weightDecay))) : g;
+      if (h.momentum > 0) {
+        auto [buf, bufName] = state("momentum");
+        d = add(mul(buf, cst(h.momentum)), d);
+        updates.push_back({d, bufName});
+      }
+      updates.push_back(
+          {SubOp::create(b, loc, p, mul(d, scalarInput("opt.lr"))), name.str()});
+      continue;
+    }
+    // torch.optim.Adam / AdamW: Adam adds wd p to the gradient, AdamW
+    // scales p by (1 - lr wd) first (decoupled); then
+    // m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2 and
+    // p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps).
+    if (decays && !adamw)
+      g = add(g, mul(p, cst(h.weightDecay)));
+    Value start = decays && adamw ? mul(p, scalarInput("opt.decay")) : p;
+    auto [m, mName] = state("m");
+    auto [v, vName] = state("v");
+    Value m1 = add(mul(m, cst(h.beta1)), mul(g, cst(1.0 - h.beta1)));
+    Value v1 = add(mul(v, cst(h.beta2)), mul(mul(g, g), cst(1.0 - h.beta2)));
+    Value denom = add(DivOp::create(b, loc, SqrtOp::create(b, loc, v1),
+                                    scalarInput("opt.bc2_sqrt")),
+                      cst(h.eps));
+    Value step = mul(DivOp::create(b, loc, m1, denom), scalarInput("opt.step_size"));
+    updates.push_back({SubOp::create(b, loc, start, step), name.str()});
+    updates.push_back({m1, mName});
+    updates.push_back({v1, vName});
+  }
+  for (auto &[value, target] : updates) {
+    results.push_back(value);
+    resultAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(attr::kOutput, b.getStringAttr("next." + target)),
+         b.getNamedAttr(attr::kUpdates, b.getStringAttr(target))}));
+  }
+  ret->setOperands(results);
+  model.setFunctionType(FunctionType::get(model.getContext(),
+                                          body.getArgumentTypes(),
+                                          ValueRange(results).getTypes()));
+  model.setAllResultAttrs(resultAttrs);
+  return success();
+}
+
+namespace {
+struct LoomOptimizerStep
+    : public loom::impl::LoomOptimizerStepBase<LoomOptimizerStep> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    for (TrainOp train : module.getOps<TrainOp>()) {
+      auto model = module.lookupSymbol<func::FuncOp>(train.getModelAttr());
+      if (!model || failed(StepBuilder(model, train).run()))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
