@@ -46,3 +46,29 @@ echo "    trace4.rank1..3.json; open them in chrome://tracing or Perfetto)"
 echo
 echo "Every stage: loomc $example --emit=STAGE (docs/pipeline.md); the per-rank"
 echo "program and its collectives: --emit=partitioned (docs/partitioning.md)."
+
+# Training: the byte-level GPT of examples/gpt-train.loom on a text every
+# Debian machine has, on the mesh's 4 ranks (dp x tp), then its first steps
+# again on one rank.
+text=/usr/share/common-licenses/GPL-3
+[ -r "$text" ] || text=README.md
+train=examples/gpt-train.loom
+echo
+echo "== loomc $train --train -o gpt   (forward, backward and AdamW as one step)"
+"$loomc" "$train" --train -o "$work/gpt"
+echo
+echo "== ${mpirun[*]} ./gpt train --data $text --log gpt4.jsonl   (every 25th step shown)"
+"${mpirun[@]}" "$work/gpt" train --data "$text" --log "$work/gpt4.jsonl" \
+  | awk '/^step/ { n++; if (n == 1 || n % 25 == 0) print "   " $0; next } { print "   " $0 }'
+echo
+echo "== the first 20 steps on one rank against the 4-rank run"
+"$work/gpt" train --steps 20 --data "$text" --log "$work/gpt1.jsonl" > /dev/null
+/usr/bin/python3 - "$work/gpt1.jsonl" "$work/gpt4.jsonl" <<'PY'
+import json, sys
+one, four = ([json.loads(line) for line in open(p)] for p in sys.argv[1:3])
+worst = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(one, four))
+print(f"   20 steps: max relative difference of the losses {worst:.1e} (f32; the ranks")
+print(f"   add partial sums in another order)")
+print(f"   loss: step 1 {four[0]['loss']:.3f}, step {len(four)} {four[-1]['loss']:.3f}"
+      f" (ln 256 = 5.545: a uniform guess over the bytes)")
+PY

@@ -90,6 +90,13 @@ private:
   uint64_t numSteps() const;
   bool openLog();
   bool finishStep(const Plan &plan, uint64_t step);
+  /// Whether --data fills `buffer` (tokens, labels) instead of a file.
+  bool fromData(const PlanBuffer &buffer) const {
+    return !options.data.empty() &&
+           (buffer.name == "tokens" || buffer.name == "labels");
+  }
+  /// The step's batch from --data into `plan`'s buffers in `arena`.
+  void fillData(const Plan &plan, char *arena, uint64_t step);
   // --check-kernels, after the params and inputs are in the host arena.
   bool checkAgainstCpu();
   bool runSingle();
@@ -136,6 +143,7 @@ private:
   Arena stagingArena;
   Arena transfer;
   FilePtr log; // --log, on rank 0
+  TokenData data; // --data, on rank 0
 };
 } // namespace
 
@@ -242,8 +250,15 @@ bool Driver::collectFiles(const NamedFiles &given, BufferRole role,
 }
 
 bool Driver::checkInputs(const Plan &plan) {
+  if (!options.data.empty()) {
+    const PlanBuffer *tokens, *labels;
+    if (!loadTokenData(options.data, data, error) ||
+        !findBatchInputs(plan, data, tokens, labels, error))
+      return fail(error);
+  }
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer))
+    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
+        fromData(buffer))
       continue;
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
@@ -282,7 +297,8 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
   // buffers written after their last use, never with params or other
   // inputs, so reading them before the run is safe in any order.
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer))
+    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
+        fromData(buffer))
       continue;
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
@@ -327,6 +343,13 @@ bool Driver::execute(TraceRecorder *trace) {
   if (!cuda.run(executor.arena(), trace, error))
     return fail(multiRank ? inSpmdPlan(error) : error);
   return true;
+}
+
+void Driver::fillData(const Plan &plan, char *arena, uint64_t step) {
+  const PlanBuffer *tokens, *labels;
+  if (!options.data.empty() &&
+      findBatchInputs(plan, data, tokens, labels, error)) // checked before
+    fillBatch(data, *tokens, *labels, arena, step - 1);
 }
 
 uint64_t Driver::numSteps() const {
@@ -402,6 +425,7 @@ bool Driver::runSingle() {
     if (step > 1 && !loadInputs(whole, executor.arena()))
       return false;
     fillStepScalars(whole, executor.arena(), step);
+    fillData(whole, executor.arena(), step);
     if (!execute(options.trace.empty() ? nullptr : &trace) ||
         (options.train && !finishStep(whole, step)))
       return false;
@@ -558,8 +582,10 @@ bool Driver::runRanks() {
     // computes the step's scalars; every rank gets its blocks.
     if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
       return false;
-    if (rank == 0)
+    if (rank == 0) {
       fillStepScalars(staging, stagingArena.data(), step);
+      fillData(staging, stagingArena.data(), step);
+    }
     if (!agree(distribute(BufferRole::Input)) ||
         !agree(execute(options.trace.empty() ? nullptr : &trace)) ||
         !agree(!options.train || finishStep(spmd, step)))

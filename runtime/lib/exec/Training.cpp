@@ -2,7 +2,9 @@
 
 #include "loom/runtime/exec/Training.h"
 
+#include "io/File.h"
 #include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/io/Npy.h"
 
 #include <cmath>
 #include <cstring>
@@ -65,4 +67,115 @@ bool loom::runtime::readLoss(const Plan &plan, const Executor &executor,
   std::memcpy(&value, executor.buffer(buffer->id), sizeof(value));
   loss = value;
   return true;
+}
+
+bool loom::runtime::loadTokenData(const std::string &path, TokenData &data,
+                                  std::string &error) {
+  data.path = path;
+  data.tokens.clear();
+  FilePtr file;
+  uint64_t size;
+  if (!openForReading(path, file, size, error))
+    return false;
+  std::string bytes(size, '\0');
+  if (size && !readAt(file.get(), 0, bytes.data(), size)) {
+    error = "cannot read " + path;
+    return false;
+  }
+  if (bytes.compare(0, 6, "\x93NUMPY") != 0) {
+    for (unsigned char byte : bytes)
+      data.tokens.push_back(byte);
+    return true;
+  }
+  NpyHeader header;
+  if (!parseNpyHeader(bytes, header, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  unsigned width = header.descr == "<i8"   ? 8
+                   : header.descr == "<i4" ? 4
+                   : header.descr == "<i2" || header.descr == "<u2" ? 2
+                   : header.descr == "|u1" || header.descr == "|i1" ? 1
+                                                                    : 0;
+  if (!width || header.fortranOrder || header.shape.size() != 1) {
+    error = path + ": --data takes a 1-D .npy array of integers (<i8, <i4, "
+                   "<i2, <u2, |u1 or |i1), got " + header.descr + " " +
+            formatShape(header.shape);
+    return false;
+  }
+  uint64_t count = static_cast<uint64_t>(header.shape[0]);
+  if (header.dataOffset > size || (size - header.dataOffset) / width < count) {
+    error = path + ": the file is shorter than its " + std::to_string(count) +
+            " ids";
+    return false;
+  }
+  bool isSigned = header.descr[1] == 'i';
+  const char *at = bytes.data() + header.dataOffset;
+  for (uint64_t i = 0; i < count; ++i, at += width) {
+    int64_t id = 0;
+    if (width == 8) { int64_t v; std::memcpy(&v, at, 8); id = v; }
+    else if (width == 4) { int32_t v; std::memcpy(&v, at, 4); id = v; }
+    else if (width == 2) {
+      if (isSigned) { int16_t v; std::memcpy(&v, at, 2); id = v; }
+      else { uint16_t v; std::memcpy(&v, at, 2); id = v; }
+    } else {
+      id = isSigned ? static_cast<int8_t>(*at) : static_cast<uint8_t>(*at);
+    }
+    if (id < 0) {
+      error = path + ": token " + std::to_string(i) + " is " +
+              std::to_string(id) + ", not a vocabulary id";
+      return false;
+    }
+    data.tokens.push_back(id);
+  }
+  return true;
+}
+
+bool loom::runtime::findBatchInputs(const Plan &plan, const TokenData &data,
+                                    const PlanBuffer *&tokens,
+                                    const PlanBuffer *&labels,
+                                    std::string &error) {
+  tokens = plan.findBuffer("tokens");
+  labels = plan.findBuffer("labels");
+  auto isBatch = [](const PlanBuffer *buffer) {
+    return buffer && buffer->role == BufferRole::Input &&
+           buffer->shape.size() == 2 &&
+           (buffer->dtype == DType::I32 || buffer->dtype == DType::I64);
+  };
+  if (!isBatch(tokens) || !isBatch(labels) || tokens->shape != labels->shape ||
+      tokens->dtype != labels->dtype) {
+    error = "--data fills the inputs 'tokens' and 'labels' (integers of one "
+            "shape [B, T]), which model '" + plan.model + "' does not have";
+    return false;
+  }
+  uint64_t window = static_cast<uint64_t>(tokens->shape[1]) + 1;
+  if (data.tokens.size() <= window) {
+    error = data.path + ": " + std::to_string(data.tokens.size()) +
+            " tokens, but a row of tokens and labels needs T + 1 = " +
+            std::to_string(window) + " and the offsets need one more";
+    return false;
+  }
+  return true;
+}
+
+void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
+                              const PlanBuffer &labels, char *arena,
+                              uint64_t step) {
+  uint64_t rows = tokens.shape[0], cols = tokens.shape[1];
+  uint64_t span = data.tokens.size() - cols - 1;
+  for (uint64_t b = 0; b < rows; ++b) {
+    uint64_t start = ((step * rows + b) * cols) % span;
+    for (uint64_t t = 0; t < cols; ++t) {
+      int64_t in = data.tokens[start + t], next = data.tokens[start + t + 1];
+      uint64_t at = b * cols + t;
+      if (tokens.dtype == DType::I64) {
+        std::memcpy(arena + tokens.offset + 8 * at, &in, 8);
+        std::memcpy(arena + labels.offset + 8 * at, &next, 8);
+      } else {
+        int32_t in32 = static_cast<int32_t>(in), next32 = static_cast<int32_t>(next);
+        std::memcpy(arena + tokens.offset + 4 * at, &in32, 4);
+        std::memcpy(arena + labels.offset + 4 * at, &next32, 4);
+      }
+    }
+  }
 }

@@ -52,6 +52,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "and prints the loss of every step.",
       "  --steps N               the number of steps",
       "  --log FILE.jsonl        one JSON object per step: step, loss, lr",
+      "  --data FILE             the inputs tokens and labels [B, T] of each",
+      "                          step from a token stream: a 1-D .npy of",
+      "                          integer ids, or any file read as bytes",
       "",
       "bf16 tensors are read from and written to .npy files as float32.",
       "",
@@ -107,7 +110,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     bool known = name == "--device" || name == "--seed" ||
                  name == "--weights" || name == "--save-weights" ||
                  name == "--input" || name == "--output" || name == "--trace" ||
-                 name == "--steps" || name == "--log";
+                 name == "--steps" || name == "--log" || name == "--data";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -127,7 +130,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       seen = true;
       return true;
     };
-    if ((name == "--steps" || name == "--log") && !options.train) {
+    if ((name == "--steps" || name == "--log" || name == "--data") &&
+        !options.train) {
       error = "option '" + std::string(name) +
               "' belongs to the train command (MODEL train " +
               std::string(name) + " ...)";
@@ -141,16 +145,17 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                 "' (expected a positive integer)";
         return false;
       }
-    } else if (name == "--log") {
-      if (!options.log.empty()) {
-        error = "option '--log' given twice";
+    } else if (name == "--log" || name == "--data") {
+      std::string &target = name == "--log" ? options.log : options.data;
+      if (!target.empty()) {
+        error = "option '" + std::string(name) + "' given twice";
         return false;
       }
       if (value.empty()) {
-        error = "option '--log' needs a file name";
+        error = "option '" + std::string(name) + "' needs a file name";
         return false;
       }
-      options.log = std::string(value);
+      target = std::string(value);
     } else if (name == "--device") {
       if (!once(seenDevice))
         return false;

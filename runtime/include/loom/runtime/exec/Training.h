@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace loom::runtime {
 
@@ -39,6 +40,30 @@ void applyUpdates(const Plan &plan, const Executor &executor);
 
 /// Whether `buffer` is the source of an update (not printed after training).
 bool isUpdateOutput(const Plan &plan, const PlanBuffer &buffer);
+
+/// The token stream of --data: a 1-D .npy array of integer ids, or any
+/// other file read as bytes (ids 0..255).
+struct TokenData {
+  std::string path;
+  std::vector<int64_t> tokens;
+};
+
+/// Reads `path` into `data`; a malformed .npy or a negative id is an error
+/// naming the file (and the first bad position).
+bool loadTokenData(const std::string &path, TokenData &data, std::string &error);
+
+/// The inputs --data fills, `tokens` and `labels` (integers of one shape
+/// [B, T]), or an error saying what the plan has instead.
+bool findBatchInputs(const Plan &plan, const TokenData &data,
+                     const PlanBuffer *&tokens, const PlanBuffer *&labels,
+                     std::string &error);
+
+/// Fills `tokens` and `labels` at their offsets in `arena` for step `step`
+/// (counted from 0): row b takes the T + 1 ids starting at
+/// ((step B + b) T) mod (N - T - 1); the tokens are the first T, the
+/// labels the last T.
+void fillBatch(const TokenData &data, const PlanBuffer &tokens,
+               const PlanBuffer &labels, char *arena, uint64_t step);
 
 /// The f32 loss of the last run (the output `loss`); false if the plan
 /// has none.

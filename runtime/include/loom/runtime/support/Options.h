@@ -31,6 +31,7 @@ struct RunOptions {
   bool train = false;
   uint64_t steps = 0;  // --steps N; 0: the plan's
   std::string log;     // --log FILE.jsonl
+  std::string data;    // --data FILE: the token stream
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or
