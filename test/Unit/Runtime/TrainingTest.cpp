@@ -1,0 +1,164 @@
+//===- TrainingTest.cpp - Training plans: records, scalars, data ----------===//
+
+#include "TestUtil.h"
+
+#include "loom/runtime/exec/Training.h"
+#include "loom/runtime/plan/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace loom::runtime;
+using loom::test::sealLines;
+
+namespace {
+/// A training step of one param w (and its optimizer state m) and the
+/// scalar inputs of Adam.
+std::vector<std::string> trainingPlanLines() {
+  return {
+      "loom-plan 1",
+      "model m",
+      "device cpu",
+      "arena 4096",
+      "buffer 0 x input f32 4 0",
+      "buffer 1 w param f32 4 64 normal 0.02",
+      "buffer 2 opt.m.w param f32 4 128 zeros",
+      "buffer 3 opt.step_size input f32 scalar 192",
+      "buffer 4 opt.bc2_sqrt input f32 scalar 256",
+      "buffer 5 loss output f32 scalar 320",
+      "buffer 6 next.w output f32 4 384",
+      "buffer 7 next.opt.m.w output f32 4 448",
+      "kernel k 8",
+      "step k 0 1 2 3 4 5 6 7",
+      "optimizer adam 10 lr=0.001 beta1=0.9 beta2=0.999",
+      "update 6 1",
+      "update 7 2",
+  };
+}
+
+std::string errorWith(std::vector<std::string> lines) {
+  Plan plan;
+  std::string error;
+  EXPECT_FALSE(parsePlan(sealLines(lines), plan, error));
+  return error;
+}
+
+std::string errorWithLine(size_t index, const std::string &line) {
+  std::vector<std::string> lines = trainingPlanLines();
+  lines[index] = line;
+  return errorWith(lines);
+}
+} // namespace
+
+TEST(Training, ParsesOptimizerAndUpdates) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(trainingPlanLines()), plan, error)) << error;
+  EXPECT_EQ(plan.optimizer.kind, "adam");
+  EXPECT_EQ(plan.optimizer.steps, 10u);
+  EXPECT_EQ(plan.optimizer.get("beta2", 0), 0.999);
+  EXPECT_EQ(plan.optimizer.get("eps", 7), 7);
+  ASSERT_EQ(plan.updates.size(), 2u);
+  EXPECT_EQ(plan.updates[0].output, 6u);
+  EXPECT_EQ(plan.updates[0].param, 1u);
+  EXPECT_TRUE(isStepScalar(plan, plan.buffers[3]));
+  EXPECT_FALSE(isStepScalar(plan, plan.buffers[0]));
+  EXPECT_TRUE(isUpdateOutput(plan, plan.buffers[7]));
+  EXPECT_FALSE(isUpdateOutput(plan, plan.buffers[5]));
+  // The writer keeps both records.
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(again.updates.size(), 2u);
+  EXPECT_EQ(again.optimizer.get("lr", 0), 0.001);
+}
+
+TEST(Training, RejectsBadRecords) {
+  EXPECT_EQ(errorWithLine(14, "optimizer lamb 10"),
+            "plan:15: unknown optimizer 'lamb' (expected sgd, adam or adamw)");
+  EXPECT_EQ(errorWithLine(14, "optimizer adam 0"),
+            "plan:15: bad number of steps '0' (expected a positive integer)");
+  EXPECT_EQ(errorWithLine(14, "optimizer adam 1 lr=-1"),
+            "plan:15: bad hyperparameter 'lr=-1' (expected NAME=VALUE, a number >= 0)");
+  EXPECT_EQ(errorWithLine(14, "optimizer adam 1 lr=nan"),
+            "plan:15: bad hyperparameter 'lr=nan' (expected NAME=VALUE, a number >= 0)");
+  EXPECT_EQ(errorWithLine(14, "optimizer adam 1 lr=1 lr=2"),
+            "plan:15: hyperparameter 'lr' given twice");
+  EXPECT_EQ(errorWithLine(15, "update 5 1"),
+            "plan:16: output 'loss' cannot update param 'w': their dtype, "
+            "shape or sharding differ");
+  EXPECT_EQ(errorWithLine(15, "update 0 1"),
+            "plan:16: an update copies an output into a param ('x' is input, "
+            "'w' param)");
+  EXPECT_EQ(errorWithLine(16, "update 7 1"),
+            "plan:17: param 'w' or output 'next.opt.m.w' is in two updates");
+  EXPECT_EQ(errorWithLine(15, "update 9 1"),
+            "plan:16: update names unknown buffer 9 (the plan has 8 buffers)");
+  std::vector<std::string> lines = trainingPlanLines();
+  lines.erase(lines.begin() + 14);
+  EXPECT_EQ(errorWith(lines), "plan:15: 'update' without an 'optimizer' record");
+  lines = trainingPlanLines();
+  lines.insert(lines.begin() + 15, "step k 0 1 2 3 4 5 6 7");
+  EXPECT_EQ(errorWith(lines).find("plan:16: 'step' record out of order"), 0u)
+      << errorWith(lines);
+}
+
+TEST(Training, StepScalarsFollowTorch) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(trainingPlanLines()), plan, error)) << error;
+  std::vector<char> arena(plan.arenaBytes, 0);
+  auto scalar = [&](unsigned id) {
+    float value;
+    std::memcpy(&value, arena.data() + plan.buffers[id].offset, sizeof(value));
+    return value;
+  };
+  fillStepScalars(plan, arena.data(), 3);
+  EXPECT_EQ(scalar(3), static_cast<float>(0.001 / (1 - std::pow(0.9, 3))));
+  EXPECT_EQ(scalar(4), static_cast<float>(std::sqrt(1 - std::pow(0.999, 3))));
+  EXPECT_EQ(scalar(0), 0.0f); // not a step scalar
+}
+
+TEST(Training, DataWindowsAndErrors) {
+  loom::test::TempDir dir;
+  std::string path = dir.path("text.txt");
+  loom::test::writeFile(path, "abcdefghij");
+  TokenData data;
+  std::string error;
+  ASSERT_TRUE(loadTokenData(path, data, error)) << error;
+  ASSERT_EQ(data.tokens.size(), 10u);
+  EXPECT_EQ(data.tokens[0], 'a');
+  Plan plan;
+  plan.model = "m";
+  PlanBuffer tokens, labels;
+  tokens.id = 0, labels.id = 1;
+  tokens.name = "tokens", labels.name = "labels";
+  tokens.role = labels.role = BufferRole::Input;
+  tokens.dtype = labels.dtype = DType::I32;
+  tokens.shape = labels.shape = {2, 3};
+  labels.offset = 64;
+  plan.buffers = {tokens, labels};
+  const PlanBuffer *t, *l;
+  ASSERT_TRUE(findBatchInputs(plan, data, t, l, error)) << error;
+  std::vector<char> arena(128, 0);
+  // Step 1 (from 0): rows start at (1*2 + b) * 3 mod (10 - 3 - 1) = 0, 3.
+  fillBatch(data, *t, *l, arena.data(), 1);
+  int32_t row[6];
+  std::memcpy(row, arena.data(), sizeof(row));
+  EXPECT_EQ(std::string(row, row + 6), std::string("abcdef"));
+  std::memcpy(row, arena.data() + 64, sizeof(row));
+  EXPECT_EQ(std::string(row, row + 6), std::string("bcdefg"));
+
+  loom::test::writeFile(path, "abc");
+  ASSERT_TRUE(loadTokenData(path, data, error));
+  EXPECT_FALSE(findBatchInputs(plan, data, t, l, error));
+  EXPECT_EQ(error, path + ": 3 tokens, but a row of tokens and labels needs "
+                          "T + 1 = 4 and the offsets need one more");
+  plan.buffers[1].name = "targets";
+  EXPECT_FALSE(findBatchInputs(plan, data, t, l, error));
+  EXPECT_EQ(error.find("--data fills the inputs 'tokens' and 'labels'"), 0u);
+  EXPECT_FALSE(loadTokenData(dir.path("none"), data, error));
+}
