@@ -145,17 +145,6 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                 "' (expected a positive integer)";
         return false;
       }
-    } else if (name == "--log" || name == "--data") {
-      std::string &target = name == "--log" ? options.log : options.data;
-      if (!target.empty()) {
-        error = "option '" + std::string(name) + "' given twice";
-        return false;
-      }
-      if (value.empty()) {
-        error = "option '" + std::string(name) + "' needs a file name";
-        return false;
-      }
-      target = std::string(value);
     } else if (name == "--device") {
       if (!once(seenDevice))
         return false;
@@ -187,6 +176,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     } else {
       std::string &target = name == "--weights"        ? options.weights
                             : name == "--save-weights" ? options.saveWeights
+                            : name == "--log"          ? options.log
+                            : name == "--data"         ? options.data
                                                        : options.trace;
       if (!target.empty()) {
         error = "option '" + std::string(name) + "' given twice";
