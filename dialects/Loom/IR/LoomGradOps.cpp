@@ -2,8 +2,6 @@
 
 #include "Loom/IR/LoomOps.h"
 
-#include "Loom/IR/LoomVjpInterface.cpp.inc"
-
 using namespace mlir;
 using namespace mlir::loom;
 

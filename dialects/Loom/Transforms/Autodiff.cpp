@@ -69,7 +69,6 @@ LogicalResult Differentiator::differentiate(OpBuilder &b, Operation *op) {
   if (!rule)
     return emitError(op->getLoc(), "'")
            << op->getName() << "' has no gradient (no VJP rule)";
-  b.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
   SmallVector<Value> operandGrads;
   if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
     return failure();

@@ -66,7 +66,8 @@ Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
   if (like)
     attrs.push_back(b.getNamedAttr(attr::kInit,
                                    InitAttr::get(b.getContext(), InitKind::zeros, DenseF64ArrayAttr())));
-  model.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
+  // A new trailing argument of a function with a body: cannot fail.
+  (void)model.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
   Value arg = body.getArgument(index);
   if (!like)
     return arg;
