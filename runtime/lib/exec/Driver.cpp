@@ -30,9 +30,11 @@
 #include "loom/runtime/plan/Plan.h"
 #include "loom/runtime/io/Safetensors.h"
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
+#include <unistd.h>
 
 using namespace loom::runtime;
 
@@ -143,6 +145,8 @@ private:
   Arena stagingArena;
   Arena transfer;
   FilePtr log; // --log, on rank 0
+  /// When training started, and when the last step ended.
+  std::chrono::steady_clock::time_point trainStart, stepEnd;
   TokenData data; // --data, on rank 0
 };
 } // namespace
@@ -370,17 +374,48 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   bool hasLoss = readLoss(plan, executor, loss);
   if (rank != 0)
     return true;
+  auto now = std::chrono::steady_clock::now();
+  if (step == 1)
+    trainStart = stepEnd; // the end of the set-up, recorded before step 1
+  double seconds = std::chrono::duration<double>(now - stepEnd).count();
+  double total = std::chrono::duration<double>(now - trainStart).count();
+  stepEnd = now;
+  // The tokens of a step: the elements of the (whole) tokens input, or the
+  // rows of the first input.
+  const PlanBuffer *tokens = whole.findBuffer("tokens");
+  uint64_t perStep = tokens ? tokens->globalElements : 0;
+  double tokensPerSecond = seconds > 0 ? perStep / seconds : 0;
   double lr = learningRate(whole.optimizer, step);
-  std::fprintf(out, "step %llu/%llu", static_cast<unsigned long long>(step),
-               static_cast<unsigned long long>(numSteps()));
+  uint64_t steps = numSteps();
+  char progress[256];
+  int used = std::snprintf(progress, sizeof(progress), "step %llu/%llu",
+                           static_cast<unsigned long long>(step),
+                           static_cast<unsigned long long>(steps));
   if (hasLoss)
-    std::fprintf(out, "  loss %.7g", loss);
-  std::fprintf(out, "  lr %.4g\n", lr);
+    used += std::snprintf(progress + used, sizeof(progress) - used,
+                          "  loss %.7g", loss);
+  used += std::snprintf(progress + used, sizeof(progress) - used, "  lr %.4g", lr);
+  if (perStep)
+    used += std::snprintf(progress + used, sizeof(progress) - used,
+                          "  %.0f tokens/s", tokensPerSecond);
+  if (isatty(fileno(out))) {
+    // A bar that redraws itself, with the time left at the mean step time.
+    const int width = 24;
+    int filled = static_cast<int>(width * step / steps);
+    double eta = total / step * (steps - step);
+    std::fprintf(out, "\r[%.*s%.*s] %s  ETA %.0fs\033[K", filled,
+                 "########################", width - filled,
+                 "                        ", progress, eta);
+    if (step == steps)
+      std::fprintf(out, "\n");
+  } else {
+    std::fprintf(out, "%s\n", progress);
+  }
   std::fflush(out);
   if (!log)
     return true;
   Json line = {{"step", step}, {"loss", hasLoss ? Json(loss) : Json()},
-               {"lr", lr}};
+               {"lr", lr}, {"tokens_per_s", tokensPerSecond}};
   std::string text = dumpJson(line) + "\n";
   if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
     return fail("cannot write " + options.log);
@@ -420,6 +455,7 @@ bool Driver::runSingle() {
   TraceRecorder trace;
   if (!openLog())
     return false;
+  stepEnd = std::chrono::steady_clock::now();
   for (uint64_t step = 1, steps = numSteps(); step <= steps; ++step) {
     // A run may reuse the inputs' bytes once they are read: read them again.
     if (step > 1 && !loadInputs(whole, executor.arena()))
@@ -577,6 +613,7 @@ bool Driver::runRanks() {
 
   TraceRecorder trace;
   trace.setProcess(rank);
+  stepEnd = std::chrono::steady_clock::now();
   for (uint64_t step = 1, steps = numSteps(); step <= steps; ++step) {
     // Rank 0 reads the inputs (again: a run may reuse their bytes) and
     // computes the step's scalars; every rank gets its blocks.
