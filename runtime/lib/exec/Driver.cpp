@@ -398,7 +398,9 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   if (perStep)
     used += std::snprintf(progress + used, sizeof(progress) - used,
                           "  %.0f tokens/s", tokensPerSecond);
-  if (isatty(fileno(out))) {
+  // Under a launcher a rank's stdout may be a pseudo-terminal even when the
+  // launcher's own output is piped: a bar only on one rank.
+  if (numRanks == 1 && isatty(fileno(out))) {
     // A bar that redraws itself, with the time left at the mean step time.
     const int width = 24;
     int filled = static_cast<int>(width * step / steps);
