@@ -355,19 +355,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   }
   // A training step: its optimizer, and per param and optimizer state the
   // output the runtime copies into it after every step.
-  StringRef modelName = of ? of.getValue() : model.getSymName();
-  bool hasUpdates = false;
-  for (unsigned i = 0, e = model.getNumResults(); i < e; ++i)
-    hasUpdates |= static_cast<bool>(model.getResultAttr(i, attr::kUpdates));
-  if (auto module = model->getParentOfType<ModuleOp>())
-    for (auto train : module.getOps<mlir::loom::TrainOp>())
-      if (train.getModel() == modelName && hasUpdates) {
-        os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
-        for (NamedAttribute hyper : train.getHyperparameters())
-          os << " " << hyper.getName().getValue() << "="
-             << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
-        os << "\n";
-      }
+  SmallVector<std::pair<size_t, size_t>> updates; // (output, param) ids
   for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
     if (auto target = model.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
       auto param = llvm::find_if(buffers, [&](const Buffer &buffer) {
@@ -376,9 +364,21 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       if (param == buffers.end())
         return emitError(value.getLoc(), "the update of '")
                << target.getValue() << "' has no param of that name";
-      os << "update " << bufferOf.lookup(value) << " "
-         << (param - buffers.begin()) << "\n";
+      updates.push_back({bufferOf.lookup(value), param - buffers.begin()});
     }
+  StringRef modelName = of ? of.getValue() : model.getSymName();
+  auto module = model->getParentOfType<ModuleOp>();
+  if (!updates.empty() && module)
+    for (auto train : module.getOps<mlir::loom::TrainOp>())
+      if (train.getModel() == modelName) {
+        os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
+        for (NamedAttribute hyper : train.getHyperparameters())
+          os << " " << hyper.getName().getValue() << "="
+             << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
+        os << "\n";
+      }
+  for (auto [output, param] : updates)
+    os << "update " << output << " " << param << "\n";
   // The checksum covers every byte before the `end` line.
   uint32_t checksum = planChecksum(plan.text);
   os << "end " << llvm::format_hex_no_prefix(checksum, 8) << "\n";

@@ -16,21 +16,19 @@ Tolerance: |got - ref| <= 1e-4 (|ref| + rms(ref)) per element; f32
 sums of up to 256 products and a chain of six ops stay far inside it
 (docs/precision.md, "Gradients").
 """
-import json
-import struct
+import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference  # noqa: E402
+
 
 def read_safetensors(path):
-    blob = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    return {name: np.frombuffer(blob[8 + n + info["data_offsets"][0]:
-                                     8 + n + info["data_offsets"][1]], "<f4")
-            .reshape(info["shape"]).astype(np.float64)
-            for name, info in header.items() if name != "__metadata__"}
+    """{name: float64 array} of the weights file (reference.py's reader)."""
+    return {name: array.astype(np.float64)
+            for name, (array, _) in reference.read_safetensors(path).items()}
 
 
 def main():

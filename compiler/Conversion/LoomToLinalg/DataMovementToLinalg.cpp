@@ -33,12 +33,7 @@ struct EmbeddingLowering : OpConversionPattern<EmbeddingOp> {
         ArrayRef<AffineMap>{idsMap, AffineMap::getMultiDimIdentityMap(rank, context)},
         SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
         [&](OpBuilder &b, Location l, ValueRange args) {
-          // Out-of-range ids are clamped: a bad id must not read outside the
-          // table. (They are not reported; see docs/language.md.)
-          Value id = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
-          Value zero = arith::ConstantIndexOp::create(b, l, 0);
-          Value last = arith::ConstantIndexOp::create(b, l, rows - 1);
-          id = arith::MinSIOp::create(b, l, arith::MaxSIOp::create(b, l, id, zero), last);
+          Value id = clampedIndex(b, l, args[0], rows);
           Value d = linalg::IndexOp::create(b, l, rank - 1);
           linalg::YieldOp::create(
               b, l, tensor::ExtractOp::create(b, l, table, ValueRange{id, d}).getResult());

@@ -143,10 +143,7 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
         ValueRange{init}, maps, iterators,
         [&](OpBuilder &b, Location l, ValueRange args) {
           // Ids are clamped into the table, as the lookup clamps them.
-          Value id = arith::IndexCastOp::create(b, l, b.getIndexType(), args[0]);
-          Value zero = arith::ConstantIndexOp::create(b, l, 0);
-          Value last = arith::ConstantIndexOp::create(b, l, rows - 1);
-          id = arith::MinSIOp::create(b, l, arith::MaxSIOp::create(b, l, id, zero), last);
+          Value id = clampedIndex(b, l, args[0], rows);
           Value v = linalg::IndexOp::create(b, l, 0);
           Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, id, v);
           Value add = arith::AddFOp::create(b, l, args[2], widen(b, l, args[1]));

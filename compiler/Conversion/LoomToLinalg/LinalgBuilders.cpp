@@ -35,6 +35,15 @@ Value mlir::loom::widen(OpBuilder &b, Location loc, Value value) {
   return value;
 }
 
+Value mlir::loom::clampedIndex(OpBuilder &b, Location loc, Value id,
+                               int64_t size) {
+  Value index = arith::IndexCastOp::create(b, loc, b.getIndexType(), id);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value last = arith::ConstantIndexOp::create(b, loc, size - 1);
+  return arith::MinSIOp::create(b, loc, arith::MaxSIOp::create(b, loc, index, zero),
+                                last);
+}
+
 Value mlir::loom::f32Constant(OpBuilder &b, Location loc, double value) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
 }

@@ -30,6 +30,11 @@ Value widen(OpBuilder &b, Location loc, Value value);
 
 Value f32Constant(OpBuilder &b, Location loc, double value);
 
+/// The integer `id` as an index clamped into [0, size - 1]: ids and labels
+/// out of range must not read outside their tensor (they are not reported;
+/// see docs/language.md).
+Value clampedIndex(OpBuilder &b, Location loc, Value id, int64_t size);
+
 /// The map reading an operand of `shape` while iterating `result`, with
 /// numpy broadcasting (aligned at the trailing dimension).
 AffineMap broadcastMap(ArrayRef<int64_t> shape, ArrayRef<int64_t> result,

@@ -252,12 +252,7 @@ struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
           SmallVector<Value> index;
           for (int64_t d = 0; d < (int64_t)rows.size(); ++d)
             index.push_back(linalg::IndexOp::create(b, l, d));
-          Value label = arith::IndexCastOp::create(b, l, b.getIndexType(), in[2]);
-          Value zero = arith::ConstantIndexOp::create(b, l, 0);
-          Value last = arith::ConstantIndexOp::create(b, l, classes - 1);
-          label = arith::MinSIOp::create(
-              b, l, arith::MaxSIOp::create(b, l, label, zero), last);
-          index.push_back(label);
+          index.push_back(clampedIndex(b, l, in[2], classes));
           Value logit = widen(b, l, tensor::ExtractOp::create(b, l, logits, index));
           Value lse = arith::AddFOp::create(b, l, math::LogOp::create(b, l, in[1]), in[0]);
           return arith::SubFOp::create(b, l, lse, logit);
@@ -292,11 +287,7 @@ struct CrossEntropyGradLowering : OpConversionPattern<CrossEntropyGradOp> {
           Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
           Value p = arith::DivFOp::create(b, l, e, in[2]);
           // The label clamped into range, as the forward reads it.
-          Value label = arith::IndexCastOp::create(b, l, b.getIndexType(), in[3]);
-          Value zero = arith::ConstantIndexOp::create(b, l, 0);
-          Value last = arith::ConstantIndexOp::create(b, l, classes - 1);
-          label = arith::MinSIOp::create(
-              b, l, arith::MaxSIOp::create(b, l, label, zero), last);
+          Value label = clampedIndex(b, l, in[3], classes);
           Value j = linalg::IndexOp::create(b, l, axis);
           Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, j, label);
           Value target = arith::SelectOp::create(b, l, hit, f32Constant(b, l, 1.0),

@@ -58,6 +58,14 @@ private:
 };
 } // namespace
 
+/// The sharding annotation of the argument `arg`, if it has one.
+static shard::ShardOp annotationOf(Value arg) {
+  for (Operation *user : arg.getUsers())
+    if (auto annotation = dyn_cast<shard::ShardOp>(user))
+      return annotation;
+  return {};
+}
+
 Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
                                Value like) {
   Block &body = model.getBody().front();
@@ -72,15 +80,14 @@ Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
   if (!like)
     return arg;
   // The state is laid out as its param: the same annotation.
-  for (Operation *user : like.getUsers())
-    if (auto annotation = dyn_cast<shard::ShardOp>(user)) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(annotation);
-      IRMapping mapping;
-      mapping.map(like, arg);
-      return b.clone(*annotation, mapping)->getResult(0);
-    }
-  return arg;
+  shard::ShardOp annotation = annotationOf(like);
+  if (!annotation)
+    return arg;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(annotation);
+  IRMapping mapping;
+  mapping.map(like, arg);
+  return b.clone(*annotation, mapping)->getResult(0);
 }
 
 Value StepBuilder::scalarInput(StringRef name) {
@@ -147,10 +154,8 @@ LogicalResult StepBuilder::run() {
                 "under 'precision f32'";
     loc = param.getLoc();
     // The annotated param: what the forward reads.
-    Value p = param;
-    for (Operation *user : param.getUsers())
-      if (auto annotation = dyn_cast<shard::ShardOp>(user))
-        p = annotation.getResult();
+    shard::ShardOp annotation = annotationOf(param);
+    Value p = annotation ? annotation.getResult() : Value(param);
     Value g = grads.lookup(name);
     // Weight decay applies to matrices and embeddings only (rank >= 2),
     // not to biases and norm scales.
