@@ -476,7 +476,8 @@ StmtPtr Parser::parseTrain() {
     }
     TrainEntry entry;
     if (!parseName(entry.key, "a train setting (loss, optimizer, "
-                              "microbatches, schedule, loss_scale, steps)")) {
+                              "microbatches, schedule, loss_scale, "
+                              "lr_schedule, clip_grad_norm, steps)")) {
       recoverToStatementEnd();
     } else {
       consumeIf(TokenKind::equal);

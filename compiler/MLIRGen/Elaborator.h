@@ -113,6 +113,9 @@ public:
   void emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body);
   void emitStage(const Stmt &stmt, Scope &scope);
   void emitTrain(const Stmt &stmt, Scope &scope);
+  void emitLrSchedule(const Expr &value, Scope &scope, std::string &schedule,
+                      std::optional<double> &warmup,
+                      std::optional<double> &minLr);
   void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew);
   std::optional<llvm::SmallVector<int64_t>> evalShape(const TypeSpec &type,
                                                       Scope &scope);

@@ -805,7 +805,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   std::string optimizer = "adamw", schedule = "1f1b", lossScale = "none";
   SmallVector<NamedAttribute> hyper;
   int64_t microbatches = 1, steps = 1;
-  std::optional<double> initialScale;
+  std::optional<double> initialScale, clipGradNorm, warmup, minLr;
+  std::string lrSchedule = "constant";
   Value loss;
   llvm::StringMap<SMLoc> seen;
 
@@ -878,26 +879,37 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
         schedule = *name;
     } else if (key == "loss_scale") {
       std::optional<std::string> name = nameOf(value);
+      // static(S), or dynamic(S) with an initial scale other than 2^16.
       if (auto *call = llvm::dyn_cast<CallExpr>(&value);
-          call && call->callee == "static" && call->args.size() == 1 &&
-          call->kwargs.empty()) {
+          call && (call->callee == "static" || call->callee == "dynamic") &&
+          call->args.size() == 1 && call->kwargs.empty()) {
         initialScale = evalNumber(*call->args.front(), scope);
         if (initialScale && !(*initialScale > 0)) {
           error(value.getLoc()) << "the loss scale must be positive";
           initialScale.reset();
         }
-        lossScale = "static";
+        lossScale = call->callee;
       } else if (name && (*name == "none" || *name == "dynamic") &&
                  llvm::isa<NameExpr>(value)) {
         lossScale = *name;
       } else {
         error(value.getLoc())
-            << "expected loss scaling none, dynamic or static(SCALE)";
+            << "expected loss scaling none, dynamic, dynamic(INITIAL) or "
+               "static(SCALE)";
       }
+    } else if (key == "clip_grad_norm") {
+      clipGradNorm = evalNumber(value, scope);
+      if (clipGradNorm && !(*clipGradNorm > 0)) {
+        error(value.getLoc()) << "'clip_grad_norm' must be positive";
+        clipGradNorm.reset();
+      }
+    } else if (key == "lr_schedule") {
+      emitLrSchedule(value, scope, lrSchedule, warmup, minLr);
     } else {
       error(entry.key.loc) << "unknown train setting '" << key
                            << "' (expected loss, optimizer, microbatches, "
-                              "schedule, loss_scale or steps)";
+                              "schedule, loss_scale, lr_schedule, "
+                              "clip_grad_norm or steps)";
     }
   }
   if (!seen.count("loss")) {
@@ -924,11 +936,54 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       builder.getNamedAttr(attr::kLoss, builder.getStringAttr("loss"))));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
+  auto number = [&](std::optional<double> value) {
+    return value ? builder.getF64FloatAttr(*value) : FloatAttr();
+  };
   TrainOp::create(
       builder, loc(stmt.loc), model->func.getSymName(), optimizer,
       builder.getDictionaryAttr(hyper), microbatches, schedule, lossScale,
-      initialScale ? builder.getF64FloatAttr(*initialScale) : FloatAttr(),
-      steps);
+      number(initialScale), steps,
+      lrSchedule == "constant" ? StringAttr() : builder.getStringAttr(lrSchedule),
+      number(warmup), number(minLr), number(clipGradNorm));
+}
+
+// constant | warmup_cosine(warmup = W, min_lr = L)
+void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
+                                std::string &schedule,
+                                std::optional<double> &warmup,
+                                std::optional<double> &minLr) {
+  if (auto *name = llvm::dyn_cast<NameExpr>(&value); name && name->name == "constant")
+    return;
+  auto *call = llvm::dyn_cast<CallExpr>(&value);
+  if (!call || call->callee != "warmup_cosine") {
+    error(value.getLoc()) << "unknown learning-rate schedule (expected constant "
+                             "or warmup_cosine(warmup = STEPS, min_lr = LR))";
+    return;
+  }
+  schedule = "warmup_cosine";
+  if (!call->args.empty())
+    error(call->args.front()->getLoc())
+        << "schedule settings are named, e.g. warmup = 100";
+  for (const KeywordArg &kwarg : call->kwargs) {
+    if (kwarg.name != "warmup" && kwarg.name != "min_lr") {
+      error(kwarg.loc) << "warmup_cosine has no setting '" << kwarg.name
+                       << "' (expected warmup, min_lr)";
+      continue;
+    }
+    if (kwarg.name == "warmup") {
+      std::optional<int64_t> steps = evalInt(*kwarg.value, scope);
+      if (steps && *steps < 0)
+        error(kwarg.value->getLoc()) << "'warmup' must be non-negative";
+      else if (steps)
+        warmup = static_cast<double>(*steps);
+      continue;
+    }
+    std::optional<double> lr = evalNumber(*kwarg.value, scope);
+    if (lr && !(*lr >= 0))
+      error(kwarg.value->getLoc()) << "'min_lr' must be non-negative";
+    else if (lr)
+      minLr = *lr;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -97,7 +97,11 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
 
 void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
-  pm.addPass(mlir::loom::createLoomAutodiff());
+  if (train)
+    pm.addPass(mlir::loom::createLoomMasterWeights());
+  mlir::loom::LoomAutodiffOptions autodiff;
+  autodiff.scaleLoss = train;
+  pm.addPass(mlir::loom::createLoomAutodiff(autodiff));
   if (train)
     pm.addPass(mlir::loom::createLoomOptimizerStep());
 }

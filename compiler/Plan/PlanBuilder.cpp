@@ -56,6 +56,24 @@ static std::string formatDouble(double value) {
   return text;
 }
 
+/// The optimizer record's settings besides the hyperparameters: what the
+/// runtime needs from step to step (the learning-rate schedule, the loss
+/// scaling), and the clipping threshold, which the step applies itself.
+static void writeTrainSettings(llvm::raw_ostream &os, mlir::loom::TrainOp train) {
+  auto number = [](FloatAttr attr, double fallback) {
+    return formatDouble(attr ? attr.getValueAsDouble() : fallback);
+  };
+  if (std::optional<StringRef> schedule = train.getLrSchedule())
+    os << " lr_schedule=" << *schedule << " warmup="
+       << number(train.getWarmupAttr(), 0) << " min_lr="
+       << number(train.getMinLrAttr(), 0);
+  if (train.getLossScale() != "none")
+    os << " loss_scale=" << train.getLossScale() << " initial_scale="
+       << number(train.getInitialScaleAttr(), 65536);
+  if (FloatAttr clip = train.getClipGradNormAttr())
+    os << " clip_grad_norm=" << number(clip, 0);
+}
+
 static std::string initText(mlir::loom::InitAttr init) {
   std::string text = mlir::loom::stringifyInitKind(init.getKind()).str();
   if (init.getArgs())
@@ -375,6 +393,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
         for (NamedAttribute hyper : train.getHyperparameters())
           os << " " << hyper.getName().getValue() << "="
              << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
+        writeTrainSettings(os, train);
         os << "\n";
       }
   for (auto [output, param] : updates)

@@ -139,8 +139,24 @@ LogicalResult TrainOp::verify() {
   StringRef scaling = getLossScale();
   if (!llvm::is_contained({"none", "static", "dynamic"}, scaling))
     return emitOpError("unknown loss scaling '") << scaling << "'";
-  if ((scaling == "static") != getInitialScale().has_value())
-    return emitOpError("initial_scale goes with static loss scaling, only");
+  if (scaling == "static" && !getInitialScale())
+    return emitOpError("static loss scaling needs an initial_scale");
+  if (scaling == "none" && getInitialScale())
+    return emitOpError("initial_scale goes with static or dynamic loss scaling, only");
+  StringRef schedule = getLrSchedule().value_or("constant");
+  if (!llvm::is_contained({"constant", "warmup_cosine"}, schedule))
+    return emitOpError("unknown learning-rate schedule '")
+           << schedule << "' (expected constant or warmup_cosine)";
+  if (schedule != "warmup_cosine" && (getWarmup() || getMinLr()))
+    return emitOpError("warmup and min_lr go with the warmup_cosine schedule, only");
+  auto number = [](FloatAttr attr) { return attr.getValueAsDouble(); };
+  if (getWarmupAttr() && !(number(getWarmupAttr()) >= 0 &&
+                           number(getWarmupAttr()) == std::floor(number(getWarmupAttr()))))
+    return emitOpError("warmup must be a whole number of steps");
+  if (getMinLrAttr() && !(number(getMinLrAttr()) >= 0))
+    return emitOpError("min_lr must be non-negative");
+  if (getClipGradNormAttr() && !(number(getClipGradNormAttr()) > 0))
+    return emitOpError("clip_grad_norm must be positive");
   return success();
 }
 

@@ -85,16 +85,25 @@ def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
     Names the model function (whose `loom.loss` result is minimized), the
     optimizer and its hyperparameters, microbatching, the pipeline schedule
     and loss scaling (`none`, `static` with `initial_scale`, or `dynamic`).
+    The learning-rate schedule (`constant`, or `warmup_cosine` with `warmup`
+    steps and `min_lr`) and gradient clipping (`clip_grad_norm`, a global
+    L2 norm) are optional attributes.
 
     ```mlir
     loom.train @gpt optimizer "adamw" {lr = 3.0e-4, weight_decay = 0.1}
         microbatches 4 schedule "1f1b" loss_scale "none" steps 10
+        {lr_schedule = "warmup_cosine", warmup = 100.0, min_lr = 3.0e-5,
+         clip_grad_norm = 1.0}
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$model, StrAttr:$optimizer,
                        DictionaryAttr:$hyperparameters, I64Attr:$microbatches,
                        StrAttr:$schedule, StrAttr:$loss_scale,
-                       OptionalAttr<F64Attr>:$initial_scale, I64Attr:$steps);
+                       OptionalAttr<F64Attr>:$initial_scale, I64Attr:$steps,
+                       OptionalAttr<StrAttr>:$lr_schedule,
+                       OptionalAttr<F64Attr>:$warmup,
+                       OptionalAttr<F64Attr>:$min_lr,
+                       OptionalAttr<F64Attr>:$clip_grad_norm);
   let assemblyFormat = [{
     $model `optimizer` $optimizer $hyperparameters `microbatches` $microbatches
     `schedule` $schedule `loss_scale` $loss_scale

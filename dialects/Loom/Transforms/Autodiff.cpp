@@ -32,7 +32,8 @@ namespace {
 /// The backward pass of one model function.
 class Differentiator {
 public:
-  explicit Differentiator(func::FuncOp model) : model(model) {}
+  /// `seed` is the gradient of the loss: 1, or the loss scale.
+  Differentiator(func::FuncOp model, Value seed) : model(model), seed(seed) {}
   LogicalResult run();
 
 private:
@@ -40,6 +41,7 @@ private:
   LogicalResult differentiate(OpBuilder &b, Operation *op);
 
   func::FuncOp model;
+  Value seed;
   llvm::DenseSet<Value> active;
   DenseMap<Value, Value> grads;
 };
@@ -109,7 +111,7 @@ LogicalResult Differentiator::run() {
   // Backward, in reverse program order, built before the return.
   OpBuilder b(ret);
   Value loss = ret.getOperand(*lossIndex);
-  grads[loss] = vjp::scalar(b, loss.getLoc(), 1.0);
+  grads[loss] = seed ? seed : vjp::scalar(b, loss.getLoc(), 1.0);
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
@@ -144,8 +146,23 @@ LogicalResult Differentiator::run() {
   return success();
 }
 
+/// A new rank-0 f32 input `opt.loss_scale` of `model`, which the runtime
+/// fills with the step's loss scale.
+static Value addLossScaleInput(func::FuncOp model) {
+  Block &body = model.getBody().front();
+  unsigned index = body.getNumArguments();
+  Builder b(model.getContext());
+  (void)model.insertArgument(
+      index, RankedTensorType::get({}, b.getF32Type()),
+      b.getDictionaryAttr(b.getNamedAttr(attr::kInput,
+                                         b.getStringAttr("opt.loss_scale"))),
+      model.getLoc());
+  return body.getArgument(index);
+}
+
 namespace {
 struct LoomAutodiff : public loom::impl::LoomAutodiffBase<LoomAutodiff> {
+  using LoomAutodiffBase::LoomAutodiffBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<TrainOp> trains(module.getOps<TrainOp>());
@@ -165,7 +182,12 @@ struct LoomAutodiff : public loom::impl::LoomAutodiffBase<LoomAutodiff> {
     }
     for (TrainOp train : trains) {
       auto model = module.lookupSymbol<func::FuncOp>(train.getModelAttr());
-      if (!model || failed(Differentiator(model).run()))
+      if (!model)
+        return signalPassFailure();
+      Value seed;
+      if (scaleLoss && train.getLossScale() != "none")
+        seed = addLossScaleInput(model);
+      if (failed(Differentiator(model, seed).run()))
         return signalPassFailure();
     }
   }

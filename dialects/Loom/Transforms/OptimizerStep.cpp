@@ -47,6 +47,16 @@ private:
   Value cst(double value) { return vjp::scalar(b, loc, value); }
   Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  /// Unscales and clips the gradients in place; returns their global L2
+  /// norm (after unscaling, before clipping).
+  Value prepareGradients(ArrayRef<BlockArgument> params,
+                         llvm::StringMap<Value> &grads);
+  /// min(1, `value`) of a rank-0 f32 value.
+  Value atMostOne(Value value);
+  StringRef paramName(BlockArgument param) {
+    return model.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kParam)
+        .getValue();
+  }
 
   func::FuncOp model;
   TrainOp train;
@@ -99,6 +109,45 @@ Value StepBuilder::scalarInput(StringRef name) {
   return input;
 }
 
+Value StepBuilder::atMostOne(Value value) {
+  // -max(-x, -1): the language has a max reduction, not an elementwise min.
+  auto pair = RankedTensorType::get({1}, b.getF32Type());
+  Value both = ConcatOp::create(
+      b, loc,
+      ValueRange{ReshapeOp::create(b, loc, pair, NegOp::create(b, loc, value)),
+                 ReshapeOp::create(b, loc, pair, cst(-1.0))},
+      0);
+  return NegOp::create(b, loc, MaxOp::create(b, loc, both, 0, false));
+}
+
+Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
+                                    llvm::StringMap<Value> &grads) {
+  // As torch's GradScaler.unscale_ and then clip_grad_norm_: the norm is
+  // that of the true gradients.
+  Value scale = scalars.lookup("opt.loss_scale");
+  Value sumSquares;
+  for (BlockArgument param : params) {
+    Value &g = grads[paramName(param)];
+    if (scale)
+      g = DivOp::create(b, loc, g, scale);
+    Value squares = mul(g, g);
+    for (int64_t i = 0, e = vjp::typeOf(g).getRank(); i < e; ++i)
+      squares = SumOp::create(b, loc, squares, 0, false);
+    squares = vjp::toF32(b, loc, squares);
+    sumSquares = sumSquares ? add(sumSquares, squares) : squares;
+  }
+  Value norm = SqrtOp::create(b, loc, sumSquares ? sumSquares : cst(0.0));
+  if (FloatAttr clip = train.getClipGradNormAttr()) {
+    Value coefficient = atMostOne(DivOp::create(
+        b, loc, cst(clip.getValueAsDouble()), add(norm, cst(1e-6))));
+    for (BlockArgument param : params) {
+      Value &g = grads[paramName(param)];
+      g = mul(g, coefficient);
+    }
+  }
+  return norm;
+}
+
 LogicalResult StepBuilder::run() {
   StringRef kind = train.getOptimizer();
   auto hyper = [&](StringRef name, double fallback) {
@@ -139,19 +188,27 @@ LogicalResult StepBuilder::run() {
     resultAttrs.push_back(model.getResultAttrDict(i));
   }
   SmallVector<BlockArgument> params;
-  for (BlockArgument arg : body.getArguments())
+  for (BlockArgument arg : body.getArguments()) {
     if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
       if (grads.count(name.getValue()))
         params.push_back(arg);
+    // The scalars loom-autodiff added (opt.loss_scale).
+    if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kInput))
+      if (name.getValue().starts_with("opt."))
+        scalars[name.getValue()] = arg;
+  }
+  loc = train.getLoc();
+  Value norm = prepareGradients(params, grads);
+  results.push_back(norm);
+  resultAttrs.push_back(b.getDictionaryAttr(
+      b.getNamedAttr(attr::kOutput, b.getStringAttr("grad_norm"))));
   for (BlockArgument param : params) {
-    StringRef name =
-        model.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kParam).getValue();
+    StringRef name = paramName(param);
     auto type = vjp::typeOf(param);
     if (!type.getElementType().isF32())
       return emitError(param.getLoc(), "training param '")
              << name << "' of type " << type
-             << " needs f32 master weights, which are not built yet; train "
-                "under 'precision f32'";
+             << " needs an f32 master weight (loom-master-weights)";
     loc = param.getLoc();
     // The annotated param: what the forward reads.
     shard::ShardOp annotation = annotationOf(param);

@@ -35,8 +35,32 @@ def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
     global program, before partitioning: the gradient collectives then
     follow from the sharding rules (a dp-replicated weight's gradient is a
     partial sum over dp). Stages must be inlined first.
+
+    With `scale-loss` (a training step) and a train section that scales
+    its loss (`loss_scale static(S)` or `dynamic`), the backward starts
+    from the rank-0 f32 input `opt.loss_scale` instead of 1, so that every
+    gradient is scaled (loom-optimizer-step unscales them).
   }];
+  let options = [
+    Option<"scaleLoss", "scale-loss", "bool", /*default=*/"false",
+           "Seed the backward with the input opt.loss_scale where the train "
+           "section scales its loss">,
+  ];
   let dependentDialects = ["mlir::loom::LoomDialect"];
+}
+
+def LoomMasterWeights : Pass<"loom-master-weights", "mlir::ModuleOp"> {
+  let summary = "f32 master copies of a trained model's 16-bit params";
+  let description = [{
+    For each `loom.train @M`, every bf16 or f16 param of `@M` becomes an
+    f32 param (the master weight, which the optimizer updates), and the
+    forward reads its `loom.cast` to the param's compute type, after its
+    sharding annotation. loom-autodiff then differentiates through the
+    cast: each gradient arrives in f32 (accumulated in f32, rounded to the
+    compute type only where the forward computes in it), and the compute
+    copy is re-rounded from the master at every step.
+  }];
+  let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect"];
 }
 
 def LoomOptimizerStep : Pass<"loom-optimizer-step", "mlir::ModuleOp"> {
@@ -57,8 +81,15 @@ def LoomOptimizerStep : Pass<"loom-optimizer-step", "mlir::ModuleOp"> {
     `opt.step_size` = lr / (1 - beta1^t), `opt.bc2_sqrt` =
     sqrt(1 - beta2^t), `opt.decay` = 1 - lr wd). The `grad.*` results are
     replaced by `next.<name>` results with `loom.updates = "<name>"`: the
-    new value of each param and state. f32 params only (no master weights
-    yet).
+    new value of each param and state. f32 params only: 16-bit params get
+    f32 masters from loom-master-weights first.
+
+    Before the update, the gradients are unscaled (divided by the input
+    `opt.loss_scale`, where loom-autodiff scaled them), their global L2
+    norm becomes the result `grad_norm` (the runtime's inf/nan check for
+    loss scaling, and its log), and with `clip_grad_norm = C` they are
+    multiplied by min(1, C / (norm + 1e-6)), as
+    torch.nn.utils.clip_grad_norm_ does.
   }];
   let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect"];
 }

@@ -31,6 +31,7 @@
 #include "loom/runtime/io/Safetensors.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -148,6 +149,7 @@ private:
   /// When training started, and when the last step ended.
   std::chrono::steady_clock::time_point trainStart, stepEnd;
   TokenData data; // --data, on rank 0
+  TrainState train; // training: the step, the loss scale
 };
 } // namespace
 
@@ -369,9 +371,14 @@ bool Driver::openLog() {
 }
 
 bool Driver::finishStep(const Plan &plan, uint64_t step) {
-  applyUpdates(plan, executor);
-  double loss = 0;
-  bool hasLoss = readLoss(plan, executor, loss);
+  // Every rank decides alike: grad_norm is replicated.
+  double gradNorm = 0, loss = 0;
+  bool hasNorm = readScalarOutput(plan, executor, "grad_norm", gradNorm);
+  double lossScale = train.lossScale;
+  bool applied = advanceTrainState(plan.optimizer, train, gradNorm);
+  if (applied)
+    applyUpdates(plan, executor);
+  bool hasLoss = readScalarOutput(plan, executor, "loss", loss);
   if (rank != 0)
     return true;
   auto now = std::chrono::steady_clock::now();
@@ -398,6 +405,10 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   if (perStep)
     used += std::snprintf(progress + used, sizeof(progress) - used,
                           "  %.0f tokens/s", tokensPerSecond);
+  if (!applied)
+    used += std::snprintf(progress + used, sizeof(progress) - used,
+                          "  skipped (inf/nan gradients; loss scale now %g)",
+                          train.lossScale);
   // Under a launcher a rank's stdout may be a pseudo-terminal even when the
   // launcher's own output is piped: a bar only on one rank.
   if (numRanks == 1 && isatty(fileno(out))) {
@@ -416,8 +427,17 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   std::fflush(out);
   if (!log)
     return true;
-  Json line = {{"step", step}, {"loss", hasLoss ? Json(loss) : Json()},
-               {"lr", lr}, {"tokens_per_s", tokensPerSecond}};
+  // JSON has no inf or nan: a non-finite value is null.
+  auto number = [](bool present, double value) {
+    return present && std::isfinite(value) ? Json(value) : Json();
+  };
+  Json line = {{"step", step},
+               {"loss", number(hasLoss, loss)},
+               {"lr", lr},
+               {"grad_norm", number(hasNorm, gradNorm)},
+               {"loss_scale", lossScale},
+               {"skipped", !applied},
+               {"tokens_per_s", tokensPerSecond}};
   std::string text = dumpJson(line) + "\n";
   if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
     return fail("cannot write " + options.log);
@@ -462,7 +482,7 @@ bool Driver::runSingle() {
     // A run may reuse the inputs' bytes once they are read: read them again.
     if (step > 1 && !loadInputs(whole, executor.arena()))
       return false;
-    fillStepScalars(whole, executor.arena(), step);
+    fillStepScalars(whole, executor.arena(), train);
     fillData(whole, executor.arena(), step);
     if (!execute(options.trace.empty() ? nullptr : &trace) ||
         (options.train && !finishStep(whole, step)))
@@ -622,7 +642,7 @@ bool Driver::runRanks() {
     if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
       return false;
     if (rank == 0) {
-      fillStepScalars(staging, stagingArena.data(), step);
+      fillStepScalars(staging, stagingArena.data(), train);
       fillData(staging, stagingArena.data(), step);
     }
     if (!agree(distribute(BufferRole::Input)) ||
@@ -662,6 +682,7 @@ bool Driver::run() {
     return fail("training runs on the CPU only for now (--device cpu)");
   if (options.train && options.checkKernels)
     return fail("--check-kernels checks one run; drop it to train");
+  train = initialTrainState(whole.optimizer);
   if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
       !collectFiles(options.outputs, BufferRole::Output, outputFiles))
     return false;

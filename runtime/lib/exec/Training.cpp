@@ -17,15 +17,35 @@ bool loom::runtime::isStepScalar(const Plan &plan, const PlanBuffer &buffer) {
          buffer.dtype == DType::F32;
 }
 
-double loom::runtime::learningRate(const PlanOptimizer &optimizer, uint64_t) {
-  return optimizer.get("lr", 0.0);
+TrainState loom::runtime::initialTrainState(const PlanOptimizer &optimizer) {
+  TrainState state;
+  if (optimizer.lossScale != "none")
+    state.lossScale = optimizer.get("initial_scale", 65536.0);
+  return state;
+}
+
+double loom::runtime::learningRate(const PlanOptimizer &optimizer,
+                                   uint64_t step) {
+  double lr = optimizer.get("lr", 0.0);
+  if (optimizer.lrSchedule != "warmup_cosine")
+    return lr;
+  double s = static_cast<double>(step);
+  double warmup = optimizer.get("warmup", 0.0);
+  double total = static_cast<double>(optimizer.steps);
+  if (s <= warmup)
+    return lr * s / warmup;
+  double minLr = optimizer.get("min_lr", 0.0);
+  double progress = total > warmup ? (s - warmup) / (total - warmup) : 1.0;
+  if (progress > 1)
+    progress = 1;
+  return minLr + (lr - minLr) * (1 + std::cos(M_PI * progress)) / 2;
 }
 
 void loom::runtime::fillStepScalars(const Plan &plan, char *arena,
-                                    uint64_t step) {
+                                    const TrainState &state) {
   const PlanOptimizer &optimizer = plan.optimizer;
-  double lr = learningRate(optimizer, step);
-  double t = static_cast<double>(step);
+  double lr = learningRate(optimizer, state.step + 1);
+  double t = static_cast<double>(state.applied + 1);
   double beta1 = optimizer.get("beta1", 0.9), beta2 = optimizer.get("beta2", 0.999);
   for (const PlanBuffer &buffer : plan.buffers) {
     if (!isStepScalar(plan, buffer))
@@ -39,9 +59,29 @@ void loom::runtime::fillStepScalars(const Plan &plan, char *arena,
       value = std::sqrt(1.0 - std::pow(beta2, t));
     else if (buffer.name == "opt.decay")
       value = 1.0 - lr * optimizer.get("weight_decay", 0.0);
+    else if (buffer.name == "opt.loss_scale")
+      value = state.lossScale;
     float stored = static_cast<float>(value);
     std::memcpy(arena + buffer.offset, &stored, sizeof(stored));
   }
+}
+
+bool loom::runtime::advanceTrainState(const PlanOptimizer &optimizer,
+                                      TrainState &state, double gradNorm) {
+  ++state.step;
+  bool finite = std::isfinite(gradNorm);
+  if (optimizer.lossScale == "none" || finite) {
+    ++state.applied;
+    if (optimizer.lossScale == "dynamic" && ++state.cleanSteps == 2000) {
+      state.lossScale *= 2;
+      state.cleanSteps = 0;
+    }
+    return true;
+  }
+  if (optimizer.lossScale == "dynamic")
+    state.lossScale *= 0.5;
+  state.cleanSteps = 0;
+  return false;
 }
 
 void loom::runtime::applyUpdates(const Plan &plan, const Executor &executor) {
@@ -57,15 +97,15 @@ bool loom::runtime::isUpdateOutput(const Plan &plan, const PlanBuffer &buffer) {
   return false;
 }
 
-bool loom::runtime::readLoss(const Plan &plan, const Executor &executor,
-                             double &loss) {
-  const PlanBuffer *buffer = plan.findBuffer("loss");
+bool loom::runtime::readScalarOutput(const Plan &plan, const Executor &executor,
+                                     std::string_view name, double &value) {
+  const PlanBuffer *buffer = plan.findBuffer(name);
   if (!buffer || buffer->role != BufferRole::Output || !buffer->shape.empty() ||
       buffer->dtype != DType::F32)
     return false;
-  float value;
-  std::memcpy(&value, executor.buffer(buffer->id), sizeof(value));
-  loss = value;
+  float stored;
+  std::memcpy(&stored, executor.buffer(buffer->id), sizeof(stored));
+  value = stored;
   return true;
 }
 

@@ -1290,6 +1290,22 @@ bool PlanParser::parseOptimizer(size_t index) {
     std::string value(equals == std::string_view::npos
                           ? std::string_view()
                           : fields[i].substr(equals + 1));
+    // The two settings that are words.
+    if (name == "lr_schedule" || name == "loss_scale") {
+      bool schedule = name == "lr_schedule";
+      std::initializer_list<const char *> known =
+          schedule ? std::initializer_list<const char *>{"constant", "warmup_cosine"}
+                   : std::initializer_list<const char *>{"none", "static", "dynamic"};
+      bool ok = false;
+      for (const char *word : known)
+        ok |= value == word;
+      if (!ok)
+        return fail(index, "bad " + std::string(name) + " '" + value +
+                               (schedule ? "' (expected constant or warmup_cosine)"
+                                         : "' (expected none, static or dynamic)"));
+      (schedule ? optimizer.lrSchedule : optimizer.lossScale) = value;
+      continue;
+    }
     char *end = nullptr;
     double number = isDecimalText(value) ? std::strtod(value.c_str(), &end) : 0;
     if (name.empty() || !end || end != value.c_str() + value.size() ||

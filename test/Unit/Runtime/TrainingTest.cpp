@@ -116,10 +116,60 @@ TEST(Training, StepScalarsFollowTorch) {
     std::memcpy(&value, arena.data() + plan.buffers[id].offset, sizeof(value));
     return value;
   };
-  fillStepScalars(plan, arena.data(), 3);
+  // The third step, after two applied: t = 3.
+  TrainState state = initialTrainState(plan.optimizer);
+  state.step = state.applied = 2;
+  fillStepScalars(plan, arena.data(), state);
   EXPECT_EQ(scalar(3), static_cast<float>(0.001 / (1 - std::pow(0.9, 3))));
   EXPECT_EQ(scalar(4), static_cast<float>(std::sqrt(1 - std::pow(0.999, 3))));
   EXPECT_EQ(scalar(0), 0.0f); // not a step scalar
+  // A skipped step does not count for the bias correction: t stays 2 + 1.
+  state.step = 5;
+  fillStepScalars(plan, arena.data(), state);
+  EXPECT_EQ(scalar(3), static_cast<float>(0.001 / (1 - std::pow(0.9, 3))));
+}
+
+TEST(Training, WarmupCosineSchedule) {
+  PlanOptimizer optimizer;
+  optimizer.kind = "adamw";
+  optimizer.steps = 110;
+  optimizer.lrSchedule = "warmup_cosine";
+  optimizer.hyperparameters = {{"lr", 1.0}, {"warmup", 10}, {"min_lr", 0.1}};
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 1), 0.1);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 5), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 10), 1.0);
+  // Half way through the decay: the mean of lr and min_lr.
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 60), 0.55);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 110), 0.1);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 0.1);
+  optimizer.lrSchedule = "constant";
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 1.0);
+}
+
+TEST(Training, DynamicLossScaleFollowsGradScaler) {
+  PlanOptimizer optimizer;
+  optimizer.kind = "adamw";
+  optimizer.lossScale = "dynamic";
+  TrainState state = initialTrainState(optimizer);
+  EXPECT_EQ(state.lossScale, 65536.0);
+  // An overflow: skipped, the scale halves, the step still counts for the
+  // data and the schedule but not for Adam's t.
+  EXPECT_FALSE(advanceTrainState(optimizer, state, INFINITY));
+  EXPECT_FALSE(advanceTrainState(optimizer, state, NAN));
+  EXPECT_EQ(state.lossScale, 16384.0);
+  EXPECT_EQ(state.step, 2u);
+  EXPECT_EQ(state.applied, 0u);
+  for (int i = 0; i < 1999; ++i)
+    ASSERT_TRUE(advanceTrainState(optimizer, state, 1.0));
+  EXPECT_EQ(state.lossScale, 16384.0);
+  EXPECT_TRUE(advanceTrainState(optimizer, state, 1.0));
+  EXPECT_EQ(state.lossScale, 32768.0); // 2000 clean steps in a row
+  EXPECT_EQ(state.applied, 2000u);
+  // Without loss scaling nothing is skipped, and the scale stays 1.
+  optimizer.lossScale = "none";
+  state = initialTrainState(optimizer);
+  EXPECT_TRUE(advanceTrainState(optimizer, state, NAN));
+  EXPECT_EQ(state.lossScale, 1.0);
 }
 
 TEST(Training, DataWindowsAndErrors) {

@@ -878,7 +878,7 @@ module {
     %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
     return %l : tensor<f32>
   }
-  // expected-error @+1 {{'loom.train' op initial_scale goes with static loss scaling, only}}
+  // expected-error @+1 {{'loom.train' op static loss scaling needs an initial_scale}}
   loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "static" steps 1
 }
 
@@ -889,8 +889,59 @@ module {
     %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
     return %l : tensor<f32>
   }
-  // expected-error @+1 {{'loom.train' op initial_scale goes with static loss scaling, only}}
-  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "dynamic" initial_scale 128.0 steps 1
+  // expected-error @+1 {{'loom.train' op initial_scale goes with static or dynamic loss scaling, only}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" initial_scale 128.0 steps 1
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op unknown learning-rate schedule 'linear' (expected constant or warmup_cosine)}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {lr_schedule = "linear"}
+}
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op warmup and min_lr go with the warmup_cosine schedule, only}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {warmup = 10.0 : f64}
+}
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op warmup must be a whole number of steps}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {lr_schedule = "warmup_cosine", warmup = 2.5 : f64}
+}
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op min_lr must be non-negative}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {lr_schedule = "warmup_cosine", min_lr = -1.0 : f64}
+}
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op clip_grad_norm must be positive}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {clip_grad_norm = 0.0 : f64}
 }
 
 // -----

@@ -21,19 +21,48 @@ namespace loom::runtime {
 class Executor;
 
 /// Whether `buffer` is a per-step scalar input the runtime computes
-/// (`opt.lr`, `opt.step_size`, `opt.bc2_sqrt`, `opt.decay`) rather than
-/// one the user gives.
+/// (`opt.lr`, `opt.step_size`, `opt.bc2_sqrt`, `opt.decay`,
+/// `opt.loss_scale`) rather than one the user gives.
 bool isStepScalar(const Plan &plan, const PlanBuffer &buffer);
 
-/// The learning rate of step `step` (counted from 1): the optimizer's `lr`
-/// (a constant schedule).
+/// What changes from step to step besides the params and the optimizer
+/// state (a checkpoint holds it too).
+struct TrainState {
+  /// Steps run: the position of the data and of the lr schedule.
+  uint64_t step = 0;
+  /// Optimizer steps taken (Adam's t): a step skipped for inf/nan
+  /// gradients under loss scaling does not count, as in torch.
+  uint64_t applied = 0;
+  /// The loss scale (1 without loss scaling).
+  double lossScale = 1;
+  /// Dynamic scaling: clean steps since the scale last changed
+  /// (GradScaler's growth tracker).
+  uint64_t cleanSteps = 0;
+};
+
+/// The state before the first step: the initial loss scale.
+TrainState initialTrainState(const PlanOptimizer &optimizer);
+
+/// The learning rate of step `step` (counted from 1). `constant`: lr.
+/// `warmup_cosine` over S = the train section's steps, W = warmup:
+/// lr s / W for s <= W, then min_lr + (lr - min_lr) (1 + cos(pi p)) / 2
+/// with p = (s - W) / (S - W), held at min_lr after S.
 double learningRate(const PlanOptimizer &optimizer, uint64_t step);
 
-/// Writes the per-step scalars of step `step` into `plan`'s buffers at
+/// Writes the scalars of the step after `state` into `plan`'s buffers at
 /// their offsets in `arena`, as torch.optim computes them (in double,
-/// then rounded to f32): opt.lr = lr, opt.step_size = lr / (1 - beta1^t),
-/// opt.bc2_sqrt = sqrt(1 - beta2^t), opt.decay = 1 - lr weight_decay.
-void fillStepScalars(const Plan &plan, char *arena, uint64_t step);
+/// then rounded to f32), with s = state.step + 1 and t = state.applied + 1:
+/// opt.lr = lr(s), opt.step_size = lr(s) / (1 - beta1^t),
+/// opt.bc2_sqrt = sqrt(1 - beta2^t), opt.decay = 1 - lr(s) weight_decay,
+/// opt.loss_scale = the loss scale.
+void fillStepScalars(const Plan &plan, char *arena, const TrainState &state);
+
+/// Advances `state` past a step whose gradients had global norm
+/// `gradNorm`; returns whether its update applies. Under loss scaling an
+/// inf or nan norm skips the update and (dynamic) halves the scale; 2000
+/// clean steps in a row double it (torch.cuda.amp.GradScaler's defaults).
+bool advanceTrainState(const PlanOptimizer &optimizer, TrainState &state,
+                       double gradNorm);
 
 /// Copies every update's output into its param, in `executor`'s arena.
 void applyUpdates(const Plan &plan, const Executor &executor);
@@ -65,9 +94,10 @@ bool findBatchInputs(const Plan &plan, const TokenData &data,
 void fillBatch(const TokenData &data, const PlanBuffer &tokens,
                const PlanBuffer &labels, char *arena, uint64_t step);
 
-/// The f32 loss of the last run (the output `loss`); false if the plan
-/// has none.
-bool readLoss(const Plan &plan, const Executor &executor, double &loss);
+/// The rank-0 f32 output `name` of the last run (`loss`, `grad_norm`);
+/// false if the plan has none.
+bool readScalarOutput(const Plan &plan, const Executor &executor,
+                      std::string_view name, double &value);
 
 } // namespace loom::runtime
 

@@ -242,6 +242,12 @@ struct PlanStep {
 struct PlanOptimizer {
   std::string kind; // sgd, adam or adamw; empty: the plan is no training step
   uint64_t steps = 0;
+  /// `lr_schedule=`: constant or warmup_cosine (with `warmup=`, `min_lr=`).
+  std::string lrSchedule = "constant";
+  /// `loss_scale=`: none, static or dynamic (with `initial_scale=`).
+  std::string lossScale = "none";
+  /// The numbers: hyperparameters, warmup, min_lr, initial_scale,
+  /// clip_grad_norm.
   std::vector<std::pair<std::string, double>> hyperparameters;
   /// The hyperparameter `name`, or `fallback`.
   double get(std::string_view name, double fallback) const;
