@@ -16,6 +16,7 @@
 
 #include "exec/Report.h"
 #include "io/File.h"
+#include "loom/runtime/exec/Checkpoint.h"
 #include "loom/runtime/exec/Training.h"
 #include "loom/runtime/io/Json.h"
 #include "loom/runtime/comm/Communicator.h"
@@ -93,6 +94,13 @@ private:
   uint64_t numSteps() const;
   bool openLog();
   bool finishStep(const Plan &plan, uint64_t step);
+  /// Whether step `step` ends with a checkpoint (--save, --save-every).
+  bool savesAfter(uint64_t step) const {
+    return !options.save.empty() &&
+           (step == numSteps() || (options.saveEvery && step % options.saveEvery == 0));
+  }
+  /// Writes the checkpoint of `plan`'s params in `arena` (rank 0's).
+  bool saveCheckpointOf(const Plan &plan, const char *arena);
   /// Whether --data fills `buffer` (tokens, labels) instead of a file.
   bool fromData(const PlanBuffer &buffer) const {
     return !options.data.empty() &&
@@ -111,7 +119,8 @@ private:
   bool loadCudaRanks();
   bool allocateRanks();
   bool distribute(BufferRole role);
-  bool collectOutputs();
+  /// The whole outputs (or params) into rank 0's staging arena.
+  bool collect(BufferRole role);
   std::string tracePath() const;
 
   int argc;
@@ -150,6 +159,7 @@ private:
   std::chrono::steady_clock::time_point trainStart, stepEnd;
   TokenData data; // --data, on rank 0
   TrainState train; // training: the step, the loss scale
+  uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
 } // namespace
 
@@ -283,7 +293,14 @@ bool Driver::checkInputs(const Plan &plan) {
 }
 
 bool Driver::prepareParams(const Plan &plan, char *arena) {
-  if (options.weights.empty()) {
+  if (!options.resume.empty()) {
+    if (!loadCheckpoint(plan, arena, options.resume, train, options.seed, error))
+      return fail(error);
+    if (train.step >= numSteps())
+      return fail(options.resume + " is at step " + std::to_string(train.step) +
+                  ": a run of " + std::to_string(numSteps()) +
+                  " steps has nothing left to do (raise --steps)");
+  } else if (options.weights.empty()) {
     initializeParams(plan, arena, options.seed);
   } else {
     std::vector<std::string> warnings;
@@ -382,8 +399,9 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   if (rank != 0)
     return true;
   auto now = std::chrono::steady_clock::now();
-  if (step == 1)
-    trainStart = stepEnd; // the end of the set-up, recorded before step 1
+  uint64_t first = resumedAt + 1, done = step - resumedAt;
+  if (step == first)
+    trainStart = stepEnd; // the end of the set-up, recorded before it
   double seconds = std::chrono::duration<double>(now - stepEnd).count();
   double total = std::chrono::duration<double>(now - trainStart).count();
   stepEnd = now;
@@ -415,7 +433,7 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
     // A bar that redraws itself, with the time left at the mean step time.
     const int width = 24;
     int filled = static_cast<int>(width * step / steps);
-    double eta = total / step * (steps - step);
+    double eta = total / done * (steps - step);
     std::fprintf(out, "\r[%.*s%.*s] %s  ETA %.0fs\033[K", filled,
                  "########################", width - filled,
                  "                        ", progress, eta);
@@ -441,6 +459,16 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   std::string text = dumpJson(line) + "\n";
   if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
     return fail("cannot write " + options.log);
+  return true;
+}
+
+bool Driver::saveCheckpointOf(const Plan &plan, const char *arena) {
+  if (!saveCheckpoint(plan, arena, options.save, train, options.seed, error))
+    return fail(error);
+  // A line of its own, except under the progress bar, which it would break.
+  if (!(numRanks == 1 && isatty(fileno(out))))
+    std::fprintf(out, "checkpoint %s (step %llu)\n", options.save.c_str(),
+                 static_cast<unsigned long long>(train.step));
   return true;
 }
 
@@ -477,15 +505,19 @@ bool Driver::runSingle() {
   TraceRecorder trace;
   if (!openLog())
     return false;
+  resumedAt = train.step;
   stepEnd = std::chrono::steady_clock::now();
-  for (uint64_t step = 1, steps = numSteps(); step <= steps; ++step) {
+  for (uint64_t step = resumedAt + 1, steps = numSteps(); step <= steps; ++step) {
     // A run may reuse the inputs' bytes once they are read: read them again.
-    if (step > 1 && !loadInputs(whole, executor.arena()))
+    if (step > resumedAt + 1 && !loadInputs(whole, executor.arena()))
       return false;
     fillStepScalars(whole, executor.arena(), train);
     fillData(whole, executor.arena(), step);
     if (!execute(options.trace.empty() ? nullptr : &trace) ||
         (options.train && !finishStep(whole, step)))
+      return false;
+    if (options.train && savesAfter(step) &&
+        !saveCheckpointOf(whole, executor.arena()))
       return false;
   }
   if (!finishOutputs(whole, executor.arena()))
@@ -560,8 +592,11 @@ bool Driver::allocateRanks() {
     offset += padded;
   }
   staging.arenaBytes = offset;
+  // Checkpoints gather the params as the end gathers the outputs.
   for (const PlanBuffer &buffer : spmd.buffers) {
-    if (buffer.role != BufferRole::Output || !buffer.isSharded())
+    bool gathered = buffer.role == BufferRole::Output ||
+                    (buffer.role == BufferRole::Param && !options.save.empty());
+    if (!gathered || !buffer.isSharded())
       continue;
     if (buffer.bytes > UINT64_MAX / numRanks)
       return fail("output '" + buffer.name + "' is too large to gather");
@@ -588,9 +623,9 @@ bool Driver::distribute(BufferRole role) {
   return true;
 }
 
-bool Driver::collectOutputs() {
+bool Driver::collect(BufferRole role) {
   for (const PlanBuffer &buffer : spmd.buffers) {
-    if (buffer.role != BufferRole::Output)
+    if (buffer.role != role)
       continue;
     char *target = rank == 0 ? stagingArena.data() +
                                    staging.findBuffer(buffer.name)->offset
@@ -633,10 +668,15 @@ bool Driver::runRanks() {
       !agree(openLog()) || !agree(distribute(BufferRole::Param)))
     return false;
 
+  // A resumed run's state is rank 0's (it read the checkpoint).
+  if (!options.resume.empty() &&
+      !agree(comm->broadcast(world, 0, &train, sizeof(train), error) || fail(error)))
+    return false;
+  resumedAt = train.step;
   TraceRecorder trace;
   trace.setProcess(rank);
   stepEnd = std::chrono::steady_clock::now();
-  for (uint64_t step = 1, steps = numSteps(); step <= steps; ++step) {
+  for (uint64_t step = resumedAt + 1, steps = numSteps(); step <= steps; ++step) {
     // Rank 0 reads the inputs (again: a run may reuse their bytes) and
     // computes the step's scalars; every rank gets its blocks.
     if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
@@ -649,8 +689,12 @@ bool Driver::runRanks() {
         !agree(execute(options.trace.empty() ? nullptr : &trace)) ||
         !agree(!options.train || finishStep(spmd, step)))
       return false;
+    if (options.train && savesAfter(step) &&
+        (!agree(collect(BufferRole::Param)) ||
+         !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
+      return false;
   }
-  if (!agree(collectOutputs()) ||
+  if (!agree(collect(BufferRole::Output)) ||
       !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
     return false;
   return agree(options.trace.empty() || trace.write(tracePath(), error) ||

@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace loom::runtime;
 
@@ -56,4 +58,27 @@ bool loom::runtime::finishWriting(FilePtr &file, const std::string &path,
   if (!ok)
     error = "cannot write " + path + ": " + std::strerror(errno);
   return ok;
+}
+
+bool loom::runtime::finishWritingAtomically(FilePtr &file,
+                                            const std::string &temporary,
+                                            const std::string &path,
+                                            std::string &error) {
+  bool ok = std::fflush(file.get()) == 0 && !std::ferror(file.get()) &&
+            fsync(fileno(file.get())) == 0;
+  ok &= std::fclose(file.release()) == 0;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = "cannot write " + (ok ? path : temporary) + ": " + std::strerror(errno);
+    std::remove(temporary.c_str());
+    return false;
+  }
+  // The rename itself reaches the disk with the directory's entry.
+  size_t slash = path.rfind('/');
+  std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  int fd = open(directory.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  return true;
 }

@@ -35,6 +35,11 @@ bool writeAll(std::FILE *file, const void *data, uint64_t bytes);
 /// Flushes and closes a file opened for writing; false (with a message
 /// naming `path`) if anything written was lost.
 bool finishWriting(FilePtr &file, const std::string &path, std::string &error);
+/// Flushes `file` (written at `temporary`) to the disk (fsync), closes it
+/// and renames it to `path`, then syncs `path`'s directory: afterwards
+/// `path` is the whole new file, and before it was the old one.
+bool finishWritingAtomically(FilePtr &file, const std::string &temporary,
+                             const std::string &path, std::string &error);
 
 } // namespace loom::runtime
 

@@ -143,6 +143,7 @@ bool loom::runtime::parseSafetensorsHeader(std::string_view json,
                                            SafetensorsHeader &header,
                                            std::string &error) {
   header.tensors.clear();
+  header.metadata.clear();
   header.dataBytes = dataBytes;
   Json root;
   if (!parseJson(json, root, error)) {
@@ -159,6 +160,9 @@ bool loom::runtime::parseSafetensorsHeader(std::string_view json,
         error = "bad header: \"__metadata__\" must be an object";
         return false;
       }
+      for (const auto &[key, value] : entry.items())
+        if (value.is_string())
+          header.metadata.emplace_back(key, value.get<std::string>());
       continue;
     }
     SafetensorsTensor tensor;
@@ -247,7 +251,7 @@ bool loom::runtime::readSafetensorsHeader(const std::string &path,
 bool loom::runtime::loadWeights(const Plan &plan, char *arena,
                                 const std::string &path,
                                 std::vector<std::string> &warnings,
-                                std::string &error) {
+                                std::string &error, bool strict) {
   FilePtr file;
   uint64_t size;
   if (!openForReading(path, file, size, error))
@@ -285,10 +289,15 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
   }
   for (const SafetensorsTensor &tensor : header.tensors) {
     const PlanBuffer *buffer = plan.findBuffer(tensor.name);
-    if (!buffer || buffer->role != BufferRole::Param)
-      warnings.push_back(path + ": ignoring tensor '" + tensor.name +
-                         "', which is not a param of model '" + plan.model +
-                         "'");
+    if (buffer && buffer->role == BufferRole::Param)
+      continue;
+    if (strict) {
+      error = path + ": tensor '" + tensor.name +
+              "' is not a param of model '" + plan.model + "'";
+      return false;
+    }
+    warnings.push_back(path + ": ignoring tensor '" + tensor.name +
+                       "', which is not a param of model '" + plan.model + "'");
   }
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Param)
@@ -304,7 +313,8 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
 }
 
 bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
-                                const std::string &path, std::string &error) {
+                                const std::string &path, std::string &error,
+                                const WeightsWriteOptions &how) {
   std::vector<const PlanBuffer *> params;
   for (const PlanBuffer &buffer : plan.buffers)
     if (buffer.role == BufferRole::Param)
@@ -315,6 +325,8 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
             });
   Json document = Json::object();
   document["__metadata__"] = {{"model", plan.model}, {"producer", "loom"}};
+  for (const auto &[key, value] : how.metadata)
+    document["__metadata__"][key] = value;
   uint64_t offset = 0;
   for (const PlanBuffer *param : params) {
     document[param->name] = {
@@ -327,8 +339,9 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
   // The spec allows trailing spaces; they align the data to 8 bytes.
   json.append((8 - json.size() % 8) % 8, ' ');
 
+  std::string target = how.atomic ? path + ".tmp" : path;
   FilePtr file;
-  if (!openForWriting(path, file, error))
+  if (!openForWriting(target, file, error))
     return false;
   unsigned char length[8];
   for (int i = 0; i < 8; ++i)
@@ -338,8 +351,10 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
   for (const PlanBuffer *param : params)
     ok = ok && writeAll(file.get(), arena + param->offset, param->bytes);
   if (!ok) {
-    error = "cannot write " + path;
+    error = "cannot write " + target;
     return false;
   }
-  return finishWriting(file, path, error);
+  if (!how.atomic)
+    return finishWriting(file, path, error);
+  return finishWritingAtomically(file, target, path, error);
 }

@@ -44,7 +44,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          and exit",
       "  --help                  print this help and exit",
       "",
-      "usage: MODEL train [--steps N] [--log FILE.jsonl] [options]",
+      "usage: MODEL train [--steps N] [--data FILE] [--log FILE.jsonl]",
+      "                   [--save CKPT] [--save-every K] [--resume CKPT]",
+      "                   [options]",
       "",
       "Trains an executable built with loomc --train: runs its optimizer",
       "step N times (default: the train section's steps) on the inputs",
@@ -52,10 +54,17 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "and prints the loss of every step.",
       "  --steps N               the number of steps",
       "  --log FILE.jsonl        one JSON object per step: step, loss, lr,",
-      "                          tokens_per_s",
+      "                          grad_norm, loss_scale, skipped, tokens_per_s",
       "  --data FILE             the inputs tokens and labels [B, T] of each",
       "                          step from a token stream: a 1-D .npy of",
       "                          integer ids, or any file read as bytes",
+      "  --save CKPT             write a checkpoint (safetensors: the f32",
+      "                          params, the optimizer state, the step, the",
+      "                          loss scale, the seed) after the last step",
+      "  --save-every K          and after every K steps (to CKPT, replaced",
+      "                          atomically)",
+      "  --resume CKPT           continue the run a checkpoint stopped, bit",
+      "                          for bit, up to --steps (or the script's)",
       "",
       "bf16 tensors are read from and written to .npy files as float32.",
       "",
@@ -73,7 +82,8 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
 bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
   options = RunOptions();
-  bool seenDevice = false, seenSeed = false, seenSteps = false;
+  bool seenDevice = false, seenSeed = false, seenSteps = false,
+       seenSaveEvery = false;
   int first = 1;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
@@ -111,7 +121,9 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     bool known = name == "--device" || name == "--seed" ||
                  name == "--weights" || name == "--save-weights" ||
                  name == "--input" || name == "--output" || name == "--trace" ||
-                 name == "--steps" || name == "--log" || name == "--data";
+                 name == "--steps" || name == "--log" || name == "--data" ||
+                 name == "--save" || name == "--resume" ||
+                 name == "--save-every";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -131,19 +143,23 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       seen = true;
       return true;
     };
-    if ((name == "--steps" || name == "--log" || name == "--data") &&
-        !options.train) {
+    bool trainOnly = name == "--steps" || name == "--log" ||
+                     name == "--data" || name == "--save" ||
+                     name == "--resume" || name == "--save-every";
+    if (trainOnly && !options.train) {
       error = "option '" + std::string(name) +
               "' belongs to the train command (MODEL train " +
               std::string(name) + " ...)";
       return false;
     }
-    if (name == "--steps") {
-      if (!once(seenSteps))
+    if (name == "--steps" || name == "--save-every") {
+      bool steps = name == "--steps";
+      if (!once(steps ? seenSteps : seenSaveEvery))
         return false;
-      if (!parseUnsigned(value, options.steps) || options.steps == 0) {
-        error = "bad number of steps '" + std::string(value) +
-                "' (expected a positive integer)";
+      uint64_t &target = steps ? options.steps : options.saveEvery;
+      if (!parseUnsigned(value, target) || target == 0) {
+        error = std::string(steps ? "bad number of steps '" : "bad --save-every '") +
+                std::string(value) + "' (expected a positive integer)";
         return false;
       }
     } else if (name == "--device") {
@@ -179,6 +195,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                             : name == "--save-weights" ? options.saveWeights
                             : name == "--log"          ? options.log
                             : name == "--data"         ? options.data
+                            : name == "--save"         ? options.save
+                            : name == "--resume"       ? options.resume
                                                        : options.trace;
       if (!target.empty()) {
         error = "option '" + std::string(name) + "' given twice";
@@ -190,6 +208,14 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       }
       target = std::string(value);
     }
+  }
+  if (options.saveEvery && options.save.empty()) {
+    error = "--save-every needs --save CKPT (where to write)";
+    return false;
+  }
+  if (!options.resume.empty() && !options.weights.empty()) {
+    error = "--resume and --weights both give the params: pass one";
+    return false;
   }
   // The check runs the kernels one at a time on both devices: its times
   // are not a run's, and its outputs would be the CPU's.

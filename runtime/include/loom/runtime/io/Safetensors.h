@@ -32,9 +32,13 @@ struct SafetensorsTensor {
   uint64_t end = 0;
 };
 
+/// The `__metadata__` entries whose values are strings, in file order.
+using SafetensorsMetadata = std::vector<std::pair<std::string, std::string>>;
+
 /// A validated header: its tensors in file order and where the data lies.
 struct SafetensorsHeader {
   std::vector<SafetensorsTensor> tensors;
+  SafetensorsMetadata metadata;
   uint64_t dataOffset = 0; // 8 + N
   uint64_t dataBytes = 0;
 
@@ -59,14 +63,25 @@ bool readSafetensorsHeader(const std::string &path, SafetensorsHeader &header,
 
 /// Loads every param of `plan` from `path` into `arena` (at the params'
 /// offsets). Each must be present with the same dtype and shape; tensors
-/// the plan does not use are reported in `warnings`.
+/// the plan does not use are reported in `warnings`, or, if `strict`, are
+/// an error.
 bool loadWeights(const Plan &plan, char *arena, const std::string &path,
-                 std::vector<std::string> &warnings, std::string &error);
+                 std::vector<std::string> &warnings, std::string &error,
+                 bool strict = false);
+
+/// How saveWeights writes.
+struct WeightsWriteOptions {
+  /// Entries added to `__metadata__` after "model" and "producer".
+  SafetensorsMetadata metadata;
+  /// Write `path.tmp`, flush it to the disk, then rename it to `path`: a
+  /// crash leaves the old file or the new one, never a torn one.
+  bool atomic = false;
+};
 
 /// Writes every param of `plan` from `arena` to `path`, sorted by name,
 /// with the header padded by spaces to a multiple of 8 bytes.
 bool saveWeights(const Plan &plan, const char *arena, const std::string &path,
-                 std::string &error);
+                 std::string &error, const WeightsWriteOptions &how = {});
 
 } // namespace loom::runtime
 

@@ -32,6 +32,9 @@ struct RunOptions {
   uint64_t steps = 0;  // --steps N; 0: the plan's
   std::string log;     // --log FILE.jsonl
   std::string data;    // --data FILE: the token stream
+  std::string save;    // --save CKPT
+  std::string resume;  // --resume CKPT
+  uint64_t saveEvery = 0; // --save-every K; 0: after the last step only
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or

@@ -1,0 +1,127 @@
+//===- Checkpoint.cpp - Saving and resuming a training run ----------------===//
+
+#include "loom/runtime/exec/Checkpoint.h"
+
+#include "loom/runtime/io/Safetensors.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+using namespace loom::runtime;
+
+static constexpr const char *kVersionKey = "loom.checkpoint";
+static constexpr const char *kVersion = "1";
+
+bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
+                                   const std::string &path,
+                                   const TrainState &state, uint64_t seed,
+                                   std::string &error) {
+  char scale[32];
+  // %.17g: the double comes back exactly.
+  std::snprintf(scale, sizeof(scale), "%.17g", state.lossScale);
+  WeightsWriteOptions how;
+  how.atomic = true;
+  how.metadata = {{kVersionKey, kVersion},
+                  {"optimizer", plan.optimizer.kind},
+                  {"step", std::to_string(state.step)},
+                  {"applied", std::to_string(state.applied)},
+                  {"loss_scale", scale},
+                  {"clean_steps", std::to_string(state.cleanSteps)},
+                  {"seed", std::to_string(seed)}};
+  return saveWeights(plan, arena, path, error, how);
+}
+
+namespace {
+/// The metadata of one checkpoint, read with errors naming the file.
+struct MetadataReader {
+  const SafetensorsHeader &header;
+  const std::string &path;
+  std::string &error;
+
+  const std::string *find(const char *key) const {
+    for (const auto &[name, value] : header.metadata)
+      if (name == key)
+        return &value;
+    return nullptr;
+  }
+  bool missing(const char *key) {
+    error = path + ": the checkpoint has no \"" + std::string(key) +
+            "\" in its metadata";
+    return false;
+  }
+  bool bad(const char *key, const std::string &value) {
+    error = path + ": bad \"" + std::string(key) + "\" in the checkpoint's "
+            "metadata: '" + value + "'";
+    return false;
+  }
+  bool unsignedValue(const char *key, uint64_t &value) {
+    const std::string *text = find(key);
+    if (!text)
+      return missing(key);
+    if (text->empty() || text->find_first_not_of("0123456789") != std::string::npos)
+      return bad(key, *text);
+    errno = 0;
+    value = std::strtoull(text->c_str(), nullptr, 10);
+    return errno == 0 || bad(key, *text);
+  }
+  bool positiveValue(const char *key, double &value) {
+    const std::string *text = find(key);
+    if (!text)
+      return missing(key);
+    char *end = nullptr;
+    value = std::strtod(text->c_str(), &end);
+    if (text->empty() || *end || !std::isfinite(value) || !(value > 0))
+      return bad(key, *text);
+    return true;
+  }
+};
+} // namespace
+
+bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
+                                   const std::string &path, TrainState &state,
+                                   uint64_t &seed, std::string &error) {
+  SafetensorsHeader header;
+  if (!readSafetensorsHeader(path, header, error))
+    return false;
+  MetadataReader meta{header, path, error};
+  const std::string *version = meta.find(kVersionKey);
+  if (!version) {
+    error = path + " is not a checkpoint (no \"loom.checkpoint\" in its "
+                   "metadata); pass weights with --weights";
+    return false;
+  }
+  if (*version != kVersion) {
+    error = path + ": checkpoint format " + *version + ", but this runtime "
+                   "reads format " + kVersion;
+    return false;
+  }
+  const std::string *model = meta.find("model");
+  if (!model || *model != plan.model) {
+    error = path + " is a checkpoint of model '" + (model ? *model : "?") +
+            "', not of '" + plan.model + "'";
+    return false;
+  }
+  const std::string *optimizer = meta.find("optimizer");
+  if (!optimizer || *optimizer != plan.optimizer.kind) {
+    error = path + " holds the state of optimizer '" +
+            (optimizer ? *optimizer : "?") + "', but this step's is '" +
+            plan.optimizer.kind + "'";
+    return false;
+  }
+  TrainState read;
+  if (!meta.unsignedValue("step", read.step) ||
+      !meta.unsignedValue("applied", read.applied) ||
+      !meta.unsignedValue("clean_steps", read.cleanSteps) ||
+      !meta.positiveValue("loss_scale", read.lossScale) ||
+      !meta.unsignedValue("seed", seed))
+    return false;
+  if (read.applied > read.step)
+    return meta.bad("applied", std::to_string(read.applied));
+  std::vector<std::string> warnings;
+  if (!loadWeights(plan, arena, path, warnings, error, /*strict=*/true))
+    return false;
+  state = read;
+  return true;
+}
