@@ -1,0 +1,54 @@
+// RUN: loom-opt %s --split-input-file --loom-master-weights | FileCheck %s
+
+// --loom-master-weights: each 16-bit param of a trained model becomes an
+// f32 master; the forward reads its cast to the old type, after the
+// sharding annotation (which moves to f32 with it). f32 params and inputs
+// stay as they are.
+// CHECK-LABEL: func.func @lin
+// CHECK-SAME: %arg0: tensor<4x8xbf16> {loom.input = "x"}
+// CHECK-SAME: %arg2: tensor<8x3xf32> {loom.param = "w"}
+// CHECK-SAME: %arg3: tensor<3xf32> {loom.param = "b"}
+// CHECK: %[[W:.+]] = shard.shard %arg2 to %{{.+}} : tensor<8x3xf32>
+// CHECK-NEXT: %[[COPY:.+]] = loom.cast %[[W]] : tensor<8x3xf32> to tensor<8x3xbf16>
+// CHECK-NEXT: loom.matmul %arg0, %[[COPY]]
+// CHECK-NOT: loom.cast %arg3
+shard.grid @grid(shape = 2) {loom.axes = ["tp"]}
+func.func @lin(%x: tensor<4x8xbf16> {loom.input = "x"}, %t: tensor<4x3xbf16> {loom.input = "t"},
+               %w: tensor<8x3xbf16> {loom.param = "w"}, %b: tensor<3xf32> {loom.param = "b"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %ws = shard.shard %w to %s : tensor<8x3xbf16>
+  %0 = loom.matmul %x, %ws accumulate f32 : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+  %1 = loom.cast %0 : tensor<4x3xbf16> to tensor<4x3xf32>
+  %2 = loom.add %1, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %3 = loom.cast %t : tensor<4x3xbf16> to tensor<4x3xf32>
+  %4 = loom.mse %2, %3 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return %4 : tensor<f32>
+}
+loom.train @lin optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// Without an annotation the cast is the body's first op; an f16 param used
+// twice is cast once.
+// CHECK-LABEL: func.func @square
+// CHECK-SAME: %arg1: tensor<4x4xf32> {loom.param = "w"}
+// CHECK-NEXT: %[[COPY:.+]] = loom.cast %arg1 : tensor<4x4xf32> to tensor<4x4xf16>
+// CHECK-NEXT: loom.matmul %[[COPY]], %[[COPY]]
+func.func @square(%t: tensor<4x4xf16> {loom.input = "t"}, %w: tensor<4x4xf16> {loom.param = "w"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.matmul %w, %w accumulate f32 : (tensor<4x4xf16>, tensor<4x4xf16>) -> tensor<4x4xf16>
+  %1 = loom.mse %0, %t : (tensor<4x4xf16>, tensor<4x4xf16>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+loom.train @square optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "dynamic" steps 1
+
+// -----
+
+// A model without a train section keeps its 16-bit params.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg0: tensor<4xbf16> {loom.param = "w"}
+// CHECK-NOT: loom.cast
+func.func @forward(%w: tensor<4xbf16> {loom.param = "w"}) -> (tensor<4xbf16> {loom.output = "y"}) {
+  return %w : tensor<4xbf16>
+}

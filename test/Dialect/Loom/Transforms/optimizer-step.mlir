@@ -1,0 +1,73 @@
+// RUN: loom-opt %s --split-input-file --loom-autodiff=scale-loss --loom-optimizer-step | FileCheck %s
+
+// --loom-optimizer-step: the gradients feed the optimizer's update; the
+// step returns the loss, the global gradient norm and the new params and
+// state (`next.*`, `loom.updates`).
+
+// SGD with momentum and weight decay: the decay applies to the matrix w,
+// not to the bias b; the momentum buffer is a zero-initialized param laid
+// out (annotated) as w; the learning rate is the input opt.lr.
+// CHECK-LABEL: func.func @sgd
+// CHECK-SAME: %[[BUF:arg[0-9]+]]: tensor<8x3xf32> {loom.init = #loom.init<zeros>, loom.param = "opt.momentum.w"}
+// CHECK-SAME: %[[LR:arg[0-9]+]]: tensor<f32> {loom.input = "opt.lr"}
+// CHECK-SAME: -> (tensor<f32> {loom.loss = "loss"}, tensor<f32> {loom.output = "grad_norm"}, tensor<8x3xf32> {loom.output = "next.opt.momentum.w", loom.updates = "opt.momentum.w"}, tensor<8x3xf32> {loom.output = "next.w", loom.updates = "w"}
+// CHECK: shard.shard %[[BUF]] to
+// The norm: the sum of every gradient's squares.
+// CHECK: %[[SQ:.+]] = loom.mul %[[GW:.+]], %[[GW]] : (tensor<8x3xf32>, tensor<8x3xf32>)
+// CHECK: loom.sum %[[SQ]] axis 0
+// CHECK: %[[NORM:.+]] = loom.sqrt
+// CHECK: %[[WD:.+]] = loom.constant 1.000000e-02
+// CHECK: %[[DECAY:.+]] = loom.mul %{{.+}}, %[[WD]]
+// CHECK: %[[D:.+]] = loom.add %[[GW]], %[[DECAY]]
+// CHECK: %[[MOM:.+]] = loom.constant 9.000000e-01
+// CHECK: %[[NEWBUF:.+]] = loom.add %{{.+}}, %[[D]]
+// CHECK: %[[STEP:.+]] = loom.mul %[[NEWBUF]], %[[LR]]
+// CHECK: %[[NEWW:.+]] = loom.sub %{{.+}}, %[[STEP]]
+// CHECK: return %{{.+}}, %[[NORM]], %[[NEWBUF]], %[[NEWW]]
+shard.grid @grid(shape = 2) {loom.axes = ["tp"]}
+func.func @sgd(%x: tensor<4x8xf32> {loom.input = "x"}, %t: tensor<4x3xf32> {loom.input = "t"},
+               %w: tensor<8x3xf32> {loom.param = "w"}, %b: tensor<3xf32> {loom.param = "b"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %ws = shard.shard %w to %s : tensor<8x3xf32>
+  %0 = loom.matmul %x, %ws accumulate f32 : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  %1 = loom.add %0, %b : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %2 = loom.mse %1, %t : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight_decay = 0.01 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// AdamW, clipped, under dynamic loss scaling: the backward starts from the
+// input opt.loss_scale, each gradient is divided by it, the norm is taken,
+// and the gradients are multiplied by min(1, 0.5 / (norm + 1e-6)) (the
+// minimum as -max(-x, -1)) before the moments.
+// CHECK-LABEL: func.func @adamw
+// CHECK-SAME: %[[SCALE:arg[0-9]+]]: tensor<f32> {loom.input = "opt.loss_scale"}
+// CHECK-SAME: loom.input = "opt.decay"
+// CHECK-SAME: loom.param = "opt.m.w"
+// CHECK-SAME: loom.param = "opt.v.w"
+// CHECK-SAME: loom.input = "opt.bc2_sqrt"
+// CHECK-SAME: loom.input = "opt.step_size"
+// CHECK: loom.mul %[[SCALE]],
+// CHECK: %[[G:.+]] = loom.div %{{.+}}, %[[SCALE]] : (tensor<4x4xf32>, tensor<f32>)
+// CHECK: %[[NORM:.+]] = loom.sqrt
+// CHECK: %[[C:.+]] = loom.constant 5.000000e-01
+// CHECK: %[[EPS:.+]] = loom.constant 9.9999999999999995E-7
+// CHECK: %[[DEN:.+]] = loom.add %[[NORM]], %[[EPS]]
+// CHECK: %[[RATIO:.+]] = loom.div %[[C]], %[[DEN]]
+// CHECK: loom.neg %[[RATIO]]
+// CHECK: %[[BOTH:.+]] = loom.concat
+// CHECK: %[[MAX:.+]] = loom.max %[[BOTH]] axis 0 : tensor<2xf32> -> tensor<f32>
+// CHECK: %[[COEF:.+]] = loom.neg %[[MAX]]
+// CHECK: %[[CLIPPED:.+]] = loom.mul %[[G]], %[[COEF]]
+// CHECK: loom.mul %[[CLIPPED]], %{{.+}} : (tensor<4x4xf32>, tensor<f32>)
+// CHECK: return %{{.+}}, %[[NORM]],
+func.func @adamw(%t: tensor<4x4xf32> {loom.input = "t"}, %w: tensor<4x4xf32> {loom.param = "w"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.mse %w, %t : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+loom.train @adamw optimizer "adamw" {lr = 1.0e-3 : f64} microbatches 1 schedule "1f1b" loss_scale "dynamic" steps 1 {clip_grad_norm = 0.5 : f64}
+
