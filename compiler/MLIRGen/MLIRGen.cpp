@@ -1060,6 +1060,42 @@ void Elaborator::declarePrecision(const PrecisionDecl &precision) {
   module->setAttr(attr::kPrecision, attr);
 }
 
+/// The block argument `value` is, through sharding annotations, or null.
+static BlockArgument argumentOf(Value value) {
+  while (auto annotation = value.getDefiningOp<shard::ShardOp>())
+    value = annotation.getSrc();
+  return dyn_cast<BlockArgument>(value);
+}
+
+/// Gives each integer input that indexes an embedding table or names a
+/// loss's classes its bound (`loom.index_bound`): the fewest rows or
+/// classes it indexes. Inputs are untrusted data, so the runtime checks
+/// them where they enter; values computed in the model are clamped by the
+/// kernels instead (docs/runtime.md, "Inputs, outputs and the plan's
+/// buffers").
+static void markIndexBounds(func::FuncOp func) {
+  llvm::DenseMap<BlockArgument, int64_t> bounds;
+  auto bound = [&](Value index, int64_t size) {
+    BlockArgument arg = argumentOf(index);
+    if (!arg || !func.getArgAttr(arg.getArgNumber(), attr::kInput))
+      return;
+    auto [it, inserted] = bounds.try_emplace(arg, size);
+    if (!inserted)
+      it->second = std::min(it->second, size);
+  };
+  func.walk([&](Operation *op) {
+    if (auto embedding = dyn_cast<EmbeddingOp>(op))
+      bound(embedding.getIds(),
+            cast<RankedTensorType>(embedding.getTable().getType()).getDimSize(0));
+    else if (auto loss = dyn_cast<CrossEntropyOp>(op))
+      bound(loss.getLabels(),
+            cast<RankedTensorType>(loss.getLogits().getType()).getShape().back());
+  });
+  Builder b(func.getContext());
+  for (auto [arg, size] : bounds)
+    func.setArgAttr(arg.getArgNumber(), attr::kIndexBound, b.getI64IntegerAttr(size));
+}
+
 void Elaborator::emitModel(const ModelDecl &decl) {
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToEnd(module.getBody());
@@ -1081,6 +1117,7 @@ void Elaborator::emitModel(const ModelDecl &decl) {
       ValueRange(model->results).getTypes()));
   func.setAllArgAttrs(model->argAttrs);
   func.setAllResultAttrs(model->resultAttrs);
+  markIndexBounds(func);
   if (model->pipelineAxis)
     func->setAttr(attr::kPipelineAxis, builder.getStringAttr(*model->pipelineAxis));
   model.reset();

@@ -26,6 +26,7 @@ struct Buffer {
   int64_t first = 0, last = 0; // steps during which the bytes are live
   int64_t offset = 0;
   std::string sharding; // SPMD plans: "dp,-" for a split input, param or output
+  int64_t bound = 0;    // integer inputs: their values lie in [0, bound)
 };
 
 /// One `step` or `collective` record: its text up to the buffer ids.
@@ -207,6 +208,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     unsigned i = arg.getArgNumber();
     if (auto name = model.getArgAttrOfType<StringAttr>(i, attr::kInput)) {
       addBuffer(arg, name.str(), "input");
+      if (auto bound = model.getArgAttrOfType<IntegerAttr>(i, attr::kIndexBound))
+        buffers.back().bound = bound.getInt();
     } else {
       auto param = model.getArgAttrOfType<StringAttr>(i, attr::kParam);
       if (!param)
@@ -346,6 +349,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     os << "\n";
     if (!buffer.sharding.empty())
       os << "shard " << id << " " << buffer.sharding << "\n";
+    if (buffer.bound)
+      os << "bound " << id << " " << buffer.bound << "\n";
   }
   for (const KernelSignature &kernel : kernels)
     os << "kernel " << kernel.name << " " << kernel.numArgs << "\n";

@@ -58,6 +58,16 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   }
   if (name == attr::kSharding)
     return verifySharding(op, attr);
+  if (name == attr::kIndexBound) {
+    auto bound = dyn_cast<IntegerAttr>(attr.getValue());
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!bound || bound.getInt() < 1)
+      return op->emitOpError() << "'" << name << "' must be a positive integer";
+    if (func && !func.getArgAttr(argIndex, attr::kInput))
+      return op->emitOpError() << "argument " << argIndex
+                               << " has an index bound but is not an input";
+    return success();
+  }
   if (name == attr::kScratch) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be a unit attribute";

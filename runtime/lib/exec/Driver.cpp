@@ -328,8 +328,11 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
       fillRandomInput(buffer, options.seed, arena + buffer.offset);
       continue;
     }
-    if (!readNpy(file->second, "input '" + buffer.name + "'", buffer.dtype,
-                 buffer.shape, arena + buffer.offset, error))
+    std::string what = "input '" + buffer.name + "'";
+    if (!readNpy(file->second, what, buffer.dtype, buffer.shape,
+                 arena + buffer.offset, error) ||
+        !checkIndexBound(buffer, arena + buffer.offset,
+                         what + " (" + file->second + ")", error))
       return fail(error);
   }
   return true;

@@ -77,3 +77,29 @@ void loom::runtime::fillRandomInput(const PlanBuffer &buffer, uint64_t seed,
   for (uint64_t i = 0; i < buffer.numElements; ++i)
     storeElement(buffer.dtype, data, i, rng.uniform() < 0.5 ? 0.0 : 1.0);
 }
+
+bool loom::runtime::checkIndexBound(const PlanBuffer &buffer, const void *data,
+                                    const std::string &what, std::string &error) {
+  if (!buffer.bound || isFloatDType(buffer.dtype))
+    return true;
+  for (uint64_t i = 0; i < buffer.numElements; ++i) {
+    int64_t value = buffer.dtype == DType::I64
+                        ? static_cast<const int64_t *>(data)[i]
+                        : static_cast<const int32_t *>(data)[i];
+    if (value >= 0 && value < buffer.bound)
+      continue;
+    // The index as coordinates, row-major.
+    std::string at;
+    uint64_t rest = i;
+    for (size_t d = buffer.shape.size(); d-- > 0;) {
+      uint64_t size = static_cast<uint64_t>(buffer.shape[d]);
+      at = std::to_string(rest % size) + (at.empty() ? "" : ", ") + at;
+      rest /= size;
+    }
+    error = what + ": element [" + at + "] is " + std::to_string(value) +
+            ", outside [0, " + std::to_string(buffer.bound) +
+            ") (the rows or classes it indexes)";
+    return false;
+  }
+  return true;
+}

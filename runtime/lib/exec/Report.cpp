@@ -42,6 +42,9 @@ void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
         std::snprintf(args, sizeof(args), " %g %g", buffer.init.a,
                       buffer.init.b);
       init = std::string(initKindName(buffer.init.kind)) + args;
+    } else if (buffer.bound) {
+      // What an input's values must be (the column says how a buffer gets them).
+      init = "ids < " + std::to_string(buffer.bound);
     }
     rows.push_back({std::to_string(buffer.id), buffer.name,
                     roleName(buffer.role), dtypeName(buffer.dtype),

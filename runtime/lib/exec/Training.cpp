@@ -195,6 +195,21 @@ bool loom::runtime::findBatchInputs(const Plan &plan, const TokenData &data,
             std::to_string(window) + " and the offsets need one more";
     return false;
   }
+  // Every id may be read (the offsets wrap around): all must index the
+  // tables and classes the inputs feed.
+  const PlanBuffer *tighter =
+      labels->bound && (!tokens->bound || labels->bound < tokens->bound) ? labels
+                                                                         : tokens;
+  if (!tighter->bound)
+    return true;
+  for (size_t i = 0; i < data.tokens.size(); ++i)
+    if (data.tokens[i] >= tighter->bound) {
+      error = data.path + ": token " + std::to_string(i) + " is " +
+              std::to_string(data.tokens[i]) + ", outside the vocabulary of " +
+              "input '" + tighter->name + "' (ids 0 to " +
+              std::to_string(tighter->bound - 1) + ")";
+      return false;
+    }
   return true;
 }
 

@@ -202,7 +202,8 @@ constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, arena, gpu-image, buffer (each followed "
-    "by its shard), kernel, launch, step and collective, optimizer, update, "
+    "by its shard and bound), kernel, launch, step and collective, "
+    "optimizer, update, "
     "end";
 
 /// The record kinds.
@@ -215,6 +216,7 @@ enum Record {
   RecordGpuImage,
   RecordBuffer,
   RecordShard,
+  RecordBound,
   RecordKernel,
   RecordLaunch,
   RecordStep,
@@ -232,6 +234,7 @@ constexpr RecordInfo kRecords[] = {
     {"device", RankDevice},    {"mesh", RankMesh},
     {"arena", RankArena},      {"gpu-image", RankGpuImage},
     {"buffer", RankBuffer},    {"shard", RankBuffer},
+    {"bound", RankBuffer},
     {"kernel", RankKernel},    {"launch", RankLaunch},
     {"step", RankStep},        {"collective", RankStep},
     {"optimizer", RankOptimizer}, {"update", RankUpdate}};
@@ -468,6 +471,7 @@ private:
                       const PlanKernel &kernel);
   bool checkTensorMapSpans(size_t index, const PlanStep &step);
   bool parseShard(size_t index);
+  bool parseBound(size_t index);
   bool parseStep(size_t index);
   bool parseCollective(size_t index);
   bool parseOptimizer(size_t index);
@@ -618,6 +622,8 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseBuffer(index);
   case RecordShard:
     return parseShard(index);
+  case RecordBound:
+    return parseBound(index);
   case RecordKernel:
     return parseKernel(index);
   case RecordLaunch:
@@ -696,6 +702,33 @@ std::string PlanParser::meshAxisNames() const {
   for (const MeshAxis &axis : plan.mesh.axes)
     names += (names.empty() ? "" : ", ") + axis.name;
   return names;
+}
+
+bool PlanParser::parseBound(size_t index) {
+  if (!expectFields(index, 3, "bound ID LIMIT"))
+    return false;
+  uint64_t id, limit;
+  if (!parseUnsigned(fields[1], id))
+    return fail(index, "bad number '" + std::string(fields[1]) + "'");
+  bool follows = !plan.buffers.empty() && id == plan.buffers.back().id;
+  if (follows && previous == RecordBound)
+    return fail(index, "duplicate 'bound' record for buffer " +
+                           std::string(fields[1]));
+  if (!follows || (previous != RecordBuffer && previous != RecordShard))
+    return fail(index, "'bound' record for buffer " + std::string(fields[1]) +
+                           " does not directly follow that buffer's record "
+                           "(or its shard)");
+  PlanBuffer &buffer = plan.buffers.back();
+  if (buffer.role != BufferRole::Input ||
+      (buffer.dtype != DType::I32 && buffer.dtype != DType::I64))
+    return fail(index, "a bound belongs to an integer input, not to '" +
+                           buffer.name + "'");
+  if (!parseUnsigned(fields[2], limit) || limit == 0 ||
+      limit > static_cast<uint64_t>(INT64_MAX))
+    return fail(index, "bad bound '" + std::string(fields[2]) +
+                           "' (expected a positive integer)");
+  buffer.bound = static_cast<int64_t>(limit);
+  return true;
 }
 
 bool PlanParser::parseShard(size_t index) {

@@ -100,6 +100,9 @@ std::string loom::runtime::writePlan(const Plan &plan) {
     if (!buffer.shard.empty())
       body += "shard " + std::to_string(buffer.id) + " " +
               formatShardSpec(plan.mesh, buffer) + "\n";
+    if (buffer.bound)
+      body += "bound " + std::to_string(buffer.id) + " " +
+              std::to_string(buffer.bound) + "\n";
   }
   for (const PlanKernel &kernel : plan.kernels)
     body +=
@@ -146,6 +149,10 @@ std::string loom::runtime::writePlan(const Plan &plan) {
   if (!plan.optimizer.kind.empty()) {
     body += "optimizer " + plan.optimizer.kind + " " +
             std::to_string(plan.optimizer.steps);
+    if (plan.optimizer.lrSchedule != "constant")
+      body += " lr_schedule=" + plan.optimizer.lrSchedule;
+    if (plan.optimizer.lossScale != "none")
+      body += " loss_scale=" + plan.optimizer.lossScale;
     char number[32];
     for (const auto &[name, value] : plan.optimizer.hyperparameters) {
       std::snprintf(number, sizeof(number), "%.17g", value);

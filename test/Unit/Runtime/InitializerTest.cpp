@@ -205,3 +205,26 @@ TEST(Initializer, RandomInputs) {
   for (int i = 0; i < 10; ++i)
     EXPECT_EQ(h[i], floatToBF16(reference[i]));
 }
+
+TEST(Initializer, IndexBoundNamesTheFirstBadElement) {
+  PlanBuffer ids;
+  ids.name = "tokens";
+  ids.role = BufferRole::Input;
+  ids.dtype = DType::I32;
+  ids.shape = {2, 3};
+  ids.numElements = 6;
+  ids.bound = 10;
+  int32_t good[6] = {0, 1, 9, 3, 4, 5};
+  std::string error;
+  EXPECT_TRUE(checkIndexBound(ids, good, "input 'tokens'", error)) << error;
+  int32_t high[6] = {0, 1, 9, 3, 10, 5};
+  EXPECT_FALSE(checkIndexBound(ids, high, "input 'tokens'", error));
+  EXPECT_EQ(error, "input 'tokens': element [1, 1] is 10, outside [0, 10) "
+                   "(the rows or classes it indexes)");
+  int64_t negative[6] = {0, -1, 0, 0, 0, 0};
+  ids.dtype = DType::I64;
+  EXPECT_FALSE(checkIndexBound(ids, negative, "input 'tokens'", error));
+  EXPECT_EQ(error.find("element [0, 1] is -1"), 16u) << error;
+  ids.bound = 0; // no bound: anything goes
+  EXPECT_TRUE(checkIndexBound(ids, negative, "input 'tokens'", error));
+}

@@ -249,11 +249,11 @@ TEST(Plan, RejectsBadRecords) {
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
        "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
-       "followed by its shard), kernel, launch, step and collective, optimizer, update, end)"},
+       "followed by its shard and bound), kernel, launch, step and collective, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
        "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
-       "followed by its shard), kernel, launch, step and collective, optimizer, update, end)"},
+       "followed by its shard and bound), kernel, launch, step and collective, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -525,7 +525,7 @@ TEST(Plan, RejectsBadGpuRecords) {
       "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE)";
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
-      "device, mesh, arena, gpu-image, buffer (each followed by its shard), "
+      "device, mesh, arena, gpu-image, buffer (each followed by its shard and bound), "
       "kernel, launch, step and collective, optimizer, update, end)";
   struct Case {
     size_t index;
@@ -866,4 +866,37 @@ TEST(Plan, RejectsBadTensorMaps) {
   Plan plan;
   std::string error;
   EXPECT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+}
+
+TEST(Plan, IndexBounds) {
+  // An integer input with the bound of the table it indexes, after its
+  // buffer (or the buffer's shard); it round-trips through the writer.
+  std::vector<std::string> lines = examplePlanLines();
+  lines[4] = "buffer 0 ids input i32 64 0";
+  lines.insert(lines.begin() + 5, "bound 0 512");
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  EXPECT_EQ(plan.buffers[0].bound, 512);
+  EXPECT_EQ(plan.buffers[1].bound, 0);
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(again.buffers[0].bound, 512);
+
+  auto withBound = [&](const std::string &line, size_t at = 5) {
+    std::vector<std::string> bad = lines;
+    bad.insert(bad.begin() + static_cast<long>(at), line);
+    return errorOf(sealLines(bad));
+  };
+  EXPECT_EQ(withBound("bound 0 256"), "plan:7: duplicate 'bound' record for buffer 0");
+  EXPECT_EQ(withBound("bound 1 8", 7),
+            "plan:8: a bound belongs to an integer input, not to 'w1'");
+  EXPECT_EQ(withBound("bound 0 8", 7),
+            "plan:8: 'bound' record for buffer 0 does not directly follow "
+            "that buffer's record (or its shard)");
+  lines[5] = "bound 0 0";
+  EXPECT_EQ(errorOf(sealLines(lines)),
+            "plan:6: bad bound '0' (expected a positive integer)");
+  lines[5] = "bound 0";
+  EXPECT_EQ(errorOf(sealLines(lines)), "plan:6: expected 'bound ID LIMIT'");
 }

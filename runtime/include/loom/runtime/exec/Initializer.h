@@ -6,6 +6,7 @@
 #include "loom/runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <string>
 
 namespace loom::runtime {
 
@@ -20,6 +21,12 @@ void initializeParams(const Plan &plan, char *arena, uint64_t seed);
 /// Fills `data` for the input `buffer` as --random-inputs does: float types
 /// normal with std 1, integer types uniform in {0, 1}.
 void fillRandomInput(const PlanBuffer &buffer, uint64_t seed, void *data);
+
+/// Checks the values of the integer input `buffer` in `data` against its
+/// bound: false, with an error naming `what`, the index and the value of
+/// the first outside [0, bound).
+bool checkIndexBound(const PlanBuffer &buffer, const void *data,
+                     const std::string &what, std::string &error);
 
 } // namespace loom::runtime
 

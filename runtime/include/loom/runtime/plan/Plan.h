@@ -78,6 +78,9 @@ constexpr uint64_t kMaxMeshRanks = 2147483647;
 struct PlanBuffer {
   unsigned id = 0;
   std::string name;
+  /// Integer inputs with a `bound` record: their values lie in [0, bound)
+  /// (an embedding's rows, a loss's classes); 0: no bound.
+  int64_t bound = 0;
   BufferRole role = BufferRole::Temp;
   DType dtype = DType::F32;
   /// In a partitioned plan, the shape of one rank's block.
