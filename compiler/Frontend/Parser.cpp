@@ -477,7 +477,7 @@ StmtPtr Parser::parseTrain() {
     TrainEntry entry;
     if (!parseName(entry.key, "a train setting (loss, optimizer, "
                               "microbatches, schedule, loss_scale, "
-                              "lr_schedule, clip_grad_norm, steps)")) {
+                              "lr_schedule, clip_grad_norm, zero, steps)")) {
       recoverToStatementEnd();
     } else {
       consumeIf(TokenKind::equal);

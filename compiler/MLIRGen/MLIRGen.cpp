@@ -807,6 +807,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   int64_t microbatches = 1, steps = 1;
   std::optional<double> initialScale, clipGradNorm, warmup, minLr;
   std::string lrSchedule = "constant";
+  int64_t zero = 0;
   Value loss;
   llvm::StringMap<SMLoc> seen;
 
@@ -903,13 +904,20 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
         error(value.getLoc()) << "'clip_grad_norm' must be positive";
         clipGradNorm.reset();
       }
+    } else if (key == "zero") {
+      std::optional<int64_t> stage = evalInt(value, scope);
+      if (stage && *stage != 0 && *stage != 1)
+        error(value.getLoc()) << "zero " << *stage
+                              << " is not built (expected zero 0 or zero 1)";
+      else if (stage)
+        zero = *stage;
     } else if (key == "lr_schedule") {
       emitLrSchedule(value, scope, lrSchedule, warmup, minLr);
     } else {
       error(entry.key.loc) << "unknown train setting '" << key
                            << "' (expected loss, optimizer, microbatches, "
                               "schedule, loss_scale, lr_schedule, "
-                              "clip_grad_norm or steps)";
+                              "clip_grad_norm, zero or steps)";
     }
   }
   if (!seen.count("loss")) {
@@ -944,7 +952,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       builder.getDictionaryAttr(hyper), microbatches, schedule, lossScale,
       number(initialScale), steps,
       lrSchedule == "constant" ? StringAttr() : builder.getStringAttr(lrSchedule),
-      number(warmup), number(minLr), number(clipGradNorm));
+      number(warmup), number(minLr), number(clipGradNorm),
+      zero ? builder.getI64IntegerAttr(zero) : IntegerAttr());
 }
 
 // constant | warmup_cosine(warmup = W, min_lr = L)

@@ -70,8 +70,10 @@ def main(argv):
     for number, line in enumerate(lines[4:], start=5):
         fields = line.split(" ")
         kind = fields[0]
-        if kind in ("gpu-image", "launch"):
-            continue  # the device code's records: not part of the memory plan
+        if kind in ("gpu-image", "launch", "bound"):
+            # The device code's records, and the values an input may hold:
+            # not part of the memory plan.
+            continue
         if kind not in order or order[kind] < stage:
             error("line %d: unexpected record '%s'" % (number, kind))
             continue

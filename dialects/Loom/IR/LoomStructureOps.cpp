@@ -157,6 +157,9 @@ LogicalResult TrainOp::verify() {
     return emitOpError("min_lr must be non-negative");
   if (getClipGradNormAttr() && !(number(getClipGradNormAttr()) > 0))
     return emitOpError("clip_grad_norm must be positive");
+  if (getZeroAttr() && getZeroAttr().getInt() != 1)
+    return emitOpError("zero ") << getZeroAttr().getInt()
+                                << " is not built (expected zero 1)";
   return success();
 }
 

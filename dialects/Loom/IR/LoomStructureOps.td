@@ -86,8 +86,9 @@ def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
     optimizer and its hyperparameters, microbatching, the pipeline schedule
     and loss scaling (`none`, `static` with `initial_scale`, or `dynamic`).
     The learning-rate schedule (`constant`, or `warmup_cosine` with `warmup`
-    steps and `min_lr`) and gradient clipping (`clip_grad_norm`, a global
-    L2 norm) are optional attributes.
+    steps and `min_lr`), gradient clipping (`clip_grad_norm`, a global
+    L2 norm) and ZeRO (`zero = 1`: the optimizer state split over the
+    data-parallel axes) are optional attributes.
 
     ```mlir
     loom.train @gpt optimizer "adamw" {lr = 3.0e-4, weight_decay = 0.1}
@@ -103,7 +104,8 @@ def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
                        OptionalAttr<StrAttr>:$lr_schedule,
                        OptionalAttr<F64Attr>:$warmup,
                        OptionalAttr<F64Attr>:$min_lr,
-                       OptionalAttr<F64Attr>:$clip_grad_norm);
+                       OptionalAttr<F64Attr>:$clip_grad_norm,
+                       OptionalAttr<I64Attr>:$zero);
   let assemblyFormat = [{
     $model `optimizer` $optimizer $hyperparameters `microbatches` $microbatches
     `schedule` $schedule `loss_scale` $loss_scale

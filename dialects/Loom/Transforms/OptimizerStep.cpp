@@ -41,8 +41,20 @@ public:
 
 private:
   /// A new argument after the others, with `attrs` and, for a tensor like
-  /// the param `like`, its sharding annotation.
-  Value addArgument(RankedTensorType type, NamedAttribute role, Value like);
+  /// the param `like`, its sharding annotation (or `sharding`, if given).
+  Value addArgument(RankedTensorType type, NamedAttribute role, Value like,
+                    Value sharding = Value());
+  /// ZeRO-1: the data-parallel axes (those that split the batch, dim 0 of
+  /// the inputs), or false if no input is split so.
+  bool findDataParallelAxes();
+  /// ZeRO-1: `param`'s sharding with the data-parallel axes added on its
+  /// first whole dim they divide, as a shard.sharding at the body's start;
+  /// null if none is.
+  Value zeroShardingOf(BlockArgument param);
+  /// `value` annotated with `sharding`.
+  Value annotate(Value value, Value sharding) {
+    return shard::ShardOp::create(b, loc, value, sharding, false).getResult();
+  }
   Value scalarInput(StringRef name);
   Value cst(double value) { return vjp::scalar(b, loc, value); }
   Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
@@ -65,6 +77,10 @@ private:
   llvm::StringMap<Value> scalars;
   /// (value, name of the param or state it becomes) per new result.
   SmallVector<std::pair<Value, std::string>> updates;
+  /// ZeRO-1's data-parallel axes of `grid`, and how many ranks they span.
+  shard::GridOp grid;
+  SmallVector<int16_t> dataAxes;
+  int64_t dataWays = 1;
 };
 } // namespace
 
@@ -76,8 +92,71 @@ static shard::ShardOp annotationOf(Value arg) {
   return {};
 }
 
+/// The split axes of each dim of `annotation` (all whole without one).
+static SmallVector<SmallVector<int16_t>> splitAxesOf(shard::ShardOp annotation,
+                                                     int64_t rank) {
+  SmallVector<SmallVector<int16_t>> axes(rank);
+  auto sharding = annotation
+                      ? annotation.getSharding().getDefiningOp<shard::ShardingOp>()
+                      : shard::ShardingOp();
+  if (sharding)
+    for (auto [d, split] : llvm::enumerate(sharding.getSplitAxes().getAxes()))
+      if (static_cast<int64_t>(d) < rank)
+        axes[d].assign(split.asArrayRef().begin(), split.asArrayRef().end());
+  return axes;
+}
+
+bool StepBuilder::findDataParallelAxes() {
+  Block &body = model.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    if (!model.getArgAttr(arg.getArgNumber(), attr::kInput))
+      continue;
+    shard::ShardOp annotation = annotationOf(arg);
+    auto sharding = annotation
+                        ? annotation.getSharding().getDefiningOp<shard::ShardingOp>()
+                        : shard::ShardingOp();
+    if (!sharding || sharding.getSplitAxes().getAxes().empty() ||
+        sharding.getSplitAxes().getAxes().front().empty())
+      continue;
+    grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        model, sharding.getGridAttr());
+    if (!grid)
+      return false;
+    ArrayRef<int16_t> axes = sharding.getSplitAxes().getAxes().front().asArrayRef();
+    dataAxes.assign(axes.begin(), axes.end());
+    for (int16_t axis : dataAxes)
+      dataWays *= grid.getShape()[axis];
+    return dataWays > 1;
+  }
+  return false;
+}
+
+Value StepBuilder::zeroShardingOf(BlockArgument param) {
+  if (dataAxes.empty())
+    return Value();
+  auto type = vjp::typeOf(param);
+  SmallVector<SmallVector<int16_t>> axes =
+      splitAxesOf(annotationOf(param), type.getRank());
+  for (const SmallVector<int16_t> &split : axes)
+    for (int16_t axis : split)
+      if (llvm::is_contained(dataAxes, axis))
+        return Value(); // already split over them
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (!axes[d].empty() || type.getDimSize(d) % dataWays != 0)
+      continue;
+    axes[d] = dataAxes;
+    SmallVector<shard::GridAxesAttr> split;
+    for (const SmallVector<int16_t> &each : axes)
+      split.push_back(b.getDenseI16ArrayAttr(each));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&model.getBody().front());
+    return shard::ShardingOp::create(b, loc, grid.getSymName(), split);
+  }
+  return Value();
+}
+
 Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
-                               Value like) {
+                               Value like, Value sharding) {
   Block &body = model.getBody().front();
   unsigned index = body.getNumArguments();
   SmallVector<NamedAttribute> attrs{role};
@@ -89,6 +168,11 @@ Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
   Value arg = body.getArgument(index);
   if (!like)
     return arg;
+  if (sharding) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointAfterValue(sharding);
+    return annotate(arg, sharding);
+  }
   // The state is laid out as its param: the same annotation.
   shard::ShardOp annotation = annotationOf(like);
   if (!annotation)
@@ -198,6 +282,19 @@ LogicalResult StepBuilder::run() {
         scalars[name.getValue()] = arg;
   }
   loc = train.getLoc();
+  // ZeRO-1: each param's gradient, optimizer state and update live split
+  // over the data-parallel axes. The annotation on the gradient turns its
+  // partial sums into a reduce-scatter; the new param, annotated as the
+  // param, is all-gathered.
+  bool hasState = kind != "sgd" || h.momentum > 0;
+  DenseMap<Value, Value> zeroShardings;
+  if (train.getZeroAttr() && hasState && findDataParallelAxes())
+    for (BlockArgument param : params)
+      if (Value sharding = zeroShardingOf(param)) {
+        zeroShardings[param] = sharding;
+        Value &g = grads[paramName(param)];
+        g = annotate(g, sharding);
+      }
   Value norm = prepareGradients(params, grads);
   results.push_back(norm);
   resultAttrs.push_back(b.getDictionaryAttr(
@@ -214,13 +311,23 @@ LogicalResult StepBuilder::run() {
     shard::ShardOp annotation = annotationOf(param);
     Value p = annotation ? annotation.getResult() : Value(param);
     Value g = grads.lookup(name);
+    // Under ZeRO the new param goes back to the param's layout.
+    auto asParam = [&](Value next) {
+      if (!zeroShardings.count(param))
+        return next;
+      SmallVector<shard::GridAxesAttr> split;
+      for (const SmallVector<int16_t> &each : splitAxesOf(annotation, type.getRank()))
+        split.push_back(b.getDenseI16ArrayAttr(each));
+      return annotate(next, shard::ShardingOp::create(b, loc, grid.getSymName(), split));
+    };
     // Weight decay applies to matrices and embeddings only (rank >= 2),
     // not to biases and norm scales.
     bool decays = h.weightDecay > 0 && type.getRank() >= 2;
     auto state = [&](StringRef what) {
       std::string stateName = ("opt." + what + "." + name).str();
       Value arg = addArgument(
-          type, b.getNamedAttr(attr::kParam, b.getStringAttr(stateName)), param);
+          type, b.getNamedAttr(attr::kParam, b.getStringAttr(stateName)), param,
+          zeroShardings.lookup(param));
       return std::make_pair(arg, stateName);
     };
     if (kind == "sgd") {
@@ -232,7 +339,7 @@ LogicalResult StepBuilder::run() {
         updates.push_back({d, bufName});
       }
       updates.push_back(
-          {SubOp::create(b, loc, p, mul(d, scalarInput("opt.lr"))), name.str()});
+          {asParam(SubOp::create(b, loc, p, mul(d, scalarInput("opt.lr")))), name.str()});
       continue;
     }
     // torch.optim.Adam / AdamW: Adam adds wd p to the gradient, AdamW
@@ -250,7 +357,7 @@ LogicalResult StepBuilder::run() {
                                     scalarInput("opt.bc2_sqrt")),
                       cst(h.eps));
     Value step = mul(DivOp::create(b, loc, m1, denom), scalarInput("opt.step_size"));
-    updates.push_back({SubOp::create(b, loc, start, step), name.str()});
+    updates.push_back({asParam(SubOp::create(b, loc, start, step)), name.str()});
     updates.push_back({m1, mName});
     updates.push_back({v1, vName});
   }
