@@ -311,14 +311,23 @@ LogicalResult StepBuilder::run() {
     shard::ShardOp annotation = annotationOf(param);
     Value p = annotation ? annotation.getResult() : Value(param);
     Value g = grads.lookup(name);
-    // Under ZeRO the new param goes back to the param's layout.
-    auto asParam = [&](Value next) {
-      if (!zeroShardings.count(param))
-        return next;
-      SmallVector<shard::GridAxesAttr> split;
-      for (const SmallVector<int16_t> &each : splitAxesOf(annotation, type.getRank()))
-        split.push_back(b.getDenseI16ArrayAttr(each));
-      return annotate(next, shard::ShardingOp::create(b, loc, grid.getSymName(), split));
+    // Every new value is annotated with the layout of what it replaces (the
+    // update copies it into that buffer): the param's, or its state's
+    // (ZeRO's split, when it has one). A gradient may arrive in another
+    // layout (sequence parallelism, ZeRO).
+    Value paramSharding = annotation ? annotation.getSharding() : Value();
+    Value stateSharding = zeroShardings.lookup(param);
+    if (stateSharding && !paramSharding) {
+      // A replicated param under ZeRO: its new value is gathered whole.
+      SmallVector<shard::GridAxesAttr> whole(type.getRank(), b.getDenseI16ArrayAttr({}));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&model.getBody().front());
+      paramSharding = shard::ShardingOp::create(b, loc, grid.getSymName(), whole);
+    }
+    if (!stateSharding)
+      stateSharding = paramSharding;
+    auto laidOut = [&](Value next, Value sharding) {
+      return sharding ? annotate(next, sharding) : next;
     };
     // Weight decay applies to matrices and embeddings only (rank >= 2),
     // not to biases and norm scales.
@@ -336,10 +345,11 @@ LogicalResult StepBuilder::run() {
       if (h.momentum > 0) {
         auto [buf, bufName] = state("momentum");
         d = add(mul(buf, cst(h.momentum)), d);
-        updates.push_back({d, bufName});
+        updates.push_back({laidOut(d, stateSharding), bufName});
       }
       updates.push_back(
-          {asParam(SubOp::create(b, loc, p, mul(d, scalarInput("opt.lr")))), name.str()});
+          {laidOut(SubOp::create(b, loc, p, mul(d, scalarInput("opt.lr"))), paramSharding),
+           name.str()});
       continue;
     }
     // torch.optim.Adam / AdamW: Adam adds wd p to the gradient, AdamW
@@ -357,9 +367,10 @@ LogicalResult StepBuilder::run() {
                                     scalarInput("opt.bc2_sqrt")),
                       cst(h.eps));
     Value step = mul(DivOp::create(b, loc, m1, denom), scalarInput("opt.step_size"));
-    updates.push_back({asParam(SubOp::create(b, loc, start, step)), name.str()});
-    updates.push_back({m1, mName});
-    updates.push_back({v1, vName});
+    updates.push_back(
+        {laidOut(SubOp::create(b, loc, start, step), paramSharding), name.str()});
+    updates.push_back({laidOut(m1, stateSharding), mName});
+    updates.push_back({laidOut(v1, stateSharding), vName});
   }
   for (auto &[value, target] : updates) {
     results.push_back(value);

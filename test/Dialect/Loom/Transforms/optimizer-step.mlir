@@ -20,10 +20,13 @@
 // CHECK: %[[DECAY:.+]] = loom.mul %{{.+}}, %[[WD]]
 // CHECK: %[[D:.+]] = loom.add %[[GW]], %[[DECAY]]
 // CHECK: %[[MOM:.+]] = loom.constant 9.000000e-01
+// The new values are annotated with the layout of what they replace.
 // CHECK: %[[NEWBUF:.+]] = loom.add %{{.+}}, %[[D]]
+// CHECK: %[[BUFOUT:.+]] = shard.shard %[[NEWBUF]] to %[[WS:[^ ]+]]
 // CHECK: %[[STEP:.+]] = loom.mul %[[NEWBUF]], %[[LR]]
 // CHECK: %[[NEWW:.+]] = loom.sub %{{.+}}, %[[STEP]]
-// CHECK: return %{{.+}}, %[[NORM]], %[[NEWBUF]], %[[NEWW]]
+// CHECK: %[[WOUT:.+]] = shard.shard %[[NEWW]] to %[[WS]]
+// CHECK: return %{{.+}}, %[[NORM]], %[[BUFOUT]], %[[WOUT]]
 shard.grid @grid(shape = 2) {loom.axes = ["tp"]}
 func.func @sgd(%x: tensor<4x8xf32> {loom.input = "x"}, %t: tensor<4x3xf32> {loom.input = "t"},
                %w: tensor<8x3xf32> {loom.param = "w"}, %b: tensor<3xf32> {loom.param = "b"})
