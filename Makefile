@@ -4,7 +4,7 @@ LLVM_ROOT ?= /usr/lib/llvm-22
 LIT       := $(LLVM_ROOT)/bin/lit
 JOBS      ?= $(shell nproc)
 
-.PHONY: all deps configure build demo test check-lit check-unit clean
+.PHONY: all deps bench-deps bench configure build demo test check-lit check-unit clean
 
 all: build
 
@@ -31,6 +31,19 @@ check-lit: build
 
 # Unit tests first, then the lit suite, whose summary line ends the output.
 test: check-unit check-lit
+
+# The benchmarks' baselines (PyTorch for the training step); not needed to
+# build or test.
+bench-deps: deps
+	@/usr/bin/python3 -c 'import torch' 2>/dev/null || \
+	  { echo "installing python3-torch (the training benchmark's baseline)"; \
+	    $$( [ "$$(id -u)" = 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y --no-install-recommends python3-torch; }
+
+# Speed, against baselines measured in the same run (benchmarks/README.md).
+bench: build bench-deps
+	@benchmarks/train/run.sh $(BUILD)
+	@benchmarks/cpu/run.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

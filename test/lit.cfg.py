@@ -29,6 +29,15 @@ if config.loom_has_cuda:
 else:
     lit_config.note("CUDA toolkit (ptxas) not found: tests that need it are UNSUPPORTED")
 
+# PyTorch for /usr/bin/python3 (Debian's python3-torch): the independent
+# reference of the training tests that use it.
+import subprocess
+if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("torch")
+else:
+    lit_config.note("PyTorch not found for /usr/bin/python3: tests that need it are UNSUPPORTED")
+
 # Multi-rank runs: Open MPI's mpirun, allowed to run as root (CI and these
 # machines are root), with more ranks than cores and no core binding.
 mpirun = shutil.which("mpirun")

@@ -4,19 +4,26 @@ set -euo pipefail
 pkgs=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22
       ninja-build cmake libopenmpi-dev openmpi-bin python3-numpy
       libgtest-dev ccache nlohmann-json3-dev)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-    || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-echo "loom: installing ${missing[*]}"
+# Test-side references, installed without their recommends (PyTorch's
+# pull in a desktop's worth): torch.optim and autograd check the training
+# step (test/Numerics/gpt-train-torch.test).
+lean=(python3-torch)
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+missing=() missing_lean=()
+for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
+for p in "${lean[@]}"; do installed "$p" || missing_lean+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && [ ${#missing_lean[@]} -eq 0 ] && exit 0
+echo "loom: installing ${missing[*]} ${missing_lean[*]}"
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "loom: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  command -v sudo >/dev/null || { echo "loom: need root (or sudo) to install: ${missing[*]} ${missing_lean[*]}" >&2; exit 1; }
   sudo=sudo
 fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-echo "loom: installed ${#missing[@]} package(s)"
+[ ${#missing[@]} -eq 0 ] || $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+[ ${#missing_lean[@]} -eq 0 ] ||
+  $sudo apt-get install -y -qq --no-install-recommends "${missing_lean[@]}" >/dev/null
+echo "loom: installed $(( ${#missing[@]} + ${#missing_lean[@]} )) package(s)"

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The GPT of examples/gpt-train.loom trained in PyTorch: an independent
+reference for Loom's training step (test/Numerics/gpt-train-torch.test) and
+the baseline of benchmarks/train/run.sh.
+
+usage: gpt_train_torch.py WEIGHTS.safetensors DATA LOOM_LOG.jsonl STEPS [RTOL]
+
+Builds the same model (byte vocabulary, token and position embeddings, two
+pre-layernorm blocks of causal attention and a tanh-GELU MLP, the output
+tied to the token embedding) with torch's own layer_norm, softmax and
+cross_entropy, loads the weights the Loom executable started from
+(--save-weights), and trains it with torch.optim.AdamW (weight decay on
+rank >= 2 params only), torch.nn.utils.clip_grad_norm_ and the warmup-cosine
+schedule of docs/runtime.md on the same data windows, on one CPU thread.
+Prints, per step, Loom's logged loss and gradient norm against torch's
+(relative differences within RTOL, 1e-5 by default: f32 over 20 steps),
+PASS or FAIL, and last a JSON line with the median tokens/s of a step after
+warm-up.
+"""
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "../../test/Numerics"))
+from mlp_gradients import read_safetensors  # noqa: E402
+
+B, T, V, D, H, F, LAYERS = 16, 32, 256, 64, 4, 256, 2
+LR, MIN_LR, WARMUP, HORIZON = 2e-3, 2e-4, 20, 300
+
+
+def gelu(x):
+    k = math.sqrt(2 / math.pi)
+    return 0.5 * x * (1 + torch.tanh(k * (x + 0.044715 * x ** 3)))
+
+
+def forward(p, tokens, labels):
+    h = p["wte"][tokens] + p["wpe"][torch.arange(T)]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    for i in range(LAYERS):
+        q = lambda name: p[f"block.{i}.{name}"]  # noqa: E731
+        x = h
+        a = torch.nn.functional.layer_norm(x, (D,), q("ln1_g"), q("ln1_b"), 1e-5)
+        heads = [(a @ q(w)).reshape(B, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
+        s = (heads[0] @ heads[1].transpose(-1, -2) * 0.25).masked_fill(mask, float("-inf"))
+        att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(B, T, D)
+        r = x + att @ q("wo")
+        m = torch.nn.functional.layer_norm(r, (D,), q("ln2_g"), q("ln2_b"), 1e-5)
+        h = r + gelu(m @ q("w1") + q("b1")) @ q("w2")
+    logits = torch.nn.functional.layer_norm(h, (D,), p["lnf_g"], p["lnf_b"], 1e-5) @ p["wte"].T
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, V), labels.reshape(-1))
+
+
+def lr_at(step):
+    if step <= WARMUP:
+        return LR * step / WARMUP
+    progress = min(1.0, (step - WARMUP) / (HORIZON - WARMUP))
+    return MIN_LR + (LR - MIN_LR) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def main():
+    weights, data_path, log_path, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    torch.set_num_threads(1)
+    w = read_safetensors(weights)
+    p = {name: torch.tensor(np.asarray(value, np.float32), requires_grad=True)
+         for name, value in w.items() if not name.startswith("opt.")}
+    decay = [t for t in p.values() if t.dim() >= 2]
+    other = [t for t in p.values() if t.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": other, "weight_decay": 0.0}],
+                            lr=LR, betas=(0.9, 0.95), eps=1e-8)
+    data = np.frombuffer(open(data_path, "rb").read(), np.uint8).astype(np.int64)
+    span = len(data) - T - 1
+    logged = [json.loads(line) for line in open(log_path)]
+    rtol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
+    worst, times, ok = 0.0, [], len(logged) >= steps
+    for step in range(1, steps + 1):
+        starts = [((((step - 1) * B + b) * T) % span) for b in range(B)]
+        rows = np.stack([data[s:s + T + 1] for s in starts])
+        tokens, labels = torch.from_numpy(rows[:, :-1]), torch.from_numpy(rows[:, 1:])
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        t = time.perf_counter()
+        opt.zero_grad()
+        loss = forward(p, tokens, labels)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0).item()
+        opt.step()
+        times.append(time.perf_counter() - t)
+        if step <= len(logged):
+            got = logged[step - 1]
+            rel = abs(got["loss"] - loss.item()) / loss.item()
+            norm_rel = abs(got["grad_norm"] - norm) / norm
+            good = rel <= rtol and norm_rel <= rtol and abs(got["lr"] - lr_at(step)) <= 1e-12 * lr_at(step)
+            ok &= good
+            worst = max(worst, rel) if step <= 20 else worst
+            print(f"step {step}: loss {got['loss']:.8g} torch {loss.item():.8g} "
+                  f"rel err {rel:.1e}, grad norm rel err {norm_rel:.1e}: "
+                  f"{'ok' if good else 'FAIL'}")
+    print("PASS" if ok else "FAIL")
+    warm = sorted(times[5:] or times)
+    print(json.dumps({"torch_tokens_per_s": B * T / warm[len(warm) // 2],
+                      "loss_rel_err_first_20": worst, "torch_version": torch.__version__}))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
