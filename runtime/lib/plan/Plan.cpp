@@ -472,6 +472,10 @@ private:
   bool checkTensorMapSpans(size_t index, const PlanStep &step);
   bool parseShard(size_t index);
   bool parseBound(size_t index);
+  /// A record about the buffer just declared (`shard`, `bound`): field 1
+  /// names it, and the record comes right after the buffer's (or, where
+  /// `afterShard`, after its shard), once.
+  bool checkFollowsBuffer(size_t index, Record self, bool afterShard);
   bool parseStep(size_t index);
   bool parseCollective(size_t index);
   bool parseOptimizer(size_t index);
@@ -704,20 +708,30 @@ std::string PlanParser::meshAxisNames() const {
   return names;
 }
 
-bool PlanParser::parseBound(size_t index) {
-  if (!expectFields(index, 3, "bound ID LIMIT"))
-    return false;
-  uint64_t id, limit;
+bool PlanParser::checkFollowsBuffer(size_t index, Record self, bool afterShard) {
+  const char *kind = kRecords[self].name;
+  uint64_t id;
   if (!parseUnsigned(fields[1], id))
     return fail(index, "bad number '" + std::string(fields[1]) + "'");
   bool follows = !plan.buffers.empty() && id == plan.buffers.back().id;
-  if (follows && previous == RecordBound)
-    return fail(index, "duplicate 'bound' record for buffer " +
-                           std::string(fields[1]));
-  if (!follows || (previous != RecordBuffer && previous != RecordShard))
-    return fail(index, "'bound' record for buffer " + std::string(fields[1]) +
-                           " does not directly follow that buffer's record "
-                           "(or its shard)");
+  if (follows && previous == self)
+    return fail(index, std::string("duplicate '") + kind +
+                           "' record for buffer " + std::string(fields[1]));
+  bool placed = previous == RecordBuffer || (afterShard && previous == RecordShard);
+  if (!follows || !placed)
+    return fail(index, std::string("'") + kind + "' record for buffer " +
+                           std::string(fields[1]) +
+                           " does not directly follow that buffer's record" +
+                           (afterShard ? " (or its shard)" : ""));
+  return true;
+}
+
+bool PlanParser::parseBound(size_t index) {
+  if (!expectFields(index, 3, "bound ID LIMIT"))
+    return false;
+  uint64_t limit;
+  if (!checkFollowsBuffer(index, RecordBound, /*afterShard=*/true))
+    return false;
   PlanBuffer &buffer = plan.buffers.back();
   if (buffer.role != BufferRole::Input ||
       (buffer.dtype != DType::I32 && buffer.dtype != DType::I64))
@@ -736,16 +750,8 @@ bool PlanParser::parseShard(size_t index) {
     return false;
   if (!plan.mesh.present)
     return fail(index, "'shard' record without a 'mesh' record");
-  uint64_t id;
-  if (!parseUnsigned(fields[1], id))
-    return fail(index, "bad number '" + std::string(fields[1]) + "'");
-  bool follows = !plan.buffers.empty() && id == plan.buffers.back().id;
-  if (follows && previous == RecordShard)
-    return fail(index, "duplicate 'shard' record for buffer " +
-                           std::string(fields[1]));
-  if (!follows || previous != RecordBuffer)
-    return fail(index, "'shard' record for buffer " + std::string(fields[1]) +
-                           " does not directly follow that buffer's record");
+  if (!checkFollowsBuffer(index, RecordShard, /*afterShard=*/false))
+    return false;
   PlanBuffer &buffer = plan.buffers.back();
   std::string spec(fields[2]);
   if (buffer.shape.empty())
