@@ -63,7 +63,7 @@ private:
   /// norm (after unscaling, before clipping).
   Value prepareGradients(ArrayRef<BlockArgument> params,
                          llvm::StringMap<Value> &grads);
-  /// min(1, `value`) of a rank-0 f32 value.
+  /// min(1, `value`) of a rank-0 f32 value, without rounding either side.
   Value atMostOne(Value value);
   StringRef paramName(BlockArgument param) {
     return model.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kParam)
@@ -194,14 +194,11 @@ Value StepBuilder::scalarInput(StringRef name) {
 }
 
 Value StepBuilder::atMostOne(Value value) {
-  // -max(-x, -1): the language has a max reduction, not an elementwise min.
-  auto pair = RankedTensorType::get({1}, b.getF32Type());
-  Value both = ConcatOp::create(
-      b, loc,
-      ValueRange{ReshapeOp::create(b, loc, pair, NegOp::create(b, loc, value)),
-                 ReshapeOp::create(b, loc, pair, cst(-1.0))},
-      0);
-  return NegOp::create(b, loc, MaxOp::create(b, loc, both, 0, false));
+  // x - relu(x - 1): exactly x for x <= 1, and exactly 1 for 1 < x < 2^24
+  // (x - 1 is exact there), so an unclipped step multiplies by 1.0 as
+  // torch's clamp does. The language has no elementwise min.
+  return SubOp::create(b, loc, value,
+                       ReluOp::create(b, loc, SubOp::create(b, loc, value, cst(1.0))));
 }
 
 Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,

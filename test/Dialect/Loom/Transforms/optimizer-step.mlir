@@ -45,7 +45,7 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 // AdamW, clipped, under dynamic loss scaling: the backward starts from the
 // input opt.loss_scale, each gradient is divided by it, the norm is taken,
 // and the gradients are multiplied by min(1, 0.5 / (norm + 1e-6)) (the
-// minimum as -max(-x, -1)) before the moments.
+// minimum as x - relu(x - 1), exact on both sides) before the moments.
 // CHECK-LABEL: func.func @adamw
 // CHECK-SAME: %[[SCALE:arg[0-9]+]]: tensor<f32> {loom.input = "opt.loss_scale"}
 // CHECK-SAME: loom.input = "opt.decay"
@@ -60,10 +60,10 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 // CHECK: %[[EPS:.+]] = loom.constant 9.9999999999999995E-7
 // CHECK: %[[DEN:.+]] = loom.add %[[NORM]], %[[EPS]]
 // CHECK: %[[RATIO:.+]] = loom.div %[[C]], %[[DEN]]
-// CHECK: loom.neg %[[RATIO]]
-// CHECK: %[[BOTH:.+]] = loom.concat
-// CHECK: %[[MAX:.+]] = loom.max %[[BOTH]] axis 0 : tensor<2xf32> -> tensor<f32>
-// CHECK: %[[COEF:.+]] = loom.neg %[[MAX]]
+// CHECK: %[[ONE:.+]] = loom.constant 1.000000e+00
+// CHECK: %[[OVER:.+]] = loom.sub %[[RATIO]], %[[ONE]]
+// CHECK: %[[EXCESS:.+]] = loom.relu %[[OVER]]
+// CHECK: %[[COEF:.+]] = loom.sub %[[RATIO]], %[[EXCESS]]
 // CHECK: %[[CLIPPED:.+]] = loom.mul %[[G]], %[[COEF]]
 // CHECK: loom.mul %[[CLIPPED]], %{{.+}} : (tensor<4x4xf32>, tensor<f32>)
 // CHECK: return %{{.+}}, %[[NORM]],
