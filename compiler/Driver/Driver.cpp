@@ -182,7 +182,7 @@ LogicalResult Compilation::partition() {
   partition.sequenceParallel = options.sequenceParallel;
   // Buckets group gradient sums: only the gradient program has them.
   partition.gradBucketMb =
-      options.gradients && !options.train ? options.gradBucketMb : 0;
+      options.gradients || options.train ? options.gradBucketMb : 0;
   return runPipeline(*module, [&](OpPassManager &pm) {
     buildPartitionPipeline(pm, partition);
   });

@@ -135,7 +135,7 @@ cl::opt<bool> train(
     cl::init(false), cl::cat(loomCategory));
 cl::opt<double> gradBucketMb(
     "grad-bucket-mb",
-    cl::desc("With --gradients: sum the data-parallel gradients in buckets "
+    cl::desc("With --gradients or --train: sum the data-parallel gradients in buckets "
              "of at most this many MiB, one all-reduce each, in the order "
              "the backward produces them (0: one all-reduce per gradient)"),
     cl::init(25.0), cl::value_desc("MiB"), cl::cat(loomCategory));

@@ -43,6 +43,10 @@ constexpr llvm::StringLiteral kUpdates = "loom.updates";
 /// entries (an embedding table's rows, a loss's classes): the runtime
 /// checks them against [0, bound) where they enter.
 constexpr llvm::StringLiteral kIndexBound = "loom.index_bound";
+/// op of a training step: it computes the gradient of the param this
+/// names (loom-optimizer-step), so that loom-bucket-gradients finds its
+/// data-parallel sum after partitioning.
+constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
 } // namespace attr
 } // namespace mlir::loom
 

@@ -35,12 +35,16 @@ static int64_t bytesOf(RankedTensorType type) {
   return type.getNumElements() * type.getElementTypeBitWidth() / 8;
 }
 
-/// A sum over grid axes whose result only the function returns, as a
-/// gradient output (`grad.<param>`, from loom-autodiff).
+/// A sum over grid axes of a gradient: one whose result only the function
+/// returns, as a gradient output (`grad.<param>`, from loom-autodiff), or,
+/// in a training step, one of a value loom-optimizer-step marked as a
+/// gradient (its readers, the update, all come after the backward).
 static bool isGradientSum(shard::AllReduceOp sum, func::FuncOp func) {
-  if (sum.getReduction() != shard::ReductionKind::Sum ||
-      !sum.getInput().getDefiningOp() || sum->use_empty())
+  Operation *def = sum.getInput().getDefiningOp();
+  if (sum.getReduction() != shard::ReductionKind::Sum || !def || sum->use_empty())
     return false;
+  if (def->hasAttr(attr::kGradientOf))
+    return true;
   return llvm::all_of(sum->getUses(), [&](OpOperand &use) {
     if (!isa<func::ReturnOp>(use.getOwner()))
       return false;
@@ -77,8 +81,12 @@ static void replaceByOne(Bucket &bucket, bool remark) {
         << " gradient sums in one all-reduce, " << bucket.bytes
         << " bytes per rank";
   auto split = SplitOp::create(b, loc, pieces, reduced.getResult(), 0);
-  for (auto [sum, piece] : llvm::zip(bucket.sums, split.getResults())) {
-    Value whole = ReshapeOp::create(b, loc, sum.getType(), piece);
+  SmallVector<Value> wholes;
+  for (auto [sum, piece] : llvm::zip(bucket.sums, split.getResults()))
+    wholes.push_back(ReshapeOp::create(b, loc, sum.getType(), piece));
+  // Erased only now: the insertion point may be a bucket's own sum (one
+  // right after its last gradient).
+  for (auto [sum, whole] : llvm::zip(bucket.sums, wholes)) {
     sum.replaceAllUsesWith(whole);
     sum.erase();
   }

@@ -283,6 +283,13 @@ LogicalResult StepBuilder::run() {
   // over the data-parallel axes. The annotation on the gradient turns its
   // partial sums into a reduce-scatter; the new param, annotated as the
   // param, is all-gathered.
+  // The gradients' producers, named for loom-bucket-gradients.
+  auto tagGradients = [&] {
+    for (BlockArgument param : params)
+      if (Operation *def = grads.lookup(paramName(param)).getDefiningOp())
+        def->setAttr(attr::kGradientOf, b.getStringAttr(paramName(param)));
+  };
+  tagGradients();
   bool hasState = kind != "sgd" || h.momentum > 0;
   DenseMap<Value, Value> zeroShardings;
   if (train.getZeroAttr() && hasState && findDataParallelAxes())
@@ -293,6 +300,7 @@ LogicalResult StepBuilder::run() {
         g = annotate(g, sharding);
       }
   Value norm = prepareGradients(params, grads);
+  tagGradients(); // unscaled and clipped: the sums may come after either
   results.push_back(norm);
   resultAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr(attr::kOutput, b.getStringAttr("grad_norm"))));

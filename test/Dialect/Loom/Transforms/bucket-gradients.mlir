@@ -61,3 +61,33 @@ func.func @m(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf
   %s1 = shard.all_reduce %b on @g grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
   return %s0, %s1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A training step: the gradients (marked loom.gradient_of by
+// loom-optimizer-step) feed the update, not the return; their dp sums are
+// bucketed all the same, right after the last gradient, before the update
+// reads them.
+// CHECK-LABEL: func.func @step_spmd
+// CHECK: %[[G0:.+]] = loom.exp %arg0 {loom.gradient_of = "a"}
+// CHECK: %[[G1:.+]] = loom.exp %arg1 {loom.gradient_of = "b"}
+// CHECK: loom.concat
+// CHECK: %[[SUM:.+]] = shard.all_reduce %{{.+}} on @g grid_axes = [0] : tensor<24xf32> -> tensor<24xf32>
+// CHECK: loom.split %[[SUM]]
+// CHECK-NOT: shard.all_reduce
+// CHECK: loom.mul
+// CHECK: return
+// NONE-LABEL: func.func @step_spmd
+// NONE-COUNT-2: shard.all_reduce
+shard.grid @g(shape = 2) {sym_visibility = "private"}
+func.func @step_spmd(%a: tensor<4x4xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x4xf32> {loom.output = "next.a"}, tensor<8xf32> {loom.output = "next.b"})
+    attributes {loom.partition_of = "step"} {
+  %g0 = loom.exp %a {loom.gradient_of = "a"} : tensor<4x4xf32>
+  %g1 = loom.exp %b {loom.gradient_of = "b"} : tensor<8xf32>
+  %s0 = shard.all_reduce %g0 on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %n0 = loom.mul %s0, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s1 = shard.all_reduce %g1 on @g grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
+  %n1 = loom.mul %s1, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %n0, %n1 : tensor<4x4xf32>, tensor<8xf32>
+}
