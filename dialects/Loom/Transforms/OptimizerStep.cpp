@@ -15,7 +15,6 @@
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/IR/IRMapping.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMOPTIMIZERSTEP
@@ -40,10 +39,14 @@ public:
   LogicalResult run();
 
 private:
-  /// A new argument after the others, with `attrs` and, for a tensor like
-  /// the param `like`, its sharding annotation (or `sharding`, if given).
-  Value addArgument(RankedTensorType type, NamedAttribute role, Value like,
+  /// A new argument after the others, with `role`; optimizer state (a
+  /// param, `role` kParam) starts at zeros and is annotated with
+  /// `sharding` where it has one.
+  Value addArgument(RankedTensorType type, NamedAttribute role,
                     Value sharding = Value());
+  /// A shard.sharding of `axes` (per dim) on the step's grid, at the
+  /// body's start, where every annotation can use it.
+  Value shardingAtStart(ArrayRef<SmallVector<int16_t>> axes);
   /// ZeRO-1: the data-parallel axes (those that split the batch, dim 0 of
   /// the inputs), or false if no input is split so.
   bool findDataParallelAxes();
@@ -92,14 +95,17 @@ static shard::ShardOp annotationOf(Value arg) {
   return {};
 }
 
+/// The shard.sharding `annotation` uses, if any.
+static shard::ShardingOp shardingOpOf(shard::ShardOp annotation) {
+  return annotation ? annotation.getSharding().getDefiningOp<shard::ShardingOp>()
+                    : shard::ShardingOp();
+}
+
 /// The split axes of each dim of `annotation` (all whole without one).
 static SmallVector<SmallVector<int16_t>> splitAxesOf(shard::ShardOp annotation,
                                                      int64_t rank) {
   SmallVector<SmallVector<int16_t>> axes(rank);
-  auto sharding = annotation
-                      ? annotation.getSharding().getDefiningOp<shard::ShardingOp>()
-                      : shard::ShardingOp();
-  if (sharding)
+  if (shard::ShardingOp sharding = shardingOpOf(annotation))
     for (auto [d, split] : llvm::enumerate(sharding.getSplitAxes().getAxes()))
       if (static_cast<int64_t>(d) < rank)
         axes[d].assign(split.asArrayRef().begin(), split.asArrayRef().end());
@@ -111,10 +117,7 @@ bool StepBuilder::findDataParallelAxes() {
   for (BlockArgument arg : body.getArguments()) {
     if (!model.getArgAttr(arg.getArgNumber(), attr::kInput))
       continue;
-    shard::ShardOp annotation = annotationOf(arg);
-    auto sharding = annotation
-                        ? annotation.getSharding().getDefiningOp<shard::ShardingOp>()
-                        : shard::ShardingOp();
+    shard::ShardingOp sharding = shardingOpOf(annotationOf(arg));
     if (!sharding || sharding.getSplitAxes().getAxes().empty() ||
         sharding.getSplitAxes().getAxes().front().empty())
       continue;
@@ -145,51 +148,43 @@ Value StepBuilder::zeroShardingOf(BlockArgument param) {
     if (!axes[d].empty() || type.getDimSize(d) % dataWays != 0)
       continue;
     axes[d] = dataAxes;
-    SmallVector<shard::GridAxesAttr> split;
-    for (const SmallVector<int16_t> &each : axes)
-      split.push_back(b.getDenseI16ArrayAttr(each));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&model.getBody().front());
-    return shard::ShardingOp::create(b, loc, grid.getSymName(), split);
+    return shardingAtStart(axes);
   }
   return Value();
 }
 
+Value StepBuilder::shardingAtStart(ArrayRef<SmallVector<int16_t>> axes) {
+  SmallVector<shard::GridAxesAttr> split;
+  for (const SmallVector<int16_t> &each : axes)
+    split.push_back(b.getDenseI16ArrayAttr(each));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&model.getBody().front());
+  return shard::ShardingOp::create(b, loc, grid.getSymName(), split);
+}
+
 Value StepBuilder::addArgument(RankedTensorType type, NamedAttribute role,
-                               Value like, Value sharding) {
+                               Value sharding) {
   Block &body = model.getBody().front();
   unsigned index = body.getNumArguments();
   SmallVector<NamedAttribute> attrs{role};
-  if (like)
+  if (role.getName() == attr::kParam)
     attrs.push_back(b.getNamedAttr(attr::kInit,
                                    InitAttr::get(b.getContext(), InitKind::zeros, DenseF64ArrayAttr())));
   // A new trailing argument of a function with a body: cannot fail.
   (void)model.insertArgument(index, type, b.getDictionaryAttr(attrs), loc);
   Value arg = body.getArgument(index);
-  if (!like)
-    return arg;
-  if (sharding) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointAfterValue(sharding);
-    return annotate(arg, sharding);
-  }
-  // The state is laid out as its param: the same annotation.
-  shard::ShardOp annotation = annotationOf(like);
-  if (!annotation)
+  if (!sharding)
     return arg;
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(annotation);
-  IRMapping mapping;
-  mapping.map(like, arg);
-  return b.clone(*annotation, mapping)->getResult(0);
+  b.setInsertionPointAfterValue(sharding);
+  return annotate(arg, sharding);
 }
 
 Value StepBuilder::scalarInput(StringRef name) {
   Value &input = scalars[name];
   if (!input)
     input = addArgument(RankedTensorType::get({}, b.getF32Type()),
-                        b.getNamedAttr(attr::kInput, b.getStringAttr(name)),
-                        Value());
+                        b.getNamedAttr(attr::kInput, b.getStringAttr(name)));
   return input;
 }
 
@@ -279,10 +274,6 @@ LogicalResult StepBuilder::run() {
         scalars[name.getValue()] = arg;
   }
   loc = train.getLoc();
-  // ZeRO-1: each param's gradient, optimizer state and update live split
-  // over the data-parallel axes. The annotation on the gradient turns its
-  // partial sums into a reduce-scatter; the new param, annotated as the
-  // param, is all-gathered.
   // The gradients' producers, named for loom-bucket-gradients.
   auto tagGradients = [&] {
     for (BlockArgument param : params)
@@ -290,6 +281,10 @@ LogicalResult StepBuilder::run() {
         def->setAttr(attr::kGradientOf, b.getStringAttr(paramName(param)));
   };
   tagGradients();
+  // ZeRO-1: each param's gradient, optimizer state and update live split
+  // over the data-parallel axes. The annotation on the gradient turns its
+  // partial sums into a reduce-scatter; the new param, annotated as the
+  // param, is all-gathered.
   bool hasState = kind != "sgd" || h.momentum > 0;
   DenseMap<Value, Value> zeroShardings;
   if (train.getZeroAttr() && hasState && findDataParallelAxes())
@@ -322,13 +317,9 @@ LogicalResult StepBuilder::run() {
     // layout (sequence parallelism, ZeRO).
     Value paramSharding = annotation ? annotation.getSharding() : Value();
     Value stateSharding = zeroShardings.lookup(param);
-    if (stateSharding && !paramSharding) {
-      // A replicated param under ZeRO: its new value is gathered whole.
-      SmallVector<shard::GridAxesAttr> whole(type.getRank(), b.getDenseI16ArrayAttr({}));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&model.getBody().front());
-      paramSharding = shard::ShardingOp::create(b, loc, grid.getSymName(), whole);
-    }
+    // A replicated param under ZeRO: its new value is gathered whole.
+    if (stateSharding && !paramSharding)
+      paramSharding = shardingAtStart(SmallVector<SmallVector<int16_t>>(type.getRank()));
     if (!stateSharding)
       stateSharding = paramSharding;
     auto laidOut = [&](Value next, Value sharding) {
@@ -340,8 +331,8 @@ LogicalResult StepBuilder::run() {
     auto state = [&](StringRef what) {
       std::string stateName = ("opt." + what + "." + name).str();
       Value arg = addArgument(
-          type, b.getNamedAttr(attr::kParam, b.getStringAttr(stateName)), param,
-          zeroShardings.lookup(param));
+          type, b.getNamedAttr(attr::kParam, b.getStringAttr(stateName)),
+          stateSharding);
       return std::make_pair(arg, stateName);
     };
     if (kind == "sgd") {
