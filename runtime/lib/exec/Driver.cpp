@@ -99,6 +99,10 @@ private:
     return !options.save.empty() &&
            (step == numSteps() || (options.saveEvery && step % options.saveEvery == 0));
   }
+  /// Whether training progress is a bar redrawn in place: on a terminal,
+  /// and on one rank (under a launcher a rank's stdout may be a
+  /// pseudo-terminal even when the launcher's own output is piped).
+  bool drawsProgressBar() const { return numRanks == 1 && isatty(fileno(out)); }
   /// Writes the checkpoint of `plan`'s params in `arena` (rank 0's).
   bool saveCheckpointOf(const Plan &plan, const char *arena);
   /// Whether --data fills `buffer` (tokens, labels) instead of a file.
@@ -372,10 +376,10 @@ bool Driver::execute(TraceRecorder *trace) {
 }
 
 void Driver::fillData(const Plan &plan, char *arena, uint64_t step) {
-  const PlanBuffer *tokens, *labels;
-  if (!options.data.empty() &&
-      findBatchInputs(plan, data, tokens, labels, error)) // checked before
-    fillBatch(data, *tokens, *labels, arena, step - 1);
+  // checkInputs checked both inputs and every id of the data, once.
+  if (!options.data.empty())
+    fillBatch(data, *plan.findBuffer("tokens"), *plan.findBuffer("labels"),
+              arena, step - 1);
 }
 
 uint64_t Driver::numSteps() const {
@@ -430,9 +434,7 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
     used += std::snprintf(progress + used, sizeof(progress) - used,
                           "  skipped (inf/nan gradients; loss scale now %g)",
                           train.lossScale);
-  // Under a launcher a rank's stdout may be a pseudo-terminal even when the
-  // launcher's own output is piped: a bar only on one rank.
-  if (numRanks == 1 && isatty(fileno(out))) {
+  if (drawsProgressBar()) {
     // A bar that redraws itself, with the time left at the mean step time.
     const int width = 24;
     int filled = static_cast<int>(width * step / steps);
@@ -469,7 +471,7 @@ bool Driver::saveCheckpointOf(const Plan &plan, const char *arena) {
   if (!saveCheckpoint(plan, arena, options.save, train, options.seed, error))
     return fail(error);
   // A line of its own, except under the progress bar, which it would break.
-  if (!(numRanks == 1 && isatty(fileno(out))))
+  if (!drawsProgressBar())
     std::fprintf(out, "checkpoint %s (step %llu)\n", options.save.c_str(),
                  static_cast<unsigned long long>(train.step));
   return true;
