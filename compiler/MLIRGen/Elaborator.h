@@ -69,6 +69,28 @@ public:
 
   /// Mesh axis sizes that replace the script's (loomc --mesh).
   llvm::StringMap<int64_t> meshSizes;
+  /// Global dim sizes that replace the script's: the batch dims of a model
+  /// built for one microbatch (perMicrobatch), which then neither checks
+  /// that the microbatches divide the batch nor warns again.
+  llvm::StringMap<int64_t> dimSizes;
+  bool perMicrobatch = false;
+
+  /// An input's batch (its dim 0), and the global dim that sizes it, if
+  /// it is written as one (`dim B = 16`, `x : [B, 64]`).
+  struct BatchDim {
+    std::string input;
+    int64_t size;
+    std::string dim; // empty: a literal or an expression
+    SMLoc loc;
+  };
+  /// A train section's `microbatches m`, m > 1: the model is built again
+  /// for one microbatch (mlirGen).
+  struct MicrobatchSplit {
+    int64_t count;
+    SMLoc where;
+    llvm::SmallVector<BatchDim> batchDims;
+  };
+  std::optional<MicrobatchSplit> microbatchSplit;
 
   //===--------------------------------------------------------------------===//
   // Diagnostics and locations
@@ -167,7 +189,7 @@ public:
     int64_t lastStage = -1;
     mlir::Region *stageRegion = nullptr;
     bool hasTrain = false;
-    llvm::SmallVector<std::pair<std::string, int64_t>> batchDims; // input dim 0
+    llvm::SmallVector<BatchDim> batchDims;
   };
   std::optional<ModelState> model;
 

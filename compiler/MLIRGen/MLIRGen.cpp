@@ -561,8 +561,17 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
     value = expert->body->addArgument(type, loc(stmt.loc));
   } else {
     value = addArgument(type, stmt.loc, attrs);
-    if (isInput && !shape->empty())
-      model->batchDims.emplace_back(fullName, shape->front());
+    if (isInput && !shape->empty()) {
+      // The dim's name, when it is a global dim's (a loop variable or a
+      // model-level name would shadow it).
+      std::string dim;
+      if (auto *named = llvm::dyn_cast<NameExpr>(stmt.type->dims.front().get());
+          named && globals.ints.count(named->name) &&
+          !scope.ints.count(named->name))
+        dim = named->name;
+      model->batchDims.push_back(
+          {fullName, shape->front(), dim, stmt.type->dims.front()->getLoc()});
+    }
     if (stmt.shard)
       value = annotateSharding(value, *stmt.shard, scope);
   }
@@ -606,6 +615,8 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
   case Stmt::Kind::Dim: {
     const Name &name = stmt.names.front();
     std::optional<int64_t> value = evalInt(*stmt.value, scope);
+    if (auto it = dimSizes.find(name.text); it != dimSizes.end() && &scope == &globals)
+      value = it->second;
     if (!scope.ints.try_emplace(name.text, value.value_or(1)).second)
       error(name.loc) << "dimension '" << name.text << "' is already defined";
     return;
@@ -796,6 +807,21 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
   }
 }
 
+/// Whether `loss` is a loss op's mean, or means that reduce every dim of a
+/// tensor (`mean(mean(x, axis = 1), axis = 0)`), behind an optional cast.
+static bool isMeanOverAllDims(Value loss) {
+  if (auto cast = loss.getDefiningOp<CastOp>())
+    loss = cast.getInput();
+  if (isa_and_nonnull<CrossEntropyOp, MseOp>(loss.getDefiningOp()))
+    return true;
+  int64_t means = 0;
+  while (auto mean = loss.getDefiningOp<MeanOp>()) {
+    loss = mean.getInput();
+    ++means;
+  }
+  return means > 0 && cast<RankedTensorType>(loss.getType()).getRank() == means;
+}
+
 void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   if (model->hasTrain) {
     error(stmt.loc) << "a model has one train section";
@@ -924,17 +950,28 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
     error(stmt.loc) << "the train section needs a loss";
     return;
   }
-  for (auto &[name, batch] : model->batchDims)
-    if (batch % microbatches != 0)
-      error(seen.lookup("microbatches"))
-          << microbatches << " microbatches do not divide the batch dimension "
-          << batch << " of input '" << name << "'";
+  if (microbatches > 1 && !perMicrobatch) {
+    for (const BatchDim &batch : model->batchDims)
+      if (batch.size % microbatches != 0)
+        error(seen.lookup("microbatches"))
+            << microbatches << " microbatches do not divide the batch dimension "
+            << batch.size << " of input '" << batch.input << "'";
+    // The step is the mean of the microbatches' steps: that equals the
+    // whole batch's only for a loss that is a mean over the batch.
+    if (loss && !isMeanOverAllDims(loss))
+      error(seen.lookup("loss"))
+          << "with microbatches the loss must be a mean over the batch "
+             "(cross_entropy, mse or mean), since the step averages the "
+             "microbatches' losses and gradients";
+    microbatchSplit = MicrobatchSplit{microbatches, seen.lookup("microbatches"),
+                                      model->batchDims};
+  }
   bool trainsF16 = computeType.isF16();
   for (auto [type, attrs] : llvm::zip(
            model->func.getBody().front().getArgumentTypes(), model->argAttrs))
     trainsF16 |= attrs.contains(attr::kParam) &&
                  cast<RankedTensorType>(type).getElementType().isF16();
-  if (trainsF16 && lossScale == "none")
+  if (trainsF16 && lossScale == "none" && !perMicrobatch)
     emitWarning(loc(stmt.loc)) << "f16 training without loss scaling may lose "
                                   "small gradients; add 'loss_scale dynamic'";
   if (!loss || failed())
@@ -1173,6 +1210,66 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
   return owned;
 }
 
+/// The params of every model in `module`, by name.
+static llvm::StringMap<Type> paramTypes(ModuleOp module) {
+  llvm::StringMap<Type> types;
+  for (auto func : module.getOps<func::FuncOp>())
+    for (BlockArgument arg : func.getArguments())
+      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
+        types[(func.getSymName() + "." + name.getValue()).str()] = arg.getType();
+  return types;
+}
+
+/// With `microbatches m`, the step's program is the model built for one
+/// microbatch: elaborated again with its batch dims divided by m, so that
+/// every shape the script derives from them (reshapes, aranges) is the
+/// microbatch's. The runtime runs it m times per step (loom.accumulate).
+static OwningOpRef<ModuleOp>
+buildForOneMicrobatch(MLIRContext &context, const Module &module,
+                      const llvm::SourceMgr &sourceMgr,
+                      const llvm::StringMap<int64_t> &meshSizes,
+                      Elaborator &whole, ModuleOp wholeModule) {
+  const Elaborator::MicrobatchSplit &split = *whole.microbatchSplit;
+  llvm::StringMap<int64_t> sizes;
+  for (const Elaborator::BatchDim &batch : split.batchDims) {
+    if (batch.dim.empty()) {
+      whole.error(batch.loc)
+          << "with 'microbatches " << split.count
+          << "', the batch dimension of input '" << batch.input
+          << "' must be a named dim (e.g. 'dim B = " << batch.size
+          << "'), so that the model can be built for one microbatch";
+      return nullptr;
+    }
+    sizes[batch.dim] = batch.size / split.count;
+  }
+  Elaborator micro(context, sourceMgr);
+  micro.meshSizes = meshSizes;
+  micro.dimSizes = sizes;
+  micro.perMicrobatch = true;
+  OwningOpRef<ModuleOp> built = micro.run(module);
+  std::string dims;
+  for (const auto &entry : sizes)
+    dims += (dims.empty() ? "" : ", ") + entry.getKey().str() + " = " +
+            std::to_string(entry.getValue());
+  if (!built) {
+    whole.error(split.where) << "while building the model for one of "
+                             << split.count << " microbatches (" << dims << ")";
+    return nullptr;
+  }
+  // Only the batch may shrink: a param sized by a batch dim would change.
+  llvm::StringMap<Type> before = paramTypes(wholeModule);
+  for (const auto &entry : paramTypes(*built))
+    if (before.lookup(entry.getKey()) != entry.getValue()) {
+      whole.error(split.where)
+          << "microbatches split the batch only, but param '"
+          << entry.getKey().split('.').second << "' is sized by a batch dim ("
+          << dims << " changes it from " << before.lookup(entry.getKey())
+          << " to " << entry.getValue() << ")";
+      return nullptr;
+    }
+  return built;
+}
+
 namespace loom {
 OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
                                     const llvm::SourceMgr &sourceMgr,
@@ -1188,6 +1285,10 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
     elaborator.error(where) << "--mesh is given, but the script declares no mesh";
     return nullptr;
   }
-  return elaborator.run(module);
+  OwningOpRef<ModuleOp> whole = elaborator.run(module);
+  if (!whole || !elaborator.microbatchSplit)
+    return whole;
+  return buildForOneMicrobatch(context, module, sourceMgr, meshSizes,
+                               elaborator, *whole);
 }
 } // namespace loom

@@ -181,8 +181,13 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   Block &body = model.getBody().front();
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
   int64_t numSteps = 0;
+  // Steps: kernel calls, collectives and accumulates.
+  auto isStep = [](Operation *op) {
+    return isa<func::CallOp, mlir::loom::AccumulateOp>(op) ||
+           isa<shard::ShardDialect>(op->getDialect());
+  };
   for (Operation &op : body.without_terminator())
-    numSteps += isa<func::CallOp>(op) || isa<shard::ShardDialect>(op.getDialect());
+    numSteps += isStep(&op);
 
   // An SPMD program runs over the grid it names.
   std::optional<mlir::loom::Grid> grid;
@@ -233,7 +238,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       name = model.getResultAttrOfType<StringAttr>(i, attr::kLoss);
     std::string text = name ? name.str() : "result" + std::to_string(i);
     Operation *def = value.getDefiningOp();
-    if (!def || !(isa<func::CallOp>(def) || isa<shard::ShardDialect>(def->getDialect())))
+    if (!def || !isStep(def))
       return emitError(value.getLoc(), "output '")
              << text << "' is an input or parameter itself; compute it "
                         "(e.g. 'x * 1') to get a separate output";
@@ -270,11 +275,11 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   for (Operation &op : body.without_terminator()) {
     auto call = dyn_cast<func::CallOp>(op);
     bool isCollective = isa<shard::ShardDialect>(op.getDialect());
-    if (!call && !isCollective)
+    if (!isStep(&op))
       return op.emitError("'") << op.getName()
                                << "' is left in the model after outlining; "
-                                  "the plan holds only kernel calls and "
-                                  "collectives";
+                                  "the plan holds only kernel calls, "
+                                  "collectives and accumulates";
     if (isCollective && !grid)
       return op.emitError("a collective in a model that is not partitioned");
     std::vector<size_t> args;
@@ -293,6 +298,14 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       if (isOutput)
         buffers.back().sharding = outputSharding.lookup(result);
       args.push_back(buffers.size() - 1);
+    }
+    if (isa<mlir::loom::AccumulateOp>(op)) {
+      // The sum grows over the microbatches: its bytes are the
+      // accumulate's from the first step on.
+      buffers.back().first = -1;
+      steps.push_back({"accumulate", std::move(args)});
+      ++step;
+      continue;
     }
     if (isCollective) {
       FailureOr<std::string> head = collectiveHead(&op, *grid);
@@ -314,6 +327,16 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     steps.push_back({"step " + callee.str(), std::move(args)});
     ++step;
   }
+  // The steps up to the last accumulate run once per microbatch: what they
+  // read of the inputs (the step's scalars, which come once per step) must
+  // last until the last of them.
+  int64_t lastAccumulate = -1;
+  for (auto [index, each] : llvm::enumerate(steps))
+    if (each.head == "accumulate")
+      lastAccumulate = index;
+  for (Buffer &buffer : buffers)
+    if (buffer.role == "input")
+      buffer.last = std::max(buffer.last, lastAccumulate);
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;
@@ -399,6 +422,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
           os << " " << hyper.getName().getValue() << "="
              << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
         writeTrainSettings(os, train);
+        if (train.getMicrobatches() > 1)
+          os << " microbatches=" << train.getMicrobatches();
         os << "\n";
       }
   for (auto [output, param] : updates)

@@ -34,7 +34,7 @@ struct ConvertLoomToLinalg
                            func::FuncDialect>();
     // Structure ops stay: stages and MoE blocks are lowered elsewhere.
     target.addIllegalDialect<LoomDialect>();
-    target.addLegalOp<StageOp, MoeOp, YieldOp, TrainOp>();
+    target.addLegalOp<StageOp, MoeOp, YieldOp, TrainOp, AccumulateOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(context);
     populateLoomToLinalgPatterns(patterns);

@@ -116,6 +116,13 @@ ArrayRef<StringRef> TrainOp::hyperparametersOf(StringRef optimizer) {
   return {};
 }
 
+LogicalResult AccumulateOp::verify() {
+  if (static_cast<int64_t>(getMicrobatches()) < 2)
+    return emitOpError("accumulates over at least 2 microbatches, not ")
+           << static_cast<int64_t>(getMicrobatches());
+  return success();
+}
+
 LogicalResult TrainOp::verify() {
   ArrayRef<StringRef> known = hyperparametersOf(getOptimizer());
   if (known.empty())

@@ -78,6 +78,30 @@ def Loom_YieldOp : Loom_Op<"yield", [Pure, Terminator, ReturnLike,
   let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
+def Loom_AccumulateOp : Loom_Op<"accumulate", [SameOperandsAndResultType]> {
+  let summary = "The mean of a value over a training step's microbatches";
+  let description = [{
+    With `microbatches m` in the train section, the step's program up to
+    its accumulates runs once per microbatch and the rest once per step:
+    an accumulate's result is the mean of its input over the m runs (a sum
+    in f32, in microbatch order, divided by m once). loom-optimizer-step
+    puts one on each gradient and on the loss; it stays in the model as a
+    plan step of its own (`accumulate IN OUT`), like a collective, and
+    keeps its input's layout, partial sums included, so a gradient's
+    data-parallel sum runs once per step, after the last microbatch.
+
+    ```mlir
+    %g = loom.accumulate %dw over 4 microbatches : tensor<64x256xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$input, I64Attr:$microbatches);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `over` $microbatches `microbatches` attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "How a model is trained";

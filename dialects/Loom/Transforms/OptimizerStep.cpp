@@ -251,16 +251,28 @@ LogicalResult StepBuilder::run() {
   b.setInsertionPoint(ret);
 
   // The model's results without the gradients, which the update consumes.
+  // With microbatches, what runs once per microbatch ends in accumulates
+  // (the mean over the microbatches) of the gradients and of the loss; the
+  // model's other outputs, one microbatch's each, are left out.
+  int64_t microbatches = static_cast<int64_t>(train.getMicrobatches());
+  auto accumulate = [&](Value value) -> Value {
+    if (microbatches < 2)
+      return value;
+    return AccumulateOp::create(b, value.getLoc(), value, microbatches);
+  };
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
   llvm::StringMap<Value> grads;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     auto name = model.getResultAttrOfType<StringAttr>(i, attr::kOutput);
     if (name && name.getValue().starts_with("grad.")) {
-      grads[name.getValue().drop_front(5)] = value;
+      grads[name.getValue().drop_front(5)] = accumulate(value);
       continue;
     }
-    results.push_back(value);
+    bool isLoss = model.getResultAttr(i, attr::kLoss) != nullptr;
+    if (microbatches > 1 && !isLoss)
+      continue;
+    results.push_back(isLoss ? accumulate(value) : value);
     resultAttrs.push_back(model.getResultAttrDict(i));
   }
   SmallVector<BlockArgument> params;

@@ -70,7 +70,39 @@ struct LoomOutlineKernels
 };
 } // namespace
 
+/// With microbatches, the plan's steps up to its last accumulate run once
+/// per microbatch and the rest once per step. The microbatch's program is
+/// what the accumulates read, directly or not; everything else (the
+/// update, and what it computes from the params alone) moves after the
+/// accumulates, in order. What an op reads never moves behind it.
+static void sinkPastAccumulates(func::FuncOp model) {
+  Block &body = model.getBody().front();
+  SmallVector<Operation *> accumulates;
+  for (Operation &op : body.without_terminator())
+    if (isa<AccumulateOp>(op))
+      accumulates.push_back(&op);
+  if (accumulates.empty())
+    return;
+  llvm::SmallPtrSet<Operation *, 32> perMicrobatch;
+  SmallVector<Operation *> work(accumulates.begin(), accumulates.end());
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (perMicrobatch.insert(def).second)
+          work.push_back(def);
+  }
+  SmallVector<Operation *> after;
+  for (Operation &op : body.without_terminator())
+    if (!perMicrobatch.contains(&op) && !isa<AccumulateOp>(op) &&
+        !isRematerialized(&op))
+      after.push_back(&op);
+  for (Operation *op : llvm::concat<Operation *>(accumulates, after))
+    op->moveBefore(body.getTerminator());
+}
+
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
+  sinkPastAccumulates(model);
   // A foldable B transpose moves next to its matmul (it is pure, and its
   // operand is defined earlier still), so that the matmul can join its
   // group (readsTransposedOperand): in `ln(h) @ transpose(wte)` the cast
@@ -86,9 +118,9 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
   for (Operation &op : model.getBody().front().without_terminator()) {
     if (isRematerialized(&op))
       continue;
-    // Collectives stay in the model as plan steps of their own; the next
-    // op starts a new kernel, which may read the collective's result.
-    if (isa<shard::ShardDialect>(op.getDialect())) {
+    // Collectives and accumulates stay in the model as plan steps of their
+    // own; the next op starts a new kernel, which may read their result.
+    if (isa<shard::ShardDialect>(op.getDialect()) || isa<AccumulateOp>(op)) {
       afterCollective = true;
       continue;
     }

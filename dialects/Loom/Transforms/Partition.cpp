@@ -517,6 +517,12 @@ LogicalResult Partitioner::partition(Operation *op) {
     return annotate(annotation);
   if (isElementwise(op))
     return partitionElementwise(op);
+  // A mean over microbatches is linear: it keeps any layout, partial sums
+  // included, so a gradient's sum over the ranks runs once, after it.
+  if (auto accumulate = dyn_cast<AccumulateOp>(op)) {
+    Sharding s = shardingOf(accumulate.getInput());
+    return apply(op, {s}, {s});
+  }
   if (auto matmul = dyn_cast<MatmulOp>(op))
     return partitionMatmul(matmul);
   if (auto reshape = dyn_cast<ReshapeOp>(op))

@@ -690,6 +690,11 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
   State &s = *state;
   s.plan = &plan;
   s.access = analyzeStepAccess(plan);
+  if (plan.microbatchSteps()) {
+    error = "a training step with microbatches runs on the CPU only for now "
+            "(--device cpu)";
+    return false;
+  }
   // Collectives between GPUs run through `collectives` (NCCL).
   if ((plan.mesh.present || plan.numCollectives()) && !collectives) {
     error = "a partitioned plan runs on cuda only with collectives on the "

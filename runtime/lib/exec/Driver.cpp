@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <unistd.h>
@@ -112,6 +113,15 @@ private:
   }
   /// The step's batch from --data into `plan`'s buffers in `arena`.
   void fillData(const Plan &plan, char *arena, uint64_t step);
+  /// With microbatches: microbatch `microbatch` of step `step`'s batch
+  /// inputs (their rows of the files' or random batch, or of --data).
+  void placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
+                       uint64_t microbatch);
+  /// One run of the plan (this rank's, whose inputs are in place); with
+  /// microbatches, its steps up to the last accumulate once per
+  /// microbatch, each after `place(microbatch)`, then the rest.
+  bool runPlanOnce(const Plan &plan, TraceRecorder *trace,
+                   const std::function<bool(uint64_t)> &place);
   // --check-kernels, after the params and inputs are in the host arena.
   bool checkAgainstCpu();
   bool runSingle();
@@ -162,6 +172,9 @@ private:
   /// When training started, and when the last step ended.
   std::chrono::steady_clock::time_point trainStart, stepEnd;
   TokenData data; // --data, on rank 0
+  /// With microbatches, the whole batch of each input that --data does not
+  /// fill, by buffer id (of the unpartitioned plan), on rank 0: read once.
+  std::map<unsigned, std::vector<char>> batchRows;
   TrainState train; // training: the step, the loss scale
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
@@ -289,8 +302,13 @@ bool Driver::checkInputs(const Plan &plan) {
                   ") is not given: pass --input " + buffer.name +
                   "=FILE.npy, or --random-inputs");
     }
+    // A microbatched input's file holds the whole batch.
+    PlanBuffer whole = buffer;
+    if (plan.isMicrobatched(buffer) &&
+        !wholeBatchOf(buffer, plan.optimizer.microbatches, whole))
+      return fail("input '" + buffer.name + "' is too large");
     if (!checkNpy(file->second, "input '" + buffer.name + "'", buffer.dtype,
-                  buffer.shape, error))
+                  whole.shape, error))
       return fail(error);
   }
   return true;
@@ -327,16 +345,26 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
     if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
         fromData(buffer))
       continue;
+    // A microbatched input: the whole batch, once, off the arena
+    // (placeMicrobatch copies each microbatch's rows in).
+    PlanBuffer whole = buffer;
+    char *target = arena + buffer.offset;
+    if (plan.isMicrobatched(buffer)) {
+      if (batchRows.count(buffer.id))
+        continue;
+      wholeBatchOf(buffer, plan.optimizer.microbatches, whole); // checkInputs
+      std::vector<char> &rows = batchRows[buffer.id];
+      rows.resize(whole.bytes);
+      target = rows.data();
+    }
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
-      fillRandomInput(buffer, options.seed, arena + buffer.offset);
+      fillRandomInput(whole, options.seed, target);
       continue;
     }
     std::string what = "input '" + buffer.name + "'";
-    if (!readNpy(file->second, what, buffer.dtype, buffer.shape,
-                 arena + buffer.offset, error) ||
-        !checkIndexBound(buffer, arena + buffer.offset,
-                         what + " (" + file->second + ")", error))
+    if (!readNpy(file->second, what, whole.dtype, whole.shape, target, error) ||
+        !checkIndexBound(whole, target, what + " (" + file->second + ")", error))
       return fail(error);
   }
   return true;
@@ -382,6 +410,36 @@ void Driver::fillData(const Plan &plan, char *arena, uint64_t step) {
               arena, step - 1);
 }
 
+void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
+                             uint64_t microbatch) {
+  for (const auto &[id, rows] : batchRows) {
+    const PlanBuffer &buffer = plan.buffers[id];
+    std::memcpy(arena + buffer.offset, rows.data() + microbatch * buffer.bytes,
+                buffer.bytes);
+  }
+  if (!options.data.empty())
+    fillBatch(data, *plan.findBuffer("tokens"), *plan.findBuffer("labels"),
+              arena, step - 1, plan.optimizer.microbatches, microbatch);
+}
+
+bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
+                         const std::function<bool(uint64_t)> &place) {
+  size_t perMicrobatch = plan.microbatchSteps();
+  if (!perMicrobatch)
+    return place(0) && execute(trace);
+  // Accumulates run on the CPU only (CudaExecutor::open says so).
+  uint64_t count = plan.optimizer.microbatches;
+  for (uint64_t microbatch = 0; microbatch < count; ++microbatch) {
+    if (!place(microbatch))
+      return false;
+    if (!executor.runSteps(0, perMicrobatch, microbatch, trace, error))
+      return fail(multiRank ? inSpmdPlan(error) : error);
+  }
+  if (!executor.runSteps(perMicrobatch, plan.steps.size(), count - 1, trace, error))
+    return fail(multiRank ? inSpmdPlan(error) : error);
+  return true;
+}
+
 uint64_t Driver::numSteps() const {
   if (!options.train)
     return 1;
@@ -415,7 +473,8 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   // The tokens of a step: the elements of the (whole) tokens input, or the
   // rows of the first input.
   const PlanBuffer *tokens = whole.findBuffer("tokens");
-  uint64_t perStep = tokens ? tokens->globalElements : 0;
+  uint64_t perStep =
+      tokens ? tokens->globalElements * whole.optimizer.microbatches : 0;
   double tokensPerSecond = seconds > 0 ? perStep / seconds : 0;
   double lr = learningRate(whole.optimizer, step);
   uint64_t steps = numSteps();
@@ -517,8 +576,14 @@ bool Driver::runSingle() {
     if (step > resumedAt + 1 && !loadInputs(whole, executor.arena()))
       return false;
     fillStepScalars(whole, executor.arena(), train);
-    fillData(whole, executor.arena(), step);
-    if (!execute(options.trace.empty() ? nullptr : &trace) ||
+    auto place = [&](uint64_t microbatch) {
+      if (whole.microbatchSteps())
+        placeMicrobatch(whole, executor.arena(), step, microbatch);
+      else
+        fillData(whole, executor.arena(), step);
+      return true;
+    };
+    if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
         (options.train && !finishStep(whole, step)))
       return false;
     if (options.train && savesAfter(step) &&
@@ -686,12 +751,17 @@ bool Driver::runRanks() {
     // computes the step's scalars; every rank gets its blocks.
     if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
       return false;
-    if (rank == 0) {
+    if (rank == 0)
       fillStepScalars(staging, stagingArena.data(), train);
-      fillData(staging, stagingArena.data(), step);
-    }
-    if (!agree(distribute(BufferRole::Input)) ||
-        !agree(execute(options.trace.empty() ? nullptr : &trace)) ||
+    // Each microbatch's rows (or the step's batch) go out to the ranks.
+    auto place = [&](uint64_t microbatch) {
+      if (rank == 0 && spmd.microbatchSteps())
+        placeMicrobatch(staging, stagingArena.data(), step, microbatch);
+      else if (rank == 0)
+        fillData(staging, stagingArena.data(), step);
+      return agree(distribute(BufferRole::Input));
+    };
+    if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
         !agree(!options.train || finishStep(spmd, step)))
       return false;
     if (options.train && savesAfter(step) &&

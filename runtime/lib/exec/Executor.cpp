@@ -6,6 +6,7 @@
 #include "loom/runtime/plan/Layout.h"
 
 #include <chrono>
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 
@@ -81,14 +82,41 @@ char *Executor::buffer(unsigned id) const {
   return memory.data() + plan->buffers[id].offset;
 }
 
-bool Executor::run(TraceRecorder *trace, std::string &error) {
+void Executor::accumulate(const PlanStep &step, uint64_t microbatch) {
+  const PlanBuffer &target = plan->buffers[step.buffers[1]];
+  const float *in = reinterpret_cast<const float *>(buffer(step.buffers[0]));
+  float *sum = reinterpret_cast<float *>(buffer(step.buffers[1]));
+  uint64_t n = target.bytes / sizeof(float);
+  if (microbatch == 0)
+    std::memcpy(sum, in, target.bytes);
+  else
+    for (uint64_t i = 0; i < n; ++i)
+      sum[i] += in[i];
+  // The mean, rounded once: exactly the sum for a power-of-two count.
+  uint64_t count = plan->optimizer.microbatches;
+  if (microbatch + 1 == count)
+    for (uint64_t i = 0; i < n; ++i)
+      sum[i] /= static_cast<float>(count);
+}
+
+bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
+                        TraceRecorder *trace, std::string &error) {
   using Clock = std::chrono::steady_clock;
   auto micros = [](Clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
   };
   Clock::time_point start = Clock::now();
-  for (size_t i = 0; i < plan->steps.size(); ++i) {
+  for (size_t i = begin; i < end && i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
+    if (step.kind == StepKind::Accumulate) {
+      Clock::time_point before = Clock::now();
+      accumulate(step, microbatch);
+      if (trace)
+        trace->addStep(static_cast<unsigned>(i), "accumulate",
+                       micros(before - start), micros(Clock::now() - before),
+                       access[i].bytesRead, access[i].bytesWritten);
+      continue;
+    }
     if (step.kind == StepKind::Collective) {
       Clock::time_point before = Clock::now();
       if (!runCollective(*plan, step, groups[i], *comm, buffer(step.buffers[0]),

@@ -86,6 +86,13 @@ void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
   if (gpu.present)
     std::fprintf(out, "launches %zu\n", plan.launches.size());
   std::fprintf(out, "steps    %zu\n", plan.steps.size());
+  if (size_t perMicrobatch = plan.microbatchSteps())
+    std::fprintf(out,
+                 "microbatches %llu per step: steps 0 to %zu run once per "
+                 "microbatch, the batch inputs hold %llu times their rows\n",
+                 static_cast<unsigned long long>(plan.optimizer.microbatches),
+                 perMicrobatch - 1,
+                 static_cast<unsigned long long>(plan.optimizer.microbatches));
 }
 
 void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
@@ -94,6 +101,9 @@ void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
                mesh.name.c_str(), formatMeshAxes(mesh).c_str(), mesh.numRanks,
                mesh.numRanks == 1 ? "" : "s", mesh.numRanks);
   size_t collectives = spmd.numCollectives();
+  size_t accumulates = 0;
+  for (const PlanStep &step : spmd.steps)
+    accumulates += step.kind == StepKind::Accumulate;
   auto count = [](size_t n, const char *what) {
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
   };
@@ -103,7 +113,7 @@ void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
                mebibytes(spmd.arenaBytes).c_str(),
                count(spmd.kernels.size(), "kernel").c_str(),
                count(spmd.steps.size(), "step").c_str(),
-               count(spmd.steps.size() - collectives, "kernel step").c_str(),
+               count(spmd.steps.size() - collectives - accumulates, "kernel step").c_str(),
                count(collectives, "collective").c_str());
   size_t counts[kNumCollectiveKinds] = {};
   for (const PlanStep &step : spmd.steps)

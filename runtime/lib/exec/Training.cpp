@@ -6,6 +6,7 @@
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/io/Npy.h"
 
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 
@@ -215,11 +216,13 @@ bool loom::runtime::findBatchInputs(const Plan &plan, const TokenData &data,
 
 void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
                               const PlanBuffer &labels, char *arena,
-                              uint64_t step) {
+                              uint64_t step, uint64_t microbatches,
+                              uint64_t microbatch) {
   uint64_t rows = tokens.shape[0], cols = tokens.shape[1];
   uint64_t span = data.tokens.size() - cols - 1;
+  uint64_t first = (step * microbatches + microbatch) * rows; // of the step's
   for (uint64_t b = 0; b < rows; ++b) {
-    uint64_t start = ((step * rows + b) * cols) % span;
+    uint64_t start = ((first + b) * cols) % span;
     for (uint64_t t = 0; t < cols; ++t) {
       int64_t in = data.tokens[start + t], next = data.tokens[start + t + 1];
       uint64_t at = b * cols + t;
@@ -233,4 +236,23 @@ void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
       }
     }
   }
+}
+
+bool loom::runtime::wholeBatchOf(const PlanBuffer &buffer, uint64_t microbatches,
+                                 PlanBuffer &whole) {
+  whole = buffer;
+  if (buffer.shape.empty() || microbatches == 0 ||
+      buffer.bytes > UINT64_MAX / microbatches ||
+      buffer.globalBytes > UINT64_MAX / microbatches ||
+      static_cast<uint64_t>(buffer.shape[0]) > INT64_MAX / microbatches)
+    return false;
+  auto m = static_cast<int64_t>(microbatches);
+  whole.shape[0] *= m;
+  if (!whole.globalShape.empty())
+    whole.globalShape[0] *= m;
+  whole.numElements *= microbatches;
+  whole.bytes *= microbatches;
+  whole.globalElements *= microbatches;
+  whole.globalBytes *= microbatches;
+  return true;
 }

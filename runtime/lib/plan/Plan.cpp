@@ -100,6 +100,13 @@ size_t Plan::numCollectives() const {
   return count;
 }
 
+size_t Plan::microbatchSteps() const {
+  for (size_t i = steps.size(); i > 0; --i)
+    if (steps[i - 1].kind == StepKind::Accumulate)
+      return i;
+  return 0;
+}
+
 int PlanMesh::findAxis(std::string_view name) const {
   for (size_t i = 0; i < axes.size(); ++i)
     if (axes[i].name == name)
@@ -202,7 +209,8 @@ constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, arena, gpu-image, buffer (each followed "
-    "by its shard and bound), kernel, launch, step and collective, "
+    "by its shard and bound), kernel, launch, step, collective and "
+    "accumulate, "
     "optimizer, update, "
     "end";
 
@@ -221,6 +229,7 @@ enum Record {
   RecordLaunch,
   RecordStep,
   RecordCollective,
+  RecordAccumulate,
   RecordOptimizer,
   RecordUpdate,
   RecordNone
@@ -237,6 +246,7 @@ constexpr RecordInfo kRecords[] = {
     {"bound", RankBuffer},
     {"kernel", RankKernel},    {"launch", RankLaunch},
     {"step", RankStep},        {"collective", RankStep},
+    {"accumulate", RankStep},
     {"optimizer", RankOptimizer}, {"update", RankUpdate}};
 
 /// Records that appear at most once (loom-plan, model, device and arena
@@ -478,7 +488,11 @@ private:
   bool checkFollowsBuffer(size_t index, Record self, bool afterShard);
   bool parseStep(size_t index);
   bool parseCollective(size_t index);
+  bool parseAccumulate(size_t index);
   bool parseOptimizer(size_t index);
+  /// After the last record: the accumulates and `microbatches=` agree, and
+  /// past the last accumulate only accumulates' results carry values.
+  bool checkMicrobatches(size_t endIndex);
   bool parseUpdate(size_t index);
   bool parseAxes(size_t index, std::string_view text,
                  std::vector<unsigned> &axes);
@@ -607,7 +621,7 @@ bool PlanParser::parse() {
   if (stage < RankArena)
     return fail(endIndex, std::string("missing '") +
                               kRankNames[nextRequired(stage)] + "' record");
-  return true;
+  return checkMicrobatches(endIndex);
 }
 
 bool PlanParser::parseRecord(size_t index, Record record) {
@@ -636,6 +650,8 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseStep(index);
   case RecordCollective:
     return parseCollective(index);
+  case RecordAccumulate:
+    return parseAccumulate(index);
   case RecordOptimizer:
     return parseOptimizer(index);
   case RecordUpdate:
@@ -1329,6 +1345,14 @@ bool PlanParser::parseOptimizer(size_t index) {
     std::string value(equals == std::string_view::npos
                           ? std::string_view()
                           : fields[i].substr(equals + 1));
+    if (name == "microbatches") {
+      uint64_t count = 0;
+      if (!parseUnsigned(value, count) || count == 0 || count > (1u << 20))
+        return fail(index, "bad microbatches '" + value +
+                               "' (expected an integer from 1 to 1048576)");
+      optimizer.microbatches = count;
+      continue;
+    }
     // The two settings that are words.
     if (name == "lr_schedule" || name == "loss_scale") {
       bool schedule = name == "lr_schedule";
@@ -1357,6 +1381,77 @@ bool PlanParser::parseOptimizer(size_t index) {
                                "' given twice");
     optimizer.hyperparameters.emplace_back(std::string(name), number);
   }
+  return true;
+}
+
+bool PlanParser::parseAccumulate(size_t index) {
+  if (!expectFields(index, 3, "accumulate IN OUT"))
+    return false;
+  PlanStep step;
+  step.kind = StepKind::Accumulate;
+  step.line = static_cast<unsigned>(index + 1);
+  unsigned in, out;
+  if (!parseBufferId(index, fields[1], "accumulate", in) ||
+      !parseBufferId(index, fields[2], "accumulate", out))
+    return false;
+  const PlanBuffer &source = plan.buffers[in];
+  const PlanBuffer &target = plan.buffers[out];
+  if (source.role != BufferRole::Temp ||
+      (target.role != BufferRole::Temp && target.role != BufferRole::Output))
+    return fail(index, "an accumulate reads a temp and writes a temp or an "
+                       "output ('" + source.name + "' is " +
+                           roleName(source.role) + ", '" + target.name +
+                           "' " + roleName(target.role) + ")");
+  if (source.dtype != DType::F32 || target.dtype != DType::F32 ||
+      source.shape != target.shape)
+    return fail(index, "an accumulate needs two f32 buffers of one shape ('" +
+                           source.name + "' is " + dtypeName(source.dtype) +
+                           " " + formatShape(source.shape) + ", '" +
+                           target.name + "' " + dtypeName(target.dtype) + " " +
+                           formatShape(target.shape) + ")");
+  if (source.offset < target.offset + target.bytes &&
+      target.offset < source.offset + source.bytes)
+    return fail(index, "accumulate buffers '" + source.name + "' and '" +
+                           target.name + "' share arena bytes");
+  for (const PlanStep &other : plan.steps)
+    if (other.kind == StepKind::Accumulate && other.buffers[1] == out)
+      return fail(index, "buffer '" + target.name +
+                             "' is the result of two accumulates");
+  step.buffers = {in, out};
+  plan.steps.push_back(std::move(step));
+  return true;
+}
+
+bool PlanParser::checkMicrobatches(size_t endIndex) {
+  size_t boundary = plan.microbatchSteps();
+  uint64_t count = plan.optimizer.microbatches;
+  if (boundary && count < 2)
+    return fail(plan.steps[boundary - 1].line - 1,
+                "an 'accumulate' step needs an 'optimizer' record with "
+                "microbatches=M, M >= 2");
+  if (!boundary && count > 1)
+    return fail(endIndex, "microbatches=" + std::to_string(count) +
+                              " without an 'accumulate' step");
+  if (!boundary)
+    return true;
+  std::vector<StepAccess> access = analyzeStepAccess(plan);
+  std::vector<bool> carried(plan.buffers.size(), false), written = carried;
+  for (size_t i = 0; i < boundary; ++i) {
+    const PlanStep &step = plan.steps[i];
+    if (step.kind == StepKind::Accumulate)
+      carried[step.buffers[1]] = true;
+    for (size_t k = 0; k < step.buffers.size(); ++k)
+      if (access[i].buffers[k] != BufferAccess::Read)
+        written[step.buffers[k]] = true;
+  }
+  for (size_t i = boundary; i < plan.steps.size(); ++i)
+    for (unsigned id : plan.steps[i].buffers)
+      if (written[id] && !carried[id])
+        return fail(plan.steps[i].line - 1,
+                    "this step reads buffer '" + plan.buffers[id].name +
+                        "', which a step of the microbatches wrote: past the "
+                        "last 'accumulate' only accumulates' results carry "
+                        "values");
   return true;
 }
 
@@ -1552,6 +1647,11 @@ bool loom::runtime::checkPartitionedPlan(const Plan &whole, const Plan &spmd,
     return fail(2, "model '" + spmd.model +
                        "' differs from the unpartitioned plan's '" +
                        whole.model + "'");
+  if (spmd.optimizer.microbatches != whole.optimizer.microbatches)
+    return fail(0, "the partitioned plan runs " +
+                       std::to_string(spmd.optimizer.microbatches) +
+                       " microbatches per step, the unpartitioned one " +
+                       std::to_string(whole.optimizer.microbatches));
   auto describe = [](const PlanBuffer &buffer, const Shape &shape) {
     return std::string(dtypeName(buffer.dtype)) + " " + formatShape(shape);
   };

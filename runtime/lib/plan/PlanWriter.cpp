@@ -141,6 +141,11 @@ std::string loom::runtime::writePlan(const Plan &plan) {
               std::to_string(step.buffers[1]) + "\n";
       continue;
     }
+    if (step.kind == StepKind::Accumulate) {
+      body += "accumulate " + std::to_string(step.buffers[0]) + " " +
+              std::to_string(step.buffers[1]) + "\n";
+      continue;
+    }
     body += "step " + plan.kernels[step.kernel].name;
     for (unsigned id : step.buffers)
       body += " " + std::to_string(id);
@@ -158,6 +163,8 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       std::snprintf(number, sizeof(number), "%.17g", value);
       body += " " + name + "=" + number;
     }
+    if (plan.optimizer.microbatches > 1)
+      body += " microbatches=" + std::to_string(plan.optimizer.microbatches);
     body += "\n";
   }
   for (const PlanUpdate &update : plan.updates)

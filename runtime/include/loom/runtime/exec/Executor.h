@@ -66,7 +66,14 @@ public:
   /// Runs every step in plan order; with `trace`, records one event per
   /// step. Fails only in a collective (the communicator's error, with the
   /// plan line).
-  bool run(TraceRecorder *trace, std::string &error);
+  bool run(TraceRecorder *trace, std::string &error) {
+    return runSteps(0, plan->steps.size(), 0, trace, error);
+  }
+  /// Runs steps [begin, end) as run does, an accumulate step as part of
+  /// microbatch `microbatch` (its first sets the mean's sum, the others
+  /// add to it, the last divides it by the number of microbatches).
+  bool runSteps(size_t begin, size_t end, uint64_t microbatch,
+                TraceRecorder *trace, std::string &error);
   /// Runs kernel step `index` alone (--check-kernels runs the steps one by
   /// one on both devices).
   void runKernelStep(size_t index);
@@ -74,6 +81,8 @@ public:
   const std::vector<StepAccess> &stepAccess() const { return access; }
 
 private:
+  void accumulate(const PlanStep &step, uint64_t microbatch);
+
   const Plan *plan = nullptr;
   std::vector<const LoomKernel *> kernels;
   std::vector<StepAccess> access;

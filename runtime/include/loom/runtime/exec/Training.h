@@ -90,9 +90,17 @@ bool findBatchInputs(const Plan &plan, const TokenData &data,
 /// Fills `tokens` and `labels` at their offsets in `arena` for step `step`
 /// (counted from 0): row b takes the T + 1 ids starting at
 /// ((step B + b) T) mod (N - T - 1); the tokens are the first T, the
-/// labels the last T.
+/// labels the last T. With m `microbatches` the buffers hold rows
+/// [mb B/m, (mb + 1) B/m) of the step's B for microbatch `microbatch`.
 void fillBatch(const TokenData &data, const PlanBuffer &tokens,
-               const PlanBuffer &labels, char *arena, uint64_t step);
+               const PlanBuffer &labels, char *arena, uint64_t step,
+               uint64_t microbatches = 1, uint64_t microbatch = 0);
+
+/// `buffer`, a microbatch of a batch input (Plan::isMicrobatched), as the
+/// whole batch its file holds: dim 0 and the sizes times `microbatches`.
+/// False if the sizes overflow.
+bool wholeBatchOf(const PlanBuffer &buffer, uint64_t microbatches,
+                  PlanBuffer &whole);
 
 /// The rank-0 f32 output `name` of the last run (`loss`, `grad_norm`);
 /// false if the plan has none.

@@ -226,12 +226,13 @@ struct PlanCollective {
   unsigned groupSize = 1;
 };
 
-/// Whether a step runs a kernel or a collective.
-enum class StepKind : uint8_t { Kernel, Collective };
+/// Whether a step runs a kernel, a collective or an accumulate.
+enum class StepKind : uint8_t { Kernel, Collective, Accumulate };
 
-/// One `step` or `collective` record, in program order. A kernel step has
-/// the index of its kernel in Plan::kernels and the ids of its buffers; a
-/// collective step its operation and the ids {IN, OUT}.
+/// One `step`, `collective` or `accumulate` record, in program order. A
+/// kernel step has the index of its kernel in Plan::kernels and the ids of
+/// its buffers; a collective step its operation and the ids {IN, OUT}; an
+/// accumulate the ids {IN, OUT}.
 struct PlanStep {
   StepKind kind = StepKind::Kernel;
   unsigned kernel = 0;
@@ -249,6 +250,9 @@ struct PlanOptimizer {
   std::string lrSchedule = "constant";
   /// `loss_scale=`: none, static or dynamic (with `initial_scale=`).
   std::string lossScale = "none";
+  /// `microbatches=`: the steps up to the last accumulate run this many
+  /// times per training step, once per microbatch of the batch inputs.
+  uint64_t microbatches = 1;
   /// The numbers: hyperparameters, warmup, min_lr, initial_scale,
   /// clip_grad_norm.
   std::vector<std::pair<std::string, double>> hyperparameters;
@@ -297,6 +301,16 @@ struct Plan {
   const PlanBuffer *findBuffer(std::string_view name) const;
   /// The number of collective steps.
   size_t numCollectives() const;
+  /// One past the last accumulate step: the steps below it run once per
+  /// microbatch (0 without microbatches).
+  size_t microbatchSteps() const;
+  /// Whether `buffer` holds one microbatch of a batch input: with
+  /// microbatches, every input that has a batch dim (rank >= 1). Its file
+  /// holds `optimizer.microbatches` times as many rows.
+  bool isMicrobatched(const PlanBuffer &buffer) const {
+    return optimizer.microbatches > 1 && buffer.role == BufferRole::Input &&
+           !buffer.shape.empty();
+  }
 };
 
 /// Per step of `plan` (collectives included), what it does with each of its
