@@ -1326,3 +1326,23 @@ func.func @cross_entropy_grad_labels(%l: tensor<3x5xf32>, %y: tensor<4xi32>, %g:
   %0 = loom.cross_entropy_grad %l, %y, %g : (tensor<3x5xf32>, tensor<4xi32>, tensor<f32>) -> tensor<3x5xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// loom.accumulate
+//===----------------------------------------------------------------------===//
+
+func.func @one_microbatch(%g: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'loom.accumulate' op accumulates over at least 2 microbatches, not 1}}
+  %m = loom.accumulate %g over 1 microbatches : tensor<8xf32>
+  return %m : tensor<8xf32>
+}
+
+// -----
+
+func.func @bf16_sum(%g: tensor<8xbf16>) -> tensor<8xbf16> {
+  // expected-error @+1 {{'loom.accumulate' op operand #0 must be ranked tensor of 32-bit float values}}
+  %m = loom.accumulate %g over 2 microbatches : tensor<8xbf16>
+  return %m : tensor<8xbf16>
+}

@@ -405,3 +405,13 @@ func.func @gradient_ops(%x: tensor<4x1xf32>, %a: tensor<4x8xbf16>,
   %4 = loom.cross_entropy_grad %logits, %labels, %dl : (tensor<2x3x5xf32>, tensor<2x3xi32>, tensor<f32>) -> tensor<2x3x5xf32>
   return
 }
+
+// -----
+
+// The mean of a gradient over a step's microbatches.
+// CHECK-LABEL: func.func @accumulate
+// CHECK: loom.accumulate %{{.+}} over 4 microbatches : tensor<8x16xf32>
+func.func @accumulate(%g: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %m = loom.accumulate %g over 4 microbatches : tensor<8x16xf32>
+  return %m : tensor<8x16xf32>
+}

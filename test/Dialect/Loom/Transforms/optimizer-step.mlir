@@ -74,3 +74,23 @@ func.func @adamw(%t: tensor<4x4xf32> {loom.input = "t"}, %w: tensor<4x4xf32> {lo
 }
 loom.train @adamw optimizer "adamw" {lr = 1.0e-3 : f64} microbatches 1 schedule "1f1b" loss_scale "dynamic" steps 1 {clip_grad_norm = 0.5 : f64}
 
+
+// -----
+
+// Microbatches: the gradient and the loss are means over the microbatches
+// (loom.accumulate), which the update reads; the model's other outputs
+// (one microbatch's each) are left out of the step.
+// CHECK-LABEL: func.func @microbatches
+// CHECK-SAME: -> (tensor<f32> {loom.loss = "loss"}, tensor<f32> {loom.output = "grad_norm"}, tensor<4x4xf32> {loom.output = "next.w", loom.updates = "w"})
+// CHECK: %[[LOSS:.+]] = loom.mse
+// CHECK: %[[L:.+]] = loom.accumulate %[[LOSS]] over 4 microbatches : tensor<f32>
+// CHECK: %[[G:.+]] = loom.accumulate %{{.+}} over 4 microbatches {loom.gradient_of = "w"} : tensor<4x4xf32>
+// CHECK: loom.mul %[[G]], %[[G]]
+// CHECK: return %[[L]],
+func.func @microbatches(%t: tensor<4x4xf32> {loom.input = "t"}, %w: tensor<4x4xf32> {loom.param = "w"})
+    -> (tensor<4x4xf32> {loom.output = "y"}, tensor<f32> {loom.loss = "loss"}) {
+  %y = loom.mul %w, %t : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = loom.mse %y, %t : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+  return %y, %0 : tensor<4x4xf32>, tensor<f32>
+}
+loom.train @microbatches optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 4 schedule "1f1b" loss_scale "none" steps 1

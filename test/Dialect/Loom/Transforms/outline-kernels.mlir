@@ -300,3 +300,22 @@ module attributes {loom.precision = #loom.precision<compute = bf16, accumulate =
     return %1, %0, %3 : tensor<4x16xbf16>, tensor<8x16xbf16>, tensor<2x4x16xbf16>
   }
 }
+
+// -----
+
+// With microbatches the accumulates end what runs once per microbatch:
+// they move after every op they need, and what does not feed them (the
+// update, and what it computes from the params alone, like the decay
+// `w * 0.5` written first here) after them.
+// CHECK-LABEL: func.func @microbatch_order
+// CHECK: %[[G:.+]] = call @microbatch_order_k0(
+// CHECK-NEXT: %[[M:.+]] = loom.accumulate %[[G]] over 2 microbatches
+// CHECK-NEXT: call @microbatch_order_k1(%{{.+}}, %[[M]])
+func.func @microbatch_order(%x: tensor<8xf32>, %w: tensor<8xf32>) -> tensor<8xf32> {
+  %half = loom.constant 5.000000e-01 : tensor<f32>
+  %decay = loom.mul %w, %half : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %g = loom.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %m = loom.accumulate %g over 2 microbatches : tensor<8xf32>
+  %next = loom.sub %decay, %m : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %next : tensor<8xf32>
+}

@@ -222,3 +222,23 @@ func.func @move_axis(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %y = loom.gelu %ys : tensor<8x16xf32>
   return %y : tensor<8x16xf32>
 }
+
+// -----
+
+// A mean over microbatches keeps its input's layout, partial sums
+// included: the data-parallel sum of a weight's gradient runs after it,
+// once per step, not once per microbatch.
+// CHECK-LABEL: func.func @accumulate_partial_spmd
+// CHECK: %[[G:.+]] = loom.matmul {{.+}} -> tensor<16x16xf32>
+// CHECK: %[[MEAN:.+]] = loom.accumulate %[[G]] over 2 microbatches : tensor<16x16xf32>
+// CHECK: shard.all_reduce %[[MEAN]] on @g grid_axes = [0]
+shard.grid @g(shape = 2) {loom.axes = ["dp"]}
+func.func @accumulate_partial(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>) -> tensor<16x16xf32> {
+  %s = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x16xf32>
+  %dys = shard.shard %dy to %s : tensor<8x16xf32>
+  %xt = loom.transpose %xs perm [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+  %g = loom.matmul %xt, %dys accumulate f32 : (tensor<16x8xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+  %m = loom.accumulate %g over 2 microbatches : tensor<16x16xf32>
+  return %m : tensor<16x16xf32>
+}
