@@ -1394,6 +1394,9 @@ bool PlanParser::parseAccumulate(size_t index) {
   if (!parseBufferId(index, fields[1], "accumulate", in) ||
       !parseBufferId(index, fields[2], "accumulate", out))
     return false;
+  if (in == out)
+    return fail(index, "accumulate reads and writes the same buffer " +
+                           std::string(fields[1]));
   const PlanBuffer &source = plan.buffers[in];
   const PlanBuffer &target = plan.buffers[out];
   if (source.role != BufferRole::Temp ||

@@ -156,3 +156,36 @@ TEST(Executor, StepAccessFollowsTheStepOrder) {
   EXPECT_EQ(steps[0].bytesWritten, 32u);
   EXPECT_EQ(steps[1].buffers, (std::vector<A>{A::Read, A::Written}));
 }
+
+TEST(Executor, AccumulatesTheMeanOverMicrobatches) {
+  // g = x + w per microbatch; gm, its mean over 2 microbatches, is what
+  // the step after the accumulate reads: next = w + gm.
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(
+      sealLines({"loom-plan 1", "model m", "device cpu", "arena 320",
+                 "buffer 0 x input f32 8 0", "buffer 1 w param f32 8 64 ones",
+                 "buffer 2 g temp f32 8 128", "buffer 3 gm temp f32 8 192",
+                 "buffer 4 next.w output f32 8 256", "kernel add 3",
+                 "step add 0 1 2", "accumulate 2 3", "step add 1 3 4",
+                 "optimizer sgd 1 lr=0.1 microbatches=2", "update 4 1"}),
+      plan, error))
+      << error;
+  EXPECT_EQ(plan.microbatchSteps(), 2u);
+  EXPECT_TRUE(plan.isMicrobatched(plan.buffers[0]));
+  Executor executor;
+  ASSERT_TRUE(executor.init(plan, kKernels, error)) << error;
+  initializeParams(plan, executor.arena(), 0);
+  float x[kN];
+  for (uint64_t microbatch = 0; microbatch < 2; ++microbatch) {
+    for (int i = 0; i < kN; ++i)
+      x[i] = microbatch == 0 ? static_cast<float>(i) : 3.0f;
+    std::memcpy(executor.buffer(0), x, sizeof(x));
+    ASSERT_TRUE(executor.runSteps(0, 2, microbatch, nullptr, error)) << error;
+  }
+  ASSERT_TRUE(executor.runSteps(2, 3, 1, nullptr, error)) << error;
+  float next[kN];
+  std::memcpy(next, executor.buffer(4), sizeof(next));
+  for (int i = 0; i < kN; ++i)
+    EXPECT_EQ(next[i], 1.0f + ((static_cast<float>(i) + 1.0f) + 4.0f) / 2.0f) << i;
+}

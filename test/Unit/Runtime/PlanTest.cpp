@@ -249,11 +249,11 @@ TEST(Plan, RejectsBadRecords) {
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
        "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
-       "followed by its shard and bound), kernel, launch, step and collective, optimizer, update, end)"},
+       "followed by its shard and bound), kernel, launch, step, collective and accumulate, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
        "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
-       "followed by its shard and bound), kernel, launch, step and collective, optimizer, update, end)"},
+       "followed by its shard and bound), kernel, launch, step, collective and accumulate, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -526,7 +526,7 @@ TEST(Plan, RejectsBadGpuRecords) {
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
       "device, mesh, arena, gpu-image, buffer (each followed by its shard and bound), "
-      "kernel, launch, step and collective, optimizer, update, end)";
+      "kernel, launch, step, collective and accumulate, optimizer, update, end)";
   struct Case {
     size_t index;
     std::string line; // empty: remove the line

@@ -86,7 +86,7 @@ Plan parse(const std::vector<std::string> &lines) {
 const std::string kOrder =
     " record out of order (records come in the order loom-plan, model, "
     "device, mesh, arena, gpu-image, buffer (each followed by its shard and bound), "
-    "kernel, launch, step and collective, optimizer, update, end)";
+    "kernel, launch, step, collective and accumulate, optimizer, update, end)";
 } // namespace
 
 TEST(SpmdPlan, ParsesTheDocumentedExample) {

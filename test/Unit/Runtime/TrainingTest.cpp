@@ -212,3 +212,97 @@ TEST(Training, DataWindowsAndErrors) {
   EXPECT_EQ(error.find("--data fills the inputs 'tokens' and 'labels'"), 0u);
   EXPECT_FALSE(loadTokenData(dir.path("none"), data, error));
 }
+
+TEST(Training, MicrobatchRecords) {
+  // grad runs per microbatch; the update reads the accumulated mean.
+  std::vector<std::string> lines = {
+      "loom-plan 1",
+      "model m",
+      "device cpu",
+      "arena 4096",
+      "buffer 0 x input f32 2,4 0",
+      "buffer 1 w param f32 4 64 zeros",
+      "buffer 2 g temp f32 4 128",
+      "buffer 3 l temp f32 scalar 192",
+      "buffer 4 gm temp f32 4 256",
+      "buffer 5 loss output f32 scalar 320",
+      "buffer 6 next.w output f32 4 384",
+      "kernel grad 4",
+      "kernel sgd 3",
+      "step grad 0 1 2 3",
+      "accumulate 2 4",
+      "accumulate 3 5",
+      "step sgd 1 4 6",
+      "optimizer sgd 1 lr=0.1 microbatches=2",
+      "update 6 1",
+  };
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  EXPECT_EQ(plan.optimizer.microbatches, 2u);
+  EXPECT_EQ(plan.microbatchSteps(), 3u);
+  EXPECT_TRUE(plan.isMicrobatched(plan.buffers[0]));
+  PlanBuffer whole;
+  ASSERT_TRUE(wholeBatchOf(plan.buffers[0], 2, whole));
+  EXPECT_EQ(whole.shape, (Shape{4, 4}));
+  EXPECT_EQ(whole.bytes, 64u);
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(again.optimizer.microbatches, 2u);
+  EXPECT_EQ(again.microbatchSteps(), 3u);
+
+  auto with = [&](size_t index, const std::string &line) {
+    std::vector<std::string> bad = lines;
+    bad[index] = line;
+    return errorWith(bad);
+  };
+  EXPECT_EQ(with(14, "accumulate 0 4"),
+            "plan:15: an accumulate reads a temp and writes a temp or an "
+            "output ('x' is input, 'gm' temp)");
+  EXPECT_EQ(with(14, "accumulate 2 5"),
+            "plan:15: an accumulate needs two f32 buffers of one shape ('g' "
+            "is f32 [4], 'loss' f32 [])");
+  EXPECT_EQ(with(14, "accumulate 2 2"),
+            "plan:15: accumulate reads and writes the same buffer 2");
+  EXPECT_EQ(with(15, "accumulate 3 4"),
+            "plan:16: an accumulate needs two f32 buffers of one shape ('l' "
+            "is f32 [], 'gm' f32 [4])");
+  EXPECT_EQ(with(16, "step sgd 1 2 6"),
+            "plan:17: this step reads buffer 'g', which a step of the "
+            "microbatches wrote: past the last 'accumulate' only "
+            "accumulates' results carry values");
+  EXPECT_EQ(with(17, "optimizer sgd 1 lr=0.1"),
+            "plan:16: an 'accumulate' step needs an 'optimizer' record with "
+            "microbatches=M, M >= 2");
+  EXPECT_EQ(with(17, "optimizer sgd 1 lr=0.1 microbatches=0"),
+            "plan:18: bad microbatches '0' (expected an integer from 1 to "
+            "1048576)");
+  EXPECT_EQ(with(14, "accumulate 2"), "plan:15: expected 'accumulate IN OUT'");
+  lines.erase(lines.begin() + 14, lines.begin() + 16);
+  lines[14] = "step sgd 1 2 6";
+  EXPECT_EQ(errorWith(lines), "plan:18: microbatches=2 without an 'accumulate' step");
+}
+
+TEST(Training, MicrobatchDataRows) {
+  // Microbatch mb of step s holds rows [mb B/m, (mb + 1) B/m) of the
+  // step's B rows: the same tokens as the whole batch.
+  TokenData data;
+  for (int i = 0; i < 1000; ++i)
+    data.tokens.push_back(i % 251);
+  auto buffer = [](unsigned id, uint64_t rows, uint64_t offset) {
+    PlanBuffer b;
+    b.id = id;
+    b.dtype = DType::I32;
+    b.shape = {static_cast<int64_t>(rows), 5};
+    b.offset = offset;
+    return b;
+  };
+  std::vector<char> whole(2 * 4 * 5 * 4), half(2 * 2 * 5 * 4);
+  fillBatch(data, buffer(0, 4, 0), buffer(1, 4, 80), whole.data(), 3);
+  for (uint64_t microbatch = 0; microbatch < 2; ++microbatch) {
+    fillBatch(data, buffer(0, 2, 0), buffer(1, 2, 40), half.data(), 3, 2,
+              microbatch);
+    EXPECT_EQ(std::memcmp(half.data(), whole.data() + microbatch * 40, 40), 0);
+    EXPECT_EQ(std::memcmp(half.data() + 40, whole.data() + 80 + microbatch * 40, 40), 0);
+  }
+}
