@@ -162,7 +162,7 @@ LogicalResult Compilation::generateLoom() {
   llvm::StringMap<int64_t> meshSizes;
   if (failed(parseMeshSizes(meshSizes)))
     return failure();
-  module = mlirGen(context, *ast, sourceMgr, meshSizes);
+  module = mlirGen(context, *ast, sourceMgr, meshSizes, options.recomputeLayers);
   return success(static_cast<bool>(module));
 }
 

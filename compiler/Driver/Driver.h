@@ -54,6 +54,9 @@ struct DriverOptions {
   bool remarkCollectives = false;
   /// Sequence parallelism: reduce-scatter/all-gather around the norms.
   bool sequenceParallel = false;
+  /// --recompute=layers: every layer instance's activations are recomputed
+  /// in the backward instead of kept.
+  bool recomputeLayers = false;
   /// Build the gradient program (loom-autodiff): the model's outputs, its
   /// loss and the gradient of the loss for every param.
   bool gradients = false;

@@ -90,6 +90,9 @@ struct CallExpr : Expr {
   std::string callee;
   std::vector<ExprPtr> args;
   std::vector<KeywordArg> kwargs;
+  /// `recompute block(h)`: the layer instance's activations are recomputed
+  /// in the backward instead of kept.
+  bool recompute = false;
   static bool classof(const Expr *e) { return e->getKind() == Kind::Call; }
 };
 

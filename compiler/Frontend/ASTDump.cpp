@@ -112,7 +112,7 @@ void ASTPrinter::printExpr(const Expr &expr) {
     line(expr.getLoc(), "Negate");
     printExpr(*unary->operand);
   } else if (auto *call = llvm::dyn_cast<CallExpr>(&expr)) {
-    line(expr.getLoc(), "Call " + call->callee);
+    line(expr.getLoc(), (call->recompute ? "Call (recompute) " : "Call ") + call->callee);
     for (const ExprPtr &arg : call->args)
       printExpr(*arg);
     ++indent;

@@ -573,6 +573,20 @@ ExprPtr Parser::parsePrimary() {
     consume();
     if (tok.is(TokenKind::l_paren))
       return parseCall(start);
+    // `recompute layer(...)`: two names in a row mean nothing else.
+    if (start.spelling == "recompute" && tok.is(TokenKind::identifier)) {
+      Token callee = tok;
+      consume();
+      if (!tok.is(TokenKind::l_paren)) {
+        error(callee.getLoc(), "'recompute' applies to a layer call, e.g. "
+                               "'recompute block(h)'");
+        return nullptr;
+      }
+      ExprPtr call = parseCall(callee);
+      if (call)
+        llvm::cast<CallExpr>(*call).recompute = true;
+      return call;
+    }
     return std::make_unique<NameExpr>(start.getLoc(), start.spelling.str());
   case TokenKind::l_paren: {
     consume();

@@ -106,8 +106,19 @@ Operand Elaborator::emitCall(const CallExpr &call, Scope &scope) {
     }
     if (failedFunctions.contains(fn.name.text))
       return Operand::poison();
+    if (fn.isMoe && call.recompute) {
+      error(call.getLoc()) << "'recompute' applies to a layer instance, not "
+                              "to MoE block '"
+                           << call.callee << "'";
+      return Operand::poison();
+    }
     return fn.isMoe ? instantiateMoe(fn, call, scope)
                     : instantiateLayer(fn, call, scope);
+  }
+  if (call.recompute) {
+    error(call.getLoc()) << "'recompute' applies to a layer instance; '"
+                         << call.callee << "' is not a layer";
+    return Operand::poison();
   }
   return emitBuiltin(call, scope);
 }
@@ -508,8 +519,25 @@ Operand Elaborator::instantiateLayer(const FunctionDecl &layer,
   callee.parent = &globals;
   if (!bindArguments(*this, layer, call, scope, callee))
     return Operand::poison();
+  // The instance's name, as its params are named ("block.0").
+  std::string path = paramPrefix + layer.name.text;
+  std::string instance = path + "." + std::to_string(instanceCounts.lookup(path));
+  mlir::Block *block = builder.getInsertionBlock();
+  mlir::Block::iterator before = builder.getInsertionPoint();
+  bool atStart = before == block->begin();
+  if (!atStart)
+    --before;
   std::optional<Value> result =
       elaborateBody(*this, layer, call, callee, BodyKind::Layer);
+  // The ops the instance built, marked for loom-autodiff, which recomputes
+  // them in the backward. An inner instance keeps its own mark.
+  if (result && (call.recompute || recomputeLayers)) {
+    auto name = builder.getStringAttr(instance);
+    for (mlir::Block::iterator it = atStart ? block->begin() : std::next(before);
+         it != builder.getInsertionPoint(); ++it)
+      if (!it->hasAttr(attr::kRecompute))
+        it->setAttr(attr::kRecompute, name);
+  }
   return result ? Operand::ofTensor(*result) : Operand::poison();
 }
 

@@ -74,6 +74,9 @@ public:
   /// that the microbatches divide the batch nor warns again.
   llvm::StringMap<int64_t> dimSizes;
   bool perMicrobatch = false;
+  /// loomc --recompute=layers: every layer instance is recomputed in the
+  /// backward, as `recompute block(h)` asks for one.
+  bool recomputeLayers = false;
 
   /// An input's batch (its dim 0), and the global dim that sizes it, if
   /// it is written as one (`dim B = 16`, `x : [B, 64]`).

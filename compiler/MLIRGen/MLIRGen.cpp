@@ -1244,6 +1244,7 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
   }
   Elaborator micro(context, sourceMgr);
   micro.meshSizes = meshSizes;
+  micro.recomputeLayers = whole.recomputeLayers;
   micro.dimSizes = sizes;
   micro.perMicrobatch = true;
   OwningOpRef<ModuleOp> built = micro.run(module);
@@ -1273,9 +1274,11 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
 namespace loom {
 OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
                                     const llvm::SourceMgr &sourceMgr,
-                                    const llvm::StringMap<int64_t> &meshSizes) {
+                                    const llvm::StringMap<int64_t> &meshSizes,
+                                    bool recomputeLayers) {
   Elaborator elaborator(context, sourceMgr);
   elaborator.meshSizes = meshSizes;
+  elaborator.recomputeLayers = recomputeLayers;
   if (!meshSizes.empty() && module.meshes.empty()) {
     SMLoc where = !module.models.empty()
                       ? module.models.front().name.loc

@@ -19,11 +19,14 @@ mlir::Location toLocation(mlir::MLIRContext &context,
 /// training settings) and builds its `loom` dialect module. Every problem is
 /// reported as an error at its script location through the context's
 /// diagnostic engine; the result is null when there was any. `meshSizes`
-/// replaces the sizes of the named mesh axes (loomc --mesh dp=2,tp=4).
+/// replaces the sizes of the named mesh axes (loomc --mesh dp=2,tp=4);
+/// `recomputeLayers` marks every layer instance for recomputation
+/// (loomc --recompute=layers), as `recompute` marks one.
 mlir::OwningOpRef<mlir::ModuleOp>
 mlirGen(mlir::MLIRContext &context, const Module &module,
         const llvm::SourceMgr &sourceMgr,
-        const llvm::StringMap<int64_t> &meshSizes = {});
+        const llvm::StringMap<int64_t> &meshSizes = {},
+        bool recomputeLayers = false);
 
 } // namespace loom
 

@@ -109,6 +109,15 @@ cl::opt<loom::GpuMma> gpuMma(
                           "warpgroup wgmma fed by TMA (sm_90a; matmuls a "
                           "tensor map cannot read stay on mma.sync)")),
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
+enum class Recompute { None, Layers };
+cl::opt<Recompute> recompute(
+    "recompute",
+    cl::desc("Which activations the backward recomputes instead of keeping "
+             "(besides the layer instances marked 'recompute' in the script)"),
+    cl::values(clEnumValN(Recompute::None, "none", "only the marked ones (the default)"),
+               clEnumValN(Recompute::Layers, "layers",
+                          "every layer instance's; each keeps its input")),
+    cl::init(Recompute::None), cl::cat(loomCategory));
 cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
@@ -185,6 +194,7 @@ int main(int argc, char **argv) {
   options.mesh = meshSizes;
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
+  options.recomputeLayers = recompute == Recompute::Layers;
   options.gradients = gradients;
   options.train = train;
   options.gradBucketMb = gradBucketMb;

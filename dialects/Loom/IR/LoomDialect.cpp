@@ -120,6 +120,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' marks a func.func (unit)";
     return success();
   }
+  if (name == attr::kRecompute || name == attr::kRecomputed) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must name a layer instance";
+    return success();
+  }
   if (name == attr::kGradientOf) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must name a param";

@@ -47,6 +47,11 @@ constexpr llvm::StringLiteral kIndexBound = "loom.index_bound";
 /// names (loom-optimizer-step), so that loom-bucket-gradients finds its
 /// data-parallel sum after partitioning.
 constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
+/// On the forward ops of a layer instance marked `recompute`: the instance
+/// ("block.0"); loom-autodiff recomputes them in the backward, and marks
+/// the copies kRecomputed (so that CSE keeps them apart).
+constexpr llvm::StringLiteral kRecompute = "loom.recompute";
+constexpr llvm::StringLiteral kRecomputed = "loom.recomputed";
 } // namespace attr
 } // namespace mlir::loom
 

@@ -12,8 +12,10 @@
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMAUTODIFF
@@ -26,6 +28,75 @@ using namespace mlir::loom;
 static bool isFloatTensor(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type && isa<FloatType>(type.getElementType());
+}
+
+/// Recomputation (`recompute block(h)`, loomc --recompute=layers): the
+/// values of a marked layer instance that only the backward reads are
+/// computed again, by copies of their forward ops placed before the first
+/// backward op that reads any of them, so that the forward's stay live
+/// only while the forward uses them. The instance's outputs (what a
+/// forward op outside it reads) and what it reads from outside are kept.
+/// The copies are the same ops on the same values: the same numbers.
+static void recomputeLayers(Block &body,
+                            const llvm::SmallPtrSetImpl<Operation *> &forward) {
+  llvm::MapVector<StringAttr, SmallVector<Operation *>> instances;
+  for (Operation &op : body)
+    if (forward.contains(&op))
+      if (auto name = op.getAttrOfType<StringAttr>(attr::kRecompute))
+        instances[name].push_back(&op);
+  for (auto &[name, ops] : instances) {
+    llvm::SmallPtrSet<Operation *, 32> members(ops.begin(), ops.end());
+    auto isKept = [&](Value value) {
+      return llvm::any_of(value.getUsers(), [&](Operation *user) {
+        return forward.contains(user) && !members.contains(user);
+      });
+    };
+    // Parameters' annotations are not copied: the partitioner lays out an
+    // argument at its one annotation.
+    auto copies = [&](Operation *op) {
+      if (!op || !members.contains(op) || isa<shard::ShardingOp>(op))
+        return false;
+      if (auto annotation = dyn_cast<shard::ShardOp>(op))
+        if (isa<BlockArgument>(annotation.getSrc()))
+          return false;
+      return llvm::none_of(op->getResults(), isKept);
+    };
+    SmallVector<OpOperand *> uses;
+    llvm::SmallPtrSet<Operation *, 32> needed;
+    SmallVector<Operation *> work;
+    for (Operation *op : ops) {
+      if (!copies(op))
+        continue;
+      for (Value result : op->getResults())
+        for (OpOperand &use : result.getUses())
+          if (!forward.contains(use.getOwner())) {
+            uses.push_back(&use);
+            if (needed.insert(op).second)
+              work.push_back(op);
+          }
+    }
+    if (uses.empty())
+      continue;
+    while (!work.empty())
+      for (Value operand : work.pop_back_val()->getOperands())
+        if (Operation *def = operand.getDefiningOp(); copies(def))
+          if (needed.insert(def).second)
+            work.push_back(def);
+    Operation *first = uses.front()->getOwner();
+    for (OpOperand *use : uses)
+      if (use->getOwner()->isBeforeInBlock(first))
+        first = use->getOwner();
+    OpBuilder b(first);
+    IRMapping copied;
+    for (Operation *op : ops)
+      if (needed.contains(op)) {
+        Operation *copy = b.clone(*op, copied);
+        copy->removeAttr(attr::kRecompute);
+        copy->setAttr(attr::kRecomputed, name);
+      }
+    for (OpOperand *use : uses)
+      use->set(copied.lookup(use->get()));
+  }
 }
 
 namespace {
@@ -118,6 +189,7 @@ LogicalResult Differentiator::run() {
   for (Operation *op : llvm::reverse(forward))
     if (failed(differentiate(b, op)))
       return failure();
+  recomputeLayers(body, llvm::SmallPtrSet<Operation *, 32>(forward.begin(), forward.end()));
 
   // Every param's gradient becomes a result, "grad.<param>", after the
   // model's own results; a param the loss does not read gets zeros.

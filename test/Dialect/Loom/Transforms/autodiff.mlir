@@ -56,3 +56,30 @@ func.func @shared(%w: tensor<4xf32> {loom.param = "w"}, %u: tensor<4xf32> {loom.
   return %2, %1 : tensor<4xf32>, tensor<f32>
 }
 loom.train @shared optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// Recomputation: the ops of a layer instance marked loom.recompute that
+// only the backward reads (the matmul before the GELU) are copied before
+// their first backward use, marked loom.recomputed; the instance's output
+// (read by the forward after it) and its input are kept.
+// CHECK-LABEL: func.func @recompute
+// CHECK: %[[H:.+]] = loom.matmul %arg0, %arg2 accumulate f32 {loom.recompute = "blk.0"}
+// CHECK: %[[OUT:.+]] = loom.add {{.+}} {loom.recompute = "blk.0"}
+// CHECK: loom.transpose %[[OUT]] perm [1, 0]
+// CHECK: %[[AGAIN:.+]] = loom.matmul %arg0, %arg2 accumulate f32 {loom.recomputed = "blk.0"}
+// CHECK-NEXT: loom.activation_grad "gelu" %[[AGAIN]],
+// CHECK-NOT: "gelu" %[[H]]
+func.func @recompute(%x: tensor<4x16xf32> {loom.input = "x"}, %t: tensor<4x16xf32> {loom.input = "t"},
+                     %w0: tensor<16x16xf32> {loom.param = "blk.0.w"}, %w1: tensor<16x16xf32> {loom.param = "blk.1.w"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.matmul %x, %w0 accumulate f32 {loom.recompute = "blk.0"} : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+  %1 = loom.gelu %0 {loom.recompute = "blk.0"} : tensor<4x16xf32>
+  %2 = loom.add %1, %x {loom.recompute = "blk.0"} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %3 = loom.matmul %2, %w1 accumulate f32 : (tensor<4x16xf32>, tensor<16x16xf32>) -> tensor<4x16xf32>
+  %4 = loom.gelu %3 : tensor<4x16xf32>
+  %5 = loom.add %4, %2 : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %6 = loom.mse %5, %t : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<f32>
+  return %6 : tensor<f32>
+}
+loom.train @recompute optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
