@@ -302,6 +302,108 @@ struct CrossEntropyGradLowering : OpConversionPattern<CrossEntropyGradOp> {
   }
 };
 
+/// Whether class `ids[j]` (the class of the loop's last index) is the
+/// row's label, comparing the two integers in i64.
+static Value isLabel(OpBuilder &b, Location loc, Value label, Value id) {
+  auto i64 = b.getI64Type();
+  auto wide = [&](Value v) {
+    return v.getType() == i64 ? v : arith::ExtSIOp::create(b, loc, i64, v).getResult();
+  };
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, wide(label), wide(id));
+}
+
+/// The map of a vocab-parallel op's `ids`, the last loop's classes.
+static AffineMap classMap(int64_t rank, MLIRContext *context) {
+  return AffineMap::get(rank, 0, {getAffineDimExpr(rank - 1, context)}, context);
+}
+
+struct VocabStatsLowering : OpConversionPattern<VocabStatsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(VocabStatsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    Value logits = adaptor.getLogits();
+    ArrayRef<int64_t> shape = shapeOf(logits).getShape();
+    int64_t rank = shape.size(), axis = rank - 1;
+    AffineMap full = identity(rank, context);
+    AffineMap reduced = dropDimMap(rank, axis, context);
+    Value sumExp = buildAxisReduction(
+        rewriter, loc, shape, axis, {logits, adaptor.getMax()}, {full, reduced}, 0.0,
+        [](OpBuilder &b, Location l, Value acc, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
+          return arith::AddFOp::create(b, l, acc, e);
+        });
+    Value target = buildAxisReduction(
+        rewriter, loc, shape, axis,
+        {logits, adaptor.getLabels(), adaptor.getIds()},
+        {full, reduced, classMap(rank, context)}, 0.0,
+        [](OpBuilder &b, Location l, Value acc, ValueRange in) -> Value {
+          Value hit = isLabel(b, l, in[1], in[2]);
+          return arith::SelectOp::create(b, l, hit, arith::AddFOp::create(b, l, acc, in[0]),
+                                         acc);
+        });
+    rewriter.replaceOp(op, {sumExp, target});
+    return success();
+  }
+};
+
+/// mean over rows of log(sum_exp) + max - target.
+struct VocabLossLowering : OpConversionPattern<VocabLossOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(VocabLossOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> rows = shapeOf(adaptor.getMax()).getShape();
+    AffineMap rowMap = identity(rows.size(), rewriter.getContext());
+    Value total = buildTotalSum(
+        rewriter, loc, rows,
+        {adaptor.getMax(), adaptor.getSumExp(), adaptor.getTarget()},
+        {rowMap, rowMap, rowMap},
+        [](OpBuilder &b, Location l, ValueRange in) -> Value {
+          Value lse = arith::AddFOp::create(b, l, math::LogOp::create(b, l, in[1]), in[0]);
+          return arith::SubFOp::create(b, l, lse, in[2]);
+        });
+    int64_t count = shapeOf(adaptor.getMax()).getNumElements();
+    rewriter.replaceOp(op, scaled(rewriter, loc, op.getType(), total, 1.0 / count));
+    return success();
+  }
+};
+
+/// (exp(logits - max) / sum_exp - onehot) * grad / rows.
+struct VocabGradLowering : OpConversionPattern<VocabGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(VocabGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = rewriter.getContext();
+    int64_t rank = op.getType().getRank(), axis = rank - 1;
+    int64_t count = shapeOf(adaptor.getMax()).getNumElements();
+    AffineMap full = identity(rank, context);
+    AffineMap reduced = dropDimMap(rank, axis, context);
+    AffineMap scalarMap = AffineMap::get(rank, 0, {}, context);
+    Value result = buildElementwise(
+        rewriter, loc, op.getType(),
+        {adaptor.getLogits(), adaptor.getMax(), adaptor.getSumExp(),
+         adaptor.getLabels(), adaptor.getIds(), adaptor.getGrad()},
+        {full, reduced, reduced, reduced, classMap(rank, context), scalarMap},
+        [&](OpBuilder &b, Location l, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
+          Value p = arith::DivFOp::create(b, l, e, in[2]);
+          Value target = arith::SelectOp::create(b, l, isLabel(b, l, in[3], in[4]),
+                                                 f32Constant(b, l, 1.0),
+                                                 f32Constant(b, l, 0.0));
+          Value scale = arith::MulFOp::create(b, l, in[5], f32Constant(b, l, 1.0 / count));
+          return arith::MulFOp::create(b, l, arith::SubFOp::create(b, l, p, target), scale);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
 struct MseLowering : OpConversionPattern<MseOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -330,5 +432,6 @@ void mlir::loom::populateReductionsToLinalgPatterns(RewritePatternSet &patterns)
                NormLowering<RmsNormOp>, ReduceLowering<SumOp>,
                ReduceLowering<MeanOp>, ReduceLowering<MaxOp>,
                CrossEntropyLowering, CrossEntropyGradLowering,
+               VocabStatsLowering, VocabLossLowering, VocabGradLowering,
                MseLowering>(patterns.getContext());
 }

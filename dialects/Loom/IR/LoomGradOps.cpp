@@ -50,3 +50,39 @@ LogicalResult CrossEntropyGradOp::verify() {
     return emitOpError("labels must have the logits' shape without the classes");
   return success();
 }
+
+/// The rows of vocab-split logits: their shape without the classes, which
+/// `ids` lists (one per local class).
+static LogicalResult verifyVocabRows(Operation *op, RankedTensorType logits,
+                                     RankedTensorType labels,
+                                     RankedTensorType ids, ValueRange rows) {
+  if (logits.getRank() < 1 ||
+      logits.getShape().drop_back() != labels.getShape())
+    return op->emitOpError("labels must have the logits' shape without the classes");
+  if (ids.getRank() != 1 || ids.getDimSize(0) != logits.getShape().back())
+    return op->emitOpError("needs one id per class of the logits");
+  for (Value row : rows)
+    if (cast<RankedTensorType>(row.getType()).getShape() != labels.getShape())
+      return op->emitOpError("row statistics must have the labels' shape");
+  return success();
+}
+
+LogicalResult VocabStatsOp::verify() {
+  return verifyVocabRows(*this, getLogits().getType(), getLabels().getType(),
+                         getIds().getType(),
+                         {getMax(), getSumExp(), getTarget()});
+}
+
+LogicalResult VocabLossOp::verify() {
+  if (getMax().getType() != getSumExp().getType() ||
+      getMax().getType() != getTarget().getType())
+    return emitOpError("row statistics must have one shape");
+  return success();
+}
+
+LogicalResult VocabGradOp::verify() {
+  if (getType() != getLogits().getType())
+    return emitOpError("result must have the logits' type");
+  return verifyVocabRows(*this, getLogits().getType(), getLabels().getType(),
+                         getIds().getType(), {getMax(), getSumExp()});
+}

@@ -3,6 +3,8 @@
 // What the VJP rules cannot write with the forward ops: broadcasting to a
 // shape, derivatives of activations, scatter-adds and the fused gradient of
 // the softmax cross-entropy. loom-autodiff creates them; scripts cannot.
+// Also the pieces of a vocab-parallel cross-entropy, which loom-partition
+// creates in a per-rank program.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +100,81 @@ def Loom_CrossEntropyGradOp : Loom_Op<"cross_entropy_grad", [Pure]> {
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Vocab-parallel cross-entropy (Megatron): logits split over the classes
+// are never gathered. Each rank reduces its classes; the ranks' row maxima
+// are gathered and their sums of exponentials and label logits summed.
+//===----------------------------------------------------------------------===//
+
+def Loom_VocabStatsOp : Loom_Op<"vocab_stats", [Pure]> {
+  let summary = "One rank's softmax sums of logits split over the classes";
+  let description = [{
+    The rank holds the classes `ids` (their global indices) of each row.
+    Per row, in f32: `sum_exp = sum(exp(logits - max))` over those classes,
+    `max` being the row's maximum over all ranks, and `target`, the label's
+    logit if this rank holds the label's class, else 0. Their sums over the
+    ranks are the row's sum of exponentials and its label logit.
+
+    ```mlir
+    %s, %t = loom.vocab_stats %logits, %labels, %ids, %max
+        : (tensor<8x32x128xf32>, tensor<8x32xi32>, tensor<128xi32>, tensor<8x32xf32>)
+        -> (tensor<8x32xf32>, tensor<8x32xf32>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       Loom_IndexTensor:$ids, RankedTensorOf<[F32]>:$max);
+  let results = (outs RankedTensorOf<[F32]>:$sum_exp,
+                      RankedTensorOf<[F32]>:$target);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $ids `,` $max attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_VocabLossOp : Loom_Op<"vocab_loss", [Pure]> {
+  let summary = "Mean cross-entropy from the rows' statistics";
+  let description = [{
+    The mean over the rows of `log(sum_exp) + max - target`: the softmax
+    cross-entropy of rows whose statistics the ranks have summed.
+
+    ```mlir
+    %l = loom.vocab_loss %max, %sum_exp, %target
+        : (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$max, RankedTensorOf<[F32]>:$sum_exp,
+                       RankedTensorOf<[F32]>:$target);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $max `,` $sum_exp `,` $target attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_VocabGradOp : Loom_Op<"vocab_grad", [Pure]> {
+  let summary = "d loss / d logits of a vocab-parallel cross-entropy";
+  let description = [{
+    `(exp(logits - max) / sum_exp - onehot) * grad / rows` on one rank's
+    classes `ids`, from the statistics of the forward (summed over the
+    ranks), where `onehot` is 1 where `ids` is the row's label.
+
+    ```mlir
+    %d = loom.vocab_grad %logits, %labels, %ids, %max, %sum_exp, %g
+        : (tensor<8x32x128xf32>, tensor<8x32xi32>, tensor<128xi32>, tensor<8x32xf32>,
+           tensor<8x32xf32>, tensor<f32>) -> tensor<8x32x128xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$logits, Loom_IndexTensor:$labels,
+                       Loom_IndexTensor:$ids, RankedTensorOf<[F32]>:$max,
+                       RankedTensorOf<[F32]>:$sum_exp, 0DTensorOf<[F32]>:$grad);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $ids `,` $max `,` $sum_exp `,` $grad attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -57,6 +57,24 @@ private:
   LogicalResult partitionMatmul(MatmulOp op);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionLoss(Operation *op);
+  LogicalResult partitionCrossEntropyGrad(CrossEntropyGradOp op);
+  LogicalResult partitionEmbeddingGrad(EmbeddingGradOp op);
+  /// How a loss lays out its operands: both split alike on their shared
+  /// (row) dims, over `rows`; a cross-entropy's classes whole, or split over
+  /// `classes` when the logits come so (vocab-parallel).
+  struct LossLayout {
+    Sharding first, second;
+    GridAxes rows, classes;
+  };
+  LossLayout lossLayout(Operation *op);
+  /// A vocab-parallel cross-entropy's row statistics (local values, rows
+  /// laid out as the labels): the rows' maxima over every rank, their sums
+  /// of exponentials and label logits summed over the ranks, and the
+  /// rank's class ids. Built at the forward, reused by the backward.
+  struct VocabStats {
+    Value max, sumExp, target, ids;
+  };
+  FailureOr<VocabStats> vocabStatsOf(Operation *op, const LossLayout &layout);
   LogicalResult partitionReduction(Operation *op);
   /// Marks `op`'s f32 result, each rank's mean over its equal block of the
   /// `split` axes, as partial sums of the global mean: scaled by 1/shards.
@@ -97,6 +115,8 @@ private:
   DenseMap<Value, RankedTensorType> globals;
   /// The resharded copies made so far: one value per layout is enough.
   DenseMap<Value, llvm::StringMap<Value>> copies;
+  /// By (logits, labels) of the forward cross-entropy.
+  DenseMap<std::pair<Value, Value>, VocabStats> vocabStats;
   llvm::SmallPtrSet<Value, 8> assignedArgs;
 };
 } // namespace
@@ -432,32 +452,203 @@ LogicalResult Partitioner::partitionReshape(ReshapeOp op) {
   return apply(op, {in}, {out});
 }
 
-/// A mean loss over split dims: each rank's mean of its block, scaled by
-/// 1/shards, is a partial sum of the global mean (the blocks are equal).
-LogicalResult Partitioner::partitionLoss(Operation *op) {
+Partitioner::LossLayout Partitioner::lossLayout(Operation *op) {
   Value first = op->getOperand(0), second = op->getOperand(1);
-  bool isCrossEntropy = isa<CrossEntropyOp>(op);
+  bool isCrossEntropy = isa<CrossEntropyOp, CrossEntropyGradOp>(op);
   int64_t rank = globalType(second).getRank();
-  Sharding a = withWhole(first, {});
-  if (isCrossEntropy)
-    a.dims.back().clear(); // the classes
+  LossLayout layout{withWhole(first, {}), Sharding::replicated(rank), {}, {}};
+  Sharding &a = layout.first, &b = layout.second;
+  if (isCrossEntropy) {
+    layout.classes = a.dims.back();
+    a.dims.back().clear();
+  }
   // Both operands split alike on their shared dims.
-  Sharding b = Sharding::replicated(rank);
-  GridAxes split;
+  GridAxes &split = layout.rows;
   for (int64_t d = 0; d < rank; ++d) {
     GridAxes axes = a.dims[d];
     if (axes.empty())
       axes = shardingOf(second).dims[d];
-    if (llvm::any_of(axes, [&](int16_t x) { return llvm::is_contained(split, x); }))
+    if (llvm::any_of(axes, [&](int16_t x) {
+          return llvm::is_contained(split, x) ||
+                 llvm::is_contained(layout.classes, x);
+        }))
       axes.clear();
     a.dims[d] = b.dims[d] = axes;
     split.append(axes.begin(), axes.end());
   }
+  a.dims.back() = layout.classes;
+  return layout;
+}
+
+/// A mean loss over split dims: each rank's mean of its block, scaled by
+/// 1/shards, is a partial sum of the global mean (the blocks are equal).
+/// Logits split over their classes stay split (vocabStatsOf).
+LogicalResult Partitioner::partitionLoss(Operation *op) {
+  LossLayout layout = lossLayout(op);
   Sharding loss = Sharding::replicated(0);
-  if (failed(apply(op, {a, b}, {loss})))
+  if (layout.classes.empty()) {
+    if (failed(apply(op, {layout.first, layout.second}, {loss})))
+      return failure();
+    if (!layout.rows.empty())
+      makePartialMean(op, layout.rows, loss);
+    return success();
+  }
+  FailureOr<VocabStats> stats = vocabStatsOf(op, layout);
+  if (failed(stats))
     return failure();
-  if (!split.empty())
-    makePartialMean(op, split, loss);
+  OpBuilder builder(op);
+  auto scalar = RankedTensorType::get({}, builder.getF32Type());
+  auto mean = VocabLossOp::create(builder, op->getLoc(), scalar, stats->max,
+                                  stats->sumExp, stats->target);
+  globals[mean.getResult()] = scalar;
+  shardings[mean.getResult()] = loss;
+  op->getResult(0).replaceAllUsesWith(mean.getResult());
+  op->erase();
+  if (!layout.rows.empty())
+    makePartialMean(mean, layout.rows, loss);
+  return success();
+}
+
+FailureOr<Partitioner::VocabStats>
+Partitioner::vocabStatsOf(Operation *op, const LossLayout &layout) {
+  Value logits = op->getOperand(0), labels = op->getOperand(1);
+  auto key = std::make_pair(logits, labels);
+  if (auto it = vocabStats.find(key); it != vocabStats.end())
+    return it->second;
+  FailureOr<Value> x = reshard(logits, layout.first, op);
+  FailureOr<Value> ids = reshard(labels, layout.second, op);
+  if (failed(x) || failed(ids))
+    return failure();
+  OpBuilder builder(op);
+  Location loc = op->getLoc();
+  RankedTensorType global = globalType(logits);
+  int64_t rank = global.getRank(), axis = rank - 1;
+  auto local = cast<RankedTensorType>(x->getType());
+  auto gridRef = grid.op.getSymName();
+  Type f32 = builder.getF32Type();
+  // The rows, as the labels are laid out.
+  RankedTensorType rowsGlobal = RankedTensorType::get(global.getShape().drop_back(), f32);
+  RankedTensorType rowsLocal = grid.localType(rowsGlobal, layout.second);
+  auto rowsSharding = [&](Value v) {
+    globals[v] = rowsGlobal;
+    shardings[v] = layout.second;
+    return v;
+  };
+  // The rows' maxima: each rank's, gathered, then their maximum (exact in
+  // any element type).
+  SmallVector<int64_t> kept(rowsLocal.getShape());
+  kept.push_back(1);
+  Value mine = MaxOp::create(builder, loc,
+                             RankedTensorType::get(kept, local.getElementType()),
+                             *x, axis, true);
+  Sharding keptSharding = layout.first;
+  keptSharding.dims.back().clear();
+  SmallVector<int64_t> keptGlobal(global.getShape().drop_back());
+  keptGlobal.push_back(1);
+  globals[mine] = RankedTensorType::get(keptGlobal, local.getElementType());
+  shardings[mine] = keptSharding;
+  kept.back() = grid.ways(layout.classes);
+  auto gather = shard::AllGatherOp::create(
+      builder, loc, RankedTensorType::get(kept, local.getElementType()), gridRef,
+      layout.classes, mine, llvm::APInt(64, axis));
+  Value all = collective(gather, gather.getResult(), keptSharding,
+                         cast<RankedTensorType>(globals[mine]), loc,
+                         "vocab-parallel cross-entropy: the rows' maxima");
+  Value max = MaxOp::create(builder, loc, rowsLocal.clone(local.getElementType()),
+                            all, axis, false);
+  if (!local.getElementType().isF32())
+    max = CastOp::create(builder, loc, rowsLocal, max);
+  rowsSharding(max);
+  // The rank's classes: its block of 0, ..., V - 1 (no data moves).
+  auto idsType = RankedTensorType::get({global.getShape().back()},
+                                       builder.getI32Type());
+  Value every = ArangeOp::create(builder, loc, idsType);
+  globals[every] = idsType;
+  shardings[every] = Sharding::replicated(1);
+  Sharding split = Sharding::replicated(1);
+  split.dims[0] = layout.classes;
+  FailureOr<Value> classIds = reshard(every, split, op);
+  if (failed(classIds))
+    return failure();
+  auto sums = VocabStatsOp::create(builder, loc, TypeRange{rowsLocal, rowsLocal},
+                                   *x, *ids, *classIds, max);
+  auto total = [&](Value part, StringRef what) {
+    auto sum = shard::AllReduceOp::create(builder, loc, rowsLocal, gridRef,
+                                          layout.classes, part);
+    return collective(sum, sum.getResult(), layout.second, rowsGlobal, loc,
+                      ("vocab-parallel cross-entropy: " + what).str());
+  };
+  VocabStats stats{max, total(sums.getSumExp(), "the sums of exponentials"),
+                   total(sums.getTarget(), "the label logits"), *classIds};
+  vocabStats[key] = stats;
+  return stats;
+}
+
+/// The scatter-add of each rank's rows of the gradient is a partial sum of
+/// the table's (f32 only: a 16-bit table would round each rank's part),
+/// so the rows stay split (instead of gathering ids and gradients) and the
+/// table's sum over the ranks comes with the gradient's others.
+LogicalResult Partitioner::partitionEmbeddingGrad(EmbeddingGradOp op) {
+  int64_t rank = globalType(op.getIds()).getRank();
+  Sharding ids = withWhole(op.getIds(), {});
+  Sharding grad = withWhole(op.getGrad(), {});
+  GridAxes rows;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::any_of(ids.dims[d], [&](int16_t x) { return grad.uses(x); }) &&
+        grad.dims[d] != ids.dims[d])
+      ids.dims[d].clear();
+    grad.dims[d] = ids.dims[d];
+    rows.append(ids.dims[d].begin(), ids.dims[d].end());
+  }
+  Sharding table = Sharding::replicated(2);
+  table.dims[1] = grad.dims.back();
+  if (!op.getType().getElementType().isF32() || rows.empty())
+    return apply(op, {withWhole(op.getIds(), ArrayRef<int64_t>(
+                          llvm::to_vector(llvm::seq<int64_t>(0, rank)))),
+                      [&] {
+                        Sharding whole = Sharding::replicated(rank + 1);
+                        whole.dims.back() = grad.dims.back();
+                        return whole;
+                      }()},
+                 {table});
+  table.partial = rows;
+  return apply(op, {ids, grad}, {table});
+}
+
+/// Each rank's rows are 1/shards of those its gradient divides by; logits
+/// split over their classes use the forward's statistics.
+LogicalResult Partitioner::partitionCrossEntropyGrad(CrossEntropyGradOp op) {
+  LossLayout layout = lossLayout(op);
+  OpBuilder builder(op);
+  Location loc = op.getLoc();
+  Value scale = op.getGrad();
+  if (!layout.rows.empty()) {
+    auto scalar = RankedTensorType::get({}, builder.getF32Type());
+    Value factor = ConstantOp::create(builder, loc, scalar,
+                                      builder.getF64FloatAttr(1.0 / grid.ways(layout.rows)));
+    scale = MulOp::create(builder, loc, scale, factor);
+    for (Value v : {factor, scale}) {
+      globals[v] = scalar;
+      shardings[v] = Sharding::replicated(0);
+    }
+  }
+  if (layout.classes.empty()) {
+    op.getGradMutable().assign(scale);
+    return apply(op, {layout.first, layout.second, Sharding::replicated(0)},
+                 {layout.first});
+  }
+  FailureOr<VocabStats> stats = vocabStatsOf(op, layout);
+  FailureOr<Value> x = reshard(op.getLogits(), layout.first, op);
+  FailureOr<Value> labels = reshard(op.getLabels(), layout.second, op);
+  if (failed(stats) || failed(x) || failed(labels))
+    return failure();
+  RankedTensorType global = globalType(op.getResult());
+  auto grad = VocabGradOp::create(builder, loc, x->getType(), *x, *labels,
+                                  stats->ids, stats->max, stats->sumExp, scale);
+  globals[grad.getResult()] = global;
+  shardings[grad.getResult()] = layout.first;
+  op.getResult().replaceAllUsesWith(grad.getResult());
+  op.erase();
   return success();
 }
 
@@ -529,6 +720,10 @@ LogicalResult Partitioner::partition(Operation *op) {
     return partitionReshape(reshape);
   if (isa<CrossEntropyOp, MseOp>(op))
     return partitionLoss(op);
+  if (auto grad = dyn_cast<CrossEntropyGradOp>(op))
+    return partitionCrossEntropyGrad(grad);
+  if (auto grad = dyn_cast<EmbeddingGradOp>(op))
+    return partitionEmbeddingGrad(grad);
   if (auto transpose = dyn_cast<TransposeOp>(op)) {
     Sharding in = withWhole(transpose.getInput(), {});
     Sharding out = Sharding::replicated(in.dims.size());
