@@ -162,7 +162,8 @@ LogicalResult Compilation::generateLoom() {
   llvm::StringMap<int64_t> meshSizes;
   if (failed(parseMeshSizes(meshSizes)))
     return failure();
-  module = mlirGen(context, *ast, sourceMgr, meshSizes, options.recomputeLayers);
+  module = mlirGen(context, *ast, sourceMgr, meshSizes, options.recomputeLayers,
+                   options.train);
   return success(static_cast<bool>(module));
 }
 

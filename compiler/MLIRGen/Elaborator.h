@@ -74,6 +74,9 @@ public:
   /// that the microbatches divide the batch nor warns again.
   llvm::StringMap<int64_t> dimSizes;
   bool perMicrobatch = false;
+  /// Whether `microbatches m` splits the model (a training step, loomc
+  /// --train); otherwise it is only recorded.
+  bool splitsMicrobatches = false;
   /// loomc --recompute=layers: every layer instance is recomputed in the
   /// backward, as `recompute block(h)` asks for one.
   bool recomputeLayers = false;

@@ -956,6 +956,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
         error(seen.lookup("microbatches"))
             << microbatches << " microbatches do not divide the batch dimension "
             << batch.size << " of input '" << batch.input << "'";
+  }
+  if (microbatches > 1 && !perMicrobatch && splitsMicrobatches) {
     // The step is the mean of the microbatches' steps: that equals the
     // whole batch's only for a loss that is a mean over the batch.
     if (loss && !isMeanOverAllDims(loss))
@@ -1275,10 +1277,11 @@ namespace loom {
 OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
                                     const llvm::SourceMgr &sourceMgr,
                                     const llvm::StringMap<int64_t> &meshSizes,
-                                    bool recomputeLayers) {
+                                    bool recomputeLayers, bool trainStep) {
   Elaborator elaborator(context, sourceMgr);
   elaborator.meshSizes = meshSizes;
   elaborator.recomputeLayers = recomputeLayers;
+  elaborator.splitsMicrobatches = trainStep;
   if (!meshSizes.empty() && module.meshes.empty()) {
     SMLoc where = !module.models.empty()
                       ? module.models.front().name.loc

@@ -21,12 +21,14 @@ mlir::Location toLocation(mlir::MLIRContext &context,
 /// diagnostic engine; the result is null when there was any. `meshSizes`
 /// replaces the sizes of the named mesh axes (loomc --mesh dp=2,tp=4);
 /// `recomputeLayers` marks every layer instance for recomputation
-/// (loomc --recompute=layers), as `recompute` marks one.
+/// (loomc --recompute=layers), as `recompute` marks one. With
+/// `trainStep` (loomc --train) a train section's `microbatches m` builds
+/// the model for one microbatch.
 mlir::OwningOpRef<mlir::ModuleOp>
 mlirGen(mlir::MLIRContext &context, const Module &module,
         const llvm::SourceMgr &sourceMgr,
         const llvm::StringMap<int64_t> &meshSizes = {},
-        bool recomputeLayers = false);
+        bool recomputeLayers = false, bool trainStep = false);
 
 } // namespace loom
 

@@ -1346,3 +1346,39 @@ func.func @bf16_sum(%g: tensor<8xbf16>) -> tensor<8xbf16> {
   %m = loom.accumulate %g over 2 microbatches : tensor<8xbf16>
   return %m : tensor<8xbf16>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Vocab-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+
+func.func @vocab_ids(%x: tensor<4x8xf32>, %l: tensor<4xi32>, %ids: tensor<6xi32>, %m: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.vocab_stats' op needs one id per class of the logits}}
+  %s, %t = loom.vocab_stats %x, %l, %ids, %m : (tensor<4x8xf32>, tensor<4xi32>, tensor<6xi32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @vocab_rows(%x: tensor<4x8xf32>, %l: tensor<4xi32>, %ids: tensor<8xi32>, %m: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.vocab_stats' op row statistics must have the labels' shape}}
+  %s, %t = loom.vocab_stats %x, %l, %ids, %m : (tensor<4x8xf32>, tensor<4xi32>, tensor<8xi32>, tensor<3xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @vocab_labels(%x: tensor<4x8xf32>, %l: tensor<5xi32>, %ids: tensor<8xi32>, %m: tensor<4xf32>, %s: tensor<4xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'loom.vocab_grad' op labels must have the logits' shape without the classes}}
+  %d = loom.vocab_grad %x, %l, %ids, %m, %s, %g : (tensor<4x8xf32>, tensor<5xi32>, tensor<8xi32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @vocab_loss(%m: tensor<4xf32>, %s: tensor<4xf32>, %t: tensor<3xf32>) {
+  // expected-error @+1 {{'loom.vocab_loss' op row statistics must have one shape}}
+  %l = loom.vocab_loss %m, %s, %t : (tensor<4xf32>, tensor<4xf32>, tensor<3xf32>) -> tensor<f32>
+  return
+}

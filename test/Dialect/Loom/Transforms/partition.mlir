@@ -242,3 +242,28 @@ func.func @accumulate_partial(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>) -> te
   %m = loom.accumulate %g over 2 microbatches : tensor<16x16xf32>
   return %m : tensor<16x16xf32>
 }
+
+// -----
+
+// The cross-entropy's gradient keeps the rows split over dp, with the
+// loss's gradient scaled by 1/2 (each rank divides by its 4 rows of 8),
+// and the embedding's gradient is a partial sum over dp of each rank's
+// scatter-add: nothing is gathered.
+// CHECK-LABEL: func.func @loss_grads_spmd
+// CHECK-NOT: all_gather
+// CHECK: %[[HALF:.+]] = loom.constant 5.000000e-01
+// CHECK: %[[G:.+]] = loom.mul %{{.+}}, %[[HALF]]
+// CHECK: loom.cross_entropy_grad %{{.+}}, %{{.+}}, %[[G]] : (tensor<4x16xf32>, tensor<4xi32>, tensor<f32>) -> tensor<4x16xf32>
+// CHECK: %[[TABLE:.+]] = loom.embedding_grad {{.+}} -> tensor<16x4xf32>
+// CHECK: shard.all_reduce %[[TABLE]] on @g grid_axes = [0]
+shard.grid @g(shape = 2) {loom.axes = ["dp"]}
+func.func @loss_grads(%logits: tensor<8x16xf32>, %labels: tensor<8xi32>, %dl: tensor<f32>, %dx: tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<16x4xf32>) {
+  %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %s2 = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %ls = shard.shard %logits to %s2 : tensor<8x16xf32>
+  %ys = shard.shard %labels to %s : tensor<8xi32>
+  %xs = shard.shard %dx to %s2 : tensor<8x4xf32>
+  %g = loom.cross_entropy_grad %ls, %ys, %dl : (tensor<8x16xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x16xf32>
+  %t = loom.embedding_grad %ys, %xs : (tensor<8xi32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  return %g, %t : tensor<8x16xf32>, tensor<16x4xf32>
+}

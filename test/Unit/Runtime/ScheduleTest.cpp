@@ -1,0 +1,164 @@
+//===- ScheduleTest.cpp - Pipeline schedules: bubbles, memory, errors -----===//
+
+#include "loom/runtime/plan/Schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace loom::runtime;
+
+namespace {
+Schedule built(ScheduleKind kind, unsigned p, unsigned stages, unsigned m) {
+  Schedule s;
+  std::string error;
+  EXPECT_TRUE(buildSchedule(kind, p, stages, m, s, error)) << error;
+  EXPECT_TRUE(verifySchedule(s, error)) << scheduleKindName(kind) << " p " << p
+                                        << " m " << m << ": " << error;
+  return s;
+}
+
+/// Uniform stages: a forward of 1 and a backward of 2 per rank's share of
+/// the model, split in two halves of 1 for zero-bubble.
+std::vector<StageCost> uniform(const Schedule &s) {
+  double v = s.virtualStages();
+  StageCost cost{1 / v, 2 / v, 0};
+  if (s.splitsBackward())
+    cost = {1, 1, 1};
+  return {cost};
+}
+
+std::string errorOf(const std::string &text) {
+  Schedule s;
+  std::string error;
+  if (!parseSchedule(text, s, error))
+    return error;
+  EXPECT_FALSE(verifySchedule(s, error)) << text;
+  return error;
+}
+} // namespace
+
+TEST(Schedule, BubbleOfGPipeAnd1F1BIsExact) {
+  for (unsigned p : {2u, 4u, 8u})
+    for (unsigned m : {1u, 4u, 8u, 32u})
+      for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB}) {
+        Schedule s = built(kind, p, p, m);
+        ScheduleTimeline t = simulateSchedule(s, uniform(s));
+        EXPECT_NEAR(t.bubble, double(p - 1) / (m + p - 1), 1e-12)
+            << scheduleKindName(kind) << " p " << p << " m " << m;
+      }
+}
+
+TEST(Schedule, BubbleOfInterleavedIsExact) {
+  for (unsigned p : {2u, 4u, 8u})
+    for (unsigned v : {2u, 4u})
+      for (unsigned m : {4u, 8u, 32u}) {
+        if (m % p)
+          continue;
+        Schedule s = built(ScheduleKind::Interleaved, p, v * p, m);
+        ScheduleTimeline t = simulateSchedule(s, uniform(s));
+        EXPECT_NEAR(t.bubble, double(p - 1) / (v * m + p - 1), 1e-12)
+            << "p " << p << " v " << v << " m " << m;
+      }
+}
+
+TEST(Schedule, ZeroBubbleBeats1F1B) {
+  for (unsigned p : {2u, 4u, 8u})
+    for (unsigned m : {1u, 4u, 8u, 32u}) {
+      Schedule one = built(ScheduleKind::OneFOneB, p, p, m);
+      Schedule zero = built(ScheduleKind::ZeroBubble, p, p, m);
+      double bubble1f1b = simulateSchedule(one, uniform(one)).bubble;
+      double bubbleZero = simulateSchedule(zero, uniform(zero)).bubble;
+      EXPECT_LT(bubbleZero, bubble1f1b) << "p " << p << " m " << m;
+    }
+}
+
+TEST(Schedule, OneFOneBHoldsAtMostPMicrobatches) {
+  for (unsigned p : {2u, 4u, 8u})
+    for (unsigned m : {4u, 8u, 32u}) {
+      Schedule gpipe = built(ScheduleKind::GPipe, p, p, m);
+      Schedule one = built(ScheduleKind::OneFOneB, p, p, m);
+      EXPECT_EQ(simulateSchedule(gpipe, uniform(gpipe)).peakActivations[0], m);
+      EXPECT_EQ(simulateSchedule(one, uniform(one)).peakActivations[0],
+                std::min(p, m));
+    }
+}
+
+TEST(Schedule, TextRoundTrips) {
+  Schedule s = built(ScheduleKind::Interleaved, 2, 4, 4);
+  Schedule again;
+  std::string error;
+  ASSERT_TRUE(parseSchedule(formatSchedule(s), again, error)) << error;
+  EXPECT_EQ(formatSchedule(again), formatSchedule(s));
+  EXPECT_TRUE(verifySchedule(again, error)) << error;
+}
+
+TEST(Schedule, BuildErrors) {
+  Schedule s;
+  std::string error;
+  EXPECT_FALSE(buildSchedule(ScheduleKind::OneFOneB, 2, 4, 4, s, error));
+  EXPECT_EQ(error, "schedule '1f1b' runs one stage per rank, but 4 stages are "
+                   "on 2 pipeline ranks (use 'interleaved' for several per rank)");
+  EXPECT_FALSE(buildSchedule(ScheduleKind::Interleaved, 2, 4, 3, s, error));
+  EXPECT_EQ(error, "schedule 'interleaved' needs the stages (4) and the "
+                   "microbatches (3) to be multiples of the pipeline ranks (2)");
+}
+
+TEST(Schedule, VerifierRejections) {
+  const std::string head = "schedule gpipe ranks 2 stages 2 microbatches 1\n";
+  const std::string good = head +
+                           "0 forward 0 0\n0 send-act 0 0 1\n0 recv-grad 0 1 1\n"
+                           "0 backward 0 0\n"
+                           "1 recv-act 0 0 0\n1 forward 0 1\n1 backward 0 1\n"
+                           "1 send-grad 0 1 0\n";
+  Schedule s;
+  std::string error;
+  ASSERT_TRUE(parseSchedule(good, s, error)) << error;
+  EXPECT_TRUE(verifySchedule(s, error)) << error;
+  // A swapped order: rank 0 waits for the gradient before it sends the
+  // activation the gradient needs.
+  EXPECT_EQ(errorOf(head + "0 forward 0 0\n0 recv-grad 0 1 1\n0 send-act 0 0 1\n"
+                           "0 backward 0 0\n"
+                           "1 recv-act 0 0 0\n1 forward 0 1\n1 backward 0 1\n"
+                           "1 send-grad 0 1 0\n"),
+            "deadlock: every unfinished rank waits for a message no rank will "
+            "send first: rank 0 step 1 (recv-grad mb 0 stage 1 from rank 1), "
+            "rank 1 step 0 (recv-act mb 0 stage 0 from rank 0)");
+  // A missing receive.
+  EXPECT_EQ(errorOf(head + "0 forward 0 0\n0 send-act 0 0 1\n0 recv-grad 0 1 1\n"
+                           "0 backward 0 0\n"
+                           "1 forward 0 1\n1 backward 0 1\n1 send-grad 0 1 0\n"),
+            "rank 0 step 1 (send-act mb 0 stage 0 to rank 1): no matching "
+            "receive on rank 1");
+  // A mismatched microbatch.
+  const std::string two = "schedule gpipe ranks 2 stages 2 microbatches 2\n";
+  EXPECT_EQ(errorOf(two + "0 forward 0 0\n0 send-act 0 0 1\n0 forward 1 0\n"
+                          "0 send-act 1 0 1\n0 recv-grad 0 1 1\n0 backward 0 0\n"
+                          "0 recv-grad 1 1 1\n0 backward 1 0\n"
+                          "1 recv-act 0 0 0\n1 forward 0 1\n1 recv-act 0 0 0\n"
+                          "1 forward 1 1\n1 backward 0 1\n1 send-grad 0 1 0\n"
+                          "1 backward 1 1\n1 send-grad 1 1 0\n"),
+            "rank 1 step 2 (recv-act mb 0 stage 0 from rank 0): the same message twice");
+  EXPECT_EQ(errorOf(head + "0 forward 0 0\n1 forward 0 0\n"),
+            "rank 1 step 0 (forward mb 0 stage 0): stage 0 runs on rank 0");
+  EXPECT_EQ(errorOf(head + "0 forward 0 0\n0 send-act 0 0 0\n"),
+            "rank 0 step 1 (send-act mb 0 stage 0 to rank 0): this message "
+            "goes from rank 0 to rank 1");
+  EXPECT_EQ(errorOf(head + "0 backward 0 0\n0 forward 0 0\n"),
+            "rank 1 never runs forward of mb 0 stage 1");
+  EXPECT_EQ(errorOf("schedule 1f1b ranks 1 stages 1 microbatches 1\n"
+                    "0 backward 0 0\n0 forward 0 0\n"),
+            "rank 0 step 0 (backward mb 0 stage 0): comes before its forward");
+  EXPECT_EQ(errorOf("schedule 1f1b ranks 1 stages 1 microbatches 1\n"
+                    "0 forward 0 0\n0 weight 0 0\n0 backward 0 0\n"),
+            "rank 0 step 1 (weight mb 0 stage 0): a weight-gradient step in a "
+            "schedule whose backward is not split (only zero_bubble splits it)");
+  EXPECT_EQ(errorOf("schedule 1f1b ranks 2\n"),
+            "schedule:1: expected 'schedule KIND ranks P stages S microbatches "
+            "M' (KIND gpipe, 1f1b, interleaved or zero_bubble; P at most 4096)");
+  EXPECT_EQ(errorOf(head + "0 jump 0 0\n"),
+            "schedule:2: expected 'RANK OP MICROBATCH STAGE [PEER]' (OP "
+            "forward, backward, weight, send-act, recv-act, send-grad or "
+            "recv-grad; PEER for sends and receives)");
+}

@@ -1,0 +1,121 @@
+//===- loom-schedule.cpp - Build, verify and draw pipeline schedules ------===//
+//
+//   loom-schedule KIND --ranks P --microbatches M [--stages S] [--svg FILE]
+//   loom-schedule --verify FILE [--svg FILE]
+//
+// The first prints the schedule KIND (gpipe, 1f1b, interleaved,
+// zero_bubble) in its text form; both verify it and end with its bubble
+// and peak activations under uniform stage costs (forward 1, backward 2).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/runtime/plan/Schedule.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+using namespace loom::runtime;
+
+static int usage() {
+  std::fprintf(stderr,
+               "usage: loom-schedule KIND --ranks P --microbatches M [--stages S] "
+               "[--svg FILE]\n"
+               "       loom-schedule --verify FILE [--svg FILE]\n"
+               "KIND: gpipe, 1f1b, interleaved or zero_bubble\n");
+  return 2;
+}
+
+static bool number(const char *text, unsigned &value) {
+  char *end = nullptr;
+  unsigned long v = std::strtoul(text, &end, 10);
+  if (!*text || *end || v == 0 || v > 100000)
+    return false;
+  value = static_cast<unsigned>(v);
+  return true;
+}
+
+int main(int argc, char **argv) {
+  std::string verifyPath, svgPath, kindName;
+  unsigned ranks = 0, microbatches = 0, stages = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    bool hasValue = i + 1 < argc;
+    if (arg == "--verify" && hasValue)
+      verifyPath = argv[++i];
+    else if (arg == "--svg" && hasValue)
+      svgPath = argv[++i];
+    else if ((arg == "--ranks" || arg == "--microbatches" || arg == "--stages") &&
+             hasValue) {
+      unsigned &target = arg == "--ranks" ? ranks
+                         : arg == "--stages" ? stages
+                                             : microbatches;
+      if (!number(argv[++i], target)) {
+        std::fprintf(stderr, "loom-schedule: error: %s needs a positive integer\n",
+                     arg.c_str());
+        return 1;
+      }
+    } else if (arg[0] != '-' && kindName.empty())
+      kindName = arg;
+    else
+      return usage();
+  }
+  Schedule schedule;
+  std::string error;
+  if (!verifyPath.empty()) {
+    std::ifstream in(verifyPath);
+    if (!in) {
+      std::fprintf(stderr, "loom-schedule: error: cannot read %s\n", verifyPath.c_str());
+      return 1;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!parseSchedule(text.str(), schedule, error)) {
+      std::fprintf(stderr, "loom-schedule: error: %s: %s\n", verifyPath.c_str(),
+                   error.c_str());
+      return 1;
+    }
+  } else {
+    ScheduleKind kind;
+    if (kindName.empty() || !ranks || !microbatches)
+      return usage();
+    if (!parseScheduleKind(kindName, kind)) {
+      std::fprintf(stderr,
+                   "loom-schedule: error: unknown schedule '%s' (expected gpipe, "
+                   "1f1b, interleaved or zero_bubble)\n",
+                   kindName.c_str());
+      return 1;
+    }
+    if (!buildSchedule(kind, ranks, stages ? stages : ranks, microbatches,
+                       schedule, error)) {
+      std::fprintf(stderr, "loom-schedule: error: %s\n", error.c_str());
+      return 1;
+    }
+    std::fputs(formatSchedule(schedule).c_str(), stdout);
+  }
+  if (!verifySchedule(schedule, error)) {
+    std::fprintf(stderr, "loom-schedule: error: %s\n", error.c_str());
+    return 1;
+  }
+  double v = schedule.virtualStages();
+  StageCost cost = schedule.splitsBackward() ? StageCost{1, 1, 1}
+                                             : StageCost{1 / v, 2 / v, 0};
+  ScheduleTimeline timeline = simulateSchedule(schedule, {cost});
+  std::printf("# verified: %s, %u ranks, %u stages, %u microbatches; bubble "
+              "%.6f (uniform stages), peak activations on rank 0: %u\n",
+              scheduleKindName(schedule.kind), schedule.ranks, schedule.stages,
+              schedule.microbatches, timeline.bubble,
+              timeline.peakActivations.empty() ? 0 : timeline.peakActivations[0]);
+  if (!svgPath.empty()) {
+    std::ofstream out(svgPath);
+    out << scheduleSvg(schedule, timeline);
+    if (!out) {
+      std::fprintf(stderr, "loom-schedule: error: cannot write %s\n", svgPath.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
