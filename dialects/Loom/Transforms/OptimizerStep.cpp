@@ -293,6 +293,13 @@ LogicalResult StepBuilder::run() {
         def->setAttr(attr::kGradientOf, b.getStringAttr(paramName(param)));
   };
   tagGradients();
+  // The step's grid, if the model has a mesh: replicated params' updates
+  // are annotated on it.
+  if (auto module = model->getParentOfType<ModuleOp>())
+    for (auto each : module.getOps<shard::GridOp>()) {
+      grid = each;
+      break;
+    }
   // ZeRO-1: each param's gradient, optimizer state and update live split
   // over the data-parallel axes. The annotation on the gradient turns its
   // partial sums into a reduce-scatter; the new param, annotated as the
@@ -329,8 +336,9 @@ LogicalResult StepBuilder::run() {
     // layout (sequence parallelism, ZeRO).
     Value paramSharding = annotation ? annotation.getSharding() : Value();
     Value stateSharding = zeroShardings.lookup(param);
-    // A replicated param under ZeRO: its new value is gathered whole.
-    if (stateSharding && !paramSharding)
+    // A replicated param's new value is replicated too, whatever layout its
+    // gradient arrives in (under ZeRO: gathered whole).
+    if (!paramSharding && grid)
       paramSharding = shardingAtStart(SmallVector<SmallVector<int16_t>>(type.getRank()));
     if (!stateSharding)
       stateSharding = paramSharding;
