@@ -36,6 +36,7 @@ public:
   // The steps, in the table's order (Driver.cpp).
   mlir::LogicalResult parse();
   mlir::LogicalResult generateLoom();
+  mlir::LogicalResult planSchedule();
   mlir::LogicalResult differentiate();
   mlir::LogicalResult partition();
   mlir::LogicalResult outlineKernels();
@@ -54,6 +55,9 @@ public:
 
   // When a row runs.
   bool wantsGradients() const;
+  bool wantsSchedule() const {
+    return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
+  }
   bool wantsGpu() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }
@@ -64,6 +68,7 @@ public:
   void printGpuModule(llvm::raw_ostream &out);
   void printPtx(llvm::raw_ostream &out) { out << ptx; }
   void printPlans(llvm::raw_ostream &out);
+  void printSchedule(llvm::raw_ostream &out);
 
   /// Prints (and dumps) `stage`; true when it is the --emit stage.
   bool reached(Stage stage, void (Compilation::*print)(llvm::raw_ostream &));
@@ -108,6 +113,8 @@ private:
   std::optional<KernelReport> report;
 
   std::optional<Plan> plan, spmdPlan;
+  /// The pipeline schedule's text and its summary (ScheduleStage.cpp).
+  std::string schedule;
   mlir::func::FuncOp planned, spmd;
 };
 

@@ -43,6 +43,7 @@ using C = Compilation;
 const StageRow kStages[] = {
     {Stage::AST, &C::parse, nullptr, &C::printAST},
     {Stage::Loom, &C::generateLoom, nullptr, &C::printModule},
+    {Stage::Schedule, &C::planSchedule, &C::wantsSchedule, &C::printSchedule},
     {Stage::Autodiff, &C::differentiate, &C::wantsGradients, &C::printModule},
     {Stage::Partitioned, &C::partition, nullptr, &C::printModule},
     {Stage::Kernels, &C::outlineKernels, nullptr, &C::printModule},
@@ -65,6 +66,7 @@ llvm::StringRef stageName(Stage stage) {
   switch (stage) {
   case Stage::AST: return "ast";
   case Stage::Loom: return "loom";
+  case Stage::Schedule: return "schedule";
   case Stage::Autodiff: return "autodiff";
   case Stage::Partitioned: return "partitioned";
   case Stage::Kernels: return "kernels";

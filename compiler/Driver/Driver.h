@@ -15,7 +15,7 @@ namespace loom {
 
 /// The stages in order; each lowers further than the one before.
 enum class Stage {
-  AST, Loom, Autodiff, Partitioned, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
+  AST, Loom, Schedule, Autodiff, Partitioned, Kernels, Linalg, Tiled, LLVM, GPU, NVVM, PTX, Plan, Executable
 };
 
 /// The `--emit=` name of a stage.
@@ -54,6 +54,10 @@ struct DriverOptions {
   bool remarkCollectives = false;
   /// Sequence parallelism: reduce-scatter/all-gather around the norms.
   bool sequenceParallel = false;
+  /// --schedule: the pipeline schedule instead of the train section's
+  /// (gpipe, 1f1b, interleaved, zero_bubble); --schedule-svg: where to draw
+  /// its timeline.
+  std::string schedule, scheduleSvg;
   /// --recompute=layers: every layer instance's activations are recomputed
   /// in the backward instead of kept.
   bool recomputeLayers = false;

@@ -899,9 +899,9 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
     } else if (key == "schedule") {
       std::optional<std::string> name = nameOf(value);
       if (!name || !llvm::isa<NameExpr>(value) ||
-          !llvm::is_contained({"gpipe", "1f1b", "interleaved"}, *name))
-        error(value.getLoc())
-            << "unknown pipeline schedule (expected gpipe, 1f1b or interleaved)";
+          !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zero_bubble"}, *name))
+        error(value.getLoc()) << "unknown pipeline schedule (expected gpipe, "
+                                 "1f1b, interleaved or zero_bubble)";
       else
         schedule = *name;
     } else if (key == "loss_scale") {

@@ -38,6 +38,8 @@ cl::opt<Stage> emitStage(
     cl::values(
         clEnumValN(Stage::AST, "ast", "the syntax tree"),
         clEnumValN(Stage::Loom, "loom", "the checked model in the loom dialect"),
+        clEnumValN(Stage::Schedule, "schedule",
+                   "a pipelined model's schedule: each pp rank's steps, verified"),
         clEnumValN(Stage::Autodiff, "autodiff",
                    "a trained model with the gradients of its loss (as --gradients)"),
         clEnumValN(Stage::Partitioned, "partitioned",
@@ -109,6 +111,15 @@ cl::opt<loom::GpuMma> gpuMma(
                           "warpgroup wgmma fed by TMA (sm_90a; matmuls a "
                           "tensor map cannot read stay on mma.sync)")),
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
+cl::opt<std::string> schedule(
+    "schedule",
+    cl::desc("The pipeline schedule, instead of the train section's: gpipe, "
+             "1f1b, interleaved or zero_bubble"),
+    cl::value_desc("kind"), cl::cat(loomCategory));
+cl::opt<std::string> scheduleSvg(
+    "schedule-svg",
+    cl::desc("Draw the pipeline schedule's timeline (uniform stage costs) as an SVG"),
+    cl::value_desc("file"), cl::cat(loomCategory));
 enum class Recompute { None, Layers };
 cl::opt<Recompute> recompute(
     "recompute",
@@ -195,6 +206,8 @@ int main(int argc, char **argv) {
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
   options.recomputeLayers = recompute == Recompute::Layers;
+  options.schedule = schedule;
+  options.scheduleSvg = scheduleSvg;
   options.gradients = gradients;
   options.train = train;
   options.gradBucketMb = gradBucketMb;

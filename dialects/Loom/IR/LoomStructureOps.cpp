@@ -141,7 +141,8 @@ LogicalResult TrainOp::verify() {
     return emitOpError("needs at least one microbatch");
   if ((int64_t)getSteps() < 1)
     return emitOpError("needs at least one step");
-  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved"}, getSchedule()))
+  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zero_bubble"},
+                          getSchedule()))
     return emitOpError("unknown pipeline schedule '") << getSchedule() << "'";
   StringRef scaling = getLossScale();
   if (!llvm::is_contained({"none", "static", "dynamic"}, scaling))

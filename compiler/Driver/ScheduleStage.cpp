@@ -1,0 +1,93 @@
+//===- ScheduleStage.cpp - A pipelined model's schedule (--emit=schedule) -===//
+//
+// From the loom IR: the model's stages (its loom.stage ops), the size of
+// its pipeline axis, and the train section's microbatches and schedule.
+// The schedule is the runtime's (runtime/plan/Schedule.h), built, verified
+// and simulated with uniform stage costs for its bubble.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver/Compilation.h"
+
+#include "Loom/IR/LoomOps.h"
+#include "loom/runtime/plan/Schedule.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace loom;
+using namespace mlir;
+namespace rt = ::loom::runtime;
+namespace attr = mlir::loom::attr;
+
+LogicalResult Compilation::planSchedule() {
+  func::FuncOp model;
+  for (auto func : module->getOps<func::FuncOp>())
+    if (func.isPublic() && func->hasAttr(attr::kPipelineAxis)) {
+      model = func;
+      break;
+    }
+  if (!model) {
+    Location at = module->getLoc();
+    for (auto func : module->getOps<func::FuncOp>())
+      if (func.isPublic())
+        at = func.getLoc();
+    return emitError(at, "the model is not pipelined (no 'pipeline AXIS' and "
+                         "stages): it has no schedule");
+  }
+  auto axis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
+  unsigned ranks = 1;
+  for (auto grid : module->getOps<shard::GridOp>())
+    if (auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes))
+      for (auto [i, name] : llvm::enumerate(names))
+        if (cast<StringAttr>(name) == axis && i < grid.getShape().size())
+          ranks = static_cast<unsigned>(grid.getShape()[i]);
+  unsigned stages = 0;
+  for (Operation &op : model.getBody().front())
+    stages += isa<mlir::loom::StageOp>(op);
+  unsigned microbatches = 1;
+  std::string kindName = "1f1b";
+  for (auto train : module->getOps<mlir::loom::TrainOp>())
+    if (train.getModel() == model.getSymName()) {
+      microbatches = static_cast<unsigned>(train.getMicrobatches());
+      kindName = train.getSchedule().str();
+    }
+  if (!options.schedule.empty())
+    kindName = options.schedule;
+  rt::ScheduleKind kind;
+  if (!rt::parseScheduleKind(kindName, kind))
+    return emitError(model.getLoc(), "unknown pipeline schedule '")
+           << kindName << "' (expected gpipe, 1f1b, interleaved or zero_bubble)";
+  rt::Schedule built;
+  std::string error;
+  if (!rt::buildSchedule(kind, ranks, stages, microbatches, built, error) ||
+      !rt::verifySchedule(built, error))
+    return emitError(model.getLoc(), "pipeline schedule of model '")
+           << model.getSymName() << "' (" << stages << " stages on " << ranks
+           << " '" << axis.getValue() << "' ranks, " << microbatches
+           << " microbatches): " << error;
+  double v = built.virtualStages();
+  rt::StageCost cost = built.splitsBackward() ? rt::StageCost{1, 1, 1}
+                                              : rt::StageCost{1 / v, 2 / v, 0};
+  rt::ScheduleTimeline timeline = rt::simulateSchedule(built, {cost});
+  schedule = rt::formatSchedule(built);
+  llvm::raw_string_ostream summary(schedule);
+  summary << "# verified; with uniform stages (backward = 2 forwards): bubble "
+          << llvm::format("%.4f", timeline.bubble) << ", microbatches in flight at peak per rank:";
+  for (unsigned held : timeline.peakActivations)
+    summary << " " << held;
+  summary << "\n";
+  if (!options.scheduleSvg.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(options.scheduleSvg, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return emitError(model.getLoc(), "cannot write ")
+             << options.scheduleSvg << ": " << ec.message();
+    out << rt::scheduleSvg(built, timeline);
+  }
+  return success();
+}
+
+void Compilation::printSchedule(llvm::raw_ostream &out) { out << schedule; }
