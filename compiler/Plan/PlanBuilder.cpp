@@ -114,6 +114,23 @@ static FailureOr<std::string> collectiveHead(Operation *op,
          " " + dims;
 }
 
+/// "FILE:LINE:COL" of the first file location in `loc`, FILE without its
+/// directory; empty if there is none or the name holds a space.
+static std::string sourceOf(Location loc) {
+  std::string text;
+  loc->walk([&](Location each) {
+    auto file = dyn_cast<FileLineColLoc>(each);
+    if (!file || !text.empty())
+      return WalkResult::advance();
+    StringRef name = file.getFilename().getValue();
+    name = name.substr(name.find_last_of('/') + 1);
+    if (!name.empty() && !name.contains(' '))
+      text = (name + ":" + Twine(file.getLine()) + ":" + Twine(file.getColumn())).str();
+    return WalkResult::interrupt();
+  });
+  return text;
+}
+
 uint32_t (::loom::planChecksum)(llvm::StringRef text) {
   uint32_t hash = 2166136261u;
   for (unsigned char c : text) {
@@ -323,7 +340,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       args.push_back(buffers.size() - 1);
     }
     if (kernelIndex.try_emplace(callee, kernels.size()).second)
-      kernels.push_back({callee.str(), (unsigned)args.size()});
+      kernels.push_back({callee.str(), (unsigned)args.size(), sourceOf(call.getLoc())});
     steps.push_back({"step " + callee.str(), std::move(args)});
     ++step;
   }
@@ -375,8 +392,12 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     if (buffer.bound)
       os << "bound " << id << " " << buffer.bound << "\n";
   }
-  for (const KernelSignature &kernel : kernels)
-    os << "kernel " << kernel.name << " " << kernel.numArgs << "\n";
+  for (const KernelSignature &kernel : kernels) {
+    os << "kernel " << kernel.name << " " << kernel.numArgs;
+    if (!kernel.source.empty())
+      os << " " << kernel.source;
+    os << "\n";
+  }
   if (gpu) {
     for (const KernelSignature &kernel : kernels) {
       for (const GpuLaunch &launch : gpu->launches.lookup(kernel.name)) {

@@ -17,6 +17,9 @@ namespace loom {
 struct KernelSignature {
   std::string name;
   unsigned numArgs;
+  /// Where in the script its first op comes from ("gpt.loom:34:25"), or
+  /// empty: the `kernel` record's optional SOURCE.
+  std::string source;
 };
 
 /// The GPU code of an executable: one device image and the launches each

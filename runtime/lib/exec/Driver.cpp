@@ -91,6 +91,9 @@ private:
   bool loadInputs(const Plan &plan, char *arena);
   bool finishOutputs(const Plan &plan, char *arena);
   bool execute(TraceRecorder *trace);
+  /// --check-numerics: false after reporting the first non-finite step of
+  /// the run (this rank's).
+  bool checkedNumerics();
   // Training: how many runs; after each, the updates and the loss's report.
   uint64_t numSteps() const;
   bool openLog();
@@ -220,6 +223,7 @@ bool Driver::selectPlan() {
     world = meshGroup(spmd.mesh, rank, allAxes(spmd.mesh));
     executor.setCommunicator(comm);
   }
+  executor.setCheckNumerics(options.checkNumerics);
   if (!executor.bind(*plan, executable.kernels, error))
     return fail(multiRank ? inSpmdPlan(error) : error);
   return true;
@@ -237,6 +241,9 @@ bool Driver::checkDevice() {
   if (options.checkKernels && multiRank)
     return fail("--check-kernels runs the unpartitioned plan: run it on 1 "
                 "rank");
+  if (options.checkNumerics && device == "cuda")
+    return fail("--check-numerics looks at the CPU's kernels: run with "
+                "--device cpu");
   if (device != "cuda")
     return true;
   // The GPU kernels are the gpu-image's; the CPU kernel table stays bound
@@ -394,7 +401,7 @@ bool Driver::execute(TraceRecorder *trace) {
     // The CPU kernels (launch records do not apply) and the collectives.
     if (!executor.run(trace, error))
       return fail(multiRank ? inSpmdPlan(error) : error);
-    return true;
+    return checkedNumerics();
   }
   // The params and inputs are in the host arena, as for the CPU; the
   // outputs come back to their offsets in it.
@@ -437,7 +444,15 @@ bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
   }
   if (!executor.runSteps(perMicrobatch, plan.steps.size(), count - 1, trace, error))
     return fail(multiRank ? inSpmdPlan(error) : error);
-  return true;
+  return checkedNumerics();
+}
+
+bool Driver::checkedNumerics() {
+  std::string failure = executor.takeNumericsFailure();
+  if (failure.empty())
+    return true;
+  uniform = false; // this rank's values
+  return fail(failure);
 }
 
 uint64_t Driver::numSteps() const {

@@ -99,6 +99,58 @@ void Executor::accumulate(const PlanStep &step, uint64_t microbatch) {
       sum[i] /= static_cast<float>(count);
 }
 
+/// Whether the float of `dtype` at `data[i]` is NaN or an infinity, and
+/// which.
+static bool nonFinite(DType dtype, const char *data, uint64_t i, bool &nan) {
+  uint32_t bits = 0, exponent, mantissa;
+  if (dtype == DType::F32) {
+    std::memcpy(&bits, data + 4 * i, 4);
+    exponent = 0x7f800000u, mantissa = 0x007fffffu;
+  } else {
+    uint16_t half;
+    std::memcpy(&half, data + 2 * i, 2);
+    bits = half;
+    exponent = dtype == DType::F16 ? 0x7c00u : 0x7f80u;
+    mantissa = dtype == DType::F16 ? 0x03ffu : 0x007fu;
+  }
+  nan = (bits & mantissa) != 0;
+  return (bits & exponent) == exponent;
+}
+
+void Executor::checkFinite(size_t index) {
+  const PlanStep &step = plan->steps[index];
+  for (size_t b = 0; b < step.buffers.size(); ++b) {
+    const PlanBuffer &buffer = plan->buffers[step.buffers[b]];
+    if (access[index].buffers[b] != BufferAccess::Written ||
+        (buffer.dtype != DType::F32 && buffer.dtype != DType::F16 &&
+         buffer.dtype != DType::BF16))
+      continue;
+    const char *data = this->buffer(buffer.id);
+    uint64_t count = 0, first = 0;
+    bool firstNan = false;
+    for (uint64_t i = 0; i < buffer.numElements; ++i) {
+      bool nan;
+      if (nonFinite(buffer.dtype, data, i, nan) && count++ == 0) {
+        first = i;
+        firstNan = nan;
+      }
+    }
+    if (!count)
+      continue;
+    const PlanKernel &kernel = plan->kernels[step.kernel];
+    numericsFailure =
+        "check-numerics: step " + std::to_string(index) + " (kernel '" +
+        kernel.name + "'" +
+        (kernel.source.empty() ? std::string() : ", from " + kernel.source) +
+        ") wrote " + (firstNan ? "nan" : "inf") + " to '" + buffer.name +
+        "' (" + dtypeName(buffer.dtype) + " " + formatShape(buffer.shape) +
+        ") at element " + std::to_string(first) + "; " +
+        std::to_string(count) + " of its " + std::to_string(buffer.numElements) +
+        " elements are not finite";
+    return;
+  }
+}
+
 bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
                         TraceRecorder *trace, std::string &error) {
   using Clock = std::chrono::steady_clock;
@@ -131,6 +183,8 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
     }
     Clock::time_point before = Clock::now();
     runKernelStep(i);
+    if (checkNumerics && numericsFailure.empty())
+      checkFinite(i);
     if (trace) {
       Clock::time_point after = Clock::now();
       trace->addStep(static_cast<unsigned>(i), kernels[step.kernel]->name,

@@ -1005,8 +1005,8 @@ bool PlanParser::parseInitializer(size_t index, PlanBuffer &buffer,
 }
 
 bool PlanParser::parseKernel(size_t index) {
-  if (!expectFields(index, 3, "kernel NAME NARGS"))
-    return false;
+  if (fields.size() != 3 && fields.size() != 4)
+    return fail(index, "expected 'kernel NAME NARGS [SOURCE]'");
   std::string_view name = fields[1];
   if (!isValidName(name))
     return fail(index, "bad name '" + std::string(name) +
@@ -1020,9 +1020,24 @@ bool PlanParser::parseKernel(size_t index) {
   uint64_t numArgs;
   if (!parseUnsigned(fields[2], numArgs) || numArgs > UINT32_MAX)
     return fail(index, "bad number '" + std::string(fields[2]) + "'");
+  std::string source;
+  if (fields.size() == 4) {
+    // FILE:LINE:COL, FILE without spaces or colons, LINE and COL positive.
+    std::string_view text = fields[3];
+    size_t col = text.rfind(':');
+    size_t line = col == std::string_view::npos ? col : text.rfind(':', col - 1);
+    uint64_t l = 0, c = 0;
+    if (line == std::string_view::npos || line == 0 ||
+        text.substr(0, line).find(':') != std::string_view::npos ||
+        !parseUnsigned(text.substr(line + 1, col - line - 1), l) ||
+        !parseUnsigned(text.substr(col + 1), c) || l == 0 || c == 0)
+      return fail(index, "bad kernel source '" + std::string(text) +
+                             "' (expected FILE:LINE:COL)");
+    source = std::string(text);
+  }
   kernelIds.emplace(name, static_cast<unsigned>(plan.kernels.size()));
   plan.kernels.push_back({std::string(name), static_cast<unsigned>(numArgs),
-                          static_cast<unsigned>(index + 1)});
+                          source, static_cast<unsigned>(index + 1)});
   return true;
 }
 

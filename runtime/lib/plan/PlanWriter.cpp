@@ -105,8 +105,8 @@ std::string loom::runtime::writePlan(const Plan &plan) {
               std::to_string(buffer.bound) + "\n";
   }
   for (const PlanKernel &kernel : plan.kernels)
-    body +=
-        "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) + "\n";
+    body += "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) +
+            (kernel.source.empty() ? "" : " " + kernel.source) + "\n";
   for (const PlanLaunch &launch : plan.launches) {
     body +=
         "launch " + plan.kernels[launch.kernel].name + " " + launch.function;

@@ -40,6 +40,10 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          the CPU and on the GPU from the same",
       "                          inputs and compare each step's results",
       "                          (a table; exit status 1 if one differs)",
+      "  --check-numerics        after every kernel step, look for NaN and",
+      "                          Inf in what it wrote; name the first",
+      "                          step (and its script line) that wrote",
+      "                          one (exit status 1)",
       "  --info                  print the plan (buffers, kernels, steps)",
       "                          and exit",
       "  --help                  print this help and exit",
@@ -109,6 +113,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  : name == "--info"               ? &options.info
                  : name == "--random-inputs"      ? &options.randomInputs
                  : name == "--check-kernels"      ? &options.checkKernels
+                 : name == "--check-numerics"     ? &options.checkNumerics
                                                   : nullptr;
     if (flag) {
       if (hasValue) {

@@ -307,7 +307,7 @@ TEST(Plan, RejectsBadRecords) {
       {4, "buffer 0 x input bf16 64,512 0 zeros",
        "plan:5: only params have initializers ('x' is an input)"},
       {10, "kernel k1 x", "plan:11: bad number 'x'"},
-      {10, "kernel k1", "plan:11: expected 'kernel NAME NARGS'"},
+      {10, "kernel k1", "plan:11: expected 'kernel NAME NARGS [SOURCE]'"},
       {8, "", "plan:9: buffer id 5 is out of sequence (expected 4)"},
   };
   for (const Case &c : cases)
@@ -899,4 +899,28 @@ TEST(Plan, IndexBounds) {
             "plan:6: bad bound '0' (expected a positive integer)");
   lines[5] = "bound 0";
   EXPECT_EQ(errorOf(sealLines(lines)), "plan:6: expected 'bound ID LIMIT'");
+}
+
+TEST(Plan, KernelSources) {
+  // A kernel may say where in the script it comes from; the writer keeps it.
+  std::vector<std::string> lines = examplePlanLines();
+  size_t at = 0;
+  while (lines[at].rfind("kernel ", 0) != 0)
+    ++at;
+  lines[at] += " mlp.loom:12:20";
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  EXPECT_EQ(plan.kernels[0].source, "mlp.loom:12:20");
+  EXPECT_EQ(plan.kernels[1].source, "");
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(again.kernels[0].source, "mlp.loom:12:20");
+  for (const char *bad : {"mlp.loom:0:3", "mlp.loom:12", ":1:2", "a:b:1:2", "mlp.loom:x:2"}) {
+    std::vector<std::string> broken = examplePlanLines();
+    broken[at] += std::string(" ") + bad;
+    EXPECT_EQ(errorOf(sealLines(broken)),
+              "plan:" + std::to_string(at + 1) + ": bad kernel source '" + bad +
+                  "' (expected FILE:LINE:COL)");
+  }
 }

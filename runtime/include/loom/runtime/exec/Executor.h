@@ -74,6 +74,17 @@ public:
   /// add to it, the last divides it by the number of microbatches).
   bool runSteps(size_t begin, size_t end, uint64_t microbatch,
                 TraceRecorder *trace, std::string &error);
+  /// --check-numerics: after every kernel step, look for NaN and Inf in
+  /// what it wrote. The first step that wrote one is recorded (and the run
+  /// goes on, so that every rank reaches its collectives).
+  void setCheckNumerics(bool on) { checkNumerics = on; }
+  /// The first non-finite step's description since the last call, or
+  /// empty; clears it.
+  std::string takeNumericsFailure() {
+    std::string first = std::move(numericsFailure);
+    numericsFailure.clear();
+    return first;
+  }
   /// Runs kernel step `index` alone (--check-kernels runs the steps one by
   /// one on both devices).
   void runKernelStep(size_t index);
@@ -82,6 +93,7 @@ public:
 
 private:
   void accumulate(const PlanStep &step, uint64_t microbatch);
+  void checkFinite(size_t index);
 
   const Plan *plan = nullptr;
   std::vector<const LoomKernel *> kernels;
@@ -89,6 +101,8 @@ private:
   std::vector<void *> args; // of the step running
   Arena memory;
   Communicator *comm = nullptr;
+  bool checkNumerics = false;
+  std::string numericsFailure;
   std::vector<CommGroup> groups; // per step; collective steps only
   Arena scratch;
 };

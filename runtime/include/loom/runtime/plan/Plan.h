@@ -111,6 +111,8 @@ struct PlanBuffer {
 struct PlanKernel {
   std::string name;
   unsigned numArgs = 0;
+  /// Where in the script the kernel comes from ("gpt.loom:34:25"), or empty.
+  std::string source;
   unsigned line = 0;
 };
 

@@ -25,6 +25,7 @@ struct RunOptions {
   bool randomInputs = false;
   std::string trace; // --trace FILE.json
   bool checkKernels = false;
+  bool checkNumerics = false; // --check-numerics
   bool info = false;
   bool help = false;
   /// `./model train`: run the training plan's steps.
