@@ -20,6 +20,7 @@
 #include "loom/runtime/exec/Training.h"
 #include "loom/runtime/io/Json.h"
 #include "loom/runtime/comm/Communicator.h"
+#include "loom/runtime/comm/Watchdog.h"
 #include "loom/runtime/exec/Cuda.h"
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/exec/Initializer.h"
@@ -33,6 +34,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -131,6 +134,18 @@ private:
 
   // Multi-rank runs.
   bool runRanks();
+  /// LOOM_FAULT_INJECT=hang@R or die@R (test aids): before its first step
+  /// rank R stops answering, as a hung rank would, or exits with status 3
+  /// and no word, as a crashed one would.
+  void injectFault() const {
+    const char *fault = std::getenv("LOOM_FAULT_INJECT");
+    std::string at = "@" + std::to_string(rank);
+    if (fault && std::string(fault) == "hang" + at)
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));
+    if (fault && std::string(fault) == "die" + at)
+      std::_Exit(3);
+  }
   bool agree(bool ok);
   bool openCudaRanks();
   bool loadCudaRanks();
@@ -168,6 +183,8 @@ private:
   // blocks in transit (on rank 0 the gathered outputs, elsewhere the
   // broadcast inputs and params).
   CommGroup world;
+  /// --collective-timeout: `comm` behind a watchdog.
+  std::unique_ptr<TimedCommunicator> timedComm;
   Plan staging;
   Arena stagingArena;
   Arena transfer;
@@ -758,6 +775,7 @@ bool Driver::runRanks() {
       !agree(comm->broadcast(world, 0, &train, sizeof(train), error) || fail(error)))
     return false;
   resumedAt = train.step;
+  injectFault();
   TraceRecorder trace;
   trace.setProcess(rank);
   stepEnd = std::chrono::steady_clock::now();
@@ -798,6 +816,13 @@ bool Driver::run() {
     if (rank == 0)
       printUsage(out, program.c_str());
     return true;
+  }
+  // A collective that waits too long for the others ends the run: another
+  // rank died, failed alone or hangs.
+  if (comm && numRanks > 1 && options.collectiveTimeout > 0) {
+    timedComm = std::make_unique<TimedCommunicator>(*comm, options.collectiveTimeout,
+                                                    program, err);
+    comm = timedComm.get();
   }
   if (!parsePlans() || !selectPlan() || !checkDevice())
     return false;

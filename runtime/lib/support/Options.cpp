@@ -3,7 +3,9 @@
 #include "loom/runtime/support/Options.h"
 #include "loom/runtime/plan/Plan.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 using namespace loom::runtime;
@@ -40,6 +42,10 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          the CPU and on the GPU from the same",
       "                          inputs and compare each step's results",
       "                          (a table; exit status 1 if one differs)",
+      "  --collective-timeout S  on several ranks, end the run (status 1)",
+      "                          when one collective waits more than S",
+      "                          seconds for the others (default 600; 0:",
+      "                          no limit)",
       "  --check-numerics        after every kernel step, look for NaN and",
       "                          Inf in what it wrote; name the first",
       "                          step (and its script line) that wrote",
@@ -87,7 +93,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
   options = RunOptions();
   bool seenDevice = false, seenSeed = false, seenSteps = false,
-       seenSaveEvery = false;
+       seenSaveEvery = false, seenTimeout = false;
   int first = 1;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
@@ -128,7 +134,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--input" || name == "--output" || name == "--trace" ||
                  name == "--steps" || name == "--log" || name == "--data" ||
                  name == "--save" || name == "--resume" ||
-                 name == "--save-every";
+                 name == "--save-every" || name == "--collective-timeout";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -167,6 +173,18 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                 std::string(value) + "' (expected a positive integer)";
         return false;
       }
+    } else if (name == "--collective-timeout") {
+      if (!once(seenTimeout))
+        return false;
+      std::string text(value);
+      char *end = nullptr;
+      double seconds = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+      if (!end || *end || !(seconds >= 0 && seconds <= 1e7)) {
+        error = "bad --collective-timeout '" + text +
+                "' (expected seconds, a number >= 0; 0: no limit)";
+        return false;
+      }
+      options.collectiveTimeout = seconds;
     } else if (name == "--device") {
       if (!once(seenDevice))
         return false;

@@ -26,6 +26,8 @@ struct RunOptions {
   std::string trace; // --trace FILE.json
   bool checkKernels = false;
   bool checkNumerics = false; // --check-numerics
+  /// --collective-timeout: seconds a collective may wait (0: no limit).
+  double collectiveTimeout = 600;
   bool info = false;
   bool help = false;
   /// `./model train`: run the training plan's steps.
