@@ -262,6 +262,18 @@ struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
   }
 };
 
+/// (exp(x - max) / sum - [hit]) * grad / rows: a cross-entropy's gradient
+/// at one logit, from its row's f32 statistics.
+static Value softmaxMinusOnehot(OpBuilder &b, Location l, Value x, Value max,
+                                Value sum, Value hit, Value grad, int64_t rows) {
+  Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, x, max));
+  Value p = arith::DivFOp::create(b, l, e, sum);
+  Value target = arith::SelectOp::create(b, l, hit, f32Constant(b, l, 1.0),
+                                         f32Constant(b, l, 0.0));
+  Value scale = arith::MulFOp::create(b, l, grad, f32Constant(b, l, 1.0 / rows));
+  return arith::MulFOp::create(b, l, arith::SubFOp::create(b, l, p, target), scale);
+}
+
 /// (softmax(logits) - onehot(labels)) * grad / rows, from the same f32
 /// statistics as the forward.
 struct CrossEntropyGradLowering : OpConversionPattern<CrossEntropyGradOp> {
@@ -284,18 +296,11 @@ struct CrossEntropyGradLowering : OpConversionPattern<CrossEntropyGradOp> {
         {logits, max, sum, adaptor.getLabels(), adaptor.getGrad()},
         {full, reduced, reduced, reduced, scalarMap},
         [&](OpBuilder &b, Location l, ValueRange in) -> Value {
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
-          Value p = arith::DivFOp::create(b, l, e, in[2]);
           // The label clamped into range, as the forward reads it.
           Value label = clampedIndex(b, l, in[3], classes);
           Value j = linalg::IndexOp::create(b, l, axis);
           Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, j, label);
-          Value target = arith::SelectOp::create(b, l, hit, f32Constant(b, l, 1.0),
-                                                 f32Constant(b, l, 0.0));
-          Value scale = arith::MulFOp::create(b, l, in[4],
-                                              f32Constant(b, l, 1.0 / count));
-          return arith::MulFOp::create(b, l, arith::SubFOp::create(b, l, p, target),
-                                       scale);
+          return softmaxMinusOnehot(b, l, in[0], in[1], in[2], hit, in[4], count);
         });
     rewriter.replaceOp(op, result);
     return success();
@@ -391,13 +396,8 @@ struct VocabGradLowering : OpConversionPattern<VocabGradOp> {
          adaptor.getLabels(), adaptor.getIds(), adaptor.getGrad()},
         {full, reduced, reduced, reduced, classMap(rank, context), scalarMap},
         [&](OpBuilder &b, Location l, ValueRange in) -> Value {
-          Value e = math::ExpOp::create(b, l, arith::SubFOp::create(b, l, in[0], in[1]));
-          Value p = arith::DivFOp::create(b, l, e, in[2]);
-          Value target = arith::SelectOp::create(b, l, isLabel(b, l, in[3], in[4]),
-                                                 f32Constant(b, l, 1.0),
-                                                 f32Constant(b, l, 0.0));
-          Value scale = arith::MulFOp::create(b, l, in[5], f32Constant(b, l, 1.0 / count));
-          return arith::MulFOp::create(b, l, arith::SubFOp::create(b, l, p, target), scale);
+          return softmaxMinusOnehot(b, l, in[0], in[1], in[2],
+                                    isLabel(b, l, in[3], in[4]), in[5], count);
         });
     rewriter.replaceOp(op, result);
     return success();
