@@ -162,3 +162,43 @@ TEST(Schedule, VerifierRejections) {
             "forward, backward, weight, send-act, recv-act, send-grad or "
             "recv-grad; PEER for sends and receives)");
 }
+
+TEST(Schedule, MutantsAreRejectedOrRunToTheEnd) {
+  // Swapped, dropped and rewritten steps of generated schedules: the
+  // verifier rejects each with a message, or the mutant is a valid
+  // schedule that the simulation runs to its last step on every rank.
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  unsigned rejected = 0, accepted = 0;
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                            ScheduleKind::Interleaved, ScheduleKind::ZeroBubble})
+    for (int trial = 0; trial < 250; ++trial) {
+      unsigned p = 2 + next(3), m = p * (1 + next(2));
+      unsigned stages = kind == ScheduleKind::Interleaved ? 2 * p : p;
+      Schedule s;
+      std::string error;
+      ASSERT_TRUE(buildSchedule(kind, p, stages, m, s, error)) << error;
+      std::vector<PipeStep> &steps = s.steps[next(p)];
+      size_t i = next(steps.size()), j = next(steps.size());
+      switch (next(4)) {
+      case 0: std::swap(steps[i], steps[j]); break;
+      case 1: steps.erase(steps.begin() + static_cast<long>(i)); break;
+      case 2: steps[i].microbatch = static_cast<unsigned>(next(m + 1)); break;
+      default: steps[i].peer = static_cast<unsigned>(next(p + 1)); break;
+      }
+      if (!verifySchedule(s, error)) {
+        EXPECT_FALSE(error.empty());
+        ++rejected;
+        continue;
+      }
+      ++accepted;
+      ScheduleTimeline t = simulateSchedule(s, {});
+      for (unsigned r = 0; r < p; ++r)
+        EXPECT_EQ(t.steps[r].size(), s.steps[r].size()) << formatSchedule(s);
+    }
+  EXPECT_GT(rejected, 500u);
+  EXPECT_GT(accepted, 0u); // swapping two independent steps keeps it valid
+}
