@@ -476,7 +476,8 @@ Partitioner::LossLayout Partitioner::lossLayout(Operation *op) {
     a.dims[d] = b.dims[d] = axes;
     split.append(axes.begin(), axes.end());
   }
-  a.dims.back() = layout.classes;
+  if (isCrossEntropy)
+    a.dims.back() = layout.classes;
   return layout;
 }
 

@@ -267,3 +267,19 @@ func.func @loss_grads(%logits: tensor<8x16xf32>, %labels: tensor<8xi32>, %dl: te
   %t = loom.embedding_grad %ys, %xs : (tensor<8xi32>, tensor<8x4xf32>) -> tensor<16x4xf32>
   return %g, %t : tensor<8x16xf32>, tensor<16x4xf32>
 }
+
+// -----
+
+// An mse over operands split on their last dim keeps both split alike (a
+// partial mean over tp), as on any other shared dim.
+// CHECK-LABEL: func.func @mse_last_dim_spmd
+// CHECK: loom.mse %{{.+}}, %{{.+}} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+// CHECK: shard.all_reduce
+shard.grid @g(shape = 2) {loom.axes = ["tp"]}
+func.func @mse_last_dim(%y: tensor<4x8xf32>, %t: tensor<4x8xf32>) -> tensor<f32> {
+  %s = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %ys = shard.shard %y to %s : tensor<4x8xf32>
+  %ts = shard.shard %t to %s : tensor<4x8xf32>
+  %l = loom.mse %ys, %ts : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
