@@ -601,17 +601,15 @@ LogicalResult Partitioner::partitionEmbeddingGrad(EmbeddingGradOp op) {
     grad.dims[d] = ids.dims[d];
     rows.append(ids.dims[d].begin(), ids.dims[d].end());
   }
+  // A 16-bit table takes the rows whole.
+  if (!op.getType().getElementType().isF32()) {
+    ids = Sharding::replicated(rank);
+    for (int64_t d = 0; d < rank; ++d)
+      grad.dims[d].clear();
+    rows.clear();
+  }
   Sharding table = Sharding::replicated(2);
   table.dims[1] = grad.dims.back();
-  if (!op.getType().getElementType().isF32() || rows.empty())
-    return apply(op, {withWhole(op.getIds(), ArrayRef<int64_t>(
-                          llvm::to_vector(llvm::seq<int64_t>(0, rank)))),
-                      [&] {
-                        Sharding whole = Sharding::replicated(rank + 1);
-                        whole.dims.back() = grad.dims.back();
-                        return whole;
-                      }()},
-                 {table});
   table.partial = rows;
   return apply(op, {ids, grad}, {table});
 }
