@@ -200,8 +200,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   int64_t numSteps = 0;
   // Steps: kernel calls, collectives and accumulates.
   auto isStep = [](Operation *op) {
-    return isa<func::CallOp, mlir::loom::AccumulateOp>(op) ||
-           isa<shard::ShardDialect>(op->getDialect());
+    return isa<func::CallOp>(op) || mlir::loom::isPlanStepOp(op);
   };
   for (Operation &op : body.without_terminator())
     numSteps += isStep(&op);

@@ -27,6 +27,10 @@ inline bool isElementwise(Operation *op) {
              TanhOp, SqrtOp, CastOp, ActivationGradOp>(op);
 }
 
+/// Ops a model keeps beside its kernel calls, as plan steps of their own:
+/// the shard collectives and loom.accumulate.
+bool isPlanStepOp(Operation *op);
+
 /// Whether a transpose `permutation` swaps the last two dims and keeps the
 /// others: a matrix transpose (of each batch), which a matmul can read in
 /// place as a K-contiguous B.

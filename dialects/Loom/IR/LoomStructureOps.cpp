@@ -2,6 +2,7 @@
 
 #include "Loom/IR/LoomOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -114,6 +115,10 @@ ArrayRef<StringRef> TrainOp::hyperparametersOf(StringRef optimizer) {
   if (optimizer == "adam" || optimizer == "adamw")
     return adam;
   return {};
+}
+
+bool mlir::loom::isPlanStepOp(Operation *op) {
+  return isa<shard::ShardDialect>(op->getDialect()) || isa<AccumulateOp>(op);
 }
 
 LogicalResult AccumulateOp::verify() {

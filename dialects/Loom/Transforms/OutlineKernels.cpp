@@ -15,18 +15,13 @@ namespace mlir::loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-/// Ops that stay in the model as plan steps of their own.
-static bool isPlanStep(Operation *op) {
-  return isa<shard::ShardDialect>(op->getDialect()) || isa<AccumulateOp>(op);
-}
-
 /// Ops without operands that are cheaper to recompute than to load, into
 /// every kernel that reads them. One a plan step reads (the class ids a
 /// vocab-parallel cross-entropy slices) is a kernel of its own.
 static bool isRematerialized(Operation *op) {
   return isa<ConstantOp, ArangeOp>(op) &&
          llvm::none_of(op->getUsers(), [](Operation *user) {
-           return isPlanStep(user) || isa<func::ReturnOp>(user);
+           return isPlanStepOp(user) || isa<func::ReturnOp>(user);
          });
 }
 
@@ -130,7 +125,7 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
       continue;
     // Collectives and accumulates stay in the model as plan steps of their
     // own; the next op starts a new kernel, which may read their result.
-    if (isPlanStep(&op)) {
+    if (isPlanStepOp(&op)) {
       afterCollective = true;
       continue;
     }
