@@ -6,6 +6,7 @@
 #include "loom/runtime/plan/Layout.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
@@ -99,40 +100,22 @@ void Executor::accumulate(const PlanStep &step, uint64_t microbatch) {
       sum[i] /= static_cast<float>(count);
 }
 
-/// Whether the float of `dtype` at `data[i]` is NaN or an infinity, and
-/// which.
-static bool nonFinite(DType dtype, const char *data, uint64_t i, bool &nan) {
-  uint32_t bits = 0, exponent, mantissa;
-  if (dtype == DType::F32) {
-    std::memcpy(&bits, data + 4 * i, 4);
-    exponent = 0x7f800000u, mantissa = 0x007fffffu;
-  } else {
-    uint16_t half;
-    std::memcpy(&half, data + 2 * i, 2);
-    bits = half;
-    exponent = dtype == DType::F16 ? 0x7c00u : 0x7f80u;
-    mantissa = dtype == DType::F16 ? 0x03ffu : 0x007fu;
-  }
-  nan = (bits & mantissa) != 0;
-  return (bits & exponent) == exponent;
-}
-
 void Executor::checkFinite(size_t index) {
   const PlanStep &step = plan->steps[index];
   for (size_t b = 0; b < step.buffers.size(); ++b) {
     const PlanBuffer &buffer = plan->buffers[step.buffers[b]];
     if (access[index].buffers[b] != BufferAccess::Written ||
-        (buffer.dtype != DType::F32 && buffer.dtype != DType::F16 &&
-         buffer.dtype != DType::BF16))
+        !isFloatDType(buffer.dtype))
       continue;
     const char *data = this->buffer(buffer.id);
     uint64_t count = 0, first = 0;
     bool firstNan = false;
     for (uint64_t i = 0; i < buffer.numElements; ++i) {
-      bool nan;
-      if (nonFinite(buffer.dtype, data, i, nan) && count++ == 0) {
+      // f16 and bf16 widen to f32 with their NaNs and infinities.
+      double value = loadElement(buffer.dtype, data, i);
+      if (!std::isfinite(value) && count++ == 0) {
         first = i;
-        firstNan = nan;
+        firstNan = std::isnan(value);
       }
     }
     if (!count)
