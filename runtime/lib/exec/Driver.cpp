@@ -117,10 +117,10 @@ private:
     return !options.data.empty() &&
            (buffer.name == "tokens" || buffer.name == "labels");
   }
-  /// The step's batch from --data into `plan`'s buffers in `arena`.
-  void fillData(const Plan &plan, char *arena, uint64_t step);
-  /// With microbatches: microbatch `microbatch` of step `step`'s batch
-  /// inputs (their rows of the files' or random batch, or of --data).
+  /// Microbatch `microbatch` of step `step`'s batch into `plan`'s buffers
+  /// in `arena`: the --data rows, and with microbatches those of the
+  /// microbatched inputs' whole batch (batchRows). Without microbatches,
+  /// microbatch 0 is the step's batch.
   void placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
                        uint64_t microbatch);
   /// One run of the plan (this rank's, whose inputs are in place); with
@@ -427,13 +427,6 @@ bool Driver::execute(TraceRecorder *trace) {
   return true;
 }
 
-void Driver::fillData(const Plan &plan, char *arena, uint64_t step) {
-  // checkInputs checked both inputs and every id of the data, once.
-  if (!options.data.empty())
-    fillBatch(data, *plan.findBuffer("tokens"), *plan.findBuffer("labels"),
-              arena, step - 1);
-}
-
 void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
                              uint64_t microbatch) {
   for (const auto &[id, rows] : batchRows) {
@@ -441,6 +434,7 @@ void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
     std::memcpy(arena + buffer.offset, rows.data() + microbatch * buffer.bytes,
                 buffer.bytes);
   }
+  // checkInputs checked both inputs and every id of the data, once.
   if (!options.data.empty())
     fillBatch(data, *plan.findBuffer("tokens"), *plan.findBuffer("labels"),
               arena, step - 1, plan.optimizer.microbatches, microbatch);
@@ -609,10 +603,7 @@ bool Driver::runSingle() {
       return false;
     fillStepScalars(whole, executor.arena(), train);
     auto place = [&](uint64_t microbatch) {
-      if (whole.microbatchSteps())
-        placeMicrobatch(whole, executor.arena(), step, microbatch);
-      else
-        fillData(whole, executor.arena(), step);
+      placeMicrobatch(whole, executor.arena(), step, microbatch);
       return true;
     };
     if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
@@ -788,10 +779,8 @@ bool Driver::runRanks() {
       fillStepScalars(staging, stagingArena.data(), train);
     // Each microbatch's rows (or the step's batch) go out to the ranks.
     auto place = [&](uint64_t microbatch) {
-      if (rank == 0 && spmd.microbatchSteps())
+      if (rank == 0)
         placeMicrobatch(staging, stagingArena.data(), step, microbatch);
-      else if (rank == 0)
-        fillData(staging, stagingArena.data(), step);
       return agree(distribute(BufferRole::Input));
     };
     if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
