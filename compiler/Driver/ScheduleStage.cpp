@@ -68,10 +68,8 @@ LogicalResult Compilation::planSchedule() {
            << model.getSymName() << "' (" << stages << " stages on " << ranks
            << " '" << axis.getValue() << "' ranks, " << microbatches
            << " microbatches): " << error;
-  double v = built.virtualStages();
-  rt::StageCost cost = built.splitsBackward() ? rt::StageCost{1, 1, 1}
-                                              : rt::StageCost{1 / v, 2 / v, 0};
-  rt::ScheduleTimeline timeline = rt::simulateSchedule(built, {cost});
+  rt::ScheduleTimeline timeline =
+      rt::simulateSchedule(built, {rt::uniformStageCost(built)});
   schedule = rt::formatSchedule(built);
   llvm::raw_string_ostream summary(schedule);
   summary << "# verified; with uniform stages (backward = 2 forwards): bubble "

@@ -100,10 +100,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "loom-schedule: error: %s\n", error.c_str());
     return 1;
   }
-  double v = schedule.virtualStages();
-  StageCost cost = schedule.splitsBackward() ? StageCost{1, 1, 1}
-                                             : StageCost{1 / v, 2 / v, 0};
-  ScheduleTimeline timeline = simulateSchedule(schedule, {cost});
+  ScheduleTimeline timeline =
+      simulateSchedule(schedule, {uniformStageCost(schedule)});
   std::printf("# verified: %s, %u ranks, %u stages, %u microbatches; bubble "
               "%.6f (uniform stages), peak activations on rank 0: %u\n",
               scheduleKindName(schedule.kind), schedule.ranks, schedule.stages,

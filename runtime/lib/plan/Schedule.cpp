@@ -549,6 +549,13 @@ bool loom::runtime::parseSchedule(std::string_view text, Schedule &s,
 // Simulating and drawing
 //===----------------------------------------------------------------------===//
 
+StageCost loom::runtime::uniformStageCost(const Schedule &s) {
+  if (s.splitsBackward())
+    return {1, 1, 1};
+  double v = s.virtualStages();
+  return {1 / v, 2 / v, 0};
+}
+
 ScheduleTimeline loom::runtime::simulateSchedule(const Schedule &s,
                                                  const std::vector<StageCost> &costs) {
   ScheduleTimeline t;

@@ -19,14 +19,8 @@ Schedule built(ScheduleKind kind, unsigned p, unsigned stages, unsigned m) {
   return s;
 }
 
-/// Uniform stages: a forward of 1 and a backward of 2 per rank's share of
-/// the model, split in two halves of 1 for zero-bubble.
 std::vector<StageCost> uniform(const Schedule &s) {
-  double v = s.virtualStages();
-  StageCost cost{1 / v, 2 / v, 0};
-  if (s.splitsBackward())
-    cost = {1, 1, 1};
-  return {cost};
+  return {uniformStageCost(s)};
 }
 
 std::string errorOf(const std::string &text) {

@@ -101,6 +101,11 @@ struct StageCost {
   double forward = 1, backward = 2, weightGrad = 0;
 };
 
+/// Uniform stages, as the bubble formulas assume: a rank's share of the
+/// model costs a forward of 1 and a backward of 2 (each of v virtual stages
+/// 1/v of that); zero-bubble splits the backward into 1 and 1.
+StageCost uniformStageCost(const Schedule &schedule);
+
 /// When each step of a schedule runs: compute steps take their cost,
 /// messages none, and a receive waits for its send.
 struct ScheduleTimeline {
