@@ -48,6 +48,9 @@ public:
   mlir::LogicalResult emitPtx();
   mlir::LogicalResult buildGpuImage();
   mlir::LogicalResult buildPlans();
+  /// A pipelined per-rank program's schedule can be built and verified for
+  /// its stages, ranks and microbatches (ScheduleStage.cpp).
+  mlir::LogicalResult checkPipelineSchedule(mlir::func::FuncOp spmd);
   mlir::LogicalResult printKernelReport();
   mlir::LogicalResult tileForCpu();
   mlir::LogicalResult lowerForCpu();

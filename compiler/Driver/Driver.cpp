@@ -183,6 +183,7 @@ LogicalResult Compilation::partition() {
   PartitionOptions partition;
   partition.remarks = options.remarkCollectives;
   partition.sequenceParallel = options.sequenceParallel;
+  partition.schedule = options.schedule;
   // Buckets group gradient sums: only the gradient program has them.
   partition.gradBucketMb =
       options.gradients || options.train ? options.gradBucketMb : 0;
@@ -254,7 +255,7 @@ LogicalResult Compilation::buildPlans() {
   plan = std::move(*built);
   if ((spmd = spmdProgramOf(*models, *model))) {
     FailureOr<Plan> perRank = buildPlan(spmd, scratch, gpu);
-    if (failed(perRank))
+    if (failed(perRank) || failed(checkPipelineSchedule(spmd)))
       return failure();
     spmdPlan = std::move(*perRank);
   }

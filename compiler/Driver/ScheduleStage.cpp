@@ -88,4 +88,40 @@ LogicalResult Compilation::planSchedule() {
   return success();
 }
 
+LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
+  auto count = spmd->getAttrOfType<IntegerAttr>("loom.stages_count");
+  if (!count)
+    return success();
+  auto axis = spmd->getAttrOfType<StringAttr>(attr::kPipelineAxis);
+  auto kindName = spmd->getAttrOfType<StringAttr>("loom.schedule").getValue();
+  auto holder = spmd->getParentOfType<ModuleOp>();
+  unsigned ranks = 1;
+  for (auto grid : holder.getOps<shard::GridOp>())
+    if (auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes))
+      for (auto [i, name] : llvm::enumerate(names))
+        if (cast<StringAttr>(name) == axis && i < grid.getShape().size())
+          ranks = static_cast<unsigned>(grid.getShape()[i]);
+  unsigned microbatches = 1;
+  auto of = spmd->getAttrOfType<StringAttr>(attr::kPartitionOf);
+  for (auto train : holder.getOps<mlir::loom::TrainOp>())
+    if (options.train && of && train.getModel() == of.getValue())
+      microbatches = static_cast<unsigned>(train.getMicrobatches());
+  rt::ScheduleKind kind;
+  if (!rt::parseScheduleKind(kindName, kind))
+    return emitError(spmd.getLoc(), "unknown pipeline schedule '")
+           << kindName << "' (expected gpipe, 1f1b, interleaved or zero_bubble)";
+  if (!options.train)
+    return success(); // a forward-only run pipelines its forwards in order
+  rt::Schedule built;
+  std::string error;
+  unsigned stages = static_cast<unsigned>(count.getInt());
+  if (!rt::buildSchedule(kind, ranks, stages, microbatches, built, error) ||
+      !rt::verifySchedule(built, error))
+    return emitError(spmd.getLoc(), "pipeline schedule '")
+           << kindName << "' of model '" << (of ? of.getValue() : "") << "' ("
+           << stages << " stages on " << ranks << " '" << axis.getValue()
+           << "' ranks, " << microbatches << " microbatches): " << error;
+  return success();
+}
+
 void Compilation::printSchedule(llvm::raw_ostream &out) { out << schedule; }

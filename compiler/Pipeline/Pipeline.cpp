@@ -116,11 +116,17 @@ void ::loom::buildPartitionPipeline(OpPassManager &pm,
   partition.remarks = options.remarks;
   partition.sequenceParallel = options.sequenceParallel;
   pm.addPass(mlir::loom::createLoomPartition(partition));
+  // Stages before the buckets, which keep each stage's gradients apart,
+  // and again after, for the ops the buckets add.
+  mlir::loom::LoomPlaceStagesOptions stages;
+  stages.schedule = options.schedule;
+  pm.addPass(mlir::loom::createLoomPlaceStages(stages));
   if (options.gradBucketMb > 0) {
     mlir::loom::LoomBucketGradientsOptions buckets;
     buckets.bucketMb = options.gradBucketMb;
     buckets.remarks = options.remarks;
     pm.addPass(mlir::loom::createLoomBucketGradients(buckets));
+    pm.addPass(mlir::loom::createLoomPlaceStages(stages));
   }
 }
 

@@ -17,6 +17,9 @@ struct PartitionOptions {
   /// The data-parallel gradient sums in buckets of this many MiB
   /// (loomc --grad-bucket-mb); 0 leaves one all-reduce per gradient.
   double gradBucketMb = 0;
+  /// loomc --schedule: a pipelined model's schedule instead of its train
+  /// section's.
+  std::string schedule;
 };
 
 /// loom -> autodiff: stages inlined, and each trained model's loss

@@ -33,6 +33,23 @@ struct Buffer {
 struct Step {
   std::string head;
   std::vector<size_t> args;
+  /// In a pipelined plan: the section (phase and stages), and the buffers
+  /// the step reads and writes.
+  std::string phase;
+  SmallVector<int64_t> stages;
+  std::vector<size_t> reads, writes;
+  Operation *op = nullptr;
+};
+
+/// A pipelined plan's parts besides its steps' sections: the carries
+/// between neighbouring stages and the update's transfers.
+struct PipelineParts {
+  std::string axis;
+  int64_t stages = 1;
+  std::string schedule;
+  std::vector<std::vector<size_t>> forwardCarry, backwardCarry;
+  /// Per step, the (from, to, buffer) transfers right before it.
+  std::vector<std::vector<std::tuple<int64_t, int64_t, size_t>>> transfers;
 };
 } // namespace
 
@@ -173,6 +190,103 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
   return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
 }
 
+/// A pipelined plan's sections and what moves between its stages: a value
+/// one stage computes and a later one reads goes forward, stage to stage,
+/// after each forward; one an earlier stage's backward reads goes back
+/// after each backward; an update step gets what it reads from the stage
+/// that has it. A stage's backward steps that its backward carry does not
+/// need are its weight-gradient part (the `weight` section), which a
+/// zero-bubble schedule runs later.
+static FailureOr<PipelineParts> planStages(func::FuncOp model,
+                                           std::vector<Step> &steps,
+                                           size_t numBuffers) {
+  PipelineParts parts;
+  parts.stages = model->getAttrOfType<IntegerAttr>("loom.stages_count").getInt();
+  parts.schedule = model->getAttrOfType<StringAttr>("loom.schedule").str();
+  parts.axis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis).str();
+  parts.forwardCarry.assign(parts.stages, {});
+  parts.backwardCarry.assign(parts.stages, {});
+  parts.transfers.assign(steps.size(), {});
+  std::vector<long> writer(numBuffers, -1);
+  for (auto [index, step] : llvm::enumerate(steps)) {
+    if (step.phase.empty() || step.stages.empty())
+      return step.op->emitError("a step of a pipelined model without its "
+                                "stage (loom-place-stages did not run)");
+    if (step.phase != "update" && step.stages.size() != 1)
+      return step.op->emitError("a per-microbatch step on several stages");
+    for (size_t id : step.writes)
+      writer[id] = static_cast<long>(index);
+  }
+  auto addOnce = [](std::vector<size_t> &list, size_t id) {
+    if (!llvm::is_contained(list, id))
+      list.push_back(id);
+  };
+  for (auto [index, step] : llvm::enumerate(steps)) {
+    if (step.phase == "update")
+      continue;
+    int64_t t = step.stages.front();
+    for (size_t id : step.reads) {
+      long w = writer[id];
+      if (w < 0 || steps[w].phase == "update")
+        continue;
+      const Step &source = steps[w];
+      int64_t s = source.stages.front();
+      if (t > s) {
+        if (source.phase != "forward")
+          return step.op->emitError("stage ")
+                 << t << " reads a value of stage " << s
+                 << "'s backward, which runs after it";
+        for (int64_t k = s; k < t; ++k)
+          addOnce(parts.forwardCarry[k], id);
+      } else if (t < s) {
+        if (step.phase != "backward")
+          return step.op->emitError("the forward of stage ")
+                 << t << " reads a value of stage " << s
+                 << ", which runs after it";
+        for (int64_t k = t + 1; k <= s; ++k)
+          addOnce(parts.backwardCarry[k], id);
+      }
+    }
+  }
+  // The weight-gradient part: what the backward carry does not need.
+  for (int64_t s = 0; s < parts.stages; ++s) {
+    llvm::DenseSet<size_t> needed;
+    for (size_t id : parts.backwardCarry[s])
+      needed.insert(id);
+    for (Step &step : llvm::reverse(steps)) {
+      if (step.phase != "backward" || step.stages.front() != s)
+        continue;
+      bool feeds = llvm::any_of(step.writes, [&](size_t id) { return needed.contains(id); });
+      if (!feeds) {
+        step.phase = "weight";
+        continue;
+      }
+      for (size_t id : step.reads)
+        needed.insert(id);
+    }
+  }
+  // The update: what a step reads is on every stage that runs the step.
+  std::vector<SmallVector<int64_t>> present(numBuffers);
+  for (auto [index, step] : llvm::enumerate(steps)) {
+    if (step.phase == "update") {
+      for (size_t id : step.reads) {
+        long w = writer[id];
+        if (w < 0)
+          continue; // an argument: on every rank
+        SmallVector<int64_t> &at = present[id];
+        if (at.empty())
+          at = steps[w].stages;
+        for (int64_t t : step.stages)
+          if (!llvm::is_contained(at, t)) {
+            parts.transfers[index].push_back({at.front(), t, id});
+            at.push_back(t);
+          }
+      }
+    }
+  }
+  return parts;
+}
+
 FailureOr<::loom::Plan> (::loom::buildPlan)(
     func::FuncOp model,
     const llvm::StringMap<SmallVector<ShapedType>> &scratch,
@@ -304,6 +418,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       buffers[id].last = std::max(buffers[id].last, step);
       args.push_back(id);
     }
+    size_t numReads = args.size();
     for (Value result : op.getResults()) {
       auto it = outputName.find(result);
       bool isOutput = it != outputName.end();
@@ -315,20 +430,33 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
         buffers.back().sharding = outputSharding.lookup(result);
       args.push_back(buffers.size() - 1);
     }
+    auto addStep = [&](std::string head, std::vector<size_t> args) {
+      Step each{std::move(head), args};
+      each.reads.assign(args.begin(), args.begin() + numReads);
+      each.writes.assign(args.begin() + numReads,
+                         args.begin() + numReads + op.getNumResults());
+      each.op = &op;
+      if (auto phase = op.getAttrOfType<StringAttr>(attr::kPhase))
+        each.phase = phase.str();
+      if (auto stage = op.getAttrOfType<IntegerAttr>(attr::kStage))
+        each.stages.push_back(stage.getInt());
+      if (auto stages = op.getAttrOfType<DenseI64ArrayAttr>(attr::kStages))
+        each.stages.assign(stages.asArrayRef().begin(), stages.asArrayRef().end());
+      steps.push_back(std::move(each));
+      ++step;
+    };
     if (isa<mlir::loom::AccumulateOp>(op)) {
       // The sum grows over the microbatches: its bytes are the
       // accumulate's from the first step on.
       buffers.back().first = -1;
-      steps.push_back({"accumulate", std::move(args)});
-      ++step;
+      addStep("accumulate", std::move(args));
       continue;
     }
     if (isCollective) {
       FailureOr<std::string> head = collectiveHead(&op, *grid);
       if (failed(head))
         return failure();
-      steps.push_back({*head, std::move(args)});
-      ++step;
+      addStep(*head, std::move(args));
       continue;
     }
     StringRef callee = call.getCallee();
@@ -340,8 +468,14 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     }
     if (kernelIndex.try_emplace(callee, kernels.size()).second)
       kernels.push_back({callee.str(), (unsigned)args.size(), sourceOf(call.getLoc())});
-    steps.push_back({"step " + callee.str(), std::move(args)});
-    ++step;
+    addStep("step " + callee.str(), std::move(args));
+  }
+  std::optional<PipelineParts> pipeline;
+  if (model->hasAttr("loom.stages_count")) {
+    FailureOr<PipelineParts> parts = planStages(model, steps, buffers.size());
+    if (failed(parts))
+      return failure();
+    pipeline = std::move(*parts);
   }
   // The steps up to the last accumulate run once per microbatch: what they
   // read of the inputs (the step's scalars, which come once per step) must
@@ -371,6 +505,9 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       os << " " << name << "=" << size;
     os << "\n";
   }
+  if (pipeline)
+    os << "pipeline " << pipeline->axis << " " << pipeline->stages << " "
+       << pipeline->schedule << "\n";
   os << "arena " << plan.arenaBytes << "\n";
   if (gpu)
     os << "gpu-image " << gpu->arch << " " << gpu->format << " "
@@ -413,12 +550,35 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       }
     }
   }
-  for (auto &[head, args] : steps) {
-    os << head;
-    for (size_t id : args)
+  std::string section;
+  for (auto [index, each] : llvm::enumerate(steps)) {
+    if (pipeline) {
+      std::string text = each.phase + " ";
+      llvm::raw_string_ostream stages(text);
+      llvm::interleave(each.stages, stages, ",");
+      if (text != section)
+        os << "section " << text << "\n";
+      section = text;
+      for (auto [from, to, id] : pipeline->transfers[index])
+        os << "transfer " << from << " " << to << " " << id << "\n";
+    }
+    os << each.head;
+    for (size_t id : each.args)
       os << " " << id;
     os << "\n";
   }
+  if (pipeline)
+    for (int64_t k = 0; k < pipeline->stages; ++k)
+      for (bool forward : {true, false}) {
+        const std::vector<size_t> &carry =
+            forward ? pipeline->forwardCarry[k] : pipeline->backwardCarry[k];
+        if (carry.empty())
+          continue;
+        os << "carry " << (forward ? "forward " : "backward ") << k;
+        for (size_t id : carry)
+          os << " " << id;
+        os << "\n";
+      }
   // A training step: its optimizer, and per param and optimizer state the
   // output the runtime copies into it after every step.
   SmallVector<std::pair<size_t, size_t>> updates; // (output, param) ids

@@ -125,6 +125,35 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must name a layer instance";
     return success();
   }
+  if (name == attr::kStage) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!stage || stage.getInt() < 0)
+      return op->emitOpError() << "'" << name << "' must be a stage number";
+    return success();
+  }
+  if (name == attr::kBackward) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' marks a backward op (unit)";
+    return success();
+  }
+  if (name == attr::kPhase) {
+    auto phase = dyn_cast<StringAttr>(attr.getValue());
+    if (!phase || !llvm::is_contained({"forward", "backward", "update"},
+                                      phase.getValue()))
+      return op->emitOpError()
+             << "'" << name << "' must be \"forward\", \"backward\" or \"update\"";
+    return success();
+  }
+  if (name == attr::kStages) {
+    if (!isa<DenseI64ArrayAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be an array of stages";
+    return success();
+  }
+  if (name == "loom.stages_count" || name == "loom.schedule") {
+    if (!isa<func::FuncOp>(op))
+      return op->emitOpError() << "'" << name << "' belongs on a pipelined model";
+    return success();
+  }
   if (name == attr::kGradientOf) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must name a param";

@@ -52,6 +52,18 @@ constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
 /// the copies kRecomputed (so that CSE keeps them apart).
 constexpr llvm::StringLiteral kRecompute = "loom.recompute";
 constexpr llvm::StringLiteral kRecomputed = "loom.recomputed";
+/// On an op of a pipelined model: the stage (i64) whose block it came
+/// from (loom-inline-stages), which its gradient ops inherit
+/// (loom-autodiff); loom-place-stages gives one to every op of the
+/// per-microbatch program.
+constexpr llvm::StringLiteral kStage = "loom.stage";
+/// On the ops loom-autodiff builds: they are the backward.
+constexpr llvm::StringLiteral kBackward = "loom.backward";
+/// loom-place-stages: "forward", "backward" or "update" (the ops that run
+/// once per step, after the microbatches), and for an update op the stages
+/// (i64 array) whose ranks compute it.
+constexpr llvm::StringLiteral kPhase = "loom.phase";
+constexpr llvm::StringLiteral kStages = "loom.stages";
 } // namespace attr
 } // namespace mlir::loom
 

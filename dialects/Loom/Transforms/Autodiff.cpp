@@ -93,6 +93,7 @@ static void recomputeLayers(Block &body,
         Operation *copy = b.clone(*op, copied);
         copy->removeAttr(attr::kRecompute);
         copy->setAttr(attr::kRecomputed, name);
+        copy->setAttr(attr::kBackward, UnitAttr::get(copy->getContext()));
       }
     for (OpOperand *use : uses)
       use->set(copied.lookup(use->get()));
@@ -186,9 +187,19 @@ LogicalResult Differentiator::run() {
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
-  for (Operation *op : llvm::reverse(forward))
+  for (Operation *op : llvm::reverse(forward)) {
+    Operation *before = ret->getPrevNode();
     if (failed(differentiate(b, op)))
       return failure();
+    // What the rule built is the backward of the op's stage.
+    Attribute stage = op->getAttr(attr::kStage);
+    for (Operation *built = before ? before->getNextNode() : &body.front();
+         built != ret.getOperation(); built = built->getNextNode()) {
+      built->setAttr(attr::kBackward, b.getUnitAttr());
+      if (stage)
+        built->setAttr(attr::kStage, stage);
+    }
+  }
   recomputeLayers(body, llvm::SmallPtrSet<Operation *, 32>(forward.begin(), forward.end()));
 
   // Every param's gradient becomes a result, "grad.<param>", after the

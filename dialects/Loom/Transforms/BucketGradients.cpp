@@ -114,13 +114,15 @@ struct LoomBucketGradients
         return a.getInput().getDefiningOp()->isBeforeInBlock(
             b.getInput().getDefiningOp());
       });
-      // One run of buckets per (axes, element type), filled greedily.
-      llvm::MapVector<std::pair<Attribute, Type>, Bucket> open;
+      // One run of buckets per (axes, element type, pipeline stage), filled
+      // greedily: a stage's ranks sum their own gradients.
+      llvm::MapVector<std::tuple<Attribute, Type, Attribute>, Bucket> open;
       SmallVector<Bucket> full;
       for (shard::AllReduceOp sum : sums) {
         auto type = cast<RankedTensorType>(sum.getInput().getType());
+        Attribute stage = sum.getInput().getDefiningOp()->getAttr(attr::kStage);
         Bucket &bucket =
-            open[{sum.getGridAxesAttr(), type.getElementType()}];
+            open[{sum.getGridAxesAttr(), type.getElementType(), stage}];
         if (!bucket.sums.empty() && bucket.bytes + bytesOf(type) > limit) {
           full.push_back(std::move(bucket));
           bucket = Bucket();

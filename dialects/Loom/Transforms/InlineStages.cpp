@@ -19,6 +19,14 @@ struct LoomInlineStages
     for (StageOp stage : stages) {
       Block &body = stage.getBody().front();
       auto yield = cast<YieldOp>(body.getTerminator());
+      // Each op remembers its stage, which placing the stages on ranks
+      // (loom-place-stages) starts from.
+      auto stageAttr = IntegerAttr::get(IntegerType::get(stage.getContext(), 64),
+                                        static_cast<int64_t>(stage.getStage()));
+      body.walk([&](Operation *op) {
+        if (op != yield && !op->hasAttr(attr::kStage))
+          op->setAttr(attr::kStage, stageAttr);
+      });
       stage.replaceAllUsesWith(yield.getValues());
       yield.erase();
       // Stage bodies are not isolated: their ops move out unchanged.

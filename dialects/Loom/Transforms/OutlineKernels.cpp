@@ -106,8 +106,33 @@ static void sinkPastAccumulates(func::FuncOp model) {
     op->moveBefore(body.getTerminator());
 }
 
+/// Where loom-place-stages put an op of a pipelined program (its stage,
+/// phase and update stages); null elsewhere. A kernel holds ops of one
+/// place only, and takes it.
+static SmallVector<NamedAttribute> placeOf(Operation *op) {
+  SmallVector<NamedAttribute> place;
+  for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
+    if (Attribute value = op->getAttr(name))
+      place.push_back(NamedAttribute(StringAttr::get(op->getContext(), name), value));
+  return place;
+}
+
+/// A pipelined program's update runs after the microbatches: its ops move
+/// after the others, in order (nothing of the microbatches reads them).
+static void sinkUpdate(func::FuncOp model) {
+  Block &body = model.getBody().front();
+  SmallVector<Operation *> update;
+  for (Operation &op : body.without_terminator())
+    if (auto phase = op.getAttrOfType<StringAttr>(attr::kPhase);
+        phase && phase.getValue() == "update")
+      update.push_back(&op);
+  for (Operation *op : update)
+    op->moveBefore(body.getTerminator());
+}
+
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
   sinkPastAccumulates(model);
+  sinkUpdate(model);
   // A foldable B transpose moves next to its matmul (it is pure, and its
   // operand is defined earlier still), so that the matmul can join its
   // group (readsTransposedOperand): in `ln(h) @ transpose(wte)` the cast
@@ -133,6 +158,7 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
       return emitError(op.getLoc(), "'")
              << op.getName() << "' is not supported by this backend yet";
     bool joins = !groups.empty() && !afterCollective &&
+                 placeOf(&op) == placeOf(groups.back().ops.front()) &&
                  ((isElementwise(&op) &&
                    llvm::any_of(op.getOperands(), [&](Value v) {
                      return groups.back().members.contains(v.getDefiningOp());
@@ -151,6 +177,8 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
     builder.setInsertionPoint(group.ops.front());
     auto call = func::CallOp::create(builder, group.ops.front()->getLoc(),
                                      kernel, inputs);
+    for (NamedAttribute place : placeOf(group.ops.front()))
+      call->setAttr(place.getName(), place.getValue());
     for (auto [output, result] : llvm::zip(outputs, call.getResults()))
       output.replaceAllUsesWith(result);
     for (Operation *op : llvm::reverse(group.ops))

@@ -851,18 +851,15 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       if (failed(partitioner.run()))
         return signalPassFailure();
       // The executable runs on every rank of the grid; say when some do
-      // nothing of their own.
+      // nothing of their own (a pipeline axis splits the stages instead).
+      auto pipelineAxis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
       for (auto [axis, size] : llvm::enumerate(grid.sizes))
-        if (size > 1 && !partitioner.splitsOver(axis))
+        if (size > 1 && !partitioner.splitsOver(axis) &&
+            !(pipelineAxis && pipelineAxis.getValue() == grid.names[axis]))
           emitWarning(grid.op.getLoc())
               << "mesh axis '" << grid.names[axis] << "' (" << size
               << " ranks) splits no tensor of model '" << model.getSymName()
-              << "': its ranks compute the same values"
-              << (model->hasAttr(attr::kPipelineAxis) &&
-                          model->getAttrOfType<StringAttr>(attr::kPipelineAxis)
-                                  .getValue() == grid.names[axis]
-                      ? " (pipeline stages are not distributed yet)"
-                      : "");
+              << "': its ranks compute the same values";
     }
   }
 };

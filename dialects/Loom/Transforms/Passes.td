@@ -147,6 +147,37 @@ def LoomBucketGradients : Pass<"loom-bucket-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect"];
 }
 
+def LoomPlaceStages : Pass<"loom-place-stages", "mlir::ModuleOp"> {
+  let summary = "Place every op of a pipelined per-rank program on its stages";
+  let description = [{
+    In each per-rank program (`loom.partition_of`) of a model with a
+    `pipeline AXIS` whose axis has more than one rank, gives every op its
+    place in the per-stage (MPMD) programs:
+
+    - The per-microbatch program (what the accumulates read, or, without
+      microbatches, the forward and the backward): `loom.stage` (the stage
+      block an op came from, which its gradient ops inherit; an op without
+      one, such as a collective the partitioner added or the loss, takes the
+      stage of its first reader, or else of its operands) and `loom.phase`,
+      `"forward"` or `"backward"`.
+    - The rest, once per step after the microbatches (`loom.phase =
+      "update"`): `loom.stages`, the stages whose ranks compute it, those
+      holding all its operands (an op that reads only params and step
+      scalars runs where its readers do; one whose operands lie on
+      different stages runs on each of them, and the plan moves the
+      operands).
+
+    The function gets `loom.stages_count` and `loom.schedule` (the train
+    section's, or `schedule` when given). Errors: fewer stages than ranks on
+    the axis, or a number of stages the ranks do not divide.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "The pipeline schedule instead of the train section's">
+  ];
+  let dependentDialects = ["mlir::loom::LoomDialect"];
+}
+
 def LoomOutlineKernels : Pass<"loom-outline-kernels", "mlir::ModuleOp"> {
   let summary = "Group the ops of each model into kernels";
   let description = [{

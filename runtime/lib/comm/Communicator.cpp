@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -91,6 +92,10 @@ public:
                  uint64_t bytes, std::string &error) override;
   bool allToAll(const CommGroup &group, const void *send, void *recv,
                 uint64_t blockBytes, std::string &error) override;
+  bool send(unsigned peer, const void *data, uint64_t bytes,
+            std::string &error) override;
+  bool recv(unsigned peer, void *data, uint64_t bytes,
+            std::string &error) override;
 
 private:
   /// The group's rendezvous, after checking that this rank is its member
@@ -114,6 +119,9 @@ struct LocalWorld::State {
   std::map<std::pair<std::vector<unsigned>, unsigned>,
            std::unique_ptr<Rendezvous>>
       rendezvous;
+  /// Point to point: the messages in flight, by (from, to), in order.
+  std::map<std::pair<unsigned, unsigned>, std::deque<std::vector<char>>> mail;
+  std::condition_variable mailed; // with `mutex`
 };
 
 unsigned LocalCommunicator::size() const { return world.size; }
@@ -199,6 +207,42 @@ bool LocalCommunicator::allToAll(const CommGroup &group, const void *send,
     std::memcpy(static_cast<char *>(recv) + j * blockBytes,
                 meeting->buffer(j) + group.index * blockBytes, blockBytes);
   return meeting->wait(world.timeout) || timedOut("all-to-all", error);
+}
+
+bool LocalCommunicator::send(unsigned peer, const void *data, uint64_t bytes,
+                             std::string &error) {
+  if (peer >= world.size) {
+    error = "send to rank " + std::to_string(peer) + " of " +
+            std::to_string(world.size);
+    return false;
+  }
+  const char *bytesAt = static_cast<const char *>(data);
+  {
+    std::lock_guard<std::mutex> lock(world.mutex);
+    world.mail[{worldRank, peer}].emplace_back(bytesAt, bytesAt + bytes);
+  }
+  world.mailed.notify_all();
+  return true;
+}
+
+bool LocalCommunicator::recv(unsigned peer, void *data, uint64_t bytes,
+                             std::string &error) {
+  std::unique_lock<std::mutex> lock(world.mutex);
+  auto &queue = world.mail[{peer, worldRank}];
+  if (!world.mailed.wait_for(lock,
+                             std::chrono::duration<double>(world.timeout),
+                             [&] { return !queue.empty(); }))
+    return timedOut("receive", error);
+  std::vector<char> message = std::move(queue.front());
+  queue.pop_front();
+  if (message.size() != bytes) {
+    error = "a message from rank " + std::to_string(peer) + " holds " +
+            std::to_string(message.size()) + " bytes, not the " +
+            std::to_string(bytes) + " expected";
+    return false;
+  }
+  std::memcpy(data, message.data(), bytes);
+  return true;
 }
 
 LocalWorld::LocalWorld(unsigned size, double timeoutSeconds)

@@ -56,6 +56,11 @@ public:
                  uint64_t bytes, std::string &error) override;
   bool allToAll(const CommGroup &group, const void *send, void *recv,
                 uint64_t blockBytes, std::string &error) override;
+  bool send(unsigned peer, const void *data, uint64_t bytes,
+            std::string &error) override;
+  bool recv(unsigned peer, void *data, uint64_t bytes,
+            std::string &error) override;
+  bool flushSends(std::string &error) override;
 
 private:
   /// The communicator of `group` (made on first use); false with a message.
@@ -67,6 +72,9 @@ private:
   /// The largest piece one MPI call moves.
   const uint64_t chunkBytes;
   std::map<std::vector<unsigned>, MPI_Comm> split; // by CommGroup::axes
+  /// Sends under way: their copies of the bytes and their requests.
+  std::vector<std::vector<char>> outbox;
+  std::vector<MPI_Request> pending;
 };
 
 /// False with "CALL: MPI's message" unless `code` is MPI_SUCCESS.
@@ -87,6 +95,8 @@ int count(uint64_t bytes) { return static_cast<int>(bytes); }
 } // namespace
 
 MpiCommunicator::~MpiCommunicator() {
+  std::string ignored;
+  flushSends(ignored);
   for (auto &entry : split)
     MPI_Comm_free(&entry.second);
   MPI_Finalize();
@@ -253,6 +263,69 @@ bool loom::runtime::openMpi(int *argc, char ***argv,
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   world.reset(new MpiCommunicator(rank, size, chunkBytes ? chunkBytes : 1));
   return true;
+}
+
+
+// Point to point runs on MPI_COMM_WORLD with one tag; MPI keeps the order
+// of the messages between two ranks.
+constexpr int kPipelineTag = 7;
+
+bool MpiCommunicator::send(unsigned peer, const void *data, uint64_t bytes,
+                           std::string &error) {
+  // A copy, so that the caller may reuse `data` at once and no send waits
+  // for its receive (MPI_Send may, for large messages).
+  outbox.emplace_back(static_cast<const char *>(data),
+                      static_cast<const char *>(data) + bytes);
+  const char *copy = outbox.back().data();
+  for (uint64_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
+    uint64_t piece = bytes - done < chunkBytes ? bytes - done : chunkBytes;
+    pending.emplace_back();
+    if (!check(MPI_Isend(copy + done, count(piece), MPI_BYTE,
+                         static_cast<int>(peer), kPipelineTag, MPI_COMM_WORLD,
+                         &pending.back()),
+               "MPI_Isend", error))
+      return false;
+    done += piece;
+    if (bytes == 0)
+      break;
+  }
+  return true;
+}
+
+bool MpiCommunicator::recv(unsigned peer, void *data, uint64_t bytes,
+                           std::string &error) {
+  char *into = static_cast<char *>(data);
+  for (uint64_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
+    uint64_t piece = bytes - done < chunkBytes ? bytes - done : chunkBytes;
+    MPI_Status status;
+    if (!check(MPI_Recv(into + done, count(piece), MPI_BYTE,
+                        static_cast<int>(peer), kPipelineTag, MPI_COMM_WORLD,
+                        &status),
+               "MPI_Recv", error))
+      return false;
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (static_cast<uint64_t>(got) != piece) {
+      error = "a message from rank " + std::to_string(peer) + " holds " +
+              std::to_string(got) + " bytes, not the " +
+              std::to_string(piece) + " expected";
+      return false;
+    }
+    done += piece;
+    if (bytes == 0)
+      break;
+  }
+  return true;
+}
+
+bool MpiCommunicator::flushSends(std::string &error) {
+  bool ok = pending.empty() ||
+            check(MPI_Waitall(static_cast<int>(pending.size()), pending.data(),
+                              MPI_STATUSES_IGNORE),
+                  "MPI_Waitall", error);
+  pending.clear();
+  outbox.clear();
+  return ok;
 }
 
 #endif // LOOM_RUNTIME_MPI

@@ -96,3 +96,17 @@ bool TimedCommunicator::allToAll(const CommGroup &group, const void *send,
     return inner.allToAll(group, send, recv, blockBytes, error);
   });
 }
+
+bool TimedCommunicator::send(unsigned peer, const void *data, uint64_t bytes,
+                             std::string &error) {
+  return timed("a send", [&] { return inner.send(peer, data, bytes, error); });
+}
+
+bool TimedCommunicator::recv(unsigned peer, void *data, uint64_t bytes,
+                             std::string &error) {
+  return timed("a receive", [&] { return inner.recv(peer, data, bytes, error); });
+}
+
+bool TimedCommunicator::flushSends(std::string &error) {
+  return timed("finishing the sends", [&] { return inner.flushSends(error); });
+}

@@ -23,6 +23,7 @@
 #include "loom/runtime/comm/Watchdog.h"
 #include "loom/runtime/exec/Cuda.h"
 #include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/exec/PipelineRunner.h"
 #include "loom/runtime/exec/Initializer.h"
 #include "loom/runtime/exec/KernelCheck.h"
 #include "loom/runtime/plan/Layout.h"
@@ -171,6 +172,7 @@ private:
   Plan whole;             // loom_plan
   Plan spmd;              // loom_spmd_plan; no mesh if there is none
   Executor executor;      // of the plan this run runs
+  PipelineRunner pipeline; // a pipelined plan's stages on this rank
   bool onCuda = false;
   CudaExecutor cuda;
   // After `cuda`, so that it goes first, while the device's context is
@@ -442,6 +444,11 @@ void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
 
 bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
                          const std::function<bool(uint64_t)> &place) {
+  if (plan.pipeline.present) {
+    if (!pipeline.run(place, trace, error))
+      return fail(inSpmdPlan(error));
+    return checkedNumerics();
+  }
   size_t perMicrobatch = plan.microbatchSteps();
   if (!perMicrobatch)
     return place(0) && execute(trace);
@@ -657,6 +664,11 @@ bool Driver::loadCudaRanks() {
 bool Driver::allocateRanks() {
   if (!executor.allocate(error))
     return fail(inSpmdPlan(error));
+  if (spmd.pipeline.present &&
+      !pipeline.prepare(spmd, executor,
+                        options.train ? spmd.optimizer.microbatches : 1,
+                        options.train, error))
+    return fail(inSpmdPlan(error));
   uint64_t transferBytes = 0;
   auto atLeast = [&](uint64_t bytes) {
     transferBytes = bytes > transferBytes ? bytes : transferBytes;
@@ -828,6 +840,8 @@ bool Driver::run() {
                 "(from a script with a train section)");
   if (options.train && onCuda)
     return fail("training runs on the CPU only for now (--device cpu)");
+  if (multiRank && onCuda && spmd.pipeline.present)
+    return fail("pipeline stages run on CPU ranks only for now (--device cpu)");
   if (options.train && options.checkKernels)
     return fail("--check-kernels checks one run; drop it to train");
   train = initialTrainState(whole.optimizer);

@@ -140,9 +140,11 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
   auto micros = [](Clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
   };
-  Clock::time_point start = Clock::now();
+  Clock::time_point start = hasTraceOrigin ? traceOrigin : Clock::now();
   for (size_t i = begin; i < end && i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
+    if (step.kind == StepKind::Transfer)
+      continue; // the pipeline runner moves it (PipelineRunner.h)
     if (step.kind == StepKind::Accumulate) {
       Clock::time_point before = Clock::now();
       accumulate(step, microbatch);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/plan/Schedule.h"
 
 #include <cmath>
 #include <cstdint>
@@ -193,6 +194,7 @@ enum Rank {
   RankModel,
   RankDevice,
   RankMesh,
+  RankPipeline,
   RankArena,
   RankGpuImage,
   RankBuffer,
@@ -203,14 +205,14 @@ enum Rank {
   RankUpdate
 };
 constexpr const char *kRankNames[] = {
-    "loom-plan", "model",  "device", "mesh",   "arena",
+    "loom-plan", "model",  "device", "mesh", "pipeline", "arena",
     "gpu-image", "buffer", "kernel", "launch", "step", "optimizer", "update"};
 constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
-    "loom-plan, model, device, mesh, arena, gpu-image, buffer (each followed "
-    "by its shard and bound), kernel, launch, step, collective and "
-    "accumulate, "
+    "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
+    "followed by its shard and bound), kernel, launch, step, collective, "
+    "accumulate, section, carry and transfer, "
     "optimizer, update, "
     "end";
 
@@ -230,6 +232,10 @@ enum Record {
   RecordStep,
   RecordCollective,
   RecordAccumulate,
+  RecordPipeline,
+  RecordSection,
+  RecordCarry,
+  RecordTransfer,
   RecordOptimizer,
   RecordUpdate,
   RecordNone
@@ -246,7 +252,9 @@ constexpr RecordInfo kRecords[] = {
     {"bound", RankBuffer},
     {"kernel", RankKernel},    {"launch", RankLaunch},
     {"step", RankStep},        {"collective", RankStep},
-    {"accumulate", RankStep},
+    {"accumulate", RankStep},  {"pipeline", RankPipeline},
+    {"section", RankStep},     {"carry", RankStep},
+    {"transfer", RankStep},
     {"optimizer", RankOptimizer}, {"update", RankUpdate}};
 
 /// Records that appear at most once (loom-plan, model, device and arena
@@ -258,7 +266,9 @@ bool isSingle(int rank) {
 /// The next record that must appear after a record of rank `stage` (below
 /// RankArena): model, device and arena are required, the mesh is not.
 int nextRequired(int stage) {
-  return stage == RankDevice || stage == RankMesh ? RankArena : stage + 1;
+  return stage == RankDevice || stage == RankMesh || stage == RankPipeline
+             ? RankArena
+             : stage + 1;
 }
 
 Record recordOf(std::string_view name) {
@@ -489,6 +499,15 @@ private:
   bool parseStep(size_t index);
   bool parseCollective(size_t index);
   bool parseAccumulate(size_t index);
+  bool parsePipeline(size_t index);
+  bool parseSection(size_t index);
+  bool parseCarry(size_t index);
+  bool parseTransfer(size_t index);
+  /// Gives a pipelined plan's step its section, which must exist.
+  bool placeInSection(size_t index, PlanStep &step);
+  /// After the last record: a pipelined plan's sections and carries fit
+  /// together.
+  bool checkPipeline(size_t endIndex);
   bool parseOptimizer(size_t index);
   /// After the last record: the accumulates and `microbatches=` agree, and
   /// past the last accumulate only accumulates' results carry values.
@@ -512,6 +531,8 @@ private:
   std::unordered_map<std::string_view, unsigned> bufferIds;
   std::unordered_map<std::string_view, unsigned> kernelIds;
   Record previous = RecordHeader; // the record before the current one
+  bool inSection = false;          // a pipelined plan's `section` seen
+  PlanStep section;                // its phase and stages
 };
 } // namespace
 
@@ -621,7 +642,7 @@ bool PlanParser::parse() {
   if (stage < RankArena)
     return fail(endIndex, std::string("missing '") +
                               kRankNames[nextRequired(stage)] + "' record");
-  return checkMicrobatches(endIndex);
+  return checkMicrobatches(endIndex) && checkPipeline(endIndex);
 }
 
 bool PlanParser::parseRecord(size_t index, Record record) {
@@ -652,6 +673,14 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseCollective(index);
   case RecordAccumulate:
     return parseAccumulate(index);
+  case RecordPipeline:
+    return parsePipeline(index);
+  case RecordSection:
+    return parseSection(index);
+  case RecordCarry:
+    return parseCarry(index);
+  case RecordTransfer:
+    return parseTransfer(index);
   case RecordOptimizer:
     return parseOptimizer(index);
   case RecordUpdate:
@@ -1315,7 +1344,7 @@ bool PlanParser::parseStep(size_t index) {
                            std::to_string(step.buffers.size()) +
                            " buffers, but it takes " +
                            std::to_string(kernel.numArgs));
-  if (!checkTensorMapSpans(index, step))
+  if (!checkTensorMapSpans(index, step) || !placeInSection(index, step))
     return false;
   plan.steps.push_back(std::move(step));
   return true;
@@ -1436,6 +1465,8 @@ bool PlanParser::parseAccumulate(size_t index) {
       return fail(index, "buffer '" + target.name +
                              "' is the result of two accumulates");
   step.buffers = {in, out};
+  if (!placeInSection(index, step))
+    return false;
   plan.steps.push_back(std::move(step));
   return true;
 }
@@ -1632,7 +1663,196 @@ bool PlanParser::parseCollective(size_t index) {
                            formatShape(expected) + ", but buffer '" +
                            target.name + "' is " + formatShape(target.shape));
   step.buffers = {in, out};
+  if (!placeInSection(index, step))
+    return false;
   plan.steps.push_back(std::move(step));
+  return true;
+}
+
+const char *loom::runtime::stepPhaseName(StepPhase phase) {
+  switch (phase) {
+  case StepPhase::Forward:
+    return "forward";
+  case StepPhase::Backward:
+    return "backward";
+  case StepPhase::Weight:
+    return "weight";
+  case StepPhase::Update:
+    return "update";
+  }
+  return "?";
+}
+
+bool PlanParser::parsePipeline(size_t index) {
+  if (!expectFields(index, 4, "pipeline AXIS STAGES SCHEDULE"))
+    return false;
+  if (!plan.mesh.present)
+    return fail(index, "'pipeline' record without a 'mesh' record");
+  PlanPipeline &pipeline = plan.pipeline;
+  int axis = plan.mesh.findAxis(fields[1]);
+  if (axis < 0)
+    return fail(index, "the pipeline axis '" + std::string(fields[1]) +
+                           "' is not an axis of mesh '" + plan.mesh.name +
+                           "' (" + meshAxisNames() + ")");
+  pipeline.axis = static_cast<unsigned>(axis);
+  uint64_t stages;
+  unsigned ranks = plan.mesh.axes[pipeline.axis].size;
+  if (!parseUnsigned(fields[2], stages) || stages == 0 || stages > 65536)
+    return fail(index, "bad stage count '" + std::string(fields[2]) +
+                           "' (expected 1 to 65536)");
+  if (stages % ranks != 0)
+    return fail(index, std::to_string(stages) + " stages cannot be dealt "
+                       "evenly over the " + std::to_string(ranks) +
+                       " ranks of axis '" + std::string(fields[1]) + "'");
+  pipeline.stages = static_cast<unsigned>(stages);
+  ScheduleKind kind;
+  if (!parseScheduleKind(fields[3], kind))
+    return fail(index, "unknown schedule '" + std::string(fields[3]) +
+                           "' (expected gpipe, 1f1b, interleaved or "
+                           "zero_bubble)");
+  pipeline.schedule = std::string(fields[3]);
+  pipeline.forwardCarry.assign(pipeline.stages, {});
+  pipeline.backwardCarry.assign(pipeline.stages, {});
+  pipeline.present = true;
+  pipeline.line = static_cast<unsigned>(index + 1);
+  return true;
+}
+
+/// A comma-separated list of distinct stages below `stages`.
+static bool parseStageList(std::string_view text, unsigned stages,
+                           std::vector<unsigned> &list) {
+  list.clear();
+  for (std::string_view piece : splitAt(text, ',')) {
+    uint64_t stage;
+    if (!parseUnsigned(piece, stage) || stage >= stages)
+      return false;
+    for (unsigned seen : list)
+      if (seen == stage)
+        return false;
+    list.push_back(static_cast<unsigned>(stage));
+  }
+  return !list.empty();
+}
+
+bool PlanParser::parseSection(size_t index) {
+  if (!expectFields(index, 3, "section PHASE STAGES"))
+    return false;
+  if (!plan.pipeline.present)
+    return fail(index, "'section' record without a 'pipeline' record");
+  bool known = false;
+  for (StepPhase phase : {StepPhase::Forward, StepPhase::Backward,
+                          StepPhase::Weight, StepPhase::Update})
+    if (fields[1] == stepPhaseName(phase)) {
+      section.phase = phase;
+      known = true;
+    }
+  if (!known)
+    return fail(index, "unknown phase '" + std::string(fields[1]) +
+                           "' (expected forward, backward, weight or update)");
+  if (!parseStageList(fields[2], plan.pipeline.stages, section.stages))
+    return fail(index, "bad stages '" + std::string(fields[2]) +
+                           "' (expected distinct stages below " +
+                           std::to_string(plan.pipeline.stages) +
+                           ", separated by ',')");
+  if (section.phase != StepPhase::Update && section.stages.size() != 1)
+    return fail(index, std::string("a ") + stepPhaseName(section.phase) +
+                           " section belongs to one stage");
+  inSection = true;
+  return true;
+}
+
+bool PlanParser::placeInSection(size_t index, PlanStep &step) {
+  if (!plan.pipeline.present)
+    return true;
+  if (!inSection)
+    return fail(index, "a step of a pipelined plan needs a 'section' record "
+                       "before it");
+  step.phase = section.phase;
+  step.stages = section.stages;
+  return true;
+}
+
+bool PlanParser::parseCarry(size_t index) {
+  if (fields.size() < 4)
+    return fail(index, "expected 'carry forward|backward STAGE ID...'");
+  if (!plan.pipeline.present)
+    return fail(index, "'carry' record without a 'pipeline' record");
+  bool forward = fields[1] == "forward";
+  if (!forward && fields[1] != "backward")
+    return fail(index, "bad carry direction '" + std::string(fields[1]) +
+                           "' (expected forward or backward)");
+  uint64_t stage;
+  unsigned stages = plan.pipeline.stages;
+  if (!parseUnsigned(fields[2], stage) || stage >= stages ||
+      (forward && stage + 1 == stages) || (!forward && stage == 0))
+    return fail(index, "bad carry stage '" + std::string(fields[2]) + "' (a " +
+                           std::string(fields[1]) + " carry leaves a stage " +
+                           (forward ? "below " + std::to_string(stages - 1)
+                                    : std::string("above 0")) + ")");
+  std::vector<unsigned> &carry = forward ? plan.pipeline.forwardCarry[stage]
+                                         : plan.pipeline.backwardCarry[stage];
+  if (!carry.empty())
+    return fail(index, "duplicate carry " + std::string(fields[1]) + " " +
+                           std::string(fields[2]));
+  for (size_t i = 3; i < fields.size(); ++i) {
+    unsigned id;
+    if (!parseBufferId(index, fields[i], "carry", id))
+      return false;
+    const PlanBuffer &buffer = plan.buffers[id];
+    if (buffer.role != BufferRole::Temp && buffer.role != BufferRole::Output)
+      return fail(index, "a carry moves temps and outputs, not " +
+                             std::string(roleName(buffer.role)) + " '" +
+                             buffer.name + "'");
+    carry.push_back(id);
+  }
+  return true;
+}
+
+bool PlanParser::parseTransfer(size_t index) {
+  if (!expectFields(index, 4, "transfer FROM TO ID"))
+    return false;
+  if (!plan.pipeline.present)
+    return fail(index, "'transfer' record without a 'pipeline' record");
+  PlanStep step;
+  step.kind = StepKind::Transfer;
+  step.line = static_cast<unsigned>(index + 1);
+  uint64_t from, to;
+  unsigned stages = plan.pipeline.stages;
+  if (!parseUnsigned(fields[1], from) || !parseUnsigned(fields[2], to) ||
+      from >= stages || to >= stages || from == to)
+    return fail(index, "bad transfer stages '" + std::string(fields[1]) +
+                           " " + std::string(fields[2]) +
+                           "' (two different stages below " +
+                           std::to_string(stages) + ")");
+  step.from = static_cast<unsigned>(from);
+  step.to = static_cast<unsigned>(to);
+  unsigned id;
+  if (!parseBufferId(index, fields[3], "transfer", id))
+    return false;
+  step.buffers = {id};
+  if (!placeInSection(index, step))
+    return false;
+  if (step.phase != StepPhase::Update)
+    return fail(index, "a transfer belongs to an update section (between "
+                       "microbatches, stages exchange values by 'carry')");
+  plan.steps.push_back(std::move(step));
+  return true;
+}
+
+bool PlanParser::checkPipeline(size_t endIndex) {
+  if (!plan.pipeline.present)
+    return true;
+  // Every loop step of a stage comes before the update's, so that the
+  // schedule runs a contiguous prefix.
+  bool updating = false;
+  for (const PlanStep &step : plan.steps) {
+    if (step.phase == StepPhase::Update)
+      updating = true;
+    else if (updating)
+      return fail(step.line - 1, std::string("a ") + stepPhaseName(step.phase) +
+                                     " step after an update step");
+  }
+  (void)endIndex;
   return true;
 }
 

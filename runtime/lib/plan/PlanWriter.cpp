@@ -66,6 +66,10 @@ std::string loom::runtime::writePlan(const Plan &plan) {
   body += std::string("device ") + deviceName(plan.device) + "\n";
   if (plan.mesh.present)
     body += "mesh " + plan.mesh.name + " " + formatMeshAxes(plan.mesh) + "\n";
+  const PlanPipeline &pipeline = plan.pipeline;
+  if (pipeline.present)
+    body += "pipeline " + plan.mesh.axes[pipeline.axis].name + " " +
+            std::to_string(pipeline.stages) + " " + pipeline.schedule + "\n";
   body += "arena " + std::to_string(plan.arenaBytes) + "\n";
   if (plan.gpuImage.present)
     body += "gpu-image " + plan.gpuImage.archName + " " +
@@ -120,7 +124,23 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       body += " shared:" + std::to_string(launch.sharedBytes);
     body += "\n";
   }
+  const PlanStep *sectionOf = nullptr; // the step that opened the section
   for (const PlanStep &step : plan.steps) {
+    if (pipeline.present &&
+        (!sectionOf || sectionOf->phase != step.phase ||
+         sectionOf->stages != step.stages)) {
+      body += std::string("section ") + stepPhaseName(step.phase) + " ";
+      for (size_t i = 0; i < step.stages.size(); ++i)
+        body += (i ? "," : "") + std::to_string(step.stages[i]);
+      body += "\n";
+      sectionOf = &step;
+    }
+    if (step.kind == StepKind::Transfer) {
+      body += "transfer " + std::to_string(step.from) + " " +
+              std::to_string(step.to) + " " + std::to_string(step.buffers[0]) +
+              "\n";
+      continue;
+    }
     if (step.kind == StepKind::Collective) {
       const PlanCollective &op = step.collective;
       body += std::string("collective ") + collectiveKindName(op.kind) + " " +
@@ -151,6 +171,19 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       body += " " + std::to_string(id);
     body += "\n";
   }
+  if (pipeline.present)
+    for (unsigned k = 0; k < pipeline.stages; ++k)
+      for (bool forward : {true, false}) {
+        const std::vector<unsigned> &carry =
+            forward ? pipeline.forwardCarry[k] : pipeline.backwardCarry[k];
+        if (carry.empty())
+          continue;
+        body += std::string("carry ") + (forward ? "forward " : "backward ") +
+                std::to_string(k);
+        for (unsigned id : carry)
+          body += " " + std::to_string(id);
+        body += "\n";
+      }
   if (!plan.optimizer.kind.empty()) {
     body += "optimizer " + plan.optimizer.kind + " " +
             std::to_string(plan.optimizer.steps);

@@ -72,6 +72,23 @@ public:
   /// j, and `recv`'s block j comes from member j.
   virtual bool allToAll(const CommGroup &group, const void *send, void *recv,
                         uint64_t blockBytes, std::string &error) = 0;
+
+  /// Point to point (pipeline stages), not collective: `bytes` bytes at
+  /// `data` go to world rank `peer`. A send does not wait for its receive
+  /// (the bytes are copied first), which the pipeline schedules' deadlock
+  /// proof assumes; messages between two ranks arrive in the order sent.
+  virtual bool send(unsigned peer, const void *data, uint64_t bytes,
+                    std::string &error) = 0;
+  /// Waits for the next message from world rank `peer`, which must hold
+  /// `bytes` bytes, into `data`.
+  virtual bool recv(unsigned peer, void *data, uint64_t bytes,
+                    std::string &error) = 0;
+  /// Waits until every send so far has left this rank's buffers (MPI) and
+  /// frees them; a pipelined step calls it at its end.
+  virtual bool flushSends(std::string &error) {
+    (void)error;
+    return true;
+  }
 };
 
 /// N ranks in one process: each rank is a thread holding communicator(r).

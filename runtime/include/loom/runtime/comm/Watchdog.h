@@ -40,6 +40,11 @@ public:
                  uint64_t bytes, std::string &error) override;
   bool allToAll(const CommGroup &group, const void *send, void *recv,
                 uint64_t blockBytes, std::string &error) override;
+  bool send(unsigned peer, const void *data, uint64_t bytes,
+            std::string &error) override;
+  bool recv(unsigned peer, void *data, uint64_t bytes,
+            std::string &error) override;
+  bool flushSends(std::string &error) override;
 
 private:
   /// Runs `call` with the clock running for `what`.

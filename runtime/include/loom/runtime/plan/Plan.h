@@ -228,8 +228,17 @@ struct PlanCollective {
   unsigned groupSize = 1;
 };
 
-/// Whether a step runs a kernel, a collective or an accumulate.
-enum class StepKind : uint8_t { Kernel, Collective, Accumulate };
+/// Whether a step runs a kernel, a collective, an accumulate or (in a
+/// pipelined plan's update) a transfer between two stages.
+enum class StepKind : uint8_t { Kernel, Collective, Accumulate, Transfer };
+
+/// Where a pipelined plan's step belongs (its `section` record): the
+/// forward of a stage, its backward's input-gradient part, its weight-
+/// gradient part (each once per microbatch, in the schedule's order), or the
+/// update, once per training step after the schedule.
+enum class StepPhase : uint8_t { Forward, Backward, Weight, Update };
+/// "forward", "backward", "weight", "update".
+const char *stepPhaseName(StepPhase phase);
 
 /// One `step`, `collective` or `accumulate` record, in program order. A
 /// kernel step has the index of its kernel in Plan::kernels and the ids of
@@ -240,6 +249,29 @@ struct PlanStep {
   unsigned kernel = 0;
   std::vector<unsigned> buffers;
   PlanCollective collective;
+  /// In a pipelined plan, from the `section` record before the step: its
+  /// phase and the stages whose ranks run it (one, except in the update,
+  /// where a value several stages need is computed by each).
+  StepPhase phase = StepPhase::Forward;
+  std::vector<unsigned> stages;
+  /// A transfer (`transfer FROM TO ID`): stage `from`'s ranks send buffer
+  /// buffers[0] to stage `to`'s (the rank with the same other coordinates).
+  unsigned from = 0, to = 0;
+  unsigned line = 0;
+};
+
+/// The `pipeline` record of a pipelined (MPMD) plan and its `carry`
+/// records: `stages` stages dealt round-robin over the ranks of mesh axis
+/// `axis`, run in the order of `schedule`.
+struct PlanPipeline {
+  bool present = false;
+  unsigned axis = 0; // index into PlanMesh::axes
+  unsigned stages = 1;
+  std::string schedule; // gpipe, 1f1b, interleaved or zero_bubble
+  /// Per stage k, the buffers it sends to stage k + 1 after each forward
+  /// (`carry forward K ID...`) and to stage k - 1 after each backward
+  /// (`carry backward K ID...`), in order.
+  std::vector<std::vector<unsigned>> forwardCarry, backwardCarry;
   unsigned line = 0;
 };
 
@@ -287,6 +319,7 @@ struct Plan {
   std::string model;
   Device device = Device::CPU;
   PlanMesh mesh;
+  PlanPipeline pipeline;
   uint64_t arenaBytes = 0;
   PlanGpuImage gpuImage;
   std::vector<PlanBuffer> buffers;

@@ -1,0 +1,286 @@
+//===- PlaceStages.cpp - Every op of a pipelined program on its stages ----===//
+//
+// After partitioning, a pipelined model's per-rank program is still one
+// function. This pass says, for every op, which stage runs it and when:
+// the per-microbatch program is a forward and a backward per stage, the
+// rest an update that runs once per step on the stages that hold its
+// operands. The plan builder cuts the program into per-stage sections from
+// these attributes and adds the carries and transfers between stages.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/Transforms/Passes.h"
+#include "Loom/Transforms/Sharding.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMPLACESTAGES
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// Where one op of the per-microbatch program runs.
+struct LoopPlace {
+  int64_t stage = -1;
+  bool backward = false;
+};
+
+/// Places the ops of one per-rank program over `numStages` stages.
+class StagePlacer {
+public:
+  StagePlacer(func::FuncOp func, int64_t numStages)
+      : func(func), numStages(numStages) {}
+  void run();
+
+private:
+  void findLoop();
+  void placeLoop();
+  void placeUpdate();
+
+  func::FuncOp func;
+  int64_t numStages;
+  llvm::SetVector<Operation *> loop;
+  DenseMap<Operation *, LoopPlace> places;
+};
+} // namespace
+
+/// The per-microbatch program. With microbatches, what the accumulates
+/// read (what loom-outline-kernels keeps before them); without, what the
+/// forward and backward ops (those with a stage or built by loom-autodiff)
+/// read; without a backward, everything.
+void StagePlacer::findLoop() {
+  Block &body = func.getBody().front();
+  SmallVector<Operation *> anchors;
+  bool training = false, accumulates = false;
+  for (Operation &op : body.without_terminator()) {
+    training |= op.hasAttr(attr::kBackward);
+    accumulates |= isa<AccumulateOp>(op);
+  }
+  for (Operation &op : body.without_terminator()) {
+    bool anchor = !training ||
+                  (accumulates ? isa<AccumulateOp>(op)
+                               : op.hasAttr(attr::kStage) ||
+                                     op.hasAttr(attr::kBackward));
+    if (anchor)
+      anchors.push_back(&op);
+  }
+  SmallVector<Operation *> work(anchors.begin(), anchors.end());
+  loop.insert(anchors.begin(), anchors.end());
+  while (!work.empty())
+    for (Value operand : work.pop_back_val()->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (loop.insert(def))
+          work.push_back(def);
+}
+
+void StagePlacer::placeLoop() {
+  Block &body = func.getBody().front();
+  for (Operation *op : loop) {
+    auto stage = op->getAttrOfType<IntegerAttr>(attr::kStage);
+    if (!stage || isa<AccumulateOp>(op))
+      continue;
+    // A second run (after the gradient buckets) keeps the first's places.
+    if (auto phase = op->getAttrOfType<StringAttr>(attr::kPhase))
+      places[op] = {stage.getInt(), phase.getValue() == "backward"};
+    else
+      places[op] = {stage.getInt(), op->hasAttr(attr::kBackward) ||
+                                        op->hasAttr(attr::kRecomputed)};
+  }
+  // An op without a stage runs where its first reader does (a collective
+  // the partitioner put before its consumer, a cast of a param), else
+  // where its operands are (an accumulate, the loss); until nothing moves.
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (Operation &op : llvm::reverse(body.without_terminator())) {
+      if (!loop.contains(&op) || places.count(&op) || isa<AccumulateOp>(op))
+        continue;
+      LoopPlace place;
+      bool anyForward = false;
+      for (Operation *user : op.getUsers()) {
+        auto found = places.find(user);
+        if (found == places.end())
+          continue;
+        if (place.stage < 0 || found->second.stage < place.stage)
+          place.stage = found->second.stage;
+        anyForward |= !found->second.backward;
+      }
+      if (place.stage < 0)
+        continue;
+      // What only the backward reads runs in it.
+      place.backward = !anyForward;
+      places[&op] = place;
+      changed = true;
+    }
+    for (Operation &op : body.without_terminator()) {
+      if (!loop.contains(&op) || places.count(&op))
+        continue;
+      LoopPlace place;
+      bool known = true;
+      for (Value operand : op.getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (!def || !loop.contains(def))
+          continue;
+        auto found = places.find(def);
+        if (found == places.end()) {
+          known = false;
+          break;
+        }
+        place.stage = std::max(place.stage, found->second.stage);
+        place.backward |= found->second.backward;
+      }
+      if (!known || (place.stage < 0 && !op.getOperands().empty() &&
+                     !isa<AccumulateOp>(op)))
+        continue;
+      if (place.stage < 0)
+        place.stage = 0;
+      places[&op] = place;
+      changed = true;
+    }
+  }
+  Builder b(func.getContext());
+  for (Operation *op : loop) {
+    LoopPlace place = places.lookup(op);
+    if (place.stage < 0)
+      place.stage = 0;
+    op->setAttr(attr::kStage, b.getI64IntegerAttr(place.stage));
+    op->setAttr(attr::kPhase, b.getStringAttr(place.backward ? "backward" : "forward"));
+    op->removeAttr(attr::kStages);
+  }
+}
+
+/// An update op runs on the stages that hold every operand it reads (the
+/// stage of a per-microbatch value, the stages of an update value); one
+/// that reads only arguments runs where its readers do; one whose operands
+/// lie on disjoint stages runs on each of them.
+void StagePlacer::placeUpdate() {
+  Block &body = func.getBody().front();
+  using Stages = llvm::SmallSetVector<int64_t, 4>;
+  DenseMap<Operation *, Stages> present;
+  SmallVector<Operation *> free;
+  for (Operation &op : body.without_terminator()) {
+    if (loop.contains(&op))
+      continue;
+    std::optional<Stages> common;
+    Stages all;
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def)
+        continue;
+      Stages at;
+      if (loop.contains(def)) {
+        at.insert(def->getAttrOfType<IntegerAttr>(attr::kStage).getInt());
+      } else {
+        auto found = present.find(def);
+        if (found == present.end() || found->second.empty())
+          continue; // reads only arguments: placed below
+        at = found->second;
+      }
+      all.insert(at.begin(), at.end());
+      if (!common) {
+        common = at;
+      } else {
+        Stages both;
+        for (int64_t s : *common)
+          if (at.contains(s))
+            both.insert(s);
+        *common = both;
+      }
+    }
+    if (!common) {
+      present[&op] = {};
+      free.push_back(&op);
+      continue;
+    }
+    present[&op] = common->empty() ? all : *common;
+  }
+  // What reads only arguments runs where its readers do.
+  for (Operation *op : llvm::reverse(free)) {
+    Stages at;
+    for (Operation *user : op->getUsers()) {
+      if (loop.contains(user))
+        at.insert(user->getAttrOfType<IntegerAttr>(attr::kStage).getInt());
+      else if (auto found = present.find(user); found != present.end())
+        at.insert(found->second.begin(), found->second.end());
+    }
+    if (at.empty())
+      for (int64_t s = 0; s < numStages; ++s)
+        at.insert(s);
+    present[op] = at;
+  }
+  Builder b(func.getContext());
+  for (auto &[op, at] : present) {
+    SmallVector<int64_t> sorted(at.begin(), at.end());
+    llvm::sort(sorted);
+    op->setAttr(attr::kPhase, b.getStringAttr("update"));
+    op->setAttr(attr::kStages, b.getDenseI64ArrayAttr(sorted));
+    op->removeAttr(attr::kStage);
+  }
+}
+
+void StagePlacer::run() {
+  findLoop();
+  placeLoop();
+  placeUpdate();
+}
+
+namespace {
+struct LoomPlaceStages
+    : public loom::impl::LoomPlaceStagesBase<LoomPlaceStages> {
+  using LoomPlaceStagesBase::LoomPlaceStagesBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto grids = llvm::to_vector(module.getOps<shard::GridOp>());
+    if (grids.empty())
+      return;
+    Grid grid(grids.front());
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto axis = func->getAttrOfType<StringAttr>(attr::kPipelineAxis);
+      if (!func->hasAttr(attr::kPartitionOf) || !axis || func.isExternal())
+        continue;
+      auto at = llvm::find(grid.names, axis.getValue());
+      if (at == grid.names.end())
+        continue;
+      int64_t ranks = grid.sizes[at - grid.names.begin()];
+      if (ranks <= 1)
+        continue;
+      int64_t numStages = 0;
+      func.walk([&](Operation *op) {
+        if (auto stage = op->getAttrOfType<IntegerAttr>(attr::kStage);
+            stage && !op->hasAttr(attr::kPhase))
+          numStages = std::max(numStages, stage.getInt() + 1);
+      });
+      if (auto known = func->getAttrOfType<IntegerAttr>("loom.stages_count"))
+        numStages = known.getInt();
+      if (numStages < ranks || numStages % ranks != 0) {
+        func.emitError("model '")
+            << func->getAttrOfType<StringAttr>(attr::kPartitionOf).getValue()
+            << "' has " << numStages << " pipeline stage"
+            << (numStages == 1 ? "" : "s") << ", which the " << ranks
+            << " ranks of axis '" << axis.getValue()
+            << "' cannot share: give it a multiple of " << ranks
+            << " stages (a rank holds stages/" << ranks << " of them)";
+        return signalPassFailure();
+      }
+      std::string kind = schedule;
+      if (kind.empty()) {
+        kind = "1f1b";
+        for (auto train : module.getOps<TrainOp>())
+          if (train.getModel() ==
+              func->getAttrOfType<StringAttr>(attr::kPartitionOf).getValue())
+            kind = train.getSchedule().str();
+      }
+      Builder b(func.getContext());
+      func->setAttr("loom.stages_count", b.getI64IntegerAttr(numStages));
+      func->setAttr("loom.schedule", b.getStringAttr(kind));
+      StagePlacer(func, numStages).run();
+    }
+  }
+};
+} // namespace

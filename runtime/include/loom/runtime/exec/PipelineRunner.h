@@ -1,0 +1,87 @@
+//===- PipelineRunner.h - One rank's stages of a pipelined plan -*- C++ -*-===//
+//
+// A pipelined plan (a `pipeline` record) is one program per stage: each
+// step belongs to a section (a stage's forward, backward or weight
+// gradient, or the update). A rank runs the sections of its stages only, in
+// the order its pipeline schedule gives (Schedule.h): per microbatch, the
+// forward, then, interleaved with other microbatches, the backward; then
+// the update once. Between stages the `carry` buffers move by send and
+// receive.
+//
+// The arena was planned for the whole program run in plan order, once. A
+// rank runs another order (microbatches interleave), so a value that one
+// section writes and another reads is kept per microbatch, off the arena:
+// saved right after the step that writes it (or received), and put back
+// right before each step that reads it. Within a section, steps run in
+// plan order, and the arena's lifetimes hold. These saved values are the
+// activations a schedule keeps in flight; their peak is reported.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_EXEC_PIPELINERUNNER_H
+#define LOOM_RUNTIME_EXEC_PIPELINERUNNER_H
+
+#include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/plan/Schedule.h"
+
+#include <functional>
+#include <map>
+
+namespace loom::runtime {
+
+class PipelineRunner {
+public:
+  /// After the executor's allocate: this rank's stages and peers, and its
+  /// schedule for `microbatches` microbatches (verified). `train` is false
+  /// for a forward-only run, which pipelines its forwards alone.
+  bool prepare(const Plan &plan, Executor &executor, uint64_t microbatches,
+               bool train, std::string &error);
+  /// One run: `place(mb)`, a collective over every rank, puts microbatch
+  /// mb's inputs in the arena, for every mb first; then the schedule, the
+  /// update, and the outputs, which every rank ends with (broadcast over
+  /// the pipeline axis from the stage that computed them).
+  bool run(const std::function<bool(uint64_t)> &place, TraceRecorder *trace,
+           std::string &error);
+  /// The most bytes of saved values this rank held at once in the last run.
+  uint64_t peakHeldBytes() const { return peakHeld; }
+  const Schedule &schedule() const { return order; }
+
+private:
+  bool runSection(StepPhase phase, unsigned stage, uint64_t microbatch,
+                  TraceRecorder *trace, std::string &error);
+  bool runStep(size_t index, uint64_t microbatch, TraceRecorder *trace,
+               std::string &error);
+  bool sendCarry(const std::vector<unsigned> &carry, unsigned toStage,
+                 uint64_t microbatch, TraceRecorder *trace, std::string &error);
+  bool recvCarry(const std::vector<unsigned> &carry, unsigned fromStage,
+                 uint64_t microbatch, TraceRecorder *trace, std::string &error);
+  bool syncOutputs(std::string &error);
+  /// The world rank holding stage `stage` with this rank's other
+  /// coordinates.
+  unsigned peerOf(unsigned stage) const;
+  bool ownsStage(unsigned stage) const {
+    return stage % order.ranks == coordinate;
+  }
+  void hold(uint64_t microbatch, unsigned id);
+  void restore(uint64_t microbatch, unsigned id);
+
+  const Plan *plan = nullptr;
+  Executor *executor = nullptr;
+  Communicator *comm = nullptr;
+  Schedule order;
+  bool train = true;
+  unsigned coordinate = 0; // this rank's on the pipeline axis
+  std::vector<unsigned> coordinates;
+  /// Per step: the buffers to put back before it and to save after it.
+  std::vector<std::vector<unsigned>> restores, saves;
+  /// Per buffer: whether some step or carry reads it in another section.
+  std::vector<bool> crosses;
+  /// Per microbatch, the saved values and its inputs.
+  std::vector<std::map<unsigned, std::vector<char>>> held, inputs;
+  uint64_t heldBytes = 0, peakHeld = 0;
+  std::chrono::steady_clock::time_point start;
+};
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_EXEC_PIPELINERUNNER_H

@@ -1,0 +1,352 @@
+//===- PipelineRunner.cpp - One rank's stages of a pipelined plan ---------===//
+
+#include "loom/runtime/exec/PipelineRunner.h"
+
+#include "loom/runtime/plan/Layout.h"
+
+#include <cstring>
+
+using namespace loom::runtime;
+
+/// A forward-only order: each rank runs its stages' forwards, lowest stage
+/// first, every microbatch after receiving it. Sends do not wait, so the
+/// chain cannot deadlock.
+static Schedule forwardOnly(unsigned ranks, unsigned stages,
+                            unsigned microbatches) {
+  Schedule s;
+  s.kind = ScheduleKind::GPipe;
+  s.ranks = ranks;
+  s.stages = stages;
+  s.microbatches = microbatches;
+  s.steps.assign(ranks, {});
+  for (unsigned stage = 0; stage < stages; ++stage)
+    for (unsigned mb = 0; mb < microbatches; ++mb) {
+      auto &out = s.steps[s.ownerOf(stage)];
+      if (stage > 0)
+        out.push_back({PipeOp::RecvActivation, mb, stage - 1, s.ownerOf(stage - 1)});
+      out.push_back({PipeOp::Forward, mb, stage, 0});
+      if (stage + 1 < stages)
+        out.push_back({PipeOp::SendActivation, mb, stage, s.ownerOf(stage + 1)});
+    }
+  return s;
+}
+
+bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
+                             uint64_t microbatches, bool train,
+                             std::string &error) {
+  this->plan = &plan;
+  this->executor = &executor;
+  this->train = train;
+  comm = executor.communicator();
+  const PlanPipeline &pipeline = plan.pipeline;
+  if (!comm || comm->size() != plan.mesh.numRanks) {
+    error = "a pipelined plan runs on the " +
+            std::to_string(plan.mesh.numRanks) + " ranks of mesh '" +
+            plan.mesh.name + "'";
+    return false;
+  }
+  coordinates = meshCoordinates(plan.mesh, comm->rank());
+  coordinate = coordinates[pipeline.axis];
+  unsigned ranks = plan.mesh.axes[pipeline.axis].size;
+  if (train) {
+    ScheduleKind kind;
+    if (!parseScheduleKind(pipeline.schedule, kind) ||
+        !buildSchedule(kind, ranks, pipeline.stages,
+                       static_cast<unsigned>(microbatches), order, error)) {
+      error = "plan:" + std::to_string(pipeline.line) + ": " + error;
+      return false;
+    }
+  } else {
+    order = forwardOnly(ranks, pipeline.stages,
+                        static_cast<unsigned>(microbatches));
+  }
+  if (!verifySchedule(order, error)) {
+    error = "the " + pipeline.schedule + " schedule: " + error;
+    return false;
+  }
+
+  // Which values cross sections: read by a step of another section (or
+  // carried), written by a step before it in none.
+  const std::vector<StepAccess> &access = executor.stepAccess();
+  size_t count = plan.steps.size();
+  std::vector<long> writer(plan.buffers.size(), -1);
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
+      if (access[i].buffers[k] == BufferAccess::Written &&
+          plan.steps[i].kind != StepKind::Transfer)
+        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
+  auto persistent = [&](unsigned id) {
+    const PlanBuffer &buffer = plan.buffers[id];
+    long w = writer[id];
+    // Inputs are put back per microbatch; an accumulate's sum and the
+    // update's values live in the arena until the update reads them.
+    return buffer.role == BufferRole::Input || buffer.role == BufferRole::Param ||
+           w < 0 || plan.steps[w].kind == StepKind::Accumulate ||
+           plan.steps[w].phase == StepPhase::Update;
+  };
+  crosses.assign(plan.buffers.size(), false);
+  restores.assign(count, {});
+  saves.assign(count, {});
+  for (size_t j = 0; j < count; ++j) {
+    const PlanStep &step = plan.steps[j];
+    for (size_t k = 0; k < step.buffers.size(); ++k) {
+      unsigned id = step.buffers[k];
+      bool reads = access[j].buffers[k] == BufferAccess::Read ||
+                   step.kind == StepKind::Transfer;
+      if (!reads || persistent(id))
+        continue;
+      const PlanStep &source = plan.steps[writer[id]];
+      bool sameSection = step.phase != StepPhase::Update &&
+                         source.phase == step.phase &&
+                         source.stages == step.stages &&
+                         static_cast<size_t>(writer[id]) < j;
+      if (sameSection)
+        continue;
+      restores[j].push_back(id);
+      crosses[id] = true;
+    }
+  }
+  for (unsigned k = 0; k < pipeline.stages; ++k)
+    for (const auto *carry : {&pipeline.forwardCarry[k], &pipeline.backwardCarry[k]})
+      for (unsigned id : *carry)
+        crosses[id] = true;
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k) {
+      unsigned id = plan.steps[i].buffers[k];
+      if (access[i].buffers[k] == BufferAccess::Written && crosses[id] &&
+          writer[id] == static_cast<long>(i))
+        saves[i].push_back(id);
+    }
+  return true;
+}
+
+unsigned PipelineRunner::peerOf(unsigned stage) const {
+  std::vector<unsigned> at = coordinates;
+  at[plan->pipeline.axis] = stage % order.ranks;
+  return meshRank(plan->mesh, at);
+}
+
+void PipelineRunner::hold(uint64_t microbatch, unsigned id) {
+  const PlanBuffer &buffer = plan->buffers[id];
+  std::vector<char> &copy = held[microbatch][id];
+  if (copy.empty())
+    heldBytes += buffer.bytes;
+  const char *data = executor->buffer(id);
+  copy.assign(data, data + buffer.bytes);
+  peakHeld = heldBytes > peakHeld ? heldBytes : peakHeld;
+}
+
+void PipelineRunner::restore(uint64_t microbatch, unsigned id) {
+  auto found = held[microbatch].find(id);
+  if (found != held[microbatch].end())
+    std::memcpy(executor->buffer(id), found->second.data(), found->second.size());
+}
+
+bool PipelineRunner::runStep(size_t index, uint64_t microbatch,
+                             TraceRecorder *trace, std::string &error) {
+  for (unsigned id : restores[index]) {
+    if (!held[microbatch].count(id)) {
+      error = "plan:" + std::to_string(plan->steps[index].line) +
+              ": buffer '" + plan->buffers[id].name +
+              "' is read here, but this rank's stages neither computed nor "
+              "received it (microbatch " + std::to_string(microbatch) + ")";
+      return false;
+    }
+    restore(microbatch, id);
+  }
+  if (!executor->runSteps(index, index + 1, microbatch, trace, error))
+    return false;
+  for (unsigned id : saves[index])
+    hold(microbatch, id);
+  return true;
+}
+
+bool PipelineRunner::runSection(StepPhase phase, unsigned stage,
+                                uint64_t microbatch, TraceRecorder *trace,
+                                std::string &error) {
+  // The microbatch's inputs (its rows of the batch, the step's scalars).
+  for (const auto &[id, bytes] : inputs[microbatch])
+    std::memcpy(executor->buffer(id), bytes.data(), bytes.size());
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    if (step.phase == phase && step.stages.size() == 1 &&
+        step.stages[0] == stage && !runStep(i, microbatch, trace, error))
+      return false;
+  }
+  return true;
+}
+
+bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
+                               unsigned toStage, uint64_t microbatch,
+                               TraceRecorder *trace, std::string &error) {
+  auto before = std::chrono::steady_clock::now();
+  std::vector<char> message;
+  for (unsigned id : carry) {
+    auto found = held[microbatch].find(id);
+    if (found == held[microbatch].end()) {
+      error = "buffer '" + plan->buffers[id].name +
+              "' is carried to stage " + std::to_string(toStage) +
+              ", but this rank's stages neither computed nor received it "
+              "(microbatch " + std::to_string(microbatch) + ")";
+      return false;
+    }
+    message.insert(message.end(), found->second.begin(), found->second.end());
+  }
+  unsigned peer = peerOf(toStage);
+  if (!comm->send(peer, message.data(), message.size(), error))
+    return false;
+  if (trace)
+    trace->addCollective(0, "send", "rank " + std::to_string(peer),
+                         std::chrono::duration<double, std::micro>(before - start).count(),
+                         std::chrono::duration<double, std::micro>(
+                             std::chrono::steady_clock::now() - before).count());
+  return true;
+}
+
+bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
+                               unsigned fromStage, uint64_t microbatch,
+                               TraceRecorder *trace, std::string &error) {
+  auto before = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  for (unsigned id : carry)
+    bytes += plan->buffers[id].bytes;
+  std::vector<char> message(bytes);
+  unsigned peer = peerOf(fromStage);
+  if (!comm->recv(peer, message.data(), bytes, error))
+    return false;
+  uint64_t at = 0;
+  for (unsigned id : carry) {
+    const PlanBuffer &buffer = plan->buffers[id];
+    std::vector<char> &copy = held[microbatch][id];
+    if (copy.empty())
+      heldBytes += buffer.bytes;
+    copy.assign(message.begin() + at, message.begin() + at + buffer.bytes);
+    at += buffer.bytes;
+  }
+  peakHeld = heldBytes > peakHeld ? heldBytes : peakHeld;
+  if (trace)
+    trace->addCollective(0, "recv", "rank " + std::to_string(peer),
+                         std::chrono::duration<double, std::micro>(before - start).count(),
+                         std::chrono::duration<double, std::micro>(
+                             std::chrono::steady_clock::now() - before).count());
+  return true;
+}
+
+bool PipelineRunner::syncOutputs(std::string &error) {
+  // Every output ends on every rank, from the first stage that computed it
+  // (files, the loss's report and the updates read them anywhere).
+  CommGroup group = meshGroup(plan->mesh, comm->rank(), {plan->pipeline.axis});
+  std::vector<long> writer(plan->buffers.size(), -1);
+  const std::vector<StepAccess> &access = executor->stepAccess();
+  for (size_t i = 0; i < plan->steps.size(); ++i)
+    for (size_t k = 0; k < plan->steps[i].buffers.size(); ++k)
+      if (access[i].buffers[k] == BufferAccess::Written)
+        writer[plan->steps[i].buffers[k]] = static_cast<long>(i);
+  for (const PlanBuffer &buffer : plan->buffers) {
+    if (buffer.role != BufferRole::Output || writer[buffer.id] < 0)
+      continue;
+    unsigned stage = plan->steps[writer[buffer.id]].stages.front();
+    if (!comm->broadcast(group, stage % order.ranks, executor->buffer(buffer.id),
+                         buffer.bytes, error))
+      return false;
+  }
+  return true;
+}
+
+bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
+                         TraceRecorder *trace, std::string &error) {
+  start = std::chrono::steady_clock::now();
+  executor->setTraceOrigin(start);
+  unsigned microbatches = order.microbatches;
+  held.assign(microbatches, {});
+  inputs.assign(microbatches, {});
+  heldBytes = peakHeld = 0;
+  for (unsigned mb = 0; mb < microbatches; ++mb) {
+    if (!place(mb))
+      return false;
+    for (const PlanBuffer &buffer : plan->buffers)
+      if (buffer.role == BufferRole::Input) {
+        const char *data = executor->buffer(buffer.id);
+        inputs[mb][buffer.id].assign(data, data + buffer.bytes);
+      }
+  }
+
+  // A microbatch's values go after its last step here; the update reads
+  // the last microbatch's (without microbatches, its only one).
+  const std::vector<PipeStep> &mine = order.steps[coordinate];
+  std::vector<size_t> lastStep(microbatches, 0);
+  for (size_t k = 0; k < mine.size(); ++k)
+    lastStep[mine[k].microbatch] = k;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const PipeStep &step = mine[k];
+    bool ok = true;
+    switch (step.op) {
+    case PipeOp::Forward:
+      ok = runSection(StepPhase::Forward, step.stage, step.microbatch, trace, error);
+      break;
+    case PipeOp::Backward:
+      ok = runSection(StepPhase::Backward, step.stage, step.microbatch, trace, error) &&
+           (order.splitsBackward() ||
+            runSection(StepPhase::Weight, step.stage, step.microbatch, trace, error));
+      break;
+    case PipeOp::WeightGrad:
+      ok = runSection(StepPhase::Weight, step.stage, step.microbatch, trace, error);
+      break;
+    case PipeOp::SendActivation:
+      ok = sendCarry(plan->pipeline.forwardCarry[step.stage], step.stage + 1,
+                     step.microbatch, trace, error);
+      break;
+    case PipeOp::RecvActivation:
+      ok = recvCarry(plan->pipeline.forwardCarry[step.stage], step.stage,
+                     step.microbatch, trace, error);
+      break;
+    case PipeOp::SendGradient:
+      ok = sendCarry(plan->pipeline.backwardCarry[step.stage], step.stage - 1,
+                     step.microbatch, trace, error);
+      break;
+    case PipeOp::RecvGradient:
+      ok = recvCarry(plan->pipeline.backwardCarry[step.stage], step.stage,
+                     step.microbatch, trace, error);
+      break;
+    }
+    if (!ok)
+      return false;
+    if (lastStep[step.microbatch] == k && step.microbatch != microbatches - 1) {
+      for (const auto &entry : held[step.microbatch])
+        heldBytes -= entry.second.size();
+      held[step.microbatch].clear();
+    }
+  }
+
+  // The update, once, in plan order: a stage's ranks run its steps, and
+  // transfers move what another stage computed.
+  uint64_t last = microbatches - 1;
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const PlanStep &step = plan->steps[i];
+    if (step.phase != StepPhase::Update)
+      continue;
+    if (step.kind == StepKind::Transfer) {
+      bool sends = ownsStage(step.from) && !ownsStage(step.to);
+      bool receives = ownsStage(step.to) && !ownsStage(step.from);
+      unsigned id = step.buffers[0];
+      for (unsigned restored : restores[i])
+        restore(last, restored);
+      const PlanBuffer &buffer = plan->buffers[id];
+      if (sends && !comm->send(peerOf(step.to), executor->buffer(id), buffer.bytes, error))
+        return false;
+      if (receives && !comm->recv(peerOf(step.from), executor->buffer(id), buffer.bytes, error))
+        return false;
+      if (receives && crosses[id])
+        hold(last, id); // a loop's value, which its readers put back
+      continue;
+    }
+    bool runs = false;
+    for (unsigned stage : step.stages)
+      runs |= ownsStage(stage);
+    if (runs && !runStep(i, last, trace, error))
+      return false;
+  }
+  held.clear();
+  heldBytes = 0;
+  return comm->flushSends(error) && syncOutputs(error);
+}
