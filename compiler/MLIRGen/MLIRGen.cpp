@@ -752,11 +752,18 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
                        "'pipeline AXIS' or call a mesh axis 'pp'";
     return elaborateUnplaced();
   }
-  if (*number < 0 || *number >= it->size) {
+  // More stages than ranks are virtual stages (v = stages / ranks per
+  // rank, round-robin), which loom-place-stages checks against the axis.
+  if (*number < 0) {
     error(stmt.value->getLoc()) << "invalid stage " << *number
-                                << ": mesh axis '" << axis << "' has "
-                                << it->size << " stages (0.." << it->size - 1
-                                << ")";
+                                << ": stages are numbered from 0";
+    return elaborateUnplaced();
+  }
+  if (*number > model->lastStage + 1) {
+    error(stmt.value->getLoc())
+        << "stage " << *number << " skips stage " << model->lastStage + 1
+        << ": stages are numbered 0, 1, 2, ... without gaps (mesh axis '"
+        << axis << "' has " << it->size << " ranks)";
     return elaborateUnplaced();
   }
   if (*number < model->lastStage) {

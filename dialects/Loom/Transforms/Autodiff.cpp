@@ -93,7 +93,6 @@ static void recomputeLayers(Block &body,
         Operation *copy = b.clone(*op, copied);
         copy->removeAttr(attr::kRecompute);
         copy->setAttr(attr::kRecomputed, name);
-        copy->setAttr(attr::kBackward, UnitAttr::get(copy->getContext()));
       }
     for (OpOperand *use : uses)
       use->set(copied.lookup(use->get()));
@@ -187,11 +186,15 @@ LogicalResult Differentiator::run() {
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
+  // In a pipelined model, what a rule builds is the backward of its op's
+  // stage (loom-place-stages reads the marks).
+  bool pipelined = model->hasAttr(attr::kPipelineAxis);
   for (Operation *op : llvm::reverse(forward)) {
     Operation *before = ret->getPrevNode();
     if (failed(differentiate(b, op)))
       return failure();
-    // What the rule built is the backward of the op's stage.
+    if (!pipelined)
+      continue;
     Attribute stage = op->getAttr(attr::kStage);
     for (Operation *built = before ? before->getNextNode() : &body.front();
          built != ret.getOperation(); built = built->getNextNode()) {

@@ -111,6 +111,9 @@ static void sinkPastAccumulates(func::FuncOp model) {
 /// place only, and takes it.
 static SmallVector<NamedAttribute> placeOf(Operation *op) {
   SmallVector<NamedAttribute> place;
+  auto model = op->getParentOfType<func::FuncOp>();
+  if (!model || !model->hasAttr("loom.stages_count"))
+    return place; // stage marks elsewhere are only where the ops came from
   for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
     if (Attribute value = op->getAttr(name))
       place.push_back(NamedAttribute(StringAttr::get(op->getContext(), name), value));
@@ -231,7 +234,10 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
       if (Operation *def = operand.getDefiningOp();
           def && isRematerialized(def) && !mapping.contains(operand))
         builder.clone(*def, mapping);
-    builder.clone(*op, mapping);
+    Operation *copy = builder.clone(*op, mapping);
+    // Where a step runs is the call's (placeOf), not its ops'.
+    for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages, attr::kBackward})
+      copy->removeAttr(name);
   }
   SmallVector<Value> results;
   for (Value output : outputs)

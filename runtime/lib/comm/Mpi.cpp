@@ -61,6 +61,10 @@ public:
   bool recv(unsigned peer, void *data, uint64_t bytes,
             std::string &error) override;
   bool flushSends(std::string &error) override;
+  bool prepareGroup(const CommGroup &group, std::string &error) override {
+    MPI_Comm comm;
+    return communicatorOf(group, comm, error);
+  }
 
 private:
   /// The communicator of `group` (made on first use); false with a message.

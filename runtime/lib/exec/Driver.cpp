@@ -667,7 +667,7 @@ bool Driver::allocateRanks() {
   if (spmd.pipeline.present &&
       !pipeline.prepare(spmd, executor,
                         options.train ? spmd.optimizer.microbatches : 1,
-                        options.train, error))
+                        options.train, options.schedule, error))
     return fail(inSpmdPlan(error));
   uint64_t transferBytes = 0;
   auto atLeast = [&](uint64_t bytes) {
@@ -830,8 +830,10 @@ bool Driver::run() {
   if (options.info) {
     if (rank == 0) {
       printPlanInfo(out, whole);
-      if (spmd.mesh.present)
+      if (spmd.mesh.present) {
         printPartitionedInfo(out, spmd);
+        printPipelineInfo(out, spmd, options.schedule);
+      }
     }
     return true;
   }
@@ -840,6 +842,10 @@ bool Driver::run() {
                 "(from a script with a train section)");
   if (options.train && onCuda)
     return fail("training runs on the CPU only for now (--device cpu)");
+  if (!options.schedule.empty() && !(multiRank && spmd.pipeline.present) &&
+      rank == 0)
+    warn("--schedule has no effect: this run is not pipelined (a pipelined "
+         "executable pipelines on its mesh's ranks, under mpirun)");
   if (multiRank && onCuda && spmd.pipeline.present)
     return fail("pipeline stages run on CPU ranks only for now (--device cpu)");
   if (options.train && options.checkKernels)

@@ -62,6 +62,10 @@ bool Executor::allocate(std::string &error) {
       return false;
     }
     groups[i] = meshGroup(plan->mesh, comm->rank(), step.collective.axes);
+    // Every rank is here; in a pipelined run they meet their first
+    // collective of a group at different times.
+    if (!comm->prepareGroup(groups[i], error))
+      return false;
     uint64_t bytes = collectiveScratchBytes(*plan, step);
     scratchBytes = bytes > scratchBytes ? bytes : scratchBytes;
   }

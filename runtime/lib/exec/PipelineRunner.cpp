@@ -31,8 +31,92 @@ static Schedule forwardOnly(unsigned ranks, unsigned stages,
   return s;
 }
 
+PipelineValues loom::runtime::analyzePipelineValues(
+    const Plan &plan, const std::vector<StepAccess> &access) {
+  PipelineValues values;
+  // Which values cross sections: read by a step of another section (or
+  // carried), written by a step before it in none.
+  size_t count = plan.steps.size();
+  std::vector<long> writer(plan.buffers.size(), -1);
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
+      if (access[i].buffers[k] == BufferAccess::Written &&
+          plan.steps[i].kind != StepKind::Transfer)
+        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
+  auto persistent = [&](unsigned id) {
+    const PlanBuffer &buffer = plan.buffers[id];
+    long w = writer[id];
+    // Inputs are put back per microbatch; an accumulate's sum and the
+    // update's values live in the arena until the update reads them.
+    return buffer.role == BufferRole::Input || buffer.role == BufferRole::Param ||
+           w < 0 || plan.steps[w].kind == StepKind::Accumulate ||
+           plan.steps[w].phase == StepPhase::Update;
+  };
+  values.crosses.assign(plan.buffers.size(), false);
+  values.restores.assign(count, {});
+  values.saves.assign(count, {});
+  for (size_t j = 0; j < count; ++j) {
+    const PlanStep &step = plan.steps[j];
+    for (size_t k = 0; k < step.buffers.size(); ++k) {
+      unsigned id = step.buffers[k];
+      bool reads = access[j].buffers[k] == BufferAccess::Read ||
+                   step.kind == StepKind::Transfer;
+      if (!reads || persistent(id))
+        continue;
+      const PlanStep &source = plan.steps[writer[id]];
+      bool sameSection = step.phase != StepPhase::Update &&
+                         source.phase == step.phase &&
+                         source.stages == step.stages &&
+                         static_cast<size_t>(writer[id]) < j;
+      if (sameSection)
+        continue;
+      values.restores[j].push_back(id);
+      values.crosses[id] = true;
+    }
+  }
+  for (unsigned k = 0; k < plan.pipeline.stages; ++k)
+    for (const auto *carry : {&plan.pipeline.forwardCarry[k], &plan.pipeline.backwardCarry[k]})
+      for (unsigned id : *carry)
+        values.crosses[id] = true;
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k) {
+      unsigned id = plan.steps[i].buffers[k];
+      if (access[i].buffers[k] == BufferAccess::Written && values.crosses[id] &&
+          writer[id] == static_cast<long>(i))
+        values.saves[i].push_back(id);
+    }
+  return values;
+}
+
+std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan) {
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  std::vector<uint64_t> held(plan.pipeline.stages, 0);
+  std::vector<std::vector<bool>> counted(plan.pipeline.stages,
+                                         std::vector<bool>(plan.buffers.size()));
+  auto add = [&](unsigned stage, unsigned id) {
+    if (!counted[stage][id]) {
+      counted[stage][id] = true;
+      held[stage] += plan.buffers[id].bytes;
+    }
+  };
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].phase != StepPhase::Update)
+      for (unsigned id : values.saves[i])
+        add(plan.steps[i].stages.front(), id);
+  for (unsigned k = 0; k < plan.pipeline.stages; ++k) {
+    for (unsigned id : plan.pipeline.forwardCarry[k])
+      if (k + 1 < plan.pipeline.stages)
+        add(k + 1, id);
+    for (unsigned id : plan.pipeline.backwardCarry[k])
+      if (k > 0)
+        add(k - 1, id);
+  }
+  return held;
+}
+
 bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
                              uint64_t microbatches, bool train,
+                             const std::string &scheduleName,
                              std::string &error) {
   this->plan = &plan;
   this->executor = &executor;
@@ -50,10 +134,12 @@ bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
   unsigned ranks = plan.mesh.axes[pipeline.axis].size;
   if (train) {
     ScheduleKind kind;
-    if (!parseScheduleKind(pipeline.schedule, kind) ||
+    std::string name = scheduleName.empty() ? pipeline.schedule : scheduleName;
+    if (!parseScheduleKind(name, kind) ||
         !buildSchedule(kind, ranks, pipeline.stages,
                        static_cast<unsigned>(microbatches), order, error)) {
-      error = "plan:" + std::to_string(pipeline.line) + ": " + error;
+      error = (scheduleName.empty() ? "plan:" + std::to_string(pipeline.line) + ": "
+                                    : "--schedule " + name + ": ") + error;
       return false;
     }
   } else {
@@ -64,59 +150,13 @@ bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
     error = "the " + pipeline.schedule + " schedule: " + error;
     return false;
   }
+  if (!comm->prepareGroup(meshGroup(plan.mesh, comm->rank(), {pipeline.axis}), error))
+    return false;
 
-  // Which values cross sections: read by a step of another section (or
-  // carried), written by a step before it in none.
-  const std::vector<StepAccess> &access = executor.stepAccess();
-  size_t count = plan.steps.size();
-  std::vector<long> writer(plan.buffers.size(), -1);
-  for (size_t i = 0; i < count; ++i)
-    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
-      if (access[i].buffers[k] == BufferAccess::Written &&
-          plan.steps[i].kind != StepKind::Transfer)
-        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
-  auto persistent = [&](unsigned id) {
-    const PlanBuffer &buffer = plan.buffers[id];
-    long w = writer[id];
-    // Inputs are put back per microbatch; an accumulate's sum and the
-    // update's values live in the arena until the update reads them.
-    return buffer.role == BufferRole::Input || buffer.role == BufferRole::Param ||
-           w < 0 || plan.steps[w].kind == StepKind::Accumulate ||
-           plan.steps[w].phase == StepPhase::Update;
-  };
-  crosses.assign(plan.buffers.size(), false);
-  restores.assign(count, {});
-  saves.assign(count, {});
-  for (size_t j = 0; j < count; ++j) {
-    const PlanStep &step = plan.steps[j];
-    for (size_t k = 0; k < step.buffers.size(); ++k) {
-      unsigned id = step.buffers[k];
-      bool reads = access[j].buffers[k] == BufferAccess::Read ||
-                   step.kind == StepKind::Transfer;
-      if (!reads || persistent(id))
-        continue;
-      const PlanStep &source = plan.steps[writer[id]];
-      bool sameSection = step.phase != StepPhase::Update &&
-                         source.phase == step.phase &&
-                         source.stages == step.stages &&
-                         static_cast<size_t>(writer[id]) < j;
-      if (sameSection)
-        continue;
-      restores[j].push_back(id);
-      crosses[id] = true;
-    }
-  }
-  for (unsigned k = 0; k < pipeline.stages; ++k)
-    for (const auto *carry : {&pipeline.forwardCarry[k], &pipeline.backwardCarry[k]})
-      for (unsigned id : *carry)
-        crosses[id] = true;
-  for (size_t i = 0; i < count; ++i)
-    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k) {
-      unsigned id = plan.steps[i].buffers[k];
-      if (access[i].buffers[k] == BufferAccess::Written && crosses[id] &&
-          writer[id] == static_cast<long>(i))
-        saves[i].push_back(id);
-    }
+  PipelineValues values = analyzePipelineValues(plan, executor.stepAccess());
+  restores = std::move(values.restores);
+  saves = std::move(values.saves);
+  crosses = std::move(values.crosses);
   return true;
 }
 

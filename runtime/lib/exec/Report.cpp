@@ -2,6 +2,9 @@
 
 #include "exec/Report.h"
 
+#include "loom/runtime/exec/PipelineRunner.h"
+#include "loom/runtime/plan/Schedule.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -101,9 +104,11 @@ void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
                mesh.name.c_str(), formatMeshAxes(mesh).c_str(), mesh.numRanks,
                mesh.numRanks == 1 ? "" : "s", mesh.numRanks);
   size_t collectives = spmd.numCollectives();
-  size_t accumulates = 0;
-  for (const PlanStep &step : spmd.steps)
+  size_t accumulates = 0, transfers = 0;
+  for (const PlanStep &step : spmd.steps) {
     accumulates += step.kind == StepKind::Accumulate;
+    transfers += step.kind == StepKind::Transfer;
+  }
   auto count = [](size_t n, const char *what) {
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
   };
@@ -113,7 +118,8 @@ void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
                mebibytes(spmd.arenaBytes).c_str(),
                count(spmd.kernels.size(), "kernel").c_str(),
                count(spmd.steps.size(), "step").c_str(),
-               count(spmd.steps.size() - collectives - accumulates, "kernel step").c_str(),
+               count(spmd.steps.size() - collectives - accumulates - transfers,
+                     "kernel step").c_str(),
                count(collectives, "collective").c_str());
   size_t counts[kNumCollectiveKinds] = {};
   for (const PlanStep &step : spmd.steps)
@@ -167,4 +173,58 @@ void loom::runtime::printSummary(std::FILE *out, const PlanBuffer &buffer,
   if (nans)
     std::fprintf(out, " (%llu NaN)", static_cast<unsigned long long>(nans));
   std::fprintf(out, "\n");
+}
+
+void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
+                                      const std::string &scheduleName) {
+  const PlanPipeline &pipeline = spmd.pipeline;
+  if (!pipeline.present)
+    return;
+  unsigned ranks = spmd.mesh.axes[pipeline.axis].size;
+  bool train = !spmd.optimizer.kind.empty();
+  std::string name = scheduleName.empty() ? pipeline.schedule : scheduleName;
+  unsigned microbatches = static_cast<unsigned>(spmd.optimizer.microbatches);
+  std::fprintf(out, "pipeline %u stages over axis %s (%u ranks, %u per rank), "
+               "schedule %s, %u microbatch%s\n",
+               pipeline.stages, spmd.mesh.axes[pipeline.axis].name.c_str(),
+               ranks, pipeline.stages / ranks,
+               train ? name.c_str() : "forward only", microbatches,
+               microbatches == 1 ? "" : "es");
+  std::vector<uint64_t> held = heldBytesPerStage(spmd);
+  for (unsigned stage = 0; stage < pipeline.stages; ++stage) {
+    size_t counts[4] = {};
+    for (const PlanStep &step : spmd.steps)
+      if (step.phase != StepPhase::Update && step.stages.front() == stage)
+        ++counts[static_cast<unsigned>(step.phase)];
+    std::fprintf(out, "  stage %u (rank %u): %zu forward, %zu backward, %zu "
+                 "weight-gradient steps; holds %s per microbatch in flight\n",
+                 stage, stage % ranks, counts[0], counts[1], counts[2],
+                 mebibytes(held[stage]).c_str());
+  }
+  if (!train)
+    return;
+  ScheduleKind kind;
+  Schedule schedule;
+  std::string error;
+  if (!parseScheduleKind(name, kind) ||
+      !buildSchedule(kind, ranks, pipeline.stages, microbatches, schedule, error) ||
+      !verifySchedule(schedule, error)) {
+    std::fprintf(out, "  schedule %s: %s\n", name.c_str(), error.c_str());
+    return;
+  }
+  ScheduleTimeline timeline =
+      simulateSchedule(schedule, {uniformStageCost(schedule)});
+  std::fprintf(out, "  bubble %.4f with uniform stages (backward = 2 forwards)\n",
+               timeline.bubble);
+  for (unsigned rank = 0; rank < ranks; ++rank) {
+    // A rank's virtual stages are its, round-robin; the largest bounds what
+    // each microbatch in flight holds.
+    uint64_t most = 0;
+    for (unsigned stage = rank; stage < pipeline.stages; stage += ranks)
+      most = held[stage] > most ? held[stage] : most;
+    unsigned peak = timeline.peakActivations[rank];
+    std::fprintf(out, "  rank %u: %u microbatch%s in flight at peak, "
+                 "activations %s\n", rank, peak, peak == 1 ? "" : "es",
+                 mebibytes(peak * most).c_str());
+  }
 }

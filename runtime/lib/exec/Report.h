@@ -11,6 +11,7 @@
 #include "loom/runtime/plan/Plan.h"
 
 #include <cstdio>
+#include <string>
 
 namespace loom::runtime {
 
@@ -21,6 +22,13 @@ void printPlanInfo(std::FILE *out, const Plan &plan);
 /// mesh, the partitioned plan's arena per rank, kernels and steps, and its
 /// collectives per kind.
 void printPartitionedInfo(std::FILE *out, const Plan &spmd);
+
+/// Prints what --info adds for a pipelined partitioned plan: its stages
+/// (steps per phase, activations held per microbatch), and with training
+/// the schedule's bubble and, per rank, the microbatches in flight at peak
+/// and the activations they hold. `schedule` overrides the plan's.
+void printPipelineInfo(std::FILE *out, const Plan &spmd,
+                       const std::string &schedule);
 
 /// Prints one line for `buffer`: dtype, shape, mean, min, max and the
 /// first four values of `data`.

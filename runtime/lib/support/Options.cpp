@@ -2,6 +2,7 @@
 
 #include "loom/runtime/support/Options.h"
 #include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/plan/Schedule.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +57,7 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "",
       "usage: MODEL train [--steps N] [--data FILE] [--log FILE.jsonl]",
       "                   [--save CKPT] [--save-every K] [--resume CKPT]",
-      "                   [options]",
+      "                   [--schedule KIND] [options]",
       "",
       "Trains an executable built with loomc --train: runs its optimizer",
       "step N times (default: the train section's steps) on the inputs",
@@ -75,6 +76,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          atomically)",
       "  --resume CKPT           continue the run a checkpoint stopped, bit",
       "                          for bit, up to --steps (or the script's)",
+      "  --schedule KIND         a pipelined executable's schedule (gpipe,",
+      "                          1f1b, interleaved, zero_bubble) instead of",
+      "                          the one it was built with",
       "",
       "bf16 tensors are read from and written to .npy files as float32.",
       "",
@@ -93,7 +97,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
   options = RunOptions();
   bool seenDevice = false, seenSeed = false, seenSteps = false,
-       seenSaveEvery = false, seenTimeout = false;
+       seenSaveEvery = false, seenTimeout = false, seenSchedule = false;
   int first = 1;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
@@ -134,7 +138,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--input" || name == "--output" || name == "--trace" ||
                  name == "--steps" || name == "--log" || name == "--data" ||
                  name == "--save" || name == "--resume" ||
-                 name == "--save-every" || name == "--collective-timeout";
+                 name == "--save-every" || name == "--collective-timeout" ||
+                 name == "--schedule";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -156,7 +161,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     };
     bool trainOnly = name == "--steps" || name == "--log" ||
                      name == "--data" || name == "--save" ||
-                     name == "--resume" || name == "--save-every";
+                     name == "--resume" || name == "--save-every" ||
+                     name == "--schedule";
     if (trainOnly && !options.train) {
       error = "option '" + std::string(name) +
               "' belongs to the train command (MODEL train " +
@@ -173,6 +179,16 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                 std::string(value) + "' (expected a positive integer)";
         return false;
       }
+    } else if (name == "--schedule") {
+      if (!once(seenSchedule))
+        return false;
+      ScheduleKind kind;
+      if (!parseScheduleKind(value, kind)) {
+        error = "unknown schedule '" + std::string(value) +
+                "' (expected gpipe, 1f1b, interleaved or zero_bubble)";
+        return false;
+      }
+      options.schedule = std::string(value);
     } else if (name == "--collective-timeout") {
       if (!once(seenTimeout))
         return false;

@@ -1,8 +1,9 @@
 // RUN: loom-opt %s --split-input-file --loom-inline-stages | FileCheck %s
 
-// --loom-inline-stages: on one rank every pipeline stage runs in order, so
-// each loom.stage is replaced by its body, in place, and each stage result
-// by the value its loom.yield gives.
+// --loom-inline-stages: each loom.stage is replaced by its body, in place,
+// and each stage result by the value its loom.yield gives. Every op keeps
+// its stage as `loom.stage`, where placing the stages on ranks starts
+// (loom-place-stages).
 
 // Two stages: the bodies move out in order, between the ops that were
 // around them, and later uses of the stage results read the yielded values.
@@ -10,9 +11,9 @@
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
 // CHECK-SAME: attributes {loom.pipeline_axis = "pp"}
 // CHECK-NEXT: [[N:%.+]] = loom.neg %[[X]] : tensor<8x16xf32>
-// CHECK-NEXT: [[G:%.+]] = loom.gelu [[N]] : tensor<8x16xf32>
-// CHECK-NEXT: [[R:%.+]] = loom.relu [[G]] : tensor<8x16xf32>
-// CHECK-NEXT: [[A:%.+]] = loom.add [[G]], [[R]] :
+// CHECK-NEXT: [[G:%.+]] = loom.gelu [[N]] {loom.stage = 0 : i64} : tensor<8x16xf32>
+// CHECK-NEXT: [[R:%.+]] = loom.relu [[G]] {loom.stage = 0 : i64} : tensor<8x16xf32>
+// CHECK-NEXT: [[A:%.+]] = loom.add [[G]], [[R]] {loom.stage = 1 : i64} :
 // CHECK-NEXT: [[T:%.+]] = loom.tanh [[R]] : tensor<8x16xf32>
 // CHECK-NEXT: [[E:%.+]] = loom.exp [[A]] : tensor<8x16xf32>
 // CHECK-NEXT: return [[E]], [[T]] : tensor<8x16xf32>, tensor<8x16xf32>
@@ -42,8 +43,8 @@ func.func @two_stages(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf3
 // is only the terminator, leave nothing behind.
 // CHECK-LABEL: func.func @yield_outer_value
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<4xf32>) -> tensor<4xf32>
-// CHECK-NEXT: [[G:%.+]] = loom.gelu %[[X]] : tensor<4xf32>
-// CHECK-NEXT: [[S:%.+]] = loom.sqrt %[[X]] : tensor<4xf32>
+// CHECK-NEXT: [[G:%.+]] = loom.gelu %[[X]] {loom.stage = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: [[S:%.+]] = loom.sqrt %[[X]] {loom.stage = 1 : i64} : tensor<4xf32>
 // CHECK-NEXT: return %[[X]] : tensor<4xf32>
 func.func @yield_outer_value(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = loom.stage 0 -> tensor<4xf32> {
@@ -67,9 +68,9 @@ func.func @yield_outer_value(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: shard.grid @gpus
 // CHECK-LABEL: func.func @annotated
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<4x8xf32>, %[[W:[^:]+]]: tensor<8x8xf32>)
-// CHECK-NEXT: [[SH:%.+]] = shard.sharding @gpus split_axes = {{\[\[}}], [1]] : !shard.sharding
-// CHECK-NEXT: [[WS:%.+]] = shard.shard %[[W]] to [[SH]] : tensor<8x8xf32>
-// CHECK-NEXT: [[M:%.+]] = loom.matmul %[[X]], [[WS]] accumulate f32
+// CHECK-NEXT: [[SH:%.+]] = shard.sharding @gpus split_axes = {{\[\[}}], [1]] {loom.stage = 1 : i64} : !shard.sharding
+// CHECK-NEXT: [[WS:%.+]] = shard.shard %[[W]] to [[SH]] {loom.stage = 1 : i64} : tensor<8x8xf32>
+// CHECK-NEXT: [[M:%.+]] = loom.matmul %[[X]], [[WS]] accumulate f32 {loom.stage = 1 : i64}
 // CHECK-NEXT: return [[M]] : tensor<4x8xf32>
 shard.grid @gpus(shape = 2x2) {loom.axes = ["pp", "tp"]}
 func.func @annotated(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {

@@ -73,6 +73,16 @@ public:
   virtual bool allToAll(const CommGroup &group, const void *send, void *recv,
                         uint64_t blockBytes, std::string &error) = 0;
 
+  /// Makes whatever `group` needs (MPI: its sub-communicator, whose making
+  /// is collective over the world) now, while every rank is here: a
+  /// pipelined rank reaches its first collective of a group while others
+  /// wait for a message. Collective over the world.
+  virtual bool prepareGroup(const CommGroup &group, std::string &error) {
+    (void)group;
+    (void)error;
+    return true;
+  }
+
   /// Point to point (pipeline stages), not collective: `bytes` bytes at
   /// `data` go to world rank `peer`. A send does not wait for its receive
   /// (the bytes are copied first), which the pipeline schedules' deadlock

@@ -45,6 +45,9 @@ public:
   bool recv(unsigned peer, void *data, uint64_t bytes,
             std::string &error) override;
   bool flushSends(std::string &error) override;
+  bool prepareGroup(const CommGroup &group, std::string &error) override {
+    return inner.prepareGroup(group, error);
+  }
 
 private:
   /// Runs `call` with the clock running for `what`.

@@ -29,13 +29,27 @@
 
 namespace loom::runtime {
 
+/// The values of a pipelined plan that cross sections: per step, those to
+/// put back before it and those to save after it; per buffer, whether it
+/// crosses (read in another section than its writer's, or carried).
+struct PipelineValues {
+  std::vector<std::vector<unsigned>> restores, saves;
+  std::vector<bool> crosses;
+};
+PipelineValues analyzePipelineValues(const Plan &plan,
+                                     const std::vector<StepAccess> &access);
+/// Per stage, the bytes one microbatch's saved and received values take on
+/// its rank: the activations that stage holds per microbatch in flight.
+std::vector<uint64_t> heldBytesPerStage(const Plan &plan);
+
 class PipelineRunner {
 public:
   /// After the executor's allocate: this rank's stages and peers, and its
-  /// schedule for `microbatches` microbatches (verified). `train` is false
-  /// for a forward-only run, which pipelines its forwards alone.
+  /// schedule for `microbatches` microbatches (verified): the plan's, or
+  /// `schedule` when not empty. `train` is false for a forward-only run,
+  /// which pipelines its forwards alone.
   bool prepare(const Plan &plan, Executor &executor, uint64_t microbatches,
-               bool train, std::string &error);
+               bool train, const std::string &schedule, std::string &error);
   /// One run: `place(mb)`, a collective over every rank, puts microbatch
   /// mb's inputs in the arena, for every mb first; then the schedule, the
   /// update, and the outputs, which every rank ends with (broadcast over

@@ -26,6 +26,9 @@ struct RunOptions {
   std::string trace; // --trace FILE.json
   bool checkKernels = false;
   bool checkNumerics = false; // --check-numerics
+  /// train --schedule: a pipelined plan's schedule instead of the one it
+  /// was compiled with (the stages' programs do not depend on it).
+  std::string schedule;
   /// --collective-timeout: seconds a collective may wait (0: no limit).
   double collectiveTimeout = 600;
   bool info = false;

@@ -1,0 +1,74 @@
+// RUN: loom-opt %s --split-input-file --loom-place-stages | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-place-stages=schedule=gpipe | FileCheck %s --check-prefix=GPIPE
+
+// --loom-place-stages: every op of a pipelined per-rank program gets its
+// stage and phase; the update ops the stages that compute them.
+
+// Forward only: an op without a stage (after the last stage block) runs on
+// the stage of its operands; the train section's schedule (here none:
+// 1f1b) or the pass option's is recorded.
+// CHECK-LABEL: func.func @fwd_spmd
+// CHECK-SAME: loom.schedule = "1f1b", loom.stages_count = 2 : i64
+// CHECK: loom.mul %{{.*}} {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK-NEXT: loom.relu %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.neg %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// GPIPE-LABEL: func.func @fwd_spmd
+// GPIPE-SAME: loom.schedule = "gpipe"
+shard.grid @gpus(shape = 2) {loom.axes = ["pp"]}
+func.func @fwd_spmd(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32>
+    attributes {loom.partition_of = "fwd", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %a = loom.mul %x, %w {loom.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = loom.relu %a {loom.stage = 1 : i64} : tensor<4xf32>
+  %c = loom.neg %b : tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
+// A training step: the backward keeps the stages autodiff gave it; the
+// loss (no stage) runs where its reader does, in the backward of stage 1.
+// The update: each param's on the stage that computed its gradient; what
+// reads only arguments (lr * w1) where its reader runs; what reads values
+// of two stages (n0 + n1) on both.
+// CHECK-LABEL: func.func @train_spmd
+// CHECK: loom.mul %{{.*}} {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.neg %{{.*}} {loom.phase = "backward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.neg %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 0 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.phase = "update", loom.stages = array<i64: 1>}
+// CHECK-NEXT: loom.sub %{{.*}} {loom.phase = "update", loom.stages = array<i64: 1>}
+// CHECK-NEXT: loom.sub %{{.*}} {loom.phase = "update", loom.stages = array<i64: 0>}
+// CHECK-NEXT: loom.add %{{.*}} {loom.phase = "update", loom.stages = array<i64: 0, 1>}
+shard.grid @gpus(shape = 2) {loom.axes = ["pp"]}
+func.func @train_spmd(%x: tensor<4xf32>, %w0: tensor<4xf32>, %w1: tensor<4xf32>, %lr: tensor<4xf32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    attributes {loom.partition_of = "train", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %h = loom.mul %x, %w0 {loom.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = loom.mul %h, %w1 {loom.stage = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %loss = loom.neg %y : tensor<4xf32>
+  %gy = loom.neg %loss {loom.backward} : tensor<4xf32>
+  %g1 = loom.mul %gy, %h {loom.backward, loom.stage = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %gh = loom.mul %gy, %w1 {loom.backward, loom.stage = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %g0 = loom.mul %gh, %x {loom.backward, loom.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s1 = loom.mul %lr, %w1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n1 = loom.sub %s1, %g1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %n0 = loom.sub %w0, %g0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %both = loom.add %n0, %n1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %loss, %n0, %both : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A model that is not partitioned, or whose pipeline axis has one rank,
+// is left alone.
+shard.grid @gpus(shape = 1) {loom.axes = ["pp"]}
+// CHECK-LABEL: func.func @one_spmd
+// CHECK-NOT: loom.phase
+func.func @one_spmd(%x: tensor<4xf32>) -> tensor<4xf32>
+    attributes {loom.partition_of = "one", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %a = loom.neg %x {loom.stage = 0 : i64} : tensor<4xf32>
+  return %a : tensor<4xf32>
+}

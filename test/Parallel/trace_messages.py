@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Counts the pipeline messages in the --trace files of a pipelined run
+(test helper).
+
+usage: trace_messages.py RANK0.json RANK1.json ...
+
+Prints, per file, how many times its first kernel step ran (once per
+microbatch of every training step), its sends and its receives; then whether the ranks ran different
+kernel steps ("kernels apart: yes": fewer than a tenth of them ran on two
+ranks, those of the update that stages share, such as a tied embedding's),
+which is what running each stage on its own rank means.
+"""
+import json
+import os
+import sys
+
+
+def main():
+    kernels = []
+    for path in sys.argv[1:]:
+        events = json.load(open(path))["traceEvents"]
+        sends = sum(1 for e in events if e["name"] == "send")
+        recvs = sum(1 for e in events if e["name"] == "recv")
+        mine = [e["args"]["step"] for e in events if e.get("cat") == "kernel"]
+        first = min(mine) if mine else None
+        runs = sum(1 for s in mine if s == first)
+        print(f"{os.path.basename(path)}: first kernel {runs} times, {sends} sends, {recvs} receives")
+        kernels.append(set(mine))
+    union = set().union(*kernels)
+    shared = {s for i, a in enumerate(kernels) for b in kernels[i + 1:] for s in a & b}
+    apart = len(union) > 0 and len(shared) * 10 < len(union)
+    print("kernels apart:", "yes" if apart else "no")
+
+
+if __name__ == "__main__":
+    main()
