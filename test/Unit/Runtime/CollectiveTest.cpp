@@ -492,3 +492,48 @@ TEST(Collective, ScratchCoversEveryKind) {
   EXPECT_EQ(collectiveScratchBytes(plan, plan.steps[4]), 0u);
   EXPECT_EQ(collectiveScratchBytes(plan, plan.steps[5]), 96u);
 }
+
+TEST(Collective, LocalWorldSendsWithoutWaitingInOrder) {
+  // Rank 0 sends twice before rank 1 receives (a send never waits for its
+  // receive, as the pipeline schedules' proof assumes); the messages come
+  // in order, and a wrong size is an error.
+  std::vector<std::string> failures(2);
+  std::vector<int> got(2, -1);
+  std::string sizeError;
+  runLocalRanks(2, [&](unsigned rank, Communicator &comm) {
+    std::string message;
+    if (rank == 0) {
+      int first = 7, second = 8;
+      if (!comm.send(1, &first, sizeof(first), message) ||
+          !comm.send(1, &second, sizeof(second), message) ||
+          !comm.flushSends(message))
+        failures[0] = message;
+      char three[3] = {1, 2, 3};
+      comm.send(1, three, 3, message);
+      return;
+    }
+    if (!comm.recv(0, &got[0], sizeof(int), message) ||
+        !comm.recv(0, &got[1], sizeof(int), message))
+      failures[1] = message;
+    int wrong;
+    EXPECT_FALSE(comm.recv(0, &wrong, sizeof(wrong), sizeError));
+  });
+  EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(failures[1], "");
+  EXPECT_EQ(got, (std::vector<int>{7, 8}));
+  EXPECT_EQ(sizeError, "a message from rank 0 holds 3 bytes, not the 4 expected");
+}
+
+TEST(Collective, LocalWorldReceiveTimesOut) {
+  std::string error;
+  runLocalRanks(
+      2,
+      [&](unsigned rank, Communicator &comm) {
+        if (rank == 1) {
+          char byte;
+          EXPECT_FALSE(comm.recv(0, &byte, 1, error));
+        }
+      },
+      0.2);
+  EXPECT_EQ(error, "receive: rank 1 waited more than 0.2 s for the other ranks");
+}

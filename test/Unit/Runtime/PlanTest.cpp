@@ -248,12 +248,12 @@ TEST(Plan, RejectsBadRecords) {
       {4, "loom-plan 1", "plan:5: duplicate 'loom-plan' record"},
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
-       "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
-       "followed by its shard and bound), kernel, launch, step, collective and accumulate, optimizer, update, end)"},
+       "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
+       "followed by its shard and bound), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
-       "loom-plan, model, device, mesh, arena, gpu-image, buffer (each "
-       "followed by its shard and bound), kernel, launch, step, collective and accumulate, optimizer, update, end)"},
+       "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
+       "followed by its shard and bound), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -525,8 +525,8 @@ TEST(Plan, RejectsBadGpuRecords) {
       "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE)";
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
-      "device, mesh, arena, gpu-image, buffer (each followed by its shard and bound), "
-      "kernel, launch, step, collective and accumulate, optimizer, update, end)";
+      "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard and bound), "
+      "kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)";
   struct Case {
     size_t index;
     std::string line; // empty: remove the line
@@ -923,4 +923,101 @@ TEST(Plan, KernelSources) {
               "plan:" + std::to_string(at + 1) + ": bad kernel source '" + bad +
                   "' (expected FILE:LINE:COL)");
   }
+}
+
+namespace {
+/// A two-stage pipelined plan: a forward on each stage, a backward on the
+/// second, an update on both; `extra` lines go before `end`.
+std::vector<std::string> pipelinedLines() {
+  return {"loom-plan 1",
+          "model m",
+          "device cpu",
+          "mesh g pp=2",
+          "pipeline pp 2 1f1b",
+          "arena 256",
+          "buffer 0 x input f32 4 0",
+          "buffer 1 a temp f32 4 64",
+          "buffer 2 b output f32 4 128",
+          "kernel k 2",
+          "section forward 0",
+          "step k 0 1",
+          "section forward 1",
+          "step k 1 2",
+          "section update 0,1",
+          "transfer 1 0 2",
+          "carry forward 0 1"};
+}
+} // namespace
+
+TEST(Plan, ParsesPipelinedPlans) {
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(pipelinedLines()), plan, error)) << error;
+  ASSERT_TRUE(plan.pipeline.present);
+  EXPECT_EQ(plan.pipeline.axis, 0u);
+  EXPECT_EQ(plan.pipeline.stages, 2u);
+  EXPECT_EQ(plan.pipeline.schedule, "1f1b");
+  EXPECT_EQ(plan.pipeline.forwardCarry[0], (std::vector<unsigned>{1}));
+  EXPECT_TRUE(plan.pipeline.backwardCarry[1].empty());
+  ASSERT_EQ(plan.steps.size(), 3u);
+  EXPECT_EQ(plan.steps[0].phase, StepPhase::Forward);
+  EXPECT_EQ(plan.steps[0].stages, (std::vector<unsigned>{0}));
+  EXPECT_EQ(plan.steps[1].stages, (std::vector<unsigned>{1}));
+  EXPECT_EQ(plan.steps[2].kind, StepKind::Transfer);
+  EXPECT_EQ(plan.steps[2].phase, StepPhase::Update);
+  EXPECT_EQ(plan.steps[2].stages, (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(plan.steps[2].from, 1u);
+  EXPECT_EQ(plan.steps[2].to, 0u);
+  // The writer gives the same plan back.
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(writePlan(again), writePlan(plan));
+}
+
+TEST(Plan, RejectsBadPipelineRecords) {
+  auto errorWith = [](size_t index, const std::string &line) {
+    std::vector<std::string> lines = pipelinedLines();
+    if (line.empty())
+      lines.erase(lines.begin() + static_cast<long>(index));
+    else
+      lines[index] = line;
+    Plan plan;
+    std::string error;
+    return parsePlan(sealLines(lines), plan, error) ? std::string() : error;
+  };
+  EXPECT_EQ(errorWith(4, "pipeline dp 2 1f1b"),
+            "plan:5: the pipeline axis 'dp' is not an axis of mesh 'g' (pp)");
+  EXPECT_EQ(errorWith(4, "pipeline pp 3 1f1b"),
+            "plan:5: 3 stages cannot be dealt evenly over the 2 ranks of axis 'pp'");
+  EXPECT_EQ(errorWith(4, "pipeline pp 2 fifo"),
+            "plan:5: unknown schedule 'fifo' (expected gpipe, 1f1b, interleaved "
+            "or zero_bubble)");
+  EXPECT_EQ(errorWith(10, ""),
+            "plan:11: a step of a pipelined plan needs a 'section' record before it");
+  EXPECT_EQ(errorWith(10, "section forward 0,1"),
+            "plan:11: a forward section belongs to one stage");
+  EXPECT_EQ(errorWith(10, "section sideways 0"),
+            "plan:11: unknown phase 'sideways' (expected forward, backward, "
+            "weight or update)");
+  EXPECT_EQ(errorWith(10, "section forward 2"),
+            "plan:11: bad stages '2' (expected distinct stages below 2, "
+            "separated by ',')");
+  EXPECT_EQ(errorWith(14, "section backward 1"),
+            "plan:16: a transfer belongs to an update section (between "
+            "microbatches, stages exchange values by 'carry')");
+  EXPECT_EQ(errorWith(15, "transfer 1 1 2"),
+            "plan:16: bad transfer stages '1 1' (two different stages below 2)");
+  EXPECT_EQ(errorWith(16, "carry forward 1 1"),
+            "plan:17: bad carry stage '1' (a forward carry leaves a stage below 1)");
+  EXPECT_EQ(errorWith(16, "carry forward 0 0"),
+            "plan:17: a carry moves temps and outputs, not input 'x'");
+  EXPECT_EQ(errorWith(16, "carry sideways 0 1"),
+            "plan:17: bad carry direction 'sideways' (expected forward or backward)");
+  // A forward after the update.
+  std::vector<std::string> late = pipelinedLines();
+  late.insert(late.end() - 1, {"section forward 1", "step k 1 2"});
+  Plan plan;
+  std::string error;
+  EXPECT_FALSE(parsePlan(sealLines(late), plan, error));
+  EXPECT_EQ(error, "plan:18: a forward step after an update step");
 }

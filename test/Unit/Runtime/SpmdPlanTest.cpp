@@ -85,8 +85,8 @@ Plan parse(const std::vector<std::string> &lines) {
 
 const std::string kOrder =
     " record out of order (records come in the order loom-plan, model, "
-    "device, mesh, arena, gpu-image, buffer (each followed by its shard and bound), "
-    "kernel, launch, step, collective and accumulate, optimizer, update, end)";
+    "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard and bound), "
+    "kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)";
 } // namespace
 
 TEST(SpmdPlan, ParsesTheDocumentedExample) {
