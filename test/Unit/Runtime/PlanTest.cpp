@@ -15,10 +15,11 @@ using loom::test::examplePlanLines;
 using loom::test::sealLines;
 
 namespace {
-/// Parses the example with line `index` (0-based) replaced by `line`, or
-/// removed if `line` is empty; returns the error (empty if it parsed).
-std::string errorWithLine(size_t index, const std::string &line) {
-  std::vector<std::string> lines = examplePlanLines();
+/// Parses `lines` (the documented example by default) with line `index`
+/// (0-based) replaced by `line`, or removed if `line` is empty; returns the
+/// error (empty if it parsed).
+std::string errorWithLine(size_t index, const std::string &line,
+                          std::vector<std::string> lines = examplePlanLines()) {
   if (line.empty())
     lines.erase(lines.begin() + static_cast<long>(index));
   else
@@ -976,14 +977,7 @@ TEST(Plan, ParsesPipelinedPlans) {
 
 TEST(Plan, RejectsBadPipelineRecords) {
   auto errorWith = [](size_t index, const std::string &line) {
-    std::vector<std::string> lines = pipelinedLines();
-    if (line.empty())
-      lines.erase(lines.begin() + static_cast<long>(index));
-    else
-      lines[index] = line;
-    Plan plan;
-    std::string error;
-    return parsePlan(sealLines(lines), plan, error) ? std::string() : error;
+    return errorWithLine(index, line, pipelinedLines());
   };
   EXPECT_EQ(errorWith(4, "pipeline dp 2 1f1b"),
             "plan:5: the pipeline axis 'dp' is not an axis of mesh 'g' (pp)");
