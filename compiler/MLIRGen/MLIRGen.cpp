@@ -759,13 +759,6 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
                                 << ": stages are numbered from 0";
     return elaborateUnplaced();
   }
-  if (*number > model->lastStage + 1) {
-    error(stmt.value->getLoc())
-        << "stage " << *number << " skips stage " << model->lastStage + 1
-        << ": stages are numbered 0, 1, 2, ... without gaps (mesh axis '"
-        << axis << "' has " << it->size << " ranks)";
-    return elaborateUnplaced();
-  }
   if (*number < model->lastStage) {
     error(stmt.value->getLoc()) << "stage " << *number << " comes after stage "
                                 << model->lastStage

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Format.h"
@@ -27,6 +28,10 @@ struct Buffer {
   int64_t offset = 0;
   std::string sharding; // SPMD plans: "dp,-" for a split input, param or output
   int64_t bound = 0;    // integer inputs: their values lie in [0, bound)
+  /// A pipelined plan: the ranks of the pipeline axis that touch the
+  /// buffer's bytes (empty: every rank). Buffers of disjoint ranks may
+  /// share bytes whatever their lifetimes: no rank holds both.
+  llvm::SmallBitVector ranks;
 };
 
 /// One `step` or `collective` record: its text up to the buffer ids.
@@ -173,7 +178,9 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
     std::vector<std::pair<int64_t, int64_t>> taken;
     for (size_t other : placed) {
       const Buffer &o = buffers[other];
-      if (o.first <= buffer.last && buffer.first <= o.last)
+      bool sameRank = o.ranks.empty() || buffer.ranks.empty() ||
+                      o.ranks.anyCommon(buffer.ranks);
+      if (o.first <= buffer.last && buffer.first <= o.last && sameRank)
         taken.push_back({o.offset, o.offset + o.bytes});
     }
     llvm::sort(taken);
@@ -285,6 +292,26 @@ static FailureOr<PipelineParts> planStages(func::FuncOp model,
     }
   }
   return parts;
+}
+
+/// One memory plan per stage: each temp is marked with the ranks of the
+/// pipeline axis whose steps touch it (those running its steps, the
+/// receiver of a transfer); inputs, params and outputs, which every rank
+/// holds, with all of them. Received carries stay off the arena until a
+/// step reads them, so relaying ranks do not count.
+static void markRanks(const PipelineParts &pipeline, const mlir::loom::Grid &grid,
+                      const std::vector<Step> &steps, std::vector<Buffer> &buffers) {
+  auto at = llvm::find(grid.names, pipeline.axis);
+  unsigned ranks = static_cast<unsigned>(grid.sizes[at - grid.names.begin()]);
+  for (Buffer &buffer : buffers)
+    buffer.ranks = llvm::SmallBitVector(ranks, buffer.role != "temp");
+  for (auto [index, step] : llvm::enumerate(steps)) {
+    for (size_t id : step.args)
+      for (int64_t stage : step.stages)
+        buffers[id].ranks.set(stage % ranks);
+    for (auto [from, to, id] : pipeline.transfers[index])
+      buffers[id].ranks.set(to % ranks).set(from % ranks);
+  }
 }
 
 FailureOr<::loom::Plan> (::loom::buildPlan)(
@@ -476,6 +503,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     if (failed(parts))
       return failure();
     pipeline = std::move(*parts);
+    markRanks(*pipeline, *grid, steps, buffers);
   }
   // The steps up to the last accumulate run once per microbatch: what they
   // read of the inputs (the step's scalars, which come once per step) must
