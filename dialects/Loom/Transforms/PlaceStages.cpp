@@ -213,6 +213,24 @@ void StagePlacer::placeUpdate() {
         at.insert(s);
     present[op] = at;
   }
+  // A param's new value is computed on every stage that reads the param
+  // (a tied embedding's on the first and the last): only they hold it
+  // between steps.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto target = func.getResultAttrOfType<StringAttr>(i, attr::kUpdates);
+    Operation *def = value.getDefiningOp();
+    if (!target || !def || loop.contains(def))
+      continue;
+    for (BlockArgument arg : body.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam);
+      if (name != target)
+        continue;
+      for (Operation *user : arg.getUsers())
+        if (loop.contains(user))
+          present[def].insert(user->getAttrOfType<IntegerAttr>(attr::kStage).getInt());
+    }
+  }
   Builder b(func.getContext());
   for (auto &[op, at] : present) {
     SmallVector<int64_t> sorted(at.begin(), at.end());

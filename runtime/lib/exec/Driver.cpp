@@ -798,12 +798,17 @@ bool Driver::runRanks() {
     if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
         !agree(!options.train || finishStep(spmd, step)))
       return false;
+    // A pipelined run's params are whole on their own stages only.
+    bool syncs = spmd.pipeline.present && options.train;
     if (options.train && savesAfter(step) &&
-        (!agree(collect(BufferRole::Param)) ||
+        (!agree(!syncs || pipeline.syncUpdates(error) || fail(error)) ||
+         !agree(collect(BufferRole::Param)) ||
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
   }
-  if (!agree(collect(BufferRole::Output)) ||
+  if ((spmd.pipeline.present && options.train &&
+       !agree(pipeline.syncUpdates(error) || fail(error))) ||
+      !agree(collect(BufferRole::Output)) ||
       !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
     return false;
   return agree(options.trace.empty() || trace.write(tracePath(), error) ||

@@ -274,9 +274,11 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
   return true;
 }
 
-bool PipelineRunner::syncOutputs(std::string &error) {
-  // Every output ends on every rank, from the first stage that computed it
-  // (files, the loss's report and the updates read them anywhere).
+bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
+  // Outputs end on every rank, from the first stage that computed them:
+  // each step the reported ones (the loss, grad_norm, a forward's logits),
+  // which every rank decides by; with `updates`, the params' new values and
+  // the params themselves, which only their stages read between steps.
   CommGroup group = meshGroup(plan->mesh, comm->rank(), {plan->pipeline.axis});
   std::vector<long> writer(plan->buffers.size(), -1);
   const std::vector<StepAccess> &access = executor->stepAccess();
@@ -284,12 +286,21 @@ bool PipelineRunner::syncOutputs(std::string &error) {
     for (size_t k = 0; k < plan->steps[i].buffers.size(); ++k)
       if (access[i].buffers[k] == BufferAccess::Written)
         writer[plan->steps[i].buffers[k]] = static_cast<long>(i);
+  auto broadcast = [&](unsigned id, unsigned root) {
+    return comm->broadcast(group, root, executor->buffer(id),
+                           plan->buffers[id].bytes, error);
+  };
   for (const PlanBuffer &buffer : plan->buffers) {
     if (buffer.role != BufferRole::Output || writer[buffer.id] < 0)
       continue;
-    unsigned stage = plan->steps[writer[buffer.id]].stages.front();
-    if (!comm->broadcast(group, stage % order.ranks, executor->buffer(buffer.id),
-                         buffer.bytes, error))
+    const PlanUpdate *update = nullptr;
+    for (const PlanUpdate &each : plan->updates)
+      if (each.output == buffer.id)
+        update = &each;
+    if (static_cast<bool>(update) != updates)
+      continue;
+    unsigned root = plan->steps[writer[buffer.id]].stages.front() % order.ranks;
+    if (!broadcast(buffer.id, root) || (update && !broadcast(update->param, root)))
       return false;
   }
   return true;
@@ -390,5 +401,5 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
   }
   held.clear();
   heldBytes = 0;
-  return comm->flushSends(error) && syncOutputs(error);
+  return comm->flushSends(error) && syncOutputs(/*updates=*/false, error);
 }

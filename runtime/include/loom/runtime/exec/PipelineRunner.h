@@ -52,10 +52,15 @@ public:
                bool train, const std::string &schedule, std::string &error);
   /// One run: `place(mb)`, a collective over every rank, puts microbatch
   /// mb's inputs in the arena, for every mb first; then the schedule, the
-  /// update, and the outputs, which every rank ends with (broadcast over
-  /// the pipeline axis from the stage that computed them).
+  /// update, and the outputs other than params' new values, which every
+  /// rank ends with (broadcast over the pipeline axis from the stage that
+  /// computed them).
   bool run(const std::function<bool(uint64_t)> &place, TraceRecorder *trace,
            std::string &error);
+  /// The params' new values and the params (after the updates) onto every
+  /// rank, from their stages: before anything reads them whole (a
+  /// checkpoint, the outputs at the end). Collective over every rank.
+  bool syncUpdates(std::string &error) { return syncOutputs(true, error); }
   /// The most bytes of saved values this rank held at once in the last run.
   uint64_t peakHeldBytes() const { return peakHeld; }
   const Schedule &schedule() const { return order; }
@@ -69,7 +74,7 @@ private:
                  uint64_t microbatch, TraceRecorder *trace, std::string &error);
   bool recvCarry(const std::vector<unsigned> &carry, unsigned fromStage,
                  uint64_t microbatch, TraceRecorder *trace, std::string &error);
-  bool syncOutputs(std::string &error);
+  bool syncOutputs(bool updates, std::string &error);
   /// The world rank holding stage `stage` with this rank's other
   /// coordinates.
   unsigned peerOf(unsigned stage) const;
