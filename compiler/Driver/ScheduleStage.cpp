@@ -22,6 +22,39 @@ using namespace mlir;
 namespace rt = ::loom::runtime;
 namespace attr = mlir::loom::attr;
 
+/// The ranks of mesh axis `axis` in `module`'s grid (1 without one).
+static unsigned axisRanks(ModuleOp module, StringAttr axis) {
+  unsigned ranks = 1;
+  for (auto grid : module.getOps<shard::GridOp>())
+    if (auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes))
+      for (auto [i, name] : llvm::enumerate(names))
+        if (cast<StringAttr>(name) == axis && i < grid.getShape().size())
+          ranks = static_cast<unsigned>(grid.getShape()[i]);
+  return ranks;
+}
+
+/// Schedule `kindName` of `stages` stages on the `ranks` ranks of `axis`,
+/// built and verified; otherwise an error at `loc`, `what` (the schedule,
+/// as the message names it) of model `model` and why.
+static FailureOr<rt::Schedule>
+verifiedSchedule(Location loc, StringRef kindName, const Twine &what,
+                 StringRef model, StringAttr axis, unsigned ranks,
+                 unsigned stages, unsigned microbatches) {
+  rt::ScheduleKind kind;
+  if (!rt::parseScheduleKind(kindName, kind))
+    return emitError(loc, "unknown pipeline schedule '")
+           << kindName << "' (expected gpipe, 1f1b, interleaved or zero_bubble)";
+  rt::Schedule built;
+  std::string error;
+  if (!rt::buildSchedule(kind, ranks, stages, microbatches, built, error) ||
+      !rt::verifySchedule(built, error))
+    return emitError(loc, what) << " of model '" << model << "' (" << stages
+                                << " stages on " << ranks << " '"
+                                << axis.getValue() << "' ranks, "
+                                << microbatches << " microbatches): " << error;
+  return built;
+}
+
 LogicalResult Compilation::planSchedule() {
   func::FuncOp model;
   for (auto func : module->getOps<func::FuncOp>())
@@ -38,12 +71,7 @@ LogicalResult Compilation::planSchedule() {
                          "stages): it has no schedule");
   }
   auto axis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
-  unsigned ranks = 1;
-  for (auto grid : module->getOps<shard::GridOp>())
-    if (auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes))
-      for (auto [i, name] : llvm::enumerate(names))
-        if (cast<StringAttr>(name) == axis && i < grid.getShape().size())
-          ranks = static_cast<unsigned>(grid.getShape()[i]);
+  unsigned ranks = axisRanks(*module, axis);
   unsigned stages = 0;
   for (Operation &op : model.getBody().front())
     stages += isa<mlir::loom::StageOp>(op);
@@ -56,18 +84,12 @@ LogicalResult Compilation::planSchedule() {
     }
   if (!options.schedule.empty())
     kindName = options.schedule;
-  rt::ScheduleKind kind;
-  if (!rt::parseScheduleKind(kindName, kind))
-    return emitError(model.getLoc(), "unknown pipeline schedule '")
-           << kindName << "' (expected gpipe, 1f1b, interleaved or zero_bubble)";
-  rt::Schedule built;
-  std::string error;
-  if (!rt::buildSchedule(kind, ranks, stages, microbatches, built, error) ||
-      !rt::verifySchedule(built, error))
-    return emitError(model.getLoc(), "pipeline schedule of model '")
-           << model.getSymName() << "' (" << stages << " stages on " << ranks
-           << " '" << axis.getValue() << "' ranks, " << microbatches
-           << " microbatches): " << error;
+  FailureOr<rt::Schedule> verified =
+      verifiedSchedule(model.getLoc(), kindName, "pipeline schedule",
+                       model.getSymName(), axis, ranks, stages, microbatches);
+  if (failed(verified))
+    return failure();
+  const rt::Schedule &built = *verified;
   rt::ScheduleTimeline timeline =
       rt::simulateSchedule(built, {rt::uniformStageCost(built)});
   schedule = rt::formatSchedule(built);
@@ -89,39 +111,27 @@ LogicalResult Compilation::planSchedule() {
 }
 
 LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
-  auto count = spmd->getAttrOfType<IntegerAttr>("loom.stages_count");
+  auto count = spmd->getAttrOfType<IntegerAttr>(attr::kStagesCount);
   if (!count)
     return success();
   auto axis = spmd->getAttrOfType<StringAttr>(attr::kPipelineAxis);
-  auto kindName = spmd->getAttrOfType<StringAttr>("loom.schedule").getValue();
+  auto kindName = spmd->getAttrOfType<StringAttr>(attr::kSchedule).getValue();
   auto holder = spmd->getParentOfType<ModuleOp>();
-  unsigned ranks = 1;
-  for (auto grid : holder.getOps<shard::GridOp>())
-    if (auto names = grid->getAttrOfType<ArrayAttr>(attr::kAxes))
-      for (auto [i, name] : llvm::enumerate(names))
-        if (cast<StringAttr>(name) == axis && i < grid.getShape().size())
-          ranks = static_cast<unsigned>(grid.getShape()[i]);
-  unsigned microbatches = 1;
   auto of = spmd->getAttrOfType<StringAttr>(attr::kPartitionOf);
+  unsigned microbatches = 1;
   for (auto train : holder.getOps<mlir::loom::TrainOp>())
     if (options.train && of && train.getModel() == of.getValue())
       microbatches = static_cast<unsigned>(train.getMicrobatches());
+  // A forward-only run pipelines its forwards in order: only the name
+  // matters.
   rt::ScheduleKind kind;
-  if (!rt::parseScheduleKind(kindName, kind))
-    return emitError(spmd.getLoc(), "unknown pipeline schedule '")
-           << kindName << "' (expected gpipe, 1f1b, interleaved or zero_bubble)";
-  if (!options.train)
-    return success(); // a forward-only run pipelines its forwards in order
-  rt::Schedule built;
-  std::string error;
-  unsigned stages = static_cast<unsigned>(count.getInt());
-  if (!rt::buildSchedule(kind, ranks, stages, microbatches, built, error) ||
-      !rt::verifySchedule(built, error))
-    return emitError(spmd.getLoc(), "pipeline schedule '")
-           << kindName << "' of model '" << (of ? of.getValue() : "") << "' ("
-           << stages << " stages on " << ranks << " '" << axis.getValue()
-           << "' ranks, " << microbatches << " microbatches): " << error;
-  return success();
+  if (!options.train && rt::parseScheduleKind(kindName, kind))
+    return success();
+  return verifiedSchedule(spmd.getLoc(), kindName,
+                          "pipeline schedule '" + kindName + "'",
+                          of ? of.getValue() : "", axis,
+                          axisRanks(holder, axis),
+                          static_cast<unsigned>(count.getInt()), microbatches);
 }
 
 void Compilation::printSchedule(llvm::raw_ostream &out) { out << schedule; }

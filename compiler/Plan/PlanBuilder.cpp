@@ -208,8 +208,8 @@ static FailureOr<PipelineParts> planStages(func::FuncOp model,
                                            std::vector<Step> &steps,
                                            size_t numBuffers) {
   PipelineParts parts;
-  parts.stages = model->getAttrOfType<IntegerAttr>("loom.stages_count").getInt();
-  parts.schedule = model->getAttrOfType<StringAttr>("loom.schedule").str();
+  parts.stages = model->getAttrOfType<IntegerAttr>(attr::kStagesCount).getInt();
+  parts.schedule = model->getAttrOfType<StringAttr>(attr::kSchedule).str();
   parts.axis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis).str();
   parts.forwardCarry.assign(parts.stages, {});
   parts.backwardCarry.assign(parts.stages, {});
@@ -498,7 +498,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     addStep("step " + callee.str(), std::move(args));
   }
   std::optional<PipelineParts> pipeline;
-  if (model->hasAttr("loom.stages_count")) {
+  if (model->hasAttr(attr::kStagesCount)) {
     FailureOr<PipelineParts> parts = planStages(model, steps, buffers.size());
     if (failed(parts))
       return failure();

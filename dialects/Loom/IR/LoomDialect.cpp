@@ -149,7 +149,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be an array of stages";
     return success();
   }
-  if (name == "loom.stages_count" || name == "loom.schedule") {
+  if (name == attr::kStagesCount || name == attr::kSchedule) {
     if (!isa<func::FuncOp>(op))
       return op->emitOpError() << "'" << name << "' belongs on a pipelined model";
     return success();

@@ -64,6 +64,10 @@ constexpr llvm::StringLiteral kBackward = "loom.backward";
 /// (i64 array) whose ranks compute it.
 constexpr llvm::StringLiteral kPhase = "loom.phase";
 constexpr llvm::StringLiteral kStages = "loom.stages";
+/// func, from loom-place-stages: a pipelined per-rank program's number of
+/// stages (i64) and its schedule's name.
+constexpr llvm::StringLiteral kStagesCount = "loom.stages_count";
+constexpr llvm::StringLiteral kSchedule = "loom.schedule";
 } // namespace attr
 } // namespace mlir::loom
 

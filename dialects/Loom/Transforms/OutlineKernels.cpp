@@ -112,7 +112,7 @@ static void sinkPastAccumulates(func::FuncOp model) {
 static SmallVector<NamedAttribute> placeOf(Operation *op) {
   SmallVector<NamedAttribute> place;
   auto model = op->getParentOfType<func::FuncOp>();
-  if (!model || !model->hasAttr("loom.stages_count"))
+  if (!model || !model->hasAttr(attr::kStagesCount))
     return place; // stage marks elsewhere are only where the ops came from
   for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
     if (Attribute value = op->getAttr(name))

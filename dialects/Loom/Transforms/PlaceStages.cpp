@@ -274,7 +274,7 @@ struct LoomPlaceStages
             stage && !op->hasAttr(attr::kPhase))
           numStages = std::max(numStages, stage.getInt() + 1);
       });
-      if (auto known = func->getAttrOfType<IntegerAttr>("loom.stages_count"))
+      if (auto known = func->getAttrOfType<IntegerAttr>(attr::kStagesCount))
         numStages = known.getInt();
       if (numStages < ranks || numStages % ranks != 0) {
         func.emitError("model '")
@@ -295,8 +295,8 @@ struct LoomPlaceStages
             kind = train.getSchedule().str();
       }
       Builder b(func.getContext());
-      func->setAttr("loom.stages_count", b.getI64IntegerAttr(numStages));
-      func->setAttr("loom.schedule", b.getStringAttr(kind));
+      func->setAttr(attr::kStagesCount, b.getI64IntegerAttr(numStages));
+      func->setAttr(attr::kSchedule, b.getStringAttr(kind));
       StagePlacer(func, numStages).run();
     }
   }

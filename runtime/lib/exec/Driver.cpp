@@ -154,6 +154,12 @@ private:
   bool distribute(BufferRole role);
   /// The whole outputs (or params) into rank 0's staging arena.
   bool collect(BufferRole role);
+  /// A pipelined training run's params are whole on their own stages only:
+  /// onto every rank before they are collected (PipelineRunner::syncUpdates).
+  bool syncPipelinedParams() {
+    return !spmd.pipeline.present || !options.train ||
+           pipeline.syncUpdates(error) || fail(error);
+  }
   std::string tracePath() const;
 
   int argc;
@@ -798,17 +804,12 @@ bool Driver::runRanks() {
     if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
         !agree(!options.train || finishStep(spmd, step)))
       return false;
-    // A pipelined run's params are whole on their own stages only.
-    bool syncs = spmd.pipeline.present && options.train;
     if (options.train && savesAfter(step) &&
-        (!agree(!syncs || pipeline.syncUpdates(error) || fail(error)) ||
-         !agree(collect(BufferRole::Param)) ||
+        (!agree(syncPipelinedParams()) || !agree(collect(BufferRole::Param)) ||
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
   }
-  if ((spmd.pipeline.present && options.train &&
-       !agree(pipeline.syncUpdates(error) || fail(error))) ||
-      !agree(collect(BufferRole::Output)) ||
+  if (!agree(syncPipelinedParams()) || !agree(collect(BufferRole::Output)) ||
       !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
     return false;
   return agree(options.trace.empty() || trace.write(tracePath(), error) ||

@@ -159,6 +159,26 @@ bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
   restores = std::move(values.restores);
   saves = std::move(values.saves);
   crosses = std::move(values.crosses);
+
+  // Each output's first stage, where its broadcast comes from.
+  const std::vector<StepAccess> &access = executor.stepAccess();
+  std::vector<long> writer(plan.buffers.size(), -1);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
+      if (access[i].buffers[k] == BufferAccess::Written)
+        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
+  outputs.clear();
+  for (const PlanBuffer &buffer : plan.buffers) {
+    if (buffer.role != BufferRole::Output || writer[buffer.id] < 0)
+      continue;
+    OutputSync output;
+    output.id = buffer.id;
+    output.root = plan.steps[writer[buffer.id]].stages.front() % ranks;
+    for (const PlanUpdate &update : plan.updates)
+      if (update.output == buffer.id)
+        output.param = static_cast<long>(update.param);
+    outputs.push_back(output);
+  }
   return true;
 }
 
@@ -168,14 +188,8 @@ unsigned PipelineRunner::peerOf(unsigned stage) const {
   return meshRank(plan->mesh, at);
 }
 
-void PipelineRunner::hold(uint64_t microbatch, unsigned id) {
-  const PlanBuffer &buffer = plan->buffers[id];
-  std::vector<char> &copy = held[microbatch][id];
-  if (copy.empty())
-    heldBytes += buffer.bytes;
-  const char *data = executor->buffer(id);
-  copy.assign(data, data + buffer.bytes);
-  peakHeld = heldBytes > peakHeld ? heldBytes : peakHeld;
+void PipelineRunner::hold(uint64_t microbatch, unsigned id, const char *data) {
+  held[microbatch][id].assign(data, data + plan->buffers[id].bytes);
 }
 
 void PipelineRunner::restore(uint64_t microbatch, unsigned id) {
@@ -199,7 +213,7 @@ bool PipelineRunner::runStep(size_t index, uint64_t microbatch,
   if (!executor->runSteps(index, index + 1, microbatch, trace, error))
     return false;
   for (unsigned id : saves[index])
-    hold(microbatch, id);
+    hold(microbatch, id, executor->buffer(id));
   return true;
 }
 
@@ -216,6 +230,19 @@ bool PipelineRunner::runSection(StepPhase phase, unsigned stage,
       return false;
   }
   return true;
+}
+
+void PipelineRunner::traceMessage(TraceRecorder *trace, const char *kind,
+                                  unsigned peer,
+                                  std::chrono::steady_clock::time_point before) {
+  if (!trace)
+    return;
+  auto micros = [](std::chrono::steady_clock::duration d) {
+    return std::chrono::duration<double, std::micro>(d).count();
+  };
+  trace->addCollective(0, kind, "rank " + std::to_string(peer),
+                       micros(before - start),
+                       micros(std::chrono::steady_clock::now() - before));
 }
 
 bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
@@ -237,11 +264,7 @@ bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
   unsigned peer = peerOf(toStage);
   if (!comm->send(peer, message.data(), message.size(), error))
     return false;
-  if (trace)
-    trace->addCollective(0, "send", "rank " + std::to_string(peer),
-                         std::chrono::duration<double, std::micro>(before - start).count(),
-                         std::chrono::duration<double, std::micro>(
-                             std::chrono::steady_clock::now() - before).count());
+  traceMessage(trace, "send", peer, before);
   return true;
 }
 
@@ -258,19 +281,10 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
     return false;
   uint64_t at = 0;
   for (unsigned id : carry) {
-    const PlanBuffer &buffer = plan->buffers[id];
-    std::vector<char> &copy = held[microbatch][id];
-    if (copy.empty())
-      heldBytes += buffer.bytes;
-    copy.assign(message.begin() + at, message.begin() + at + buffer.bytes);
-    at += buffer.bytes;
+    hold(microbatch, id, message.data() + at);
+    at += plan->buffers[id].bytes;
   }
-  peakHeld = heldBytes > peakHeld ? heldBytes : peakHeld;
-  if (trace)
-    trace->addCollective(0, "recv", "rank " + std::to_string(peer),
-                         std::chrono::duration<double, std::micro>(before - start).count(),
-                         std::chrono::duration<double, std::micro>(
-                             std::chrono::steady_clock::now() - before).count());
+  traceMessage(trace, "recv", peer, before);
   return true;
 }
 
@@ -280,27 +294,16 @@ bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
   // which every rank decides by; with `updates`, the params' new values and
   // the params themselves, which only their stages read between steps.
   CommGroup group = meshGroup(plan->mesh, comm->rank(), {plan->pipeline.axis});
-  std::vector<long> writer(plan->buffers.size(), -1);
-  const std::vector<StepAccess> &access = executor->stepAccess();
-  for (size_t i = 0; i < plan->steps.size(); ++i)
-    for (size_t k = 0; k < plan->steps[i].buffers.size(); ++k)
-      if (access[i].buffers[k] == BufferAccess::Written)
-        writer[plan->steps[i].buffers[k]] = static_cast<long>(i);
   auto broadcast = [&](unsigned id, unsigned root) {
     return comm->broadcast(group, root, executor->buffer(id),
                            plan->buffers[id].bytes, error);
   };
-  for (const PlanBuffer &buffer : plan->buffers) {
-    if (buffer.role != BufferRole::Output || writer[buffer.id] < 0)
+  for (const OutputSync &output : outputs) {
+    bool isUpdate = output.param >= 0;
+    if (isUpdate != updates)
       continue;
-    const PlanUpdate *update = nullptr;
-    for (const PlanUpdate &each : plan->updates)
-      if (each.output == buffer.id)
-        update = &each;
-    if (static_cast<bool>(update) != updates)
-      continue;
-    unsigned root = plan->steps[writer[buffer.id]].stages.front() % order.ranks;
-    if (!broadcast(buffer.id, root) || (update && !broadcast(update->param, root)))
+    if (!broadcast(output.id, output.root) ||
+        (isUpdate && !broadcast(static_cast<unsigned>(output.param), output.root)))
       return false;
   }
   return true;
@@ -313,7 +316,6 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
   unsigned microbatches = order.microbatches;
   held.assign(microbatches, {});
   inputs.assign(microbatches, {});
-  heldBytes = peakHeld = 0;
   for (unsigned mb = 0; mb < microbatches; ++mb) {
     if (!place(mb))
       return false;
@@ -364,11 +366,8 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
     }
     if (!ok)
       return false;
-    if (lastStep[step.microbatch] == k && step.microbatch != microbatches - 1) {
-      for (const auto &entry : held[step.microbatch])
-        heldBytes -= entry.second.size();
+    if (lastStep[step.microbatch] == k && step.microbatch != microbatches - 1)
       held[step.microbatch].clear();
-    }
   }
 
   // The update, once, in plan order: a stage's ranks run its steps, and
@@ -390,7 +389,7 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
       if (receives && !comm->recv(peerOf(step.from), executor->buffer(id), buffer.bytes, error))
         return false;
       if (receives && crosses[id])
-        hold(last, id); // a loop's value, which its readers put back
+        hold(last, id, executor->buffer(id)); // a loop's value, which its readers put back
       continue;
     }
     bool runs = false;
@@ -400,6 +399,5 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
       return false;
   }
   held.clear();
-  heldBytes = 0;
   return comm->flushSends(error) && syncOutputs(/*updates=*/false, error);
 }

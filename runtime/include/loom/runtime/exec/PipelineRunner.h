@@ -14,7 +14,8 @@
 // saved right after the step that writes it (or received), and put back
 // right before each step that reads it. Within a section, steps run in
 // plan order, and the arena's lifetimes hold. These saved values are the
-// activations a schedule keeps in flight; their peak is reported.
+// activations a schedule keeps in flight (heldBytesPerStage; `--info`
+// reports them at the schedule's peak).
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,9 +62,6 @@ public:
   /// rank, from their stages: before anything reads them whole (a
   /// checkpoint, the outputs at the end). Collective over every rank.
   bool syncUpdates(std::string &error) { return syncOutputs(true, error); }
-  /// The most bytes of saved values this rank held at once in the last run.
-  uint64_t peakHeldBytes() const { return peakHeld; }
-  const Schedule &schedule() const { return order; }
 
 private:
   bool runSection(StepPhase phase, unsigned stage, uint64_t microbatch,
@@ -81,8 +79,12 @@ private:
   bool ownsStage(unsigned stage) const {
     return stage % order.ranks == coordinate;
   }
-  void hold(uint64_t microbatch, unsigned id);
+  /// Keeps buffer `id`'s bytes at `data` for `microbatch`.
+  void hold(uint64_t microbatch, unsigned id, const char *data);
   void restore(uint64_t microbatch, unsigned id);
+  /// A `send` or `recv` event that began at `before`, with `--trace`.
+  void traceMessage(TraceRecorder *trace, const char *kind, unsigned peer,
+                    std::chrono::steady_clock::time_point before);
 
   const Plan *plan = nullptr;
   Executor *executor = nullptr;
@@ -97,7 +99,13 @@ private:
   std::vector<bool> crosses;
   /// Per microbatch, the saved values and its inputs.
   std::vector<std::map<unsigned, std::vector<char>>> held, inputs;
-  uint64_t heldBytes = 0, peakHeld = 0;
+  /// Each output, the rank of the pipeline axis it is broadcast from, and
+  /// the param it updates (-1: none).
+  struct OutputSync {
+    unsigned id = 0, root = 0;
+    long param = -1;
+  };
+  std::vector<OutputSync> outputs;
   std::chrono::steady_clock::time_point start;
 };
 
