@@ -17,6 +17,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <memory>
@@ -29,6 +31,7 @@ public:
   Compilation(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
               const DriverOptions &options, llvm::raw_ostream &os)
       : context(context), sourceMgr(sourceMgr), options(options), os(os) {}
+  ~Compilation();
 
   /// Runs the stage table top to bottom.
   mlir::LogicalResult run();
@@ -40,6 +43,8 @@ public:
   mlir::LogicalResult differentiate();
   mlir::LogicalResult partition();
   mlir::LogicalResult outlineKernels();
+  /// --explain, --memory-limit, --search-mesh (ExplainStage.cpp).
+  mlir::LogicalResult explainPlan();
   mlir::LogicalResult lowerToLinalg();
   mlir::LogicalResult bufferizeKernels();
   mlir::LogicalResult checkGpuOptions();
@@ -64,6 +69,16 @@ public:
   bool wantsGpu() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }
+  bool wantsExplain() const {
+    return options.explain || options.memoryLimit || options.probe ||
+           options.searchMesh;
+  }
+
+  /// The iterations of the loops loopLimit cut (ElaborationOptions).
+  int64_t loopTripCount = 0;
+
+  /// The explain report, once explainPlan ran.
+  const std::optional<ExplainReport> &explainReport() const { return explained; }
 
   // How a stage prints.
   void printAST(llvm::raw_ostream &out);
@@ -88,6 +103,15 @@ private:
   mlir::FailureOr<const DeviceSpec *> gpuDevice();
   mlir::LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
   mlir::FailureOr<mlir::func::FuncOp> selectModel();
+  mlir::FailureOr<ExplainReport> makeExplainReport();
+  mlir::LogicalResult checkMemoryLimit(const ExplainReport &report);
+  mlir::LogicalResult searchMeshes();
+  /// The passes whose IR --print-ir-after could name (those that ran).
+  llvm::SetVector<llvm::StringRef> passesRun;
+  bool printedAfter = false;
+  std::optional<mlir::DefaultTimingManager> timingManager;
+  mlir::TimingScope timingRoot;
+  mlir::TimingScope *timingStep = nullptr;
   /// Whether the run ends in an executable (or prints its plan).
   bool executable() const {
     return !options.emit || *options.emit >= Stage::Plan;
@@ -95,7 +119,8 @@ private:
 
   mlir::MLIRContext &context;
   llvm::SourceMgr &sourceMgr;
-  const DriverOptions &options;
+  /// A copy: --explain turns on --train for a model with a train section.
+  DriverOptions options;
   llvm::raw_ostream &os;
   unsigned dumped = 0;
 
@@ -114,12 +139,16 @@ private:
   std::string ptx;
   std::optional<GpuCode> gpuCode;
   std::optional<KernelReport> report;
+  std::optional<ExplainReport> explained;
 
   std::optional<Plan> plan, spmdPlan;
   /// The pipeline schedule's text and its summary (ScheduleStage.cpp).
   std::string schedule;
   mlir::func::FuncOp planned, spmd;
 };
+
+/// The per-rank program of `model`, if it has one.
+mlir::func::FuncOp spmdProgramOf(mlir::ModuleOp module, mlir::func::FuncOp model);
 
 } // namespace loom
 

@@ -14,6 +14,7 @@
 #include "Loom/IR/LoomOps.h"
 #include "MLIRGen/MLIRGen.h"
 
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -28,6 +29,8 @@ namespace loom {
 namespace {
 /// One row of the stage table.
 struct StageRow {
+  /// What --timing calls the step.
+  const char *name;
   /// The --emit stage the step reaches; none for a step that prints nothing.
   std::optional<Stage> stage;
   LogicalResult (Compilation::*step)();
@@ -41,24 +44,25 @@ using C = Compilation;
 /// kernels (they work on copies); the CPU rows then lower the kernels
 /// themselves.
 const StageRow kStages[] = {
-    {Stage::AST, &C::parse, nullptr, &C::printAST},
-    {Stage::Loom, &C::generateLoom, nullptr, &C::printModule},
-    {Stage::Schedule, &C::planSchedule, &C::wantsSchedule, &C::printSchedule},
-    {Stage::Autodiff, &C::differentiate, &C::wantsGradients, &C::printModule},
-    {Stage::Partitioned, &C::partition, nullptr, &C::printModule},
-    {Stage::Kernels, &C::outlineKernels, nullptr, &C::printModule},
-    {Stage::Linalg, &C::lowerToLinalg, nullptr, &C::printModule},
-    {std::nullopt, &C::bufferizeKernels, nullptr, nullptr},
-    {Stage::GPU, &C::lowerToGpu, &C::wantsGpu, &C::printGpuModule},
-    {Stage::NVVM, &C::lowerToNvvm, &C::wantsGpu, &C::printGpuModule},
-    {Stage::PTX, &C::emitPtx, &C::wantsGpu, &C::printPtx},
-    {std::nullopt, &C::buildGpuImage, &C::wantsGpu, nullptr},
-    {std::nullopt, &C::buildPlans, &C::wantsPlans, nullptr},
-    {std::nullopt, &C::printKernelReport, &C::wantsReport, nullptr},
-    {Stage::Tiled, &C::tileForCpu, nullptr, &C::printModule},
-    {Stage::LLVM, &C::lowerForCpu, nullptr, &C::printModule},
-    {Stage::Plan, nullptr, nullptr, &C::printPlans},
-    {Stage::Executable, &C::linkExecutable, nullptr, nullptr},
+    {"parse", Stage::AST, &C::parse, nullptr, &C::printAST},
+    {"loom", Stage::Loom, &C::generateLoom, nullptr, &C::printModule},
+    {"schedule", Stage::Schedule, &C::planSchedule, &C::wantsSchedule, &C::printSchedule},
+    {"autodiff", Stage::Autodiff, &C::differentiate, &C::wantsGradients, &C::printModule},
+    {"partition", Stage::Partitioned, &C::partition, nullptr, &C::printModule},
+    {"kernels", Stage::Kernels, &C::outlineKernels, nullptr, &C::printModule},
+    {"explain", std::nullopt, &C::explainPlan, &C::wantsExplain, nullptr},
+    {"linalg", Stage::Linalg, &C::lowerToLinalg, nullptr, &C::printModule},
+    {"bufferize", std::nullopt, &C::bufferizeKernels, nullptr, nullptr},
+    {"gpu", Stage::GPU, &C::lowerToGpu, &C::wantsGpu, &C::printGpuModule},
+    {"nvvm", Stage::NVVM, &C::lowerToNvvm, &C::wantsGpu, &C::printGpuModule},
+    {"ptx", Stage::PTX, &C::emitPtx, &C::wantsGpu, &C::printPtx},
+    {"gpu-image", std::nullopt, &C::buildGpuImage, &C::wantsGpu, nullptr},
+    {"plan", std::nullopt, &C::buildPlans, &C::wantsPlans, nullptr},
+    {"kernel-report", std::nullopt, &C::printKernelReport, &C::wantsReport, nullptr},
+    {"tile", Stage::Tiled, &C::tileForCpu, nullptr, &C::printModule},
+    {"llvm", Stage::LLVM, &C::lowerForCpu, nullptr, &C::printModule},
+    {"print-plan", Stage::Plan, nullptr, nullptr, &C::printPlans},
+    {"link", Stage::Executable, &C::linkExecutable, nullptr, nullptr},
 };
 } // namespace
 
@@ -82,22 +86,50 @@ llvm::StringRef stageName(Stage stage) {
   return "";
 }
 
+Compilation::~Compilation() {
+  // The root scope ends before its manager prints the report.
+  timingRoot = TimingScope();
+}
+
 LogicalResult Compilation::run() {
   if (options.kernelReport && options.emit)
     return emitError(UnknownLoc::get(&context),
                      "--kernel-report prints a report instead of a stage; "
                      "drop --emit");
+  if ((options.explain || options.searchMesh) && (options.emit || options.kernelReport))
+    return emitError(UnknownLoc::get(&context),
+                     "--explain prints a report instead of a stage; drop --emit "
+                     "and --kernel-report");
+  if (options.dumpAfterEachPass && options.dumpDir.empty())
+    return emitError(UnknownLoc::get(&context),
+                     "--dump-after-each-pass writes into --dump-dir: give one");
+  if (options.timing) {
+    timingManager.emplace();
+    timingManager->setEnabled(true);
+    timingRoot = timingManager->getRootScope();
+  }
+  LogicalResult result = success();
   for (const StageRow &row : kStages) {
     if (row.runs && !(this->*row.runs)())
       continue;
-    if (row.step && failed((this->*row.step)()))
-      return failure();
-    if (finished)
-      return success();
-    if (row.print && reached(*row.stage, row.print))
-      return success();
+    TimingScope scope = timingRoot.nest(row.name);
+    timingStep = &scope;
+    if (row.step && failed((this->*row.step)())) {
+      result = failure();
+      break;
+    }
+    if (finished || (row.print && reached(*row.stage, row.print)))
+      break;
   }
-  return success();
+  timingStep = nullptr;
+  if (!options.printIrAfter.empty() && !printedAfter && succeeded(result)) {
+    InFlightDiagnostic diag = emitWarning(UnknownLoc::get(&context))
+                              << "--print-ir-after=" << options.printIrAfter
+                              << ": no pass of that name ran; the passes that ran: ";
+    llvm::interleave(passesRun, [&](StringRef name) { diag << name; },
+                     [&] { diag << ", "; });
+  }
+  return result;
 }
 
 bool Compilation::reached(Stage stage,
@@ -140,7 +172,30 @@ Compilation::runPipeline(ModuleOp target,
   // --mlir-print-ir-after-all and friends, for debugging a stage.
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
+  auto never = [](Pass *, Operation *) { return false; };
+  if (!options.printIrAfter.empty())
+    pm.enableIRPrinting(
+        never,
+        [this](Pass *pass, Operation *) {
+          passesRun.insert(pass->getArgument());
+          bool hit = pass->getArgument() == options.printIrAfter;
+          printedAfter |= hit;
+          return hit;
+        },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, llvm::errs());
+  if (options.dumpAfterEachPass) {
+    llvm::SmallString<128> tree(options.dumpDir);
+    llvm::sys::path::append(tree, "passes");
+    pm.enableIRPrintingToFileTree(
+        never, [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/false, tree);
+  }
   build(pm);
+  // Timing goes last, so that it times the passes and not the printing.
+  if (timingStep)
+    pm.enableTiming(*timingStep);
   return pm.run(target);
 }
 
@@ -161,11 +216,25 @@ void Compilation::printAST(llvm::raw_ostream &out) {
 void Compilation::printModule(llvm::raw_ostream &out) { module->print(out); }
 
 LogicalResult Compilation::generateLoom() {
-  llvm::StringMap<int64_t> meshSizes;
-  if (failed(parseMeshSizes(meshSizes)))
+  ElaborationOptions elaboration;
+  if (failed(parseMeshSizes(elaboration.meshSizes)))
     return failure();
-  module = mlirGen(context, *ast, sourceMgr, meshSizes, options.recomputeLayers,
-                   options.train);
+  // Explaining a model with a train section explains its training step.
+  if (options.explain || options.probe || options.searchMesh)
+    for (const ModelDecl &decl : ast->models)
+      if (options.model.empty() || decl.name.text == options.model)
+        for (const StmtPtr &stmt : decl.body)
+          options.train |= stmt->kind == Stmt::Kind::Train;
+  elaboration.recomputeLayers = options.recomputeLayers;
+  elaboration.trainStep = options.train;
+  elaboration.microbatches = options.microbatches;
+  elaboration.loopLimit = options.loopLimit;
+  elaboration.loopTripCount = &loopTripCount;
+  module = mlirGen(context, *ast, sourceMgr, elaboration);
+  if (module && options.zero)
+    module->walk([&](mlir::loom::TrainOp train) {
+      train.setZeroAttr(Builder(&context).getI64IntegerAttr(1));
+    });
   return success(static_cast<bool>(module));
 }
 
@@ -232,8 +301,7 @@ bool Compilation::wantsPlans() const {
   return executable() || !options.dumpDir.empty();
 }
 
-/// The per-rank program of `model`, if it has one.
-static func::FuncOp spmdProgramOf(ModuleOp module, func::FuncOp model) {
+func::FuncOp spmdProgramOf(ModuleOp module, func::FuncOp model) {
   for (auto func : module.getOps<func::FuncOp>())
     if (auto of = func->getAttrOfType<StringAttr>(mlir::loom::attr::kPartitionOf))
       if (of.getValue() == model.getSymName())

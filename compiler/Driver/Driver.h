@@ -3,6 +3,7 @@
 #ifndef LOOM_DRIVER_DRIVER_H
 #define LOOM_DRIVER_DRIVER_H
 
+#include "Explain/Explain.h"
 #include "KernelReport/KernelReport.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -82,6 +83,32 @@ struct DriverOptions {
   std::optional<int64_t> gpuSharedLimit;
   /// The tensor-core instructions of bf16/f16 matmuls (--gpu-mma).
   GpuMma gpuMma = GpuMma::Auto;
+  /// --explain: print what the plan needs and costs on --gpu-device
+  /// instead of building anything (docs/explain.md).
+  std::optional<KernelReportFormat> explain;
+  /// Links of the explain cost model; unset bandwidths are the device's.
+  std::optional<double> intraNodeGBs, interNodeGBs;
+  double intraNodeLatencyUs = 2, interNodeLatencyUs = 5;
+  int64_t gpusPerNode = 8;
+  /// A plan needing more bytes on some rank is an error; with --explain
+  /// the default is the device's memory.
+  std::optional<int64_t> memoryLimit;
+  /// --zero=1: ZeRO stage 1 whatever the train section says;
+  /// --microbatches: the train section's microbatches replaced.
+  bool zero = false;
+  std::optional<int64_t> microbatches;
+  /// --explain --search-mesh N: rank the meshes of N devices instead.
+  int64_t searchMesh = 0;
+  /// Set on the trial compilations of a search: keep the report, print
+  /// nothing, check no limit; `loopLimit` samples a deep model's loops
+  /// (ElaborationOptions).
+  bool probe = false;
+  int64_t loopLimit = 0;
+  /// MLIR's per-pass timing (--timing), the IR after one pass
+  /// (--print-ir-after=PASS), and every pass's IR into --dump-dir.
+  bool timing = false;
+  std::string printIrAfter;
+  bool dumpAfterEachPass = false;
 };
 
 /// Compiles the main buffer of `sourceMgr`. Diagnostics go through the
@@ -89,6 +116,12 @@ struct DriverOptions {
 mlir::LogicalResult runDriver(mlir::MLIRContext &context,
                               llvm::SourceMgr &sourceMgr,
                               const DriverOptions &options, llvm::raw_ostream &os);
+
+/// Runs a quiet explain compilation of the script with `options` (probe
+/// set): its report, or failure when the script does not compile so.
+mlir::FailureOr<ExplainReport> probeExplain(mlir::MLIRContext &context,
+                                            llvm::SourceMgr &sourceMgr,
+                                            DriverOptions options);
 
 } // namespace loom
 

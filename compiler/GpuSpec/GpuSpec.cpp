@@ -66,22 +66,27 @@ const ArchSpec kArchs[] = {
 
 const DeviceSpec kDevices[] = {
     // A100 SXM4 80 GB datasheet: 312 TFLOP/s bf16, 156 tf32, 19.5 f32
-    // (dense), 2039 GB/s HBM2e; 108 SMs at 1410 MHz.
+    // (dense), 2039 GB/s HBM2e; 108 SMs at 1410 MHz. NVLink 3: 600 GB/s
+    // both ways; one 200 Gb/s HDR HCA per GPU (DGX A100, Megatron's Selene).
     {"a100", "NVIDIA A100 SXM4 80 GB", "sm_80", 108, 1410, 312, 156, 19.5,
-     2039},
+     2039, 80ll << 30, 300, 25},
     // A10 datasheet: 125 bf16, 62.5 tf32, 31.2 f32, 600 GB/s GDDR6; 72 SMs
-    // at 1695 MHz.
-    {"a10", "NVIDIA A10 24 GB", "sm_86", 72, 1695, 125, 62.5, 31.2, 600},
+    // at 1695 MHz. PCIe 4 x16 (32 GB/s) in the node, 100 Gb/s Ethernet out.
+    {"a10", "NVIDIA A10 24 GB", "sm_86", 72, 1695, 125, 62.5, 31.2, 600,
+     24ll << 30, 32, 12.5},
     // L4 datasheet: 242 bf16 and 120 tf32 with sparsity (half dense), 30.3
-    // f32, 300 GB/s GDDR6; 58 SMs at 2040 MHz.
-    {"l4", "NVIDIA L4 24 GB", "sm_89", 58, 2040, 121, 60, 30.3, 300},
+    // f32, 300 GB/s GDDR6; 58 SMs at 2040 MHz. PCIe 4 x16, 100 Gb/s out.
+    {"l4", "NVIDIA L4 24 GB", "sm_89", 58, 2040, 121, 60, 30.3, 300,
+     24ll << 30, 32, 12.5},
     // H100 SXM5 80 GB datasheet: 1979 bf16 and 989 tf32 with sparsity (half
-    // dense), 67 f32, 3.35 TB/s HBM3; 132 SMs at 1980 MHz.
+    // dense), 67 f32, 3.35 TB/s HBM3; 132 SMs at 1980 MHz. NVLink 4: 900
+    // GB/s both ways; one 400 Gb/s NDR HCA per GPU (DGX H100).
     {"h100", "NVIDIA H100 SXM5 80 GB", "sm_90", 132, 1980, 989, 494.5, 67,
-     3350},
-    // H200 SXM datasheet: the H100's SMs and peaks, 141 GB HBM3e at 4.8 TB/s.
+     3350, 80ll << 30, 450, 50},
+    // H200 SXM datasheet: the H100's SMs, peaks and links, 141 GB HBM3e at
+    // 4.8 TB/s (nvidia-smi shows 143771 MiB).
     {"h200", "NVIDIA H200 SXM 141 GB", "sm_90", 132, 1980, 989, 494.5, 67,
-     4800},
+     4800, 143771ll << 20, 450, 50},
 };
 // clang-format on
 

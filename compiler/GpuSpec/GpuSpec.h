@@ -61,6 +61,12 @@ struct DeviceSpec {
   /// Peak of f32 fused multiply-adds on the CUDA cores (SIMT).
   double f32Tflops;
   double bandwidthGBs; // device memory, 1 GB/s = 1e9 bytes/s
+  /// What loomc --explain plans with: the device memory a rank may fill,
+  /// and the per-GPU, one-direction bandwidth of its links to the GPUs of
+  /// its node (NVLink, or PCIe) and to other nodes (its InfiniBand HCA).
+  int64_t memoryBytes;
+  double intraNodeGBs;
+  double interNodeGBs;
 };
 
 /// Every architecture row, oldest first (sm_20 is a reference row only:

@@ -80,6 +80,10 @@ public:
   /// loomc --recompute=layers: every layer instance is recomputed in the
   /// backward, as `recompute block(h)` asks for one.
   bool recomputeLayers = false;
+  /// loomc --microbatches, and explain's loop sample (ElaborationOptions).
+  std::optional<int64_t> microbatchesOverride;
+  int64_t loopLimit = 0;
+  int64_t *loopTripCount = nullptr;
 
   /// An input's batch (its dim 0), and the global dim that sizes it, if
   /// it is written as one (`dim B = 16`, `x : [B, 64]`).

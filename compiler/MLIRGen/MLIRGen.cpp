@@ -699,9 +699,18 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     llvm::StringSet<> definedBefore;
     for (auto &entry : scope.definedAt)
       definedBefore.insert(entry.getKey());
+    // Explain's sample: a long loop runs only its first iterations.
+    int64_t end = *high;
+    if (loopLimit && *high - *low > 2) {
+      end = *low + loopLimit;
+      if (loopTripCount)
+        *loopTripCount = *loopTripCount == 0 || *loopTripCount == *high - *low
+                             ? *high - *low
+                             : -1;
+    }
     // An error in one iteration would repeat in every other: stop there.
     unsigned errorsBefore = errorCount;
-    for (int64_t i = *low; i < *high && errorCount == errorsBefore; ++i) {
+    for (int64_t i = *low; i < end && errorCount == errorsBefore; ++i) {
       scope.ints[var.text] = i;
       SmallVector<StringRef> fromLastIteration;
       for (auto &entry : scope.definedAt)
@@ -949,6 +958,11 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   if (!seen.count("loss")) {
     error(stmt.loc) << "the train section needs a loss";
     return;
+  }
+  if (microbatchesOverride) {
+    microbatches = *microbatchesOverride;
+    if (!seen.count("microbatches"))
+      seen["microbatches"] = stmt.loc;
   }
   if (microbatches > 1 && !perMicrobatch) {
     for (const BatchDim &batch : model->batchDims)
@@ -1247,6 +1261,8 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
   Elaborator micro(context, sourceMgr);
   micro.meshSizes = meshSizes;
   micro.recomputeLayers = whole.recomputeLayers;
+  micro.microbatchesOverride = whole.microbatchesOverride;
+  micro.loopLimit = whole.loopLimit;
   micro.dimSizes = sizes;
   micro.perMicrobatch = true;
   OwningOpRef<ModuleOp> built = micro.run(module);
@@ -1276,12 +1292,15 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
 namespace loom {
 OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
                                     const llvm::SourceMgr &sourceMgr,
-                                    const llvm::StringMap<int64_t> &meshSizes,
-                                    bool recomputeLayers, bool trainStep) {
+                                    const ElaborationOptions &options) {
+  const llvm::StringMap<int64_t> &meshSizes = options.meshSizes;
   Elaborator elaborator(context, sourceMgr);
   elaborator.meshSizes = meshSizes;
-  elaborator.recomputeLayers = recomputeLayers;
-  elaborator.splitsMicrobatches = trainStep;
+  elaborator.recomputeLayers = options.recomputeLayers;
+  elaborator.splitsMicrobatches = options.trainStep;
+  elaborator.microbatchesOverride = options.microbatches;
+  elaborator.loopLimit = options.loopLimit;
+  elaborator.loopTripCount = options.loopTripCount;
   if (!meshSizes.empty() && module.meshes.empty()) {
     SMLoc where = !module.models.empty()
                       ? module.models.front().name.loc

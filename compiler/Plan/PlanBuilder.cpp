@@ -138,7 +138,7 @@ static FailureOr<std::string> collectiveHead(Operation *op,
 
 /// "FILE:LINE:COL" of the first file location in `loc`, FILE without its
 /// directory; empty if there is none or the name holds a space.
-static std::string sourceOf(Location loc) {
+std::string (::loom::sourceOf)(Location loc) {
   std::string text;
   loc->walk([&](Location each) {
     auto file = dyn_cast<FileLineColLoc>(each);
@@ -171,28 +171,36 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
   llvm::stable_sort(order, [&](size_t a, size_t b) {
     return buffers[a].bytes > buffers[b].bytes;
   });
-  std::vector<size_t> placed;
+  // The placed buffers, kept in the order of their offsets: first fit walks
+  // them from the bottom and stops at the first gap, instead of gathering
+  // and sorting the overlapping ones for every buffer (deep models place
+  // tens of thousands).
+  struct Placed {
+    int64_t begin, end, first, last;
+    const llvm::SmallBitVector *ranks;
+  };
+  std::vector<Placed> placed;
   int64_t arena = 0;
   for (size_t id : order) {
     Buffer &buffer = buffers[id];
-    std::vector<std::pair<int64_t, int64_t>> taken;
-    for (size_t other : placed) {
-      const Buffer &o = buffers[other];
-      bool sameRank = o.ranks.empty() || buffer.ranks.empty() ||
-                      o.ranks.anyCommon(buffer.ranks);
-      if (o.first <= buffer.last && buffer.first <= o.last && sameRank)
-        taken.push_back({o.offset, o.offset + o.bytes});
-    }
-    llvm::sort(taken);
     int64_t offset = 0;
-    for (auto [begin, end] : taken) {
-      if (offset + buffer.bytes <= begin)
+    for (const Placed &o : placed) {
+      if (offset + buffer.bytes <= o.begin)
         break;
-      offset = std::max(offset, (end + kAlignment - 1) / kAlignment * kAlignment);
+      bool sameRank = o.ranks->empty() || buffer.ranks.empty() ||
+                      o.ranks->anyCommon(buffer.ranks);
+      if (o.first <= buffer.last && buffer.first <= o.last && sameRank)
+        offset = std::max(offset, (o.end + kAlignment - 1) / kAlignment * kAlignment);
     }
     buffer.offset = offset;
     arena = std::max(arena, offset + buffer.bytes);
-    placed.push_back(id);
+    Placed range{offset, offset + buffer.bytes, buffer.first, buffer.last,
+                 &buffer.ranks};
+    placed.insert(llvm::upper_bound(placed, range,
+                                    [](const Placed &a, const Placed &b) {
+                                      return a.begin < b.begin;
+                                    }),
+                  range);
   }
   return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
 }

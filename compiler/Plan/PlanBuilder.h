@@ -51,6 +51,10 @@ buildPlan(mlir::func::FuncOp model,
           const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch,
           const GpuCode *gpu = nullptr);
 
+/// "FILE:LINE:COL" of the first file location in `loc`, FILE without its
+/// directory; empty if there is none (what plan records and reports name).
+std::string sourceOf(mlir::Location loc);
+
 /// The 32-bit FNV-1a hash the plan's `end` line carries.
 uint32_t planChecksum(llvm::StringRef text);
 

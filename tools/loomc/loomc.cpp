@@ -21,6 +21,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <cctype>
+
 using namespace llvm;
 using loom::Stage;
 
@@ -175,6 +177,92 @@ cl::opt<bool> verifyDiagnostics(
     cl::desc("Check the script's diagnostics against its "
              "'expected-error {{...}}' comments (for tests)"),
     cl::init(false), cl::cat(loomCategory));
+cl::opt<loom::KernelReportFormat> explain(
+    "explain",
+    cl::desc("Print what the plan needs and costs on --gpu-device instead of "
+             "building anything: the mesh, memory per rank, collectives per "
+             "step, the pipeline's bubble and a modelled step time and MFU "
+             "(docs/explain.md)"),
+    cl::ValueOptional,
+    cl::values(clEnumValN(loom::KernelReportFormat::Text, "", "as text (the default)"),
+               clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
+               clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON")),
+    cl::cat(loomCategory));
+cl::opt<loom::KernelReportFormat> outputFormat(
+    "format", cl::desc("The form of --explain and --kernel-report"),
+    cl::values(clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
+               clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON")),
+    cl::cat(loomCategory));
+cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("A plan needing more bytes on some rank is an error naming the "
+             "rank, its largest tensors and a change that fits (with "
+             "--explain the default is --gpu-device's memory); K, M, G and T "
+             "suffixes are powers of 1024"),
+    cl::value_desc("bytes"), cl::cat(loomCategory));
+cl::opt<int64_t> searchMesh(
+    "search-mesh",
+    cl::desc("Rank the meshes of N devices (every factorization into the "
+             "script's axes, with recomputation and microbatches as knobs) "
+             "by modelled step time under the memory limit"),
+    cl::value_desc("N"), cl::init(0), cl::cat(loomCategory));
+cl::opt<double> intraNodeBw(
+    "intra-node-bw",
+    cl::desc("Explain's bandwidth between the GPUs of a node, per GPU and "
+             "direction (default: --gpu-device's NVLink)"),
+    cl::value_desc("GB/s"), cl::cat(loomCategory));
+cl::opt<double> interNodeBw(
+    "inter-node-bw",
+    cl::desc("Explain's bandwidth between nodes, per GPU and direction "
+             "(default: --gpu-device's InfiniBand HCA)"),
+    cl::value_desc("GB/s"), cl::cat(loomCategory));
+cl::opt<double> intraNodeLatency(
+    "intra-node-latency", cl::desc("Explain's latency of one hop in a node"),
+    cl::init(2), cl::value_desc("us"), cl::cat(loomCategory));
+cl::opt<double> interNodeLatency(
+    "inter-node-latency", cl::desc("Explain's latency of one hop between nodes"),
+    cl::init(5), cl::value_desc("us"), cl::cat(loomCategory));
+cl::opt<int64_t> gpusPerNode(
+    "gpus-per-node", cl::desc("Consecutive ranks share a node, this many"),
+    cl::init(8), cl::value_desc("n"), cl::cat(loomCategory));
+cl::opt<bool> zero(
+    "zero", cl::desc("ZeRO-1 (the optimizer state split over the "
+                     "data-parallel axes), whatever the train section says"),
+    cl::init(false), cl::cat(loomCategory));
+cl::opt<int64_t> microbatches(
+    "microbatches", cl::desc("The train section's microbatches replaced"),
+    cl::value_desc("n"), cl::cat(loomCategory));
+cl::opt<bool> timing(
+    "timing", cl::desc("Print the time of every stage and pass (MLIR's "
+                       "pass timing) to stderr"),
+    cl::init(false), cl::cat(loomCategory));
+cl::opt<std::string> printIrAfter(
+    "print-ir-after",
+    cl::desc("Print the IR after every run of the pass PASS (its "
+             "command-line name, e.g. loom-partition) to stderr"),
+    cl::value_desc("pass"), cl::cat(loomCategory));
+cl::opt<bool> dumpAfterEachPass(
+    "dump-after-each-pass",
+    cl::desc("With --dump-dir: also write the IR after every pass, as "
+             "numbered files under DIR/passes"),
+    cl::init(false), cl::cat(loomCategory));
+
+/// "80G", "1.5T", "123456": bytes, the suffixes powers of 1024.
+std::optional<int64_t> parseBytes(StringRef text) {
+  double scale = 1;
+  if (!text.empty()) {
+    char unit = static_cast<char>(std::toupper(text.back()));
+    size_t power = StringRef("KMGT").find(unit);
+    if (power != StringRef::npos) {
+      scale = static_cast<double>(1ll << (10 * (power + 1)));
+      text = text.drop_back();
+    }
+  }
+  double value;
+  if (text.getAsDouble(value) || value <= 0)
+    return std::nullopt;
+  return static_cast<int64_t>(value * scale);
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -217,8 +305,55 @@ int main(int argc, char **argv) {
   if (gpuSharedLimit.getNumOccurrences())
     options.gpuSharedLimit = gpuSharedLimit;
   options.gpuMma = gpuMma;
-  // A stage or the report is printed; otherwise an executable is linked.
-  bool prints = options.emit || options.kernelReport;
+  if (explain.getNumOccurrences())
+    options.explain = explain;
+  if (outputFormat.getNumOccurrences()) {
+    if (options.explain)
+      options.explain = outputFormat;
+    if (options.kernelReport)
+      options.kernelReport = outputFormat;
+  }
+  if (!memoryLimit.empty()) {
+    options.memoryLimit = parseBytes(memoryLimit);
+    if (!options.memoryLimit) {
+      errs() << "loomc: error: --memory-limit=" << memoryLimit
+             << ": expected a positive number of bytes, e.g. 80G\n";
+      return 1;
+    }
+  }
+  options.searchMesh = searchMesh;
+  if (searchMesh.getNumOccurrences() && searchMesh < 1) {
+    errs() << "loomc: error: --search-mesh needs a number of devices >= 1\n";
+    return 1;
+  }
+  if (intraNodeBw.getNumOccurrences())
+    options.intraNodeGBs = intraNodeBw;
+  if (interNodeBw.getNumOccurrences())
+    options.interNodeGBs = interNodeBw;
+  if ((options.intraNodeGBs && *options.intraNodeGBs <= 0) ||
+      (options.interNodeGBs && *options.interNodeGBs <= 0) || gpusPerNode < 1 ||
+      intraNodeLatency < 0 || interNodeLatency < 0) {
+    errs() << "loomc: error: bandwidths and --gpus-per-node must be positive, "
+              "latencies not negative\n";
+    return 1;
+  }
+  options.intraNodeLatencyUs = intraNodeLatency;
+  options.interNodeLatencyUs = interNodeLatency;
+  options.gpusPerNode = gpusPerNode;
+  options.zero = zero;
+  if (microbatches.getNumOccurrences()) {
+    if (microbatches < 1) {
+      errs() << "loomc: error: --microbatches needs a number >= 1\n";
+      return 1;
+    }
+    options.microbatches = microbatches;
+  }
+  options.timing = timing;
+  options.printIrAfter = printIrAfter;
+  options.dumpAfterEachPass = dumpAfterEachPass;
+  // A stage or a report is printed; otherwise an executable is linked.
+  bool prints = options.emit || options.kernelReport || options.explain ||
+                options.searchMesh;
   if (!prints)
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
 

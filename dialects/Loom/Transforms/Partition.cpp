@@ -663,7 +663,7 @@ void Partitioner::makePartialMean(Operation *op, ArrayRef<int16_t> split,
   result.replaceAllUsesExcept(scaled.getResult(), scaled);
   shardings[scale.getResult()] = Sharding::replicated(0);
   globals[scaled.getResult()] = globalType(result);
-  sharding.partial.assign(split.begin(), split.end());
+  sharding.partial.append(split.begin(), split.end());
   shardings[scaled.getResult()] = sharding;
 }
 
@@ -671,17 +671,22 @@ void Partitioner::makePartialMean(Operation *op, ArrayRef<int16_t> split,
 /// reduces each rank's block and leaves partial sums (a mean's scaled by
 /// 1/shards: the blocks are equal), so only the result moves; a max, or a
 /// 16-bit result that would round before the ranks' values are added, needs
-/// the axis whole.
+/// the axis whole. Sums and means are linear, so an f32 one keeps the
+/// partial sums it is given (a weight gradient summed over the batch, then
+/// the sequence, then the microbatches, is summed over the ranks once).
 LogicalResult Partitioner::partitionReduction(Operation *op) {
   Value input = op->getOperand(0);
   int64_t rank = globalType(input).getRank();
   int64_t axis =
       normalizeAxis(op->getAttrOfType<IntegerAttr>("axis").getInt(), rank);
   GridAxes split = shardingOf(input).dims[axis];
-  bool partial = !split.empty() && isa<SumOp, MeanOp>(op) &&
-                 globalType(op->getResult(0)).getElementType().isF32();
+  bool linear = isa<SumOp, MeanOp>(op) &&
+                globalType(op->getResult(0)).getElementType().isF32();
+  bool partial = !split.empty() && linear;
   Sharding in = withWhole(input, partial ? ArrayRef<int64_t>{}
                                          : ArrayRef<int64_t>{axis});
+  if (linear)
+    in.partial = shardingOf(input).partial;
   Sharding out = in;
   if (op->hasAttr("keepdim"))
     out.dims[axis].clear();
@@ -694,7 +699,7 @@ LogicalResult Partitioner::partitionReduction(Operation *op) {
   if (isa<MeanOp>(op)) {
     makePartialMean(op, split, out);
   } else {
-    out.partial = split;
+    out.partial.append(split.begin(), split.end());
     shardings[op->getResult(0)] = out;
   }
   return success();
@@ -738,12 +743,12 @@ LogicalResult Partitioner::partition(Operation *op) {
                             {normalizeAxis(softmax.getAxis(), rank)});
     return apply(op, {in}, {in});
   }
-  if (isa<LayerNormOp, RmsNormOp, CausalMaskOp>(op)) {
+  if (isa<LayerNormOp, RmsNormOp, CausalMaskOp, CausalMaskGradOp>(op)) {
     // Normalizations need whole rows; the mask, whole (query, key) planes.
     Value input = op->getOperand(0);
     int64_t rank = globalType(input).getRank();
     SmallVector<int64_t> whole{rank - 1};
-    if (isa<CausalMaskOp>(op))
+    if (isa<CausalMaskOp, CausalMaskGradOp>(op))
       whole.push_back(rank - 2);
     Sharding in = withWhole(input, whole);
     SmallVector<Sharding> operands{in};

@@ -562,14 +562,18 @@ ScheduleTimeline loom::runtime::simulateSchedule(const Schedule &s,
   t.steps.resize(s.ranks);
   t.busy.assign(s.ranks, 0);
   t.peakActivations.assign(s.ranks, 0);
-  std::vector<double> clock(s.ranks, 0);
+  t.peakActivationBytes.assign(s.ranks, 0);
+  std::vector<double> clock(s.ranks, 0), heldBytes(s.ranks, 0);
   std::vector<size_t> pc(s.ranks, 0);
   std::vector<unsigned> held(s.ranks, 0);
   std::map<Message, double> postedAt;
+  auto costsOf = [&](const PipeStep &step) -> StageCost {
+    return costs.empty()       ? StageCost()
+           : costs.size() == 1 ? costs.front()
+                               : costs[step.stage % costs.size()];
+  };
   auto costOf = [&](const PipeStep &step) {
-    const StageCost &c = costs.empty() ? StageCost()
-                         : costs.size() == 1 ? costs.front()
-                                             : costs[step.stage % costs.size()];
+    StageCost c = costsOf(step);
     return step.op == PipeOp::Forward    ? c.forward
            : step.op == PipeOp::Backward ? c.backward
                                          : c.weightGrad;
@@ -591,10 +595,16 @@ ScheduleTimeline loom::runtime::simulateSchedule(const Schedule &s,
         } else {
           end = start + costOf(step);
           t.busy[r] += end - start;
-          if (step.op == PipeOp::Forward)
+          double bytes = costsOf(step).activationBytes;
+          if (step.op == PipeOp::Forward) {
             t.peakActivations[r] = std::max(t.peakActivations[r], ++held[r]);
-          else if (step.op == frees)
+            heldBytes[r] += bytes;
+            t.peakActivationBytes[r] =
+                std::max(t.peakActivationBytes[r], heldBytes[r]);
+          } else if (step.op == frees) {
             --held[r];
+            heldBytes[r] -= bytes;
+          }
         }
         t.steps[r].push_back({start, end});
         clock[r] = end;

@@ -99,6 +99,9 @@ bool parseSchedule(std::string_view text, Schedule &schedule,
 /// `weightGrad`.
 struct StageCost {
   double forward = 1, backward = 2, weightGrad = 0;
+  /// The bytes one microbatch's activations of the stage hold from its
+  /// forward to its backward (weight gradient when split); 0 when unknown.
+  double activationBytes = 0;
 };
 
 /// Uniform stages, as the bubble formulas assume: a rank's share of the
@@ -122,6 +125,9 @@ struct ScheduleTimeline {
   /// Per rank, the most microbatches whose activations it holds at once
   /// (forward done, backward, or weight gradient when split, not yet).
   std::vector<unsigned> peakActivations;
+  /// Per rank, the most bytes of activations it holds at once (from the
+  /// costs' activationBytes).
+  std::vector<double> peakActivationBytes;
 };
 
 /// Simulates a verified schedule; `costs` has one entry per stage (or one

@@ -1,0 +1,382 @@
+//===- ExplainStage.cpp - loomc --explain, --memory-limit, --search-mesh --===//
+//
+// After the kernels stage the per-rank program is complete and nothing is
+// compiled yet: explain reads it there. A plan over the memory limit is an
+// error that names the rank and its largest tensors, and suggests the
+// nearest change that fits, found by explaining the changed script (so
+// the suggestion is checked, not guessed). The mesh search explains every
+// factorization of N devices the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver/Compilation.h"
+
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+
+using namespace mlir;
+
+namespace loom {
+
+FailureOr<ExplainReport> Compilation::makeExplainReport() {
+  FailureOr<const DeviceSpec *> device = gpuDevice();
+  if (failed(device))
+    return failure();
+  FailureOr<func::FuncOp> model = selectModel();
+  if (failed(model))
+    return failure();
+  func::FuncOp spmd = spmdProgramOf(*module, *model);
+  ExplainOptions explain;
+  explain.device = *device;
+  explain.network.intraNodeGBs = options.intraNodeGBs.value_or((*device)->intraNodeGBs);
+  explain.network.interNodeGBs = options.interNodeGBs.value_or((*device)->interNodeGBs);
+  explain.network.intraNodeLatencyUs = options.intraNodeLatencyUs;
+  explain.network.interNodeLatencyUs = options.interNodeLatencyUs;
+  explain.network.gpusPerNode = options.gpusPerNode;
+  for (auto train : module->getOps<mlir::loom::TrainOp>())
+    if (options.train && train.getModel() == model->getSymName()) {
+      explain.microbatches = static_cast<unsigned>(train.getMicrobatches());
+      explain.schedule = train.getSchedule().str();
+      explain.optimizer = train.getOptimizer().str();
+      explain.zero = static_cast<bool>(train.getZeroAttr());
+    }
+  if (!options.schedule.empty())
+    explain.schedule = options.schedule;
+  explain.planArena = !options.probe;
+  FailureOr<ExplainReport> report =
+      explainProgram(*module, *model, spmd ? spmd : *model, explain);
+  if (succeeded(report)) {
+    report->recompute = options.recomputeLayers;
+    report->loopTripCount = loopTripCount;
+  }
+  return report;
+}
+
+LogicalResult Compilation::explainPlan() {
+  if (options.searchMesh && !options.probe)
+    return searchMeshes();
+  FailureOr<ExplainReport> made = makeExplainReport();
+  if (failed(made))
+    return failure();
+  explained = std::move(*made);
+  if (options.probe) {
+    finished = true;
+    return success();
+  }
+  if (options.explain) {
+    if (*options.explain == KernelReportFormat::Json)
+      printExplainJson(*explained, os);
+    else
+      printExplainText(*explained, os);
+    finished = true;
+  }
+  return checkMemoryLimit(*explained);
+}
+
+FailureOr<ExplainReport> probeExplain(MLIRContext &context,
+                                      llvm::SourceMgr &sourceMgr,
+                                      DriverOptions options) {
+  options.probe = true;
+  options.explain.reset();
+  options.memoryLimit.reset();
+  options.searchMesh = 0;
+  options.emit.reset();
+  options.kernelReport.reset();
+  options.dumpDir.clear();
+  options.dumpAfterEachPass = options.timing = false;
+  options.printIrAfter.clear();
+  options.scheduleSvg.clear();
+  options.remarkCollectives = false;
+  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  Compilation trial(context, sourceMgr, options, llvm::nulls());
+  if (failed(trial.run()) || !trial.explainReport())
+    return failure();
+  return *trial.explainReport();
+}
+
+/// A candidate's report from two samples of its loops, 1 and 2 iterations
+/// of every long one: what explain adds up grows linearly with the
+/// iterations of identical layers, so each figure is f(n) = f(1) +
+/// (n - 1)(f(2) - f(1)), and the layers are partitioned and costed twice,
+/// not n times. A script without long loops, or with long loops of
+/// different lengths, is explained whole.
+static FailureOr<ExplainReport> sampledExplain(MLIRContext &context,
+                                               llvm::SourceMgr &sourceMgr,
+                                               DriverOptions options) {
+  options.loopLimit = 1;
+  FailureOr<ExplainReport> one = probeExplain(context, sourceMgr, options);
+  if (failed(one) || one->loopTripCount <= 0) {
+    options.loopLimit = 0;
+    return failed(one) ? one : probeExplain(context, sourceMgr, options);
+  }
+  options.loopLimit = 2;
+  FailureOr<ExplainReport> two = probeExplain(context, sourceMgr, options);
+  if (failed(two) || two->ranksByCoordinate.size() != one->ranksByCoordinate.size())
+    return failure();
+  double n = static_cast<double>(one->loopTripCount);
+  auto at = [&](double a, double b) { return a + (n - 1) * (b - a); };
+  auto atBytes = [&](int64_t a, int64_t b) {
+    return static_cast<int64_t>(std::llround(at(a, b)));
+  };
+  ExplainReport r = *two;
+  r.paramElements = atBytes(one->paramElements, two->paramElements);
+  r.paramBytes = atBytes(one->paramBytes, two->paramBytes);
+  for (auto [rank, a, b] : llvm::zip(r.ranksByCoordinate, one->ranksByCoordinate,
+                                     two->ranksByCoordinate)) {
+    rank.params = atBytes(a.params, b.params);
+    rank.gradients = atBytes(a.gradients, b.gradients);
+    rank.optimizer = atBytes(a.optimizer, b.optimizer);
+    rank.inputs = atBytes(a.inputs, b.inputs);
+    rank.activations = atBytes(a.activations, b.activations);
+    rank.activationsPerMicrobatch =
+        atBytes(a.activationsPerMicrobatch, b.activationsPerMicrobatch);
+    rank.forwardSeconds = at(a.forwardSeconds, b.forwardSeconds);
+    rank.backwardSeconds = at(a.backwardSeconds, b.backwardSeconds);
+    rank.updateSeconds = at(a.updateSeconds, b.updateSeconds);
+    rank.exposedBucketSeconds = at(a.exposedBucketSeconds, b.exposedBucketSeconds);
+    rank.finishSeconds = at(a.finishSeconds, b.finishSeconds);
+  }
+  r.stepSeconds = at(one->stepSeconds, two->stepSeconds);
+  r.modelFlops = at(one->modelFlops, two->modelFlops);
+  r.communicationSeconds = at(one->communicationSeconds, two->communicationSeconds);
+  r.mfu = r.stepSeconds > 0 ? r.modelFlops / (r.stepSeconds * r.ranks *
+                                              r.peakTflops * 1e12)
+                            : 0;
+  return r;
+}
+
+namespace {
+/// A change of the script's options that explain can try.
+struct Change {
+  std::string flags; // as the user would type them
+  DriverOptions options;
+};
+
+std::string meshFlag(const ExplainReport &report,
+                     llvm::ArrayRef<int64_t> sizes) {
+  std::string text;
+  for (auto [i, name] : llvm::enumerate(report.axes))
+    text += (i ? "," : "") + name + "=" + std::to_string(sizes[i]);
+  return text;
+}
+} // namespace
+
+LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
+  const DeviceSpec *device = *gpuDevice();
+  int64_t limit = options.memoryLimit ? *options.memoryLimit
+                  : options.explain   ? device->memoryBytes
+                                      : 0;
+  const ExplainRank &rank = report.largestRank();
+  if (!limit || rank.total() <= limit)
+    return success();
+  func::FuncOp model = *selectModel();
+  InFlightDiagnostic diag = emitError(model.getLoc());
+  diag << "model '" << report.model << "' needs " << rank.total() << " bytes ("
+       << formatBytes(rank.total()) << ") on " << rankName(report, rank)
+       << ", more than the memory limit of " << limit << " bytes ("
+       << formatBytes(limit) << ", "
+       << (options.memoryLimit ? std::string("--memory-limit")
+                               : "the " + device->name.str() +
+                                     "'s memory; set --memory-limit")
+       << "): params " << formatBytes(rank.params) << ", gradients "
+       << formatBytes(rank.gradients) << ", optimizer state "
+       << formatBytes(rank.optimizer) << ", activations "
+       << formatBytes(rank.activations) << "; its largest tensors:";
+  for (auto [i, tensor] : llvm::enumerate(rank.largest))
+    diag << (i ? ", " : " ") << tensor.first << " (" << formatBytes(tensor.second)
+         << ")";
+
+  // The changes to try, nearest first: on the same mesh, then with a
+  // factor of 2 moved from one axis to another (the same devices).
+  std::vector<std::vector<Change>> rounds(2);
+  DriverOptions base = options;
+  base.memoryLimit.reset();
+  auto add = [&](unsigned round, std::string flags, DriverOptions changed) {
+    rounds[round].push_back({std::move(flags), std::move(changed)});
+  };
+  std::vector<std::pair<std::string, DriverOptions>> onMesh = {{"", base}};
+  if (report.training && !report.recompute) {
+    DriverOptions changed = base;
+    changed.recomputeLayers = true;
+    onMesh.push_back({"--recompute=layers", changed});
+  }
+  if (report.training && !report.zero && report.ranks > 1) {
+    for (size_t i = 0, e = onMesh.size(); i < e; ++i) {
+      DriverOptions changed = onMesh[i].second;
+      changed.zero = true;
+      onMesh.push_back(
+          {(onMesh[i].first.empty() ? "" : onMesh[i].first + " ") + "--zero=1",
+           changed});
+    }
+  }
+  for (auto &[flags, changed] : onMesh)
+    if (!flags.empty())
+      add(0, flags, changed);
+  for (size_t from = 0; from < report.axes.size(); ++from)
+    for (size_t to = 0; to < report.axes.size(); ++to) {
+      if (from == to || report.sizes[from] % 2)
+        continue;
+      std::vector<int64_t> sizes = report.sizes;
+      sizes[from] /= 2, sizes[to] *= 2;
+      for (auto &[flags, changed] : onMesh) {
+        DriverOptions moved = changed;
+        moved.mesh = meshFlag(report, sizes);
+        add(1, "--mesh=" + moved.mesh + (flags.empty() ? "" : " " + flags), moved);
+      }
+    }
+  for (const std::vector<Change> &round : rounds) {
+    const Change *best = nullptr;
+    ExplainReport bestReport;
+    for (const Change &change : round) {
+      FailureOr<ExplainReport> tried = sampledExplain(context, sourceMgr, change.options);
+      if (failed(tried) || tried->largestRank().total() > limit)
+        continue;
+      if (!best || tried->stepSeconds < bestReport.stepSeconds)
+        best = &change, bestReport = *tried;
+    }
+    if (best) {
+      diag.attachNote(model.getLoc())
+          << "it fits with " << best->flags << ": "
+          << formatBytes(bestReport.largestRank().total())
+          << " on its largest rank, a modelled step of "
+          << llvm::formatv("{0:f3}", bestReport.stepSeconds * 1e3).str() << " ms";
+      return failure();
+    }
+  }
+  diag.attachNote(model.getLoc())
+      << "no change of recomputation, ZeRO-1 or one factor of 2 between the "
+         "mesh axes fits: it needs more devices (explain --mesh with larger "
+         "axes, or --search-mesh N)";
+  return failure();
+}
+
+/// Every way to write `n` as a product of `axes` factors, in order.
+static void factorizations(int64_t n, size_t axes, std::vector<int64_t> &prefix,
+                           std::vector<std::vector<int64_t>> &out) {
+  if (prefix.size() + 1 == axes) {
+    prefix.push_back(n);
+    out.push_back(prefix);
+    prefix.pop_back();
+    return;
+  }
+  for (int64_t f = 1; f <= n; ++f)
+    if (n % f == 0) {
+      prefix.push_back(f);
+      factorizations(n / f, axes, prefix, out);
+      prefix.pop_back();
+    }
+}
+
+LogicalResult Compilation::searchMeshes() {
+  auto started = std::chrono::steady_clock::now();
+  // The script on its own mesh: its axes, and what the knobs start from.
+  FailureOr<ExplainReport> first = makeExplainReport();
+  if (failed(first))
+    return failure();
+  const ExplainReport &script = *first;
+  func::FuncOp model = *selectModel();
+  if (script.axes.empty())
+    return emitError(model.getLoc(), "--search-mesh needs a mesh in the script: "
+                                     "its axes are what the search sizes");
+  const DeviceSpec *device = *gpuDevice();
+  int64_t limit = options.memoryLimit.value_or(device->memoryBytes);
+  std::vector<std::vector<int64_t>> meshes;
+  std::vector<int64_t> prefix;
+  factorizations(options.searchMesh, script.axes.size(), prefix, meshes);
+
+  struct Result {
+    std::string flags;
+    ExplainReport report;
+  };
+  std::vector<Result> fits;
+  unsigned tried = 0, compiled = 0, over = 0;
+  for (const std::vector<int64_t> &sizes : meshes) {
+    std::vector<std::pair<std::string, DriverOptions>> knobs;
+    DriverOptions mesh = options;
+    mesh.mesh = meshFlag(script, sizes);
+    mesh.searchMesh = 0;
+    knobs.push_back({"", mesh});
+    if (script.training && !script.recompute) {
+      DriverOptions recompute = mesh;
+      recompute.recomputeLayers = true;
+      knobs.push_back({" --recompute=layers", recompute});
+    }
+    // A pipeline: more stages than ranks need the interleaved schedule;
+    // the microbatches are the script's, and 4 per pp rank.
+    if (script.stages) {
+      int64_t pp = 1;
+      for (auto [name, size] : llvm::zip(script.axes, sizes))
+        if (name == script.pipelineAxis)
+          pp = size;
+      if (script.stages > pp && script.schedule != "interleaved")
+        for (auto &[flags, knob] : knobs) {
+          knob.schedule = "interleaved";
+          flags += " --schedule=interleaved";
+        }
+      if (pp > 1 && 4 * pp != script.microbatches)
+        for (size_t i = 0, e = knobs.size(); i < e; ++i) {
+          DriverOptions more = knobs[i].second;
+          more.microbatches = 4 * pp;
+          knobs.push_back({knobs[i].first + " --microbatches=" +
+                               std::to_string(4 * pp),
+                           more});
+        }
+    }
+    for (auto &[flags, knob] : knobs) {
+      ++tried;
+      llvm::errs() << llvm::formatv("\rloomc: search-mesh: {0} of {1} meshes, {2} tried",
+                                    &sizes - &meshes.front() + 1, meshes.size(), tried);
+      FailureOr<ExplainReport> report = sampledExplain(context, sourceMgr, knob);
+      if (failed(report))
+        continue;
+      ++compiled;
+      if (report->largestRank().total() > limit) {
+        ++over;
+        continue;
+      }
+      fits.push_back({"--mesh=" + knob.mesh + flags, *report});
+    }
+  }
+  llvm::errs() << "\n";
+  std::sort(fits.begin(), fits.end(), [](const Result &a, const Result &b) {
+    return a.report.stepSeconds < b.report.stepSeconds;
+  });
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+  os << "search-mesh: model '" << script.model << "' on " << options.searchMesh
+     << " " << device->name << " GPUs: " << meshes.size() << " meshes, " << tried
+     << " configurations, " << compiled << " compiled, " << over
+     << " over the memory limit of " << formatBytes(limit) << ", " << fits.size()
+     << " fit (" << llvm::format("%.1f", seconds) << " s)\n";
+  if (fits.empty()) {
+    os << "  none fits\n";
+    return success();
+  }
+  os << llvm::formatv("  {0,-4} {1,-44} {2,12} {3,8} {4,10} {5,8} {6,12}\n", "#",
+                      "configuration", "step", "MFU", "memory", "bubble",
+                      "comm/step");
+  for (size_t i = 0; i < std::min<size_t>(fits.size(), 8); ++i) {
+    const ExplainReport &r = fits[i].report;
+    double comm = r.communicationSeconds;
+    os << llvm::formatv("  {0,-4} {1,-44} {2,12} {3,8} {4,10} {5,8} {6,12}\n",
+                        i + 1, fits[i].flags,
+                        llvm::formatv("{0:f3} ms", r.stepSeconds * 1e3).str(),
+                        llvm::formatv("{0:f1}%", 100 * r.mfu).str(),
+                        formatBytes(r.largestRank().total()),
+                        r.stages ? llvm::formatv("{0:f3}", r.bubble).str()
+                                 : std::string("-"),
+                        llvm::formatv("{0:f3} ms", comm * 1e3).str());
+  }
+  finished = true;
+  return success();
+}
+
+} // namespace loom

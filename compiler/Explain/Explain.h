@@ -1,0 +1,143 @@
+//===- Explain.h - loomc --explain: what a plan needs and costs, unrun ----===//
+//
+// Explain reads a model's per-rank program after the kernels stage (calls
+// to outlined kernels and the partitioner's collectives; nothing compiled)
+// and tells, per rank, the memory it needs, what crosses the network, and
+// the step time a cost model predicts on a chosen GPU: a roofline per
+// kernel, an alpha-beta model per collective, the pipeline schedule
+// simulated with the kernels' costs, the data-parallel gradient buckets
+// overlapped with the backward (docs/explain.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_EXPLAIN_EXPLAIN_H
+#define LOOM_EXPLAIN_EXPLAIN_H
+
+#include "GpuSpec/GpuSpec.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace loom {
+
+/// The links a collective's alpha-beta cost reads: per GPU, one direction.
+struct NetworkSpec {
+  double intraNodeGBs = 450, interNodeGBs = 50;
+  /// Per hop of a ring (a collective over n ranks makes n - 1 or 2(n - 1)).
+  double intraNodeLatencyUs = 2, interNodeLatencyUs = 5;
+  /// Consecutive ranks share a node, this many to a node.
+  int64_t gpusPerNode = 8;
+};
+
+struct ExplainOptions {
+  const DeviceSpec *device = nullptr;
+  NetworkSpec network;
+  /// The train section's microbatches and the pipeline schedule's name.
+  unsigned microbatches = 1;
+  std::string schedule;
+  std::string optimizer;
+  /// Whether to lay out the static memory plan (its arena).
+  bool planArena = true;
+  /// ZeRO-1: the optimizer state split over the data-parallel axes.
+  bool zero = false;
+};
+
+/// One kind of collective of the step: all that share a kind, group,
+/// size, phase and script line.
+struct ExplainCollective {
+  std::string kind;  // all-reduce, all-gather, ..., send/recv
+  std::string axes;  // "tp", "dp+tp", "pp"
+  int64_t groupSize = 1;
+  bool intraNode = true;
+  int64_t bytes = 0; // per rank and call: what one rank sends or holds
+  int64_t count = 0; // calls per step, on one rank
+  std::string phase; // forward, backward, update
+  std::string source;
+  double seconds = 0; // one call
+  /// A gradient sum nothing in the backward waits for: it overlaps.
+  bool overlaps = false;
+};
+
+/// What one rank holds: all ranks with the same pipeline coordinate hold
+/// the same (the others differ only in which block of each tensor).
+struct ExplainRank {
+  unsigned coordinate = 0; // on the pipeline axis; 0 without one
+  std::vector<unsigned> stages;
+  int64_t params = 0, gradients = 0, optimizer = 0, inputs = 0;
+  /// The activations kept for the backward: one microbatch's, and at the
+  /// schedule's peak (microbatches in flight).
+  int64_t activationsPerMicrobatch = 0, activations = 0;
+  unsigned inFlight = 1;
+  int64_t total() const {
+    return params + gradients + optimizer + inputs + activations;
+  }
+  /// Its largest tensors, biggest first: a name (or the script line of the
+  /// op) and its bytes.
+  std::vector<std::pair<std::string, int64_t>> largest;
+  /// Modelled seconds: compute and blocking collectives per microbatch
+  /// (forward, backward), per step (update), and the exposed part of the
+  /// gradient buckets; when the rank's last step ends.
+  double forwardSeconds = 0, backwardSeconds = 0, updateSeconds = 0;
+  double exposedBucketSeconds = 0, finishSeconds = 0;
+};
+
+struct ExplainReport {
+  std::string model, grid, device, deviceName;
+  std::vector<std::string> axes;
+  std::vector<int64_t> sizes;
+  int64_t ranks = 1;
+  bool training = false;
+  std::string optimizer;
+  bool zero = false, recompute = false;
+  unsigned microbatches = 1;
+  /// The whole model's params (not the optimizer's): elements and bytes.
+  int64_t paramElements = 0, paramBytes = 0;
+  std::vector<ExplainRank> ranksByCoordinate;
+  /// The static memory plan's arena (what every rank's executable
+  /// allocates); 0 when the plan could not be built.
+  int64_t planArenaBytes = 0;
+  std::vector<ExplainCollective> collectives;
+  // Pipeline; stages == 0 when the model is not pipelined.
+  std::string pipelineAxis, schedule;
+  unsigned stages = 0, pipelineRanks = 1;
+  double bubble = 0, uniformBubble = 0;
+  // Cost model, per step.
+  double peakTflops = 0;
+  double stepSeconds = 0;
+  /// Matmul FLOPs of all ranks per step, recomputation not counted.
+  double modelFlops = 0;
+  double mfu = 0;
+  int64_t kernelCalls = 0;
+  /// Seconds of all the collectives of a step on one rank, one after another.
+  double communicationSeconds = 0;
+  /// The iterations of the loops a sampled compilation cut (0: none).
+  int64_t loopTripCount = 0;
+
+  /// The rank whose total is largest.
+  const ExplainRank &largestRank() const;
+};
+
+/// Explains `spmd`, the per-rank program (or the one-rank model) at the
+/// kernels stage; `model` is the model it partitions (for the param
+/// counts); `module` holds both and their kernels. Fails with a located
+/// error when a step cannot be costed.
+mlir::FailureOr<ExplainReport> explainProgram(mlir::ModuleOp module,
+                                              mlir::func::FuncOp model,
+                                              mlir::func::FuncOp spmd,
+                                              const ExplainOptions &options);
+
+/// "rank 3 (dp=1, tp=1)": the first rank with that pipeline coordinate.
+std::string rankName(const ExplainReport &report, const ExplainRank &rank);
+
+void printExplainText(const ExplainReport &report, llvm::raw_ostream &os);
+void printExplainJson(const ExplainReport &report, llvm::raw_ostream &os);
+
+/// Bytes as "1.50 GiB", "312.0 MiB", "12.0 KiB", "96 B".
+std::string formatBytes(double bytes);
+
+} // namespace loom
+
+#endif // LOOM_EXPLAIN_EXPLAIN_H

@@ -1,0 +1,111 @@
+"""Checks loomc --explain=json figures against values computed by hand.
+
+usage: check_explain.py CASE < report.json
+
+Each case recomputes, from the script's dims, what the report must say:
+parameter counts, the bytes each rank holds, the bytes of each collective
+and its alpha-beta time, the pipeline's activations in flight and bubble.
+It prints "CASE: ok" or fails with the first figure that differs.
+"""
+
+import json
+import sys
+
+report = json.load(sys.stdin)
+case = sys.argv[1]
+F32, BF16 = 4, 2
+
+
+def expect(what, got, want, rel=0.0):
+    if rel:
+        ok = abs(got - want) <= rel * abs(want)
+    else:
+        ok = got == want
+    if not ok:
+        sys.exit(f"{case}: {what}: got {got}, want {want}")
+
+
+def ring_all_reduce(nbytes, n, gbs=450.0, hop_us=2.0):
+    """2(n-1)/n S/B + 2(n-1) alpha, NVLink defaults of the h200."""
+    return 2 * (n - 1) / n * nbytes / (gbs * 1e9) + 2 * (n - 1) * hop_us * 1e-6
+
+
+def send(nbytes, gbs=450.0, hop_us=2.0):
+    return nbytes / (gbs * 1e9) + hop_us * 1e-6
+
+
+def collectives(kind, group):
+    return [c for c in report["collectives"] if c["kind"] == kind and c["group"] == group]
+
+
+if case == "mlp":
+    # mlp.loom on dp=2 x tp=2: x[64, 512] bf16, w1[512, 2048] bf16 split
+    # on columns, b1[2048] f32 split, w2[2048, 512] bf16 split on rows.
+    B, D, F, dp, tp = 64, 512, 2048, 2, 2
+    expect("param elements", report["param_elements"], D * F + F + F * D)
+    expect("param bytes", report["param_bytes"], (D * F + F * D) * BF16 + F * F32)
+    (rank,) = report["memory"]
+    expect("params per rank", rank["params"], (D * F // tp + F * D // tp) * BF16 + F // tp * F32)
+    expect("inputs per rank", rank["inputs"], B // dp * D * BF16)
+    expect("gradients", rank["gradients"], 0)
+    expect("activations", rank["activations"], 0)
+    # The row-parallel matmul's partial sums, in f32 (its accumulation).
+    (reduce,) = collectives("all-reduce", "tp")
+    expect("all-reduce bytes", reduce["bytes"], B // dp * D * F32)
+    expect("all-reduce calls", reduce["count"], 1)
+    expect("all-reduce time", reduce["seconds"], ring_all_reduce(B // dp * D * F32, tp), 1e-9)
+    expect("collectives", len(report["collectives"]), 1)
+
+elif case in ("gpt-train", "gpt-train-zero"):
+    # gpt-train.loom on dp=2 x tp=2, AdamW, f32: two blocks.
+    B, T, V, D, F, L, dp, tp = 16, 32, 256, 64, 256, 2, 2, 2
+    block = 4 * D + 4 * D * D + D * F + F + F * D
+    expect("param elements", report["param_elements"], V * D + T * D + 2 * D + L * block)
+    local_block = 4 * D + 4 * D * D // tp + D * F // tp + F // tp + F * D // tp
+    params = (V * D + T * D + 2 * D + L * local_block) * F32
+    (rank,) = report["memory"]
+    expect("params per rank", rank["params"], params)
+    expect("gradients per rank", rank["gradients"], params)
+    # AdamW keeps m and v. ZeRO-1 splits them over dp on the first dim
+    # not split already: every param has one but b1 ([F], split over tp).
+    b1 = L * F // tp * F32
+    expect("optimizer state", rank["optimizer"],
+           2 * (params - b1) // dp + 2 * b1 if case == "gpt-train-zero" else 2 * params)
+    # Megatron's forward all-reduces: the attention output and the MLP
+    # output of each block, [B/dp, T, D] partial sums.
+    ar = B // dp * T * D * F32
+    forward_tp = [c for c in collectives("all-reduce", "tp") if c["phase"] == "forward"]
+    expect("forward tp all-reduce calls", sum(c["count"] for c in forward_tp), 2 * L)
+    for c in forward_tp:
+        expect("forward tp all-reduce bytes", c["bytes"], ar)
+        expect("forward tp all-reduce time", c["seconds"], ring_all_reduce(ar, tp), 1e-9)
+
+elif case in ("stages-1f1b", "stages-gpipe"):
+    # gpt-stages2.loom on pp=2 alone: 4 microbatches of B/4 = 4 rows.
+    B, T, V, D, m, p = 16, 16, 96, 32, 4, 2
+    pipe = report["pipeline"]
+    # The textbook bubble of GPipe and 1F1B with uniform stages.
+    expect("uniform bubble", pipe["uniform_bubble"], (p - 1) / (m + p - 1), 1e-9)
+    held = {"stages-1f1b": [2, 1], "stages-gpipe": [4, 4]}[case]
+    for rank, in_flight in zip(report["memory"], held):
+        expect(f"pp={rank['coordinate']} microbatches in flight", rank["in_flight"], in_flight)
+        # Each stage holds the same bytes for every microbatch in flight.
+        expect(f"pp={rank['coordinate']} peak activations", rank["activations"],
+               in_flight * rank["activations_per_microbatch"])
+    activation = B // m * T * D * F32
+    sends = collectives("send/recv", "pp 0->1") + collectives("send/recv", "pp 1->0")
+    expect("pipeline transfers", len(sends), 3)
+    for c in sends:
+        expect("transfers per step", c["count"], m)
+        expect("transfer time", c["seconds"], send(c["bytes"]), 1e-9)
+    by_phase = {(c["group"], c["phase"]): c for c in sends if c["bytes"] == activation}
+    expect("activation forward", ("pp 0->1", "forward") in by_phase, True)
+    expect("its gradient back", ("pp 1->0", "backward") in by_phase, True)
+    # The tied embedding: the head's part of wte's gradient goes back.
+    expect("tied embedding gradient", [c["bytes"] for c in sends if c["bytes"] != activation],
+           [V * D * F32])
+
+else:
+    sys.exit(f"unknown case {case}")
+
+print(f"{case}: ok")
