@@ -112,6 +112,9 @@ private:
   std::optional<mlir::DefaultTimingManager> timingManager;
   mlir::TimingScope timingRoot;
   mlir::TimingScope *timingStep = nullptr;
+  /// The step running now, and the pipelines --dump-after-each-pass wrote.
+  const char *stepName = "";
+  unsigned passDumps = 0;
   /// Whether the run ends in an executable (or prints its plan).
   bool executable() const {
     return !options.emit || *options.emit >= Stage::Plan;

@@ -108,12 +108,16 @@ LogicalResult Compilation::run() {
     timingManager->setEnabled(true);
     timingRoot = timingManager->getRootScope();
   }
+  // The search explains sampled copies of the script, not the script.
+  if (options.searchMesh && !options.probe)
+    return failure(failed(parse()) || failed(searchMeshes()));
   LogicalResult result = success();
   for (const StageRow &row : kStages) {
     if (row.runs && !(this->*row.runs)())
       continue;
     TimingScope scope = timingRoot.nest(row.name);
     timingStep = &scope;
+    stepName = row.name;
     if (row.step && failed((this->*row.step)())) {
       result = failure();
       break;
@@ -185,13 +189,25 @@ Compilation::runPipeline(ModuleOp target,
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
         /*printAfterOnlyOnFailure=*/false, llvm::errs());
   if (options.dumpAfterEachPass) {
+    // One directory per pipeline run, numbered in order and named by the
+    // loomc step: the pass numbers start again in each.
     llvm::SmallString<128> tree(options.dumpDir);
-    llvm::sys::path::append(tree, "passes");
+    llvm::sys::path::append(
+        tree, "passes",
+        llvm::formatv("{0:2}-{1}", ++passDumps, stepName).str());
+    for (char &c : tree)
+      c = c == ' ' ? '0' : c;
+    if (std::error_code ec = llvm::sys::fs::create_directories(tree))
+      llvm::errs() << "loomc: warning: cannot write " << tree << ": "
+                   << ec.message() << "\n";
     pm.enableIRPrintingToFileTree(
         never, [](Pass *, Operation *) { return true; },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
         /*printAfterOnlyOnFailure=*/false, tree);
   }
+  // A search's trial compilations are of a script that compiled already.
+  if (options.probe)
+    pm.enableVerifier(false);
   build(pm);
   // Timing goes last, so that it times the passes and not the printing.
   if (timingStep)

@@ -60,8 +60,6 @@ FailureOr<ExplainReport> Compilation::makeExplainReport() {
 }
 
 LogicalResult Compilation::explainPlan() {
-  if (options.searchMesh && !options.probe)
-    return searchMeshes();
   FailureOr<ExplainReport> made = makeExplainReport();
   if (failed(made))
     return failure();
@@ -246,7 +244,7 @@ LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
           << "it fits with " << best->flags << ": "
           << formatBytes(bestReport.largestRank().total())
           << " on its largest rank, a modelled step of "
-          << llvm::formatv("{0:f3}", bestReport.stepSeconds * 1e3).str() << " ms";
+          << formatSeconds(bestReport.stepSeconds);
       return failure();
     }
   }
@@ -277,16 +275,34 @@ static void factorizations(int64_t n, size_t axes, std::vector<int64_t> &prefix,
 LogicalResult Compilation::searchMeshes() {
   auto started = std::chrono::steady_clock::now();
   // The script on its own mesh: its axes, and what the knobs start from.
-  FailureOr<ExplainReport> first = makeExplainReport();
-  if (failed(first))
+  FailureOr<ExplainReport> first = sampledExplain(context, sourceMgr, options);
+  if (failed(first)) {
+    // Compile it once more, not quietly, for the script's own error.
+    DriverOptions plain = options;
+    plain.searchMesh = 0;
+    plain.probe = true;
+    Compilation loud(context, sourceMgr, plain, llvm::nulls());
+    if (succeeded(loud.run()))
+      emitError(UnknownLoc::get(&context), "--search-mesh: the script does not compile as sampled");
     return failure();
+  }
   const ExplainReport &script = *first;
-  func::FuncOp model = *selectModel();
   if (script.axes.empty())
-    return emitError(model.getLoc(), "--search-mesh needs a mesh in the script: "
-                                     "its axes are what the search sizes");
+    return emitError(UnknownLoc::get(&context),
+                     "--search-mesh needs a mesh in the script: its axes are "
+                     "what the search sizes");
   const DeviceSpec *device = *gpuDevice();
   int64_t limit = options.memoryLimit.value_or(device->memoryBytes);
+  // Recomputation is a knob only where the script does not recompute
+  // every layer already.
+  bool recomputeChanges = false;
+  if (script.training && !script.recompute) {
+    DriverOptions recompute = options;
+    recompute.recomputeLayers = true;
+    FailureOr<ExplainReport> tried = sampledExplain(context, sourceMgr, recompute);
+    recomputeChanges = succeeded(tried) && tried->largestRank().total() !=
+                                               script.largestRank().total();
+  }
   std::vector<std::vector<int64_t>> meshes;
   std::vector<int64_t> prefix;
   factorizations(options.searchMesh, script.axes.size(), prefix, meshes);
@@ -303,7 +319,7 @@ LogicalResult Compilation::searchMeshes() {
     mesh.mesh = meshFlag(script, sizes);
     mesh.searchMesh = 0;
     knobs.push_back({"", mesh});
-    if (script.training && !script.recompute) {
+    if (recomputeChanges) {
       DriverOptions recompute = mesh;
       recompute.recomputeLayers = true;
       knobs.push_back({" --recompute=layers", recompute});
@@ -341,7 +357,15 @@ LogicalResult Compilation::searchMeshes() {
         ++over;
         continue;
       }
-      fits.push_back({"--mesh=" + knob.mesh + flags, *report});
+      // A knob that changes nothing (--recompute=layers on a script that
+      // recomputes every layer already) is not a configuration of its own.
+      bool same = llvm::any_of(fits, [&](const Result &other) {
+        return other.report.stepSeconds == report->stepSeconds &&
+               other.report.largestRank().total() == report->largestRank().total() &&
+               other.report.sizes == report->sizes;
+      });
+      if (!same)
+        fits.push_back({"--mesh=" + knob.mesh + flags, *report});
     }
   }
   llvm::errs() << "\n";
@@ -360,20 +384,20 @@ LogicalResult Compilation::searchMeshes() {
     os << "  none fits\n";
     return success();
   }
-  os << llvm::formatv("  {0,-4} {1,-44} {2,12} {3,8} {4,10} {5,8} {6,12}\n", "#",
+  os << llvm::formatv("  {0,-4} {1,-60} {2,12} {3,8} {4,10} {5,8} {6,12}\n", "#",
                       "configuration", "step", "MFU", "memory", "bubble",
                       "comm/step");
   for (size_t i = 0; i < std::min<size_t>(fits.size(), 8); ++i) {
     const ExplainReport &r = fits[i].report;
     double comm = r.communicationSeconds;
-    os << llvm::formatv("  {0,-4} {1,-44} {2,12} {3,8} {4,10} {5,8} {6,12}\n",
+    os << llvm::formatv("  {0,-4} {1,-60} {2,12} {3,8} {4,10} {5,8} {6,12}\n",
                         i + 1, fits[i].flags,
-                        llvm::formatv("{0:f3} ms", r.stepSeconds * 1e3).str(),
+                        formatSeconds(r.stepSeconds),
                         llvm::formatv("{0:f1}%", 100 * r.mfu).str(),
                         formatBytes(r.largestRank().total()),
                         r.stages ? llvm::formatv("{0:f3}", r.bubble).str()
                                  : std::string("-"),
-                        llvm::formatv("{0:f3} ms", comm * 1e3).str());
+                        formatSeconds(comm));
   }
   finished = true;
   return success();

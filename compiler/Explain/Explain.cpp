@@ -656,8 +656,18 @@ void Explainer::simulate() {
     rank.finishSeconds = lastEnd[r] + updateCost[r];
     report.stepSeconds = std::max(report.stepSeconds, rank.finishSeconds);
   }
-  // Every pipeline coordinate stands for ranks / pipelineRanks ranks.
-  report.modelFlops = matmulFlops * m * (report.ranks / pipelineRanks);
+  // The model's FLOPs are the one-rank model's, whatever the mesh does
+  // with them (work replicated over ranks is not the model's); the
+  // partitioned program's matmuls, summed over the ranks, are the same
+  // when nothing is replicated.
+  (void)matmulFlops;
+  double modelMatmulFlops = 0;
+  model.walk([&](func::CallOp call) {
+    KernelCost cost = costKernel(call);
+    if (!cost.recomputed)
+      modelMatmulFlops += cost.matmulFlops;
+  });
+  report.modelFlops = modelMatmulFlops * m;
   report.peakTflops = flops16 >= std::max(flopsTf32, flopsF32) && flops16 > 0
                           ? device.tensorTflops16
                       : flopsTf32 >= flopsF32 && flopsTf32 > 0

@@ -137,6 +137,8 @@ void printExplainJson(const ExplainReport &report, llvm::raw_ostream &os);
 
 /// Bytes as "1.50 GiB", "312.0 MiB", "12.0 KiB", "96 B".
 std::string formatBytes(double bytes);
+/// Seconds as "1.234 s", "12.345 ms", "4.15 us".
+std::string formatSeconds(double seconds);
 
 } // namespace loom
 

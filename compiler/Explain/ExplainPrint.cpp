@@ -20,7 +20,7 @@ std::string formatBytes(double bytes) {
                    : formatv("{0:f2} {1}", bytes, units[unit]).str();
 }
 
-static std::string formatSeconds(double seconds) {
+std::string formatSeconds(double seconds) {
   if (seconds >= 1)
     return formatv("{0:f3} s", seconds).str();
   if (seconds >= 1e-3)

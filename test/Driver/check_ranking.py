@@ -9,7 +9,7 @@ import sys
 units = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
 steps = []
 for line in sys.stdin:
-    match = re.match(r"\s+\d+\s+--mesh=\S+.*?\s([0-9.]+) (ms)\s", line)
+    match = re.match(r"\s+\d+\s+--mesh=\S+.*?\s([0-9.]+) (s|ms|us)\s", line)
     if match:
         steps.append(float(match.group(1)) * units[match.group(2)])
 if not steps:
