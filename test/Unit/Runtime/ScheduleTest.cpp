@@ -79,6 +79,33 @@ TEST(Schedule, OneFOneBHoldsAtMostPMicrobatches) {
     }
 }
 
+TEST(Schedule, PeakActivationBytesFollowEachStagesBytes) {
+  // Interleaved over 2 ranks and 4 stages: rank r holds stages r and r + 2,
+  // whose microbatches keep 1000 and 10 bytes (r = 0), 100 and 1 (r = 1).
+  Schedule s = built(ScheduleKind::Interleaved, 2, 4, 4);
+  std::vector<StageCost> costs = {{1, 2, 0, 1000}, {1, 2, 0, 100},
+                                  {1, 2, 0, 10}, {1, 2, 0, 1}};
+  ScheduleTimeline t = simulateSchedule(s, costs);
+  // Replay each rank's steps: what is held after every step, at most.
+  for (unsigned r = 0; r < 2; ++r) {
+    double held = 0, peak = 0;
+    for (const PipeStep &step : s.steps[r]) {
+      if (step.op == PipeOp::Forward)
+        held += costs[step.stage].activationBytes;
+      else if (step.op == PipeOp::Backward)
+        held -= costs[step.stage].activationBytes;
+      peak = std::max(peak, held);
+    }
+    EXPECT_EQ(t.peakActivationBytes[r], peak) << "rank " << r;
+    EXPECT_GT(peak, 0);
+  }
+  // GPipe holds every microbatch of its one stage.
+  Schedule gpipe = built(ScheduleKind::GPipe, 2, 2, 4);
+  ScheduleTimeline g = simulateSchedule(gpipe, {{1, 2, 0, 64}, {1, 2, 0, 32}});
+  EXPECT_EQ(g.peakActivationBytes[0], 4 * 64);
+  EXPECT_EQ(g.peakActivationBytes[1], 4 * 32);
+}
+
 TEST(Schedule, TextRoundTrips) {
   Schedule s = built(ScheduleKind::Interleaved, 2, 4, 4);
   Schedule again;
