@@ -71,7 +71,7 @@ public:
   bool wantsReport() const { return report.has_value(); }
   bool wantsExplain() const {
     return options.explain || options.memoryLimit || options.probe ||
-           options.searchMesh;
+           options.searchMesh || !options.meshSvg.empty();
   }
 
   /// The iterations of the loops loopLimit cut (ElaborationOptions).

@@ -100,6 +100,11 @@ LogicalResult Compilation::run() {
     return emitError(UnknownLoc::get(&context),
                      "--explain prints a report instead of a stage; drop --emit "
                      "and --kernel-report");
+  if (!options.meshSvg.empty() && options.emit && *options.emit < Stage::Kernels)
+    return emitError(UnknownLoc::get(&context),
+                     "--mesh-svg draws the per-rank program of the kernels "
+                     "stage: --emit=")
+           << stageName(*options.emit) << " stops before it";
   if (options.dumpAfterEachPass && options.dumpDir.empty())
     return emitError(UnknownLoc::get(&context),
                      "--dump-after-each-pass writes into --dump-dir: give one");

@@ -97,6 +97,8 @@ struct DriverOptions {
   /// --microbatches: the train section's microbatches replaced.
   bool zero = false;
   std::optional<int64_t> microbatches;
+  /// --mesh-svg: draw the mesh and each param's split into this file.
+  std::string meshSvg;
   /// --explain --search-mesh N: rank the meshes of N devices instead.
   int64_t searchMesh = 0;
   /// Set on the trial compilations of a search: keep the report, print

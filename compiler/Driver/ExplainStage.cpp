@@ -14,6 +14,7 @@
 #include "Loom/IR/LoomOps.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -68,6 +69,14 @@ LogicalResult Compilation::explainPlan() {
     finished = true;
     return success();
   }
+  if (!options.meshSvg.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(options.meshSvg, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      return emitError(UnknownLoc::get(&context), "cannot write ")
+             << options.meshSvg << ": " << ec.message();
+    out << meshSvg(*explained);
+  }
   if (options.explain) {
     if (*options.explain == KernelReportFormat::Json)
       printExplainJson(*explained, os);
@@ -91,6 +100,7 @@ FailureOr<ExplainReport> probeExplain(MLIRContext &context,
   options.dumpAfterEachPass = options.timing = false;
   options.printIrAfter.clear();
   options.scheduleSvg.clear();
+  options.meshSvg.clear();
   options.remarkCollectives = false;
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
   Compilation trial(context, sourceMgr, options, llvm::nulls());

@@ -198,6 +198,36 @@ void Explainer::readMesh() {
       auto type = cast<ShapedType>(arg.getType());
       report.paramElements += type.getNumElements();
       report.paramBytes += bytesOf(type);
+      ExplainParam param;
+      param.name = name.str();
+      param.shape.assign(type.getShape().begin(), type.getShape().end());
+      param.local = param.shape;
+      param.split.resize(param.shape.size());
+      param.localBytes = bytesOf(type);
+      report.params.push_back(std::move(param));
+    }
+  // The per-rank program's param arguments have the same names.
+  llvm::StringMap<size_t> paramIndex;
+  for (auto [i, param] : llvm::enumerate(report.params))
+    paramIndex[param.name] = i;
+  if (grid && spmd != model)
+    for (BlockArgument arg : spmd.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      auto name = spmd.getArgAttrOfType<StringAttr>(i, attr::kParam);
+      auto it = name ? paramIndex.find(name.getValue()) : paramIndex.end();
+      if (it == paramIndex.end())
+        continue;
+      ExplainParam &param = report.params[it->second];
+      auto type = cast<ShapedType>(arg.getType());
+      param.local.assign(type.getShape().begin(), type.getShape().end());
+      param.localBytes = bytesOf(type);
+      if (auto sharding = spmd.getArgAttrOfType<ArrayAttr>(i, attr::kSharding)) {
+        mlir::loom::Sharding split = mlir::loom::shardingFromAttr(sharding);
+        for (auto [d, axes] : llvm::enumerate(split.dims))
+          if (d < param.split.size())
+            for (int16_t axis : axes)
+              param.split[d].push_back(grid->names[axis]);
+      }
     }
 }
 

@@ -84,6 +84,15 @@ struct ExplainRank {
   double exposedBucketSeconds = 0, finishSeconds = 0;
 };
 
+/// A param of the model and how the mesh splits it.
+struct ExplainParam {
+  std::string name;
+  std::vector<int64_t> shape, local; // global, and one rank's block
+  /// Per dim, the mesh axes splitting it (empty: whole), major first.
+  std::vector<std::vector<std::string>> split;
+  int64_t localBytes = 0;
+};
+
 struct ExplainReport {
   std::string model, grid, device, deviceName;
   std::vector<std::string> axes;
@@ -93,8 +102,10 @@ struct ExplainReport {
   std::string optimizer;
   bool zero = false, recompute = false;
   unsigned microbatches = 1;
-  /// The whole model's params (not the optimizer's): elements and bytes.
+  /// The whole model's params (not the optimizer's): elements and bytes,
+  /// and each one's split.
   int64_t paramElements = 0, paramBytes = 0;
+  std::vector<ExplainParam> params;
   std::vector<ExplainRank> ranksByCoordinate;
   /// The static memory plan's arena (what every rank's executable
   /// allocates); 0 when the plan could not be built.
@@ -133,6 +144,9 @@ mlir::FailureOr<ExplainReport> explainProgram(mlir::ModuleOp module,
 std::string rankName(const ExplainReport &report, const ExplainRank &rank);
 
 void printExplainText(const ExplainReport &report, llvm::raw_ostream &os);
+/// The mesh as an SVG: a box per rank (colored by pipeline stage) and a
+/// row per param with its split and the block rank 0 holds.
+std::string meshSvg(const ExplainReport &report);
 void printExplainJson(const ExplainReport &report, llvm::raw_ostream &os);
 
 /// Bytes as "1.50 GiB", "312.0 MiB", "12.0 KiB", "96 B".

@@ -80,19 +80,26 @@ cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
                     "executable (run with --device cuda)"),
     cl::init(false), cl::cat(loomCategory));
+/// The forms of the reports (--kernel-report, --explain): `--NAME` alone
+/// is text.
+auto reportFormats() {
+  return cl::values(
+      clEnumValN(loom::KernelReportFormat::Text, "", "as text (the default)"),
+      clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
+      clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON"));
+}
 cl::opt<loom::KernelReportFormat> kernelReport(
     "kernel-report",
     cl::desc("Print what each GPU launch costs on --gpu-device (grid, "
              "registers, occupancy, FLOPs, bytes, roofline time) instead of "
              "building an executable"),
     cl::ValueOptional,
-    cl::values(clEnumValN(loom::KernelReportFormat::Text, "", "as text (the default)"),
-               clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
-               clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON")),
+    reportFormats(),
     cl::cat(loomCategory));
 cl::opt<std::string> gpuDevice(
     "gpu-device",
-    cl::desc("The GPU --kernel-report models: a100, a10, l4, h100 or h200"),
+    cl::desc("The GPU --kernel-report and --explain model: a100, a10, l4, "
+             "h100 or h200"),
     cl::init("h200"), cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<int64_t> gpuSharedLimit(
     "gpu-shared-limit",
@@ -184,9 +191,7 @@ cl::opt<loom::KernelReportFormat> explain(
              "step, the pipeline's bubble and a modelled step time and MFU "
              "(docs/explain.md)"),
     cl::ValueOptional,
-    cl::values(clEnumValN(loom::KernelReportFormat::Text, "", "as text (the default)"),
-               clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
-               clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON")),
+    reportFormats(),
     cl::cat(loomCategory));
 cl::opt<loom::KernelReportFormat> outputFormat(
     "format", cl::desc("The form of --explain and --kernel-report"),
@@ -206,6 +211,11 @@ cl::opt<int64_t> searchMesh(
              "script's axes, with recomputation and microbatches as knobs) "
              "by modelled step time under the memory limit"),
     cl::value_desc("N"), cl::init(0), cl::cat(loomCategory));
+cl::opt<std::string> meshSvg(
+    "mesh-svg",
+    cl::desc("Draw the mesh (a box per rank, colored by pipeline stage) and "
+             "each param's split into FILE, an SVG"),
+    cl::value_desc("file"), cl::cat(loomCategory));
 cl::opt<double> intraNodeBw(
     "intra-node-bw",
     cl::desc("Explain's bandwidth between the GPUs of a node, per GPU and "
@@ -348,6 +358,7 @@ int main(int argc, char **argv) {
     }
     options.microbatches = microbatches;
   }
+  options.meshSvg = meshSvg;
   options.timing = timing;
   options.printIrAfter = printIrAfter;
   options.dumpAfterEachPass = dumpAfterEachPass;
