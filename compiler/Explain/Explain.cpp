@@ -126,10 +126,25 @@ private:
   /// in the order the program first reaches them.
   std::vector<ExplainCollective> lines;
   std::map<std::string, size_t> lineOf;
+  /// Per line, its calls on each pipeline coordinate: a line's count is
+  /// that of the rank that runs it most (its ops may sit on many stages).
+  std::vector<std::vector<int64_t>> callsOn;
+  void addCalls(const std::string &key, const ExplainCollective &line,
+                const Place &place, int64_t calls) {
+    lineFor(key, line);
+    std::vector<int64_t> &on = callsOn[lineOf[key]];
+    llvm::SmallDenseSet<unsigned> ranks;
+    for (unsigned stage : place.stages)
+      ranks.insert(stage % pipelineRanks);
+    for (unsigned r : ranks)
+      on[r] += calls;
+  }
   ExplainCollective &lineFor(const std::string &key, const ExplainCollective &line) {
     auto [it, inserted] = lineOf.try_emplace(key, lines.size());
-    if (inserted)
+    if (inserted) {
       lines.push_back(line);
+      callsOn.emplace_back(pipelineRanks, 0);
+    }
     return lines[it->second];
   }
 };
@@ -453,7 +468,7 @@ LogicalResult Explainer::costSteps() {
     std::string key = line.kind + "|" + line.axes + "|" +
                       std::to_string(line.bytes) + "|" + line.phase + "|" +
                       line.source + "|" + (line.overlaps ? "o" : "");
-    lineFor(key, line).count += count;
+    addCalls(key, line, place, count);
   }
   return success();
 }
@@ -498,7 +513,7 @@ void Explainer::findTransfers() {
       std::string key = line.kind + "|" + line.axes + "|" +
                         std::to_string(line.bytes) + "|" + line.phase + "|" +
                         line.source;
-      lineFor(key, line).count += report.microbatches;
+      addCalls(key, line, to, report.microbatches);
     }
   }
 }
@@ -576,7 +591,9 @@ void Explainer::findMemory() {
                              (line.second == 1 ? " tensor)" : " tensors)"),
                          line.first});
     rank.activations = rank.activationsPerMicrobatch;
-    llvm::stable_sort(tensors, [](auto &a, auto &b) { return a.second > b.second; });
+    llvm::sort(tensors, [](auto &a, auto &b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
     tensors.resize(std::min<size_t>(tensors.size(), 5));
     rank.largest = std::move(tensors);
   }
@@ -728,6 +745,8 @@ FailureOr<ExplainReport> Explainer::run() {
   findTransfers();
   findMemory();
   simulate();
+  for (auto [line, on] : llvm::zip(lines, callsOn))
+    line.count = *llvm::max_element(on);
   report.collectives = lines;
   for (const ExplainCollective &line : lines)
     report.communicationSeconds += line.seconds * line.count;

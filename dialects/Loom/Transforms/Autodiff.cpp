@@ -37,6 +37,37 @@ static bool isFloatTensor(Value value) {
 /// only while the forward uses them. The instance's outputs (what a
 /// forward op outside it reads) and what it reads from outside are kept.
 /// The copies are the same ops on the same values: the same numbers.
+/// A gradient matmul rounded to 16 bits and widened again right after (a
+/// master weight's gradient: the matmul's VJP, then its f32 cast's) is a
+/// matmul into f32, its accumulation type, instead. That is Megatron's
+/// fp32 weight-gradient accumulation; and the partitioner keeps f32 partial
+/// sums, so a data-parallel gradient is summed once after the
+/// microbatches, not once per microbatch.
+static void widenGradientMatmuls(Block &body,
+                                 const llvm::SmallPtrSetImpl<Operation *> &forward) {
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    auto cast = dyn_cast<CastOp>(op);
+    if (!cast || forward.contains(cast))
+      continue;
+    auto matmul = cast.getInput().getDefiningOp<MatmulOp>();
+    if (!matmul || forward.contains(matmul) || !matmul->hasOneUse())
+      continue;
+    auto wide = cast.getType();
+    Type narrow = matmul.getType().getElementType();
+    if (wide.getElementType() != matmul.getAccumulate() ||
+        narrow.getIntOrFloatBitWidth() >= 32)
+      continue;
+    OpBuilder b(matmul);
+    auto widened = MatmulOp::create(b, matmul.getLoc(), wide, matmul.getLhs(),
+                                    matmul.getRhs(), matmul.getAccumulateAttr(),
+                                    matmul.getMultiplyAttr());
+    widened->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
+    cast.getResult().replaceAllUsesWith(widened.getResult());
+    cast.erase();
+    matmul.erase();
+  }
+}
+
 static void recomputeLayers(Block &body,
                             const llvm::SmallPtrSetImpl<Operation *> &forward) {
   llvm::MapVector<StringAttr, SmallVector<Operation *>> instances;
@@ -203,7 +234,8 @@ LogicalResult Differentiator::run() {
         built->setAttr(attr::kStage, stage);
     }
   }
-  recomputeLayers(body, llvm::SmallPtrSet<Operation *, 32>(forward.begin(), forward.end()));
+  llvm::SmallPtrSet<Operation *, 32> forwardOps(forward.begin(), forward.end());
+  recomputeLayers(body, forwardOps);
 
   // Every param's gradient becomes a result, "grad.<param>", after the
   // model's own results; a param the loss does not read gets zeros.
@@ -229,6 +261,8 @@ LogicalResult Differentiator::run() {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
     if (isOpTriviallyDead(&op))
       op.erase();
+  // Last: the gradients map no longer holds the values this replaces.
+  widenGradientMatmuls(body, forwardOps);
   return success();
 }
 
