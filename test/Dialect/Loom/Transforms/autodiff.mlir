@@ -83,3 +83,25 @@ func.func @recompute(%x: tensor<4x16xf32> {loom.input = "x"}, %t: tensor<4x16xf3
   return %6 : tensor<f32>
 }
 loom.train @recompute optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// A master weight's gradient: the bf16 matmul's VJP into w's copy, then
+// the f32 cast's into w, is one matmul into f32 (the accumulation type),
+// never rounded to bf16; the input's gradient stays bf16.
+// CHECK-LABEL: func.func @master
+// CHECK:     %[[COPY:.+]] = loom.cast %arg1 : tensor<8x3xf32> to tensor<8x3xbf16>
+// CHECK:     %[[Y:.+]] = loom.matmul %arg0, %[[COPY]] accumulate f32 : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+// CHECK:     %[[GW:.+]] = loom.matmul %{{.+}}, %{{.+}} accumulate f32 : (tensor<8x4xbf16>, tensor<4x3xbf16>) -> tensor<8x3xf32>
+// CHECK-NOT: loom.cast %[[GW]]
+// CHECK:     return %{{.+}}, %[[GW]] : tensor<f32>, tensor<8x3xf32>
+func.func @master(%x: tensor<4x8xbf16> {loom.input = "x"}, %w: tensor<8x3xf32> {loom.param = "w"},
+                   %t: tensor<4x3xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.cast %w : tensor<8x3xf32> to tensor<8x3xbf16>
+  %1 = loom.matmul %x, %0 accumulate f32 : (tensor<4x8xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+  %2 = loom.cast %1 : tensor<4x3xbf16> to tensor<4x3xf32>
+  %3 = loom.mse %2, %t : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
+loom.train @master optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
