@@ -80,6 +80,34 @@ elif case in ("gpt-train", "gpt-train-zero"):
         expect("forward tp all-reduce bytes", c["bytes"], ar)
         expect("forward tp all-reduce time", c["seconds"], ring_all_reduce(ar, tp), 1e-9)
 
+elif case == "gpt":
+    # examples/gpt.loom: bf16 with f32 masters, dp=2 x pp=2 x tp=2, four
+    # blocks in two stages, 4 microbatches, 1F1B, tied embedding.
+    B, T, V, D, F, dp, tp, m = 8, 64, 1024, 256, 1024, 2, 2, 4
+    block = 4 * D + 4 * D * D + 2 * D * F + F
+    expect("param elements", report["param_elements"], V * D + T * D + 2 * D + 4 * block)
+    local_block = (4 * D + 3 * D * D // tp + D * D // tp + 2 * D * F // tp + F // tp) * F32
+    # Stage 0 reads the embeddings, stage 1 the final norm; the head reads
+    # the bf16 copy of wte that stage 0 casts and sends.
+    stage_params = [V * D * F32 + T * D * F32 + 2 * local_block,
+                    2 * local_block + 2 * D * F32]
+    for rank, params in zip(report["memory"], stage_params):
+        where = f"pp={rank['coordinate']}"
+        expect(f"{where} params", rank["params"], params)
+        expect(f"{where} gradients", rank["gradients"], params)
+        expect(f"{where} AdamW state", rank["optimizer"], 2 * params)
+    expect("microbatches in flight", [r["in_flight"] for r in report["memory"]], [2, 1])
+    expect("uniform bubble", report["pipeline"]["uniform_bubble"], 1 / 5, 1e-9)
+    # Per rank: 2 blocks x 2 forward all-reduces x 4 microbatches of one
+    # [B/dp/m, T, D] f32 partial sum.
+    forward_tp = [c for c in collectives("all-reduce", "tp") if c["phase"] == "forward"]
+    expect("forward tp all-reduce calls", sum(c["count"] for c in forward_tp), 2 * 2 * m)
+    for c in forward_tp:
+        expect("forward tp all-reduce bytes", c["bytes"], B // dp // m * T * D * F32)
+    # The activation between the stages, in bf16, once per microbatch.
+    activation = [c for c in collectives("send/recv", "pp 0->1") if c["bytes"] == B // dp // m * T * D * BF16]
+    expect("activation sends", [c["count"] for c in activation], [m])
+
 elif case in ("stages-1f1b", "stages-gpipe"):
     # gpt-stages2.loom on pp=2 alone: 4 microbatches of B/4 = 4 rows.
     B, T, V, D, m, p = 16, 16, 96, 32, 4, 2
