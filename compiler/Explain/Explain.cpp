@@ -108,7 +108,6 @@ private:
   SymbolTable symbols;
   ExplainReport report;
   std::optional<mlir::loom::Grid> grid;
-  std::vector<int64_t> strides;
   unsigned stagesCount = 1, pipelineRanks = 1;
   int pipelineAxis = -1;
   bool zeroBubble = false;
@@ -119,7 +118,6 @@ private:
   llvm::DenseSet<Operation *> overlapping;
   /// Per stage and phase: compute and blocking collectives, in seconds.
   std::vector<double> forwardCost, backwardCost, weightCost, exposedCost;
-  std::vector<double> matmulFlopsPerStage;
   std::vector<double> stageActivationBytes;
   double flops16 = 0, flopsTf32 = 0, flopsF32 = 0;
   /// The collectives, one line per kind, group, size, phase and source,
@@ -129,8 +127,12 @@ private:
   /// Per line, its calls on each pipeline coordinate: a line's count is
   /// that of the rank that runs it most (its ops may sit on many stages).
   std::vector<std::vector<int64_t>> callsOn;
-  void addCalls(const std::string &key, const ExplainCollective &line,
-                const Place &place, int64_t calls) {
+  /// Adds `calls` of `line` on the ranks of `place`: lines that agree in
+  /// kind, group, bytes, phase, source and overlap are one.
+  void addCalls(const ExplainCollective &line, const Place &place, int64_t calls) {
+    std::string key = line.kind + "|" + line.axes + "|" + std::to_string(line.bytes) +
+                      "|" + line.phase + "|" + line.source + "|" +
+                      (line.overlaps ? "o" : "");
     lineFor(key, line);
     std::vector<int64_t> &on = callsOn[lineOf[key]];
     llvm::SmallDenseSet<unsigned> ranks;
@@ -151,20 +153,6 @@ private:
 
 } // namespace
 
-static StringRef collectiveKind(Operation *op) {
-  if (isa<shard::AllReduceOp>(op))
-    return "all-reduce";
-  if (isa<shard::AllGatherOp>(op))
-    return "all-gather";
-  if (isa<shard::ReduceScatterOp>(op))
-    return "reduce-scatter";
-  if (isa<shard::AllToAllOp>(op))
-    return "all-to-all";
-  if (isa<shard::BroadcastOp>(op))
-    return "broadcast";
-  return "";
-}
-
 /// The mesh, its row-major strides (the last axis fastest, as the runtime
 /// numbers ranks) and the pipeline axis.
 void Explainer::readMesh() {
@@ -182,9 +170,9 @@ void Explainer::readMesh() {
       report.sizes.push_back(size);
       report.ranks *= size;
     }
-    strides.assign(report.sizes.size(), 1);
-    for (int i = static_cast<int>(strides.size()) - 2; i >= 0; --i)
-      strides[i] = strides[i + 1] * report.sizes[i + 1];
+    report.strides.assign(report.sizes.size(), 1);
+    for (int i = static_cast<int>(report.strides.size()) - 2; i >= 0; --i)
+      report.strides[i] = report.strides[i + 1] * report.sizes[i + 1];
   }
   if (auto axis = spmd->getAttrOfType<StringAttr>(attr::kPipelineAxis);
       axis && grid) {
@@ -425,7 +413,7 @@ double Explainer::collectiveSeconds(StringRef kind, int64_t n, int64_t bytes,
 bool Explainer::groupIsIntraNode(ArrayRef<int16_t> axes) const {
   int64_t last = 0;
   for (int16_t axis : axes)
-    last += (report.sizes[axis] - 1) * strides[axis];
+    last += (report.sizes[axis] - 1) * report.strides[axis];
   return last < options.network.gpusPerNode;
 }
 
@@ -437,16 +425,13 @@ LogicalResult Explainer::costSteps() {
       KernelCost cost = costKernel(call);
       seconds[op] = cost.seconds;
       ++report.kernelCalls;
-      if (!cost.recomputed && place.phase != Phase::Update)
-        for (unsigned stage : place.stages)
-          matmulFlopsPerStage[stage] += cost.matmulFlops / place.stages.size();
       flops16 += cost.flops16, flopsTf32 += cost.flopsTf32,
           flopsF32 += cost.flopsF32;
       continue;
     }
     StringRef kind = collectiveKind(op);
-    if (kind.empty())
-      continue; // all-slice (local), accumulate: no traffic
+    if (kind.empty() || kind == "all-slice")
+      continue; // accumulate, and all-slice (local): no traffic
     auto axesAttr = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
     if (!grid || !axesAttr)
       return op->emitError("a collective in a model that is not partitioned");
@@ -464,11 +449,7 @@ LogicalResult Explainer::costSteps() {
                                      line.intraNode);
     line.overlaps = overlapping.contains(op);
     seconds[op] = line.seconds;
-    int64_t count = place.phase == Phase::Update ? 1 : report.microbatches;
-    std::string key = line.kind + "|" + line.axes + "|" +
-                      std::to_string(line.bytes) + "|" + line.phase + "|" +
-                      line.source + "|" + (line.overlaps ? "o" : "");
-    addCalls(key, line, place, count);
+    addCalls(line, place, place.phase == Phase::Update ? 1 : report.microbatches);
   }
   return success();
 }
@@ -479,7 +460,7 @@ void Explainer::findTransfers() {
   if (!report.stages)
     return;
   std::set<std::pair<Operation *, unsigned>> seen;
-  int64_t stride = pipelineAxis >= 0 ? strides[pipelineAxis] : 1;
+  int64_t stride = report.pipelineStride();
   for (Operation *user : ops) {
     const Place &to = places[user];
     if (to.phase == Phase::Update || to.stages.size() != 1)
@@ -510,10 +491,7 @@ void Explainer::findTransfers() {
       // The sender's link is busy for it: charge its stage.
       (from.phase == Phase::Forward ? forwardCost : backwardCost)[from.stages[0]] +=
           line.seconds;
-      std::string key = line.kind + "|" + line.axes + "|" +
-                        std::to_string(line.bytes) + "|" + line.phase + "|" +
-                        line.source;
-      addCalls(key, line, to, report.microbatches);
+      addCalls(line, to, report.microbatches);
     }
   }
 }
@@ -688,14 +666,12 @@ void Explainer::simulate() {
     lastEnd[0] = m * (forwardCost[0] + backwardCost[0] + weightCost[0] +
                       exposedCost[0]);
   }
-  double matmulFlops = 0;
   for (unsigned r = 0; r < pipelineRanks; ++r) {
     ExplainRank &rank = report.ranksByCoordinate[r];
     for (unsigned s : rank.stages) {
       rank.forwardSeconds += forwardCost[s];
       rank.backwardSeconds += backwardCost[s] + weightCost[s];
       rank.exposedBucketSeconds += exposedCost[s] * m;
-      matmulFlops += matmulFlopsPerStage[s];
     }
     if (!report.training)
       rank.activations = rank.activationsPerMicrobatch = 0;
@@ -704,10 +680,7 @@ void Explainer::simulate() {
     report.stepSeconds = std::max(report.stepSeconds, rank.finishSeconds);
   }
   // The model's FLOPs are the one-rank model's, whatever the mesh does
-  // with them (work replicated over ranks is not the model's); the
-  // partitioned program's matmuls, summed over the ranks, are the same
-  // when nothing is replicated.
-  (void)matmulFlops;
+  // with them: work replicated over ranks is not the model's.
   double modelMatmulFlops = 0;
   model.walk([&](func::CallOp call) {
     KernelCost cost = costKernel(call);
@@ -737,7 +710,6 @@ FailureOr<ExplainReport> Explainer::run() {
   backwardCost.assign(stagesCount, 0);
   weightCost.assign(stagesCount, 0);
   exposedCost.assign(stagesCount, 0);
-  matmulFlopsPerStage.assign(stagesCount, 0);
   stageActivationBytes.assign(stagesCount, 0);
   findOverlaps();
   if (failed(costSteps()))
@@ -760,6 +732,17 @@ FailureOr<ExplainReport> Explainer::run() {
       report.planArenaBytes = plan->arenaBytes;
   }
   return report;
+}
+
+int64_t ExplainReport::pipelineStride() const {
+  for (auto [name, stride] : llvm::zip(axes, strides))
+    if (name == pipelineAxis)
+      return stride;
+  return 1;
+}
+
+int64_t ExplainReport::coordinate(int64_t rank, size_t axis) const {
+  return rank / strides[axis] % sizes[axis];
 }
 
 const ExplainRank &ExplainReport::largestRank() const {

@@ -96,7 +96,9 @@ struct ExplainParam {
 struct ExplainReport {
   std::string model, grid, device, deviceName;
   std::vector<std::string> axes;
-  std::vector<int64_t> sizes;
+  /// Per axis, its size and its stride in rank numbers: row-major, the
+  /// last axis fastest, as the runtime numbers ranks.
+  std::vector<int64_t> sizes, strides;
   int64_t ranks = 1;
   bool training = false;
   std::string optimizer;
@@ -126,6 +128,11 @@ struct ExplainReport {
   double communicationSeconds = 0;
   /// The iterations of the loops a sampled compilation cut (0: none).
   int64_t loopTripCount = 0;
+
+  /// The rank-number stride of the pipeline axis (1 without one), and
+  /// rank `rank`'s coordinate on axis `axis`.
+  int64_t pipelineStride() const;
+  int64_t coordinate(int64_t rank, size_t axis) const;
 
   /// The rank whose total is largest.
   const ExplainRank &largestRank() const;

@@ -31,30 +31,17 @@ std::string formatSeconds(double seconds) {
 /// "dp=1 tp=0" for rank `rank`.
 static std::string coordinatesOf(const ExplainReport &report, int64_t rank) {
   std::string text;
-  int64_t rest = rank;
-  std::vector<int64_t> coordinates(report.sizes.size());
-  for (int i = static_cast<int>(report.sizes.size()) - 1; i >= 0; --i) {
-    coordinates[i] = rest % report.sizes[i];
-    rest /= report.sizes[i];
-  }
   for (auto [i, name] : llvm::enumerate(report.axes))
-    text += (i ? " " : "") + name + "=" + std::to_string(coordinates[i]);
+    text += (i ? " " : "") + name + "=" + std::to_string(report.coordinate(rank, i));
   return text;
 }
 
 std::string rankName(const ExplainReport &report, const ExplainRank &rank) {
   if (report.stages == 0)
     return report.ranks > 1 ? "every rank" : "the rank";
-  int64_t stride = 1;
-  bool after = false;
-  for (auto [name, size] : llvm::zip(report.axes, report.sizes)) {
-    if (after)
-      stride *= size;
-    after |= name == report.pipelineAxis;
-  }
+  int64_t first = rank.coordinate * report.pipelineStride();
   return formatv("{0}={1} (rank {2}: {3}; stages {4:$[ ]})", report.pipelineAxis,
-                 rank.coordinate, rank.coordinate * stride,
-                 coordinatesOf(report, rank.coordinate * stride),
+                 rank.coordinate, first, coordinatesOf(report, first),
                  make_range(rank.stages.begin(), rank.stages.end()))
       .str();
 }
@@ -75,11 +62,8 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     for (auto [name, size] : llvm::zip(r.axes, r.sizes))
       os << " " << name << "=" << size;
     os << ", " << r.ranks << " ranks; rank =";
-    int64_t stride = r.ranks;
-    for (auto [i, name] : llvm::enumerate(r.axes)) {
-      stride /= r.sizes[i];
-      os << (i ? " + " : " ") << stride << "*" << name;
-    }
+    for (auto [i, name] : llvm::enumerate(r.axes))
+      os << (i ? " + " : " ") << r.strides[i] << "*" << name;
     os << "\n";
     int64_t shown = r.ranks <= 16 ? r.ranks : 4;
     for (int64_t rank = 0; rank < shown; ++rank)

@@ -112,34 +112,23 @@ std::string meshSvg(const ExplainReport &r) {
   svg += llvm::formatv("<text x=\"{0}\" y=\"42\" fill=\"#555\">{1}</text>\n",
                        left, escape(axesNote));
 
-  // The pipeline coordinate of a rank, for its color.
-  int64_t ppStride = 1, ppSize = 1;
-  if (r.stages) {
-    bool after = false;
-    for (auto [name, size] : llvm::zip(r.axes, r.sizes)) {
-      if (after)
-        ppStride *= size;
-      if (name == r.pipelineAxis)
-        after = true, ppSize = size;
-    }
-  }
+  // The pipeline axis, whose coordinate colors a rank.
+  size_t ppAxis = std::find(r.axes.begin(), r.axes.end(), r.pipelineAxis) - r.axes.begin();
   for (int64_t panel = 0; panel < shownPanels; ++panel) {
     double x0 = left + panel * panelWidth;
     if (n >= 3) {
+      // The panel's coordinates on the axes before the last two.
       std::string heading;
-      int64_t rest = panel;
-      for (int i = static_cast<int>(n) - 3; i >= 0; --i) {
-        heading = r.axes[i] + "=" + std::to_string(rest % r.sizes[i]) +
-                  (heading.empty() ? "" : " ") + heading;
-        rest /= r.sizes[i];
-      }
+      for (size_t i = 0; i + 2 < n; ++i)
+        heading += (i ? " " : "") + r.axes[i] + "=" +
+                   std::to_string(r.coordinate(panel * down * across, i));
       svg += llvm::formatv("<text x=\"{0}\" y=\"{1}\" fill=\"#333\">{2}</text>\n",
                            x0, top + down * (box + gap) + 12, escape(heading));
     }
     for (int64_t row = 0; row < down; ++row)
       for (int64_t col = 0; col < across; ++col) {
         int64_t rank = (panel * down + row) * across + col;
-        int64_t pp = r.stages ? rank / ppStride % ppSize : 0;
+        int64_t pp = r.stages && ppAxis < n ? r.coordinate(rank, ppAxis) : 0;
         double x = x0 + col * (box + gap), y = top + row * (box + gap);
         svg += llvm::formatv(
             "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{2}\" rx=\"4\" "

@@ -105,6 +105,22 @@ static std::string initText(mlir::loom::InitAttr init) {
   return text;
 }
 
+StringRef (::loom::collectiveKind)(Operation *op) {
+  if (isa<shard::AllReduceOp>(op))
+    return "all-reduce";
+  if (isa<shard::AllGatherOp>(op))
+    return "all-gather";
+  if (isa<shard::AllSliceOp>(op))
+    return "all-slice";
+  if (isa<shard::ReduceScatterOp>(op))
+    return "reduce-scatter";
+  if (isa<shard::AllToAllOp>(op))
+    return "all-to-all";
+  if (isa<shard::BroadcastOp>(op))
+    return "broadcast";
+  return "";
+}
+
 /// The `collective KIND AXES DIMS` head of a collective's record.
 static FailureOr<std::string> collectiveHead(Operation *op,
                                              const mlir::loom::Grid &grid) {
@@ -112,27 +128,23 @@ static FailureOr<std::string> collectiveHead(Operation *op,
   auto dim = [&](StringRef name) {
     return std::to_string(op->getAttrOfType<IntegerAttr>(name).getInt());
   };
-  std::string kind, dims = "-";
-  if (isa<shard::AllReduceOp>(op)) {
-    kind = "all-reduce";
-  } else if (isa<shard::AllGatherOp>(op)) {
-    kind = "all-gather", dims = dim("gather_axis");
-  } else if (isa<shard::AllSliceOp>(op)) {
-    kind = "all-slice", dims = dim("slice_axis");
-  } else if (isa<shard::ReduceScatterOp>(op)) {
-    kind = "reduce-scatter", dims = dim("scatter_axis");
-  } else if (isa<shard::AllToAllOp>(op)) {
-    kind = "all-to-all", dims = dim("split_axis") + ":" + dim("concat_axis");
-  } else if (isa<shard::BroadcastOp>(op)) {
-    kind = "broadcast";
-  } else {
+  StringRef kind = ::loom::collectiveKind(op);
+  if (kind.empty())
     return op->emitError("'") << op->getName()
                               << "' has no plan record; the plan holds kernel "
                                  "calls and collectives";
-  }
+  std::string dims = "-";
+  if (isa<shard::AllGatherOp>(op))
+    dims = dim("gather_axis");
+  else if (isa<shard::AllSliceOp>(op))
+    dims = dim("slice_axis");
+  else if (isa<shard::ReduceScatterOp>(op))
+    dims = dim("scatter_axis");
+  else if (isa<shard::AllToAllOp>(op))
+    dims = dim("split_axis") + ":" + dim("concat_axis");
   if (!axes || axes.empty())
     return op->emitError("collective without grid axes");
-  return "collective " + kind + " " + grid.format(axes.asArrayRef(), ",") +
+  return "collective " + kind.str() + " " + grid.format(axes.asArrayRef(), ",") +
          " " + dims;
 }
 

@@ -51,6 +51,11 @@ buildPlan(mlir::func::FuncOp model,
           const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch,
           const GpuCode *gpu = nullptr);
 
+/// A `shard` collective's kind as plans and reports name it: all-reduce,
+/// all-gather, all-slice, reduce-scatter, all-to-all or broadcast; empty
+/// for any other op.
+llvm::StringRef collectiveKind(mlir::Operation *op);
+
 /// "FILE:LINE:COL" of the first file location in `loc`, FILE without its
 /// directory; empty if there is none (what plan records and reports name).
 std::string sourceOf(mlir::Location loc);
