@@ -154,9 +154,6 @@ static FailureOr<ExplainReport> sampledExplain(MLIRContext &context,
   r.stepSeconds = at(one->stepSeconds, two->stepSeconds);
   r.modelFlops = at(one->modelFlops, two->modelFlops);
   r.communicationSeconds = at(one->communicationSeconds, two->communicationSeconds);
-  r.mfu = r.stepSeconds > 0 ? r.modelFlops / (r.stepSeconds * r.ranks *
-                                              r.peakTflops * 1e12)
-                            : 0;
   return r;
 }
 
@@ -403,7 +400,7 @@ LogicalResult Compilation::searchMeshes() {
     os << llvm::formatv("  {0,-4} {1,-60} {2,12} {3,8} {4,10} {5,8} {6,12}\n",
                         i + 1, fits[i].flags,
                         formatSeconds(r.stepSeconds),
-                        llvm::formatv("{0:f1}%", 100 * r.mfu).str(),
+                        llvm::formatv("{0:f1}%", 100 * r.mfu()).str(),
                         formatBytes(r.largestRank().total()),
                         r.stages ? llvm::formatv("{0:f3}", r.bubble).str()
                                  : std::string("-"),

@@ -693,9 +693,6 @@ void Explainer::simulate() {
                       : flopsTf32 >= flopsF32 && flopsTf32 > 0
                           ? device.tensorTflopsTf32
                           : device.f32Tflops;
-  if (report.stepSeconds > 0)
-    report.mfu = report.modelFlops /
-                 (report.stepSeconds * report.ranks * report.peakTflops * 1e12);
 }
 
 FailureOr<ExplainReport> Explainer::run() {

@@ -120,9 +120,14 @@ struct ExplainReport {
   // Cost model, per step.
   double peakTflops = 0;
   double stepSeconds = 0;
-  /// Matmul FLOPs of all ranks per step, recomputation not counted.
+  /// The one-rank model's matmul FLOPs per step, recomputation not
+  /// counted.
   double modelFlops = 0;
-  double mfu = 0;
+  /// Model FLOPs over step time x ranks x peak.
+  double mfu() const {
+    return stepSeconds > 0 ? modelFlops / (stepSeconds * ranks * peakTflops * 1e12)
+                           : 0;
+  }
   int64_t kernelCalls = 0;
   /// Seconds of all the collectives of a step on one rank, one after another.
   double communicationSeconds = 0;

@@ -140,8 +140,8 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
        << ", update " << formatSeconds(rank.updateSeconds) << "; done at "
        << formatSeconds(rank.finishSeconds) << "\n";
   os << "  step " << formatSeconds(r.stepSeconds) << "; model FLOPs "
-     << format("%.4g", r.modelFlops) << " per step (matmuls, all ranks); MFU "
-     << format("%.1f", 100 * r.mfu) << "% of " << format("%g", r.peakTflops)
+     << format("%.4g", r.modelFlops) << " per step (the model's matmuls); MFU "
+     << format("%.1f", 100 * r.mfu()) << "% of " << format("%g", r.peakTflops)
      << " TFLOP/s per GPU\n";
 }
 
@@ -217,7 +217,7 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
     j.attribute("step_seconds", r.stepSeconds);
     j.attribute("model_flops", r.modelFlops);
     j.attribute("peak_tflops", r.peakTflops);
-    j.attribute("mfu", r.mfu);
+    j.attribute("mfu", r.mfu());
   });
   os << "\n";
 }
