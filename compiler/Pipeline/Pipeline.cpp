@@ -97,6 +97,7 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
 
 void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
   if (train)
     pm.addPass(mlir::loom::createLoomMasterWeights());
   mlir::loom::LoomAutodiffOptions autodiff;
@@ -109,6 +110,8 @@ void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train) {
 void ::loom::buildPartitionPipeline(OpPassManager &pm,
                                     const PartitionOptions &options) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
+  // A no-op after autodiff, which expands MoE blocks first.
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
   // One cast of a value per precision, not one per use: a resharded value
   // is then moved once.
   pm.addPass(createCSEPass());

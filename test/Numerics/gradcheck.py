@@ -3,6 +3,7 @@
 
 usage: gradcheck.py [--loomc LOOMC] [--work DIR] [--only NAME] [--list]
        gradcheck.py --script MODEL.loom [--input NAME=FILE.npy ...]
+                    [--scale-param NAME=FACTOR ...]
 
 Each case below is a tiny f32 model whose loss (mse against an input, or
 cross_entropy) depends on one op under test. For each case the script
@@ -133,9 +134,10 @@ def run(exe, args):
         sys.exit(f"gradcheck.py: {exe} {' '.join(args)} failed:\n{result.stderr}")
 
 
-def check(name, loomc, work, scale, source=None, given=None):
+def check(name, loomc, work, scale, source=None, given=None, param_scales=None):
     """Checks case `name`, or the script `source` with the inputs `given`
-    (NAME -> .npy path)."""
+    (NAME -> .npy path), after multiplying the params named in
+    `param_scales` (NAME -> factor)."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
@@ -162,6 +164,9 @@ def check(name, loomc, work, scale, source=None, given=None):
     run(os.path.join(d, "grad"), ["--seed", "5", "--save-weights", weights] + args +
         ["--output", f"loss={d}/loss.npy"])
     header, params = read_safetensors(weights)
+    if param_scales:
+        params = {p: v * param_scales.get(p, 1.0) for p, v in params.items()}
+        write_safetensors(weights, header, params)
     outs = []
     for p in params:
         outs += ["--output", f"grad.{p}={d}/grad.{p}.npy"]
@@ -206,6 +211,11 @@ def main():
                         "instead of the cases")
     parser.add_argument("--input", action="append", default=[],
                         help="NAME=FILE.npy, an input of --script")
+    parser.add_argument("--scale-param", action="append", default=[],
+                        help="NAME=FACTOR: check at the initialized param NAME "
+                             "times FACTOR (an MoE router large enough that "
+                             "the finite differences do not move a token to "
+                             "another expert)")
     parser.add_argument("--scale-gradients", type=float, default=1.0,
                         help="multiply the gradients read (the self-test: "
                              "1.1 must FAIL)")
@@ -218,7 +228,8 @@ def main():
     if args.script:
         given = dict(spec.split("=", 1) for spec in args.input)
         name = os.path.splitext(os.path.basename(args.script))[0]
-        ok = check(name, args.loomc, work, args.scale_gradients, args.script, given)
+        scales = {k: float(v) for k, v in (spec.split("=", 1) for spec in args.scale_param)}
+        ok = check(name, args.loomc, work, args.scale_gradients, args.script, given, scales)
         print("PASS" if ok else "FAIL")
         sys.exit(0 if ok else 1)
     for name in args.only or CASES:

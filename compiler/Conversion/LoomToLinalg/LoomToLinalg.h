@@ -21,6 +21,10 @@ void populateDataMovementToLinalgPatterns(RewritePatternSet &patterns);
 /// cross_entropy_grad is with the losses, in the reductions).
 void populateGradientsToLinalgPatterns(RewritePatternSet &patterns);
 
+/// The routed pieces of an MoE block (loom-expand-moe): moe_route,
+/// moe_gate and its gradient, moe_dispatch, moe_combine, moe_slot_dot.
+void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
+
 /// All of the above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
 

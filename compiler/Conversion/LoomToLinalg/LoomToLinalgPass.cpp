@@ -21,6 +21,7 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
   populateReductionsToLinalgPatterns(patterns);
   populateDataMovementToLinalgPatterns(patterns);
   populateGradientsToLinalgPatterns(patterns);
+  populateMoeToLinalgPatterns(patterns);
 }
 
 namespace {

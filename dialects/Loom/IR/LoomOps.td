@@ -385,5 +385,6 @@ def Loom_MseOp : Loom_Op<"mse", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>,
 
 include "Loom/IR/LoomGradOps.td"
 include "Loom/IR/LoomStructureOps.td"
+include "Loom/IR/LoomMoeOps.td"
 
 #endif // LOOM_OPS_TD

@@ -159,7 +159,9 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
     }
     if (isa<MoeOp, StageOp>(op))
       return emitError(op.getLoc(), "'")
-             << op.getName() << "' is not supported by this backend yet";
+             << op.getName() << "' must be "
+             << (isa<MoeOp>(op) ? "expanded (loom-expand-moe)" : "inlined (loom-inline-stages)")
+             << " before kernels are outlined";
     bool joins = !groups.empty() && !afterCollective &&
                  placeOf(&op) == placeOf(groups.back().ops.front()) &&
                  ((isElementwise(&op) &&

@@ -23,6 +23,21 @@ def LoomStripShardings : Pass<"loom-strip-shardings", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def LoomExpandMoe : Pass<"loom-expand-moe", "mlir::func::FuncOp"> {
+  let summary = "Rewrite each loom.moe into routing, slot gathers and batched experts";
+  let description = [{
+    Replaces a `loom.moe` by the router's f32 matmul and softmax,
+    `loom.moe_route` (top-k choices and capacity slots), `loom.moe_gate`,
+    `loom.moe_dispatch` of the tokens into an `[experts * capacity, D]`
+    buffer, the expert body run once over `[experts, capacity, ...]` (each
+    body value gains a leading expert dim, as the expert params have) and
+    `loom.moe_combine` of each token's weighted expert outputs. The result
+    is ordinary loom IR, so autodiff and partitioning need nothing
+    MoE-specific (docs/moe.md).
+  }];
+  let dependentDialects = ["mlir::loom::LoomDialect"];
+}
+
 def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
   let summary = "Gradients of each trained model's loss with respect to its params";
   let description = [{

@@ -216,7 +216,7 @@ func.func @identity(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 func.func @moe(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) -> tensor<16x32xf32> {
   %g = loom.gelu %x : tensor<16x32xf32>
-  // expected-error @+1 {{'loom.moe' is not supported by this backend yet}}
+  // expected-error @+1 {{'loom.moe' must be expanded (loom-expand-moe) before kernels are outlined}}
   %0 = loom.moe %g router %r {axis = "ep", capacity = 8 : i64, capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
       : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
   ^bb0(%t: tensor<8x32xf32>):
@@ -230,7 +230,7 @@ func.func @moe(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) -> tensor<16x32xf32>
 
 // Stages must be inlined first (--loom-inline-stages).
 func.func @stage(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'loom.stage' is not supported by this backend yet}}
+  // expected-error @+1 {{'loom.stage' must be inlined (loom-inline-stages) before kernels are outlined}}
   %0 = loom.stage 0 -> tensor<4xf32> {
     %g = loom.gelu %x : tensor<4xf32>
     loom.yield %g : tensor<4xf32>

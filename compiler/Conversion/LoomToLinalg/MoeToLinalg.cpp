@@ -1,0 +1,366 @@
+//===- MoeToLinalg.cpp - Routing, slot gathers and gate gradients ---------===//
+//
+// Every piece is a parallel linalg.generic (with reductions where a count
+// or a dot product is needed), so the kernels tile and bufferize like any
+// other. Routing counts, for each choice, the earlier choices of the same
+// expert (quadratic in the tokens, simple and exact; docs/moe.md). Every
+// integer read from a routing tensor is clamped before it indexes, so no
+// value, however produced, reads outside a tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/LoomOps.h"
+#include "LinalgBuilders.h"
+#include "LoomToLinalg.h"
+
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+
+namespace {
+/// Small builders for the scalar bodies.
+struct Scalars {
+  OpBuilder &b;
+  Location loc;
+
+  Value index(int64_t dim) { return linalg::IndexOp::create(b, loc, dim); }
+  Value i32(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  }
+  Value asI32(Value index) {
+    return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+  }
+  Value cmp(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value extract(Value tensor, ValueRange indices) {
+    return tensor::ExtractOp::create(b, loc, tensor, indices);
+  }
+  Value constIndex(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+};
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+Value filled(OpBuilder &b, Location loc, RankedTensorType type, Attribute value) {
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  Value init = arith::ConstantOp::create(b, loc, cast<TypedAttr>(value));
+  return linalg::FillOp::create(b, loc, ValueRange{init}, ValueRange{empty}).getResult(0);
+}
+
+AffineMap mapOf(MLIRContext *context, int64_t loops, ArrayRef<int64_t> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d : dims)
+    exprs.push_back(getAffineDimExpr(d, context));
+  return AffineMap::get(loops, 0, exprs, context);
+}
+
+/// A generic with `loops` loops, the first `parallel` of them parallel.
+Value generic(OpBuilder &b, Location loc, RankedTensorType type, ValueRange inputs,
+              Value init, ArrayRef<AffineMap> maps, int64_t loops, int64_t parallel,
+              function_ref<void(OpBuilder &, Location, ValueRange)> body) {
+  SmallVector<utils::IteratorType> iterators(loops, utils::IteratorType::reduction);
+  std::fill_n(iterators.begin(), parallel, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(b, loc, type, inputs, ValueRange{init}, maps,
+                                   iterators, body)
+      .getResult(0);
+}
+
+struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeRouteOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *context = getContext();
+    Value probs = adaptor.getProbs();
+    int64_t tokens = typeOf(probs).getDimSize(0), experts = typeOf(probs).getDimSize(1);
+    int64_t topK = op.getTopK(), capacity = op.getCapacity();
+    Attribute zero = rewriter.getI32IntegerAttr(0), none = rewriter.getI32IntegerAttr(-1);
+    auto choices = op.getExpert().getType();
+
+    // rank[n, e]: how many experts beat e for token n (ties: lower index).
+    auto ranks = RankedTensorType::get({tokens, experts}, rewriter.getI32Type());
+    Value rank = generic(
+        rewriter, loc, ranks, {probs, probs}, filled(rewriter, loc, ranks, zero),
+        {mapOf(context, 3, {0, 1}), mapOf(context, 3, {0, 2}), mapOf(context, 3, {0, 1})},
+        3, 2, [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value e = s.index(1), f = s.index(2);
+          Value greater = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, args[1], args[0]);
+          Value equal = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, args[1], args[0]);
+          Value before = s.cmp(arith::CmpIPredicate::ult, f, e);
+          Value beats = arith::OrIOp::create(b, l, greater,
+                                             arith::AndIOp::create(b, l, equal, before));
+          linalg::YieldOp::create(
+              b, l, ValueRange{arith::AddIOp::create(b, l, args[2],
+                                                     s.select(beats, s.i32(1), s.i32(0)))});
+        });
+    // expert[n, k]: the expert of rank k.
+    Value expert = generic(
+        rewriter, loc, choices, {rank}, filled(rewriter, loc, choices, zero),
+        {mapOf(context, 3, {0, 2}), mapOf(context, 3, {0, 1})}, 3, 2,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value hit = s.cmp(arith::CmpIPredicate::eq, args[0], s.asI32(s.index(1)));
+          Value add = arith::AddIOp::create(b, l, args[1], s.asI32(s.index(2)));
+          linalg::YieldOp::create(b, l, ValueRange{s.select(hit, add, args[1])});
+        });
+    // position[n, k]: earlier choices of the same expert, where (m, j) is
+    // earlier than (n, k) when j < k, or j == k and m < n.
+    Value position = generic(
+        rewriter, loc, choices, {expert, expert}, filled(rewriter, loc, choices, zero),
+        {mapOf(context, 4, {0, 1}), mapOf(context, 4, {2, 3}), mapOf(context, 4, {0, 1})},
+        4, 2, [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value n = s.index(0), k = s.index(1), m = s.index(2), j = s.index(3);
+          Value earlier = arith::OrIOp::create(
+              b, l, s.cmp(arith::CmpIPredicate::ult, j, k),
+              arith::AndIOp::create(b, l, s.cmp(arith::CmpIPredicate::eq, j, k),
+                                    s.cmp(arith::CmpIPredicate::ult, m, n)));
+          Value same = s.cmp(arith::CmpIPredicate::eq, args[0], args[1]);
+          Value counts = arith::AndIOp::create(b, l, earlier, same);
+          linalg::YieldOp::create(
+              b, l, ValueRange{arith::AddIOp::create(b, l, args[2],
+                                                     s.select(counts, s.i32(1), s.i32(0)))});
+        });
+    // slot[n, k] = expert * capacity + position, or -1 when full.
+    Value slot = generic(
+        rewriter, loc, choices, {expert, position}, filled(rewriter, loc, choices, zero),
+        {mapOf(context, 2, {0, 1}), mapOf(context, 2, {0, 1}), mapOf(context, 2, {0, 1})},
+        2, 2, [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value kept = s.cmp(arith::CmpIPredicate::slt, args[1], s.i32(capacity));
+          Value at = arith::AddIOp::create(
+              b, l, arith::MulIOp::create(b, l, args[0], s.i32(capacity)), args[1]);
+          linalg::YieldOp::create(b, l, ValueRange{s.select(kept, at, s.i32(-1))});
+        });
+    // source[s]: the choice n * top_k + k holding slot s, or -1.
+    auto sourceType = op.getSource().getType();
+    Value source = generic(
+        rewriter, loc, sourceType, {slot}, filled(rewriter, loc, sourceType, none),
+        {mapOf(context, 3, {1, 2}), mapOf(context, 3, {0})}, 3, 1,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value hit = s.cmp(arith::CmpIPredicate::eq, args[0], s.asI32(s.index(0)));
+          Value choice = arith::AddIOp::create(
+              b, l, arith::MulIOp::create(b, l, s.asI32(s.index(1)), s.i32(topK)),
+              s.asI32(s.index(2)));
+          linalg::YieldOp::create(b, l, ValueRange{s.select(hit, choice, args[1])});
+        });
+    // first_counts[e]: first choices of e.
+    auto countType = op.getFirstCounts().getType();
+    AffineMap firstChoice = AffineMap::get(
+        2, 0, {getAffineDimExpr(1, context), getAffineConstantExpr(0, context)}, context);
+    Value counts = generic(
+        rewriter, loc, countType, {expert},
+        filled(rewriter, loc, countType, rewriter.getF32FloatAttr(0)),
+        {firstChoice, mapOf(context, 2, {0})}, 2, 1,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value hit = s.cmp(arith::CmpIPredicate::eq, args[0], s.asI32(s.index(0)));
+          Value one = arith::AddFOp::create(b, l, args[1], f32Constant(b, l, 1.0));
+          linalg::YieldOp::create(b, l, ValueRange{s.select(hit, one, args[1])});
+        });
+    (void)experts;
+    rewriter.replaceOp(op, {expert, slot, source, counts});
+    return success();
+  }
+};
+
+/// probs[n, expert[n, j]] for each choice j of token n, and their sum.
+struct ChosenProbs {
+  SmallVector<Value> experts, probs;
+  Value sum;
+};
+
+ChosenProbs chosenProbs(Scalars &s, Value probs, Value expert, Value n) {
+  int64_t experts = typeOf(probs).getDimSize(1), topK = typeOf(expert).getDimSize(1);
+  ChosenProbs chosen;
+  for (int64_t j = 0; j < topK; ++j) {
+    Value e = clampedIndex(s.b, s.loc, s.extract(expert, {n, s.constIndex(j)}), experts);
+    chosen.experts.push_back(e);
+    chosen.probs.push_back(s.extract(probs, {n, e}));
+    chosen.sum = chosen.sum ? arith::AddFOp::create(s.b, s.loc, chosen.sum, chosen.probs.back())
+                            : chosen.probs.back();
+  }
+  return chosen;
+}
+
+struct MoeGateLowering : OpConversionPattern<MoeGateOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeGateOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    int64_t topK = type.getDimSize(1);
+    Value probs = adaptor.getProbs(), expert = adaptor.getExpert();
+    Value gate = generic(
+        rewriter, loc, type, {}, filled(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
+        {mapOf(getContext(), 2, {0, 1})}, 2, 2,
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Scalars s{b, l};
+          ChosenProbs chosen = chosenProbs(s, probs, expert, s.index(0));
+          Value k = s.index(1);
+          Value mine = chosen.probs[0];
+          for (int64_t j = 1; j < topK; ++j)
+            mine = s.select(s.cmp(arith::CmpIPredicate::eq, k, s.constIndex(j)),
+                            chosen.probs[j], mine);
+          if (topK > 1)
+            mine = arith::DivFOp::create(b, l, mine, chosen.sum);
+          linalg::YieldOp::create(b, l, ValueRange{mine});
+        });
+    rewriter.replaceOp(op, gate);
+    return success();
+  }
+};
+
+struct MoeGateGradLowering : OpConversionPattern<MoeGateGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeGateGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    Value probs = adaptor.getProbs(), expert = adaptor.getExpert(), grad = adaptor.getGrad();
+    int64_t topK = typeOf(expert).getDimSize(1);
+    Value result = generic(
+        rewriter, loc, type, {}, filled(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
+        {mapOf(getContext(), 2, {0, 1})}, 2, 2,
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Scalars s{b, l};
+          Value n = s.index(0), e = s.index(1);
+          ChosenProbs chosen = chosenProbs(s, probs, expert, n);
+          SmallVector<Value> g;
+          for (int64_t j = 0; j < topK; ++j)
+            g.push_back(s.extract(grad, {n, s.constIndex(j)}));
+          // d gate_j / d p_i = [i == j] / S - p_j / S^2 (for top_k >= 2).
+          Value weighted;
+          if (topK > 1)
+            for (int64_t j = 0; j < topK; ++j) {
+              Value t = arith::MulFOp::create(b, l, g[j], chosen.probs[j]);
+              weighted = weighted ? arith::AddFOp::create(b, l, weighted, t) : t;
+            }
+          Value out = f32Constant(b, l, 0.0);
+          for (int64_t j = 0; j < topK; ++j) {
+            Value d = g[j];
+            if (topK > 1) {
+              Value sq = arith::MulFOp::create(b, l, chosen.sum, chosen.sum);
+              d = arith::SubFOp::create(b, l, arith::DivFOp::create(b, l, g[j], chosen.sum),
+                                        arith::DivFOp::create(b, l, weighted, sq));
+            }
+            out = s.select(s.cmp(arith::CmpIPredicate::eq, e, chosen.experts[j]), d, out);
+          }
+          linalg::YieldOp::create(b, l, ValueRange{out});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// result[s, :] = weights[src] * input[src / top_k, :], zero where src < 0.
+struct MoeDispatchLowering : OpConversionPattern<MoeDispatchOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeDispatchOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    Value input = adaptor.getInput(), weights = adaptor.getWeights();
+    int64_t tokens = typeOf(input).getDimSize(0);
+    int64_t topK = typeOf(adaptor.getSlot()).getDimSize(1);
+    Type element = type.getElementType();
+    Value result = generic(
+        rewriter, loc, type, {adaptor.getSource()},
+        filled(rewriter, loc, type, rewriter.getZeroAttr(element)),
+        {mapOf(getContext(), 2, {0}), mapOf(getContext(), 2, {0, 1})}, 2, 2,
+        [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value src = args[0];
+          Value kept = s.cmp(arith::CmpIPredicate::sge, src, s.i32(0));
+          Value choice = clampedIndex(b, l, src, tokens * topK);
+          Value k = s.constIndex(topK);
+          Value n = arith::DivUIOp::create(b, l, choice, k);
+          Value v = widen(b, l, s.extract(input, {n, s.index(1)}));
+          if (weights)
+            v = arith::MulFOp::create(
+                b, l, v, s.extract(weights, {n, arith::RemUIOp::create(b, l, choice, k)}));
+          Value out = s.select(kept, v, f32Constant(b, l, 0.0));
+          linalg::YieldOp::create(b, l, ValueRange{convertScalar(b, l, out, element)});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// result[n, :] = sum_k weights[n, k] * input[slot[n, k], :] over kept k.
+struct MoeCombineLowering : OpConversionPattern<MoeCombineOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeCombineOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    Value input = adaptor.getInput(), slot = adaptor.getSlot(), weights = adaptor.getWeights();
+    int64_t slots = typeOf(input).getDimSize(0), topK = typeOf(slot).getDimSize(1);
+    Type element = type.getElementType();
+    Value result = generic(
+        rewriter, loc, type, {}, filled(rewriter, loc, type, rewriter.getZeroAttr(element)),
+        {mapOf(getContext(), 2, {0, 1})}, 2, 2,
+        [&](OpBuilder &b, Location l, ValueRange) {
+          Scalars s{b, l};
+          Value n = s.index(0), d = s.index(1);
+          Value sum = f32Constant(b, l, 0.0);
+          for (int64_t k = 0; k < topK; ++k) {
+            Value at = s.extract(slot, {n, s.constIndex(k)});
+            Value kept = s.cmp(arith::CmpIPredicate::sge, at, s.i32(0));
+            Value v = widen(b, l, s.extract(input, {clampedIndex(b, l, at, slots), d}));
+            if (weights)
+              v = arith::MulFOp::create(b, l, v, s.extract(weights, {n, s.constIndex(k)}));
+            sum = s.select(kept, arith::AddFOp::create(b, l, sum, v), sum);
+          }
+          linalg::YieldOp::create(b, l, ValueRange{convertScalar(b, l, sum, element)});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// result[n, k] = dot(tokens[n, :], slots[slot[n, k], :]), 0 if dropped.
+struct MoeSlotDotLowering : OpConversionPattern<MoeSlotDotOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeSlotDotOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    Value slots = adaptor.getSlots();
+    int64_t count = typeOf(slots).getDimSize(0);
+    MLIRContext *context = getContext();
+    Value result = generic(
+        rewriter, loc, type, {adaptor.getSlot(), adaptor.getTokens()},
+        filled(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
+        {mapOf(context, 3, {0, 1}), mapOf(context, 3, {0, 2}), mapOf(context, 3, {0, 1})},
+        3, 2, [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value kept = s.cmp(arith::CmpIPredicate::sge, args[0], s.i32(0));
+          Value v = widen(b, l, s.extract(slots, {clampedIndex(b, l, args[0], count), s.index(2)}));
+          Value product = arith::MulFOp::create(b, l, widen(b, l, args[1]), v);
+          Value add = arith::AddFOp::create(b, l, args[2], product);
+          linalg::YieldOp::create(b, l, ValueRange{s.select(kept, add, args[2])});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+} // namespace
+
+void mlir::loom::populateMoeToLinalgPatterns(RewritePatternSet &patterns) {
+  patterns.add<MoeRouteLowering, MoeGateLowering, MoeGateGradLowering,
+               MoeDispatchLowering, MoeCombineLowering, MoeSlotDotLowering>(
+      patterns.getContext());
+}

@@ -1,0 +1,119 @@
+//===- LoomMoeOps.cpp - Verifiers and VJPs of the routed MoE pieces -------===//
+//
+// The gradients of a gather into slots and of the weighted gather back are
+// each other (with the gates kept), and the gates' own gradient is a dot
+// product per choice (loom.moe_slot_dot). Routing decisions are integers:
+// no gradient flows through them, as in every MoE implementation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/LoomOps.h"
+#include "Loom/IR/VjpBuilders.h"
+
+using namespace mlir;
+using namespace mlir::loom;
+using namespace mlir::loom::vjp;
+
+/// Checks that `value` has shape `shape`, naming it `what`.
+static LogicalResult expectShape(Operation *op, Value value, StringRef what,
+                                 ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getShape() == shape)
+    return success();
+  return op->emitOpError() << what << " must have shape " << formatShape(shape)
+                           << ", got " << formatShape(type.getShape());
+}
+
+LogicalResult MoeRouteOp::verify() {
+  RankedTensorType probs = getProbs().getType();
+  if (probs.getRank() != 2)
+    return emitOpError("probs must be [tokens, experts]");
+  int64_t tokens = probs.getDimSize(0), experts = probs.getDimSize(1);
+  int64_t topK = getTopK(), capacity = getCapacity();
+  if (topK < 1 || topK > experts)
+    return emitOpError("top_k must be in [1, ") << experts << "], got " << topK;
+  if (capacity < 1)
+    return emitOpError("capacity must be positive, got ") << capacity;
+  if (failed(expectShape(*this, getExpert(), "expert", {tokens, topK})) ||
+      failed(expectShape(*this, getSlot(), "slot", {tokens, topK})) ||
+      failed(expectShape(*this, getSource(), "source", {experts * capacity})) ||
+      failed(expectShape(*this, getFirstCounts(), "first_counts", {experts})))
+    return failure();
+  return success();
+}
+
+LogicalResult MoeGateOp::verify() {
+  RankedTensorType probs = getProbs().getType(), expert = getExpert().getType();
+  if (probs.getRank() != 2 || expert.getRank() != 2 ||
+      expert.getDimSize(0) != probs.getDimSize(0))
+    return emitOpError("needs probs [tokens, experts] and expert [tokens, top_k]");
+  return expectShape(*this, getResult(), "result", expert.getShape());
+}
+
+/// Dispatch and combine share one layout: tokens [N, D], slots [S, D],
+/// source [S], slot and weights [N, K].
+static LogicalResult verifyRouted(Operation *op, RankedTensorType tokens,
+                                  RankedTensorType slots, Value source,
+                                  Value slot, Value weights) {
+  if (tokens.getRank() != 2 || slots.getRank() != 2 ||
+      tokens.getDimSize(1) != slots.getDimSize(1) ||
+      tokens.getElementType() != slots.getElementType())
+    return op->emitOpError("needs tokens [N, D] and slots [S, D] of one element type");
+  auto slotType = cast<RankedTensorType>(slot.getType());
+  if (slotType.getRank() != 2 || slotType.getDimSize(0) != tokens.getDimSize(0))
+    return op->emitOpError("slot must be [tokens, top_k]");
+  if (failed(expectShape(op, source, "source", {slots.getDimSize(0)})))
+    return failure();
+  if (weights && failed(expectShape(op, weights, "weights", slotType.getShape())))
+    return failure();
+  return success();
+}
+
+LogicalResult MoeDispatchOp::verify() {
+  return verifyRouted(*this, getInput().getType(), getType(), getSource(),
+                      getSlot(), getWeights());
+}
+
+LogicalResult MoeCombineOp::verify() {
+  return verifyRouted(*this, getType(), getInput().getType(), getSource(),
+                      getSlot(), getWeights());
+}
+
+LogicalResult MoeGateOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  Value probs = MoeGateGradOp::create(b, getLoc(), typeOf(getProbs()), getProbs(),
+                                      getExpert(), grads[0]);
+  operandGrads.assign({probs, Value()});
+  return success();
+}
+
+/// The gradient of the weights of a dispatch or combine: per choice, the
+/// dot product of the token-side gradient or value with the slot side.
+static Value weightsGrad(OpBuilder &b, Location loc, Value weights, Value tokens,
+                         Value slots, Value slot) {
+  if (!weights)
+    return Value();
+  return MoeSlotDotOp::create(b, loc, typeOf(weights), tokens, slots, slot);
+}
+
+LogicalResult MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value input = MoeCombineOp::create(b, loc, typeOf(getInput()), grads[0],
+                                     getSource(), getSlot(), getWeights());
+  operandGrads.assign({input, Value(), Value(),
+                       weightsGrad(b, loc, getWeights(), getInput(), grads[0], getSlot())});
+  operandGrads.resize(getNumOperands());
+  return success();
+}
+
+LogicalResult MoeCombineOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value input = MoeDispatchOp::create(b, loc, typeOf(getInput()), grads[0],
+                                      getSource(), getSlot(), getWeights());
+  operandGrads.assign({input, Value(), Value(),
+                       weightsGrad(b, loc, getWeights(), grads[0], getInput(), getSlot())});
+  operandGrads.resize(getNumOperands());
+  return success();
+}

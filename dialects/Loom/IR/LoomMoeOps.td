@@ -1,0 +1,151 @@
+//===- LoomMoeOps.td - The routed pieces a loom.moe expands into ----------===//
+//
+// loom-expand-moe rewrites each loom.moe into ordinary loom ops (the f32
+// router matmul, its softmax, the experts as one batched computation over
+// an [experts, capacity, ...] buffer) and these five: the routing decision,
+// the gate weights, the gather of tokens into expert slots, the weighted
+// gather back, and the gates' gradient. A slot is `expert * capacity + c`;
+// a choice is `token * top_k + k`. Integer results carry no gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_MOE_OPS_TD
+#define LOOM_MOE_OPS_TD
+
+def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure]> {
+  let summary = "Top-k expert choices and capacity slots of every token";
+  let description = [{
+    From router probabilities `probs[N, E]`: `expert[n, k]` is token n's
+    k-th best expert (ties to the lower index); `slot[n, k]` is the slot
+    that choice got, or -1 where its expert was already full. Slots are
+    claimed first by every token's first choice in token order, then by
+    every second choice (GShard's priority). `source[s]` is the choice
+    `n * top_k + k` holding slot s, or -1 for an empty slot, and
+    `first_counts[e]` the number of first choices of expert e (kept or
+    not), for the load-balancing loss.
+
+    ```mlir
+    %e, %s, %src, %cnt = loom.moe_route %p top_k 2 capacity 5
+        : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$probs, I64Attr:$top_k,
+                       I64Attr:$capacity);
+  let results = (outs RankedTensorOf<[I32]>:$expert, RankedTensorOf<[I32]>:$slot,
+                      RankedTensorOf<[I32]>:$source,
+                      RankedTensorOf<[F32]>:$first_counts);
+  let assemblyFormat = [{
+    $probs `top_k` $top_k `capacity` $capacity attr-dict `:` type($probs) `->`
+    type($expert) `,` type($slot) `,` type($source) `,` type($first_counts)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeGateOp : Loom_Op<"moe_gate", [Pure, DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
+  let summary = "The combine weight of each expert choice";
+  let description = [{
+    `gate[n, k] = probs[n, expert[n, k]]`, renormalized over the k choices
+    to sum to 1 when `top_k` is 2 or more (dropped choices included, as in
+    GShard: a dropped choice's weight is lost, not given to the other).
+
+    ```mlir
+    %g = loom.moe_gate %p[%e] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$probs, RankedTensorOf<[I32]>:$expert);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $probs `[` $expert `]` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeGateGradOp : Loom_Op<"moe_gate_grad", [Pure]> {
+  let summary = "d loss / d probs through loom.moe_gate";
+  let description = [{
+    With `g` the gradient of the gates: for top_k 1, `g` at the chosen
+    expert; otherwise, with `S` the sum of the chosen probabilities,
+    `g[n, k] / S - sum_j g[n, j] * probs[n, expert[n, j]] / S^2` at each
+    chosen expert, zero elsewhere.
+
+    ```mlir
+    %dp = loom.moe_gate_grad %p[%e], %g
+        : (tensor<16x4xf32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x4xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F32]>:$probs, RankedTensorOf<[I32]>:$expert,
+                       RankedTensorOf<[F32]>:$grad);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $probs `[` $expert `]` `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Loom_MoeDispatchOp : Loom_Op<"moe_dispatch", [Pure, DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
+  let summary = "Gathers tokens into their expert slots";
+  let description = [{
+    `result[s, :] = input[source[s] / top_k, :]` (times `weights` at that
+    choice, when given), and zero for an empty slot. `slot` is the inverse
+    map (loom.moe_route's), which the gradient, a loom.moe_combine, reads.
+
+    ```mlir
+    %t = loom.moe_dispatch %x[%src, %s]
+        : (tensor<16x32xf32>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x32xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, RankedTensorOf<[I32]>:$source,
+                       RankedTensorOf<[I32]>:$slot,
+                       Optional<RankedTensorOf<[F32]>>:$weights);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $source `,` $slot `]` (`weights` $weights^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeCombineOp : Loom_Op<"moe_combine", [Pure, DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
+  let summary = "Sums each token's expert outputs, weighted by its gates";
+  let description = [{
+    `result[n, :] = sum over k with slot[n, k] >= 0 of
+    weights[n, k] * input[slot[n, k], :]`, accumulated in f32 in k order
+    and rounded to the input's element type; a token whose choices were
+    all dropped gets zeros. Without `weights` every weight is 1.
+
+    ```mlir
+    %y = loom.moe_combine %o[%src, %s] weights %g
+        : (tensor<20x32xf32>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, RankedTensorOf<[I32]>:$source,
+                       RankedTensorOf<[I32]>:$slot,
+                       Optional<RankedTensorOf<[F32]>>:$weights);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $source `,` $slot `]` (`weights` $weights^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_MoeSlotDotOp : Loom_Op<"moe_slot_dot", [Pure]> {
+  let summary = "Per choice, the dot product of a token row and its slot row";
+  let description = [{
+    `result[n, k] = dot(tokens[n, :], slots[slot[n, k], :])` in f32, or 0
+    where the choice was dropped: the gradient of the weights of a
+    loom.moe_combine or loom.moe_dispatch.
+
+    ```mlir
+    %dg = loom.moe_slot_dot %dy, %o[%s]
+        : (tensor<16x32xf32>, tensor<20x32xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$tokens, Loom_FloatTensor:$slots,
+                       RankedTensorOf<[I32]>:$slot);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $tokens `,` $slots `[` $slot `]` attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+#endif // LOOM_MOE_OPS_TD

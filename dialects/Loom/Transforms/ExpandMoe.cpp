@@ -1,0 +1,200 @@
+//===- ExpandMoe.cpp - Rewrite loom.moe into routed ordinary ops ----------===//
+//
+// A loom.moe becomes: the router matmul in f32 and its softmax, the
+// routing decision (loom.moe_route), the gates, the gather of tokens into
+// an [experts * capacity, D] slot buffer, the expert body run once for all
+// experts over [experts, capacity, ...] (every value of the body gains a
+// leading expert dim, which the expert params already have), and the
+// weighted gather back. Everything after is ordinary loom IR: autodiff
+// differentiates it and the partitioner splits the expert dim like any
+// batch dim, so the experts split over their axis with no MoE-specific
+// rule.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Loom/IR/VjpBuilders.h"
+#include "Loom/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMEXPANDMOE
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+using vjp::reshapeTo;
+using vjp::typeOf;
+
+/// `type` with a leading dim of size `experts`.
+static RankedTensorType withExperts(RankedTensorType type, int64_t experts) {
+  SmallVector<int64_t> shape{experts};
+  llvm::append_range(shape, type.getShape());
+  return type.clone(shape);
+}
+
+namespace {
+/// Clones an expert body over all experts at once.
+class BodyBatcher {
+public:
+  BodyBatcher(OpBuilder &b, int64_t experts) : b(b), experts(experts) {}
+
+  void bind(Value unbatched, Value batched) { map.map(unbatched, batched); }
+  Value lookup(Value unbatched) { return map.lookup(unbatched); }
+  LogicalResult batch(Operation *op);
+
+private:
+  /// A batched operand of an op whose result has rank `rank` (unbatched):
+  /// a lower-rank one (broadcast from the trailing end) gets size-1 dims
+  /// after the expert dim, so that experts still line up.
+  Value alignedOperand(Value operand, int64_t rank);
+
+  OpBuilder &b;
+  int64_t experts;
+  IRMapping map;
+};
+} // namespace
+
+Value BodyBatcher::alignedOperand(Value operand, int64_t rank) {
+  Value batched = map.lookupOrNull(operand);
+  if (!batched)
+    return operand; // a constant of the body: it broadcasts as it did
+  int64_t own = typeOf(operand).getRank();
+  if (own >= rank)
+    return batched;
+  SmallVector<int64_t> shape{experts};
+  shape.append(rank - own, 1);
+  llvm::append_range(shape, typeOf(operand).getShape());
+  return reshapeTo(b, operand.getLoc(), batched, shape);
+}
+
+LogicalResult BodyBatcher::batch(Operation *op) {
+  if (op->hasTrait<OpTrait::ConstantLike>()) {
+    b.clone(*op, map);
+    // Constants stay unbatched: operands look them up as themselves.
+    map.erase(op->getResult(0));
+    return success();
+  }
+  auto result = dyn_cast<RankedTensorType>(op->getNumResults() == 1
+                                               ? op->getResult(0).getType()
+                                               : Type());
+  if (!result && !isa<SplitOp>(op))
+    return op->emitError("'") << op->getName()
+                              << "' is not supported in an MoE expert body yet";
+  int64_t rank = result ? result.getRank() : 0;
+
+  SmallVector<Value> operands;
+  NamedAttrList attrs(op->getAttrs());
+  auto shiftAxis = [&](StringRef name, int64_t inputRank) {
+    int64_t axis = cast<IntegerAttr>(op->getAttr(name)).getInt();
+    if (axis < 0)
+      axis += inputRank;
+    attrs.set(name, b.getI64IntegerAttr(axis + 1));
+  };
+  if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+    for (Value operand : op->getOperands())
+      operands.push_back(alignedOperand(operand, rank));
+  } else if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    // [E, ..., M, K] x [E, K, N]: the expert dims line up once the lower
+    // rank operand has the other's batch dims as ones.
+    for (Value operand : op->getOperands()) {
+      if (!map.contains(operand))
+        return op->emitError("an expert body's matmul needs both operands "
+                             "computed from the tokens or the expert params");
+      operands.push_back(alignedOperand(operand, rank));
+    }
+  } else if (op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
+             isa<CastOp, ReshapeOp, TransposeOp, SumOp, MeanOp, MaxOp, SplitOp,
+                 ConcatOp, SoftmaxOp>(op)) {
+    for (Value operand : op->getOperands()) {
+      if (!map.contains(operand))
+        return op->emitError("'") << op->getName()
+                                  << "' in an MoE expert body needs a batched operand";
+      operands.push_back(map.lookup(operand));
+    }
+    int64_t inputRank = typeOf(op->getOperand(0)).getRank();
+    if (op->hasAttr("axis"))
+      shiftAxis("axis", isa<ConcatOp>(op) ? rank : inputRank);
+    if (auto transpose = dyn_cast<TransposeOp>(op)) {
+      SmallVector<int64_t> permutation{0};
+      for (int64_t from : transpose.getPermutation())
+        permutation.push_back(from + 1);
+      attrs.set("permutation", b.getDenseI64ArrayAttr(permutation));
+    }
+  } else {
+    return op->emitError("'") << op->getName()
+                              << "' is not supported in an MoE expert body yet";
+  }
+
+  OperationState state(op->getLoc(), op->getName());
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  for (Type type : op->getResultTypes())
+    state.addTypes(withExperts(cast<RankedTensorType>(type), experts));
+  Operation *batched = b.create(state);
+  for (auto [from, to] : llvm::zip(op->getResults(), batched->getResults()))
+    map.map(from, to);
+  return success();
+}
+
+static LogicalResult expand(MoeOp moe) {
+  OpBuilder b(moe);
+  Location loc = moe.getLoc();
+  RankedTensorType inputType = moe.getInput().getType();
+  int64_t model = inputType.getShape().back();
+  int64_t tokens = inputType.getNumElements() / model;
+  int64_t experts = moe.getExperts(), topK = moe.getTopK();
+  int64_t capacity = moe.getCapacity(), slots = experts * capacity;
+  Type f32 = b.getF32Type();
+  auto i32 = b.getI32Type();
+
+  // Routing, in f32 whatever the tokens' precision.
+  Value x = reshapeTo(b, loc, moe.getInput(), {tokens, model});
+  Value logits = MatmulOp::create(b, loc, vjp::toF32(b, loc, x), moe.getRouter(),
+                                  TypeAttr::get(f32), TypeAttr());
+  Value probs = SoftmaxOp::create(b, loc, logits, 1);
+  auto choices = RankedTensorType::get({tokens, topK}, i32);
+  auto route = MoeRouteOp::create(
+      b, loc, choices, choices, RankedTensorType::get({slots}, i32),
+      RankedTensorType::get({experts}, f32), probs, topK, capacity);
+  Value gates = MoeGateOp::create(b, loc, RankedTensorType::get({tokens, topK}, f32),
+                                  probs, route.getExpert());
+  Value tiles = MoeDispatchOp::create(
+      b, loc, RankedTensorType::get({slots, model}, inputType.getElementType()), x,
+      route.getSource(), route.getSlot(), Value());
+
+  // The experts, all at once.
+  Block &body = moe.getBody().front();
+  BodyBatcher batcher(b, experts);
+  batcher.bind(body.getArgument(0), reshapeTo(b, loc, tiles, {experts, capacity, model}));
+  for (auto [arg, param] : llvm::zip(body.getArguments().drop_front(),
+                                     moe.getExpertParams()))
+    batcher.bind(arg, param);
+  for (Operation &op : body.without_terminator())
+    if (failed(batcher.batch(&op)))
+      return failure();
+  Value out = batcher.lookup(cast<YieldOp>(body.getTerminator()).getValues()[0]);
+  int64_t features = typeOf(out).getShape().back();
+  out = reshapeTo(b, loc, out, {slots, features});
+
+  RankedTensorType resultType = moe.getType();
+  Value combined = MoeCombineOp::create(
+      b, loc, RankedTensorType::get({tokens, features}, resultType.getElementType()),
+      out, route.getSource(), route.getSlot(), gates);
+  moe.replaceAllUsesWith(reshapeTo(b, loc, combined, resultType.getShape()));
+  moe.erase();
+  return success();
+}
+
+namespace {
+struct LoomExpandMoe : public loom::impl::LoomExpandMoeBase<LoomExpandMoe> {
+  void runOnOperation() override {
+    SmallVector<MoeOp> blocks;
+    getOperation().walk([&](MoeOp moe) { blocks.push_back(moe); });
+    for (MoeOp moe : blocks)
+      if (failed(expand(moe)))
+        return signalPassFailure();
+  }
+};
+} // namespace
