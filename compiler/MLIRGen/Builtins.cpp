@@ -541,10 +541,11 @@ Operand Elaborator::instantiateLayer(const FunctionDecl &layer,
   return result ? Operand::ofTensor(*result) : Operand::poison();
 }
 
-/// The MoE options, checked: experts, top_k, capacity (factor) and axis.
+/// The MoE options, checked: experts, top_k, capacity (factor), axis and
+/// aux_loss (the load-balancing loss's weight).
 struct MoeOptions {
   int64_t experts = 0, topK = 0;
-  double capacityFactor = 1.0;
+  double capacityFactor = 1.0, auxLoss = 0.0;
   std::string axis;
 };
 
@@ -582,6 +583,14 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
       }
       ok &= v.has_value();
       options.capacityFactor = v.value_or(1.0);
+    } else if (option.name == "aux_loss") {
+      std::optional<double> v = e.evalNumber(*option.value, scope);
+      if (v && !(*v >= 0 && *v <= 1e3)) {
+        e.error(at) << "aux_loss must be in [0, 1000], got " << formatNumber(*v);
+        v.reset();
+      }
+      ok &= v.has_value();
+      options.auxLoss = v.value_or(0.0);
     } else if (option.name == "axis") {
       auto *name = llvm::dyn_cast<NameExpr>(option.value.get());
       auto axis = name ? llvm::find_if(e.meshAxes, [&](auto &a) {
@@ -598,7 +607,7 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
       options.axis = axis->name;
     } else {
       e.error(option.loc) << "unknown MoE option '" << option.name
-                          << "' (expected experts, top_k, capacity or axis)";
+                          << "' (expected experts, top_k, capacity, axis or aux_loss)";
       ok = false;
     }
   }
@@ -714,7 +723,8 @@ Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call
       builder, loc(call.getLoc()),
       RankedTensorType::get(shape, typeOf(*result).getElementType()), input,
       router, state.params, options->experts, options->topK,
-      llvm::APFloat(options->capacityFactor), capacity, options->axis);
+      llvm::APFloat(options->capacityFactor), capacity, options->axis,
+      llvm::APFloat(options->auxLoss));
   moeOp.getBody().takeBody(region);
   return Operand::ofTensor(moeOp);
 }

@@ -79,6 +79,12 @@ LogicalResult MoeCombineOp::verify() {
                       getSlot(), getWeights());
 }
 
+LogicalResult MoeRouteOp::buildVjp(OpBuilder &, ValueRange,
+                                   SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.assign({Value()});
+  return success();
+}
+
 LogicalResult MoeGateOp::buildVjp(OpBuilder &b, ValueRange grads,
                                   SmallVectorImpl<Value> &operandGrads) {
   Value probs = MoeGateGradOp::create(b, getLoc(), typeOf(getProbs()), getProbs(),

@@ -12,7 +12,7 @@
 #ifndef LOOM_MOE_OPS_TD
 #define LOOM_MOE_OPS_TD
 
-def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure]> {
+def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure, DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Top-k expert choices and capacity slots of every token";
   let description = [{
     From router probabilities `probs[N, E]`: `expert[n, k]` is token n's
@@ -22,7 +22,8 @@ def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure]> {
     every second choice (GShard's priority). `source[s]` is the choice
     `n * top_k + k` holding slot s, or -1 for an empty slot, and
     `first_counts[e]` the number of first choices of expert e (kept or
-    not), for the load-balancing loss.
+    not), for the load-balancing loss. Its gradient is zero: the counts
+    are piecewise constant in the probabilities.
 
     ```mlir
     %e, %s, %src, %cnt = loom.moe_route %p top_k 2 capacity 5

@@ -138,8 +138,39 @@ LogicalResult BodyBatcher::batch(Operation *op) {
   return success();
 }
 
+/// Adds `weight` times Switch's load-balancing loss, E * sum_e f_e * P_e
+/// (f_e the fraction of first choices routed to e, P_e the mean router
+/// probability of e), to the loss result of `model`, if it has one: only a
+/// trained model minimizes it. f_e is a count (no gradient); the loss's
+/// gradient reaches the router through P_e.
+static void addBalanceLoss(OpBuilder &b, Location loc, func::FuncOp model,
+                           Value probs, Value firstCounts, double weight) {
+  auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
+  std::optional<unsigned> lossIndex;
+  for (unsigned i = 0, e = model.getNumResults(); i < e; ++i)
+    if (model.getResultAttr(i, attr::kLoss))
+      lossIndex = i;
+  if (!lossIndex)
+    return;
+  int64_t tokens = typeOf(probs).getDimSize(0), experts = typeOf(probs).getDimSize(1);
+  Value fraction = MulOp::create(b, loc, firstCounts, vjp::scalar(b, loc, 1.0 / tokens));
+  Value meanProb = MeanOp::create(b, loc, probs, /*axis=*/0, /*keepdim=*/false);
+  Value sum = SumOp::create(b, loc, MulOp::create(b, loc, fraction, meanProb),
+                            /*axis=*/0, /*keepdim=*/false);
+  Value aux = MulOp::create(b, loc, sum, vjp::scalar(b, loc, experts * weight));
+  OpBuilder atReturn(ret);
+  Value loss = ret.getOperand(*lossIndex);
+  auto total = AddOp::create(atReturn, loc, loss, aux);
+  // The sum is made where the loss is (the last stage of a pipeline).
+  if (Operation *def = loss.getDefiningOp())
+    if (Attribute stage = def->getAttr(attr::kStage))
+      total->setAttr(attr::kStage, stage);
+  ret.setOperand(*lossIndex, total);
+}
+
 static LogicalResult expand(MoeOp moe) {
   OpBuilder b(moe);
+  Operation *previous = moe->getPrevNode();
   Location loc = moe.getLoc();
   RankedTensorType inputType = moe.getInput().getType();
   int64_t model = inputType.getShape().back();
@@ -183,6 +214,16 @@ static LogicalResult expand(MoeOp moe) {
       b, loc, RankedTensorType::get({tokens, features}, resultType.getElementType()),
       out, route.getSource(), route.getSlot(), gates);
   moe.replaceAllUsesWith(reshapeTo(b, loc, combined, resultType.getShape()));
+  // The ops replacing a block inside a pipeline stage stay on it (they
+  // were all built just before it).
+  if (Attribute stage = moe->getAttr(attr::kStage))
+    for (Operation &op : llvm::make_range(
+             previous ? std::next(previous->getIterator()) : moe->getBlock()->begin(),
+             moe->getIterator()))
+      op.setAttr(attr::kStage, stage);
+  if (double weight = moe.getAuxLoss().convertToDouble(); weight > 0)
+    addBalanceLoss(b, loc, moe->getParentOfType<func::FuncOp>(), probs,
+                   route.getFirstCounts(), weight);
   moe.erase();
   return success();
 }
