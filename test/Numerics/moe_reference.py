@@ -4,6 +4,7 @@
 usage: moe_reference.py --weights W.safetensors --input x=X.npy --output y=Y.npy
                         --block NAME --experts E --top-k K --capacity-factor F
                         [--body relu-bias|gelu] [--residual] [--drops D]
+                        [--target t=T.npy --loss L.npy --aux-loss W]
 
 Computes `y = [x +] moe(x)` for one MoE block NAME whose expert body is
 `relu(x @ w1 + b1) @ w2` (relu-bias) or `gelu(x @ w1) @ w2` (gelu), all in
@@ -14,7 +15,10 @@ choices, each in token order, and a full expert drops the choice. Prints
 the capacity, the choices dropped (token, k, expert), and the largest
 error of the executable's output; exits 1 when the error exceeds 1e-5
 (relative to the output's scale) or when --drops D does not match the
-number of choices the reference dropped.
+number of choices the reference dropped. With --target and --loss it also
+checks the loss of a trained model, `mse(y, t) + W * aux` with Switch's
+load-balancing loss `aux = E * sum_e f_e * P_e` (f_e the fraction of first
+choices routed to e, P_e the mean router probability of e).
 """
 import argparse
 import math
@@ -81,7 +85,9 @@ def moe(x, params, block, experts, top_k, factor, body):
                 y[i] += gates[i, k] * out[slot[i, k]]
     dropped = [(i, k, int(order[i, k])) for i in range(n) for k in range(top_k)
                if slot[i, k] < 0]
-    return y.reshape(x.shape[:-1] + (out.shape[1],)), capacity, dropped
+    fraction = np.bincount(order[:, 0], minlength=experts) / n
+    aux = experts * float(np.sum(fraction * probs.mean(axis=0)))
+    return y.reshape(x.shape[:-1] + (out.shape[1],)), capacity, dropped, aux
 
 
 def main():
@@ -96,11 +102,14 @@ def main():
     parser.add_argument("--body", default="relu-bias", choices=["relu-bias", "gelu"])
     parser.add_argument("--residual", action="store_true")
     parser.add_argument("--drops", type=int)
+    parser.add_argument("--target")
+    parser.add_argument("--loss")
+    parser.add_argument("--aux-loss", type=float, default=0.0)
     args = parser.parse_args()
     _, params = read_safetensors(args.weights)
     x = np.load(args.input.split("=", 1)[1])
     got = np.load(args.output.split("=", 1)[1])
-    want, capacity, dropped = moe(x, params, args.block, args.experts, args.top_k,
+    want, capacity, dropped, aux = moe(x, params, args.block, args.experts, args.top_k,
                                   args.capacity_factor, args.body)
     if args.residual:
         want = want + x
@@ -111,6 +120,15 @@ def main():
     scale = max(1.0, float(np.abs(want).max()))
     ok = err <= 1e-5 * scale
     print(f"y: max abs err {err:.3g} (scale {scale:.3g}): {'ok' if ok else 'FAIL'}")
+    if args.target and args.loss:
+        t = np.load(args.target.split("=", 1)[1]).astype(np.float64)
+        want_loss = float(np.mean((want - t) ** 2)) + args.aux_loss * aux
+        got_loss = float(np.load(args.loss))
+        rel = abs(got_loss - want_loss) / abs(want_loss)
+        good = rel <= 1e-5
+        ok &= good
+        print(f"loss: {got_loss:.7g} against {want_loss:.7g} (aux {aux:.7g}) "
+              f"rel err {rel:.2g}: {'ok' if good else 'FAIL'}")
     if args.drops is not None and args.drops != len(dropped):
         print(f"expected {args.drops} drops: FAIL")
         ok = False

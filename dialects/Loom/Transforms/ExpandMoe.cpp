@@ -50,16 +50,20 @@ private:
   /// after the expert dim, so that experts still line up.
   Value alignedOperand(Value operand, int64_t rank);
 
+  bool isBatched(Value v) { return map.contains(v) && !constants.contains(v); }
+
   OpBuilder &b;
   int64_t experts;
   IRMapping map;
+  /// Body constants, cloned as they are: they broadcast against any expert.
+  llvm::SmallPtrSet<Value, 4> constants;
 };
 } // namespace
 
 Value BodyBatcher::alignedOperand(Value operand, int64_t rank) {
-  Value batched = map.lookupOrNull(operand);
-  if (!batched)
-    return operand; // a constant of the body: it broadcasts as it did
+  Value batched = map.lookup(operand);
+  if (constants.contains(operand))
+    return batched;
   int64_t own = typeOf(operand).getRank();
   if (own >= rank)
     return batched;
@@ -72,8 +76,7 @@ Value BodyBatcher::alignedOperand(Value operand, int64_t rank) {
 LogicalResult BodyBatcher::batch(Operation *op) {
   if (op->hasTrait<OpTrait::ConstantLike>()) {
     b.clone(*op, map);
-    // Constants stay unbatched: operands look them up as themselves.
-    map.erase(op->getResult(0));
+    constants.insert(op->getResult(0));
     return success();
   }
   auto result = dyn_cast<RankedTensorType>(op->getNumResults() == 1
@@ -99,7 +102,7 @@ LogicalResult BodyBatcher::batch(Operation *op) {
     // [E, ..., M, K] x [E, K, N]: the expert dims line up once the lower
     // rank operand has the other's batch dims as ones.
     for (Value operand : op->getOperands()) {
-      if (!map.contains(operand))
+      if (!isBatched(operand))
         return op->emitError("an expert body's matmul needs both operands "
                              "computed from the tokens or the expert params");
       operands.push_back(alignedOperand(operand, rank));
@@ -108,9 +111,10 @@ LogicalResult BodyBatcher::batch(Operation *op) {
              isa<CastOp, ReshapeOp, TransposeOp, SumOp, MeanOp, MaxOp, SplitOp,
                  ConcatOp, SoftmaxOp>(op)) {
     for (Value operand : op->getOperands()) {
-      if (!map.contains(operand))
+      if (!isBatched(operand))
         return op->emitError("'") << op->getName()
-                                  << "' in an MoE expert body needs a batched operand";
+                                  << "' in an MoE expert body needs an operand "
+                                     "computed from the tokens or the expert params";
       operands.push_back(map.lookup(operand));
     }
     int64_t inputRank = typeOf(op->getOperand(0)).getRank();

@@ -1382,3 +1382,75 @@ func.func @vocab_loss(%m: tensor<4xf32>, %s: tensor<4xf32>, %t: tensor<3xf32>) {
   %l = loom.vocab_loss %m, %s, %t : (tensor<4xf32>, tensor<4xf32>, tensor<3xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @moe_route(%p: tensor<16x4xf32>, %p3: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op top_k must be in [1, 4], got 5}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 5 capacity 5 : tensor<16x4xf32> -> tensor<16x5xi32>, tensor<16x5xi32>, tensor<20xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_capacity(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op capacity must be positive, got 0}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 1 capacity 0 : tensor<16x4xf32> -> tensor<16x1xi32>, tensor<16x1xi32>, tensor<0xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_source(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op source must have shape [20], got [16]}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<16xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_rank(%p: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op probs must be [tokens, experts]}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<2x8x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_gate(%p: tensor<16x4xf32>, %e: tensor<8x2xi32>) {
+  // expected-error @+1 {{'loom.moe_gate' op needs probs [tokens, experts] and expert [tokens, top_k]}}
+  %g = loom.moe_gate %p[%e] : (tensor<16x4xf32>, tensor<8x2xi32>) -> tensor<8x2xf32>
+  return
+}
+
+// -----
+
+func.func @moe_dispatch(%x: tensor<16x32xf32>, %src: tensor<20xi32>, %s: tensor<16x2xi32>) {
+  // expected-error @+1 {{'loom.moe_dispatch' op needs tokens [N, D] and slots [S, D] of one element type}}
+  %t = loom.moe_dispatch %x[%src, %s] : (tensor<16x32xf32>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x16xf32>
+  return
+}
+
+// -----
+
+func.func @moe_dispatch_source(%x: tensor<16x32xf32>, %src: tensor<24xi32>, %s: tensor<16x2xi32>) {
+  // expected-error @+1 {{'loom.moe_dispatch' op source must have shape [20], got [24]}}
+  %t = loom.moe_dispatch %x[%src, %s] : (tensor<16x32xf32>, tensor<24xi32>, tensor<16x2xi32>) -> tensor<20x32xf32>
+  return
+}
+
+// -----
+
+func.func @moe_combine(%o: tensor<20x32xf32>, %src: tensor<20xi32>, %s: tensor<8x2xi32>) {
+  // expected-error @+1 {{'loom.moe_combine' op slot must be [tokens, top_k]}}
+  %y = loom.moe_combine %o[%src, %s] : (tensor<20x32xf32>, tensor<20xi32>, tensor<8x2xi32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @moe_combine_weights(%o: tensor<20x32xf32>, %src: tensor<20xi32>, %s: tensor<16x2xi32>, %g: tensor<16x1xf32>) {
+  // expected-error @+1 {{'loom.moe_combine' op weights must have shape [16, 2], got [16, 1]}}
+  %y = loom.moe_combine %o[%src, %s] weights %g : (tensor<20x32xf32>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x1xf32>) -> tensor<16x32xf32>
+  return
+}

@@ -415,3 +415,23 @@ func.func @accumulate(%g: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %m = loom.accumulate %g over 4 microbatches : tensor<8x16xf32>
   return %m : tensor<8x16xf32>
 }
+
+// -----
+
+// The routed pieces of an expanded MoE block.
+// CHECK-LABEL: func.func @moe_pieces
+// CHECK: %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} = loom.moe_route %{{.+}} top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+// CHECK: loom.moe_gate %{{.+}}[%{{.+}}] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
+// CHECK: loom.moe_gate_grad %{{.+}}[%{{.+}}], %{{.+}} : (tensor<16x4xf32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x4xf32>
+// CHECK: loom.moe_dispatch %{{.+}}[%{{.+}}, %{{.+}}] : (tensor<16x32xbf16>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x32xbf16>
+// CHECK: loom.moe_combine %{{.+}}[%{{.+}}, %{{.+}}] weights %{{.+}} : (tensor<20x32xbf16>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x32xbf16>
+// CHECK: loom.moe_slot_dot %{{.+}}, %{{.+}}[%{{.+}}] : (tensor<16x32xbf16>, tensor<20x32xbf16>, tensor<16x2xi32>) -> tensor<16x2xf32>
+func.func @moe_pieces(%p: tensor<16x4xf32>, %x: tensor<16x32xbf16>, %dg: tensor<16x2xf32>) {
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+  %g = loom.moe_gate %p[%e] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
+  %dp = loom.moe_gate_grad %p[%e], %dg : (tensor<16x4xf32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x4xf32>
+  %t = loom.moe_dispatch %x[%src, %s] : (tensor<16x32xbf16>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x32xbf16>
+  %y = loom.moe_combine %t[%src, %s] weights %g : (tensor<20x32xbf16>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x32xbf16>
+  %d = loom.moe_slot_dot %y, %t[%s] : (tensor<16x32xbf16>, tensor<20x32xbf16>, tensor<16x2xi32>) -> tensor<16x2xf32>
+  return
+}

@@ -105,3 +105,35 @@ func.func @master(%x: tensor<4x8xbf16> {loom.input = "x"}, %w: tensor<8x3xf32> {
   return %3 : tensor<f32>
 }
 loom.train @master optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// The routed MoE pieces: the combine's gradient gathers the output
+// gradient into the slots with the same gates (a dispatch), the gates get
+// a dot product per choice, the dispatch's gradient is a combine without
+// weights, and the router probabilities get theirs through the gates only
+// (routing decisions carry no gradient).
+// CHECK-LABEL: func.func @routed
+// CHECK: %[[E:.+]], %[[S:.+]], %[[SRC:.+]], %{{.+}} = loom.moe_route %[[P:[^ ]+]]
+// CHECK: %[[G:.+]] = loom.moe_gate %[[P]][%[[E]]]
+// CHECK: %[[D:.+]] = loom.moe_dispatch %[[X:[^\[]+]][%[[SRC]], %[[S]]]
+// CHECK: %[[O:.+]] = loom.mul %[[D]], %[[W:[^ ]+]]
+// CHECK: %[[Y:.+]] = loom.moe_combine %[[O]][%[[SRC]], %[[S]]] weights %[[G]]
+// CHECK: %[[DO:.+]] = loom.moe_dispatch %[[DY:[^\[]+]][%[[SRC]], %[[S]]] weights %[[G]]
+// CHECK: %[[DG:.+]] = loom.moe_slot_dot %[[DY]], %[[O]][%[[S]]]
+// CHECK: loom.moe_combine %{{.+}}[%[[SRC]], %[[S]]] : (tensor<6x4xf32>, tensor<6xi32>, tensor<4x2xi32>) -> tensor<4x4xf32>
+// CHECK: loom.moe_gate_grad %[[P]][%[[E]]], %[[DG]]
+// CHECK-NOT: moe_route
+// CHECK: return
+func.func @routed(%x: tensor<4x4xf32> {loom.param = "x"}, %p: tensor<4x3xf32> {loom.param = "p"},
+                  %w: tensor<6x4xf32> {loom.param = "w"}, %t: tensor<4x4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 2 : tensor<4x3xf32> -> tensor<4x2xi32>, tensor<4x2xi32>, tensor<6xi32>, tensor<3xf32>
+  %g = loom.moe_gate %p[%e] : (tensor<4x3xf32>, tensor<4x2xi32>) -> tensor<4x2xf32>
+  %d = loom.moe_dispatch %x[%src, %s] : (tensor<4x4xf32>, tensor<6xi32>, tensor<4x2xi32>) -> tensor<6x4xf32>
+  %o = loom.mul %d, %w : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+  %y = loom.moe_combine %o[%src, %s] weights %g : (tensor<6x4xf32>, tensor<6xi32>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x4xf32>
+  %l = loom.mse %y, %t : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+loom.train @routed optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1

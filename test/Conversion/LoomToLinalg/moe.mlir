@@ -1,0 +1,84 @@
+// RUN: loom-opt %s --split-input-file --convert-loom-to-linalg --mlir-print-local-scope | FileCheck %s
+
+// --convert-loom-to-linalg, the routed pieces of an MoE block: each is a
+// linalg.generic (reductions where a count or a dot product is needed),
+// and every integer that indexes is clamped into its tensor first.
+
+// Routing: the rank of each expert per token (a reduction over the other
+// experts), the experts of ranks 0..k-1, each choice's position among the
+// earlier choices of its expert (over all tokens and choices), the slot or
+// -1 past the capacity, the inverse map, and the first-choice counts.
+// CHECK-LABEL: func.func @route
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: arith.cmpf ogt
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1)>, affine_map<(d0, d1, d2, d3) -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+// CHECK: linalg.generic
+// CHECK: arith.constant 5 : i32
+// CHECK: arith.cmpi slt
+// CHECK: arith.constant -1 : i32
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0)>], iterator_types = ["parallel", "reduction", "reduction"]}
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, 0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+// CHECK-NOT: loom.moe_route
+func.func @route(%p: tensor<16x4xf32>) -> (tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>) {
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+  return %e, %s, %src, %c : tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+}
+
+// -----
+
+// A gathered token row, rounded back to bf16, zero for an empty slot.
+// CHECK-LABEL: func.func @dispatch
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<16x32xbf16>, %[[SRC:[^:]+]]: tensor<20xi32>
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK-SAME: ins(%[[SRC]] : tensor<20xi32>)
+// CHECK: arith.cmpi sge
+// CHECK: arith.constant 31 : index
+// CHECK: arith.divui
+// CHECK: tensor.extract %[[X]]
+// CHECK: arith.extf
+// CHECK: arith.select
+// CHECK: arith.truncf
+func.func @dispatch(%x: tensor<16x32xbf16>, %src: tensor<20xi32>, %s: tensor<16x2xi32>) -> tensor<20x32xbf16> {
+  %t = loom.moe_dispatch %x[%src, %s] : (tensor<16x32xbf16>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x32xbf16>
+  return %t : tensor<20x32xbf16>
+}
+
+// -----
+
+// Both choices of a token, weighted and summed in f32 in k order.
+// CHECK-LABEL: func.func @combine
+// CHECK-SAME: (%[[O:[^:]+]]: tensor<20x32xf32>, %{{[^:]+}}: tensor<20xi32>, %[[S:[^:]+]]: tensor<16x2xi32>, %[[G:[^:]+]]: tensor<16x2xf32>)
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[S]]
+// CHECK: tensor.extract %[[O]]
+// CHECK: tensor.extract %[[G]]
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: tensor.extract %[[S]]
+// CHECK: tensor.extract %[[O]]
+// CHECK: tensor.extract %[[G]]
+func.func @combine(%o: tensor<20x32xf32>, %src: tensor<20xi32>, %s: tensor<16x2xi32>, %g: tensor<16x2xf32>) -> tensor<16x32xf32> {
+  %y = loom.moe_combine %o[%src, %s] weights %g : (tensor<20x32xf32>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x32xf32>
+  return %y : tensor<16x32xf32>
+}
+
+// -----
+
+// Gates: the chosen probabilities over their sum (top 2); the gradient is
+// built from the same chosen probabilities, and the slot dot product is a
+// reduction over the features.
+// CHECK-LABEL: func.func @gates
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.divf
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.mulf
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+func.func @gates(%p: tensor<16x4xf32>, %e: tensor<16x2xi32>, %dg: tensor<16x2xf32>,
+                 %y: tensor<16x32xf32>, %o: tensor<20x32xf32>, %s: tensor<16x2xi32>)
+    -> (tensor<16x2xf32>, tensor<16x4xf32>, tensor<16x2xf32>) {
+  %g = loom.moe_gate %p[%e] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
+  %dp = loom.moe_gate_grad %p[%e], %dg : (tensor<16x4xf32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x4xf32>
+  %d = loom.moe_slot_dot %y, %o[%s] : (tensor<16x32xf32>, tensor<20x32xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
+  return %g, %dp, %d : tensor<16x2xf32>, tensor<16x4xf32>, tensor<16x2xf32>
+}
