@@ -84,6 +84,7 @@ private:
   LogicalResult costSteps();
   void findTransfers();
   void findMemory();
+  void findMoe();
   void simulate();
   bool onRank(const Place &place, unsigned coordinate) const {
     for (unsigned stage : place.stages)
@@ -577,6 +578,39 @@ void Explainer::findMemory() {
   }
 }
 
+/// The MoE blocks, from their routing ops in the kernels the program calls
+/// (each block once, however often its kernel runs).
+void Explainer::findMoe() {
+  llvm::SmallPtrSet<Operation *, 4> seen;
+  for (Operation *op : ops) {
+    auto call = dyn_cast<func::CallOp>(op);
+    auto kernel = call ? symbols.lookup<func::FuncOp>(call.getCallee()) : nullptr;
+    if (!kernel)
+      continue;
+    kernel.walk([&](mlir::loom::MoeRouteOp route) {
+      if (!seen.insert(route).second)
+        return;
+      ExplainMoe moe;
+      if (auto block = route->getAttrOfType<StringAttr>(attr::kMoeBlock))
+        moe.block = block.str();
+      if (auto axis = route->getAttrOfType<StringAttr>(attr::kMoeAxis))
+        moe.axis = axis.str();
+      moe.source = sourceOf(route.getLoc());
+      auto probs = route.getProbs().getType();
+      moe.tokens = probs.getDimSize(0);
+      moe.experts = probs.getDimSize(1);
+      moe.topK = route.getTopK();
+      moe.capacity = route.getCapacity();
+      int64_t ways = 1;
+      for (auto [name, size] : llvm::zip(report.axes, report.sizes))
+        if (name == moe.axis)
+          ways = size;
+      moe.expertsPerRank = moe.experts / ways;
+      report.moe.push_back(moe);
+    });
+  }
+}
+
 /// Per stage, the forward, the backward (its input-gradient part alone
 /// when zero-bubble splits off the weight gradients) and the exposed part
 /// of the gradient sums that overlap it; then the schedule with those
@@ -713,6 +747,7 @@ FailureOr<ExplainReport> Explainer::run() {
     return failure();
   findTransfers();
   findMemory();
+  findMoe();
   simulate();
   for (auto [line, on] : llvm::zip(lines, callsOn))
     line.count = *llvm::max_element(on);

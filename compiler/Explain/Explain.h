@@ -93,6 +93,12 @@ struct ExplainParam {
   int64_t localBytes = 0;
 };
 
+/// One MoE block instance: its routing and where its experts live.
+struct ExplainMoe {
+  std::string block, axis, source;
+  int64_t experts = 0, topK = 0, tokens = 0, capacity = 0, expertsPerRank = 0;
+};
+
 struct ExplainReport {
   std::string model, grid, device, deviceName;
   std::vector<std::string> axes;
@@ -113,6 +119,7 @@ struct ExplainReport {
   /// allocates); 0 when the plan could not be built.
   int64_t planArenaBytes = 0;
   std::vector<ExplainCollective> collectives;
+  std::vector<ExplainMoe> moe;
   // Pipeline; stages == 0 when the model is not pipelined.
   std::string pipelineAxis, schedule;
   unsigned stages = 0, pipelineRanks = 1;

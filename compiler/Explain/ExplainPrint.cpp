@@ -76,6 +76,16 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
   os << "\nparams\n  " << r.paramElements << " elements, " << r.paramBytes
      << " bytes (" << formatBytes(r.paramBytes) << ") in the whole model\n";
 
+  if (!r.moe.empty()) {
+    os << "\nmixture of experts\n";
+    for (const ExplainMoe &m : r.moe)
+      os << "  " << (m.block.empty() ? "moe" : m.block) << " (" << m.source
+         << "): " << m.experts << " experts, " << m.expertsPerRank
+         << " per rank over '" << m.axis << "'; top " << m.topK << " of "
+         << m.tokens << " tokens; capacity " << m.capacity
+         << " slots per expert (" << m.experts * m.capacity << " in all)\n";
+  }
+
   os << "\nmemory per rank, bytes\n";
   for (const ExplainRank &rank : r.ranksByCoordinate) {
     os << "  " << rankName(r, rank) << ":\n";
@@ -165,6 +175,19 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
     });
     j.attribute("param_elements", r.paramElements);
     j.attribute("param_bytes", r.paramBytes);
+    j.attributeArray("moe", [&] {
+      for (const ExplainMoe &m : r.moe)
+        j.object([&] {
+          j.attribute("block", m.block);
+          j.attribute("source", m.source);
+          j.attribute("axis", m.axis);
+          j.attribute("experts", m.experts);
+          j.attribute("experts_per_rank", m.expertsPerRank);
+          j.attribute("top_k", m.topK);
+          j.attribute("tokens", m.tokens);
+          j.attribute("capacity", m.capacity);
+        });
+    });
     j.attributeArray("memory", [&] {
       for (const ExplainRank &rank : r.ranksByCoordinate)
         j.object([&] {

@@ -176,5 +176,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be an axis name";
     return success();
   }
+  if (name == attr::kMoeBlock || name == attr::kMoeAxis) {
+    if (!isa<MoeRouteOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << name << "' must be a string, on a loom.moe_route";
+    return success();
+  }
   return op->emitOpError() << "unknown loom attribute '" << name << "'";
 }

@@ -57,6 +57,10 @@ constexpr llvm::StringLiteral kRecomputed = "loom.recomputed";
 /// (loom-autodiff); loom-place-stages gives one to every op of the
 /// per-microbatch program.
 constexpr llvm::StringLiteral kStage = "loom.stage";
+// On loom.moe_route: the MoE block instance it routes for (its params'
+// prefix, "ffn.0") and the mesh axis its experts are split over.
+constexpr llvm::StringLiteral kMoeBlock = "loom.moe_block";
+constexpr llvm::StringLiteral kMoeAxis = "loom.moe_axis";
 /// On the ops loom-autodiff builds: they are the backward.
 constexpr llvm::StringLiteral kBackward = "loom.backward";
 /// loom-place-stages: "forward", "backward" or "update" (the ops that run

@@ -193,6 +193,14 @@ static LogicalResult expand(MoeOp moe) {
   auto route = MoeRouteOp::create(
       b, loc, choices, choices, RankedTensorType::get({slots}, i32),
       RankedTensorType::get({experts}, f32), probs, topK, capacity);
+  // Named after the block instance (its router param) and its expert axis,
+  // for --explain.
+  if (auto arg = dyn_cast<BlockArgument>(moe.getRouter()))
+    if (auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
+        route->setAttr(attr::kMoeBlock,
+                       b.getStringAttr(name.getValue().rsplit('.').first));
+  route->setAttr(attr::kMoeAxis, moe.getAxisAttr());
   Value gates = MoeGateOp::create(b, loc, RankedTensorType::get({tokens, topK}, f32),
                                   probs, route.getExpert());
   Value tiles = MoeDispatchOp::create(
