@@ -5,6 +5,7 @@ usage: moe_reference.py --weights W.safetensors --input x=X.npy --output y=Y.npy
                         --block NAME --experts E --top-k K --capacity-factor F
                         [--body relu-bias|gelu] [--residual] [--drops D]
                         [--target t=T.npy --loss L.npy --aux-loss W]
+                        [--stats moe_stats.NAME=S.npy]
 
 Computes `y = [x +] moe(x)` for one MoE block NAME whose expert body is
 `relu(x @ w1 + b1) @ w2` (relu-bias) or `gelu(x @ w1) @ w2` (gelu), all in
@@ -18,7 +19,9 @@ error of the executable's output; exits 1 when the error exceeds 1e-5
 number of choices the reference dropped. With --target and --loss it also
 checks the loss of a trained model, `mse(y, t) + W * aux` with Switch's
 load-balancing loss `aux = E * sum_e f_e * P_e` (f_e the fraction of first
-choices routed to e, P_e the mean router probability of e).
+choices routed to e, P_e the mean router probability of e). With --stats it
+checks the executable's routing counts (the `moe_stats.NAME` output, per
+expert: choices routed to it, and of them dropped) exactly.
 """
 import argparse
 import math
@@ -87,7 +90,12 @@ def moe(x, params, block, experts, top_k, factor, body):
                if slot[i, k] < 0]
     fraction = np.bincount(order[:, 0], minlength=experts) / n
     aux = experts * float(np.sum(fraction * probs.mean(axis=0)))
-    return y.reshape(x.shape[:-1] + (out.shape[1],)), capacity, dropped, aux
+    stats = np.zeros((experts, 2))
+    for i in range(n):
+        for k in range(top_k):
+            stats[order[i, k], 0] += 1
+            stats[order[i, k], 1] += slot[i, k] < 0
+    return y.reshape(x.shape[:-1] + (out.shape[1],)), capacity, dropped, aux, stats
 
 
 def main():
@@ -105,11 +113,12 @@ def main():
     parser.add_argument("--target")
     parser.add_argument("--loss")
     parser.add_argument("--aux-loss", type=float, default=0.0)
+    parser.add_argument("--stats")
     args = parser.parse_args()
     _, params = read_safetensors(args.weights)
     x = np.load(args.input.split("=", 1)[1])
     got = np.load(args.output.split("=", 1)[1])
-    want, capacity, dropped, aux = moe(x, params, args.block, args.experts, args.top_k,
+    want, capacity, dropped, aux, stats = moe(x, params, args.block, args.experts, args.top_k,
                                   args.capacity_factor, args.body)
     if args.residual:
         want = want + x
@@ -120,6 +129,12 @@ def main():
     scale = max(1.0, float(np.abs(want).max()))
     ok = err <= 1e-5 * scale
     print(f"y: max abs err {err:.3g} (scale {scale:.3g}): {'ok' if ok else 'FAIL'}")
+    if args.stats:
+        got_stats = np.load(args.stats.split("=", 1)[1])
+        good = got_stats.shape == stats.shape and bool(np.all(got_stats == stats))
+        ok &= good
+        print(f"routing counts: {int(stats[:, 0].sum())} routed, "
+              f"{int(stats[:, 1].sum())} dropped: {'ok' if good else 'FAIL'}")
     if args.target and args.loss:
         t = np.load(args.target.split("=", 1)[1]).astype(np.float64)
         want_loss = float(np.mean((want - t) ** 2)) + args.aux_loss * aux

@@ -357,10 +357,37 @@ struct MoeSlotDotLowering : OpConversionPattern<MoeSlotDotOp> {
     return success();
   }
 };
+/// result[e, j] = choices of expert e (j = 0), of them dropped (j = 1).
+struct MoeStatsLowering : OpConversionPattern<MoeStatsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MoeStatsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    RankedTensorType type = op.getType();
+    MLIRContext *context = getContext();
+    Value result = generic(
+        rewriter, op.getLoc(), type, {adaptor.getExpert(), adaptor.getSlot()},
+        filled(rewriter, op.getLoc(), type, rewriter.getF32FloatAttr(0)),
+        {mapOf(context, 4, {2, 3}), mapOf(context, 4, {2, 3}), mapOf(context, 4, {0, 1})},
+        4, 2, [&](OpBuilder &b, Location l, ValueRange args) {
+          Scalars s{b, l};
+          Value mine = s.cmp(arith::CmpIPredicate::eq, args[0], s.asI32(s.index(0)));
+          Value dropped = s.cmp(arith::CmpIPredicate::slt, args[1], s.i32(0));
+          Value counting = s.cmp(arith::CmpIPredicate::eq, s.index(1), s.constIndex(0));
+          Value counts = arith::AndIOp::create(
+              b, l, mine, arith::OrIOp::create(b, l, counting, dropped));
+          Value one = arith::AddFOp::create(b, l, args[2], f32Constant(b, l, 1.0));
+          linalg::YieldOp::create(b, l, ValueRange{s.select(counts, one, args[2])});
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
 } // namespace
 
 void mlir::loom::populateMoeToLinalgPatterns(RewritePatternSet &patterns) {
   patterns.add<MoeRouteLowering, MoeGateLowering, MoeGateGradLowering,
-               MoeDispatchLowering, MoeCombineLowering, MoeSlotDotLowering>(
+               MoeDispatchLowering, MoeCombineLowering, MoeSlotDotLowering,
+               MoeStatsLowering>(
       patterns.getContext());
 }

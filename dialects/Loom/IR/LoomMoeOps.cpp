@@ -79,6 +79,14 @@ LogicalResult MoeCombineOp::verify() {
                       getSlot(), getWeights());
 }
 
+LogicalResult MoeStatsOp::verify() {
+  if (getExpert().getType() != getSlot().getType() || getExpert().getType().getRank() != 2)
+    return emitOpError("needs expert and slot of one [tokens, top_k] type");
+  if (getType().getRank() != 2 || getType().getDimSize(1) != 2)
+    return emitOpError("result must be [experts, 2]");
+  return success();
+}
+
 LogicalResult MoeRouteOp::buildVjp(OpBuilder &, ValueRange,
                                    SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign({Value()});

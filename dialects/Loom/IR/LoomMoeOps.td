@@ -149,4 +149,23 @@ def Loom_MoeSlotDotOp : Loom_Op<"moe_slot_dot", [Pure]> {
   }];
 }
 
+def Loom_MoeStatsOp : Loom_Op<"moe_stats", [Pure]> {
+  let summary = "Choices routed to and dropped by each expert";
+  let description = [{
+    `result[e, 0]` counts the choices (of any rank k) routed to expert e and
+    `result[e, 1]` those of them that found e full, as f32: the model output
+    `moe_stats.BLOCK` the executable's `--moe-stats` prints.
+
+    ```mlir
+    %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x2xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32]>:$expert, RankedTensorOf<[I32]>:$slot);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $expert `,` $slot attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // LOOM_MOE_OPS_TD

@@ -172,6 +172,27 @@ static void addBalanceLoss(OpBuilder &b, Location loc, func::FuncOp model,
   ret.setOperand(*lossIndex, total);
 }
 
+/// Appends the block's routing counts to the model's outputs as
+/// `moe_stats.BLOCK` ([experts, 2]: routed, dropped), which the executable
+/// prints with --moe-stats. Not in a pipeline stage: outputs come from the
+/// last stage.
+static void addStatsOutput(OpBuilder &b, Location loc, MoeOp moe, MoeRouteOp route) {
+  auto block = route->getAttrOfType<StringAttr>(attr::kMoeBlock);
+  auto model = moe->getParentOfType<func::FuncOp>();
+  if (!block || moe->hasAttr(attr::kStage) || !model || model.isPrivate())
+    return;
+  Value stats = MoeStatsOp::create(
+      b, loc, RankedTensorType::get({static_cast<int64_t>(moe.getExperts()), 2}, b.getF32Type()),
+      route.getExpert(), route.getSlot());
+  auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
+  unsigned index = ret.getNumOperands();
+  ret->insertOperands(index, stats);
+  (void)model.insertResult(
+      index, stats.getType(),
+      b.getDictionaryAttr(b.getNamedAttr(
+          attr::kOutput, b.getStringAttr("moe_stats." + block.getValue()))));
+}
+
 static LogicalResult expand(MoeOp moe) {
   OpBuilder b(moe);
   Operation *previous = moe->getPrevNode();
@@ -201,6 +222,7 @@ static LogicalResult expand(MoeOp moe) {
         route->setAttr(attr::kMoeBlock,
                        b.getStringAttr(name.getValue().rsplit('.').first));
   route->setAttr(attr::kMoeAxis, moe.getAxisAttr());
+  addStatsOutput(b, loc, moe, route);
   Value gates = MoeGateOp::create(b, loc, RankedTensorType::get({tokens, topK}, f32),
                                   probs, route.getExpert());
   Value tiles = MoeDispatchOp::create(

@@ -411,6 +411,12 @@ bool Driver::finishOutputs(const Plan &plan, char *arena) {
     if (options.train && file == outputFiles.end() && isUpdateOutput(plan, buffer))
       continue;
     if (file == outputFiles.end()) {
+      // Routing counts are a table on request, not a summary line.
+      if (isMoeStats(buffer)) {
+        if (options.moeStats)
+          printMoeStats(out, buffer, arena + buffer.offset);
+        continue;
+      }
       printSummary(out, buffer, arena + buffer.offset);
       continue;
     }

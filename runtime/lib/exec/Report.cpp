@@ -141,6 +141,30 @@ static std::string formatValue(DType dtype, double value) {
   return text;
 }
 
+bool loom::runtime::isMoeStats(const PlanBuffer &buffer) {
+  return buffer.role == BufferRole::Output &&
+         buffer.name.rfind(kMoeStatsPrefix, 0) == 0 && buffer.shape.size() == 2 &&
+         buffer.shape[1] == 2 && buffer.dtype == DType::F32;
+}
+
+void loom::runtime::printMoeStats(std::FILE *out, const PlanBuffer &buffer,
+                                  const void *data) {
+  std::string block = buffer.name.substr(std::string(kMoeStatsPrefix).size());
+  std::fprintf(out, "moe %s: expert  routed  dropped\n", block.c_str());
+  double routed = 0, dropped = 0;
+  for (int64_t e = 0; e < buffer.shape[0]; ++e) {
+    double r = loadElement(buffer.dtype, data, 2 * e);
+    double d = loadElement(buffer.dtype, data, 2 * e + 1);
+    routed += r;
+    dropped += d;
+    std::fprintf(out, "moe %s: %6lld  %6.0f  %7.0f\n", block.c_str(),
+                 static_cast<long long>(e), r, d);
+  }
+  std::fprintf(out, "moe %s: total   %6.0f  %7.0f (%.1f%% dropped)\n",
+               block.c_str(), routed, dropped,
+               routed > 0 ? 100.0 * dropped / routed : 0.0);
+}
+
 void loom::runtime::printSummary(std::FILE *out, const PlanBuffer &buffer,
                                  const void *data) {
   double sum = 0, lo = INFINITY, hi = -INFINITY;

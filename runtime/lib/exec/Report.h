@@ -34,6 +34,18 @@ void printPipelineInfo(std::FILE *out, const Plan &spmd,
 /// first four values of `data`.
 void printSummary(std::FILE *out, const PlanBuffer &buffer, const void *data);
 
+/// The prefix of the outputs loomc adds for each MoE block instance
+/// (`moe_stats.BLOCK`, f32 [experts, 2]: choices routed to each expert and
+/// of them dropped); script outputs cannot contain a '.'.
+inline constexpr const char *kMoeStatsPrefix = "moe_stats.";
+
+/// Whether `buffer` is such an output.
+bool isMoeStats(const PlanBuffer &buffer);
+
+/// Prints a `moe_stats.BLOCK` output as a table (--moe-stats): per expert,
+/// the choices routed to it, dropped, and the dropped share.
+void printMoeStats(std::FILE *out, const PlanBuffer &buffer, const void *data);
+
 } // namespace loom::runtime
 
 #endif // LOOM_RUNTIME_LIB_EXEC_REPORT_H

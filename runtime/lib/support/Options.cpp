@@ -51,6 +51,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          Inf in what it wrote; name the first",
       "                          step (and its script line) that wrote",
       "                          one (exit status 1)",
+      "  --moe-stats             print, per MoE block and expert, the",
+      "                          choices routed to it and dropped (of the",
+      "                          last run of the model)",
       "  --info                  print the plan (buffers, kernels, steps)",
       "                          and exit",
       "  --help                  print this help and exit",
@@ -124,6 +127,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  : name == "--random-inputs"      ? &options.randomInputs
                  : name == "--check-kernels"      ? &options.checkKernels
                  : name == "--check-numerics"     ? &options.checkNumerics
+                 : name == "--moe-stats"          ? &options.moeStats
                                                   : nullptr;
     if (flag) {
       if (hasValue) {

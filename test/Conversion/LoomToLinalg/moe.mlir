@@ -82,3 +82,16 @@ func.func @gates(%p: tensor<16x4xf32>, %e: tensor<16x2xi32>, %dg: tensor<16x2xf3
   %d = loom.moe_slot_dot %y, %o[%s] : (tensor<16x32xf32>, tensor<20x32xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
   return %g, %dp, %d : tensor<16x2xf32>, tensor<16x4xf32>, tensor<16x2xf32>
 }
+
+// -----
+
+// Routing counts: per expert, its choices and those of them dropped (a
+// reduction over every choice).
+// CHECK-LABEL: func.func @stats
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+// CHECK: arith.cmpi slt
+// CHECK: arith.addf
+func.func @stats(%e: tensor<16x2xi32>, %s: tensor<16x2xi32>) -> tensor<4x2xf32> {
+  %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x2xf32>
+  return %st : tensor<4x2xf32>
+}

@@ -1454,3 +1454,19 @@ func.func @moe_combine_weights(%o: tensor<20x32xf32>, %src: tensor<20xi32>, %s: 
   %y = loom.moe_combine %o[%src, %s] weights %g : (tensor<20x32xf32>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x1xf32>) -> tensor<16x32xf32>
   return
 }
+
+// -----
+
+func.func @moe_stats(%e: tensor<16x2xi32>, %s: tensor<16x1xi32>) {
+  // expected-error @+1 {{'loom.moe_stats' op needs expert and slot of one [tokens, top_k] type}}
+  %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x1xi32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @moe_stats_result(%e: tensor<16x2xi32>, %s: tensor<16x2xi32>) {
+  // expected-error @+1 {{'loom.moe_stats' op result must be [experts, 2]}}
+  %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x3xf32>
+  return
+}

@@ -426,6 +426,7 @@ func.func @accumulate(%g: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // CHECK: loom.moe_dispatch %{{.+}}[%{{.+}}, %{{.+}}] : (tensor<16x32xbf16>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x32xbf16>
 // CHECK: loom.moe_combine %{{.+}}[%{{.+}}, %{{.+}}] weights %{{.+}} : (tensor<20x32xbf16>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x32xbf16>
 // CHECK: loom.moe_slot_dot %{{.+}}, %{{.+}}[%{{.+}}] : (tensor<16x32xbf16>, tensor<20x32xbf16>, tensor<16x2xi32>) -> tensor<16x2xf32>
+// CHECK: loom.moe_stats %{{.+}}, %{{.+}} : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x2xf32>
 func.func @moe_pieces(%p: tensor<16x4xf32>, %x: tensor<16x32xbf16>, %dg: tensor<16x2xf32>) {
   %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
   %g = loom.moe_gate %p[%e] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
@@ -433,5 +434,6 @@ func.func @moe_pieces(%p: tensor<16x4xf32>, %x: tensor<16x32xbf16>, %dg: tensor<
   %t = loom.moe_dispatch %x[%src, %s] : (tensor<16x32xbf16>, tensor<20xi32>, tensor<16x2xi32>) -> tensor<20x32xbf16>
   %y = loom.moe_combine %t[%src, %s] weights %g : (tensor<20x32xbf16>, tensor<20xi32>, tensor<16x2xi32>, tensor<16x2xf32>) -> tensor<16x32xbf16>
   %d = loom.moe_slot_dot %y, %t[%s] : (tensor<16x32xbf16>, tensor<20x32xbf16>, tensor<16x2xi32>) -> tensor<16x2xf32>
+  %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x2xf32>
   return
 }

@@ -15,7 +15,7 @@ func.func @top2(%x: tensor<2x8x32xbf16>, %r: tensor<32x4xf32>, %w1: tensor<4x32x
   // CHECK: [[TF:%.+]] = loom.cast [[T]] : tensor<16x32xbf16> to tensor<16x32xf32>
   // CHECK: [[L:%.+]] = loom.matmul [[TF]], %[[R]] accumulate f32 : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x4xf32>
   // CHECK: [[P:%.+]] = loom.softmax [[L]] axis 1 : tensor<16x4xf32>
-  // CHECK: %[[E:.+]], %[[S:.+]], %[[SRC:.+]], %{{.+}} = loom.moe_route [[P]] top_k 2 capacity 8 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<32xi32>, tensor<4xf32>
+  // CHECK: %[[E:.+]], %[[S:.+]], %[[SRC:.+]], %{{.+}} = loom.moe_route [[P]] top_k 2 capacity 8 {loom.moe_axis = "ep"} : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<32xi32>, tensor<4xf32>
   // CHECK: [[G:%.+]] = loom.moe_gate [[P]][%[[E]]] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x2xf32>
   // CHECK: [[D:%.+]] = loom.moe_dispatch [[T]][%[[SRC]], %[[S]]] : (tensor<16x32xbf16>, tensor<32xi32>, tensor<16x2xi32>) -> tensor<32x32xbf16>
   // CHECK: [[D3:%.+]] = loom.reshape [[D]] : tensor<32x32xbf16> -> tensor<4x8x32xbf16>
@@ -72,11 +72,15 @@ func.func @axes(%x: tensor<10x4xf32>, %r: tensor<4x3xf32>) -> tensor<10x1xf32> {
 
 // With aux_loss, a trained model's loss gains aux_loss * E * sum_e f_e P_e:
 // f from the first-choice counts over the 8 tokens, P the mean probability.
+// The block is named after its router param: the route says so, and the
+// model gains the output moe_stats.ffn.0 (routed and dropped per expert).
 // CHECK-LABEL: func.func @balanced
-func.func @balanced(%x: tensor<8x4xf32>, %r: tensor<4x2xf32>, %t: tensor<8x4xf32>)
+// CHECK-SAME: -> (tensor<8x4xf32>, tensor<f32> {loom.loss = "loss"}, tensor<2x2xf32> {loom.output = "moe_stats.ffn.0"})
+func.func @balanced(%x: tensor<8x4xf32>, %r: tensor<4x2xf32> {loom.param = "ffn.0.router"}, %t: tensor<8x4xf32>)
     -> (tensor<8x4xf32>, tensor<f32> {loom.loss = "loss"}) {
   // CHECK: [[P:%.+]] = loom.softmax
-  // CHECK: %{{.+}}, %{{.+}}, %{{.+}}, %[[COUNTS:.+]] = loom.moe_route [[P]] top_k 1 capacity 4
+  // CHECK: %[[EX:.+]], %[[SL:.+]], %{{.+}}, %[[COUNTS:.+]] = loom.moe_route [[P]] top_k 1 capacity 4 {loom.moe_axis = "ep", loom.moe_block = "ffn.0"}
+  // CHECK: [[STATS:%.+]] = loom.moe_stats %[[EX]], %[[SL]] : (tensor<8x1xi32>, tensor<8x1xi32>) -> tensor<2x2xf32>
   // CHECK: [[Y:%.+]] = loom.moe_combine
   // CHECK: [[INV:%.+]] = loom.constant 1.250000e-01 : tensor<f32>
   // CHECK: [[F:%.+]] = loom.mul %[[COUNTS]], [[INV]] : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
@@ -88,7 +92,7 @@ func.func @balanced(%x: tensor<8x4xf32>, %r: tensor<4x2xf32>, %t: tensor<8x4xf32
   // CHECK: [[AUX:%.+]] = loom.mul [[SUM]], [[W]]
   // CHECK: [[L:%.+]] = loom.mse [[Y]], %{{.+}}
   // CHECK: [[TOTAL:%.+]] = loom.add [[L]], [[AUX]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
-  // CHECK: return [[Y]], [[TOTAL]]
+  // CHECK: return [[Y]], [[TOTAL]], [[STATS]]
   %0 = loom.moe %x router %r {axis = "ep", capacity = 4 : i64, capacity_factor = 1.0 : f64,
                 experts = 2 : i64, top_k = 1 : i64, aux_loss = 0.5 : f64}
       : (tensor<8x4xf32>, tensor<4x2xf32>) -> tensor<8x4xf32> {
@@ -106,7 +110,7 @@ func.func @balanced(%x: tensor<8x4xf32>, %r: tensor<4x2xf32>, %t: tensor<8x4xf32
 // CHECK-LABEL: func.func @staged
 func.func @staged(%x: tensor<4x4xf32>, %r: tensor<4x2xf32>) -> tensor<4x4xf32> {
   // CHECK: loom.softmax {{.*}} {loom.stage = 1 : i64}
-  // CHECK: loom.moe_route {{.*}} {loom.stage = 1 : i64}
+  // CHECK: loom.moe_route {{.*}} {loom.moe_axis = "ep", loom.stage = 1 : i64}
   // CHECK: loom.moe_combine {{.*}} {loom.stage = 1 : i64}
   %0 = loom.moe %x router %r {axis = "ep", capacity = 2 : i64, capacity_factor = 1.0 : f64,
                 experts = 2 : i64, top_k = 1 : i64, loom.stage = 1 : i64}

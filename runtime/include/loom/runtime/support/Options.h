@@ -26,6 +26,7 @@ struct RunOptions {
   std::string trace; // --trace FILE.json
   bool checkKernels = false;
   bool checkNumerics = false; // --check-numerics
+  bool moeStats = false;      // --moe-stats
   /// train --schedule: a pipelined plan's schedule instead of the one it
   /// was compiled with (the stages' programs do not depend on it).
   std::string schedule;
