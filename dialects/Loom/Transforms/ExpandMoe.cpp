@@ -248,16 +248,16 @@ static LogicalResult expand(MoeOp moe) {
       b, loc, RankedTensorType::get({tokens, features}, resultType.getElementType()),
       out, route.getSource(), route.getSlot(), gates);
   moe.replaceAllUsesWith(reshapeTo(b, loc, combined, resultType.getShape()));
+  if (double weight = moe.getAuxLoss().convertToDouble(); weight > 0)
+    addBalanceLoss(b, loc, moe->getParentOfType<func::FuncOp>(), probs,
+                   route.getFirstCounts(), weight);
   // The ops replacing a block inside a pipeline stage stay on it (they
-  // were all built just before it).
+  // were all built just before it; the loss's sum is after the loss).
   if (Attribute stage = moe->getAttr(attr::kStage))
     for (Operation &op : llvm::make_range(
              previous ? std::next(previous->getIterator()) : moe->getBlock()->begin(),
              moe->getIterator()))
       op.setAttr(attr::kStage, stage);
-  if (double weight = moe.getAuxLoss().convertToDouble(); weight > 0)
-    addBalanceLoss(b, loc, moe->getParentOfType<func::FuncOp>(), probs,
-                   route.getFirstCounts(), weight);
   moe.erase();
   return success();
 }
