@@ -83,7 +83,7 @@ LogicalResult BodyBatcher::batch(Operation *op) {
                                                ? op->getResult(0).getType()
                                                : Type());
   if (!result && !isa<SplitOp>(op))
-    return op->emitError("'") << op->getName()
+    return emitError(op->getLoc(), "'") << op->getName()
                               << "' is not supported in an MoE expert body yet";
   int64_t rank = result ? result.getRank() : 0;
 
@@ -103,7 +103,7 @@ LogicalResult BodyBatcher::batch(Operation *op) {
     // rank operand has the other's batch dims as ones.
     for (Value operand : op->getOperands()) {
       if (!isBatched(operand))
-        return op->emitError("an expert body's matmul needs both operands "
+        return emitError(op->getLoc(), "an expert body's matmul needs both operands "
                              "computed from the tokens or the expert params");
       operands.push_back(alignedOperand(operand, rank));
     }
@@ -112,7 +112,7 @@ LogicalResult BodyBatcher::batch(Operation *op) {
                  ConcatOp, SoftmaxOp>(op)) {
     for (Value operand : op->getOperands()) {
       if (!isBatched(operand))
-        return op->emitError("'") << op->getName()
+        return emitError(op->getLoc(), "'") << op->getName()
                                   << "' in an MoE expert body needs an operand "
                                      "computed from the tokens or the expert params";
       operands.push_back(map.lookup(operand));
@@ -127,7 +127,7 @@ LogicalResult BodyBatcher::batch(Operation *op) {
       attrs.set("permutation", b.getDenseI64ArrayAttr(permutation));
     }
   } else {
-    return op->emitError("'") << op->getName()
+    return emitError(op->getLoc(), "'") << op->getName()
                               << "' is not supported in an MoE expert body yet";
   }
 
