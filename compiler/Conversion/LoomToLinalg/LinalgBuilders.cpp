@@ -110,12 +110,18 @@ Value mlir::loom::buildBroadcastElementwise(OpBuilder &b, Location loc,
   return buildElementwise(b, loc, resultType, inputs, maps, body);
 }
 
+Value mlir::loom::filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
+                               TypedAttr value) {
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  Value init = arith::ConstantOp::create(b, loc, value);
+  return linalg::FillOp::create(b, loc, ValueRange{init}, ValueRange{empty}).getResult(0);
+}
+
 /// An f32 tensor of `shape` filled with `value`.
 static Value filledF32(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                        double value) {
-  Value empty = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
-  return linalg::FillOp::create(b, loc, f32Constant(b, loc, value), empty)
-      .getResult(0);
+  return filledTensor(b, loc, RankedTensorType::get(shape, b.getF32Type()),
+                      b.getF32FloatAttr(value));
 }
 
 /// Reduces the loops of `shape` marked in `reducedLoops` into an f32

@@ -45,12 +45,6 @@ struct Scalars {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-Value filled(OpBuilder &b, Location loc, RankedTensorType type, Attribute value) {
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
-  Value init = arith::ConstantOp::create(b, loc, cast<TypedAttr>(value));
-  return linalg::FillOp::create(b, loc, ValueRange{init}, ValueRange{empty}).getResult(0);
-}
-
 AffineMap mapOf(MLIRContext *context, int64_t loops, ArrayRef<int64_t> dims) {
   SmallVector<AffineExpr> exprs;
   for (int64_t d : dims)
@@ -79,13 +73,13 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
     Value probs = adaptor.getProbs();
     int64_t tokens = typeOf(probs).getDimSize(0), experts = typeOf(probs).getDimSize(1);
     int64_t topK = op.getTopK(), capacity = op.getCapacity();
-    Attribute zero = rewriter.getI32IntegerAttr(0), none = rewriter.getI32IntegerAttr(-1);
+    TypedAttr zero = rewriter.getI32IntegerAttr(0), none = rewriter.getI32IntegerAttr(-1);
     auto choices = op.getExpert().getType();
 
     // rank[n, e]: how many experts beat e for token n (ties: lower index).
     auto ranks = RankedTensorType::get({tokens, experts}, rewriter.getI32Type());
     Value rank = generic(
-        rewriter, loc, ranks, {probs, probs}, filled(rewriter, loc, ranks, zero),
+        rewriter, loc, ranks, {probs, probs}, filledTensor(rewriter, loc, ranks, zero),
         {mapOf(context, 3, {0, 1}), mapOf(context, 3, {0, 2}), mapOf(context, 3, {0, 1})},
         3, 2, [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -101,7 +95,7 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
         });
     // expert[n, k]: the expert of rank k.
     Value expert = generic(
-        rewriter, loc, choices, {rank}, filled(rewriter, loc, choices, zero),
+        rewriter, loc, choices, {rank}, filledTensor(rewriter, loc, choices, zero),
         {mapOf(context, 3, {0, 2}), mapOf(context, 3, {0, 1})}, 3, 2,
         [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -112,7 +106,7 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
     // position[n, k]: earlier choices of the same expert, where (m, j) is
     // earlier than (n, k) when j < k, or j == k and m < n.
     Value position = generic(
-        rewriter, loc, choices, {expert, expert}, filled(rewriter, loc, choices, zero),
+        rewriter, loc, choices, {expert, expert}, filledTensor(rewriter, loc, choices, zero),
         {mapOf(context, 4, {0, 1}), mapOf(context, 4, {2, 3}), mapOf(context, 4, {0, 1})},
         4, 2, [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -129,7 +123,7 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
         });
     // slot[n, k] = expert * capacity + position, or -1 when full.
     Value slot = generic(
-        rewriter, loc, choices, {expert, position}, filled(rewriter, loc, choices, zero),
+        rewriter, loc, choices, {expert, position}, filledTensor(rewriter, loc, choices, zero),
         {mapOf(context, 2, {0, 1}), mapOf(context, 2, {0, 1}), mapOf(context, 2, {0, 1})},
         2, 2, [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -141,7 +135,7 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
     // source[s]: the choice n * top_k + k holding slot s, or -1.
     auto sourceType = op.getSource().getType();
     Value source = generic(
-        rewriter, loc, sourceType, {slot}, filled(rewriter, loc, sourceType, none),
+        rewriter, loc, sourceType, {slot}, filledTensor(rewriter, loc, sourceType, none),
         {mapOf(context, 3, {1, 2}), mapOf(context, 3, {0})}, 3, 1,
         [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -157,7 +151,7 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
         2, 0, {getAffineDimExpr(1, context), getAffineConstantExpr(0, context)}, context);
     Value counts = generic(
         rewriter, loc, countType, {expert},
-        filled(rewriter, loc, countType, rewriter.getF32FloatAttr(0)),
+        filledTensor(rewriter, loc, countType, rewriter.getF32FloatAttr(0)),
         {firstChoice, mapOf(context, 2, {0})}, 2, 1,
         [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -200,7 +194,7 @@ struct MoeGateLowering : OpConversionPattern<MoeGateOp> {
     int64_t topK = type.getDimSize(1);
     Value probs = adaptor.getProbs(), expert = adaptor.getExpert();
     Value gate = generic(
-        rewriter, loc, type, {}, filled(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
+        rewriter, loc, type, {}, filledTensor(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
         {mapOf(getContext(), 2, {0, 1})}, 2, 2,
         [&](OpBuilder &b, Location l, ValueRange) {
           Scalars s{b, l};
@@ -229,7 +223,7 @@ struct MoeGateGradLowering : OpConversionPattern<MoeGateGradOp> {
     Value probs = adaptor.getProbs(), expert = adaptor.getExpert(), grad = adaptor.getGrad();
     int64_t topK = typeOf(expert).getDimSize(1);
     Value result = generic(
-        rewriter, loc, type, {}, filled(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
+        rewriter, loc, type, {}, filledTensor(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
         {mapOf(getContext(), 2, {0, 1})}, 2, 2,
         [&](OpBuilder &b, Location l, ValueRange) {
           Scalars s{b, l};
@@ -276,7 +270,7 @@ struct MoeDispatchLowering : OpConversionPattern<MoeDispatchOp> {
     Type element = type.getElementType();
     Value result = generic(
         rewriter, loc, type, {adaptor.getSource()},
-        filled(rewriter, loc, type, rewriter.getZeroAttr(element)),
+        filledTensor(rewriter, loc, type, rewriter.getZeroAttr(element)),
         {mapOf(getContext(), 2, {0}), mapOf(getContext(), 2, {0, 1})}, 2, 2,
         [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -309,7 +303,7 @@ struct MoeCombineLowering : OpConversionPattern<MoeCombineOp> {
     int64_t slots = typeOf(input).getDimSize(0), topK = typeOf(slot).getDimSize(1);
     Type element = type.getElementType();
     Value result = generic(
-        rewriter, loc, type, {}, filled(rewriter, loc, type, rewriter.getZeroAttr(element)),
+        rewriter, loc, type, {}, filledTensor(rewriter, loc, type, rewriter.getZeroAttr(element)),
         {mapOf(getContext(), 2, {0, 1})}, 2, 2,
         [&](OpBuilder &b, Location l, ValueRange) {
           Scalars s{b, l};
@@ -343,7 +337,7 @@ struct MoeSlotDotLowering : OpConversionPattern<MoeSlotDotOp> {
     MLIRContext *context = getContext();
     Value result = generic(
         rewriter, loc, type, {adaptor.getSlot(), adaptor.getTokens()},
-        filled(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
+        filledTensor(rewriter, loc, type, rewriter.getF32FloatAttr(0)),
         {mapOf(context, 3, {0, 1}), mapOf(context, 3, {0, 2}), mapOf(context, 3, {0, 1})},
         3, 2, [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
@@ -367,7 +361,7 @@ struct MoeStatsLowering : OpConversionPattern<MoeStatsOp> {
     MLIRContext *context = getContext();
     Value result = generic(
         rewriter, op.getLoc(), type, {adaptor.getExpert(), adaptor.getSlot()},
-        filled(rewriter, op.getLoc(), type, rewriter.getF32FloatAttr(0)),
+        filledTensor(rewriter, op.getLoc(), type, rewriter.getF32FloatAttr(0)),
         {mapOf(context, 4, {2, 3}), mapOf(context, 4, {2, 3}), mapOf(context, 4, {0, 1})},
         4, 2, [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
