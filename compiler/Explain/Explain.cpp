@@ -588,7 +588,8 @@ void Explainer::findMoe() {
     if (!kernel)
       continue;
     kernel.walk([&](mlir::loom::MoeRouteOp route) {
-      if (!seen.insert(route).second)
+      // Routes without an axis rank a rank's tokens for its counts only.
+      if (!route->hasAttr(attr::kMoeAxis) || !seen.insert(route).second)
         return;
       ExplainMoe moe;
       if (auto block = route->getAttrOfType<StringAttr>(attr::kMoeBlock))
@@ -606,6 +607,12 @@ void Explainer::findMoe() {
         if (name == moe.axis)
           ways = size;
       moe.expertsPerRank = moe.experts / ways;
+      // A route with offsets ranks its rank's tokens, exchanged by
+      // all-to-all (loom-partition).
+      if (route.getOffsets()) {
+        moe.tokens *= ways;
+        moe.exchangeRows = route.getBuffer().value_or(moe.capacity);
+      }
       report.moe.push_back(moe);
     });
   }

@@ -97,6 +97,9 @@ struct ExplainParam {
 struct ExplainMoe {
   std::string block, axis, source;
   int64_t experts = 0, topK = 0, tokens = 0, capacity = 0, expertsPerRank = 0;
+  /// Rows per expert each rank sends by all-to-all; 0 when the block's
+  /// tokens and experts do not split over one axis (its pieces run whole).
+  int64_t exchangeRows = 0;
 };
 
 struct ExplainReport {

@@ -83,7 +83,15 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
          << "): " << m.experts << " experts, " << m.expertsPerRank
          << " per rank over '" << m.axis << "'; top " << m.topK << " of "
          << m.tokens << " tokens; capacity " << m.capacity
-         << " slots per expert (" << m.experts * m.capacity << " in all)\n";
+         << " slots per expert (" << m.experts * m.capacity << " in all)\n"
+         << (m.exchangeRows
+                 ? "    dispatch and combine: all-to-alls over '" + m.axis +
+                       "', each rank sending " + std::to_string(m.exchangeRows) +
+                       " rows per expert (the most it can keep for one)\n"
+                 : std::string(r.ranks > 1 ? "    routed whole on every rank "
+                                             "(tokens not split over '" +
+                                                 m.axis + "' alone)\n"
+                                           : ""));
   }
 
   os << "\nmemory per rank, bytes\n";
@@ -186,6 +194,7 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
           j.attribute("top_k", m.topK);
           j.attribute("tokens", m.tokens);
           j.attribute("capacity", m.capacity);
+          j.attribute("exchange_rows", m.exchangeRows);
         });
     });
     j.attributeArray("memory", [&] {

@@ -34,9 +34,15 @@ LogicalResult MoeRouteOp::verify() {
     return emitOpError("top_k must be in [1, ") << experts << "], got " << topK;
   if (capacity < 1)
     return emitOpError("capacity must be positive, got ") << capacity;
+  int64_t buffer = getBuffer().value_or(capacity);
+  if (buffer < 1 || buffer > capacity)
+    return emitOpError("buffer must be in [1, capacity], got ") << buffer;
+  if (getOffsets() &&
+      failed(expectShape(*this, getOffsets(), "offsets", {1, topK, experts})))
+    return failure();
   if (failed(expectShape(*this, getExpert(), "expert", {tokens, topK})) ||
       failed(expectShape(*this, getSlot(), "slot", {tokens, topK})) ||
-      failed(expectShape(*this, getSource(), "source", {experts * capacity})) ||
+      failed(expectShape(*this, getSource(), "source", {experts * buffer})) ||
       failed(expectShape(*this, getFirstCounts(), "first_counts", {experts})))
     return failure();
   return success();
@@ -84,6 +90,34 @@ LogicalResult MoeStatsOp::verify() {
     return emitOpError("needs expert and slot of one [tokens, top_k] type");
   if (getType().getRank() != 2 || getType().getDimSize(1) != 2)
     return emitOpError("result must be [experts, 2]");
+  return success();
+}
+
+LogicalResult MoeCountsOp::verify() {
+  RankedTensorType expert = getExpert().getType(), result = getType();
+  if (expert.getRank() != 2 || result.getRank() != 3 || result.getDimSize(0) != 1 ||
+      result.getDimSize(1) != expert.getDimSize(1))
+    return emitOpError("needs expert [tokens, top_k] and result [1, top_k, experts]");
+  return success();
+}
+
+LogicalResult MoeOffsetsOp::verify() {
+  if (getCounts().getType().getRank() != 3 || getType() != getCounts().getType())
+    return emitOpError("needs counts and result of one [ranks, top_k, experts] type");
+  return success();
+}
+
+LogicalResult MoeExchangeMapOp::verify() {
+  RankedTensorType counts = getCounts().getType();
+  if (counts.getRank() != 3 || getOffsets().getType() != counts)
+    return emitOpError("needs counts and offsets of one [ranks, top_k, experts] type");
+  int64_t capacity = getCapacity(), buffer = getBuffer();
+  if (capacity < 1 || buffer < 1 || buffer > capacity)
+    return emitOpError("needs 1 <= buffer <= capacity");
+  int64_t ranks = counts.getDimSize(0), experts = counts.getDimSize(2);
+  if (failed(expectShape(*this, getSlot(), "slot", {ranks * experts * buffer, 1})) ||
+      failed(expectShape(*this, getSource(), "source", {experts * capacity})))
+    return failure();
   return success();
 }
 

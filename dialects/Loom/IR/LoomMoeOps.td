@@ -25,18 +25,29 @@ def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure, DeclareOpInterfaceMethods<Loom
     not), for the load-balancing loss. Its gradient is zero: the counts
     are piecewise constant in the probabilities.
 
+    In a per-rank program whose tokens are split over the expert axis
+    (loom-partition) the op routes the rank's tokens only. `offsets[0, k,
+    e]` counts the choices of the other ranks that claim slots of expert e
+    before this rank's priority-k choices do (loom.moe_offsets), so a
+    choice is kept when its position among the rank's own choices of e
+    plus that offset is below `capacity`, exactly as on one rank. Slots
+    are then numbered in the rank's send buffer, `expert * buffer + c`,
+    where `buffer` bounds the choices one rank can keep for one expert.
+
     ```mlir
     %e, %s, %src, %cnt = loom.moe_route %p top_k 2 capacity 5
         : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
     ```
   }];
-  let arguments = (ins RankedTensorOf<[F32]>:$probs, I64Attr:$top_k,
-                       I64Attr:$capacity);
+  let arguments = (ins RankedTensorOf<[F32]>:$probs,
+                       Optional<RankedTensorOf<[I32]>>:$offsets, I64Attr:$top_k,
+                       I64Attr:$capacity, OptionalAttr<I64Attr>:$buffer);
   let results = (outs RankedTensorOf<[I32]>:$expert, RankedTensorOf<[I32]>:$slot,
                       RankedTensorOf<[I32]>:$source,
                       RankedTensorOf<[F32]>:$first_counts);
   let assemblyFormat = [{
-    $probs `top_k` $top_k `capacity` $capacity attr-dict `:` type($probs) `->`
+    $probs (`offsets` $offsets^)? `top_k` $top_k `capacity` $capacity
+    (`buffer` $buffer^)? attr-dict `:` type($probs) (`,` type($offsets)^)? `->`
     type($expert) `,` type($slot) `,` type($source) `,` type($first_counts)
   }];
   let hasVerifier = 1;
@@ -164,6 +175,74 @@ def Loom_MoeStatsOp : Loom_Op<"moe_stats", [Pure]> {
   let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = [{
     $expert `,` $slot attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Expert parallelism: the pieces loom-partition adds to a per-rank program
+// whose tokens and experts are split over one axis, so that tokens reach
+// their experts by two all-to-alls and only routing counts are gathered.
+//===----------------------------------------------------------------------===//
+
+def Loom_MoeCountsOp : Loom_Op<"moe_counts", [Pure]> {
+  let summary = "A rank's choices per priority and expert";
+  let description = [{
+    `result[0, k, e]` counts the tokens whose k-th choice is expert e: one
+    rank's row of the counts every rank all-gathers.
+
+    ```mlir
+    %c = loom.moe_counts %e : tensor<4x2xi32> -> tensor<1x2x8xi32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32]>:$expert);
+  let results = (outs RankedTensorOf<[I32]>:$result);
+  let assemblyFormat = "$expert attr-dict `:` type($expert) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_MoeOffsetsOp : Loom_Op<"moe_offsets", [Pure]> {
+  let summary = "Per rank, the choices of other ranks ahead of its own";
+  let description = [{
+    From every rank's counts `counts[r, k, e]` (ranks in token order):
+    `result[r, k, e]` is the number of choices that claim slots of expert
+    e before rank r's priority-k choices do: every other rank's choices of
+    a lower priority, and the priority-k choices of the ranks before r.
+
+    ```mlir
+    %o = loom.moe_offsets %all : tensor<4x2x8xi32> -> tensor<4x2x8xi32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32]>:$counts);
+  let results = (outs RankedTensorOf<[I32]>:$result);
+  let assemblyFormat = "$counts attr-dict `:` type($counts) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Loom_MoeExchangeMapOp : Loom_Op<"moe_exchange_map", [Pure]> {
+  let summary = "Where the rows an all-to-all brings go in the expert slots";
+  let description = [{
+    An expert rank receives from each rank r, for each of its E local
+    experts, `buffer` rows: row `(r * E + e) * buffer + j` is rank r's j-th
+    kept choice of local expert e. From the counts and offsets of the local
+    experts (`[ranks, top_k, E]`, as loom.moe_counts and loom.moe_offsets
+    give them), `slot[row, 0]` is that row's slot `e * capacity + c` of
+    the local experts' buffer (c its position on one rank), or -1 for a
+    padding row, and `source[slot]` the row back, or -1. A loom.moe_dispatch
+    through these maps fills the experts' slots, a loom.moe_combine empties
+    them.
+
+    ```mlir
+    %slot, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 4
+        : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<32x1xi32>, tensor<12xi32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32]>:$counts, RankedTensorOf<[I32]>:$offsets,
+                       I64Attr:$capacity, I64Attr:$buffer);
+  let results = (outs RankedTensorOf<[I32]>:$slot, RankedTensorOf<[I32]>:$source);
+  let assemblyFormat = [{
+    $counts `,` $offsets `capacity` $capacity `buffer` $buffer attr-dict `:`
+    type($counts) `,` type($offsets) `->` type($slot) `,` type($source)
   }];
   let hasVerifier = 1;
 }

@@ -213,7 +213,8 @@ static LogicalResult expand(MoeOp moe) {
   auto choices = RankedTensorType::get({tokens, topK}, i32);
   auto route = MoeRouteOp::create(
       b, loc, choices, choices, RankedTensorType::get({slots}, i32),
-      RankedTensorType::get({experts}, f32), probs, topK, capacity);
+      RankedTensorType::get({experts}, f32), probs, /*offsets=*/Value(), topK,
+      capacity, /*buffer=*/IntegerAttr());
   // Named after the block instance (its router param) and its expert axis,
   // for --explain.
   if (auto arg = dyn_cast<BlockArgument>(moe.getRouter()))

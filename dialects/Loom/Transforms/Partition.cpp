@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/Transforms/Passes.h"
-#include "Loom/Transforms/Sharding.h"
+#include "Partitioner.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -33,93 +33,6 @@ static int64_t normalizeAxis(int64_t axis, int64_t rank) {
 static int64_t bytesOf(RankedTensorType type) {
   return type.getNumElements() * (type.getElementTypeBitWidth() / 8);
 }
-
-namespace {
-class Partitioner {
-public:
-  Partitioner(const Grid &grid, func::FuncOp func, bool remarks,
-              bool sequenceParallel)
-      : grid(grid), func(func), remarks(remarks),
-        sequenceParallel(sequenceParallel) {}
-
-  LogicalResult run();
-  /// Whether some value of the program is split or partial over `axis`.
-  bool splitsOver(int16_t axis) const {
-    return llvm::any_of(shardings, [&](const auto &entry) {
-      return entry.second.uses(axis);
-    });
-  }
-
-private:
-  LogicalResult partition(Operation *op);
-  LogicalResult annotate(shard::ShardOp annotation);
-  LogicalResult partitionElementwise(Operation *op);
-  LogicalResult partitionMatmul(MatmulOp op);
-  LogicalResult partitionReshape(ReshapeOp op);
-  LogicalResult partitionLoss(Operation *op);
-  LogicalResult partitionCrossEntropyGrad(CrossEntropyGradOp op);
-  LogicalResult partitionEmbeddingGrad(EmbeddingGradOp op);
-  /// How a loss lays out its operands: both split alike on their shared
-  /// (row) dims, over `rows`; a cross-entropy's classes whole, or split over
-  /// `classes` when the logits come so (vocab-parallel).
-  struct LossLayout {
-    Sharding first, second;
-    GridAxes rows, classes;
-  };
-  LossLayout lossLayout(Operation *op);
-  /// A vocab-parallel cross-entropy's row statistics (local values, rows
-  /// laid out as the labels): the rows' maxima over every rank, their sums
-  /// of exponentials and label logits summed over the ranks, and the
-  /// rank's class ids. Built at the forward, reused by the backward.
-  struct VocabStats {
-    Value max, sumExp, target, ids;
-  };
-  FailureOr<VocabStats> vocabStatsOf(Operation *op, const LossLayout &layout);
-  LogicalResult partitionReduction(Operation *op);
-  /// Marks `op`'s f32 result, each rank's mean over its equal block of the
-  /// `split` axes, as partial sums of the global mean: scaled by 1/shards.
-  void makePartialMean(Operation *op, ArrayRef<int16_t> split,
-                       Sharding sharding);
-  /// Requires the operand shardings given, and gives `op`'s results theirs.
-  LogicalResult apply(Operation *op, ArrayRef<Sharding> operands,
-                      ArrayRef<Sharding> results);
-  /// Operand `input` with dims `whole` gathered, partial sums reduced.
-  Sharding withWhole(Value input, ArrayRef<int64_t> whole);
-
-  FailureOr<Value> reshard(Value value, const Sharding &target, Operation *user);
-  Value materialize(Value value, const Sharding &target, Operation *user);
-  Value collective(Operation *created, Value result, const Sharding &sharding,
-                   RankedTensorType global, Location loc, StringRef why);
-  void setResult(Value result, const Sharding &sharding);
-
-  /// A copy: a reference into the map would dangle at the next insertion.
-  Sharding shardingOf(Value value) {
-    auto it = shardings.find(value);
-    if (it == shardings.end())
-      it = shardings
-               .try_emplace(value, Sharding::replicated(globalType(value).getRank()))
-               .first;
-    return it->second;
-  }
-  RankedTensorType globalType(Value value) {
-    auto it = globals.find(value);
-    return it != globals.end() ? it->second
-                               : cast<RankedTensorType>(value.getType());
-  }
-
-  const Grid &grid;
-  func::FuncOp func;
-  bool remarks;
-  bool sequenceParallel;
-  DenseMap<Value, Sharding> shardings;
-  DenseMap<Value, RankedTensorType> globals;
-  /// The resharded copies made so far: one value per layout is enough.
-  DenseMap<Value, llvm::StringMap<Value>> copies;
-  /// By (logits, labels) of the forward cross-entropy.
-  DenseMap<std::pair<Value, Value>, VocabStats> vocabStats;
-  llvm::SmallPtrSet<Value, 8> assignedArgs;
-};
-} // namespace
 
 void Partitioner::setResult(Value result, const Sharding &sharding) {
   RankedTensorType global = globalType(result);
@@ -786,8 +699,15 @@ LogicalResult Partitioner::partition(Operation *op) {
     }
     return success();
   }
+  if (isa<MoeRouteOp, MoeGateOp, MoeGateGradOp, MoeDispatchOp, MoeCombineOp,
+          MoeSlotDotOp, MoeStatsOp>(op))
+    return partitionMoe(op);
   // Anything else (constants, arange, ops without a rule) runs whole on
   // every rank.
+  return partitionWhole(op);
+}
+
+LogicalResult Partitioner::partitionWhole(Operation *op) {
   SmallVector<Sharding> operands, results;
   for (Value operand : op->getOperands())
     operands.push_back(Sharding::replicated(

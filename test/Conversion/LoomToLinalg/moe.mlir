@@ -95,3 +95,62 @@ func.func @stats(%e: tensor<16x2xi32>, %s: tensor<16x2xi32>) -> tensor<4x2xf32> 
   %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x2xf32>
   return %st : tensor<4x2xf32>
 }
+
+// -----
+
+// Routing with offsets (a rank's tokens): a choice is kept when its own
+// position plus the offset of its priority and expert is below the
+// capacity; its slot numbers the send buffer (4 rows per expert).
+// CHECK-LABEL: func.func @route_offsets
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] : tensor<1x2x4xi32>
+// CHECK: arith.addi
+// CHECK: arith.constant 5 : i32
+// CHECK: arith.cmpi slt
+// CHECK: arith.constant 4 : i32
+// CHECK: arith.muli
+func.func @route_offsets(%p: tensor<16x4xf32>, %o: tensor<1x2x4xi32>) -> tensor<16x2xi32> {
+  %e, %s, %src, %c = loom.moe_route %p offsets %o top_k 2 capacity 5 buffer 4 : tensor<16x4xf32>, tensor<1x2x4xi32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<16xi32>, tensor<4xf32>
+  return %s : tensor<16x2xi32>
+}
+
+// -----
+
+// A rank's counts per priority and expert: a reduction over its tokens,
+// given the leading rank dim.
+// CHECK-LABEL: func.func @counts
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2]] output_shape [1, 2, 4] : tensor<2x4xi32> into tensor<1x2x4xi32>
+func.func @counts(%e: tensor<16x2xi32>) -> tensor<1x2x4xi32> {
+  %c = loom.moe_counts %e : tensor<16x2xi32> -> tensor<1x2x4xi32>
+  return %c : tensor<1x2x4xi32>
+}
+
+// -----
+
+// Offsets: a reduction over every rank and priority.
+// CHECK-LABEL: func.func @offsets
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d3, d4, d2)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
+// CHECK: arith.cmpi ult
+// CHECK: arith.cmpi ne
+func.func @offsets(%c: tensor<4x2x8xi32>) -> tensor<4x2x8xi32> {
+  %o = loom.moe_offsets %c : tensor<4x2x8xi32> -> tensor<4x2x8xi32>
+  return %o : tensor<4x2x8xi32>
+}
+
+// -----
+
+// The exchange maps: each received row's slot (or -1), then the inverse.
+// CHECK-LABEL: func.func @exchange_map
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK: arith.divui
+// CHECK: arith.remui
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, 0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+// CHECK-NOT: loom.moe_exchange_map
+func.func @exchange_map(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) -> (tensor<16x1xi32>, tensor<6xi32>) {
+  %s, %src = loom.moe_exchange_map %c, %o capacity 3 buffer 2 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<16x1xi32>, tensor<6xi32>
+  return %s, %src : tensor<16x1xi32>, tensor<6xi32>
+}

@@ -1470,3 +1470,59 @@ func.func @moe_stats_result(%e: tensor<16x2xi32>, %s: tensor<16x2xi32>) {
   %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x3xf32>
   return
 }
+
+// -----
+
+func.func @moe_route_buffer(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op buffer must be in [1, capacity], got 6}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 buffer 6 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<24xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_offsets(%p: tensor<16x4xf32>, %o: tensor<1x1x4xi32>) {
+  // expected-error @+1 {{'loom.moe_route' op offsets must have shape [1, 2, 4], got [1, 1, 4]}}
+  %e, %s, %src, %c = loom.moe_route %p offsets %o top_k 2 capacity 5 buffer 4 : tensor<16x4xf32>, tensor<1x1x4xi32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<16xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_counts(%e: tensor<16x2xi32>) {
+  // expected-error @+1 {{'loom.moe_counts' op needs expert [tokens, top_k] and result [1, top_k, experts]}}
+  %c = loom.moe_counts %e : tensor<16x2xi32> -> tensor<2x4xi32>
+  return
+}
+
+// -----
+
+func.func @moe_offsets(%c: tensor<4x2x8xi32>) {
+  // expected-error @+1 {{'loom.moe_offsets' op needs counts and result of one [ranks, top_k, experts] type}}
+  %o = loom.moe_offsets %c : tensor<4x2x8xi32> -> tensor<1x2x8xi32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_map(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) {
+  // expected-error @+1 {{'loom.moe_exchange_map' op needs 1 <= buffer <= capacity}}
+  %s, %src = loom.moe_exchange_map %c, %o capacity 3 buffer 4 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<32x1xi32>, tensor<6xi32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_map_slot(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) {
+  // expected-error @+1 {{'loom.moe_exchange_map' op slot must have shape [24, 1], got [32, 1]}}
+  %s, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 3 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<32x1xi32>, tensor<12xi32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_map_types(%c: tensor<4x2x2xi32>, %o: tensor<4x2x1xi32>) {
+  // expected-error @+1 {{'loom.moe_exchange_map' op needs counts and offsets of one [ranks, top_k, experts] type}}
+  %s, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 3 : tensor<4x2x2xi32>, tensor<4x2x1xi32> -> tensor<24x1xi32>, tensor<12xi32>
+  return
+}

@@ -437,3 +437,22 @@ func.func @moe_pieces(%p: tensor<16x4xf32>, %x: tensor<16x32xbf16>, %dg: tensor<
   %st = loom.moe_stats %e, %s : (tensor<16x2xi32>, tensor<16x2xi32>) -> tensor<4x2xf32>
   return
 }
+
+// -----
+
+// The per-rank pieces of expert parallelism (loom-partition): a rank's
+// counts, the offsets they give every rank, routing with them into a send
+// buffer, and the expert side's maps.
+// CHECK-LABEL: func.func @moe_exchange
+// CHECK: loom.moe_counts %{{.+}} : tensor<4x2xi32> -> tensor<1x2x8xi32>
+// CHECK: loom.moe_offsets %{{.+}} : tensor<4x2x8xi32> -> tensor<4x2x8xi32>
+// CHECK: loom.moe_route %{{.+}} offsets %{{.+}} top_k 2 capacity 3 buffer 2 : tensor<4x8xf32>, tensor<1x2x8xi32> -> tensor<4x2xi32>, tensor<4x2xi32>, tensor<16xi32>, tensor<8xf32>
+// CHECK: loom.moe_exchange_map %{{.+}}, %{{.+}} capacity 3 buffer 2 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<16x1xi32>, tensor<6xi32>
+func.func @moe_exchange(%p: tensor<4x8xf32>, %e: tensor<4x2xi32>, %all: tensor<4x2x8xi32>,
+                        %mine: tensor<1x2x8xi32>, %c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) {
+  %n = loom.moe_counts %e : tensor<4x2xi32> -> tensor<1x2x8xi32>
+  %off = loom.moe_offsets %all : tensor<4x2x8xi32> -> tensor<4x2x8xi32>
+  %e2, %s, %src, %fc = loom.moe_route %p offsets %mine top_k 2 capacity 3 buffer 2 : tensor<4x8xf32>, tensor<1x2x8xi32> -> tensor<4x2xi32>, tensor<4x2xi32>, tensor<16xi32>, tensor<8xf32>
+  %rs, %sr = loom.moe_exchange_map %c, %o capacity 3 buffer 2 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<16x1xi32>, tensor<6xi32>
+  return
+}
