@@ -213,7 +213,7 @@ bool Parser::parseFunction(Module &module, bool isMoe) {
     do {
       KeywordArg option;
       Name key;
-      if (!parseName(key, "an MoE option (experts, top_k, capacity, axis, aux_loss)") ||
+      if (!parseName(key, "an MoE option (experts, top_k, capacity, axis, aux_loss, z_loss)") ||
           !expect(TokenKind::equal, "after the MoE option"))
         return false;
       option.name = key.text;

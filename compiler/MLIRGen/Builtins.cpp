@@ -153,6 +153,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
           .Case("relu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ReluOp::create(b, l, x); })
           .Case("silu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SiluOp::create(b, l, x); })
           .Case("exp", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ExpOp::create(b, l, x); })
+          .Case("log", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return LogOp::create(b, l, x); })
           .Case("tanh", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return TanhOp::create(b, l, x); })
           .Case("sqrt", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SqrtOp::create(b, l, x); })
           .Case("causal_mask", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CausalMaskOp::create(b, l, x); })
@@ -542,10 +543,11 @@ Operand Elaborator::instantiateLayer(const FunctionDecl &layer,
 }
 
 /// The MoE options, checked: experts, top_k, capacity (factor), axis and
-/// aux_loss (the load-balancing loss's weight).
+/// aux_loss and z_loss (the weights of the load-balancing loss and of the
+/// router z-loss).
 struct MoeOptions {
   int64_t experts = 0, topK = 0;
-  double capacityFactor = 1.0, auxLoss = 0.0;
+  double capacityFactor = 1.0, auxLoss = 0.0, zLoss = 0.0;
   std::string axis;
 };
 
@@ -583,14 +585,14 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
       }
       ok &= v.has_value();
       options.capacityFactor = v.value_or(1.0);
-    } else if (option.name == "aux_loss") {
+    } else if (option.name == "aux_loss" || option.name == "z_loss") {
       std::optional<double> v = e.evalNumber(*option.value, scope);
       if (v && !(*v >= 0 && *v <= 1e3)) {
-        e.error(at) << "aux_loss must be in [0, 1000], got " << formatNumber(*v);
+        e.error(at) << option.name << " must be in [0, 1000], got " << formatNumber(*v);
         v.reset();
       }
       ok &= v.has_value();
-      options.auxLoss = v.value_or(0.0);
+      (option.name == "z_loss" ? options.zLoss : options.auxLoss) = v.value_or(0.0);
     } else if (option.name == "axis") {
       auto *name = llvm::dyn_cast<NameExpr>(option.value.get());
       auto axis = name ? llvm::find_if(e.meshAxes, [&](auto &a) {
@@ -607,7 +609,7 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
       options.axis = axis->name;
     } else {
       e.error(option.loc) << "unknown MoE option '" << option.name
-                          << "' (expected experts, top_k, capacity, axis or aux_loss)";
+                          << "' (expected experts, top_k, capacity, axis, aux_loss or z_loss)";
       ok = false;
     }
   }
@@ -724,7 +726,7 @@ Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call
       RankedTensorType::get(shape, typeOf(*result).getElementType()), input,
       router, state.params, options->experts, options->topK,
       llvm::APFloat(options->capacityFactor), capacity, options->axis,
-      llvm::APFloat(options->auxLoss));
+      llvm::APFloat(options->auxLoss), llvm::APFloat(options->zLoss));
   moeOp.getBody().takeBody(region);
   return Operand::ofTensor(moeOp);
 }

@@ -74,6 +74,8 @@ CASES = {
                      "mse(concat(gelu(x0), x1 * x1, axis = -1), t)"),
     "sum-mean": ("param a : [N, D, 2] init normal(1)",
                  "mse(sum(a, axis = -1) + mean(a, axis = 2), t)"),
+    "max-log": ("param a : [N, D] init normal(1)\n  param b : [N, D] init uniform(0.5, 2)",
+                "mse(max(a, axis = -1) + sum(log(b), axis = -1), t1)"),
     "cross-entropy": ("param a : [N, 7] init normal(1)", "cross_entropy(a, labels)"),
     "mse-target": ("param a : [N, D] init normal(1)\n  param b : [N, D] init normal(1)",
                    "mse(a, b)"),
@@ -81,7 +83,7 @@ CASES = {
 
 
 # The inputs a case may read (declared when its loss names them).
-INPUTS = {"t": "[N, D]", "t2": "[D, D]", "ids": "i32[N]", "labels": "i32[N]"}
+INPUTS = {"t": "[N, D]", "t1": "[N]", "t2": "[D, D]", "ids": "i32[N]", "labels": "i32[N]"}
 
 
 def script(name):
@@ -148,7 +150,7 @@ def check(name, loomc, work, scale, source=None, given=None, param_scales=None):
                                 capture_output=True, text=True)
         if result.returncode != 0:
             sys.exit(f"gradcheck.py: loomc {src} {' '.join(flags)} failed:\n{result.stderr}")
-    values = {"t": rng.standard_normal((4, 6)), "t2": rng.standard_normal((6, 6)),
+    values = {"t": rng.standard_normal((4, 6)), "t1": rng.standard_normal(4), "t2": rng.standard_normal((6, 6)),
               "ids": rng.integers(0, 7, 4), "labels": rng.integers(0, 7, 4)}
     args = []
     for key, path in (given or {}).items():

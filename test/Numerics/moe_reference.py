@@ -4,7 +4,7 @@
 usage: moe_reference.py --weights W.safetensors --input x=X.npy --output y=Y.npy
                         --block NAME --experts E --top-k K --capacity-factor F
                         [--body relu-bias|gelu] [--residual] [--drops D]
-                        [--target t=T.npy --loss L.npy --aux-loss W]
+                        [--target t=T.npy --loss L.npy --aux-loss W --z-loss Z]
                         [--stats moe_stats.NAME=S.npy]
 
 Computes `y = [x +] moe(x)` for one MoE block NAME whose expert body is
@@ -17,9 +17,10 @@ the capacity, the choices dropped (token, k, expert), and the largest
 error of the executable's output; exits 1 when the error exceeds 1e-5
 (relative to the output's scale) or when --drops D does not match the
 number of choices the reference dropped. With --target and --loss it also
-checks the loss of a trained model, `mse(y, t) + W * aux` with Switch's
-load-balancing loss `aux = E * sum_e f_e * P_e` (f_e the fraction of first
-choices routed to e, P_e the mean router probability of e). With --stats it
+checks the loss of a trained model, `mse(y, t) + W * aux + Z * z` with
+Switch's load-balancing loss `aux = E * sum_e f_e * P_e` (f_e the fraction
+of first choices routed to e, P_e the mean router probability of e) and
+ST-MoE's router z-loss `z = mean_n logsumexp(logits_n)^2`. With --stats it
 checks the executable's routing counts (the `moe_stats.NAME` output, per
 expert: choices routed to it, and of them dropped) exactly.
 """
@@ -66,7 +67,10 @@ def moe(x, params, block, experts, top_k, factor, body):
     n = tokens.shape[0]
     capacity = max(1, math.ceil(top_k * n * factor / experts))
     logits = tokens @ params[f"{block}.router"].astype(np.float64)
-    logits -= logits.max(axis=1, keepdims=True)
+    top = logits.max(axis=1, keepdims=True)
+    lse = top[:, 0] + np.log(np.exp(logits - top).sum(axis=1))
+    z = float(np.mean(lse ** 2))
+    logits -= top
     probs = np.exp(logits)
     probs /= probs.sum(axis=1, keepdims=True)
     order, slot, gates = route(probs, top_k, capacity)
@@ -95,7 +99,7 @@ def moe(x, params, block, experts, top_k, factor, body):
         for k in range(top_k):
             stats[order[i, k], 0] += 1
             stats[order[i, k], 1] += slot[i, k] < 0
-    return y.reshape(x.shape[:-1] + (out.shape[1],)), capacity, dropped, aux, stats
+    return y.reshape(x.shape[:-1] + (out.shape[1],)), capacity, dropped, aux, z, stats
 
 
 def main():
@@ -113,12 +117,13 @@ def main():
     parser.add_argument("--target")
     parser.add_argument("--loss")
     parser.add_argument("--aux-loss", type=float, default=0.0)
+    parser.add_argument("--z-loss", type=float, default=0.0)
     parser.add_argument("--stats")
     args = parser.parse_args()
     _, params = read_safetensors(args.weights)
     x = np.load(args.input.split("=", 1)[1])
     got = np.load(args.output.split("=", 1)[1])
-    want, capacity, dropped, aux, stats = moe(x, params, args.block, args.experts, args.top_k,
+    want, capacity, dropped, aux, z, stats = moe(x, params, args.block, args.experts, args.top_k,
                                   args.capacity_factor, args.body)
     if args.residual:
         want = want + x
@@ -137,12 +142,12 @@ def main():
               f"{int(stats[:, 1].sum())} dropped: {'ok' if good else 'FAIL'}")
     if args.target and args.loss:
         t = np.load(args.target.split("=", 1)[1]).astype(np.float64)
-        want_loss = float(np.mean((want - t) ** 2)) + args.aux_loss * aux
+        want_loss = float(np.mean((want - t) ** 2)) + args.aux_loss * aux + args.z_loss * z
         got_loss = float(np.load(args.loss))
         rel = abs(got_loss - want_loss) / abs(want_loss)
         good = rel <= 1e-5
         ok &= good
-        print(f"loss: {got_loss:.7g} against {want_loss:.7g} (aux {aux:.7g}) "
+        print(f"loss: {got_loss:.7g} against {want_loss:.7g} (aux {aux:.7g}, z {z:.7g}) "
               f"rel err {rel:.2g}: {'ok' if good else 'FAIL'}")
     if args.drops is not None and args.drops != len(dropped):
         print(f"expected {args.drops} drops: FAIL")

@@ -147,6 +147,11 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
       [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
         return math::ExpOp::create(b, loc, x, fastmath);
       });
+  patterns.add<UnaryLowering<LogOp>>(
+      context,
+      [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
+        return math::LogOp::create(b, loc, x, fastmath);
+      });
   patterns.add<UnaryLowering<TanhOp>>(
       context,
       [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {

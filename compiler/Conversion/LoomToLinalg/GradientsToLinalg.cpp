@@ -84,6 +84,24 @@ struct ActivationGradLowering : OpConversionPattern<ActivationGradOp> {
   }
 };
 
+struct MaxMaskLowering : OpConversionPattern<MaxMaskOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(MaxMaskOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(
+        op, buildBroadcastElementwise(
+                rewriter, op.getLoc(), op.getType(), {adaptor.getInput(), adaptor.getMax()},
+                [](OpBuilder &b, Location l, ValueRange in) -> Value {
+                  Value equal = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ,
+                                                      in[0], in[1]);
+                  return arith::SelectOp::create(b, l, equal, f32Constant(b, l, 1.0),
+                                                 f32Constant(b, l, 0.0));
+                }));
+    return success();
+  }
+};
+
 struct CausalMaskGradLowering : OpConversionPattern<CausalMaskGradOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -162,6 +180,7 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
 } // namespace
 
 void mlir::loom::populateGradientsToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<BroadcastLowering, ActivationGradLowering, CausalMaskGradLowering,
+  patterns.add<BroadcastLowering, ActivationGradLowering, MaxMaskLowering,
+               CausalMaskGradLowering,
                EmbeddingGradLowering>(patterns.getContext());
 }

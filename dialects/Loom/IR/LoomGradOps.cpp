@@ -32,6 +32,16 @@ LogicalResult ActivationGradOp::verify() {
   return success();
 }
 
+LogicalResult MaxMaskOp::verify() {
+  RankedTensorType input = getInput().getType(), max = getMax().getType();
+  if (getType().getShape() != input.getShape() || max.getRank() != input.getRank() ||
+      llvm::any_of(llvm::zip(max.getShape(), input.getShape()), [](auto dims) {
+        return std::get<0>(dims) != 1 && std::get<0>(dims) != std::get<1>(dims);
+      }))
+    return emitOpError("needs a max that broadcasts to the input, and the input's shape as result");
+  return success();
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   ArrayRef<int64_t> ids = getIds().getType().getShape();
   ArrayRef<int64_t> grad = getGrad().getType().getShape();

@@ -28,6 +28,26 @@ def Loom_BroadcastOp : Loom_Op<"broadcast", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Loom_MaxMaskOp : Loom_Op<"max_mask", [Pure]> {
+  let summary = "1 where an element equals its row's maximum, else 0 (f32)";
+  let description = [{
+    The gradient of loom.max goes to the elements equal to the maximum
+    (`max` is the reduction's result with the axis kept as size 1,
+    broadcast against `input`), shared evenly among ties, as PyTorch's
+    amax does.
+
+    ```mlir
+    %m = loom.max_mask %x, %max : (tensor<16x8xf32>, tensor<16x1xf32>) -> tensor<16x8xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input, Loom_FloatTensor:$max);
+  let results = (outs RankedTensorOf<[F32]>:$result);
+  let assemblyFormat = [{
+    $input `,` $max attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_ActivationGradOp : Loom_Op<"activation_grad", [Pure]> {
   let summary = "dy * f'(x) for an activation f (gelu, relu or silu)";
   let description = [{

@@ -36,7 +36,8 @@ def Loom_MoeOp : Loom_Op<"moe", [IsolatedFromAbove, SingleBlock]> {
     others are that expert's slices of `expert_params`, whose leading
     dimension is the expert index (split over the mesh axis `axis`).
     A positive `aux_loss` adds that multiple of Switch's load-balancing
-    loss to the trained model's loss (docs/moe.md).
+    loss to the trained model's loss, a positive `z_loss` that multiple of
+    ST-MoE's router z-loss (docs/moe.md).
 
     ```mlir
     %y = loom.moe %x router %r params(%w) {axis = "ep", capacity = 8 : i64,
@@ -54,7 +55,8 @@ def Loom_MoeOp : Loom_Op<"moe", [IsolatedFromAbove, SingleBlock]> {
                        I64Attr:$experts, I64Attr:$top_k,
                        F64Attr:$capacity_factor, I64Attr:$capacity,
                        StrAttr:$axis,
-                       DefaultValuedAttr<F64Attr, "0.0">:$aux_loss);
+                       DefaultValuedAttr<F64Attr, "0.0">:$aux_loss,
+                       DefaultValuedAttr<F64Attr, "0.0">:$z_loss);
   let results = (outs Loom_FloatTensor:$result);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

@@ -112,6 +112,15 @@ LogicalResult ExpOp::buildVjp(OpBuilder &b, ValueRange grads,
   return fromResult(*this, b, grads, operandGrads, [](Value y) { return y; });
 }
 
+LogicalResult LogOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // d log(x) = dx / x, from the operand (exp(-y) would round twice).
+  Location loc = getLoc();
+  Value grad = DivOp::create(b, loc, toF32(b, loc, grads[0]), toF32(b, loc, getInput()));
+  operandGrads.assign({castTo(b, loc, grad, typeOf(getInput()).getElementType())});
+  return success();
+}
+
 LogicalResult TanhOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();

@@ -169,9 +169,22 @@ LogicalResult MeanOp::buildVjp(OpBuilder &b, ValueRange grads,
   return success();
 }
 
-LogicalResult MaxOp::buildVjp(OpBuilder &, ValueRange,
-                              SmallVectorImpl<Value> &) {
-  return mlir::emitError(getLoc(), "max has no gradient yet (sum and mean have)");
+LogicalResult MaxOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // The gradient goes to the maxima, shared evenly among ties.
+  Location loc = getLoc();
+  RankedTensorType type = typeOf(getInput());
+  int64_t rank = type.getRank(), axis = getAxis();
+  axis = axis < 0 ? axis + rank : axis;
+  SmallVector<int64_t> kept(type.getShape());
+  kept[axis] = 1;
+  Value max = reshapeTo(b, loc, getResult(), kept);
+  Value mask = MaxMaskOp::create(b, loc, type.clone(b.getF32Type()), getInput(), max);
+  Value ties = SumOp::create(b, loc, mask, axis, /*keepdim=*/true);
+  Value share = DivOp::create(b, loc, reshapeTo(b, loc, toF32(b, loc, grads[0]), kept), ties);
+  operandGrads.assign(
+      {castTo(b, loc, MulOp::create(b, loc, mask, share), type.getElementType())});
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -142,34 +142,55 @@ LogicalResult BodyBatcher::batch(Operation *op) {
   return success();
 }
 
-/// Adds `weight` times Switch's load-balancing loss, E * sum_e f_e * P_e
-/// (f_e the fraction of first choices routed to e, P_e the mean router
-/// probability of e), to the loss result of `model`, if it has one: only a
-/// trained model minimizes it. f_e is a count (no gradient); the loss's
-/// gradient reaches the router through P_e.
-static void addBalanceLoss(OpBuilder &b, Location loc, func::FuncOp model,
-                           Value probs, Value firstCounts, double weight) {
-  auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
-  std::optional<unsigned> lossIndex;
+/// The index of `model`'s loss result, if it has one: only a trained
+/// model minimizes the auxiliary losses.
+static std::optional<unsigned> lossResult(func::FuncOp model) {
   for (unsigned i = 0, e = model.getNumResults(); i < e; ++i)
     if (model.getResultAttr(i, attr::kLoss))
-      lossIndex = i;
-  if (!lossIndex)
-    return;
+      return i;
+  return std::nullopt;
+}
+
+/// Adds the scalar `term` to the loss result of `model`.
+static void addToLoss(Location loc, func::FuncOp model, Value term) {
+  auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
+  unsigned index = *lossResult(model);
+  OpBuilder atReturn(ret);
+  Value loss = ret.getOperand(index);
+  auto total = AddOp::create(atReturn, loc, loss, term);
+  // The sum is made where the loss is (the last stage of a pipeline).
+  if (Operation *def = loss.getDefiningOp())
+    if (Attribute stage = def->getAttr(attr::kStage))
+      total->setAttr(attr::kStage, stage);
+  ret.setOperand(index, total);
+}
+
+/// `weight` times Switch's load-balancing loss, E * sum_e f_e * P_e (f_e
+/// the fraction of first choices routed to e, P_e the mean router
+/// probability of e). f_e is a count (no gradient); the loss's gradient
+/// reaches the router through P_e.
+static Value balanceLoss(OpBuilder &b, Location loc, Value probs, Value firstCounts,
+                         double weight) {
   int64_t tokens = typeOf(probs).getDimSize(0), experts = typeOf(probs).getDimSize(1);
   Value fraction = MulOp::create(b, loc, firstCounts, vjp::scalar(b, loc, 1.0 / tokens));
   Value meanProb = MeanOp::create(b, loc, probs, /*axis=*/0, /*keepdim=*/false);
   Value sum = SumOp::create(b, loc, MulOp::create(b, loc, fraction, meanProb),
                             /*axis=*/0, /*keepdim=*/false);
-  Value aux = MulOp::create(b, loc, sum, vjp::scalar(b, loc, experts * weight));
-  OpBuilder atReturn(ret);
-  Value loss = ret.getOperand(*lossIndex);
-  auto total = AddOp::create(atReturn, loc, loss, aux);
-  // The sum is made where the loss is (the last stage of a pipeline).
-  if (Operation *def = loss.getDefiningOp())
-    if (Attribute stage = def->getAttr(attr::kStage))
-      total->setAttr(attr::kStage, stage);
-  ret.setOperand(*lossIndex, total);
+  return MulOp::create(b, loc, sum, vjp::scalar(b, loc, experts * weight));
+}
+
+/// `weight` times ST-MoE's router z-loss, the mean over tokens of
+/// logsumexp(logits)^2: it keeps the router's logits small. The
+/// logsumexp subtracts the row's max first, so it never overflows.
+static Value zLoss(OpBuilder &b, Location loc, Value logits, double weight) {
+  Value max = MaxOp::create(b, loc, logits, /*axis=*/1, /*keepdim=*/true);
+  Value shifted = ExpOp::create(b, loc, SubOp::create(b, loc, logits, max));
+  Value sum = SumOp::create(b, loc, shifted, /*axis=*/1, /*keepdim=*/true);
+  Value lse = AddOp::create(b, loc, LogOp::create(b, loc, sum), max);
+  Value mean = MeanOp::create(b, loc, MulOp::create(b, loc, lse, lse), /*axis=*/0,
+                              /*keepdim=*/false);
+  Value scalar = SumOp::create(b, loc, mean, /*axis=*/0, /*keepdim=*/false);
+  return MulOp::create(b, loc, scalar, vjp::scalar(b, loc, weight));
 }
 
 /// Appends the block's routing counts to the model's outputs as
@@ -249,9 +270,13 @@ static LogicalResult expand(MoeOp moe) {
       b, loc, RankedTensorType::get({tokens, features}, resultType.getElementType()),
       out, route.getSource(), route.getSlot(), gates);
   moe.replaceAllUsesWith(reshapeTo(b, loc, combined, resultType.getShape()));
-  if (double weight = moe.getAuxLoss().convertToDouble(); weight > 0)
-    addBalanceLoss(b, loc, moe->getParentOfType<func::FuncOp>(), probs,
-                   route.getFirstCounts(), weight);
+  auto parent = moe->getParentOfType<func::FuncOp>();
+  if (parent && lossResult(parent)) {
+    if (double weight = moe.getAuxLoss().convertToDouble(); weight > 0)
+      addToLoss(loc, parent, balanceLoss(b, loc, probs, route.getFirstCounts(), weight));
+    if (double weight = moe.getZLoss().convertToDouble(); weight > 0)
+      addToLoss(loc, parent, zLoss(b, loc, logits, weight));
+  }
   // The ops replacing a block inside a pipeline stage stay on it (they
   // were all built just before it; the loss's sum is after the loss).
   if (Attribute stage = moe->getAttr(attr::kStage))

@@ -300,3 +300,23 @@ func.func @in_stage(%x: tensor<4xbf16>) -> tensor<4xbf16> {
   }
   return %0 : tensor<4xbf16>
 }
+
+// -----
+
+// log maps to math.log (approximate for 16-bit types, as exp); max_mask
+// (loom.max's gradient) compares with the broadcast maximum.
+// CHECK-LABEL: func.func @log_and_max_mask
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %{{[^:]+}}: bf16):
+// CHECK-NEXT: [[X:%.+]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT: [[L:%.+]] = math.log [[X]] fastmath<afn> : f32
+// CHECK-NEXT: arith.truncf [[L]] : f32 to bf16
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>]
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
+func.func @log_and_max_mask(%a: tensor<4xbf16>, %x: tensor<4x3xf32>, %m: tensor<4x1xf32>)
+    -> (tensor<4xbf16>, tensor<4x3xf32>) {
+  %0 = loom.log %a : tensor<4xbf16>
+  %1 = loom.max_mask %x, %m : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  return %0, %1 : tensor<4xbf16>, tensor<4x3xf32>
+}

@@ -1526,3 +1526,11 @@ func.func @moe_exchange_map_types(%c: tensor<4x2x2xi32>, %o: tensor<4x2x1xi32>) 
   %s, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 3 : tensor<4x2x2xi32>, tensor<4x2x1xi32> -> tensor<24x1xi32>, tensor<12xi32>
   return
 }
+
+// -----
+
+func.func @max_mask(%x: tensor<4x3xf32>, %m: tensor<4x2xf32>) {
+  // expected-error @+1 {{'loom.max_mask' op needs a max that broadcasts to the input, and the input's shape as result}}
+  %r = loom.max_mask %x, %m : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<4x3xf32>
+  return
+}

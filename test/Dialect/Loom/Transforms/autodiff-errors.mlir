@@ -14,8 +14,10 @@ module {
 // An op without a VJP rule on the path from a param to the loss.
 func.func @m(%w: tensor<4x3xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
     -> (tensor<f32> {loom.loss = "loss"}) {
-  // expected-error @+1 {{max has no gradient yet (sum and mean have)}}
-  %0 = loom.max %w axis 1 : tensor<4x3xf32> -> tensor<4xf32>
+  %m = loom.max %w axis 1 keepdim : tensor<4x3xf32> -> tensor<4x1xf32>
+  // expected-error @+1 {{'loom.max_mask' has no gradient (no VJP rule)}}
+  %mask = loom.max_mask %w, %m : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+  %0 = loom.sum %mask axis 1 : tensor<4x3xf32> -> tensor<4xf32>
   %1 = loom.mse %0, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }

@@ -137,3 +137,29 @@ func.func @routed(%x: tensor<4x4xf32> {loom.param = "x"}, %p: tensor<4x3xf32> {l
   return %l : tensor<f32>
 }
 loom.train @routed optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// max: the gradient goes to the maxima (loom.max_mask), shared evenly among
+// ties (divided by their count along the axis); log: dy / x.
+// CHECK-LABEL: func.func @max_log
+// CHECK: %[[M:.+]] = loom.max %[[W:[^ ]+]] axis 1 : tensor<4x3xf32> -> tensor<4xf32>
+// CHECK: %[[L:.+]] = loom.log %[[W]] : tensor<4x3xf32>
+// CHECK: loom.div %{{.+}}, %[[W]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK: %[[MK:.+]] = loom.reshape %[[M]] : tensor<4xf32> -> tensor<4x1xf32>
+// CHECK: %[[MASK:.+]] = loom.max_mask %[[W]], %[[MK]] : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+// CHECK: %[[TIES:.+]] = loom.sum %[[MASK]] axis 1 keepdim : tensor<4x3xf32> -> tensor<4x1xf32>
+// CHECK: %[[SHARE:.+]] = loom.div %{{.+}}, %[[TIES]] : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+// CHECK: loom.mul %[[MASK]], %[[SHARE]] : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
+// CHECK: return
+func.func @max_log(%w: tensor<4x3xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"},
+                   %t2: tensor<4x3xf32> {loom.input = "t2"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %m = loom.max %w axis 1 : tensor<4x3xf32> -> tensor<4xf32>
+  %l = loom.log %w : tensor<4x3xf32>
+  %a = loom.mse %m, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  %b = loom.mse %l, %t2 : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  %s = loom.add %a, %b : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+loom.train @max_log optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
