@@ -4,7 +4,7 @@ LLVM_ROOT ?= /usr/lib/llvm-22
 LIT       := $(LLVM_ROOT)/bin/lit
 JOBS      ?= $(shell nproc)
 
-.PHONY: all deps bench-deps bench configure build demo test check-lit check-unit clean
+.PHONY: all deps bench-deps bench configure build demo test check-lit check-unit fuzz clean
 
 all: build
 
@@ -31,6 +31,11 @@ check-lit: build
 
 # Unit tests first, then the lit suite, whose summary line ends the output.
 test: check-unit check-lit
+
+# A longer fuzzing pass than make test's, over every target (FUZZ_SECONDS
+# per libFuzzer target, default 60; tools/setup/fuzz.sh).
+fuzz: build
+	@tools/setup/fuzz.sh $(BUILD)
 
 # The benchmarks' baselines (PyTorch for the training step); not needed to
 # build or test.

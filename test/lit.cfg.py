@@ -20,7 +20,7 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
-    ["loomc", "loom-opt", "loom-fuzz", "loom-schedule"], [config.loom_tools_dir])
+    ["loomc", "loom-opt", "loom-fuzz", "loom-fuzz-files", "loom-schedule"], [config.loom_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 if config.loom_has_cuda:
