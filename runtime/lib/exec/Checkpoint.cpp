@@ -3,7 +3,9 @@
 #include "loom/runtime/exec/Checkpoint.h"
 
 #include "loom/runtime/io/Safetensors.h"
+#include "loom/runtime/support/Hash.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +14,25 @@
 using namespace loom::runtime;
 
 static constexpr const char *kVersionKey = "loom.checkpoint";
-static constexpr const char *kVersion = "1";
+/// Format 2 adds "checksum"; format 1 (without it) still loads.
+static constexpr const char *kVersion = "2";
+
+/// FNV-1a (64-bit) over every param's bytes, by name: the order the file
+/// holds them in. A torn or flipped byte in the data changes it.
+static std::string paramsChecksum(const Plan &plan, const char *arena) {
+  std::vector<const PlanBuffer *> params;
+  for (const PlanBuffer &buffer : plan.buffers)
+    if (buffer.role == BufferRole::Param)
+      params.push_back(&buffer);
+  std::sort(params.begin(), params.end(),
+            [](const PlanBuffer *a, const PlanBuffer *b) { return a->name < b->name; });
+  uint64_t hash = fnv1a64({});
+  for (const PlanBuffer *param : params)
+    hash = fnv1a64(std::string_view(arena + param->offset, param->bytes), hash);
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
 
 bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
                                    const std::string &path,
@@ -29,7 +49,8 @@ bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
                   {"applied", std::to_string(state.applied)},
                   {"loss_scale", scale},
                   {"clean_steps", std::to_string(state.cleanSteps)},
-                  {"seed", std::to_string(seed)}};
+                  {"seed", std::to_string(seed)},
+                  {"checksum", paramsChecksum(plan, arena)}};
   return saveWeights(plan, arena, path, error, how);
 }
 
@@ -92,7 +113,7 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
                    "metadata); pass weights with --weights";
     return false;
   }
-  if (*version != kVersion) {
+  if (*version != kVersion && *version != "1") {
     error = path + ": checkpoint format " + *version + ", but this runtime "
                    "reads format " + kVersion;
     return false;
@@ -122,6 +143,17 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
   std::vector<std::string> warnings;
   if (!loadWeights(plan, arena, path, warnings, error, /*strict=*/true))
     return false;
+  if (*version != "1") {
+    const std::string *stated = meta.find("checksum");
+    if (!stated)
+      return meta.missing("checksum");
+    std::string actual = paramsChecksum(plan, arena);
+    if (*stated != actual) {
+      error = path + " is corrupted: its tensors hash to " + actual +
+              ", but the checkpoint says " + *stated;
+      return false;
+    }
+  }
   state = read;
   return true;
 }

@@ -12,6 +12,8 @@
 #include "loom/runtime/io/Json.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <unordered_map>
 
 using namespace loom::runtime;
@@ -348,8 +350,18 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
     length[i] = static_cast<unsigned char>((json.size() >> (8 * i)) & 0xff);
   bool ok = writeAll(file.get(), length, 8) &&
             writeAll(file.get(), json.data(), json.size());
-  for (const PlanBuffer *param : params)
-    ok = ok && writeAll(file.get(), arena + param->offset, param->bytes);
+  // Fault injection for the tests (docs/runtime.md): the process dies
+  // half-way through its K-th atomic write, as a killed rank would.
+  static unsigned atomicWrites = 0;
+  const char *killAt = how.atomic ? std::getenv("LOOM_FAULT_KILL_IN_SAVE") : nullptr;
+  bool dies = killAt && std::strtoul(killAt, nullptr, 10) == ++atomicWrites;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (dies && i == params.size() / 2) {
+      std::fflush(file.get());
+      std::raise(SIGKILL);
+    }
+    ok = ok && writeAll(file.get(), arena + params[i]->offset, params[i]->bytes);
+  }
   if (!ok) {
     error = "cannot write " + target;
     return false;

@@ -20,6 +20,17 @@ inline uint32_t fnv1a32(std::string_view bytes) {
   return hash;
 }
 
+/// The 64-bit FNV-1a hash of `bytes`, continuing from `hash` (so that
+/// several pieces hash as their concatenation): the checkpoints' checksum.
+inline uint64_t fnv1a64(std::string_view bytes,
+                        uint64_t hash = 14695981039346656037ull) {
+  for (char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
 } // namespace loom::runtime
 
 #endif // LOOM_RUNTIME_SUPPORT_HASH_H
