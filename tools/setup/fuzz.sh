@@ -36,7 +36,9 @@ for target in plan safetensors npy; do
     "${plan[@]}" --crash-file "$WORK/crash.$target" "$WORK/$target"/*
 done
 
-if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^loom-libfuzzer-plan:'; then
+# (grep reads all of ninja's output: under pipefail, grep -q's early exit
+# would fail the pipe.)
+if [ "$(ninja -C "$BUILD" -t targets all 2>/dev/null | grep -c '^loom-libfuzzer-plan:')" != 0 ]; then
   ninja -C "$BUILD" --quiet loom-libfuzzer loom-libfuzzer-plan loom-libfuzzer-safetensors loom-libfuzzer-npy
   for target in frontend plan safetensors npy; do
     binary=loom-libfuzzer-$target

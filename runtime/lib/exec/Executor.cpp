@@ -5,11 +5,14 @@
 #include "loom/runtime/comm/Collective.h"
 #include "loom/runtime/plan/Layout.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 using namespace loom::runtime;
 
@@ -69,8 +72,28 @@ bool Executor::allocate(std::string &error) {
     uint64_t bytes = collectiveScratchBytes(*plan, step);
     scratchBytes = bytes > scratchBytes ? bytes : scratchBytes;
   }
-  if (!memory.allocate(plan->arenaBytes, error))
+  if (!memory.allocate(plan->arenaBytes, error)) {
+    // Say where the memory goes: the rank, and the largest buffers.
+    std::vector<const PlanBuffer *> largest;
+    for (const PlanBuffer &buffer : plan->buffers)
+      largest.push_back(&buffer);
+    std::sort(largest.begin(), largest.end(), [](const PlanBuffer *a, const PlanBuffer *b) {
+      return a->bytes > b->bytes;
+    });
+    largest.resize(std::min<size_t>(largest.size(), 3));
+    std::string names;
+    for (const PlanBuffer *buffer : largest) {
+      char mib[32];
+      std::snprintf(mib, sizeof(mib), "%.2f", static_cast<double>(buffer->bytes) / 1048576.0);
+      names += std::string(names.empty() ? "" : ", ") + "'" + buffer->name + "' (" + mib + " MiB)";
+    }
+    // The driver names the other ranks in their errors; rank 0 too, here.
+    if (comm && comm->size() > 1 && comm->rank() == 0)
+      error = "rank 0: " + error;
+    if (!names.empty())
+      error += "; its largest buffers: " + names;
     return false;
+  }
   if (!scratch.allocate(scratchBytes, error)) {
     error = "collectives' scratch memory: " + error;
     return false;
