@@ -22,8 +22,13 @@ void populateDataMovementToLinalgPatterns(RewritePatternSet &patterns);
 void populateGradientsToLinalgPatterns(RewritePatternSet &patterns);
 
 /// The routed pieces of an MoE block (loom-expand-moe): moe_route,
-/// moe_gate and its gradient, moe_dispatch, moe_combine, moe_slot_dot.
+/// moe_gate and its gradient, moe_dispatch, moe_combine, moe_slot_dot,
+/// moe_stats; and those of expert parallelism (below).
 void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
+
+/// The per-rank pieces of all-to-all expert parallelism (loom-partition):
+/// moe_counts, moe_offsets, moe_exchange_map.
+void populateMoeExchangeToLinalgPatterns(RewritePatternSet &patterns);
 
 /// All of the above.
 void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
