@@ -247,19 +247,40 @@ static LogicalResult expand(MoeOp moe) {
   addStatsOutput(b, loc, moe, route);
   Value gates = MoeGateOp::create(b, loc, RankedTensorType::get({tokens, topK}, f32),
                                   probs, route.getExpert());
+  // A body that only reads its tokens narrowed (f32 tokens into bf16
+  // experts) gets them narrowed before the dispatch: a cast commutes with
+  // a gather, and the slots and the all-to-alls carry half the bytes.
+  Block &body = moe.getBody().front();
+  Value tile = body.getArgument(0);
+  Type tileElement = inputType.getElementType();
+  SmallVector<Operation *> narrowing;
+  auto narrowed = [&](Operation *user) -> FloatType {
+    auto cast = dyn_cast<CastOp>(user);
+    return cast ? dyn_cast<FloatType>(cast.getType().getElementType()) : FloatType();
+  };
+  auto wide = dyn_cast<FloatType>(tileElement);
+  FloatType narrow = tile.use_empty() ? FloatType() : narrowed(*tile.getUsers().begin());
+  if (wide && narrow && narrow.getWidth() < wide.getWidth() &&
+      llvm::all_of(tile.getUsers(), [&](Operation *user) { return narrowed(user) == narrow; })) {
+    narrowing.assign(tile.getUsers().begin(), tile.getUsers().end());
+    tileElement = narrow;
+    x = CastOp::create(b, loc, RankedTensorType::get({tokens, model}, narrow), x);
+  }
   Value tiles = MoeDispatchOp::create(
-      b, loc, RankedTensorType::get({slots, model}, inputType.getElementType()), x,
+      b, loc, RankedTensorType::get({slots, model}, tileElement), x,
       route.getSource(), route.getSlot(), Value());
 
   // The experts, all at once.
-  Block &body = moe.getBody().front();
   BodyBatcher batcher(b, experts);
-  batcher.bind(body.getArgument(0), reshapeTo(b, loc, tiles, {experts, capacity, model}));
+  Value batchedTiles = reshapeTo(b, loc, tiles, {experts, capacity, model});
+  batcher.bind(tile, batchedTiles);
+  for (Operation *cast : narrowing)
+    batcher.bind(cast->getResult(0), batchedTiles);
   for (auto [arg, param] : llvm::zip(body.getArguments().drop_front(),
                                      moe.getExpertParams()))
     batcher.bind(arg, param);
   for (Operation &op : body.without_terminator())
-    if (failed(batcher.batch(&op)))
+    if (!llvm::is_contained(narrowing, &op) && failed(batcher.batch(&op)))
       return failure();
   Value out = batcher.lookup(cast<YieldOp>(body.getTerminator()).getValues()[0]);
   int64_t features = typeOf(out).getShape().back();

@@ -134,3 +134,28 @@ func.func @unsupported(%x: tensor<4x4xf32>, %r: tensor<4x2xf32>, %g: tensor<2x4x
   }
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// f32 tokens into bf16 experts: the body only reads its tile narrowed, so
+// the tokens are cast before the dispatch (a cast commutes with the
+// gather) and the slot buffer is bf16.
+// CHECK-LABEL: func.func @narrowed
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<16x32xf32>
+// CHECK: loom.moe_route
+// CHECK: [[N:%.+]] = loom.cast %[[X]] : tensor<16x32xf32> to tensor<16x32xbf16>
+// CHECK: [[D:%.+]] = loom.moe_dispatch [[N]][%{{.+}}, %{{.+}}] : (tensor<16x32xbf16>, tensor<32xi32>, tensor<16x2xi32>) -> tensor<32x32xbf16>
+// CHECK: [[D3:%.+]] = loom.reshape [[D]] : tensor<32x32xbf16> -> tensor<4x8x32xbf16>
+// CHECK-NEXT: loom.matmul [[D3]], %{{.+}} accumulate f32 : (tensor<4x8x32xbf16>, tensor<4x32x32xbf16>) -> tensor<4x8x32xbf16>
+// CHECK-NOT: loom.cast {{.*}} : tensor<4x8x32xf32> to tensor<4x8x32xbf16>
+func.func @narrowed(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %w: tensor<4x32x32xbf16>) -> tensor<16x32xbf16> {
+  %0 = loom.moe %x router %r params(%w) {axis = "ep", capacity = 8 : i64,
+                capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 2 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>, tensor<4x32x32xbf16>) -> tensor<16x32xbf16> {
+  ^bb0(%t: tensor<8x32xf32>, %e: tensor<32x32xbf16>):
+    %c = loom.cast %t : tensor<8x32xf32> to tensor<8x32xbf16>
+    %o = loom.matmul %c, %e accumulate f32 : (tensor<8x32xbf16>, tensor<32x32xbf16>) -> tensor<8x32xbf16>
+    loom.yield %o : tensor<8x32xbf16>
+  }
+  return %0 : tensor<16x32xbf16>
+}
