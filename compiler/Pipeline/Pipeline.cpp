@@ -138,6 +138,7 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomStripShardings());
   pm.addPass(mlir::loom::createLoomOutlineKernels());
   pm.addPass(createSymbolDCEPass());
+  pm.addPass(mlir::loom::createLoomDedupKernels());
 }
 
 void ::loom::buildLinalgPipeline(OpPassManager &pm) {

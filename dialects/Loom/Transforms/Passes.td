@@ -208,4 +208,17 @@ def LoomOutlineKernels : Pass<"loom-outline-kernels", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::loom::LoomDialect", "mlir::func::FuncDialect"];
 }
 
+def LoomDedupKernels : Pass<"loom-dedup-kernels", "mlir::ModuleOp"> {
+  let summary = "Compile each distinct kernel once";
+  let description = [{
+    Kernels with the same signature and structurally equal bodies (the
+    same ops, types and attributes; locations aside), found across layer
+    instances, across a model's one-rank and per-rank programs and across
+    forward and backward, become one: the calls of the later ones call the
+    first, and the later ones are erased. A deep model then lowers and
+    compiles about one layer's kernels.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD
