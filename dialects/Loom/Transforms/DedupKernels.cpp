@@ -54,6 +54,8 @@ struct LoomDedupKernels : public loom::impl::LoomDedupKernelsBase<LoomDedupKerne
   void runOnOperation() override {
     ModuleOp module = getOperation();
     DenseMap<llvm::hash_code, SmallVector<func::FuncOp, 1>> kinds;
+    // Each duplicate's name, to the first kernel of its kind.
+    DenseMap<StringAttr, FlatSymbolRefAttr> firstOf;
     SmallVector<func::FuncOp> duplicates;
     for (auto kernel : module.getOps<func::FuncOp>()) {
       if (!kernel->hasAttr(attr::kKernel) || kernel.isExternal())
@@ -64,10 +66,15 @@ struct LoomDedupKernels : public loom::impl::LoomDedupKernelsBase<LoomDedupKerne
         same.push_back(kernel);
         continue;
       }
-      if (failed(SymbolTable::replaceAllSymbolUses(kernel, first->getSymNameAttr(), module)))
-        return signalPassFailure();
+      firstOf[kernel.getSymNameAttr()] = FlatSymbolRefAttr::get(first->getSymNameAttr());
       duplicates.push_back(kernel);
     }
+    // One walk for all calls (a replaceAllSymbolUses per duplicate would
+    // walk the module once per kernel: quadratic in a deep model).
+    module.walk([&](func::CallOp call) {
+      if (FlatSymbolRefAttr first = firstOf.lookup(call.getCalleeAttr().getAttr()))
+        call.setCalleeAttr(first);
+    });
     for (func::FuncOp kernel : duplicates)
       kernel.erase();
   }
