@@ -139,6 +139,16 @@ LogicalResult Partitioner::partitionMoeRoute(MoeRouteOp route) {
   return success();
 }
 
+Value Partitioner::moeAllToAll(OpBuilder &b, Location loc, Value rows, int16_t axis,
+                               StringRef why) {
+  // Blocks of rows to every rank over `axis`, received in rank order: the
+  // shape stays, the rows are each rank's own.
+  auto type = typeOf(rows);
+  auto sent = shard::AllToAllOp::create(b, loc, type, grid.op.getSymName(), {axis}, rows,
+                                        llvm::APInt(64, 0), llvm::APInt(64, 0));
+  return collective(sent, sent.getResult(), Sharding::replicated(2), type, loc, why);
+}
+
 Value Partitioner::moeRowsAtTokens(Value slots, const MoeExchange &exchange,
                                    Operation *user) {
   if (Value rows = moeTokenRows.lookup(slots))
@@ -155,11 +165,8 @@ Value Partitioner::moeRowsAtTokens(Value slots, const MoeExchange &exchange,
   Value rows = MoeCombineOp::create(b, loc, rowsType, *local, exchange.slotRow,
                                     exchange.rowSlot, Value());
   setLocal(rows);
-  auto sent = shard::AllToAllOp::create(b, loc, rowsType, grid.op.getSymName(),
-                                        {exchange.axis}, rows, llvm::APInt(64, 0),
-                                        llvm::APInt(64, 0));
-  Value back = collective(sent, sent.getResult(), Sharding::replicated(2), rowsType,
-                          loc, "expert outputs back to their tokens");
+  Value back = moeAllToAll(b, loc, rows, exchange.axis,
+                          "expert outputs back to their tokens");
   moeTokenRows[slots] = back;
   return back;
 }
@@ -213,13 +220,7 @@ LogicalResult Partitioner::partitionMoe(Operation *op) {
     Value send = MoeDispatchOp::create(b, loc, sendType, *input, dispatch.getSource(),
                                        dispatch.getSlot(), *weights);
     setLocal(send);
-    auto rowsType = RankedTensorType::get(
-        {typeOf(exchange->rowSlot).getDimSize(0), features}, element);
-    auto sent = shard::AllToAllOp::create(b, loc, rowsType, grid.op.getSymName(),
-                                          {a}, send, llvm::APInt(64, 0),
-                                          llvm::APInt(64, 0));
-    Value received = collective(sent, sent.getResult(), Sharding::replicated(2),
-                                rowsType, loc, "tokens to their experts");
+    Value received = moeAllToAll(b, loc, send, a, "tokens to their experts");
     auto slotsType = RankedTensorType::get(
         {typeOf(exchange->slotRow).getDimSize(0), features}, element);
     auto slots = MoeDispatchOp::create(b, loc, slotsType, received, exchange->slotRow,

@@ -79,6 +79,8 @@ private:
   /// The slot buffer `slots` (split over the experts) back at the token
   /// side, in the rank's send layout: one all-to-all, once per value.
   Value moeRowsAtTokens(Value slots, const MoeExchange &exchange, Operation *user);
+  /// The send buffer `rows` exchanged over `axis` (one shard.all_to_all).
+  Value moeAllToAll(OpBuilder &b, Location loc, Value rows, int16_t axis, StringRef why);
   /// `value` (local, outside any global layout) recorded as itself.
   void setLocal(Value value);
   /// Marks `op`'s f32 result, each rank's mean over its equal block of the
