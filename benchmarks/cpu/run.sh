@@ -1,46 +1,60 @@
 #!/usr/bin/env bash
-# CPU matmul speed: Loom's kernel against numpy's single-threaded f32 matmul,
-# both measured in this run on this machine; prints the ratio. bf16-bt is
-# `a @ transpose(b)` (a K-contiguous B, which Loom copies once before its
-# register tiles), against numpy's `a @ b.T`.
+# CPU matmul speed on one thread: Loom's kernel against the baselines a user
+# would pick, both measured in this run on this machine (baseline.py):
+# f32 against OpenBLAS's sgemm, bf16 against PyTorch's bf16 matmul (oneDNN),
+# and bf16 against Loom's own f32 figure. bf16-bt is `a @ transpose(b)` (a
+# K-contiguous B), against torch's `a @ b.t()`. Prints the CPU path each
+# figure used (loom's executable --info) and the host's vector extensions.
 #   benchmarks/cpu/run.sh [build-dir] [size...]
+#   QUICK=1: one run each (make bench-quick, which make test runs)
 set -euo pipefail
 build=${1:-build}
 shift || true
-sizes=${*:-256 512 1024}
+sizes=${*:-256 512 1024 2048}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+runs=5
+[ -n "${QUICK:-}" ] && runs=1
+variants=${VARIANTS:-f32 bf16 bf16-bt}
 
-printf '%-6s %-7s %12s %12s %10s\n' size dtype "loom GFLOP/s" "numpy GFLOP/s" ratio
+isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
+echo "host CPU: ${isa:-no AVX2}"
+printf '%-6s %-8s %-14s %10s %10s %-22s %6s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32"
 for size in $sizes; do
-  for variant in f32 bf16 bf16-bt; do
+  f32_rate=""
+  for variant in $variants; do
     precision=${variant%-bt}
     sed "s/SIZE/$size/g; s/PRECISION/$precision/" "$here/matmul.loom" > "$work/m.loom"
     [ "$variant" = bf16-bt ] && sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom"
-    "$build/bin/loomc" "$work/m.loom" -o "$work/m" 2>/dev/null
-    # The kernel's own time, from the trace (best of 5 runs).
-    best=""
-    for run in 1 2 3 4 5; do
+    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null
+    path=$("$work/m" --info | sed -n 's/^cpu matmul path: *//p' | head -1)
+    # The kernel's own time, from the trace (best of the runs).
+    best=inf
+    for run in $(seq "$runs"); do
       "$work/m" --random-inputs --seed "$run" --trace "$work/t.json" > /dev/null
-      us=$(/usr/bin/python3 -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
-      best=$(/usr/bin/python3 -c "print(min(float('$us'), float('${best:-inf}')))")
+      best=$(/usr/bin/python3 -c "
+import json, sys
+us = sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph') == 'X')
+print(min(us, float(sys.argv[2])))" "$work/t.json" "$best")
     done
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 - "$size" "$variant" "$best" <<'PY'
-import sys, time
-import numpy as np
-n, variant, loom_us = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-a = np.random.rand(n, n).astype(np.float32)
-b = np.random.rand(n, n).astype(np.float32)
-if variant.endswith("-bt"):
-    b = b.T
-best = float("inf")
-for _ in range(5):
-    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)
+    case $variant in
+      f32) base_name="OpenBLAS sgemm" ;;
+      *) base_name="PyTorch $( /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?') bf16" ;;
+    esac
+    base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "$variant" "$size")
+    line=$(/usr/bin/python3 - "$size" "$best" "$base" "${f32_rate:-}" <<'PY'
+import sys
+n, loom_us, base_us = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 flops = 2.0 * n ** 3
-loom = flops / (loom_us * 1e-6) / 1e9
-ref = flops / best / 1e9
-print(f"{n:<6} {variant:<7} {loom:12.2f} {ref:12.2f} {loom / ref:10.2f}")
+loom, base = flops / loom_us / 1e3, flops / base_us / 1e3
+vs = f"{loom / float(sys.argv[4]):8.2f}" if sys.argv[4] else f"{'':8}"
+print(f"{loom:.2f} {base:.2f} {loom / base:.2f} {vs}")
 PY
+)
+    read -r loom_rate base_rate ratio vs <<< "$line"
+    [ "$variant" = f32 ] && f32_rate=$loom_rate
+    printf '%-6s %-8s %-14s %10s %10s %-22s %6s %8s\n' "$size" "$variant" "${path:-?}" \
+      "$loom_rate" "$base_rate" "$base_name" "$ratio" "${vs:-}"
   done
 done

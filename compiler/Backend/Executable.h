@@ -14,13 +14,14 @@ namespace loom {
 /// (`loom_spmd_plan`, empty without `spmd`), as docs/plan-format.md
 /// specifies.
 std::string buildGlueSource(const Plan &plan, const Plan *spmd,
-                            llvm::StringRef gpuImage);
+                            llvm::StringRef gpuImage, llvm::StringRef cpuTarget);
 
 /// Links the kernels' object file, the glue and the runtime libraries (and
 /// MPI's) into the executable `output` with clang. Errors are reported at
 /// `loc`.
 mlir::LogicalResult linkExecutable(mlir::Location loc, const Plan &plan,
                                    const Plan *spmd, llvm::StringRef gpuImage,
+                                   llvm::StringRef cpuTarget,
                                    llvm::StringRef kernelObject,
                                    llvm::StringRef output);
 

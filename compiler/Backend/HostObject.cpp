@@ -20,7 +20,7 @@
 using namespace mlir;
 
 LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
-                                        llvm::StringRef cpu) {
+                                        const CpuTarget &cpu) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
 
@@ -42,25 +42,9 @@ LogicalResult (::loom::writeHostObject)(ModuleOp module, llvm::StringRef path,
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return emitError(module.getLoc(), "no LLVM target for ") << tripleName << ": " << error;
-  // By default the host CPU: executables are usually built on the kind of
-  // machine they run on, and the kernels want its vector width (AVX-512
-  // where present). A named CPU gives portable executables.
-  std::string featureText;
-  std::string cpuName = cpu.str();
-  if (cpu == "native") {
-    cpuName = llvm::sys::getHostCPUName().str();
-    for (auto &feature : llvm::sys::getHostCPUFeatures())
-      featureText += (feature.second ? "+" : "-") + feature.first().str() + ",";
-  }
-  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
-      target->createMCSubtargetInfo(triple, "", ""));
-  if (!subtarget || !subtarget->isCPUStringValid(cpuName))
-    return emitError(module.getLoc(), "unknown CPU '")
-           << cpuName << "' for " << tripleName
-           << " (use native, or an LLVM CPU name such as x86-64-v3)";
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, cpuName, featureText, options,
+      triple, cpu.name, cpu.featureText, options,
       llvm::Reloc::PIC_, std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());

@@ -3,15 +3,16 @@
 #ifndef LOOM_BACKEND_HOSTOBJECT_H
 #define LOOM_BACKEND_HOSTOBJECT_H
 
+#include "Backend/CpuTarget.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 namespace loom {
 
 /// Translates `module` (LLVM dialect) to LLVM IR, optimizes it at -O3 for
-/// `cpu` ("native": this machine's CPU and features; else an LLVM CPU name
-/// such as x86-64-v3) and writes an ELF object file to `path`.
+/// `cpu` (resolveCpuTarget) and writes an ELF object file to `path`.
 mlir::LogicalResult writeHostObject(mlir::ModuleOp module, llvm::StringRef path,
-                                    llvm::StringRef cpu = "native");
+                                    const CpuTarget &cpu);
 
 } // namespace loom
 

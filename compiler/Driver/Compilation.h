@@ -9,6 +9,7 @@
 #ifndef LOOM_DRIVER_COMPILATION_H
 #define LOOM_DRIVER_COMPILATION_H
 
+#include "Backend/CpuTarget.h"
 #include "Driver/Driver.h"
 #include "Frontend/AST.h"
 #include "Pipeline/Pipeline.h"
@@ -58,6 +59,8 @@ public:
   mlir::LogicalResult checkPipelineSchedule(mlir::func::FuncOp spmd);
   mlir::LogicalResult printKernelReport();
   mlir::LogicalResult tileForCpu();
+  /// Whether the CPU kernels are compiled (not for --kernel-report).
+  bool wantsCpuKernels() const;
   mlir::LogicalResult lowerForCpu();
   mlir::LogicalResult linkExecutable();
 
@@ -101,6 +104,8 @@ private:
               llvm::function_ref<void(mlir::OpPassManager &)> build);
   mlir::FailureOr<KernelReport> makeKernelReport();
   mlir::FailureOr<const DeviceSpec *> gpuDevice();
+  /// --cpu resolved once (the tiling and code generation both need it).
+  mlir::FailureOr<const CpuTarget *> cpuTarget();
   mlir::LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
   mlir::FailureOr<mlir::func::FuncOp> selectModel();
   mlir::FailureOr<ExplainReport> makeExplainReport();
@@ -143,6 +148,8 @@ private:
   std::optional<GpuCode> gpuCode;
   std::optional<KernelReport> report;
   std::optional<ExplainReport> explained;
+
+  std::optional<CpuTarget> cpu;
 
   std::optional<Plan> plan, spmdPlan;
   /// The pipeline schedule's text and its summary (ScheduleStage.cpp).

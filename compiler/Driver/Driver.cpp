@@ -57,9 +57,10 @@ const StageRow kStages[] = {
     {"nvvm", Stage::NVVM, &C::lowerToNvvm, &C::wantsGpu, &C::printGpuModule},
     {"ptx", Stage::PTX, &C::emitPtx, &C::wantsGpu, &C::printPtx},
     {"gpu-image", std::nullopt, &C::buildGpuImage, &C::wantsGpu, nullptr},
+    // The CPU tiles may add scratch buffers (B's panels): before the plan.
+    {"tile", Stage::Tiled, &C::tileForCpu, &C::wantsCpuKernels, &C::printModule},
     {"plan", std::nullopt, &C::buildPlans, &C::wantsPlans, nullptr},
     {"kernel-report", std::nullopt, &C::printKernelReport, &C::wantsReport, nullptr},
-    {"tile", Stage::Tiled, &C::tileForCpu, nullptr, &C::printModule},
     {"llvm", Stage::LLVM, &C::lowerForCpu, nullptr, &C::printModule},
     {"print-plan", Stage::Plan, nullptr, nullptr, &C::printPlans},
     {"link", Stage::Executable, &C::linkExecutable, nullptr, nullptr},
@@ -318,6 +319,8 @@ LogicalResult Compilation::bufferizeKernels() {
   return checkGpuOptions();
 }
 
+bool Compilation::wantsCpuKernels() const { return !options.kernelReport; }
+
 bool Compilation::wantsPlans() const {
   return executable() || !options.dumpDir.empty();
 }
@@ -351,8 +354,36 @@ LogicalResult Compilation::buildPlans() {
   return success();
 }
 
+FailureOr<const CpuTarget *> Compilation::cpuTarget() {
+  if (!cpu) {
+    FailureOr<CpuTarget> resolved = resolveCpuTarget(module->getLoc(), options.cpu);
+    if (failed(resolved))
+      return failure();
+    cpu = std::move(*resolved);
+  }
+  return &*cpu;
+}
+
 LogicalResult Compilation::tileForCpu() {
-  return runPipeline(buildCpuTilingPipeline);
+  FailureOr<const CpuTarget *> target = cpuTarget();
+  if (failed(target))
+    return failure();
+  llvm::StringMap<unsigned> arguments;
+  for (auto kernel : module->getOps<func::FuncOp>())
+    arguments[kernel.getSymName()] = kernel.getNumArguments();
+  if (failed(runPipeline(*module, [&](OpPassManager &pm) {
+        buildCpuTilingPipeline(pm, (*target)->vectorBits(), (*target)->bf16Dot());
+      })))
+    return failure();
+  // The tiles' temporaries became trailing arguments: scratch for the plan.
+  for (auto kernel : module->getOps<func::FuncOp>()) {
+    auto known = arguments.find(kernel.getSymName());
+    if (known == arguments.end())
+      continue;
+    for (Type type : kernel.getArgumentTypes().drop_front(known->second))
+      scratch[kernel.getSymName()].push_back(cast<ShapedType>(type));
+  }
+  return success();
 }
 
 LogicalResult Compilation::lowerForCpu() {
@@ -371,11 +402,15 @@ LogicalResult Compilation::linkExecutable() {
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("loom-kernels", "o", object))
     return module->emitError("cannot create a temporary file: ") << ec.message();
-  LogicalResult result = writeHostObject(*module, object, options.cpu);
+  FailureOr<const CpuTarget *> target = cpuTarget();
+  if (failed(target))
+    return failure();
+  LogicalResult result = writeHostObject(*module, object, **target);
   if (succeeded(result))
     result = ::loom::linkExecutable(module->getLoc(), *plan,
                                     spmdPlan ? &*spmdPlan : nullptr,
                                     gpuCode ? gpuCode->image : std::string(),
+                                    (*target)->describe(),
                                     object, options.output);
   llvm::sys::fs::remove(object);
   if (failed(result))

@@ -169,8 +169,17 @@ void ::loom::buildBufferizePipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
 }
 
-void ::loom::buildCpuTilingPipeline(OpPassManager &pm) {
-  pm.addPass(mlir::loom::createLoomTileContractionsForCpu());
+void ::loom::buildCpuTilingPipeline(OpPassManager &pm, unsigned vectorBits,
+                                    bool bf16Dot) {
+  mlir::loom::LoomTileContractionsForCpuOptions tiling;
+  tiling.vectorBits = vectorBits;
+  tiling.bf16Dot = bf16Dot;
+  pm.addPass(mlir::loom::createLoomTileContractionsForCpu(tiling));
+  // Their temporaries (B's panels) become plan buffers: kernels never
+  // allocate.
+  mlir::loom::LoomHoistKernelAllocsOptions hoist;
+  hoist.everyFunction = true;
+  pm.addPass(mlir::loom::createLoomHoistKernelAllocs(hoist));
   pm.addPass(createCanonicalizerPass());
 }
 
@@ -189,7 +198,10 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  // x86vector: the avx512_bf16 dot products of bf16 matmuls.
+  ConvertVectorToLLVMPassOptions vectorToLlvm;
+  vectorToLlvm.x86Vector = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLlvm));
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());

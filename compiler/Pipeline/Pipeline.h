@@ -48,9 +48,11 @@ void buildLinalgPipeline(mlir::OpPassManager &pm);
 /// kernel's arguments are (inputs, outputs, scratch), all plan buffers.
 void buildBufferizePipeline(mlir::OpPassManager &pm);
 
-/// buffers -> tiled (CPU): matmuls in cache tiles of vectorized 4x16
-/// register tiles (outer products); other kernels unchanged.
-void buildCpuTilingPipeline(mlir::OpPassManager &pm);
+/// buffers -> tiled (CPU): matmuls in cache tiles of vectorized register
+/// tiles sized for `vectorBits`-wide registers (outer products), bf16 ones
+/// on avx512_bf16 dot products with `bf16Dot`; other kernels unchanged.
+void buildCpuTilingPipeline(mlir::OpPassManager &pm, unsigned vectorBits,
+                            bool bf16Dot);
 
 /// tiled -> llvm (CPU): loops and the LLVM dialect with bare-pointer
 /// kernel signatures (one `ptr` per buffer, see docs/plan-format.md).

@@ -102,7 +102,8 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     for (auto func : module->getOps<mlir::func::FuncOp>())
       func->removeAttr(mlir::loom::attr::kKernel);
     mlir::PassManager lowering(&context);
-    buildCpuTilingPipeline(lowering);
+    // The widest tiles and the bf16 dots: every CPU tiling path (nothing runs).
+    buildCpuTilingPipeline(lowering, /*vectorBits=*/512, /*bf16Dot=*/true);
     buildCpuLoweringPipeline(lowering);
     if (mlir::failed(lowering.run(*module)))
       return FrontEndOutcome::Rejected;

@@ -10,16 +10,33 @@ def LoomTileContractionsForCpu
   let summary = "Cache and register tiles, vectorized, for CPU matmuls";
   let description = [{
     Each bufferized contraction whose sizes allow it is tiled twice with the
-    transform dialect: cache tiles (up to 64 x 64 x 64, dividing the shape)
-    and, inside, 4 x 16 register tiles over (m, n) with k unrolled by one;
-    the register tile is vectorized and its accumulator transfers hoisted out
-    of the k loop (after folding memref aliases): each k step is a broadcast
-    multiply-add on 16-wide vectors, which LLVM fuses into FMAs (the add
-    gets back the contraction flag the matmul body carries). Other
-    contractions keep
-    their scalar loops. The schedule is generated per kernel, one tile
-    configuration per op.
+    transform dialect: cache tiles (up to 128 x 128 x 256, dividing the
+    shape) and, inside, register tiles over (m, n) with k unrolled by one:
+    8 x 32 f32 accumulators with 512-bit vectors (16 zmm of AVX-512's 32
+    registers), 4 x 16 with 256-bit ones. The register tile is vectorized
+    and its accumulator transfers hoisted out of the k loop (after folding
+    memref aliases): each k step is a broadcast multiply-add on 16-wide
+    vectors, which LLVM fuses into FMAs (the add gets back the contraction
+    flag the matmul body carries). A K-contiguous B is copied once into an
+    N-contiguous temporary first.
+
+    With `bf16-dot`, a bf16 matmul with an f32 accumulator (even K) runs on
+    avx512_bf16's pair dot products instead: B is copied once into the VNNI
+    layout [K/2, N, 2], A is viewed as [M, K/2, 2], and each step of the
+    k/2 loop is one `x86vector.avx512.dot` per 16 columns and row (two k
+    per instruction, upstream's packed-type dot product patterns). Other
+    contractions keep their scalar loops. The schedule is generated per
+    kernel, one tile configuration per op.
   }];
+  let options = [
+    Option<"vectorBits", "vector-bits", "unsigned", "256",
+           "The target's vector register width in bits (512 for AVX-512): "
+           "sizes the register tiles">,
+    Option<"bf16Dot", "bf16-dot", "bool", "false",
+           "Run bf16 matmuls on avx512_bf16 dot products (the target has "
+           "avx512bf16)">,
+  ];
+  let dependentDialects = ["mlir::x86vector::X86VectorDialect"];
 }
 
 #endif // LOOM_CODEGEN_CPU_PASSES_TD

@@ -1,6 +1,7 @@
 //===- TileContractionsForCpu.cpp - Vectorized register tiles for matmuls -===//
 
 #include "Codegen/Common/MatmulLike.h"
+#include "Codegen/CPU/CpuMatmul.h"
 #include "Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -11,6 +12,11 @@
 #include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/TransformOps/VectorTransformOps.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/Dialect/X86Vector/TransformOps/X86VectorTransformOps.h"
+#include "mlir/Dialect/X86Vector/Transforms.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -20,10 +26,7 @@ namespace mlir::loom {
 } // namespace mlir::loom
 
 using namespace mlir;
-
-/// The register tile: 4 rows x 16 columns of f32 accumulators, two AVX2 or
-/// one AVX-512 vector per row: per k, one broadcast FMA per row.
-static constexpr int64_t kRegisterRows = 4, kRegisterCols = 16;
+using loom::RegisterTile;
 
 /// The largest candidate that divides `size`, or 0.
 static int64_t largestDivisor(int64_t size, ArrayRef<int64_t> candidates) {
@@ -33,20 +36,40 @@ static int64_t largestDivisor(int64_t size, ArrayRef<int64_t> candidates) {
   return 0;
 }
 
-/// Cache tile sizes over (batch..., m, n, k), or nothing when the op's
-/// shape does not allow whole register tiles.
-static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op) {
-  if (!loom::isMatmulLike(op))
-    return std::nullopt;
+/// Cache tile sizes, or nothing when the shape does not allow whole
+/// register tiles. Over (batch..., m, n, k) for an unpacked op; for a packed
+/// one over (batch..., m, n/cols, cols, k[, j]), the panel and pair dims
+/// whole (0). Measured on AVX-512 with 8 x 32 register tiles
+/// (benchmarks/cpu): 128 x 128 x 256 cache tiles keep a 128 KiB panel of B
+/// in L2 and the k loop long enough to amortize the accumulators' loads and
+/// stores (f32 1024^3 unpacked: 154 GFLOP/s with 64^3 tiles, 175 with these).
+static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op, RegisterTile tile,
+                                                      std::optional<bool> packedPairs) {
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  size_t batch = bounds.size() - 3;
-  int64_t m = largestDivisor(bounds[batch], {64, 32, 16, 8, 4});
-  int64_t n = largestDivisor(bounds[batch + 1], {64, 32, 16});
-  int64_t k = largestDivisor(bounds[batch + 2], {64, 32, 16, 8, 4, 2, 1});
-  if (!m || !n)
+  bool packed = packedPairs.has_value(), pairs = packed && *packedPairs;
+  size_t batch = bounds.size() - 3 - (packed ? 1 : 0) - (pairs ? 1 : 0);
+  int64_t n = bounds[batch + 1] * (packed ? tile.cols : 1);
+  int64_t k = bounds[batch + (packed ? 3 : 2)];
+  int64_t tm = 0, tn = 0;
+  for (int64_t c : {128, 64, 32, 16, 8, 4})
+    if (c % tile.rows == 0 && !tm && bounds[batch] % c == 0)
+      tm = c;
+  for (int64_t c : {128, 64, 32, 16})
+    if (c % tile.cols == 0 && !tn && n % c == 0)
+      tn = c;
+  // 256 k per cache tile: 128 pairs.
+  int64_t tk = largestDivisor(k, pairs ? ArrayRef<int64_t>{128, 64, 32, 16, 8, 4, 2, 1}
+                                       : ArrayRef<int64_t>{256, 128, 64, 32, 16, 8, 4, 2, 1});
+  if (!tm || !tn)
     return std::nullopt;
   SmallVector<int64_t> tiles(batch, 1);
-  tiles.append({m, n, k});
+  if (!packed) {
+    tiles.append({tm, tn, tk});
+    return tiles;
+  }
+  tiles.append({tm, tn / tile.cols, 0, tk});
+  if (pairs)
+    tiles.push_back(0);
   return tiles;
 }
 
@@ -90,71 +113,88 @@ static std::string sizes(ArrayRef<int64_t> values) {
   return text + "]";
 }
 
-namespace {
-struct LoomTileContractionsForCpu
-    : public loom::impl::LoomTileContractionsForCpuBase<LoomTileContractionsForCpu> {
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<transform::TransformDialect, vector::VectorDialect,
-                    linalg::LinalgDialect, scf::SCFDialect>();
-    linalg::registerTransformDialectExtension(registry);
-    vector::registerTransformDialectExtension(registry);
-    memref::registerTransformDialectExtension(registry);
-  }
+/// The schedule's per-op part: cache tiles, register tiles inside them and
+/// the register tile vectorized. A pair contraction's vectorized body (a
+/// multiply of extended bf16 pairs summed over j) becomes one mixed-precision
+/// vector.contract, which the pass then unrolls into avx512_bf16 dots.
+static void appendTiling(llvm::raw_ostream &os, unsigned id, ArrayRef<int64_t> tiles,
+                         RegisterTile tile, std::optional<bool> packedPairs) {
+  bool packed = packedPairs.has_value(), pairs = packed && *packedPairs;
+  size_t batch = tiles.size() - 3 - (packed ? 1 : 0) - (pairs ? 1 : 0);
+  SmallVector<int64_t> registers(batch, 1);
+  if (packed)
+    registers.append({tile.rows, 1, 0, 1});
+  else
+    registers.append({tile.rows, tile.cols, 1});
+  if (pairs)
+    registers.push_back(0);
+  size_t tiled = llvm::count_if(tiles, [](int64_t size) { return size != 0; });
+  std::string handles = "!transform.any_op";
+  for (size_t i = 0; i < tiled; ++i)
+    handles += ", !transform.any_op";
+  os << "    %op" << id << " = transform.structured.match attributes{loom.cpu_tile = "
+     << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
+     << "    %c" << id << ", %cl" << id << ":" << tiled
+     << " = transform.structured.tile_using_for %op" << id << " tile_sizes "
+     << sizes(tiles) << " : (!transform.any_op) -> (" << handles << ")\n"
+     << "    %r" << id << ", %rl" << id << ":" << tiled
+     << " = transform.structured.tile_using_for %c" << id << " tile_sizes "
+     << sizes(registers) << " : (!transform.any_op) -> (" << handles << ")\n"
+     << "    transform.structured.vectorize %r" << id << " : !transform.any_op\n";
+  if (pairs)
+    os << "    transform.apply_patterns to %rl" << id << "#0 {\n"
+       << "      transform.apply_patterns.vector.transfer_permutation_patterns\n"
+       << "      transform.apply_patterns.vector.reduction_to_contract\n"
+       << "      transform.apply_patterns.vector.fold_arith_extension\n"
+       << "    } : !transform.any_op\n";
+}
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    // Tag each op with its own configuration, then build one schedule.
-    std::string body;
-    llvm::raw_string_ostream os(body);
-    unsigned count = 0;
-    module.walk([&](linalg::GenericOp op) {
-      std::optional<SmallVector<int64_t>> tiles = cacheTiles(op);
-      if (!tiles)
-        return;
-      copyKContiguousB(op);
-      unsigned id = count++;
-      op->setAttr("loom.cpu_tile", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));
-      SmallVector<int64_t> registers(tiles->size() - 3, 1);
-      registers.append({kRegisterRows, kRegisterCols, 1});
-      size_t loops = tiles->size();
-      std::string handles = "!transform.any_op";
-      for (size_t i = 0; i < loops; ++i)
-        handles += ", !transform.any_op";
-      os << "    %op" << id << " = transform.structured.match attributes{loom.cpu_tile = "
-         << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
-         << "    %c" << id << ", %cl" << id << ":" << loops
-         << " = transform.structured.tile_using_for %op" << id << " tile_sizes "
-         << sizes(*tiles) << " : (!transform.any_op) -> (" << handles << ")\n"
-         << "    %r" << id << ", %rl" << id << ":" << loops
-         << " = transform.structured.tile_using_for %c" << id << " tile_sizes "
-         << sizes(registers) << " : (!transform.any_op) -> (" << handles << ")\n"
-         << "    transform.structured.vectorize %r" << id << " : !transform.any_op\n";
-    });
-    if (count == 0)
-      return;
-    std::string schedule =
-        "module attributes {transform.with_named_sequence} {\n"
-        "  transform.named_sequence @__transform_main(%root: !transform.any_op "
-        "{transform.readonly}) {\n" +
-        body +
-        R"(    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
+/// The copy of B into panels, vectorized: per (panel, k) one contiguous
+/// run of `cols` elements (with pairs, two rows of B interleaved).
+static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::TransposeOp pack) {
+  // Every dim but the last one (two with pairs: the panel's columns and
+  // the pair) one at a time.
+  auto shape = cast<MemRefType>(pack.getInit().getType()).getShape();
+  bool pairs = shape.back() == 2;
+  size_t whole = pairs ? 2 : 1;
+  SmallVector<int64_t> tiles(shape.size() - whole, 1);
+  tiles.append(whole, 0);
+  std::string handles = "!transform.any_op";
+  for (size_t i = 0; i < shape.size() - whole; ++i)
+    handles += ", !transform.any_op";
+  os << "    %p" << id << " = transform.structured.match attributes{loom.cpu_pack = "
+     << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
+     << "    %pt" << id << ", %pl" << id << ":" << shape.size() - whole
+     << " = transform.structured.tile_using_for %p" << id << " tile_sizes "
+     << sizes(tiles) << " : (!transform.any_op) -> (" << handles << ")\n"
+     << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
+}
+
+/// After tiling: memref aliases folded, the accumulators' transfers hoisted
+/// out of the k loops (@tile ends here; the pass then makes the dots), then
+/// the remaining contractions and transfers lowered (@lower).
+static constexpr const char *kScheduleTail = R"(    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %funcs {
       transform.apply_patterns.memref.fold_memref_alias_ops
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %funcs : !transform.any_op
     %hoisted = transform.structured.hoist_redundant_vector_transfers %funcs : (!transform.any_op) -> !transform.any_op
-    transform.apply_patterns to %hoisted {
+    transform.yield
+  }
+  transform.named_sequence @lower(%root: !transform.any_op {transform.readonly}) {
+    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
+    transform.apply_patterns to %funcs {
       transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
       transform.apply_patterns.vector.transfer_permutation_patterns
       transform.apply_patterns.vector.lower_outerproduct
     } : !transform.any_op
-    transform.apply_patterns to %hoisted {
+    transform.apply_patterns to %funcs {
       transform.apply_patterns.vector.transfer_to_scf max_transfer_rank = 1 full_unroll = true
     } : !transform.any_op
     // Widen (extf) before broadcasting: 4 + 16 conversions per k step, not
     // 2 x 64 (what the vectorized body of a bf16 matmul starts with).
-    transform.apply_patterns to %hoisted {
+    transform.apply_patterns to %funcs {
       transform.apply_patterns.vector.sink_ops
       transform.apply_patterns.canonicalization
     } : !transform.any_op
@@ -162,21 +202,139 @@ struct LoomTileContractionsForCpu
   }
 }
 )";
+
+/// A bf16 pair contraction's vector shapes cut to what one avx512_bf16 dot
+/// takes: one row of A's pair (broadcast to all lanes) against 16 columns
+/// of B's pairs, into 16 f32 lanes. Only the pair contractions and the
+/// bf16 reads feeding them have a native shape; everything else is left.
+static std::optional<SmallVector<int64_t>> dotShape(Operation *op) {
+  if (auto contract = dyn_cast<vector::ContractionOp>(op)) {
+    if (!contract.getLhsType().getElementType().isBF16())
+      return std::nullopt;
+    SmallVector<int64_t> shape(contract.getIteratorTypes().size(), 1);
+    // (batch..., m, n, k2, j): 16 of n, both members of the pair.
+    shape[shape.size() - 3] = 16;
+    shape.back() = 2;
+    return shape;
+  }
+  if (auto read = dyn_cast<vector::TransferReadOp>(op)) {
+    VectorType type = read.getVectorType();
+    if (!type.getElementType().isBF16() || type.getRank() < 3 || type.getShape().back() != 2)
+      return std::nullopt;
+    SmallVector<int64_t> shape(type.getRank(), 1);
+    shape[shape.size() - 2] = std::min<int64_t>(16, type.getShape()[type.getRank() - 2]);
+    shape.back() = 2;
+    return shape;
+  }
+  return std::nullopt;
+}
+
+namespace {
+struct LoomTileContractionsForCpu
+    : public loom::impl::LoomTileContractionsForCpuBase<LoomTileContractionsForCpu> {
+  using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<transform::TransformDialect, vector::VectorDialect,
+                    linalg::LinalgDialect, scf::SCFDialect,
+                    x86vector::X86VectorDialect>();
+    linalg::registerTransformDialectExtension(registry);
+    vector::registerTransformDialectExtension(registry);
+    memref::registerTransformDialectExtension(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    RegisterTile tile = loom::registerTileFor(vectorBits);
+    // Tag each op with its own configuration, then build one schedule.
+    std::string body;
+    llvm::raw_string_ostream os(body);
+    unsigned count = 0, dots = 0;
+    SmallVector<linalg::GenericOp> matmuls;
+    module.walk([&](linalg::GenericOp op) {
+      if (loom::isMatmulLike(op))
+        matmuls.push_back(op);
+    });
+    for (linalg::GenericOp op : matmuls) {
+      std::optional<bool> packedPairs;
+      linalg::TransposeOp pack;
+      // Only the bf16 dots read B packed: the f32 tiles measured no faster
+      // from panels (1024^3: 163 against 170 GFLOP/s unpacked; 2048^3 equal).
+      std::optional<loom::PackedMatmul> packed;
+      if (bf16Dot && loom::isBf16PairMatmul(op))
+        packed = loom::packMatmul(op, tile, /*pairs=*/true);
+      if (packed) {
+        op = packed->op;
+        pack = packed->pack;
+        packedPairs = packed->pairs;
+      }
+      std::optional<SmallVector<int64_t>> tiles = cacheTiles(op, tile, packedPairs);
+      if (!tiles)
+        continue;
+      if (!packedPairs)
+        copyKContiguousB(op);
+      unsigned id = count++;
+      dots += packedPairs.value_or(false);
+      op->setAttr("loom.cpu_tile", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));
+      appendTiling(os, id, *tiles, tile, packedPairs);
+      if (pack) {
+        pack->setAttr("loom.cpu_pack", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));
+        appendPackTiling(os, id, pack);
+      }
+    }
+    if (count == 0)
+      return;
+    std::string schedule =
+        "module attributes {transform.with_named_sequence} {\n"
+        "  transform.named_sequence @__transform_main(%root: !transform.any_op "
+        "{transform.readonly}) {\n" +
+        body + kScheduleTail;
     OwningOpRef<ModuleOp> transforms =
         parseSourceString<ModuleOp>(schedule, module.getContext());
     if (!transforms) {
       module.emitError("internal error: the CPU tiling schedule does not parse");
       return signalPassFailure();
     }
-    Operation *entry = transforms->lookupSymbol("__transform_main");
-    if (failed(transform::applyTransformNamedSequence(
-            module, entry, *transforms, transform::TransformOptions())))
+    auto apply = [&](StringRef name) {
+      Operation *entry = transforms->lookupSymbol(name);
+      return transform::applyTransformNamedSequence(module, entry, *transforms,
+                                                    transform::TransformOptions());
+    };
+    if (failed(apply("__transform_main")))
       return signalPassFailure();
     module.walk([](linalg::GenericOp op) { op->removeAttr("loom.cpu_tile"); });
-    // The matmul body allowed contraction (fastmath<contract>), but the
-    // vectorized reduction's add lost the flag: restore it on the register
-    // tiles' multiply-add pairs so that LLVM emits FMAs. Only the tiled
-    // matmuls are vector code at this point.
+    module.walk([](linalg::TransposeOp op) { op->removeAttr("loom.cpu_pack"); });
+    loom::hoistViewAccumulators(module);
+    if (dots && failed(makeBf16Dots(module)))
+      return signalPassFailure();
+    if (failed(apply("lower")))
+      return signalPassFailure();
+    restoreContraction(module);
+  }
+
+  /// The pair contractions, unrolled to one dot's shape, become
+  /// x86vector.avx512.dot (upstream's packed-type dot product patterns).
+  static LogicalResult makeBf16Dots(ModuleOp module) {
+    MLIRContext *context = module.getContext();
+    RewritePatternSet unroll(context);
+    vector::populateVectorUnrollPatterns(
+        unroll, vector::UnrollVectorOptions().setNativeShapeFn(dotShape));
+    if (failed(applyPatternsGreedily(module, std::move(unroll))))
+      return module.emitError("internal error: the bf16 dot tiles do not unroll");
+    RewritePatternSet dots(context);
+    x86vector::populateVectorContractToPackedTypeDotProductPatterns(dots);
+    // B's 16 pairs are 64 contiguous bytes: one 1-D read, not 16.
+    vector::populateFlattenVectorTransferPatterns(dots);
+    if (failed(applyPatternsGreedily(module, std::move(dots))))
+      return module.emitError("internal error: the bf16 dots do not form");
+    return success();
+  }
+
+  /// The matmul body allowed contraction (fastmath<contract>), but the
+  /// vectorized reduction's add lost the flag: restore it on the register
+  /// tiles' multiply-add pairs so that LLVM emits FMAs. Only the tiled
+  /// matmuls are vector code at this point.
+  static void restoreContraction(ModuleOp module) {
     auto contract = arith::FastMathFlags::contract;
     module.walk([&](arith::AddFOp add) {
       if (!isa<VectorType>(add.getType()))

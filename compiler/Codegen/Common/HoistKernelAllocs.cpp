@@ -12,9 +12,11 @@ using namespace mlir;
 namespace {
 struct LoomHoistKernelAllocs
     : public loom::impl::LoomHoistKernelAllocsBase<LoomHoistKernelAllocs> {
+  using Base::Base;
+
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal() || !func->hasAttr(loom::attr::kKernel))
+      if (func.isExternal() || !(everyFunction || func->hasAttr(loom::attr::kKernel)))
         continue;
       Block &entry = func.getBody().front();
       // Results computed in place in their destination arguments (see
@@ -27,29 +29,34 @@ struct LoomHoistKernelAllocs
       if (llvm::all_of(ret.getOperands(),
                        [](Value v) { return isa<BlockArgument>(v); }))
         ret->setOperands({});
-      unsigned firstScratch = entry.getNumArguments();
+      func.setFunctionType(FunctionType::get(func.getContext(),
+                                             entry.getArgumentTypes(),
+                                             ret.getOperandTypes()));
       SmallVector<memref::AllocOp> allocs;
       for (auto alloc : entry.getOps<memref::AllocOp>())
         if (alloc.getType().hasStaticShape())
           allocs.push_back(alloc);
+      auto scratch = DictionaryAttr::get(
+          func.getContext(),
+          {NamedAttribute(loom::attr::kScratch, UnitAttr::get(func.getContext()))});
       for (memref::AllocOp alloc : allocs) {
         // The plan's buffers are dense and row-major, like the alloc.
         auto type = MemRefType::get(alloc.getType().getShape(),
                                     alloc.getType().getElementType());
         if (type != alloc.getType())
           continue;
-        BlockArgument arg = entry.addArgument(type, alloc.getLoc());
+        // insertArgument keeps the argument attributes in step (a kernel
+        // tiled for the CPU already has scratch arguments).
+        unsigned index = func.getNumArguments();
+        if (failed(func.insertArgument(index, type, scratch, alloc.getLoc())))
+          return signalPassFailure();
+        BlockArgument arg = entry.getArgument(index);
         for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
           if (isa<memref::DeallocOp>(user))
             user->erase();
         alloc.replaceAllUsesWith(arg);
         alloc.erase();
       }
-      func.setFunctionType(FunctionType::get(func.getContext(),
-                                             entry.getArgumentTypes(),
-                                             ret.getOperandTypes()));
-      for (unsigned i = firstScratch; i < entry.getNumArguments(); ++i)
-        func.setArgAttr(i, loom::attr::kScratch, UnitAttr::get(func.getContext()));
     }
   }
 };

@@ -17,6 +17,12 @@ def LoomHoistKernelAllocs : Pass<"loom-hoist-kernel-allocs", "mlir::ModuleOp"> {
     Results that are already destination arguments (written in place) stop
     being returned, and copies of a buffer onto itself are dropped.
   }];
+  let options = [
+    Option<"everyFunction", "every-function", "bool", "false",
+           "Treat every function as a kernel (after bufferization the "
+           "module holds only kernels, without their loom.kernel mark): "
+           "the CPU tiles' temporaries">,
+  ];
   let dependentDialects = ["mlir::memref::MemRefDialect"];
 }
 

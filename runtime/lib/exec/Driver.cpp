@@ -17,6 +17,7 @@
 #include "exec/Report.h"
 #include "io/File.h"
 #include "loom/runtime/exec/Checkpoint.h"
+#include "loom/runtime/exec/CpuTarget.h"
 #include "loom/runtime/exec/Training.h"
 #include "loom/runtime/io/Json.h"
 #include "loom/runtime/comm/Communicator.h"
@@ -839,9 +840,23 @@ bool Driver::run() {
   }
   if (!parsePlans() || !selectPlan() || !checkDevice())
     return false;
+  // The CPU kernels use the vector extensions of the CPU they were
+  // compiled for: refuse to run them on one without (an illegal
+  // instruction, otherwise, somewhere in the first kernel).
+  CpuTargetInfo cpuTarget;
+  if (executable.cpuTarget && *executable.cpuTarget &&
+      !parseCpuTarget(executable.cpuTarget, cpuTarget, error))
+    return fail("loom_cpu_target: " + error);
+  std::string cpuMismatch =
+      cpuMismatchMessage(cpuTarget, missingCpuFeatures(cpuTarget, hostHasCpuFeature));
   if (options.info) {
     if (rank == 0) {
       printPlanInfo(out, whole);
+      if (!cpuTarget.cpu.empty())
+        std::fprintf(out, "cpu      %s kernels; matmul f32: %s, bf16: %s%s%s\n",
+                     cpuTarget.cpu.c_str(), cpuTarget.f32Path.c_str(),
+                     cpuTarget.bf16Path.c_str(), cpuMismatch.empty() ? "" : "; cannot run here: ",
+                     cpuMismatch.c_str());
       if (spmd.mesh.present) {
         printPartitionedInfo(out, spmd);
         printPipelineInfo(out, spmd, options.schedule);
@@ -849,6 +864,8 @@ bool Driver::run() {
     }
     return true;
   }
+  if (!cpuMismatch.empty() && (!onCuda || options.checkKernels))
+    return fail(cpuMismatch);
   if (options.train && whole.optimizer.kind.empty())
     return fail("this executable does not train: build it with loomc --train "
                 "(from a script with a train section)");

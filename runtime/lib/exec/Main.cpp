@@ -11,12 +11,14 @@
 // Weak: a glue object from a loomc that predates partitioned plans does not
 // define it; its address is then null and the executable runs on one rank.
 #pragma weak loom_spmd_plan
+#pragma weak loom_cpu_target
 
 int main(int argc, char **argv) {
   loom::runtime::Executable executable;
   executable.kernels = loom_kernels;
   executable.plan = loom_plan;
   executable.spmdPlan = loom_spmd_plan;
+  executable.cpuTarget = loom_cpu_target;
   executable.gpuImage = loom_gpu_image;
   executable.gpuImageSize = loom_gpu_image_size;
   return loom::runtime::runMain(argc, argv, executable);

@@ -21,6 +21,9 @@ struct Executable {
   /// The partitioned plan (loom_spmd_plan); null or empty when the model is
   /// not partitioned.
   const char *spmdPlan = nullptr;
+  /// What loomc compiled the CPU kernels for (loom_cpu_target,
+  /// exec/CpuTarget.h); null from a loomc that did not record it.
+  const char *cpuTarget = nullptr;
   const unsigned char *gpuImage = nullptr;
   uint64_t gpuImageSize = 0;
   /// The driver library dlopen()ed for --device cuda (tests substitute a

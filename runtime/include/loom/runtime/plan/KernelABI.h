@@ -36,6 +36,10 @@ extern const char loom_spmd_plan[];
 /// loomc's glue always defines both (and a NUL after the image).
 extern const unsigned char loom_gpu_image[];
 extern const unsigned long loom_gpu_image_size;
+/// The CPU the kernels were compiled for, "CPU f32=PATH bf16=PATH
+/// needs=FEATURE,..." (exec/CpuTarget.h); weak in main(): a glue object
+/// from an older loomc does not define it.
+extern const char loom_cpu_target[];
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""The baselines of benchmarks/cpu/run.sh, measured on one thread in this run.
+
+usage: baseline.py f32|bf16|bf16-bt SIZE
+
+f32: OpenBLAS's cblas_sgemm (Debian's libopenblas0-pthread, called through
+ctypes so that numpy's own BLAS choice does not matter), one thread.
+bf16 and bf16-bt: PyTorch's bf16 matmul on one thread (oneDNN: AMX where the
+CPU has it, else its avx512_bf16 or f32 path), `a @ b` and `a @ b.t()`.
+Prints one line: the best of several runs in microseconds.
+"""
+import ctypes
+import os
+import sys
+import time
+
+OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"
+
+
+def best_of(fn, seconds=0.5, least=5):
+    fn()  # warm-up: first-touch pages, oneDNN's kernel JIT
+    best, spent, runs = float("inf"), 0.0, 0
+    while runs < least or spent < seconds:
+        t = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t
+        best, spent, runs = min(best, dt), spent + dt, runs + 1
+    return best
+
+
+def openblas_sgemm(n):
+    import numpy as np
+    if not os.path.exists(OPENBLAS):
+        sys.exit(f"baseline.py: no {OPENBLAS} (apt-get install libopenblas0-pthread, or make bench-deps)")
+    lib = ctypes.CDLL(OPENBLAS)
+    lib.openblas_set_num_threads(1)
+    a = np.random.rand(n, n).astype(np.float32)
+    b = np.random.rand(n, n).astype(np.float32)
+    c = np.zeros((n, n), np.float32)
+    ptr = ctypes.c_void_p
+    sgemm = lib.cblas_sgemm
+    sgemm.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ptr, ctypes.c_int, ptr,
+                                           ctypes.c_int, ctypes.c_float, ptr, ctypes.c_int]
+    row_major, no_trans = 101, 111
+    args = (row_major, no_trans, no_trans, n, n, n, 1.0, a.ctypes.data, n,
+            b.ctypes.data, n, 0.0, c.ctypes.data, n)
+    seconds = best_of(lambda: sgemm(*args))
+    if not np.allclose(c, a @ b, rtol=1e-4, atol=1e-3):
+        sys.exit("baseline.py: OpenBLAS's sgemm disagrees with numpy")
+    return seconds
+
+
+def torch_bf16(n, transposed):
+    import torch
+    torch.set_num_threads(1)
+    a = torch.rand(n, n).to(torch.bfloat16)
+    b = torch.rand(n, n).to(torch.bfloat16)
+    if transposed:
+        return best_of(lambda: a @ b.t())
+    return best_of(lambda: a @ b)
+
+
+def main():
+    variant, n = sys.argv[1], int(sys.argv[2])
+    if variant == "f32":
+        seconds = openblas_sgemm(n)
+    elif variant in ("bf16", "bf16-bt"):
+        seconds = torch_bf16(n, variant == "bf16-bt")
+    else:
+        sys.exit(f"baseline.py: unknown variant '{variant}'")
+    print(f"{seconds * 1e6:.1f}")
+
+
+if __name__ == "__main__":
+    main()

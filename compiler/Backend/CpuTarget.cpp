@@ -1,0 +1,72 @@
+//===- CpuTarget.cpp - The CPU the host kernels are compiled for ----------===//
+
+#include "Backend/CpuTarget.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <memory>
+
+using namespace mlir;
+
+std::string loom::CpuTarget::matmulPath(bool bf16) const {
+  if (bf16 && bf16Dot())
+    return "avx512-bf16-dot";
+  return avx512f ? "avx512-fma" : avx2 ? "avx2-fma" : "sse";
+}
+
+std::string loom::CpuTarget::describe() const {
+  std::string needs;
+  auto need = [&](bool has, const char *name) {
+    if (has)
+      needs += (needs.empty() ? "" : ",") + std::string(name);
+  };
+  need(avx2, "avx2");
+  need(fma, "fma");
+  need(avx512f, "avx512f");
+  need(avx512bw, "avx512bw");
+  need(avx512dq, "avx512dq");
+  need(avx512vl, "avx512vl");
+  need(avx512bf16, "avx512bf16");
+  return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
+}
+
+FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef cpu) {
+  llvm::InitializeNativeTarget();
+  std::string tripleName = llvm::sys::getDefaultTargetTriple();
+  llvm::Triple triple(tripleName);
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return emitError(loc, "no LLVM target for ") << tripleName << ": " << error;
+  CpuTarget result;
+  result.name = cpu.str();
+  if (cpu == "native") {
+    result.name = llvm::sys::getHostCPUName().str();
+    for (auto &feature : llvm::sys::getHostCPUFeatures())
+      result.featureText += (feature.second ? "+" : "-") + feature.first().str() + ",";
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!subtarget || !subtarget->isCPUStringValid(result.name))
+    return emitError(loc, "unknown CPU '")
+           << result.name << "' for " << tripleName
+           << " (use native, or an LLVM CPU name such as x86-64-v3)";
+  // The features as code generation will see them: the CPU's own, then
+  // the host's list on top.
+  subtarget.reset(target->createMCSubtargetInfo(triple, result.name, result.featureText));
+  result.avx2 = subtarget->checkFeatures("+avx2");
+  result.fma = subtarget->checkFeatures("+fma");
+  result.avx512f = subtarget->checkFeatures("+avx512f");
+  result.avx512bw = subtarget->checkFeatures("+avx512bw");
+  result.avx512dq = subtarget->checkFeatures("+avx512dq");
+  result.avx512vl = subtarget->checkFeatures("+avx512vl");
+  result.avx512bf16 = subtarget->checkFeatures("+avx512bf16");
+  result.amxbf16 = subtarget->checkFeatures("+amx-bf16");
+  return result;
+}

@@ -1,0 +1,44 @@
+//===- CpuTarget.h - The CPU the host kernels are compiled for ------------===//
+
+#ifndef LOOM_BACKEND_CPUTARGET_H
+#define LOOM_BACKEND_CPUTARGET_H
+
+#include "mlir/IR/Location.h"
+#include "mlir/Support/LLVM.h"
+
+#include <string>
+
+namespace loom {
+
+/// A CPU the kernels target: its LLVM name, the features code generation
+/// gets, and the vector extensions the CPU tiling uses.
+struct CpuTarget {
+  std::string name;
+  /// "+feature,-feature,..." for the LLVM target machine (a named CPU's
+  /// features are implied by its name: empty).
+  std::string featureText;
+  bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512dq = false,
+       avx512vl = false, avx512bf16 = false, amxbf16 = false;
+
+  /// The vector register width the register tiles are sized for.
+  unsigned vectorBits() const { return avx512f ? 512 : 256; }
+  /// Whether bf16 matmuls run on avx512_bf16's pair dot products.
+  bool bf16Dot() const { return avx512f && avx512bf16; }
+  /// How the kernels compute a matmul of `bf16` operands, in words
+  /// (what `--info` reports): "avx512-bf16-dot", "avx512-fma", "avx2-fma".
+  std::string matmulPath(bool bf16) const;
+  /// The executable's record of it (loom_cpu_target): "NAME f32=PATH
+  /// bf16=PATH needs=FEATURE,...", the features those the runtime checks
+  /// before it runs the kernels.
+  std::string describe() const;
+};
+
+/// `cpu` resolved: "native" is this machine's CPU with its features; any
+/// other name must be an LLVM CPU name for the host triple (else an error at
+/// `loc`: "unknown CPU 'x' for x86_64-... (use native, or an LLVM CPU name
+/// such as x86-64-v3)").
+mlir::FailureOr<CpuTarget> resolveCpuTarget(mlir::Location loc, llvm::StringRef cpu);
+
+} // namespace loom
+
+#endif // LOOM_BACKEND_CPUTARGET_H

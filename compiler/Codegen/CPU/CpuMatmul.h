@@ -1,0 +1,58 @@
+//===- CpuMatmul.h - The CPU matmul's register tiles and operand layouts --===//
+
+#ifndef LOOM_CODEGEN_CPU_CPUMATMUL_H
+#define LOOM_CODEGEN_CPU_CPUMATMUL_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+namespace mlir::loom {
+
+/// The register tile of a CPU matmul: rows x cols f32 accumulators, sized
+/// for the target's vector registers (TileContractionsForCpu.cpp).
+struct RegisterTile {
+  int64_t rows, cols;
+};
+
+/// 16 zmm accumulators (8 rows of two 16-lane vectors) with AVX-512's 32
+/// registers; 8 ymm (4 rows of two 8-lane vectors) with AVX2's 16.
+inline RegisterTile registerTileFor(unsigned vectorBits) {
+  return vectorBits >= 512 ? RegisterTile{8, 32} : RegisterTile{4, 16};
+}
+
+/// Whether a matmul-like op can run on avx512_bf16's pair dot products
+/// (`vdpbf16ps`): bf16 operands, an f32 accumulator (acc + extf * extf), an
+/// even K and a K-contiguous A.
+bool isBf16PairMatmul(linalg::GenericOp op);
+
+/// A matmul-like op with its B packed.
+struct PackedMatmul {
+  linalg::GenericOp op;
+  /// The copy of B into its panels.
+  linalg::TransposeOp pack;
+  /// Whether k is split in pairs (the bf16 dot form).
+  bool pairs;
+};
+
+/// Rewrites a matmul-like op whose m and n fill whole register `tile`s so
+/// that its register tiles read B as one contiguous stream: B is copied
+/// once into panels [..., N/cols, K, cols] (with `pairs`, the VNNI panels
+/// [..., N/cols, K/2, cols, 2] the dot products take: pairs of consecutive
+/// k side by side), C is viewed as [..., M, N/cols, cols] (with `pairs`, A
+/// as [..., M, K/2, 2]) and the op becomes a contraction over (batch..., m,
+/// n/cols, cols, k) (with `pairs`, (..., k/2, 2)). Unpacked, a register
+/// tile's B rows are N elements apart, and at N = 1024 every one of them
+/// falls in the same L1 set. Returns nothing (the op unchanged) when B or C
+/// is not a static-stride view with B ending in (k, n) or (n, k).
+std::optional<PackedMatmul> packMatmul(linalg::GenericOp op, RegisterTile tile,
+                                       bool pairs);
+
+/// Hoists a register tile's accumulator (a transfer_read and the
+/// transfer_write of the same vector at the same loop-invariant place,
+/// nothing else in the loop touching the memref) out of its loops, into
+/// iter_args, when the memref is one of packMatmul's views of C: upstream's
+/// hoist_redundant_vector_transfers leaves every view's transfers alone.
+void hoistViewAccumulators(Operation *root);
+
+} // namespace mlir::loom
+
+#endif // LOOM_CODEGEN_CPU_CPUMATMUL_H
