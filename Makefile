@@ -4,7 +4,7 @@ LLVM_ROOT ?= /usr/lib/llvm-22
 LIT       := $(LLVM_ROOT)/bin/lit
 JOBS      ?= $(shell nproc)
 
-.PHONY: all deps bench-deps bench configure build demo test check-lit check-unit fuzz clean
+.PHONY: all deps bench-deps bench bench-quick configure build demo test check-lit check-unit fuzz clean
 
 all: build
 
@@ -37,18 +37,19 @@ test: check-unit check-lit
 fuzz: build
 	@tools/setup/fuzz.sh $(BUILD)
 
-# The benchmarks' baselines (PyTorch for the training step); not needed to
-# build or test.
+# The benchmarks' baselines (PyTorch, OpenBLAS) come with deps.
 bench-deps: deps
-	@/usr/bin/python3 -c 'import torch' 2>/dev/null || \
-	  { echo "installing python3-torch (the training benchmark's baseline)"; \
-	    $$( [ "$$(id -u)" = 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive \
-	      apt-get install -y --no-install-recommends python3-torch; }
 
-# Speed, against baselines measured in the same run (benchmarks/README.md).
+# Speed, against baselines measured in the same run (benchmarks/README.md,
+# docs/performance.md).
 bench: build bench-deps
 	@benchmarks/train/run.sh $(BUILD)
 	@benchmarks/cpu/run.sh $(BUILD)
+
+# One run of the smallest CPU matmuls: that the benchmark works (make test
+# runs it as test/Benchmarks/bench-quick.test; it times nothing it checks).
+bench-quick: build bench-deps
+	@QUICK=1 benchmarks/cpu/run.sh $(BUILD) 256
 
 clean:
 	rm -rf $(BUILD)

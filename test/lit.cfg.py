@@ -16,6 +16,8 @@ config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
+config.substitutions.append(("%benchmarks", os.path.join(config.loom_src_root, "benchmarks")))
+config.substitutions.append(("%loom_build", config.loom_obj_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.use_default_substitutions()
@@ -37,6 +39,25 @@ if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
     config.available_features.add("torch")
 else:
     lit_config.note("PyTorch not found for /usr/bin/python3: tests that need it are UNSUPPORTED")
+
+# The host CPU's vector extensions: the CPU matmul paths loomc picks for
+# --cpu native (test/Numerics/cpu-matmul-paths.test).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                      if line.startswith("flags")), [])
+except OSError:
+    flags = []
+for flag in ("avx2", "avx512f", "avx512_bf16"):
+    if flag in flags:
+        config.available_features.add("cpu-" + flag.replace("_", ""))
+
+# OpenBLAS (libopenblas0-pthread): the f32 baseline of benchmarks/cpu. It
+# also becomes numpy's BLAS; one thread keeps the references' sums in one
+# order and the two lit workers off each other's cores.
+config.environment["OPENBLAS_NUM_THREADS"] = "1"
+if os.path.exists("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0"):
+    config.available_features.add("openblas")
 
 # Multi-rank runs: Open MPI's mpirun, allowed to run as root (CI and these
 # machines are root), with more ranks than cores and no core binding.

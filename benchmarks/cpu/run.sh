@@ -6,7 +6,7 @@
 # K-contiguous B), against torch's `a @ b.t()`. Prints the CPU path each
 # figure used (loom's executable --info) and the host's vector extensions.
 #   benchmarks/cpu/run.sh [build-dir] [size...]
-#   QUICK=1: one run each (make bench-quick, which make test runs)
+#   QUICK=1: two runs each (make bench-quick, which make test runs)
 set -euo pipefail
 build=${1:-build}
 shift || true
@@ -14,30 +14,30 @@ sizes=${*:-256 512 1024 2048}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-runs=5
-[ -n "${QUICK:-}" ] && runs=1
+runs=10
+[ -n "${QUICK:-}" ] && runs=2
 variants=${VARIANTS:-f32 bf16 bf16-bt}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host CPU: ${isa:-no AVX2}"
-printf '%-6s %-8s %-14s %10s %10s %-22s %6s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32"
+printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32"
 for size in $sizes; do
   f32_rate=""
   for variant in $variants; do
     precision=${variant%-bt}
     sed "s/SIZE/$size/g; s/PRECISION/$precision/" "$here/matmul.loom" > "$work/m.loom"
     [ "$variant" = bf16-bt ] && sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom"
-    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null
-    path=$("$work/m" --info | sed -n 's/^cpu matmul path: *//p' | head -1)
-    # The kernel's own time, from the trace (best of the runs).
-    best=inf
-    for run in $(seq "$runs"); do
-      "$work/m" --random-inputs --seed "$run" --trace "$work/t.json" > /dev/null
-      best=$(/usr/bin/python3 -c "
+    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null 2>&1
+    # --info: "cpu  NAME kernels; matmul f32: PATH, bf16: PATH".
+    path=$("$work/m" --info | sed -n "s/^cpu .*matmul f32: \([^,]*\), bf16: \([^;]*\).*/\1 \2/p")
+    if [ "$precision" = f32 ]; then path=${path%% *}; else path=${path##* }; fi
+    # The kernel's own time, from the trace: the best of the runs of one
+    # process (--repeat), warm like the baselines' (the first run of a
+    # process also pays for the arena's first-touch page faults).
+    "$work/m" --random-inputs --repeat "$runs" --trace "$work/t.json" > /dev/null
+    best=$(/usr/bin/python3 -c "
 import json, sys
-us = sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph') == 'X')
-print(min(us, float(sys.argv[2])))" "$work/t.json" "$best")
-    done
+print(min(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph') == 'X'))" "$work/t.json")
     case $variant in
       f32) base_name="OpenBLAS sgemm" ;;
       *) base_name="PyTorch $( /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?') bf16" ;;
@@ -54,7 +54,7 @@ PY
 )
     read -r loom_rate base_rate ratio vs <<< "$line"
     [ "$variant" = f32 ] && f32_rate=$loom_rate
-    printf '%-6s %-8s %-14s %10s %10s %-22s %6s %8s\n' "$size" "$variant" "${path:-?}" \
+    printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s\n' "$size" "$variant" "${path:-?}" \
       "$loom_rate" "$base_rate" "$base_name" "$ratio" "${vs:-}"
   done
 done

@@ -6,8 +6,9 @@ pkgs=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22
       libgtest-dev ccache nlohmann-json3-dev)
 # Test-side references, installed without their recommends (PyTorch's
 # pull in a desktop's worth): torch.optim and autograd check the training
-# step (test/Numerics/gpt-train-torch.test).
-lean=(python3-torch)
+# step (test/Numerics/gpt-train-torch.test); PyTorch and OpenBLAS are the
+# benchmarks' baselines (benchmarks/cpu, which make test runs once, quick).
+lean=(python3-torch libopenblas0-pthread)
 installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
 }

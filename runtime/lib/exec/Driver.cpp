@@ -488,7 +488,7 @@ bool Driver::checkedNumerics() {
 
 uint64_t Driver::numSteps() const {
   if (!options.train)
-    return 1;
+    return options.repeat;
   return options.steps ? options.steps : whole.optimizer.steps;
 }
 

@@ -51,6 +51,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          Inf in what it wrote; name the first",
       "                          step (and its script line) that wrote",
       "                          one (exit status 1)",
+      "  --repeat N              run the model N times on the same",
+      "                          inputs (the outputs are the last run's;",
+      "                          with --trace, every run's steps: timing)",
       "  --moe-stats             print, per MoE block and expert, the",
       "                          choices routed to it and dropped (of the",
       "                          last run of the model)",
@@ -99,7 +102,7 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
 bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
   options = RunOptions();
-  bool seenDevice = false, seenSeed = false, seenSteps = false,
+  bool seenDevice = false, seenSeed = false, seenSteps = false, seenRepeat = false,
        seenSaveEvery = false, seenTimeout = false, seenSchedule = false;
   int first = 1;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
@@ -143,7 +146,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--steps" || name == "--log" || name == "--data" ||
                  name == "--save" || name == "--resume" ||
                  name == "--save-every" || name == "--collective-timeout" ||
-                 name == "--schedule";
+                 name == "--schedule" || name == "--repeat";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -173,7 +176,21 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
               std::string(name) + " ...)";
       return false;
     }
-    if (name == "--steps" || name == "--save-every") {
+    if (name == "--repeat" && options.train) {
+      error = "--repeat runs an inference several times; a training run "
+              "takes --steps";
+      return false;
+    }
+    if (name == "--repeat") {
+      if (!once(seenRepeat))
+        return false;
+      if (!parseUnsigned(value, options.repeat) || options.repeat == 0 ||
+          options.repeat > 1000000) {
+        error = "bad --repeat '" + std::string(value) +
+                "' (expected a positive integer, at most 1000000)";
+        return false;
+      }
+    } else if (name == "--steps" || name == "--save-every") {
       bool steps = name == "--steps";
       if (!once(steps ? seenSteps : seenSaveEvery))
         return false;

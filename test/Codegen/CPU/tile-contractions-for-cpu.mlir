@@ -1,8 +1,9 @@
 // RUN: loom-opt %s --split-input-file --loom-tile-contractions-for-cpu | FileCheck %s
 
-// --loom-tile-contractions-for-cpu: a bufferized contraction whose m is a
-// multiple of 4 and n of 16 is tiled in cache tiles (up to 64 x 64 x 64,
-// dividing the shape) and 4 x 16 register tiles, the register tile
+// --loom-tile-contractions-for-cpu (vector-bits=256, its default): a
+// bufferized contraction whose m is a multiple of 4 and n of 16 is tiled in
+// cache tiles (up to 128 x 128 x 256, dividing the shape) and 4 x 16
+// register tiles, the register tile
 // vectorized: the 4 x 16 f32 accumulator lives in a vector<4x16xf32>
 // iter_arg of the k loop (its reads and writes hoisted out of it) and each
 // k step reads 4 elements of A and 16 of B. Other contractions keep their
@@ -62,8 +63,8 @@ func.func @bf16_64(%A: memref<64x64xbf16>, %B: memref<64x64xbf16>, %C: memref<64
 
 // -----
 
-// 128 x 128 x 96: cache tiles of 64 x 64 x 32 (the largest candidates that
-// divide), then the 4 x 16 register tiles and k within the cache tile.
+// 256 x 256 x 96: cache tiles of 128 x 128 x 32 (the largest candidates
+// that divide), then the 4 x 16 register tiles and k within the cache tile.
 // CHECK-LABEL: func.func @cache_tiles
 // CHECK-NOT: linalg.generic
 // CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
@@ -71,14 +72,14 @@ func.func @bf16_64(%A: memref<64x64xbf16>, %B: memref<64x64xbf16>, %C: memref<64
 // CHECK-DAG: %[[C4:.+]] = arith.constant 4 : index
 // CHECK-DAG: %[[C16:.+]] = arith.constant 16 : index
 // CHECK-DAG: %[[C32:.+]] = arith.constant 32 : index
-// CHECK-DAG: %[[C64:.+]] = arith.constant 64 : index
 // CHECK-DAG: %[[C96:.+]] = arith.constant 96 : index
 // CHECK-DAG: %[[C128:.+]] = arith.constant 128 : index
-// CHECK: scf.for %{{.+}} = %[[C0]] to %[[C128]] step %[[C64]] {
-// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C128]] step %[[C64]] {
+// CHECK-DAG: %[[C256:.+]] = arith.constant 256 : index
+// CHECK: scf.for %{{.+}} = %[[C0]] to %[[C256]] step %[[C128]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C256]] step %[[C128]] {
 // CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C96]] step %[[C32]] {
-// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C64]] step %[[C4]] {
-// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C64]] step %[[C16]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C128]] step %[[C4]] {
+// CHECK-NEXT: scf.for %{{.+}} = %[[C0]] to %[[C128]] step %[[C16]] {
 // CHECK: scf.for %{{.+}} = %[[C0]] to %[[C32]] step %[[C1]] iter_args(%{{.+}}) -> (vector<4x16xf32>) {
 // CHECK: arith.mulf %{{.+}}, %{{.+}} : vector<4x16x1xf32>
 // CHECK: arith.addf %{{.+}}, %{{.+}} : vector<4x16xf32>
@@ -87,9 +88,9 @@ func.func @bf16_64(%A: memref<64x64xbf16>, %B: memref<64x64xbf16>, %C: memref<64
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>
-func.func @cache_tiles(%A: memref<128x96xf32>, %B: memref<96x128xf32>, %C: memref<128x128xf32>) {
+func.func @cache_tiles(%A: memref<256x96xf32>, %B: memref<96x256xf32>, %C: memref<256x256xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%A, %B : memref<128x96xf32>, memref<96x128xf32>) outs(%C : memref<128x128xf32>) {
+      ins(%A, %B : memref<256x96xf32>, memref<96x256xf32>) outs(%C : memref<256x256xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %0 = arith.mulf %x, %y : f32
     %1 = arith.addf %acc, %0 : f32

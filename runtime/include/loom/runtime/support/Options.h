@@ -32,6 +32,8 @@ struct RunOptions {
   std::string schedule;
   /// --collective-timeout: seconds a collective may wait (0: no limit).
   double collectiveTimeout = 600;
+  /// --repeat N: run an inference N times (its outputs are the last run's).
+  uint64_t repeat = 1;
   bool info = false;
   bool help = false;
   /// `./model train`: run the training plan's steps.
