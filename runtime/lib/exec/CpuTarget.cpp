@@ -6,13 +6,18 @@
 
 using namespace loom::runtime;
 
-static const char *const kKnownFeatures[] = {"avx2",     "fma",      "avx512f",   "avx512bw",
-                                             "avx512dq", "avx512vl", "avx512bf16"};
+// The features loom_cpu_target may name, in __builtin_cpu_supports' names:
+// one list for the parser and the host query (which takes literals only).
+#define LOOM_CPU_FEATURES(X)                                                   \
+  X("avx2") X("fma") X("avx512f") X("avx512bw") X("avx512dq") X("avx512vl")    \
+  X("avx512bf16")
 
 static bool isKnownFeature(const std::string &name) {
-  for (const char *known : kKnownFeatures)
-    if (name == known)
-      return true;
+#define LOOM_KNOWN(feature)                                                    \
+  if (name == feature)                                                         \
+    return true;
+  LOOM_CPU_FEATURES(LOOM_KNOWN)
+#undef LOOM_KNOWN
   return false;
 }
 
@@ -53,21 +58,11 @@ bool loom::runtime::parseCpuTarget(const std::string &text, CpuTargetInfo &info,
 
 bool loom::runtime::hostHasCpuFeature(const std::string &feature) {
 #if defined(__x86_64__) || defined(__i386__)
-  // __builtin_cpu_supports takes string literals only.
-  if (feature == "avx2")
-    return __builtin_cpu_supports("avx2");
-  if (feature == "fma")
-    return __builtin_cpu_supports("fma");
-  if (feature == "avx512f")
-    return __builtin_cpu_supports("avx512f");
-  if (feature == "avx512bw")
-    return __builtin_cpu_supports("avx512bw");
-  if (feature == "avx512dq")
-    return __builtin_cpu_supports("avx512dq");
-  if (feature == "avx512vl")
-    return __builtin_cpu_supports("avx512vl");
-  if (feature == "avx512bf16")
-    return __builtin_cpu_supports("avx512bf16");
+#define LOOM_HOST_HAS(name)                                                    \
+  if (feature == name)                                                         \
+    return __builtin_cpu_supports(name);
+  LOOM_CPU_FEATURES(LOOM_HOST_HAS)
+#undef LOOM_HOST_HAS
 #endif
   return false;
 }
