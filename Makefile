@@ -1,5 +1,9 @@
 # Loom top-level driver: `make demo` and `make test` do all set-up themselves.
-BUILD     ?= build
+# SANITIZE=address,undefined builds everything with those sanitizers, in a
+# build folder of its own (build-address-undefined), and tests that build.
+SANITIZE  ?=
+comma     := ,
+BUILD     ?= $(if $(SANITIZE),build-$(subst $(comma),-,$(SANITIZE)),build)
 LLVM_ROOT ?= /usr/lib/llvm-22
 LIT       := $(LLVM_ROOT)/bin/lit
 JOBS      ?= $(shell nproc)
@@ -13,7 +17,7 @@ deps:
 	@tools/setup/install-deps.sh
 
 $(BUILD)/build.ninja: CMakeLists.txt | deps
-	@tools/setup/configure.sh $(BUILD) $(LLVM_ROOT)
+	@tools/setup/configure.sh $(BUILD) $(LLVM_ROOT) $(SANITIZE)
 
 configure: $(BUILD)/build.ninja
 

@@ -25,6 +25,24 @@ llvm_config.add_tool_substitutions(
     ["loomc", "loom-opt", "loom-fuzz", "loom-fuzz-files", "loom-schedule"], [config.loom_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# make test SANITIZE=address,undefined: a report aborts the program, so a
+# `not` test whose program hits one fails too (not accepts exit 1, never a
+# signal). Leaks of the libraries Loom calls (Open MPI) are not Loom's.
+sanitizers = [s for s in config.loom_sanitize.split(",") if s]
+for sanitizer in sanitizers:
+    config.available_features.add("sanitize-" + sanitizer)
+if sanitizers:
+    suppressions = os.path.join(config.loom_src_root, "test", "lsan.supp")
+    config.environment["ASAN_OPTIONS"] = (
+        "abort_on_error=1:detect_leaks=1:strict_string_checks=1:"
+        "detect_stack_use_after_return=1:check_initialization_order=1")
+    config.environment["LSAN_OPTIONS"] = "suppressions=" + suppressions
+    # Open MPI's plugins stay mapped at exit, so its leaks have a library
+    # name to be suppressed by (%mpirun adds whole allocation stacks).
+    config.environment["OMPI_MCA_mca_base_component_disable_dlclose"] = "1"
+    config.environment["UBSAN_OPTIONS"] = "abort_on_error=1:print_stacktrace=1"
+    lit_config.note("built with -fsanitize=" + config.loom_sanitize)
+
 if config.loom_has_cuda:
     config.available_features.add("cuda")
     config.substitutions.append(("%ptxas", config.loom_ptxas))
@@ -66,7 +84,9 @@ if mpirun:
     config.available_features.add("mpi")
     config.substitutions.append(
         ("%mpirun", "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                    "OMPI_MCA_rmaps_base_oversubscribe=1 " + mpirun +
+                    "OMPI_MCA_rmaps_base_oversubscribe=1 " +
+                    ("ASAN_OPTIONS=%s:fast_unwind_on_malloc=0 " % config.environment["ASAN_OPTIONS"]
+                     if "address" in sanitizers else "") + mpirun +
                     " --oversubscribe --bind-to none"))
 else:
     lit_config.note("mpirun not found: multi-rank tests are UNSUPPORTED")

@@ -131,6 +131,14 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
   SmallVector<llvm::StringRef> mpi;
   llvm::StringRef(LOOM_MPI_LINK).split(mpi, '|', -1, false);
   args.append(mpi.begin(), mpi.end());
+  // A runtime built with sanitizers (LOOM_SANITIZE) links their runtimes,
+  // the C++ parts included (the C driver would leave out new/delete's).
+  SmallVector<llvm::StringRef> sanitizers;
+  llvm::StringRef(LOOM_SANITIZE_LINK).split(sanitizers, '|', -1, false);
+  if (!sanitizers.empty()) {
+    args.insert(args.begin(), "--driver-mode=g++");
+    args.append(sanitizers.begin(), sanitizers.end());
+  }
   args.append({LOOM_RT_BUILTINS, "-lstdc++", "-lm", "-o", output});
   if (succeeded(result))
     result = run(loc, LOOM_CLANG, args);

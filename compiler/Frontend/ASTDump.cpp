@@ -48,10 +48,19 @@ std::string loom::formatNumber(double value) {
   return text;
 }
 
+/// An integer literal's digits. The dump comes before elaboration rejects
+/// literals above 2^40, so the value may exceed int64 (1e20 written out):
+/// print the double's integer value, never a cast of it.
+static std::string formatInteger(double value) {
+  char text[400];
+  std::snprintf(text, sizeof(text), "%.0f", value);
+  return text;
+}
+
 /// A compact one-line rendering for dimensions and arguments.
 std::string ASTPrinter::inline_(const Expr &expr) {
   if (auto *number = llvm::dyn_cast<NumberExpr>(&expr))
-    return number->isInteger ? std::to_string((int64_t)number->value)
+    return number->isInteger ? formatInteger(number->value)
                              : formatNumber(number->value);
   if (auto *name = llvm::dyn_cast<NameExpr>(&expr))
     return name->name;

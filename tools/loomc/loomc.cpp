@@ -273,6 +273,27 @@ std::optional<int64_t> parseBytes(StringRef text) {
     return std::nullopt;
   return static_cast<int64_t>(value * scale);
 }
+
+/// "loomc: error: MESSAGE" (or warning, note) for a diagnostic without a
+/// source location, then its notes the same way.
+void printUnlocatedDiagnostic(mlir::Diagnostic &diag) {
+  auto severity = [](mlir::DiagnosticSeverity kind) {
+    switch (kind) {
+    case mlir::DiagnosticSeverity::Error:
+      return "error";
+    case mlir::DiagnosticSeverity::Warning:
+      return "warning";
+    case mlir::DiagnosticSeverity::Remark:
+      return "remark";
+    case mlir::DiagnosticSeverity::Note:
+      return "note";
+    }
+    return "error";
+  };
+  errs() << "loomc: " << severity(diag.getSeverity()) << ": " << diag.str() << "\n";
+  for (mlir::Diagnostic &note : diag.getNotes())
+    errs() << "loomc: note: " << note.str() << "\n";
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -393,6 +414,14 @@ int main(int argc, char **argv) {
       return handler.verify();
     }
     mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    // Errors of the command line (--cpu, --mesh, ...) have no place in the
+    // script: they read "loomc: error: ...", as the options' own do.
+    mlir::ScopedDiagnosticHandler commandLine(&context, [](mlir::Diagnostic &diag) {
+      if (!isa<mlir::UnknownLoc>(diag.getLocation()))
+        return failure();
+      printUnlocatedDiagnostic(diag);
+      return success();
+    });
     return loom::runDriver(context, sourceMgr, options, os);
   };
   if (failed(mlir::splitAndProcessBuffer(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Loom needs, only those missing; silent when none are.
 set -euo pipefail
-pkgs=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22
+pkgs=(llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools clang-22 libclang-rt-22-dev
       ninja-build cmake libopenmpi-dev openmpi-bin python3-numpy
       libgtest-dev ccache nlohmann-json3-dev)
 # Test-side references, installed without their recommends (PyTorch's

@@ -203,6 +203,11 @@ TEST(Driver, ReportsUsageErrors) {
        "bad seed '18446744073709551616' (expected an integer from 0 to "
        "2^64-1)"},
       {{"--seed", "1", "--seed", "2"}, "option '--seed' given twice"},
+      {{"--repeat", "0"},
+       "bad --repeat '0' (expected a positive integer, at most 1000000)"},
+      {{"--repeat", "1000001"},
+       "bad --repeat '1000001' (expected a positive integer, at most 1000000)"},
+      {{"--repeat", "2", "--repeat", "3"}, "option '--repeat' given twice"},
       {{"--weights", "a", "--weights", "b"}, "option '--weights' given twice"},
       {{"--device", "tpu"}, "unknown device 'tpu' (expected cpu or cuda)"},
       {{"--device", "cuda"}, "this executable was built without GPU kernels"},
@@ -252,4 +257,25 @@ TEST(Driver, ValidatesThePlanAndKernelsFirst) {
   run = runDriver({"--device", "cpu"}, kKernels, plan("ones", "cuda"));
   EXPECT_EQ(run.err, "model: error: this executable was built for cuda; its "
                      "kernels cannot run with --device cpu\n");
+}
+
+TEST(Driver, ChecksTheCpuTargetRecord) {
+  Executable executable;
+  executable.kernels = kKernels;
+  // What the kernels were compiled for is on the --info page.
+  executable.cpuTarget = "x86-64 f32=sse bf16=sse needs=";
+  RunResult run = runDriver({"--info"}, executable, plan());
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_NE(run.out.find("cpu      x86-64 kernels; matmul f32: sse, bf16: sse\n"),
+            std::string::npos)
+      << run.out;
+  run = runDriver({"--random-inputs"}, executable, plan());
+  EXPECT_EQ(run.status, 0) << run.err;
+
+  // A record the runtime cannot read stops the run before any kernel.
+  executable.cpuTarget = "znver5 needs=avx2,sse9";
+  run = runDriver({"--random-inputs"}, executable, plan());
+  EXPECT_EQ(run.status, 1);
+  EXPECT_EQ(run.err, "model: error: loom_cpu_target: unknown CPU feature 'sse9' in "
+                     "the CPU target record\n");
 }
