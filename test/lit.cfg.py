@@ -35,7 +35,11 @@ if sanitizers:
     suppressions = os.path.join(config.loom_src_root, "test", "lsan.supp")
     config.environment["ASAN_OPTIONS"] = (
         "abort_on_error=1:detect_leaks=1:strict_string_checks=1:"
-        "detect_stack_use_after_return=1:check_initialization_order=1")
+        "detect_stack_use_after_return=1:check_initialization_order=1:"
+        # LLVM's BumpPtrAllocator poisons its slabs in code compiled with
+        # ASan and not in Debian's MLIR libraries: which copy of its inline
+        # functions a program links decides, so the poisoning is off.
+        "allow_user_poisoning=0")
     config.environment["LSAN_OPTIONS"] = "suppressions=" + suppressions
     # Open MPI's plugins stay mapped at exit, so its leaks have a library
     # name to be suppressed by (%mpirun adds whole allocation stacks).

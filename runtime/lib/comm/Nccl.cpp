@@ -56,6 +56,9 @@ bool NcclCollectives::run(size_t, std::string &error) {
   return false;
 }
 
+void NcclCollectives::drained() {}
+void NcclCollectives::watch(double, const std::string &, unsigned, std::FILE *) {}
+
 #else // LOOM_RUNTIME_CUDA
 
 #include "support/Symbols.h"
@@ -63,15 +66,20 @@ bool NcclCollectives::run(size_t, std::string &error) {
 
 #include <cuda.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace {
 // From nccl.h. Fixed underlying types: NCCL returns and takes C enums,
 // which are ints, and may return values not named here.
-enum ncclResult_t : int { ncclSuccess = 0 };
+enum ncclResult_t : int { ncclSuccess = 0, ncclInProgress = 7 };
 enum ncclRedOp_t : int { ncclSum = 0 };
 enum ncclDataType_t : int {
   ncclUint8 = 1,
@@ -98,6 +106,8 @@ struct NcclApi {
   ncclResult_t (*getUniqueId)(ncclUniqueId *) = nullptr;
   ncclResult_t (*commInitRank)(ncclComm_t *, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*commDestroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*commAbort)(ncclComm_t) = nullptr;
+  ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t *) = nullptr;
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t,
                             ncclRedOp_t, ncclComm_t, CUstream) = nullptr;
   ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t,
@@ -224,7 +234,23 @@ struct NcclCollectives::State {
   /// The communicators, by the group's axes.
   std::map<std::vector<unsigned>, ncclComm_t> comms;
 
+  /// The watchdog (watch): its thread, and what it watches under `mutex`.
+  std::thread watcher;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopping = false;
+  /// Collectives queued since the host last waited for all of them, and
+  /// when the last was queued.
+  bool queued = false;
+  std::chrono::steady_clock::time_point lastQueued;
+
   ~State();
+
+  /// The watchdog's loop: returns when stopping.
+  void watchdog(double seconds, const std::string &program, unsigned rank, std::FILE *err);
+  /// "ncclCommGetAsyncError: NCCL's description" of the first
+  /// communicator with an asynchronous error, or empty.
+  std::string asyncError() const;
 
   /// False with "CALL failed: NCCL's description" unless `result` is
   /// success.
@@ -257,10 +283,20 @@ struct NcclCollectives::State {
 };
 
 NcclCollectives::State::~State() {
+  if (watcher.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    watcher.join();
+  }
   // Best effort: nothing to report from a destructor. NCCL stays loaded, as
-  // the driver does.
+  // the driver does. Collectives still queued (the run failed before the
+  // host waited for them) may wait for a peer that is gone: ncclCommDestroy
+  // would wait with them, ncclCommAbort does not.
   for (auto &entry : comms)
-    nccl.commDestroy(entry.second);
+    (queued ? nccl.commAbort : nccl.commDestroy)(entry.second);
   if (scratch)
     cuda.memFree(scratch);
 }
@@ -276,6 +312,55 @@ bool NcclCollectives::State::check(ncclResult_t result, const char *call,
   if (last && *last)
     error += std::string(" (") + last + ")";
   return false;
+}
+
+std::string NcclCollectives::State::asyncError() const {
+  for (const Member &member : members) {
+    ncclComm_t comm = comms.at(member.group->axes);
+    ncclResult_t result = ncclSuccess;
+    std::string error;
+    if (!check(nccl.commGetAsyncError(comm, &result), "ncclCommGetAsyncError", error, comm) ||
+        (result != ncclSuccess && result != ncclInProgress &&
+         !check(result, "an asynchronous operation", error, comm)))
+      // Only the partitioned plan runs on several ranks: its lines.
+      return "spmd-" + describe(member) + error;
+  }
+  return "";
+}
+
+void NcclCollectives::State::watchdog(double seconds, const std::string &program,
+                                      unsigned rank, std::FILE *err) {
+  // Polled, as NCCL's asynchronous errors are: often enough to end a
+  // broken job quickly, seldom enough to cost nothing.
+  auto poll = std::chrono::milliseconds(100);
+  auto limit = std::chrono::duration<double>(seconds);
+  std::unique_lock<std::mutex> lock(mutex);
+  while (!stopping) {
+    changed.wait_for(lock, poll, [&] { return stopping; });
+    if (stopping)
+      return;
+    std::string why = asyncError();
+    if (why.empty() && seconds > 0 && queued &&
+        std::chrono::steady_clock::now() - lastQueued > limit) {
+      char text[160];
+      std::snprintf(text, sizeof(text),
+                    "the GPU's collectives did not finish within %g s: another rank "
+                    "failed, died or hangs (--collective-timeout)",
+                    seconds);
+      why = text;
+    }
+    if (why.empty())
+      continue;
+    // The GPU may be stuck in NCCL kernels waiting for a peer: abort them
+    // all, then end the process (the host thread waits on the GPU).
+    std::fprintf(err, "%s: error: rank %u: %s; the NCCL communicators are aborted\n",
+                 program.c_str(), rank, why.c_str());
+    std::fflush(err);
+    std::fflush(stdout);
+    for (auto &entry : comms)
+      nccl.commAbort(entry.second);
+    std::_Exit(1);
+  }
 }
 
 bool NcclCollectives::State::checkCuda(CUresult result, const char *call,
@@ -464,6 +549,8 @@ bool NcclCollectives::load(const Plan &plan, Communicator &comm,
   required.require(api.getUniqueId, "ncclGetUniqueId");
   required.require(api.commInitRank, "ncclCommInitRank");
   required.require(api.commDestroy, "ncclCommDestroy");
+  required.require(api.commAbort, "ncclCommAbort");
+  required.require(api.commGetAsyncError, "ncclCommGetAsyncError");
   required.require(api.allReduce, "ncclAllReduce");
   required.require(api.allGather, "ncclAllGather");
   required.require(api.reduceScatter, "ncclReduceScatter");
@@ -574,8 +661,27 @@ bool NcclCollectives::connect(std::string &error) {
   return true;
 }
 
+void NcclCollectives::watch(double seconds, const std::string &program, unsigned rank,
+                            std::FILE *err) {
+  State &s = *state;
+  s.watcher = std::thread([&s, seconds, program, rank, err] {
+    s.watchdog(seconds, program, rank, err);
+  });
+}
+
+void NcclCollectives::drained() {
+  std::lock_guard<std::mutex> lock(state->mutex);
+  state->queued = false;
+}
+
 bool NcclCollectives::run(size_t index, std::string &error) {
-  const State &s = *state;
+  State &s = *state;
+  {
+    // Before the call: a collective may block in it (NCCL's queue full).
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.queued = true;
+    s.lastQueued = std::chrono::steady_clock::now();
+  }
   const PlanStep &step = s.plan->steps[index];
   const PlanCollective &op = step.collective;
   const CommGroup &group = s.groups[index];

@@ -844,6 +844,8 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
   }
   if (!s.synchronize("running the GPU kernels", error))
     return false;
+  if (collectives)
+    collectives->drained();
 
   if (trace) {
     if (!s.check(api.eventSynchronize(events.events.back()),

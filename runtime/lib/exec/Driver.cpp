@@ -654,9 +654,14 @@ bool Driver::agree(bool ok) {
 bool Driver::openCudaRanks() {
   // Each phase ends with an agreement: the NCCL ids go through collective
   // calls that a rank which failed before would never make.
-  return agree(loadCudaRanks()) &&
-         agree(nccl.shareIds(error) || fail(inSpmdPlan(error))) &&
-         agree(nccl.connect(error) || fail(inSpmdPlan(error)));
+  if (!agree(loadCudaRanks()) ||
+      !agree(nccl.shareIds(error) || fail(inSpmdPlan(error))) ||
+      !agree(nccl.connect(error) || fail(inSpmdPlan(error))))
+    return false;
+  // From here a rank may wait on its GPU for collectives of peers that
+  // died or hang: the NCCL watchdog ends it.
+  nccl.watch(options.collectiveTimeout, program, rank, err);
+  return true;
 }
 
 bool Driver::loadCudaRanks() {

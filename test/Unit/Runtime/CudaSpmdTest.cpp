@@ -512,6 +512,68 @@ TEST(CudaSpmd, ReportsNcclErrors) {
       "send");
   EXPECT_EQ(cuda.liveAllocations, 0);
   EXPECT_EQ(nccl.liveComms, 0);
+  // The failed run had collectives queued: its communicators are aborted,
+  // not destroyed (ncclCommDestroy would wait for them).
+  EXPECT_GT(nccl.aborts, 0);
+}
+
+// The NCCL watchdog ends the process: death tests, in a child that runs
+// the ranks (threads) and prints to its own stderr.
+TEST(CudaSpmdDeathTest, AbortsTheCommunicatorsOnAnAsynchronousError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Variant variant = variants()[0];
+  std::string whole = wholePlan(variant.n);
+  // The peer's NCCL reports it gone while this rank's all-reduce waits:
+  // no time limit is needed to end the run.
+  EXPECT_EXIT(
+      {
+        fakeCuda();
+        FakeNcclState &nccl = fakeNccl();
+        nccl.hangCall = "ncclAllReduce";
+        nccl.asyncError = 6; // ncclRemoteError
+        loom::test::passThroughOutput = true;
+        runOnFakes(2, {"--device", "cuda", "--random-inputs", "--collective-timeout", "0"},
+                   whole, variant.plan);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1),
+      "model: error: rank [01]: spmd-plan:37: the NCCL communicator of the group over a \\(2 "
+      "ranks\\): an asynchronous operation failed: remote process exited or there was a "
+      "network error; the NCCL communicators are aborted");
+}
+
+TEST(CudaSpmdDeathTest, AbortsTheCommunicatorsPastTheCollectiveTimeout) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Variant variant = variants()[0];
+  std::string whole = wholePlan(variant.n);
+  // A peer that hangs: nothing reports an error, the clock does.
+  EXPECT_EXIT(
+      {
+        fakeCuda();
+        fakeNccl().hangCall = "ncclAllReduce";
+        loom::test::passThroughOutput = true;
+        runOnFakes(2, {"--device", "cuda", "--random-inputs", "--collective-timeout", "0.3"},
+                   whole, variant.plan);
+        std::exit(0);
+      },
+      testing::ExitedWithCode(1),
+      "model: error: rank [01]: the GPU's collectives did not finish within 0.3 s: another "
+      "rank failed, died or hangs \\(--collective-timeout\\); the NCCL communicators are "
+      "aborted");
+}
+
+TEST(CudaSpmd, FinishedRunsDestroyTheirCommunicators) {
+  // The watchdog is quiet while the collectives finish, and a run that
+  // ends normally destroys its communicators (no abort).
+  Variant variant = variants()[0];
+  fakeCuda();
+  FakeNcclState &nccl = fakeNccl();
+  nccl.asyncError = 7; // ncclInProgress: not an error
+  std::vector<RunResult> runs =
+      runOnFakes(2, {"--device", "cuda", "--random-inputs"}, wholePlan(variant.n), variant.plan);
+  expectSuccess(runs, variant.name);
+  EXPECT_EQ(nccl.aborts, 0);
+  EXPECT_EQ(nccl.liveComms, 0);
 }
 
 #endif // LOOM_FAKE_GPUS

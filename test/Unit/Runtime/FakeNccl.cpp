@@ -68,6 +68,20 @@ struct Clique {
     return false;
   }
 
+  /// As ncclCommAbort lets go of a kernel waiting for a dead peer: true
+  /// once `aborted`, false after 20 s.
+  bool waitForAbort() {
+    std::unique_lock<std::mutex> lock(barrierMutex);
+    return changed.wait_for(lock, std::chrono::seconds(20), [&] { return aborted; });
+  }
+  void abort() {
+    {
+      std::lock_guard<std::mutex> lock(barrierMutex);
+      aborted = true;
+    }
+    changed.notify_all();
+  }
+
   const int size;
   std::vector<Post> posts;
   std::vector<bool> joined = std::vector<bool>(size, false);
@@ -77,6 +91,7 @@ private:
   std::condition_variable changed;
   int arrived = 0;
   uint64_t generation = 0;
+  bool aborted = false;
 };
 
 /// Cliques whose members are still joining, by unique id.
@@ -183,9 +198,18 @@ bool sum(ncclDataType_t type, const std::vector<const char *> &terms,
 }
 
 /// The checks every collective makes, and the count of what it does.
+std::shared_ptr<Clique> cliqueOf(ncclComm_t comm);
+
 ncclResult_t enter(const char *call, ncclComm_t comm, cudaStream_t stream,
                    unsigned FakeNcclState::*counter) {
-  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_lock<std::mutex> lock(mutex);
+  if (comm && state.hangCall && std::strcmp(state.hangCall, call) == 0) {
+    // The clique outlives an abort, which frees the communicator.
+    std::shared_ptr<Clique> clique = cliqueOf(comm);
+    lock.unlock();
+    clique->waitForAbort();
+    return fail(ncclSystemError, std::string(call) + " waited for a peer that never came");
+  }
   if (failing(call))
     return fail(static_cast<ncclResult_t>(state.failResult),
                 std::string(call) + " fails on request");
@@ -205,6 +229,8 @@ struct ncclComm {
 };
 
 namespace {
+std::shared_ptr<Clique> cliqueOf(ncclComm_t comm) { return comm->clique; }
+
 /// Runs `compute(posts)` as member `comm->rank` between the two barriers.
 template <typename Compute>
 ncclResult_t meet(ncclComm_t comm, Post post, Compute compute) {
@@ -302,6 +328,23 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   std::lock_guard<std::mutex> lock(mutex);
   delete comm;
   --state.liveComms;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  std::lock_guard<std::mutex> lock(mutex);
+  comm->clique->abort();
+  delete comm;
+  --state.liveComms;
+  ++state.aborts;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *result) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!comm)
+    return fail(ncclInvalidArgument, "no communicator");
+  *result = static_cast<ncclResult_t>(state.asyncError);
   return ncclSuccess;
 }
 

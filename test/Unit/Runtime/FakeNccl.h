@@ -11,6 +11,8 @@
 // f16 sums are not implemented. ncclSend and ncclRecv work inside
 // ncclGroupStart/ncclGroupEnd only. A member that waits more than 20 s for
 // the others fails with ncclSystemError rather than hanging the test.
+// ncclCommAbort frees a communicator and ends a call of its clique that
+// waits (hangCall); ncclCommGetAsyncError reports the configured result.
 // Tests configure it and read what it saw through loomFakeNccl(); no nccl.h
 // here.
 //
@@ -28,11 +30,18 @@ struct FakeNcclState {
   /// failResult.
   const char *failCall = nullptr;
   int failResult = 0;
+  /// What ncclCommGetAsyncError reports for every communicator (an
+  /// ncclResult_t: 0 none, 7 in progress).
+  int asyncError = 0;
+  /// Makes the call of this name wait, as for a peer that never comes,
+  /// until its communicator is aborted (then ncclSystemError), or 20 s.
+  const char *hangCall = nullptr;
 
   // What happened.
   int uniqueIds = 0; // ncclGetUniqueId calls
   int commsMade = 0; // ncclCommInitRank calls that succeeded
-  int liveComms = 0; // made minus destroyed
+  int liveComms = 0; // made minus destroyed or aborted
+  int aborts = 0;    // ncclCommAbort calls
   int largestComm = 0;
   unsigned allReduces = 0, allGathers = 0, reduceScatters = 0, broadcasts = 0;
   unsigned sends = 0, recvs = 0, groups = 0;

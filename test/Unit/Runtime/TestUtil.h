@@ -53,6 +53,11 @@ struct RunResult {
   std::string err;
 };
 
+/// When set, the runs below write to the process's stdout and stderr
+/// instead of capturing them (their RunResult has no text): a death test's
+/// parent reads what a run that ends the process printed.
+extern bool passThroughOutput;
+
 /// Calls runMain with argv = {"model", args...}, capturing its output.
 RunResult runDriver(const std::vector<std::string> &args,
                     const LoomKernel *kernels, const std::string &plan);

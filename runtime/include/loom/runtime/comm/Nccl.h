@@ -9,6 +9,15 @@
 // broadcasts it over the group, and every member joins with
 // ncclCommInitRank at its index in the group.
 //
+// A watchdog thread (watch), the way PyTorch's NCCL watchdog works, ends a
+// rank whose GPU collectives cannot finish: it polls every communicator's
+// asynchronous error (ncclCommGetAsyncError) and the time since the last
+// collective was queued while the host waits for the GPU; on an error, or
+// past --collective-timeout, it aborts every communicator (ncclCommAbort,
+// which frees the GPU from NCCL kernels waiting for a dead peer) and ends
+// the process with status 1 and a message naming the rank. Under mpirun
+// that ends the job.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_RUNTIME_COMM_NCCL_H
@@ -19,6 +28,7 @@
 #include "loom/runtime/plan/Plan.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -63,6 +73,12 @@ public:
   bool connect(std::string &error);
   /// Queues collective step `step` on the default stream.
   bool run(size_t step, std::string &error) override;
+  void drained() override;
+  /// After connect: starts the watchdog. `seconds` limits how long the
+  /// collectives queued may keep the host waiting (0: no limit; the
+  /// asynchronous errors are still watched); `program` and `rank` name the
+  /// process in its message on `err`.
+  void watch(double seconds, const std::string &program, unsigned rank, std::FILE *err);
 
 private:
   struct State;

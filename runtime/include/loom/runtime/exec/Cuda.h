@@ -45,6 +45,9 @@ public:
   /// Queues collective step `step` of the plan on the default stream, after
   /// the launches of the steps before it.
   virtual bool run(size_t step, std::string &error) = 0;
+  /// Called after the host has waited for everything queued so far, the
+  /// collectives included, to finish (a watchdog stops its clock).
+  virtual void drained() {}
 };
 
 /// Runs a plan's launches on a CUDA device with one device arena. Usage:
