@@ -518,45 +518,41 @@ TEST(CudaSpmd, ReportsNcclErrors) {
 }
 
 // The NCCL watchdog ends the process: death tests, in a child that runs
-// the ranks (threads) and prints to its own stderr.
-TEST(CudaSpmdDeathTest, AbortsTheCommunicatorsOnAnAsynchronousError) {
+// two ranks (threads) whose all-reduce never finishes, with NCCL's
+// asynchronous error `asyncError` and --collective-timeout `timeout`, and
+// prints to its own stderr.
+static void expectWatchdogExit(int asyncError, const char *timeout, const char *message) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Variant variant = variants()[0];
   std::string whole = wholePlan(variant.n);
-  // The peer's NCCL reports it gone while this rank's all-reduce waits:
-  // no time limit is needed to end the run.
   EXPECT_EXIT(
       {
         fakeCuda();
         FakeNcclState &nccl = fakeNccl();
         nccl.hangCall = "ncclAllReduce";
-        nccl.asyncError = 6; // ncclRemoteError
+        nccl.asyncError = asyncError;
         loom::test::passThroughOutput = true;
-        runOnFakes(2, {"--device", "cuda", "--random-inputs", "--collective-timeout", "0"},
+        runOnFakes(2, {"--device", "cuda", "--random-inputs", "--collective-timeout", timeout},
                    whole, variant.plan);
         std::exit(0);
       },
-      testing::ExitedWithCode(1),
+      testing::ExitedWithCode(1), message);
+}
+
+TEST(CudaSpmdDeathTest, AbortsTheCommunicatorsOnAnAsynchronousError) {
+  // The peer's NCCL reports it gone (6, ncclRemoteError) while this rank's
+  // all-reduce waits: no time limit is needed to end the run.
+  expectWatchdogExit(
+      6, "0",
       "model: error: rank [01]: spmd-plan:37: the NCCL communicator of the group over a \\(2 "
       "ranks\\): an asynchronous operation failed: remote process exited or there was a "
       "network error; the NCCL communicators are aborted");
 }
 
 TEST(CudaSpmdDeathTest, AbortsTheCommunicatorsPastTheCollectiveTimeout) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  Variant variant = variants()[0];
-  std::string whole = wholePlan(variant.n);
   // A peer that hangs: nothing reports an error, the clock does.
-  EXPECT_EXIT(
-      {
-        fakeCuda();
-        fakeNccl().hangCall = "ncclAllReduce";
-        loom::test::passThroughOutput = true;
-        runOnFakes(2, {"--device", "cuda", "--random-inputs", "--collective-timeout", "0.3"},
-                   whole, variant.plan);
-        std::exit(0);
-      },
-      testing::ExitedWithCode(1),
+  expectWatchdogExit(
+      0, "0.3",
       "model: error: rank [01]: the GPU's collectives did not finish within 0.3 s: another "
       "rank failed, died or hangs \\(--collective-timeout\\); the NCCL communicators are "
       "aborted");
