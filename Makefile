@@ -48,6 +48,7 @@ bench-deps: deps
 # docs/performance.md).
 bench: build bench-deps
 	@benchmarks/train/run.sh $(BUILD)
+	@benchmarks/gpt/run.sh $(BUILD)
 	@benchmarks/cpu/run.sh $(BUILD)
 
 # One run of the smallest CPU matmuls: that the benchmark works (make test

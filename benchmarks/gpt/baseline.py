@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The forward pass of examples/gpt-train.loom's GPT in PyTorch on one
+thread, on the weights and tokens a Loom run used: the baseline of
+benchmarks/gpt/run.sh.
+
+usage: baseline.py WEIGHTS.safetensors TOKENS.npy LOOM_LOGITS.npy DTYPE REPEATS
+
+DTYPE is f32 or bf16 (the weights and activations in it, as the script's
+precision line; layernorm and softmax in torch's own kernels for that
+dtype). Prints a JSON line: the median milliseconds of a forward after
+warm-up, torch's version, and the largest difference of torch's logits from
+Loom's relative to their largest magnitude (a check that both ran the same
+model).
+"""
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../test/Numerics"))
+from mlp_gradients import read_safetensors  # noqa: E402
+
+T, D, H, LAYERS = 32, 64, 4, 2
+
+
+def gelu(x):
+    k = math.sqrt(2 / math.pi)
+    return 0.5 * x * (1 + torch.tanh(k * (x + 0.044715 * x ** 3)))
+
+
+def forward(p, tokens):
+    b = tokens.shape[0]
+    h = p["wte"][tokens] + p["wpe"][torch.arange(T)]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    for i in range(LAYERS):
+        q = lambda name: p[f"block.{i}.{name}"]  # noqa: E731
+        x = h
+        a = torch.nn.functional.layer_norm(x, (D,), q("ln1_g"), q("ln1_b"), 1e-5)
+        heads = [(a @ q(w)).reshape(b, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
+        s = (heads[0] @ heads[1].transpose(-1, -2) * 0.25).masked_fill(mask, float("-inf"))
+        att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(b, T, D)
+        r = x + att @ q("wo")
+        m = torch.nn.functional.layer_norm(r, (D,), q("ln2_g"), q("ln2_b"), 1e-5)
+        h = r + gelu(m @ q("w1") + q("b1")) @ q("w2")
+    return torch.nn.functional.layer_norm(h, (D,), p["lnf_g"], p["lnf_b"], 1e-5) @ p["wte"].T
+
+
+def main():
+    weights, tokens_path, logits_path, dtype, repeats = sys.argv[1:6]
+    torch.set_num_threads(1)
+    kind = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    p = {name: torch.from_numpy(np.array(value, dtype=np.float32)).to(kind)
+         for name, value in read_safetensors(weights).items()}
+    tokens = torch.from_numpy(np.load(tokens_path).astype(np.int64))
+    times = []
+    with torch.no_grad():
+        for _ in range(int(repeats) + 3):
+            start = time.perf_counter()
+            logits = forward(p, tokens)
+            times.append(time.perf_counter() - start)
+    times = sorted(times[3:])
+    loom = np.load(logits_path).astype(np.float32)
+    ours = logits.float().numpy()
+    print(json.dumps({
+        "torch_ms": 1000 * times[len(times) // 2],
+        "torch_version": torch.__version__,
+        "logits_rel_diff": float(np.abs(ours - loom).max() / np.abs(ours).max()),
+    }))
+
+
+if __name__ == "__main__":
+    main()
