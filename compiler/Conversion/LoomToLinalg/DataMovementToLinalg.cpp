@@ -142,25 +142,18 @@ struct SplitLowering : OpConversionPattern<SplitOp> {
   }
 };
 
+/// One tensor.concat, not a chain of insert_slices into an empty tensor:
+/// both bufferize to the same copies into subviews, but one-shot
+/// bufferization analyses a chain of n insert_slices in about n^4 (150, the
+/// gradient bucket of a 24-layer stage: 17 s; 300: 5 min) and one concat in
+/// linear time.
 struct ConcatLowering : OpConversionPattern<ConcatOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(ConcatOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    RankedTensorType type = op.getType();
-    int64_t axis = op.getAxis(), offset = 0, rank = type.getRank();
-    Value result = tensor::EmptyOp::create(rewriter, op.getLoc(), type.getShape(),
-                                           type.getElementType());
-    for (Value input : adaptor.getInputs()) {
-      auto piece = cast<RankedTensorType>(input.getType());
-      SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
-      offsets[axis] = offset;
-      offset += piece.getDimSize(axis);
-      result = tensor::InsertSliceOp::create(
-          rewriter, op.getLoc(), input, result, ValueRange{}, ValueRange{},
-          ValueRange{}, offsets, piece.getShape(), strides);
-    }
-    rewriter.replaceOp(op, result);
+    rewriter.replaceOpWithNewOp<tensor::ConcatOp>(op, op.getType(), op.getAxis(),
+                                                  adaptor.getInputs());
     return success();
   }
 };
