@@ -5,7 +5,8 @@ benchmarks/gpt/run.sh.
 
 usage: baseline.py WEIGHTS.safetensors TOKENS.npy LOOM_LOGITS.npy DTYPE REPEATS
 
-DTYPE is f32 or bf16 (the weights and activations in it, as the script's
+The model is test/Numerics/gpt_train_torch.py's (logits_of). DTYPE is f32
+or bf16 (the weights and activations in it, as the script's
 precision line; layernorm and softmax in torch's own kernels for that
 dtype). Prints a JSON line: the median milliseconds of a forward after
 warm-up, torch's version, and the largest difference of torch's logits from
@@ -13,7 +14,6 @@ Loom's relative to their largest magnitude (a check that both ran the same
 model).
 """
 import json
-import math
 import os
 import sys
 import time
@@ -22,31 +22,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../test/Numerics"))
+from gpt_train_torch import logits_of  # noqa: E402
 from mlp_gradients import read_safetensors  # noqa: E402
-
-T, D, H, LAYERS = 32, 64, 4, 2
-
-
-def gelu(x):
-    k = math.sqrt(2 / math.pi)
-    return 0.5 * x * (1 + torch.tanh(k * (x + 0.044715 * x ** 3)))
-
-
-def forward(p, tokens):
-    b = tokens.shape[0]
-    h = p["wte"][tokens] + p["wpe"][torch.arange(T)]
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
-    for i in range(LAYERS):
-        q = lambda name: p[f"block.{i}.{name}"]  # noqa: E731
-        x = h
-        a = torch.nn.functional.layer_norm(x, (D,), q("ln1_g"), q("ln1_b"), 1e-5)
-        heads = [(a @ q(w)).reshape(b, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
-        s = (heads[0] @ heads[1].transpose(-1, -2) * 0.25).masked_fill(mask, float("-inf"))
-        att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(b, T, D)
-        r = x + att @ q("wo")
-        m = torch.nn.functional.layer_norm(r, (D,), q("ln2_g"), q("ln2_b"), 1e-5)
-        h = r + gelu(m @ q("w1") + q("b1")) @ q("w2")
-    return torch.nn.functional.layer_norm(h, (D,), p["lnf_g"], p["lnf_b"], 1e-5) @ p["wte"].T
 
 
 def main():
@@ -60,7 +37,7 @@ def main():
     with torch.no_grad():
         for _ in range(int(repeats) + 3):
             start = time.perf_counter()
-            logits = forward(p, tokens)
+            logits = logits_of(p, tokens)
             times.append(time.perf_counter() - start)
     times = sorted(times[3:])
     loom = np.load(logits_path).astype(np.float32)

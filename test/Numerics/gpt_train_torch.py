@@ -39,20 +39,26 @@ def gelu(x):
     return 0.5 * x * (1 + torch.tanh(k * (x + 0.044715 * x ** 3)))
 
 
-def forward(p, tokens, labels):
+def logits_of(p, tokens):
+    """The model's logits [b, T, V] for tokens [b, T]."""
+    b = tokens.shape[0]
     h = p["wte"][tokens] + p["wpe"][torch.arange(T)]
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
     for i in range(LAYERS):
         q = lambda name: p[f"block.{i}.{name}"]  # noqa: E731
         x = h
         a = torch.nn.functional.layer_norm(x, (D,), q("ln1_g"), q("ln1_b"), 1e-5)
-        heads = [(a @ q(w)).reshape(B, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
+        heads = [(a @ q(w)).reshape(b, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
         s = (heads[0] @ heads[1].transpose(-1, -2) * 0.25).masked_fill(mask, float("-inf"))
-        att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(B, T, D)
+        att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(b, T, D)
         r = x + att @ q("wo")
         m = torch.nn.functional.layer_norm(r, (D,), q("ln2_g"), q("ln2_b"), 1e-5)
         h = r + gelu(m @ q("w1") + q("b1")) @ q("w2")
-    logits = torch.nn.functional.layer_norm(h, (D,), p["lnf_g"], p["lnf_b"], 1e-5) @ p["wte"].T
+    return torch.nn.functional.layer_norm(h, (D,), p["lnf_g"], p["lnf_b"], 1e-5) @ p["wte"].T
+
+
+def forward(p, tokens, labels):
+    logits = logits_of(p, tokens)
     return torch.nn.functional.cross_entropy(logits.reshape(-1, V), labels.reshape(-1))
 
 
