@@ -248,8 +248,9 @@ struct NcclCollectives::State {
 
   /// The watchdog's loop: returns when stopping.
   void watchdog(double seconds, const std::string &program, unsigned rank, std::FILE *err);
-  /// "ncclCommGetAsyncError: NCCL's description" of the first
-  /// communicator with an asynchronous error, or empty.
+  /// "spmd-plan:LINE: the NCCL communicator of the group over AXES (N
+  /// ranks): ..." for the first communicator with an asynchronous error
+  /// (or whose query failed), or empty.
   std::string asyncError() const;
 
   /// False with "CALL failed: NCCL's description" unless `result` is
