@@ -1,10 +1,10 @@
 """Kills one rank of a running multi-rank job with SIGKILL and checks that
 the whole job ends, non-zero, within a deadline, leaving no rank behind.
 
-usage: kill_rank.py --rank R --after S --deadline D EXE -- LAUNCHER...
+usage: kill_rank.py --rank R --ranks N --after S --deadline D EXE -- LAUNCHER...
 
-LAUNCHER (e.g. mpirun -np 4 EXE ...) is started; once every rank of EXE
-is running and S seconds have passed, the rank-R process (by its
+LAUNCHER (e.g. mpirun -np 4 EXE ...) is started; once its N ranks of EXE
+are running and S seconds have passed, the rank-R process (by its
 OMPI_COMM_WORLD_RANK) is killed. Prints one line per check and PASS or
 FAIL; exits 1 on FAIL.
 """

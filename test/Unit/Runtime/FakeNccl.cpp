@@ -197,15 +197,21 @@ bool sum(ncclDataType_t type, const std::vector<const char *> &terms,
   }
 }
 
-/// The checks every collective makes, and the count of what it does.
-std::shared_ptr<Clique> cliqueOf(ncclComm_t comm);
+} // namespace
 
+struct ncclComm {
+  std::shared_ptr<Clique> clique;
+  int rank = 0;
+};
+
+namespace {
+/// The checks every collective makes, and the count of what it does.
 ncclResult_t enter(const char *call, ncclComm_t comm, cudaStream_t stream,
                    unsigned FakeNcclState::*counter) {
   std::unique_lock<std::mutex> lock(mutex);
   if (comm && state.hangCall && std::strcmp(state.hangCall, call) == 0) {
     // The clique outlives an abort, which frees the communicator.
-    std::shared_ptr<Clique> clique = cliqueOf(comm);
+    std::shared_ptr<Clique> clique = comm->clique;
     lock.unlock();
     clique->waitForAbort();
     return fail(ncclSystemError, std::string(call) + " waited for a peer that never came");
@@ -221,15 +227,6 @@ ncclResult_t enter(const char *call, ncclComm_t comm, cudaStream_t stream,
     ++(state.*counter);
   return ncclSuccess;
 }
-} // namespace
-
-struct ncclComm {
-  std::shared_ptr<Clique> clique;
-  int rank = 0;
-};
-
-namespace {
-std::shared_ptr<Clique> cliqueOf(ncclComm_t comm) { return comm->clique; }
 
 /// Runs `compute(posts)` as member `comm->rank` between the two barriers.
 template <typename Compute>
