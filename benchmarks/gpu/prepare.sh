@@ -22,6 +22,10 @@ done
 # matmul): a K-contiguous B, which wgmma reads K-major.
 sed 's/a @ b/a @ transpose(b)/' "$out/matmul4096.loom" > "$out/matmul4096-bt.loom"
 $loomc "$out/matmul4096-bt.loom" -o "$out/matmul4096-bt"
+# A given as [K, M] (`transpose(a) @ b`, the backward's x^T @ dy): an
+# M-contiguous A, which wgmma reads M-major (imm-trans-a).
+sed 's/a @ b/transpose(a) @ b/' "$out/matmul4096.loom" > "$out/matmul4096-at.loom"
+$loomc "$out/matmul4096-at.loom" -o "$out/matmul4096-at"
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"

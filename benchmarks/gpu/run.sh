@@ -51,7 +51,7 @@ errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
   || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul8192 memory; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory; do
   skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
@@ -59,7 +59,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -121,8 +121,9 @@ done
 # Loom's time: the best over seeds of the step's launches (CUDA events, from
 # --trace). On sm_90a matmulN runs wgmma fed by TMA and matmulN-mma-sync
 # the mma.sync pipeline; matmul4096-bt multiplies by a B given as [N, K]
-# (`a @ transpose(b)`), which wgmma reads K-major.
-for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-mma-sync matmul8192-mma-sync; do
+# (`a @ transpose(b)`), which wgmma reads K-major, and matmul4096-at an A
+# given as [K, M] (`transpose(a) @ b`), which it reads M-major.
+for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-at matmul4096-mma-sync matmul8192-mma-sync; do
   skip $exe && continue
   size=${exe#matmul}; size=${size%%-*}
   best=""

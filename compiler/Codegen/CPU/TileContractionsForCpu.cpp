@@ -73,21 +73,26 @@ static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op, Regi
   return tiles;
 }
 
-/// A matmul whose B is K-contiguous ([..., N, K]: `q @ transpose(k)`, the
-/// transpose folded into its indexing map) would read B's 16 columns with
-/// 16 strided loads each k step in the register tile's broadcast-FMA form
-/// (measured 16x slower at 512^3): copy B once into an N-contiguous
-/// temporary for the matmul, the copy the transpose kernel used to make.
-static void copyKContiguousB(linalg::GenericOp op) {
-  unsigned n = op.getNumLoops() - 2, k = n + 1;
+/// A matmul operand stored across the register tiles' grain, its transpose
+/// folded into its indexing map: B K-contiguous ([..., N, K], `q @
+/// transpose(k)`), whose 16 columns the broadcast-FMA form would read with
+/// 16 strided loads each k step (measured 16x slower at 512^3), or A
+/// M-contiguous ([..., K, M], the backward's `x^T @ dy`), which the bf16
+/// dots cannot pair. Operand `which` (0: A, 1: B) is copied once into a
+/// temporary in the usual layout for the matmul: the copy the transpose
+/// kernel used to make.
+static void copyTransposedOperand(linalg::GenericOp op, unsigned which) {
+  unsigned m = op.getNumLoops() - 3, n = m + 1, k = m + 2;
+  unsigned wantOuter = which == 0 ? k : n, wantInner = which == 0 ? m : k;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  unsigned rank = maps[1].getNumResults();
-  auto inner = dyn_cast<AffineDimExpr>(maps[1].getResult(rank - 1));
-  auto outer = dyn_cast<AffineDimExpr>(maps[1].getResult(rank - 2));
-  if (!inner || !outer || inner.getPosition() != k || outer.getPosition() != n)
+  unsigned rank = maps[which].getNumResults();
+  auto inner = dyn_cast<AffineDimExpr>(maps[which].getResult(rank - 1));
+  auto outer = dyn_cast<AffineDimExpr>(maps[which].getResult(rank - 2));
+  if (!inner || !outer || inner.getPosition() != wantInner ||
+      outer.getPosition() != wantOuter)
     return;
-  OpOperand *bOperand = op.getDpsInputOperand(1);
-  auto type = cast<MemRefType>(bOperand->get().getType());
+  OpOperand *operand = op.getDpsInputOperand(which);
+  auto type = cast<MemRefType>(operand->get().getType());
   SmallVector<int64_t> shape(type.getShape());
   std::swap(shape[rank - 2], shape[rank - 1]);
   SmallVector<int64_t> permutation = llvm::to_vector(llvm::seq<int64_t>(0, rank));
@@ -96,11 +101,11 @@ static void copyKContiguousB(linalg::GenericOp op) {
   Location loc = op.getLoc();
   Value copy = memref::AllocOp::create(
       builder, loc, MemRefType::get(shape, type.getElementType()));
-  linalg::TransposeOp::create(builder, loc, bOperand->get(), copy, permutation);
-  bOperand->set(copy);
-  SmallVector<AffineExpr> exprs(maps[1].getResults());
+  linalg::TransposeOp::create(builder, loc, operand->get(), copy, permutation);
+  operand->set(copy);
+  SmallVector<AffineExpr> exprs(maps[which].getResults());
   std::swap(exprs[rank - 2], exprs[rank - 1]);
-  maps[1] = AffineMap::get(maps[1].getNumDims(), 0, exprs, op.getContext());
+  maps[which] = AffineMap::get(maps[which].getNumDims(), 0, exprs, op.getContext());
   op.setIndexingMapsAttr(builder.getAffineMapArrayAttr(maps));
   builder.setInsertionPointAfter(op);
   memref::DeallocOp::create(builder, loc, copy);
@@ -256,6 +261,7 @@ struct LoomTileContractionsForCpu
         matmuls.push_back(op);
     });
     for (linalg::GenericOp op : matmuls) {
+      copyTransposedOperand(op, /*which=*/0);
       std::optional<bool> packedPairs;
       linalg::TransposeOp pack;
       // Only the bf16 dots read B packed: the f32 tiles measured no faster
@@ -272,7 +278,7 @@ struct LoomTileContractionsForCpu
       if (!tiles)
         continue;
       if (!packedPairs)
-        copyKContiguousB(op);
+        copyTransposedOperand(op, /*which=*/1);
       unsigned id = count++;
       dots += packedPairs.value_or(false);
       op->setAttr("loom.cpu_tile", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));

@@ -1,14 +1,15 @@
 //===- TensorCorePipeline.cpp - mma.sync matmuls fed by cp.async stages ---===//
 //
 // The fast tensor-core kernel, for operands whose rows are 16-byte aligned
-// (the innermost memref dim is K for A and K or N for B, with unit stride,
+// (the innermost memref dim is K or M for A and K or N for B, with unit stride,
 // and every other stride, the offset and that dim's extent are multiples of
 // 8 elements). A and B tiles of K-step 32 or 64 travel from global to
 // shared memory as 16-byte `cp.async` copies (`nvgpu.device_async_copy`, L1
 // bypassed, zero-filled past the operands' edges), `stages` tiles in
 // flight: while the warps multiply tile i, tiles i+1 .. i+stages-1 are
-// loading. Fragments come out of shared memory with `ldmatrix.x4` (B
-// transposed when it is stored K-major). Shared rows are XOR-swizzled by
+// loading. Fragments come out of shared memory with `ldmatrix.x4`,
+// transposed for an operand stored with K as its rows (an M-contiguous A,
+// the backward's x^T, or an N-contiguous B). Shared rows are XOR-swizzled by
 // 16-byte chunk rather than padded, so that the 8 row addresses of one
 // ldmatrix and the copies of one warp hit 8 different bank groups.
 // choosePipeline sizes the stages from the spec table's shared memory:
@@ -57,10 +58,11 @@ std::optional<unsigned> alignedContiguousDim(const GpuMatmul &mm,
 }
 
 /// One operand's stages in shared memory: [stages][rows][cols], rows along
-/// M or N (K-contiguous operands) or along K (B stored N-contiguous).
+/// M or N (K-contiguous operands) or along K (A stored M-contiguous, B
+/// N-contiguous).
 struct StagedOperand {
   unsigned which;
-  bool kMajor; // rows are K (B with N contiguous)
+  bool kMajor; // rows are K
   int64_t rows, cols;
   int64_t chunksPerRow() const { return cols / kChunk; }
 };
@@ -118,17 +120,20 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
                                                    const TensorCoreTarget &target) {
   // The op's shapes and layouts, looked at before any kernel is built.
   GpuMatmul probe(op);
-  unsigned nDim = probe.batch + 1, kDim = probe.batch + 2;
+  unsigned mDim = probe.batch, nDim = mDim + 1, kDim = mDim + 2;
   std::optional<unsigned> aDim = alignedContiguousDim(probe, 0);
   std::optional<unsigned> bDim = alignedContiguousDim(probe, 1);
-  if (aDim != kDim || !bDim || (*bDim != kDim && *bDim != nDim))
+  if (!aDim || (*aDim != kDim && *aDim != mDim) || !bDim ||
+      (*bDim != kDim && *bDim != nDim))
     return failure();
   int64_t threads = 32 * tile.warpsM * tile.warpsN;
   std::optional<PipelineShape> shape = choosePipeline(tile, probe.k, target);
   if (!shape)
     return failure();
   const int64_t blockK = shape->blockK, stages = shape->stages;
-  StagedOperand aStage{0, false, tile.blockM, blockK};
+  StagedOperand aStage = *aDim == mDim
+                             ? StagedOperand{0, true, blockK, tile.blockM}
+                             : StagedOperand{0, false, tile.blockM, blockK};
   StagedOperand bStage = *bDim == nDim
                              ? StagedOperand{1, true, blockK, tile.blockN}
                              : StagedOperand{1, false, tile.blockN, blockK};
@@ -183,7 +188,11 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
       Value along = im.mulc(b, chunk, kChunk);
       Value m = zero, n = zero, kk;
       Value inside;
-      if (s.which == 0) {
+      if (s.which == 0 && s.kMajor) {
+        kk = im.add(b, k0, row);
+        m = im.add(b, kernel.row0, along);
+        inside = im.both(b, im.below(b, kk, K), im.below(b, m, M));
+      } else if (s.which == 0) {
         m = im.add(b, kernel.row0, row);
         kk = im.add(b, k0, along);
         inside = im.both(b, im.below(b, m, M), im.below(b, kk, K));
@@ -256,10 +265,20 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
     SmallVector<SmallVector<Value, 4>> aFrags, bFrags;
     // A (16 x 16 per mma row): matrices (rows 0-7, k 0-7), (rows 8-15,
     // k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15): registers a0..a3.
-    for (int64_t mi = 0; mi < kernel.tilesM; ++mi)
-      aFrags.push_back(ldmatrix(
-          aStage, im.add(l, im.addc(l, kernel.warpRow, mi * 16), laneRow16),
-          im.addc(l, laneHalf, kk / kChunk), /*transpose=*/false));
+    for (int64_t mi = 0; mi < kernel.tilesM; ++mi) {
+      Value mBase = im.addc(l, kernel.warpRow, mi * 16);
+      if (aStage.kMajor) // rows k: matrix i holds k + 8 * (i / 2), m + 8 * (i % 2)
+        aFrags.push_back(ldmatrix(
+            aStage,
+            im.add(l, im.addc(l, laneRow8, kk),
+                   im.mulc(l, im.divc(l, laneMatrix, 2), 8)),
+            im.add(l, im.divc(l, mBase, kChunk), im.remc(l, laneMatrix, 2)),
+            /*transpose=*/true));
+      else
+        aFrags.push_back(ldmatrix(aStage, im.add(l, mBase, laneRow16),
+                                  im.addc(l, laneHalf, kk / kChunk),
+                                  /*transpose=*/false));
+    }
     // B, two 8-column mma tiles per ldmatrix.x4: matrices (k 0-7, n 0-7),
     // (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15), i.e. b0 and b1 of
     // the first tile, then of the second.

@@ -14,7 +14,9 @@
 // descriptors know, so neither padding nor ldmatrix is needed.
 //
 // Operands: indexed by plain loop dims (batch dims first, up to 5 in all),
-// A with K contiguous; B with N contiguous ([K][N], read as N / 64 boxes of
+// A with K contiguous ([M][K], one 128 x 64 box) or M contiguous ([K][M],
+// the backward's x^T: two boxes of 64 x 64, multiplied M-major, wgmma's
+// transposed A); B with N contiguous ([K][N], read as N / 64 boxes of
 // 64 x 64 and multiplied N-major, wgmma's transposed B) or K contiguous
 // ([N][K], one N x 64 box, K-major like A); rows and offset 16-byte
 // aligned (what a tensor map requires). A box is one tile of the last two
@@ -192,7 +194,10 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   // The loop dims after the batch dims are m, n, k.
   unsigned mDim = probe.batch, nDim = mDim + 1, kDim = mDim + 2;
   auto aDims = indexedDims(probe, 0), bDims = indexedDims(probe, 1);
-  if (!aDims || *aDims != std::make_pair(mDim, kDim) || !bDims)
+  if (!aDims || !bDims)
+    return failure();
+  bool aMContiguous = *aDims == std::make_pair(kDim, mDim);
+  if (!aMContiguous && *aDims != std::make_pair(mDim, kDim))
     return failure();
   bool bNContiguous = *bDims == std::make_pair(kDim, nDim);
   if (!bNContiguous && *bDims != std::make_pair(nDim, kDim))
@@ -210,7 +215,8 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   // kernel has found the fill it absorbs, which must be just before `op`).
   OpBuilder host(kernel.launch);
   Location loc = op.getLoc();
-  Value aMap = createTensorMap(host, loc, probe.a, kBlockM);
+  Value aMap = createTensorMap(host, loc, probe.a,
+                               aMContiguous ? kBlockK : kBlockM);
   Value bMap = createTensorMap(host, loc, probe.b,
                                bNContiguous ? kBlockK : blockN);
   const IndexMath &im = kernel.im;
@@ -230,8 +236,9 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
       arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
                             im.remc(k, address, kAtomBytes)),
       kAtomBytes);
-  // Stage s: A's tile, then B's (one blockN x 64 box, or blockN / 64 boxes
-  // of 64 x 64).
+  // Stage s: A's tile (one 128 x 64 box, or two boxes of 64 x 64), then
+  // B's (one blockN x 64 box, or blockN / 64 boxes of 64 x 64). A box of an
+  // M- or N-contiguous operand is kBlockK rows of K.
   auto stageOffset = [&](OpBuilder &b, Value stage) {
     return im.add(b, base, im.mulc(b, stage, stageBytes));
   };
@@ -272,25 +279,28 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
     nvgpu::MBarrierArriveExpectTxOp::create(b, loc, barriers,
                                             im.cst(b, stageBytes), stage,
                                             leader);
-    nvgpu::TmaAsyncLoadOp::create(
-        b, loc, view(b, offset, mm.a, kBlockM), barriers, aMap,
-        coordinates(b, 0, kernel.row0, zero, k0), stage, Value(), leader);
-    Value bOffset = im.addc(b, offset, kTileBytes);
-    if (!bNContiguous) {
-      nvgpu::TmaAsyncLoadOp::create(
-          b, loc, view(b, bOffset, mm.b, blockN), barriers, bMap,
-          coordinates(b, 1, zero, kernel.col0, k0), stage, Value(), leader);
-      return;
-    }
-    for (int64_t box = 0; box < blockN / kRowElements; ++box)
-      nvgpu::TmaAsyncLoadOp::create(
-          b, loc,
-          view(b, im.addc(b, bOffset, box * kBlockK * kRowBytes), mm.b,
-               kBlockK),
-          barriers, bMap,
-          coordinates(b, 1, zero, im.addc(b, kernel.col0, box * kRowElements),
-                      k0),
-          stage, Value(), leader);
+    // Operand `which` (0: A, 1: B), `extent` rows of M or N at `at`: one
+    // extent x 64 box when K is contiguous, else extent / 64 boxes of
+    // kBlockK x 64, kBlockK x kRowBytes bytes apart.
+    auto loadOperand = [&](Value at, unsigned which, bool kContiguous,
+                           int64_t extent) {
+      Value operand = which == 0 ? mm.a : mm.b, map = which == 0 ? aMap : bMap;
+      int64_t boxes = kContiguous ? 1 : extent / kRowElements;
+      for (int64_t box = 0; box < boxes; ++box) {
+        Value first = im.addc(b, which == 0 ? kernel.row0 : kernel.col0,
+                              box * kRowElements);
+        nvgpu::TmaAsyncLoadOp::create(
+            b, loc,
+            view(b, im.addc(b, at, box * kBlockK * kRowBytes), operand,
+                 kContiguous ? extent : kBlockK),
+            barriers, map,
+            which == 0 ? coordinates(b, 0, first, zero, k0)
+                       : coordinates(b, 1, zero, first, k0),
+            stage, Value(), leader);
+      }
+    };
+    loadOperand(offset, 0, !aMContiguous, kBlockM);
+    loadOperand(im.addc(b, offset, kTileBytes), 1, !bNContiguous, blockN);
   };
 
   for (int64_t s = 0; s < std::min(stages - 1, kTiles); ++s)
@@ -319,15 +329,18 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   nvgpu::MBarrierTryWaitParityOp::create(l, loc, barriers, parity,
                                          im.cst(l, 10000000), stage);
 
-  // This warpgroup's rows of A, and B: K-major descriptors step 32 bytes
-  // along a swizzled row per instruction; an N-major B steps 16 rows, its
-  // 64-column boxes kBlockK rows apart (the leading byte offset).
+  // This warpgroup's rows of A (64 rows of a K-major A, or the one box of
+  // 64 columns of an M-major one: kWarpgroupRows x kRowBytes bytes in
+  // either), and B: K-major descriptors step 32 bytes along a swizzled row
+  // per instruction; M- and N-major ones step 16 rows, their 64-column
+  // boxes kBlockK rows apart (the leading byte offset).
   Value warpgroup = im.divc(l, kernel.warp, 4);
   Value stageAddress = im.add(l, address, stageOffset(l, stage));
   Value aAddress = im.add(l, stageAddress,
                           im.mulc(l, warpgroup, kWarpgroupRows * kRowBytes));
   Value bAddress = im.addc(l, stageAddress, kTileBytes);
-  Value aDescriptor = matrixDescriptor(l, loc, aAddress, 16, kAtomBytes);
+  Value aDescriptor = matrixDescriptor(
+      l, loc, aAddress, aMContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   Value bDescriptor = matrixDescriptor(
       l, loc, bAddress, bNContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   auto step = [&](Value descriptor, int64_t bytes) -> Value {
@@ -345,10 +358,12 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   NVVM::WgmmaFenceAlignedOp::create(l, loc);
   Value accs = loop.getRegionIterArgs()[0];
   for (int64_t kk = 0; kk < kBlockK / kInstructionK; ++kk) {
-    int64_t bStep = bNContiguous ? kk * kInstructionK * kRowBytes : kk * 32;
+    auto stepBytes = [&](bool kMajor) {
+      return kMajor ? kk * 32 : kk * kInstructionK * kRowBytes;
+    };
     accs = NVVM::WgmmaMmaAsyncOp::create(
-        l, loc, accType, accs, step(aDescriptor, kk * 32),
-        step(bDescriptor, bStep),
+        l, loc, accType, accs, step(aDescriptor, stepBytes(!aMContiguous)),
+        step(bDescriptor, stepBytes(!bNContiguous)),
         NVVM::MMAShapeAttr::get(op.getContext(), kWarpgroupRows, blockN,
                                 kInstructionK),
         types(), types(),
@@ -356,8 +371,11 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
         NVVM::WGMMAScaleOutAttr::get(op.getContext(), NVVM::WGMMAScaleOut::one),
         NVVM::WGMMAScaleInAttr::get(op.getContext(), NVVM::WGMMAScaleIn::one),
         NVVM::WGMMAScaleInAttr::get(op.getContext(), NVVM::WGMMAScaleIn::one),
-        NVVM::MMALayoutAttr::get(op.getContext(), NVVM::MMALayout::row),
-        // wgmma's "row" B is N-major (transposed), "col" K-major.
+        // wgmma's "row" A is K-major, "col" M-major (transposed); its
+        // "row" B is N-major (transposed), "col" K-major.
+        NVVM::MMALayoutAttr::get(op.getContext(), aMContiguous
+                                                      ? NVVM::MMALayout::col
+                                                      : NVVM::MMALayout::row),
         NVVM::MMALayoutAttr::get(op.getContext(), bNContiguous
                                                       ? NVVM::MMALayout::row
                                                       : NVVM::MMALayout::col),

@@ -12,8 +12,8 @@ using namespace mlir::loom;
 
 namespace {
 /// `[b..., M, K] x [b..., K, N]` (or `x [K, N]`) as one linalg.generic over
-/// (b..., m, n, k) (B read through a transpose of its last two dims where
-/// it is one), accumulating in the op's accumulation type (the
+/// (b..., m, n, k) (an operand read through a transpose of its last two
+/// dims where it is one), accumulating in the op's accumulation type (the
 /// operands first rounded to tf32 with `multiply tf32`), then rounding to
 /// the operand type when that is narrower.
 struct MatmulLowering : OpConversionPattern<MatmulOp> {
@@ -44,21 +44,26 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
                             : getAffineDimExpr(offset + i, context));
       return exprs;
     };
-    SmallVector<AffineExpr> lhsExprs = batchExprs(lhs.drop_back(2));
-    lhsExprs.append({m, k});
-    // A B that is a transpose of its last two dims ([b..., N, K], as in
-    // `q @ transpose(k)` or `h @ transpose(wte)`; the kernel outlining puts
-    // such a transpose in the matmul's kernel) is read in place, K
-    // contiguous, instead of being copied first.
-    Value rhsValue = adaptor.getRhs();
-    SmallVector<AffineExpr> rhsExprs = batchExprs(rhs.drop_back(2));
-    auto transpose = rhsValue.getDefiningOp<linalg::TransposeOp>();
-    if (transpose && swapsLastTwoDims(transpose.getPermutation())) {
-      rhsValue = transpose.getInput();
-      rhsExprs.append({n, k});
-    } else {
-      rhsExprs.append({k, n});
-    }
+    // An operand that is a transpose of its last two dims (A = x^T in the
+    // backward's `x^T @ dy`: [b..., K, M]; B in `q @ transpose(k)` or
+    // `h @ transpose(wte)`: [b..., N, K]) is read in place through its
+    // indexing map instead of being copied first; the kernel outlining puts
+    // such a transpose in the matmul's kernel.
+    auto operand = [&](Value value, ArrayRef<int64_t> shape, AffineExpr outer,
+                       AffineExpr inner,
+                       SmallVectorImpl<AffineExpr> &exprs) -> Value {
+      exprs = batchExprs(shape.drop_back(2));
+      auto transpose = value.getDefiningOp<linalg::TransposeOp>();
+      if (transpose && swapsLastTwoDims(transpose.getPermutation())) {
+        exprs.append({inner, outer});
+        return transpose.getInput();
+      }
+      exprs.append({outer, inner});
+      return value;
+    };
+    SmallVector<AffineExpr> lhsExprs, rhsExprs;
+    Value lhsValue = operand(adaptor.getLhs(), lhs, m, k, lhsExprs);
+    Value rhsValue = operand(adaptor.getRhs(), rhs, k, n, rhsExprs);
     SmallVector<AffineExpr> outExprs;
     for (int64_t d = 0; d < batch + 2; ++d)
       outExprs.push_back(getAffineDimExpr(d, context));
@@ -77,7 +82,7 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
     Value empty = tensor::EmptyOp::create(rewriter, loc, result, accumulate);
     Value acc = linalg::FillOp::create(rewriter, loc, zero, empty).getResult(0);
     auto product = linalg::GenericOp::create(
-        rewriter, loc, acc.getType(), ValueRange{adaptor.getLhs(), rhsValue},
+        rewriter, loc, acc.getType(), ValueRange{lhsValue, rhsValue},
         acc, maps, iterators,
         [&](OpBuilder &b, Location nloc, ValueRange args) {
           Value a = convertScalar(b, nloc, args[0], accumulate);

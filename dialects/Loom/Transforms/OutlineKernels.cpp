@@ -25,17 +25,6 @@ static bool isRematerialized(Operation *op) {
          });
 }
 
-/// The transpose of the last two dims that only `matmul` reads, as its B:
-/// convert-loom-to-linalg folds it into the matmul's indexing map, so it
-/// belongs in the matmul's kernel and is never materialized.
-static TransposeOp foldableTranspose(MatmulOp matmul) {
-  auto transpose = matmul.getRhs().getDefiningOp<TransposeOp>();
-  if (transpose && swapsLastTwoDims(transpose.getPermutation()) &&
-      transpose->hasOneUse())
-    return transpose;
-  return nullptr;
-}
-
 namespace {
 /// Consecutive ops (in program order) that become one kernel.
 struct KernelGroup {
@@ -47,12 +36,25 @@ struct KernelGroup {
   }
 };
 
-/// Whether `op` is a matmul whose foldable B transpose is the whole of
-/// `group`: the matmul then joins that group.
-static bool readsTransposedOperand(Operation *op, const KernelGroup &group) {
-  auto matmul = dyn_cast<MatmulOp>(op);
-  return matmul && group.ops.size() == 1 &&
-         foldableTranspose(matmul) == group.ops.front();
+/// The matmul that `op` is a folded operand transpose of
+/// (foldOperandTransposes), or null.
+static MatmulOp foldedInto(Operation *op) {
+  auto transpose = dyn_cast<TransposeOp>(op);
+  if (!transpose || !swapsLastTwoDims(transpose.getPermutation()) ||
+      !transpose->hasOneUse())
+    return nullptr;
+  return dyn_cast<MatmulOp>(*transpose->user_begin());
+}
+
+/// Whether `op` joins `group`, the folded operand transposes of one matmul
+/// so far: `op` is that matmul or its other operand's transpose.
+static bool joinsFoldedTransposes(Operation *op, const KernelGroup &group) {
+  MatmulOp matmul = foldedInto(group.ops.front());
+  if (!matmul || llvm::any_of(group.ops, [&](Operation *member) {
+        return foldedInto(member) != matmul;
+      }))
+    return false;
+  return op == matmul.getOperation() || foldedInto(op) == matmul;
 }
 
 struct LoomOutlineKernels
@@ -133,17 +135,65 @@ static void sinkUpdate(func::FuncOp model) {
     op->moveBefore(body.getTerminator());
 }
 
+/// A transpose of the last two dims that matmuls alone read, each as an
+/// operand (A or B) and each where the transpose runs: convert-loom-to-linalg
+/// folds such a transpose into the matmul's indexing map, so the matmul
+/// reads it in place (`x^T @ dy`, `q @ transpose(k)`) and it need never be
+/// materialized.
+static TransposeOp foldableTranspose(Value operand) {
+  auto transpose = operand.getDefiningOp<TransposeOp>();
+  if (!transpose || !swapsLastTwoDims(transpose.getPermutation()))
+    return nullptr;
+  for (Operation *user : transpose->getUsers())
+    if (!isa<MatmulOp>(user) || placeOf(user) != placeOf(transpose))
+      return nullptr;
+  return transpose;
+}
+
+/// Gives every matmul operand that is a foldable transpose a copy of its
+/// own, just before the matmul, so that the matmul's kernel holds it
+/// (joinsFoldedTransposes); the original goes. An operand that transposes
+/// a transpose back (the backward's `(w^T)^T`) reads the value itself.
+/// Between them: `ln(h) @ transpose(wte)` has the cast of ln(h) to bf16.
+static void foldOperandTransposes(func::FuncOp model) {
+  SmallVector<MatmulOp> matmuls;
+  model.walk([&](MatmulOp matmul) { matmuls.push_back(matmul); });
+  auto eraseIfUnused = [](Operation *op) {
+    if (op && op->use_empty())
+      op->erase();
+  };
+  // Double transposes first, so that the transposes they read may then
+  // have matmuls alone as readers.
+  for (MatmulOp matmul : matmuls)
+    for (OpOperand &operand : matmul->getOpOperands()) {
+      TransposeOp outer = foldableTranspose(operand.get());
+      auto inner = outer ? outer.getInput().getDefiningOp<TransposeOp>() : nullptr;
+      if (!inner || !swapsLastTwoDims(inner.getPermutation()) ||
+          placeOf(inner) != placeOf(outer))
+        continue;
+      operand.set(inner.getInput());
+      eraseIfUnused(outer);
+      eraseIfUnused(inner);
+    }
+  for (MatmulOp matmul : matmuls)
+    for (OpOperand &operand : matmul->getOpOperands()) {
+      TransposeOp transpose = foldableTranspose(operand.get());
+      if (!transpose)
+        continue;
+      if (transpose->hasOneUse()) {
+        transpose->moveBefore(matmul);
+        continue;
+      }
+      OpBuilder builder(matmul);
+      operand.set(builder.clone(*transpose)->getResult(0));
+      eraseIfUnused(transpose);
+    }
+}
+
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
   sinkPastAccumulates(model);
   sinkUpdate(model);
-  // A foldable B transpose moves next to its matmul (it is pure, and its
-  // operand is defined earlier still), so that the matmul can join its
-  // group (readsTransposedOperand): in `ln(h) @ transpose(wte)` the cast
-  // of ln(h) to bf16 comes between them.
-  model.walk([](MatmulOp matmul) {
-    if (TransposeOp transpose = foldableTranspose(matmul))
-      transpose->moveBefore(matmul);
-  });
+  foldOperandTransposes(model);
   // Groups are contiguous: an op joins only the latest group, so a
   // kernel's call can take the place of its ops.
   SmallVector<KernelGroup> groups;
@@ -168,7 +218,7 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
                    llvm::any_of(op.getOperands(), [&](Value v) {
                      return groups.back().members.contains(v.getDefiningOp());
                    })) ||
-                  readsTransposedOperand(&op, groups.back()));
+                  joinsFoldedTransposes(&op, groups.back()));
     if (!joins)
       groups.emplace_back();
     afterCollective = false;

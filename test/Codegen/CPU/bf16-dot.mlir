@@ -90,17 +90,14 @@ func.func @batched_k_contiguous(%a: memref<2x16x64xbf16>, %b: memref<2x32x64xbf1
 
 // -----
 
-// Not a pair dot: an odd K (the pairs would not cover it) and an A that
-// reads k from its first dim (the pairs would not be adjacent). Both keep
-// the f32 multiply-adds of the widened operands.
+// Not a pair dot: an odd K (the pairs would not cover it) keeps the f32
+// multiply-adds of the widened operands.
 // CHECK-LABEL: func.func @no_pairs
 // CHECK-NOT: x86vector
 // CHECK-NOT: memref.alloc
 // CHECK: arith.extf %{{.+}} : vector<8x1xbf16> to vector<8x1xf32>
-// CHECK: arith.extf %{{.+}} : vector<8xbf16> to vector<8xf32>
 // CHECK-NOT: x86vector
-func.func @no_pairs(%a: memref<16x63xbf16>, %b: memref<63x32xbf16>, %c: memref<16x32xf32>,
-                    %at: memref<64x16xbf16>, %b2: memref<64x32xbf16>) {
+func.func @no_pairs(%a: memref<16x63xbf16>, %b: memref<63x32xbf16>, %c: memref<16x32xf32>) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %b : memref<16x63xbf16>, memref<63x32xbf16>) outs(%c : memref<16x32xf32>) {
   ^bb0(%x: bf16, %y: bf16, %acc: f32):
     %xf = arith.extf %x : bf16 to f32
@@ -109,7 +106,22 @@ func.func @no_pairs(%a: memref<16x63xbf16>, %b: memref<63x32xbf16>, %c: memref<1
     %s = arith.addf %acc, %p fastmath<contract> : f32
     linalg.yield %s : f32
   }
-  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%at, %b2 : memref<64x16xbf16>, memref<64x32xbf16>) outs(%c : memref<16x32xf32>) {
+  return
+}
+
+// -----
+
+// An A that reads k from its first dim ([K][M], the backward's x^T read in
+// place) is copied once into a K-contiguous temporary, so that its pairs
+// are adjacent: the dots then run as for any A.
+// CHECK-LABEL: func.func @m_contiguous_a
+// CHECK-SAME: (%[[AT:.+]]: memref<64x16xbf16>,
+// CHECK: %[[COPY:.+]] = memref.alloc() : memref<16x64xbf16>
+// CHECK: linalg.transpose ins(%[[AT]] : memref<64x16xbf16>) outs(%[[COPY]] : memref<16x64xbf16>) permutation = [1, 0]
+// CHECK: x86vector.avx512.dot
+// CHECK: memref.dealloc %[[COPY]]
+func.func @m_contiguous_a(%at: memref<64x16xbf16>, %b: memref<64x32xbf16>, %c: memref<16x32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%at, %b : memref<64x16xbf16>, memref<64x32xbf16>) outs(%c : memref<16x32xf32>) {
   ^bb0(%x: bf16, %y: bf16, %acc: f32):
     %xf = arith.extf %x : bf16 to f32
     %yf = arith.extf %y : bf16 to f32

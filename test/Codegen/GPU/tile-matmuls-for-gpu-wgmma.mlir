@@ -125,24 +125,26 @@ func.func @n_major_b_batched(%a: memref<3x100x256xf16>, %b: memref<256x200xf16>,
 
 // -----
 
-// Operands a tensor map cannot read keep the mma.sync kernels: A stored
-// M-contiguous ([K][M]); rows of 60 bf16 (120 bytes, not a multiple of 16).
+// An A stored M-contiguous ([K][M], the backward's x^T read in place) is
+// read as two 64 x 64 boxes per stage, (m, k) and (m + 64, k) innermost
+// first, and multiplied M-major: wgmma's "col" A, with the leading byte
+// offset of an M-major operand's boxes (8192) in its descriptor.
 #at = affine_map<(m, n, k) -> (k, m)>
-#a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>
-// CHECK-LABEL: func.func @not_tma
-// CHECK-NOT:   nvgpu.tma
-// CHECK-NOT:   nvvm.wgmma
-// CHECK:       nvvm.mma.sync
-// CHECK-NOT:   nvgpu.tma
-// CHECK:       nvvm.mma.sync
-// CHECK-NOT:   nvvm.wgmma
-// CHECK:       return
-func.func @not_tma(%at: memref<64x128xbf16>, %b: memref<64x64xbf16>, %c: memref<128x64xf32>,
-                   %a2: memref<128x60xbf16>, %b2: memref<60x64xbf16>) {
+// CHECK-LABEL: func.func @m_major_a
+// CHECK:        nvgpu.tma.create.descriptor %{{.+}} box[%c64, %c64] : memref<*xbf16> -> <tensor = memref<64x64xbf16, #gpu.address_space<workgroup>>
+// CHECK:        gpu.launch
+// CHECK:          nvgpu.tma.async.load %{{.+}}[%[[M0:.+]], %c0], %{{.+}}[%c0] to
+// CHECK-NEXT:     %[[M64:.+]] = arith.addi %[[M0]], %c64
+// CHECK-NEXT:     %[[AT:.+]] = arith.addi %{{.+}}, %c8192
+// CHECK-NEXT:     %[[BOX:.+]] = memref.view %{{.+}}[%[[AT]]][]
+// CHECK-NEXT:     nvgpu.tma.async.load %{{.+}}[%[[M64]], %c0], %{{.+}}[%c0] to %[[BOX]]
+// CHECK:          nvvm.wgmma.mma_async {{.+}}, <m = 64, n = 128, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// CHECK:        return
+func.func @m_major_a(%at: memref<256x512xbf16>, %b: memref<256x256xbf16>, %c: memref<512x256xf32>) {
   linalg.generic {indexing_maps = [#at, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%at, %b : memref<64x128xbf16>, memref<64x64xbf16>) outs(%c : memref<128x64xf32>) {
+      ins(%at, %b : memref<256x512xbf16>, memref<256x256xbf16>) outs(%c : memref<512x256xf32>) {
   ^bb0(%x: bf16, %y: bf16, %acc: f32):
     %0 = arith.extf %x : bf16 to f32
     %1 = arith.extf %y : bf16 to f32
@@ -150,6 +152,22 @@ func.func @not_tma(%at: memref<64x128xbf16>, %b: memref<64x64xbf16>, %c: memref<
     %3 = arith.addf %acc, %2 : f32
     linalg.yield %3 : f32
   }
+  return
+}
+
+// -----
+
+// Operands a tensor map cannot read keep the mma.sync kernels: rows of 60
+// bf16 (120 bytes, not a multiple of 16).
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @not_tma
+// CHECK-NOT:   nvgpu.tma
+// CHECK:       nvvm.mma.sync
+// CHECK-NOT:   nvvm.wgmma
+// CHECK:       return
+func.func @not_tma(%c: memref<128x64xf32>, %a2: memref<128x60xbf16>, %b2: memref<60x64xbf16>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%a2, %b2 : memref<128x60xbf16>, memref<60x64xbf16>) outs(%c : memref<128x64xf32>) {
   ^bb0(%x: bf16, %y: bf16, %acc: f32):

@@ -303,6 +303,60 @@ module attributes {loom.precision = #loom.precision<compute = bf16, accumulate =
 
 // -----
 
+// The backward's transposes: a transposed A (`x^T @ dy`) joins its matmul
+// as a transposed B does, both in one kernel when both are transposed; a
+// transpose that only matmuls read gives each of them a copy (k^T, read as
+// B by `q @ k^T` and as A by `k^T @ d^T`);
+// and a transpose of a transpose (the head's `(wte^T)^T` in the backward)
+// reads wte itself.
+// CHECK-LABEL: func.func private @backward_k0
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<8x4xbf16>, %[[DY:[^:]+]]: tensor<8x16xbf16>)
+// CHECK-NEXT: [[XT:%.+]] = loom.transpose %[[X]] perm [1, 0] : tensor<8x4xbf16> -> tensor<4x8xbf16>
+// CHECK-NEXT: loom.matmul [[XT]], %[[DY]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @backward_k1
+// CHECK-SAME: (%[[K:[^:]+]]: tensor<16x8xbf16>, %[[Q:[^:]+]]: tensor<4x8xbf16>)
+// CHECK-NEXT: [[KT:%.+]] = loom.transpose %[[K]] perm [1, 0]
+// CHECK-NEXT: loom.matmul %[[Q]], [[KT]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @backward_k2
+// CHECK-SAME: (%[[K:[^:]+]]: tensor<16x8xbf16>, %[[D:[^:]+]]: tensor<4x16xbf16>)
+// CHECK-NEXT: [[KT:%.+]] = loom.transpose %[[K]] perm [1, 0]
+// CHECK-NEXT: [[DT:%.+]] = loom.transpose %[[D]] perm [1, 0]
+// CHECK-NEXT: loom.matmul [[KT]], [[DT]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @backward_k3
+// CHECK-SAME: (%[[G:[^:]+]]: tensor<4x8xbf16>, %[[W:[^:]+]]: tensor<8x16xbf16>)
+// CHECK-NEXT: loom.matmul %[[G]], %[[W]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @backward
+// CHECK-NOT: loom.transpose
+// CHECK: return
+module attributes {loom.precision = #loom.precision<compute = bf16, accumulate = f32>} {
+  func.func @backward(%x: tensor<8x4xbf16> {loom.input = "x"},
+                      %dy: tensor<8x16xbf16> {loom.input = "dy"},
+                      %q: tensor<4x8xbf16> {loom.input = "q"},
+                      %k: tensor<16x8xbf16> {loom.input = "k"},
+                      %d: tensor<4x16xbf16> {loom.input = "d"},
+                      %g: tensor<4x8xbf16> {loom.input = "g"},
+                      %w: tensor<8x16xbf16> {loom.input = "w"})
+      -> (tensor<4x16xbf16> {loom.output = "dw"}, tensor<4x16xbf16> {loom.output = "s"},
+          tensor<8x4xbf16> {loom.output = "dk"}, tensor<4x16xbf16> {loom.output = "dg"}) {
+    %xt = loom.transpose %x perm [1, 0] : tensor<8x4xbf16> -> tensor<4x8xbf16>
+    %dw = loom.matmul %xt, %dy accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+    %kt = loom.transpose %k perm [1, 0] : tensor<16x8xbf16> -> tensor<8x16xbf16>
+    %s = loom.matmul %q, %kt accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+    %dt = loom.transpose %d perm [1, 0] : tensor<4x16xbf16> -> tensor<16x4xbf16>
+    %dk = loom.matmul %kt, %dt accumulate f32 : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
+    %wt = loom.transpose %w perm [1, 0] : tensor<8x16xbf16> -> tensor<16x8xbf16>
+    %wtt = loom.transpose %wt perm [1, 0] : tensor<16x8xbf16> -> tensor<8x16xbf16>
+    %dg = loom.matmul %g, %wtt accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+    return %dw, %s, %dk, %dg : tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<8x4xbf16>, tensor<4x16xbf16>
+  }
+}
+
+// -----
+
 // With microbatches the accumulates end what runs once per microbatch:
 // they move after every op they need, and what does not feed them (the
 // update, and what it computes from the params alone, like the decay
