@@ -24,6 +24,13 @@ llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
     ["loomc", "loom-opt", "loom-fuzz", "loom-fuzz-files", "loom-schedule"], [config.loom_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# mlir-runner's support libraries (printMemrefF32), for the tests that run a
+# pass's output on the CPU (from mlir-22-tools, beside LLVM's libraries).
+llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+config.substitutions.append((
+    "%mlir_runner_libs",
+    ",".join(os.path.join(llvm_lib_dir, lib) for lib in
+             ["libmlir_runner_utils.so", "libmlir_c_runner_utils.so"])))
 
 # make test SANITIZE=address,undefined: a report aborts the program, so a
 # `not` test whose program hits one fails too (not accepts exit 1, never a

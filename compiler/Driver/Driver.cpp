@@ -266,7 +266,7 @@ bool Compilation::wantsGradients() const {
 
 LogicalResult Compilation::differentiate() {
   return runPipeline(*module, [&](OpPassManager &pm) {
-    buildAutodiffPipeline(pm, options.train);
+    buildAutodiffPipeline(pm, options.train, options.gradBucketMb);
   });
 }
 

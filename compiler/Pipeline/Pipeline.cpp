@@ -95,7 +95,8 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
-void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train) {
+void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train,
+                                   double updateBucketMb) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
   if (train)
@@ -103,8 +104,11 @@ void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train) {
   mlir::loom::LoomAutodiffOptions autodiff;
   autodiff.scaleLoss = train;
   pm.addPass(mlir::loom::createLoomAutodiff(autodiff));
-  if (train)
-    pm.addPass(mlir::loom::createLoomOptimizerStep());
+  if (train) {
+    mlir::loom::LoomOptimizerStepOptions step;
+    step.bucketMb = updateBucketMb;
+    pm.addPass(mlir::loom::createLoomOptimizerStep(step));
+  }
 }
 
 void ::loom::buildPartitionPipeline(OpPassManager &pm,
@@ -230,6 +234,8 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createCanonicalizerPass());
+  // An update bucket's loops as one, so one launch.
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseUpdateLoops());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomMapLoopsToGpu());
   pm.addPass(createCanonicalizerPass());
   // Constants and index arithmetic move into the kernels instead of

@@ -25,8 +25,10 @@ struct PartitionOptions {
 /// loom -> autodiff: stages inlined, and each trained model's loss
 /// differentiated: its results gain `grad.<param>` for every param. With
 /// `train`, the gradients then feed the optimizer's update (a training
-/// step: `next.<param>` results).
-void buildAutodiffPipeline(mlir::OpPassManager &pm, bool train);
+/// step: `next.<param>` results), in update buckets of `updateBucketMb`
+/// MiB of params, one kernel each.
+void buildAutodiffPipeline(mlir::OpPassManager &pm, bool train,
+                           double updateBucketMb = 25);
 
 /// loom (or autodiff) -> partitioned: stages inlined, and next to each model `@M` its
 /// per-rank program `@M_spmd` with explicit `shard` collectives (when the

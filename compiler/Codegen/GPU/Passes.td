@@ -66,6 +66,25 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
                            "mlir::nvgpu::NVGPUDialect", "mlir::vector::VectorDialect"];
 }
 
+def LoomFuseUpdateLoops : Pass<"loom-fuse-update-loops", "mlir::func::FuncOp"> {
+  let summary = "A bucket's optimizer update as one parallel loop";
+  let description = [{
+    In a kernel that holds an update bucket's optimizer update
+    (`loom.update_bucket`, from loom-optimizer-step and
+    loom-outline-kernels), whose parallel loops are elementwise (each
+    store at the loop's own indices; loads there or at indices the loop
+    does not change, from buffers no loop stores): adjacent loops of the
+    same shape (a param's new state and value) fuse into one
+    (upstream's `naivelyFuseParallelOps`), and each run of loops left (one
+    per param, with only effect-free ops between them) becomes one flat
+    loop over the sum of their iterations, iteration `t` running loop `k`'s
+    iteration `t - offset_k` through an `scf.index_switch`. The bucket is
+    then one launch of loom-map-loops-to-gpu, as multi-tensor Adam is.
+    Other kernels are left alone.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
+}
+
 def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
   let summary = "Run a bufferized kernel's loops as gpu.launch kernels";
   let description = [{

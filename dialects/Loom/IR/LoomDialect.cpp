@@ -154,6 +154,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' belongs on a pipelined model";
     return success();
   }
+  if (name == attr::kUpdateBucket) {
+    auto bucket = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bucket || bucket.getInt() < 0)
+      return op->emitOpError() << "'" << name << "' must be an update bucket number";
+    return success();
+  }
   if (name == attr::kGradientOf) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must name a param";

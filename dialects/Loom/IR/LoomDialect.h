@@ -47,6 +47,9 @@ constexpr llvm::StringLiteral kIndexBound = "loom.index_bound";
 /// names (loom-optimizer-step), so that loom-bucket-gradients finds its
 /// data-parallel sum after partitioning.
 constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
+/// On each op of a param's optimizer update: its update bucket's number
+/// (loom-optimizer-step), which makes the bucket one kernel.
+constexpr llvm::StringLiteral kUpdateBucket = "loom.update_bucket";
 /// On the forward ops of a layer instance marked `recompute`: the instance
 /// ("block.0"); loom-autodiff recomputes them in the backward, and marks
 /// the copies kRecomputed (so that CSE keeps them apart).

@@ -15,6 +15,7 @@
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/ScopeExit.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMOPTIMIZERSTEP
@@ -34,8 +35,10 @@ struct Hyper {
 /// One training step built in place of a gradient program.
 class StepBuilder {
 public:
-  StepBuilder(func::FuncOp model, TrainOp train)
-      : model(model), train(train), b(model.getContext()) {}
+  StepBuilder(func::FuncOp model, TrainOp train, double bucketMb)
+      : model(model), train(train), b(model.getContext()),
+        bucketLimit(bucketMb > 0 ? static_cast<int64_t>(bucketMb * 1024 * 1024)
+                                 : std::numeric_limits<int64_t>::max()) {}
   LogicalResult run();
 
 private:
@@ -78,6 +81,8 @@ private:
   OpBuilder b;
   Location loc = UnknownLoc::get(model.getContext());
   llvm::StringMap<Value> scalars;
+  /// The bytes of params one update bucket holds at most.
+  int64_t bucketLimit;
   /// (value, name of the param or state it becomes) per new result.
   SmallVector<std::pair<Value, std::string>> updates;
   /// ZeRO-1's data-parallel axes of `grid`, and how many ranks they span.
@@ -318,9 +323,31 @@ LogicalResult StepBuilder::run() {
   results.push_back(norm);
   resultAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr(attr::kOutput, b.getStringAttr("grad_norm"))));
+  // The params' updates are grouped into update buckets of at most
+  // `bucketMb` MiB of params, in order (one too large is a bucket of its
+  // own): every op of a param's update carries its bucket's number
+  // (attr::kUpdateBucket), and the kernel outlining makes each bucket one
+  // kernel, which the GPU runs as one launch.
+  int64_t bucket = 0, bucketBytes = 0;
   for (BlockArgument param : params) {
     StringRef name = paramName(param);
     auto type = vjp::typeOf(param);
+    int64_t bytes = type.getNumElements() * 4;
+    if (bucketBytes > 0 && bucketBytes + bytes > bucketLimit) {
+      ++bucket;
+      bucketBytes = 0;
+    }
+    bucketBytes += bytes;
+    // Every op the rest of this iteration creates is this param's update.
+    Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
+                            ? nullptr
+                            : &*std::prev(b.getInsertionPoint());
+    auto tagUpdate = llvm::make_scope_exit([&, bucket] {
+      Block::iterator first =
+          before ? std::next(before->getIterator()) : b.getBlock()->begin();
+      for (Operation &op : llvm::make_range(first, b.getInsertionPoint()))
+        op.setAttr(attr::kUpdateBucket, b.getI64IntegerAttr(bucket));
+    });
     if (!type.getElementType().isF32())
       return emitError(param.getLoc(), "training param '")
              << name << "' of type " << type
@@ -405,11 +432,12 @@ LogicalResult StepBuilder::run() {
 namespace {
 struct LoomOptimizerStep
     : public loom::impl::LoomOptimizerStepBase<LoomOptimizerStep> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     for (TrainOp train : module.getOps<TrainOp>()) {
       auto model = module.lookupSymbol<func::FuncOp>(train.getModelAttr());
-      if (!model || failed(StepBuilder(model, train).run()))
+      if (!model || failed(StepBuilder(model, train, bucketMb).run()))
         return signalPassFailure();
     }
   }

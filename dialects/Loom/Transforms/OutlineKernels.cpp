@@ -46,6 +46,11 @@ static MatmulOp foldedInto(Operation *op) {
   return dyn_cast<MatmulOp>(*transpose->user_begin());
 }
 
+/// The update bucket `op` belongs to (loom-optimizer-step), or null.
+static IntegerAttr updateBucketOf(Operation *op) {
+  return op->getAttrOfType<IntegerAttr>(attr::kUpdateBucket);
+}
+
 /// Whether `op` joins `group`, the folded operand transposes of one matmul
 /// so far: `op` is that matmul or its other operand's transpose.
 static bool joinsFoldedTransposes(Operation *op, const KernelGroup &group) {
@@ -218,7 +223,11 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
                    llvm::any_of(op.getOperands(), [&](Value v) {
                      return groups.back().members.contains(v.getDefiningOp());
                    })) ||
-                  joinsFoldedTransposes(&op, groups.back()));
+                  joinsFoldedTransposes(&op, groups.back()) ||
+                  // A bucket's whole optimizer update is one kernel: its
+                  // params' chains are independent elementwise loops.
+                  (updateBucketOf(&op) &&
+                   updateBucketOf(&op) == updateBucketOf(groups.back().ops.front())));
     if (!joins)
       groups.emplace_back();
     afterCollective = false;
@@ -276,6 +285,8 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
                               ValueRange(outputs).getTypes()));
   kernel.setPrivate();
   kernel->setAttr(attr::kKernel, builder.getUnitAttr());
+  if (IntegerAttr bucket = updateBucketOf(group.ops.front()))
+    kernel->setAttr(attr::kUpdateBucket, bucket);
   Block *body = kernel.addEntryBlock();
   builder.setInsertionPointToStart(body);
   IRMapping mapping;
@@ -285,10 +296,11 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp();
           def && isRematerialized(def) && !mapping.contains(operand))
-        builder.clone(*def, mapping);
+        builder.clone(*def, mapping)->removeAttr(attr::kUpdateBucket);
     Operation *copy = builder.clone(*op, mapping);
     // Where a step runs is the call's (placeOf), not its ops'.
-    for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages, attr::kBackward})
+    for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages,
+                           attr::kBackward, attr::kUpdateBucket})
       copy->removeAttr(name);
   }
   SmallVector<Value> results;

@@ -105,7 +105,16 @@ def LoomOptimizerStep : Pass<"loom-optimizer-step", "mlir::ModuleOp"> {
     loss scaling, and its log), and with `clip_grad_norm = C` they are
     multiplied by min(1, C / (norm + 1e-6)), as
     torch.nn.utils.clip_grad_norm_ does.
+
+    The params' updates are grouped in order into update buckets of at most
+    `bucket-mb` MiB of params (one larger is a bucket of its own; 0: one
+    bucket): each op of a param's update carries `loom.update_bucket = N`,
+    and loom-outline-kernels makes each bucket one kernel.
   }];
+  let options = [
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
+           "The most params an update bucket holds, in MiB (0: one bucket)">,
+  ];
   let dependentDialects = ["mlir::loom::LoomDialect", "mlir::shard::ShardDialect"];
 }
 

@@ -1112,6 +1112,14 @@ func.func @sharding_not_axes(%x: tensor<8xf32> {loom.sharding = [1 : i64]}) {
 
 // -----
 
+func.func @update_bucket_not_number(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'loom.neg' op 'loom.update_bucket' must be an update bucket number}}
+  %0 = loom.neg %x {loom.update_bucket = "first"} : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
 // expected-error @+1 {{'func.func' op unknown loom attribute 'loom.mesh'}}
 func.func @unknown_op_attr() attributes {loom.mesh = "gpus"} {
   return
