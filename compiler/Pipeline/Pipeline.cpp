@@ -190,6 +190,8 @@ void ::loom::buildCpuTilingPipeline(OpPassManager &pm, unsigned vectorBits,
 void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertVectorToSCFPass());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomLowerStridedCopies());
+  // Reductions over rows of contiguous columns walk the rows innermost.
+  pm.addPass(mlir::loom::createLoomInterchangeForCpu());
   pm.addPass(createConvertLinalgToLoopsPass());
   // Reshapes and slices become plain strided views before LLVM.
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -39,4 +39,18 @@ def LoomTileContractionsForCpu
   let dependentDialects = ["mlir::x86vector::X86VectorDialect"];
 }
 
+def LoomInterchangeForCpu : Pass<"loom-interchange-for-cpu", "mlir::ModuleOp"> {
+  let summary = "A generic's output-contiguous parallel dim innermost";
+  let description = [{
+    In each linalg.generic on buffers that is not a matmul (those have
+    register tiles), with one output whose innermost dim is a parallel loop
+    followed by a reduction loop and innermost in every input it indexes
+    (an embedding's gradient over (v, d, p), a bias's over (d, n); not a
+    row sum): the loops are interchanged to put that dim last,
+    so the loop nest's innermost loop walks contiguous rows, which LLVM
+    vectorizes. Every output element sums its terms in the same order as
+    before, so the results are the same bits.
+  }];
+}
+
 #endif // LOOM_CODEGEN_CPU_PASSES_TD

@@ -1,0 +1,93 @@
+//===- InterchangeForCpu.cpp - The output's contiguous dim innermost ------===//
+//
+// convert-linalg-to-loops nests a linalg.generic's loops in iterator order,
+// and the language's reductions put the reduced dims last: the gradient of
+// an embedding, out[v, d] = sum_p (ids[p] == v ? dy[p, d] : 0) over
+// (v, d, p), and a bias's, out[d] = sum_n dy[n, d] over (d, n), then read
+// dy a column at a time, D elements apart, and nothing vectorizes. Moving
+// the output's contiguous parallel dim innermost, (v, p, d) and (n, d),
+// makes the innermost loop a contiguous row that LLVM vectorizes (and, in
+// the embedding's, unswitches on the loop-invariant id test, so only the
+// rows of ids equal to v do any work: a scatter's cost). Each output
+// element still sums its terms in the same order, so the results are the
+// same bits. Matmul-like ops are left to the register tiles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Codegen/CPU/Passes.h"
+#include "Codegen/Common/MatmulLike.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMINTERCHANGEFORCPU
+#include "Codegen/CPU/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+/// The loop order that puts `op`'s output-contiguous parallel dim last, or
+/// nothing when it is last already or there is none: one output, whose
+/// map's last result is a parallel loop dim that a reduction dim follows
+/// and that is the innermost dim of every input it indexes.
+static std::optional<SmallVector<unsigned>> interchangeFor(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || !op.hasPureBufferSemantics() ||
+      (op.getNumDpsInputs() == 2 && loom::isMatmulLike(op)))
+    return std::nullopt;
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  if (out.getNumResults() == 0)
+    return std::nullopt;
+  auto inner = dyn_cast<AffineDimExpr>(out.getResults().back());
+  auto iterators = op.getIteratorTypesArray();
+  if (!inner)
+    return std::nullopt;
+  unsigned dim = inner.getPosition();
+  if (iterators[dim] != utils::IteratorType::parallel ||
+      dim + 1 == op.getNumLoops() ||
+      llvm::none_of(ArrayRef(iterators).drop_front(dim + 1), [](auto it) {
+        return it == utils::IteratorType::reduction;
+      }))
+    return std::nullopt;
+  // Every input that moves with the dim must have it innermost too (a row
+  // sum's output dim is the rows, which its input holds C apart), and one
+  // must move with it.
+  bool read = false;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (!map.isFunctionOfDim(dim))
+      continue;
+    auto last = dyn_cast<AffineDimExpr>(map.getResults().back());
+    if (!last || last.getPosition() != dim)
+      return std::nullopt;
+    read = true;
+  }
+  if (!read)
+    return std::nullopt;
+  SmallVector<unsigned> order;
+  for (unsigned d = 0; d < op.getNumLoops(); ++d)
+    if (d != dim)
+      order.push_back(d);
+  order.push_back(dim);
+  return order;
+}
+
+namespace {
+struct LoomInterchangeForCpu
+    : public loom::impl::LoomInterchangeForCpuBase<LoomInterchangeForCpu> {
+  void runOnOperation() override {
+    SmallVector<linalg::GenericOp> ops;
+    getOperation().walk([&](linalg::GenericOp op) { ops.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (linalg::GenericOp op : ops) {
+      std::optional<SmallVector<unsigned>> order = interchangeFor(op);
+      if (!order)
+        continue;
+      rewriter.setInsertionPoint(op);
+      if (failed(linalg::interchangeGenericOp(rewriter, op, *order)))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
