@@ -8,12 +8,14 @@
 // apex's multi-tensor Adam is:
 //
 // 1. Adjacent loops of the same shape (one param's chain: m, v, p) fuse
-//    into one (upstream's naivelyFuseParallelOps), so each element's state
-//    is read once and its new values written once.
-// 2. The loops left, one per param, become one flat loop over all their
-//    iterations: iteration t runs loop k's iteration t - offset_k (the
-//    offsets are the running sums of the loops' sizes), through an
-//    scf.index_switch on k.
+//    into one group, their bodies run one after the other at each element,
+//    so each element's state is read once and its new values written once.
+// 2. The groups, about one per param, become one flat loop over all their
+//    iterations: iteration t runs group k's element t - offset_k (the
+//    offsets are the running sums of the groups' sizes), through an
+//    scf.index_switch on k. A launch's parameters hold 4352 bytes, so a
+//    flat loop takes at most kMaxCaptured buffers and scalars; a bigger
+//    bucket becomes several launches, as apex chunks its tensor lists.
 //
 // Both need loops whose every store is at the loop's own indices and whose
 // loads are at those indices or at indices that do not change in the loop
@@ -33,8 +35,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::loom {
@@ -106,30 +108,96 @@ std::optional<ElementwiseLoop> asElementwise(scf::ParallelOp loop) {
   return info;
 }
 
-/// Whether the loops of `run` may run in any order, element by element: no
-/// loop reads or writes a buffer another one writes.
-bool independent(ArrayRef<ElementwiseLoop> run) {
+/// The values a loop's body uses from outside it (constants aside): what
+/// its launch takes as parameters.
+llvm::SmallPtrSet<Value, 16> capturedBy(scf::ParallelOp loop) {
+  llvm::SmallPtrSet<Value, 16> captured;
+  loop.getBody()->walk([&](Operation *op) {
+    for (Value operand : op->getOperands())
+      if (loop.isDefinedOutsideOfLoop(operand) &&
+          !matchPattern(operand, m_Constant()))
+        captured.insert(operand);
+  });
+  return captured;
+}
+
+/// A launch's parameters take at most 4352 bytes (PTX ISA before 8.1); a
+/// captured value is one 8-byte parameter (a buffer's bare pointer, or a
+/// scalar), and the launch keeps some room for its own. apex's
+/// multi-tensor Adam chunks its tensor lists for the same reason.
+constexpr size_t kMaxCaptured = 480;
+
+/// Whether `a` and `b` together hold at most kMaxCaptured values.
+bool fits(const llvm::SmallPtrSet<Value, 16> &a,
+          const llvm::SmallPtrSet<Value, 16> &b) {
+  size_t count = a.size();
+  for (Value v : b)
+    count += !a.contains(v);
+  return count <= kMaxCaptured;
+}
+
+/// Loops fused into one: the same bounds, their bodies run one after the
+/// other at each element.
+struct LoopGroup {
+  SmallVector<ElementwiseLoop> loops;
+  llvm::SmallPtrSet<Value, 16> captured;
+  int64_t iterations() const { return loops.front().iterations; }
+};
+
+SmallVector<int64_t> boundsOf(scf::ParallelOp loop) {
+  return llvm::map_to_vector(loop.getUpperBound(), [](Value v) {
+    return *getConstantIntValue(v);
+  });
+}
+
+/// Whether `later` may run right after `earlier` at each element: the same
+/// bounds, and neither reads at fixed indices what the other writes (at its
+/// own element, a read of the other's result is the value the unfused
+/// loops read).
+bool fusible(const ElementwiseLoop &earlier, const ElementwiseLoop &later) {
+  if (boundsOf(earlier.loop) != boundsOf(later.loop))
+    return false;
+  auto readsAtFixedIndices = [](ElementwiseLoop reader, ArrayRef<Value> stored) {
+    bool reads = false;
+    SmallVector<Value> ivs(reader.loop.getInductionVars());
+    reader.loop.getBody()->walk([&](memref::LoadOp load) {
+      reads |= !llvm::equal(load.getIndices(), ivs) &&
+               llvm::is_contained(stored, rootOf(load.getMemRef()));
+    });
+    return reads;
+  };
+  return !readsAtFixedIndices(later, earlier.stored) &&
+         !readsAtFixedIndices(earlier, later.stored);
+}
+
+/// Whether the groups may run in any order, element by element: no group
+/// reads or writes a buffer another one writes.
+bool independent(ArrayRef<LoopGroup> groups) {
   llvm::SmallDenseMap<Value, size_t, 16> writer;
-  for (auto [i, loop] : llvm::enumerate(run))
-    for (Value v : loop.stored)
-      if (!writer.try_emplace(v, i).second && writer[v] != i)
-        return false;
-  for (auto [i, loop] : llvm::enumerate(run))
-    for (Value v : loop.loaded)
-      if (auto it = writer.find(v); it != writer.end() && it->second != i)
-        return false;
+  for (auto [i, group] : llvm::enumerate(groups))
+    for (const ElementwiseLoop &loop : group.loops)
+      for (Value v : loop.stored)
+        if (!writer.try_emplace(v, i).second && writer[v] != i)
+          return false;
+  for (auto [i, group] : llvm::enumerate(groups))
+    for (const ElementwiseLoop &loop : group.loops)
+      for (Value v : loop.loaded)
+        if (auto it = writer.find(v); it != writer.end() && it->second != i)
+          return false;
   return true;
 }
 
-/// Replaces the loops of `run` (two or more, in program order, with only
-/// effect-free ops between them) by one flat loop after the last of them.
-void flatten(ArrayRef<ElementwiseLoop> run) {
-  scf::ParallelOp last = run.back().loop;
+/// Replaces the loops of `groups` (in program order, with only effect-free
+/// ops between them) by one flat loop after the last of them: group k's
+/// iterations from offset_k, its loops' bodies one after the other at the
+/// same element, chosen by an index_switch when there are several groups.
+void flatten(ArrayRef<LoopGroup> groups) {
+  scf::ParallelOp last = groups.back().loops.back().loop;
   Location loc = last.getLoc();
   OpBuilder b(last);
   SmallVector<int64_t> offsets{0};
-  for (const ElementwiseLoop &loop : run)
-    offsets.push_back(offsets.back() + loop.iterations);
+  for (const LoopGroup &group : groups)
+    offsets.push_back(offsets.back() + group.iterations());
   auto cst = [&](OpBuilder &builder, int64_t v) -> Value {
     return arith::ConstantIndexOp::create(builder, loc, v);
   };
@@ -138,42 +206,94 @@ void flatten(ArrayRef<ElementwiseLoop> run) {
                                       ValueRange{cst(b, 1)});
   OpBuilder body = OpBuilder::atBlockBegin(flat.getBody());
   Value t = flat.getInductionVars()[0];
-  // Which loop iteration t belongs to: the number of offsets it reaches.
-  Value which = cst(body, 0);
-  for (int64_t offset : ArrayRef<int64_t>(offsets).slice(1, run.size() - 1)) {
-    Value past = arith::CmpIOp::create(body, loc, arith::CmpIPredicate::uge, t,
-                                       cst(body, offset));
-    which = arith::AddIOp::create(
-        body, loc, which,
-        arith::IndexCastUIOp::create(body, loc, body.getIndexType(), past));
-  }
-  SmallVector<int64_t> cases = llvm::to_vector(llvm::seq<int64_t>(0, run.size()));
-  auto dispatch = scf::IndexSwitchOp::create(body, loc, TypeRange(), which,
-                                             cases, cases.size());
-  auto fill = [&](Region &region, scf::ParallelOp loop, int64_t offset) {
-    OpBuilder c = OpBuilder::atBlockBegin(&region.emplaceBlock());
-    // Delinearize t - offset over the loop's bounds, innermost last.
-    Value local = arith::SubIOp::create(c, loc, t, cst(c, offset));
-    SmallVector<Value> ivs(loop.getNumLoops());
-    for (int64_t d = loop.getNumLoops() - 1; d >= 0; --d) {
-      int64_t bound = *getConstantIntValue(loop.getUpperBound()[d]);
-      ivs[d] = d == 0 ? local : arith::RemUIOp::create(c, loc, local, cst(c, bound));
+  // Group k's loops at element t - offset_k, delinearized over their
+  // bounds, innermost last.
+  auto fill = [&](OpBuilder &c, const LoopGroup &group, int64_t offset) {
+    SmallVector<int64_t> bounds = boundsOf(group.loops.front().loop);
+    Value local = offset ? arith::SubIOp::create(c, loc, t, cst(c, offset)).getResult()
+                         : t;
+    SmallVector<Value> ivs(bounds.size());
+    for (int64_t d = bounds.size() - 1; d >= 0; --d) {
+      ivs[d] = d == 0 ? local : arith::RemUIOp::create(c, loc, local, cst(c, bounds[d]));
       if (d > 0)
-        local = arith::DivUIOp::create(c, loc, local, cst(c, bound));
+        local = arith::DivUIOp::create(c, loc, local, cst(c, bounds[d]));
     }
-    IRMapping mapping;
-    mapping.map(loop.getInductionVars(), ivs);
-    for (Operation &op : loop.getBody()->without_terminator())
-      c.clone(op, mapping);
-    scf::YieldOp::create(c, loc);
+    for (ElementwiseLoop loop : group.loops) {
+      IRMapping mapping;
+      mapping.map(loop.loop.getInductionVars(), ivs);
+      for (Operation &op : loop.loop.getBody()->without_terminator())
+        c.clone(op, mapping);
+    }
   };
-  for (auto [i, loop] : llvm::enumerate(run))
-    fill(dispatch.getCaseRegions()[i], loop.loop, offsets[i]);
-  // The default region is never taken (which < run.size()).
-  OpBuilder otherwise = OpBuilder::atBlockBegin(&dispatch.getDefaultRegion().emplaceBlock());
-  scf::YieldOp::create(otherwise, loc);
-  for (ElementwiseLoop loop : run)
-    loop.loop.erase();
+  if (groups.size() == 1) {
+    fill(body, groups.front(), 0);
+  } else {
+    // Which group t belongs to: the number of offsets it reaches.
+    Value which = cst(body, 0);
+    for (int64_t offset : ArrayRef<int64_t>(offsets).slice(1, groups.size() - 1)) {
+      Value past = arith::CmpIOp::create(body, loc, arith::CmpIPredicate::uge, t,
+                                         cst(body, offset));
+      which = arith::AddIOp::create(
+          body, loc, which,
+          arith::IndexCastUIOp::create(body, loc, body.getIndexType(), past));
+    }
+    SmallVector<int64_t> cases = llvm::to_vector(llvm::seq<int64_t>(0, groups.size()));
+    auto dispatch = scf::IndexSwitchOp::create(body, loc, TypeRange(), which,
+                                               cases, cases.size());
+    for (auto [i, group] : llvm::enumerate(groups)) {
+      OpBuilder c = OpBuilder::atBlockBegin(&dispatch.getCaseRegions()[i].emplaceBlock());
+      fill(c, group, offsets[i]);
+      scf::YieldOp::create(c, loc);
+    }
+    // The default region is never taken (which < groups.size()).
+    OpBuilder otherwise = OpBuilder::atBlockBegin(&dispatch.getDefaultRegion().emplaceBlock());
+    scf::YieldOp::create(otherwise, loc);
+  }
+  for (const LoopGroup &group : groups)
+    for (ElementwiseLoop loop : group.loops)
+      loop.loop.erase();
+}
+
+/// Fuses and flattens `run` (elementwise loops in program order with only
+/// effect-free ops between them): neighbours of one shape into groups,
+/// then consecutive independent groups into flat loops of at most
+/// kMaxCaptured parameters.
+void fuseRun(ArrayRef<ElementwiseLoop> run) {
+  SmallVector<LoopGroup, 4> groups;
+  for (const ElementwiseLoop &loop : run) {
+    llvm::SmallPtrSet<Value, 16> captured = capturedBy(loop.loop);
+    if (!groups.empty() &&
+        llvm::all_of(groups.back().loops,
+                     [&](const ElementwiseLoop &member) { return fusible(member, loop); }) &&
+        fits(groups.back().captured, captured)) {
+      groups.back().loops.push_back(loop);
+      groups.back().captured.insert(captured.begin(), captured.end());
+      continue;
+    }
+    LoopGroup group;
+    group.loops.push_back(loop);
+    group.captured = std::move(captured);
+    groups.push_back(std::move(group));
+  }
+  SmallVector<LoopGroup, 4> chunk;
+  llvm::SmallPtrSet<Value, 16> chunkCaptured;
+  auto emit = [&] {
+    if (chunk.size() > 1 || (chunk.size() == 1 && chunk.front().loops.size() > 1))
+      flatten(chunk);
+    chunk.clear();
+    chunkCaptured.clear();
+  };
+  for (LoopGroup &group : groups) {
+    if (!chunk.empty()) {
+      SmallVector<LoopGroup, 4> extended(chunk.begin(), chunk.end());
+      extended.push_back(group);
+      if (!fits(chunkCaptured, group.captured) || !independent(extended))
+        emit();
+    }
+    chunkCaptured.insert(group.captured.begin(), group.captured.end());
+    chunk.push_back(group);
+  }
+  emit();
 }
 
 struct LoomFuseUpdateLoops
@@ -182,18 +302,11 @@ struct LoomFuseUpdateLoops
     func::FuncOp func = getOperation();
     if (!func->hasAttr(loom::attr::kUpdateBucket) || func.isExternal())
       return;
-    // Step 1. A kernel's distinct arguments never share bytes: the plan
-    // places the buffers one step reads and writes apart (their lifetimes
-    // all include the step).
-    scf::naivelyFuseParallelOps(func.getBody(), [](Value a, Value b) {
-      return rootOf(a) == rootOf(b);
-    });
-    // Step 2, per run of elementwise loops with nothing between them that
-    // has an effect.
+    // Runs of elementwise loops with nothing between them that has an
+    // effect.
     SmallVector<ElementwiseLoop> run;
     auto close = [&] {
-      if (run.size() > 1 && independent(run))
-        flatten(run);
+      fuseRun(run);
       run.clear();
     };
     for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {

@@ -73,14 +73,16 @@ def LoomFuseUpdateLoops : Pass<"loom-fuse-update-loops", "mlir::func::FuncOp"> {
     (`loom.update_bucket`, from loom-optimizer-step and
     loom-outline-kernels), whose parallel loops are elementwise (each
     store at the loop's own indices; loads there or at indices the loop
-    does not change, from buffers no loop stores): adjacent loops of the
-    same shape (a param's new state and value) fuse into one
-    (upstream's `naivelyFuseParallelOps`), and each run of loops left (one
-    per param, with only effect-free ops between them) becomes one flat
-    loop over the sum of their iterations, iteration `t` running loop `k`'s
-    iteration `t - offset_k` through an `scf.index_switch`. The bucket is
-    then one launch of loom-map-loops-to-gpu, as multi-tensor Adam is.
-    Other kernels are left alone.
+    does not change, of buffers the loop does not store): adjacent loops of
+    the same shape (a param's new state and value) fuse into one, and each
+    run of such groups (about one per param, with only effect-free ops
+    between them, none reading or writing what another writes) becomes one
+    flat loop over the sum of their iterations, iteration `t` running
+    group `k`'s element `t - offset_k` through an `scf.index_switch`. The
+    bucket is then one launch of loom-map-loops-to-gpu, as multi-tensor
+    Adam is, or several when its buffers and scalars would overflow a
+    launch's 4352 bytes of parameters (at most 480 a launch). Other
+    kernels are left alone.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
 }

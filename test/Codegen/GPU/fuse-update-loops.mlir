@@ -116,3 +116,35 @@ func.func @dependent(%a: memref<8xf32>, %x: memref<8xf32>, %y: memref<4xf32>,
   }
   return
 }
+
+// -----
+
+// One param's two loops alone: fused into one flat loop, no switch.
+// CHECK-LABEL: func.func @one_param
+// CHECK:       scf.parallel (%[[T:.+]]) = (%c0) to (%c32) step (%c1) {
+// CHECK-NOT:     scf.index_switch
+// CHECK:         memref.store %{{.+}}, %arg2
+// CHECK:         memref.store %{{.+}}, %arg3
+// CHECK-NOT:   scf.parallel
+// CHECK:       return
+func.func @one_param(%p: memref<4x8xf32>, %g: memref<4x8xf32>, %m: memref<4x8xf32>, %pn: memref<4x8xf32>)
+    attributes {loom.update_bucket = 2 : i64} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c8) step (%c1, %c1) {
+    %gv = memref.load %g[%i, %j] : memref<4x8xf32>
+    %s = arith.addf %gv, %gv : f32
+    memref.store %s, %m[%i, %j] : memref<4x8xf32>
+    scf.reduce
+  }
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c8) step (%c1, %c1) {
+    %x = memref.load %m[%i, %j] : memref<4x8xf32>
+    %pv = memref.load %p[%i, %j] : memref<4x8xf32>
+    %r = arith.subf %pv, %x : f32
+    memref.store %r, %pn[%i, %j] : memref<4x8xf32>
+    scf.reduce
+  }
+  return
+}
