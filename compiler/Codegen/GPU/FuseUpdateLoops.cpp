@@ -1,6 +1,6 @@
 //===- FuseUpdateLoops.cpp - A bucket's optimizer update as one launch ----===//
 //
-// An update bucket's kernel (loom.update_bucket, one per bucket from
+// An update bucket's kernel (loom.update_kernel, one per bucket from
 // loom-optimizer-step and loom-outline-kernels) holds every param's update
 // chain: elementwise parallel loops, a few per param, each param's of its
 // own shape. loom-map-loops-to-gpu would make each loop a launch; here
@@ -300,7 +300,7 @@ struct LoomFuseUpdateLoops
     : public loom::impl::LoomFuseUpdateLoopsBase<LoomFuseUpdateLoops> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (!func->hasAttr(loom::attr::kUpdateBucket) || func.isExternal())
+    if (!func->hasAttr(loom::attr::kUpdateKernel) || func.isExternal())
       return;
     // Runs of elementwise loops with nothing between them that has an
     // effect.

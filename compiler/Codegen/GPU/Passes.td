@@ -70,7 +70,7 @@ def LoomFuseUpdateLoops : Pass<"loom-fuse-update-loops", "mlir::func::FuncOp"> {
   let summary = "A bucket's optimizer update as one parallel loop";
   let description = [{
     In a kernel that holds an update bucket's optimizer update
-    (`loom.update_bucket`, from loom-optimizer-step and
+    (`loom.update_kernel`, from loom-optimizer-step and
     loom-outline-kernels), whose parallel loops are elementwise (each
     store at the loop's own indices; loads there or at indices the loop
     does not change, of buffers the loop does not store): adjacent loops of

@@ -154,6 +154,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' belongs on a pipelined model";
     return success();
   }
+  if (name == attr::kUpdateKernel) {
+    // func.func, or the llvm.func it becomes.
+    if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' marks an update kernel (unit, on a function)";
+    return success();
+  }
   if (name == attr::kUpdateBucket) {
     auto bucket = dyn_cast<IntegerAttr>(attr.getValue());
     if (!bucket || bucket.getInt() < 0)

@@ -50,6 +50,11 @@ constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
 /// On each op of a param's optimizer update: its update bucket's number
 /// (loom-optimizer-step), which makes the bucket one kernel.
 constexpr llvm::StringLiteral kUpdateBucket = "loom.update_bucket";
+/// On a kernel func.func: it holds an update bucket's optimizer update
+/// (loom-outline-kernels), which loom-fuse-update-loops makes one launch.
+/// A unit, so that the buckets of every layer stay one kernel under
+/// loom-dedup-kernels.
+constexpr llvm::StringLiteral kUpdateKernel = "loom.update_kernel";
 /// On the forward ops of a layer instance marked `recompute`: the instance
 /// ("block.0"); loom-autodiff recomputes them in the backward, and marks
 /// the copies kRecomputed (so that CSE keeps them apart).

@@ -325,18 +325,27 @@ LogicalResult StepBuilder::run() {
       b.getNamedAttr(attr::kOutput, b.getStringAttr("grad_norm"))));
   // The params' updates are grouped into update buckets of at most
   // `bucketMb` MiB of params, in order (one too large is a bucket of its
-  // own): every op of a param's update carries its bucket's number
-  // (attr::kUpdateBucket), and the kernel outlining makes each bucket one
-  // kernel, which the GPU runs as one launch.
+  // own), and a bucket is cut where the layer instance changes (the name
+  // before its last dot: `block.3` of `block.3.w1`): every op of a param's
+  // update carries its bucket's number (attr::kUpdateBucket), and the
+  // kernel outlining makes each bucket one kernel, which the GPU runs as
+  // one launch. Cut at the layers, the buckets of every layer are the same
+  // kernel, which is compiled once (loom-dedup-kernels): a bucket of many
+  // layers in one kernel compiled slower than the step's other kernels
+  // together on the CPU.
   int64_t bucket = 0, bucketBytes = 0;
+  std::optional<StringRef> instance;
   for (BlockArgument param : params) {
     StringRef name = paramName(param);
     auto type = vjp::typeOf(param);
     int64_t bytes = type.getNumElements() * 4;
-    if (bucketBytes > 0 && bucketBytes + bytes > bucketLimit) {
+    StringRef layer = name.rsplit('.').second.empty() ? StringRef() : name.rsplit('.').first;
+    if (instance && (*instance != layer ||
+                     (bucketBytes > 0 && bucketBytes + bytes > bucketLimit))) {
       ++bucket;
       bucketBytes = 0;
     }
+    instance = layer;
     bucketBytes += bytes;
     // Every op the rest of this iteration creates is this param's update.
     Operation *before = b.getInsertionPoint() == b.getBlock()->begin()

@@ -285,8 +285,8 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
                               ValueRange(outputs).getTypes()));
   kernel.setPrivate();
   kernel->setAttr(attr::kKernel, builder.getUnitAttr());
-  if (IntegerAttr bucket = updateBucketOf(group.ops.front()))
-    kernel->setAttr(attr::kUpdateBucket, bucket);
+  if (updateBucketOf(group.ops.front()))
+    kernel->setAttr(attr::kUpdateKernel, builder.getUnitAttr());
   Block *body = kernel.addEntryBlock();
   builder.setInsertionPointToStart(body);
   IRMapping mapping;

@@ -107,9 +107,11 @@ def LoomOptimizerStep : Pass<"loom-optimizer-step", "mlir::ModuleOp"> {
     torch.nn.utils.clip_grad_norm_ does.
 
     The params' updates are grouped in order into update buckets of at most
-    `bucket-mb` MiB of params (one larger is a bucket of its own; 0: one
-    bucket): each op of a param's update carries `loom.update_bucket = N`,
-    and loom-outline-kernels makes each bucket one kernel.
+    `bucket-mb` MiB of params (one larger is a bucket of its own; 0: no
+    limit), cut where the layer instance (the param name before its last
+    dot) changes: each op of a param's update carries
+    `loom.update_bucket = N`, and loom-outline-kernels makes each bucket one
+    kernel, the same kernel for every layer.
   }];
   let options = [
     Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",

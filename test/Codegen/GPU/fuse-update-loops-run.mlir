@@ -33,7 +33,7 @@
 func.func @update(%p: memref<4x8xf32>, %g: memref<4x8xf32>, %m: memref<4x8xf32>, %lr: memref<f32>,
                   %b: memref<6xf32>, %gb: memref<6xf32>,
                   %pn: memref<4x8xf32>, %mn: memref<4x8xf32>, %bn: memref<6xf32>)
-    attributes {loom.update_bucket = 0 : i64} {
+    attributes {loom.update_kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index

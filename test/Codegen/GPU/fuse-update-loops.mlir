@@ -22,7 +22,7 @@
 func.func @bucket(%p: memref<4x8xf32>, %g: memref<4x8xf32>, %m: memref<4x8xf32>, %lr: memref<f32>,
                   %b: memref<6xf32>, %gb: memref<6xf32>,
                   %pn: memref<4x8xf32>, %mn: memref<4x8xf32>, %bn: memref<6xf32>)
-    attributes {loom.update_bucket = 0 : i64} {
+    attributes {loom.update_kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -94,7 +94,7 @@ func.func @not_update(%a: memref<8xf32>, %b: memref<4xf32>, %x: memref<8xf32>, %
 // CHECK-NOT:   scf.index_switch
 func.func @dependent(%a: memref<8xf32>, %x: memref<8xf32>, %y: memref<4xf32>,
                      %s: memref<4x8xf32>, %t: memref<8x4xf32>)
-    attributes {loom.update_bucket = 1 : i64} {
+    attributes {loom.update_kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
@@ -128,7 +128,7 @@ func.func @dependent(%a: memref<8xf32>, %x: memref<8xf32>, %y: memref<4xf32>,
 // CHECK-NOT:   scf.parallel
 // CHECK:       return
 func.func @one_param(%p: memref<4x8xf32>, %g: memref<4x8xf32>, %m: memref<4x8xf32>, %pn: memref<4x8xf32>)
-    attributes {loom.update_bucket = 2 : i64} {
+    attributes {loom.update_kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index

@@ -4,23 +4,27 @@
   update_launches.py KERNELS.mlir REPORT.txt
 
 KERNELS.mlir (--emit=kernels): the kernel functions carrying
-`loom.update_bucket` (a bucket's whole update, from loom-optimizer-step and
-loom-outline-kernels). REPORT.txt (--kernel-report): one row per launch,
-the kernel function's name first. Prints, per program of the report (one
-rank, then per rank), the update kernels' count, how many of their calls
-the program makes (one per bucket), and their launches in all, then the
-most launches one such call takes.
+`loom.update_kernel` (an update bucket's whole update, from
+loom-optimizer-step and loom-outline-kernels), and the calls of them in
+each model program (one rank, per rank). REPORT.txt (--kernel-report): per
+program, one row per launch, the kernel function's name first. Prints the
+distinct update kernels, then per program the update calls (one per
+bucket) and the most launches one call takes (a kernel's launches in the
+program over its calls there).
 """
 import re
 import sys
+from collections import Counter, defaultdict
 
-FUNC = re.compile(r"^\s*func\.func (?:private )?@(\S+)\(.*loom\.update_bucket")
+FUNC = re.compile(r"^\s*func\.func (?:private )?@(\S+)\(.*loom\.update_kernel")
 CALL = re.compile(r"call @(\S+)\(")
 MODEL = re.compile(r"^\s*func\.func @(\S+)\(")
+HEADER = re.compile(r"^(\S+) \((?:1 rank|each of \d+ ranks)\)")
 
 
 def main():
-    updates, calls, current = set(), {}, None
+    updates, current = set(), None
+    calls = defaultdict(Counter)  # program -> update kernel -> calls
     for line in open(sys.argv[1]):
         f = FUNC.match(line)
         if f:
@@ -29,29 +33,26 @@ def main():
         m = MODEL.match(line)
         if m:
             current = m.group(1)
-            calls[current] = 0
+            calls[current]
             continue
         c = CALL.search(line)
         if c and current is not None and c.group(1) in updates:
-            calls[current] += 1
-    # The report's rows per program: a program's header names it, then its
-    # launches, each row starting with its kernel function.
-    launches, program = {}, None
+            calls[current][c.group(1)] += 1
+    launches, program = defaultdict(Counter), None
     for line in open(sys.argv[2]):
-        header = re.match(r"^(\S+) \((?:1 rank|each of \d+ ranks)\)", line)
+        header = HEADER.match(line)
         if header:
-            program = line.strip()
-            launches[program] = {}
+            program = header.group(1)
             continue
         row = line.split()
         if program and row and row[0] in updates:
-            launches[program][row[0]] = launches[program].get(row[0], 0) + 1
+            launches[program][row[0]] += 1
     print(f"update kernels: {len(updates)}")
-    for name, count in calls.items():
-        print(f"program {name}: {count} update calls")
-    for program, rows in launches.items():
-        most = max(rows.values()) if rows else 0
-        print(f"report {program}: {len(rows)} update kernels, most launches a kernel: {most}")
+    for name, kernels in calls.items():
+        per_call = [launches[name][k] / n for k, n in kernels.items()]
+        most = max(per_call) if per_call else 0
+        print(f"program {name}: {sum(kernels.values())} update calls of "
+              f"{len(kernels)} kernels, most launches a call: {most:g}")
 
 
 if __name__ == "__main__":

@@ -1120,6 +1120,14 @@ func.func @update_bucket_not_number(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
+func.func @update_kernel_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'loom.neg' op 'loom.update_kernel' marks an update kernel (unit, on a function)}}
+  %0 = loom.neg %x {loom.update_kernel} : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
 // expected-error @+1 {{'func.func' op unknown loom attribute 'loom.mesh'}}
 func.func @unknown_op_attr() attributes {loom.mesh = "gpus"} {
   return
