@@ -63,7 +63,9 @@ Value rootOf(Value memref) {
 /// stores as memory accesses.
 struct ElementwiseLoop {
   scf::ParallelOp loop;
-  SmallVector<Value> stored, loaded;
+  /// The buffers stored and loaded (their roots), and the memrefs (views)
+  /// the loop stores and loads at its own indices.
+  SmallVector<Value, 4> stored, loaded, storedAtOwn, loadedAtOwn;
   int64_t iterations = 1;
 };
 
@@ -87,12 +89,16 @@ std::optional<ElementwiseLoop> asElementwise(scf::ParallelOp loop) {
     if (auto store = dyn_cast<memref::StoreOp>(op)) {
       ok &= llvm::equal(store.getIndices(), ivs);
       info.stored.push_back(rootOf(store.getMemRef()));
+      info.storedAtOwn.push_back(store.getMemRef());
     } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
       bool invariant = llvm::all_of(load.getIndices(), [&](Value index) {
         return loop.isDefinedOutsideOfLoop(index);
       });
-      ok &= invariant || llvm::equal(load.getIndices(), ivs);
+      bool own = llvm::equal(load.getIndices(), ivs);
+      ok &= invariant || own;
       info.loaded.push_back(rootOf(load.getMemRef()));
+      if (own)
+        info.loadedAtOwn.push_back(load.getMemRef());
     } else if (!isMemoryEffectFree(op) && !isa<scf::ReduceOp>(op)) {
       ok = false;
     }
@@ -166,8 +172,20 @@ bool fusible(const ElementwiseLoop &earlier, const ElementwiseLoop &later) {
     });
     return reads;
   };
+  // At its own element, one loop may read what the other writes only
+  // through the same view: another view of the buffer (a shifted piece)
+  // would be another thread's element.
+  auto sameViews = [](ArrayRef<Value> accessed, const ElementwiseLoop &writer) {
+    return llvm::all_of(accessed, [&](Value memref) {
+      return !llvm::is_contained(writer.stored, rootOf(memref)) ||
+             llvm::is_contained(writer.storedAtOwn, memref);
+    });
+  };
   return !readsAtFixedIndices(later, earlier.stored) &&
-         !readsAtFixedIndices(earlier, later.stored);
+         !readsAtFixedIndices(earlier, later.stored) &&
+         sameViews(later.loadedAtOwn, earlier) &&
+         sameViews(later.storedAtOwn, earlier) &&
+         sameViews(earlier.loadedAtOwn, later);
 }
 
 /// Whether the groups may run in any order, element by element: no group

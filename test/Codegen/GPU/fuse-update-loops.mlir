@@ -148,3 +148,31 @@ func.func @one_param(%p: memref<4x8xf32>, %g: memref<4x8xf32>, %m: memref<4x8xf3
   }
   return
 }
+
+// -----
+
+// Two views of one buffer, one shifted by an element: the second loop's
+// element i reads what the first writes at i + 1, another thread's
+// element, so the loops neither fuse nor flatten.
+// CHECK-LABEL: func.func @shifted_views
+// CHECK-COUNT-2: scf.parallel
+// CHECK-NOT:   scf.index_switch
+func.func @shifted_views(%a: memref<8xf32>, %r: memref<9xf32>, %y: memref<8xf32>)
+    attributes {loom.update_kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %first = memref.subview %r[0] [8] [1] : memref<9xf32> to memref<8xf32, strided<[1]>>
+  %next = memref.subview %r[1] [8] [1] : memref<9xf32> to memref<8xf32, strided<[1], offset: 1>>
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %a[%i] : memref<8xf32>
+    memref.store %v, %first[%i] : memref<8xf32, strided<[1]>>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c8) step (%c1) {
+    %v = memref.load %next[%i] : memref<8xf32, strided<[1], offset: 1>>
+    memref.store %v, %y[%i] : memref<8xf32>
+    scf.reduce
+  }
+  return
+}
