@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/Passes.h"
 #include "Loom/IR/LoomDialect.h"
 
@@ -47,25 +48,17 @@ namespace mlir::loom {
 using namespace mlir;
 
 namespace {
-/// The memref a load or store reaches through its views.
-Value rootOf(Value memref) {
-  while (Operation *def = memref.getDefiningOp()) {
-    if (auto view = dyn_cast<ViewLikeOpInterface>(def))
-      memref = view.getViewSource();
-    else
-      break;
-  }
-  return memref;
-}
+using loom::viewRoot;
 
 /// What a loop stores and loads, if it is one the file header allows: zero
 /// lower bounds, unit steps, no reductions, and only memref loads and
 /// stores as memory accesses.
 struct ElementwiseLoop {
   scf::ParallelOp loop;
-  /// The buffers stored and loaded (their roots), and the memrefs (views)
-  /// the loop stores and loads at its own indices.
-  SmallVector<Value, 4> stored, loaded, storedAtOwn, loadedAtOwn;
+  /// The buffers stored, loaded, and loaded at fixed indices (their
+  /// roots), and the memrefs (views) the loop stores and loads at its own
+  /// indices.
+  SmallVector<Value, 4> stored, loaded, loadedAtFixed, storedAtOwn, loadedAtOwn;
   int64_t iterations = 1;
 };
 
@@ -88,7 +81,7 @@ std::optional<ElementwiseLoop> asElementwise(scf::ParallelOp loop) {
   loop.getBody()->walk([&](Operation *op) {
     if (auto store = dyn_cast<memref::StoreOp>(op)) {
       ok &= llvm::equal(store.getIndices(), ivs);
-      info.stored.push_back(rootOf(store.getMemRef()));
+      info.stored.push_back(viewRoot(store.getMemRef()));
       info.storedAtOwn.push_back(store.getMemRef());
     } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
       bool invariant = llvm::all_of(load.getIndices(), [&](Value index) {
@@ -96,18 +89,18 @@ std::optional<ElementwiseLoop> asElementwise(scf::ParallelOp loop) {
       });
       bool own = llvm::equal(load.getIndices(), ivs);
       ok &= invariant || own;
-      info.loaded.push_back(rootOf(load.getMemRef()));
+      info.loaded.push_back(viewRoot(load.getMemRef()));
       if (own)
         info.loadedAtOwn.push_back(load.getMemRef());
+      else
+        info.loadedAtFixed.push_back(viewRoot(load.getMemRef()));
     } else if (!isMemoryEffectFree(op) && !isa<scf::ReduceOp>(op)) {
       ok = false;
     }
   });
   // A value read at fixed indices must not be one the loop writes.
-  loop.getBody()->walk([&](memref::LoadOp load) {
-    if (!llvm::equal(load.getIndices(), ivs) &&
-        llvm::is_contained(info.stored, rootOf(load.getMemRef())))
-      ok = false;
+  ok &= llvm::none_of(info.loadedAtFixed, [&](Value buffer) {
+    return llvm::is_contained(info.stored, buffer);
   });
   if (!ok)
     return std::nullopt;
@@ -163,26 +156,23 @@ SmallVector<int64_t> boundsOf(scf::ParallelOp loop) {
 bool fusible(const ElementwiseLoop &earlier, const ElementwiseLoop &later) {
   if (boundsOf(earlier.loop) != boundsOf(later.loop))
     return false;
-  auto readsAtFixedIndices = [](ElementwiseLoop reader, ArrayRef<Value> stored) {
-    bool reads = false;
-    SmallVector<Value> ivs(reader.loop.getInductionVars());
-    reader.loop.getBody()->walk([&](memref::LoadOp load) {
-      reads |= !llvm::equal(load.getIndices(), ivs) &&
-               llvm::is_contained(stored, rootOf(load.getMemRef()));
+  auto readsAtFixedIndices = [](const ElementwiseLoop &reader,
+                                const ElementwiseLoop &writer) {
+    return llvm::any_of(reader.loadedAtFixed, [&](Value buffer) {
+      return llvm::is_contained(writer.stored, buffer);
     });
-    return reads;
   };
   // At its own element, one loop may read what the other writes only
   // through the same view: another view of the buffer (a shifted piece)
   // would be another thread's element.
   auto sameViews = [](ArrayRef<Value> accessed, const ElementwiseLoop &writer) {
     return llvm::all_of(accessed, [&](Value memref) {
-      return !llvm::is_contained(writer.stored, rootOf(memref)) ||
+      return !llvm::is_contained(writer.stored, viewRoot(memref)) ||
              llvm::is_contained(writer.storedAtOwn, memref);
     });
   };
-  return !readsAtFixedIndices(later, earlier.stored) &&
-         !readsAtFixedIndices(earlier, later.stored) &&
+  return !readsAtFixedIndices(later, earlier) &&
+         !readsAtFixedIndices(earlier, later) &&
          sameViews(later.loadedAtOwn, earlier) &&
          sameViews(later.storedAtOwn, earlier) &&
          sameViews(earlier.loadedAtOwn, later);

@@ -339,7 +339,8 @@ LogicalResult StepBuilder::run() {
     StringRef name = paramName(param);
     auto type = vjp::typeOf(param);
     int64_t bytes = type.getNumElements() * 4;
-    StringRef layer = name.rsplit('.').second.empty() ? StringRef() : name.rsplit('.').first;
+    auto [prefix, last] = name.rsplit('.');
+    StringRef layer = last.empty() ? StringRef() : prefix;
     if (instance && (*instance != layer ||
                      (bucketBytes > 0 && bucketBytes + bytes > bucketLimit))) {
       ++bucket;
