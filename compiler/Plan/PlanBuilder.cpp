@@ -314,17 +314,27 @@ static FailureOr<PipelineParts> planStages(func::FuncOp model,
   return parts;
 }
 
-/// One memory plan per stage: each temp is marked with the ranks of the
-/// pipeline axis whose steps touch it (those running its steps, the
-/// receiver of a transfer); inputs, params and outputs, which every rank
-/// holds, with all of them. Received carries stay off the arena until a
-/// step reads them, so relaying ranks do not count.
+/// One memory plan per stage: each temp, param (optimizer state included)
+/// and param update is marked with the ranks of the pipeline axis whose
+/// steps touch it (those running its steps, the receiver of a transfer).
+/// A param and its update get the union of their ranks, since the runtime
+/// copies one into the other. Inputs and the other outputs (the loss, which
+/// every rank decides by) are on every rank. Received carries stay off the
+/// arena until a step reads them, so relaying ranks do not count.
 static void markRanks(const PipelineParts &pipeline, const mlir::loom::Grid &grid,
-                      const std::vector<Step> &steps, std::vector<Buffer> &buffers) {
+                      const std::vector<Step> &steps,
+                      ArrayRef<std::pair<size_t, size_t>> updates,
+                      std::vector<Buffer> &buffers) {
   auto at = llvm::find(grid.names, pipeline.axis);
   unsigned ranks = static_cast<unsigned>(grid.sizes[at - grid.names.begin()]);
-  for (Buffer &buffer : buffers)
-    buffer.ranks = llvm::SmallBitVector(ranks, buffer.role != "temp");
+  llvm::SmallBitVector updateOutput(buffers.size());
+  for (auto [output, param] : updates)
+    updateOutput.set(output);
+  for (auto [id, buffer] : llvm::enumerate(buffers)) {
+    bool everyRank = buffer.role == "input" ||
+                     (buffer.role == "output" && !updateOutput.test(id));
+    buffer.ranks = llvm::SmallBitVector(ranks, everyRank);
+  }
   for (auto [index, step] : llvm::enumerate(steps)) {
     for (size_t id : step.args)
       for (int64_t stage : step.stages)
@@ -332,6 +342,14 @@ static void markRanks(const PipelineParts &pipeline, const mlir::loom::Grid &gri
     for (auto [from, to, id] : pipeline.transfers[index])
       buffers[id].ranks.set(to % ranks).set(from % ranks);
   }
+  for (auto [output, param] : updates) {
+    buffers[param].ranks |= buffers[output].ranks;
+    buffers[output].ranks = buffers[param].ranks;
+  }
+  // A param no step reads still has a place: the first stage's.
+  for (Buffer &buffer : buffers)
+    if (buffer.role != "temp" && buffer.ranks.none())
+      buffer.ranks.set(0);
 }
 
 FailureOr<::loom::Plan> (::loom::buildPlan)(
@@ -517,13 +535,26 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       kernels.push_back({callee.str(), (unsigned)args.size(), sourceOf(call.getLoc())});
     addStep("step " + callee.str(), std::move(args));
   }
+  // A training step: per param and optimizer state the output the runtime
+  // copies into it after every step.
+  SmallVector<std::pair<size_t, size_t>> updates; // (output, param) ids
+  for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
+    if (auto target = model.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
+      auto param = llvm::find_if(buffers, [&](const Buffer &buffer) {
+        return buffer.name == target.getValue() && buffer.role == "param";
+      });
+      if (param == buffers.end())
+        return emitError(value.getLoc(), "the update of '")
+               << target.getValue() << "' has no param of that name";
+      updates.push_back({bufferOf.lookup(value), param - buffers.begin()});
+    }
   std::optional<PipelineParts> pipeline;
   if (model->hasAttr(attr::kStagesCount)) {
     FailureOr<PipelineParts> parts = planStages(model, steps, buffers.size());
     if (failed(parts))
       return failure();
     pipeline = std::move(*parts);
-    markRanks(*pipeline, *grid, steps, buffers);
+    markRanks(*pipeline, *grid, steps, updates, buffers);
   }
   // The steps up to the last accumulate run once per microbatch: what they
   // read of the inputs (the step's scalars, which come once per step) must
@@ -575,6 +606,12 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       os << "shard " << id << " " << buffer.sharding << "\n";
     if (buffer.bound)
       os << "bound " << id << " " << buffer.bound << "\n";
+    // Params and their updates that only some stages' ranks hold.
+    if (!buffer.ranks.empty() && !buffer.ranks.all() && buffer.role != "temp") {
+      os << "held " << id << " ";
+      llvm::interleave(buffer.ranks.set_bits(), os, ",");
+      os << "\n";
+    }
   }
   for (const KernelSignature &kernel : kernels) {
     os << "kernel " << kernel.name << " " << kernel.numArgs;
@@ -627,19 +664,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
           os << " " << id;
         os << "\n";
       }
-  // A training step: its optimizer, and per param and optimizer state the
-  // output the runtime copies into it after every step.
-  SmallVector<std::pair<size_t, size_t>> updates; // (output, param) ids
-  for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
-    if (auto target = model.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
-      auto param = llvm::find_if(buffers, [&](const Buffer &buffer) {
-        return buffer.name == target.getValue() && buffer.role == "param";
-      });
-      if (param == buffers.end())
-        return emitError(value.getLoc(), "the update of '")
-               << target.getValue() << "' has no param of that name";
-      updates.push_back({bufferOf.lookup(value), param - buffers.begin()});
-    }
+  // A training step: its optimizer, then the updates.
   StringRef modelName = of ? of.getValue() : model.getSymName();
   auto module = model->getParentOfType<ModuleOp>();
   if (!updates.empty() && module)

@@ -6,7 +6,8 @@ usage: compare_losses.py [--rtol R] ONE.jsonl MANY.jsonl
 
 Each line of both logs is {"step", "loss", "lr"}; the runs must have the
 same steps and learning rates, and each loss of MANY must be within
-R (default 1e-5) relative of ONE's. Prints one line per step and PASS or
+R (default 1e-5) relative of ONE's, and so must each grad_norm where both
+logs have one (a clipped step's scale depends on it). Prints one line per step and PASS or
 FAIL last.
 """
 import argparse
@@ -27,6 +28,8 @@ def main():
         print(f"{len(one)} steps against {len(many)}: FAIL")
     for a, b in zip(one, many):
         rel = abs(a["loss"] - b["loss"]) / abs(a["loss"])
+        if "grad_norm" in a and "grad_norm" in b and a["grad_norm"] != 0:
+            rel = max(rel, abs(a["grad_norm"] - b["grad_norm"]) / abs(a["grad_norm"]))
         good = a["step"] == b["step"] and a["lr"] == b["lr"] and rel <= args.rtol
         ok &= good
         print(f"step {a['step']}: loss {a['loss']:.8g} against {b['loss']:.8g} "

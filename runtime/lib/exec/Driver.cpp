@@ -505,7 +505,7 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   double lossScale = train.lossScale;
   bool applied = advanceTrainState(plan.optimizer, train, gradNorm);
   if (applied)
-    applyUpdates(plan, executor);
+    applyUpdates(plan, executor, plan.mesh.present ? rank : 0);
   bool hasLoss = readScalarOutput(plan, executor, "loss", loss);
   if (rank != 0)
     return true;
@@ -719,7 +719,7 @@ bool Driver::allocateRanks() {
   for (const PlanBuffer &buffer : spmd.buffers) {
     bool gathered = buffer.role == BufferRole::Output ||
                     (buffer.role == BufferRole::Param && !options.save.empty());
-    if (!gathered || !buffer.isSharded())
+    if (!gathered || (!buffer.isSharded() && buffer.held.empty()))
       continue;
     if (buffer.bytes > UINT64_MAX / numRanks)
       return fail("output '" + buffer.name + "' is too large to gather");
@@ -741,7 +741,9 @@ bool Driver::distribute(BufferRole role) {
                            : transfer.data();
     if (!comm->broadcast(world, 0, data, buffer.globalBytes, error))
       return fail(error);
-    extractShard(spmd.mesh, buffer, rank, data, executor.buffer(buffer.id));
+    // A rank that does not hold it uses its bytes for other buffers.
+    if (holdsBuffer(spmd, buffer, rank))
+      extractShard(spmd.mesh, buffer, rank, data, executor.buffer(buffer.id));
   }
   return true;
 }
@@ -753,17 +755,21 @@ bool Driver::collect(BufferRole role) {
     char *target = rank == 0 ? stagingArena.data() +
                                    staging.findBuffer(buffer.name)->offset
                              : nullptr;
-    if (!buffer.isSharded()) {
-      // Replicated: every rank holds the whole tensor.
+    // Replicated blocks come from the first rank that holds them: rank 0,
+    // or for a pipelined plan's stage-placed buffer, its first stage's.
+    unsigned replica = holderOfBlock(spmd, buffer, 0);
+    if (!buffer.isSharded() && replica == 0) {
       if (rank == 0)
         std::memcpy(target, executor.buffer(buffer.id), buffer.bytes);
       continue;
     }
+    // The ranks that do not hold it send bytes of their own buffers,
+    // which assembleShards passes over.
     if (!comm->gather(world, 0, executor.buffer(buffer.id), buffer.bytes,
                       rank == 0 ? transfer.data() : nullptr, error))
       return fail(error);
     if (rank == 0)
-      assembleShards(spmd.mesh, buffer, transfer.data(), target);
+      assembleShards(spmd.mesh, buffer, transfer.data(), target, replica);
   }
   return true;
 }

@@ -114,6 +114,78 @@ std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan) {
   return held;
 }
 
+InFlightLayout loom::runtime::planInFlight(const Plan &plan,
+                                           const PipelineValues &values,
+                                           const Schedule &order,
+                                           unsigned coordinate) {
+  InFlightLayout layout;
+  layout.offset.assign(plan.buffers.size(), InFlightLayout::kNone);
+  auto owns = [&](unsigned stage) { return order.ownerOf(stage) == coordinate; };
+  auto place = [&](unsigned id) {
+    if (layout.offset[id] != InFlightLayout::kNone)
+      return;
+    layout.offset[id] = layout.slotBytes;
+    uint64_t bytes = plan.buffers[id].bytes;
+    layout.slotBytes += (bytes + kBufferAlignment - 1) / kBufferAlignment *
+                        kBufferAlignment;
+  };
+  // What the rank's steps save, the carries it receives, and the update's
+  // transfers it receives of values that cross sections.
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &step = plan.steps[i];
+    bool here = false;
+    for (unsigned stage : step.stages)
+      here |= owns(stage);
+    if (here)
+      for (unsigned id : values.saves[i])
+        place(id);
+    if (step.kind == StepKind::Transfer && owns(step.to) &&
+        values.crosses[step.buffers[0]])
+      place(step.buffers[0]);
+  }
+  const PlanPipeline &pipeline = plan.pipeline;
+  for (unsigned k = 0; k < pipeline.stages; ++k) {
+    if (k + 1 < pipeline.stages && owns(k + 1))
+      for (unsigned id : pipeline.forwardCarry[k])
+        place(id);
+    if (k > 0 && owns(k - 1))
+      for (unsigned id : pipeline.backwardCarry[k])
+        place(id);
+  }
+  // Slots, in the order the rank meets its microbatches.
+  unsigned microbatches = order.microbatches;
+  const std::vector<PipeStep> &mine = order.steps[coordinate];
+  std::vector<size_t> first(microbatches, mine.size()), last(microbatches, 0);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    unsigned mb = mine[k].microbatch;
+    first[mb] = first[mb] < k ? first[mb] : k;
+    last[mb] = k;
+  }
+  if (microbatches > 0)
+    last[microbatches - 1] = mine.size(); // the update reads it
+  layout.slotOf.assign(microbatches, 0);
+  std::vector<bool> busy;
+  for (size_t k = 0; k <= mine.size(); ++k) {
+    for (unsigned mb = 0; mb < microbatches; ++mb)
+      if (first[mb] == k) {
+        unsigned slot = 0;
+        while (slot < busy.size() && busy[slot])
+          ++slot;
+        if (slot == busy.size())
+          busy.push_back(false);
+        busy[slot] = true;
+        layout.slotOf[mb] = slot;
+      }
+    for (unsigned mb = 0; mb < microbatches; ++mb)
+      if (last[mb] == k && first[mb] <= k)
+        busy[layout.slotOf[mb]] = false;
+  }
+  // A microbatch this rank never meets (none, in a verified schedule)
+  // still gets a slot to keep what the update may receive.
+  layout.slots = busy.empty() ? 1 : static_cast<unsigned>(busy.size());
+  return layout;
+}
+
 bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
                              uint64_t microbatches, bool train,
                              const std::string &scheduleName,
@@ -156,6 +228,21 @@ bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
     return false;
 
   PipelineValues values = analyzePipelineValues(plan, executor.stepAccess());
+  // The memory of the values in flight, once, before the first step.
+  inFlight = planInFlight(plan, values, order, coordinate);
+  if (!pool.allocate(inFlight.bytes(), error))
+    return false;
+  present.assign(static_cast<size_t>(order.microbatches) * plan.buffers.size(),
+                 false);
+  uint64_t largest = 0;
+  for (unsigned k = 0; k < pipeline.stages; ++k)
+    for (const auto *carry : {&pipeline.forwardCarry[k], &pipeline.backwardCarry[k]}) {
+      uint64_t bytes = 0;
+      for (unsigned id : *carry)
+        bytes += plan.buffers[id].bytes;
+      largest = bytes > largest ? bytes : largest;
+    }
+  message.resize(largest);
   restores = std::move(values.restores);
   saves = std::move(values.saves);
   crosses = std::move(values.crosses);
@@ -189,19 +276,26 @@ unsigned PipelineRunner::peerOf(unsigned stage) const {
 }
 
 void PipelineRunner::hold(uint64_t microbatch, unsigned id, const char *data) {
-  held[microbatch][id].assign(data, data + plan->buffers[id].bytes);
+  // planInFlight placed every value this rank saves or receives.
+  std::memcpy(slotData(microbatch, id), data, plan->buffers[id].bytes);
+  present[microbatch * plan->buffers.size() + id] = true;
 }
 
 void PipelineRunner::restore(uint64_t microbatch, unsigned id) {
-  auto found = held[microbatch].find(id);
-  if (found != held[microbatch].end())
-    std::memcpy(executor->buffer(id), found->second.data(), found->second.size());
+  if (holds(microbatch, id))
+    std::memcpy(executor->buffer(id), slotData(microbatch, id),
+                plan->buffers[id].bytes);
+}
+
+void PipelineRunner::release(uint64_t microbatch) {
+  auto begin = present.begin() + static_cast<long>(microbatch * plan->buffers.size());
+  std::fill(begin, begin + static_cast<long>(plan->buffers.size()), false);
 }
 
 bool PipelineRunner::runStep(size_t index, uint64_t microbatch,
                              TraceRecorder *trace, std::string &error) {
   for (unsigned id : restores[index]) {
-    if (!held[microbatch].count(id)) {
+    if (!holds(microbatch, id)) {
       error = "plan:" + std::to_string(plan->steps[index].line) +
               ": buffer '" + plan->buffers[id].name +
               "' is read here, but this rank's stages neither computed nor "
@@ -249,20 +343,21 @@ bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
                                unsigned toStage, uint64_t microbatch,
                                TraceRecorder *trace, std::string &error) {
   auto before = std::chrono::steady_clock::now();
-  std::vector<char> message;
+  uint64_t at = 0;
   for (unsigned id : carry) {
-    auto found = held[microbatch].find(id);
-    if (found == held[microbatch].end()) {
+    if (!holds(microbatch, id)) {
       error = "buffer '" + plan->buffers[id].name +
               "' is carried to stage " + std::to_string(toStage) +
               ", but this rank's stages neither computed nor received it "
               "(microbatch " + std::to_string(microbatch) + ")";
       return false;
     }
-    message.insert(message.end(), found->second.begin(), found->second.end());
+    std::memcpy(message.data() + at, slotData(microbatch, id),
+                plan->buffers[id].bytes);
+    at += plan->buffers[id].bytes;
   }
   unsigned peer = peerOf(toStage);
-  if (!comm->send(peer, message.data(), message.size(), error))
+  if (!comm->send(peer, message.data(), at, error))
     return false;
   traceMessage(trace, "send", peer, before);
   return true;
@@ -275,7 +370,6 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
   uint64_t bytes = 0;
   for (unsigned id : carry)
     bytes += plan->buffers[id].bytes;
-  std::vector<char> message(bytes);
   unsigned peer = peerOf(fromStage);
   if (!comm->recv(peer, message.data(), bytes, error))
     return false;
@@ -300,7 +394,9 @@ bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
   };
   for (const OutputSync &output : outputs) {
     bool isUpdate = output.param >= 0;
-    if (isUpdate != updates)
+    // A stage-placed param stays on its stages: the driver gathers it from
+    // them (holderOfBlock) where it needs it whole.
+    if (isUpdate != updates || (isUpdate && !plan->buffers[output.id].held.empty()))
       continue;
     if (!broadcast(output.id, output.root) ||
         (isUpdate && !broadcast(static_cast<unsigned>(output.param), output.root)))
@@ -314,8 +410,7 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
   start = std::chrono::steady_clock::now();
   executor->setTraceOrigin(start);
   unsigned microbatches = order.microbatches;
-  held.assign(microbatches, {});
-  inputs.assign(microbatches, {});
+  inputs.resize(microbatches); // kept between runs, with their bytes
   for (unsigned mb = 0; mb < microbatches; ++mb) {
     if (!place(mb))
       return false;
@@ -367,7 +462,7 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
     if (!ok)
       return false;
     if (lastStep[step.microbatch] == k && step.microbatch != microbatches - 1)
-      held[step.microbatch].clear();
+      release(step.microbatch);
   }
 
   // The update, once, in plan order: a stage's ranks run its steps, and
@@ -398,6 +493,7 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
     if (runs && !runStep(i, last, trace, error))
       return false;
   }
-  held.clear();
+  for (unsigned mb = 0; mb < microbatches; ++mb)
+    release(mb);
   return comm->flushSends(error) && syncOutputs(/*updates=*/false, error);
 }

@@ -3,6 +3,7 @@
 #include "exec/Report.h"
 
 #include "loom/runtime/exec/PipelineRunner.h"
+#include "loom/runtime/plan/Layout.h"
 #include "loom/runtime/plan/Schedule.h"
 
 #include <algorithm>
@@ -225,6 +226,24 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
                  stage, stage % ranks, counts[0], counts[1], counts[2],
                  mebibytes(held[stage]).c_str());
   }
+  // Params and optimizer state stay on the stages that use them (`held`).
+  uint64_t params = 0;
+  std::vector<uint64_t> heldParams(ranks, 0);
+  for (const PlanBuffer &buffer : spmd.buffers) {
+    if (buffer.role != BufferRole::Param)
+      continue;
+    params += buffer.bytes;
+    for (unsigned rank = 0; rank < ranks; ++rank) {
+      std::vector<unsigned> at(spmd.mesh.axes.size(), 0);
+      at[pipeline.axis] = rank;
+      if (holdsBuffer(spmd, buffer, meshRank(spmd.mesh, at)))
+        heldParams[rank] += buffer.bytes;
+    }
+  }
+  for (unsigned rank = 0; rank < ranks; ++rank)
+    std::fprintf(out, "  rank %u holds %s of the %s of params%s\n", rank,
+                 mebibytes(heldParams[rank]).c_str(), mebibytes(params).c_str(),
+                 train ? " and optimizer state" : "");
   if (!train)
     return;
   ScheduleKind kind;
@@ -240,15 +259,17 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
       simulateSchedule(schedule, {uniformStageCost(schedule)});
   std::fprintf(out, "  bubble %.4f with uniform stages (backward = 2 forwards)\n",
                timeline.bubble);
+  // What the runtime allocates for them: one slot per microbatch the rank
+  // holds at once, each with room for every value its stages keep.
+  PipelineValues values = analyzePipelineValues(spmd, analyzeStepAccess(spmd));
   for (unsigned rank = 0; rank < ranks; ++rank) {
-    // A rank's virtual stages are its, round-robin; the largest bounds what
-    // each microbatch in flight holds.
-    uint64_t most = 0;
-    for (unsigned stage = rank; stage < pipeline.stages; stage += ranks)
-      most = held[stage] > most ? held[stage] : most;
     unsigned peak = timeline.peakActivations[rank];
+    InFlightLayout layout = planInFlight(spmd, values, schedule, rank);
     std::fprintf(out, "  rank %u: %u microbatch%s in flight at peak, "
-                 "activations %s\n", rank, peak, peak == 1 ? "" : "es",
-                 mebibytes(peak * most).c_str());
+                 "activations %s (%u slot%s of %s, allocated before the "
+                 "first step)\n", rank, peak, peak == 1 ? "" : "es",
+                 mebibytes(layout.bytes()).c_str(), layout.slots,
+                 layout.slots == 1 ? "" : "s",
+                 mebibytes(layout.slotBytes).c_str());
   }
 }

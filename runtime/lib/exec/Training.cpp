@@ -5,6 +5,7 @@
 #include "io/File.h"
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/io/Npy.h"
+#include "loom/runtime/plan/Layout.h"
 
 #include <cstdint>
 #include <cmath>
@@ -85,10 +86,12 @@ bool loom::runtime::advanceTrainState(const PlanOptimizer &optimizer,
   return false;
 }
 
-void loom::runtime::applyUpdates(const Plan &plan, const Executor &executor) {
+void loom::runtime::applyUpdates(const Plan &plan, const Executor &executor,
+                                 unsigned rank) {
   for (const PlanUpdate &update : plan.updates)
-    std::memcpy(executor.buffer(update.param), executor.buffer(update.output),
-                plan.buffers[update.param].bytes);
+    if (holdsBuffer(plan, plan.buffers[update.param], rank))
+      std::memcpy(executor.buffer(update.param), executor.buffer(update.output),
+                  plan.buffers[update.param].bytes);
 }
 
 bool loom::runtime::isUpdateOutput(const Plan &plan, const PlanBuffer &buffer) {

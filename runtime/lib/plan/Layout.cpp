@@ -188,23 +188,45 @@ void loom::runtime::extractShard(const PlanMesh &mesh, const PlanBuffer &buffer,
                shardBlockIndex(mesh, buffer, rank), dtypeSize(buffer.dtype));
 }
 
+bool loom::runtime::holdsBuffer(const Plan &plan, const PlanBuffer &buffer,
+                                unsigned rank) {
+  if (buffer.held.empty())
+    return true;
+  unsigned coordinate = meshCoordinates(plan.mesh, rank)[plan.pipeline.axis];
+  for (unsigned held : buffer.held)
+    if (held == coordinate)
+      return true;
+  return false;
+}
+
+unsigned loom::runtime::holderOfBlock(const Plan &plan, const PlanBuffer &buffer,
+                                      unsigned rank) {
+  if (buffer.held.empty())
+    return rank;
+  std::vector<unsigned> at = meshCoordinates(plan.mesh, rank);
+  if (!holdsBuffer(plan, buffer, rank))
+    at[plan.pipeline.axis] = buffer.held.front();
+  return meshRank(plan.mesh, at);
+}
+
 void loom::runtime::assembleShards(const PlanMesh &mesh,
                                    const PlanBuffer &buffer, const void *blocks,
-                                   void *whole) {
+                                   void *whole, unsigned replica) {
   const char *bytes = static_cast<const char *>(blocks);
   if (!buffer.isSharded()) {
-    std::memcpy(whole, bytes, buffer.bytes);
+    std::memcpy(whole, bytes + replica * buffer.bytes, buffer.bytes);
     return;
   }
   std::vector<bool> split(mesh.axes.size(), false);
   for (const std::vector<unsigned> &axes : buffer.shard)
     for (unsigned axis : axes)
       split[axis] = true;
+  std::vector<unsigned> source = meshCoordinates(mesh, replica);
   for (unsigned rank = 0; rank < mesh.numRanks; ++rank) {
     std::vector<unsigned> coordinates = meshCoordinates(mesh, rank);
     bool first = true;
     for (size_t axis = 0; axis < mesh.axes.size(); ++axis)
-      first &= split[axis] || coordinates[axis] == 0;
+      first &= split[axis] || coordinates[axis] == source[axis];
     if (first)
       copyBlockIn(whole, buffer.globalShape, bytes + rank * buffer.bytes,
                   buffer.shape, shardBlockIndex(mesh, buffer, rank),

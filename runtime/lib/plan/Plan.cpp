@@ -211,7 +211,7 @@ constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-    "followed by its shard and bound), kernel, launch, step, collective, "
+    "followed by its shard, bound and held), kernel, launch, step, collective, "
     "accumulate, section, carry and transfer, "
     "optimizer, update, "
     "end";
@@ -227,6 +227,7 @@ enum Record {
   RecordBuffer,
   RecordShard,
   RecordBound,
+  RecordHeld,
   RecordKernel,
   RecordLaunch,
   RecordStep,
@@ -249,7 +250,7 @@ constexpr RecordInfo kRecords[] = {
     {"device", RankDevice},    {"mesh", RankMesh},
     {"arena", RankArena},      {"gpu-image", RankGpuImage},
     {"buffer", RankBuffer},    {"shard", RankBuffer},
-    {"bound", RankBuffer},
+    {"bound", RankBuffer},     {"held", RankBuffer},
     {"kernel", RankKernel},    {"launch", RankLaunch},
     {"step", RankStep},        {"collective", RankStep},
     {"accumulate", RankStep},  {"pipeline", RankPipeline},
@@ -492,6 +493,7 @@ private:
   bool checkTensorMapSpans(size_t index, const PlanStep &step);
   bool parseShard(size_t index);
   bool parseBound(size_t index);
+  bool parseHeld(size_t index);
   /// A record about the buffer just declared (`shard`, `bound`): field 1
   /// names it, and the record comes right after the buffer's (or, where
   /// `afterShard`, after its shard), once.
@@ -663,6 +665,8 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseShard(index);
   case RecordBound:
     return parseBound(index);
+  case RecordHeld:
+    return parseHeld(index);
   case RecordKernel:
     return parseKernel(index);
   case RecordLaunch:
@@ -787,6 +791,32 @@ bool PlanParser::parseBound(size_t index) {
     return fail(index, "bad bound '" + std::string(fields[2]) +
                            "' (expected a positive integer)");
   buffer.bound = static_cast<int64_t>(limit);
+  return true;
+}
+
+bool PlanParser::parseHeld(size_t index) {
+  if (!expectFields(index, 3, "held ID COORDINATES"))
+    return false;
+  if (!plan.pipeline.present)
+    return fail(index, "'held' record without a 'pipeline' record");
+  if (!checkFollowsBuffer(index, RecordHeld, /*afterShard=*/true))
+    return false;
+  PlanBuffer &buffer = plan.buffers.back();
+  if (buffer.role != BufferRole::Param && buffer.role != BufferRole::Output)
+    return fail(index, "'held' places a param or an output, not " +
+                           std::string(roleName(buffer.role)) + " '" +
+                           buffer.name + "'");
+  unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;
+  for (std::string_view entry : splitAt(fields[2], ',')) {
+    uint64_t coordinate;
+    if (!parseUnsigned(entry, coordinate) || coordinate >= ranks ||
+        (!buffer.held.empty() && coordinate <= buffer.held.back()))
+      return fail(index, "bad held list '" + std::string(fields[2]) +
+                             "' (expected increasing coordinates below the " +
+                             std::to_string(ranks) + " ranks of axis '" +
+                             plan.mesh.axes[plan.pipeline.axis].name + "')");
+    buffer.held.push_back(static_cast<unsigned>(coordinate));
+  }
   return true;
 }
 
@@ -1520,10 +1550,10 @@ bool PlanParser::parseUpdate(size_t index) {
                            out.name + "' is " + roleName(out.role) + ", '" +
                            param.name + "' " + roleName(param.role) + ")");
   if (out.dtype != param.dtype || out.shape != param.shape ||
-      out.shard != param.shard)
+      out.shard != param.shard || out.held != param.held)
     return fail(index, "output '" + out.name + "' cannot update param '" +
-                           param.name + "': their dtype, shape or sharding "
-                           "differ");
+                           param.name + "': their dtype, shape, sharding or "
+                           "holding ranks differ");
   for (const PlanUpdate &other : plan.updates)
     if (other.param == update.param || other.output == update.output)
       return fail(index, "param '" + param.name + "' or output '" + out.name +

@@ -107,6 +107,12 @@ std::string loom::runtime::writePlan(const Plan &plan) {
     if (buffer.bound)
       body += "bound " + std::to_string(buffer.id) + " " +
               std::to_string(buffer.bound) + "\n";
+    if (!buffer.held.empty()) {
+      body += "held " + std::to_string(buffer.id) + " ";
+      for (size_t i = 0; i < buffer.held.size(); ++i)
+        body += (i ? "," : "") + std::to_string(buffer.held[i]);
+      body += "\n";
+    }
   }
   for (const PlanKernel &kernel : plan.kernels)
     body += "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) +

@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 
 #include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/plan/Layout.h"
 #include "loom/runtime/plan/Plan.h"
 
 #include <gtest/gtest.h>
@@ -250,11 +251,11 @@ TEST(Plan, RejectsBadRecords) {
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard and bound), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
+       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard and bound), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
+       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -526,7 +527,7 @@ TEST(Plan, RejectsBadGpuRecords) {
       "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE)";
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
-      "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard and bound), "
+      "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound and held), "
       "kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)";
   struct Case {
     size_t index;
@@ -939,6 +940,7 @@ std::vector<std::string> pipelinedLines() {
           "buffer 0 x input f32 4 0",
           "buffer 1 a temp f32 4 64",
           "buffer 2 b output f32 4 128",
+          "held 2 1",
           "kernel k 2",
           "section forward 0",
           "step k 0 1",
@@ -969,6 +971,14 @@ TEST(Plan, ParsesPipelinedPlans) {
   EXPECT_EQ(plan.steps[2].stages, (std::vector<unsigned>{0, 1}));
   EXPECT_EQ(plan.steps[2].from, 1u);
   EXPECT_EQ(plan.steps[2].to, 0u);
+  // Only the ranks at pp = 1 hold `b`; rank 0 uses its bytes otherwise.
+  EXPECT_TRUE(plan.buffers[1].held.empty());
+  EXPECT_EQ(plan.buffers[2].held, (std::vector<unsigned>{1}));
+  EXPECT_TRUE(holdsBuffer(plan, plan.buffers[1], 0));
+  EXPECT_FALSE(holdsBuffer(plan, plan.buffers[2], 0));
+  EXPECT_TRUE(holdsBuffer(plan, plan.buffers[2], 1));
+  EXPECT_EQ(holderOfBlock(plan, plan.buffers[2], 0), 1u);
+  EXPECT_EQ(holderOfBlock(plan, plan.buffers[1], 0), 0u);
   // The writer gives the same plan back.
   Plan again;
   ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
@@ -986,32 +996,45 @@ TEST(Plan, RejectsBadPipelineRecords) {
   EXPECT_EQ(errorWith(4, "pipeline pp 2 fifo"),
             "plan:5: unknown schedule 'fifo' (expected gpipe, 1f1b, interleaved "
             "or zero_bubble)");
-  EXPECT_EQ(errorWith(10, ""),
-            "plan:11: a step of a pipelined plan needs a 'section' record before it");
-  EXPECT_EQ(errorWith(10, "section forward 0,1"),
-            "plan:11: a forward section belongs to one stage");
-  EXPECT_EQ(errorWith(10, "section sideways 0"),
-            "plan:11: unknown phase 'sideways' (expected forward, backward, "
+  EXPECT_EQ(errorWith(11, ""),
+            "plan:12: a step of a pipelined plan needs a 'section' record before it");
+  EXPECT_EQ(errorWith(11, "section forward 0,1"),
+            "plan:12: a forward section belongs to one stage");
+  EXPECT_EQ(errorWith(11, "section sideways 0"),
+            "plan:12: unknown phase 'sideways' (expected forward, backward, "
             "weight or update)");
-  EXPECT_EQ(errorWith(10, "section forward 2"),
-            "plan:11: bad stages '2' (expected distinct stages below 2, "
+  EXPECT_EQ(errorWith(11, "section forward 2"),
+            "plan:12: bad stages '2' (expected distinct stages below 2, "
             "separated by ',')");
-  EXPECT_EQ(errorWith(14, "section backward 1"),
-            "plan:16: a transfer belongs to an update section (between "
+  EXPECT_EQ(errorWith(15, "section backward 1"),
+            "plan:17: a transfer belongs to an update section (between "
             "microbatches, stages exchange values by 'carry')");
-  EXPECT_EQ(errorWith(15, "transfer 1 1 2"),
-            "plan:16: bad transfer stages '1 1' (two different stages below 2)");
-  EXPECT_EQ(errorWith(16, "carry forward 1 1"),
-            "plan:17: bad carry stage '1' (a forward carry leaves a stage below 1)");
-  EXPECT_EQ(errorWith(16, "carry forward 0 0"),
-            "plan:17: a carry moves temps and outputs, not input 'x'");
-  EXPECT_EQ(errorWith(16, "carry sideways 0 1"),
-            "plan:17: bad carry direction 'sideways' (expected forward or backward)");
+  EXPECT_EQ(errorWith(16, "transfer 1 1 2"),
+            "plan:17: bad transfer stages '1 1' (two different stages below 2)");
+  EXPECT_EQ(errorWith(17, "carry forward 1 1"),
+            "plan:18: bad carry stage '1' (a forward carry leaves a stage below 1)");
+  EXPECT_EQ(errorWith(17, "carry forward 0 0"),
+            "plan:18: a carry moves temps and outputs, not input 'x'");
+  EXPECT_EQ(errorWith(17, "carry sideways 0 1"),
+            "plan:18: bad carry direction 'sideways' (expected forward or backward)");
+  EXPECT_EQ(errorWith(9, "held 2 2"),
+            "plan:10: bad held list '2' (expected increasing coordinates "
+            "below the 2 ranks of axis 'pp')");
+  EXPECT_EQ(errorWith(9, "held 2 1,0"),
+            "plan:10: bad held list '1,0' (expected increasing coordinates "
+            "below the 2 ranks of axis 'pp')");
+  EXPECT_EQ(errorWith(9, "held 1 1"),
+            "plan:10: 'held' record for buffer 1 does not directly follow "
+            "that buffer's record (or its shard)");
+  std::vector<std::string> temp = pipelinedLines();
+  temp.insert(temp.begin() + 8, "held 1 0");
+  EXPECT_EQ(errorWithLine(8, "held 1 0", temp),
+            "plan:9: 'held' places a param or an output, not temp 'a'");
   // A forward after the update.
   std::vector<std::string> late = pipelinedLines();
   late.insert(late.end() - 1, {"section forward 1", "step k 1 2"});
   Plan plan;
   std::string error;
   EXPECT_FALSE(parsePlan(sealLines(late), plan, error));
-  EXPECT_EQ(error, "plan:18: a forward step after an update step");
+  EXPECT_EQ(error, "plan:19: a forward step after an update step");
 }

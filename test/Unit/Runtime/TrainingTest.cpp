@@ -89,7 +89,7 @@ TEST(Training, RejectsBadRecords) {
             "plan:15: hyperparameter 'lr' given twice");
   EXPECT_EQ(errorWithLine(15, "update 5 1"),
             "plan:16: output 'loss' cannot update param 'w': their dtype, "
-            "shape or sharding differ");
+            "shape, sharding or holding ranks differ");
   EXPECT_EQ(errorWithLine(15, "update 0 1"),
             "plan:16: an update copies an output into a param ('x' is input, "
             "'w' param)");

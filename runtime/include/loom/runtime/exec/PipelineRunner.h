@@ -10,12 +10,13 @@
 //
 // The arena was planned for the whole program run in plan order, once. A
 // rank runs another order (microbatches interleave), so a value that one
-// section writes and another reads is kept per microbatch, off the arena:
-// saved right after the step that writes it (or received), and put back
-// right before each step that reads it. Within a section, steps run in
-// plan order, and the arena's lifetimes hold. These saved values are the
-// activations a schedule keeps in flight (heldBytesPerStage; `--info`
-// reports them at the schedule's peak).
+// section writes and another reads is kept per microbatch beside the
+// arena: saved right after the step that writes it (or received), and put
+// back right before each step that reads it. Within a section, steps run
+// in plan order, and the arena's lifetimes hold. These saved values are
+// the activations a schedule keeps in flight. Their memory is planned
+// before the first step too (InFlightLayout): one slot per microbatch in
+// flight at the schedule's peak, each value at a fixed offset in a slot.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +43,25 @@ PipelineValues analyzePipelineValues(const Plan &plan,
 /// Per stage, the bytes one microbatch's saved and received values take on
 /// its rank: the activations that stage holds per microbatch in flight.
 std::vector<uint64_t> heldBytesPerStage(const Plan &plan);
+
+/// Where one pipeline rank keeps the values of its microbatches in flight:
+/// one block allocated before the first step, of `slots` slots of
+/// `slotBytes`. Each value the rank saves or receives has a fixed offset in
+/// a slot, and each microbatch the slot that the schedule's order gives it:
+/// the lowest free one at its first step on the rank, freed after its last
+/// (the last microbatch's lasts until the update, which reads it).
+struct InFlightLayout {
+  static constexpr uint64_t kNone = ~uint64_t(0);
+  std::vector<uint64_t> offset; // per buffer; kNone: never held here
+  uint64_t slotBytes = 0;
+  unsigned slots = 0;
+  std::vector<unsigned> slotOf; // per microbatch
+  uint64_t bytes() const { return slotBytes * slots; }
+};
+/// The layout for the rank at `coordinate` of the pipeline axis running
+/// `order` (its stages are those ownerOf gives it).
+InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
+                            const Schedule &order, unsigned coordinate);
 
 class PipelineRunner {
 public:
@@ -79,9 +99,19 @@ private:
   bool ownsStage(unsigned stage) const {
     return stage % order.ranks == coordinate;
   }
-  /// Keeps buffer `id`'s bytes at `data` for `microbatch`.
+  /// Keeps buffer `id`'s bytes at `data` for `microbatch`, in its slot.
   void hold(uint64_t microbatch, unsigned id, const char *data);
+  /// Whether `microbatch` holds buffer `id`, and where.
+  bool holds(uint64_t microbatch, unsigned id) const {
+    return present[microbatch * plan->buffers.size() + id];
+  }
+  char *slotData(uint64_t microbatch, unsigned id) const {
+    return pool.data() + inFlight.slotOf[microbatch] * inFlight.slotBytes +
+           inFlight.offset[id];
+  }
   void restore(uint64_t microbatch, unsigned id);
+  /// Forgets every value of `microbatch` (its slot is free again).
+  void release(uint64_t microbatch);
   /// A `send` or `recv` event that began at `before`, with `--trace`.
   void traceMessage(TraceRecorder *trace, const char *kind, unsigned peer,
                     std::chrono::steady_clock::time_point before);
@@ -97,8 +127,16 @@ private:
   std::vector<std::vector<unsigned>> restores, saves;
   /// Per buffer: whether some step or carry reads it in another section.
   std::vector<bool> crosses;
-  /// Per microbatch, the saved values and its inputs.
-  std::vector<std::map<unsigned, std::vector<char>>> held, inputs;
+  /// The values in flight: their layout, its memory, and per microbatch
+  /// and buffer whether the microbatch holds it now.
+  InFlightLayout inFlight;
+  Arena pool;
+  std::vector<bool> present;
+  /// Per microbatch, its inputs (all are placed before the schedule).
+  std::vector<std::map<unsigned, std::vector<char>>> inputs;
+  /// A carry's message, as large as the largest this rank sends or
+  /// receives.
+  std::vector<char> message;
   /// Each output, the rank of the pipeline axis it is broadcast from, and
   /// the param it updates (-1: none).
   struct OutputSync {

@@ -64,8 +64,9 @@ void fillStepScalars(const Plan &plan, char *arena, const TrainState &state);
 bool advanceTrainState(const PlanOptimizer &optimizer, TrainState &state,
                        double gradNorm);
 
-/// Copies every update's output into its param, in `executor`'s arena.
-void applyUpdates(const Plan &plan, const Executor &executor);
+/// Copies every update's output into its param, in `executor`'s arena, of
+/// the updates rank `rank` holds (holdsBuffer).
+void applyUpdates(const Plan &plan, const Executor &executor, unsigned rank);
 
 /// Whether `buffer` is the source of an update (not printed after training).
 bool isUpdateOutput(const Plan &plan, const PlanBuffer &buffer);

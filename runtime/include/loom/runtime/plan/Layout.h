@@ -44,6 +44,16 @@ std::vector<unsigned> allAxes(const PlanMesh &mesh);
 CommGroup meshGroup(const PlanMesh &mesh, unsigned rank,
                     const std::vector<unsigned> &axes);
 
+/// Whether rank `rank` holds `buffer`'s bytes: always, but for a pipelined
+/// plan's buffer with a `held` record, which only the ranks at those
+/// pipeline coordinates hold.
+bool holdsBuffer(const Plan &plan, const PlanBuffer &buffer, unsigned rank);
+/// The rank a gather takes `buffer`'s replicated blocks from, for the one
+/// whose coordinates are all 0: the same rank, but at the first holding
+/// pipeline coordinate for a buffer with a `held` record.
+unsigned holderOfBlock(const Plan &plan, const PlanBuffer &buffer,
+                       unsigned rank);
+
 /// Per dim of `buffer`, the index of rank `rank`'s block along it (0 for a
 /// whole dim): the rank holds elements [index * shape[d], (index + 1) *
 /// shape[d]) of global dim d.
@@ -73,9 +83,10 @@ void extractShard(const PlanMesh &mesh, const PlanBuffer &buffer, unsigned rank,
 /// The whole tensor from every rank's block: `blocks` holds mesh.numRanks
 /// blocks of buffer.bytes, in rank order. Ranks holding copies of the same
 /// block (those that differ only on axes the buffer is not split over)
-/// contribute the first of them, that of coordinate 0 on those axes.
+/// contribute one of them: that of rank `replica`'s coordinates on those
+/// axes (rank 0: coordinate 0; holderOfBlock for a `held` buffer).
 void assembleShards(const PlanMesh &mesh, const PlanBuffer &buffer,
-                    const void *blocks, void *whole);
+                    const void *blocks, void *whole, unsigned replica = 0);
 
 } // namespace loom::runtime
 

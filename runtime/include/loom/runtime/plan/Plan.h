@@ -92,6 +92,11 @@ struct PlanBuffer {
   /// entry is a whole dim. Empty without a shard record (replicated: every
   /// rank holds the whole tensor).
   std::vector<std::vector<unsigned>> shard;
+  /// The `held` record of a pipelined plan's param or output: the
+  /// coordinates along the pipeline axis of the ranks that hold it, in
+  /// increasing order. The other ranks use its arena bytes for their own
+  /// buffers. Empty: every rank holds it.
+  std::vector<unsigned> held;
   /// Derived by parsePlan (writePlan ignores them).
   uint64_t numElements = 0;
   uint64_t bytes = 0;

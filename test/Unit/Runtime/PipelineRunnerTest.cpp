@@ -1,0 +1,84 @@
+//===- PipelineRunnerTest.cpp - The memory of a pipeline's values in flight ===//
+//
+// planInFlight gives each pipeline rank one block, planned before the first
+// step: a slot per microbatch it holds at once under its schedule, and an
+// offset in a slot for each value it saves or receives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "loom/runtime/exec/PipelineRunner.h"
+
+#include <gtest/gtest.h>
+
+using namespace loom::runtime;
+using loom::test::sealLines;
+
+namespace {
+/// Two stages on pp=2: stage 0 computes `a` (64 B) and carries it forward;
+/// stage 1 reads it and computes `b`, whose gradient `g` goes back.
+Plan twoStagePlan() {
+  Plan plan;
+  std::string error;
+  EXPECT_TRUE(parsePlan(sealLines({"loom-plan 1", "model m", "device cpu",
+                                   "mesh g pp=2", "pipeline pp 2 1f1b",
+                                   "arena 512", "buffer 0 x input f32 4 0",
+                                   "buffer 1 a temp f32 16 64",
+                                   "buffer 2 b temp f32 4 128",
+                                   "buffer 3 g temp f32 16 192",
+                                   "buffer 4 y output f32 16 256",
+                                   "kernel k 2", "section forward 0",
+                                   "step k 0 1", "section forward 1",
+                                   "step k 1 2", "section backward 1",
+                                   "step k 2 3", "section backward 0",
+                                   "step k 3 4", "carry forward 0 1",
+                                   "carry backward 1 3"}),
+                        plan, error))
+      << error;
+  return plan;
+}
+
+InFlightLayout layoutFor(const Plan &plan, ScheduleKind kind, unsigned rank) {
+  Schedule schedule;
+  std::string error;
+  EXPECT_TRUE(buildSchedule(kind, 2, 2, 4, schedule, error)) << error;
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  return planInFlight(plan, values, schedule, rank);
+}
+} // namespace
+
+TEST(PipelineRunner, PlansOneSlotPerMicrobatchInFlight) {
+  Plan plan = twoStagePlan();
+  // 1F1B: the first stage holds p = 2 microbatches, reusing their slots as
+  // backwards finish; the last stage one at a time.
+  InFlightLayout first = layoutFor(plan, ScheduleKind::OneFOneB, 0);
+  EXPECT_EQ(first.slots, 2u);
+  EXPECT_EQ(first.slotOf, (std::vector<unsigned>{0, 1, 0, 1}));
+  InFlightLayout last = layoutFor(plan, ScheduleKind::OneFOneB, 1);
+  EXPECT_EQ(last.slots, 1u);
+  EXPECT_EQ(last.slotOf, (std::vector<unsigned>{0, 0, 0, 0}));
+  // GPipe: all four forwards before the first backward.
+  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 0).slots, 4u);
+  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 1).slots, 4u);
+}
+
+TEST(PipelineRunner, PlacesWhatARankSavesAndReceives) {
+  Plan plan = twoStagePlan();
+  // Stage 0 saves `a` (read by stage 1) and receives `g`; stage 1 receives
+  // `a`, saves `b` for its backward and `g` for the carry. Each value has a
+  // 64-byte-aligned place in the slot; the input never does.
+  InFlightLayout first = layoutFor(plan, ScheduleKind::OneFOneB, 0);
+  EXPECT_NE(first.offset[1], InFlightLayout::kNone);
+  EXPECT_NE(first.offset[3], InFlightLayout::kNone);
+  EXPECT_EQ(first.offset[0], InFlightLayout::kNone);
+  EXPECT_EQ(first.offset[2], InFlightLayout::kNone);
+  EXPECT_EQ(first.slotBytes, 128u);
+  InFlightLayout last = layoutFor(plan, ScheduleKind::OneFOneB, 1);
+  for (unsigned id : {1u, 2u, 3u}) {
+    EXPECT_NE(last.offset[id], InFlightLayout::kNone) << id;
+    EXPECT_EQ(last.offset[id] % kBufferAlignment, 0u) << id;
+  }
+  EXPECT_EQ(last.slotBytes, 192u);
+  EXPECT_EQ(last.bytes(), 192u);
+}
