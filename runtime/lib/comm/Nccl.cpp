@@ -59,6 +59,31 @@ bool NcclCollectives::run(size_t, std::string &error) {
 void NcclCollectives::drained() {}
 void NcclCollectives::watch(double, const std::string &, unsigned, std::FILE *) {}
 
+bool NcclCollectives::send(unsigned, uint64_t, uint64_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool NcclCollectives::recv(unsigned, uint64_t, uint64_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool NcclCollectives::broadcast(unsigned, uint64_t, uint64_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool NcclCollectives::copy(uint64_t, uint64_t, uint64_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool NcclCollectives::allocate(uint64_t, uint64_t &, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
 #else // LOOM_RUNTIME_CUDA
 
 #include "support/Symbols.h"
@@ -231,6 +256,10 @@ struct NcclCollectives::State {
     ncclUniqueId id;
   };
   std::vector<Member> members;
+  /// A pipelined plan's group over the pipeline axis (its sends, receives
+  /// and broadcasts), and the device memory allocated for its runner.
+  CommGroup pipelineGroup;
+  std::vector<CUdeviceptr> blocks;
   /// The communicators, by the group's axes.
   std::map<std::vector<unsigned>, ncclComm_t> comms;
 
@@ -300,6 +329,8 @@ NcclCollectives::State::~State() {
     (queued ? nccl.commAbort : nccl.commDestroy)(entry.second);
   if (scratch)
     cuda.memFree(scratch);
+  for (CUdeviceptr block : blocks)
+    cuda.memFree(block);
 }
 
 bool NcclCollectives::State::check(ncclResult_t result, const char *call,
@@ -411,9 +442,11 @@ bool NcclCollectives::State::loadCopies(std::string &error) {
 }
 
 std::string NcclCollectives::State::describe(const Member &member) const {
-  return "plan:" + std::to_string(member.first->line) +
+  // The pipeline axis's group may have no collective step.
+  unsigned line = member.first ? member.first->line : plan->pipeline.line;
+  return "plan:" + std::to_string(line) +
          ": the NCCL communicator of the group over " +
-         formatAxes(plan->mesh, member.first->collective.axes) + " (" +
+         formatAxes(plan->mesh, member.group->axes) + " (" +
          std::to_string(member.group->size()) + " ranks): ";
 }
 
@@ -584,6 +617,12 @@ bool NcclCollectives::load(const Plan &plan, Communicator &comm,
     if (seen.insert(step.collective.axes).second)
       s.members.push_back({&s.groups[i], &step, {}});
   }
+  // Stages send and receive over the pipeline axis.
+  if (plan.pipeline.present) {
+    s.pipelineGroup = meshGroup(plan.mesh, comm.rank(), {plan.pipeline.axis});
+    if (seen.insert(s.pipelineGroup.axes).second)
+      s.members.push_back({&s.pipelineGroup, nullptr, {}});
+  }
   return true;
 }
 
@@ -673,6 +712,82 @@ void NcclCollectives::watch(double seconds, const std::string &program, unsigned
 void NcclCollectives::drained() {
   std::lock_guard<std::mutex> lock(state->mutex);
   state->queued = false;
+}
+
+namespace {
+/// `peer`'s index in `group` (a world rank that is a member).
+int memberIndex(const CommGroup &group, unsigned peer) {
+  for (unsigned i = 0; i < group.size(); ++i)
+    if (group.ranks[i] == peer)
+      return static_cast<int>(i);
+  return -1;
+}
+} // namespace
+
+bool NcclCollectives::send(unsigned peer, uint64_t data, uint64_t bytes,
+                           std::string &error) {
+  State &s = *state;
+  ncclComm_t comm = s.comms.at(s.pipelineGroup.axes);
+  int to = memberIndex(s.pipelineGroup, peer);
+  // Grouped alone: NCCL then never waits for the receive on the host.
+  bool ok = s.check(s.nccl.groupStart(), "ncclGroupStart", error) &&
+            s.check(s.nccl.send(State::pointer(data), bytes, ncclUint8, to,
+                                comm, nullptr),
+                    "ncclSend", error, comm);
+  std::string ending;
+  bool ended = s.check(s.nccl.groupEnd(), "ncclGroupEnd", ending, comm);
+  if (ok && !ended)
+    error = "to rank " + std::to_string(peer) + ": " + ending;
+  return ok && ended;
+}
+
+bool NcclCollectives::recv(unsigned peer, uint64_t data, uint64_t bytes,
+                           std::string &error) {
+  State &s = *state;
+  ncclComm_t comm = s.comms.at(s.pipelineGroup.axes);
+  int from = memberIndex(s.pipelineGroup, peer);
+  {
+    // A receive may wait for a peer that is gone: the watchdog's clock.
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.queued = true;
+    s.lastQueued = std::chrono::steady_clock::now();
+  }
+  bool ok = s.check(s.nccl.groupStart(), "ncclGroupStart", error) &&
+            s.check(s.nccl.recv(State::pointer(data), bytes, ncclUint8, from,
+                                comm, nullptr),
+                    "ncclRecv", error, comm);
+  std::string ending;
+  bool ended = s.check(s.nccl.groupEnd(), "ncclGroupEnd", ending, comm);
+  if (ok && !ended)
+    error = "from rank " + std::to_string(peer) + ": " + ending;
+  return ok && ended;
+}
+
+bool NcclCollectives::broadcast(unsigned root, uint64_t data, uint64_t bytes,
+                                std::string &error) {
+  State &s = *state;
+  ncclComm_t comm = s.comms.at(s.pipelineGroup.axes);
+  return s.check(s.nccl.broadcast(State::pointer(data), State::pointer(data),
+                                  bytes, ncclUint8, static_cast<int>(root),
+                                  comm, nullptr),
+                 "ncclBroadcast", error, comm);
+}
+
+bool NcclCollectives::copy(uint64_t to, uint64_t from, uint64_t bytes,
+                           std::string &error) {
+  return !bytes || state->copy(to, bytes, from, bytes, bytes, 1, error);
+}
+
+bool NcclCollectives::allocate(uint64_t bytes, uint64_t &address,
+                               std::string &error) {
+  State &s = *state;
+  CUdeviceptr block = 0;
+  if (!s.checkCuda(s.cuda.memAlloc(&block, static_cast<size_t>(bytes < 256 ? 256 : bytes)),
+                   "cuMemAlloc", error))
+    return false;
+  s.blocks.push_back(block);
+  address = block;
+  return true;
 }
 
 bool NcclCollectives::run(size_t index, std::string &error) {

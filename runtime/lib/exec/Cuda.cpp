@@ -83,6 +83,24 @@ bool CudaExecutor::runStep(size_t, std::string &error) {
   return false;
 }
 
+uint64_t CudaExecutor::address(const PlanBuffer &) const { return 0; }
+
+bool CudaExecutor::copyToDeviceAt(uint64_t, const char *, uint64_t,
+                                  std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::queueStep(size_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::finish(char *, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
 std::string CudaExecutor::deviceDescription() const { return ""; }
 
 #else // LOOM_RUNTIME_CUDA
@@ -789,6 +807,41 @@ bool CudaExecutor::runStep(size_t step, std::string &error) {
       return false;
   return s.synchronize(
       "running the GPU kernels of step " + std::to_string(step), error);
+}
+
+uint64_t CudaExecutor::address(const PlanBuffer &buffer) const {
+  return state->address(buffer);
+}
+
+bool CudaExecutor::copyToDeviceAt(uint64_t device, const char *host,
+                                  uint64_t bytes, std::string &error) {
+  const State &s = *state;
+  return !bytes || s.check(s.api.memcpyHtoD(static_cast<CUdeviceptr>(device), host,
+                                            static_cast<size_t>(bytes)),
+                           "cuMemcpyHtoD", error, "copying an input to the device");
+}
+
+bool CudaExecutor::queueStep(size_t step, std::string &error) {
+  State &s = *state;
+  if (s.plan->steps[step].kind == StepKind::Collective)
+    return collectives && collectives->run(step, error);
+  for (size_t index : s.launchesOf[s.plan->steps[step].kernel])
+    if (!s.launch(index, step, error))
+      return false;
+  return true;
+}
+
+bool CudaExecutor::finish(char *hostArena, std::string &error) {
+  State &s = *state;
+  if (!s.synchronize("running the GPU kernels", error))
+    return false;
+  if (collectives)
+    collectives->drained();
+  for (const PlanBuffer &buffer : s.plan->buffers)
+    if (buffer.role == BufferRole::Output &&
+        !copyToHost(buffer, hostArena + buffer.offset, error))
+      return false;
+  return true;
 }
 
 bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,

@@ -23,6 +23,7 @@
 #include "loom/runtime/comm/Communicator.h"
 #include "loom/runtime/comm/Watchdog.h"
 #include "loom/runtime/exec/Cuda.h"
+#include "loom/runtime/exec/CudaPipeline.h"
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/exec/PipelineRunner.h"
 #include "loom/runtime/exec/Initializer.h"
@@ -185,6 +186,8 @@ private:
   // After `cuda`, so that it goes first, while the device's context is
   // still held.
   NcclCollectives nccl;
+  // What the pipeline runner runs on (after `nccl`, whose memory it uses).
+  std::unique_ptr<PipelineDevice> pipelineDevice;
   std::map<unsigned, std::string> inputFiles;  // whole's buffer id -> .npy
   std::map<unsigned, std::string> outputFiles; // whole's buffer id -> .npy
   // Multi-rank: the world group; rank 0's staging plan (whole's buffers,
@@ -682,11 +685,16 @@ bool Driver::loadCudaRanks() {
 bool Driver::allocateRanks() {
   if (!executor.allocate(error))
     return fail(inSpmdPlan(error));
-  if (spmd.pipeline.present &&
-      !pipeline.prepare(spmd, executor,
-                        options.train ? spmd.optimizer.microbatches : 1,
-                        options.train, options.schedule, error))
-    return fail(inSpmdPlan(error));
+  if (spmd.pipeline.present) {
+    if (onCuda)
+      pipelineDevice = std::make_unique<CudaPipelineDevice>(spmd, cuda, nccl, executor);
+    else
+      pipelineDevice = std::make_unique<CpuPipelineDevice>(executor, *executor.communicator());
+    if (!pipeline.prepare(spmd, *pipelineDevice, *executor.communicator(),
+                          options.train ? spmd.optimizer.microbatches : 1,
+                          options.train, options.schedule, error))
+      return fail(inSpmdPlan(error));
+  }
   uint64_t transferBytes = 0;
   auto atLeast = [&](uint64_t bytes) {
     transferBytes = bytes > transferBytes ? bytes : transferBytes;
@@ -886,8 +894,6 @@ bool Driver::run() {
       rank == 0)
     warn("--schedule has no effect: this run is not pipelined (a pipelined "
          "executable pipelines on its mesh's ranks, under mpirun)");
-  if (multiRank && onCuda && spmd.pipeline.present)
-    return fail("pipeline stages run on CPU ranks only for now (--device cpu)");
   if (options.train && options.checkKernels)
     return fail("--check-kernels checks one run; drop it to train");
   train = initialTrainState(whole.optimizer);

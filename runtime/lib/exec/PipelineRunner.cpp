@@ -186,16 +186,33 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
   return layout;
 }
 
-bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
-                             uint64_t microbatches, bool train,
-                             const std::string &scheduleName,
+PipelineDevice::~PipelineDevice() = default;
+
+bool CpuPipelineDevice::allocate(uint64_t bytes, char *&memory,
+                                 std::string &error) {
+  blocks.push_back(std::make_unique<Arena>());
+  if (!blocks.back()->allocate(bytes, error))
+    return false;
+  memory = blocks.back()->data();
+  return true;
+}
+
+bool CpuPipelineDevice::copy(char *to, const char *from, uint64_t bytes,
+                             std::string &) {
+  std::memcpy(to, from, bytes);
+  return true;
+}
+
+bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
+                             Communicator &world, uint64_t microbatches,
+                             bool train, const std::string &scheduleName,
                              std::string &error) {
   this->plan = &plan;
-  this->executor = &executor;
+  this->device = &device;
   this->train = train;
-  comm = executor.communicator();
+  comm = &world;
   const PlanPipeline &pipeline = plan.pipeline;
-  if (!comm || comm->size() != plan.mesh.numRanks) {
+  if (comm->size() != plan.mesh.numRanks) {
     error = "a pipelined plan runs on the " +
             std::to_string(plan.mesh.numRanks) + " ranks of mesh '" +
             plan.mesh.name + "'";
@@ -227,10 +244,11 @@ bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
   if (!comm->prepareGroup(meshGroup(plan.mesh, comm->rank(), {pipeline.axis}), error))
     return false;
 
-  PipelineValues values = analyzePipelineValues(plan, executor.stepAccess());
+  const std::vector<StepAccess> access = analyzeStepAccess(plan);
+  PipelineValues values = analyzePipelineValues(plan, access);
   // The memory of the values in flight, once, before the first step.
   inFlight = planInFlight(plan, values, order, coordinate);
-  if (!pool.allocate(inFlight.bytes(), error))
+  if (!device.allocate(inFlight.bytes(), pool, error))
     return false;
   present.assign(static_cast<size_t>(order.microbatches) * plan.buffers.size(),
                  false);
@@ -242,13 +260,13 @@ bool PipelineRunner::prepare(const Plan &plan, Executor &executor,
         bytes += plan.buffers[id].bytes;
       largest = bytes > largest ? bytes : largest;
     }
-  message.resize(largest);
+  if (!device.allocate(largest, message, error))
+    return false;
   restores = std::move(values.restores);
   saves = std::move(values.saves);
   crosses = std::move(values.crosses);
 
   // Each output's first stage, where its broadcast comes from.
-  const std::vector<StepAccess> &access = executor.stepAccess();
   std::vector<long> writer(plan.buffers.size(), -1);
   for (size_t i = 0; i < plan.steps.size(); ++i)
     for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
@@ -275,16 +293,19 @@ unsigned PipelineRunner::peerOf(unsigned stage) const {
   return meshRank(plan->mesh, at);
 }
 
-void PipelineRunner::hold(uint64_t microbatch, unsigned id, const char *data) {
+bool PipelineRunner::hold(uint64_t microbatch, unsigned id, const char *data,
+                          std::string &error) {
   // planInFlight placed every value this rank saves or receives.
-  std::memcpy(slotData(microbatch, id), data, plan->buffers[id].bytes);
   present[microbatch * plan->buffers.size() + id] = true;
+  return device->copy(slotData(microbatch, id), data, plan->buffers[id].bytes,
+                      error);
 }
 
-void PipelineRunner::restore(uint64_t microbatch, unsigned id) {
-  if (holds(microbatch, id))
-    std::memcpy(executor->buffer(id), slotData(microbatch, id),
-                plan->buffers[id].bytes);
+bool PipelineRunner::restore(uint64_t microbatch, unsigned id,
+                             std::string &error) {
+  return !holds(microbatch, id) ||
+         device->copy(device->buffer(id), slotData(microbatch, id),
+                      plan->buffers[id].bytes, error);
 }
 
 void PipelineRunner::release(uint64_t microbatch) {
@@ -302,12 +323,14 @@ bool PipelineRunner::runStep(size_t index, uint64_t microbatch,
               "received it (microbatch " + std::to_string(microbatch) + ")";
       return false;
     }
-    restore(microbatch, id);
+    if (!restore(microbatch, id, error))
+      return false;
   }
-  if (!executor->runSteps(index, index + 1, microbatch, trace, error))
+  if (!device->runStep(index, microbatch, trace, error))
     return false;
   for (unsigned id : saves[index])
-    hold(microbatch, id, executor->buffer(id));
+    if (!hold(microbatch, id, device->buffer(id), error))
+      return false;
   return true;
 }
 
@@ -316,7 +339,8 @@ bool PipelineRunner::runSection(StepPhase phase, unsigned stage,
                                 std::string &error) {
   // The microbatch's inputs (its rows of the batch, the step's scalars).
   for (const auto &[id, bytes] : inputs[microbatch])
-    std::memcpy(executor->buffer(id), bytes.data(), bytes.size());
+    if (!device->upload(device->buffer(id), bytes.data(), bytes.size(), error))
+      return false;
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
     if (step.phase == phase && step.stages.size() == 1 &&
@@ -352,12 +376,13 @@ bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
               "(microbatch " + std::to_string(microbatch) + ")";
       return false;
     }
-    std::memcpy(message.data() + at, slotData(microbatch, id),
-                plan->buffers[id].bytes);
+    if (!device->copy(message + at, slotData(microbatch, id),
+                      plan->buffers[id].bytes, error))
+      return false;
     at += plan->buffers[id].bytes;
   }
   unsigned peer = peerOf(toStage);
-  if (!comm->send(peer, message.data(), at, error))
+  if (!device->send(peer, message, at, error))
     return false;
   traceMessage(trace, "send", peer, before);
   return true;
@@ -371,11 +396,12 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
   for (unsigned id : carry)
     bytes += plan->buffers[id].bytes;
   unsigned peer = peerOf(fromStage);
-  if (!comm->recv(peer, message.data(), bytes, error))
+  if (!device->recv(peer, message, bytes, error))
     return false;
   uint64_t at = 0;
   for (unsigned id : carry) {
-    hold(microbatch, id, message.data() + at);
+    if (!hold(microbatch, id, message + at, error))
+      return false;
     at += plan->buffers[id].bytes;
   }
   traceMessage(trace, "recv", peer, before);
@@ -389,8 +415,8 @@ bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
   // the params themselves, which only their stages read between steps.
   CommGroup group = meshGroup(plan->mesh, comm->rank(), {plan->pipeline.axis});
   auto broadcast = [&](unsigned id, unsigned root) {
-    return comm->broadcast(group, root, executor->buffer(id),
-                           plan->buffers[id].bytes, error);
+    return device->broadcast(group, root, device->buffer(id),
+                             plan->buffers[id].bytes, error);
   };
   for (const OutputSync &output : outputs) {
     bool isUpdate = output.param >= 0;
@@ -408,7 +434,8 @@ bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
 bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
                          TraceRecorder *trace, std::string &error) {
   start = std::chrono::steady_clock::now();
-  executor->setTraceOrigin(start);
+  if (!device->begin(start, error))
+    return false;
   unsigned microbatches = order.microbatches;
   inputs.resize(microbatches); // kept between runs, with their bytes
   for (unsigned mb = 0; mb < microbatches; ++mb) {
@@ -416,7 +443,7 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
       return false;
     for (const PlanBuffer &buffer : plan->buffers)
       if (buffer.role == BufferRole::Input) {
-        const char *data = executor->buffer(buffer.id);
+        const char *data = device->hostBuffer(buffer.id);
         inputs[mb][buffer.id].assign(data, data + buffer.bytes);
       }
   }
@@ -477,14 +504,16 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
       bool receives = ownsStage(step.to) && !ownsStage(step.from);
       unsigned id = step.buffers[0];
       for (unsigned restored : restores[i])
-        restore(last, restored);
+        if (!restore(last, restored, error))
+          return false;
       const PlanBuffer &buffer = plan->buffers[id];
-      if (sends && !comm->send(peerOf(step.to), executor->buffer(id), buffer.bytes, error))
+      if (sends && !device->send(peerOf(step.to), device->buffer(id), buffer.bytes, error))
         return false;
-      if (receives && !comm->recv(peerOf(step.from), executor->buffer(id), buffer.bytes, error))
+      if (receives && !device->recv(peerOf(step.from), device->buffer(id), buffer.bytes, error))
         return false;
-      if (receives && crosses[id])
-        hold(last, id, executor->buffer(id)); // a loop's value, which its readers put back
+      // A loop's value, which its readers put back.
+      if (receives && crosses[id] && !hold(last, id, device->buffer(id), error))
+        return false;
       continue;
     }
     bool runs = false;
@@ -495,5 +524,5 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
   }
   for (unsigned mb = 0; mb < microbatches; ++mb)
     release(mb);
-  return comm->flushSends(error) && syncOutputs(/*updates=*/false, error);
+  return syncOutputs(/*updates=*/false, error) && device->end(error);
 }

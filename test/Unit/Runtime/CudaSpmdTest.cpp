@@ -572,4 +572,101 @@ TEST(CudaSpmd, FinishedRunsDestroyTheirCommunicators) {
   EXPECT_EQ(nccl.liveComms, 0);
 }
 
+namespace {
+/// A forward-only model in four stages: a = 2x, c = x (stage 0); b = 3a
+/// (stage 1); d = c / 2, e = b (stage 2); y = 2e (stage 3). Stage 1 relays
+/// c, which only stage 2 reads. Outputs d = x / 2 and y = 12x.
+const char *const kStageLines[] = {
+    "section forward 0", "step k_dbl 0 1",  "step k_id 0 2",
+    "section forward 1", "step k_tri 1 3",  "section forward 2",
+    "step k_half 2 4",   "step k_id 3 5",   "section forward 3",
+    "step k_dbl 5 6"};
+
+std::string stagedPlan(const std::string &mesh, bool pipelined) {
+  std::vector<std::string> lines = {"loom-plan 1", "model m", "device cpu"};
+  if (pipelined) {
+    lines.push_back("mesh g " + mesh);
+    lines.push_back("pipeline pp 4 interleaved");
+  }
+  lines.push_back("arena 896");
+  lines.push_back("gpu-image sm_90 ptx 9");
+  const char *names[] = {"x", "a", "c", "b", "d", "e", "y"};
+  for (int id = 0; id < 7; ++id) {
+    bool output = id == 4 || id == 6;
+    lines.push_back("buffer " + std::to_string(id) + " " + names[id] + " " +
+                    (id == 0 ? "input" : output ? "output" : "temp") +
+                    " f32 4,8 " + std::to_string(128 * id));
+  }
+  for (const char *kernel : {"k_half", "k_id", "k_dbl", "k_tri"})
+    lines.push_back(std::string("kernel ") + kernel + " 2");
+  lines.push_back(scaleLaunch("k_half", "0.5", 32));
+  lines.push_back(scaleLaunch("k_id", "1", 32));
+  lines.push_back(scaleLaunch("k_dbl", "2", 32));
+  lines.push_back(scaleLaunch("k_tri", "3", 32));
+  for (const char *line : kStageLines)
+    if (pipelined || std::string(line).rfind("section", 0) != 0)
+      lines.push_back(line);
+  if (pipelined) {
+    lines.push_back("carry forward 0 1 2");
+    lines.push_back("carry forward 1 3 2");
+    lines.push_back("carry forward 2 5");
+  }
+  return sealLines(lines);
+}
+} // namespace
+
+TEST(CudaSpmd, PipelinedForwardRunsEachStageOnItsGpu) {
+  // Four stages on two ranks (interleaved: rank 0 holds stages 0 and 2),
+  // on four with dp = 2 beside them, and one stage per rank on four. The activations go from GPU
+  // to GPU by ncclSend / ncclRecv; the outputs are those of one rank.
+  TempDir dir;
+  std::vector<float> x(32);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(static_cast<int>(i * 3 % 7) - 3);
+  std::string error;
+  ASSERT_TRUE(writeNpy(dir.path("x.npy"), DType::F32, {4, 8}, x.data(), error))
+      << error;
+  auto args = [&](const std::string &tag) {
+    return std::vector<std::string>{
+        "--device", "cuda", "--input", "x=" + dir.path("x.npy"),
+        "--output", "d=" + dir.path("d" + tag + ".npy"),
+        "--output", "y=" + dir.path("y" + tag + ".npy")};
+  };
+  std::string whole = stagedPlan("", false);
+  fakeCuda();
+  std::vector<RunResult> single =
+      runOnFakes(1, args("1"), whole, stagedPlan("pp=2", true));
+  ASSERT_EQ(single[0].status, 0) << single[0].err;
+  std::vector<float> y(32);
+  ASSERT_TRUE(readNpy(dir.path("y1.npy"), "y", DType::F32, {4, 8}, y.data(), error))
+      << error;
+  EXPECT_EQ(y[1], 12 * x[1]); // the test means something
+
+  struct Mesh {
+    const char *axes;
+    unsigned ranks, pipelineRanks;
+  };
+  for (Mesh mesh : {Mesh{"pp=2", 2, 2}, Mesh{"dp=2 pp=2", 4, 2}, Mesh{"pp=4", 4, 4}}) {
+    unsigned ranks = mesh.ranks;
+    FakeCudaState &cuda = fakeCuda();
+    cuda.deviceCount = 2;
+    FakeNcclState &nccl = fakeNccl();
+    std::vector<RunResult> runs =
+        runOnFakes(ranks, args("n"), whole, stagedPlan(mesh.axes, true));
+    expectSuccess(runs, mesh.axes);
+    for (const char *output : {"d", "y"})
+      EXPECT_EQ(readFile(dir.path(std::string(output) + "n.npy")),
+                readFile(dir.path(std::string(output) + "1.npy")))
+          << mesh.axes << ": " << output;
+    // Three messages forward per pipeline; the outputs d and y are
+    // broadcast over the pipeline axis from their stages.
+    unsigned pipelines = ranks / mesh.pipelineRanks;
+    EXPECT_EQ(nccl.sends, 3 * pipelines) << mesh.axes;
+    EXPECT_EQ(nccl.recvs, 3 * pipelines) << mesh.axes;
+    EXPECT_EQ(nccl.broadcasts, 2 * ranks) << mesh.axes;
+    EXPECT_EQ(nccl.liveComms, 0) << mesh.axes;
+    EXPECT_EQ(cuda.liveAllocations, 0) << mesh.axes;
+  }
+}
+
 #endif // LOOM_FAKE_GPUS

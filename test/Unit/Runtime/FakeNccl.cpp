@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,11 +83,38 @@ struct Clique {
     changed.notify_all();
   }
 
+  /// Point to point: a send leaves a copy in the (from, to) mailbox, which
+  /// the k-th receive from `from` takes, as NCCL pairs them: in order, and
+  /// without the other members.
+  void post(int from, int to, const void *data, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mailMutex);
+      const char *begin = static_cast<const char *>(data);
+      mail[{from, to}].emplace_back(begin, begin + bytes);
+    }
+    mailChanged.notify_all();
+  }
+  /// False after 20 s without the message, or if its size differs.
+  bool take(int from, int to, void *data, size_t bytes) {
+    std::unique_lock<std::mutex> lock(mailMutex);
+    auto &box = mail[{from, to}];
+    if (!mailChanged.wait_for(lock, std::chrono::seconds(20),
+                              [&] { return !box.empty(); }) ||
+        box.front().size() != bytes)
+      return false;
+    std::memcpy(data, box.front().data(), bytes);
+    box.pop_front();
+    return true;
+  }
+
   const int size;
   std::vector<Post> posts;
   std::vector<bool> joined = std::vector<bool>(size, false);
 
 private:
+  std::mutex mailMutex;
+  std::condition_variable mailChanged;
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail;
   std::mutex barrierMutex;
   std::condition_variable changed;
   int arrived = 0;
@@ -466,29 +494,16 @@ ncclResult_t ncclGroupEnd() {
     std::lock_guard<std::mutex> lock(mutex);
     ++state.groups;
   }
+  // Every send first, then the receives: the group never waits for
+  // itself, and members that are not peers never meet.
   int self = comm->rank;
-  return meet(comm, {nullptr, nullptr, transfers},
-              [&](const std::vector<Post> &posts) {
-                // The k-th receive from p takes p's k-th send to this rank.
-                std::vector<size_t> taken(posts.size(), 0);
-                for (const Transfer &in : transfers) {
-                  if (in.send)
-                    continue;
-                  const Transfer *match = nullptr;
-                  size_t seen = 0;
-                  for (const Transfer &out : posts[in.peer].transfers) {
-                    if (!out.send || out.peer != self)
-                      continue;
-                    if (seen++ == taken[in.peer]) {
-                      match = &out;
-                      break;
-                    }
-                  }
-                  if (!match || match->bytes != in.bytes)
-                    return fail(ncclInvalidUsage, "unmatched receive");
-                  ++taken[in.peer];
-                  std::memcpy(in.recv, match->send, in.bytes);
-                }
-                return ncclSuccess;
-              });
+  Clique &clique = *comm->clique;
+  for (const Transfer &out : transfers)
+    if (out.send)
+      clique.post(self, out.peer, out.send, out.bytes);
+  for (const Transfer &in : transfers)
+    if (!in.send && !clique.take(in.peer, self, in.recv, in.bytes))
+      return fail(ncclInvalidUsage, "unmatched receive (none within 20 s, "
+                                    "or of another size)");
+  return ncclSuccess;
 }

@@ -9,7 +9,8 @@
 // Sums go in member order: f32 and f64 in their type, bf16 rounded after
 // every addition (as NCCL adds 16-bit types), integers wrapping around;
 // f16 sums are not implemented. ncclSend and ncclRecv work inside
-// ncclGroupStart/ncclGroupEnd only. A member that waits more than 20 s for
+// ncclGroupStart/ncclGroupEnd only, pairwise as NCCL's do: a send leaves a
+// copy for its peer, whose receive takes them in order. A member that waits more than 20 s for
 // the others fails with ncclSystemError rather than hanging the test.
 // ncclCommAbort frees a communicator and ends a call of its clique that
 // waits (hangCall); ncclCommGetAsyncError reports the configured result.

@@ -80,6 +80,21 @@ public:
   /// process in its message on `err`.
   void watch(double seconds, const std::string &program, unsigned rank, std::FILE *err);
 
+  // A pipelined plan's messages between its stages (CudaPipelineDevice):
+  // on the communicator of the pipeline axis's group, which connect made
+  // with the others, on the default stream, ordered with the launches.
+
+  /// `bytes` at device address `data` to (or from) world rank `peer`, a
+  /// member of this rank's pipeline group.
+  bool send(unsigned peer, uint64_t data, uint64_t bytes, std::string &error);
+  bool recv(unsigned peer, uint64_t data, uint64_t bytes, std::string &error);
+  /// In place, from the pipeline group's member `root`.
+  bool broadcast(unsigned root, uint64_t data, uint64_t bytes, std::string &error);
+  /// Device to device.
+  bool copy(uint64_t to, uint64_t from, uint64_t bytes, std::string &error);
+  /// Device memory that lives as long as this.
+  bool allocate(uint64_t bytes, uint64_t &address, std::string &error);
+
 private:
   struct State;
   std::unique_ptr<State> state;

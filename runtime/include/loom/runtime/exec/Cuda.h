@@ -100,6 +100,21 @@ public:
   /// Runs the launches of plan step `step` (a kernel step) and synchronizes.
   bool runStep(size_t step, std::string &error);
 
+  // A pipelined run's sections, step by step on the default stream
+  // (CudaPipelineDevice), after upload.
+
+  /// The device address of `buffer` in the arena.
+  uint64_t address(const PlanBuffer &buffer) const;
+  /// Copies `bytes` from `host` to device address `device`.
+  bool copyToDeviceAt(uint64_t device, const char *host, uint64_t bytes,
+                      std::string &error);
+  /// Queues plan step `step` (its launches, or its collective) without
+  /// waiting for it.
+  bool queueStep(size_t step, std::string &error);
+  /// Waits for everything queued, the collectives included, and copies the
+  /// outputs back to their offsets in `hostArena`.
+  bool finish(char *hostArena, std::string &error);
+
   /// After open: "NAME (compute capability X.Y)".
   std::string deviceDescription() const;
 

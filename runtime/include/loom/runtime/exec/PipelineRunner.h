@@ -26,8 +26,10 @@
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/plan/Schedule.h"
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 
 namespace loom::runtime {
 
@@ -63,14 +65,98 @@ struct InFlightLayout {
 InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
                             const Schedule &order, unsigned coordinate);
 
+/// Where a pipeline rank's buffers live and its steps run: the CPU
+/// executor's arena (CpuPipelineDevice), or a GPU's (CudaPipelineDevice,
+/// with NCCL). The runner only moves bytes between addresses of this
+/// memory, and never reads them itself.
+class PipelineDevice {
+public:
+  virtual ~PipelineDevice();
+  /// Buffer `id`'s bytes in the device's memory.
+  virtual char *buffer(unsigned id) = 0;
+  /// Buffer `id`'s bytes in the host arena, where the driver puts each
+  /// microbatch's inputs.
+  virtual const char *hostBuffer(unsigned id) = 0;
+  /// `bytes` of device memory that live as long as the device.
+  virtual bool allocate(uint64_t bytes, char *&memory, std::string &error) = 0;
+  /// Copies within the device's memory, and from the host into it.
+  virtual bool copy(char *to, const char *from, uint64_t bytes,
+                    std::string &error) = 0;
+  virtual bool upload(char *to, const char *host, uint64_t bytes,
+                      std::string &error) = 0;
+  /// Runs plan step `index` (a kernel or a collective among the stage's
+  /// ranks) as part of `microbatch`.
+  virtual bool runStep(size_t index, uint64_t microbatch, TraceRecorder *trace,
+                       std::string &error) = 0;
+  /// Point-to-point with world rank `peer` (a send does not wait for its
+  /// receive), and a broadcast over the pipeline axis, on device memory.
+  virtual bool send(unsigned peer, const char *data, uint64_t bytes,
+                    std::string &error) = 0;
+  virtual bool recv(unsigned peer, char *data, uint64_t bytes,
+                    std::string &error) = 0;
+  virtual bool broadcast(const CommGroup &group, unsigned root, char *data,
+                         uint64_t bytes, std::string &error) = 0;
+  /// Around each run: a GPU takes the params and the step's inputs from
+  /// the host arena first and gives the outputs back last; `origin` is the
+  /// trace's time 0.
+  virtual bool begin(std::chrono::steady_clock::time_point origin,
+                     std::string &error) = 0;
+  virtual bool end(std::string &error) = 0;
+};
+
+/// The CPU's: the executor's arena, its steps, and `comm`'s messages.
+class CpuPipelineDevice : public PipelineDevice {
+public:
+  CpuPipelineDevice(Executor &executor, Communicator &comm)
+      : executor(executor), comm(comm) {}
+  char *buffer(unsigned id) override { return executor.buffer(id); }
+  const char *hostBuffer(unsigned id) override { return executor.buffer(id); }
+  bool allocate(uint64_t bytes, char *&memory, std::string &error) override;
+  bool copy(char *to, const char *from, uint64_t bytes, std::string &) override;
+  bool upload(char *to, const char *host, uint64_t bytes,
+              std::string &error) override {
+    return copy(to, host, bytes, error);
+  }
+  bool runStep(size_t index, uint64_t microbatch, TraceRecorder *trace,
+               std::string &error) override {
+    return executor.runSteps(index, index + 1, microbatch, trace, error);
+  }
+  bool send(unsigned peer, const char *data, uint64_t bytes,
+            std::string &error) override {
+    return comm.send(peer, data, bytes, error);
+  }
+  bool recv(unsigned peer, char *data, uint64_t bytes,
+            std::string &error) override {
+    return comm.recv(peer, data, bytes, error);
+  }
+  bool broadcast(const CommGroup &group, unsigned root, char *data,
+                 uint64_t bytes, std::string &error) override {
+    return comm.broadcast(group, root, data, bytes, error);
+  }
+  bool begin(std::chrono::steady_clock::time_point origin, std::string &) override {
+    executor.setTraceOrigin(origin);
+    return true;
+  }
+  /// Sends complete (MPI_Isend's copies) before the step ends.
+  bool end(std::string &error) override { return comm.flushSends(error); }
+
+private:
+  Executor &executor;
+  Communicator &comm;
+  std::vector<std::unique_ptr<Arena>> blocks;
+};
+
 class PipelineRunner {
 public:
   /// After the executor's allocate: this rank's stages and peers, and its
   /// schedule for `microbatches` microbatches (verified): the plan's, or
   /// `schedule` when not empty. `train` is false for a forward-only run,
-  /// which pipelines its forwards alone.
-  bool prepare(const Plan &plan, Executor &executor, uint64_t microbatches,
-               bool train, const std::string &schedule, std::string &error);
+  /// which pipelines its forwards alone. `device` runs the steps and moves
+  /// the bytes; `comm` is the run's world (its rank and groups). Both must
+  /// outlive the runner.
+  bool prepare(const Plan &plan, PipelineDevice &device, Communicator &comm,
+               uint64_t microbatches, bool train, const std::string &schedule,
+               std::string &error);
   /// One run: `place(mb)`, a collective over every rank, puts microbatch
   /// mb's inputs in the arena, for every mb first; then the schedule, the
   /// update, and the outputs other than params' new values, which every
@@ -100,16 +186,17 @@ private:
     return stage % order.ranks == coordinate;
   }
   /// Keeps buffer `id`'s bytes at `data` for `microbatch`, in its slot.
-  void hold(uint64_t microbatch, unsigned id, const char *data);
+  bool hold(uint64_t microbatch, unsigned id, const char *data,
+            std::string &error);
   /// Whether `microbatch` holds buffer `id`, and where.
   bool holds(uint64_t microbatch, unsigned id) const {
     return present[microbatch * plan->buffers.size() + id];
   }
   char *slotData(uint64_t microbatch, unsigned id) const {
-    return pool.data() + inFlight.slotOf[microbatch] * inFlight.slotBytes +
+    return pool + inFlight.slotOf[microbatch] * inFlight.slotBytes +
            inFlight.offset[id];
   }
-  void restore(uint64_t microbatch, unsigned id);
+  bool restore(uint64_t microbatch, unsigned id, std::string &error);
   /// Forgets every value of `microbatch` (its slot is free again).
   void release(uint64_t microbatch);
   /// A `send` or `recv` event that began at `before`, with `--trace`.
@@ -117,7 +204,7 @@ private:
                     std::chrono::steady_clock::time_point before);
 
   const Plan *plan = nullptr;
-  Executor *executor = nullptr;
+  PipelineDevice *device = nullptr;
   Communicator *comm = nullptr;
   Schedule order;
   bool train = true;
@@ -130,13 +217,13 @@ private:
   /// The values in flight: their layout, its memory, and per microbatch
   /// and buffer whether the microbatch holds it now.
   InFlightLayout inFlight;
-  Arena pool;
+  char *pool = nullptr; // the device's
   std::vector<bool> present;
   /// Per microbatch, its inputs (all are placed before the schedule).
   std::vector<std::map<unsigned, std::vector<char>>> inputs;
-  /// A carry's message, as large as the largest this rank sends or
-  /// receives.
-  std::vector<char> message;
+  /// A carry's message in device memory, as large as the largest this
+  /// rank sends or receives.
+  char *message = nullptr;
   /// Each output, the rank of the pipeline axis it is broadcast from, and
   /// the param it updates (-1: none).
   struct OutputSync {
