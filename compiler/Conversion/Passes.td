@@ -15,7 +15,8 @@ def ConvertLoomToLinalg : Pass<"convert-loom-to-linalg", "mlir::ModuleOp"> {
   }];
   let dependentDialects = [
     "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",
-    "mlir::arith::ArithDialect", "mlir::math::MathDialect"
+    "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+    "mlir::scf::SCFDialect"
   ];
 }
 

@@ -5,6 +5,7 @@
 #include "Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::loom {
@@ -32,7 +33,7 @@ struct ConvertLoomToLinalg
     ConversionTarget target(*context);
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect,
-                           func::FuncDialect>();
+                           scf::SCFDialect, func::FuncDialect>();
     // Structure ops stay: stages and MoE blocks are lowered elsewhere.
     target.addIllegalDialect<LoomDialect>();
     target.addLegalOp<StageOp, MoeOp, YieldOp, TrainOp, AccumulateOp>();

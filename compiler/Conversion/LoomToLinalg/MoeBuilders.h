@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace mlir::loom::moe {
@@ -56,6 +57,39 @@ inline Value generic(OpBuilder &b, Location loc, RankedTensorType type, ValueRan
   return linalg::GenericOp::create(b, loc, type, inputs, ValueRange{init}, maps,
                                    iterators, body)
       .getResult(0);
+}
+
+/// The inverse of `slot` [N, K] (values below sourceType's elements, or
+/// -1 for none): source[s] is the element n * K + k of slot holding s, or
+/// -1. One pass over the slots (an scf.for over n, linear in N), as no two
+/// elements hold one slot.
+inline Value invertSlots(OpBuilder &b, Location loc, Value slot,
+                         RankedTensorType sourceType, Value noneFilled) {
+  int64_t rows = typeOf(slot).getDimSize(0), width = typeOf(slot).getDimSize(1);
+  int64_t sources = sourceType.getNumElements();
+  Scalars outer{b, loc};
+  auto loop = scf::ForOp::create(
+      b, loc, outer.constIndex(0), outer.constIndex(rows), outer.constIndex(1),
+      ValueRange{noneFilled}, [&](OpBuilder &b, Location l, Value n, ValueRange state) {
+        Scalars s{b, l};
+        Value source = state[0];
+        for (int64_t k = 0; k < width; ++k) {
+          Value held = s.extract(slot, {n, s.constIndex(k)});
+          // A slot outside source writes nothing: source[0] is read back
+          // and written unchanged, with no branch.
+          Value writes = arith::AndIOp::create(
+              b, l, s.cmp(arith::CmpIPredicate::sge, held, s.i32(0)),
+              s.cmp(arith::CmpIPredicate::slt, held, s.i32(sources)));
+          Value target = arith::IndexCastOp::create(b, l, b.getIndexType(),
+                                                    s.select(writes, held, s.i32(0)));
+          Value id = arith::AddIOp::create(
+              b, l, arith::MulIOp::create(b, l, s.asI32(n), s.i32(width)), s.i32(k));
+          source = tensor::InsertOp::create(
+              b, l, s.select(writes, id, s.extract(source, {target})), source, target);
+        }
+        scf::YieldOp::create(b, l, ValueRange{source});
+      });
+  return loop.getResult(0);
 }
 
 } // namespace mlir::loom::moe

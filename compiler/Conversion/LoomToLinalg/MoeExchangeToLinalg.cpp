@@ -118,17 +118,10 @@ struct MoeExchangeMapLowering : OpConversionPattern<MoeExchangeMapOp> {
           }
           linalg::YieldOp::create(b, l, ValueRange{result});
         });
+    // source[s]: the row holding slot s, or -1.
     RankedTensorType sourceType = op.getSource().getType();
-    AffineMap rowSlot = AffineMap::get(
-        2, 0, {getAffineDimExpr(1, context), getAffineConstantExpr(0, context)}, context);
-    Value source = generic(
-        rewriter, loc, sourceType, {slot}, filledTensor(rewriter, loc, sourceType, none),
-        {rowSlot, mapOf(context, 2, {0})}, 2, 1,
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars s{b, l};
-          Value hit = s.cmp(arith::CmpIPredicate::eq, args[0], s.asI32(s.index(0)));
-          linalg::YieldOp::create(b, l, ValueRange{s.select(hit, s.asI32(s.index(1)), args[1])});
-        });
+    Value source = invertSlots(rewriter, loc, slot, sourceType,
+                               filledTensor(rewriter, loc, sourceType, none));
     rewriter.replaceOp(op, {slot, source});
     return success();
   }

@@ -2,10 +2,11 @@
 //
 // Every piece is a parallel linalg.generic (with reductions where a count
 // or a dot product is needed), so the kernels tile and bufferize like any
-// other. Routing counts, for each choice, the earlier choices of the same
-// expert (quadratic in the tokens, simple and exact; docs/moe.md). Every
-// integer read from a routing tensor is clamped before it indexes, so no
-// value, however produced, reads outside a tensor.
+// other, but for routing's slots: one sequential scan over the choices in
+// priority order with a running count per expert (an scf.for, linear in
+// the tokens; on a GPU it runs on one thread). Every integer read from a
+// routing tensor is clamped before it indexes, so no value, however
+// produced, reads outside a tensor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +15,7 @@
 #include "LoomToLinalg.h"
 #include "MoeBuilders.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 using namespace mlir;
@@ -61,58 +63,48 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
           Value add = arith::AddIOp::create(b, l, args[1], s.asI32(s.index(2)));
           linalg::YieldOp::create(b, l, ValueRange{s.select(hit, add, args[1])});
         });
-    // position[n, k]: earlier choices of the same expert, where (m, j) is
-    // earlier than (n, k) when j < k, or j == k and m < n.
-    Value position = generic(
-        rewriter, loc, choices, {expert, expert}, filledTensor(rewriter, loc, choices, zero),
-        {mapOf(context, 4, {0, 1}), mapOf(context, 4, {2, 3}), mapOf(context, 4, {0, 1})},
-        4, 2, [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars s{b, l};
-          Value n = s.index(0), k = s.index(1), m = s.index(2), j = s.index(3);
-          Value earlier = arith::OrIOp::create(
-              b, l, s.cmp(arith::CmpIPredicate::ult, j, k),
-              arith::AndIOp::create(b, l, s.cmp(arith::CmpIPredicate::eq, j, k),
-                                    s.cmp(arith::CmpIPredicate::ult, m, n)));
-          Value same = s.cmp(arith::CmpIPredicate::eq, args[0], args[1]);
-          Value counts = arith::AndIOp::create(b, l, earlier, same);
-          linalg::YieldOp::create(
-              b, l, ValueRange{arith::AddIOp::create(b, l, args[2],
-                                                     s.select(counts, s.i32(1), s.i32(0)))});
-        });
-    // slot[n, k] = expert * buffer + position, or -1 when the expert is
-    // full: when position plus the other ranks' earlier choices (offsets)
-    // reaches the capacity.
+    // slot in one pass over the choices in GShard's priority order (every
+    // first choice in token order, then every second): a running count per
+    // expert is each choice's position among the earlier choices of its
+    // expert, so routing is linear in the tokens. A choice keeps slot
+    // expert * buffer + position unless position plus the other ranks'
+    // earlier choices (offsets) reaches the capacity (slot -1).
     int64_t buffer = op.getBuffer().value_or(capacity);
     Value offsets = adaptor.getOffsets();
-    Value slot = generic(
-        rewriter, loc, choices, {expert, position}, filledTensor(rewriter, loc, choices, zero),
-        {mapOf(context, 2, {0, 1}), mapOf(context, 2, {0, 1}), mapOf(context, 2, {0, 1})},
-        2, 2, [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars s{b, l};
-          Value global = args[1];
-          if (offsets)
-            global = arith::AddIOp::create(
-                b, l, global,
-                s.extract(offsets, {s.constIndex(0), s.index(1),
-                                    clampedIndex(b, l, args[0], experts)}));
-          Value kept = s.cmp(arith::CmpIPredicate::slt, global, s.i32(capacity));
-          Value at = arith::AddIOp::create(
-              b, l, arith::MulIOp::create(b, l, args[0], s.i32(buffer)), args[1]);
-          linalg::YieldOp::create(b, l, ValueRange{s.select(kept, at, s.i32(-1))});
-        });
+    Value claimed = filledTensor(
+        rewriter, loc, RankedTensorType::get({experts}, rewriter.getI32Type()), zero);
+    Value slot = filledTensor(rewriter, loc, choices, none);
+    Value lower = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value upper = arith::ConstantIndexOp::create(rewriter, loc, tokens);
+    Value step = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    for (int64_t k = 0; k < topK; ++k) {
+      auto scan = scf::ForOp::create(
+          rewriter, loc, lower, upper, step, ValueRange{claimed, slot},
+          [&](OpBuilder &b, Location l, Value n, ValueRange state) {
+            Scalars s{b, l};
+            Value choice = s.constIndex(k);
+            Value e = clampedIndex(b, l, s.extract(expert, {n, choice}), experts);
+            Value position = s.extract(state[0], {e});
+            Value counted = tensor::InsertOp::create(
+                b, l, arith::AddIOp::create(b, l, position, s.i32(1)), state[0], e);
+            Value global = position;
+            if (offsets)
+              global = arith::AddIOp::create(
+                  b, l, global, s.extract(offsets, {s.constIndex(0), choice, e}));
+            Value at = arith::AddIOp::create(
+                b, l, arith::MulIOp::create(b, l, s.asI32(e), s.i32(buffer)), position);
+            Value kept = s.cmp(arith::CmpIPredicate::slt, global, s.i32(capacity));
+            Value slotted = tensor::InsertOp::create(
+                b, l, s.select(kept, at, s.i32(-1)), state[1], ValueRange{n, choice});
+            scf::YieldOp::create(b, l, ValueRange{counted, slotted});
+          });
+      claimed = scan.getResult(0);
+      slot = scan.getResult(1);
+    }
     // source[s]: the choice n * top_k + k holding slot s, or -1.
     auto sourceType = op.getSource().getType();
-    Value source = generic(
-        rewriter, loc, sourceType, {slot}, filledTensor(rewriter, loc, sourceType, none),
-        {mapOf(context, 3, {1, 2}), mapOf(context, 3, {0})}, 3, 1,
-        [&](OpBuilder &b, Location l, ValueRange args) {
-          Scalars s{b, l};
-          Value hit = s.cmp(arith::CmpIPredicate::eq, args[0], s.asI32(s.index(0)));
-          Value choice = arith::AddIOp::create(
-              b, l, arith::MulIOp::create(b, l, s.asI32(s.index(1)), s.i32(topK)),
-              s.asI32(s.index(2)));
-          linalg::YieldOp::create(b, l, ValueRange{s.select(hit, choice, args[1])});
-        });
+    Value source = invertSlots(rewriter, loc, slot, sourceType,
+                               filledTensor(rewriter, loc, sourceType, none));
     // first_counts[e]: first choices of e.
     auto countType = op.getFirstCounts().getType();
     AffineMap firstChoice = AffineMap::get(

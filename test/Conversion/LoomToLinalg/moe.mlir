@@ -1,23 +1,34 @@
 // RUN: loom-opt %s --split-input-file --convert-loom-to-linalg --mlir-print-local-scope | FileCheck %s
 
 // --convert-loom-to-linalg, the routed pieces of an MoE block: each is a
-// linalg.generic (reductions where a count or a dot product is needed),
-// and every integer that indexes is clamped into its tensor first.
+// linalg.generic (reductions where a count or a dot product is needed) but
+// routing's slots, a scan, and every integer that indexes is clamped into
+// its tensor first.
 
 // Routing: the rank of each expert per token (a reduction over the other
-// experts), the experts of ranks 0..k-1, each choice's position among the
-// earlier choices of its expert (over all tokens and choices), the slot or
-// -1 past the capacity, the inverse map, and the first-choice counts.
+// experts), the experts of ranks 0..k-1, then one scan per priority over
+// the tokens (first choices, then second ones, GShard's order): a running
+// count per expert is the choice's position, the slot is expert * 5 +
+// position or -1 past the capacity; then one pass gives the inverse map
+// the choice n * 2 + k at each slot; last the first-choice counts.
 // CHECK-LABEL: func.func @route
 // CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
 // CHECK: arith.cmpf ogt
-// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1)>, affine_map<(d0, d1, d2, d3) -> (d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
-// CHECK: linalg.generic
-// CHECK: arith.constant 5 : i32
-// CHECK: arith.cmpi slt
-// CHECK: arith.constant -1 : i32
-// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0)>], iterator_types = ["parallel", "reduction", "reduction"]}
+// CHECK: %[[EXPERT:.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK: %[[FIRST:.+]]:2 = scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[COUNT:.+]] = %{{.+}}, %[[SLOT:.+]] = %{{.+}}) -> (tensor<4xi32>, tensor<16x2xi32>)
+// CHECK: tensor.extract %[[EXPERT]][%[[N]], %{{.+}}] : tensor<16x2xi32>
+// CHECK: %[[POS:.+]] = tensor.extract %[[COUNT]][%{{.+}}] : tensor<4xi32>
+// CHECK: arith.addi %[[POS]], %{{.+}} : i32
+// CHECK: tensor.insert %{{.+}} into %[[COUNT]]
+// CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[POS]] : i32
+// CHECK: %[[KEPT:.+]] = arith.cmpi slt, %[[POS]], %{{.+}} : i32
+// CHECK: arith.select %[[KEPT]], %[[AT]], %{{.+}} : i32
+// CHECK: tensor.insert %{{.+}} into %[[SLOT]][%[[N]], %{{.+}}] : tensor<16x2xi32>
+// CHECK: scf.yield
+// CHECK: %[[SLOTS:.+]]:2 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[FIRST]]#0, %{{.+}} = %[[FIRST]]#1)
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[SOURCE:.+]] = %{{.+}}) -> (tensor<20xi32>)
+// CHECK: tensor.extract %[[SLOTS]]#1
+// CHECK: tensor.insert %{{.+}} into %[[SOURCE]][%{{.+}}] : tensor<20xi32>
 // CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, 0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
 // CHECK-NOT: loom.moe_route
 func.func @route(%p: tensor<16x4xf32>) -> (tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>) {
@@ -104,14 +115,13 @@ func.func @stats(%e: tensor<16x2xi32>, %s: tensor<16x2xi32>) -> tensor<4x2xf32> 
 // CHECK-LABEL: func.func @route_offsets
 // CHECK: linalg.generic
 // CHECK: linalg.generic
-// CHECK: linalg.generic
-// CHECK: linalg.generic
+// CHECK: scf.for
+// CHECK: arith.constant 4 : i32
+// CHECK: arith.muli
 // CHECK: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] : tensor<1x2x4xi32>
 // CHECK: arith.addi
 // CHECK: arith.constant 5 : i32
 // CHECK: arith.cmpi slt
-// CHECK: arith.constant 4 : i32
-// CHECK: arith.muli
 func.func @route_offsets(%p: tensor<16x4xf32>, %o: tensor<1x2x4xi32>) -> tensor<16x2xi32> {
   %e, %s, %src, %c = loom.moe_route %p offsets %o top_k 2 capacity 5 buffer 4 : tensor<16x4xf32>, tensor<1x2x4xi32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<16xi32>, tensor<4xf32>
   return %s : tensor<16x2xi32>
@@ -143,12 +153,17 @@ func.func @offsets(%c: tensor<4x2x8xi32>) -> tensor<4x2x8xi32> {
 
 // -----
 
-// The exchange maps: each received row's slot (or -1), then the inverse.
+// The exchange maps: each received row's slot (or -1), then the inverse
+// by one pass over the rows, as the route's: the row id at its slot.
 // CHECK-LABEL: func.func @exchange_map
-// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK: %[[SLOT:.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
 // CHECK: arith.divui
 // CHECK: arith.remui
-// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, 0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
+// CHECK: scf.for %[[R:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[SOURCE:.+]] = %{{.+}}) -> (tensor<6xi32>)
+// CHECK: %[[HELD:.+]] = tensor.extract %[[SLOT]][%[[R]], %{{.+}}] : tensor<16x1xi32>
+// CHECK: arith.cmpi sge, %[[HELD]]
+// CHECK: arith.cmpi slt, %[[HELD]]
+// CHECK: tensor.insert %{{.+}} into %[[SOURCE]][%{{.+}}] : tensor<6xi32>
 // CHECK-NOT: loom.moe_exchange_map
 func.func @exchange_map(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) -> (tensor<16x1xi32>, tensor<6xi32>) {
   %s, %src = loom.moe_exchange_map %c, %o capacity 3 buffer 2 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<16x1xi32>, tensor<6xi32>
