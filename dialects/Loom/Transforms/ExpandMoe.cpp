@@ -195,12 +195,12 @@ static Value zLoss(OpBuilder &b, Location loc, Value logits, double weight) {
 
 /// Appends the block's routing counts to the model's outputs as
 /// `moe_stats.BLOCK` ([experts, 2]: routed, dropped), which the executable
-/// prints with --moe-stats. Not in a pipeline stage: outputs come from the
-/// last stage.
+/// prints with --moe-stats. In a pipeline stage too: a pipelined run
+/// broadcasts each output from the stage that computes it.
 static void addStatsOutput(OpBuilder &b, Location loc, MoeOp moe, MoeRouteOp route) {
   auto block = route->getAttrOfType<StringAttr>(attr::kMoeBlock);
   auto model = moe->getParentOfType<func::FuncOp>();
-  if (!block || moe->hasAttr(attr::kStage) || !model || model.isPrivate())
+  if (!block || !model || model.isPrivate())
     return;
   Value stats = MoeStatsOp::create(
       b, loc, RankedTensorType::get({static_cast<int64_t>(moe.getExperts()), 2}, b.getF32Type()),

@@ -117,6 +117,16 @@ void StagePlacer::placeLoop() {
       places[&op] = place;
       changed = true;
     }
+    // An op that reads nothing the loop computes (a constant, a slice of
+    // an input) goes where its readers are; it neither places itself by
+    // its operands nor holds back a reader placed by its other operands
+    // (forward-only, the loss reads the logits and a slice of the labels).
+    auto readsOnlyArguments = [&](Operation *op) {
+      return llvm::none_of(op->getOperands(), [&](Value operand) {
+        Operation *def = operand.getDefiningOp();
+        return def && loop.contains(def);
+      });
+    };
     for (Operation &op : body.without_terminator()) {
       if (!loop.contains(&op) || places.count(&op))
         continue;
@@ -127,6 +137,9 @@ void StagePlacer::placeLoop() {
         if (!def || !loop.contains(def))
           continue;
         auto found = places.find(def);
+        if (found == places.end() && readsOnlyArguments(def) &&
+            !isa<AccumulateOp>(def))
+          continue;
         if (found == places.end()) {
           known = false;
           break;
@@ -134,8 +147,7 @@ void StagePlacer::placeLoop() {
         place.stage = std::max(place.stage, found->second.stage);
         place.backward |= found->second.backward;
       }
-      if (!known || (place.stage < 0 && !op.getOperands().empty() &&
-                     !isa<AccumulateOp>(op)))
+      if (!known || (place.stage < 0 && !isa<AccumulateOp>(op)))
         continue;
       if (place.stage < 0)
         place.stage = 0;

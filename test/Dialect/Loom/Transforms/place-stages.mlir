@@ -25,6 +25,30 @@ func.func @fwd_spmd(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32>
 
 // -----
 
+// Forward only, the loss of a pipelined MoE: it reads the last stage's
+// logits and a value that reads only arguments (the labels' slice), and
+// is added to a term of the first stage. The slice waits for its reader
+// and takes its stage; nothing lands on stage 0 by default, where it
+// would read the later stage's value.
+// CHECK-LABEL: func.func @loss_spmd
+// CHECK: loom.mul %{{.*}} {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK-NEXT: loom.relu %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.neg %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.add %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+shard.grid @gpus(shape = 2) {loom.axes = ["pp"]}
+func.func @loss_spmd(%x: tensor<4xf32>, %w: tensor<4xf32>, %t: tensor<4xf32>) -> tensor<4xf32>
+    attributes {loom.partition_of = "loss", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %aux = loom.mul %x, %w {loom.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %logits = loom.relu %aux {loom.stage = 1 : i64} : tensor<4xf32>
+  %labels = loom.neg %t : tensor<4xf32>
+  %ce = loom.mul %logits, %labels : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %loss = loom.add %ce, %aux : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %loss : tensor<4xf32>
+}
+
+// -----
+
 // A training step: the backward keeps the stages autodiff gave it; the
 // loss (no stage) runs where its reader does, in the backward of stage 1.
 // The update: each param's on the stage that computed its gradient; what
