@@ -10,6 +10,7 @@
 #define LOOM_DRIVER_COMPILATION_H
 
 #include "Backend/CpuTarget.h"
+#include "Backend/HostObject.h"
 #include "Driver/Driver.h"
 #include "Frontend/AST.h"
 #include "Pipeline/Pipeline.h"
@@ -62,6 +63,8 @@ public:
   /// Whether the CPU kernels are compiled (not for --kernel-report).
   bool wantsCpuKernels() const;
   mlir::LogicalResult lowerForCpu();
+  /// Starts the host object's code generation in the background.
+  mlir::LogicalResult startHostObject();
   mlir::LogicalResult linkExecutable();
 
   // When a row runs.
@@ -72,6 +75,8 @@ public:
   bool wantsGpu() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }
+  /// Whether the run ends in an executable (no --emit, no report).
+  bool wantsExecutable() const { return !options.emit && !options.kernelReport; }
   bool wantsExplain() const {
     return options.explain || options.memoryLimit || options.probe ||
            options.searchMesh || !options.meshSvg.empty();
@@ -150,6 +155,10 @@ private:
   std::optional<ExplainReport> explained;
 
   std::optional<CpuTarget> cpu;
+  /// The host object, compiled in the background from the llvm stage on
+  /// (after `module`, so that it is joined before the module goes).
+  llvm::SmallString<128> hostObjectPath;
+  HostObjectJob hostObject;
 
   std::optional<Plan> plan, spmdPlan;
   /// The pipeline schedule's text and its summary (ScheduleStage.cpp).

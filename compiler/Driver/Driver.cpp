@@ -40,9 +40,8 @@ struct StageRow {
 };
 
 using C = Compilation;
-/// The stages in the order they run. The GPU rows branch off the bufferized
-/// kernels (they work on copies); the CPU rows then lower the kernels
-/// themselves.
+/// The stages in the order they run. The GPU rows work on a copy of the
+/// bufferized kernels; the CPU rows, first, lower the kernels themselves.
 const StageRow kStages[] = {
     {"parse", Stage::AST, &C::parse, nullptr, &C::printAST},
     {"loom", Stage::Loom, &C::generateLoom, nullptr, &C::printModule},
@@ -53,15 +52,19 @@ const StageRow kStages[] = {
     {"explain", std::nullopt, &C::explainPlan, &C::wantsExplain, nullptr},
     {"linalg", Stage::Linalg, &C::lowerToLinalg, nullptr, &C::printModule},
     {"bufferize", std::nullopt, &C::bufferizeKernels, nullptr, nullptr},
+    // The CPU tiles may add scratch buffers (B's panels): before the plan.
+    {"tile", Stage::Tiled, &C::tileForCpu, &C::wantsCpuKernels, &C::printModule},
+    {"llvm", Stage::LLVM, &C::lowerForCpu, &C::wantsCpuKernels, &C::printModule},
+    // The host object compiles on a thread of its own (HostObjectJob) while
+    // the GPU stages, ptxas and the plans run: on 2 cores that overlaps the
+    // two longest parts of a GPU build.
+    {"host-object", std::nullopt, &C::startHostObject, &C::wantsExecutable, nullptr},
     {"gpu", Stage::GPU, &C::lowerToGpu, &C::wantsGpu, &C::printGpuModule},
     {"nvvm", Stage::NVVM, &C::lowerToNvvm, &C::wantsGpu, &C::printGpuModule},
     {"ptx", Stage::PTX, &C::emitPtx, &C::wantsGpu, &C::printPtx},
     {"gpu-image", std::nullopt, &C::buildGpuImage, &C::wantsGpu, nullptr},
-    // The CPU tiles may add scratch buffers (B's panels): before the plan.
-    {"tile", Stage::Tiled, &C::tileForCpu, &C::wantsCpuKernels, &C::printModule},
     {"plan", std::nullopt, &C::buildPlans, &C::wantsPlans, nullptr},
     {"kernel-report", std::nullopt, &C::printKernelReport, &C::wantsReport, nullptr},
-    {"llvm", Stage::LLVM, &C::lowerForCpu, nullptr, &C::printModule},
     {"print-plan", Stage::Plan, nullptr, nullptr, &C::printPlans},
     {"link", Stage::Executable, &C::linkExecutable, nullptr, nullptr},
 };
@@ -316,10 +319,22 @@ LogicalResult Compilation::bufferizeKernels() {
       scratch[kernel.getSymName()].push_back(cast<ShapedType>(type));
     lowered->removeAttr(mlir::loom::attr::kKernel);
   }
-  return checkGpuOptions();
+  if (failed(checkGpuOptions()))
+    return failure();
+  // The GPU stages start from the bufferized kernels, which the CPU stages
+  // (run first, so that the host object compiles beside the GPU stages)
+  // then tile in place.
+  if (wantsGpu())
+    gpuModule = module->clone();
+  return success();
 }
 
-bool Compilation::wantsCpuKernels() const { return !options.kernelReport; }
+bool Compilation::wantsCpuKernels() const {
+  // Not for the report, nor for a GPU stage's --emit.
+  return !options.kernelReport &&
+         !(options.emit && (*options.emit == Stage::GPU ||
+                            *options.emit == Stage::NVVM || *options.emit == Stage::PTX));
+}
 
 bool Compilation::wantsPlans() const {
   return executable() || !options.dumpDir.empty();
@@ -397,15 +412,24 @@ void Compilation::printPlans(llvm::raw_ostream &out) {
     out << "\n" << spmdPlan->text;
 }
 
-LogicalResult Compilation::linkExecutable() {
-  llvm::SmallString<128> object;
+LogicalResult Compilation::startHostObject() {
   if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("loom-kernels", "o", object))
+          llvm::sys::fs::createTemporaryFile("loom-kernels", "o", hostObjectPath))
     return module->emitError("cannot create a temporary file: ") << ec.message();
   FailureOr<const CpuTarget *> target = cpuTarget();
   if (failed(target))
     return failure();
-  LogicalResult result = writeHostObject(*module, object, **target);
+  return hostObject.start(*module, hostObjectPath, **target);
+}
+
+LogicalResult Compilation::linkExecutable() {
+  if (!hostObject.started() && failed(startHostObject()))
+    return failure();
+  llvm::SmallString<128> object = hostObjectPath;
+  FailureOr<const CpuTarget *> target = cpuTarget();
+  if (failed(target))
+    return failure();
+  LogicalResult result = hostObject.wait(module->getLoc());
   if (succeeded(result))
     result = ::loom::linkExecutable(module->getLoc(), *plan,
                                     spmdPlan ? &*spmdPlan : nullptr,

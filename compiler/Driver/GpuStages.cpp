@@ -51,7 +51,8 @@ void Compilation::printGpuModule(llvm::raw_ostream &out) {
 /// Tensor cores (mma.sync) from sm_80 (Ampere) on, wgmma on sm_90a; their
 /// tiles are sized for the SMs of --gpu-device (h200 by default).
 LogicalResult Compilation::lowerToGpu() {
-  gpuModule = module->clone();
+  if (!gpuModule) // made by bufferizeKernels
+    gpuModule = module->clone();
   if (report)
     report->countWork(*gpuModule);
   unsigned smVersion = 0;
