@@ -17,6 +17,13 @@
 //    flat loop takes at most kMaxCaptured buffers and scalars; a bigger
 //    bucket becomes several launches, as apex chunks its tensor lists.
 //
+// Copy kernels (a gradient bucket's packing and unpacking: views and copies
+// of static 1-D buffers) are made such loops first, one per copy, and
+// groups may then write disjoint static pieces of one buffer: a bucket of
+// 150 gradients is one launch, not 150 (and one kernel for ptxas, not
+// 150, which keeps a deep model's cubin as quick to build as a shallow
+// one's).
+//
 // Both need loops whose every store is at the loop's own indices and whose
 // loads are at those indices or at indices that do not change in the loop
 // (the per-step scalars: lr, bias corrections) of buffers the loop does
@@ -178,19 +185,52 @@ bool fusible(const ElementwiseLoop &earlier, const ElementwiseLoop &later) {
          sameViews(earlier.loadedAtOwn, later);
 }
 
+/// The elements [begin, end) of its root that a 1-D view holds: the root
+/// itself, or a static unit-stride subview of it; nullopt otherwise.
+std::optional<std::pair<int64_t, int64_t>> staticSpan(Value view) {
+  auto type = dyn_cast<MemRefType>(view.getType());
+  if (!type || type.getRank() != 1 || !type.hasStaticShape())
+    return std::nullopt;
+  if (view == viewRoot(view))
+    return std::make_pair(int64_t(0), type.getDimSize(0));
+  auto subview = view.getDefiningOp<memref::SubViewOp>();
+  if (!subview || subview.getSource() != viewRoot(view) ||
+      subview.getStaticOffsets().size() != 1 ||
+      ShapedType::isDynamic(subview.getStaticOffsets()[0]) ||
+      subview.getStaticStrides()[0] != 1)
+    return std::nullopt;
+  int64_t begin = subview.getStaticOffsets()[0];
+  return std::make_pair(begin, begin + type.getDimSize(0));
+}
+
 /// Whether the groups may run in any order, element by element: no group
-/// reads or writes a buffer another one writes.
+/// reads or writes a buffer another one writes, but for groups that write
+/// disjoint static pieces of one buffer (a gradient bucket's parts), which
+/// no group reads.
 bool independent(ArrayRef<LoopGroup> groups) {
-  llvm::SmallDenseMap<Value, size_t, 16> writer;
+  struct Write {
+    size_t group;
+    std::optional<std::pair<int64_t, int64_t>> span;
+  };
+  llvm::SmallDenseMap<Value, SmallVector<Write, 4>, 16> writes;
   for (auto [i, group] : llvm::enumerate(groups))
     for (const ElementwiseLoop &loop : group.loops)
-      for (Value v : loop.stored)
-        if (!writer.try_emplace(v, i).second && writer[v] != i)
-          return false;
+      for (Value view : loop.storedAtOwn) {
+        auto span = staticSpan(view);
+        for (const Write &other : writes[viewRoot(view)])
+          if (other.group != i &&
+              (!span || !other.span || (span->first < other.span->second &&
+                                        other.span->first < span->second)))
+            return false;
+        writes[viewRoot(view)].push_back({i, span});
+      }
   for (auto [i, group] : llvm::enumerate(groups))
     for (const ElementwiseLoop &loop : group.loops)
       for (Value v : loop.loaded)
-        if (auto it = writer.find(v); it != writer.end() && it->second != i)
+        if (auto it = writes.find(v);
+            it != writes.end() && llvm::any_of(it->second, [&](const Write &w) {
+              return w.group != i;
+            }))
           return false;
   return true;
 }
@@ -304,11 +344,75 @@ void fuseRun(ArrayRef<ElementwiseLoop> run) {
   emit();
 }
 
+/// A copy kernel: its body is only views, constants and copies of static
+/// 1-D buffers (a gradient bucket's packing and unpacking).
+bool isCopyKernel(func::FuncOp func) {
+  bool copies = false;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+      copies = true;
+      if (!staticSpan(copy.getSource()) || !staticSpan(copy.getTarget()))
+        return false;
+    } else if (!isa<memref::SubViewOp>(op) && !matchPattern(&op, m_Constant())) {
+      return false;
+    }
+  }
+  return copies;
+}
+
+/// Prepares a copy kernel for fusion. A whole scratch buffer copied into an
+/// argument at the end (how a concatenation bufferizes), and only ever
+/// written, is replaced by that argument, so the pieces go there directly;
+/// then each copy becomes an elementwise loop.
+void loopCopies(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  auto last = dyn_cast<memref::CopyOp>(body.getTerminator()->getPrevNode());
+  if (last) {
+    auto scratch = dyn_cast<BlockArgument>(last.getSource());
+    bool onlyWritten =
+        scratch && func.getArgAttr(scratch.getArgNumber(), loom::attr::kScratch) &&
+        last.getSource().getType() == last.getTarget().getType() &&
+        llvm::all_of(scratch.getUsers(), [&](Operation *user) {
+          if (user == last)
+            return true;
+          auto subview = dyn_cast<memref::SubViewOp>(user);
+          return subview && llvm::all_of(subview->getUsers(), [&](Operation *use) {
+                   auto copy = dyn_cast<memref::CopyOp>(use);
+                   return copy && copy.getTarget() == subview.getResult();
+                 });
+        });
+    if (onlyWritten) {
+      Value target = last.getTarget();
+      last.erase();
+      scratch.replaceAllUsesWith(target);
+    }
+  }
+  for (auto copy : llvm::make_early_inc_range(body.getOps<memref::CopyOp>())) {
+    OpBuilder b(copy);
+    Location loc = copy.getLoc();
+    int64_t size = cast<MemRefType>(copy.getSource().getType()).getDimSize(0);
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value upper = arith::ConstantIndexOp::create(b, loc, size);
+    auto loop = scf::ParallelOp::create(b, loc, ValueRange{zero}, ValueRange{upper},
+                                        ValueRange{one});
+    OpBuilder inner = OpBuilder::atBlockBegin(loop.getBody());
+    Value i = loop.getInductionVars()[0];
+    Value element = memref::LoadOp::create(inner, loc, copy.getSource(), ValueRange{i});
+    memref::StoreOp::create(inner, loc, element, copy.getTarget(), ValueRange{i});
+    copy.erase();
+  }
+}
+
 struct LoomFuseUpdateLoops
     : public loom::impl::LoomFuseUpdateLoopsBase<LoomFuseUpdateLoops> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (!func->hasAttr(loom::attr::kUpdateKernel) || func.isExternal())
+    if (func.isExternal())
+      return;
+    if (isCopyKernel(func))
+      loopCopies(func);
+    else if (!func->hasAttr(loom::attr::kUpdateKernel))
       return;
     // Runs of elementwise loops with nothing between them that has an
     // effect.

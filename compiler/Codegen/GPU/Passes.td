@@ -81,8 +81,14 @@ def LoomFuseUpdateLoops : Pass<"loom-fuse-update-loops", "mlir::func::FuncOp"> {
     group `k`'s element `t - offset_k` through an `scf.index_switch`. The
     bucket is then one launch of loom-map-loops-to-gpu, as multi-tensor
     Adam is, or several when its buffers and scalars would overflow a
-    launch's 4352 bytes of parameters (at most 480 a launch). Other
-    kernels are left alone.
+    launch's 4352 bytes of parameters (at most 480 a launch).
+
+    Copy kernels (only views, constants and copies of static 1-D buffers: a
+    gradient bucket's packing and unpacking) get the same: each copy
+    becomes an elementwise loop (a pack first writes its pieces straight
+    into its output, instead of into a scratch buffer copied there at the
+    end), and the copies into disjoint static pieces of one buffer flatten
+    into one loop. Other kernels are left alone.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::arith::ArithDialect"];
 }

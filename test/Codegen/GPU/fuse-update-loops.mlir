@@ -176,3 +176,38 @@ func.func @shifted_views(%a: memref<8xf32>, %r: memref<9xf32>, %y: memref<8xf32>
   }
   return
 }
+
+// -----
+
+// Copy kernels whose pieces overlap (the second copy rewrites part of the
+// first's) or read what another copy wrote keep their order: each copy
+// becomes its own loop, none flattened with another.
+// CHECK-LABEL: func.func @overlapping_copies
+// CHECK-NOT:   memref.copy
+// CHECK:       scf.parallel
+// CHECK-NOT:   scf.index_switch
+// CHECK:       scf.parallel
+// CHECK-NOT:   scf.index_switch
+// CHECK:       return
+func.func @overlapping_copies(%a: memref<4xf32>, %b: memref<4xf32>, %out: memref<6xf32>) {
+  %s0 = memref.subview %out[0] [4] [1] : memref<6xf32> to memref<4xf32, strided<[1]>>
+  memref.copy %a, %s0 : memref<4xf32> to memref<4xf32, strided<[1]>>
+  %s1 = memref.subview %out[2] [4] [1] : memref<6xf32> to memref<4xf32, strided<[1], offset: 2>>
+  memref.copy %b, %s1 : memref<4xf32> to memref<4xf32, strided<[1], offset: 2>>
+  return
+}
+
+// CHECK-LABEL: func.func @chained_copies
+// CHECK-NOT:   memref.copy
+// CHECK:       scf.parallel
+// CHECK-NOT:   scf.index_switch
+// CHECK:       scf.parallel
+// CHECK-NOT:   scf.index_switch
+// CHECK:       return
+func.func @chained_copies(%a: memref<4xf32>, %mid: memref<8xf32>, %out: memref<2xf32>) {
+  %s0 = memref.subview %mid[0] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1]>>
+  memref.copy %a, %s0 : memref<4xf32> to memref<4xf32, strided<[1]>>
+  %s1 = memref.subview %mid[2] [2] [1] : memref<8xf32> to memref<2xf32, strided<[1], offset: 2>>
+  memref.copy %s1, %out : memref<2xf32, strided<[1], offset: 2>> to memref<2xf32>
+  return
+}
