@@ -21,10 +21,7 @@ using namespace mlir;
 
 ::loom::HostObjectJob::HostObjectJob() = default;
 
-::loom::HostObjectJob::~HostObjectJob() {
-  if (worker.joinable())
-    worker.join();
-}
+::loom::HostObjectJob::~HostObjectJob() { join(); }
 
 /// -O3 on `module`, then code generation into `path` by `machine`; an
 /// error as text. Touches no global LLVM state (the target registry, which
@@ -90,8 +87,7 @@ LogicalResult (::loom::HostObjectJob::start)(ModuleOp mlirModule, llvm::StringRe
 }
 
 LogicalResult (::loom::HostObjectJob::wait)(Location loc) {
-  if (worker.joinable())
-    worker.join();
+  join();
   done = true;
   module.reset();
   machine.reset();

@@ -37,6 +37,12 @@ public:
   bool started() const { return worker.joinable() || done; }
   /// The job's result; its error, if any, reported at `loc`.
   mlir::LogicalResult wait(mlir::Location loc);
+  /// Waits for the thread, reporting nothing (a compilation that failed
+  /// before linking).
+  void join() {
+    if (worker.joinable())
+      worker.join();
+  }
 
 private:
   std::unique_ptr<llvm::LLVMContext> context;

@@ -91,6 +91,11 @@ llvm::StringRef stageName(Stage stage) {
 }
 
 Compilation::~Compilation() {
+  // A compilation that failed after the host object started leaves no
+  // temporary object behind.
+  hostObject.join();
+  if (!hostObjectPath.empty())
+    llvm::sys::fs::remove(hostObjectPath);
   // The root scope ends before its manager prints the report.
   timingRoot = TimingScope();
 }

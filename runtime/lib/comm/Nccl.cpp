@@ -272,6 +272,15 @@ struct NcclCollectives::State {
   /// when the last was queued.
   bool queued = false;
   std::chrono::steady_clock::time_point lastQueued;
+  /// Starts the watchdog's clock: work is queued that may wait for a peer.
+  void markQueued() {
+    std::lock_guard<std::mutex> lock(mutex);
+    queued = true;
+    lastQueued = std::chrono::steady_clock::now();
+  }
+  /// A pipelined plan's send (or receive) with world rank `peer`.
+  bool pointToPoint(bool sending, unsigned peer, uint64_t data, uint64_t bytes,
+                    std::string &error);
 
   ~State();
 
@@ -724,43 +733,33 @@ int memberIndex(const CommGroup &group, unsigned peer) {
 }
 } // namespace
 
+bool NcclCollectives::State::pointToPoint(bool sending, unsigned peer,
+                                          uint64_t data, uint64_t bytes,
+                                          std::string &error) {
+  ncclComm_t comm = comms.at(pipelineGroup.axes);
+  int member = memberIndex(pipelineGroup, peer);
+  markQueued(); // it may wait for a peer that is gone
+  // Grouped alone: NCCL then never waits on the host.
+  bool ok = check(nccl.groupStart(), "ncclGroupStart", error) &&
+            (sending ? check(nccl.send(pointer(data), bytes, ncclUint8, member, comm, nullptr),
+                             "ncclSend", error, comm)
+                     : check(nccl.recv(pointer(data), bytes, ncclUint8, member, comm, nullptr),
+                             "ncclRecv", error, comm));
+  std::string ending;
+  bool ended = check(nccl.groupEnd(), "ncclGroupEnd", ending, comm);
+  if (ok && !ended)
+    error = (sending ? "to rank " : "from rank ") + std::to_string(peer) + ": " + ending;
+  return ok && ended;
+}
+
 bool NcclCollectives::send(unsigned peer, uint64_t data, uint64_t bytes,
                            std::string &error) {
-  State &s = *state;
-  ncclComm_t comm = s.comms.at(s.pipelineGroup.axes);
-  int to = memberIndex(s.pipelineGroup, peer);
-  // Grouped alone: NCCL then never waits for the receive on the host.
-  bool ok = s.check(s.nccl.groupStart(), "ncclGroupStart", error) &&
-            s.check(s.nccl.send(State::pointer(data), bytes, ncclUint8, to,
-                                comm, nullptr),
-                    "ncclSend", error, comm);
-  std::string ending;
-  bool ended = s.check(s.nccl.groupEnd(), "ncclGroupEnd", ending, comm);
-  if (ok && !ended)
-    error = "to rank " + std::to_string(peer) + ": " + ending;
-  return ok && ended;
+  return state->pointToPoint(true, peer, data, bytes, error);
 }
 
 bool NcclCollectives::recv(unsigned peer, uint64_t data, uint64_t bytes,
                            std::string &error) {
-  State &s = *state;
-  ncclComm_t comm = s.comms.at(s.pipelineGroup.axes);
-  int from = memberIndex(s.pipelineGroup, peer);
-  {
-    // A receive may wait for a peer that is gone: the watchdog's clock.
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.queued = true;
-    s.lastQueued = std::chrono::steady_clock::now();
-  }
-  bool ok = s.check(s.nccl.groupStart(), "ncclGroupStart", error) &&
-            s.check(s.nccl.recv(State::pointer(data), bytes, ncclUint8, from,
-                                comm, nullptr),
-                    "ncclRecv", error, comm);
-  std::string ending;
-  bool ended = s.check(s.nccl.groupEnd(), "ncclGroupEnd", ending, comm);
-  if (ok && !ended)
-    error = "from rank " + std::to_string(peer) + ": " + ending;
-  return ok && ended;
+  return state->pointToPoint(false, peer, data, bytes, error);
 }
 
 bool NcclCollectives::broadcast(unsigned root, uint64_t data, uint64_t bytes,
@@ -792,12 +791,7 @@ bool NcclCollectives::allocate(uint64_t bytes, uint64_t &address,
 
 bool NcclCollectives::run(size_t index, std::string &error) {
   State &s = *state;
-  {
-    // Before the call: a collective may block in it (NCCL's queue full).
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.queued = true;
-    s.lastQueued = std::chrono::steady_clock::now();
-  }
+  s.markQueued(); // before the call: it may block in it (NCCL's queue full)
   const PlanStep &step = s.plan->steps[index];
   const PlanCollective &op = step.collective;
   const CommGroup &group = s.groups[index];
