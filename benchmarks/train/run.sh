@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Training speed: one AdamW step of examples/gpt-train.loom on one CPU rank,
-# Loom's executable against the same model in PyTorch on one thread
-# (test/Numerics/gpt_train_torch.py), both measured in this run, on the same weights and data
-# windows; prints tokens/s of each, the ratio, and how far the two runs'
-# losses are apart over the first 20 steps (a check that both train the
-# same model). Loom's kernels are compiled for the host CPU (loomc's
+# in f32 and in bf16 (precision bf16 accumulate f32), Loom's executable
+# against the same model in PyTorch on one thread (test/Numerics/
+# gpt_train_torch.py; bf16 under torch.cpu.amp.autocast), both measured in
+# this run, on the same weights and data windows; prints tokens/s of each,
+# the ratio, and how far the two runs' losses are apart over the first 20
+# steps (a check that both train the same model). Loom's kernels are compiled for the host CPU (loomc's
 # default, --cpu native); the script prints which vector extensions it has.
 # Needs Debian's python3-torch (`make bench-deps`).
 #   benchmarks/train/run.sh [build-dir] [steps]
@@ -21,27 +22,32 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   exit 1
 fi
 
-echo "compiling examples/gpt-train.loom ..."
-"$build/bin/loomc" "$root/examples/gpt-train.loom" --train -o "$work/gpt" > /dev/null
-# One thread: the CPU kernels are single-threaded; the baseline is too.
-OMP_NUM_THREADS=1 "$work/gpt" train --steps "$steps" --data "$data" \
-  --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
-loom=$(/usr/bin/python3 -c "
+isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
+echo "host CPU: ${isa:-no AVX2}"
+printf '%-34s %10s %10s %6s %s\n' "" "loom" "pytorch" "ratio" "losses, first 20 steps"
+# f32, then bf16 (precision bf16 accumulate f32; torch under bf16 autocast).
+for precision in f32 bf16; do
+  sed "s/^precision f32 accumulate f32/precision $precision accumulate f32/" \
+    "$root/examples/gpt-train.loom" > "$work/gpt-$precision.loom"
+  "$build/bin/loomc" "$work/gpt-$precision.loom" --train -o "$work/gpt-$precision" \
+    > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
+  # One thread: the CPU kernels are single-threaded; the baseline is too.
+  OMP_NUM_THREADS=1 "$work/gpt-$precision" train --steps "$steps" --data "$data" \
+    --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
+  loom=$(/usr/bin/python3 -c "
 import json, sys
 rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
 print(rates[len(rates) // 2])" "$work/loom.jsonl")
-# The reference's loss check is the test's business; a difference shows below.
-torch_json=$(OMP_NUM_THREADS=1 /usr/bin/python3 "$root/test/Numerics/gpt_train_torch.py" \
-  "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" 1 | tail -1)
-isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
-/usr/bin/python3 - "$loom" "$torch_json" "$isa" <<'PY'
+  # The reference's loss check is the test's business (rtol inf here: it
+  # never fails); the difference shows in the last column.
+  torch_json=$(OMP_NUM_THREADS=1 /usr/bin/python3 "$root/test/Numerics/gpt_train_torch.py" \
+    "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf "$precision" | tail -1)
+  /usr/bin/python3 - "$precision" "$loom" "$torch_json" <<'PY'
 import json, sys
-loom = float(sys.argv[1]); ref = json.loads(sys.argv[2])
-print(f"host CPU: {sys.argv[3].strip() or 'no AVX2'}")
+precision, loom, ref = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
 torch_rate = ref["torch_tokens_per_s"]
-print(f"{'':28} {'tokens/s':>10}")
-print(f"{'loom (1 rank, f32)':28} {loom:10.0f}")
-print(f"{'pytorch ' + ref['torch_version'] + ' (1 thread)':28} {torch_rate:10.0f}")
-print(f"ratio loom/pytorch: {loom / torch_rate:.2f}")
-print(f"losses of the first 20 steps: max relative difference {ref['loss_rel_err_first_20']:.1e}")
+label = f"{precision} step, tokens/s (torch {ref['torch_version']})"
+print(f"{label:34} {loom:10.0f} {torch_rate:10.0f} {loom / torch_rate:6.2f} "
+      f"max rel diff {ref['loss_rel_err_first_20']:.1e}")
 PY
+done

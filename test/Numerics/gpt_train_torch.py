@@ -3,7 +3,7 @@
 reference for Loom's training step (test/Numerics/gpt-train-torch.test) and
 the baseline of benchmarks/train/run.sh.
 
-usage: gpt_train_torch.py WEIGHTS.safetensors DATA LOOM_LOG.jsonl STEPS [RTOL]
+usage: gpt_train_torch.py WEIGHTS.safetensors DATA LOOM_LOG.jsonl STEPS [RTOL [bf16]]
 
 Builds the same model (byte vocabulary, token and position embeddings, two
 pre-layernorm blocks of causal attention and a tanh-GELU MLP, the output
@@ -15,7 +15,9 @@ schedule of docs/runtime.md on the same data windows, on one CPU thread.
 Prints, per step, Loom's logged loss and gradient norm against torch's
 (relative differences within RTOL, 1e-5 by default: f32 over 20 steps),
 PASS or FAIL, and last a JSON line with the median tokens/s of a step after
-warm-up.
+warm-up. With `bf16` the forward and backward run under
+torch.cpu.amp.autocast(bfloat16) (bf16 matmuls, f32 params and optimizer),
+the counterpart of a script with `precision bf16 accumulate f32`.
 """
 import json
 import math
@@ -84,6 +86,7 @@ def main():
     span = len(data) - T - 1
     logged = [json.loads(line) for line in open(log_path)]
     rtol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
+    bf16 = len(sys.argv) > 6 and sys.argv[6] == "bf16"
     worst, times, ok = 0.0, [], len(logged) >= steps
     for step in range(1, steps + 1):
         starts = [((((step - 1) * B + b) * T) % span) for b in range(B)]
@@ -93,7 +96,8 @@ def main():
             group["lr"] = lr_at(step)
         t = time.perf_counter()
         opt.zero_grad()
-        loss = forward(p, tokens, labels)
+        with torch.cpu.amp.autocast(enabled=bf16, dtype=torch.bfloat16):
+            loss = forward(p, tokens, labels).float()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0).item()
         opt.step()
