@@ -3,7 +3,10 @@
 thread, on the weights and tokens a Loom run used: the baseline of
 benchmarks/gpt/run.sh.
 
-usage: baseline.py WEIGHTS.safetensors TOKENS.npy LOOM_LOGITS.npy DTYPE REPEATS
+usage: baseline.py WEIGHTS.safetensors TOKENS.npy LOOM_LOGITS.npy DTYPE REPEATS [MODEL]
+
+MODEL is gpt-train (the default) or gpt (examples/gpt.loom's sizes: 4
+blocks, B=8, T=64, D=256, 8 heads, V=1024).
 
 The model is test/Numerics/gpt_train_torch.py's (logits_of). DTYPE is f32
 or bf16 (the weights and activations in it, as the script's
@@ -22,12 +25,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../test/Numerics"))
-from gpt_train_torch import logits_of  # noqa: E402
+from gpt_train_torch import logits_of, use_sizes  # noqa: E402
 from mlp_gradients import read_safetensors  # noqa: E402
 
 
 def main():
     weights, tokens_path, logits_path, dtype, repeats = sys.argv[1:6]
+    use_sizes(sys.argv[6] if len(sys.argv) > 6 else "gpt-train")
     torch.set_num_threads(1)
     kind = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
     p = {name: torch.from_numpy(np.array(value, dtype=np.float32)).to(kind)

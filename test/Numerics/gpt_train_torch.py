@@ -33,6 +33,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from mlp_gradients import read_safetensors  # noqa: E402
 
 B, T, V, D, H, F, LAYERS = 16, 32, 256, 64, 4, 256, 2
+# The GPT of examples/gpt.loom has the same blocks at another size.
+SIZES = {"gpt-train": (16, 32, 256, 64, 4, 256, 2), "gpt": (8, 64, 1024, 256, 8, 1024, 4)}
+
+
+def use_sizes(name):
+    """Sizes the model as examples/NAME.loom does."""
+    global B, T, V, D, H, F, LAYERS
+    B, T, V, D, H, F, LAYERS = SIZES[name]
 LR, MIN_LR, WARMUP, HORIZON = 2e-3, 2e-4, 20, 300
 
 
@@ -51,7 +59,7 @@ def logits_of(p, tokens):
         x = h
         a = torch.nn.functional.layer_norm(x, (D,), q("ln1_g"), q("ln1_b"), 1e-5)
         heads = [(a @ q(w)).reshape(b, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
-        s = (heads[0] @ heads[1].transpose(-1, -2) * 0.25).masked_fill(mask, float("-inf"))
+        s = (heads[0] @ heads[1].transpose(-1, -2) * (D // H) ** -0.5).masked_fill(mask, float("-inf"))
         att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(b, T, D)
         r = x + att @ q("wo")
         m = torch.nn.functional.layer_norm(r, (D,), q("ln2_g"), q("ln2_b"), 1e-5)
