@@ -134,15 +134,27 @@ func.func @batched(%A: memref<2x8x4xf32>, %B: memref<2x4x16xf32>, %C: memref<2x8
 // No whole register tiles: N = 10 is not a multiple of 16, M = 6 not one
 // of 4. Both keep their scalar linalg.generic (without the pass's tag), as
 // does an elementwise op, while the 8 x 16 x 4 contraction before them in
-// the same function is tiled.
+// the same function is tiled. The bf16 one reads its operands widened to
+// f32 first (one elementwise pass each), and multiplies f32 values.
 // CHECK-LABEL: func.func @mixed
 // CHECK: scf.for
 // CHECK: arith.addf %{{.+}}, %{{.+}} : vector<4x16xf32>
 // CHECK-COUNT-4: vector.transfer_write %{{.+}} : vector<16xf32>, memref<8x16xf32>
 // CHECK-NOT: vector.
+// CHECK: %[[WA:.+]] = memref.alloc() : memref<64x64xf32>
 // CHECK: linalg.generic
-// CHECK-SAME: ins(%{{.+}}, %{{.+}} : memref<64x64xbf16>, memref<64x10xbf16>) outs(%{{.+}} : memref<64x10xf32>)
+// CHECK-SAME: ins(%{{.+}} : memref<64x64xbf16>) outs(%[[WA]] : memref<64x64xf32>)
+// CHECK: arith.extf
+// CHECK: %[[WB:.+]] = memref.alloc() : memref<64x10xf32>
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%{{.+}} : memref<64x10xbf16>) outs(%[[WB]] : memref<64x10xf32>)
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[WA]], %[[WB]] : memref<64x64xf32>, memref<64x10xf32>) outs(%{{.+}} : memref<64x10xf32>)
+// CHECK-NOT: arith.extf
+// CHECK: arith.mulf
 // CHECK-NOT: loom.cpu_tile
+// CHECK: memref.dealloc %[[WA]]
+// CHECK: memref.dealloc %[[WB]]
 // CHECK: linalg.generic
 // CHECK-SAME: ins(%{{.+}}, %{{.+}} : memref<6x8xf32>, memref<8x16xf32>) outs(%{{.+}} : memref<6x16xf32>)
 // CHECK-NOT: loom.cpu_tile
