@@ -123,7 +123,6 @@ static void widenUntiledMatmul(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
   Type f32 = Float32Type::get(op.getContext());
   SmallVector<Value> inputs;
-  bool widened = false;
   OpBuilder builder(op);
   Location loc = op.getLoc();
   SmallVector<Value> copies;
@@ -151,9 +150,8 @@ static void widenUntiledMatmul(linalg::GenericOp op) {
                               });
     inputs.push_back(copy);
     copies.push_back(copy);
-    widened = true;
   }
-  if (!widened)
+  if (copies.empty())
     return;
   auto wide = linalg::GenericOp::create(
       builder, loc, op.getResultTypes(), inputs, op.getDpsInits(), op.getIndexingMapsArray(),

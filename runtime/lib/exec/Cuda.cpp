@@ -895,10 +895,8 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
       }
     }
   }
-  if (!s.synchronize("running the GPU kernels", error))
+  if (!finish(hostArena, error))
     return false;
-  if (collectives)
-    collectives->drained();
 
   if (trace) {
     if (!s.check(api.eventSynchronize(events.events.back()),
@@ -928,11 +926,6 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
                        access.bytesRead, access.bytesWritten);
     }
   }
-
-  for (const PlanBuffer &buffer : plan.buffers)
-    if (buffer.role == BufferRole::Output &&
-        !copyToHost(buffer, hostArena + buffer.offset, error))
-      return false;
   return true;
 }
 

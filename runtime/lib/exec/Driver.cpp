@@ -716,8 +716,7 @@ bool Driver::allocateRanks() {
     if (buffer.role == BufferRole::Temp)
       continue;
     buffer.offset = offset;
-    uint64_t padded = (buffer.bytes + kBufferAlignment - 1) / kBufferAlignment *
-                      kBufferAlignment;
+    uint64_t padded = alignedBytes(buffer.bytes);
     if (padded < buffer.bytes || offset + padded < offset)
       return fail("the whole inputs, params and outputs are too large");
     offset += padded;

@@ -4,6 +4,7 @@
 
 #include "loom/runtime/plan/Layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace loom::runtime;
@@ -88,8 +89,8 @@ PipelineValues loom::runtime::analyzePipelineValues(
   return values;
 }
 
-std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan) {
-  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan,
+                                                       const PipelineValues &values) {
   std::vector<uint64_t> held(plan.pipeline.stages, 0);
   std::vector<std::vector<bool>> counted(plan.pipeline.stages,
                                          std::vector<bool>(plan.buffers.size()));
@@ -125,9 +126,7 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
     if (layout.offset[id] != InFlightLayout::kNone)
       return;
     layout.offset[id] = layout.slotBytes;
-    uint64_t bytes = plan.buffers[id].bytes;
-    layout.slotBytes += (bytes + kBufferAlignment - 1) / kBufferAlignment *
-                        kBufferAlignment;
+    layout.slotBytes += alignedBytes(plan.buffers[id].bytes);
   };
   // What the rank's steps save, the carries it receives, and the update's
   // transfers it receives of values that cross sections.
@@ -254,12 +253,8 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
                  false);
   uint64_t largest = 0;
   for (unsigned k = 0; k < pipeline.stages; ++k)
-    for (const auto *carry : {&pipeline.forwardCarry[k], &pipeline.backwardCarry[k]}) {
-      uint64_t bytes = 0;
-      for (unsigned id : *carry)
-        bytes += plan.buffers[id].bytes;
-      largest = bytes > largest ? bytes : largest;
-    }
+    for (const auto *carry : {&pipeline.forwardCarry[k], &pipeline.backwardCarry[k]})
+      largest = std::max(largest, carryBytes(*carry));
   if (!device.allocate(largest, message, error))
     return false;
   restores = std::move(values.restores);
@@ -306,6 +301,13 @@ bool PipelineRunner::restore(uint64_t microbatch, unsigned id,
   return !holds(microbatch, id) ||
          device->copy(device->buffer(id), slotData(microbatch, id),
                       plan->buffers[id].bytes, error);
+}
+
+uint64_t PipelineRunner::carryBytes(const std::vector<unsigned> &carry) const {
+  uint64_t bytes = 0;
+  for (unsigned id : carry)
+    bytes += plan->buffers[id].bytes;
+  return bytes;
 }
 
 void PipelineRunner::release(uint64_t microbatch) {
@@ -392,9 +394,7 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
                                unsigned fromStage, uint64_t microbatch,
                                TraceRecorder *trace, std::string &error) {
   auto before = std::chrono::steady_clock::now();
-  uint64_t bytes = 0;
-  for (unsigned id : carry)
-    bytes += plan->buffers[id].bytes;
+  uint64_t bytes = carryBytes(carry);
   unsigned peer = peerOf(fromStage);
   if (!device->recv(peer, message, bytes, error))
     return false;

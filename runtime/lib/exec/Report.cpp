@@ -215,7 +215,8 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
                ranks, pipeline.stages / ranks,
                train ? name.c_str() : "forward only", microbatches,
                microbatches == 1 ? "" : "es");
-  std::vector<uint64_t> held = heldBytesPerStage(spmd);
+  PipelineValues values = analyzePipelineValues(spmd, analyzeStepAccess(spmd));
+  std::vector<uint64_t> held = heldBytesPerStage(spmd, values);
   for (unsigned stage = 0; stage < pipeline.stages; ++stage) {
     size_t counts[4] = {};
     for (const PlanStep &step : spmd.steps)
@@ -233,12 +234,9 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
     if (buffer.role != BufferRole::Param)
       continue;
     params += buffer.bytes;
-    for (unsigned rank = 0; rank < ranks; ++rank) {
-      std::vector<unsigned> at(spmd.mesh.axes.size(), 0);
-      at[pipeline.axis] = rank;
-      if (holdsBuffer(spmd, buffer, meshRank(spmd.mesh, at)))
+    for (unsigned rank = 0; rank < ranks; ++rank)
+      if (heldAt(buffer, rank))
         heldParams[rank] += buffer.bytes;
-    }
   }
   for (unsigned rank = 0; rank < ranks; ++rank)
     std::fprintf(out, "  rank %u holds %s of the %s of params%s\n", rank,
@@ -261,7 +259,6 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
                timeline.bubble);
   // What the runtime allocates for them: one slot per microbatch the rank
   // holds at once, each with room for every value its stages keep.
-  PipelineValues values = analyzePipelineValues(spmd, analyzeStepAccess(spmd));
   for (unsigned rank = 0; rank < ranks; ++rank) {
     unsigned peak = timeline.peakActivations[rank];
     InFlightLayout layout = planInFlight(spmd, values, schedule, rank);

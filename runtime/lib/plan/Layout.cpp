@@ -9,6 +9,7 @@
 
 #include "loom/runtime/plan/Layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace loom::runtime;
@@ -188,15 +189,15 @@ void loom::runtime::extractShard(const PlanMesh &mesh, const PlanBuffer &buffer,
                shardBlockIndex(mesh, buffer, rank), dtypeSize(buffer.dtype));
 }
 
+bool loom::runtime::heldAt(const PlanBuffer &buffer, unsigned coordinate) {
+  return buffer.held.empty() ||
+         std::find(buffer.held.begin(), buffer.held.end(), coordinate) != buffer.held.end();
+}
+
 bool loom::runtime::holdsBuffer(const Plan &plan, const PlanBuffer &buffer,
                                 unsigned rank) {
-  if (buffer.held.empty())
-    return true;
-  unsigned coordinate = meshCoordinates(plan.mesh, rank)[plan.pipeline.axis];
-  for (unsigned held : buffer.held)
-    if (held == coordinate)
-      return true;
-  return false;
+  return buffer.held.empty() ||
+         heldAt(buffer, meshCoordinates(plan.mesh, rank)[plan.pipeline.axis]);
 }
 
 unsigned loom::runtime::holderOfBlock(const Plan &plan, const PlanBuffer &buffer,

@@ -44,7 +44,7 @@ PipelineValues analyzePipelineValues(const Plan &plan,
                                      const std::vector<StepAccess> &access);
 /// Per stage, the bytes one microbatch's saved and received values take on
 /// its rank: the activations that stage holds per microbatch in flight.
-std::vector<uint64_t> heldBytesPerStage(const Plan &plan);
+std::vector<uint64_t> heldBytesPerStage(const Plan &plan, const PipelineValues &values);
 
 /// Where one pipeline rank keeps the values of its microbatches in flight:
 /// one block allocated before the first step, of `slots` slots of
@@ -197,6 +197,8 @@ private:
            inFlight.offset[id];
   }
   bool restore(uint64_t microbatch, unsigned id, std::string &error);
+  /// The bytes of a carry's message.
+  uint64_t carryBytes(const std::vector<unsigned> &carry) const;
   /// Forgets every value of `microbatch` (its slot is free again).
   void release(uint64_t microbatch);
   /// A `send` or `recv` event that began at `before`, with `--trace`.

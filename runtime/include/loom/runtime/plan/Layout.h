@@ -48,6 +48,8 @@ CommGroup meshGroup(const PlanMesh &mesh, unsigned rank,
 /// plan's buffer with a `held` record, which only the ranks at those
 /// pipeline coordinates hold.
 bool holdsBuffer(const Plan &plan, const PlanBuffer &buffer, unsigned rank);
+/// The same for the ranks at `coordinate` of the pipeline axis.
+bool heldAt(const PlanBuffer &buffer, unsigned coordinate);
 /// The rank a gather takes `buffer`'s replicated blocks from, for the one
 /// whose coordinates are all 0: the same rank, but at the first holding
 /// pipeline coordinate for a buffer with a `held` record.

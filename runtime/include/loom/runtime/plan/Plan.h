@@ -26,6 +26,10 @@ bool parseUnsigned(std::string_view text, uint64_t &value);
 constexpr unsigned kPlanVersion = 1;
 /// Every buffer offset is a multiple of this.
 constexpr uint64_t kBufferAlignment = 64;
+/// `bytes` rounded up to kBufferAlignment (0 past UINT64_MAX's last one).
+constexpr uint64_t alignedBytes(uint64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
 
 /// The device the plan's kernels were compiled for.
 enum class Device : uint8_t { CPU, CUDA };
