@@ -75,7 +75,7 @@ public:
   llvm::StringMap<int64_t> dimSizes;
   bool perMicrobatch = false;
   /// Whether `microbatches m` splits the model (a training step, loomc
-  /// --train); otherwise it is only recorded.
+  /// --train); otherwise only a pipelined forward splits it.
   bool splitsMicrobatches = false;
   /// loomc --recompute=layers: every layer instance is recomputed in the
   /// backward, as `recompute block(h)` asks for one.
@@ -99,8 +99,14 @@ public:
     int64_t count;
     SMLoc where;
     llvm::SmallVector<BatchDim> batchDims;
+    /// A forward-only pipelined build: its outputs are assembled from the
+    /// microbatches' (loom.assemble).
+    bool forward = false;
   };
   std::optional<MicrobatchSplit> microbatchSplit;
+  /// Where each model's outputs are declared ("MODEL.NAME"), for the
+  /// diagnostics of checks after elaboration.
+  llvm::StringMap<SMLoc> outputLocs;
 
   //===--------------------------------------------------------------------===//
   // Diagnostics and locations

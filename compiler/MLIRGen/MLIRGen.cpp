@@ -663,6 +663,7 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
       model->results.push_back(value);
       model->resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
           attr::kOutput, builder.getStringAttr(name.text))));
+      outputLocs[(model->func.getSymName() + "." + name.text).str()] = name.loc;
     }
     return;
   }
@@ -971,16 +972,23 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
             << microbatches << " microbatches do not divide the batch dimension "
             << batch.size << " of input '" << batch.input << "'";
   }
-  if (microbatches > 1 && !perMicrobatch && splitsMicrobatches) {
-    // The step is the mean of the microbatches' steps: that equals the
-    // whole batch's only for a loss that is a mean over the batch.
+  // A forward-only build splits the batch only where the microbatches
+  // pipeline: a model with stages on a pipeline axis of several ranks.
+  std::string axis = model->pipelineAxis.value_or("pp");
+  auto pipelineAxis = llvm::find_if(meshAxes, [&](auto &a) { return a.name == axis; });
+  bool pipelinesForward = !splitsMicrobatches && model->lastStage >= 0 &&
+                          pipelineAxis != meshAxes.end() && pipelineAxis->size > 1;
+  if (microbatches > 1 && !perMicrobatch && (splitsMicrobatches || pipelinesForward)) {
+    // The step (or a forward's loss) is the mean of the microbatches':
+    // that equals the whole batch's only for a loss that is a mean over
+    // the batch.
     if (loss && !isMeanOverAllDims(loss))
       error(seen.lookup("loss"))
           << "with microbatches the loss must be a mean over the batch "
              "(cross_entropy, mse or mean), since the step averages the "
              "microbatches' losses and gradients";
     microbatchSplit = MicrobatchSplit{microbatches, seen.lookup("microbatches"),
-                                      model->batchDims};
+                                      model->batchDims, pipelinesForward};
   }
   bool trainsF16 = computeType.isF16();
   for (auto [type, attrs] : llvm::zip(
@@ -1236,6 +1244,48 @@ static llvm::StringMap<Type> paramTypes(ModuleOp module) {
   return types;
 }
 
+/// A pipelined forward built for one microbatch returns one microbatch's
+/// outputs; the runtime makes the whole batch's from them. Each output says
+/// how (loom.assemble): the loss is the mean of the microbatches' (a mean
+/// over the batch, which emitTrain checked); any other output must be the
+/// microbatches' stacked along its dim 0, as the inputs are split.
+static LogicalResult markForwardAssembly(Elaborator &elaborator,
+                                         ModuleOp wholeModule, ModuleOp built) {
+  const Elaborator::MicrobatchSplit &split = *elaborator.microbatchSplit;
+  for (auto micro : built.getOps<func::FuncOp>()) {
+    auto whole = wholeModule.lookupSymbol<func::FuncOp>(micro.getSymName());
+    if (!whole || micro.isPrivate())
+      continue;
+    OpBuilder b(micro);
+    micro->setAttr(attr::kForwardMicrobatches, b.getI64IntegerAttr(split.count));
+    for (unsigned i = 0; i < micro.getNumResults(); ++i) {
+      StringRef kind = "rows";
+      if (micro.getResultAttr(i, attr::kLoss)) {
+        kind = "mean";
+      } else {
+        auto one = cast<RankedTensorType>(micro.getResultTypes()[i]);
+        auto all = cast<RankedTensorType>(whole.getResultTypes()[i]);
+        bool stacked = one.getRank() >= 1 && one.getRank() == all.getRank() &&
+                       all.getDimSize(0) == split.count * one.getDimSize(0) &&
+                       one.getShape().drop_front() == all.getShape().drop_front();
+        if (!stacked) {
+          auto name = micro.getResultAttrOfType<StringAttr>(i, attr::kOutput);
+          StringRef text = name ? name.getValue() : StringRef("?");
+          elaborator.error(elaborator.outputLocs.lookup(
+              (micro.getSymName() + "." + text).str()))
+              << "output '" << text << "' " << all << " of a forward pipelined in "
+              << split.count << " microbatches is not their outputs " << one
+              << " stacked along dim 0: a pipelined forward's outputs need "
+                 "the batch as their first dim (or build with --microbatches 1)";
+          return failure();
+        }
+      }
+      micro.setResultAttr(i, attr::kAssemble, b.getStringAttr(kind));
+    }
+  }
+  return success();
+}
+
 /// With `microbatches m`, the step's program is the model built for one
 /// microbatch: elaborated again with its batch dims divided by m, so that
 /// every shape the script derives from them (reshapes, aranges) is the
@@ -1286,6 +1336,8 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
           << " to " << entry.getValue() << ")";
       return nullptr;
     }
+  if (split.forward && failed(markForwardAssembly(whole, wholeModule, *built)))
+    return nullptr;
   return built;
 }
 

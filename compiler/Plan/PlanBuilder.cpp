@@ -664,6 +664,18 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
           os << " " << id;
         os << "\n";
       }
+  // A pipelined forward built for one microbatch: how many a run splits
+  // the batch into, and how each output makes the whole batch's.
+  if (auto count = model->getAttrOfType<IntegerAttr>(attr::kForwardMicrobatches)) {
+    os << "microbatches " << count.getInt() << "\n";
+    for (auto [i, value] : llvm::enumerate(returnOp.getOperands())) {
+      auto kind = model.getResultAttrOfType<StringAttr>(i, attr::kAssemble);
+      if (!kind)
+        return emitError(value.getLoc(), "an output of a microbatched forward "
+                                         "without its loom.assemble");
+      os << "assemble " << bufferOf.lookup(value) << " " << kind.getValue() << "\n";
+    }
+  }
   // A training step: its optimizer, then the updates.
   StringRef modelName = of ? of.getValue() : model.getSymName();
   auto module = model->getParentOfType<ModuleOp>();

@@ -85,6 +85,12 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
     return verifyName(op, attr);
   if (name == attr::kSharding)
     return verifySharding(op, attr);
+  if (name == attr::kAssemble) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (!kind || !llvm::is_contained({"rows", "mean", "sum"}, kind.getValue()))
+      return op->emitOpError() << "'" << name << "' must be \"rows\", \"mean\" or \"sum\"";
+    return success();
+  }
   return op->emitOpError() << "unknown loom result attribute '" << name << "'";
 }
 
@@ -147,6 +153,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == attr::kStages) {
     if (!isa<DenseI64ArrayAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be an array of stages";
+    return success();
+  }
+  if (name == attr::kForwardMicrobatches) {
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !count || count.getInt() < 2)
+      return op->emitOpError() << "'" << name
+                               << "' must be a count of at least 2 on a model";
     return success();
   }
   if (name == attr::kStagesCount || name == attr::kSchedule) {

@@ -80,6 +80,13 @@ constexpr llvm::StringLiteral kStages = "loom.stages";
 /// stages (i64) and its schedule's name.
 constexpr llvm::StringLiteral kStagesCount = "loom.stages_count";
 constexpr llvm::StringLiteral kSchedule = "loom.schedule";
+/// func of a forward-only pipelined model built for one microbatch
+/// (mlirGen): the microbatches (i64, >= 2) a run splits the batch into.
+constexpr llvm::StringLiteral kForwardMicrobatches = "loom.forward_microbatches";
+/// func result of such a model: how the microbatches' values of this
+/// output make the whole batch's: "rows" (stacked along dim 0), "mean"
+/// (the loss) or "sum" (MoE routing counts).
+constexpr llvm::StringLiteral kAssemble = "loom.assemble";
 } // namespace attr
 } // namespace mlir::loom
 

@@ -208,10 +208,12 @@ static void addStatsOutput(OpBuilder &b, Location loc, MoeOp moe, MoeRouteOp rou
   auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
   unsigned index = ret.getNumOperands();
   ret->insertOperands(index, stats);
-  (void)model.insertResult(
-      index, stats.getType(),
-      b.getDictionaryAttr(b.getNamedAttr(
-          attr::kOutput, b.getStringAttr("moe_stats." + block.getValue()))));
+  SmallVector<NamedAttribute> attrs = {b.getNamedAttr(
+      attr::kOutput, b.getStringAttr("moe_stats." + block.getValue()))};
+  // A microbatched forward's counts are the microbatches' added up.
+  if (model->hasAttr(attr::kForwardMicrobatches))
+    attrs.push_back(b.getNamedAttr(attr::kAssemble, b.getStringAttr("sum")));
+  (void)model.insertResult(index, stats.getType(), b.getDictionaryAttr(attrs));
 }
 
 static LogicalResult expand(MoeOp moe) {

@@ -25,6 +25,7 @@
 #include "loom/runtime/exec/Cuda.h"
 #include "loom/runtime/exec/CudaPipeline.h"
 #include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/exec/AssembledOutputs.h"
 #include "loom/runtime/exec/PipelineRunner.h"
 #include "loom/runtime/exec/Initializer.h"
 #include "loom/runtime/exec/KernelCheck.h"
@@ -131,6 +132,11 @@ private:
   /// microbatch, each after `place(microbatch)`, then the rest.
   bool runPlanOnce(const Plan &plan, TraceRecorder *trace,
                    const std::function<bool(uint64_t)> &place);
+  /// A forward in microbatches: the program once per microbatch (or the
+  /// pipeline's schedule of them), each microbatch's outputs taken into
+  /// `assembled` (on rank 0 of several, gathered first).
+  bool runForwardMicrobatches(const Plan &plan, TraceRecorder *trace,
+                              const std::function<bool(uint64_t)> &place);
   // --check-kernels, after the params and inputs are in the host arena.
   bool checkAgainstCpu();
   bool runSingle();
@@ -208,6 +214,7 @@ private:
   /// fill, by buffer id (of the unpartitioned plan), on rank 0: read once.
   std::map<unsigned, std::vector<char>> batchRows;
   TrainState train; // training: the step, the loss scale
+  AssembledOutputs assembled; // a forward in microbatches: its whole outputs
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
 } // namespace
@@ -407,9 +414,16 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
 }
 
 bool Driver::finishOutputs(const Plan &plan, char *arena) {
-  for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Output)
+  for (const PlanBuffer &planned : plan.buffers) {
+    if (planned.role != BufferRole::Output)
       continue;
+    // A forward in microbatches reports the whole batch's outputs.
+    const char *data = arena + planned.offset;
+    PlanBuffer buffer = planned;
+    if (plan.forwardMicrobatches()) {
+      data = assembled.data(planned);
+      buffer = assembled.whole(planned);
+    }
     auto file = outputFiles.find(buffer.id);
     // The new params and optimizer state went back into them.
     if (options.train && file == outputFiles.end() && isUpdateOutput(plan, buffer))
@@ -418,14 +432,13 @@ bool Driver::finishOutputs(const Plan &plan, char *arena) {
       // Routing counts are a table on request, not a summary line.
       if (isMoeStats(buffer)) {
         if (options.moeStats)
-          printMoeStats(out, buffer, arena + buffer.offset);
+          printMoeStats(out, buffer, data);
         continue;
       }
-      printSummary(out, buffer, arena + buffer.offset);
+      printSummary(out, buffer, data);
       continue;
     }
-    if (!writeNpy(file->second, buffer.dtype, buffer.shape,
-                  arena + buffer.offset, error))
+    if (!writeNpy(file->second, buffer.dtype, buffer.shape, data, error))
       return fail("output '" + buffer.name + "': " + error);
   }
   return true;
@@ -458,8 +471,44 @@ void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
               arena, step - 1, plan.optimizer.microbatches, microbatch);
 }
 
+bool Driver::runForwardMicrobatches(const Plan &plan, TraceRecorder *trace,
+                                    const std::function<bool(uint64_t)> &place) {
+  uint64_t count = plan.optimizer.microbatches;
+  assembled.reset(whole, count);
+  auto take = [&](uint64_t microbatch) {
+    if (!multiRank) {
+      assembled.take(whole, microbatch, executor.arena());
+      return true;
+    }
+    if (!agree(collect(BufferRole::Output)))
+      return false;
+    if (rank == 0)
+      assembled.take(staging, microbatch, stagingArena.data());
+    return true;
+  };
+  if (plan.pipeline.present) {
+    // The schedule pipelines every microbatch; then each one's outputs
+    // come to every rank of the pipeline, one microbatch at a time.
+    if (!pipeline.run(place, trace, error))
+      return fail(inSpmdPlan(error));
+    if (!checkedNumerics())
+      return false;
+    for (uint64_t microbatch = 0; microbatch < count; ++microbatch)
+      if (!(pipeline.putOutputs(microbatch, error) || fail(inSpmdPlan(error))) ||
+          !take(microbatch))
+        return false;
+    return true;
+  }
+  for (uint64_t microbatch = 0; microbatch < count; ++microbatch)
+    if (!place(microbatch) || !execute(trace) || !take(microbatch))
+      return false;
+  return true;
+}
+
 bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
                          const std::function<bool(uint64_t)> &place) {
+  if (plan.forwardMicrobatches())
+    return runForwardMicrobatches(plan, trace, place);
   if (plan.pipeline.present) {
     if (!pipeline.run(place, trace, error))
       return fail(inSpmdPlan(error));
@@ -613,8 +662,11 @@ bool Driver::runSingle() {
   if (!prepareParams(whole, executor.arena()) ||
       !loadInputs(whole, executor.arena()))
     return false;
-  if (options.checkKernels)
+  // A forward in microbatches is checked on its first.
+  if (options.checkKernels) {
+    placeMicrobatch(whole, executor.arena(), 1, 0);
     return checkAgainstCpu();
+  }
   TraceRecorder trace;
   if (!openLog())
     return false;
@@ -691,7 +743,9 @@ bool Driver::allocateRanks() {
     else
       pipelineDevice = std::make_unique<CpuPipelineDevice>(executor, *executor.communicator());
     if (!pipeline.prepare(spmd, *pipelineDevice, *executor.communicator(),
-                          options.train ? spmd.optimizer.microbatches : 1,
+                          options.train || spmd.forwardMicrobatches()
+                              ? spmd.optimizer.microbatches
+                              : 1,
                           options.train, options.schedule, error))
       return fail(inSpmdPlan(error));
   }
@@ -834,7 +888,9 @@ bool Driver::runRanks() {
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
   }
-  if (!agree(syncPipelinedParams()) || !agree(collect(BufferRole::Output)) ||
+  // A forward in microbatches gathered each microbatch's outputs already.
+  if (!agree(syncPipelinedParams()) ||
+      (!spmd.forwardMicrobatches() && !agree(collect(BufferRole::Output))) ||
       !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
     return false;
   return agree(options.trace.empty() || trace.write(tracePath(), error) ||

@@ -97,6 +97,20 @@ void loom::runtime::printPlanInfo(std::FILE *out, const Plan &plan) {
                  static_cast<unsigned long long>(plan.optimizer.microbatches),
                  perMicrobatch - 1,
                  static_cast<unsigned long long>(plan.optimizer.microbatches));
+  if (plan.forwardMicrobatches()) {
+    std::string assembled;
+    for (const PlanBuffer &buffer : plan.buffers)
+      if (buffer.assembly != Assembly::None)
+        assembled += std::string(assembled.empty() ? "" : ", ") + buffer.name +
+                     " by " + assemblyName(buffer.assembly);
+    std::fprintf(out,
+                 "microbatches %llu per run: every step runs once per "
+                 "microbatch, the batch inputs hold %llu times their rows; "
+                 "outputs for the whole batch: %s\n",
+                 static_cast<unsigned long long>(plan.optimizer.microbatches),
+                 static_cast<unsigned long long>(plan.optimizer.microbatches),
+                 assembled.c_str());
+  }
 }
 
 void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {

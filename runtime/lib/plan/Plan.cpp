@@ -21,6 +21,20 @@ const char *loom::runtime::deviceName(Device device) {
   return device == Device::CUDA ? "cuda" : "cpu";
 }
 
+const char *loom::runtime::assemblyName(Assembly assembly) {
+  switch (assembly) {
+  case Assembly::None:
+    return "none";
+  case Assembly::Rows:
+    return "rows";
+  case Assembly::Mean:
+    return "mean";
+  case Assembly::Sum:
+    return "sum";
+  }
+  return "?";
+}
+
 const char *loom::runtime::roleName(BufferRole role) {
   switch (role) {
   case BufferRole::Input:
@@ -201,19 +215,22 @@ enum Rank {
   RankKernel,
   RankLaunch,
   RankStep,
+  RankMicrobatches,
+  RankAssemble,
   RankOptimizer,
   RankUpdate
 };
 constexpr const char *kRankNames[] = {
     "loom-plan", "model",  "device", "mesh", "pipeline", "arena",
-    "gpu-image", "buffer", "kernel", "launch", "step", "optimizer", "update"};
+    "gpu-image", "buffer", "kernel", "launch", "step", "microbatches",
+    "assemble", "optimizer", "update"};
 constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
     "followed by its shard, bound and held), kernel, launch, step, collective, "
     "accumulate, section, carry and transfer, "
-    "optimizer, update, "
+    "microbatches, assemble, optimizer, update, "
     "end";
 
 /// The record kinds.
@@ -237,6 +254,8 @@ enum Record {
   RecordSection,
   RecordCarry,
   RecordTransfer,
+  RecordMicrobatches,
+  RecordAssemble,
   RecordOptimizer,
   RecordUpdate,
   RecordNone
@@ -255,13 +274,15 @@ constexpr RecordInfo kRecords[] = {
     {"step", RankStep},        {"collective", RankStep},
     {"accumulate", RankStep},  {"pipeline", RankPipeline},
     {"section", RankStep},     {"carry", RankStep},
-    {"transfer", RankStep},
+    {"transfer", RankStep},    {"microbatches", RankMicrobatches},
+    {"assemble", RankAssemble},
     {"optimizer", RankOptimizer}, {"update", RankUpdate}};
 
 /// Records that appear at most once (loom-plan, model, device and arena
 /// also must appear; mesh and gpu-image need not).
 bool isSingle(int rank) {
-  return rank <= RankArena || rank == RankGpuImage || rank == RankOptimizer;
+  return rank <= RankArena || rank == RankGpuImage || rank == RankOptimizer ||
+         rank == RankMicrobatches;
 }
 
 /// The next record that must appear after a record of rank `stage` (below
@@ -515,6 +536,8 @@ private:
   /// past the last accumulate only accumulates' results carry values.
   bool checkMicrobatches(size_t endIndex);
   bool parseUpdate(size_t index);
+  bool parseMicrobatches(size_t index);
+  bool parseAssemble(size_t index);
   bool parseAxes(size_t index, std::string_view text,
                  std::vector<unsigned> &axes);
   bool parseCollectiveDim(size_t index, std::string_view text,
@@ -689,6 +712,10 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseOptimizer(index);
   case RecordUpdate:
     return parseUpdate(index);
+  case RecordMicrobatches:
+    return parseMicrobatches(index);
+  case RecordAssemble:
+    return parseAssemble(index);
   default:
     return fail(index, "unexpected record");
   }
@@ -1408,6 +1435,10 @@ bool PlanParser::parseOptimizer(size_t index) {
   if (kind != "sgd" && kind != "adam" && kind != "adamw")
     return fail(index, "unknown optimizer '" + std::string(kind) +
                            "' (expected sgd, adam or adamw)");
+  if (plan.forwardMicrobatches())
+    return fail(index, "a training step gives its microbatches as "
+                       "microbatches= of its 'optimizer' record, not as a "
+                       "'microbatches' record");
   PlanOptimizer &optimizer = plan.optimizer;
   optimizer.kind = std::string(kind);
   if (!parseUnsigned(fields[2], optimizer.steps) || optimizer.steps == 0)
@@ -1501,9 +1532,66 @@ bool PlanParser::parseAccumulate(size_t index) {
   return true;
 }
 
+bool PlanParser::parseMicrobatches(size_t index) {
+  if (!expectFields(index, 2, "microbatches M"))
+    return false;
+  uint64_t count;
+  if (!parseUnsigned(fields[1], count) || count < 2 || count > (1u << 20))
+    return fail(index, "bad microbatches '" + std::string(fields[1]) +
+                           "' (expected an integer from 2 to 1048576)");
+  plan.optimizer.microbatches = count;
+  plan.forwardMicrobatchesLine = static_cast<unsigned>(index + 1);
+  return true;
+}
+
+bool PlanParser::parseAssemble(size_t index) {
+  if (!expectFields(index, 3, "assemble OUTPUT rows|mean|sum"))
+    return false;
+  if (!plan.forwardMicrobatches())
+    return fail(index, "'assemble' without a 'microbatches' record");
+  unsigned id;
+  if (!parseBufferId(index, fields[1], "assemble", id))
+    return false;
+  PlanBuffer &buffer = plan.buffers[id];
+  if (buffer.role != BufferRole::Output)
+    return fail(index, "an assemble belongs to an output, not to " +
+                           std::string(roleName(buffer.role)) + " '" +
+                           buffer.name + "'");
+  if (buffer.assembly != Assembly::None)
+    return fail(index, "output '" + buffer.name + "' is assembled twice");
+  std::string_view kind = fields[2];
+  if (kind == "rows" && !buffer.shape.empty())
+    buffer.assembly = Assembly::Rows;
+  else if (kind == "mean" && buffer.dtype == DType::F32)
+    buffer.assembly = Assembly::Mean;
+  else if (kind == "sum" && (buffer.dtype == DType::F32 ||
+                             buffer.dtype == DType::I32 || buffer.dtype == DType::I64))
+    buffer.assembly = Assembly::Sum;
+  else
+    return fail(index, "output '" + buffer.name + "' (" +
+                           dtypeName(buffer.dtype) + " " + formatShape(buffer.shape) +
+                           ") cannot be assembled by '" + std::string(kind) +
+                           "' (rows: a tensor of rank >= 1; mean: f32; sum: "
+                           "f32, i32 or i64)");
+  return true;
+}
+
 bool PlanParser::checkMicrobatches(size_t endIndex) {
   size_t boundary = plan.microbatchSteps();
   uint64_t count = plan.optimizer.microbatches;
+  if (plan.forwardMicrobatches()) {
+    if (boundary)
+      return fail(plan.steps[boundary - 1].line - 1,
+                  "an 'accumulate' step in a forward with a 'microbatches' "
+                  "record (a training step gives them as microbatches= of its "
+                  "'optimizer' record)");
+    for (const PlanBuffer &buffer : plan.buffers)
+      if (buffer.role == BufferRole::Output && buffer.assembly == Assembly::None)
+        return fail(endIndex, "output '" + buffer.name +
+                                  "' of a forward in microbatches has no "
+                                  "'assemble' record");
+    return true;
+  }
   if (boundary && count < 2)
     return fail(plan.steps[boundary - 1].line - 1,
                 "an 'accumulate' step needs an 'optimizer' record with "
@@ -1940,6 +2028,11 @@ bool loom::runtime::checkPartitionedPlan(const Plan &whole, const Plan &spmd,
                       " as a whole (" + describe(buffer, buffer.shape) +
                       " per rank), but " + describe(*other, other->shape) +
                       " in the unpartitioned plan");
+    if (other->assembly != buffer.assembly)
+      return fail(buffer.line, what + " is assembled from its microbatches by " +
+                                   assemblyName(buffer.assembly) + ", but by " +
+                                   assemblyName(other->assembly) +
+                                   " in the unpartitioned plan");
     if (other->init.kind != buffer.init.kind ||
         other->init.a != buffer.init.a || other->init.b != buffer.init.b)
       return fail(buffer.line, what + " is initialized with " +

@@ -206,6 +206,13 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       body += " microbatches=" + std::to_string(plan.optimizer.microbatches);
     body += "\n";
   }
+  if (plan.forwardMicrobatches()) {
+    body += "microbatches " + std::to_string(plan.optimizer.microbatches) + "\n";
+    for (const PlanBuffer &buffer : plan.buffers)
+      if (buffer.assembly != Assembly::None)
+        body += "assemble " + std::to_string(buffer.id) + " " +
+                assemblyName(buffer.assembly) + "\n";
+  }
   for (const PlanUpdate &update : plan.updates)
     body += "update " + std::to_string(update.output) + " " +
             std::to_string(update.param) + "\n";

@@ -582,7 +582,11 @@ const char *const kStageLines[] = {
     "step k_half 2 4",   "step k_id 3 5",   "section forward 3",
     "step k_dbl 5 6"};
 
-std::string stagedPlan(const std::string &mesh, bool pipelined) {
+/// With `microbatches` m > 1, a forward in microbatches: each buffer holds
+/// 4/m of the rows, and the outputs are the microbatches' stacked.
+std::string stagedPlan(const std::string &mesh, bool pipelined,
+                       unsigned microbatches = 1) {
+  int rows = 4 / static_cast<int>(microbatches);
   std::vector<std::string> lines = {"loom-plan 1", "model m", "device cpu"};
   if (pipelined) {
     lines.push_back("mesh g " + mesh);
@@ -595,14 +599,14 @@ std::string stagedPlan(const std::string &mesh, bool pipelined) {
     bool output = id == 4 || id == 6;
     lines.push_back("buffer " + std::to_string(id) + " " + names[id] + " " +
                     (id == 0 ? "input" : output ? "output" : "temp") +
-                    " f32 4,8 " + std::to_string(128 * id));
+                    " f32 " + std::to_string(rows) + ",8 " + std::to_string(128 * id));
   }
   for (const char *kernel : {"k_half", "k_id", "k_dbl", "k_tri"})
     lines.push_back(std::string("kernel ") + kernel + " 2");
-  lines.push_back(scaleLaunch("k_half", "0.5", 32));
-  lines.push_back(scaleLaunch("k_id", "1", 32));
-  lines.push_back(scaleLaunch("k_dbl", "2", 32));
-  lines.push_back(scaleLaunch("k_tri", "3", 32));
+  lines.push_back(scaleLaunch("k_half", "0.5", rows * 8));
+  lines.push_back(scaleLaunch("k_id", "1", rows * 8));
+  lines.push_back(scaleLaunch("k_dbl", "2", rows * 8));
+  lines.push_back(scaleLaunch("k_tri", "3", rows * 8));
   for (const char *line : kStageLines)
     if (pipelined || std::string(line).rfind("section", 0) != 0)
       lines.push_back(line);
@@ -610,6 +614,11 @@ std::string stagedPlan(const std::string &mesh, bool pipelined) {
     lines.push_back("carry forward 0 1 2");
     lines.push_back("carry forward 1 3 2");
     lines.push_back("carry forward 2 5");
+  }
+  if (microbatches > 1) {
+    lines.push_back("microbatches " + std::to_string(microbatches));
+    lines.push_back("assemble 4 rows");
+    lines.push_back("assemble 6 rows");
   }
   return sealLines(lines);
 }
@@ -665,6 +674,36 @@ TEST(CudaSpmd, PipelinedForwardRunsEachStageOnItsGpu) {
     EXPECT_EQ(nccl.recvs, 3 * pipelines) << mesh.axes;
     EXPECT_EQ(nccl.broadcasts, 2 * ranks) << mesh.axes;
     EXPECT_EQ(nccl.liveComms, 0) << mesh.axes;
+    EXPECT_EQ(cuda.liveAllocations, 0) << mesh.axes;
+  }
+
+  // The same forward in 2 microbatches of 2 rows: on one GPU, each runs
+  // in turn; pipelined, both go through the stages, each rank keeps the
+  // outputs it computes per microbatch, and every rank gets each
+  // microbatch's after the schedule. Both give the outputs of one piece.
+  fakeCuda();
+  single = runOnFakes(1, args("m1"), stagedPlan("", false, 2),
+                      stagedPlan("pp=2", true, 2));
+  ASSERT_EQ(single[0].status, 0) << single[0].err;
+  for (const char *output : {"d", "y"})
+    EXPECT_EQ(readFile(dir.path(std::string(output) + "m1.npy")),
+              readFile(dir.path(std::string(output) + "1.npy")))
+        << output;
+  for (Mesh mesh : {Mesh{"pp=2", 2, 2}, Mesh{"pp=4", 4, 4}}) {
+    unsigned ranks = mesh.ranks;
+    FakeCudaState &cuda = fakeCuda();
+    cuda.deviceCount = 2;
+    FakeNcclState &nccl = fakeNccl();
+    std::vector<RunResult> runs = runOnFakes(
+        ranks, args("mn"), stagedPlan("", false, 2), stagedPlan(mesh.axes, true, 2));
+    expectSuccess(runs, mesh.axes);
+    for (const char *output : {"d", "y"})
+      EXPECT_EQ(readFile(dir.path(std::string(output) + "mn.npy")),
+                readFile(dir.path(std::string(output) + "1.npy")))
+          << mesh.axes << ": " << output;
+    EXPECT_EQ(nccl.sends, 3 * 2u) << mesh.axes;
+    EXPECT_EQ(nccl.recvs, 3 * 2u) << mesh.axes;
+    EXPECT_EQ(nccl.broadcasts, 2 * 2 * ranks) << mesh.axes;
     EXPECT_EQ(cuda.liveAllocations, 0) << mesh.axes;
   }
 }

@@ -251,11 +251,11 @@ TEST(Plan, RejectsBadRecords) {
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
+       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)"},
+       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -528,7 +528,7 @@ TEST(Plan, RejectsBadGpuRecords) {
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
       "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound and held), "
-      "kernel, launch, step, collective, accumulate, section, carry and transfer, optimizer, update, end)";
+      "kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
   struct Case {
     size_t index;
     std::string line; // empty: remove the line

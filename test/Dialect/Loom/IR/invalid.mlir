@@ -1037,6 +1037,20 @@ func.func @loss_not_string(%a: tensor<f32>) -> (tensor<f32> {loom.loss}) {
 
 // -----
 
+// expected-error @+1 {{'func.func' op 'loom.assemble' must be "rows", "mean" or "sum"}}
+func.func @bad_assemble(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.assemble = "max"}) attributes {loom.forward_microbatches = 2 : i64} {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.forward_microbatches' must be a count of at least 2 on a model}}
+func.func @one_microbatch(%a: tensor<4xf32>) -> tensor<4xf32> attributes {loom.forward_microbatches = 1 : i64} {
+  return %a : tensor<4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{'func.func' op unknown loom result attribute 'loom.input'}}
 func.func @unknown_result_attr(%a: tensor<4xf32>) -> (tensor<4xf32> {loom.input = "a"}) {
   return %a : tensor<4xf32>

@@ -168,6 +168,11 @@ public:
   /// rank, from their stages: before anything reads them whole (a
   /// checkpoint, the outputs at the end). Collective over every rank.
   bool syncUpdates(std::string &error) { return syncOutputs(true, error); }
+  /// A forward of several microbatches: after run, microbatch
+  /// `microbatch`'s outputs into their buffers on every rank (broadcast
+  /// from the stage that computed them; on a GPU, copied back to the host
+  /// arena too). Collective over the pipeline axis.
+  bool putOutputs(uint64_t microbatch, std::string &error);
 
 private:
   bool runSection(StepPhase phase, unsigned stage, uint64_t microbatch,
@@ -233,6 +238,13 @@ private:
     long param = -1;
   };
   std::vector<OutputSync> outputs;
+  /// A forward of several microbatches keeps each one's outputs until
+  /// putOutputs: per step, the outputs it writes on this rank; per output,
+  /// its offset in a microbatch's part of `kept` (of `keptBytes`).
+  std::vector<std::vector<unsigned>> keeps;
+  std::map<unsigned, uint64_t> keptOffset;
+  uint64_t keptBytes = 0;
+  char *kept = nullptr; // the device's
   std::chrono::steady_clock::time_point start;
 };
 

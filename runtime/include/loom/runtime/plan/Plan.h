@@ -78,6 +78,13 @@ struct PlanMesh {
 /// The largest mesh parsePlan accepts (MPI counts ranks in an int).
 constexpr uint64_t kMaxMeshRanks = 2147483647;
 
+/// How a microbatched forward's output makes the whole batch's from its
+/// microbatches' values (an `assemble` record): stacked along dim 0, their
+/// mean, or their sum. None: not a microbatched forward's output.
+enum class Assembly : uint8_t { None, Rows, Mean, Sum };
+/// "rows", "mean" or "sum" ("none" for None).
+const char *assemblyName(Assembly assembly);
+
 /// One `buffer` record, with its `shard` record if it has one.
 struct PlanBuffer {
   unsigned id = 0;
@@ -101,6 +108,8 @@ struct PlanBuffer {
   /// increasing order. The other ranks use its arena bytes for their own
   /// buffers. Empty: every rank holds it.
   std::vector<unsigned> held;
+  /// The `assemble` record of a microbatched forward's output.
+  Assembly assembly = Assembly::None;
   /// Derived by parsePlan (writePlan ignores them).
   uint64_t numElements = 0;
   uint64_t bytes = 0;
@@ -294,7 +303,8 @@ struct PlanOptimizer {
   /// `loss_scale=`: none, static or dynamic (with `initial_scale=`).
   std::string lossScale = "none";
   /// `microbatches=`: the steps up to the last accumulate run this many
-  /// times per training step, once per microbatch of the batch inputs.
+  /// times per training step, once per microbatch of the batch inputs. A
+  /// forward's `microbatches` record sets it too (Plan::forwardMicrobatches).
   uint64_t microbatches = 1;
   /// The numbers: hyperparameters, warmup, min_lr, initial_scale,
   /// clip_grad_norm.
@@ -340,6 +350,13 @@ struct Plan {
   /// A training step's optimizer and updates (both empty otherwise).
   PlanOptimizer optimizer;
   std::vector<PlanUpdate> updates;
+  /// The line of a forward's `microbatches M` record (0: none): every step
+  /// runs once per microbatch, M = optimizer.microbatches, and each output
+  /// is assembled from the microbatches' values (PlanBuffer::assembly).
+  unsigned forwardMicrobatchesLine = 0;
+
+  /// Whether the plan is a forward that runs in microbatches.
+  bool forwardMicrobatches() const { return forwardMicrobatchesLine != 0; }
 
   /// The buffer called `name`, or null.
   const PlanBuffer *findBuffer(std::string_view name) const;
