@@ -75,7 +75,7 @@ public:
   llvm::StringMap<int64_t> dimSizes;
   bool perMicrobatch = false;
   /// Whether `microbatches m` splits the model (a training step, loomc
-  /// --train); otherwise only a pipelined forward splits it.
+  /// --train); otherwise only --microbatches splits a pipelined forward.
   bool splitsMicrobatches = false;
   /// loomc --recompute=layers: every layer instance is recomputed in the
   /// backward, as `recompute block(h)` asks for one.
@@ -102,8 +102,10 @@ public:
     /// A forward-only pipelined build: its outputs are assembled from the
     /// microbatches' (loom.assemble).
     bool forward = false;
+    std::string model; // the forward's
   };
   std::optional<MicrobatchSplit> microbatchSplit;
+  void splitPipelinedForward(SMLoc where);
   /// Where each model's outputs are declared ("MODEL.NAME"), for the
   /// diagnostics of checks after elaboration.
   llvm::StringMap<SMLoc> outputLocs;
@@ -206,6 +208,8 @@ public:
     mlir::Region *stageRegion = nullptr;
     bool hasTrain = false;
     llvm::SmallVector<BatchDim> batchDims;
+    mlir::Value loss; // the train section's
+    SMLoc lossLoc;
   };
   std::optional<ModelState> model;
 

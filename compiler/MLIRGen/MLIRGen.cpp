@@ -972,23 +972,16 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
             << microbatches << " microbatches do not divide the batch dimension "
             << batch.size << " of input '" << batch.input << "'";
   }
-  // A forward-only build splits the batch only where the microbatches
-  // pipeline: a model with stages on a pipeline axis of several ranks.
-  std::string axis = model->pipelineAxis.value_or("pp");
-  auto pipelineAxis = llvm::find_if(meshAxes, [&](auto &a) { return a.name == axis; });
-  bool pipelinesForward = !splitsMicrobatches && model->lastStage >= 0 &&
-                          pipelineAxis != meshAxes.end() && pipelineAxis->size > 1;
-  if (microbatches > 1 && !perMicrobatch && (splitsMicrobatches || pipelinesForward)) {
-    // The step (or a forward's loss) is the mean of the microbatches':
-    // that equals the whole batch's only for a loss that is a mean over
-    // the batch.
+  if (microbatches > 1 && !perMicrobatch && splitsMicrobatches) {
+    // The step is the mean of the microbatches' steps: that equals the
+    // whole batch's only for a loss that is a mean over the batch.
     if (loss && !isMeanOverAllDims(loss))
       error(seen.lookup("loss"))
           << "with microbatches the loss must be a mean over the batch "
              "(cross_entropy, mse or mean), since the step averages the "
              "microbatches' losses and gradients";
     microbatchSplit = MicrobatchSplit{microbatches, seen.lookup("microbatches"),
-                                      model->batchDims, pipelinesForward};
+                                      model->batchDims};
   }
   bool trainsF16 = computeType.isF16();
   for (auto [type, attrs] : llvm::zip(
@@ -1000,6 +993,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
                                   "small gradients; add 'loss_scale dynamic'";
   if (!loss || failed())
     return;
+  model->loss = loss;
+  model->lossLoc = seen.lookup("loss");
   model->results.push_back(loss);
   model->resultAttrs.push_back(builder.getDictionaryAttr(
       builder.getNamedAttr(attr::kLoss, builder.getStringAttr("loss"))));
@@ -1190,7 +1185,39 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   markIndexBounds(func);
   if (model->pipelineAxis)
     func->setAttr(attr::kPipelineAxis, builder.getStringAttr(*model->pipelineAxis));
+  splitPipelinedForward(decl.loc);
   model.reset();
+}
+
+/// A forward-only build given `--microbatches m` pipelines m microbatches
+/// through the stages of a model placed on a pipeline axis of several
+/// ranks: like a training step, it is built again for one microbatch
+/// (mlirGen), and its outputs are assembled from the microbatches'.
+void Elaborator::splitPipelinedForward(SMLoc where) {
+  if (splitsMicrobatches || perMicrobatch || !microbatchesOverride ||
+      *microbatchesOverride < 2 || model->lastStage < 0)
+    return;
+  std::string axis = model->pipelineAxis.value_or("pp");
+  auto pipeline = llvm::find_if(meshAxes, [&](auto &a) { return a.name == axis; });
+  if (pipeline == meshAxes.end() || pipeline->size < 2)
+    return;
+  int64_t count = *microbatchesOverride;
+  for (const BatchDim &batch : model->batchDims)
+    if (batch.size % count != 0) {
+      error(batch.loc) << "--microbatches " << count
+                       << " do not divide the batch dimension " << batch.size
+                       << " of input '" << batch.input << "'";
+      return;
+    }
+  // The loss is the microbatches' mean: the whole batch's only for a mean.
+  if (model->loss && !isMeanOverAllDims(model->loss)) {
+    error(model->lossLoc) << "with microbatches the loss must be a mean over "
+                             "the batch (cross_entropy, mse or mean), since a "
+                             "pipelined forward averages the microbatches' losses";
+    return;
+  }
+  microbatchSplit = MicrobatchSplit{count, where, model->batchDims, /*forward=*/true,
+                                    model->func.getSymName().str()};
 }
 
 OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
@@ -1254,7 +1281,7 @@ static LogicalResult markForwardAssembly(Elaborator &elaborator,
   const Elaborator::MicrobatchSplit &split = *elaborator.microbatchSplit;
   for (auto micro : built.getOps<func::FuncOp>()) {
     auto whole = wholeModule.lookupSymbol<func::FuncOp>(micro.getSymName());
-    if (!whole || micro.isPrivate())
+    if (!whole || micro.isPrivate() || micro.getSymName() != split.model)
       continue;
     OpBuilder b(micro);
     micro->setAttr(attr::kForwardMicrobatches, b.getI64IntegerAttr(split.count));
@@ -1276,7 +1303,7 @@ static LogicalResult markForwardAssembly(Elaborator &elaborator,
               << "output '" << text << "' " << all << " of a forward pipelined in "
               << split.count << " microbatches is not their outputs " << one
               << " stacked along dim 0: a pipelined forward's outputs need "
-                 "the batch as their first dim (or build with --microbatches 1)";
+                 "the batch as their first dim (or build without --microbatches)";
           return failure();
         }
       }

@@ -240,7 +240,7 @@ cl::opt<bool> zero(
                      "data-parallel axes), whatever the train section says"),
     cl::init(false), cl::cat(loomCategory));
 cl::opt<int64_t> microbatches(
-    "microbatches", cl::desc("The train section's microbatches replaced"),
+    "microbatches", cl::desc("The train section's microbatches replaced; a forward of a pipelined model runs this many through its stages"),
     cl::value_desc("n"), cl::cat(loomCategory));
 cl::opt<bool> timing(
     "timing", cl::desc("Print the time of every stage and pass (MLIR's "

@@ -98,9 +98,15 @@ TEST(AssembledOutputs, RejectsBadRecords) {
   EXPECT_EQ(errorWith(lines),
             "plan:15: a training step gives its microbatches as microbatches= "
             "of its 'optimizer' record, not as a 'microbatches' record");
+  // A forward's microbatches accumulate nothing.
   lines = kLines;
-  lines.insert(lines.begin() + 10, "accumulate 1 2");
-  EXPECT_NE(errorWith(lines).find("plan:11: "), std::string::npos);
+  lines[7] = "buffer 3 g temp f32 scalar 192";
+  lines.insert(lines.begin() + 10, "accumulate 3 2");
+  lines.pop_back();
+  EXPECT_EQ(errorWith(lines),
+            "plan:11: an 'accumulate' step in a forward with a 'microbatches' "
+            "record (a training step gives them as microbatches= of its "
+            "'optimizer' record)");
 }
 
 TEST(AssembledOutputs, StacksAveragesAndAdds) {
