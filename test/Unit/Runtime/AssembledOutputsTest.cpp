@@ -34,11 +34,8 @@ const std::vector<std::string> kLines = {
     "assemble 3 sum",
 };
 
-std::string errorWith(std::vector<std::string> lines) {
-  Plan plan;
-  std::string error;
-  EXPECT_FALSE(parsePlan(sealLines(lines), plan, error));
-  return error;
+std::string errorWith(const std::vector<std::string> &lines) {
+  return loom::test::planErrorOf(lines);
 }
 std::string errorWithLine(size_t index, const std::string &line) {
   std::vector<std::string> lines = kLines;

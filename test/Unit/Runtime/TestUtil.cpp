@@ -51,6 +51,13 @@ std::string loom::test::sealLines(const std::vector<std::string> &lines) {
   return loom::runtime::sealPlan(body);
 }
 
+std::string loom::test::planErrorOf(const std::vector<std::string> &lines) {
+  loom::runtime::Plan plan;
+  std::string error;
+  EXPECT_FALSE(loom::runtime::parsePlan(sealLines(lines), plan, error));
+  return error;
+}
+
 /// The whole contents of a tmpfile().
 static std::string drain(std::FILE *file) {
   std::string text;

@@ -45,6 +45,9 @@ std::vector<std::string> examplePlanLines();
 /// Joins `lines` with '\n' (each line terminated) and appends the `end`
 /// record with the right checksum.
 std::string sealLines(const std::vector<std::string> &lines);
+/// The error parsePlan gives for the sealed `lines` (a failure when it
+/// parses them).
+std::string planErrorOf(const std::vector<std::string> &lines);
 
 /// What runMain printed and returned.
 struct RunResult {

@@ -40,11 +40,8 @@ std::vector<std::string> trainingPlanLines() {
   };
 }
 
-std::string errorWith(std::vector<std::string> lines) {
-  Plan plan;
-  std::string error;
-  EXPECT_FALSE(parsePlan(sealLines(lines), plan, error));
-  return error;
+std::string errorWith(const std::vector<std::string> &lines) {
+  return loom::test::planErrorOf(lines);
 }
 
 std::string errorWithLine(size_t index, const std::string &line) {
