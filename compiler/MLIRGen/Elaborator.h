@@ -99,10 +99,10 @@ public:
     int64_t count;
     SMLoc where;
     llvm::SmallVector<BatchDim> batchDims;
-    /// A forward-only pipelined build: its outputs are assembled from the
-    /// microbatches' (loom.assemble).
-    bool forward = false;
-    std::string model; // the forward's
+    /// The model of a forward-only pipelined build, whose outputs are
+    /// assembled from the microbatches' (loom.assemble); empty for a
+    /// training step.
+    std::string forwardModel;
   };
   std::optional<MicrobatchSplit> microbatchSplit;
   void splitPipelinedForward(SMLoc where);

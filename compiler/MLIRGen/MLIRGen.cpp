@@ -1194,8 +1194,10 @@ void Elaborator::emitModel(const ModelDecl &decl) {
 /// ranks: like a training step, it is built again for one microbatch
 /// (mlirGen), and its outputs are assembled from the microbatches'.
 void Elaborator::splitPipelinedForward(SMLoc where) {
+  // After an error (emitTrain's own check that the microbatches divide
+  // the batch among them) there is nothing to split.
   if (splitsMicrobatches || perMicrobatch || !microbatchesOverride ||
-      *microbatchesOverride < 2 || model->lastStage < 0)
+      *microbatchesOverride < 2 || model->lastStage < 0 || failed())
     return;
   std::string axis = model->pipelineAxis.value_or("pp");
   auto pipeline = llvm::find_if(meshAxes, [&](auto &a) { return a.name == axis; });
@@ -1216,7 +1218,7 @@ void Elaborator::splitPipelinedForward(SMLoc where) {
                              "pipelined forward averages the microbatches' losses";
     return;
   }
-  microbatchSplit = MicrobatchSplit{count, where, model->batchDims, /*forward=*/true,
+  microbatchSplit = MicrobatchSplit{count, where, model->batchDims,
                                     model->func.getSymName().str()};
 }
 
@@ -1279,36 +1281,33 @@ static llvm::StringMap<Type> paramTypes(ModuleOp module) {
 static LogicalResult markForwardAssembly(Elaborator &elaborator,
                                          ModuleOp wholeModule, ModuleOp built) {
   const Elaborator::MicrobatchSplit &split = *elaborator.microbatchSplit;
-  for (auto micro : built.getOps<func::FuncOp>()) {
-    auto whole = wholeModule.lookupSymbol<func::FuncOp>(micro.getSymName());
-    if (!whole || micro.isPrivate() || micro.getSymName() != split.model)
-      continue;
-    OpBuilder b(micro);
-    micro->setAttr(attr::kForwardMicrobatches, b.getI64IntegerAttr(split.count));
-    for (unsigned i = 0; i < micro.getNumResults(); ++i) {
-      StringRef kind = "rows";
-      if (micro.getResultAttr(i, attr::kLoss)) {
-        kind = "mean";
-      } else {
-        auto one = cast<RankedTensorType>(micro.getResultTypes()[i]);
-        auto all = cast<RankedTensorType>(whole.getResultTypes()[i]);
-        bool stacked = one.getRank() >= 1 && one.getRank() == all.getRank() &&
-                       all.getDimSize(0) == split.count * one.getDimSize(0) &&
-                       one.getShape().drop_front() == all.getShape().drop_front();
-        if (!stacked) {
-          auto name = micro.getResultAttrOfType<StringAttr>(i, attr::kOutput);
-          StringRef text = name ? name.getValue() : StringRef("?");
-          elaborator.error(elaborator.outputLocs.lookup(
-              (micro.getSymName() + "." + text).str()))
-              << "output '" << text << "' " << all << " of a forward pipelined in "
-              << split.count << " microbatches is not their outputs " << one
-              << " stacked along dim 0: a pipelined forward's outputs need "
-                 "the batch as their first dim (or build without --microbatches)";
-          return failure();
-        }
+  auto micro = built.lookupSymbol<func::FuncOp>(split.forwardModel);
+  auto whole = wholeModule.lookupSymbol<func::FuncOp>(split.forwardModel);
+  OpBuilder b(micro);
+  micro->setAttr(attr::kForwardMicrobatches, b.getI64IntegerAttr(split.count));
+  for (unsigned i = 0; i < micro.getNumResults(); ++i) {
+    StringRef kind = "rows";
+    if (micro.getResultAttr(i, attr::kLoss)) {
+      kind = "mean";
+    } else {
+      auto one = cast<RankedTensorType>(micro.getResultTypes()[i]);
+      auto all = cast<RankedTensorType>(whole.getResultTypes()[i]);
+      bool stacked = one.getRank() >= 1 && one.getRank() == all.getRank() &&
+                     all.getDimSize(0) == split.count * one.getDimSize(0) &&
+                     one.getShape().drop_front() == all.getShape().drop_front();
+      if (!stacked) {
+        auto name = micro.getResultAttrOfType<StringAttr>(i, attr::kOutput);
+        StringRef text = name ? name.getValue() : StringRef("?");
+        elaborator.error(elaborator.outputLocs.lookup(
+            (micro.getSymName() + "." + text).str()))
+            << "output '" << text << "' " << all << " of a forward pipelined in "
+            << split.count << " microbatches is not their outputs " << one
+            << " stacked along dim 0: a pipelined forward's outputs need "
+               "the batch as their first dim (or build without --microbatches)";
+        return failure();
       }
-      micro.setResultAttr(i, attr::kAssemble, b.getStringAttr(kind));
     }
+    micro.setResultAttr(i, attr::kAssemble, b.getStringAttr(kind));
   }
   return success();
 }
@@ -1363,7 +1362,8 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
           << " to " << entry.getValue() << ")";
       return nullptr;
     }
-  if (split.forward && failed(markForwardAssembly(whole, wholeModule, *built)))
+  if (!split.forwardModel.empty() &&
+      failed(markForwardAssembly(whole, wholeModule, *built)))
     return nullptr;
   return built;
 }

@@ -10,11 +10,9 @@ void AssembledOutputs::reset(const Plan &plan, uint64_t count) {
   microbatches = count;
   taken = 0;
   values.clear();
-  kinds.clear();
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Output || buffer.assembly == Assembly::None)
       continue;
-    kinds[buffer.id] = buffer.assembly;
     uint64_t copies = buffer.assembly == Assembly::Rows ? count : 1;
     values[buffer.id].assign(buffer.bytes * copies, 0);
   }
@@ -37,7 +35,7 @@ void AssembledOutputs::take(const Plan &layout, uint64_t microbatch,
   for (auto &[id, bytes] : values) {
     const PlanBuffer &buffer = layout.buffers[id];
     const char *from = arena + buffer.offset;
-    switch (kinds[id]) {
+    switch (buffer.assembly) {
     case Assembly::Rows:
       std::memcpy(bytes.data() + microbatch * buffer.bytes, from, buffer.bytes);
       break;
@@ -58,7 +56,7 @@ void AssembledOutputs::take(const Plan &layout, uint64_t microbatch,
     return;
   // The mean of equal microbatches' means is the batch's mean.
   for (auto &[id, bytes] : values)
-    if (kinds[id] == Assembly::Mean)
+    if (layout.buffers[id].assembly == Assembly::Mean)
       for (uint64_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float)) {
         float v;
         std::memcpy(&v, bytes.data() + at, sizeof(float));
@@ -74,8 +72,7 @@ const char *AssembledOutputs::data(const PlanBuffer &buffer) const {
 
 PlanBuffer AssembledOutputs::whole(const PlanBuffer &buffer) const {
   PlanBuffer result = buffer;
-  auto it = kinds.find(buffer.id);
-  if (it == kinds.end() || it->second != Assembly::Rows || buffer.shape.empty())
+  if (buffer.assembly != Assembly::Rows || buffer.shape.empty())
     return result;
   result.shape[0] *= microbatches;
   result.numElements *= microbatches;

@@ -284,7 +284,7 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
   keeps.assign(plan.steps.size(), {});
   keptOffset.clear();
   keptBytes = 0;
-  if (!train && order.microbatches > 1) {
+  if (keepsOutputs()) {
     for (const OutputSync &output : outputs)
       if (output.root == coordinate) {
         keeps[writer[output.id]].push_back(output.id);
@@ -346,8 +346,8 @@ bool PipelineRunner::runStep(size_t index, uint64_t microbatch,
   if (!device->runStep(index, microbatch, trace, error))
     return false;
   for (unsigned id : keeps[index])
-    if (!device->copy(kept + microbatch * keptBytes + keptOffset[id],
-                      device->buffer(id), plan->buffers[id].bytes, error))
+    if (!device->copy(keptData(microbatch, id), device->buffer(id),
+                      plan->buffers[id].bytes, error))
       return false;
   for (unsigned id : saves[index])
     if (!hold(microbatch, id, device->buffer(id), error))
@@ -544,22 +544,17 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
   for (unsigned mb = 0; mb < microbatches; ++mb)
     release(mb);
   // A forward of several microbatches gives its outputs by putOutputs.
-  if (!train && microbatches > 1)
+  if (keepsOutputs())
     return device->end(error);
   return syncOutputs(/*updates=*/false, error) && device->end(error);
 }
 
 bool PipelineRunner::putOutputs(uint64_t microbatch, std::string &error) {
-  CommGroup group = meshGroup(plan->mesh, comm->rank(), {plan->pipeline.axis});
-  for (const OutputSync &output : outputs) {
-    char *data = device->buffer(output.id);
-    uint64_t bytes = plan->buffers[output.id].bytes;
+  // The kept copies back into the outputs, then broadcast as a run's are.
+  for (const OutputSync &output : outputs)
     if (output.root == coordinate &&
-        !device->copy(data, kept + microbatch * keptBytes + keptOffset[output.id],
-                      bytes, error))
+        !device->copy(device->buffer(output.id), keptData(microbatch, output.id),
+                      plan->buffers[output.id].bytes, error))
       return false;
-    if (!device->broadcast(group, output.root, data, bytes, error))
-      return false;
-  }
-  return device->end(error);
+  return syncOutputs(/*updates=*/false, error) && device->end(error);
 }

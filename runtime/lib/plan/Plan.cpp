@@ -1452,9 +1452,10 @@ bool PlanParser::parseOptimizer(size_t index) {
                           : fields[i].substr(equals + 1));
     if (name == "microbatches") {
       uint64_t count = 0;
-      if (!parseUnsigned(value, count) || count == 0 || count > (1u << 20))
+      if (!parseUnsigned(value, count) || count == 0 || count > kMaxMicrobatches)
         return fail(index, "bad microbatches '" + value +
-                               "' (expected an integer from 1 to 1048576)");
+                               "' (expected an integer from 1 to " +
+                               std::to_string(kMaxMicrobatches) + ")");
       optimizer.microbatches = count;
       continue;
     }
@@ -1536,9 +1537,10 @@ bool PlanParser::parseMicrobatches(size_t index) {
   if (!expectFields(index, 2, "microbatches M"))
     return false;
   uint64_t count;
-  if (!parseUnsigned(fields[1], count) || count < 2 || count > (1u << 20))
+  if (!parseUnsigned(fields[1], count) || count < 2 || count > kMaxMicrobatches)
     return fail(index, "bad microbatches '" + std::string(fields[1]) +
-                           "' (expected an integer from 2 to 1048576)");
+                           "' (expected an integer from 2 to " +
+                           std::to_string(kMaxMicrobatches) + ")");
   plan.optimizer.microbatches = count;
   plan.forwardMicrobatchesLine = static_cast<unsigned>(index + 1);
   return true;

@@ -39,7 +39,6 @@ public:
 private:
   uint64_t microbatches = 0, taken = 0;
   std::map<unsigned, std::vector<char>> values; // by buffer id
-  std::map<unsigned, Assembly> kinds;
 };
 
 } // namespace loom::runtime

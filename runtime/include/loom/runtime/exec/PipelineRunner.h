@@ -245,6 +245,10 @@ private:
   std::map<unsigned, uint64_t> keptOffset;
   uint64_t keptBytes = 0;
   char *kept = nullptr; // the device's
+  bool keepsOutputs() const { return !train && order.microbatches > 1; }
+  char *keptData(uint64_t microbatch, unsigned id) const {
+    return kept + microbatch * keptBytes + keptOffset.at(id);
+  }
   std::chrono::steady_clock::time_point start;
 };
 

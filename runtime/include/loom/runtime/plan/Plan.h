@@ -77,6 +77,8 @@ struct PlanMesh {
 
 /// The largest mesh parsePlan accepts (MPI counts ranks in an int).
 constexpr uint64_t kMaxMeshRanks = 2147483647;
+/// The most microbatches a run may have (`microbatches=`, `microbatches`).
+constexpr uint64_t kMaxMicrobatches = 1u << 20;
 
 /// How a microbatched forward's output makes the whole batch's from its
 /// microbatches' values (an `assemble` record): stacked along dim 0, their
