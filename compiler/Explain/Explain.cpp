@@ -602,13 +602,22 @@ void Explainer::findMoe() {
       moe.experts = probs.getDimSize(1);
       moe.topK = route.getTopK();
       moe.capacity = route.getCapacity();
+      // A route with offsets ranks its rank's tokens, exchanged by
+      // all-to-all over the expert axis (and the tokens' data-parallel
+      // axes, when they split the experts too; loom-partition).
+      moe.exchangeAxes = {moe.axis};
+      if (auto axes = route->getAttrOfType<ArrayAttr>(attr::kMoeExchangeAxes)) {
+        moe.exchangeAxes.clear();
+        for (StringRef name : axes.getAsValueRange<StringAttr>())
+          moe.exchangeAxes.push_back(name.str());
+      }
       int64_t ways = 1;
       for (auto [name, size] : llvm::zip(report.axes, report.sizes))
-        if (name == moe.axis)
-          ways = size;
-      moe.expertsPerRank = moe.experts / ways;
-      // A route with offsets ranks its rank's tokens, exchanged by
-      // all-to-all (loom-partition).
+        if (llvm::is_contained(moe.exchangeAxes, name))
+          ways *= size;
+      // With slot blocks the ranks of one expert share its slots.
+      moe.slotBlocks = route.getBlocks().value_or(1);
+      moe.expertsPerRank = moe.experts * moe.slotBlocks / ways;
       if (route.getOffsets()) {
         moe.tokens *= ways;
         moe.exchangeRows = route.getBuffer().value_or(moe.capacity);

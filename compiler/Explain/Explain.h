@@ -96,9 +96,15 @@ struct ExplainParam {
 /// One MoE block instance: its routing and where its experts live.
 struct ExplainMoe {
   std::string block, axis, source;
+  /// The mesh axes the experts split over: the block's axis, and the
+  /// tokens' data-parallel axes when its all-to-alls span them too.
+  std::vector<std::string> exchangeAxes;
   int64_t experts = 0, topK = 0, tokens = 0, capacity = 0, expertsPerRank = 0;
+  /// Ranks sharing each expert's slots, a block of capacity / slotBlocks
+  /// each (1: every rank holds its experts' slots whole).
+  int64_t slotBlocks = 1;
   /// Rows per expert each rank sends by all-to-all; 0 when the block's
-  /// tokens and experts do not split over one axis (its pieces run whole).
+  /// pieces run whole (no exchange for its tokens' layout).
   int64_t exchangeRows = 0;
 };
 

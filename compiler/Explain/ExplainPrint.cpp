@@ -1,6 +1,7 @@
 //===- ExplainPrint.cpp - loomc --explain's text and JSON forms -----------===//
 
 #include "Explain/Explain.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -78,20 +79,29 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
 
   if (!r.moe.empty()) {
     os << "\nmixture of experts\n";
-    for (const ExplainMoe &m : r.moe)
+    for (const ExplainMoe &m : r.moe) {
+      std::string axes = llvm::join(m.exchangeAxes, ",");
       os << "  " << (m.block.empty() ? "moe" : m.block) << " (" << m.source
          << "): " << m.experts << " experts, " << m.expertsPerRank
-         << " per rank over '" << m.axis << "'; top " << m.topK << " of "
+         << " per rank over '" << axes << "'"
+         << (m.slotBlocks > 1 ? " (its slots in " + std::to_string(m.slotBlocks) +
+                                    " blocks of " +
+                                    std::to_string(m.capacity / m.slotBlocks) + ")"
+                              : std::string())
+         << "; top " << m.topK << " of "
          << m.tokens << " tokens; capacity " << m.capacity
          << " slots per expert (" << m.experts * m.capacity << " in all)\n"
          << (m.exchangeRows
-                 ? "    dispatch and combine: all-to-alls over '" + m.axis +
+                 ? "    dispatch and combine: all-to-alls over '" + axes +
                        "', each rank sending " + std::to_string(m.exchangeRows) +
-                       " rows per expert (the most it can keep for one)\n"
+                       (m.slotBlocks > 1 ? " rows per expert and slot block"
+                                         : " rows per expert") +
+                       " (the most it can keep for one)\n"
                  : std::string(r.ranks > 1 ? "    routed whole on every rank "
-                                             "(tokens not split over '" +
-                                                 m.axis + "' alone)\n"
+                                             "(no all-to-all for its tokens' "
+                                             "layout)\n"
                                            : ""));
+    }
   }
 
   os << "\nmemory per rank, bytes\n";
@@ -189,8 +199,13 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
           j.attribute("block", m.block);
           j.attribute("source", m.source);
           j.attribute("axis", m.axis);
+          j.attributeArray("exchange_axes", [&] {
+            for (const std::string &axis : m.exchangeAxes)
+              j.value(axis);
+          });
           j.attribute("experts", m.experts);
           j.attribute("experts_per_rank", m.expertsPerRank);
+          j.attribute("slot_blocks", m.slotBlocks);
           j.attribute("top_k", m.topK);
           j.attribute("tokens", m.tokens);
           j.attribute("capacity", m.capacity);

@@ -75,9 +75,12 @@ struct MoeOffsetsLowering : OpConversionPattern<MoeOffsetsOp> {
   }
 };
 
-/// For each received row (rank r, local expert e, position j): the slot its
-/// choice holds on one rank, found from r's counts and offsets for e
-/// (unrolled over the priorities); then the inverse map.
+/// For each received row (rank r, local expert e, index j): rank r's kept
+/// choices of e within the rank's slot block [first, first + width) are,
+/// per priority k, the slots [lo_k, hi_k) where its choices of priority k,
+/// positions [start_k, start_k + counts[r, k, e]) plus offsets[r, k, e],
+/// meet the block and the capacity; row j is the j-th of them in priority
+/// order (unrolled over the priorities). Then the inverse map.
 struct MoeExchangeMapLowering : OpConversionPattern<MoeExchangeMapOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -86,8 +89,10 @@ struct MoeExchangeMapLowering : OpConversionPattern<MoeExchangeMapOp> {
     Location loc = op.getLoc();
     MLIRContext *context = getContext();
     Value counts = adaptor.getCounts(), offsets = adaptor.getOffsets();
+    Value blockIndex = adaptor.getBlock();
     int64_t topK = typeOf(counts).getDimSize(1), experts = typeOf(counts).getDimSize(2);
     int64_t capacity = op.getCapacity(), buffer = op.getBuffer();
+    int64_t width = capacity / op.getBlocks().value_or(1);
     TypedAttr none = rewriter.getI32IntegerAttr(-1);
     RankedTensorType slotType = op.getSlot().getType();
     Value slot = generic(
@@ -100,21 +105,33 @@ struct MoeExchangeMapLowering : OpConversionPattern<MoeExchangeMapOp> {
               b, l, arith::DivUIOp::create(b, l, row, s.constIndex(buffer)),
               s.constIndex(experts));
           Value j = s.asI32(arith::RemUIOp::create(b, l, row, s.constIndex(buffer)));
-          Value result = s.i32(-1), start = s.i32(0);
+          Value first = s.i32(0);
+          if (blockIndex)
+            first = arith::MulIOp::create(b, l, s.extract(blockIndex, {s.constIndex(0)}),
+                                          s.i32(width));
+          Value last = arith::AddIOp::create(b, l, first, s.i32(width));
+          Value result = s.i32(-1), position = s.i32(0), taken = s.i32(0);
           for (int64_t k = 0; k < topK; ++k) {
             Value count = s.extract(counts, {rank, s.constIndex(k), e});
-            Value end = arith::AddIOp::create(b, l, start, count);
+            Value begin = arith::AddIOp::create(
+                b, l, position, s.extract(offsets, {rank, s.constIndex(k), e}));
+            Value end = arith::AddIOp::create(b, l, begin, count);
+            Value lo = arith::MaxSIOp::create(b, l, begin, first);
+            Value hi = arith::MinSIOp::create(
+                b, l, end, arith::MinSIOp::create(b, l, last, s.i32(capacity)));
+            Value here = arith::MaxSIOp::create(b, l, arith::SubIOp::create(b, l, hi, lo),
+                                                s.i32(0));
+            Value upto = arith::AddIOp::create(b, l, taken, here);
+            Value mine = arith::AndIOp::create(b, l, s.cmp(arith::CmpIPredicate::sge, j, taken),
+                                               s.cmp(arith::CmpIPredicate::slt, j, upto));
             Value global = arith::AddIOp::create(
-                b, l, j, s.extract(offsets, {rank, s.constIndex(k), e}));
-            Value mine = arith::AndIOp::create(
-                b, l, s.cmp(arith::CmpIPredicate::sge, j, start),
-                arith::AndIOp::create(b, l, s.cmp(arith::CmpIPredicate::slt, j, end),
-                                      s.cmp(arith::CmpIPredicate::slt, global,
-                                            s.i32(capacity))));
+                b, l, lo, arith::SubIOp::create(b, l, j, taken));
             Value at = arith::AddIOp::create(
-                b, l, arith::MulIOp::create(b, l, s.asI32(e), s.i32(capacity)), global);
+                b, l, arith::MulIOp::create(b, l, s.asI32(e), s.i32(width)),
+                arith::SubIOp::create(b, l, global, first));
             result = s.select(mine, at, result);
-            start = end;
+            position = arith::AddIOp::create(b, l, position, count);
+            taken = upto;
           }
           linalg::YieldOp::create(b, l, ValueRange{result});
         });

@@ -66,20 +66,25 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
     // slot in one pass over the choices in GShard's priority order (every
     // first choice in token order, then every second): a running count per
     // expert is each choice's position among the earlier choices of its
-    // expert, so routing is linear in the tokens. A choice keeps slot
-    // expert * buffer + position unless position plus the other ranks'
-    // earlier choices (offsets) reaches the capacity (slot -1).
+    // expert, so routing is linear in the tokens. A choice is kept unless
+    // its position plus the other ranks' earlier choices (offsets) reaches
+    // the capacity (slot -1). A kept choice's slot is its index among the
+    // kept choices of its expert and slot block (a second running count),
+    // after `buffer` rows for every earlier (expert, block): with one block
+    // that index is its position, as kept choices are a prefix of them.
     int64_t buffer = op.getBuffer().value_or(capacity);
+    int64_t blocks = op.getBlocks().value_or(1), width = capacity / blocks;
     Value offsets = adaptor.getOffsets();
-    Value claimed = filledTensor(
-        rewriter, loc, RankedTensorType::get({experts}, rewriter.getI32Type()), zero);
+    auto i32 = rewriter.getI32Type();
+    Value claimed = filledTensor(rewriter, loc, RankedTensorType::get({experts}, i32), zero);
+    Value kept = filledTensor(rewriter, loc, RankedTensorType::get({experts * blocks}, i32), zero);
     Value slot = filledTensor(rewriter, loc, choices, none);
     Value lower = arith::ConstantIndexOp::create(rewriter, loc, 0);
     Value upper = arith::ConstantIndexOp::create(rewriter, loc, tokens);
     Value step = arith::ConstantIndexOp::create(rewriter, loc, 1);
     for (int64_t k = 0; k < topK; ++k) {
       auto scan = scf::ForOp::create(
-          rewriter, loc, lower, upper, step, ValueRange{claimed, slot},
+          rewriter, loc, lower, upper, step, ValueRange{claimed, kept, slot},
           [&](OpBuilder &b, Location l, Value n, ValueRange state) {
             Scalars s{b, l};
             Value choice = s.constIndex(k);
@@ -91,15 +96,25 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
             if (offsets)
               global = arith::AddIOp::create(
                   b, l, global, s.extract(offsets, {s.constIndex(0), choice, e}));
+            Value keeps = s.cmp(arith::CmpIPredicate::slt, global, s.i32(capacity));
+            // The block of a dropped choice is clamped; it counts nothing.
+            Value block = arith::MinSIOp::create(
+                b, l, arith::DivSIOp::create(b, l, global, s.i32(width)), s.i32(blocks - 1));
+            Value key = arith::AddIOp::create(
+                b, l, arith::MulIOp::create(b, l, s.asI32(e), s.i32(blocks)), block);
+            Value keyIndex = arith::IndexCastOp::create(b, l, b.getIndexType(), key);
+            Value index = s.extract(state[1], {keyIndex});
+            Value next = s.select(keeps, arith::AddIOp::create(b, l, index, s.i32(1)), index);
+            Value keptCounted = tensor::InsertOp::create(b, l, next, state[1], keyIndex);
             Value at = arith::AddIOp::create(
-                b, l, arith::MulIOp::create(b, l, s.asI32(e), s.i32(buffer)), position);
-            Value kept = s.cmp(arith::CmpIPredicate::slt, global, s.i32(capacity));
+                b, l, arith::MulIOp::create(b, l, key, s.i32(buffer)), index);
             Value slotted = tensor::InsertOp::create(
-                b, l, s.select(kept, at, s.i32(-1)), state[1], ValueRange{n, choice});
-            scf::YieldOp::create(b, l, ValueRange{counted, slotted});
+                b, l, s.select(keeps, at, s.i32(-1)), state[2], ValueRange{n, choice});
+            scf::YieldOp::create(b, l, ValueRange{counted, keptCounted, slotted});
           });
       claimed = scan.getResult(0);
-      slot = scan.getResult(1);
+      kept = scan.getResult(1);
+      slot = scan.getResult(2);
     }
     // source[s]: the choice n * top_k + k holding slot s, or -1.
     auto sourceType = op.getSource().getType();

@@ -207,5 +207,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "'" << name << "' must be a string, on a loom.moe_route";
     return success();
   }
+  if (name == attr::kMoeExchangeAxes) {
+    auto axes = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<MoeRouteOp>(op) || !axes || axes.empty() ||
+        !llvm::all_of(axes, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitOpError()
+             << "'" << name << "' must be a list of axis names, on a loom.moe_route";
+    return success();
+  }
   return op->emitOpError() << "unknown loom attribute '" << name << "'";
 }

@@ -69,6 +69,10 @@ constexpr llvm::StringLiteral kStage = "loom.stage";
 // prefix, "ffn.0") and the mesh axis its experts are split over.
 constexpr llvm::StringLiteral kMoeBlock = "loom.moe_block";
 constexpr llvm::StringLiteral kMoeAxis = "loom.moe_axis";
+/// On a per-rank loom.moe_route whose tokens reach their experts by
+/// all-to-all: the mesh axes (names, the expert axis first) the experts
+/// and the all-to-alls are split over, for --explain.
+constexpr llvm::StringLiteral kMoeExchangeAxes = "loom.moe_exchange_axes";
 /// On the ops loom-autodiff builds: they are the backward.
 constexpr llvm::StringLiteral kBackward = "loom.backward";
 /// loom-place-stages: "forward", "backward" or "update" (the ops that run

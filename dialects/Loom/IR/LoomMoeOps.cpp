@@ -34,15 +34,18 @@ LogicalResult MoeRouteOp::verify() {
     return emitOpError("top_k must be in [1, ") << experts << "], got " << topK;
   if (capacity < 1)
     return emitOpError("capacity must be positive, got ") << capacity;
+  int64_t blocks = getBlocks().value_or(1);
+  if (blocks < 1 || capacity % blocks)
+    return emitOpError("blocks must divide the capacity ") << capacity << ", got " << blocks;
   int64_t buffer = getBuffer().value_or(capacity);
-  if (buffer < 1 || buffer > capacity)
-    return emitOpError("buffer must be in [1, capacity], got ") << buffer;
+  if (buffer < 1 || buffer > capacity / blocks)
+    return emitOpError("buffer must be in [1, capacity / blocks], got ") << buffer;
   if (getOffsets() &&
       failed(expectShape(*this, getOffsets(), "offsets", {1, topK, experts})))
     return failure();
   if (failed(expectShape(*this, getExpert(), "expert", {tokens, topK})) ||
       failed(expectShape(*this, getSlot(), "slot", {tokens, topK})) ||
-      failed(expectShape(*this, getSource(), "source", {experts * buffer})) ||
+      failed(expectShape(*this, getSource(), "source", {experts * blocks * buffer})) ||
       failed(expectShape(*this, getFirstCounts(), "first_counts", {experts})))
     return failure();
   return success();
@@ -112,11 +115,19 @@ LogicalResult MoeExchangeMapOp::verify() {
   if (counts.getRank() != 3 || getOffsets().getType() != counts)
     return emitOpError("needs counts and offsets of one [ranks, top_k, experts] type");
   int64_t capacity = getCapacity(), buffer = getBuffer();
-  if (capacity < 1 || buffer < 1 || buffer > capacity)
-    return emitOpError("needs 1 <= buffer <= capacity");
+  int64_t blocks = getBlocks().value_or(1);
+  if (capacity < 1 || blocks < 1 || capacity % blocks ||
+      (blocks > 1) != static_cast<bool>(getBlock()))
+    return emitOpError("needs blocks dividing the capacity, and a block operand "
+                       "exactly when there are several");
+  int64_t width = capacity / blocks;
+  if (buffer < 1 || buffer > width)
+    return emitOpError("needs 1 <= buffer <= capacity / blocks");
+  if (getBlock() && failed(expectShape(*this, getBlock(), "block", {1})))
+    return failure();
   int64_t ranks = counts.getDimSize(0), experts = counts.getDimSize(2);
   if (failed(expectShape(*this, getSlot(), "slot", {ranks * experts * buffer, 1})) ||
-      failed(expectShape(*this, getSource(), "source", {experts * capacity})))
+      failed(expectShape(*this, getSource(), "source", {experts * width})))
     return failure();
   return success();
 }

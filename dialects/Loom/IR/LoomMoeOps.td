@@ -26,13 +26,18 @@ def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure, DeclareOpInterfaceMethods<Loom
     are piecewise constant in the probabilities.
 
     In a per-rank program whose tokens are split over the expert axis
-    (loom-partition) the op routes the rank's tokens only. `offsets[0, k,
+    (and perhaps data-parallel axes; loom-partition) the op routes the
+    rank's tokens only. `offsets[0, k,
     e]` counts the choices of the other ranks that claim slots of expert e
     before this rank's priority-k choices do (loom.moe_offsets), so a
     choice is kept when its position among the rank's own choices of e
     plus that offset is below `capacity`, exactly as on one rank. Slots
     are then numbered in the rank's send buffer, `expert * buffer + c`,
     where `buffer` bounds the choices one rank can keep for one expert.
+    With `blocks` B, each expert's slots are B blocks of `capacity / B`
+    (held by B ranks), and a kept choice's send row is
+    `(expert * B + block) * buffer + c`, c its index among the rank's kept
+    choices of that expert and block.
 
     ```mlir
     %e, %s, %src, %cnt = loom.moe_route %p top_k 2 capacity 5
@@ -41,13 +46,15 @@ def Loom_MoeRouteOp : Loom_Op<"moe_route", [Pure, DeclareOpInterfaceMethods<Loom
   }];
   let arguments = (ins RankedTensorOf<[F32]>:$probs,
                        Optional<RankedTensorOf<[I32]>>:$offsets, I64Attr:$top_k,
-                       I64Attr:$capacity, OptionalAttr<I64Attr>:$buffer);
+                       I64Attr:$capacity, OptionalAttr<I64Attr>:$buffer,
+                       OptionalAttr<I64Attr>:$blocks);
   let results = (outs RankedTensorOf<[I32]>:$expert, RankedTensorOf<[I32]>:$slot,
                       RankedTensorOf<[I32]>:$source,
                       RankedTensorOf<[F32]>:$first_counts);
   let assemblyFormat = [{
     $probs (`offsets` $offsets^)? `top_k` $top_k `capacity` $capacity
-    (`buffer` $buffer^)? attr-dict `:` type($probs) (`,` type($offsets)^)? `->`
+    (`buffer` $buffer^)? (`blocks` $blocks^)? attr-dict `:` type($probs)
+    (`,` type($offsets)^)? `->`
     type($expert) `,` type($slot) `,` type($source) `,` type($first_counts)
   }];
   let hasVerifier = 1;
@@ -222,15 +229,18 @@ def Loom_MoeOffsetsOp : Loom_Op<"moe_offsets", [Pure]> {
 def Loom_MoeExchangeMapOp : Loom_Op<"moe_exchange_map", [Pure]> {
   let summary = "Where the rows an all-to-all brings go in the expert slots";
   let description = [{
-    An expert rank receives from each rank r, for each of its E local
-    experts, `buffer` rows: row `(r * E + e) * buffer + j` is rank r's j-th
+    An expert rank receives from each rank r (in the all-to-all's member
+    order), for each of its E local experts, `buffer` rows: row `(r * E + e) * buffer + j` is rank r's j-th
     kept choice of local expert e. From the counts and offsets of the local
     experts (`[ranks, top_k, E]`, as loom.moe_counts and loom.moe_offsets
     give them), `slot[row, 0]` is that row's slot `e * capacity + c` of
     the local experts' buffer (c its position on one rank), or -1 for a
     padding row, and `source[slot]` the row back, or -1. A loom.moe_dispatch
     through these maps fills the experts' slots, a loom.moe_combine empties
-    them.
+    them. With `blocks` B the rank holds block `block[0]` of `capacity / B`
+    slots of each local expert (loom.moe_route's `blocks`): row j is rank
+    r's j-th kept choice of e within that block, and its slot
+    `e * (capacity / B) + c` counts from the block's first slot.
 
     ```mlir
     %slot, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 4
@@ -238,11 +248,14 @@ def Loom_MoeExchangeMapOp : Loom_Op<"moe_exchange_map", [Pure]> {
     ```
   }];
   let arguments = (ins RankedTensorOf<[I32]>:$counts, RankedTensorOf<[I32]>:$offsets,
-                       I64Attr:$capacity, I64Attr:$buffer);
+                       Optional<RankedTensorOf<[I32]>>:$block,
+                       I64Attr:$capacity, I64Attr:$buffer,
+                       OptionalAttr<I64Attr>:$blocks);
   let results = (outs RankedTensorOf<[I32]>:$slot, RankedTensorOf<[I32]>:$source);
   let assemblyFormat = [{
-    $counts `,` $offsets `capacity` $capacity `buffer` $buffer attr-dict `:`
-    type($counts) `,` type($offsets) `->` type($slot) `,` type($source)
+    $counts `,` $offsets (`block` $block^)? `capacity` $capacity `buffer` $buffer
+    (`blocks` $blocks^)? attr-dict `:` type($counts) `,` type($offsets)
+    (`,` type($block)^)? `->` type($slot) `,` type($source)
   }];
   let hasVerifier = 1;
 }

@@ -237,7 +237,7 @@ static LogicalResult expand(MoeOp moe) {
   auto route = MoeRouteOp::create(
       b, loc, choices, choices, RankedTensorType::get({slots}, i32),
       RankedTensorType::get({experts}, f32), probs, /*offsets=*/Value(), topK,
-      capacity, /*buffer=*/IntegerAttr());
+      capacity, /*buffer=*/IntegerAttr(), /*blocks=*/IntegerAttr());
   // Named after the block instance (its router param) and its expert axis,
   // for --explain.
   if (auto arg = dyn_cast<BlockArgument>(moe.getRouter()))

@@ -154,17 +154,27 @@ FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
       break;
     }
   }
+  // A split over axes A then B (major first) holds the blocks of the split
+  // over A alone, cut again: going between the two gathers or slices over
+  // B only.
+  auto isPrefix = [](ArrayRef<int16_t> head, ArrayRef<int16_t> axes) {
+    return head.size() <= axes.size() && axes.take_front(head.size()) == head;
+  };
   for (size_t d = 0; d < target.dims.size(); ++d) {
     Sharding now = shardingOf(current);
-    if (now.dims[d] == target.dims[d] || now.dims[d].empty())
+    if (isPrefix(now.dims[d], target.dims[d]))
       continue;
     Sharding next = now;
     next.dims[d].clear();
+    if (isPrefix(target.dims[d], now.dims[d]))
+      next.dims[d] = target.dims[d];
+    ArrayRef<int16_t> gathered = ArrayRef<int16_t>(now.dims[d]).drop_front(next.dims[d].size());
     auto op = shard::AllGatherOp::create(
-        builder, loc, grid.localType(global, next), gridRef, now.dims[d],
+        builder, loc, grid.localType(global, next), gridRef, gathered,
         current, llvm::APInt(64, d));
     current = collective(op, op.getResult(), next, global, loc,
-                         "needs dimension " + std::to_string(d) + " whole");
+                         "needs dimension " + std::to_string(d) +
+                             (next.dims[d].empty() ? " whole" : " split over fewer axes"));
   }
   for (size_t d = 0; d < target.dims.size(); ++d) {
     Sharding now = shardingOf(current);
@@ -172,8 +182,9 @@ FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
       continue;
     Sharding next = now;
     next.dims[d] = target.dims[d];
+    ArrayRef<int16_t> sliced = ArrayRef<int16_t>(target.dims[d]).drop_front(now.dims[d].size());
     auto op = shard::AllSliceOp::create(
-        builder, loc, grid.localType(global, next), gridRef, target.dims[d],
+        builder, loc, grid.localType(global, next), gridRef, sliced,
         current, llvm::APInt(64, d));
     current = collective(op, op.getResult(), next, global, loc,
                          "a replicated value meets a split one; no data moves");
@@ -618,9 +629,41 @@ LogicalResult Partitioner::partitionReduction(Operation *op) {
   return success();
 }
 
+/// Whether `fine` splits each dim over `coarse`'s axes and then more, and
+/// some dim over more (a refinement reached by slicing alone).
+static bool refines(const Sharding &fine, const Sharding &coarse) {
+  if (!fine.partial.empty() || !coarse.partial.empty() ||
+      fine.dims.size() != coarse.dims.size() || fine == coarse)
+    return false;
+  for (auto [f, c] : llvm::zip(fine.dims, coarse.dims))
+    if (f.size() < c.size() || ArrayRef<int16_t>(f).take_front(c.size()) != ArrayRef<int16_t>(c))
+      return false;
+  return true;
+}
+
+LogicalResult Partitioner::gradientsInParamLayout(Operation *update) {
+  // A gradient split finer than its param (an expert's, whole on one rank
+  // of its ep x dp block) is gathered once here, not once per optimizer
+  // op that reads it.
+  for (OpOperand &operand : update->getOpOperands()) {
+    Operation *def = operand.get().getDefiningOp();
+    auto name = def ? def->getAttrOfType<StringAttr>(attr::kGradientOf) : nullptr;
+    Value param = name ? params.lookup(name.getValue()) : Value();
+    if (!param || !refines(shardingOf(operand.get()), shardingOf(param)))
+      continue;
+    FailureOr<Value> gathered = reshard(operand.get(), shardingOf(param), update);
+    if (failed(gathered))
+      return failure();
+    operand.set(*gathered);
+  }
+  return success();
+}
+
 LogicalResult Partitioner::partition(Operation *op) {
   if (isa<shard::ShardingOp>(op))
     return success();
+  if (op->hasAttr(attr::kUpdateBucket) && failed(gradientsInParamLayout(op)))
+    return failure();
   if (auto annotation = dyn_cast<shard::ShardOp>(op))
     return annotate(annotation);
   if (isElementwise(op))
@@ -722,6 +765,9 @@ LogicalResult Partitioner::partitionWhole(Operation *op) {
 
 LogicalResult Partitioner::run() {
   Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
+      params[name.getValue()] = arg;
   SmallVector<Operation *> ops;
   for (Operation &op : body)
     ops.push_back(&op);

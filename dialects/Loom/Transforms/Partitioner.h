@@ -35,6 +35,9 @@ private:
   LogicalResult partition(Operation *op);
   LogicalResult annotate(shard::ShardOp annotation);
   LogicalResult partitionElementwise(Operation *op);
+  /// Reshards the gradients an optimizer op reads that are split finer
+  /// than their params to the params' layout.
+  LogicalResult gradientsInParamLayout(Operation *update);
   LogicalResult partitionMatmul(MatmulOp op);
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionLoss(Operation *op);
@@ -61,14 +64,16 @@ private:
   /// reduced (ops without a rule of their own).
   LogicalResult partitionWhole(Operation *op);
 
-  // Expert parallelism (PartitionMoe.cpp). A routing whose tokens and
-  // experts split over one axis moves tokens to their experts and back by
-  // all-to-alls; otherwise its pieces run whole.
-  /// One routing's exchange: the axis, the capacity rows per expert and
-  /// the rows one rank sends per expert, and the expert side's maps
-  /// (loom.moe_exchange_map).
+  // Expert parallelism (PartitionMoe.cpp). A routing whose experts split
+  // over an axis moves tokens to their experts and back by all-to-alls
+  // (the tokens split over that axis, or over data-parallel axes and it);
+  // otherwise its pieces run whole.
+  /// One routing's exchange: the axes its tokens split over (in token
+  /// order) and those its experts and the all-to-alls split over, the
+  /// capacity rows per expert and the rows one rank sends per expert, and
+  /// the expert side's maps (loom.moe_exchange_map).
   struct MoeExchange {
-    int16_t axis;
+    GridAxes tokenAxes, expertAxes;
     int64_t capacity, buffer;
     Value rowSlot, slotRow;
   };
@@ -79,8 +84,9 @@ private:
   /// The slot buffer `slots` (split over the experts) back at the token
   /// side, in the rank's send layout: one all-to-all, once per value.
   Value moeRowsAtTokens(Value slots, const MoeExchange &exchange, Operation *user);
-  /// The send buffer `rows` exchanged over `axis` (one shard.all_to_all).
-  Value moeAllToAll(OpBuilder &b, Location loc, Value rows, int16_t axis, StringRef why);
+  /// The send buffer `rows` exchanged over `axes` (one shard.all_to_all).
+  Value moeAllToAll(OpBuilder &b, Location loc, Value rows, const GridAxes &axes,
+                    StringRef why);
   /// `value` (local, outside any global layout) recorded as itself.
   void setLocal(Value value);
   /// Marks `op`'s f32 result, each rank's mean over its equal block of the
@@ -125,6 +131,8 @@ private:
   /// By (logits, labels) of the forward cross-entropy.
   DenseMap<std::pair<Value, Value>, VocabStats> vocabStats;
   llvm::SmallPtrSet<Value, 8> assignedArgs;
+  /// The model's params by name (loom.param), for their gradients.
+  llvm::StringMap<Value> params;
   /// By the (per-rank) loom.moe_route.
   DenseMap<Operation *, MoeExchange> moeExchanges;
   DenseMap<Value, Value> moeTokenRows;

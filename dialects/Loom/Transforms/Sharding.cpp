@@ -118,9 +118,38 @@ Sharding mlir::loom::reshapeSharding(const Grid &grid, ArrayRef<int64_t> in,
     while (firstOut + 1 < j && out[firstOut] == 1)
       ++firstOut;
     const GridAxes &axes = input.dims[split.front()];
-    if (split.size() == 1 && split.front() == (int64_t)firstIn &&
-        firstOut < j && out[firstOut] % grid.ways(axes) == 0) {
-      result.dims[firstOut] = axes;
+    if (split.size() == 1 && split.front() == (int64_t)firstIn && firstOut < j) {
+      if (out[firstOut] % grid.ways(axes) == 0) {
+        result.dims[firstOut] = axes;
+        continue;
+      }
+      // Axes A1 then A2 on a merged dim ([E*C] over [ep, dp]) split it
+      // into exactly out[firstOut] blocks by A1, each cut by A2: A1 goes
+      // to the outer dim, A2 to the next ([E, C] over [[ep], [dp]]).
+      bool cut = false;
+      for (size_t n = 1; n < axes.size() && !cut && firstOut + 1 < j; ++n) {
+        ArrayRef<int16_t> outer = ArrayRef<int16_t>(axes).take_front(n);
+        ArrayRef<int16_t> inner = ArrayRef<int16_t>(axes).drop_front(n);
+        if (grid.ways(outer) == out[firstOut] &&
+            out[firstOut + 1] % grid.ways(inner) == 0) {
+          result.dims[firstOut].assign(outer.begin(), outer.end());
+          result.dims[firstOut + 1].assign(inner.begin(), inner.end());
+          cut = true;
+        }
+      }
+      if (cut)
+        continue;
+    }
+    // The converse: an outer dim split into exactly its size by A1 and the
+    // next by A2 merge into one dim split over A1 then A2.
+    if (split.size() == 2 && split[0] == (int64_t)firstIn &&
+        split[1] == split[0] + 1 && firstOut < j &&
+        grid.ways(input.dims[split[0]]) == in[split[0]] &&
+        in[split[1]] % grid.ways(input.dims[split[1]]) == 0 &&
+        out[firstOut] % (in[split[0]] * in[split[1]]) == 0) {
+      result.dims[firstOut] = input.dims[split[0]];
+      result.dims[firstOut].append(input.dims[split[1]].begin(),
+                                   input.dims[split[1]].end());
       continue;
     }
     gather.append(split.begin(), split.end());

@@ -1504,8 +1504,24 @@ func.func @moe_stats_result(%e: tensor<16x2xi32>, %s: tensor<16x2xi32>) {
 // -----
 
 func.func @moe_route_buffer(%p: tensor<16x4xf32>) {
-  // expected-error @+1 {{'loom.moe_route' op buffer must be in [1, capacity], got 6}}
+  // expected-error @+1 {{'loom.moe_route' op buffer must be in [1, capacity / blocks], got 6}}
   %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 buffer 6 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<24xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_blocks(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op blocks must divide the capacity 6, got 4}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 6 buffer 1 blocks 4 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<16xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_map_block(%c: tensor<4x2x1xi32>, %o: tensor<4x2x1xi32>) {
+  // expected-error @+1 {{'loom.moe_exchange_map' op needs blocks dividing the capacity, and a block operand exactly when there are several}}
+  %s, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 3 blocks 2 : tensor<4x2x1xi32>, tensor<4x2x1xi32> -> tensor<12x1xi32>, tensor<3xi32>
   return
 }
 
@@ -1536,7 +1552,7 @@ func.func @moe_offsets(%c: tensor<4x2x8xi32>) {
 // -----
 
 func.func @moe_exchange_map(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) {
-  // expected-error @+1 {{'loom.moe_exchange_map' op needs 1 <= buffer <= capacity}}
+  // expected-error @+1 {{'loom.moe_exchange_map' op needs 1 <= buffer <= capacity / blocks}}
   %s, %src = loom.moe_exchange_map %c, %o capacity 3 buffer 4 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<32x1xi32>, tensor<6xi32>
   return
 }
@@ -1562,5 +1578,14 @@ func.func @moe_exchange_map_types(%c: tensor<4x2x2xi32>, %o: tensor<4x2x1xi32>) 
 func.func @max_mask(%x: tensor<4x3xf32>, %m: tensor<4x2xf32>) {
   // expected-error @+1 {{'loom.max_mask' op needs a max that broadcasts to the input, and the input's shape as result}}
   %r = loom.max_mask %x, %m : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_axes(%p: tensor<8x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op 'loom.moe_exchange_axes' must be a list of axis names, on a loom.moe_route}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 4 {loom.moe_exchange_axes = ["ep", 1]}
+      : tensor<8x4xf32> -> tensor<8x2xi32>, tensor<8x2xi32>, tensor<16xi32>, tensor<4xf32>
   return
 }

@@ -456,3 +456,17 @@ func.func @moe_exchange(%p: tensor<4x8xf32>, %e: tensor<4x2xi32>, %all: tensor<4
   %rs, %sr = loom.moe_exchange_map %c, %o capacity 3 buffer 2 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<16x1xi32>, tensor<6xi32>
   return
 }
+
+// -----
+
+// Slot blocks: each expert's 4 slots in 2 blocks of 2 (one expert per
+// rank of the expert axis, its slots shared by 2 data-parallel ranks).
+// CHECK-LABEL: func.func @moe_slot_blocks
+// CHECK: loom.moe_route %{{.+}} offsets %{{.+}} top_k 2 capacity 4 buffer 2 blocks 2 : tensor<4x8xf32>, tensor<1x2x8xi32> -> tensor<4x2xi32>, tensor<4x2xi32>, tensor<32xi32>, tensor<8xf32>
+// CHECK: loom.moe_exchange_map %{{.+}}, %{{.+}} block %{{.+}} capacity 4 buffer 2 blocks 2 : tensor<16x2x1xi32>, tensor<16x2x1xi32>, tensor<1xi32> -> tensor<32x1xi32>, tensor<2xi32>
+func.func @moe_slot_blocks(%p: tensor<4x8xf32>, %mine: tensor<1x2x8xi32>, %c: tensor<16x2x1xi32>,
+                           %o: tensor<16x2x1xi32>, %b: tensor<1xi32>) {
+  %e, %s, %src, %fc = loom.moe_route %p offsets %mine top_k 2 capacity 4 buffer 2 blocks 2 : tensor<4x8xf32>, tensor<1x2x8xi32> -> tensor<4x2xi32>, tensor<4x2xi32>, tensor<32xi32>, tensor<8xf32>
+  %rs, %sr = loom.moe_exchange_map %c, %o block %b capacity 4 buffer 2 blocks 2 : tensor<16x2x1xi32>, tensor<16x2x1xi32>, tensor<1xi32> -> tensor<32x1xi32>, tensor<2xi32>
+  return
+}
