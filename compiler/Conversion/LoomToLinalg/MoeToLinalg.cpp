@@ -98,10 +98,13 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
                   b, l, global, s.extract(offsets, {s.constIndex(0), choice, e}));
             Value keeps = s.cmp(arith::CmpIPredicate::slt, global, s.i32(capacity));
             // The block of a dropped choice is clamped; it counts nothing.
-            Value block = arith::MinSIOp::create(
-                b, l, arith::DivSIOp::create(b, l, global, s.i32(width)), s.i32(blocks - 1));
-            Value key = arith::AddIOp::create(
-                b, l, arith::MulIOp::create(b, l, s.asI32(e), s.i32(blocks)), block);
+            Value key = s.asI32(e);
+            if (blocks > 1) {
+              Value block = arith::MinSIOp::create(
+                  b, l, arith::DivSIOp::create(b, l, global, s.i32(width)), s.i32(blocks - 1));
+              key = arith::AddIOp::create(
+                  b, l, arith::MulIOp::create(b, l, key, s.i32(blocks)), block);
+            }
             Value keyIndex = arith::IndexCastOp::create(b, l, b.getIndexType(), key);
             Value index = s.extract(state[1], {keyIndex});
             Value next = s.select(keeps, arith::AddIOp::create(b, l, index, s.i32(1)), index);

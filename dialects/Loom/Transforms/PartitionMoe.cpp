@@ -112,11 +112,26 @@ LogicalResult Partitioner::partitionMoeRoute(MoeRouteOp route) {
   // of the expert axis, the T ranks of its block share its slots, a block
   // of C / blocks each ([E, C] split [[axis], [T]]).
   int64_t blocks = 1;
-  if (tokens % ranks)
+  // The mesh asked for expert parallelism that these sizes cannot have:
+  // say so at the block, as the whole routing is gathered instead.
+  auto gathered = [&](const Twine &why) {
+    auto block = route->getAttrOfType<StringAttr>(attr::kMoeBlock);
+    route.emitWarning() << "MoE block '" << (block ? block.getValue() : "moe")
+                        << "' is routed whole on every rank, its tokens and expert "
+                           "outputs all-gathered: "
+                        << why;
     return partitionWhole(route);
+  };
+  if (tokens % ranks)
+    return gathered(Twine(tokens) + " tokens do not split over " + Twine(ranks) +
+                    " ranks ('" + grid.format(tokenAxes) + "')");
   if (experts % ranks) {
     if (experts != expertWays || capacity % tokenWays)
-      return partitionWhole(route);
+      return gathered(Twine(experts) + " experts split over " + Twine(ranks) +
+                      " ranks ('" + grid.format(expertAxes) +
+                      "') neither whole nor one per '" + grid.names[a] +
+                      "' rank with its " + Twine(capacity) + " slots in " +
+                      Twine(tokenWays) + " blocks");
     blocks = tokenWays;
   }
   int64_t width = capacity / blocks;

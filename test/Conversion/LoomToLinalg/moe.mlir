@@ -8,26 +8,29 @@
 // Routing: the rank of each expert per token (a reduction over the other
 // experts), the experts of ranks 0..k-1, then one scan per priority over
 // the tokens (first choices, then second ones, GShard's order): a running
-// count per expert is the choice's position, the slot is expert * 5 +
-// position or -1 past the capacity; then one pass gives the inverse map
-// the choice n * 2 + k at each slot; last the first-choice counts.
+// count per expert is the choice's position, -1 past the capacity, and a
+// second one counts the kept choices per expert, the slot being expert * 5
+// + that index; then one pass gives the inverse map the choice n * 2 + k
+// at each slot; last the first-choice counts.
 // CHECK-LABEL: func.func @route
 // CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
 // CHECK: arith.cmpf ogt
 // CHECK: %[[EXPERT:.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK: %[[FIRST:.+]]:2 = scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[COUNT:.+]] = %{{.+}}, %[[SLOT:.+]] = %{{.+}}) -> (tensor<4xi32>, tensor<16x2xi32>)
+// CHECK: %[[FIRST:.+]]:3 = scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[COUNT:.+]] = %{{.+}}, %[[KEPT:.+]] = %{{.+}}, %[[SLOT:.+]] = %{{.+}}) -> (tensor<4xi32>, tensor<4xi32>, tensor<16x2xi32>)
 // CHECK: tensor.extract %[[EXPERT]][%[[N]], %{{.+}}] : tensor<16x2xi32>
 // CHECK: %[[POS:.+]] = tensor.extract %[[COUNT]][%{{.+}}] : tensor<4xi32>
 // CHECK: arith.addi %[[POS]], %{{.+}} : i32
 // CHECK: tensor.insert %{{.+}} into %[[COUNT]]
-// CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[POS]] : i32
-// CHECK: %[[KEPT:.+]] = arith.cmpi slt, %[[POS]], %{{.+}} : i32
-// CHECK: arith.select %[[KEPT]], %[[AT]], %{{.+}} : i32
+// CHECK: %[[KEEPS:.+]] = arith.cmpi slt, %[[POS]], %{{.+}} : i32
+// CHECK: %[[INDEX:.+]] = tensor.extract %[[KEPT]][%{{.+}}] : tensor<4xi32>
+// CHECK: tensor.insert %{{.+}} into %[[KEPT]]
+// CHECK: %[[AT:.+]] = arith.addi %{{.+}}, %[[INDEX]] : i32
+// CHECK: arith.select %[[KEEPS]], %[[AT]], %{{.+}} : i32
 // CHECK: tensor.insert %{{.+}} into %[[SLOT]][%[[N]], %{{.+}}] : tensor<16x2xi32>
 // CHECK: scf.yield
-// CHECK: %[[SLOTS:.+]]:2 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[FIRST]]#0, %{{.+}} = %[[FIRST]]#1)
+// CHECK: %[[SLOTS:.+]]:3 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %[[FIRST]]#0, %{{.+}} = %[[FIRST]]#1, %{{.+}} = %[[FIRST]]#2)
 // CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[SOURCE:.+]] = %{{.+}}) -> (tensor<20xi32>)
-// CHECK: tensor.extract %[[SLOTS]]#1
+// CHECK: tensor.extract %[[SLOTS]]#2
 // CHECK: tensor.insert %{{.+}} into %[[SOURCE]][%{{.+}}] : tensor<20xi32>
 // CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, 0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
 // CHECK-NOT: loom.moe_route
@@ -168,4 +171,22 @@ func.func @offsets(%c: tensor<4x2x8xi32>) -> tensor<4x2x8xi32> {
 func.func @exchange_map(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) -> (tensor<16x1xi32>, tensor<6xi32>) {
   %s, %src = loom.moe_exchange_map %c, %o capacity 3 buffer 2 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<16x1xi32>, tensor<6xi32>
   return %s, %src : tensor<16x1xi32>, tensor<6xi32>
+}
+
+// -----
+
+// With slot blocks the rank's block (its first slot: block[0] * 2) bounds
+// the slots each priority contributes, and slots count from it.
+// CHECK-LABEL: func.func @exchange_map_blocks
+// CHECK-SAME: %[[B:[^:]+]]: tensor<1xi32>
+// CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+// CHECK: %[[BLOCK:.+]] = tensor.extract %[[B]][%{{.+}}] : tensor<1xi32>
+// CHECK: %[[FIRSTSLOT:.+]] = arith.muli %[[BLOCK]], %{{.+}} : i32
+// CHECK: arith.maxsi %{{.+}}, %[[FIRSTSLOT]] : i32
+// CHECK: arith.subi %{{.+}}, %[[FIRSTSLOT]] : i32
+// CHECK: scf.for %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (tensor<2xi32>)
+// CHECK-NOT: loom.moe_exchange_map
+func.func @exchange_map_blocks(%c: tensor<8x2x1xi32>, %o: tensor<8x2x1xi32>, %b: tensor<1xi32>) -> (tensor<8x1xi32>, tensor<2xi32>) {
+  %s, %src = loom.moe_exchange_map %c, %o block %b capacity 4 buffer 1 blocks 2 : tensor<8x2x1xi32>, tensor<8x2x1xi32>, tensor<1xi32> -> tensor<8x1xi32>, tensor<2xi32>
+  return %s, %src : tensor<8x1xi32>, tensor<2xi32>
 }
