@@ -200,6 +200,8 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(math::createMathExpandOpsPass());
+  // exp, log, tanh, erf: arithmetic LLVM vectorizes, not libm calls.
+  pm.addPass(mlir::loom::createLoomApproximateMathForCpu());
   // bf16 conversions become integer arithmetic (round to nearest even), so
   // kernels need no soft-float library call for them.
   arith::ArithExpandOpsPassOptions expand;

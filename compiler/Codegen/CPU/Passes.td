@@ -53,4 +53,19 @@ def LoomInterchangeForCpu : Pass<"loom-interchange-for-cpu", "mlir::ModuleOp"> {
   }];
 }
 
+def LoomApproximateMathForCpu
+    : Pass<"loom-approximate-math-for-cpu", "mlir::ModuleOp"> {
+  let summary = "exp, log, tanh and erf as polynomials LLVM can vectorize";
+  let description = [{
+    Rewrites `math.exp`, `expm1`, `log`, `log1p`, `log2`, `tanh`, `erf` and
+    `erfc` (on f32, and on 16-bit floats through f32) into upstream's
+    polynomial approximations (`populateMathPolynomialApproximationPatterns`):
+    plain arithmetic and bit casts, within a few ulp of libm. Left as
+    calls, each element of a softmax, a GELU or a loss paid a scalar libm
+    call and kept LLVM from vectorizing the loop around it.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::math::MathDialect",
+                           "mlir::vector::VectorDialect"];
+}
+
 #endif // LOOM_CODEGEN_CPU_PASSES_TD
