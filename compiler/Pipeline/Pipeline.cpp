@@ -195,6 +195,8 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   // Reductions over rows of contiguous columns walk the rows innermost.
   pm.addPass(mlir::loom::createLoomInterchangeForCpu());
   pm.addPass(createConvertLinalgToLoopsPass());
+  // Reductions keep their accumulator in a register.
+  pm.addPass(mlir::loom::createLoomPromoteLoopAccumulators());
   // Reshapes and slices become plain strided views before LLVM.
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

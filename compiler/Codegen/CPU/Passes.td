@@ -68,4 +68,24 @@ def LoomApproximateMathForCpu
                            "mlir::vector::VectorDialect"];
 }
 
+def LoomPromoteLoopAccumulators
+    : Pass<"loom-promote-loop-accumulators", "mlir::ModuleOp"> {
+  let summary = "A reduction loop's accumulator in a register, not memory";
+  let description = [{
+    After convert-linalg-to-loops, a reduction's innermost loop loads its
+    output element, combines one input element and stores it back, every
+    iteration, at indices the loop does not change. The pair moves out of
+    the loop: one load before it, the value carried as an iter_arg, one
+    store after. The kernels' buffers carry no `noalias`, so LLVM cannot do
+    this itself, and each step of a softmax's max and sum waited on a
+    store-to-load forward. A linalg op's inputs do not alias its output, so
+    nothing else in the loop reads that element; loops that touch the
+    memref elsewhere are left alone. A sum carried this way gets the
+    `reassoc` flag, so LLVM vectorizes it (a partial sum per lane, added
+    at the end): its rounding then differs from the one-at-a-time order,
+    deterministically, as any blocked sum's does.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_CODEGEN_CPU_PASSES_TD

@@ -1,0 +1,102 @@
+//===- PromoteLoopAccumulators.cpp - Reduction accumulators in registers --===//
+//
+// convert-linalg-to-loops turns a row reduction (a softmax's max and sum, a
+// norm's mean) into an innermost loop that loads the output element, adds
+// one term and stores it back each iteration. The kernels' pointers carry
+// no noalias, so LLVM must assume the input loads may read that element
+// and keeps it in memory: every step waits on a store-to-load forward. A
+// linalg op's inputs never alias its output, so the element can live in a
+// register for the loop: loaded before, carried as an iter_arg, stored
+// after. Loops that touch the memref anywhere else are left alone. A sum
+// so carried may be reassociated, which is what lets LLVM vectorize it:
+// a softmax's row sums, a norm's, a loss's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Codegen/CPU/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMPROMOTELOOPACCUMULATORS
+#include "Codegen/CPU/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+/// The load of `store`'s element earlier in its block, when it is the only
+/// other access to the memref inside `loop`.
+static memref::LoadOp accumulatorLoad(scf::ForOp loop, memref::StoreOp store) {
+  memref::LoadOp load;
+  for (Operation *user : store.getMemRef().getUsers()) {
+    if (user == store.getOperation() || !loop->isProperAncestor(user))
+      continue;
+    auto candidate = dyn_cast<memref::LoadOp>(user);
+    if (!candidate || load || candidate->getBlock() != store->getBlock() ||
+        !candidate->isBeforeInBlock(store) ||
+        candidate.getIndices() != store.getIndices())
+      return nullptr;
+    load = candidate;
+  }
+  return load;
+}
+
+/// Promotes one accumulator of `loop`; false when it has none.
+static bool promoteOne(IRRewriter &rewriter, scf::ForOp loop) {
+  for (auto store : loop.getBody()->getOps<memref::StoreOp>()) {
+    if (!loop.isDefinedOutsideOfLoop(store.getMemRef()) ||
+        !llvm::all_of(store.getIndices(),
+                      [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }))
+      continue;
+    memref::LoadOp load = accumulatorLoad(loop, store);
+    if (!load)
+      continue;
+    rewriter.setInsertionPoint(loop);
+    load->moveBefore(loop);
+    auto promoted = cast<scf::ForOp>(*loop.replaceWithAdditionalYields(
+        rewriter, ValueRange{load.getResult()}, /*replaceInitOperandUsesInLoop=*/true,
+        [&](OpBuilder &, Location, ArrayRef<BlockArgument>) {
+          return SmallVector<Value>{store.getValueToStore()};
+        }));
+    store->moveAfter(promoted);
+    store.getValueMutable().assign(promoted.getResults().back());
+    // A sum may be reassociated: LLVM then vectorizes it (partial sums
+    // per lane, added at the end) instead of one add after another.
+    BlockArgument carried = promoted.getRegionIterArgs().back();
+    auto yield = cast<scf::YieldOp>(promoted.getBody()->getTerminator());
+    if (auto add = yield.getOperands().back().getDefiningOp<arith::AddFOp>())
+      if (llvm::is_contained(add->getOperands(), Value(carried)))
+        add.setFastmath(add.getFastmath() | arith::FastMathFlags::reassoc);
+    return true;
+  }
+  return false;
+}
+
+namespace {
+struct LoomPromoteLoopAccumulators
+    : public loom::impl::LoomPromoteLoopAccumulatorsBase<LoomPromoteLoopAccumulators> {
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    // The walk is post-order, innermost loops first; after a promotion
+    // the loops changed, so walk again (a promoted pair may then leave
+    // the next loop out too).
+    for (Region &region : getOperation()->getRegions())
+      for (Operation &function : region.getOps()) {
+        bool changed = true;
+        while (changed) {
+          changed = false;
+          function.walk([&](scf::ForOp loop) {
+            if (!promoteOne(rewriter, loop))
+              return WalkResult::advance();
+            changed = true;
+            return WalkResult::interrupt();
+          });
+        }
+      }
+  }
+};
+} // namespace
