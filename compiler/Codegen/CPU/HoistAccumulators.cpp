@@ -1,5 +1,6 @@
 //===- HoistAccumulators.cpp - Register-tile accumulators out of the k loop ===//
 
+#include "Codegen/CPU/CarryOutOfLoop.h"
 #include "Codegen/CPU/CpuMatmul.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -50,15 +51,8 @@ void loom::hoistViewAccumulators(Operation *root) {
         vector::TransferReadOp read = matchingRead(loop, write);
         if (!read || !loop.isDefinedOutsideOfLoop(read.getPadding()))
           continue;
-        rewriter.setInsertionPoint(loop);
-        read->moveBefore(loop);
-        auto newLoop = cast<scf::ForOp>(*loop.replaceWithAdditionalYields(
-            rewriter, ValueRange{read.getResult()}, /*replaceInitOperandUsesInLoop=*/true,
-            [&](OpBuilder &, Location, ArrayRef<BlockArgument>) {
-              return SmallVector<Value>{write.getVector()};
-            }));
-        write->moveAfter(newLoop);
-        write.getValueToStoreMutable().assign(newLoop.getResults().back());
+        loom::carryOutOfLoop(rewriter, loop, read, read.getResult(), write,
+                             write.getValueToStoreMutable());
         changed = true;
         return WalkResult::interrupt();
       }

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Codegen/CPU/CarryOutOfLoop.h"
 #include "Codegen/CPU/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -55,15 +56,8 @@ static bool promoteOne(IRRewriter &rewriter, scf::ForOp loop) {
     memref::LoadOp load = accumulatorLoad(loop, store);
     if (!load)
       continue;
-    rewriter.setInsertionPoint(loop);
-    load->moveBefore(loop);
-    auto promoted = cast<scf::ForOp>(*loop.replaceWithAdditionalYields(
-        rewriter, ValueRange{load.getResult()}, /*replaceInitOperandUsesInLoop=*/true,
-        [&](OpBuilder &, Location, ArrayRef<BlockArgument>) {
-          return SmallVector<Value>{store.getValueToStore()};
-        }));
-    store->moveAfter(promoted);
-    store.getValueMutable().assign(promoted.getResults().back());
+    scf::ForOp promoted = loom::carryOutOfLoop(rewriter, loop, load, load.getResult(),
+                                               store, store.getValueMutable());
     // A sum may be reassociated: LLVM then vectorizes it (partial sums
     // per lane, added at the end) instead of one add after another.
     BlockArgument carried = promoted.getRegionIterArgs().back();

@@ -116,6 +116,11 @@ Value Partitioner::materialize(Value value, const Sharding &target,
   return reduced;
 }
 
+/// Whether `axes` split over `head` first (then perhaps more).
+static bool isPrefix(ArrayRef<int16_t> head, ArrayRef<int16_t> axes) {
+  return head.size() <= axes.size() && axes.take_front(head.size()) == head;
+}
+
 FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
                                       Operation *user) {
   if (shardingOf(value) == target)
@@ -157,9 +162,6 @@ FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
   // A split over axes A then B (major first) holds the blocks of the split
   // over A alone, cut again: going between the two gathers or slices over
   // B only.
-  auto isPrefix = [](ArrayRef<int16_t> head, ArrayRef<int16_t> axes) {
-    return head.size() <= axes.size() && axes.take_front(head.size()) == head;
-  };
   for (size_t d = 0; d < target.dims.size(); ++d) {
     Sharding now = shardingOf(current);
     if (isPrefix(now.dims[d], target.dims[d]))
@@ -635,10 +637,9 @@ static bool refines(const Sharding &fine, const Sharding &coarse) {
   if (!fine.partial.empty() || !coarse.partial.empty() ||
       fine.dims.size() != coarse.dims.size() || fine == coarse)
     return false;
-  for (auto [f, c] : llvm::zip(fine.dims, coarse.dims))
-    if (f.size() < c.size() || ArrayRef<int16_t>(f).take_front(c.size()) != ArrayRef<int16_t>(c))
-      return false;
-  return true;
+  return llvm::all_of(llvm::zip(fine.dims, coarse.dims), [](const auto &dims) {
+    return isPrefix(std::get<1>(dims), std::get<0>(dims));
+  });
 }
 
 LogicalResult Partitioner::gradientsInParamLayout(Operation *update) {
