@@ -19,7 +19,7 @@ runs=10
 variants=${VARIANTS:-f32 bf16 bf16-bt}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
-echo "host CPU: ${isa:-no AVX2}"
+echo "host CPU: ${isa:-no AVX2}; OpenBLAS kernels: $(/usr/bin/python3 "$here/baseline.py" openblas-core)"
 printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32"
 for size in $sizes; do
   f32_rate=""

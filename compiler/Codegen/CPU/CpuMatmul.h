@@ -24,14 +24,22 @@ inline RegisterTile registerTileFor(unsigned vectorBits) {
 /// even K and a K-contiguous A.
 bool isBf16PairMatmul(linalg::GenericOp op);
 
-/// A matmul-like op with its B packed.
+/// What each loop of a (packed) CPU matmul is: a batch dim, m (or its
+/// register-tile blocks and rows, with A packed), n (or its panels and a
+/// panel's columns, with B packed), k (or k/2 and the pair, with pairs).
+enum class MatmulLoop { Batch, M, MBlock, MRow, N, NPanel, NColumn, K, KPair };
+
+/// A matmul-like op with its operands packed.
 struct PackedMatmul {
   linalg::GenericOp op;
-  /// The copy of B into its panels.
-  linalg::TransposeOp pack;
-  /// Whether k is split in pairs (the bf16 dot form).
-  bool pairs;
+  /// The copies of B into its panels and, when packed, of A into its.
+  SmallVector<linalg::TransposeOp> packs;
+  /// The op's loops, in order.
+  SmallVector<MatmulLoop> loops;
 };
+
+/// The loops of a matmul-like op that is not packed: (batch..., m, n, k).
+SmallVector<MatmulLoop> unpackedLoops(linalg::GenericOp op);
 
 /// Rewrites a matmul-like op whose m and n fill whole register `tile`s so
 /// that its register tiles read B as one contiguous stream: B is copied
@@ -41,10 +49,15 @@ struct PackedMatmul {
 /// as [..., M, K/2, 2]) and the op becomes a contraction over (batch..., m,
 /// n/cols, cols, k) (with `pairs`, (..., k/2, 2)). Unpacked, a register
 /// tile's B rows are N elements apart, and at N = 1024 every one of them
-/// falls in the same L1 set. Returns nothing (the op unchanged) when B or C
-/// is not a static-stride view with B ending in (k, n) or (n, k).
+/// falls in the same L1 set. With `packA`, A is copied too, into blocks
+/// [..., M/rows, K, rows] (a tile's rows side by side per k: its broadcasts
+/// read one stream, where rows K elements apart alias in L1 as B's do), C
+/// is viewed as [..., M/rows, rows, N/cols, cols] and m splits in two.
+/// Returns nothing (the op unchanged) when B or C is not a static-stride
+/// view with B ending in (k, n) or (n, k), or, with `packA`, A does not end
+/// in (m, k).
 std::optional<PackedMatmul> packMatmul(linalg::GenericOp op, RegisterTile tile,
-                                       bool pairs);
+                                       bool pairs, bool packA);
 
 /// Hoists a register tile's accumulator (a transfer_read and the
 /// transfer_write of the same vector at the same loop-invariant place,

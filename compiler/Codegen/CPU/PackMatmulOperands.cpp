@@ -64,26 +64,56 @@ bool loom::isBf16PairMatmul(linalg::GenericOp op) {
   return bounds.back() % 2 == 0 && resultOf(a, bounds.size() - 1) == int(a.getNumResults()) - 1;
 }
 
+SmallVector<loom::MatmulLoop> loom::unpackedLoops(linalg::GenericOp op) {
+  SmallVector<MatmulLoop> loops(op.getNumLoops() - 3, MatmulLoop::Batch);
+  loops.append({MatmulLoop::M, MatmulLoop::N, MatmulLoop::K});
+  return loops;
+}
+
+/// A copy of `view` into a new buffer with its dims permuted.
+static linalg::TransposeOp packInto(OpBuilder &builder, Location loc, Value view,
+                                    ArrayRef<int64_t> permutation) {
+  auto viewType = cast<MemRefType>(view.getType());
+  SmallVector<int64_t> shape;
+  for (int64_t p : permutation)
+    shape.push_back(viewType.getShape()[p]);
+  Value packed = memref::AllocOp::create(builder, loc,
+                                         MemRefType::get(shape, viewType.getElementType()));
+  return linalg::TransposeOp::create(builder, loc, view, packed, permutation);
+}
+
 std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, RegisterTile tile,
-                                                    bool pairs) {
+                                                    bool pairs, bool packA) {
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned loops = bounds.size(), m = loops - 3, n = m + 1, k = m + 2;
-  int64_t cols = tile.cols;
-  if (bounds[m] % tile.rows || bounds[n] % cols)
+  int64_t rows = tile.rows, cols = tile.cols;
+  if (bounds[m] % rows || bounds[n] % cols)
     return std::nullopt;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   unsigned rankA = maps[0].getNumResults(), rankB = maps[1].getNumResults();
   int bk = resultOf(maps[1], k), bn = resultOf(maps[1], n), cn = resultOf(maps[2], n);
+  int am = resultOf(maps[0], m), cm = resultOf(maps[2], m);
   // B ends in (k, n) or (n, k); its other results are batch dims.
   bool kContiguous = bk == int(rankB) - 1 && bn == int(rankB) - 2;
   if (rankB < 2 || cn < 0 || !(kContiguous || (bn == int(rankB) - 1 && bk == int(rankB) - 2)))
+    return std::nullopt;
+  // A packed ends in (m, k).
+  if (packA && (am != int(rankA) - 2 || resultOf(maps[0], k) != int(rankA) - 1 || cm < 0))
     return std::nullopt;
 
   OpBuilder builder(op);
   Location loc = op.getLoc();
   Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1], c = op.getDpsInits()[0];
-  Value viewA = pairs ? splitDims(builder, loc, a, {{rankA - 1, 2}}) : a;
-  Value viewC = splitDims(builder, loc, c, {{unsigned(cn), cols}});
+  SmallVector<std::pair<unsigned, int64_t>> aSplits, cSplits;
+  if (packA) {
+    aSplits.push_back({unsigned(am), rows});
+    cSplits.push_back({unsigned(cm), rows});
+  }
+  if (pairs)
+    aSplits.push_back({rankA - 1, 2});
+  cSplits.push_back({unsigned(cn), cols});
+  Value viewA = aSplits.empty() ? a : splitDims(builder, loc, a, aSplits);
+  Value viewC = splitDims(builder, loc, c, cSplits);
   SmallVector<std::pair<unsigned, int64_t>> bSplits = {{unsigned(bn), cols}};
   if (pairs)
     bSplits.push_back({unsigned(bk), 2});
@@ -91,7 +121,7 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
   if (!viewA || !viewB || !viewC)
     return std::nullopt;
 
-  // The panels: [..., N/cols, K, cols] (pairs: [..., N/cols, K/2, cols, 2]),
+  // B's panels: [..., N/cols, K, cols] (pairs: [..., N/cols, K/2, cols, 2]),
   // so that a register tile's B is one contiguous stream over k.
   unsigned batch = rankB - 2;
   unsigned kDims = pairs ? 2 : 1;
@@ -104,28 +134,35 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
     permutation.append({noAt + 1, kAt + 1});
   else
     permutation.push_back(noAt + 1);
-  auto bType = cast<MemRefType>(b.getType());
-  auto viewBType = cast<MemRefType>(viewB.getType());
-  SmallVector<int64_t> packedShape;
-  for (int64_t p : permutation)
-    packedShape.push_back(viewBType.getShape()[p]);
-  Value packed = memref::AllocOp::create(
-      builder, loc, MemRefType::get(packedShape, bType.getElementType()));
-  auto pack = linalg::TransposeOp::create(builder, loc, viewB, packed, permutation);
+  SmallVector<linalg::TransposeOp> packs = {packInto(builder, loc, viewB, permutation)};
+  Value packedB = packs.back().getInit();
+  // A's blocks: its view (batch..., mo, mi, k[, j]) as (batch..., mo, k, mi[, j]).
+  Value packedA = viewA;
+  if (packA) {
+    unsigned batchA = rankA - 2;
+    SmallVector<int64_t> order = llvm::to_vector(llvm::seq<int64_t>(0, batchA));
+    order.append({batchA, batchA + 2, batchA + 1});
+    if (pairs)
+      order.push_back(batchA + 3);
+    packs.push_back(packInto(builder, loc, viewA, order));
+    packedA = packs.back().getInit();
+  }
 
-  // The loops (batch..., m, no, ni, k[, j]): n splits in two, k moves one
-  // on, j comes last.
+  // The loops (batch..., m or (mo, mi), no, ni, k or (k2, j)).
   MLIRContext *context = op.getContext();
-  unsigned packedLoops = loops + 1 + (pairs ? 1 : 0);
+  unsigned mDims = packA ? 2 : 1;
+  unsigned packedN = m + mDims, packedK = packedN + 2;
+  unsigned packedLoops = packedK + kDims;
   auto dim = [&](unsigned d) { return getAffineDimExpr(d, context); };
   auto remap = [&](AffineExpr e) -> SmallVector<AffineExpr> {
-    auto d = dyn_cast<AffineDimExpr>(e);
-    unsigned pos = d.getPosition();
+    unsigned pos = cast<AffineDimExpr>(e).getPosition();
+    if (pos == m)
+      return packA ? SmallVector<AffineExpr>{dim(m), dim(m + 1)} : SmallVector<AffineExpr>{dim(m)};
     if (pos == n)
-      return {dim(n), dim(n + 1)};
+      return {dim(packedN), dim(packedN + 1)};
     if (pos == k)
-      return pairs ? SmallVector<AffineExpr>{dim(k + 1), dim(k + 2)}
-                   : SmallVector<AffineExpr>{dim(k + 1)};
+      return pairs ? SmallVector<AffineExpr>{dim(packedK), dim(packedK + 1)}
+                   : SmallVector<AffineExpr>{dim(packedK)};
     return {dim(pos)};
   };
   auto rewrite = [&](AffineMap map, unsigned drop) {
@@ -134,24 +171,39 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
       llvm::append_range(exprs, remap(e));
     return exprs;
   };
-  SmallVector<AffineExpr> aExprs = rewrite(maps[0], 0);
+  SmallVector<AffineExpr> aExprs = rewrite(maps[0], packA ? 2 : 0);
+  if (packA) {
+    aExprs.append({dim(m), dim(packedK), dim(m + 1)});
+    if (pairs)
+      aExprs.push_back(dim(packedK + 1));
+  }
   SmallVector<AffineExpr> bExprs = rewrite(maps[1], 2);
-  bExprs.append({dim(n), dim(k + 1), dim(n + 1)});
+  bExprs.append({dim(packedN), dim(packedK), dim(packedN + 1)});
   if (pairs)
-    bExprs.push_back(dim(k + 2));
+    bExprs.push_back(dim(packedK + 1));
   SmallVector<AffineExpr> cExprs = rewrite(maps[2], 0);
   SmallVector<AffineMap> packedMaps = {AffineMap::get(packedLoops, 0, aExprs, context),
                                        AffineMap::get(packedLoops, 0, bExprs, context),
                                        AffineMap::get(packedLoops, 0, cExprs, context)};
-  SmallVector<utils::IteratorType> iterators(m + 3, utils::IteratorType::parallel);
-  iterators.append(1 + (pairs ? 1 : 0), utils::IteratorType::reduction);
+  SmallVector<utils::IteratorType> iterators(packedK, utils::IteratorType::parallel);
+  iterators.append(kDims, utils::IteratorType::reduction);
   auto packedOp = linalg::GenericOp::create(builder, loc, TypeRange{},
-                                            ValueRange{viewA, packed}, ValueRange{viewC},
+                                            ValueRange{packedA, packedB}, ValueRange{viewC},
                                             packedMaps, iterators);
   IRMapping mapping;
   op.getRegion().cloneInto(&packedOp.getRegion(), mapping);
   builder.setInsertionPointAfter(op);
-  memref::DeallocOp::create(builder, loc, packed);
+  for (linalg::TransposeOp pack : packs)
+    memref::DeallocOp::create(builder, loc, pack.getInit());
   op.erase();
-  return PackedMatmul{packedOp, pack, pairs};
+
+  SmallVector<MatmulLoop> roles(m, MatmulLoop::Batch);
+  if (packA)
+    roles.append({MatmulLoop::MBlock, MatmulLoop::MRow});
+  else
+    roles.push_back(MatmulLoop::M);
+  roles.append({MatmulLoop::NPanel, MatmulLoop::NColumn, MatmulLoop::K});
+  if (pairs)
+    roles.push_back(MatmulLoop::KPair);
+  return PackedMatmul{packedOp, packs, roles};
 }

@@ -20,6 +20,13 @@ def LoomTileContractionsForCpu
     flag the matmul body carries). A K-contiguous B is copied once into an
     N-contiguous temporary first.
 
+    An f32 matmul whose A and B together outgrow a quarter of L2 (k and n
+    at least 128) reads both packed instead: B copied once into panels
+    [N/cols, K, cols], A into blocks [M/rows, K, rows] (a register tile's
+    rows side by side per k), C viewed as [M/rows, rows, N/cols, cols]. Each
+    k step then reads one contiguous run of A and of B, where unpacked the
+    tile's rows, K and N elements apart, evict each other from L1.
+
     With `bf16-dot`, a bf16 matmul with an f32 accumulator (even K) runs on
     avx512_bf16's pair dot products instead: B is copied once into the VNNI
     layout [K/2, N, 2], A is viewed as [M, K/2, 2], and each step of the

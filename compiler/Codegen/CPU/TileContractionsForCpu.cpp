@@ -28,6 +28,7 @@ namespace mlir::loom {
 } // namespace mlir::loom
 
 using namespace mlir;
+using loom::MatmulLoop;
 using loom::RegisterTile;
 
 /// The largest candidate that divides `size`, or 0.
@@ -38,23 +39,31 @@ static int64_t largestDivisor(int64_t size, ArrayRef<int64_t> candidates) {
   return 0;
 }
 
-/// Cache tile sizes, or nothing when the shape does not allow whole
-/// register tiles. Over (batch..., m, n, k) for an unpacked op; for a packed
-/// one over (batch..., m, n/cols, cols, k[, j]), the panel and pair dims
-/// whole (0). Measured on AVX-512 with 8 x 32 register tiles
+/// Cache tile sizes over the op's `loops`, or nothing when the shape does
+/// not allow whole register tiles; a packed op's panel columns, register
+/// rows and pairs whole (0). Measured on AVX-512 with 8 x 32 register tiles
 /// (benchmarks/cpu): 128 x 128 x 256 cache tiles keep a 128 KiB panel of B
 /// in L2 and the k loop long enough to amortize the accumulators' loads and
 /// stores (f32 1024^3 unpacked: 154 GFLOP/s with 64^3 tiles, 175 with these).
 static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op, RegisterTile tile,
-                                                      std::optional<bool> packedPairs) {
+                                                      ArrayRef<MatmulLoop> loops) {
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  bool packed = packedPairs.has_value(), pairs = packed && *packedPairs;
-  size_t batch = bounds.size() - 3 - (packed ? 1 : 0) - (pairs ? 1 : 0);
-  int64_t n = bounds[batch + 1] * (packed ? tile.cols : 1);
-  int64_t k = bounds[batch + (packed ? 3 : 2)];
+  int64_t m = 0, n = 0, k = 0;
+  bool pairs = false;
+  for (auto [loop, size] : llvm::zip(loops, bounds)) {
+    switch (loop) {
+    case MatmulLoop::M: m = size; break;
+    case MatmulLoop::MBlock: m = size * tile.rows; break;
+    case MatmulLoop::N: n = size; break;
+    case MatmulLoop::NPanel: n = size * tile.cols; break;
+    case MatmulLoop::K: k = size; break;
+    case MatmulLoop::KPair: pairs = true; break;
+    default: break;
+    }
+  }
   int64_t tm = 0, tn = 0;
   for (int64_t c : {128, 64, 32, 16, 8, 4})
-    if (c % tile.rows == 0 && !tm && bounds[batch] % c == 0)
+    if (c % tile.rows == 0 && !tm && m % c == 0)
       tm = c;
   for (int64_t c : {128, 64, 32, 16})
     if (c % tile.cols == 0 && !tn && n % c == 0)
@@ -64,14 +73,35 @@ static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op, Regi
                                        : ArrayRef<int64_t>{256, 128, 64, 32, 16, 8, 4, 2, 1});
   if (!tm || !tn)
     return std::nullopt;
-  SmallVector<int64_t> tiles(batch, 1);
-  if (!packed) {
-    tiles.append({tm, tn, tk});
-    return tiles;
+  SmallVector<int64_t> tiles;
+  for (MatmulLoop loop : loops) {
+    switch (loop) {
+    case MatmulLoop::Batch: tiles.push_back(1); break;
+    case MatmulLoop::M: tiles.push_back(tm); break;
+    case MatmulLoop::MBlock: tiles.push_back(tm / tile.rows); break;
+    case MatmulLoop::N: tiles.push_back(tn); break;
+    case MatmulLoop::NPanel: tiles.push_back(tn / tile.cols); break;
+    case MatmulLoop::K: tiles.push_back(tk); break;
+    case MatmulLoop::MRow: case MatmulLoop::NColumn: case MatmulLoop::KPair:
+      tiles.push_back(0); break;
+    }
   }
-  tiles.append({tm, tn / tile.cols, 0, tk});
-  if (pairs)
-    tiles.push_back(0);
+  return tiles;
+}
+
+/// The register tile inside a cache tile: `tile` over (m, n), one k step,
+/// a packed op's register rows, panel columns and pairs whole (0).
+static SmallVector<int64_t> registerTiles(RegisterTile tile, ArrayRef<MatmulLoop> loops) {
+  SmallVector<int64_t> tiles;
+  for (MatmulLoop loop : loops) {
+    switch (loop) {
+    case MatmulLoop::M: tiles.push_back(tile.rows); break;
+    case MatmulLoop::N: tiles.push_back(tile.cols); break;
+    case MatmulLoop::MRow: case MatmulLoop::NColumn: case MatmulLoop::KPair:
+      tiles.push_back(0); break;
+    default: tiles.push_back(1); break;
+    }
+  }
   return tiles;
 }
 
@@ -188,16 +218,7 @@ static std::string sizes(ArrayRef<int64_t> values) {
 /// multiply of extended bf16 pairs summed over j) becomes one mixed-precision
 /// vector.contract, which the pass then unrolls into avx512_bf16 dots.
 static void appendTiling(llvm::raw_ostream &os, unsigned id, ArrayRef<int64_t> tiles,
-                         RegisterTile tile, std::optional<bool> packedPairs) {
-  bool packed = packedPairs.has_value(), pairs = packed && *packedPairs;
-  size_t batch = tiles.size() - 3 - (packed ? 1 : 0) - (pairs ? 1 : 0);
-  SmallVector<int64_t> registers(batch, 1);
-  if (packed)
-    registers.append({tile.rows, 1, 0, 1});
-  else
-    registers.append({tile.rows, tile.cols, 1});
-  if (pairs)
-    registers.push_back(0);
+                         ArrayRef<int64_t> registers, bool pairs) {
   size_t tiled = llvm::count_if(tiles, [](int64_t size) { return size != 0; });
   std::string handles = "!transform.any_op";
   for (size_t i = 0; i < tiled; ++i)
@@ -219,14 +240,12 @@ static void appendTiling(llvm::raw_ostream &os, unsigned id, ArrayRef<int64_t> t
        << "    } : !transform.any_op\n";
 }
 
-/// The copy of B into panels, vectorized: per (panel, k) one contiguous
-/// run of `cols` elements (with pairs, two rows of B interleaved).
-static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::TransposeOp pack) {
-  // Every dim but the last one (two with pairs: the panel's columns and
-  // the pair) one at a time.
+/// The copy of an operand into its panels, vectorized: per (panel, k) one
+/// contiguous run of the panel's `whole` innermost dims (B: its columns,
+/// with pairs two rows interleaved; A: a register tile's rows).
+static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::TransposeOp pack,
+                             size_t whole) {
   auto shape = cast<MemRefType>(pack.getInit().getType()).getShape();
-  bool pairs = shape.back() == 2;
-  size_t whole = pairs ? 2 : 1;
   SmallVector<int64_t> tiles(shape.size() - whole, 1);
   tiles.append(whole, 0);
   std::string handles = "!transform.any_op";
@@ -313,6 +332,25 @@ struct LoomTileContractionsForCpu
     memref::registerTransformDialectExtension(registry);
   }
 
+  /// Whether an f32 matmul reads packed A blocks and B panels: when k and
+  /// n are long enough to amortize the copies and A and B together outgrow
+  /// a quarter of L2, where their rows K and N elements apart evict each
+  /// other from L1 (f32 on an Emerald Rapids core, benchmarks/cpu: 1024^3
+  /// 70-110 -> 110-130 GFLOP/s, 2048^3 70-105 -> 110-134; 256^3 155 ->
+  /// 138, where the copies cost more than they save; 512^3 equal). The
+  /// copies are plan temporaries: above 32 MiB together (2048^2 each) the
+  /// op reads its operands in place rather than add them to the arena.
+  static bool packsF32(linalg::GenericOp op) {
+    auto type = [&](unsigned i) { return cast<MemRefType>(op.getDpsInputs()[i].getType()); };
+    if (!type(0).getElementType().isF32() || !type(1).getElementType().isF32())
+      return false;
+    SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+    int64_t m = bounds[bounds.size() - 3], n = bounds[bounds.size() - 2], k = bounds.back();
+    constexpr int64_t kQuarterOfL2 = 512 * 1024, kMostCopied = 32 * 1024 * 1024;
+    int64_t copied = (type(0).getNumElements() + type(1).getNumElements()) * 4;
+    return k >= 128 && n >= 128 && (m * k + k * n) * 4 > kQuarterOfL2 && copied <= kMostCopied;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     RegisterTile tile = loom::registerTileFor(vectorBits);
@@ -325,35 +363,35 @@ struct LoomTileContractionsForCpu
       if (loom::isMatmulLike(op))
         matmuls.push_back(op);
     });
+    unsigned packs = 0;
+    auto i64 = IntegerType::get(module.getContext(), 64);
     for (linalg::GenericOp op : matmuls) {
       copyTransposedOperand(op, /*which=*/0);
-      std::optional<bool> packedPairs;
-      linalg::TransposeOp pack;
-      // Only the bf16 dots read B packed: the f32 tiles measured no faster
-      // from panels (1024^3: 163 against 170 GFLOP/s unpacked; 2048^3 equal).
       std::optional<loom::PackedMatmul> packed;
       if (bf16Dot && loom::isBf16PairMatmul(op))
-        packed = loom::packMatmul(op, tile, /*pairs=*/true);
-      if (packed) {
+        packed = loom::packMatmul(op, tile, /*pairs=*/true, /*packA=*/false);
+      else if (packsF32(op))
+        packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
+      SmallVector<MatmulLoop> loops = packed ? packed->loops : loom::unpackedLoops(op);
+      if (packed)
         op = packed->op;
-        pack = packed->pack;
-        packedPairs = packed->pairs;
-      }
-      std::optional<SmallVector<int64_t>> tiles = cacheTiles(op, tile, packedPairs);
+      bool pairs = llvm::is_contained(loops, MatmulLoop::KPair);
+      std::optional<SmallVector<int64_t>> tiles = cacheTiles(op, tile, loops);
       if (!tiles) {
         if (!packed)
           widenUntiledMatmul(op);
         continue;
       }
-      if (!packedPairs)
+      if (!packed)
         copyTransposedOperand(op, /*which=*/1);
       unsigned id = count++;
-      dots += packedPairs.value_or(false);
-      op->setAttr("loom.cpu_tile", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));
-      appendTiling(os, id, *tiles, tile, packedPairs);
-      if (pack) {
-        pack->setAttr("loom.cpu_pack", IntegerAttr::get(IntegerType::get(op.getContext(), 64), id));
-        appendPackTiling(os, id, pack);
+      dots += pairs;
+      op->setAttr("loom.cpu_tile", IntegerAttr::get(i64, id));
+      appendTiling(os, id, *tiles, registerTiles(tile, loops), pairs);
+      for (linalg::TransposeOp pack : packed ? packed->packs : SmallVector<linalg::TransposeOp>{}) {
+        unsigned packId = packs++;
+        pack->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
+        appendPackTiling(os, packId, pack, pairs ? 2 : 1);
       }
     }
     if (count == 0)

@@ -227,3 +227,43 @@ func.func @k_contiguous_b(%a: memref<64x64xbf16>, %b: memref<32x64xbf16>, %c: me
   }
   return
 }
+
+// -----
+
+// An f32 matmul whose operands outgrow a quarter of L2 (here 1 MiB, k and n
+// >= 128) reads both packed: B in panels [N/16, K, 16], A in blocks
+// [M/4, K, 4] (a register tile's rows side by side per k, which unpacked
+// are K elements apart and evict each other from L1), C viewed as
+// [M/4, 4, N/16, 16]. Each k step then reads 4 contiguous elements of A's
+// block and 16 of B's panel.
+// CHECK-LABEL: func.func @f32_packed
+// CHECK-SAME: (%[[A:[^:]+]]: memref<512x256xf32>, %[[B:[^:]+]]: memref<256x512xf32>, %[[C:[^:]+]]: memref<512x512xf32>)
+// CHECK-DAG: %[[VA:.+]] = memref.reinterpret_cast %[[A]] to offset: [0], sizes: [128, 4, 256], strides: [1024, 256, 1]
+// CHECK-DAG: %[[VC:.+]] = memref.reinterpret_cast %[[C]] to offset: [0], sizes: [128, 4, 32, 16], strides: [2048, 512, 16, 1]
+// CHECK-DAG: %[[VB:.+]] = memref.reinterpret_cast %[[B]] to offset: [0], sizes: [256, 32, 16], strides: [512, 16, 1]
+// CHECK: %[[PB:.+]] = memref.alloc() : memref<32x256x16xf32>
+// CHECK: vector.transfer_read %[[VB]]{{.+}} vector<16xf32>
+// CHECK: vector.transfer_write %{{.+}}, %[[PB]]
+// CHECK: %[[PA:.+]] = memref.alloc() : memref<128x256x4xf32>
+// CHECK: vector.transfer_write %{{.+}}, %[[PA]]{{.+}} : vector<4xf32>, memref<128x256x4xf32>
+// CHECK-COUNT-4: vector.transfer_read %[[VC]]{{.+}} vector<16xf32>
+// CHECK: scf.for %[[K:[a-z0-9_]+]] = %{{.+}} iter_args(%{{.+}}) -> (vector<1x4x1x16xf32>) {
+// CHECK: vector.transfer_read %[[PA]][%{{.+}}, %[[K]], %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<128x256x4xf32>, vector<4xf32>
+// CHECK: vector.transfer_read %[[PB]][%{{.+}}, %[[K]], %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<32x256x16xf32>, vector<16xf32>
+// CHECK: scf.yield
+// CHECK-COUNT-4: vector.transfer_write %{{.+}}, %[[VC]]
+// CHECK: memref.dealloc %[[PB]]
+// CHECK: memref.dealloc %[[PA]]
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @f32_packed(%A: memref<512x256xf32>, %B: memref<256x512xf32>, %C: memref<512x512xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<512x256xf32>, memref<256x512xf32>) outs(%C : memref<512x512xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y fastmath<contract> : f32
+    %1 = arith.addf %acc, %0 fastmath<contract> : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
