@@ -14,8 +14,6 @@ sizes=${*:-256 512 1024 2048}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-runs=10
-[ -n "${QUICK:-}" ] && runs=2
 variants=${VARIANTS:-f32 bf16 bf16-bt}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
@@ -31,6 +29,12 @@ for size in $sizes; do
     # --info: "cpu  NAME kernels; matmul f32: PATH, bf16: PATH".
     path=$("$work/m" --info | sed -n "s/^cpu .*matmul f32: \([^,]*\), bf16: \([^;]*\).*/\1 \2/p")
     if [ "$precision" = f32 ]; then path=${path%% *}; else path=${path##* }; fi
+    # About half a second of runs (at 100 GFLOP/s), as the baselines take
+    # the best of half a second: a best of a few runs of a small matmul
+    # caught this VM's slow moments (256^3: 90-150 GFLOP/s between runs).
+    runs=$(( 50000000000 / (2 * size * size * size) ))
+    runs=$(( runs < 10 ? 10 : runs > 2000 ? 2000 : runs ))
+    [ -n "${QUICK:-}" ] && runs=2
     # The kernel's own time, from the trace: the best of the runs of one
     # process (--repeat), warm like the baselines' (the first run of a
     # process also pays for the arena's first-touch page faults).

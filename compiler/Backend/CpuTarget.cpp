@@ -33,10 +33,15 @@ std::string loom::CpuTarget::describe() const {
   need(avx512dq, "avx512dq");
   need(avx512vl, "avx512vl");
   need(avx512bf16, "avx512bf16");
+  need(sse4a, "sse4a");
   return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
 }
 
-FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef cpu) {
+FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef cpu,
+                                                  llvm::StringRef bf16Matmul) {
+  if (bf16Matmul != "auto" && bf16Matmul != "dot" && bf16Matmul != "fma")
+    return emitError(loc, "unknown bf16 matmul path '")
+           << bf16Matmul << "' (use auto, dot or fma)";
   llvm::InitializeNativeTarget();
   std::string tripleName = llvm::sys::getDefaultTargetTriple();
   llvm::Triple triple(tripleName);
@@ -68,5 +73,14 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
   result.avx512vl = subtarget->checkFeatures("+avx512vl");
   result.avx512bf16 = subtarget->checkFeatures("+avx512bf16");
   result.amxbf16 = subtarget->checkFeatures("+amx-bf16");
+  // LLVM emits SSE4a's insertq/extrq for AMD targets: an executable for a
+  // znver CPU needs it, and no Intel CPU has it.
+  result.sse4a = subtarget->checkFeatures("+sse4a");
+  bool dots = result.avx512f && result.avx512bf16;
+  if (bf16Matmul == "dot" && !dots)
+    return emitError(loc, "--bf16-matmul=dot needs avx512_bf16, which CPU '")
+           << result.name << "' does not have";
+  result.prefersBf16Dot =
+      bf16Matmul == "dot" || (bf16Matmul == "auto" && llvm::StringRef(result.name).starts_with("znver"));
   return result;
 }

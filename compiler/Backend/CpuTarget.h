@@ -18,12 +18,14 @@ struct CpuTarget {
   /// features are implied by its name: empty).
   std::string featureText;
   bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512dq = false,
-       avx512vl = false, avx512bf16 = false, amxbf16 = false;
+       avx512vl = false, avx512bf16 = false, amxbf16 = false, sse4a = false;
+  /// Whether bf16 matmuls take the dot products where the CPU has them.
+  bool prefersBf16Dot = false;
 
   /// The vector register width the register tiles are sized for.
   unsigned vectorBits() const { return avx512f ? 512 : 256; }
   /// Whether bf16 matmuls run on avx512_bf16's pair dot products.
-  bool bf16Dot() const { return avx512f && avx512bf16; }
+  bool bf16Dot() const { return avx512f && avx512bf16 && prefersBf16Dot; }
   /// How the kernels compute a matmul of `bf16` operands, in words
   /// (what `--info` reports): "avx512-bf16-dot", "avx512-fma", "avx2-fma".
   std::string matmulPath(bool bf16) const;
@@ -36,8 +38,14 @@ struct CpuTarget {
 /// `cpu` resolved: "native" is this machine's CPU with its features; any
 /// other name must be an LLVM CPU name for the host triple (else an error at
 /// `loc`: "unknown CPU 'x' for x86_64-... (use native, or an LLVM CPU name
-/// such as x86-64-v3)").
-mlir::FailureOr<CpuTarget> resolveCpuTarget(mlir::Location loc, llvm::StringRef cpu);
+/// such as x86-64-v3)"). `bf16Matmul` ("auto", "dot" or "fma") picks the
+/// bf16 path: auto takes the dot products on AMD Zen (znver*), where they
+/// ran 1.7-2.4x the f32 FMA tiles (benchmarks/cpu, znver5), and not on
+/// Intel's cores, which run `vdpbf16ps` at half the FMA tiles' rate
+/// (emeraldrapids, 2048^3: 78 against 131 GFLOP/s on widened operands);
+/// dot on a CPU without avx512_bf16 is an error.
+mlir::FailureOr<CpuTarget> resolveCpuTarget(mlir::Location loc, llvm::StringRef cpu,
+                                            llvm::StringRef bf16Matmul = "auto");
 
 } // namespace loom
 

@@ -376,7 +376,7 @@ LogicalResult Compilation::buildPlans() {
 
 FailureOr<const CpuTarget *> Compilation::cpuTarget() {
   if (!cpu) {
-    FailureOr<CpuTarget> resolved = resolveCpuTarget(module->getLoc(), options.cpu);
+    FailureOr<CpuTarget> resolved = resolveCpuTarget(module->getLoc(), options.cpu, options.bf16Matmul);
     if (failed(resolved))
       return failure();
     cpu = std::move(*resolved);

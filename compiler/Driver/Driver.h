@@ -47,6 +47,9 @@ struct DriverOptions {
   std::string gpuArch = "sm_90a";
   /// The CPU the host kernels are compiled for ("native" or an LLVM name).
   std::string cpu = "native";
+  /// How bf16 matmuls run on the CPU: "auto" (avx512_bf16 dot products on
+  /// AMD Zen, the FMA tiles elsewhere), "dot" or "fma".
+  std::string bf16Matmul = "auto";
   /// Whether executables carry GPU kernels (needs a CUDA toolkit).
   bool embedGpu = false;
   /// Mesh axis sizes replacing the script's ("dp=2,tp=4").

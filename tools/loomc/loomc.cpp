@@ -76,6 +76,12 @@ cl::opt<std::string> cpu(
                     "(this machine, the default) or an LLVM CPU name such as "
                     "x86-64-v3 for executables that run elsewhere"),
     cl::init("native"), cl::value_desc("name"), cl::cat(loomCategory));
+cl::opt<std::string> bf16Matmul(
+    "bf16-matmul",
+    cl::desc("How bf16 matmuls run on the CPU: auto (avx512_bf16 dot products "
+             "on AMD Zen, where they outrun the FMA tiles; elsewhere the FMA "
+             "tiles on operands widened to f32), dot or fma"),
+    cl::init("auto"), cl::value_desc("auto|dot|fma"), cl::cat(loomCategory));
 cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
                     "executable (run with --device cuda)"),
@@ -321,6 +327,7 @@ int main(int argc, char **argv) {
   options.gpuArch = gpuArch;
   options.embedGpu = embedGpu;
   options.cpu = cpu;
+  options.bf16Matmul = bf16Matmul;
   options.mesh = meshSizes;
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;

@@ -143,13 +143,15 @@ static void copyTransposedOperand(linalg::GenericOp op, unsigned which) {
   memref::DeallocOp::create(builder, loc, copy);
 }
 
-/// A 16-bit matmul the tiles leave (a small batched one, attention's
-/// p @ v) reads its operands widened to f32 first, into temporaries: its
-/// body then multiplies f32 values, which LLVM vectorizes as it does the
+/// A 16-bit matmul reading its operands widened to f32 first, into
+/// temporaries (the new op; `op` itself when no operand is only widened):
+/// its body then multiplies f32 values. For one the tiles leave (a small
+/// batched one, attention's p @ v), LLVM then vectorizes it as it does the
 /// f32 matmul's loops, where the per-element widening of 16-bit loads
 /// inside the reduction ran 13x slower (gpt-train's bf16 p @ v: 1.2 ms
-/// against 0.09). The products and sums are the same bits.
-static void widenUntiledMatmul(linalg::GenericOp op) {
+/// against 0.09); a large one then runs on the f32 tiles. The products and
+/// sums are the same bits.
+static linalg::GenericOp widenMatmulOperands(linalg::GenericOp op) {
   Block &body = op.getRegion().front();
   Type f32 = Float32Type::get(op.getContext());
   SmallVector<Value> inputs;
@@ -182,7 +184,7 @@ static void widenUntiledMatmul(linalg::GenericOp op) {
     copies.push_back(copy);
   }
   if (copies.empty())
-    return;
+    return op;
   auto wide = linalg::GenericOp::create(
       builder, loc, op.getResultTypes(), inputs, op.getDpsInits(), op.getIndexingMapsArray(),
       op.getIteratorTypesArray(), [&](OpBuilder &b, Location l, ValueRange args) {
@@ -204,6 +206,7 @@ static void widenUntiledMatmul(linalg::GenericOp op) {
   builder.setInsertionPointAfter(wide);
   for (Value copy : copies)
     memref::DeallocOp::create(builder, loc, copy);
+  return wide;
 }
 
 static std::string sizes(ArrayRef<int64_t> values) {
@@ -332,23 +335,25 @@ struct LoomTileContractionsForCpu
     memref::registerTransformDialectExtension(registry);
   }
 
-  /// Whether an f32 matmul reads packed A blocks and B panels: when k and
+  /// Whether a matmul reads packed f32 A blocks and B panels: when k and
   /// n are long enough to amortize the copies and A and B together outgrow
   /// a quarter of L2, where their rows K and N elements apart evict each
   /// other from L1 (f32 on an Emerald Rapids core, benchmarks/cpu: 1024^3
   /// 70-110 -> 110-130 GFLOP/s, 2048^3 70-105 -> 110-134; 256^3 155 ->
   /// 138, where the copies cost more than they save; 512^3 equal). The
-  /// copies are plan temporaries: above 32 MiB together (2048^2 each) the
-  /// op reads its operands in place rather than add them to the arena.
-  static bool packsF32(linalg::GenericOp op) {
+  /// copies are plan temporaries: above 32 MiB together (2048^2 f32 each)
+  /// the op reads its operands in place rather than add them to the arena.
+  /// 16-bit operands are widened to f32 on the way (bf16 without dots),
+  /// whatever their size: the tiles' per-k widening is slower than one
+  /// pass over each operand (bf16 256^3: 87 against 138 GFLOP/s).
+  static bool packsOperands(linalg::GenericOp op, bool widened) {
     auto type = [&](unsigned i) { return cast<MemRefType>(op.getDpsInputs()[i].getType()); };
-    if (!type(0).getElementType().isF32() || !type(1).getElementType().isF32())
-      return false;
     SmallVector<int64_t> bounds = op.getStaticLoopRanges();
     int64_t m = bounds[bounds.size() - 3], n = bounds[bounds.size() - 2], k = bounds.back();
     constexpr int64_t kQuarterOfL2 = 512 * 1024, kMostCopied = 32 * 1024 * 1024;
     int64_t copied = (type(0).getNumElements() + type(1).getNumElements()) * 4;
-    return k >= 128 && n >= 128 && (m * k + k * n) * 4 > kQuarterOfL2 && copied <= kMostCopied;
+    return k >= 128 && n >= 128 && (widened || (m * k + k * n) * 4 > kQuarterOfL2) &&
+           copied <= kMostCopied;
   }
 
   void runOnOperation() override {
@@ -368,10 +373,22 @@ struct LoomTileContractionsForCpu
     for (linalg::GenericOp op : matmuls) {
       copyTransposedOperand(op, /*which=*/0);
       std::optional<loom::PackedMatmul> packed;
-      if (bf16Dot && loom::isBf16PairMatmul(op))
+      auto elementType = [&](unsigned i) {
+        return cast<MemRefType>(op.getDpsInputs()[i].getType()).getElementType();
+      };
+      bool f32 = elementType(0).isF32() && elementType(1).isF32();
+      bool halves = elementType(0).getIntOrFloatBitWidth() == 16 &&
+                    elementType(1).getIntOrFloatBitWidth() == 16 && isa<FloatType>(elementType(0));
+      if (bf16Dot && loom::isBf16PairMatmul(op)) {
         packed = loom::packMatmul(op, tile, /*pairs=*/true, /*packA=*/false);
-      else if (packsF32(op))
+      } else if ((f32 || halves) && packsOperands(op, /*widened=*/halves)) {
+        // Without dots, a large 16-bit matmul is an f32 one on widened
+        // copies: the FMA tiles' speed for one pass over each operand
+        // (bf16 2048^3 on Emerald Rapids: 131 GFLOP/s, its dots 78).
+        if (halves)
+          op = widenMatmulOperands(op);
         packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
+      }
       SmallVector<MatmulLoop> loops = packed ? packed->loops : loom::unpackedLoops(op);
       if (packed)
         op = packed->op;
@@ -379,7 +396,7 @@ struct LoomTileContractionsForCpu
       std::optional<SmallVector<int64_t>> tiles = cacheTiles(op, tile, loops);
       if (!tiles) {
         if (!packed)
-          widenUntiledMatmul(op);
+          widenMatmulOperands(op);
         continue;
       }
       if (!packed)

@@ -10,7 +10,7 @@ using namespace loom::runtime;
 // one list for the parser and the host query (which takes literals only).
 #define LOOM_CPU_FEATURES(X)                                                   \
   X("avx2") X("fma") X("avx512f") X("avx512bw") X("avx512dq") X("avx512vl")    \
-  X("avx512bf16")
+  X("avx512bf16") X("sse4a")
 
 static bool isKnownFeature(const std::string &name) {
 #define LOOM_KNOWN(feature)                                                    \

@@ -267,3 +267,45 @@ func.func @f32_packed(%A: memref<512x256xf32>, %B: memref<256x512xf32>, %C: memr
   }
   return
 }
+
+// -----
+
+// Without bf16-dot, a bf16 matmul with k and n >= 128 is an f32 one on
+// widened copies (one elementwise pass each), then packed like @f32_packed:
+// the FMA tiles then read f32 blocks and panels instead of widening 4 + 16
+// elements per k step.
+// CHECK-LABEL: func.func @bf16_widened
+// CHECK-SAME: (%[[A:[^:]+]]: memref<256x128xbf16>, %[[B:[^:]+]]: memref<128x128xbf16>, %[[C:[^:]+]]: memref<256x128xf32>)
+// CHECK: %[[WA:.+]] = memref.alloc() : memref<256x128xf32>
+// CHECK: linalg.generic {{.+}} ins(%[[A]] : memref<256x128xbf16>) outs(%[[WA]] : memref<256x128xf32>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+// CHECK: %[[WB:.+]] = memref.alloc() : memref<128x128xf32>
+// CHECK: linalg.generic {{.+}} ins(%[[B]] : memref<128x128xbf16>) outs(%[[WB]] : memref<128x128xf32>)
+// CHECK-DAG: memref.reinterpret_cast %[[WA]] to offset: [0], sizes: [64, 4, 128]
+// CHECK-DAG: memref.reinterpret_cast %[[WB]] to offset: [0], sizes: [128, 8, 16]
+// CHECK: %[[PB:.+]] = memref.alloc() : memref<8x128x16xf32>
+// CHECK: %[[PA:.+]] = memref.alloc() : memref<64x128x4xf32>
+// CHECK: scf.for %[[K:[a-z0-9_]+]] = %{{.+}} iter_args(%{{.+}}) -> (vector<1x4x1x16xf32>) {
+// CHECK-NOT: arith.extf
+// CHECK: vector.transfer_read %[[PA]][%{{.+}}, %[[K]], %{{.+}}]{{.+}} vector<4xf32>
+// CHECK: vector.transfer_read %[[PB]][%{{.+}}, %[[K]], %{{.+}}]{{.+}} vector<16xf32>
+// CHECK: scf.yield
+// CHECK-DAG: memref.dealloc %[[PA]]
+// CHECK-DAG: memref.dealloc %[[PB]]
+// CHECK-DAG: memref.dealloc %[[WA]]
+// CHECK-DAG: memref.dealloc %[[WB]]
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @bf16_widened(%A: memref<256x128xbf16>, %B: memref<128x128xbf16>, %C: memref<256x128xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<256x128xbf16>, memref<128x128xbf16>) outs(%C : memref<256x128xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %0 = arith.extf %x : bf16 to f32
+    %1 = arith.extf %y : bf16 to f32
+    %2 = arith.mulf %0, %1 fastmath<contract> : f32
+    %3 = arith.addf %acc, %2 fastmath<contract> : f32
+    linalg.yield %3 : f32
+  }
+  return
+}

@@ -30,7 +30,8 @@ struct CpuTargetInfo {
 bool parseCpuTarget(const std::string &text, CpuTargetInfo &info, std::string &error);
 
 /// Whether this CPU has `feature` (one of the names parseCpuTarget accepts
-/// in needs=: avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16).
+/// in needs=: avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16,
+/// sse4a).
 bool hostHasCpuFeature(const std::string &feature);
 
 /// The features of `info.needs` that `has` says are missing.
