@@ -71,6 +71,10 @@ static std::optional<SmallVector<int64_t>> cacheTiles(linalg::GenericOp op, Regi
   // 256 k per cache tile: 128 pairs.
   int64_t tk = largestDivisor(k, pairs ? ArrayRef<int64_t>{128, 64, 32, 16, 8, 4, 2, 1}
                                        : ArrayRef<int64_t>{256, 128, 64, 32, 16, 8, 4, 2, 1});
+  // A k with no larger power-of-two divisor (63) stays whole up to 512: cut
+  // into single steps, the accumulators would be read and written per k.
+  if (tk < 8 && k <= 512)
+    tk = k;
   if (!tm || !tn)
     return std::nullopt;
   SmallVector<int64_t> tiles;
@@ -343,17 +347,13 @@ struct LoomTileContractionsForCpu
   /// 138, where the copies cost more than they save; 512^3 equal). The
   /// copies are plan temporaries: above 32 MiB together (2048^2 f32 each)
   /// the op reads its operands in place rather than add them to the arena.
-  /// 16-bit operands are widened to f32 on the way (bf16 without dots),
-  /// whatever their size: the tiles' per-k widening is slower than one
-  /// pass over each operand (bf16 256^3: 87 against 138 GFLOP/s).
-  static bool packsOperands(linalg::GenericOp op, bool widened) {
+  static bool packsOperands(linalg::GenericOp op) {
     auto type = [&](unsigned i) { return cast<MemRefType>(op.getDpsInputs()[i].getType()); };
     SmallVector<int64_t> bounds = op.getStaticLoopRanges();
     int64_t m = bounds[bounds.size() - 3], n = bounds[bounds.size() - 2], k = bounds.back();
     constexpr int64_t kQuarterOfL2 = 512 * 1024, kMostCopied = 32 * 1024 * 1024;
     int64_t copied = (type(0).getNumElements() + type(1).getNumElements()) * 4;
-    return k >= 128 && n >= 128 && (widened || (m * k + k * n) * 4 > kQuarterOfL2) &&
-           copied <= kMostCopied;
+    return k >= 128 && n >= 128 && (m * k + k * n) * 4 > kQuarterOfL2 && copied <= kMostCopied;
   }
 
   void runOnOperation() override {
@@ -379,16 +379,23 @@ struct LoomTileContractionsForCpu
       bool f32 = elementType(0).isF32() && elementType(1).isF32();
       bool halves = elementType(0).getIntOrFloatBitWidth() == 16 &&
                     elementType(1).getIntOrFloatBitWidth() == 16 && isa<FloatType>(elementType(0));
-      if (bf16Dot && loom::isBf16PairMatmul(op)) {
-        packed = loom::packMatmul(op, tile, /*pairs=*/true, /*packA=*/false);
-      } else if ((f32 || halves) && packsOperands(op, /*widened=*/halves)) {
-        // Without dots, a large 16-bit matmul is an f32 one on widened
-        // copies: the FMA tiles' speed for one pass over each operand
-        // (bf16 2048^3 on Emerald Rapids: 131 GFLOP/s, its dots 78).
-        if (halves)
-          op = widenMatmulOperands(op);
-        packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
+      // Without dots, a 16-bit matmul is an f32 one on widened copies (one
+      // pass over each operand), which the FMA tiles run at their f32 speed:
+      // bf16 2048^3 on Emerald Rapids 131 GFLOP/s, its dots 78; the tiles'
+      // own per-k widening (4 + 16 conversions per k step) ran 87 at 256^3
+      // against 138, and gpt-train's bf16 forward's kernels 2.8 ms against
+      // 2.4 (its 64-wide matmuls).
+      bool onDots = bf16Dot && loom::isBf16PairMatmul(op);
+      if (halves && !onDots) {
+        op = widenMatmulOperands(op);
+        f32 = llvm::all_of(op.getDpsInputs(), [](Value v) {
+          return cast<MemRefType>(v.getType()).getElementType().isF32();
+        });
       }
+      if (onDots)
+        packed = loom::packMatmul(op, tile, /*pairs=*/true, /*packA=*/false);
+      else if (f32 && packsOperands(op))
+        packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
       SmallVector<MatmulLoop> loops = packed ? packed->loops : loom::unpackedLoops(op);
       if (packed)
         op = packed->op;

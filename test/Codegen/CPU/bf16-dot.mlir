@@ -9,7 +9,7 @@
 // [M, N/32, 32]; each step of the k/2 loop is one x86vector.avx512.dot per
 // row and 16 columns, A's pair broadcast as one 32-bit lane, B's 16 pairs
 // one contiguous 64-byte read. Without bf16-dot (FMA) the same op widens
-// its operands and multiply-adds in f32.
+// its operands into f32 copies first and multiply-adds in f32.
 
 // CHECK-LABEL: func.func @bf16_64
 // CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<64x64xbf16>, %[[C:[^:]+]]: memref<64x64xf32>)
@@ -43,11 +43,15 @@
 // CHECK-NOT: loom.cpu_
 // FMA-LABEL: func.func @bf16_64
 // FMA-NOT: x86vector
-// FMA-NOT: memref.alloc
+// FMA: %[[WA:.+]] = memref.alloc() : memref<64x64xf32>
+// FMA: arith.extf %{{.+}} : bf16 to f32
+// FMA: %[[WB:.+]] = memref.alloc() : memref<64x64xf32>
+// FMA: arith.extf %{{.+}} : bf16 to f32
 // FMA: scf.for %{{.+}} iter_args(%{{.+}}) -> (vector<8x32xf32>) {
-// FMA: arith.extf %{{.+}} : vector<8x1xbf16> to vector<8x1xf32>
-// FMA: arith.extf %{{.+}} : vector<32xbf16> to vector<32xf32>
+// FMA-NOT: arith.extf
+// FMA: vector.transfer_read %[[WB]]{{.+}} : memref<64x64xf32>, vector<32xf32>
 // FMA: arith.addf %{{.+}}, %{{.+}} fastmath<contract> : vector<8x32xf32>
+// FMA-NOT: x86vector
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>
@@ -91,11 +95,12 @@ func.func @batched_k_contiguous(%a: memref<2x16x64xbf16>, %b: memref<2x32x64xbf1
 // -----
 
 // Not a pair dot: an odd K (the pairs would not cover it) keeps the f32
-// multiply-adds of the widened operands.
+// multiply-adds, on widened copies of the operands.
 // CHECK-LABEL: func.func @no_pairs
 // CHECK-NOT: x86vector
-// CHECK-NOT: memref.alloc
-// CHECK: arith.extf %{{.+}} : vector<8x1xbf16> to vector<8x1xf32>
+// CHECK: memref.alloc() : memref<16x63xf32>
+// CHECK: memref.alloc() : memref<63x32xf32>
+// CHECK: iter_args(%{{.+}}) -> (vector<8x32xf32>)
 // CHECK-NOT: x86vector
 func.func @no_pairs(%a: memref<16x63xbf16>, %b: memref<63x32xbf16>, %c: memref<16x32xf32>) {
   linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %b : memref<16x63xbf16>, memref<63x32xbf16>) outs(%c : memref<16x32xf32>) {

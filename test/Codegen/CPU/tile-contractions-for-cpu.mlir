@@ -9,30 +9,34 @@
 // k step reads 4 elements of A and 16 of B. Other contractions keep their
 // linalg.generic.
 
-// 64 x 64 x 64 bf16 with an f32 accumulator: the cache tile is the whole
-// op (its loops fold away), leaving the (m, n) register loops and k.
+// 64 x 64 x 64 bf16 with an f32 accumulator: its operands are widened to
+// f32 copies first (one elementwise pass each; without bf16-dot a 16-bit
+// matmul is an f32 one on its copies), then the cache tile is the whole op
+// (its loops fold away), leaving the (m, n) register loops and k.
 // CHECK-LABEL: func.func @bf16_64
 // CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<64x64xbf16>, %[[C:[^:]+]]: memref<64x64xf32>)
-// CHECK-NOT: linalg.generic
 // CHECK-DAG: %[[C0:.+]] = arith.constant 0 : index
 // CHECK-DAG: %[[C1:.+]] = arith.constant 1 : index
 // CHECK-DAG: %[[C4:.+]] = arith.constant 4 : index
 // CHECK-DAG: %[[C16:.+]] = arith.constant 16 : index
 // CHECK-DAG: %[[C64:.+]] = arith.constant 64 : index
+// CHECK: %[[WA:.+]] = memref.alloc() : memref<64x64xf32>
+// CHECK: linalg.generic {{.+}} ins(%[[A]] : memref<64x64xbf16>) outs(%[[WA]] : memref<64x64xf32>)
+// CHECK: arith.extf %{{.+}} : bf16 to f32
+// CHECK: %[[WB:.+]] = memref.alloc() : memref<64x64xf32>
+// CHECK: linalg.generic {{.+}} ins(%[[B]] : memref<64x64xbf16>) outs(%[[WB]] : memref<64x64xf32>)
 // CHECK: scf.for %[[M:[a-z0-9_]+]] = %[[C0]] to %[[C64]] step %[[C4]] {
 // CHECK-NEXT: scf.for %[[N:[a-z0-9_]+]] = %[[C0]] to %[[C64]] step %[[C16]] {
 // The accumulator rows, read once before the k loop.
 // CHECK-COUNT-4: vector.transfer_read %[[C]][%{{.+}}, %[[N]]], %{{.+}} {in_bounds = [true]} : memref<64x64xf32>, vector<16xf32>
 // CHECK: %[[ACC:.+]] = scf.for %[[K:[a-z0-9_]+]] = %[[C0]] to %[[C64]] step %[[C1]] iter_args(%[[IACC:[a-z0-9_]+]] = %{{.+}}) -> (vector<4x16xf32>) {
 // CHECK-NOT: vector.transfer_write
-// CHECK-COUNT-4: vector.transfer_read %[[A]][%{{.+}}, %[[K]]], %{{.+}} {in_bounds = [true]} : memref<64x64xbf16>, vector<1xbf16>
-// CHECK: vector.transfer_read %[[B]][%[[K]], %[[N]]], %{{.+}} {in_bounds = [true]} : memref<64x64xbf16>, vector<16xbf16>
-// Operands are widened before they are broadcast: 4 + 16 conversions per k.
-// CHECK: %[[XA:.+]] = arith.extf %{{.+}} : vector<4x1xbf16> to vector<4x1xf32>
-// CHECK-NEXT: %[[BA:.+]] = vector.broadcast %[[XA]] : vector<4x1xf32> to vector<16x4x1xf32>
+// CHECK-NOT: arith.extf
+// CHECK-COUNT-4: vector.transfer_read %[[WA]][%{{.+}}, %[[K]]], %{{.+}} {in_bounds = [true]} : memref<64x64xf32>, vector<1xf32>
+// CHECK: %[[BA:.+]] = vector.broadcast %{{.+}} : vector<4x1xf32> to vector<16x4x1xf32>
 // CHECK-NEXT: %[[X:.+]] = vector.transpose %[[BA]], [1, 0, 2] : vector<16x4x1xf32> to vector<4x16x1xf32>
-// CHECK-NEXT: %[[XB:.+]] = arith.extf %{{.+}} : vector<16xbf16> to vector<16xf32>
-// CHECK-NEXT: %[[BB:.+]] = vector.broadcast %[[XB]] : vector<16xf32> to vector<4x1x16xf32>
+// CHECK-NEXT: %[[RB:.+]] = vector.transfer_read %[[WB]][%[[K]], %[[N]]], %{{.+}} {in_bounds = [true]} : memref<64x64xf32>, vector<16xf32>
+// CHECK-NEXT: %[[BB:.+]] = vector.broadcast %[[RB]] : vector<16xf32> to vector<4x1x16xf32>
 // CHECK-NEXT: %[[Y:.+]] = vector.transpose %[[BB]], [0, 2, 1] : vector<4x1x16xf32> to vector<4x16x1xf32>
 // CHECK-NEXT: %[[P:.+]] = arith.mulf %[[X]], %[[Y]] : vector<4x16x1xf32>
 // CHECK-NEXT: %[[P2:.+]] = vector.shape_cast %[[P]] : vector<4x16x1xf32> to vector<4x16xf32>
@@ -43,6 +47,8 @@
 // CHECK-COUNT-4: vector.transfer_write %{{.+}}, %[[C]][%{{.+}}, %[[N]]] {in_bounds = [true]} : vector<16xf32>, memref<64x64xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: }
+// CHECK-NEXT: memref.dealloc %[[WA]]
+// CHECK-NEXT: memref.dealloc %[[WB]]
 // CHECK-NEXT: return
 // CHECK-NOT: loom.cpu_tile
 #a = affine_map<(m, n, k) -> (m, k)>
@@ -209,19 +215,17 @@ func.func @mixed(%P: memref<8x4xf32>, %Q: memref<4x16xf32>, %R: memref<8x16xf32>
 // then read 16 contiguous elements at a time; the temporary is freed
 // after the matmul.
 // CHECK-LABEL: func.func @k_contiguous_b
-// CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<32x64xbf16>, %[[C:[^:]+]]: memref<64x32xf32>)
-// CHECK: %[[T:.+]] = memref.alloc() : memref<64x32xbf16>
-// CHECK: linalg.transpose ins(%[[B]] : memref<32x64xbf16>) outs(%[[T]] : memref<64x32xbf16>) permutation = [1, 0]
+// CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xf32>, %[[B:[^:]+]]: memref<32x64xf32>, %[[C:[^:]+]]: memref<64x32xf32>)
+// CHECK: %[[T:.+]] = memref.alloc() : memref<64x32xf32>
+// CHECK: linalg.transpose ins(%[[B]] : memref<32x64xf32>) outs(%[[T]] : memref<64x32xf32>) permutation = [1, 0]
 // CHECK: scf.for
-// CHECK: vector.transfer_read %[[T]][%{{.+}}, %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<64x32xbf16>, vector<16xbf16>
-// CHECK: memref.dealloc %[[T]] : memref<64x32xbf16>
+// CHECK: vector.transfer_read %[[T]][%{{.+}}, %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<64x32xf32>, vector<16xf32>
+// CHECK: memref.dealloc %[[T]] : memref<64x32xf32>
 // CHECK-NEXT: return
-func.func @k_contiguous_b(%a: memref<64x64xbf16>, %b: memref<32x64xbf16>, %c: memref<64x32xf32>) {
-  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %b : memref<64x64xbf16>, memref<32x64xbf16>) outs(%c : memref<64x32xf32>) {
-  ^bb0(%x: bf16, %y: bf16, %acc: f32):
-    %xf = arith.extf %x : bf16 to f32
-    %yf = arith.extf %y : bf16 to f32
-    %p = arith.mulf %xf, %yf fastmath<contract> : f32
+func.func @k_contiguous_b(%a: memref<64x64xf32>, %b: memref<32x64xf32>, %c: memref<64x32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %b : memref<64x64xf32>, memref<32x64xf32>) outs(%c : memref<64x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y fastmath<contract> : f32
     %s = arith.addf %acc, %p fastmath<contract> : f32
     linalg.yield %s : f32
   }
@@ -264,48 +268,6 @@ func.func @f32_packed(%A: memref<512x256xf32>, %B: memref<256x512xf32>, %C: memr
     %0 = arith.mulf %x, %y fastmath<contract> : f32
     %1 = arith.addf %acc, %0 fastmath<contract> : f32
     linalg.yield %1 : f32
-  }
-  return
-}
-
-// -----
-
-// Without bf16-dot, a bf16 matmul with k and n >= 128 is an f32 one on
-// widened copies (one elementwise pass each), then packed like @f32_packed:
-// the FMA tiles then read f32 blocks and panels instead of widening 4 + 16
-// elements per k step.
-// CHECK-LABEL: func.func @bf16_widened
-// CHECK-SAME: (%[[A:[^:]+]]: memref<256x128xbf16>, %[[B:[^:]+]]: memref<128x128xbf16>, %[[C:[^:]+]]: memref<256x128xf32>)
-// CHECK: %[[WA:.+]] = memref.alloc() : memref<256x128xf32>
-// CHECK: linalg.generic {{.+}} ins(%[[A]] : memref<256x128xbf16>) outs(%[[WA]] : memref<256x128xf32>)
-// CHECK: arith.extf %{{.+}} : bf16 to f32
-// CHECK: %[[WB:.+]] = memref.alloc() : memref<128x128xf32>
-// CHECK: linalg.generic {{.+}} ins(%[[B]] : memref<128x128xbf16>) outs(%[[WB]] : memref<128x128xf32>)
-// CHECK-DAG: memref.reinterpret_cast %[[WA]] to offset: [0], sizes: [64, 4, 128]
-// CHECK-DAG: memref.reinterpret_cast %[[WB]] to offset: [0], sizes: [128, 8, 16]
-// CHECK: %[[PB:.+]] = memref.alloc() : memref<8x128x16xf32>
-// CHECK: %[[PA:.+]] = memref.alloc() : memref<64x128x4xf32>
-// CHECK: scf.for %[[K:[a-z0-9_]+]] = %{{.+}} iter_args(%{{.+}}) -> (vector<1x4x1x16xf32>) {
-// CHECK-NOT: arith.extf
-// CHECK: vector.transfer_read %[[PA]][%{{.+}}, %[[K]], %{{.+}}]{{.+}} vector<4xf32>
-// CHECK: vector.transfer_read %[[PB]][%{{.+}}, %[[K]], %{{.+}}]{{.+}} vector<16xf32>
-// CHECK: scf.yield
-// CHECK-DAG: memref.dealloc %[[PA]]
-// CHECK-DAG: memref.dealloc %[[PB]]
-// CHECK-DAG: memref.dealloc %[[WA]]
-// CHECK-DAG: memref.dealloc %[[WB]]
-#a = affine_map<(m, n, k) -> (m, k)>
-#b = affine_map<(m, n, k) -> (k, n)>
-#c = affine_map<(m, n, k) -> (m, n)>
-func.func @bf16_widened(%A: memref<256x128xbf16>, %B: memref<128x128xbf16>, %C: memref<256x128xf32>) {
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%A, %B : memref<256x128xbf16>, memref<128x128xbf16>) outs(%C : memref<256x128xf32>) {
-  ^bb0(%x: bf16, %y: bf16, %acc: f32):
-    %0 = arith.extf %x : bf16 to f32
-    %1 = arith.extf %y : bf16 to f32
-    %2 = arith.mulf %0, %1 fastmath<contract> : f32
-    %3 = arith.addf %acc, %2 fastmath<contract> : f32
-    linalg.yield %3 : f32
   }
   return
 }
