@@ -25,7 +25,9 @@ def LoomTileContractionsForCpu
     [N/cols, K, cols], A into blocks [M/rows, K, rows] (a register tile's
     rows side by side per k), C viewed as [M/rows, rows, N/cols, cols]. Each
     k step then reads one contiguous run of A and of B, where unpacked the
-    tile's rows, K and N elements apart, evict each other from L1.
+    tile's rows, K and N elements apart, evict each other from L1. A 16-bit
+    matmul off the dot path reads f32 copies of its operands (one
+    elementwise widening pass each) and is tiled as an f32 one.
 
     With `bf16-dot`, a bf16 matmul with an f32 accumulator (even K) runs on
     avx512_bf16's pair dot products instead: B is copied once into the VNNI
