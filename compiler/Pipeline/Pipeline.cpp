@@ -205,10 +205,9 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   // exp, log, tanh, erf: arithmetic LLVM vectorizes, not libm calls.
   pm.addPass(mlir::loom::createLoomApproximateMathForCpu());
   // bf16 conversions become integer arithmetic (round to nearest even), so
-  // kernels need no soft-float library call for them.
-  arith::ArithExpandOpsPassOptions expand;
-  expand.includeBf16 = true;
-  pm.addPass(arith::createArithExpandOpsPass(expand));
+  // kernels need no soft-float library call for them; max and min stay
+  // LLVM intrinsics, whose reductions LLVM vectorizes.
+  pm.addPass(mlir::loom::createLoomExpandArithForCpu());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   // x86vector: the avx512_bf16 dot products of bf16 matmuls.
   ConvertVectorToLLVMPassOptions vectorToLlvm;

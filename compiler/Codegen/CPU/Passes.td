@@ -97,4 +97,17 @@ def LoomPromoteLoopAccumulators
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"];
 }
 
+def LoomExpandArithForCpu : Pass<"loom-expand-arith-for-cpu", "mlir::ModuleOp"> {
+  let summary = "bf16 conversions and ceil/floor divisions expanded; max/min kept";
+  let description = [{
+    The part of upstream's `arith-expand` the CPU lowering needs: bf16
+    `extf`/`truncf` become integer arithmetic (round to nearest even, no
+    soft-float call) and `ceildivsi`/`ceildivui`/`floordivsi` plain
+    divisions. `maxnumf`, `minnumf`, `maximumf` and `minimumf` stay, for
+    arith-to-llvm to make LLVM intrinsics: expanded into compares and
+    selects, a softmax's row maximum was a reduction LLVM did not vectorize.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect", "mlir::vector::VectorDialect"];
+}
+
 #endif // LOOM_CODEGEN_CPU_PASSES_TD

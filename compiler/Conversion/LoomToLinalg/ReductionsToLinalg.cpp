@@ -21,6 +21,14 @@ using namespace mlir::loom;
 static Value maxCombine(OpBuilder &b, Location loc, Value acc, ValueRange in) {
   return arith::MaximumFOp::create(b, loc, acc, in[0]);
 }
+/// The row maximum of a softmax: maxnumf, which skips NaN, where
+/// maxCombine's maximumf returns it. A softmax's outputs are the same
+/// either way (a NaN element still makes exp(x - max), the sum and so every
+/// output of its row NaN; rows of infinities give the same NaN), and LLVM
+/// vectorizes a maxnum reduction, not a maximum one.
+static Value softmaxMaxCombine(OpBuilder &b, Location loc, Value acc, ValueRange in) {
+  return arith::MaxNumFOp::create(b, loc, acc, in[0]);
+}
 static Value sumCombine(OpBuilder &b, Location loc, Value acc, ValueRange in) {
   return arith::AddFOp::create(b, loc, acc, in[0]);
 }
@@ -78,7 +86,7 @@ static SoftmaxStatistics softmaxStatistics(OpBuilder &b, Location loc, Value x,
   AffineMap reduced = dropDimMap(rank, axis, context);
   Value max = buildAxisReduction(b, loc, shape, axis, {x}, {full},
                                  -std::numeric_limits<double>::infinity(),
-                                 maxCombine);
+                                 softmaxMaxCombine);
   Value sum = buildAxisReduction(
       b, loc, shape, axis, {x, max}, {full, reduced}, 0.0,
       [](OpBuilder &nb, Location l, Value acc, ValueRange in) -> Value {
