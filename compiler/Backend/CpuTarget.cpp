@@ -34,6 +34,8 @@ std::string loom::CpuTarget::describe() const {
   need(avx512vl, "avx512vl");
   need(avx512bf16, "avx512bf16");
   need(sse4a, "sse4a");
+  for (const std::string &extension : otherExtensions)
+    need(true, extension.c_str());
   return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
 }
 
@@ -76,6 +78,16 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
   // LLVM emits SSE4a's insertq/extrq for AMD targets: an executable for a
   // znver CPU needs it, and no Intel CPU has it.
   result.sse4a = subtarget->checkFeatures("+sse4a");
+  // Extensions LLVM's code generation and vectorizers use unasked (vpermb,
+  // gf2p8affineqb, bzhi, ...): each one the target has must be on the CPU
+  // that runs it, or a kernel faults. The runtime's names
+  // (__builtin_cpu_supports) are LLVM's.
+  for (const char *extension :
+       {"avx512cd", "avx512vbmi", "avx512vbmi2", "avx512ifma", "avx512vnni", "avx512bitalg",
+        "avx512vpopcntdq", "avx512fp16", "avxvnni", "gfni", "vpclmulqdq", "vaes", "bmi", "bmi2",
+        "popcnt", "f16c"})
+    if (subtarget->checkFeatures(std::string("+") + extension))
+      result.otherExtensions.push_back(extension);
   bool dots = result.avx512f && result.avx512bf16;
   if (bf16Matmul == "dot" && !dots)
     return emitError(loc, "--bf16-matmul=dot needs avx512_bf16, which CPU '")

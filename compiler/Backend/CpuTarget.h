@@ -7,6 +7,7 @@
 #include "mlir/Support/LLVM.h"
 
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -21,6 +22,9 @@ struct CpuTarget {
        avx512vl = false, avx512bf16 = false, amxbf16 = false, sse4a = false;
   /// Whether bf16 matmuls take the dot products where the CPU has them.
   bool prefersBf16Dot = false;
+  /// The other extensions the target has that LLVM may use on its own
+  /// (bit manipulation, AVX-512 subsets, GFNI, ...), in the runtime's names.
+  std::vector<std::string> otherExtensions;
 
   /// The vector register width the register tiles are sized for.
   unsigned vectorBits() const { return avx512f ? 512 : 256; }

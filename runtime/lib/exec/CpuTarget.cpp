@@ -10,7 +10,10 @@ using namespace loom::runtime;
 // one list for the parser and the host query (which takes literals only).
 #define LOOM_CPU_FEATURES(X)                                                   \
   X("avx2") X("fma") X("avx512f") X("avx512bw") X("avx512dq") X("avx512vl")    \
-  X("avx512bf16") X("sse4a")
+  X("avx512bf16") X("sse4a") X("avx512cd") X("avx512vbmi") X("avx512vbmi2")      \
+  X("avx512ifma") X("avx512vnni") X("avx512bitalg") X("avx512vpopcntdq")       \
+  X("avx512fp16") X("avxvnni") X("gfni") X("vpclmulqdq") X("vaes") X("bmi")     \
+  X("bmi2") X("popcnt") X("f16c")
 
 static bool isKnownFeature(const std::string &name) {
 #define LOOM_KNOWN(feature)                                                    \

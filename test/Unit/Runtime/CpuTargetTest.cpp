@@ -28,6 +28,14 @@ TEST(CpuTarget, ParsesTheRecordLoomcWrites) {
   EXPECT_EQ(info.needs,
             (std::vector<std::string>{"avx2", "fma", "avx512f", "avx512bf16", "sse4a"}));
 
+  // The extensions LLVM uses unasked are checked too (a sapphirerapids
+  // executable's vpermb on a skylake-avx512 CPU would fault).
+  ASSERT_TRUE(parseCpuTarget("sapphirerapids f32=avx512-fma bf16=avx512-fma "
+                             "needs=avx512f,avx512vbmi,gfni,bmi2,avx512fp16",
+                             info, error))
+      << error;
+  EXPECT_EQ(info.needs.size(), 5u);
+
   // A generic target needs nothing.
   ASSERT_TRUE(parseCpuTarget("x86-64 f32=sse bf16=sse needs=", info, error)) << error;
   EXPECT_EQ(info.cpu, "x86-64");

@@ -31,7 +31,9 @@ bool parseCpuTarget(const std::string &text, CpuTargetInfo &info, std::string &e
 
 /// Whether this CPU has `feature` (one of the names parseCpuTarget accepts
 /// in needs=: avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16,
-/// sse4a).
+/// sse4a, and the extensions LLVM uses unasked: avx512cd, avx512vbmi(2),
+/// avx512ifma, avx512vnni, avx512bitalg, avx512vpopcntdq, avx512fp16,
+/// avxvnni, gfni, vpclmulqdq, vaes, bmi, bmi2, popcnt, f16c).
 bool hostHasCpuFeature(const std::string &feature);
 
 /// The features of `info.needs` that `has` says are missing.
