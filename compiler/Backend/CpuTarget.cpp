@@ -33,7 +33,6 @@ std::string loom::CpuTarget::describe() const {
   need(avx512dq, "avx512dq");
   need(avx512vl, "avx512vl");
   need(avx512bf16, "avx512bf16");
-  need(sse4a, "sse4a");
   for (const std::string &extension : otherExtensions)
     need(true, extension.c_str());
   return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
@@ -75,15 +74,12 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
   result.avx512vl = subtarget->checkFeatures("+avx512vl");
   result.avx512bf16 = subtarget->checkFeatures("+avx512bf16");
   result.amxbf16 = subtarget->checkFeatures("+amx-bf16");
-  // LLVM emits SSE4a's insertq/extrq for AMD targets: an executable for a
-  // znver CPU needs it, and no Intel CPU has it.
-  result.sse4a = subtarget->checkFeatures("+sse4a");
-  // Extensions LLVM's code generation and vectorizers use unasked (vpermb,
-  // gf2p8affineqb, bzhi, ...): each one the target has must be on the CPU
-  // that runs it, or a kernel faults. The runtime's names
-  // (__builtin_cpu_supports) are LLVM's.
+  // Extensions LLVM's code generation and vectorizers use unasked (SSE4a's
+  // insertq on AMD targets, which no Intel CPU has; vpermb, gf2p8affineqb,
+  // bzhi, ...): each one the target has must be on the CPU that runs it, or
+  // a kernel faults. The runtime's names (__builtin_cpu_supports) are LLVM's.
   for (const char *extension :
-       {"avx512cd", "avx512vbmi", "avx512vbmi2", "avx512ifma", "avx512vnni", "avx512bitalg",
+       {"sse4a", "avx512cd", "avx512vbmi", "avx512vbmi2", "avx512ifma", "avx512vnni", "avx512bitalg",
         "avx512vpopcntdq", "avx512fp16", "avxvnni", "gfni", "vpclmulqdq", "vaes", "bmi", "bmi2",
         "popcnt", "f16c"})
     if (subtarget->checkFeatures(std::string("+") + extension))

@@ -19,11 +19,12 @@ struct CpuTarget {
   /// features are implied by its name: empty).
   std::string featureText;
   bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512dq = false,
-       avx512vl = false, avx512bf16 = false, amxbf16 = false, sse4a = false;
+       avx512vl = false, avx512bf16 = false, amxbf16 = false;
   /// Whether bf16 matmuls take the dot products where the CPU has them.
   bool prefersBf16Dot = false;
   /// The other extensions the target has that LLVM may use on its own
-  /// (bit manipulation, AVX-512 subsets, GFNI, ...), in the runtime's names.
+  /// (sse4a, bit manipulation, AVX-512 subsets, GFNI, ...), in the
+  /// runtime's names.
   std::vector<std::string> otherExtensions;
 
   /// The vector register width the register tiles are sized for.

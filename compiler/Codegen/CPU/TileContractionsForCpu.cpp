@@ -376,7 +376,6 @@ struct LoomTileContractionsForCpu
       auto elementType = [&](unsigned i) {
         return cast<MemRefType>(op.getDpsInputs()[i].getType()).getElementType();
       };
-      bool f32 = elementType(0).isF32() && elementType(1).isF32();
       bool halves = elementType(0).getIntOrFloatBitWidth() == 16 &&
                     elementType(1).getIntOrFloatBitWidth() == 16 && isa<FloatType>(elementType(0));
       // Without dots, a 16-bit matmul is an f32 one on widened copies (one
@@ -386,12 +385,9 @@ struct LoomTileContractionsForCpu
       // against 138, and gpt-train's bf16 forward's kernels 2.8 ms against
       // 2.4 (its 64-wide matmuls).
       bool onDots = bf16Dot && loom::isBf16PairMatmul(op);
-      if (halves && !onDots) {
+      if (halves && !onDots)
         op = widenMatmulOperands(op);
-        f32 = llvm::all_of(op.getDpsInputs(), [](Value v) {
-          return cast<MemRefType>(v.getType()).getElementType().isF32();
-        });
-      }
+      bool f32 = elementType(0).isF32() && elementType(1).isF32();
       if (onDots)
         packed = loom::packMatmul(op, tile, /*pairs=*/true, /*packA=*/false);
       else if (f32 && packsOperands(op))
