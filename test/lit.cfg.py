@@ -70,14 +70,15 @@ else:
     lit_config.note("PyTorch not found for /usr/bin/python3: tests that need it are UNSUPPORTED")
 
 # The host CPU's vector extensions: the CPU matmul paths loomc picks for
-# --cpu native (test/Numerics/cpu-matmul-paths.test).
+# --cpu native (test/Numerics/cpu-matmul-paths.test) and AMX's tiles
+# (cpu-matmul-amx-hardware.test).
 try:
     with open("/proc/cpuinfo") as cpuinfo:
         flags = next((line.split(":", 1)[1].split() for line in cpuinfo
                       if line.startswith("flags")), [])
 except OSError:
     flags = []
-for flag in ("avx2", "avx512f", "avx512_bf16"):
+for flag in ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"):
     if flag in flags:
         config.available_features.add("cpu-" + flag.replace("_", ""))
 

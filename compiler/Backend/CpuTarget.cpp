@@ -15,6 +15,8 @@
 using namespace mlir;
 
 std::string loom::CpuTarget::matmulPath(bool bf16) const {
+  if (bf16 && bf16Amx)
+    return emulateAmx ? "amx-emulated" : "amx-bf16";
   if (bf16 && bf16Dot())
     return "avx512-bf16-dot";
   return avx512f ? "avx512-fma" : avx2 ? "avx2-fma" : "sse";
@@ -33,6 +35,8 @@ std::string loom::CpuTarget::describe() const {
   need(avx512dq, "avx512dq");
   need(avx512vl, "avx512vl");
   need(avx512bf16, "avx512bf16");
+  need(bf16Amx && !emulateAmx, "amx-tile");
+  need(bf16Amx && !emulateAmx, "amx-bf16");
   for (const std::string &extension : otherExtensions)
     need(true, extension.c_str());
   return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
@@ -40,9 +44,9 @@ std::string loom::CpuTarget::describe() const {
 
 FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef cpu,
                                                   llvm::StringRef bf16Matmul) {
-  if (bf16Matmul != "auto" && bf16Matmul != "dot" && bf16Matmul != "fma")
+  if (!llvm::is_contained({"auto", "dot", "fma", "amx", "amx-emulated"}, bf16Matmul))
     return emitError(loc, "unknown bf16 matmul path '")
-           << bf16Matmul << "' (use auto, dot or fma)";
+           << bf16Matmul << "' (use auto, dot, fma, amx or amx-emulated)";
   llvm::InitializeNativeTarget();
   std::string tripleName = llvm::sys::getDefaultTargetTriple();
   llvm::Triple triple(tripleName);
@@ -88,6 +92,12 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
   if (bf16Matmul == "dot" && !dots)
     return emitError(loc, "--bf16-matmul=dot needs avx512_bf16, which CPU '")
            << result.name << "' does not have";
+  if (bf16Matmul == "amx" && !result.amxbf16)
+    return emitError(loc, "--bf16-matmul=amx needs amx-bf16, which CPU '")
+           << result.name << "' does not have (--bf16-matmul=amx-emulated runs its kernels "
+           << "with the tiles emulated)";
+  result.bf16Amx = bf16Matmul.starts_with("amx");
+  result.emulateAmx = bf16Matmul == "amx-emulated";
   result.prefersBf16Dot =
       bf16Matmul == "dot" || (bf16Matmul == "auto" && llvm::StringRef(result.name).starts_with("znver"));
   return result;

@@ -22,6 +22,10 @@ struct CpuTarget {
        avx512vl = false, avx512bf16 = false, amxbf16 = false;
   /// Whether bf16 matmuls take the dot products where the CPU has them.
   bool prefersBf16Dot = false;
+  /// Whether bf16 matmuls run on AMX tiles (--bf16-matmul=amx), and whether
+  /// those tiles are emulated with vector code instead (amx-emulated: the
+  /// AMX kernels' loops and layouts, checked on a CPU without AMX).
+  bool bf16Amx = false, emulateAmx = false;
   /// The other extensions the target has that LLVM may use on its own
   /// (sse4a, bit manipulation, AVX-512 subsets, GFNI, ...), in the
   /// runtime's names.
@@ -30,9 +34,10 @@ struct CpuTarget {
   /// The vector register width the register tiles are sized for.
   unsigned vectorBits() const { return avx512f ? 512 : 256; }
   /// Whether bf16 matmuls run on avx512_bf16's pair dot products.
-  bool bf16Dot() const { return avx512f && avx512bf16 && prefersBf16Dot; }
+  bool bf16Dot() const { return !bf16Amx && avx512f && avx512bf16 && prefersBf16Dot; }
   /// How the kernels compute a matmul of `bf16` operands, in words
-  /// (what `--info` reports): "avx512-bf16-dot", "avx512-fma", "avx2-fma".
+  /// (what `--info` reports): "amx-bf16", "amx-emulated",
+  /// "avx512-bf16-dot", "avx512-fma", "avx2-fma".
   std::string matmulPath(bool bf16) const;
   /// The executable's record of it (loom_cpu_target): "NAME f32=PATH
   /// bf16=PATH needs=FEATURE,...", the features those the runtime checks
@@ -48,7 +53,10 @@ struct CpuTarget {
 /// ran 1.7-2.4x the f32 FMA tiles (benchmarks/cpu, znver5), and not on
 /// Intel's cores, which run `vdpbf16ps` at half the FMA tiles' rate
 /// (emeraldrapids, 2048^3: 78 against 131 GFLOP/s on widened operands);
-/// dot on a CPU without avx512_bf16 is an error.
+/// dot on a CPU without avx512_bf16 is an error. "amx" runs them on AMX
+/// tiles (a CPU with amx-bf16 only) and "amx-emulated" runs the same
+/// kernels with each tile operation emulated in vector code (any CPU; for
+/// tests). Neither is auto's choice yet: no AMX machine has measured them.
 mlir::FailureOr<CpuTarget> resolveCpuTarget(mlir::Location loc, llvm::StringRef cpu,
                                             llvm::StringRef bf16Matmul = "auto");
 

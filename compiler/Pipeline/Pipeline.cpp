@@ -11,6 +11,8 @@
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Dialect/AMX/Transforms.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
@@ -87,6 +89,7 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   arith::registerConvertArithToLLVMInterface(registry);
   registerConvertMemRefToLLVMInterface(registry);
   cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertAMXToLLVMInterface(registry);
   // GPU kernels hold vector loads and stores (16-byte accesses, ldmatrix
   // fragments) that convert-gpu-to-nvvm lowers through this interface.
   vector::registerConvertVectorToLLVMInterface(registry);
@@ -176,10 +179,12 @@ void ::loom::buildBufferizePipeline(OpPassManager &pm) {
 }
 
 void ::loom::buildCpuTilingPipeline(OpPassManager &pm, unsigned vectorBits,
-                                    bool bf16Dot) {
+                                    Bf16MatmulPath bf16) {
   mlir::loom::LoomTileContractionsForCpuOptions tiling;
   tiling.vectorBits = vectorBits;
-  tiling.bf16Dot = bf16Dot;
+  tiling.bf16Dot = bf16 == Bf16MatmulPath::Dot;
+  tiling.bf16Amx = bf16 == Bf16MatmulPath::Amx || bf16 == Bf16MatmulPath::EmulatedAmx;
+  tiling.emulateAmx = bf16 == Bf16MatmulPath::EmulatedAmx;
   pm.addPass(mlir::loom::createLoomTileContractionsForCpu(tiling));
   // Their temporaries (B's panels) become plan buffers: kernels never
   // allocate.
@@ -209,9 +214,11 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   // LLVM intrinsics, whose reductions LLVM vectorizes.
   pm.addPass(mlir::loom::createLoomExpandArithForCpu());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  // x86vector: the avx512_bf16 dot products of bf16 matmuls.
+  // x86vector: the avx512_bf16 dot products of bf16 matmuls; amx: their
+  // AMX tiles.
   ConvertVectorToLLVMPassOptions vectorToLlvm;
   vectorToLlvm.x86Vector = true;
+  vectorToLlvm.amx = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLlvm));
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createUBToLLVMConversionPass());
@@ -219,7 +226,12 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   ConvertFuncToLLVMPassOptions func;
   func.useBarePtrCallConv = true;
   pm.addPass(createConvertFuncToLLVMPass(func));
-  pm.addPass(createConvertControlFlowToLLVMPass());
+  // With AMX's tile type: an AMX matmul's k loop carries its accumulator
+  // tiles as block arguments, which convert-cf-to-llvm's type converter
+  // does not know.
+  ConvertToLLVMPassOptions controlFlow;
+  controlFlow.filterDialects = {"cf", "amx"};
+  pm.addPass(createConvertToLLVMPass(controlFlow));
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
 }

@@ -50,11 +50,16 @@ void buildLinalgPipeline(mlir::OpPassManager &pm);
 /// kernel's arguments are (inputs, outputs, scratch), all plan buffers.
 void buildBufferizePipeline(mlir::OpPassManager &pm);
 
+/// How the CPU kernels compute bf16 matmuls: FMA tiles on widened
+/// operands, avx512_bf16 dot products, AMX tiles, or AMX tiles emulated in
+/// vector code (tests).
+enum class Bf16MatmulPath { Fma, Dot, Amx, EmulatedAmx };
+
 /// buffers -> tiled (CPU): matmuls in cache tiles of vectorized register
 /// tiles sized for `vectorBits`-wide registers (outer products), bf16 ones
-/// on avx512_bf16 dot products with `bf16Dot`; other kernels unchanged.
+/// on the `bf16` path; other kernels unchanged.
 void buildCpuTilingPipeline(mlir::OpPassManager &pm, unsigned vectorBits,
-                            bool bf16Dot);
+                            Bf16MatmulPath bf16);
 
 /// tiled -> llvm (CPU): loops and the LLVM dialect with bare-pointer
 /// kernel signatures (one `ptr` per buffer, see docs/plan-format.md).

@@ -103,7 +103,7 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
       func->removeAttr(mlir::loom::attr::kKernel);
     mlir::PassManager lowering(&context);
     // The widest tiles and the bf16 dots: every CPU tiling path (nothing runs).
-    buildCpuTilingPipeline(lowering, /*vectorBits=*/512, /*bf16Dot=*/true);
+    buildCpuTilingPipeline(lowering, /*vectorBits=*/512, Bf16MatmulPath::Dot);
     buildCpuLoweringPipeline(lowering);
     if (mlir::failed(lowering.run(*module)))
       return FrontEndOutcome::Rejected;

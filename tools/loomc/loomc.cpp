@@ -80,8 +80,10 @@ cl::opt<std::string> bf16Matmul(
     "bf16-matmul",
     cl::desc("How bf16 matmuls run on the CPU: auto (avx512_bf16 dot products "
              "on AMD Zen, where they outrun the FMA tiles; elsewhere the FMA "
-             "tiles on operands widened to f32), dot or fma"),
-    cl::init("auto"), cl::value_desc("auto|dot|fma"), cl::cat(loomCategory));
+             "tiles on operands widened to f32), dot, fma, amx (AMX tiles, "
+             "on a CPU with amx-bf16) or amx-emulated (the AMX kernels with "
+             "their tiles emulated in vector code, for tests)"),
+    cl::init("auto"), cl::value_desc("auto|dot|fma|amx|amx-emulated"), cl::cat(loomCategory));
 cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
                     "executable (run with --device cuda)"),

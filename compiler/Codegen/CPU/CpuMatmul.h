@@ -59,6 +59,24 @@ SmallVector<MatmulLoop> unpackedLoops(linalg::GenericOp op);
 std::optional<PackedMatmul> packMatmul(linalg::GenericOp op, RegisterTile tile,
                                        bool pairs, bool packA);
 
+/// Whether a bf16 pair matmul (isBf16PairMatmul) fits AMX tiles: m and n
+/// multiples of 16, k of 32, every operand indexed by plain loop dims, A
+/// ending in (m, k) and C in (m, n) (a tile's rows are their rows).
+bool isAmxMatmul(linalg::GenericOp op);
+
+/// Rewrites an isAmxMatmul op into loops of AMX tile operations: B copied
+/// into VNNI panels (the returned copy, for the schedule to vectorize), A
+/// and C read in place, 2 x 2 f32 accumulator tiles carried through the k
+/// loop in tile registers (AmxMatmul.cpp). Nothing, with the op unchanged,
+/// when packMatmul cannot view its operands.
+std::optional<linalg::TransposeOp> rewriteAsAmxMatmul(linalg::GenericOp op);
+
+/// Replaces every AMX tile operation under `root` with the vector code of
+/// its definition (transfer reads and writes, a contraction over pairs), so
+/// the AMX kernels run on any CPU: slowly, but with their loops, layouts and
+/// indices unchanged.
+LogicalResult emulateAmxTiles(Operation *root);
+
 /// Hoists a register tile's accumulator (a transfer_read and the
 /// transfer_write of the same vector at the same loop-invariant place,
 /// nothing else in the loop touching the memref) out of its loops, into

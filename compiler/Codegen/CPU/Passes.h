@@ -5,6 +5,7 @@
 
 #include "Loom/IR/LoomDialect.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"

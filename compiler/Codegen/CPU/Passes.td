@@ -36,6 +36,18 @@ def LoomTileContractionsForCpu
     per instruction, upstream's packed-type dot product patterns). Other
     contractions keep their scalar loops. The schedule is generated per
     kernel, one tile configuration per op.
+
+    With `bf16-amx`, such a matmul whose m and n are multiples of 16 and k
+    of 32 runs on AMX tiles instead (AmxMatmul.cpp): B copied into VNNI
+    panels [N/16, K/2, 32] (16 columns' pairs per row: one B tile per 32
+    k), and per block of 2 x 2 C tiles (32 x 32 outputs; 1 where m or n
+    allows only one) a k loop of `amx.tile_load`s of A (16 rows x 32 k,
+    read in place) and of B panels, `amx.tile_mulf`s into the four f32
+    accumulator tiles carried in tile registers, one `amx.tile_store`
+    each after the loop. With `emulate-amx` too, every tile operation
+    becomes the vector code of its definition (a 2-D read, a write, a
+    contraction over the pairs): the same kernels, runnable and testable
+    on a CPU without AMX.
   }];
   let options = [
     Option<"vectorBits", "vector-bits", "unsigned", "256",
@@ -44,8 +56,12 @@ def LoomTileContractionsForCpu
     Option<"bf16Dot", "bf16-dot", "bool", "false",
            "Run bf16 matmuls on avx512_bf16 dot products (the target has "
            "avx512bf16)">,
+    Option<"bf16Amx", "bf16-amx", "bool", "false",
+           "Run bf16 matmuls on AMX tiles (the target has amx-bf16)">,
+    Option<"emulateAmx", "emulate-amx", "bool", "false",
+           "With bf16-amx: emulate the tile operations with vector code">,
   ];
-  let dependentDialects = ["mlir::x86vector::X86VectorDialect"];
+  let dependentDialects = ["mlir::x86vector::X86VectorDialect", "mlir::amx::AMXDialect"];
 }
 
 def LoomInterchangeForCpu : Pass<"loom-interchange-for-cpu", "mlir::ModuleOp"> {

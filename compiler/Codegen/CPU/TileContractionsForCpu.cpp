@@ -4,6 +4,7 @@
 #include "Codegen/CPU/CpuMatmul.h"
 #include "Codegen/CPU/Passes.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
@@ -333,7 +334,7 @@ struct LoomTileContractionsForCpu
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<transform::TransformDialect, vector::VectorDialect,
                     linalg::LinalgDialect, scf::SCFDialect,
-                    x86vector::X86VectorDialect>();
+                    x86vector::X86VectorDialect, amx::AMXDialect>();
     linalg::registerTransformDialectExtension(registry);
     vector::registerTransformDialectExtension(registry);
     memref::registerTransformDialectExtension(registry);
@@ -362,7 +363,7 @@ struct LoomTileContractionsForCpu
     // Tag each op with its own configuration, then build one schedule.
     std::string body;
     llvm::raw_string_ostream os(body);
-    unsigned count = 0, dots = 0;
+    unsigned count = 0, dots = 0, amxMatmuls = 0;
     SmallVector<linalg::GenericOp> matmuls;
     module.walk([&](linalg::GenericOp op) {
       if (loom::isMatmulLike(op))
@@ -384,6 +385,15 @@ struct LoomTileContractionsForCpu
       // own per-k widening (4 + 16 conversions per k step) ran 87 at 256^3
       // against 138, and gpt-train's bf16 forward's kernels 2.8 ms against
       // 2.4 (its 64-wide matmuls).
+      if (bf16Amx && loom::isAmxMatmul(op)) {
+        if (std::optional<linalg::TransposeOp> pack = loom::rewriteAsAmxMatmul(op)) {
+          unsigned packId = packs++;
+          (*pack)->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
+          appendPackTiling(os, packId, *pack, /*whole=*/2);
+          ++amxMatmuls;
+          continue;
+        }
+      }
       bool onDots = bf16Dot && loom::isBf16PairMatmul(op);
       if (halves && !onDots)
         op = widenMatmulOperands(op);
@@ -414,7 +424,7 @@ struct LoomTileContractionsForCpu
         appendPackTiling(os, packId, pack, pairs ? 2 : 1);
       }
     }
-    if (count == 0)
+    if (count == 0 && packs == 0)
       return;
     std::string schedule =
         "module attributes {transform.with_named_sequence} {\n"
@@ -439,6 +449,10 @@ struct LoomTileContractionsForCpu
     loom::hoistViewAccumulators(module);
     if (dots && failed(makeBf16Dots(module)))
       return signalPassFailure();
+    if (amxMatmuls && failed(flattenAmxPanelCopies(module)))
+      return signalPassFailure();
+    if (emulateAmx && failed(loom::emulateAmxTiles(module)))
+      return signalPassFailure();
     if (failed(apply("lower")))
       return signalPassFailure();
     restoreContraction(module);
@@ -459,6 +473,22 @@ struct LoomTileContractionsForCpu
     vector::populateFlattenVectorTransferPatterns(dots);
     if (failed(applyPatternsGreedily(module, std::move(dots))))
       return module.emitError("internal error: the bf16 dots do not form");
+    return success();
+  }
+
+  /// The copies into an AMX matmul's VNNI panels write each (panel, k pair)
+  /// row of 16 columns' pairs as one 64-byte vector, not 16 pairs: in the
+  /// functions that hold AMX tiles only (their other matmuls' transfers
+  /// stay as the tiles made them).
+  static LogicalResult flattenAmxPanelCopies(ModuleOp module) {
+    RewritePatternSet patterns(module.getContext());
+    vector::populateFlattenVectorTransferPatterns(patterns);
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.walk([](amx::TileLoadOp) { return WalkResult::interrupt(); }).wasInterrupted() &&
+          failed(applyPatternsGreedily(func, frozen)))
+        return module.emitError("internal error: the AMX panel copies do not flatten");
+    }
     return success();
   }
 

@@ -2,7 +2,14 @@
 
 #include "loom/runtime/exec/CpuTarget.h"
 
+#include <cerrno>
+#include <cstring>
 #include <sstream>
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 using namespace loom::runtime;
 
@@ -13,7 +20,7 @@ using namespace loom::runtime;
   X("avx512bf16") X("sse4a") X("avx512cd") X("avx512vbmi") X("avx512vbmi2")      \
   X("avx512ifma") X("avx512vnni") X("avx512bitalg") X("avx512vpopcntdq")       \
   X("avx512fp16") X("avxvnni") X("gfni") X("vpclmulqdq") X("vaes") X("bmi")     \
-  X("bmi2") X("popcnt") X("f16c")
+  X("bmi2") X("popcnt") X("f16c") X("amx-tile") X("amx-bf16")
 
 static bool isKnownFeature(const std::string &name) {
 #define LOOM_KNOWN(feature)                                                    \
@@ -90,4 +97,22 @@ std::string loom::runtime::cpuMismatchMessage(const CpuTargetInfo &info,
   return "this executable's kernels were compiled for CPU '" + info.cpu + "' and use " + list +
          ", which this CPU does not have (compile it with loomc --cpu native on the machine "
          "that runs it, or name an older CPU: --cpu x86-64-v3)";
+}
+
+bool loom::runtime::enableAmxTiles(std::string &error) {
+#if defined(__linux__) && defined(__x86_64__)
+  // Linux keeps the 8 KiB of tile data out of a thread's saved state until
+  // the process asks for it (Documentation/arch/x86/xstate.rst): the first
+  // tile instruction without this permission dies of SIGILL.
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0)
+    return true;
+  error = std::string("the kernels run on AMX tiles, and Linux refused this process their "
+                      "state (arch_prctl ARCH_REQ_XCOMP_PERM: ") +
+          std::strerror(errno) + "; Linux 5.16 or later is needed)";
+  return false;
+#else
+  error = "the kernels run on AMX tiles, which need Linux on x86-64";
+  return false;
+#endif
 }

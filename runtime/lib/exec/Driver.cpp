@@ -36,6 +36,7 @@
 #include "loom/runtime/plan/Plan.h"
 #include "loom/runtime/io/Safetensors.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -940,6 +941,10 @@ bool Driver::run() {
   }
   if (!cpuMismatch.empty() && (!onCuda || options.checkKernels))
     return fail(cpuMismatch);
+  bool amxKernels = std::find(cpuTarget.needs.begin(), cpuTarget.needs.end(), "amx-tile") !=
+                    cpuTarget.needs.end();
+  if (amxKernels && (!onCuda || options.checkKernels) && !enableAmxTiles(error))
+    return fail(error);
   if (options.train && whole.optimizer.kind.empty())
     return fail("this executable does not train: build it with loomc --train "
                 "(from a script with a train section)");

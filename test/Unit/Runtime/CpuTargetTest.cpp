@@ -36,6 +36,14 @@ TEST(CpuTarget, ParsesTheRecordLoomcWrites) {
       << error;
   EXPECT_EQ(info.needs.size(), 5u);
 
+  // AMX kernels need the tiles and their bf16 products.
+  ASSERT_TRUE(parseCpuTarget("sapphirerapids f32=avx512-fma bf16=amx-bf16 "
+                             "needs=avx512f,amx-tile,amx-bf16",
+                             info, error))
+      << error;
+  EXPECT_EQ(info.bf16Path, "amx-bf16");
+  EXPECT_EQ(info.needs, (std::vector<std::string>{"avx512f", "amx-tile", "amx-bf16"}));
+
   // A generic target needs nothing.
   ASSERT_TRUE(parseCpuTarget("x86-64 f32=sse bf16=sse needs=", info, error)) << error;
   EXPECT_EQ(info.cpu, "x86-64");
@@ -47,8 +55,8 @@ TEST(CpuTarget, RejectsMalformedRecords) {
   std::string error;
   EXPECT_FALSE(parseCpuTarget("", info, error));
   EXPECT_EQ(error, "empty CPU target record");
-  EXPECT_FALSE(parseCpuTarget("znver5 needs=avx2,amx-tile", info, error));
-  EXPECT_EQ(error, "unknown CPU feature 'amx-tile' in the CPU target record");
+  EXPECT_FALSE(parseCpuTarget("znver5 needs=avx2,amx-fp8", info, error));
+  EXPECT_EQ(error, "unknown CPU feature 'amx-fp8' in the CPU target record");
   EXPECT_FALSE(parseCpuTarget("znver5 f32=avx512-fma threads=4", info, error));
   EXPECT_EQ(error, "bad CPU target field 'threads=4' (expected f32=, bf16= or needs=)");
 }

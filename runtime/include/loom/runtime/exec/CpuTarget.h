@@ -33,8 +33,14 @@ bool parseCpuTarget(const std::string &text, CpuTargetInfo &info, std::string &e
 /// in needs=: avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16,
 /// sse4a, and the extensions LLVM uses unasked: avx512cd, avx512vbmi(2),
 /// avx512ifma, avx512vnni, avx512bitalg, avx512vpopcntdq, avx512fp16,
-/// avxvnni, gfni, vpclmulqdq, vaes, bmi, bmi2, popcnt, f16c).
+/// avxvnni, gfni, vpclmulqdq, vaes, bmi, bmi2, popcnt, f16c; amx-tile and
+/// amx-bf16 for the AMX kernels).
 bool hostHasCpuFeature(const std::string &feature);
+
+/// Asks Linux for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM), once
+/// per process before the first tile instruction; false with `error` set
+/// when it refuses.
+bool enableAmxTiles(std::string &error);
 
 /// The features of `info.needs` that `has` says are missing.
 std::vector<std::string> missingCpuFeatures(const CpuTargetInfo &info,

@@ -1,0 +1,294 @@
+//===- AmxMatmul.cpp - bf16 matmuls on AMX tiles, and their emulation -----===//
+
+#include "Codegen/CPU/CpuMatmul.h"
+
+#include "mlir/Dialect/AMX/AMXDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+using namespace mlir;
+
+// One AMX tile is 16 rows of 64 bytes: A 16 x 32 bf16 (m, k), B 16 x 32
+// bf16 (k/2, then n's 16 pairs), C 16 x 16 f32.
+static constexpr int64_t kTileRows = 16, kTileK = 32;
+
+/// Whether every result of `map` is a plain loop dim.
+static bool isPlainDims(AffineMap map) {
+  return llvm::all_of(map.getResults(), [](AffineExpr e) { return isa<AffineDimExpr>(e); });
+}
+
+static unsigned dimOf(AffineExpr e) { return cast<AffineDimExpr>(e).getPosition(); }
+
+bool loom::isAmxMatmul(linalg::GenericOp op) {
+  if (!isBf16PairMatmul(op))
+    return false;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  if (!llvm::all_of(maps, isPlainDims))
+    return false;
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
+  // A tile's rows are A's (and C's) second-innermost dim: m.
+  auto endsIn = [](AffineMap map, unsigned outer, unsigned inner) {
+    unsigned rank = map.getNumResults();
+    return rank >= 2 && dimOf(map.getResult(rank - 2)) == outer &&
+           dimOf(map.getResult(rank - 1)) == inner;
+  };
+  return bounds[m] % kTileRows == 0 && bounds[n] % kTileRows == 0 && bounds[k] % kTileK == 0 &&
+         endsIn(maps[0], m, k) && endsIn(maps[2], m, n);
+}
+
+namespace {
+/// The loop nest of an AMX matmul under construction: `ivs` holds the
+/// value of each of the op's loops (batch..., m, n, k) where it is known.
+struct AmxKernelBuilder {
+  OpBuilder &builder;
+  Location loc;
+  SmallVector<AffineMap> maps;
+  SmallVector<Value> ivs;
+
+  Value constant(int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); }
+
+  /// An operand's indices at the loops' current values.
+  SmallVector<Value> indices(AffineMap map) {
+    SmallVector<Value> result;
+    for (AffineExpr e : map.getResults())
+      result.push_back(ivs[dimOf(e)]);
+    return result;
+  }
+
+  /// `body` inside `for iv = 0 to upper step step`, carrying `carried`.
+  scf::ForOp loop(int64_t upper, int64_t step, ValueRange carried,
+                  function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto forOp = scf::ForOp::create(
+        builder, loc, constant(0), constant(upper), constant(step), carried,
+        [&](OpBuilder &b, Location, Value iv, ValueRange args) {
+          OpBuilder::InsertionGuard guard(builder);
+          builder.setInsertionPointToStart(b.getInsertionBlock());
+          scf::YieldOp::create(builder, loc, body(iv, args));
+        });
+    return forOp;
+  }
+};
+} // namespace
+
+std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
+  Value a = op.getDpsInputs()[0], c = op.getDpsInits()[0];
+  // B's VNNI panels [..., N/16, K/2, 16, 2]: the dot path's packing, with
+  // 16-column panels. packMatmul replaces the op with one reading views of
+  // A and C; those are dropped with it, the tiles read A and C in place.
+  std::optional<PackedMatmul> packed =
+      packMatmul(op, RegisterTile{kTileRows, kTileRows}, /*pairs=*/true, /*packA=*/false);
+  if (!packed)
+    return std::nullopt;
+  linalg::TransposeOp pack = packed->packs.front();
+  OpBuilder builder(packed->op);
+  Location loc = packed->op.getLoc();
+  // Each panel row (k/2) as one run of 32 bf16: a B tile is 16 such rows.
+  Value panels = pack.getInit();
+  unsigned rank = cast<MemRefType>(panels.getType()).getRank();
+  SmallVector<ReassociationIndices> rows;
+  for (unsigned d = 0; d + 2 < rank; ++d)
+    rows.push_back({int64_t(d)});
+  rows.push_back({int64_t(rank - 2), int64_t(rank - 1)});
+  Value bTiles = memref::CollapseShapeOp::create(builder, loc, panels, rows);
+  // B's batch indices are its map's results other than k and n, in order.
+  AffineMap bBatch = maps[1].dropResults(
+      llvm::SmallBitVector(maps[1].getNumResults()).set(maps[1].getNumResults() - 2,
+                                                        maps[1].getNumResults()));
+
+  AmxKernelBuilder kernel{builder, loc, maps, SmallVector<Value>(bounds.size())};
+  // 2 x 2 accumulator tiles (32 x 32 outputs) where m and n allow: per 32 k,
+  // 4 tile products from 2 A and 2 B tiles (8 of AMX's 8 tile registers).
+  int64_t rowTiles = bounds[m] % (2 * kTileRows) == 0 ? 2 : 1;
+  int64_t colTiles = bounds[n] % (2 * kTileRows) == 0 ? 2 : 1;
+  int64_t panelCount = bounds[n] / kTileRows;
+  // N in blocks whose B panels (K x 16 bf16 each) fit in half of a 2 MiB L2,
+  // so that every row block of A reuses them from there.
+  int64_t blockPanels = colTiles;
+  while (panelCount % (2 * blockPanels) == 0 &&
+         2 * blockPanels * bounds[k] * kTileRows * 2 <= 1024 * 1024)
+    blockPanels *= 2;
+  auto tileType = [&](int64_t cols, Type element) {
+    return amx::TileType::get({kTileRows, cols}, element);
+  };
+  Type accType = tileType(kTileRows, builder.getF32Type());
+  Type operandType = tileType(kTileK, builder.getBF16Type());
+
+  std::function<void(unsigned)> batchLoops = [&](unsigned d) {
+    if (d < m) {
+      kernel.loop(bounds[d], 1, {}, [&](Value iv, ValueRange) {
+        kernel.ivs[d] = iv;
+        batchLoops(d + 1);
+        return SmallVector<Value>{};
+      });
+      return;
+    }
+    kernel.loop(panelCount, blockPanels, {}, [&](Value block, ValueRange) {
+      kernel.loop(bounds[m], rowTiles * kTileRows, {}, [&](Value row, ValueRange) {
+        kernel.loop(blockPanels, colTiles, {}, [&](Value panelInBlock, ValueRange) {
+          Value panel = arith::AddIOp::create(builder, loc, block, panelInBlock);
+          auto rowOf = [&](int64_t r) {
+            return arith::AddIOp::create(builder, loc, row, kernel.constant(r * kTileRows))
+                .getResult();
+          };
+          auto panelOf = [&](int64_t p) {
+            return arith::AddIOp::create(builder, loc, panel, kernel.constant(p)).getResult();
+          };
+          auto cIndices = [&](int64_t r, int64_t p) {
+            kernel.ivs[m] = rowOf(r);
+            kernel.ivs[n] = arith::MulIOp::create(builder, loc, panelOf(p),
+                                                  kernel.constant(kTileRows));
+            return kernel.indices(maps[2]);
+          };
+          SmallVector<Value> accumulators;
+          for (int64_t r = 0; r < rowTiles; ++r)
+            for (int64_t p = 0; p < colTiles; ++p)
+              accumulators.push_back(
+                  amx::TileLoadOp::create(builder, loc, accType, c, cIndices(r, p)));
+          auto kLoop = kernel.loop(bounds[k], kTileK, accumulators, [&](Value kk, ValueRange accs) {
+            kernel.ivs[k] = kk;
+            SmallVector<Value> aTiles, bTiles2;
+            for (int64_t r = 0; r < rowTiles; ++r) {
+              kernel.ivs[m] = rowOf(r);
+              aTiles.push_back(
+                  amx::TileLoadOp::create(builder, loc, operandType, a, kernel.indices(maps[0])));
+            }
+            Value pairRow = arith::DivUIOp::create(builder, loc, kk, kernel.constant(2));
+            for (int64_t p = 0; p < colTiles; ++p) {
+              SmallVector<Value> bIndices = kernel.indices(bBatch);
+              bIndices.append({panelOf(p), pairRow, kernel.constant(0)});
+              bTiles2.push_back(
+                  amx::TileLoadOp::create(builder, loc, operandType, bTiles, bIndices));
+            }
+            SmallVector<Value> next;
+            for (int64_t r = 0; r < rowTiles; ++r)
+              for (int64_t p = 0; p < colTiles; ++p)
+                next.push_back(amx::TileMulFOp::create(builder, loc, accType, aTiles[r],
+                                                       bTiles2[p], accs[r * colTiles + p]));
+            return next;
+          });
+          for (int64_t r = 0; r < rowTiles; ++r)
+            for (int64_t p = 0; p < colTiles; ++p)
+              amx::TileStoreOp::create(builder, loc, c, cIndices(r, p),
+                                       kLoop.getResult(r * colTiles + p));
+          return SmallVector<Value>{};
+        });
+        return SmallVector<Value>{};
+      });
+      return SmallVector<Value>{};
+    });
+  };
+  batchLoops(0);
+  packed->op.erase();
+  return pack;
+}
+
+namespace {
+/// An AMX tile as the vector of the same shape and element type.
+struct TileAsVector : TypeConverter {
+  TileAsVector() {
+    addConversion([](Type type) { return type; });
+    addConversion([](amx::TileType type) -> Type {
+      return VectorType::get(type.getShape(), type.getElementType());
+    });
+  }
+};
+
+struct EmulateTileZero : OpConversionPattern<amx::TileZeroOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(amx::TileZeroOp op, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    auto type = cast<VectorType>(getTypeConverter()->convertType(op.getType()));
+    rewriter.replaceOpWithNewOp<arith::ConstantOp>(op, type, rewriter.getZeroAttr(type));
+    return success();
+  }
+};
+
+/// tileloadd: row r is the 2-D memref's row (index + r) from the column
+/// index on, the second-innermost stride apart: a 2-D transfer_read.
+struct EmulateTileLoad : OpConversionPattern<amx::TileLoadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(amx::TileLoadOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (op.getStride() || op.getMemRefType().getRank() < 2)
+      return rewriter.notifyMatchFailure(op, "emulated tiles load from a 2-D view");
+    auto type = cast<VectorType>(getTypeConverter()->convertType(op.getType()));
+    Value padding = arith::ConstantOp::create(rewriter, op.getLoc(), type.getElementType(),
+                                              rewriter.getZeroAttr(type.getElementType()));
+    SmallVector<bool> inBounds(2, true);
+    rewriter.replaceOpWithNewOp<vector::TransferReadOp>(op, type, adaptor.getBase(),
+                                                        adaptor.getIndices(), padding, inBounds);
+    return success();
+  }
+};
+
+struct EmulateTileStore : OpConversionPattern<amx::TileStoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(amx::TileStoreOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (op.getStride() || op.getMemRefType().getRank() < 2)
+      return rewriter.notifyMatchFailure(op, "emulated tiles store to a 2-D view");
+    SmallVector<bool> inBounds(2, true);
+    rewriter.replaceOpWithNewOp<vector::TransferWriteOp>(op, adaptor.getVal(), adaptor.getBase(),
+                                                         adaptor.getIndices(), inBounds);
+    return success();
+  }
+};
+
+/// tdpbf16ps, as Intel defines it: C[m][n] += sum over pairs p of
+/// A[m][2p] * B[p][2n] + A[m][2p+1] * B[p][2n+1], in f32. B's rows are
+/// regrouped as k = 2p + j (a transpose of its (n, j) pairs) and the whole
+/// is one f32 matmul contraction of the widened tiles.
+struct EmulateTileMulF : OpConversionPattern<amx::TileMulFOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult matchAndRewrite(amx::TileMulFOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto lhsType = cast<VectorType>(adaptor.getLhs().getType());
+    int64_t rows = lhsType.getShape()[0], k = lhsType.getShape()[1];
+    int64_t pairs = cast<VectorType>(adaptor.getRhs().getType()).getShape()[0];
+    int64_t cols = k / 2;
+    Type f32 = rewriter.getF32Type();
+    Value lhs = arith::ExtFOp::create(rewriter, loc, VectorType::get({rows, k}, f32),
+                                      adaptor.getLhs());
+    Type bf16 = lhsType.getElementType();
+    Value rhs = vector::ShapeCastOp::create(
+        rewriter, loc, VectorType::get({pairs, cols, 2}, bf16), adaptor.getRhs());
+    rhs = vector::TransposeOp::create(rewriter, loc, rhs, ArrayRef<int64_t>{0, 2, 1});
+    rhs = vector::ShapeCastOp::create(rewriter, loc, VectorType::get({2 * pairs, cols}, bf16), rhs);
+    rhs = arith::ExtFOp::create(rewriter, loc, VectorType::get({2 * pairs, cols}, f32), rhs);
+    MLIRContext *context = op.getContext();
+    AffineExpr dm, dn, dk;
+    bindDims(context, dm, dn, dk);
+    auto map = [&](ArrayRef<AffineExpr> exprs) { return AffineMap::get(3, 0, exprs, context); };
+    rewriter.replaceOpWithNewOp<vector::ContractionOp>(
+        op, lhs, rhs, adaptor.getAcc(),
+        rewriter.getAffineMapArrayAttr({map({dm, dk}), map({dk, dn}), map({dm, dn})}),
+        rewriter.getArrayAttr({vector::IteratorTypeAttr::get(context, vector::IteratorType::parallel),
+                               vector::IteratorTypeAttr::get(context, vector::IteratorType::parallel),
+                               vector::IteratorTypeAttr::get(context, vector::IteratorType::reduction)}));
+    return success();
+  }
+};
+} // namespace
+
+LogicalResult loom::emulateAmxTiles(Operation *root) {
+  MLIRContext *context = root->getContext();
+  TileAsVector converter;
+  ConversionTarget target(*context);
+  target.addIllegalDialect<amx::AMXDialect>();
+  target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+  RewritePatternSet patterns(context);
+  patterns.add<EmulateTileZero, EmulateTileLoad, EmulateTileStore, EmulateTileMulF>(converter,
+                                                                                   context);
+  scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns, target);
+  return applyPartialConversion(root, target, std::move(patterns));
+}
