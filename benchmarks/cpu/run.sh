@@ -5,6 +5,8 @@
 # and bf16 against Loom's own f32 figure. bf16-bt is `a @ transpose(b)` (a
 # K-contiguous B), against torch's `a @ b.t()`. Prints the CPU path each
 # figure used (loom's executable --info) and the host's vector extensions.
+# On a CPU with AMX, bf16-amx is the bf16 matmul on AMX tiles
+# (--bf16-matmul=amx), against the same PyTorch figure.
 #   benchmarks/cpu/run.sh [build-dir] [size...]
 #   QUICK=1: two runs each (make bench-quick, which make test runs)
 set -euo pipefail
@@ -14,7 +16,9 @@ sizes=${*:-256 512 1024 2048}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-variants=${VARIANTS:-f32 bf16 bf16-bt}
+amx=""
+grep -q -w amx_bf16 /proc/cpuinfo && grep -q -w amx_tile /proc/cpuinfo && amx=" bf16-amx"
+variants=${VARIANTS:-f32 bf16 bf16-bt$amx}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host CPU: ${isa:-no AVX2}; OpenBLAS kernels: $(/usr/bin/python3 "$here/baseline.py" openblas-core)"
@@ -23,9 +27,12 @@ for size in $sizes; do
   f32_rate=""
   for variant in $variants; do
     precision=${variant%-bt}
+    precision=${precision%-amx}
+    path_flag=""
+    [ "$variant" = bf16-amx ] && path_flag="--bf16-matmul=amx"
     sed "s/SIZE/$size/g; s/PRECISION/$precision/" "$here/matmul.loom" > "$work/m.loom"
     [ "$variant" = bf16-bt ] && sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom"
-    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null 2>&1
+    "$build/bin/loomc" "$work/m.loom" $path_flag -o "$work/m" > /dev/null 2>&1
     # --info: "cpu  NAME kernels; matmul f32: PATH, bf16: PATH".
     path=$("$work/m" --info | sed -n "s/^cpu .*matmul f32: \([^,]*\), bf16: \([^;]*\).*/\1 \2/p")
     if [ "$precision" = f32 ]; then path=${path%% *}; else path=${path##* }; fi
@@ -46,7 +53,7 @@ print(min(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get
       f32) base_name="OpenBLAS sgemm" ;;
       *) base_name="PyTorch $( /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?') bf16" ;;
     esac
-    base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "$variant" "$size")
+    base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "${variant%-amx}" "$size")
     line=$(/usr/bin/python3 - "$size" "$best" "$base" "${f32_rate:-}" <<'PY'
 import sys
 n, loom_us, base_us = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])

@@ -48,7 +48,6 @@ namespace {
 struct AmxKernelBuilder {
   OpBuilder &builder;
   Location loc;
-  SmallVector<AffineMap> maps;
   SmallVector<Value> ivs;
 
   Value constant(int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); }
@@ -98,13 +97,13 @@ std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op
   for (unsigned d = 0; d + 2 < rank; ++d)
     rows.push_back({int64_t(d)});
   rows.push_back({int64_t(rank - 2), int64_t(rank - 1)});
-  Value bTiles = memref::CollapseShapeOp::create(builder, loc, panels, rows);
+  Value panelRows = memref::CollapseShapeOp::create(builder, loc, panels, rows);
   // B's batch indices are its map's results other than k and n, in order.
   AffineMap bBatch = maps[1].dropResults(
       llvm::SmallBitVector(maps[1].getNumResults()).set(maps[1].getNumResults() - 2,
                                                         maps[1].getNumResults()));
 
-  AmxKernelBuilder kernel{builder, loc, maps, SmallVector<Value>(bounds.size())};
+  AmxKernelBuilder kernel{builder, loc, SmallVector<Value>(bounds.size())};
   // 2 x 2 accumulator tiles (32 x 32 outputs) where m and n allow: per 32 k,
   // 4 tile products from 2 A and 2 B tiles (8 of AMX's 8 tile registers).
   int64_t rowTiles = bounds[m] % (2 * kTileRows) == 0 ? 2 : 1;
@@ -155,7 +154,7 @@ std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op
                   amx::TileLoadOp::create(builder, loc, accType, c, cIndices(r, p)));
           auto kLoop = kernel.loop(bounds[k], kTileK, accumulators, [&](Value kk, ValueRange accs) {
             kernel.ivs[k] = kk;
-            SmallVector<Value> aTiles, bTiles2;
+            SmallVector<Value> aTiles, bTiles;
             for (int64_t r = 0; r < rowTiles; ++r) {
               kernel.ivs[m] = rowOf(r);
               aTiles.push_back(
@@ -165,14 +164,14 @@ std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op
             for (int64_t p = 0; p < colTiles; ++p) {
               SmallVector<Value> bIndices = kernel.indices(bBatch);
               bIndices.append({panelOf(p), pairRow, kernel.constant(0)});
-              bTiles2.push_back(
-                  amx::TileLoadOp::create(builder, loc, operandType, bTiles, bIndices));
+              bTiles.push_back(
+                  amx::TileLoadOp::create(builder, loc, operandType, panelRows, bIndices));
             }
             SmallVector<Value> next;
             for (int64_t r = 0; r < rowTiles; ++r)
               for (int64_t p = 0; p < colTiles; ++p)
                 next.push_back(amx::TileMulFOp::create(builder, loc, accType, aTiles[r],
-                                                       bTiles2[p], accs[r * colTiles + p]));
+                                                       bTiles[p], accs[r * colTiles + p]));
             return next;
           });
           for (int64_t r = 0; r < rowTiles; ++r)
