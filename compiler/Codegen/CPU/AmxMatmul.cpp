@@ -43,14 +43,28 @@ bool loom::isAmxMatmul(linalg::GenericOp op) {
 }
 
 namespace {
-/// The loop nest of an AMX matmul under construction: `ivs` holds the
-/// value of each of the op's loops (batch..., m, n, k) where it is known.
+/// The loop nest of one AMX matmul: per batch, per block of N, per block of
+/// K, per row block of 16 x `rowTiles` outputs and per `colTiles` panels of
+/// 16 columns, the accumulator tiles loaded, carried through the k loop and
+/// stored. `ivs` holds each of the op's loops (batch..., m, n, k) where its
+/// value is known.
 struct AmxKernelBuilder {
   OpBuilder &builder;
   Location loc;
-  SmallVector<Value> ivs;
+  SmallVector<AffineMap> maps; // A, B's batch results, C
+  Value a, panelRows, c;
+  SmallVector<int64_t> bounds;
+  int64_t rowTiles = 1, colTiles = 1, blockPanels = 1, kBlock = kTileK;
+  SmallVector<Value> ivs = {};
+
+  unsigned m() const { return bounds.size() - 3; }
+  unsigned n() const { return m() + 1; }
+  unsigned k() const { return m() + 2; }
 
   Value constant(int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); }
+  Value add(Value value, int64_t offset) {
+    return arith::AddIOp::create(builder, loc, value, constant(offset));
+  }
 
   /// An operand's indices at the loops' current values.
   SmallVector<Value> indices(AffineMap map) {
@@ -60,17 +74,91 @@ struct AmxKernelBuilder {
     return result;
   }
 
-  /// `body` inside `for iv = 0 to upper step step`, carrying `carried`.
-  scf::ForOp loop(int64_t upper, int64_t step, ValueRange carried,
+  /// `body` inside `for iv = lower to upper step step`, carrying `carried`.
+  scf::ForOp loop(Value lower, Value upper, int64_t step, ValueRange carried,
                   function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto forOp = scf::ForOp::create(
-        builder, loc, constant(0), constant(upper), constant(step), carried,
-        [&](OpBuilder &b, Location, Value iv, ValueRange args) {
-          OpBuilder::InsertionGuard guard(builder);
-          builder.setInsertionPointToStart(b.getInsertionBlock());
-          scf::YieldOp::create(builder, loc, body(iv, args));
+    return scf::ForOp::create(builder, loc, lower, upper, constant(step), carried,
+                              [&](OpBuilder &b, Location, Value iv, ValueRange args) {
+                                OpBuilder::InsertionGuard guard(builder);
+                                builder.setInsertionPointToStart(b.getInsertionBlock());
+                                scf::YieldOp::create(builder, loc, body(iv, args));
+                              });
+  }
+  void loop(int64_t upper, int64_t step, function_ref<void(Value)> body) {
+    loop(constant(0), constant(upper), step, {}, [&](Value iv, ValueRange) {
+      body(iv);
+      return SmallVector<Value>{};
+    });
+  }
+
+  Type tileType(int64_t cols, Type element) {
+    return amx::TileType::get({kTileRows, cols}, element);
+  }
+
+  /// The batch loops, then the blocks.
+  void build(unsigned dim = 0) {
+    if (dim < m())
+      return loop(bounds[dim], 1, [&](Value iv) {
+        ivs[dim] = iv;
+        build(dim + 1);
+      });
+    loop(bounds[n()] / kTileRows, blockPanels, [&](Value block) {
+      loop(bounds[k()], kBlock, [&](Value kStart) {
+        loop(bounds[m()], rowTiles * kTileRows, [&](Value row) {
+          loop(blockPanels, colTiles, [&](Value panel) {
+            accumulate(row, arith::AddIOp::create(builder, loc, block, panel), kStart);
+          });
         });
-    return forOp;
+      });
+    });
+  }
+
+  /// The rowTiles x colTiles accumulator tiles at (row, panel): loaded from
+  /// C, k from kStart to kStart + kBlock in steps of 32, stored.
+  void accumulate(Value row, Value panel, Value kStart) {
+    Type accType = tileType(kTileRows, builder.getF32Type());
+    Type operandType = tileType(kTileK, builder.getBF16Type());
+    SmallVector<Value> rows, panels;
+    for (int64_t r = 0; r < rowTiles; ++r)
+      rows.push_back(r ? add(row, r * kTileRows) : row);
+    for (int64_t p = 0; p < colTiles; ++p)
+      panels.push_back(p ? add(panel, p) : panel);
+    auto cIndices = [&](int64_t r, int64_t p) {
+      ivs[m()] = rows[r];
+      ivs[n()] = arith::MulIOp::create(builder, loc, panels[p], constant(kTileRows));
+      return indices(maps[2]);
+    };
+    SmallVector<Value> accumulators;
+    for (int64_t r = 0; r < rowTiles; ++r)
+      for (int64_t p = 0; p < colTiles; ++p)
+        accumulators.push_back(amx::TileLoadOp::create(builder, loc, accType, c, cIndices(r, p)));
+    scf::ForOp kLoop = loop(
+        kStart, add(kStart, kBlock), kTileK, accumulators, [&](Value kk, ValueRange accs) {
+          ivs[k()] = kk;
+          SmallVector<Value> aTiles, bTiles;
+          for (int64_t r = 0; r < rowTiles; ++r) {
+            ivs[m()] = rows[r];
+            aTiles.push_back(amx::TileLoadOp::create(builder, loc, operandType, a, indices(maps[0])));
+          }
+          // B's row of 16 pairs for k is panel row k / 2.
+          Value pairRow = arith::DivUIOp::create(builder, loc, kk, constant(2));
+          for (int64_t p = 0; p < colTiles; ++p) {
+            SmallVector<Value> bIndices = indices(maps[1]);
+            bIndices.append({panels[p], pairRow, constant(0)});
+            bTiles.push_back(
+                amx::TileLoadOp::create(builder, loc, operandType, panelRows, bIndices));
+          }
+          SmallVector<Value> next;
+          for (int64_t r = 0; r < rowTiles; ++r)
+            for (int64_t p = 0; p < colTiles; ++p)
+              next.push_back(amx::TileMulFOp::create(builder, loc, accType, aTiles[r], bTiles[p],
+                                                     accs[r * colTiles + p]));
+          return next;
+        });
+    for (int64_t r = 0; r < rowTiles; ++r)
+      for (int64_t p = 0; p < colTiles; ++p)
+        amx::TileStoreOp::create(builder, loc, c, cIndices(r, p),
+                                 kLoop.getResult(r * colTiles + p));
   }
 };
 } // namespace
@@ -99,93 +187,34 @@ std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op
   rows.push_back({int64_t(rank - 2), int64_t(rank - 1)});
   Value panelRows = memref::CollapseShapeOp::create(builder, loc, panels, rows);
   // B's batch indices are its map's results other than k and n, in order.
-  AffineMap bBatch = maps[1].dropResults(
-      llvm::SmallBitVector(maps[1].getNumResults()).set(maps[1].getNumResults() - 2,
-                                                        maps[1].getNumResults()));
+  unsigned bResults = maps[1].getNumResults();
+  maps[1] = maps[1].dropResults(llvm::SmallBitVector(bResults).set(bResults - 2, bResults));
 
-  AmxKernelBuilder kernel{builder, loc, SmallVector<Value>(bounds.size())};
+  AmxKernelBuilder kernel{builder, loc, maps, a, panelRows, c, bounds};
   // 2 x 2 accumulator tiles (32 x 32 outputs) where m and n allow: per 32 k,
   // 4 tile products from 2 A and 2 B tiles (8 of AMX's 8 tile registers).
-  int64_t rowTiles = bounds[m] % (2 * kTileRows) == 0 ? 2 : 1;
-  int64_t colTiles = bounds[n] % (2 * kTileRows) == 0 ? 2 : 1;
-  int64_t panelCount = bounds[n] / kTileRows;
+  kernel.rowTiles = bounds[m] % (2 * kTileRows) == 0 ? 2 : 1;
+  kernel.colTiles = bounds[n] % (2 * kTileRows) == 0 ? 2 : 1;
   // N in blocks whose B panels (K x 16 bf16 each) fit in half of a 2 MiB L2,
   // so that every row block of A reuses them from there.
-  int64_t blockPanels = colTiles;
-  while (panelCount % (2 * blockPanels) == 0 &&
-         2 * blockPanels * bounds[k] * kTileRows * 2 <= 1024 * 1024)
-    blockPanels *= 2;
-  auto tileType = [&](int64_t cols, Type element) {
-    return amx::TileType::get({kTileRows, cols}, element);
-  };
-  Type accType = tileType(kTileRows, builder.getF32Type());
-  Type operandType = tileType(kTileK, builder.getBF16Type());
-
-  std::function<void(unsigned)> batchLoops = [&](unsigned d) {
-    if (d < m) {
-      kernel.loop(bounds[d], 1, {}, [&](Value iv, ValueRange) {
-        kernel.ivs[d] = iv;
-        batchLoops(d + 1);
-        return SmallVector<Value>{};
-      });
-      return;
+  int64_t panelCount = bounds[n] / kTileRows;
+  kernel.blockPanels = kernel.colTiles;
+  while (panelCount % (2 * kernel.blockPanels) == 0 &&
+         2 * kernel.blockPanels * bounds[k] * kTileRows * 2 <= 1024 * 1024)
+    kernel.blockPanels *= 2;
+  // K in blocks of at most 256, so that a row block's A strip (32 x 256
+  // bf16, 16 KiB) stays in L1 while the block's B panels stream past it:
+  // over the whole of a long K, A and B tiles alike would come from L2, 4
+  // KiB per 4 tile products (64 bytes a cycle at tdpbf16ps's 16-cycle rate,
+  // L2's peak). The accumulators are reloaded once per K block.
+  kernel.kBlock = bounds[k];
+  for (int64_t candidate : {256, 128, 64, 32})
+    if (bounds[k] > 256 && bounds[k] % candidate == 0) {
+      kernel.kBlock = candidate;
+      break;
     }
-    kernel.loop(panelCount, blockPanels, {}, [&](Value block, ValueRange) {
-      kernel.loop(bounds[m], rowTiles * kTileRows, {}, [&](Value row, ValueRange) {
-        kernel.loop(blockPanels, colTiles, {}, [&](Value panelInBlock, ValueRange) {
-          Value panel = arith::AddIOp::create(builder, loc, block, panelInBlock);
-          auto rowOf = [&](int64_t r) {
-            return arith::AddIOp::create(builder, loc, row, kernel.constant(r * kTileRows))
-                .getResult();
-          };
-          auto panelOf = [&](int64_t p) {
-            return arith::AddIOp::create(builder, loc, panel, kernel.constant(p)).getResult();
-          };
-          auto cIndices = [&](int64_t r, int64_t p) {
-            kernel.ivs[m] = rowOf(r);
-            kernel.ivs[n] = arith::MulIOp::create(builder, loc, panelOf(p),
-                                                  kernel.constant(kTileRows));
-            return kernel.indices(maps[2]);
-          };
-          SmallVector<Value> accumulators;
-          for (int64_t r = 0; r < rowTiles; ++r)
-            for (int64_t p = 0; p < colTiles; ++p)
-              accumulators.push_back(
-                  amx::TileLoadOp::create(builder, loc, accType, c, cIndices(r, p)));
-          auto kLoop = kernel.loop(bounds[k], kTileK, accumulators, [&](Value kk, ValueRange accs) {
-            kernel.ivs[k] = kk;
-            SmallVector<Value> aTiles, bTiles;
-            for (int64_t r = 0; r < rowTiles; ++r) {
-              kernel.ivs[m] = rowOf(r);
-              aTiles.push_back(
-                  amx::TileLoadOp::create(builder, loc, operandType, a, kernel.indices(maps[0])));
-            }
-            Value pairRow = arith::DivUIOp::create(builder, loc, kk, kernel.constant(2));
-            for (int64_t p = 0; p < colTiles; ++p) {
-              SmallVector<Value> bIndices = kernel.indices(bBatch);
-              bIndices.append({panelOf(p), pairRow, kernel.constant(0)});
-              bTiles.push_back(
-                  amx::TileLoadOp::create(builder, loc, operandType, panelRows, bIndices));
-            }
-            SmallVector<Value> next;
-            for (int64_t r = 0; r < rowTiles; ++r)
-              for (int64_t p = 0; p < colTiles; ++p)
-                next.push_back(amx::TileMulFOp::create(builder, loc, accType, aTiles[r],
-                                                       bTiles[p], accs[r * colTiles + p]));
-            return next;
-          });
-          for (int64_t r = 0; r < rowTiles; ++r)
-            for (int64_t p = 0; p < colTiles; ++p)
-              amx::TileStoreOp::create(builder, loc, c, cIndices(r, p),
-                                       kLoop.getResult(r * colTiles + p));
-          return SmallVector<Value>{};
-        });
-        return SmallVector<Value>{};
-      });
-      return SmallVector<Value>{};
-    });
-  };
-  batchLoops(0);
+  kernel.ivs.resize(bounds.size());
+  kernel.build();
   packed->op.erase();
   return pack;
 }

@@ -117,3 +117,40 @@ func.func @k_48(%A: memref<64x48xbf16>, %B: memref<48x64xbf16>, %C: memref<64x64
   }
   return
 }
+
+// -----
+
+// A long K and a wide N come in blocks: N in blocks of B panels that fit
+// in 1 MiB (here 64 of the 128 panels: 512 k x 1024 columns), K in blocks
+// of 256 (a row block's A strip stays in L1 while the block's panels go
+// past), the accumulators reloaded per K block.
+// CHECK-LABEL: func.func @k_blocks
+// CHECK-SAME: (%[[A:[^:]+]]: memref<32x512xbf16>, %[[B:[^:]+]]: memref<512x2048xbf16>, %[[C:[^:]+]]: memref<32x2048xf32>)
+// CHECK: memref.alloc() : memref<128x256x16x2xbf16>
+// CHECK: scf.for %[[NB:.+]] = %c0 to %c128 step %c64
+// CHECK-NEXT: scf.for %[[KB:.+]] = %c0 to %c512 step %c256
+// CHECK-NEXT: %[[KE:.+]] = arith.addi %[[KB]], %c256
+// CHECK-NEXT: scf.for %[[P:.+]] = %c0 to %c64 step %c2
+// CHECK-NEXT: arith.addi %[[NB]], %[[P]]
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+// CHECK: scf.for %[[K:.+]] = %[[KB]] to %[[KE]] step %c32 iter_args(
+// CHECK: amx.tile_load %[[A]][%c0, %[[K]]]
+// CHECK: amx.tile_load %[[A]][%c16, %[[K]]]
+// CHECK-COUNT-4: amx.tile_mulf
+// CHECK: scf.yield
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @k_blocks(%A: memref<32x512xbf16>, %B: memref<512x2048xbf16>, %C: memref<32x2048xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<32x512xbf16>, memref<512x2048xbf16>) outs(%C : memref<32x2048xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %ye = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xe, %ye fastmath<contract> : f32
+    %s = arith.addf %acc, %p fastmath<contract> : f32
+    linalg.yield %s : f32
+  }
+  return
+}
