@@ -77,6 +77,22 @@ std::optional<linalg::TransposeOp> rewriteAsAmxMatmul(linalg::GenericOp op);
 /// indices unchanged.
 LogicalResult emulateAmxTiles(Operation *root);
 
+/// Marks the elementwise op that consumes a matmul's f32 accumulator (the
+/// op right after it, reading the accumulator at each element and writing
+/// its own output there: a bias, an activation, a residual, a rounding to
+/// bf16) for fuseMatmulEpilogues, when the accumulator is the matmul's alone
+/// and the epilogue's output is none of its operands. Call it once the
+/// matmul's cache tiles cover all of k, so that a register tile's write
+/// after its k loop is final.
+bool markMatmulEpilogue(linalg::GenericOp matmul);
+
+/// After the register tiles are lowered: each marked epilogue runs on every
+/// row strip a register tile writes, right after the write (the strip still
+/// in L1), instead of in a second pass over the whole accumulator. The same
+/// ops per element: the same results. Epilogues whose accumulator has any
+/// other writer are left whole.
+LogicalResult fuseMatmulEpilogues(Operation *root);
+
 /// Hoists a register tile's accumulator (a transfer_read and the
 /// transfer_write of the same vector at the same loop-invariant place,
 /// nothing else in the loop touching the memref) out of its loops, into

@@ -37,6 +37,14 @@ def LoomTileContractionsForCpu
     contractions keep their scalar loops. The schedule is generated per
     kernel, one tile configuration per op.
 
+    A matmul's elementwise consumer (the op right after it, reading the
+    f32 accumulator element by element: a bias, an activation, a residual,
+    the rounding to bf16) runs inside the matmul's tiles when the cache
+    tile covers all of k: on each register tile's box of the accumulator
+    right after the tile writes it, vectorized (FuseMatmulEpilogues.cpp),
+    instead of in a second pass over the whole accumulator. The same ops
+    per element give the same results.
+
     With `bf16-amx`, such a matmul whose m and n are multiples of 16 and k
     of 32 runs on AMX tiles instead (AmxMatmul.cpp): B copied into VNNI
     panels [N/16, K/2, 32] (16 columns' pairs per row: one B tile per 32

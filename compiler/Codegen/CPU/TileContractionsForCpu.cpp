@@ -363,7 +363,7 @@ struct LoomTileContractionsForCpu
     // Tag each op with its own configuration, then build one schedule.
     std::string body;
     llvm::raw_string_ostream os(body);
-    unsigned count = 0, dots = 0, amxMatmuls = 0;
+    unsigned count = 0, dots = 0, amxMatmuls = 0, epilogues = 0;
     SmallVector<linalg::GenericOp> matmuls;
     module.walk([&](linalg::GenericOp op) {
       if (loom::isMatmulLike(op))
@@ -414,6 +414,14 @@ struct LoomTileContractionsForCpu
       }
       if (!packed)
         copyTransposedOperand(op, /*which=*/1);
+      // With k whole in the cache tile, a register tile's accumulator is
+      // final after its k loop: the epilogue can run there.
+      SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+      bool wholeK = llvm::all_of(llvm::seq<size_t>(0, loops.size()), [&](size_t i) {
+        return loops[i] != MatmulLoop::K || (*tiles)[i] == bounds[i];
+      });
+      if (wholeK)
+        epilogues += loom::markMatmulEpilogue(op);
       unsigned id = count++;
       dots += pairs;
       op->setAttr("loom.cpu_tile", IntegerAttr::get(i64, id));
@@ -448,6 +456,8 @@ struct LoomTileContractionsForCpu
     module.walk([](linalg::TransposeOp op) { op->removeAttr("loom.cpu_pack"); });
     loom::hoistViewAccumulators(module);
     if (dots && failed(makeBf16Dots(module)))
+      return signalPassFailure();
+    if (epilogues && failed(loom::fuseMatmulEpilogues(module)))
       return signalPassFailure();
     if (amxMatmuls && failed(flattenAmxPanelCopies(module)))
       return signalPassFailure();
