@@ -4,10 +4,10 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -107,11 +107,10 @@ static std::optional<SmallVector<int64_t>> writtenBox(vector::TransferWriteOp wr
   for (auto [i, size] : llvm::enumerate(shape)) {
     if (size == 1)
       continue;
-    auto dim = llvm::find(accStrides, viewStrides[first + i]);
-    if (dim == accStrides.end() || box[dim - accStrides.begin()] != 1 ||
-        accType.getShape()[dim - accStrides.begin()] % size != 0)
+    auto dim = llvm::find(accStrides, viewStrides[first + i]) - accStrides.begin();
+    if (dim == int64_t(accStrides.size()) || box[dim] != 1)
       return std::nullopt;
-    box[dim - accStrides.begin()] = size;
+    box[dim] = size;
   }
   return box;
 }
