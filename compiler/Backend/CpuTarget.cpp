@@ -82,12 +82,11 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
   // insertq on AMD targets, which no Intel CPU has; vpermb, gf2p8affineqb,
   // bzhi, ...): each one the target has must be on the CPU that runs it, or
   // a kernel faults. The runtime's names (__builtin_cpu_supports) are LLVM's.
-  for (const char *extension :
-       {"sse4a", "avx512cd", "avx512vbmi", "avx512vbmi2", "avx512ifma", "avx512vnni", "avx512bitalg",
-        "avx512vpopcntdq", "avx512fp16", "avxvnni", "gfni", "vpclmulqdq", "vaes", "bmi", "bmi2",
-        "popcnt", "f16c"})
-    if (subtarget->checkFeatures(std::string("+") + extension))
-      result.otherExtensions.push_back(extension);
+  // The list is the runtime's (CpuFeatures.def), which checks them.
+#define LOOM_CPU_FEATURE(extension, unasked)                                   \
+  if (unasked && subtarget->checkFeatures(std::string("+") + extension))       \
+    result.otherExtensions.push_back(extension);
+#include "loom/runtime/exec/CpuFeatures.def"
   bool dots = result.avx512f && result.avx512bf16;
   if (bf16Matmul == "dot" && !dots)
     return emitError(loc, "--bf16-matmul=dot needs avx512_bf16, which CPU '")

@@ -13,21 +13,11 @@
 
 using namespace loom::runtime;
 
-// The features loom_cpu_target may name, in __builtin_cpu_supports' names:
-// one list for the parser and the host query (which takes literals only).
-#define LOOM_CPU_FEATURES(X)                                                   \
-  X("avx2") X("fma") X("avx512f") X("avx512bw") X("avx512dq") X("avx512vl")    \
-  X("avx512bf16") X("sse4a") X("avx512cd") X("avx512vbmi") X("avx512vbmi2")      \
-  X("avx512ifma") X("avx512vnni") X("avx512bitalg") X("avx512vpopcntdq")       \
-  X("avx512fp16") X("avxvnni") X("gfni") X("vpclmulqdq") X("vaes") X("bmi")     \
-  X("bmi2") X("popcnt") X("f16c") X("amx-tile") X("amx-bf16")
-
 static bool isKnownFeature(const std::string &name) {
-#define LOOM_KNOWN(feature)                                                    \
+#define LOOM_CPU_FEATURE(feature, unasked)                                      \
   if (name == feature)                                                         \
     return true;
-  LOOM_CPU_FEATURES(LOOM_KNOWN)
-#undef LOOM_KNOWN
+#include "loom/runtime/exec/CpuFeatures.def"
   return false;
 }
 
@@ -68,11 +58,11 @@ bool loom::runtime::parseCpuTarget(const std::string &text, CpuTargetInfo &info,
 
 bool loom::runtime::hostHasCpuFeature(const std::string &feature) {
 #if defined(__x86_64__) || defined(__i386__)
-#define LOOM_HOST_HAS(name)                                                    \
+  // __builtin_cpu_supports takes literals only: one test per name.
+#define LOOM_CPU_FEATURE(name, unasked)                                        \
   if (feature == name)                                                         \
     return __builtin_cpu_supports(name);
-  LOOM_CPU_FEATURES(LOOM_HOST_HAS)
-#undef LOOM_HOST_HAS
+#include "loom/runtime/exec/CpuFeatures.def"
 #endif
   return false;
 }

@@ -29,12 +29,8 @@ struct CpuTargetInfo {
 /// Parses loom_cpu_target; false with `error` set on a malformed record.
 bool parseCpuTarget(const std::string &text, CpuTargetInfo &info, std::string &error);
 
-/// Whether this CPU has `feature` (one of the names parseCpuTarget accepts
-/// in needs=: avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16,
-/// sse4a, and the extensions LLVM uses unasked: avx512cd, avx512vbmi(2),
-/// avx512ifma, avx512vnni, avx512bitalg, avx512vpopcntdq, avx512fp16,
-/// avxvnni, gfni, vpclmulqdq, vaes, bmi, bmi2, popcnt, f16c; amx-tile and
-/// amx-bf16 for the AMX kernels).
+/// Whether this CPU has `feature` (one of the names of CpuFeatures.def,
+/// the list loomc records from and parseCpuTarget accepts in needs=).
 bool hostHasCpuFeature(const std::string &feature);
 
 /// Asks Linux for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM), once
