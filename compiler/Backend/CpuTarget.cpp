@@ -15,9 +15,11 @@
 using namespace mlir;
 
 std::string loom::CpuTarget::matmulPath(bool bf16) const {
-  if (bf16 && bf16Amx)
-    return emulateAmx ? "amx-emulated" : "amx-bf16";
-  if (bf16 && bf16Dot())
+  if (bf16 && bf16Path == Bf16MatmulPath::Amx)
+    return "amx-bf16";
+  if (bf16 && bf16Path == Bf16MatmulPath::EmulatedAmx)
+    return "amx-emulated";
+  if (bf16 && bf16Path == Bf16MatmulPath::Dot)
     return "avx512-bf16-dot";
   return avx512f ? "avx512-fma" : avx2 ? "avx2-fma" : "sse";
 }
@@ -35,8 +37,8 @@ std::string loom::CpuTarget::describe() const {
   need(avx512dq, "avx512dq");
   need(avx512vl, "avx512vl");
   need(avx512bf16, "avx512bf16");
-  need(bf16Amx && !emulateAmx, "amx-tile");
-  need(bf16Amx && !emulateAmx, "amx-bf16");
+  need(bf16Path == Bf16MatmulPath::Amx, "amx-tile");
+  need(bf16Path == Bf16MatmulPath::Amx, "amx-bf16");
   for (const std::string &extension : otherExtensions)
     need(true, extension.c_str());
   return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
@@ -95,9 +97,11 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
     return emitError(loc, "--bf16-matmul=amx needs amx-bf16, which CPU '")
            << result.name << "' does not have (--bf16-matmul=amx-emulated runs its kernels "
            << "with the tiles emulated)";
-  result.bf16Amx = bf16Matmul.starts_with("amx");
-  result.emulateAmx = bf16Matmul == "amx-emulated";
-  result.prefersBf16Dot =
+  bool prefersDots =
       bf16Matmul == "dot" || (bf16Matmul == "auto" && llvm::StringRef(result.name).starts_with("znver"));
+  result.bf16Path = bf16Matmul == "amx"            ? Bf16MatmulPath::Amx
+                    : bf16Matmul == "amx-emulated" ? Bf16MatmulPath::EmulatedAmx
+                    : dots && prefersDots          ? Bf16MatmulPath::Dot
+                                                   : Bf16MatmulPath::Fma;
   return result;
 }

@@ -11,6 +11,11 @@
 
 namespace loom {
 
+/// How the CPU kernels compute bf16 matmuls: FMA tiles on widened
+/// operands, avx512_bf16 dot products, AMX tiles, or AMX tiles emulated in
+/// vector code (tests).
+enum class Bf16MatmulPath { Fma, Dot, Amx, EmulatedAmx };
+
 /// A CPU the kernels target: its LLVM name, the features code generation
 /// gets, and the vector extensions the CPU tiling uses.
 struct CpuTarget {
@@ -20,12 +25,8 @@ struct CpuTarget {
   std::string featureText;
   bool avx2 = false, fma = false, avx512f = false, avx512bw = false, avx512dq = false,
        avx512vl = false, avx512bf16 = false, amxbf16 = false;
-  /// Whether bf16 matmuls take the dot products where the CPU has them.
-  bool prefersBf16Dot = false;
-  /// Whether bf16 matmuls run on AMX tiles (--bf16-matmul=amx), and whether
-  /// those tiles are emulated with vector code instead (amx-emulated: the
-  /// AMX kernels' loops and layouts, checked on a CPU without AMX).
-  bool bf16Amx = false, emulateAmx = false;
+  /// How bf16 matmuls run (resolveCpuTarget's choice).
+  Bf16MatmulPath bf16Path = Bf16MatmulPath::Fma;
   /// The other extensions the target has that LLVM may use on its own
   /// (sse4a, bit manipulation, AVX-512 subsets, GFNI, ...), in the
   /// runtime's names.
@@ -33,8 +34,6 @@ struct CpuTarget {
 
   /// The vector register width the register tiles are sized for.
   unsigned vectorBits() const { return avx512f ? 512 : 256; }
-  /// Whether bf16 matmuls run on avx512_bf16's pair dot products.
-  bool bf16Dot() const { return !bf16Amx && avx512f && avx512bf16 && prefersBf16Dot; }
   /// How the kernels compute a matmul of `bf16` operands, in words
   /// (what `--info` reports): "amx-bf16", "amx-emulated",
   /// "avx512-bf16-dot", "avx512-fma", "avx2-fma".
@@ -48,8 +47,8 @@ struct CpuTarget {
 /// `cpu` resolved: "native" is this machine's CPU with its features; any
 /// other name must be an LLVM CPU name for the host triple (else an error at
 /// `loc`: "unknown CPU 'x' for x86_64-... (use native, or an LLVM CPU name
-/// such as x86-64-v3)"). `bf16Matmul` ("auto", "dot" or "fma") picks the
-/// bf16 path: auto takes the dot products on AMD Zen (znver*), where they
+/// such as x86-64-v3)"). `bf16Matmul` ("auto", "dot", "fma", "amx" or
+/// "amx-emulated") picks the bf16 path: auto takes the dot products on AMD Zen (znver*), where they
 /// ran 1.7-2.4x the f32 FMA tiles (benchmarks/cpu, znver5), and not on
 /// Intel's cores, which run `vdpbf16ps` at half the FMA tiles' rate
 /// (emeraldrapids, 2048^3: 78 against 131 GFLOP/s on widened operands);

@@ -392,12 +392,7 @@ LogicalResult Compilation::tileForCpu() {
   for (auto kernel : module->getOps<func::FuncOp>())
     arguments[kernel.getSymName()] = kernel.getNumArguments();
   if (failed(runPipeline(*module, [&](OpPassManager &pm) {
-        const CpuTarget &cpu = **target;
-        Bf16MatmulPath bf16 = cpu.bf16Amx      ? (cpu.emulateAmx ? Bf16MatmulPath::EmulatedAmx
-                                                                 : Bf16MatmulPath::Amx)
-                              : cpu.bf16Dot() ? Bf16MatmulPath::Dot
-                                              : Bf16MatmulPath::Fma;
-        buildCpuTilingPipeline(pm, cpu.vectorBits(), bf16);
+        buildCpuTilingPipeline(pm, (*target)->vectorBits(), (*target)->bf16Path);
       })))
     return failure();
   // The tiles' temporaries became trailing arguments: scratch for the plan.

@@ -48,7 +48,8 @@ struct DriverOptions {
   /// The CPU the host kernels are compiled for ("native" or an LLVM name).
   std::string cpu = "native";
   /// How bf16 matmuls run on the CPU: "auto" (avx512_bf16 dot products on
-  /// AMD Zen, the FMA tiles elsewhere), "dot" or "fma".
+  /// AMD Zen, the FMA tiles elsewhere), "dot", "fma", "amx" or
+  /// "amx-emulated" (resolveCpuTarget).
   std::string bf16Matmul = "auto";
   /// Whether executables carry GPU kernels (needs a CUDA toolkit).
   bool embedGpu = false;

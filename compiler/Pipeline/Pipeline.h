@@ -3,6 +3,8 @@
 #ifndef LOOM_PIPELINE_PIPELINE_H
 #define LOOM_PIPELINE_PIPELINE_H
 
+#include "Backend/CpuTarget.h"
+
 #include "mlir/Pass/PassManager.h"
 
 #include <string>
@@ -49,11 +51,6 @@ void buildLinalgPipeline(mlir::OpPassManager &pm);
 /// out-parameters and temporaries into trailing scratch arguments, so a
 /// kernel's arguments are (inputs, outputs, scratch), all plan buffers.
 void buildBufferizePipeline(mlir::OpPassManager &pm);
-
-/// How the CPU kernels compute bf16 matmuls: FMA tiles on widened
-/// operands, avx512_bf16 dot products, AMX tiles, or AMX tiles emulated in
-/// vector code (tests).
-enum class Bf16MatmulPath { Fma, Dot, Amx, EmulatedAmx };
 
 /// buffers -> tiled (CPU): matmuls in cache tiles of vectorized register
 /// tiles sized for `vectorBits`-wide registers (outer products), bf16 ones

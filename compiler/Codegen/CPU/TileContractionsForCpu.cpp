@@ -379,12 +379,6 @@ struct LoomTileContractionsForCpu
       };
       bool halves = elementType(0).getIntOrFloatBitWidth() == 16 &&
                     elementType(1).getIntOrFloatBitWidth() == 16 && isa<FloatType>(elementType(0));
-      // Without dots, a 16-bit matmul is an f32 one on widened copies (one
-      // pass over each operand), which the FMA tiles run at their f32 speed:
-      // bf16 2048^3 on Emerald Rapids 131 GFLOP/s, its dots 78; the tiles'
-      // own per-k widening (4 + 16 conversions per k step) ran 87 at 256^3
-      // against 138, and gpt-train's bf16 forward's kernels 2.8 ms against
-      // 2.4 (its 64-wide matmuls).
       if (bf16Amx && loom::isAmxMatmul(op)) {
         if (std::optional<linalg::TransposeOp> pack = loom::rewriteAsAmxMatmul(op)) {
           unsigned packId = packs++;
@@ -395,6 +389,12 @@ struct LoomTileContractionsForCpu
         }
       }
       bool onDots = bf16Dot && loom::isBf16PairMatmul(op);
+      // Without dots, a 16-bit matmul is an f32 one on widened copies (one
+      // pass over each operand), which the FMA tiles run at their f32 speed:
+      // bf16 2048^3 on Emerald Rapids 131 GFLOP/s, its dots 78; the tiles'
+      // own per-k widening (4 + 16 conversions per k step) ran 87 at 256^3
+      // against 138, and gpt-train's bf16 forward's kernels 2.8 ms against
+      // 2.4 (its 64-wide matmuls).
       if (halves && !onDots)
         op = widenMatmulOperands(op);
       bool f32 = elementType(0).isF32() && elementType(1).isF32();
