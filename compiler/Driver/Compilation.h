@@ -73,6 +73,8 @@ public:
     return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
   }
   bool wantsGpu() const;
+  /// Whether loom-fuse-attention runs (--fuse-attention, CPU-only builds).
+  bool fusesAttention() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }
   /// Whether the run ends in an executable (no --emit, no report).

@@ -272,9 +272,15 @@ bool Compilation::wantsGradients() const {
   return options.gradients || options.train || options.emit == Stage::Autodiff;
 }
 
+bool Compilation::fusesAttention() const {
+  // --explain models the plan a GPU build runs, which keeps the five ops.
+  return options.fuseAttention && !wantsGpu() && !options.explain;
+}
+
 LogicalResult Compilation::differentiate() {
   return runPipeline(*module, [&](OpPassManager &pm) {
-    buildAutodiffPipeline(pm, options.train, options.gradBucketMb);
+    buildAutodiffPipeline(pm, options.train, options.gradBucketMb,
+                          fusesAttention());
   });
 }
 
@@ -282,6 +288,7 @@ LogicalResult Compilation::partition() {
   PartitionOptions partition;
   partition.remarks = options.remarkCollectives;
   partition.sequenceParallel = options.sequenceParallel;
+  partition.fuseAttention = fusesAttention();
   partition.schedule = options.schedule;
   // Buckets group gradient sums: only the gradient program has them.
   partition.gradBucketMb =

@@ -59,6 +59,10 @@ struct DriverOptions {
   bool remarkCollectives = false;
   /// Sequence parallelism: reduce-scatter/all-gather around the norms.
   bool sequenceParallel = false;
+  /// Attention as one loom.attention, lowered in blocks on the CPU
+  /// (loom-fuse-attention); not in builds with GPU kernels, whose stages
+  /// have no blocked attention yet, nor for --explain, which models them.
+  bool fuseAttention = true;
   /// --schedule: the pipeline schedule instead of the train section's
   /// (gpipe, 1f1b, interleaved, zero_bubble); --schedule-svg: where to draw
   /// its timeline.

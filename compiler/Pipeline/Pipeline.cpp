@@ -101,9 +101,13 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
 }
 
 void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train,
-                                   double updateBucketMb) {
+                                   double updateBucketMb, bool fuseAttention) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
+  // Before differentiating: the backward then recomputes the scores
+  // instead of keeping them.
+  if (fuseAttention)
+    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention());
   if (train)
     pm.addPass(mlir::loom::createLoomMasterWeights());
   mlir::loom::LoomAutodiffOptions autodiff;
@@ -121,6 +125,8 @@ void ::loom::buildPartitionPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   // A no-op after autodiff, which expands MoE blocks first.
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention());
   // One cast of a value per precision, not one per use: a resharded value
   // is then moved once.
   pm.addPass(createCSEPass());

@@ -22,6 +22,9 @@ struct PartitionOptions {
   /// loomc --schedule: a pipelined model's schedule instead of its train
   /// section's.
   std::string schedule;
+  /// loom-fuse-attention first (a forward-only build; a trained one fused
+  /// in the autodiff pipeline).
+  bool fuseAttention = false;
 };
 
 /// loom -> autodiff: stages inlined, and each trained model's loss
@@ -30,7 +33,8 @@ struct PartitionOptions {
 /// step: `next.<param>` results), in update buckets of `updateBucketMb`
 /// MiB of params, one kernel each.
 void buildAutodiffPipeline(mlir::OpPassManager &pm, bool train,
-                           double updateBucketMb = 25);
+                           double updateBucketMb = 25,
+                           bool fuseAttention = false);
 
 /// loom (or autodiff) -> partitioned: stages inlined, and next to each model `@M` its
 /// per-rank program `@M_spmd` with explicit `shard` collectives (when the

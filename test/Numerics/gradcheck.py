@@ -63,6 +63,13 @@ CASES = {
     "softmax": ("param a : [N, D] init normal(1)", "mse(softmax(a, axis = -1), t)"),
     "causal-mask": ("param a : [2, D, D] init normal(1)",
                     "mse(sum(softmax(causal_mask(a)), axis = 0), t2)"),
+    # loom.attention (loom-fuse-attention): its VJP recomputes the scores.
+    "attention": ("param q : [2, N, D] init normal(1)\n  param k : [2, N, D] init normal(1)\n"
+                  "  param v : [2, N, D] init normal(1)",
+                  "mse(sum(softmax(q @ transpose(k) * 0.5, axis = -1) @ v, axis = 0), t)"),
+    "attention-causal": ("param q : [2, N, D] init normal(1)\n  param k : [2, N, D] init normal(1)\n"
+                         "  param v : [2, N, D] init normal(1)",
+                         "mse(sum(softmax(causal_mask(q @ transpose(k))) @ v, axis = 0), t)"),
     "layernorm": ("param a : [N, D] init normal(1)\n  param g : f32[D] init uniform(0.5, 1.5)\n"
                   "  param b : f32[D] init normal(0.1)", "mse(layernorm(a, g, b), t)"),
     "rmsnorm": ("param a : [N, D] init normal(1)\n  param g : f32[D] init uniform(0.5, 1.5)",

@@ -176,6 +176,12 @@ cl::opt<double> gradBucketMb(
              "of at most this many MiB, one all-reduce each, in the order "
              "the backward produces them (0: one all-reduce per gradient)"),
     cl::init(25.0), cl::value_desc("MiB"), cl::cat(loomCategory));
+cl::opt<bool> fuseAttention(
+    "fuse-attention",
+    cl::desc("Compile softmax(causal_mask(q @ transpose(k) * s)) @ v as one "
+             "attention kernel that never holds the [queries, keys] scores "
+             "(CPU builds; the default). =false keeps the five ops"),
+    cl::init(true), cl::cat(loomCategory));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("Sequence parallelism: split the residual stream along the "
@@ -333,6 +339,7 @@ int main(int argc, char **argv) {
   options.mesh = meshSizes;
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
+  options.fuseAttention = fuseAttention;
   options.recomputeLayers = recompute == Recompute::Layers;
   options.schedule = schedule;
   options.scheduleSvg = scheduleSvg;

@@ -9,6 +9,18 @@ namespace mlir::loom {
 
 using namespace mlir;
 
+/// Whether `alloc` lives inside scf.for and scf.if only, and no loop
+/// carries it to the next iteration.
+static bool isIterationLocal(memref::AllocOp alloc, func::FuncOp func) {
+  for (Operation *parent = alloc->getParentOp(); parent != func;
+       parent = parent->getParentOp())
+    if (!isa<scf::ForOp, scf::IfOp>(parent))
+      return false;
+  return llvm::none_of(alloc->getUsers(), [](Operation *user) {
+    return isa<scf::YieldOp, func::ReturnOp>(user);
+  });
+}
+
 namespace {
 struct LoomHoistKernelAllocs
     : public loom::impl::LoomHoistKernelAllocsBase<LoomHoistKernelAllocs> {
@@ -36,6 +48,14 @@ struct LoomHoistKernelAllocs
       for (auto alloc : entry.getOps<memref::AllocOp>())
         if (alloc.getType().hasStaticShape())
           allocs.push_back(alloc);
+      // A temporary of a sequential loop's body (an attention's score tile)
+      // too: each iteration writes it before reading it, so one buffer
+      // serves them all, and the kernel allocates nothing per iteration.
+      func.walk([&](memref::AllocOp alloc) {
+        if (alloc->getBlock() != &entry && alloc.getType().hasStaticShape() &&
+            isIterationLocal(alloc, func))
+          allocs.push_back(alloc);
+      });
       auto scratch = DictionaryAttr::get(
           func.getContext(),
           {NamedAttribute(loom::attr::kScratch, UnitAttr::get(func.getContext()))});

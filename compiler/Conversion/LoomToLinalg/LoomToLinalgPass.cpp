@@ -20,6 +20,7 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
   populateElementwiseToLinalgPatterns(patterns);
   populateContractionToLinalgPatterns(patterns);
   populateReductionsToLinalgPatterns(patterns);
+  populateAttentionToLinalgPatterns(patterns);
   populateDataMovementToLinalgPatterns(patterns);
   populateGradientsToLinalgPatterns(patterns);
   populateMoeToLinalgPatterns(patterns);

@@ -189,6 +189,40 @@ def Loom_CausalMaskOp : Loom_Op<"causal_mask",
   let hasVerifier = 1;
 }
 
+def Loom_AttentionOp : Loom_Op<"attention",
+                               [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
+  let summary = "Scaled dot-product attention, one op for its five";
+  let description = [{
+    `softmax(causal_mask(query @ transpose(key) * scale), axis = -1) @ value`
+    exactly as those ops compute it, rounding points included: the scores
+    are rounded to the operand type after the matmul and after the scale,
+    the probabilities after the softmax (statistics in f32), the output
+    after `@ value`; both matmuls accumulate in `accumulate`. `scale` (a
+    scalar of the operand type) and `causal` are optional.
+    `loom-fuse-attention` forms it from those ops; on the CPU it lowers to
+    one kernel that never holds the [queries, keys] scores: per block of
+    queries, one pass over the key blocks finds each row's maximum and sum,
+    a second one forms the probabilities and accumulates `@ value`
+    (key blocks wholly above the diagonal skipped when causal).
+
+    ```mlir
+    %o = loom.attention %q, %k, %v scale %s causal accumulate f32
+        : (tensor<2x4x64x16xbf16>, tensor<2x4x64x16xbf16>,
+           tensor<2x4x64x16xbf16>, tensor<bf16>) -> tensor<2x4x64x16xbf16>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
+                       Loom_FloatTensor:$value,
+                       Optional<Loom_FloatTensor>:$scale, UnitAttr:$causal,
+                       TypeAttrOf<AnyFloat>:$accumulate);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`scale` $scale^)? (`causal` $causal^)?
+    `accumulate` $accumulate attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_LayerNormOp : Loom_Op<"layernorm", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure, AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the last dimension";
   let description = [{

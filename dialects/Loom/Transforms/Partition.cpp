@@ -694,6 +694,16 @@ LogicalResult Partitioner::partition(Operation *op) {
   }
   if (isa<SumOp, MeanOp, MaxOp>(op))
     return partitionReduction(op);
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    // Whole (query, feature) and (key, feature) planes; the batch dims
+    // (heads, sequences) split alike in all three operands.
+    int64_t rank = attention.getType().getRank();
+    Sharding in = withWhole(attention.getQuery(), {rank - 2, rank - 1});
+    SmallVector<Sharding> operands(3, in);
+    if (attention.getScale())
+      operands.push_back(Sharding::replicated(0));
+    return apply(op, operands, {in});
+  }
   if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
     int64_t rank = softmax.getType().getRank();
     Sharding in = withWhole(softmax.getInput(),

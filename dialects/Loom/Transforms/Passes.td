@@ -38,6 +38,23 @@ def LoomExpandMoe : Pass<"loom-expand-moe", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::loom::LoomDialect"];
 }
 
+def LoomFuseAttention : Pass<"loom-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Form loom.attention from softmax(causal_mask(q @ transpose(k) * s)) @ v";
+  let description = [{
+    Replaces the five ops of scaled dot-product attention (`loom.matmul` of
+    the queries with the transposed keys, an optional `loom.mul` by a
+    scalar, an optional `loom.causal_mask`, `loom.softmax` along the last
+    axis and `loom.matmul` with the values) by one `loom.attention`, where
+    the scores and probabilities have no other use (a model output that
+    reads them keeps the ops as they are). Both matmuls must accumulate in
+    the same type without `multiply`, all operands have one element type
+    and the same batch dimensions. The result is the same computation with
+    the same rounding points; the CPU lowering then never materializes the
+    [queries, keys] scores.
+  }];
+  let dependentDialects = ["mlir::loom::LoomDialect"];
+}
+
 def LoomAutodiff : Pass<"loom-autodiff", "mlir::ModuleOp"> {
   let summary = "Gradients of each trained model's loss with respect to its params";
   let description = [{

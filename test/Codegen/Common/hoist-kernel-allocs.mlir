@@ -54,18 +54,17 @@ func.func private @declared(memref<4xf32>) attributes {loom.kernel}
 
 // -----
 
-// Only the static top-level alloc becomes an argument: the dynamic one and
-// the one inside the loop (with their deallocs) stay.
+// The static allocs become arguments, the one inside the loop too (no
+// iteration reads what another wrote: one buffer serves them all); the
+// dynamic one stays.
 // CHECK-LABEL: func.func private @mixed
-// CHECK-SAME: (%[[N:[^:]+]]: index, %[[OUT:[^:]+]]: memref<?xf32>, %[[T:[^:]+]]: memref<8xf32> {loom.scratch})
+// CHECK-SAME: (%[[N:[^:]+]]: index, %[[OUT:[^:]+]]: memref<?xf32>, %[[T:[^:]+]]: memref<8xf32> {loom.scratch}, %[[U:[^:]+]]: memref<8xf32> {loom.scratch})
 // CHECK-SAME: attributes {loom.kernel}
 // CHECK: %[[D:.+]] = memref.alloc(%[[N]]) : memref<?xf32>
 // CHECK-NEXT: memref.copy %[[D]], %[[OUT]]
 // CHECK-NEXT: memref.dealloc %[[D]] : memref<?xf32>
 // CHECK-NEXT: scf.for
-// CHECK-NEXT: %[[U:.+]] = memref.alloc() : memref<8xf32>
 // CHECK-NEXT: memref.copy %[[U]], %[[T]] : memref<8xf32> to memref<8xf32>
-// CHECK-NEXT: memref.dealloc %[[U]] : memref<8xf32>
 // CHECK-NEXT: }
 // CHECK-NEXT: return
 func.func private @mixed(%n: index, %out: memref<?xf32>) attributes {loom.kernel} {
@@ -81,6 +80,34 @@ func.func private @mixed(%n: index, %out: memref<?xf32>) attributes {loom.kernel
     memref.dealloc %u : memref<8xf32>
   }
   memref.dealloc %t : memref<8xf32>
+  return
+}
+
+// -----
+
+// Left in place: an alloc a loop carries to its next iteration, and one in
+// a parallel loop (its iterations may run at once).
+// CHECK-LABEL: func.func private @carried
+// CHECK-SAME: (%{{[^:]+}}: index, %{{[^:]+}}: memref<8xf32>) attributes {loom.kernel}
+// CHECK: scf.for
+// CHECK: memref.alloc() : memref<8xf32>
+// CHECK: scf.yield
+// CHECK: scf.parallel
+// CHECK: memref.alloc() : memref<4xf32>
+func.func private @carried(%n: index, %out: memref<8xf32>) attributes {loom.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %last = scf.for %i = %c0 to %n step %c1 iter_args(%prev = %out) -> (memref<8xf32>) {
+    %next = memref.alloc() : memref<8xf32>
+    memref.copy %prev, %next : memref<8xf32> to memref<8xf32>
+    scf.yield %next : memref<8xf32>
+  }
+  memref.copy %last, %out : memref<8xf32> to memref<8xf32>
+  scf.parallel (%j) = (%c0) to (%n) step (%c1) {
+    %w = memref.alloc() : memref<4xf32>
+    memref.dealloc %w : memref<4xf32>
+    scf.reduce
+  }
   return
 }
 

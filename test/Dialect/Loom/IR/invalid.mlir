@@ -1589,3 +1589,67 @@ func.func @moe_exchange_axes(%p: tensor<8x4xf32>) {
       : tensor<8x4xf32> -> tensor<8x2xi32>, tensor<8x2xi32>, tensor<16xi32>, tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @attention_feature_size(%q: tensor<2x8x16xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'loom.attention' op query and key must have the same feature size}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<2x8x16xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x8x16xf32>, %k: tensor<4x8x16xf32>, %v: tensor<4x8x16xf32>) {
+  // expected-error @+1 {{'loom.attention' op query, key and value must have the same batch dimensions}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<2x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_keys(%q: tensor<8x16xf32>, %k: tensor<12x16xf32>, %v: tensor<10x16xf32>) {
+  // expected-error @+1 {{'loom.attention' op key and value must have the same number of keys}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<8x16xf32>, tensor<12x16xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_result(%q: tensor<8x16xf32>, %k: tensor<12x16xf32>, %v: tensor<12x4xf32>) {
+  // expected-error @+1 {{'loom.attention' op result must have shape [8, 4]}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<8x16xf32>, tensor<12x16xf32>, tensor<12x4xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_types(%q: tensor<8x16xbf16>, %k: tensor<8x16xf32>, %v: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.attention' op query, key, value and result must have one element type}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<8x16xbf16>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xbf16>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<16xf32>, %k: tensor<16xf32>, %v: tensor<16xf32>) {
+  // expected-error @+1 {{'loom.attention' op needs queries of rank >= 2 ([..., queries, features])}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_ranks(%q: tensor<2x8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.attention' op query, key, value and result must have the same rank}}
+  %0 = loom.attention %q, %k, %v accumulate f32 : (tensor<2x8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x16xf32>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'loom.attention' op scale must be a scalar of the operand type}}
+  %0 = loom.attention %q, %k, %v scale %s accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<1xf32>) -> tensor<8x16xf32>
+  return
+}

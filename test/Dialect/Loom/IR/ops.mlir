@@ -122,6 +122,20 @@ func.func @attention_helpers(%s: tensor<2x4x16x16xf32>, %v: tensor<16x1000xbf16>
 
 // -----
 
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x64x16xbf16>, %k: tensor<2x4x32x16xbf16>,
+                     %v: tensor<2x4x32x8xbf16>, %s: tensor<bf16>) {
+  // CHECK: loom.attention %arg0, %arg1, %arg2 scale %arg3 causal accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>, tensor<bf16>) -> tensor<2x4x64x8xbf16>
+  %0 = loom.attention %q, %k, %v scale %s causal accumulate f32
+      : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>, tensor<bf16>) -> tensor<2x4x64x8xbf16>
+  // CHECK: loom.attention %arg0, %arg1, %arg2 accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>) -> tensor<2x4x64x8xbf16>
+  %1 = loom.attention %q, %k, %v accumulate f32
+      : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>) -> tensor<2x4x64x8xbf16>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @norms
 // CHECK-SAME: (%[[X:.+]]: tensor<64x512xbf16>, %[[G:.+]]: tensor<512xf32>, %[[B:.+]]: tensor<512xf32>, %[[H:.+]]: tensor<512xbf16>)
 func.func @norms(%x: tensor<64x512xbf16>, %g: tensor<512xf32>,

@@ -1,0 +1,113 @@
+//===- FuseAttention.cpp - Five attention ops become one loom.attention ---===//
+
+#include "Loom/IR/LoomOps.h"
+#include "Loom/Transforms/Passes.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMFUSEATTENTION
+#include "Loom/Transforms/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+using namespace mlir::loom;
+
+/// The op of type OpT defining `value` when `value` has no other use (the
+/// fused op replaces it, so nothing else may read it).
+template <typename OpT>
+static OpT soleUseOf(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  return value.getDefiningOp<OpT>();
+}
+
+static Type elementOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getElementType();
+}
+
+/// The attention `output` (softmax(...) @ v) computes, or failure; `chain`
+/// gets the ops it replaces, users first.
+static FailureOr<AttentionOp> matchAttention(MatmulOp output, OpBuilder &b,
+                                             SmallVectorImpl<Operation *> &chain) {
+  if (output.getMultiply())
+    return failure();
+  auto softmax = soleUseOf<SoftmaxOp>(output.getLhs());
+  if (!softmax || static_cast<int64_t>(softmax.getAxis()) != softmax.getType().getRank() - 1)
+    return failure();
+  chain.assign({output, softmax});
+  Value scores = softmax.getInput();
+  bool causal = false;
+  if (auto mask = soleUseOf<CausalMaskOp>(scores)) {
+    causal = true;
+    scores = mask.getInput();
+    chain.push_back(mask);
+  }
+  Value scale;
+  if (auto mul = soleUseOf<MulOp>(scores)) {
+    // Either operand order; the scalar is the scale.
+    auto isScalar = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getRank() == 0;
+    };
+    Value lhs = mul.getLhs(), rhs = mul.getRhs();
+    if (isScalar(rhs) && !isScalar(lhs)) {
+      scale = rhs;
+      scores = lhs;
+    } else if (isScalar(lhs) && !isScalar(rhs)) {
+      scale = lhs;
+      scores = rhs;
+    } else {
+      return failure();
+    }
+    chain.push_back(mul);
+  }
+  auto product = soleUseOf<MatmulOp>(scores);
+  if (!product || product.getMultiply() ||
+      product.getAccumulate() != output.getAccumulate())
+    return failure();
+  auto keyT = soleUseOf<TransposeOp>(product.getRhs());
+  if (!keyT || !swapsLastTwoDims(keyT.getPermutation()))
+    return failure();
+  chain.append({product, keyT});
+  Value query = product.getLhs(), key = keyT.getInput(), value = output.getRhs();
+  // One element type throughout (no cast hidden in a mixed op), and
+  // operands of one rank with the same batch dims (no broadcasting).
+  Type element = elementOf(query);
+  for (Value v : SmallVector<Value>{key, value, product.getResult(), scores,
+                                   softmax.getResult(), output.getResult()})
+    if (elementOf(v) != element)
+      return failure();
+  if (scale && elementOf(scale) != element)
+    return failure();
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  auto v = cast<RankedTensorType>(value.getType());
+  int64_t batch = q.getRank() - 2;
+  if (k.getRank() != q.getRank() || v.getRank() != q.getRank() ||
+      k.getShape().take_front(batch) != q.getShape().take_front(batch) ||
+      v.getShape().take_front(batch) != q.getShape().take_front(batch))
+    return failure();
+  b.setInsertionPoint(output);
+  return AttentionOp::create(b, output.getLoc(), output.getType(), query, key,
+                             value, scale, causal ? b.getUnitAttr() : nullptr,
+                             output.getAccumulateAttr());
+}
+
+namespace {
+struct LoomFuseAttention
+    : public loom::impl::LoomFuseAttentionBase<LoomFuseAttention> {
+  void runOnOperation() override {
+    SmallVector<MatmulOp> outputs;
+    getOperation().walk([&](MatmulOp matmul) { outputs.push_back(matmul); });
+    OpBuilder b(&getContext());
+    for (MatmulOp output : outputs) {
+      SmallVector<Operation *> chain;
+      FailureOr<AttentionOp> fused = matchAttention(output, b, chain);
+      if (failed(fused))
+        continue;
+      // Each op of the chain had its successor as its only user.
+      output.replaceAllUsesWith(fused->getResult());
+      for (Operation *op : chain)
+        op->erase();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,69 @@
+// RUN: loom-opt %s --split-input-file --convert-loom-to-linalg | FileCheck %s
+
+// --convert-loom-to-linalg, attention: batch dims folded into one, then per
+// block of queries (the largest divisor of both sequence lengths up to 64)
+// two loops over the key blocks, each forming that block's scores again:
+// the first updates each row's maximum and sum, the second accumulates the
+// rounded probabilities times the values. No [queries, keys] tensor.
+
+// CHECK-LABEL: func.func @causal
+// CHECK: %[[SCALE:.+]] = arith.extf %{{.+}} : bf16 to f32
+// CHECK: %[[Q:.+]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2], [3]] : tensor<2x4x128x16xbf16> into tensor<8x128x16xbf16>
+// CHECK: scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%[[OUT:.+]] = %{{.+}}) -> (tensor<8x128x8xbf16>)
+// CHECK: tensor.extract_slice %[[Q]][0, %[[QB]], 0] [8, 64, 16] [1, 1, 1]
+// A causal block of queries stops at the end of its diagonal block.
+// CHECK: %[[DIAG:.+]] = arith.addi %[[QB]], %{{.+}} : index
+// CHECK: %[[END:.+]] = arith.minsi %[[DIAG]], %{{.+}} : index
+// Pass 1: maximum and sum.
+// CHECK: %[[STATS:.+]]:2 = scf.for %[[KB:.+]] = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (tensor<8x64xf32>, tensor<8x64xf32>)
+// CHECK: linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins({{.+}} : tensor<8x64x16xbf16>, tensor<8x64x16xbf16>) outs({{.+}} : tensor<8x64x64xf32>)
+// The scores rounded to bf16 after the product and after the scale, -inf
+// above the diagonal.
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: arith.mulf %{{.+}}, %[[SCALE]] : f32
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: arith.addi %[[QB]], %{{.+}} : index
+// CHECK: arith.addi %[[KB]], %{{.+}} : index
+// CHECK: arith.cmpi sgt
+// CHECK: arith.select
+// CHECK: arith.maxnumf
+// CHECK: math.exp
+// CHECK: arith.mulf
+// CHECK: scf.yield
+// Pass 2: probabilities rounded to bf16, times the values, in f32.
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (tensor<8x64x8xf32>)
+// CHECK: ins(%{{.+}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<8x64x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) outs(%{{.+}} : tensor<8x64x64xbf16>)
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: ins(%{{.+}}, %{{.+}} : tensor<8x64x64xbf16>, tensor<8x64x8xbf16>) outs(%{{.+}} : tensor<8x64x8xf32>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[OUT]][0, %[[QB]], 0] [8, 64, 8] [1, 1, 1]
+// CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [2, 4, 128, 8]
+// CHECK-NOT: tensor<8x128x128
+func.func @causal(%q: tensor<2x4x128x16xbf16>, %k: tensor<2x4x128x16xbf16>, %v: tensor<2x4x128x8xbf16>,
+                  %s: tensor<bf16>) -> tensor<2x4x128x8xbf16> {
+  %0 = loom.attention %q, %k, %v scale %s causal accumulate f32
+      : (tensor<2x4x128x16xbf16>, tensor<2x4x128x16xbf16>, tensor<2x4x128x8xbf16>, tensor<bf16>) -> tensor<2x4x128x8xbf16>
+  return %0 : tensor<2x4x128x8xbf16>
+}
+
+// -----
+
+// A matrix: a unit batch dim in front. 48 queries and 80 keys: blocks of
+// 16; not causal, so every block of queries reads all 80 keys; f32 needs
+// no rounding.
+
+// CHECK-LABEL: func.func @matrix
+// CHECK: tensor.expand_shape %arg0 {{\[\[}}0, 1], [2]] output_shape [1, 48, 16]
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c48 step %c16
+// CHECK-NOT: arith.minsi
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c80 step %c16
+// CHECK-NOT: arith.truncf
+// CHECK: scf.for %{{.+}} = %{{.+}} to %c80 step %c16
+// CHECK-NOT: arith.truncf
+// CHECK: tensor.collapse_shape %{{.+}} {{\[\[}}0, 1], [2]] : tensor<1x48x4xf32> into tensor<48x4xf32>
+func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4xf32>) -> tensor<48x4xf32> {
+  %0 = loom.attention %q, %k, %v accumulate f32
+      : (tensor<48x16xf32>, tensor<80x16xf32>, tensor<80x4xf32>) -> tensor<48x4xf32>
+  return %0 : tensor<48x4xf32>
+}

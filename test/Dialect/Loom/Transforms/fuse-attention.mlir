@@ -1,0 +1,98 @@
+// RUN: loom-opt %s --split-input-file --loom-fuse-attention | FileCheck %s
+
+// --loom-fuse-attention: softmax(causal_mask(q @ transpose(k) * s)) @ v
+// becomes one loom.attention where its intermediates have no other use.
+
+// CHECK-LABEL: func.func @causal_scaled
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x4x64x16xbf16>, %[[K:.+]]: tensor<2x4x64x16xbf16>, %[[V:.+]]: tensor<2x4x64x8xbf16>)
+// CHECK: %[[S:.+]] = loom.constant
+// CHECK-NEXT: %[[O:.+]] = loom.attention %[[Q]], %[[K]], %[[V]] scale %[[S]] causal accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x64x16xbf16>, tensor<2x4x64x8xbf16>, tensor<bf16>) -> tensor<2x4x64x8xbf16>
+// CHECK-NEXT: return %[[O]]
+func.func @causal_scaled(%q: tensor<2x4x64x16xbf16>, %k: tensor<2x4x64x16xbf16>,
+                         %v: tensor<2x4x64x8xbf16>) -> tensor<2x4x64x8xbf16> {
+  %kt = loom.transpose %k perm [0, 1, 3, 2] : tensor<2x4x64x16xbf16> -> tensor<2x4x16x64xbf16>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x16x64xbf16>) -> tensor<2x4x64x64xbf16>
+  %c = loom.constant 2.500000e-01 : tensor<bf16>
+  %ss = loom.mul %s, %c : (tensor<2x4x64x64xbf16>, tensor<bf16>) -> tensor<2x4x64x64xbf16>
+  %m = loom.causal_mask %ss : tensor<2x4x64x64xbf16>
+  %p = loom.softmax %m axis 3 : tensor<2x4x64x64xbf16>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x64x64xbf16>, tensor<2x4x64x8xbf16>) -> tensor<2x4x64x8xbf16>
+  return %o : tensor<2x4x64x8xbf16>
+}
+
+// -----
+
+// No scale, no mask, a matrix (no batch dims); the scale on the left.
+
+// CHECK-LABEL: func.func @plain
+// CHECK: loom.attention %arg0, %arg1, %arg2 accumulate f32 : (tensor<32x16xf32>, tensor<48x16xf32>, tensor<48x16xf32>) -> tensor<32x16xf32>
+// CHECK-NOT: loom.softmax
+func.func @plain(%q: tensor<32x16xf32>, %k: tensor<48x16xf32>, %v: tensor<48x16xf32>) -> tensor<32x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<48x16xf32> -> tensor<16x48xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<32x16xf32>, tensor<16x48xf32>) -> tensor<32x48xf32>
+  %p = loom.softmax %s axis 1 : tensor<32x48xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<32x48xf32>, tensor<48x16xf32>) -> tensor<32x16xf32>
+  return %o : tensor<32x16xf32>
+}
+
+// CHECK-LABEL: func.func @scale_on_the_left
+// CHECK: loom.attention %arg0, %arg1, %arg2 scale %{{.+}} accumulate f32
+func.func @scale_on_the_left(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>) -> tensor<32x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+  %c = loom.constant 2.500000e-01 : tensor<f32>
+  %ss = loom.mul %c, %s : (tensor<f32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %p = loom.softmax %ss axis 1 : tensor<32x32xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
+  return %o : tensor<32x16xf32>
+}
+
+// -----
+
+// Left as they are: probabilities a model output also reads, a softmax
+// along another axis, tf32 products, a mask before the scale.
+
+// CHECK-LABEL: func.func @probabilities_read
+// CHECK-NOT: loom.attention
+// CHECK: loom.softmax
+func.func @probabilities_read(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>)
+    -> (tensor<32x16xf32>, tensor<32x32xf32>) {
+  %kt = loom.transpose %k perm [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+  %p = loom.softmax %s axis 1 : tensor<32x32xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
+  return %o, %p : tensor<32x16xf32>, tensor<32x32xf32>
+}
+
+// CHECK-LABEL: func.func @other_axis
+// CHECK-NOT: loom.attention
+func.func @other_axis(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>) -> tensor<32x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+  %p = loom.softmax %s axis 0 : tensor<32x32xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
+  return %o : tensor<32x16xf32>
+}
+
+// CHECK-LABEL: func.func @tf32
+// CHECK-NOT: loom.attention
+func.func @tf32(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>) -> tensor<32x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %s = loom.matmul %q, %kt multiply tf32 accumulate f32 : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+  %p = loom.softmax %s axis 1 : tensor<32x32xf32>
+  %o = loom.matmul %p, %v multiply tf32 accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
+  return %o : tensor<32x16xf32>
+}
+
+// CHECK-LABEL: func.func @mask_then_scale
+// CHECK-NOT: loom.attention
+func.func @mask_then_scale(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>) -> tensor<32x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+  %m = loom.causal_mask %s : tensor<32x32xf32>
+  %c = loom.constant -2.500000e-01 : tensor<f32>
+  %ss = loom.mul %m, %c : (tensor<32x32xf32>, tensor<f32>) -> tensor<32x32xf32>
+  %p = loom.softmax %ss axis 1 : tensor<32x32xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
+  return %o : tensor<32x16xf32>
+}
