@@ -170,14 +170,12 @@ struct AttentionBuilder {
     return arith::MinSIOp::create(b, loc, diagonalEnd, all);
   }
 
-  /// The output rows [qStart, +block), [batch, block, value features].
-  Value outputBlock(Value qStart, int64_t keys, int64_t valueFeatures) {
-    Value queries = rows(query, qStart);
+  /// Each row's maximum and sum of exp(score - maximum) over the keys
+  /// [0, end) of the queries [qStart, +block): one pass over the key
+  /// blocks, the sum rescaled when the maximum grows.
+  std::pair<Value, Value> rowStatistics(Value queries, Value qStart, Value end) {
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value step = arith::ConstantIndexOp::create(b, loc, block);
-    Value end = keyEnd(qStart, keys);
-
-    // Pass 1: each row's maximum and sum of exp(score - maximum).
     Value max0 = filled({batch, block}, f32(), -std::numeric_limits<double>::infinity());
     Value sum0 = filled({batch, block}, f32(), 0.0);
     auto statistics = scf::ForOp::create(
@@ -213,35 +211,154 @@ struct AttentionBuilder {
                           });
           scf::YieldOp::create(b, l, ValueRange{max, sum});
         });
-    Value max = statistics.getResult(0), sum = statistics.getResult(1);
+    return {statistics.getResult(0), statistics.getResult(1)};
+  }
 
-    // Pass 2: the probabilities, rounded as the softmax's output is, times
-    // the values, accumulated over the key blocks.
-    Value acc0 = filled({batch, block, valueFeatures}, accumulate, 0.0);
-    auto weighted = scf::ForOp::create(
-        b, loc, zero, end, step, ValueRange{acc0},
+  /// The softmax's output for the scores `s`: exp(s - max) / sum, rounded
+  /// to the operand type, [batch, block, block].
+  Value probabilities(Value s, Value max, Value sum) const {
+    return buildElementwise(
+        b, loc, RankedTensorType::get({batch, block, block}, element), {s, max, sum},
+        {map(3, {0, 1, 2}), map(3, {0, 1}), map(3, {0, 1})},
+        [](OpBuilder &rb, Location rl, ValueRange in) -> Value {
+          Value e = math::ExpOp::create(rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1]));
+          return arith::DivFOp::create(rb, rl, e, in[2]);
+        });
+  }
+
+  /// `x` [batch, rows, n] in the accumulation type rounded to the operand
+  /// type (unchanged when they are one type).
+  Value rounded(Value x) const {
+    if (accumulate == element)
+      return x;
+    auto type = cast<RankedTensorType>(x.getType());
+    return buildElementwise(b, loc, RankedTensorType::get(type.getShape(), element), {x},
+                            {map(3, {0, 1, 2})},
+                            [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+  }
+
+  /// A loop over the key blocks [0, end) carrying `init`.
+  scf::ForOp overKeyBlocks(Value end, ValueRange init,
+                           function_ref<SmallVector<Value>(Value kStart, ValueRange carried)> body) {
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value step = arith::ConstantIndexOp::create(b, loc, block);
+    return scf::ForOp::create(
+        b, loc, zero, end, step, init,
         [&](OpBuilder &nb, Location l, Value kStart, ValueRange carried) {
           OpBuilder::InsertionGuard guard(b);
           b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          Value s = scores(queries, qStart, kStart);
-          Value p = buildElementwise(
-              b, l, RankedTensorType::get({batch, block, block}, element),
-              {s, max, sum}, {map(3, {0, 1, 2}), map(3, {0, 1}), map(3, {0, 1})},
-              [](OpBuilder &rb, Location rl, ValueRange in) -> Value {
-                Value e = math::ExpOp::create(rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1]));
-                return arith::DivFOp::create(rb, rl, e, in[2]);
-              });
-          Value values = rows(value, kStart);
-          Value acc = contract(p, values, carried[0],
-                               {map(4, {0, 1, 3}), map(4, {0, 3, 2}), map(4, {0, 1, 2})});
-          scf::YieldOp::create(b, l, acc);
+          scf::YieldOp::create(b, l, body(kStart, carried));
         });
-    Value acc = weighted.getResult(0);
-    if (accumulate == element)
-      return acc;
-    return buildElementwise(b, loc, RankedTensorType::get({batch, block, valueFeatures}, element),
-                            {acc}, {map(3, {0, 1, 2})},
-                            [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+  }
+
+  /// The output rows [qStart, +block), [batch, block, value features].
+  Value outputBlock(Value qStart, int64_t keys, int64_t valueFeatures) {
+    Value queries = rows(query, qStart);
+    Value end = keyEnd(qStart, keys);
+    std::pair<Value, Value> statistics = rowStatistics(queries, qStart, end);
+    Value max = statistics.first, sum = statistics.second;
+    // The probabilities, rounded as the softmax's output is, times the
+    // values, accumulated over the key blocks.
+    Value acc0 = filled({batch, block, valueFeatures}, accumulate, 0.0);
+    auto weighted = overKeyBlocks(end, {acc0}, [&](Value kStart, ValueRange carried) {
+      Value p = probabilities(scores(queries, qStart, kStart), max, sum);
+      return SmallVector<Value>{contract(p, rows(value, kStart), carried[0],
+                                         {map(4, {0, 1, 3}), map(4, {0, 3, 2}), map(4, {0, 1, 2})})};
+    });
+    return rounded(weighted.getResult(0));
+  }
+
+  /// `rows(target, start) += contraction` in place: [batch, block, n] rows
+  /// of an accumulator for the whole sequence.
+  Value accumulateRows(Value target, Value start, Value lhs, Value rhs,
+                       ArrayRef<AffineMap> maps) const {
+    Value slice = rows(target, start);
+    Value sum = contract(lhs, rhs, slice, maps);
+    int64_t n = cast<RankedTensorType>(target.getType()).getShape().back();
+    SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes{b.getIndexAttr(batch), b.getIndexAttr(block),
+                                    b.getIndexAttr(n)};
+    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+    return tensor::InsertSliceOp::create(b, loc, sum, target, offsets, sizes, strides);
+  }
+
+  /// The backward of the query rows [qStart, +block): their query
+  /// gradient (rounded), and `keyGrads`/`valueGrads` (whole-sequence
+  /// accumulators) with this block's share added.
+  SmallVector<Value> gradBlock(Value resultGrad, Value qStart, int64_t keys,
+                               Value keyGrads, Value valueGrads) {
+    Value queries = rows(query, qStart), grads = rows(resultGrad, qStart);
+    Value end = keyEnd(qStart, keys);
+    std::pair<Value, Value> statistics = rowStatistics(queries, qStart, end);
+    Value max = statistics.first, sum = statistics.second;
+    // dp = result_grad @ value^T. The softmax's rule reads it in f32, so
+    // loom-autodiff makes that gradient matmul one into f32 (its
+    // accumulation type) instead of rounding it to 16 bits and widening it
+    // again: the same here.
+    auto probabilityGrads = [&](Value kStart) {
+      Value product = contract(grads, rows(value, kStart),
+                               filled({batch, block, block}, accumulate, 0.0),
+                               {map(4, {0, 1, 3}), map(4, {0, 2, 3}), map(4, {0, 1, 2})});
+      return accumulate.isF32() ? product : rounded(product);
+    };
+    // The softmax gradient's row sums: sum over the keys of dp * p.
+    auto dots = overKeyBlocks(end, {filled({batch, block}, f32(), 0.0)},
+                              [&](Value kStart, ValueRange carried) {
+      Value p = probabilities(scores(queries, qStart, kStart), max, sum);
+      Value dp = probabilityGrads(kStart);
+      SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel,
+                                                 utils::IteratorType::parallel,
+                                                 utils::IteratorType::reduction};
+      auto generic = linalg::GenericOp::create(
+          b, loc, carried[0].getType(), ValueRange{p, dp}, carried[0],
+          SmallVector<AffineMap>{map(3, {0, 1, 2}), map(3, {0, 1, 2}), map(3, {0, 1})},
+          iterators, [](OpBuilder &nb, Location l, ValueRange args) {
+            Value product = arith::MulFOp::create(nb, l, widen(nb, l, args[1]),
+                                                  widen(nb, l, args[0]));
+            Value sum = arith::AddFOp::create(nb, l, args[2], product);
+            linalg::YieldOp::create(nb, l, sum);
+          });
+      return SmallVector<Value>{generic.getResult(0)};
+    });
+    Value dot = dots.getResult(0);
+    Value queryAcc0 = filled({batch, block, cast<RankedTensorType>(query.getType()).getShape().back()},
+                             accumulate, 0.0);
+    auto backward = overKeyBlocks(
+        end, {queryAcc0, keyGrads, valueGrads}, [&](Value kStart, ValueRange carried) {
+          Value p = probabilities(scores(queries, qStart, kStart), max, sum);
+          Value dp = probabilityGrads(kStart);
+          // ds = p * (dp - dot), rounded; 0 above the diagonal; times the
+          // scale, rounded again.
+          Type operand = element;
+          Value factor = scale;
+          bool mask = causal;
+          Value ds = buildElementwise(
+              b, loc, RankedTensorType::get({batch, block, block}, element), {p, dp, dot},
+              {map(3, {0, 1, 2}), map(3, {0, 1, 2}), map(3, {0, 1})},
+              [&](OpBuilder &nb, Location l, ValueRange in) -> Value {
+                Value x = arith::MulFOp::create(nb, l, in[0],
+                                                arith::SubFOp::create(nb, l, in[1], in[2]));
+                if (mask) {
+                  Value i = arith::AddIOp::create(nb, l, qStart, linalg::IndexOp::create(nb, l, 1));
+                  Value j = arith::AddIOp::create(nb, l, kStart, linalg::IndexOp::create(nb, l, 2));
+                  Value above = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, j, i);
+                  x = arith::SelectOp::create(nb, l, above, f32Constant(nb, l, 0.0), x);
+                }
+                if (factor) {
+                  x = convertScalar(nb, l, convertScalar(nb, l, x, operand), nb.getF32Type());
+                  x = arith::MulFOp::create(nb, l, x, factor);
+                }
+                return x;
+              });
+          Value queryAcc = contract(ds, rows(key, kStart), carried[0],
+                                    {map(4, {0, 1, 3}), map(4, {0, 3, 2}), map(4, {0, 1, 2})});
+          Value keyAcc = accumulateRows(carried[1], kStart, ds, queries,
+                                        {map(4, {0, 3, 1}), map(4, {0, 3, 2}), map(4, {0, 1, 2})});
+          Value valueAcc = accumulateRows(carried[2], kStart, p, grads,
+                                          {map(4, {0, 3, 1}), map(4, {0, 3, 2}), map(4, {0, 1, 2})});
+          return SmallVector<Value>{queryAcc, keyAcc, valueAcc};
+        });
+    return {rounded(backward.getResult(0)), backward.getResult(1), backward.getResult(2)};
   }
 };
 
@@ -279,6 +396,62 @@ static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType t
   return tensor::ExpandShapeOp::create(b, loc, type, x, batchReassociation(batchDims));
 }
 
+/// The builder of `op` (loom.attention or loom.attention_grad) on its
+/// operands folded to [batch, sequence, features].
+template <typename OpT>
+static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor,
+                                   OpBuilder &b) {
+  Location loc = op.getLoc();
+  ArrayRef<int64_t> q = op.getQuery().getType().getShape();
+  ArrayRef<int64_t> k = op.getKey().getType().getShape();
+  int64_t batchDims = q.size() - 2;
+  int64_t batch = 1;
+  for (int64_t size : q.take_front(batchDims))
+    batch *= size;
+  Value scale;
+  if (adaptor.getScale())
+    scale = widen(b, loc, tensor::ExtractOp::create(b, loc, adaptor.getScale(), ValueRange{}));
+  return AttentionBuilder{b,
+                          loc,
+                          op.getQuery().getType().getElementType(),
+                          op.getAccumulate(),
+                          batch,
+                          attentionBlock(q[batchDims], k[batchDims]),
+                          q.back(),
+                          toBatched(b, loc, adaptor.getQuery(), batchDims),
+                          toBatched(b, loc, adaptor.getKey(), batchDims),
+                          toBatched(b, loc, adaptor.getValue(), batchDims),
+                          scale,
+                          op.getCausal()};
+}
+
+/// A loop over the blocks of `queries` carrying `init`; `body` gives the
+/// carried values of the next iteration.
+static scf::ForOp overQueryBlocks(OpBuilder &b, Location loc, int64_t queries,
+                                  int64_t block, ValueRange init,
+                                  function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  return scf::ForOp::create(
+      b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+      arith::ConstantIndexOp::create(b, loc, queries),
+      arith::ConstantIndexOp::create(b, loc, block), init,
+      [&](OpBuilder &nb, Location l, Value qStart, ValueRange carried) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        scf::YieldOp::create(b, l, body(qStart, carried));
+      });
+}
+
+/// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
+static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
+                        Value start) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(rows.getType()).getShape();
+  SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1]),
+                                  b.getIndexAttr(shape[2])};
+  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, rows, target, offsets, sizes, strides);
+}
+
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -286,57 +459,65 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     RankedTensorType resultType = op.getType();
-    ArrayRef<int64_t> q = op.getQuery().getType().getShape();
-    ArrayRef<int64_t> k = op.getKey().getType().getShape();
-    int64_t batchDims = resultType.getRank() - 2;
-    int64_t batch = 1;
-    for (int64_t size : q.take_front(batchDims))
-      batch *= size;
-    int64_t queries = q[batchDims], keys = k[batchDims];
+    AttentionBuilder builder = builderFor(op, adaptor, rewriter);
+    int64_t queries = op.getQuery().getType().getShape().drop_back().back();
+    int64_t keys = op.getKey().getType().getShape().drop_back().back();
     int64_t valueFeatures = resultType.getShape().back();
-    Value scale;
-    if (adaptor.getScale())
-      scale = widen(rewriter, loc, tensor::ExtractOp::create(rewriter, loc, adaptor.getScale(),
-                                                             ValueRange{}));
-    AttentionBuilder builder{rewriter,
-                             loc,
-                             resultType.getElementType(),
-                             op.getAccumulate(),
-                             batch,
-                             attentionBlock(queries, keys),
-                             q.back(),
-                             toBatched(rewriter, loc, adaptor.getQuery(), batchDims),
-                             toBatched(rewriter, loc, adaptor.getKey(), batchDims),
-                             toBatched(rewriter, loc, adaptor.getValue(), batchDims),
-                             scale,
-                             op.getCausal()};
     Value init = tensor::EmptyOp::create(
-        rewriter, loc, ArrayRef<int64_t>{batch, queries, valueFeatures},
+        rewriter, loc, ArrayRef<int64_t>{builder.batch, queries, valueFeatures},
         resultType.getElementType());
-    auto loop = scf::ForOp::create(
-        rewriter, loc, arith::ConstantIndexOp::create(rewriter, loc, 0),
-        arith::ConstantIndexOp::create(rewriter, loc, queries),
-        arith::ConstantIndexOp::create(rewriter, loc, builder.block), ValueRange{init},
-        [&](OpBuilder &nb, Location l, Value qStart, ValueRange carried) {
-          OpBuilder::InsertionGuard guard(rewriter);
-          rewriter.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+    auto loop = overQueryBlocks(
+        rewriter, loc, queries, builder.block, {init}, [&](Value qStart, ValueRange carried) {
           Value out = builder.outputBlock(qStart, keys, valueFeatures);
-          SmallVector<OpFoldResult> offsets{rewriter.getIndexAttr(0), qStart,
-                                            rewriter.getIndexAttr(0)};
-          SmallVector<OpFoldResult> sizes{rewriter.getIndexAttr(batch),
-                                          rewriter.getIndexAttr(builder.block),
-                                          rewriter.getIndexAttr(valueFeatures)};
-          SmallVector<OpFoldResult> strides(3, rewriter.getIndexAttr(1));
-          Value updated = tensor::InsertSliceOp::create(rewriter, l, out, carried[0],
-                                                        offsets, sizes, strides);
-          scf::YieldOp::create(rewriter, l, updated);
+          return SmallVector<Value>{insertRows(rewriter, loc, out, carried[0], qStart)};
         });
     rewriter.replaceOp(op, fromBatched(rewriter, loc, loop.getResult(0), resultType));
+    return success();
+  }
+};
+
+/// The backward in blocks: per block of queries, the row statistics, the
+/// softmax gradient's row sums, then the gradients, the query block's
+/// rounded at its end, the keys' and values' accumulated over all query
+/// blocks (in the accumulation type, [batch, sequence, features]: linear
+/// in the sequence) and rounded at the end.
+struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AttentionGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    AttentionBuilder builder = builderFor(op, adaptor, rewriter);
+    ArrayRef<int64_t> q = op.getQuery().getType().getShape();
+    ArrayRef<int64_t> k = op.getKey().getType().getShape();
+    int64_t batchDims = q.size() - 2;
+    int64_t queries = q[batchDims], keys = k[batchDims];
+    int64_t features = q.back();
+    int64_t valueFeatures = op.getValue().getType().getShape().back();
+    Value resultGrad = toBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
+    Type element = builder.element, accumulate = builder.accumulate;
+    Value queryGrads = tensor::EmptyOp::create(
+        rewriter, loc, ArrayRef<int64_t>{builder.batch, queries, features}, element);
+    Value keyAcc = builder.filled({builder.batch, keys, features}, accumulate, 0.0);
+    Value valueAcc = builder.filled({builder.batch, keys, valueFeatures}, accumulate, 0.0);
+    auto loop = overQueryBlocks(
+        rewriter, loc, queries, builder.block, {queryGrads, keyAcc, valueAcc},
+        [&](Value qStart, ValueRange carried) {
+          SmallVector<Value> grads =
+              builder.gradBlock(resultGrad, qStart, keys, carried[1], carried[2]);
+          return SmallVector<Value>{insertRows(rewriter, loc, grads[0], carried[0], qStart),
+                                    grads[1], grads[2]};
+        });
+    rewriter.replaceOp(op, {fromBatched(rewriter, loc, loop.getResult(0), op.getQuery().getType()),
+                            fromBatched(rewriter, loc, builder.rounded(loop.getResult(1)),
+                                        op.getKey().getType()),
+                            fromBatched(rewriter, loc, builder.rounded(loop.getResult(2)),
+                                        op.getValue().getType())});
     return success();
   }
 };
 } // namespace
 
 void mlir::loom::populateAttentionToLinalgPatterns(RewritePatternSet &patterns) {
-  patterns.add<AttentionLowering>(patterns.getContext());
+  patterns.add<AttentionLowering, AttentionGradLowering>(patterns.getContext());
 }

@@ -85,6 +85,39 @@ def Loom_CausalMaskGradOp : Loom_Op<"causal_mask_grad",
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
+def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of loom.attention's query, key and value";
+  let description = [{
+    What the VJP rules of the five ops `loom.attention` stands for give,
+    rounding points included, from the recomputed scores: `dp =
+    result_grad @ transpose(value)` (in f32 when accumulating in f32, as
+    loom-autodiff widens a gradient matmul that is read in f32), `ds = p * (dp - rowsum(dp * p))` (0
+    above the diagonal when causal, times the scale), `query_grad = ds @
+    key`, `key_grad = transpose(ds) @ query`, `value_grad = transpose(p) @
+    result_grad`. On the CPU it runs in blocks, as the forward does, and
+    never holds the [queries, keys] scores.
+
+    ```mlir
+    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %do scale %s causal accumulate f32
+        : (tensor<2x64x16xbf16>, tensor<2x64x16xbf16>, tensor<2x64x16xbf16>,
+           tensor<2x64x16xbf16>, tensor<bf16>)
+        -> (tensor<2x64x16xbf16>, tensor<2x64x16xbf16>, tensor<2x64x16xbf16>)
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
+                       Loom_FloatTensor:$value, Loom_FloatTensor:$result_grad,
+                       Optional<Loom_FloatTensor>:$scale, UnitAttr:$causal,
+                       TypeAttrOf<AnyFloat>:$accumulate);
+  let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
+                      Loom_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result_grad (`scale` $scale^)?
+    (`causal` $causal^)? `accumulate` $accumulate attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure]> {
   let summary = "Scatter-add of row gradients into a table[V, D]";
   let description = [{

@@ -110,35 +110,54 @@ LogicalResult CausalMaskOp::verify() {
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  RankedTensorType q = getQuery().getType(), k = getKey().getType(),
-                   v = getValue().getType(), result = getType();
+/// The operand rules of loom.attention and loom.attention_grad; `output`
+/// is the attention's result type (its gradient's, for the latter).
+static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
+                                     RankedTensorType k, RankedTensorType v,
+                                     RankedTensorType output, Value scale) {
   Type element = q.getElementType();
   if (q.getRank() < 2)
-    return emitOpError("needs queries of rank >= 2 ([..., queries, features])");
+    return op->emitOpError("needs queries of rank >= 2 ([..., queries, features])");
   if (k.getRank() != q.getRank() || v.getRank() != q.getRank() ||
-      result.getRank() != q.getRank())
-    return emitOpError("query, key, value and result must have the same rank");
+      output.getRank() != q.getRank())
+    return op->emitOpError("query, key, value and result must have the same rank");
   if (k.getElementType() != element || v.getElementType() != element ||
-      result.getElementType() != element)
-    return emitOpError("query, key, value and result must have one element type");
+      output.getElementType() != element)
+    return op->emitOpError("query, key, value and result must have one element type");
   int64_t batch = q.getRank() - 2;
   if (k.getShape().take_front(batch) != q.getShape().take_front(batch) ||
       v.getShape().take_front(batch) != q.getShape().take_front(batch))
-    return emitOpError("query, key and value must have the same batch dimensions");
+    return op->emitOpError("query, key and value must have the same batch dimensions");
   if (k.getShape().back() != q.getShape().back())
-    return emitOpError("query and key must have the same feature size");
+    return op->emitOpError("query and key must have the same feature size");
   if (v.getShape()[batch] != k.getShape()[batch])
-    return emitOpError("key and value must have the same number of keys");
+    return op->emitOpError("key and value must have the same number of keys");
   SmallVector<int64_t> shape(q.getShape());
   shape.back() = v.getShape().back();
-  if (result.getShape() != ArrayRef<int64_t>(shape))
-    return emitOpError("result must have shape ") << formatShape(shape);
-  if (Value scale = getScale()) {
+  if (output.getShape() != ArrayRef<int64_t>(shape))
+    return op->emitOpError("result must have shape ") << formatShape(shape);
+  if (scale) {
     auto type = cast<RankedTensorType>(scale.getType());
     if (type.getRank() != 0 || type.getElementType() != element)
-      return emitOpError("scale must be a scalar of the operand type");
+      return op->emitOpError("scale must be a scalar of the operand type");
   }
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery().getType(), getKey().getType(),
+                         getValue().getType(), getType(), getScale());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery().getType(), getKey().getType(),
+                             getValue().getType(), getResultGrad().getType(),
+                             getScale())))
+    return failure();
+  if (getQueryGrad().getType() != getQuery().getType() ||
+      getKeyGrad().getType() != getKey().getType() ||
+      getValueGrad().getType() != getValue().getType())
+    return emitOpError("gradients must have the types of query, key and value");
   return success();
 }
 

@@ -65,47 +65,15 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ValueRange grads,
 
 LogicalResult AttentionOp::buildVjp(OpBuilder &b, ValueRange grads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  // The backward recomputes the scores and probabilities with the five ops
-  // the attention stands for and chains their rules: the forward keeps no
-  // [queries, keys] tensor for it.
+  // One op that recomputes the scores (as the CPU forward does, in blocks):
+  // the forward keeps no [queries, keys] tensor for the backward.
   Location loc = getLoc();
-  int64_t rank = typeOf(getQuery()).getRank();
-  SmallVector<Operation *> recomputed;
-  auto record = [&](Value v) {
-    recomputed.push_back(v.getDefiningOp());
-    return v;
-  };
-  Value keyT = record(swapLastTwo(b, loc, getKey()));
-  Value x = record(MatmulOp::create(b, loc, getQuery(), keyT, getAccumulateAttr(),
-                                    /*multiply=*/nullptr));
-  if (getScale())
-    x = record(MulOp::create(b, loc, x, getScale()));
-  if (getCausal())
-    x = record(CausalMaskOp::create(b, loc, x));
-  Value p = record(SoftmaxOp::create(b, loc, x, rank - 1));
-  auto output = MatmulOp::create(b, loc, p, getValue(), getAccumulateAttr(),
-                                 /*multiply=*/nullptr);
-  // Backwards through them: each op's gradient feeds its first operand's
-  // producer; the others are the attention's own operands.
-  SmallVector<Value> grad;
-  if (failed(cast<VjpOpInterface>(output.getOperation()).buildVjp(b, grads, grad)))
-    return failure();
-  Value valueGrad = grad[1], queryGrad, keyGrad;
-  Value flowing = grad[0];
-  for (Operation *op : llvm::reverse(recomputed)) {
-    SmallVector<Value> opGrads;
-    if (failed(cast<VjpOpInterface>(op).buildVjp(b, {flowing}, opGrads)))
-      return failure();
-    if (isa<MatmulOp>(op)) {
-      queryGrad = opGrads[0];
-      flowing = opGrads[1];
-    } else {
-      flowing = opGrads[0];
-    }
-  }
-  keyGrad = flowing;
-  output->erase();
-  operandGrads.assign({queryGrad, keyGrad, valueGrad});
+  Value g = castTo(b, loc, grads[0], typeOf(getQuery()).getElementType());
+  auto grad = AttentionGradOp::create(
+      b, loc, TypeRange{typeOf(getQuery()), typeOf(getKey()), typeOf(getValue())},
+      getQuery(), getKey(), getValue(), g, getScale(), getCausalAttr(),
+      getAccumulateAttr());
+  operandGrads.assign(grad->result_begin(), grad->result_end());
   if (getScale())
     operandGrads.push_back(Value());
   return success();

@@ -694,15 +694,19 @@ LogicalResult Partitioner::partition(Operation *op) {
   }
   if (isa<SumOp, MeanOp, MaxOp>(op))
     return partitionReduction(op);
-  if (auto attention = dyn_cast<AttentionOp>(op)) {
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
     // Whole (query, feature) and (key, feature) planes; the batch dims
-    // (heads, sequences) split alike in all three operands.
-    int64_t rank = attention.getType().getRank();
-    Sharding in = withWhole(attention.getQuery(), {rank - 2, rank - 1});
-    SmallVector<Sharding> operands(3, in);
-    if (attention.getScale())
-      operands.push_back(Sharding::replicated(0));
-    return apply(op, operands, {in});
+    // (sequences, heads) split alike in every tensor operand and result.
+    Value query = op->getOperand(0);
+    int64_t rank = globalType(query).getRank();
+    Sharding in = withWhole(query, {rank - 2, rank - 1});
+    SmallVector<Sharding> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(globalType(operand).getRank() == 0
+                             ? Sharding::replicated(0)
+                             : in);
+    SmallVector<Sharding> results(op->getNumResults(), in);
+    return apply(op, operands, results);
   }
   if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
     int64_t rank = softmax.getType().getRank();

@@ -67,3 +67,37 @@ func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4x
       : (tensor<48x16xf32>, tensor<80x16xf32>, tensor<80x4xf32>) -> tensor<48x4xf32>
   return %0 : tensor<48x4xf32>
 }
+
+// -----
+
+// The backward: per block of queries the statistics, the softmax
+// gradient's row sums, then the gradients; the key and value gradients
+// accumulate over all query blocks in f32 ([batch, keys, features]) and are
+// rounded once at the end.
+
+// CHECK-LABEL: func.func @grad
+// CHECK: %[[KACC:.+]] = linalg.fill {{.+}} -> tensor<2x128x16xf32>
+// CHECK: %[[VACC:.+]] = linalg.fill {{.+}} -> tensor<2x128x8xf32>
+// CHECK: %[[ALL:.+]]:3 = scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%{{.+}} = %{{.+}}, %[[K:.+]] = %[[KACC]], %[[V:.+]] = %[[VACC]]) -> (tensor<2x128x16xbf16>, tensor<2x128x16xf32>, tensor<2x128x8xf32>)
+// Statistics.
+// CHECK: scf.for {{.+}} -> (tensor<2x64xf32>, tensor<2x64xf32>)
+// Row sums of dp * p.
+// CHECK: scf.for {{.+}} -> (tensor<2x64xf32>)
+// Gradients: the query block's accumulator and the two whole ones.
+// CHECK: scf.for %[[KB:.+]] = {{.+}} iter_args(%{{.+}} = %{{.+}}, %[[KIN:.+]] = %[[K]], %[[VIN:.+]] = %[[V]]) -> (tensor<2x64x16xf32>, tensor<2x128x16xf32>, tensor<2x128x8xf32>)
+// CHECK: tensor.extract_slice %[[KIN]][0, %[[KB]], 0] [2, 64, 16]
+// CHECK: tensor.insert_slice %{{.+}} into %[[KIN]][0, %[[KB]], 0] [2, 64, 16]
+// CHECK: tensor.extract_slice %[[VIN]][0, %[[KB]], 0] [2, 64, 8]
+// CHECK: tensor.insert_slice %{{.+}} into %[[VIN]][0, %[[KB]], 0] [2, 64, 8]
+// CHECK: arith.truncf %{{.+}} : f32 to bf16
+// CHECK: ins(%[[ALL]]#1 : tensor<2x128x16xf32>) outs(%{{.+}} : tensor<2x128x16xbf16>)
+// CHECK: ins(%[[ALL]]#2 : tensor<2x128x8xf32>) outs(%{{.+}} : tensor<2x128x8xbf16>)
+// CHECK-NOT: tensor<2x128x128
+func.func @grad(%q: tensor<2x128x16xbf16>, %k: tensor<2x128x16xbf16>, %v: tensor<2x128x8xbf16>,
+                %g: tensor<2x128x8xbf16>, %s: tensor<bf16>)
+    -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>) {
+  %0:3 = loom.attention_grad %q, %k, %v, %g scale %s causal accumulate f32
+      : (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>, tensor<2x128x8xbf16>, tensor<bf16>)
+      -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>)
+  return %0#0, %0#1, %0#2 : tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>
+}

@@ -1653,3 +1653,19 @@ func.func @attention_scale(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tenso
   %0 = loom.attention %q, %k, %v scale %s accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<1xf32>) -> tensor<8x16xf32>
   return
 }
+
+// -----
+
+func.func @attention_grad_types(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %g: tensor<8x4xf32>) {
+  // expected-error @+1 {{'loom.attention_grad' op gradients must have the types of query, key and value}}
+  %0:3 = loom.attention_grad %q, %k, %v, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_shape(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %g: tensor<8x16xf32>) {
+  // expected-error @+1 {{'loom.attention_grad' op result must have shape [8, 4]}}
+  %0:3 = loom.attention_grad %q, %k, %v, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>)
+  return
+}
