@@ -50,6 +50,7 @@ bench: build bench-deps
 	@benchmarks/train/run.sh $(BUILD)
 	@benchmarks/gpt/run.sh $(BUILD)
 	@benchmarks/cpu/run.sh $(BUILD)
+	@benchmarks/attention/run.sh $(BUILD)
 
 # One run of the smallest CPU matmuls: that the benchmark works (make test
 # runs it as test/Benchmarks/bench-quick.test; it times nothing it checks).
