@@ -20,4 +20,21 @@ def ConvertLoomToLinalg : Pass<"convert-loom-to-linalg", "mlir::ModuleOp"> {
   ];
 }
 
+def ConvertLoomAttentionToLinalg : Pass<"convert-loom-attention-to-linalg", "mlir::ModuleOp"> {
+  let summary = "Lower loom.attention and loom.attention_grad to blocked loops";
+  let description = [{
+    Each becomes an `scf.for` over blocks of queries with loops over the
+    blocks of keys inside, on linalg ops (docs/pipeline.md, "Attention").
+    It runs after linalg's elementwise fusion, which would otherwise fuse
+    the probabilities into the `@ value` contraction and compute each
+    exponential once per value feature, and keep that contraction from
+    the CPU's register tiles.
+  }];
+  let dependentDialects = [
+    "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",
+    "mlir::arith::ArithDialect", "mlir::math::MathDialect",
+    "mlir::scf::SCFDialect"
+  ];
+}
+
 #endif // LOOM_CONVERSION_PASSES_TD

@@ -159,6 +159,9 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
 void ::loom::buildLinalgPipeline(OpPassManager &pm) {
   pm.addPass(mlir::loom::createConvertLoomToLinalg());
   pm.addPass(createLinalgElementwiseOpFusionPass());
+  // After the fusion, which would put the probabilities' exponentials into
+  // the contraction with the values.
+  pm.addPass(mlir::loom::createConvertLoomAttentionToLinalg());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

@@ -14,7 +14,8 @@ void populateContractionToLinalgPatterns(RewritePatternSet &patterns);
 /// Softmax, layernorm, rmsnorm, sum/mean/max, cross_entropy (and its
 /// gradient), mse.
 void populateReductionsToLinalgPatterns(RewritePatternSet &patterns);
-/// Attention, in blocks of queries and keys.
+/// Attention and its gradient, in blocks of queries and keys (not in
+/// populateLoomToLinalgPatterns: they run after the elementwise fusion).
 void populateAttentionToLinalgPatterns(RewritePatternSet &patterns);
 /// Embedding, arange, transpose, reshape, split, concat, causal_mask.
 void populateDataMovementToLinalgPatterns(RewritePatternSet &patterns);

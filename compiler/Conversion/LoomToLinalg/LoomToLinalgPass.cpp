@@ -10,6 +10,7 @@
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_CONVERTLOOMTOLINALG
+#define GEN_PASS_DEF_CONVERTLOOMATTENTIONTOLINALG
 #include "Conversion/Passes.h.inc"
 } // namespace mlir::loom
 
@@ -20,7 +21,6 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
   populateElementwiseToLinalgPatterns(patterns);
   populateContractionToLinalgPatterns(patterns);
   populateReductionsToLinalgPatterns(patterns);
-  populateAttentionToLinalgPatterns(patterns);
   populateDataMovementToLinalgPatterns(patterns);
   populateGradientsToLinalgPatterns(patterns);
   populateMoeToLinalgPatterns(patterns);
@@ -38,9 +38,27 @@ struct ConvertLoomToLinalg
     // Structure ops stay: stages and MoE blocks are lowered elsewhere.
     target.addIllegalDialect<LoomDialect>();
     target.addLegalOp<StageOp, MoeOp, YieldOp, TrainOp, AccumulateOp>();
+    // Lowered after the elementwise fusion (convert-loom-attention-to-linalg).
+    target.addLegalOp<AttentionOp, AttentionGradOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(context);
     populateLoomToLinalgPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
+
+namespace {
+struct ConvertLoomAttentionToLinalg
+    : public loom::impl::ConvertLoomAttentionToLinalgBase<ConvertLoomAttentionToLinalg> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    ConversionTarget target(*context);
+    target.addIllegalOp<AttentionOp, AttentionGradOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(context);
+    populateAttentionToLinalgPatterns(patterns);
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
   }

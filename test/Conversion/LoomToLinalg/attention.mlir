@@ -1,6 +1,6 @@
-// RUN: loom-opt %s --split-input-file --convert-loom-to-linalg | FileCheck %s
+// RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg | FileCheck %s
 
-// --convert-loom-to-linalg, attention: batch dims folded into one, then per
+// --convert-loom-attention-to-linalg: batch dims folded into one, then per
 // block of queries (the largest divisor of both sequence lengths up to 64)
 // two loops over the key blocks, each forming that block's scores again:
 // the first updates each row's maximum and sum, the second accumulates the
