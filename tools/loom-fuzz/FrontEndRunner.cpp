@@ -52,7 +52,9 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     // Every accepted script partitions: a failure there (an error, or IR
     // the verifier rejects) is a Loom bug.
     mlir::PassManager partition(&context);
-    buildPartitionPipeline(partition, PartitionOptions());
+    PartitionOptions options;
+    options.fuseAttention = true; // as a CPU build of loomc
+    buildPartitionPipeline(partition, options);
     if (mlir::failed(partition.run(*module)))
       return FrontEndOutcome::InternalError;
     // The CPU path, stage by stage, as loomc runs it.

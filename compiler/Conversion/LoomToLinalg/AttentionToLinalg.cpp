@@ -9,6 +9,9 @@
 // quadratic; a causal row's key blocks stop at its diagonal block. Two
 // passes instead of FlashAttention's one keep the op's rounding points:
 // a 16-bit probability is rounded after its division by the row's full sum.
+// The backward (loom.attention_grad) runs the same way, in three passes
+// per block of queries: the statistics, the softmax gradient's row sums,
+// then the gradients.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +39,26 @@ static int64_t attentionBlock(int64_t queries, int64_t keys) {
   return 1;
 }
 
+/// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
+static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
+                        Value start) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(rows.getType()).getShape();
+  SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1]),
+                                  b.getIndexAttr(shape[2])};
+  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, rows, target, offsets, sizes, strides);
+}
+
+/// Whether entry (i, j) of the score block of queries from `qStart` and
+/// keys from `kStart` lies above the diagonal (inside a linalg.generic
+/// over [batch, block, block]).
+static Value aboveDiagonal(OpBuilder &b, Location loc, Value qStart, Value kStart) {
+  Value i = arith::AddIOp::create(b, loc, qStart, linalg::IndexOp::create(b, loc, 1));
+  Value j = arith::AddIOp::create(b, loc, kStart, linalg::IndexOp::create(b, loc, 2));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, j, i);
+}
+
 namespace {
 /// Builds the loops of one attention op on [batch, sequence, features]
 /// tensors (the op's batch dims collapsed into one).
@@ -49,6 +72,14 @@ struct AttentionBuilder {
   bool causal;
 
   Type f32() const { return b.getF32Type(); }
+
+  /// `x` (f32) rounded to the operand type and held in f32 again: the
+  /// blocks' tensors are f32 whatever the operand type, so that their
+  /// contractions need no widening copies (exact: a 16-bit value is an
+  /// f32 one).
+  Value roundTrip(OpBuilder &nb, Location l, Value x) const {
+    return convertScalar(nb, l, convertScalar(nb, l, x, element), nb.getF32Type());
+  }
   MLIRContext *context() const { return b.getContext(); }
 
   AffineMap map(unsigned dims, ArrayRef<unsigned> results) const {
@@ -102,25 +133,17 @@ struct AttentionBuilder {
         queries, keys, filled({batch, block, block}, accumulate, 0.0),
         {map(4, {0, 1, 3}), map(4, {0, 2, 3}), map(4, {0, 1, 2})});
     auto type = RankedTensorType::get({batch, block, block}, f32());
-    Type operand = element;
-    Value factor = scale;
-    bool mask = causal;
-    auto rounded = [operand](OpBuilder &nb, Location l, Value x) {
-      return convertScalar(nb, l, convertScalar(nb, l, x, operand), nb.getF32Type());
-    };
     return buildElementwise(
         b, loc, type, {product}, {map(3, {0, 1, 2})},
         [&](OpBuilder &nb, Location l, ValueRange in) -> Value {
-          Value x = rounded(nb, l, in[0]);
-          if (factor)
-            x = rounded(nb, l, arith::MulFOp::create(nb, l, x, factor));
-          if (!mask)
+          Value x = roundTrip(nb, l, in[0]);
+          if (scale)
+            x = roundTrip(nb, l, arith::MulFOp::create(nb, l, x, scale));
+          if (!causal)
             return x;
-          Value i = arith::AddIOp::create(nb, l, qStart, linalg::IndexOp::create(nb, l, 1));
-          Value j = arith::AddIOp::create(nb, l, kStart, linalg::IndexOp::create(nb, l, 2));
-          Value above = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, j, i);
           Value minusInf = f32Constant(nb, l, -std::numeric_limits<double>::infinity());
-          return arith::SelectOp::create(nb, l, above, minusInf, x);
+          return arith::SelectOp::create(nb, l, aboveDiagonal(nb, l, qStart, kStart),
+                                         minusInf, x);
         });
   }
 
@@ -174,55 +197,49 @@ struct AttentionBuilder {
   /// [0, end) of the queries [qStart, +block): one pass over the key
   /// blocks, the sum rescaled when the maximum grows.
   std::pair<Value, Value> rowStatistics(Value queries, Value qStart, Value end) {
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value step = arith::ConstantIndexOp::create(b, loc, block);
     Value max0 = filled({batch, block}, f32(), -std::numeric_limits<double>::infinity());
     Value sum0 = filled({batch, block}, f32(), 0.0);
-    auto statistics = scf::ForOp::create(
-        b, loc, zero, end, step, ValueRange{max0, sum0},
-        [&](OpBuilder &nb, Location l, Value kStart, ValueRange carried) {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-          Value s = scores(queries, qStart, kStart);
-          Value blockMax = rowReduce(
-              s, {}, filled({batch, block}, f32(), -std::numeric_limits<double>::infinity()),
-              [](OpBuilder &rb, Location rl, Value acc, ValueRange in) -> Value {
-                return arith::MaxNumFOp::create(rb, rl, acc, in[0]);
-              });
-          // Updated in place (the loop's tensors stay one buffer each): the
-          // sum so far rescaled to the new maximum, the maximum, then this
-          // block's exponentials added.
-          Value sum = updateRows(carried[1], {carried[0], blockMax},
-                                 [](OpBuilder &rb, Location rl, Value sum, ValueRange in) -> Value {
-                                   Value max = arith::MaxNumFOp::create(rb, rl, in[0], in[1]);
-                                   Value shift = math::ExpOp::create(
-                                       rb, rl, arith::SubFOp::create(rb, rl, in[0], max));
-                                   return arith::MulFOp::create(rb, rl, sum, shift);
-                                 });
-          Value max = updateRows(carried[0], {blockMax},
-                                 [](OpBuilder &rb, Location rl, Value max, ValueRange in) -> Value {
-                                   return arith::MaxNumFOp::create(rb, rl, max, in[0]);
-                                 });
-          sum = rowReduce(s, {max}, sum,
-                          [](OpBuilder &rb, Location rl, Value acc, ValueRange in) -> Value {
-                            Value e = math::ExpOp::create(
-                                rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1]));
-                            return arith::AddFOp::create(rb, rl, acc, e);
-                          });
-          scf::YieldOp::create(b, l, ValueRange{max, sum});
-        });
+    auto statistics = overKeyBlocks(end, {max0, sum0}, [&](Value kStart, ValueRange carried) {
+      Value s = scores(queries, qStart, kStart);
+      Value blockMax = rowReduce(
+          s, {}, filled({batch, block}, f32(), -std::numeric_limits<double>::infinity()),
+          [](OpBuilder &rb, Location rl, Value acc, ValueRange in) -> Value {
+            return arith::MaxNumFOp::create(rb, rl, acc, in[0]);
+          });
+      // Updated in place (the loop's tensors stay one buffer each): the sum
+      // so far rescaled to the new maximum, the maximum, then this block's
+      // exponentials added.
+      Value sum = updateRows(carried[1], {carried[0], blockMax},
+                             [](OpBuilder &rb, Location rl, Value sum, ValueRange in) -> Value {
+                               Value max = arith::MaxNumFOp::create(rb, rl, in[0], in[1]);
+                               Value shift = math::ExpOp::create(
+                                   rb, rl, arith::SubFOp::create(rb, rl, in[0], max));
+                               return arith::MulFOp::create(rb, rl, sum, shift);
+                             });
+      Value max = updateRows(carried[0], {blockMax},
+                             [](OpBuilder &rb, Location rl, Value max, ValueRange in) -> Value {
+                               return arith::MaxNumFOp::create(rb, rl, max, in[0]);
+                             });
+      sum = rowReduce(s, {max}, sum,
+                      [](OpBuilder &rb, Location rl, Value acc, ValueRange in) -> Value {
+                        Value e = math::ExpOp::create(
+                            rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1]));
+                        return arith::AddFOp::create(rb, rl, acc, e);
+                      });
+      return SmallVector<Value>{max, sum};
+    });
     return {statistics.getResult(0), statistics.getResult(1)};
   }
 
   /// The softmax's output for the scores `s`: exp(s - max) / sum, rounded
-  /// to the operand type, [batch, block, block].
+  /// to the operand type, [batch, block, block] (f32).
   Value probabilities(Value s, Value max, Value sum) const {
     return buildElementwise(
-        b, loc, RankedTensorType::get({batch, block, block}, element), {s, max, sum},
+        b, loc, RankedTensorType::get({batch, block, block}, f32()), {s, max, sum},
         {map(3, {0, 1, 2}), map(3, {0, 1}), map(3, {0, 1})},
-        [](OpBuilder &rb, Location rl, ValueRange in) -> Value {
+        [&](OpBuilder &rb, Location rl, ValueRange in) -> Value {
           Value e = math::ExpOp::create(rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1]));
-          return arith::DivFOp::create(rb, rl, e, in[2]);
+          return roundTrip(rb, rl, arith::DivFOp::create(rb, rl, e, in[2]));
         });
   }
 
@@ -272,14 +289,8 @@ struct AttentionBuilder {
   /// of an accumulator for the whole sequence.
   Value accumulateRows(Value target, Value start, Value lhs, Value rhs,
                        ArrayRef<AffineMap> maps) const {
-    Value slice = rows(target, start);
-    Value sum = contract(lhs, rhs, slice, maps);
-    int64_t n = cast<RankedTensorType>(target.getType()).getShape().back();
-    SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes{b.getIndexAttr(batch), b.getIndexAttr(block),
-                                    b.getIndexAttr(n)};
-    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-    return tensor::InsertSliceOp::create(b, loc, sum, target, offsets, sizes, strides);
+    Value sum = contract(lhs, rhs, rows(target, start), maps);
+    return insertRows(b, loc, sum, target, start);
   }
 
   /// The backward of the query rows [qStart, +block): their query
@@ -321,34 +332,25 @@ struct AttentionBuilder {
       return SmallVector<Value>{generic.getResult(0)};
     });
     Value dot = dots.getResult(0);
-    Value queryAcc0 = filled({batch, block, cast<RankedTensorType>(query.getType()).getShape().back()},
-                             accumulate, 0.0);
+    Value queryAcc0 = filled({batch, block, features}, accumulate, 0.0);
     auto backward = overKeyBlocks(
         end, {queryAcc0, keyGrads, valueGrads}, [&](Value kStart, ValueRange carried) {
           Value p = probabilities(scores(queries, qStart, kStart), max, sum);
           Value dp = probabilityGrads(kStart);
           // ds = p * (dp - dot), rounded; 0 above the diagonal; times the
           // scale, rounded again.
-          Type operand = element;
-          Value factor = scale;
-          bool mask = causal;
           Value ds = buildElementwise(
-              b, loc, RankedTensorType::get({batch, block, block}, element), {p, dp, dot},
+              b, loc, RankedTensorType::get({batch, block, block}, f32()), {p, dp, dot},
               {map(3, {0, 1, 2}), map(3, {0, 1, 2}), map(3, {0, 1})},
               [&](OpBuilder &nb, Location l, ValueRange in) -> Value {
                 Value x = arith::MulFOp::create(nb, l, in[0],
                                                 arith::SubFOp::create(nb, l, in[1], in[2]));
-                if (mask) {
-                  Value i = arith::AddIOp::create(nb, l, qStart, linalg::IndexOp::create(nb, l, 1));
-                  Value j = arith::AddIOp::create(nb, l, kStart, linalg::IndexOp::create(nb, l, 2));
-                  Value above = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sgt, j, i);
-                  x = arith::SelectOp::create(nb, l, above, f32Constant(nb, l, 0.0), x);
-                }
-                if (factor) {
-                  x = convertScalar(nb, l, convertScalar(nb, l, x, operand), nb.getF32Type());
-                  x = arith::MulFOp::create(nb, l, x, factor);
-                }
-                return x;
+                if (causal)
+                  x = arith::SelectOp::create(nb, l, aboveDiagonal(nb, l, qStart, kStart),
+                                              f32Constant(nb, l, 0.0), x);
+                if (scale)
+                  x = arith::MulFOp::create(nb, l, roundTrip(nb, l, x), scale);
+                return roundTrip(nb, l, x);
               });
           Value queryAcc = contract(ds, rows(key, kStart), carried[0],
                                     {map(4, {0, 1, 3}), map(4, {0, 3, 2}), map(4, {0, 1, 2})});
@@ -386,6 +388,18 @@ static Value toBatched(OpBuilder &b, Location loc, Value x, int64_t batchDims) {
   return tensor::CollapseShapeOp::create(b, loc, x, batchReassociation(batchDims));
 }
 
+/// `x` [b..., s, f] as [prod(b...), s, f] in f32, widened once here (a
+/// 16-bit operand) rather than per block by the contractions.
+static Value widenedBatched(OpBuilder &b, Location loc, Value x, int64_t batchDims) {
+  Value batched = toBatched(b, loc, x, batchDims);
+  auto type = cast<RankedTensorType>(batched.getType());
+  if (type.getElementType().isF32())
+    return batched;
+  return buildElementwise(b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()),
+                          {batched}, {AffineMap::getMultiDimIdentityMap(3, b.getContext())},
+                          [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+}
+
 /// The inverse of toBatched, to `type`.
 static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
   int64_t batchDims = type.getRank() - 2;
@@ -418,9 +432,9 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor,
                           batch,
                           attentionBlock(q[batchDims], k[batchDims]),
                           q.back(),
-                          toBatched(b, loc, adaptor.getQuery(), batchDims),
-                          toBatched(b, loc, adaptor.getKey(), batchDims),
-                          toBatched(b, loc, adaptor.getValue(), batchDims),
+                          widenedBatched(b, loc, adaptor.getQuery(), batchDims),
+                          widenedBatched(b, loc, adaptor.getKey(), batchDims),
+                          widenedBatched(b, loc, adaptor.getValue(), batchDims),
                           scale,
                           op.getCausal()};
 }
@@ -439,17 +453,6 @@ static scf::ForOp overQueryBlocks(OpBuilder &b, Location loc, int64_t queries,
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
         scf::YieldOp::create(b, l, body(qStart, carried));
       });
-}
-
-/// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
-static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
-                        Value start) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(rows.getType()).getShape();
-  SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
-  SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1]),
-                                  b.getIndexAttr(shape[2])};
-  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, rows, target, offsets, sizes, strides);
 }
 
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
@@ -494,7 +497,7 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     int64_t queries = q[batchDims], keys = k[batchDims];
     int64_t features = q.back();
     int64_t valueFeatures = op.getValue().getType().getShape().back();
-    Value resultGrad = toBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
+    Value resultGrad = widenedBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
     Type element = builder.element, accumulate = builder.accumulate;
     Value queryGrads = tensor::EmptyOp::create(
         rewriter, loc, ArrayRef<int64_t>{builder.batch, queries, features}, element);

@@ -8,7 +8,9 @@
 
 // CHECK-LABEL: func.func @causal
 // CHECK: %[[SCALE:.+]] = arith.extf %{{.+}} : bf16 to f32
-// CHECK: %[[Q:.+]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2], [3]] : tensor<2x4x128x16xbf16> into tensor<8x128x16xbf16>
+// CHECK: %[[Q16:.+]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2], [3]] : tensor<2x4x128x16xbf16> into tensor<8x128x16xbf16>
+// The operands widened to f32 once, not per block.
+// CHECK: %[[Q:.+]] = linalg.generic {{.+}} ins(%[[Q16]] : tensor<8x128x16xbf16>) outs(%{{.+}} : tensor<8x128x16xf32>)
 // CHECK: scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%[[OUT:.+]] = %{{.+}}) -> (tensor<8x128x8xbf16>)
 // CHECK: tensor.extract_slice %[[Q]][0, %[[QB]], 0] [8, 64, 16] [1, 1, 1]
 // A causal block of queries stops at the end of its diagonal block.
@@ -16,7 +18,7 @@
 // CHECK: %[[END:.+]] = arith.minsi %[[DIAG]], %{{.+}} : index
 // Pass 1: maximum and sum.
 // CHECK: %[[STATS:.+]]:2 = scf.for %[[KB:.+]] = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (tensor<8x64xf32>, tensor<8x64xf32>)
-// CHECK: linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins({{.+}} : tensor<8x64x16xbf16>, tensor<8x64x16xbf16>) outs({{.+}} : tensor<8x64x64xf32>)
+// CHECK: linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins({{.+}} : tensor<8x64x16xf32>, tensor<8x64x16xf32>) outs({{.+}} : tensor<8x64x64xf32>)
 // The scores rounded to bf16 after the product and after the scale, -inf
 // above the diagonal.
 // CHECK: arith.truncf %{{.+}} : f32 to bf16
@@ -30,13 +32,13 @@
 // CHECK: math.exp
 // CHECK: arith.mulf
 // CHECK: scf.yield
-// Pass 2: probabilities rounded to bf16, times the values, in f32.
+// Pass 2: probabilities rounded to bf16 (held in f32), times the values.
 // CHECK: scf.for %{{.+}} = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (tensor<8x64x8xf32>)
-// CHECK: ins(%{{.+}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<8x64x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) outs(%{{.+}} : tensor<8x64x64xbf16>)
+// CHECK: ins(%{{.+}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<8x64x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) outs(%{{.+}} : tensor<8x64x64xf32>)
 // CHECK: math.exp
 // CHECK: arith.divf
 // CHECK: arith.truncf %{{.+}} : f32 to bf16
-// CHECK: ins(%{{.+}}, %{{.+}} : tensor<8x64x64xbf16>, tensor<8x64x8xbf16>) outs(%{{.+}} : tensor<8x64x8xf32>)
+// CHECK: ins(%{{.+}}, %{{.+}} : tensor<8x64x64xf32>, tensor<8x64x8xf32>) outs(%{{.+}} : tensor<8x64x8xf32>)
 // CHECK: tensor.insert_slice %{{.+}} into %[[OUT]][0, %[[QB]], 0] [8, 64, 8] [1, 1, 1]
 // CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [2, 4, 128, 8]
 // CHECK-NOT: tensor<8x128x128
