@@ -24,20 +24,9 @@
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <limits>
-#include <numeric>
 
 using namespace mlir;
 using namespace mlir::loom;
-
-/// Queries and keys per block: the largest divisor of both sequence lengths
-/// up to 64 (a 64 x 64 f32 score tile per batch entry stays in L2).
-static int64_t attentionBlock(int64_t queries, int64_t keys) {
-  int64_t common = std::gcd(queries, keys);
-  for (int64_t block = std::min<int64_t>(common, 64); block > 1; --block)
-    if (common % block == 0)
-      return block;
-  return 1;
-}
 
 /// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
 static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
@@ -430,7 +419,7 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor,
                           op.getQuery().getType().getElementType(),
                           op.getAccumulate(),
                           batch,
-                          attentionBlock(q[batchDims], k[batchDims]),
+                          attentionBlockSize(q[batchDims], k[batchDims]),
                           q.back(),
                           widenedBatched(b, loc, adaptor.getQuery(), batchDims),
                           widenedBatched(b, loc, adaptor.getKey(), batchDims),

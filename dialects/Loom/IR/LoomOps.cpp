@@ -6,6 +6,7 @@
 #include "mlir/IR/OpImplementation.h"
 
 #include <cmath>
+#include <numeric>
 
 using namespace mlir;
 using namespace mlir::loom;
@@ -108,6 +109,14 @@ LogicalResult CausalMaskOp::verify() {
   if (getType().getRank() < 2)
     return emitOpError("needs a tensor of rank >= 2 (queries x keys)");
   return success();
+}
+
+int64_t mlir::loom::attentionBlockSize(int64_t queries, int64_t keys) {
+  int64_t common = std::gcd(queries, keys);
+  for (int64_t block = std::min<int64_t>(common, 64); block > 1; --block)
+    if (common % block == 0)
+      return block;
+  return 1;
 }
 
 /// The operand rules of loom.attention and loom.attention_grad; `output`

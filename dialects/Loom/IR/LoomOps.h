@@ -31,6 +31,11 @@ inline bool isElementwise(Operation *op) {
 /// the shard collectives and loom.accumulate.
 bool isPlanStepOp(Operation *op);
 
+/// Queries and keys per block of a loom.attention lowered for the CPU: the
+/// largest divisor of both sequence lengths up to 64 (a 64 x 64 f32 score
+/// tile per batch entry stays in L2).
+int64_t attentionBlockSize(int64_t queries, int64_t keys);
+
 /// Whether a transpose `permutation` swaps the last two dims and keeps the
 /// others: a matrix transpose (of each batch), which a matmul can read in
 /// place as a K-contiguous B.

@@ -3,6 +3,8 @@
 #include "Loom/IR/LoomOps.h"
 #include "Loom/Transforms/Passes.h"
 
+#include <algorithm>
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMFUSEATTENTION
 #include "Loom/Transforms/Passes.h.inc"
@@ -84,6 +86,12 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, OpBuilder &b,
   if (k.getRank() != q.getRank() || v.getRank() != q.getRank() ||
       k.getShape().take_front(batch) != q.getShape().take_front(batch) ||
       v.getShape().take_front(batch) != q.getShape().take_front(batch))
+    return failure();
+  // Sequences whose only common blocks are small (a prime length, 1000
+  // queries against 1024 keys) would run as thousands of tiny blocks:
+  // the five ops are faster there.
+  int64_t queries = q.getShape()[batch], keys = k.getShape()[batch];
+  if (attentionBlockSize(queries, keys) < 16 && std::max(queries, keys) > 64)
     return failure();
   b.setInsertionPoint(output);
   return AttentionOp::create(b, output.getLoc(), output.getType(), query, key,

@@ -48,7 +48,8 @@ def LoomFuseAttention : Pass<"loom-fuse-attention", "mlir::func::FuncOp"> {
     the scores and probabilities have no other use (a model output that
     reads them keeps the ops as they are). Both matmuls must accumulate in
     the same type without `multiply`, all operands have one element type
-    and the same batch dimensions. The result is the same computation with
+    and the same batch dimensions, and the two sequence lengths share a
+    block of at least 16 (or neither exceeds 64). The result is the same computation with
     the same rounding points; the CPU lowering then never materializes the
     [queries, keys] scores.
   }];

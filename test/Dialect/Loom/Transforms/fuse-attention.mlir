@@ -50,7 +50,8 @@ func.func @scale_on_the_left(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: t
 // -----
 
 // Left as they are: probabilities a model output also reads, a softmax
-// along another axis, tf32 products, a mask before the scale.
+// along another axis, tf32 products, a mask before the scale, sequences
+// without a common block of 16 (below).
 
 // CHECK-LABEL: func.func @probabilities_read
 // CHECK-NOT: loom.attention
@@ -95,4 +96,18 @@ func.func @mask_then_scale(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: ten
   %p = loom.softmax %ss axis 1 : tensor<32x32xf32>
   %o = loom.matmul %p, %v accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
   return %o : tensor<32x16xf32>
+}
+
+// -----
+
+// 1000 queries against 1024 keys share no block of 16 or more: the five
+// ops stay (thousands of 8 x 8 blocks would be slower).
+// CHECK-LABEL: func.func @small_blocks
+// CHECK-NOT: loom.attention
+func.func @small_blocks(%q: tensor<1000x16xf32>, %k: tensor<1024x16xf32>, %v: tensor<1024x16xf32>) -> tensor<1000x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<1024x16xf32> -> tensor<16x1024xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<1000x16xf32>, tensor<16x1024xf32>) -> tensor<1000x1024xf32>
+  %p = loom.softmax %s axis 1 : tensor<1000x1024xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<1000x1024xf32>, tensor<1024x16xf32>) -> tensor<1000x16xf32>
+  return %o : tensor<1000x16xf32>
 }
