@@ -52,9 +52,8 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     // Every accepted script partitions: a failure there (an error, or IR
     // the verifier rejects) is a Loom bug.
     mlir::PassManager partition(&context);
-    PartitionOptions options;
-    options.fuseAttention = true; // as a CPU build of loomc
-    buildPartitionPipeline(partition, options);
+    // As a GPU build of loomc (both paths run below): attention unfused.
+    buildPartitionPipeline(partition, PartitionOptions());
     if (mlir::failed(partition.run(*module)))
       return FrontEndOutcome::InternalError;
     // The CPU path, stage by stage, as loomc runs it.
