@@ -98,17 +98,10 @@ struct AttentionBuilder {
   Value contract(Value lhs, Value rhs, Value acc, ArrayRef<AffineMap> maps) const {
     SmallVector<utils::IteratorType> iterators(3, utils::IteratorType::parallel);
     iterators.push_back(utils::IteratorType::reduction);
-    Type type = accumulate;
     auto generic = linalg::GenericOp::create(
         b, loc, acc.getType(), ValueRange{lhs, rhs}, acc, maps, iterators,
         [&](OpBuilder &nb, Location l, ValueRange args) {
-          auto contractFlag = arith::FastMathFlags::contract;
-          Value x = convertScalar(nb, l, args[0], type);
-          Value y = convertScalar(nb, l, args[1], type);
-          Value sum = arith::AddFOp::create(
-              nb, l, args[2], arith::MulFOp::create(nb, l, x, y, contractFlag),
-              contractFlag);
-          linalg::YieldOp::create(nb, l, sum);
+          linalg::YieldOp::create(nb, l, multiplyAccumulate(nb, l, args[2], args[0], args[1]));
         });
     return generic.getResult(0);
   }
@@ -238,9 +231,7 @@ struct AttentionBuilder {
     if (accumulate == element)
       return x;
     auto type = cast<RankedTensorType>(x.getType());
-    return buildElementwise(b, loc, RankedTensorType::get(type.getShape(), element), {x},
-                            {map(3, {0, 1, 2})},
-                            [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+    return buildConverted(b, loc, RankedTensorType::get(type.getShape(), element), x);
   }
 
   /// A loop over the key blocks [0, end) carrying `init`.
@@ -384,9 +375,8 @@ static Value widenedBatched(OpBuilder &b, Location loc, Value x, int64_t batchDi
   auto type = cast<RankedTensorType>(batched.getType());
   if (type.getElementType().isF32())
     return batched;
-  return buildElementwise(b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()),
-                          {batched}, {AffineMap::getMultiDimIdentityMap(3, b.getContext())},
-                          [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+  return buildConverted(b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()),
+                        batched);
 }
 
 /// The inverse of toBatched, to `type`.
@@ -484,7 +474,7 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     ArrayRef<int64_t> k = op.getKey().getType().getShape();
     int64_t batchDims = q.size() - 2;
     int64_t queries = q[batchDims], keys = k[batchDims];
-    int64_t features = q.back();
+    int64_t features = builder.features;
     int64_t valueFeatures = op.getValue().getType().getShape().back();
     Value resultGrad = widenedBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
     Type element = builder.element, accumulate = builder.accumulate;

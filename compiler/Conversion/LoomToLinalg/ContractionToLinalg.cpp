@@ -91,19 +91,11 @@ struct MatmulLowering : OpConversionPattern<MatmulOp> {
             a = roundToTf32(b, nloc, a);
             c = roundToTf32(b, nloc, c);
           }
-          // `contract` lets LLVM fuse the multiply and add into one FMA
-          // (one rounding instead of two, within the accumulation type).
-          auto contract = arith::FastMathFlags::contract;
-          Value sum = arith::AddFOp::create(
-              b, nloc, args[2], arith::MulFOp::create(b, nloc, a, c, contract),
-              contract);
-          linalg::YieldOp::create(b, nloc, sum);
+          linalg::YieldOp::create(b, nloc, multiplyAccumulate(b, nloc, args[2], a, c));
         });
     Value out = product.getResult(0);
     if (accumulate != resultType.getElementType())
-      out = buildBroadcastElementwise(
-          rewriter, loc, resultType, {out},
-          [](OpBuilder &, Location, ValueRange args) { return args[0]; });
+      out = buildConverted(rewriter, loc, resultType, out);
     rewriter.replaceOp(op, out);
     return success();
   }

@@ -111,12 +111,9 @@ struct CastLowering : OpConversionPattern<CastOp> {
   LogicalResult
   matchAndRewrite(CastOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    // buildElementwise converts the (widened) input to the result type:
-    // one rounding from f32, so f32 -> bf16 rounds to nearest even once.
-    Value result = buildBroadcastElementwise(
-        rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
-        [](OpBuilder &, Location, ValueRange args) { return args[0]; });
-    rewriter.replaceOp(op, result);
+    // One rounding from f32: f32 -> bf16 rounds to nearest even once.
+    rewriter.replaceOp(op, buildConverted(rewriter, op.getLoc(), op.getType(),
+                                          adaptor.getInput()));
     return success();
   }
 };

@@ -59,9 +59,7 @@ struct BroadcastLowering : OpConversionPattern<BroadcastOp> {
   matchAndRewrite(BroadcastOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     rewriter.replaceOp(
-        op, buildBroadcastElementwise(
-                rewriter, op.getLoc(), op.getType(), {adaptor.getInput()},
-                [](OpBuilder &, Location, ValueRange in) { return in[0]; }));
+        op, buildConverted(rewriter, op.getLoc(), op.getType(), adaptor.getInput()));
     return success();
   }
 };
@@ -170,9 +168,7 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
         });
     Value result = generic.getResult(0);
     if (type != f32)
-      result = buildBroadcastElementwise(
-          rewriter, loc, type, {result},
-          [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+      result = buildConverted(rewriter, loc, type, result);
     rewriter.replaceOp(op, result);
     return success();
   }

@@ -110,6 +110,22 @@ Value mlir::loom::buildBroadcastElementwise(OpBuilder &b, Location loc,
   return buildElementwise(b, loc, resultType, inputs, maps, body);
 }
 
+Value mlir::loom::buildConverted(OpBuilder &b, Location loc,
+                                 RankedTensorType resultType, Value value) {
+  return buildBroadcastElementwise(
+      b, loc, resultType, {value},
+      [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+}
+
+Value mlir::loom::multiplyAccumulate(OpBuilder &b, Location loc, Value acc,
+                                     Value a, Value c) {
+  auto contract = arith::FastMathFlags::contract;
+  Type type = acc.getType();
+  Value product = arith::MulFOp::create(b, loc, convertScalar(b, loc, a, type),
+                                        convertScalar(b, loc, c, type), contract);
+  return arith::AddFOp::create(b, loc, acc, product, contract);
+}
+
 Value mlir::loom::filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
                                TypedAttr value) {
   Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());

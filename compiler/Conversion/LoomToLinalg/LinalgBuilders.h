@@ -60,6 +60,16 @@ Value buildBroadcastElementwise(OpBuilder &b, Location loc,
                                 RankedTensorType resultType, ValueRange inputs,
                                 ScalarBody body);
 
+/// `value` as a tensor of `resultType`: broadcast to its shape and each
+/// element converted to its element type (one rounding from f32).
+Value buildConverted(OpBuilder &b, Location loc, RankedTensorType resultType,
+                     Value value);
+
+/// `acc + a * c` with `a` and `c` converted to `acc`'s type: a matmul's
+/// step. `contract` lets LLVM fuse the multiply and add into one FMA (one
+/// rounding instead of two, within the accumulation type).
+Value multiplyAccumulate(OpBuilder &b, Location loc, Value acc, Value a, Value c);
+
 /// Reduces `axis` of the tensors `inputs` (all of `input`'s shape, or
 /// reduced ones given by `inputMaps`) into an f32 tensor without that axis:
 /// `acc = combine(acc, f32 inputs...)` starting from `init`.
