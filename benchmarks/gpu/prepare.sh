@@ -26,6 +26,16 @@ $loomc "$out/matmul4096-bt.loom" -o "$out/matmul4096-bt"
 # M-contiguous A, which wgmma reads M-major (imm-trans-a).
 sed 's/a @ b/transpose(a) @ b/' "$out/matmul4096.loom" > "$out/matmul4096-at.loom"
 $loomc "$out/matmul4096-at.loom" -o "$out/matmul4096-at"
+# Fused attention (the shapes: causal, bf16, 16 heads of 128
+# features, one sequence of 2048 or 8192): one launch of the GPU attention
+# kernel each.
+for size in 2048 8192; do
+  sed -e 's/^precision f32/precision bf16/' -e 's/^dim H = .*/dim H = 16/' \
+      -e "s/^dim T = .*/dim T = $size/" -e 's/^dim E = .*/dim E = 128/' \
+      -e 's/\* 0.125/* 0.08838834764831845/' \
+      "$root/benchmarks/attention/attention.loom" > "$out/attention$size.loom"
+  $loomc "$out/attention$size.loom" -o "$out/attention$size"
+done
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"

@@ -6,7 +6,10 @@
 # 2. bf16 matmul 4096^3 and 8192^3: Loom's kernel time (CUDA events, from
 #    --trace) against torch.matmul (cuBLAS) measured in the same run, printed
 #    as time(cuBLAS)/time(Loom);
-# 3. bandwidth: the memory-bound kernels of the memory and gpt executables
+# 3. fused attention forward (sequence 2048 and 8192, 16 heads of 128,
+#    causal, bf16): Loom's one launch against torch's
+#    scaled_dot_product_attention on the same GPU, time(SDPA)/time(Loom);
+# 4. bandwidth: the memory-bound kernels of the memory and gpt executables
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
 # Exit status 1 if a kernel or a run failed. Under 5 minutes on an H200
@@ -51,7 +54,7 @@ errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
   || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192; do
   skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
@@ -59,7 +62,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -78,7 +81,7 @@ echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights) 
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
 else
-  for exe in mlp gpt gpt-tf32 matmul4096 memory mlp-mma-sync matmul4096-mma-sync; do
+  for exe in mlp gpt gpt-tf32 matmul4096 memory attention2048 mlp-mma-sync matmul4096-mma-sync; do
     skip $exe && continue
     outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
       "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \
@@ -145,6 +148,54 @@ except ValueError:
     sys.exit(0)
 print(f"{exe:18s}: loom {flops/loom_us/1e6:8.1f} TFLOP/s  cuBLAS {flops/cublas_us/1e6:8.1f} TFLOP/s"
       f"  time(cuBLAS)/time(Loom) = {cublas_us/loom_us:.3f}")
+PY
+done
+
+echo "== attention forward: Loom vs torch SDPA, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
+# SDPA's best of 10 (CUDA events, after 3 warm-ups) per size; Loom's best
+# over seeds of its one launch (--trace). The FLOPs counted are both
+# products over the pairs on or below the diagonal, 2 * H * T(T+1)/2 * 256.
+for size in 2048 8192; do
+  exe=attention$size
+  skip $exe && continue
+  sdpa=$($py - "$size" <<'PY' 2>/dev/null | tail -1
+import sys
+t = int(sys.argv[1])
+try:
+    import torch
+    import torch.nn.functional as F
+    q, k, v = (torch.randn(1, 16, t, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for _ in range(3): F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(10):
+        start.record(); F.scaled_dot_product_attention(q, k, v, is_causal=True); stop.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(stop) * 1e3)
+    print(best)
+except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
+    print(f"unavailable ({e})")
+PY
+)
+  best=""
+  for seed in 1 2 3; do
+    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; break; }
+    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
+    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
+  done
+  [ -n "$best" ] || continue
+  $py - "$exe" "$size" "$best" "$sdpa" <<'PY'
+import sys
+exe, t, loom_us, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+flops = 2.0 * 16 * t * (t + 1) / 2 * 256
+try:
+    sdpa_us = float(base)
+except ValueError:
+    print(f"{exe:14s}: loom {flops/loom_us/1e6:7.1f} TFLOP/s ({loom_us:.1f} us); SDPA baseline {base}")
+    sys.exit(0)
+print(f"{exe:14s}: loom {flops/loom_us/1e6:7.1f} TFLOP/s ({loom_us:.1f} us)  SDPA {flops/sdpa_us/1e6:7.1f} TFLOP/s"
+      f"  time(SDPA)/time(Loom) = {sdpa_us/loom_us:.3f}")
 PY
 done
 

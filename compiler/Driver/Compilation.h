@@ -73,8 +73,10 @@ public:
     return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
   }
   bool wantsGpu() const;
-  /// Whether loom-fuse-attention runs (--fuse-attention, CPU-only builds).
-  bool fusesAttention() const;
+  /// Which attention loom-fuse-attention forms (--fuse-attention): any in
+  /// CPU builds; in GPU builds what the GPU kernel runs, forward only (it
+  /// has no backward kernel yet).
+  AttentionFusion fusesAttention() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }
   /// Whether the run ends in an executable (no --emit, no report).

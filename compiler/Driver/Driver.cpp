@@ -272,9 +272,16 @@ bool Compilation::wantsGradients() const {
   return options.gradients || options.train || options.emit == Stage::Autodiff;
 }
 
-bool Compilation::fusesAttention() const {
-  // --explain models the plan a GPU build runs, which keeps the five ops.
-  return options.fuseAttention && !wantsGpu() && !options.explain;
+AttentionFusion Compilation::fusesAttention() const {
+  // --explain models the five ops' costs (it has no model of the fused
+  // kernel).
+  if (!options.fuseAttention || options.explain)
+    return AttentionFusion::None;
+  if (!wantsGpu())
+    return AttentionFusion::Any;
+  // The GPU has the forward kernel only: a trained GPU build keeps the
+  // five ops, whose backward kernels it has.
+  return wantsGradients() ? AttentionFusion::None : AttentionFusion::GpuKernel;
 }
 
 LogicalResult Compilation::differentiate() {

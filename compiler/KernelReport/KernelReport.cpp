@@ -3,6 +3,7 @@
 #include "KernelReport/KernelReport.h"
 
 #include "Codegen/Common/MatmulLike.h"
+#include "Loom/IR/LoomDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -81,11 +82,55 @@ bool isWorkgroup(MemRefType type) {
 }
 } // namespace
 
+/// The work of an attention kernel (a func marked loom.gpu_attention,
+/// which the GPU runs as one launch): both products over the (query, key)
+/// pairs it computes (causal: those on or below the diagonal), each
+/// operand read and the output written once. Its body, the CPU's blocked
+/// loops, does not count.
+static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
+                                                        const ::loom::DeviceSpec &device) {
+  auto mark = kernel->getAttrOfType<DictionaryAttr>(mlir::loom::attr::kGpuAttention);
+  if (!mark)
+    return std::nullopt;
+  auto typeAt = [&](StringRef field) -> MemRefType {
+    auto position = mark.getAs<IntegerAttr>(field);
+    if (!position || position.getInt() >= kernel.getNumArguments())
+      return {};
+    return dyn_cast<MemRefType>(kernel.getArgument(position.getInt()).getType());
+  };
+  MemRefType q = typeAt("query"), k = typeAt("key"), v = typeAt("value");
+  if (!q || !k || !v || !q.hasStaticShape() || !k.hasStaticShape() ||
+      !v.hasStaticShape() || q.getRank() < 2)
+    return std::nullopt;
+  int64_t rows = q.getRank() - 2, batch = 1;
+  for (int64_t size : q.getShape().take_front(rows))
+    batch *= size;
+  int64_t queries = q.getShape()[rows], keys = k.getShape()[rows];
+  int64_t pairs = queries * keys;
+  if (mark.contains("causal"))
+    for (int64_t i = 0; i < queries; ++i)
+      pairs -= std::max<int64_t>(keys - i - 1, 0);
+  KernelReport::Work work;
+  work.flops = 2 * batch * pairs * (q.getShape().back() + v.getShape().back());
+  work.contractionFlops = work.flops;
+  work.tensorTflops = device.tensorTflops16;
+  int64_t outputBytes = bytesOf(q) / q.getShape().back() * v.getShape().back();
+  work.bytes = bytesOf(q) + bytesOf(k) + bytesOf(v) + outputBytes;
+  return work;
+}
+
 void KernelReport::countWork(ModuleOp kernels) {
   MLIRContext *context = kernels.getContext();
-  kernels.walk([&](Operation *op) {
+  kernels.walk<WalkOrder::PreOrder>([&](Operation *op) {
     Work counted;
-    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+    bool attention = false;
+    if (auto kernel = dyn_cast<func::FuncOp>(op)) {
+      std::optional<Work> work = attentionWork(kernel, device);
+      if (!work)
+        return WalkResult::advance();
+      counted = *work;
+      attention = true;
+    } else if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
       int64_t iterations = 1;
       for (int64_t range : linalgOp.getStaticLoopRanges())
         iterations = ShapedType::isDynamic(range) ? 0 : iterations * range;
@@ -111,7 +156,7 @@ void KernelReport::countWork(ModuleOp kernels) {
       counted.bytes = bytesOf(copy.getSource().getType()) +
                       bytesOf(copy.getTarget().getType());
     } else {
-      return;
+      return WalkResult::advance();
     }
     // The GPU passes build launches, loops, loads and stores at the op's
     // location, so the tag survives into the launches that run it.
@@ -119,6 +164,7 @@ void KernelReport::countWork(ModuleOp kernels) {
         NameLoc::get(StringAttr::get(context, kTag + llvm::Twine(work.size())),
                      op->getLoc()));
     work.push_back(counted);
+    return attention ? WalkResult::skip() : WalkResult::advance();
   });
 }
 

@@ -54,8 +54,8 @@ public:
   void print(llvm::raw_ostream &os, KernelReportFormat format,
              llvm::ArrayRef<ReportedProgram> programs) const;
 
-private:
-  /// What one linalg op or copy does, counted before GPU lowering.
+  /// What one linalg op, copy or attention kernel does, counted before GPU
+  /// lowering.
   struct Work {
     int64_t flops = 0;
     /// The FLOPs of a contraction (what tensor cores can run), and the
@@ -64,6 +64,8 @@ private:
     double tensorTflops = 0;
     int64_t bytes = 0;
   };
+
+private:
   struct Launch {
     std::string function;
     std::array<int64_t, 3> grid{}, block{};

@@ -100,14 +100,23 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
 }
 
+/// loom-fuse-attention, as `fusion` asks.
+static void addFuseAttention(OpPassManager &pm, ::loom::AttentionFusion fusion) {
+  if (fusion == ::loom::AttentionFusion::None)
+    return;
+  mlir::loom::LoomFuseAttentionOptions options;
+  options.gpuKernel = fusion == ::loom::AttentionFusion::GpuKernel;
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention(options));
+}
+
 void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train,
-                                   double updateBucketMb, bool fuseAttention) {
+                                   double updateBucketMb,
+                                   AttentionFusion fuseAttention) {
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
   // Before differentiating: the backward then recomputes the scores
   // instead of keeping them.
-  if (fuseAttention)
-    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention());
+  addFuseAttention(pm, fuseAttention);
   if (train)
     pm.addPass(mlir::loom::createLoomMasterWeights());
   mlir::loom::LoomAutodiffOptions autodiff;
@@ -125,8 +134,7 @@ void ::loom::buildPartitionPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   // A no-op after autodiff, which expands MoE blocks first.
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());
-  if (options.fuseAttention)
-    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention());
+  addFuseAttention(pm, options.fuseAttention);
   // One cast of a value per precision, not one per use: a resharded value
   // is then moved once.
   pm.addPass(createCSEPass());
@@ -251,6 +259,10 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
                                      int64_t sharedPerSM,
                                      int64_t reservedSharedPerBlock,
                                      bool warpgroupMma) {
+  // Attention kernels first: their bodies (the CPU's blocked loops) are
+  // replaced whole.
+  if (tensorCores)
+    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomBuildGpuAttention());
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.warpgroupMma = warpgroupMma;
   matmuls.tensorCores = tensorCores;

@@ -11,6 +11,11 @@
 
 namespace loom {
 
+/// Which attention loom-fuse-attention forms: none, any (CPU builds), or
+/// only what the GPU attention kernel runs (GPU builds, whose CPU kernels
+/// are the same plan's).
+enum class AttentionFusion { None, Any, GpuKernel };
+
 /// How the per-rank programs are made (loomc --remarks=collectives,
 /// --sequence-parallel).
 struct PartitionOptions {
@@ -24,7 +29,7 @@ struct PartitionOptions {
   std::string schedule;
   /// loom-fuse-attention first (a forward-only build; a trained one fused
   /// in the autodiff pipeline).
-  bool fuseAttention = false;
+  AttentionFusion fuseAttention = AttentionFusion::None;
 };
 
 /// loom -> autodiff: stages inlined, and each trained model's loss
@@ -34,7 +39,7 @@ struct PartitionOptions {
 /// MiB of params, one kernel each.
 void buildAutodiffPipeline(mlir::OpPassManager &pm, bool train,
                            double updateBucketMb = 25,
-                           bool fuseAttention = false);
+                           AttentionFusion fuseAttention = AttentionFusion::None);
 
 /// loom (or autodiff) -> partitioned: stages inlined, and next to each model `@M` its
 /// per-rank program `@M_spmd` with explicit `shard` collectives (when the

@@ -52,8 +52,11 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     // Every accepted script partitions: a failure there (an error, or IR
     // the verifier rejects) is a Loom bug.
     mlir::PassManager partition(&context);
-    // As a GPU build of loomc (both paths run below): attention unfused.
-    buildPartitionPipeline(partition, PartitionOptions());
+    // As a GPU build of loomc (both paths run below): only the attention
+    // the GPU kernel runs fused.
+    PartitionOptions options;
+    options.fuseAttention = AttentionFusion::GpuKernel;
+    buildPartitionPipeline(partition, options);
     if (mlir::failed(partition.run(*module)))
       return FrontEndOutcome::InternalError;
     // The CPU path, stage by stage, as loomc runs it.

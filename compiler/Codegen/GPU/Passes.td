@@ -5,6 +5,31 @@
 
 include "mlir/Pass/PassBase.td"
 
+def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp"> {
+  let summary = "A kernel marked loom.gpu_attention as one FlashAttention launch";
+  let description = [{
+    Replaces the body of a kernel the attention lowering marked
+    `loom.gpu_attention` (one `loom.attention`, lowered for the CPU and
+    bufferized) by one `gpu.launch` (AttentionKernel.cpp): per batch entry
+    and 64 queries a block of 4 warps, each warp 16 query rows held as
+    `mma.sync.m16n8k16` fragments; per block of keys the scores `Q K^T` on
+    tensor cores, rounded and scaled as the op rounds them, the causal
+    mask, an online softmax (row maxima over a lane quad by xor shuffles,
+    the sums and outputs rescaled when a maximum grows) and `P V` on
+    tensor cores, P taken from the score accumulators; at the end `O / l`
+    rounded to the output. Causal warps stop at their diagonal. Only the
+    query, key, value and output buffers are read (the CPU lowering's
+    scratch arguments stay unused). The probabilities are rounded before
+    their normalization (FlashAttention's online form), so results agree
+    with the CPU's within the operand type's rounding.
+  }];
+  let dependentDialects = [
+    "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",
+    "mlir::vector::VectorDialect", "mlir::math::MathDialect",
+    "mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"
+  ];
+}
+
 def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncOp"> {
   let summary = "Matmul-like linalg ops as tiled gpu.launch kernels";
   let description = [{

@@ -66,6 +66,18 @@ SmallVector<Value> epilogueIndices(OpBuilder &b, Location loc,
 /// offset and strides otherwise.
 bool holdsPairsAlongLastDim(Value buffer, AffineMap map, unsigned dim);
 
+/// One `mma.sync` of `element` operands (bf16 or f16: m16n8k16; f32 as
+/// tf32: m16n8k8) with row-major A and column-major B: `a` (4 registers)
+/// times `b` (2) plus the f32 accumulators `c` (4); the 4 sums.
+SmallVector<Value, 4> mmaSync(OpBuilder &builder, Location loc, Type element,
+                              ValueRange a, ValueRange b, ValueRange c);
+/// Two 16-bit values as one mma operand register, `lo` in the low half
+/// (i32 for bf16, vector<2xf16> for f16, as nvvm.mma.sync takes them).
+Value packPair(OpBuilder &b, Location loc, Type element, Value lo, Value hi);
+/// A vector<2xT> (two adjacent elements loaded at once) as one mma operand
+/// register.
+Value pairAsRegister(OpBuilder &b, Location loc, Type element, Value pair);
+
 /// The kernel being built: created with the launch (its shared-memory
 /// buffers are `workgroup`), with the builder `k` at the start of its body.
 struct TensorCoreKernel {

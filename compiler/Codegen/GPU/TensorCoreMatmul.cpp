@@ -330,7 +330,8 @@ SmallVector<Value> loom::TensorCoreKernel::loadAccumulators() {
   return inits;
 }
 
-Value loom::TensorCoreKernel::pack(OpBuilder &b, Value lo, Value hi) {
+Value loom::packPair(OpBuilder &b, Location loc, Type element, Value lo,
+                     Value hi) {
   Type i16 = b.getI16Type(), i32 = b.getI32Type();
   auto bits = [&](Value v) -> Value {
     return arith::ExtUIOp::create(b, loc, i32,
@@ -344,37 +345,53 @@ Value loom::TensorCoreKernel::pack(OpBuilder &b, Value lo, Value hi) {
   return LLVM::BitcastOp::create(b, loc, VectorType::get({2}, element), packed);
 }
 
-Value loom::TensorCoreKernel::asRegister(OpBuilder &b, Value pair) {
+Value loom::pairAsRegister(OpBuilder &b, Location loc, Type element, Value pair) {
   // nvvm.mma.sync takes bf16 pairs as i32 and f16 pairs as vector<2xf16>.
   if (element.isBF16())
     return LLVM::BitcastOp::create(b, loc, b.getI32Type(), pair);
   return pair;
 }
 
-void loom::TensorCoreKernel::multiply(OpBuilder &b,
-                                      ArrayRef<SmallVector<Value, 4>> aFrags,
-                                      ArrayRef<SmallVector<Value, 4>> bFrags,
-                                      MutableArrayRef<Value> accs) {
-  Type f32 = b.getF32Type();
+SmallVector<Value, 4> loom::mmaSync(OpBuilder &builder, Location loc,
+                                    Type element, ValueRange a, ValueRange b,
+                                    ValueRange c) {
+  Type f32 = builder.getF32Type();
   auto structType =
-      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+      LLVM::LLVMStructType::getLiteral(builder.getContext(), {f32, f32, f32, f32});
   NVVM::MMATypes ptxType = element.isBF16()  ? NVVM::MMATypes::bf16
                            : element.isF16() ? NVVM::MMATypes::f16
                                              : NVVM::MMATypes::tf32;
   // tf32 multiplies 8 of K at a time, the 16-bit types 16.
   std::array<int64_t, 3> shape{16, 8, element.isF32() ? 8 : 16};
+  auto mma = NVVM::MmaOp::create(
+      builder, loc, structType, a, b, c, shape, std::nullopt, std::nullopt,
+      std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
+      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row, NVVM::MMALayout::col});
+  SmallVector<Value, 4> sums;
+  for (int64_t e = 0; e < 4; ++e)
+    sums.push_back(LLVM::ExtractValueOp::create(builder, loc, mma, e));
+  return sums;
+}
+
+Value loom::TensorCoreKernel::pack(OpBuilder &b, Value lo, Value hi) {
+  return packPair(b, loc, element, lo, hi);
+}
+
+Value loom::TensorCoreKernel::asRegister(OpBuilder &b, Value pair) {
+  return pairAsRegister(b, loc, element, pair);
+}
+
+void loom::TensorCoreKernel::multiply(OpBuilder &b,
+                                      ArrayRef<SmallVector<Value, 4>> aFrags,
+                                      ArrayRef<SmallVector<Value, 4>> bFrags,
+                                      MutableArrayRef<Value> accs) {
   for (int64_t mi = 0; mi < tilesM; ++mi)
     for (int64_t ni = 0; ni < tilesN; ++ni) {
       int64_t base = (mi * tilesN + ni) * 4;
-      SmallVector<Value> cFrag(accs.begin() + base, accs.begin() + base + 4);
-      auto mma = NVVM::MmaOp::create(
-          b, loc, structType, aFrags[mi], bFrags[ni], cFrag, shape,
-          std::nullopt, std::nullopt,
-          std::array<NVVM::MMATypes, 2>{ptxType, ptxType},
-          std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                         NVVM::MMALayout::col});
-      for (int64_t e = 0; e < 4; ++e)
-        accs[base + e] = LLVM::ExtractValueOp::create(b, loc, mma, e);
+      SmallVector<Value, 4> sums =
+          mmaSync(b, loc, element, aFrags[mi], bFrags[ni],
+                  ArrayRef<Value>(accs).slice(base, 4));
+      llvm::copy(sums, accs.begin() + base);
     }
 }
 

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::loom {
@@ -49,10 +50,60 @@ struct ConvertLoomToLinalg
 };
 } // namespace
 
+/// Marks `kernel` `loom.gpu_attention` when it is one loom.attention the
+/// GPU kernel runs and nothing else: its operands the kernel's arguments,
+/// its scale a constant, its result the kernel's one result. The GPU
+/// stages then replace the kernel's body (this lowering, bufferized) by
+/// one launch built from the mark and the arguments.
+static void markGpuAttention(func::FuncOp kernel) {
+  if (!kernel->hasAttr(attr::kKernel) || !kernel.getBody().hasOneBlock())
+    return;
+  Block &body = kernel.front();
+  AttentionOp attention;
+  for (Operation &op : body) {
+    if (auto found = dyn_cast<AttentionOp>(op)) {
+      if (attention)
+        return;
+      attention = found;
+    } else if (!op.hasTrait<OpTrait::ConstantLike>() && !isa<func::ReturnOp>(op)) {
+      return;
+    }
+  }
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (!attention || ret.getNumOperands() != 1 || ret.getOperand(0) != attention.getResult())
+    return;
+  if (!gpuRunsAttention(attention.getQuery().getType(), attention.getKey().getType(),
+                        attention.getValue().getType(), attention.getAccumulate()))
+    return;
+  Builder b(kernel.getContext());
+  SmallVector<NamedAttribute> spec;
+  for (auto [name, operand] : {std::pair<StringRef, Value>{"query", attention.getQuery()},
+                               {"key", attention.getKey()},
+                               {"value", attention.getValue()}}) {
+    auto argument = dyn_cast<BlockArgument>(operand);
+    if (!argument || argument.getOwner() != &body)
+      return;
+    spec.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(argument.getArgNumber())));
+  }
+  if (Value scale = attention.getScale()) {
+    DenseElementsAttr value;
+    if (!matchPattern(scale, m_Constant(&value)))
+      return;
+    // The scale as the op rounded it to the operand type, held in f32.
+    double rounded = value.getSplatValue<APFloat>().convertToDouble();
+    spec.push_back(b.getNamedAttr("scale", b.getF32FloatAttr(rounded)));
+  }
+  spec.push_back(b.getNamedAttr("inputs", b.getI64IntegerAttr(kernel.getNumArguments())));
+  if (attention.getCausal())
+    spec.push_back(b.getNamedAttr("causal", b.getUnitAttr()));
+  kernel->setAttr(attr::kGpuAttention, b.getDictionaryAttr(spec));
+}
+
 namespace {
 struct ConvertLoomAttentionToLinalg
     : public loom::impl::ConvertLoomAttentionToLinalgBase<ConvertLoomAttentionToLinalg> {
   void runOnOperation() override {
+    getOperation().walk([](func::FuncOp kernel) { markGpuAttention(kernel); });
     MLIRContext *context = &getContext();
     ConversionTarget target(*context);
     target.addIllegalOp<AttentionOp, AttentionGradOp>();

@@ -173,6 +173,22 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' marks an update kernel (unit, on a function)";
     return success();
   }
+  if (name == attr::kGpuAttention) {
+    auto spec = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto position = [&](StringRef field) {
+      auto value = spec ? spec.getAs<IntegerAttr>(field) : IntegerAttr();
+      return value && value.getInt() >= 0;
+    };
+    // func.func, or the llvm.func the CPU kernel becomes.
+    if (!isa<FunctionOpInterface>(op) || !spec || !position("query") || !position("key") ||
+        !position("value") || !position("inputs") ||
+        (spec.contains("scale") && !spec.getAs<FloatAttr>("scale")) ||
+        (spec.contains("causal") && !spec.getAs<UnitAttr>("causal")))
+      return op->emitOpError()
+             << "'" << name << "' must be {query, key, value, inputs: positions; "
+             << "causal: unit; scale: float}, on a function";
+    return success();
+  }
   if (name == attr::kUpdateBucket) {
     auto bucket = dyn_cast<IntegerAttr>(attr.getValue());
     if (!bucket || bucket.getInt() < 0)

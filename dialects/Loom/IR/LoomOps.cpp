@@ -119,6 +119,20 @@ int64_t mlir::loom::attentionBlockSize(int64_t queries, int64_t keys) {
   return 1;
 }
 
+bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
+                                  RankedTensorType value, Type accumulate) {
+  Type element = query.getElementType();
+  if (!(element.isBF16() || element.isF16()) || !accumulate.isF32())
+    return false;
+  int64_t rows = query.getRank() - 2;
+  auto fits = [](int64_t size, int64_t most) {
+    return size % 16 == 0 && size <= most;
+  };
+  return fits(query.getShape()[rows], INT32_MAX) &&
+         fits(key.getShape()[rows], INT32_MAX) && fits(query.getShape().back(), 128) &&
+         fits(value.getShape().back(), 128);
+}
+
 /// The operand rules of loom.attention and loom.attention_grad; `output`
 /// is the attention's result type (its gradient's, for the latter).
 static LogicalResult verifyAttention(Operation *op, RankedTensorType q,

@@ -28,7 +28,8 @@ static Type elementOf(Value value) {
 
 /// The attention `output` (softmax(...) @ v) computes, or failure; `chain`
 /// gets the ops it replaces, users first.
-static FailureOr<AttentionOp> matchAttention(MatmulOp output, OpBuilder &b,
+static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
+                                             OpBuilder &b,
                                              SmallVectorImpl<Operation *> &chain) {
   if (output.getMultiply())
     return failure();
@@ -93,6 +94,8 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, OpBuilder &b,
   int64_t queries = q.getShape()[batch], keys = k.getShape()[batch];
   if (attentionBlockSize(queries, keys) < 16 && std::max(queries, keys) > 64)
     return failure();
+  if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate()))
+    return failure();
   b.setInsertionPoint(output);
   return AttentionOp::create(b, output.getLoc(), output.getType(), query, key,
                              value, scale, causal ? b.getUnitAttr() : nullptr,
@@ -102,13 +105,14 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, OpBuilder &b,
 namespace {
 struct LoomFuseAttention
     : public loom::impl::LoomFuseAttentionBase<LoomFuseAttention> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<MatmulOp> outputs;
     getOperation().walk([&](MatmulOp matmul) { outputs.push_back(matmul); });
     OpBuilder b(&getContext());
     for (MatmulOp output : outputs) {
       SmallVector<Operation *> chain;
-      FailureOr<AttentionOp> fused = matchAttention(output, b, chain);
+      FailureOr<AttentionOp> fused = matchAttention(output, gpuKernel, b, chain);
       if (failed(fused))
         continue;
       // Each op of the chain had its successor as its only user.

@@ -51,8 +51,15 @@ def LoomFuseAttention : Pass<"loom-fuse-attention", "mlir::func::FuncOp"> {
     and the same batch dimensions, and the two sequence lengths share a
     block of at least 16 (or neither exceeds 64). The result is the same computation with
     the same rounding points; the CPU lowering then never materializes the
-    [queries, keys] scores.
+    [queries, keys] scores. With `gpu-kernel` (GPU builds) only attention
+    the GPU kernel runs is fused (`gpuRunsAttention`: 16-bit operands
+    accumulated in f32, sequences and feature sizes multiples of 16,
+    features at most 128).
   }];
+  let options = [
+    Option<"gpuKernel", "gpu-kernel", "bool", "false",
+           "Fuse only the attention the GPU attention kernel runs">,
+  ];
   let dependentDialects = ["mlir::loom::LoomDialect"];
 }
 

@@ -5,7 +5,9 @@ tensor cores, from two loomc stages of the same script:
   tensor_core_share.py KERNELS.mlir GPU.mlir
 
 KERNELS.mlir (--emit=kernels): every `loom.matmul` whose operands are bf16
-or f16, with its FLOPs (2 * batch * M * N * K from its types), grouped by
+or f16, with its FLOPs (2 * batch * M * N * K from its types), and every
+16-bit `loom.attention` with the FLOPs of its two products (2 * batch *
+queries * keys * (features + value features), causal or not), grouped by
 the kernel function holding it. GPU.mlir (--emit=gpu): every gpu.func
 (named after its kernel function, `NAME_kernel`) and whether it runs
 `nvvm.mma.sync` or `nvvm.wgmma.mma_async`. A kernel function's matmuls
@@ -22,6 +24,8 @@ from math import prod
 
 MATMUL = re.compile(r"loom\.matmul .*: \(tensor<([0-9x]+)x(bf16|f16)>, "
                     r"tensor<([0-9x]+)x(?:bf16|f16)>\) -> tensor<([0-9x]+)x(?:bf16|f16|f32)>")
+ATTENTION = re.compile(r"loom\.attention .*: \(tensor<([0-9x]+)x(?:bf16|f16)>, "
+                       r"tensor<([0-9x]+)x(?:bf16|f16)>, tensor<([0-9x]+)x(?:bf16|f16)>")
 KERNEL = re.compile(r"^\s*func\.func (?:private )?@(\S+)\(")
 GPU_FUNC = re.compile(r"^\s*gpu\.func @(\S+)_kernel\(")
 
@@ -33,6 +37,7 @@ def dims(text):
 def main():
     kernels, gpu = sys.argv[1], sys.argv[2]
     flops = defaultdict(list)  # kernel function -> its matmuls' FLOPs
+    attentions = 0
     current = None
     for line in open(kernels):
         k = KERNEL.match(line)
@@ -42,6 +47,11 @@ def main():
         if m:
             a, result = dims(m.group(1)), dims(m.group(4))
             flops[current].append(2 * prod(result) * a[-1])
+        at = ATTENTION.search(line)
+        if at:
+            q, k, v = dims(at.group(1)), dims(at.group(2)), dims(at.group(3))
+            flops[current].append(2 * prod(q[:-1]) * k[-2] * (q[-1] + v[-1]))
+            attentions += 1
     mma = defaultdict(int)  # kernel function -> its tensor-core launches
     kinds = {"mma.sync": 0, "wgmma": 0}
     current, counted = None, False
@@ -59,10 +69,11 @@ def main():
     total = sum(sum(f) for f in flops.values())
     covered = sum(sum(sorted(f)[:mma[name]]) for name, f in flops.items())
     share = 100.0 * covered / total if total else 0.0
-    print(f"16-bit matmuls: {sum(len(f) for f in flops.values())}, "
+    print(f"16-bit matmuls: {sum(len(f) for f in flops.values()) - attentions}, "
+          f"attention: {attentions}, "
           f"GPU kernels on mma.sync: {kinds['mma.sync']}, "
           f"on wgmma: {kinds['wgmma']}, "
-          f"matmul FLOPs on tensor cores: {covered}/{total} ({share:.1f}%)")
+          f"matmul and attention FLOPs on tensor cores: {covered}/{total} ({share:.1f}%)")
 
 
 if __name__ == "__main__":

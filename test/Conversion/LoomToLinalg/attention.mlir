@@ -103,3 +103,51 @@ func.func @grad(%q: tensor<2x128x16xbf16>, %k: tensor<2x128x16xbf16>, %v: tensor
       -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>)
   return %0#0, %0#1, %0#2 : tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>
 }
+
+// -----
+
+// A kernel (loom.kernel) that is one attention the GPU kernel runs (bf16,
+// sequences and features multiples of 16), its scale a constant, is marked
+// loom.gpu_attention: the GPU stages replace its body by one launch
+// (loom-build-gpu-attention) reading the operands at these positions.
+
+// CHECK-LABEL: func.func @gpu_kernel
+// CHECK-SAME:    loom.gpu_attention = {causal, inputs = 3 : i64, key = 1 : i64, query = 0 : i64, scale = 1.250000e-01 : f32, value = 2 : i64}
+func.func @gpu_kernel(%q: tensor<4x64x32xbf16>, %k: tensor<4x64x32xbf16>, %v: tensor<4x64x16xbf16>)
+    -> tensor<4x64x16xbf16> attributes {loom.kernel} {
+  %s = arith.constant dense<1.250000e-01> : tensor<bf16>
+  %0 = loom.attention %q, %k, %v scale %s causal accumulate f32
+      : (tensor<4x64x32xbf16>, tensor<4x64x32xbf16>, tensor<4x64x16xbf16>, tensor<bf16>) -> tensor<4x64x16xbf16>
+  return %0 : tensor<4x64x16xbf16>
+}
+
+// -----
+
+// Not marked: f32 operands (the GPU kernel multiplies 16-bit ones), a
+// kernel doing more than the attention, and a function that is no kernel.
+
+// CHECK-LABEL: func.func @f32_kernel
+// CHECK-NOT:     loom.gpu_attention
+// CHECK-LABEL: func.func @more
+// CHECK-NOT:     loom.gpu_attention
+// CHECK-LABEL: func.func @not_a_kernel
+// CHECK-NOT:     loom.gpu_attention
+func.func @f32_kernel(%q: tensor<64x32xf32>, %k: tensor<64x32xf32>, %v: tensor<64x16xf32>)
+    -> tensor<64x16xf32> attributes {loom.kernel} {
+  %0 = loom.attention %q, %k, %v accumulate f32
+      : (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x16xf32>) -> tensor<64x16xf32>
+  return %0 : tensor<64x16xf32>
+}
+func.func @more(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>, %v: tensor<64x16xbf16>)
+    -> tensor<64x16xbf16> attributes {loom.kernel} {
+  %0 = loom.attention %q, %k, %v accumulate f32
+      : (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x16xbf16>) -> tensor<64x16xbf16>
+  %1 = loom.neg %0 : tensor<64x16xbf16>
+  return %1 : tensor<64x16xbf16>
+}
+func.func @not_a_kernel(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>, %v: tensor<64x16xbf16>)
+    -> tensor<64x16xbf16> {
+  %0 = loom.attention %q, %k, %v accumulate f32
+      : (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x16xbf16>) -> tensor<64x16xbf16>
+  return %0 : tensor<64x16xbf16>
+}

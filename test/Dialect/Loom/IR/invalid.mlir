@@ -1134,6 +1134,22 @@ func.func @update_bucket_not_number(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
+// A GPU attention mark needs the operands' positions.
+// expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs: positions; causal: unit; scale: float}, on a function}}
+func.func @gpu_attention_without_positions(%x: tensor<8xf32>) attributes {loom.gpu_attention = {query = 0 : i64}} {
+  return
+}
+
+// -----
+
+func.func @gpu_attention_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'loom.neg' op 'loom.gpu_attention' must be {query, key, value, inputs: positions; causal: unit; scale: float}, on a function}}
+  %0 = loom.neg %x {loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
 func.func @update_kernel_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error @+1 {{'loom.neg' op 'loom.update_kernel' marks an update kernel (unit, on a function)}}
   %0 = loom.neg %x {loom.update_kernel} : tensor<8xf32>

@@ -1,8 +1,14 @@
 // RUN: loom-opt %s --split-input-file --loom-fuse-attention | FileCheck %s
+// GPU builds fuse only what the GPU attention kernel runs: 16-bit operands
+// accumulated in f32, sequences and feature sizes multiples of 16.
+// RUN: loom-opt %s --split-input-file --loom-fuse-attention=gpu-kernel=true | FileCheck %s --check-prefix=GPU
 
 // --loom-fuse-attention: softmax(causal_mask(q @ transpose(k) * s)) @ v
 // becomes one loom.attention where its intermediates have no other use.
 
+// Value features 8: no GPU kernel.
+// GPU-LABEL: func.func @causal_scaled
+// GPU-NOT: loom.attention
 // CHECK-LABEL: func.func @causal_scaled
 // CHECK-SAME: (%[[Q:.+]]: tensor<2x4x64x16xbf16>, %[[K:.+]]: tensor<2x4x64x16xbf16>, %[[V:.+]]: tensor<2x4x64x8xbf16>)
 // CHECK: %[[S:.+]] = loom.constant
@@ -24,6 +30,9 @@ func.func @causal_scaled(%q: tensor<2x4x64x16xbf16>, %k: tensor<2x4x64x16xbf16>,
 
 // No scale, no mask, a matrix (no batch dims); the scale on the left.
 
+// f32: no GPU kernel.
+// GPU-LABEL: func.func @plain
+// GPU-NOT: loom.attention
 // CHECK-LABEL: func.func @plain
 // CHECK: loom.attention %arg0, %arg1, %arg2 accumulate f32 : (tensor<32x16xf32>, tensor<48x16xf32>, tensor<48x16xf32>) -> tensor<32x16xf32>
 // CHECK-NOT: loom.softmax
@@ -110,4 +119,22 @@ func.func @small_blocks(%q: tensor<1000x16xf32>, %k: tensor<1024x16xf32>, %v: te
   %p = loom.softmax %s axis 1 : tensor<1000x1024xf32>
   %o = loom.matmul %p, %v accumulate f32 : (tensor<1000x1024xf32>, tensor<1024x16xf32>) -> tensor<1000x16xf32>
   return %o : tensor<1000x16xf32>
+}
+
+// -----
+
+// bf16, 64 queries and keys, 32 and 16 features: fused for the GPU too.
+
+// GPU-LABEL: func.func @gpu_shapes
+// GPU: loom.attention %arg0, %arg1, %arg2 causal accumulate f32
+// CHECK-LABEL: func.func @gpu_shapes
+// CHECK: loom.attention %arg0, %arg1, %arg2 causal accumulate f32
+func.func @gpu_shapes(%q: tensor<2x64x32xbf16>, %k: tensor<2x64x32xbf16>,
+                      %v: tensor<2x64x16xbf16>) -> tensor<2x64x16xbf16> {
+  %kt = loom.transpose %k perm [0, 2, 1] : tensor<2x64x32xbf16> -> tensor<2x32x64xbf16>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x64x32xbf16>, tensor<2x32x64xbf16>) -> tensor<2x64x64xbf16>
+  %m = loom.causal_mask %s : tensor<2x64x64xbf16>
+  %p = loom.softmax %m axis 2 : tensor<2x64x64xbf16>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x64x64xbf16>, tensor<2x64x16xbf16>) -> tensor<2x64x16xbf16>
+  return %o : tensor<2x64x16xbf16>
 }

@@ -1,0 +1,103 @@
+// RUN: loom-opt %s --split-input-file --loom-build-gpu-attention -verify-diagnostics | FileCheck %s
+
+// --loom-build-gpu-attention: a kernel marked loom.gpu_attention (one
+// loom.attention, lowered for the CPU) gets one launch instead of its body.
+// Here 2 x 4 (batch, heads) entries of 128 queries and keys, 64 features,
+// causal, scale 0.125: 8 x 2 blocks of 4 warps (128 threads), each warp 16
+// query rows. The body's CPU loops (and the scratch argument) are gone.
+// A warp loads its queries' A fragments once (64 / 16 = 4 K steps of 4
+// pairs), then walks the key blocks (64 keys) up to its diagonal carrying
+// 8 output tiles of 4 f32 (64 value features / 8), two row maxima and two
+// partial sums. Per key block: 4 x 8 mma.sync for the scores, the scores
+// rounded to bf16 after the product and after the scale, masked above the
+// diagonal, the row maxima over a quad (2 xor shuffles per row), the
+// rescaled sums and outputs, exp(s - m) rounded, and 4 x 8 mma.sync for P V.
+// At the end: the sums over the quad and O / l stored as bf16 pairs.
+
+// CHECK-LABEL: func.func @attention_k0
+// CHECK-SAME:    (%[[Q:.+]]: memref<2x4x128x64xbf16>, %[[K:.+]]: memref<2x4x128x64xbf16>, %[[V:.+]]: memref<2x4x128x64xbf16>, %[[O:.+]]: memref<2x4x128x64xbf16>, %{{.+}}: memref<8x64x64xf32> {loom.scratch})
+// CHECK-NOT:     linalg.
+// CHECK-DAG:     %[[C8:.+]] = arith.constant 8 : index
+// CHECK-DAG:     %[[C2:.+]] = arith.constant 2 : index
+// CHECK-DAG:     %[[C128:.+]] = arith.constant 128 : index
+// CHECK:         gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C8]], %{{.+}} = %[[C2]], %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C128]],
+// CHECK-COUNT-16: vector.load %[[Q]]
+// CHECK:           %{{.+}}:36 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
+// CHECK-COUNT-32:    nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
+// CHECK:             arith.truncf %{{.+}} : f32 to bf16
+// CHECK:             arith.mulf %{{.+}}, %{{.+}} : f32
+// CHECK:             arith.cmpi ugt
+// CHECK:             arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// CHECK-COUNT-2:     gpu.shuffle xor
+// CHECK:             math.exp
+// CHECK-COUNT-2:     gpu.shuffle xor
+// CHECK:             math.exp
+// CHECK:             math.exp
+// CHECK:             memref.load %[[V]]
+// CHECK-COUNT-32:    nvvm.mma.sync
+// CHECK-NOT:         nvvm.mma.sync
+// CHECK:             scf.yield
+// CHECK-COUNT-4:   gpu.shuffle xor
+// CHECK:           arith.divf
+// CHECK:           vector.store %{{.+}}, %[[O]]
+// CHECK:           gpu.terminator
+// CHECK:         return
+func.func @attention_k0(%q: memref<2x4x128x64xbf16>, %k: memref<2x4x128x64xbf16>,
+                        %v: memref<2x4x128x64xbf16>, %o: memref<2x4x128x64xbf16>,
+                        %scratch: memref<8x64x64xf32> {loom.scratch})
+    attributes {loom.kernel, loom.gpu_attention = {causal, inputs = 3 : i64, key = 1 : i64, query = 0 : i64, scale = 1.250000e-01 : f32, value = 2 : i64}} {
+  %c0 = arith.constant 0.0 : f32
+  linalg.fill ins(%c0 : f32) outs(%scratch : memref<8x64x64xf32>)
+  return
+}
+
+// -----
+
+// Not causal, no scale, 80 queries (the second block's last 3 warps have
+// none: a guard), 48 keys (blocks of 16), f16, 32 features and 16 value
+// features: 2 output tiles of 4, so 8 + 4 carried values; per key block 2 x 2
+// mma.sync for the scores and 1 x 2 for P V. No mask, no scale.
+
+// CHECK-LABEL: func.func @plain
+// CHECK:         gpu.launch
+// CHECK:           scf.if
+// CHECK:             %{{.+}}:12 = scf.for
+// CHECK-COUNT-4:       nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
+// CHECK-NOT:           arith.cmpi ugt
+// CHECK:               gpu.shuffle xor
+// CHECK-COUNT-2:       nvvm.mma.sync
+// CHECK-NOT:           nvvm.mma.sync
+// CHECK:               scf.yield
+func.func @plain(%q: memref<80x32xf16>, %k: memref<48x32xf16>, %v: memref<48x16xf16>,
+                 %o: memref<80x16xf16>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
+// The mark must match the arguments: 3 inputs and an output.
+// expected-error @+1 {{loom.gpu_attention: the kernel's arguments do not match the mark}}
+func.func @missing_output(%q: memref<64x32xbf16>, %k: memref<64x32xbf16>, %v: memref<64x32xbf16>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
+// 256 features do not fit a warp's registers.
+// expected-error @+1 {{loom.gpu_attention: shapes the GPU attention kernel does not run}}
+func.func @wide(%q: memref<64x256xbf16>, %k: memref<64x256xbf16>, %v: memref<64x256xbf16>,
+                %o: memref<64x256xbf16>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{loom.gpu_attention: query, key, value and output must be contiguous buffers of one rank and type}}
+func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32xbf16>,
+                 %o: memref<64x32xbf16>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
