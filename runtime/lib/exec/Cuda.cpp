@@ -101,6 +101,19 @@ bool CudaExecutor::finish(char *, std::string &error) {
   return false;
 }
 
+void CudaExecutor::keepParamsOnDevice(const std::vector<uint32_t> &) {}
+
+bool CudaExecutor::applyUpdates(const std::function<bool(const PlanBuffer &)> &,
+                                std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::downloadParams(char *, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
 std::string CudaExecutor::deviceDescription() const { return ""; }
 
 #else // LOOM_RUNTIME_CUDA
@@ -140,6 +153,7 @@ struct DriverApi {
   decltype(&::cuMemsetD8) memsetD8 = nullptr;
   decltype(&::cuMemcpyHtoD) memcpyHtoD = nullptr;
   decltype(&::cuMemcpyDtoH) memcpyDtoH = nullptr;
+  decltype(&::cuMemcpyDtoD) memcpyDtoD = nullptr;
   decltype(&::cuLaunchKernel) launchKernel = nullptr;
   decltype(&::cuEventCreate) eventCreate = nullptr;
   decltype(&::cuEventRecord) eventRecord = nullptr;
@@ -249,6 +263,11 @@ struct CudaExecutor::State {
     return arena + buffer.offset;
   }
 
+  /// Training: the params stay on the device once uploaded; per buffer,
+  /// whether it is an output that stays there (an update output).
+  bool resident = false, uploaded = false;
+  std::vector<bool> deviceOnly;
+
   std::vector<uint64_t> slots; // of the launch being made
   std::vector<void *> params;
   std::vector<StepAccess> access; // per step: its bytes, for the trace
@@ -316,6 +335,7 @@ bool CudaExecutor::State::loadDriver(const char *path, std::string &error) {
   required.require(api.memsetD8, "cuMemsetD8_v2");
   required.require(api.memcpyHtoD, "cuMemcpyHtoD_v2");
   required.require(api.memcpyDtoH, "cuMemcpyDtoH_v2");
+  required.require(api.memcpyDtoD, "cuMemcpyDtoD_v2");
   required.require(api.launchKernel, "cuLaunchKernel");
   required.require(api.eventCreate, "cuEventCreate");
   required.require(api.eventRecord, "cuEventRecord");
@@ -839,6 +859,45 @@ bool CudaExecutor::finish(char *hostArena, std::string &error) {
     collectives->drained();
   for (const PlanBuffer &buffer : s.plan->buffers)
     if (buffer.role == BufferRole::Output &&
+        !(s.resident && s.deviceOnly[buffer.id]) &&
+        !copyToHost(buffer, hostArena + buffer.offset, error))
+      return false;
+  return true;
+}
+
+void CudaExecutor::keepParamsOnDevice(const std::vector<uint32_t> &deviceOnly) {
+  State &s = *state;
+  s.resident = true;
+  s.deviceOnly.assign(s.plan->buffers.size(), false);
+  for (uint32_t id : deviceOnly)
+    if (id < s.deviceOnly.size())
+      s.deviceOnly[id] = true;
+}
+
+bool CudaExecutor::applyUpdates(
+    const std::function<bool(const PlanBuffer &)> &holds, std::string &error) {
+  const State &s = *state;
+  // On the default stream, after the step's launches and before the next's.
+  for (const PlanUpdate &update : s.plan->updates) {
+    const PlanBuffer &param = s.plan->buffers[update.param];
+    if (!holds(param) || !param.bytes)
+      continue;
+    if (!s.check(s.api.memcpyDtoD(s.address(param),
+                                  s.address(s.plan->buffers[update.output]),
+                                  static_cast<size_t>(param.bytes)),
+                 "cuMemcpyDtoD", error,
+                 "updating param '" + param.name + "' on the device"))
+      return false;
+  }
+  return true;
+}
+
+bool CudaExecutor::downloadParams(char *hostArena, std::string &error) {
+  const State &s = *state;
+  if (!s.synchronize("finishing the step's updates", error))
+    return false;
+  for (const PlanBuffer &buffer : s.plan->buffers)
+    if (buffer.role == BufferRole::Param &&
         !copyToHost(buffer, hostArena + buffer.offset, error))
       return false;
   return true;
@@ -846,9 +905,18 @@ bool CudaExecutor::finish(char *hostArena, std::string &error) {
 
 bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
                        std::string &error) {
-  if (!upload(hostArena, error))
-    return false;
   State &s = *state;
+  if (s.resident && s.uploaded) {
+    // A training step after the first: the params and the optimizer state
+    // are the device's (applyUpdates); only the inputs are new.
+    for (const PlanBuffer &buffer : s.plan->buffers)
+      if (buffer.role == BufferRole::Input &&
+          !copyToDevice(buffer, hostArena + buffer.offset, error))
+        return false;
+  } else if (!upload(hostArena, error)) {
+    return false;
+  }
+  s.uploaded = true;
   const Plan &plan = *s.plan;
   const DriverApi &api = s.api;
 

@@ -44,6 +44,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <unistd.h>
 
@@ -55,6 +56,10 @@ static std::string programName(int argc, char **argv) {
   const char *slash = std::strrchr(path, '/');
   return slash ? slash + 1 : path;
 }
+
+/// Rewrites a "plan:LINE: ..." error of the partitioned plan as
+/// "spmd-plan:LINE: ...".
+static std::string inSpmdPlan(const std::string &error);
 
 namespace {
 /// Runs one executable invocation (one rank of it); each step returns false
@@ -117,6 +122,16 @@ private:
   bool drawsProgressBar() const { return numRanks == 1 && isatty(fileno(out)); }
   /// Writes the checkpoint of `plan`'s params in `arena` (rank 0's).
   bool saveCheckpointOf(const Plan &plan, const char *arena);
+  /// Training on cuda: the params and optimizer state of `plan` (this
+  /// rank's) stay on the device between steps; the update outputs nobody
+  /// asked for stay there too.
+  void keepTrainingOnDevice(const Plan &plan);
+  /// On cuda, the params back into this rank's host arena (before they are
+  /// collected or saved); nothing to do on the CPU.
+  bool paramsToHost() {
+    return !onCuda || cuda.downloadParams(executor.arena(), error) ||
+           fail(multiRank ? inSpmdPlan(error) : error);
+  }
   /// Whether --data fills `buffer` (tokens, labels) instead of a file.
   bool fromData(const PlanBuffer &buffer) const {
     return !options.data.empty() &&
@@ -557,8 +572,14 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   bool hasNorm = readScalarOutput(plan, executor, "grad_norm", gradNorm);
   double lossScale = train.lossScale;
   bool applied = advanceTrainState(plan.optimizer, train, gradNorm);
-  if (applied)
-    applyUpdates(plan, executor, plan.mesh.present ? rank : 0);
+  unsigned holder = plan.mesh.present ? rank : 0;
+  if (applied && !onCuda)
+    applyUpdates(plan, executor, holder);
+  if (applied && onCuda &&
+      !cuda.applyUpdates(
+          [&](const PlanBuffer &param) { return holdsBuffer(plan, param, holder); },
+          error))
+    return fail(multiRank ? inSpmdPlan(error) : error);
   bool hasLoss = readScalarOutput(plan, executor, "loss", loss);
   if (rank != 0)
     return true;
@@ -625,6 +646,19 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   return true;
 }
 
+void Driver::keepTrainingOnDevice(const Plan &plan) {
+  if (!onCuda || !options.train)
+    return;
+  std::set<std::string> requested;
+  for (const auto &[id, path] : outputFiles)
+    requested.insert(whole.buffers[id].name);
+  std::vector<uint32_t> deviceOnly;
+  for (const PlanUpdate &update : plan.updates)
+    if (!requested.count(plan.buffers[update.output].name))
+      deviceOnly.push_back(update.output);
+  cuda.keepParamsOnDevice(deviceOnly);
+}
+
 bool Driver::saveCheckpointOf(const Plan &plan, const char *arena) {
   if (!saveCheckpoint(plan, arena, options.save, train, options.seed, error))
     return fail(error);
@@ -657,6 +691,7 @@ bool Driver::runSingle() {
   if (onCuda && !cuda.open(whole, executable.gpuImage, executable.gpuImageSize,
                            executable.cudaDriver, error))
     return fail(error);
+  keepTrainingOnDevice(whole);
 
   if (!executor.allocate(error))
     return fail(error);
@@ -686,7 +721,7 @@ bool Driver::runSingle() {
         (options.train && !finishStep(whole, step)))
       return false;
     if (options.train && savesAfter(step) &&
-        !saveCheckpointOf(whole, executor.arena()))
+        (!paramsToHost() || !saveCheckpointOf(whole, executor.arena())))
       return false;
   }
   if (!finishOutputs(whole, executor.arena()))
@@ -855,6 +890,7 @@ bool Driver::runRanks() {
   // communicators before any work on the host.
   if ((onCuda && !openCudaRanks()) || !agree(allocateRanks()))
     return false;
+  keepTrainingOnDevice(spmd);
   if (!agree(rank != 0 || prepareParams(staging, stagingArena.data())) ||
       !agree(openLog()) || !agree(distribute(BufferRole::Param)))
     return false;
@@ -885,7 +921,8 @@ bool Driver::runRanks() {
         !agree(!options.train || finishStep(spmd, step)))
       return false;
     if (options.train && savesAfter(step) &&
-        (!agree(syncPipelinedParams()) || !agree(collect(BufferRole::Param)) ||
+        (!agree(syncPipelinedParams()) || !agree(paramsToHost()) ||
+         !agree(collect(BufferRole::Param)) ||
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
   }
@@ -948,8 +985,8 @@ bool Driver::run() {
   if (options.train && whole.optimizer.kind.empty())
     return fail("this executable does not train: build it with loomc --train "
                 "(from a script with a train section)");
-  if (options.train && onCuda)
-    return fail("training runs on the CPU only for now (--device cpu)");
+  if (options.train && onCuda && multiRank && spmd.pipeline.present)
+    return fail("pipelined training runs on the CPU only for now (--device cpu)");
   if (!options.schedule.empty() && !(multiRank && spmd.pipeline.present) &&
       rank == 0)
     warn("--schedule has no effect: this run is not pipelined (a pipelined "

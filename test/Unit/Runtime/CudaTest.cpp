@@ -423,6 +423,89 @@ TEST(Cuda, TracesEveryLaunch) {
   expectReleased(fake);
 }
 
+namespace {
+/// A training step on the fake driver's functions: next.w = x + w and
+/// next.m = w + m, each copied into its param after the step (sgd's
+/// records; what the kernels compute does not matter here, only where the
+/// values live).
+std::vector<std::string> trainingPlanLines() {
+  return {"loom-plan 1",
+          "model trained",
+          "device cpu",
+          "arena 320",
+          "gpu-image sm_90 ptx 9",
+          "buffer 0 x input f32 8 0",
+          "buffer 1 w param f32 8 64 normal 1",
+          "buffer 2 opt.m.w param f32 8 128 normal 1",
+          "buffer 3 next.w output f32 8 192",
+          "buffer 4 next.opt.m.w output f32 8 256",
+          "kernel add 3",
+          "launch add fake_add 1 1 1 8 1 1 b:0 b:1 b:2 i32:8",
+          "step add 0 1 3",
+          "step add 1 2 4",
+          "optimizer sgd 3 lr=0.1",
+          "update 3 1",
+          "update 4 2"};
+}
+} // namespace
+
+TEST(Cuda, TrainsWithTheParamsOnTheDevice) {
+  TempDir dir;
+  std::string plan = sealLines(trainingPlanLines());
+  auto train = [&](const std::string &tag, bool cuda,
+                   std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"train", "--random-inputs", "--seed", "7",
+                                     "--save", dir.path(tag + ".ckpt")};
+    if (cuda)
+      args.insert(args.begin() + 1, {"--device", "cuda"});
+    args.insert(args.end(), more.begin(), more.end());
+    return runDriver(args, gpuExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+  };
+  RunResult cpu = train("cpu", false);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  FakeCudaState &fake = fakeCuda();
+  RunResult gpu = train("gpu", true);
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  // The same progress (and checkpoint line, but for the file's name).
+  EXPECT_EQ(gpu.out.substr(0, gpu.out.find("checkpoint")),
+            cpu.out.substr(0, cpu.out.find("checkpoint")));
+  // Three steps, the params updated each time: the same checkpoint.
+  EXPECT_EQ(readFile(dir.path("gpu.ckpt")), readFile(dir.path("cpu.ckpt")));
+  EXPECT_EQ(fake.numLaunches, 6u);
+  // x, w and m once, then x alone for steps 2 and 3; the updates on the
+  // device (w and m, 64 bytes a step); nothing back but the params for the
+  // checkpoint (the update outputs stay on the device).
+  EXPECT_EQ(fake.bytesToDevice, 96u + 2 * 32u);
+  EXPECT_EQ(fake.bytesOnDevice, 3 * 64u);
+  EXPECT_EQ(fake.bytesToHost, 64u);
+  expectReleased(fake);
+
+  // An update output asked for comes back (the step's last value).
+  RunResult cpuOut = train("cpu2", false, {"--output", "next.w=" + dir.path("cpu.npy")});
+  ASSERT_EQ(cpuOut.status, 0) << cpuOut.err;
+  fakeCuda();
+  RunResult gpuOut = train("gpu2", true, {"--output", "next.w=" + dir.path("gpu.npy")});
+  ASSERT_EQ(gpuOut.status, 0) << gpuOut.err;
+  EXPECT_EQ(readFile(dir.path("gpu.npy")), readFile(dir.path("cpu.npy")));
+  EXPECT_EQ(readFile(dir.path("gpu2.ckpt")), readFile(dir.path("cpu2.ckpt")));
+
+  // --check-kernels checks one run of the step, not a training run.
+  fakeCuda();
+  RunResult checked = train("gpu4", true, {"--check-kernels"});
+  EXPECT_EQ(checked.status, 1);
+  EXPECT_EQ(checked.err, errorLine("--check-kernels checks one run; drop it to train"));
+
+  // A failing device copy is reported with the param.
+  FakeCudaState &failing = fakeCuda();
+  failing.failCall = "cuMemcpyDtoD_v2";
+  failing.failResult = 1; // CUDA_ERROR_INVALID_VALUE
+  RunResult failed = train("gpu3", true);
+  EXPECT_EQ(failed.status, 1);
+  EXPECT_NE(failed.err.find("updating param 'w' on the device: cuMemcpyDtoD failed"),
+            std::string::npos)
+      << failed.err;
+}
+
 TEST(Cuda, ReportsDevicesThatCannotRunTheImage) {
   std::string plan = sealLines(gpuPlanLines());
   FakeCudaState &fake = fakeCuda();

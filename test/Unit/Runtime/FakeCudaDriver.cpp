@@ -447,6 +447,13 @@ CUresult CUDAAPI cuMemcpyDtoH(void *host, CUdeviceptr device, size_t bytes) {
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  FAKE_FAIL("cuMemcpyDtoD_v2");
+  std::memmove(host(dst), host(src), bytes);
+  state.bytesOnDevice += bytes;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src,
                                    size_t bytes, CUstream stream) {
   FAKE_FAIL("cuMemcpyDtoDAsync_v2");

@@ -99,6 +99,7 @@ struct FakeCudaState {
   size_t imageBytes = 0;    // of the last image loaded
   size_t bytesToDevice = 0; // by cuMemcpyHtoD
   size_t bytesToHost = 0;   // by cuMemcpyDtoH
+  size_t bytesOnDevice = 0; // by cuMemcpyDtoD
   unsigned copies = 0;      // cuMemcpyDtoDAsync calls
   unsigned copies2D = 0;    // cuMemcpy2DAsync calls
   /// Per function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set

@@ -15,8 +15,10 @@
 #include "loom/runtime/support/Trace.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace loom::runtime {
 
@@ -114,6 +116,20 @@ public:
   /// Waits for everything queued, the collectives included, and copies the
   /// outputs back to their offsets in `hostArena`.
   bool finish(char *hostArena, std::string &error);
+
+  // Training (`./model train --device cuda`): the params and the optimizer
+  // state stay on the device between steps.
+  /// From now on run zeroes the arena and uploads the params only the
+  /// first time, then only the inputs, and copies back every output but
+  /// those in `deviceOnly` (ids of the update outputs nobody asked for).
+  void keepParamsOnDevice(const std::vector<uint32_t> &deviceOnly);
+  /// The optimizer's step on the device: copies each update's output into
+  /// its param, for the params `holds` says are this rank's.
+  bool applyUpdates(const std::function<bool(const PlanBuffer &)> &holds,
+                    std::string &error);
+  /// Copies the params from the device to their offsets in `hostArena`
+  /// (before a checkpoint is written).
+  bool downloadParams(char *hostArena, std::string &error);
 
   /// After open: "NAME (compute capability X.Y)".
   std::string deviceDescription() const;
