@@ -36,6 +36,20 @@ for size in 2048 8192; do
       "$root/benchmarks/attention/attention.loom" > "$out/attention$size.loom"
   $loomc "$out/attention$size.loom" -o "$out/attention$size"
 done
+# The training step (forward, backward, AdamW) of examples/gpt-train.loom in
+# bf16: checked kernel by kernel, and 20 steps on the GPU against 20 on the
+# CPU on the GPL (carried as gpl.txt). And the same script at a size that
+# fills the GPU (width 2048, 16 heads, 16 layers, 4 x 2048 tokens a step,
+# 0.8 B params) for its tokens/s against PyTorch's eager step with SDPA.
+sed 's/^precision f32 accumulate f32/precision bf16 accumulate f32/' \
+  "$root/examples/gpt-train.loom" > "$out/gpt-train.loom"
+$loomc --train "$out/gpt-train.loom" -o "$out/gpt-train"
+sed -e 's/^dim B = .*/dim B = 4/' -e 's/^dim T = .*/dim T = 2048/' \
+    -e 's/^dim D = .*/dim D = 2048/' -e 's/^dim H = .*/dim H = 16/' \
+    -e 's/for i in 0\.\.2 {/for i in 0..16 {/' -e 's/\* 0\.25)/* 0.08838834764831845)/' \
+    "$out/gpt-train.loom" > "$out/gpt-train-big.loom"
+$loomc --train --mesh=dp=1,tp=1 "$out/gpt-train-big.loom" -o "$out/gpt-train-big"
+cp /usr/share/common-licenses/GPL-3 "$out/gpl.txt"
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"
@@ -60,5 +74,7 @@ mkdir -p "$out/lib"
 ldd "$out/mlp" | awk '$3 ~ /^\// {print $3}' \
   | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' \
   | while read -r lib; do cp -L "$lib" "$out/lib/"; done
-cp "$root/benchmarks/gpu/run.sh" "$root/benchmarks/gpu/compare.py" "$root/benchmarks/gpu/bandwidth.py" "$out/"
+cp "$root/benchmarks/gpu/run.sh" "$root/benchmarks/gpu/compare.py" "$root/benchmarks/gpu/bandwidth.py" \
+   "$root/test/Parallel/compare_losses.py" "$root/test/Numerics/gpt_train_torch.py" \
+   "$root/test/Numerics/reference.py" "$out/"
 echo "prepared $out ($(du -sh "$out" | cut -f1)): carry the directory to the GPU machine and run $out/run.sh"

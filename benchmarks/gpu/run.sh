@@ -9,7 +9,12 @@
 # 3. fused attention forward (sequence 2048 and 8192, 16 heads of 128,
 #    causal, bf16): Loom's one launch against torch's
 #    scaled_dot_product_attention on the same GPU, time(SDPA)/time(Loom);
-# 4. bandwidth: the memory-bound kernels of the memory and gpt executables
+# 4. the bf16 training step of gpt-train: every kernel (backward and
+#    AdamW included) against the CPU, 20 steps' losses on cuda against the
+#    CPU's; and at a size that fills the GPU, tokens/s and MFU against
+#    PyTorch's eager step (SDPA) on the same GPU (GPU_CHECK_SKIP_BIG=1
+#    leaves the big one out);
+# 5. bandwidth: the memory-bound kernels of the memory and gpt executables
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
 # Exit status 1 if a kernel or a run failed. Under 5 minutes on an H200
@@ -54,7 +59,7 @@ errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
   || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192 gpt-train gpt-train-big; do
   skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
@@ -62,7 +67,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -198,6 +203,47 @@ print(f"{exe:14s}: loom {flops/loom_us/1e6:7.1f} TFLOP/s ({loom_us:.1f} us)  SDP
       f"  time(SDPA)/time(Loom) = {sdpa_us/loom_us:.3f}")
 PY
 done
+
+echo "== training: gpt-train (bf16), 20 steps on cuda against 20 on the cpu (losses and gradient norms within 1.6e-2)  [${SECONDS} s]"
+if run "$here/gpt-train" train --steps 20 --data "$here/gpl.txt" --log "$work/train.cpu.jsonl" > /dev/null \
+   && run "$here/gpt-train" train --device cuda --steps 20 --data "$here/gpl.txt" --log "$work/train.cuda.jsonl" > /dev/null; then
+  $py "$here/compare_losses.py" --rtol 1.6e-2 "$work/train.cpu.jsonl" "$work/train.cuda.jsonl" | tail -4 || status=1
+else
+  echo "gpt-train: training run failed:"; errors; status=1
+fi
+
+if [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
+  echo "== training throughput: gpt-train-big (bf16, width 2048, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
+  steps=8
+  if run "$here/gpt-train-big" train --device cuda --steps $steps --data "$here/gpl.txt" \
+       --save-weights "$work/big.safetensors" --log "$work/big.jsonl" > /dev/null; then
+    torch_json=$(LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,16,8192,16 \
+      $py "$here/gpt_train_torch.py" "$work/big.safetensors" "$here/gpl.txt" "$work/big.jsonl" $steps inf bf16 2>&1 | tail -1)
+    $py - "$work/big.jsonl" "$torch_json" <<'PY'
+import json, sys
+log = [json.loads(line) for line in open(sys.argv[1])]
+rates = sorted(entry["tokens_per_s"] for entry in log[2:])  # after warm-up
+loom = rates[len(rates) // 2]
+# FLOPs a token: 6 per param of the matmuls (12 D^2 a layer, the tied
+# output V D) and causal attention's 6 L T D (half of 12 L T D).
+L, D, T, V = 16, 2048, 2048, 256
+flops = 6 * (12 * L * D * D + V * D) + 6 * L * T * D
+peak = 989e12  # H100/H200 dense bf16
+line = f"loom  {loom:9.0f} tokens/s  MFU {loom * flops / peak:.3f}"
+try:
+    ref = json.loads(sys.argv[2])
+    torch_rate = ref["torch_tokens_per_s"]
+    line += (f"   torch {ref['torch_version']} eager+SDPA {torch_rate:9.0f} tokens/s"
+             f"  MFU {torch_rate * flops / peak:.3f}   loom/torch = {loom / torch_rate:.3f}")
+except (ValueError, KeyError):
+    line += f"   PyTorch baseline unavailable: {sys.argv[2][:200]}"
+print(line)
+PY
+  else
+    echo "gpt-train-big: training run failed:"; errors; status=1
+  fi
+  rm -f "$work/big.safetensors"
+fi
 
 echo "== bandwidth: memory-bound kernels against a device-to-device copy (target >= 0.85)  [${SECONDS} s]"
 for exe in memory gpt; do

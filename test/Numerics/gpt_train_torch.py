@@ -18,6 +18,12 @@ PASS or FAIL, and last a JSON line with the median tokens/s of a step after
 warm-up. With `bf16` the forward and backward run under
 torch.cpu.amp.autocast(bfloat16) (bf16 matmuls, f32 params and optimizer),
 the counterpart of a script with `precision bf16 accumulate f32`.
+
+For the GPU check (benchmarks/gpu/run.sh): LOOM_TORCH_DEVICE=cuda runs it
+on the GPU (autocast on cuda, attention by
+torch.nn.functional.scaled_dot_product_attention where torch has it), and
+LOOM_GPT_SIZES=B,T,V,D,H,F,LAYERS sizes the model as a script edited to
+those dims does.
 """
 import json
 import math
@@ -30,7 +36,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "../../test/Numerics"))
-from mlp_gradients import read_safetensors  # noqa: E402
+import reference  # noqa: E402
 
 B, T, V, D, H, F, LAYERS = 16, 32, 256, 64, 4, 256, 2
 # The GPT of examples/gpt.loom has the same blocks at another size.
@@ -42,6 +48,11 @@ def use_sizes(name):
     global B, T, V, D, H, F, LAYERS
     B, T, V, D, H, F, LAYERS = SIZES[name]
 LR, MIN_LR, WARMUP, HORIZON = 2e-3, 2e-4, 20, 300
+DEVICE = os.environ.get("LOOM_TORCH_DEVICE", "cpu")
+if os.environ.get("LOOM_GPT_SIZES"):
+    B, T, V, D, H, F, LAYERS = (int(n) for n in os.environ["LOOM_GPT_SIZES"].split(","))
+# Eager attention with SDPA on the GPU (torch 2.x), the composition elsewhere.
+SDPA = DEVICE != "cpu" and hasattr(torch.nn.functional, "scaled_dot_product_attention")
 
 
 def gelu(x):
@@ -52,15 +63,19 @@ def gelu(x):
 def logits_of(p, tokens):
     """The model's logits [b, T, V] for tokens [b, T]."""
     b = tokens.shape[0]
-    h = p["wte"][tokens] + p["wpe"][torch.arange(T)]
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    h = p["wte"][tokens] + p["wpe"][torch.arange(T, device=tokens.device)]
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=tokens.device), 1)
     for i in range(LAYERS):
         q = lambda name: p[f"block.{i}.{name}"]  # noqa: E731
         x = h
         a = torch.nn.functional.layer_norm(x, (D,), q("ln1_g"), q("ln1_b"), 1e-5)
         heads = [(a @ q(w)).reshape(b, T, H, D // H).transpose(1, 2) for w in ("wq", "wk", "wv")]
-        s = (heads[0] @ heads[1].transpose(-1, -2) * (D // H) ** -0.5).masked_fill(mask, float("-inf"))
-        att = (torch.softmax(s, -1) @ heads[2]).transpose(1, 2).reshape(b, T, D)
+        if SDPA:  # its default scale is (D // H) ** -0.5
+            att = torch.nn.functional.scaled_dot_product_attention(*heads, is_causal=True)
+        else:
+            s = (heads[0] @ heads[1].transpose(-1, -2) * (D // H) ** -0.5).masked_fill(mask, float("-inf"))
+            att = torch.softmax(s, -1) @ heads[2]
+        att = att.transpose(1, 2).reshape(b, T, D)
         r = x + att @ q("wo")
         m = torch.nn.functional.layer_norm(r, (D,), q("ln2_g"), q("ln2_b"), 1e-5)
         h = r + gelu(m @ q("w1") + q("b1")) @ q("w2")
@@ -82,9 +97,10 @@ def lr_at(step):
 def main():
     weights, data_path, log_path, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     torch.set_num_threads(1)
-    w = read_safetensors(weights)
-    p = {name: torch.tensor(np.asarray(value, np.float32), requires_grad=True)
+    w = {name: array for name, (array, _) in reference.read_safetensors(weights).items()}
+    p = {name: torch.tensor(np.asarray(value, np.float32), device=DEVICE, requires_grad=True)
          for name, value in w.items() if not name.startswith("opt.")}
+    del w
     decay = [t for t in p.values() if t.dim() >= 2]
     other = [t for t in p.values() if t.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -99,16 +115,19 @@ def main():
     for step in range(1, steps + 1):
         starts = [((((step - 1) * B + b) * T) % span) for b in range(B)]
         rows = np.stack([data[s:s + T + 1] for s in starts])
-        tokens, labels = torch.from_numpy(rows[:, :-1]), torch.from_numpy(rows[:, 1:])
+        tokens = torch.from_numpy(rows[:, :-1]).to(DEVICE)
+        labels = torch.from_numpy(rows[:, 1:]).to(DEVICE)
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
         t = time.perf_counter()
         opt.zero_grad()
-        with torch.cpu.amp.autocast(enabled=bf16, dtype=torch.bfloat16):
+        with torch.autocast(device_type=DEVICE, enabled=bf16, dtype=torch.bfloat16):
             loss = forward(p, tokens, labels).float()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0).item()
         opt.step()
+        if DEVICE != "cpu":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
         if step <= len(logged):
             got = logged[step - 1]
