@@ -51,6 +51,18 @@ run() {
   [ $rc -eq 124 ] && echo "timed out after 120 s" >> "$work/err"
   return $rc
 }
+# best_kernel_us EXE: the best over seeds 1-3 of EXE's launch time on cuda
+# (CUDA events, from --trace), in us; nothing (and status 1) if a run fails.
+best_kernel_us() {
+  local exe=$1 best="" us seed
+  for seed in 1 2 3; do
+    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$exe: Loom's cuda run failed:" >&2; errors >&2; return 1; }
+    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
+    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
+  done
+  echo "$best"
+}
 # skip EXE: whether to leave EXE out (the -mma-sync ones exist for sm_90a
 # builds only).
 skip() { [ ! -x "$here/$1" ]; }
@@ -134,14 +146,7 @@ done
 for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-at matmul4096-mma-sync matmul8192-mma-sync; do
   skip $exe && continue
   size=${exe#matmul}; size=${size%%-*}
-  best=""
-  for seed in 1 2 3; do
-    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; break; }
-    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
-    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
-  done
-  [ -n "$best" ] || continue
+  best=$(best_kernel_us "$exe") || { status=1; continue; }
   $py - "$exe" "$size" "$best" "${cublas[$size]}" <<'PY'
 import sys
 exe, n, loom_us, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -182,14 +187,7 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
     print(f"unavailable ({e})")
 PY
 )
-  best=""
-  for seed in 1 2 3; do
-    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; break; }
-    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
-    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
-  done
-  [ -n "$best" ] || continue
+  best=$(best_kernel_us "$exe") || { status=1; continue; }
   $py - "$exe" "$size" "$best" "$sdpa" <<'PY'
 import sys
 exe, t, loom_us, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -213,11 +211,11 @@ else
 fi
 
 if [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
-  echo "== training throughput: gpt-train-big (bf16, width 2048, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
+  echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
   steps=8
   if run "$here/gpt-train-big" train --device cuda --steps $steps --data "$here/gpl.txt" \
        --save-weights "$work/big.safetensors" --log "$work/big.jsonl" > /dev/null; then
-    torch_json=$(LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,16,8192,16 \
+    torch_json=$(LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 \
       $py "$here/gpt_train_torch.py" "$work/big.safetensors" "$here/gpl.txt" "$work/big.jsonl" $steps inf bf16 2>&1 | tail -1)
     $py - "$work/big.jsonl" "$torch_json" <<'PY'
 import json, sys

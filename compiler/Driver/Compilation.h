@@ -74,8 +74,8 @@ public:
   }
   bool wantsGpu() const;
   /// Which attention loom-fuse-attention forms (--fuse-attention): any in
-  /// CPU builds; in GPU builds what the GPU kernel runs, forward only (it
-  /// has no backward kernel yet).
+  /// CPU builds; in GPU builds what the GPU kernels run (with gradients,
+  /// the backward's too).
   AttentionFusion fusesAttention() const;
   bool wantsPlans() const;
   bool wantsReport() const { return report.has_value(); }

@@ -279,9 +279,10 @@ AttentionFusion Compilation::fusesAttention() const {
     return AttentionFusion::None;
   if (!wantsGpu())
     return AttentionFusion::Any;
-  // The GPU has the forward kernel only: a trained GPU build keeps the
-  // five ops, whose backward kernels it has.
-  return wantsGradients() ? AttentionFusion::None : AttentionFusion::GpuKernel;
+  // A GPU build fuses what the GPU kernels run, the backward's too when
+  // differentiating.
+  return wantsGradients() ? AttentionFusion::GpuKernelWithGradients
+                          : AttentionFusion::GpuKernel;
 }
 
 LogicalResult Compilation::differentiate() {

@@ -83,10 +83,12 @@ bool isWorkgroup(MemRefType type) {
 } // namespace
 
 /// The work of an attention kernel (a func marked loom.gpu_attention,
-/// which the GPU runs as one launch): both products over the (query, key)
-/// pairs it computes (causal: those on or below the diagonal), each
-/// operand read and the output written once. Its body, the CPU's blocked
-/// loops, does not count.
+/// which the GPU runs as one launch, or two for the backward): the
+/// products it computes over the (query, key) pairs (causal: those on or
+/// below the diagonal), each operand read and each result written once.
+/// The forward computes the scores and P V; the backward the scores four
+/// times (three passes on the query side, one on the key side), dp twice,
+/// dq, dk and dv once. Its body, the CPU's blocked loops, does not count.
 static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
                                                         const ::loom::DeviceSpec &device) {
   auto mark = kernel->getAttrOfType<DictionaryAttr>(mlir::loom::attr::kGpuAttention);
@@ -110,12 +112,17 @@ static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
   if (mark.contains("causal"))
     for (int64_t i = 0; i < queries; ++i)
       pairs -= std::max<int64_t>(keys - i - 1, 0);
+  int64_t features = q.getShape().back(), valueFeatures = v.getShape().back();
+  bool backward = mark.contains("result_grad");
   KernelReport::Work work;
-  work.flops = 2 * batch * pairs * (q.getShape().back() + v.getShape().back());
+  work.flops = 2 * batch * pairs *
+               (backward ? 6 * features + 4 * valueFeatures : features + valueFeatures);
   work.contractionFlops = work.flops;
   work.tensorTflops = device.tensorTflops16;
-  int64_t outputBytes = bytesOf(q) / q.getShape().back() * v.getShape().back();
+  int64_t outputBytes = bytesOf(q) / features * valueFeatures;
   work.bytes = bytesOf(q) + bytesOf(k) + bytesOf(v) + outputBytes;
+  if (backward) // dO in, dq, dk, dv out
+    work.bytes += bytesOf(q) + bytesOf(k) + bytesOf(v);
   return work;
 }
 

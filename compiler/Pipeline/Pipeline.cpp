@@ -105,7 +105,9 @@ static void addFuseAttention(OpPassManager &pm, ::loom::AttentionFusion fusion) 
   if (fusion == ::loom::AttentionFusion::None)
     return;
   mlir::loom::LoomFuseAttentionOptions options;
-  options.gpuKernel = fusion == ::loom::AttentionFusion::GpuKernel;
+  options.gpuKernel = fusion == ::loom::AttentionFusion::GpuKernel ||
+                      fusion == ::loom::AttentionFusion::GpuKernelWithGradients;
+  options.gradients = fusion == ::loom::AttentionFusion::GpuKernelWithGradients;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention(options));
 }
 

@@ -1,12 +1,13 @@
-//===- AttentionKernel.cpp - loom.attention as one FlashAttention launch --===//
+//===- AttentionKernel.cpp - loom.attention as FlashAttention launches ----===//
 //
 // A kernel the attention lowering marked `loom.gpu_attention` (one
-// loom.attention and nothing else) gets its body, the CPU's blocked loops,
-// replaced by one launch in the manner of FlashAttention-2: a block of 4
-// warps per 64 queries of one batch entry (sequences and heads collapsed),
-// each warp 16 query rows. A warp holds its queries as mma.sync A
-// fragments, walks the keys in blocks of 64 (32 or 16 where they do not
-// divide the keys) and per block:
+// loom.attention or loom.attention_grad and nothing else) gets its body,
+// the CPU's blocked loops, replaced by launches in the manner of
+// FlashAttention-2: blocks of 4 warps per 64 rows of one batch entry
+// (sequences and heads collapsed), each warp 16 rows held as mma.sync
+// A fragments, walking blocks of columns with everything in registers (no
+// shared memory, no barriers). The forward (one launch, query rows) per
+// key block:
 //
 //   S = Q K^T on m16n8k16 (K's rows are the B fragments' columns, read as
 //       pairs straight from global memory), rounded to the operand type,
@@ -18,14 +19,15 @@
 //       A fragments of P (the PTX ISA's m16n8 C layout and m16n8k16 A
 //       layout agree), V's B fragments two rows apart.
 //
-// and at the end writes O / l, rounded. Causal warps stop at their
-// diagonal key block, and blocks start with the last queries (the most
-// work). The registers hold everything: no shared memory, no barriers.
+// and at the end writes O / l, rounded. The backward (two launches) makes
+// the CPU lowering's passes: per 16 query rows the statistics, the softmax
+// gradient's row sums and dq; then per 16 key rows, with the keys as rows
+// (K Q^T and V dO^T), dk and dv from the stored statistics.
 //
-// The probabilities are rounded before their normalization (online, as
-// FlashAttention does), where the op (and the CPU) rounds exp(s - m) / l
-// with the row's final maximum and sum: the results agree within the
-// operand type's rounding (docs/precision.md), not bit for bit.
+// The forward's probabilities are rounded before their normalization
+// (online, as FlashAttention does), where the op (and the CPU) rounds
+// exp(s - m) / l with the row's final maximum and sum: the results agree
+// within the operand type's rounding (docs/precision.md), not bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,34 +53,47 @@ using namespace mlir;
 
 namespace {
 constexpr int64_t kWarps = 4, kRowsPerWarp = 16;
-constexpr int64_t kQueriesPerBlock = kWarps * kRowsPerWarp;
+constexpr int64_t kRowsPerBlock = kWarps * kRowsPerWarp;
 
 /// What the mark and the kernel's arguments say.
 struct AttentionSpec {
-  Value query, key, value, output;
+  Value query, key, value;
+  /// The backward's: the result's gradient (null in a forward), and a flat
+  /// f32 buffer of 3 x batch x queries for the rows' statistics.
+  Value resultGrad, statistics;
+  /// The forward's output, or the query, key and value gradients.
+  SmallVector<Value> outputs;
   Type element;
   int64_t batch = 1, queries = 0, keys = 0, features = 0, valueFeatures = 0;
   bool causal = false;
   std::optional<float> scale;
+  bool backward() const { return static_cast<bool>(resultGrad); }
 };
 
-/// The builder of one warp's work, at `b`'s insertion point inside the
-/// launch.
-struct WarpBuilder {
+using Tile = SmallVector<Value, 4>;
+
+/// One warp's arithmetic, at `b`'s insertion point inside a launch: 16 rows
+/// (queries in the forward and the query-side backward, keys in the
+/// key-side backward) against blocks of columns, in mma.sync m16n8k16
+/// fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): with g =
+/// lane / 4 and t = lane % 4, A's registers hold rows g and g + 8, columns
+/// 2t, 2t + 1 and 2t + 8, 2t + 9; B's rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9
+/// of column g; the accumulators rows g and g + 8, columns 2t and 2t + 1.
+struct Warp {
   OpBuilder &b;
   Location loc;
   loom::IndexMath im;
   const AttentionSpec &spec;
-  int64_t keyBlock;
-  /// The batch entry's indices (the collapsed batch dims), the lane's
-  /// group g = lane / 4 and t = lane % 4, and the warp's first query row.
+  /// The batch entry: its indices (the collapsed batch dims) and number.
   SmallVector<Value> batchIndices;
-  Value g, t, rowBase;
+  Value batch;
+  Value g, t, t2, rowBase;
 
   Type f32() const { return b.getF32Type(); }
   Value f32Constant(double v) const {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
   }
+  Value minusInf() const { return f32Constant(-std::numeric_limits<double>::infinity()); }
   SmallVector<Value> at(Value row, Value column) const {
     SmallVector<Value> indices(batchIndices);
     indices.append({row, column});
@@ -114,157 +129,352 @@ struct WarpBuilder {
   }
   Value max(Value x, Value y) const { return arith::MaximumFOp::create(b, loc, x, y); }
   Value add(Value x, Value y) const { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) const { return arith::SubFOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) const { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) const { return arith::DivFOp::create(b, loc, x, y); }
+  Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
+  Value quadSum(Value x) const {
+    return quadReduce(x, [&](Value p, Value q) { return add(p, q); });
+  }
+  Value quadMax(Value x) const {
+    return quadReduce(x, [&](Value p, Value q) { return max(p, q); });
+  }
+  /// Row g (half 0) or g + 8 (half 1) of the warp's rows.
+  Value row(int64_t half) const { return im.addc(b, im.add(b, rowBase, g), 8 * half); }
+  /// Column 2t + e % 2 of accumulator tile n of a block from `start`.
+  Value column(Value start, int64_t n, int64_t e) const {
+    return im.addc(b, im.add(b, start, t2), n * 8 + e % 2);
+  }
 
-  /// The warp's queries as A fragments, one per 16 features.
-  SmallVector<SmallVector<Value, 4>> queryFragments() const {
-    SmallVector<SmallVector<Value, 4>> fragments;
-    Value r0 = im.add(b, rowBase, g), r1 = im.addc(b, r0, 8);
-    Value t2 = im.mulc(b, t, 2);
-    for (int64_t kk = 0; kk < spec.features; kk += 16) {
+  /// The warp's 16 rows of `buffer` (from rowBase) as A fragments, one per
+  /// 16 columns of its `width`.
+  SmallVector<Tile> rowFragments(Value buffer, int64_t width) const {
+    SmallVector<Tile> fragments;
+    Value r0 = row(0), r1 = row(1);
+    for (int64_t kk = 0; kk < width; kk += 16) {
       Value c0 = im.addc(b, t2, kk), c8 = im.addc(b, t2, kk + 8);
-      fragments.push_back({pairAt(spec.query, r0, c0), pairAt(spec.query, r1, c0),
-                           pairAt(spec.query, r0, c8), pairAt(spec.query, r1, c8)});
+      fragments.push_back({pairAt(buffer, r0, c0), pairAt(buffer, r1, c0),
+                           pairAt(buffer, r0, c8), pairAt(buffer, r1, c8)});
     }
     return fragments;
   }
-
-  /// The end of the keys the warp reads: all, or (causal) through the key
-  /// block holding its last row.
-  Value keyEnd() const {
-    Value all = im.cst(b, spec.keys);
-    if (!spec.causal)
-      return all;
-    Value blocks = im.divc(b, im.addc(b, rowBase, kRowsPerWarp + keyBlock - 1), keyBlock);
-    return arith::MinUIOp::create(b, loc, im.mulc(b, blocks, keyBlock), all);
-  }
-
-  /// One key block from `k0`: `carried` is the output accumulators
-  /// (valueFeatures / 8 tiles of 4), the two rows' maxima and the two rows'
-  /// partial sums (this lane's columns); returns them updated.
-  SmallVector<Value> keyBlockStep(Value k0, ArrayRef<SmallVector<Value, 4>> queries,
-                                  ValueRange carried) const {
-    int64_t scoreTiles = keyBlock / 8, outputTiles = spec.valueFeatures / 8;
-    Value zero = f32Constant(0.0);
-    SmallVector<SmallVector<Value, 4>> s(scoreTiles, SmallVector<Value, 4>(4, zero));
-    Value t2 = im.mulc(b, t, 2);
-    for (int64_t kk = 0; kk < spec.features; kk += 16) {
+  /// `tiles` (one per 8 rows of `buffer` from `start`) += the warp's rows
+  /// (`rows`, A fragments over `width` columns) times those rows of
+  /// `buffer` transposed: B's column n is a row of `buffer`, so its
+  /// registers are pairs along that row.
+  void multiplyByRowsOf(ArrayRef<Tile> rows, Value buffer, Value start, int64_t width,
+                        MutableArrayRef<Tile> tiles) const {
+    for (int64_t kk = 0; kk < width; kk += 16) {
       Value c0 = im.addc(b, t2, kk), c8 = im.addc(b, t2, kk + 8);
-      for (int64_t n = 0; n < scoreTiles; ++n) {
-        Value keyRow = im.add(b, im.addc(b, k0, n * 8), g);
-        SmallVector<Value> keyFragment{pairAt(spec.key, keyRow, c0),
-                                       pairAt(spec.key, keyRow, c8)};
-        s[n] = loom::mmaSync(b, loc, spec.element, queries[kk / 16], keyFragment, s[n]);
+      for (auto [n, tile] : llvm::enumerate(tiles)) {
+        Value r = im.add(b, im.addc(b, start, n * 8), g);
+        SmallVector<Value> fragment{pairAt(buffer, r, c0), pairAt(buffer, r, c8)};
+        tile = loom::mmaSync(b, loc, spec.element, rows[kk / 16], fragment, tile);
       }
     }
-    // The scores as the five ops round them; accumulator e of a tile is
-    // row g (e < 2) or g + 8, column 2t + e % 2.
-    Value scale = spec.scale ? f32Constant(*spec.scale) : Value();
-    Value minusInf = f32Constant(-std::numeric_limits<double>::infinity());
-    Value row[2] = {im.add(b, rowBase, g), im.addc(b, im.add(b, rowBase, g), 8)};
-    for (int64_t n = 0; n < scoreTiles; ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value x = rounded(s[n][e]);
-        if (scale)
-          x = rounded(mul(x, scale));
-        if (spec.causal) {
-          Value column = im.addc(b, im.add(b, k0, t2), n * 8 + e % 2);
-          Value above = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
-                                              column, row[e / 2]);
-          x = arith::SelectOp::create(b, loc, above, minusInf, x);
-        }
-        s[n][e] = x;
-      }
-    int64_t accs = outputTiles * 4;
-    SmallVector<Value> output(carried.take_front(accs));
-    Value maxima[2] = {carried[accs], carried[accs + 1]};
-    Value sums[2] = {carried[accs + 2], carried[accs + 3]};
-    Value rescale[2];
-    for (int64_t half = 0; half < 2; ++half) {
-      Value rowMax = maxima[half];
-      for (int64_t n = 0; n < scoreTiles; ++n)
-        rowMax = max(rowMax, max(s[n][2 * half], s[n][2 * half + 1]));
-      rowMax = quadReduce(rowMax, [&](Value x, Value y) { return max(x, y); });
-      // Every row sees key 0 in the first block, so rowMax is finite from
-      // there on and exp(-inf - rowMax) = 0 starts the sums.
-      rescale[half] = math::ExpOp::create(
-          b, loc, arith::SubFOp::create(b, loc, maxima[half], rowMax));
-      maxima[half] = rowMax;
-      sums[half] = mul(sums[half], rescale[half]);
-    }
-    for (int64_t n = 0; n < scoreTiles; ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value p = rounded(math::ExpOp::create(
-            b, loc, arith::SubFOp::create(b, loc, s[n][e], maxima[e / 2])));
-        sums[e / 2] = add(sums[e / 2], p);
-        s[n][e] = p;
-      }
-    for (int64_t i = 0; i < accs; ++i)
-      output[i] = mul(output[i], rescale[(i % 4) / 2]);
-    // O += P V, 16 keys at a time: P's A fragment is score tiles 2j and
-    // 2j + 1; V's B fragment rows (keys) 2t, 2t + 1 and 2t + 8, 2t + 9 of
-    // column (feature) g.
-    for (int64_t j = 0; j < keyBlock / 16; ++j) {
-      auto pack = [&](Value lo, Value hi) {
-        return loom::packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
-      };
-      SmallVector<Value> probabilities{
-          pack(s[2 * j][0], s[2 * j][1]), pack(s[2 * j][2], s[2 * j][3]),
-          pack(s[2 * j + 1][0], s[2 * j + 1][1]), pack(s[2 * j + 1][2], s[2 * j + 1][3])};
-      Value keyRow = im.add(b, im.addc(b, k0, j * 16), t2);
-      for (int64_t n = 0; n < outputTiles; ++n) {
-        Value column = im.addc(b, g, n * 8);
-        auto valuePair = [&](int64_t offset) {
-          Value r = im.addc(b, keyRow, offset);
-          return loom::packPair(b, loc, spec.element, elementAt(spec.value, r, column),
-                                elementAt(spec.value, im.addc(b, r, 1), column));
-        };
-        SmallVector<Value> valueFragment{valuePair(0), valuePair(8)};
-        SmallVector<Value, 4> sumsOut = loom::mmaSync(
-            b, loc, spec.element, probabilities, valueFragment,
-            ArrayRef<Value>(output).slice(n * 4, 4));
-        llvm::copy(sumsOut, output.begin() + n * 4);
-      }
-    }
-    output.append({maxima[0], maxima[1], sums[0], sums[1]});
-    return output;
   }
-
-  /// The warp's whole work: the key loop, then O / l rounded into the
-  /// output, rows g and g + 8, columns 2t and 2t + 1 of each tile.
-  void build() {
-    SmallVector<SmallVector<Value, 4>> queries = queryFragments();
-    int64_t accs = spec.valueFeatures / 8 * 4;
-    SmallVector<Value> init(accs, f32Constant(0.0));
-    Value minusInf = f32Constant(-std::numeric_limits<double>::infinity());
-    init.append({minusInf, minusInf, f32Constant(0.0), f32Constant(0.0)});
-    auto loop = scf::ForOp::create(b, loc, im.cst(b, 0), keyEnd(), im.cst(b, keyBlock), init);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      scf::YieldOp::create(
-          b, loc, keyBlockStep(loop.getInductionVar(), queries, loop.getRegionIterArgs()));
-    }
-    ValueRange results = loop.getResults();
-    Value sums[2];
-    for (int64_t half = 0; half < 2; ++half)
-      sums[half] = quadReduce(results[accs + 2 + half], [&](Value x, Value y) { return add(x, y); });
-    Value t2 = im.mulc(b, t, 2);
-    for (int64_t n = 0; n < spec.valueFeatures / 8; ++n)
-      for (int64_t half = 0; half < 2; ++half) {
-        Value row = im.addc(b, im.add(b, rowBase, g), 8 * half);
-        Value column = im.addc(b, t2, n * 8);
-        auto normalized = [&](int64_t e) {
-          return narrowed(arith::DivFOp::create(b, loc, results[n * 4 + e], sums[half]));
+  /// `out` (one tile per 8 columns of `buffer`, `width` of them) += the
+  /// accumulator tiles `c` (16 rows x 8 * c.size() columns, rounded to the
+  /// operand type as A fragments: the C layout of tiles 2j and 2j + 1 is
+  /// the A layout of k step j) times the rows of `buffer` from `start`: B's
+  /// registers are pairs down a column of `buffer`.
+  void multiplyAccumulators(ArrayRef<Tile> c, Value buffer, Value start, int64_t width,
+                            MutableArrayRef<Tile> out) const {
+    auto pack = [&](Value lo, Value hi) {
+      return loom::packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
+    };
+    for (size_t j = 0; j < c.size() / 2; ++j) {
+      SmallVector<Value> a{pack(c[2 * j][0], c[2 * j][1]), pack(c[2 * j][2], c[2 * j][3]),
+                           pack(c[2 * j + 1][0], c[2 * j + 1][1]),
+                           pack(c[2 * j + 1][2], c[2 * j + 1][3])};
+      Value r = im.add(b, im.addc(b, start, j * 16), t2);
+      for (int64_t n = 0; n < width / 8; ++n) {
+        Value col = im.addc(b, g, n * 8);
+        auto pair = [&](int64_t offset) {
+          Value r0 = im.addc(b, r, offset);
+          return loom::packPair(b, loc, spec.element, elementAt(buffer, r0, col),
+                                elementAt(buffer, im.addc(b, r0, 1), col));
         };
+        SmallVector<Value> fragment{pair(0), pair(8)};
+        out[n] = loom::mmaSync(b, loc, spec.element, a, fragment, out[n]);
+      }
+    }
+  }
+  /// Zeroed accumulator tiles.
+  SmallVector<Tile> zeroTiles(int64_t count) const {
+    return SmallVector<Tile>(count, Tile(4, f32Constant(0.0)));
+  }
+  /// A score as the five ops leave it: the product rounded to the operand
+  /// type, times the scale rounded again; -inf where `masked`.
+  Value score(Value product, Value masked) const {
+    Value x = rounded(product);
+    if (spec.scale)
+      x = rounded(mul(x, f32Constant(*spec.scale)));
+    if (masked)
+      x = arith::SelectOp::create(b, loc, masked, minusInf(), x);
+    return x;
+  }
+  /// Whether (query, key) lies above the diagonal (key > query): null when
+  /// not causal.
+  Value above(Value query, Value key) const {
+    if (!spec.causal)
+      return Value();
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, query);
+  }
+  /// The softmax gradient as the five ops' rules compute it: p (dp - dot),
+  /// 0 where masked, times the scale rounded, rounded.
+  Value scoreGrad(Value p, Value dp, Value dot, Value masked) const {
+    Value x = mul(p, sub(dp, dot));
+    if (masked)
+      x = arith::SelectOp::create(b, loc, masked, f32Constant(0.0), x);
+    if (spec.scale)
+      x = mul(rounded(x), f32Constant(*spec.scale));
+    return rounded(x);
+  }
+  /// Writes `tiles` (the warp's 16 rows x 8 * tiles.size() columns) to
+  /// `buffer` as operand-type pairs, each value through `finish(value,
+  /// half)` first.
+  void storeRows(Value buffer, ArrayRef<Tile> tiles,
+                 function_ref<Value(Value, int64_t)> finish) const {
+    for (auto [n, tile] : llvm::enumerate(tiles))
+      for (int64_t half = 0; half < 2; ++half) {
         Value pair = vector::FromElementsOp::create(
             b, loc, VectorType::get({2}, spec.element),
-            ValueRange{normalized(2 * half), normalized(2 * half + 1)});
-        vector::StoreOp::create(b, loc, pair, spec.output, at(row, column),
+            ValueRange{narrowed(finish(tile[2 * half], half)),
+                       narrowed(finish(tile[2 * half + 1], half))});
+        vector::StoreOp::create(b, loc, pair, buffer,
+                                at(row(half), im.addc(b, t2, n * 8)),
                                 /*nontemporal=*/false, llvm::Align(4));
       }
   }
+  /// Statistic `which` (0 maximum, 1 sum, 2 the softmax gradient's dot) of
+  /// query `row` in the backward's flat statistics buffer.
+  Value statIndex(int64_t which, Value query) const {
+    return im.add(b, im.add(b, im.cst(b, which * spec.batch * spec.queries),
+                            im.mulc(b, batch, spec.queries)),
+                  query);
+  }
+  Value loadStat(int64_t which, Value query) const {
+    return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
+  }
+  /// A loop over blocks of `step` from `lower` to `upper` carrying `init`.
+  scf::ForOp loop(Value lower, Value upper, int64_t step, ValueRange init,
+                  function_ref<SmallVector<Value>(Value start, ValueRange carried)> body) {
+    auto forOp = scf::ForOp::create(b, loc, lower, upper, im.cst(b, step), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    scf::YieldOp::create(b, loc, body(forOp.getInductionVar(), forOp.getRegionIterArgs()));
+    return forOp;
+  }
+  /// The end of the keys rows from rowBase read (queries rows): all, or
+  /// (causal) through the block of `step` keys holding the last row.
+  Value keyEnd(int64_t step) const {
+    Value all = im.cst(b, spec.keys);
+    if (!spec.causal)
+      return all;
+    Value blocks = im.divc(b, im.addc(b, rowBase, kRowsPerWarp + step - 1), step);
+    return arith::MinUIOp::create(b, loc, im.mulc(b, blocks, step), all);
+  }
 };
+
+/// Flattens tiles into values (to carry through a loop) and back.
+SmallVector<Value> flat(ArrayRef<Tile> tiles) {
+  SmallVector<Value> values;
+  for (const Tile &tile : tiles)
+    values.append(tile.begin(), tile.end());
+  return values;
+}
+SmallVector<Tile> tilesOf(ValueRange values) {
+  SmallVector<Tile> tiles;
+  for (size_t i = 0; i < values.size(); i += 4)
+    tiles.push_back(Tile(values.slice(i, 4)));
+  return tiles;
+}
+
+/// The forward: 16 query rows of a warp against every key block up to
+/// the diagonal, the online softmax carried, O / l stored at the end.
+void buildForwardWarp(Warp &w, int64_t keyBlock) {
+  const AttentionSpec &spec = w.spec;
+  SmallVector<Tile> queries = w.rowFragments(spec.query, spec.features);
+  int64_t outputTiles = spec.valueFeatures / 8;
+  SmallVector<Value> init = flat(w.zeroTiles(outputTiles));
+  init.append({w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)});
+  auto loop = w.loop(w.im.cst(w.b, 0), w.keyEnd(keyBlock), keyBlock, init,
+                     [&](Value k0, ValueRange carried) {
+    SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
+    w.multiplyByRowsOf(queries, spec.key, k0, spec.features, s);
+    for (auto [n, tile] : llvm::enumerate(s))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
+    SmallVector<Tile> output = tilesOf(carried.take_front(outputTiles * 4));
+    Value maxima[2], sums[2];
+    for (int64_t half = 0; half < 2; ++half) {
+      Value rowMax = carried[outputTiles * 4 + half];
+      for (const Tile &tile : s)
+        rowMax = w.max(rowMax, w.max(tile[2 * half], tile[2 * half + 1]));
+      rowMax = w.quadMax(rowMax);
+      // Every row sees key 0 in the first block, so rowMax is finite from
+      // there on and exp(-inf - rowMax) = 0 starts the sums.
+      Value rescale = w.exp(w.sub(carried[outputTiles * 4 + half], rowMax));
+      maxima[half] = rowMax;
+      sums[half] = w.mul(carried[outputTiles * 4 + 2 + half], rescale);
+      for (Tile &tile : output)
+        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
+          tile[e] = w.mul(tile[e], rescale);
+    }
+    for (Tile &tile : s)
+      for (int64_t e = 0; e < 4; ++e) {
+        tile[e] = w.rounded(w.exp(w.sub(tile[e], maxima[e / 2])));
+        sums[e / 2] = w.add(sums[e / 2], tile[e]);
+      }
+    // O += P V: P's A fragments are the score tiles.
+    w.multiplyAccumulators(s, spec.value, k0, spec.valueFeatures, output);
+    SmallVector<Value> next = flat(output);
+    next.append({maxima[0], maxima[1], sums[0], sums[1]});
+    return next;
+  });
+  ValueRange results = loop.getResults();
+  Value sums[2] = {w.quadSum(results[outputTiles * 4 + 2]),
+                   w.quadSum(results[outputTiles * 4 + 3])};
+  w.storeRows(spec.outputs[0], tilesOf(results.take_front(outputTiles * 4)),
+              [&](Value x, int64_t half) { return w.div(x, sums[half]); });
+}
+
+/// The backward's query side: per warp of 16 query rows, three passes over
+/// the key blocks: the rows' maximum and sum (online, of the unrounded
+/// exponentials, as the softmax sums them), then dot = sum(p * dp), then
+/// ds and dq += ds K. The statistics go to the flat buffer for the key
+/// side.
+void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
+  const AttentionSpec &spec = w.spec;
+  SmallVector<Tile> queries = w.rowFragments(spec.query, spec.features);
+  SmallVector<Tile> grads = w.rowFragments(spec.resultGrad, spec.valueFeatures);
+  Value zero = w.im.cst(w.b, 0), end = w.keyEnd(keyBlock);
+  auto scoresOf = [&](Value k0) {
+    SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
+    w.multiplyByRowsOf(queries, spec.key, k0, spec.features, s);
+    for (auto [n, tile] : llvm::enumerate(s))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
+    return s;
+  };
+  // Pass 1: maxima and sums.
+  auto stats = w.loop(zero, end, keyBlock,
+                      {w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)},
+                      [&](Value k0, ValueRange carried) {
+    SmallVector<Tile> s = scoresOf(k0);
+    SmallVector<Value> next(4);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value rowMax = carried[half];
+      for (const Tile &tile : s)
+        rowMax = w.max(rowMax, w.max(tile[2 * half], tile[2 * half + 1]));
+      rowMax = w.quadMax(rowMax);
+      Value sum = w.mul(carried[2 + half], w.exp(w.sub(carried[half], rowMax)));
+      for (const Tile &tile : s)
+        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
+          sum = w.add(sum, w.exp(w.sub(tile[e], rowMax)));
+      next[half] = rowMax;
+      next[2 + half] = sum;
+    }
+    return next;
+  });
+  Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
+  Value sums[2] = {w.quadSum(stats.getResult(2)), w.quadSum(stats.getResult(3))};
+  auto probabilities = [&](SmallVector<Tile> s) {
+    for (Tile &tile : s)
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = w.rounded(w.div(w.exp(w.sub(tile[e], maxima[e / 2])), sums[e / 2]));
+    return s;
+  };
+  // dp = dO V^T in f32 (the five ops' rule keeps it f32).
+  auto probabilityGrads = [&](Value k0) {
+    SmallVector<Tile> dp = w.zeroTiles(keyBlock / 8);
+    w.multiplyByRowsOf(grads, spec.value, k0, spec.valueFeatures, dp);
+    return dp;
+  };
+  // Pass 2: dot = sum over the keys of p * dp.
+  auto dots = w.loop(zero, end, keyBlock, {w.f32Constant(0.0), w.f32Constant(0.0)},
+                     [&](Value k0, ValueRange carried) {
+    SmallVector<Tile> p = probabilities(scoresOf(k0));
+    SmallVector<Tile> dp = probabilityGrads(k0);
+    SmallVector<Value> next(carried);
+    for (size_t n = 0; n < p.size(); ++n)
+      for (int64_t e = 0; e < 4; ++e)
+        next[e / 2] = w.add(next[e / 2], w.mul(p[n][e], dp[n][e]));
+    return next;
+  });
+  Value dot[2] = {w.quadSum(dots.getResult(0)), w.quadSum(dots.getResult(1))};
+  // Pass 3: ds, and dq += ds K.
+  int64_t gradTiles = spec.features / 8;
+  auto backward = w.loop(zero, end, keyBlock, flat(w.zeroTiles(gradTiles)),
+                         [&](Value k0, ValueRange carried) {
+    SmallVector<Tile> p = probabilities(scoresOf(k0));
+    SmallVector<Tile> ds = probabilityGrads(k0);
+    for (auto [n, tile] : llvm::enumerate(ds))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = w.scoreGrad(p[n][e], tile[e], dot[e / 2],
+                              w.above(w.row(e / 2), w.column(k0, n, e)));
+    SmallVector<Tile> dq = tilesOf(carried);
+    w.multiplyAccumulators(ds, spec.key, k0, spec.features, dq);
+    return flat(dq);
+  });
+  w.storeRows(spec.outputs[0], tilesOf(backward.getResults()),
+              [](Value x, int64_t) { return x; });
+  // The statistics of rows g and g + 8, by the quad's first lane.
+  Value first = arith::CmpIOp::create(w.b, w.loc, arith::CmpIPredicate::eq, w.t, zero);
+  scf::IfOp::create(w.b, w.loc, first, [&](OpBuilder &then, Location l) {
+    for (int64_t half = 0; half < 2; ++half) {
+      Value stat[3] = {maxima[half], sums[half], dot[half]};
+      for (int64_t which = 0; which < 3; ++which)
+        memref::StoreOp::create(then, l, stat[which], spec.statistics,
+                                ValueRange{w.statIndex(which, w.row(half))});
+    }
+    scf::YieldOp::create(then, l);
+  });
+}
+
+/// The backward's key side: per warp of 16 key rows, one pass over the
+/// query blocks from its diagonal (causal) with the query side's
+/// statistics: p^T and ds^T formed again (the transposed products K Q^T
+/// and V dO^T), dv += p^T dO and dk += ds^T Q.
+void buildKeyGradWarp(Warp &w, int64_t queryBlock) {
+  const AttentionSpec &spec = w.spec;
+  SmallVector<Tile> keys = w.rowFragments(spec.key, spec.features);
+  SmallVector<Tile> values = w.rowFragments(spec.value, spec.valueFeatures);
+  int64_t keyTiles = spec.features / 8, valueTiles = spec.valueFeatures / 8;
+  Value start = w.im.cst(w.b, 0);
+  if (spec.causal)
+    start = w.im.mulc(w.b, w.im.divc(w.b, w.rowBase, queryBlock), queryBlock);
+  SmallVector<Value> init = flat(w.zeroTiles(keyTiles));
+  llvm::append_range(init, flat(w.zeroTiles(valueTiles)));
+  auto loop = w.loop(start, w.im.cst(w.b, spec.queries), queryBlock, init,
+                     [&](Value q0, ValueRange carried) {
+    // Columns are queries here: (row key, column query).
+    SmallVector<Tile> p = w.zeroTiles(queryBlock / 8);
+    w.multiplyByRowsOf(keys, spec.query, q0, spec.features, p);
+    SmallVector<Tile> ds = w.zeroTiles(queryBlock / 8);
+    w.multiplyByRowsOf(values, spec.resultGrad, q0, spec.valueFeatures, ds);
+    for (size_t n = 0; n < p.size(); ++n)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value query = w.column(q0, n, e);
+        Value masked = w.above(query, w.row(e / 2));
+        Value s = w.score(p[n][e], masked);
+        p[n][e] = w.rounded(w.div(w.exp(w.sub(s, w.loadStat(0, query))), w.loadStat(1, query)));
+        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], w.loadStat(2, query), masked);
+      }
+    SmallVector<Tile> dk = tilesOf(carried.take_front(keyTiles * 4));
+    SmallVector<Tile> dv = tilesOf(carried.drop_front(keyTiles * 4));
+    w.multiplyAccumulators(p, spec.resultGrad, q0, spec.valueFeatures, dv);
+    w.multiplyAccumulators(ds, spec.query, q0, spec.features, dk);
+    SmallVector<Value> next = flat(dk);
+    llvm::append_range(next, flat(dv));
+    return next;
+  });
+  ValueRange results = loop.getResults();
+  auto same = [](Value x, int64_t) { return x; };
+  w.storeRows(spec.outputs[1], tilesOf(results.take_front(keyTiles * 4)), same);
+  w.storeRows(spec.outputs[2], tilesOf(results.drop_front(keyTiles * 4)), same);
+}
 
 /// The operands of `kernel` by its mark, or failure (with an error).
 FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
@@ -272,36 +482,45 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
     auto attr = mark.getAs<IntegerAttr>(name);
     return attr ? attr.getInt() : -1;
   };
-  // The output buffer follows the inputs; plan scratch (the CPU lowering's
-  // block buffers) is unused here.
+  // The outputs follow the inputs; plan scratch (the CPU lowering's block
+  // buffers) is unused, but for one f32 buffer the backward keeps the rows'
+  // statistics in between its two launches.
   SmallVector<Value> buffers;
+  SmallVector<Value> scratch;
   for (BlockArgument argument : kernel.getArguments())
-    if (!kernel.getArgAttr(argument.getArgNumber(), loom::attr::kScratch))
-      buffers.push_back(argument);
+    (kernel.getArgAttr(argument.getArgNumber(), loom::attr::kScratch) ? scratch : buffers)
+        .push_back(argument);
+  bool backward = mark.contains("result_grad");
+  int64_t outputs = backward ? 3 : 1;
   int64_t inputs = position("inputs");
-  int64_t query = position("query"), key = position("key"), value = position("value");
-  if (inputs < 0 || static_cast<int64_t>(buffers.size()) != inputs + 1 ||
-      llvm::any_of(SmallVector<int64_t>{query, key, value},
-                   [&](int64_t i) { return i < 0 || i >= inputs; }))
+  SmallVector<int64_t> positions{position("query"), position("key"), position("value")};
+  if (backward)
+    positions.push_back(position("result_grad"));
+  if (inputs < 0 || static_cast<int64_t>(buffers.size()) != inputs + outputs ||
+      llvm::any_of(positions, [&](int64_t i) { return i < 0 || i >= inputs; }))
     return kernel.emitError("loom.gpu_attention: the kernel's arguments do not "
                             "match the mark"),
            failure();
   AttentionSpec spec;
-  spec.query = buffers[query];
-  spec.key = buffers[key];
-  spec.value = buffers[value];
-  spec.output = buffers[inputs];
-  auto typeOf = [](Value v) { return dyn_cast<MemRefType>(v.getType()); };
-  MemRefType q = typeOf(spec.query), k = typeOf(spec.key), v = typeOf(spec.value),
-             o = typeOf(spec.output);
-  if (!q || !k || !v || !o ||
-      llvm::any_of(SmallVector<MemRefType>{q, k, v, o}, [&](MemRefType type) {
-        return !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+  spec.query = buffers[positions[0]];
+  spec.key = buffers[positions[1]];
+  spec.value = buffers[positions[2]];
+  if (backward)
+    spec.resultGrad = buffers[positions[3]];
+  spec.outputs.assign(buffers.begin() + inputs, buffers.end());
+  auto typeOf = [](Value v) { return dyn_cast_or_null<MemRefType>(v.getType()); };
+  MemRefType q = typeOf(spec.query), k = typeOf(spec.key), v = typeOf(spec.value);
+  SmallVector<Value> all{spec.query, spec.key, spec.value};
+  if (backward)
+    all.push_back(spec.resultGrad);
+  all.append(spec.outputs);
+  if (!q || q.getRank() < 2 || llvm::any_of(all, [&](Value value) {
+        MemRefType type = typeOf(value);
+        return !type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
                type.getRank() != q.getRank() || type.getElementType() != q.getElementType();
-      }) ||
-      q.getRank() < 2)
-    return kernel.emitError("loom.gpu_attention: query, key, value and output "
-                            "must be contiguous buffers of one rank and type"),
+      }))
+    return kernel.emitError("loom.gpu_attention: its buffers must be contiguous "
+                            "buffers of one rank and type"),
            failure();
   int64_t rows = q.getRank() - 2;
   spec.element = q.getElementType();
@@ -314,46 +533,70 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
   spec.causal = mark.contains("causal");
   if (auto scale = mark.getAs<FloatAttr>("scale"))
     spec.scale = scale.getValueAsDouble();
-  auto tensorOf = [](MemRefType type) {
+  auto tensorOf = [&](Value value) {
+    MemRefType type = typeOf(value);
     return RankedTensorType::get(type.getShape(), type.getElementType());
   };
-  if (!loom::gpuRunsAttention(tensorOf(q), tensorOf(k), tensorOf(v),
-                              Float32Type::get(kernel.getContext())) ||
-      k.getShape().back() != spec.features || v.getShape()[rows] != spec.keys ||
-      o.getShape()[rows] != spec.queries || o.getShape().back() != spec.valueFeatures)
+  // Forward: the output is [b..., queries, value features]; backward: the
+  // result's gradient is, and the gradients have their operands' shapes.
+  SmallVector<int64_t> outputShape(q.getShape());
+  outputShape.back() = spec.valueFeatures;
+  auto shapeOf = [&](Value value) { return typeOf(value).getShape(); };
+  bool shapes =
+      loom::gpuRunsAttention(tensorOf(spec.query), tensorOf(spec.key), tensorOf(spec.value),
+                             Float32Type::get(kernel.getContext()), backward) &&
+      k.getShape().back() == spec.features && v.getShape()[rows] == spec.keys &&
+      k.getShape().take_front(rows) == q.getShape().take_front(rows) &&
+      v.getShape().take_front(rows) == q.getShape().take_front(rows);
+  if (backward)
+    shapes = shapes && shapeOf(spec.resultGrad) == ArrayRef<int64_t>(outputShape) &&
+             shapeOf(spec.outputs[0]) == q.getShape() &&
+             shapeOf(spec.outputs[1]) == k.getShape() &&
+             shapeOf(spec.outputs[2]) == v.getShape();
+  else
+    shapes = shapes && shapeOf(spec.outputs[0]) == ArrayRef<int64_t>(outputShape);
+  if (!shapes)
     return kernel.emitError("loom.gpu_attention: shapes the GPU attention "
                             "kernel does not run"),
            failure();
+  if (backward) {
+    // The largest f32 scratch buffer (the CPU's widened operands are each
+    // at least 16 x batch x queries) holds the 3 x batch x queries.
+    Value largest;
+    for (Value buffer : scratch) {
+      MemRefType type = typeOf(buffer);
+      if (type && type.hasStaticShape() && type.getLayout().isIdentity() &&
+          type.getElementType().isF32() &&
+          (!largest || type.getNumElements() > typeOf(largest).getNumElements()))
+        largest = buffer;
+    }
+    if (!largest || typeOf(largest).getNumElements() < 3 * spec.batch * spec.queries)
+      return kernel.emitError("loom.gpu_attention: no f32 scratch buffer of "
+                              "3 x batch x queries for the backward's statistics"),
+             failure();
+    spec.statistics = largest;
+  }
   return spec;
 }
 
-/// Replaces `kernel`'s body by the attention launch.
-LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
-  FailureOr<AttentionSpec> read = readSpec(kernel, mark);
-  if (failed(read))
-    return failure();
-  const AttentionSpec &spec = *read;
-  Block &body = kernel.front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-    op.dropAllUses();
-    op.erase();
-  }
-  Location loc = kernel.getLoc();
-  OpBuilder b = OpBuilder::atBlockEnd(&body);
+/// One launch of blocks of 4 warps over `rows` (queries or keys) of every
+/// batch entry, the block's 64 rows in y (the last first, with `lastFirst`:
+/// causal query blocks have the most keys), batch entries in x (up to
+/// 2^31 - 1 of them); `body` builds a warp's work.
+void launchWarps(OpBuilder &b, Location loc, const AttentionSpec &spec, int64_t rows,
+                 bool lastFirst, function_ref<void(Warp &)> body) {
   loom::IndexMath im{loc};
-  int64_t queryBlocks = (spec.queries + kQueriesPerBlock - 1) / kQueriesPerBlock;
-  // Batch entries along x (up to 2^31 - 1 of them), query blocks along y.
-  auto launch = gpu::LaunchOp::create(b, loc, im.cst(b, spec.batch), im.cst(b, queryBlocks),
+  int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  auto launch = gpu::LaunchOp::create(b, loc, im.cst(b, spec.batch), im.cst(b, blocks),
                                       im.cst(b, 1), im.cst(b, 32 * kWarps), im.cst(b, 1),
                                       im.cst(b, 1));
   OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
   Value warp = im.divc(k, tid, 32), lane = im.remc(k, tid, 32);
-  // The last queries first: causal ones have the most keys to read.
-  Value queryBlock = arith::SubIOp::create(k, loc, im.cst(k, queryBlocks - 1),
-                                           launch.getBlockIds().y);
-  Value rowBase = im.add(k, im.mulc(k, queryBlock, kQueriesPerBlock),
-                         im.mulc(k, warp, kRowsPerWarp));
+  Value block = launch.getBlockIds().y;
+  if (lastFirst)
+    block = arith::SubIOp::create(k, loc, im.cst(k, blocks - 1), block);
+  Value rowBase = im.add(k, im.mulc(k, block, kRowsPerBlock), im.mulc(k, warp, kRowsPerWarp));
   SmallVector<Value> batchIndices;
   ArrayRef<int64_t> shape = cast<MemRefType>(spec.query.getType()).getShape();
   Value rest = launch.getBlockIds().x;
@@ -361,28 +604,75 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
     batchIndices.insert(batchIndices.begin(), im.remc(k, rest, size));
     rest = im.divc(k, rest, size);
   }
-  int64_t keyBlock = spec.keys % 64 == 0 ? 64 : spec.keys % 32 == 0 ? 32 : 16;
-  // With more than 64 features, blocks of 32 keys keep the warp's
-  // registers (queries, scores, outputs) under the 255 a thread may have.
-  if (std::max(spec.features, spec.valueFeatures) > 64 && keyBlock == 64)
-    keyBlock = 32;
   auto buildWarp = [&](OpBuilder &builder) {
-    WarpBuilder warpBuilder{builder, loc, im, spec, keyBlock, batchIndices,
-                            im.divc(builder, lane, 4), im.remc(builder, lane, 4), rowBase};
-    warpBuilder.build();
+    Value g = im.divc(builder, lane, 4), t = im.remc(builder, lane, 4);
+    Warp w{builder, loc, im, spec, batchIndices, launch.getBlockIds().x,
+           g, t, im.mulc(builder, t, 2), rowBase};
+    body(w);
   };
-  if (spec.queries % kQueriesPerBlock == 0) {
+  if (rows % kRowsPerBlock == 0) {
     buildWarp(k);
   } else {
-    // The last block's warps past the queries have nothing to do (the
-    // queries are a multiple of a warp's 16 rows).
-    scf::IfOp::create(k, loc, im.below(k, rowBase, spec.queries),
-                      [&](OpBuilder &then, Location l) {
-                        buildWarp(then);
-                        scf::YieldOp::create(then, l);
-                      });
+    // The last block's warps past the rows have nothing to do (the rows are
+    // a multiple of a warp's 16).
+    scf::IfOp::create(k, loc, im.below(k, rowBase, rows), [&](OpBuilder &then, Location l) {
+      buildWarp(then);
+      scf::YieldOp::create(then, l);
+    });
   }
   gpu::TerminatorOp::create(k, loc);
+  loom::sinkViewsIntoLaunch(launch);
+}
+
+/// The block of `rows` (keys or queries) a warp multiplies at once: the
+/// largest of 64, 32 and 16 dividing `rows` and at most `most`.
+int64_t columnBlock(int64_t rows, int64_t most) {
+  for (int64_t block : {64, 32})
+    if (block <= most && rows % block == 0)
+      return block;
+  return 16;
+}
+
+/// Replaces `kernel`'s body by the attention launches.
+LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
+  FailureOr<AttentionSpec> read = readSpec(kernel, mark);
+  if (failed(read))
+    return failure();
+  AttentionSpec &spec = *read;
+  Block &body = kernel.front();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+    op.dropAllUses();
+    op.erase();
+  }
+  Location loc = kernel.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(&body);
+  if (!spec.backward()) {
+    // With more than 64 features, blocks of 32 keys keep the warp's
+    // registers (queries, scores, outputs) under the 255 a thread may have.
+    int64_t most = std::max(spec.features, spec.valueFeatures) > 64 ? 32 : 64;
+    launchWarps(b, loc, spec, spec.queries, spec.causal, [&](Warp &w) {
+      buildForwardWarp(w, columnBlock(spec.keys, most));
+    });
+  } else {
+    auto type = cast<MemRefType>(spec.statistics.getType());
+    ReassociationIndices all;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      all.push_back(d);
+    spec.statistics = memref::CollapseShapeOp::create(b, loc, spec.statistics,
+                                                      ArrayRef<ReassociationIndices>{all});
+    // The query side first: its statistics are the key side's inputs.
+    // Registers: the query side holds the queries' and dO's fragments, dq
+    // and two column blocks (scores, dp); the key side the keys' and
+    // values' fragments, dk, dv and two column blocks: blocks of 64 with
+    // up to 32 features, else of 32 (no spills up to 64 features, ptxas).
+    int64_t most = std::max(spec.features, spec.valueFeatures) > 32 ? 32 : 64;
+    launchWarps(b, loc, spec, spec.queries, spec.causal, [&](Warp &w) {
+      buildQueryGradWarp(w, columnBlock(spec.keys, most));
+    });
+    launchWarps(b, loc, spec, spec.keys, /*lastFirst=*/false, [&](Warp &w) {
+      buildKeyGradWarp(w, columnBlock(spec.queries, most));
+    });
+  }
   func::ReturnOp::create(b, loc);
   return success();
 }

@@ -6,22 +6,26 @@
 include "mlir/Pass/PassBase.td"
 
 def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp"> {
-  let summary = "A kernel marked loom.gpu_attention as one FlashAttention launch";
+  let summary = "A kernel marked loom.gpu_attention as FlashAttention launches";
   let description = [{
     Replaces the body of a kernel the attention lowering marked
-    `loom.gpu_attention` (one `loom.attention`, lowered for the CPU and
-    bufferized) by one `gpu.launch` (AttentionKernel.cpp): per batch entry
+    `loom.gpu_attention` (one `loom.attention` or `loom.attention_grad`,
+    lowered for the CPU and bufferized) by `gpu.launch`es
+    (AttentionKernel.cpp). The forward is one: per batch entry
     and 64 queries a block of 4 warps, each warp 16 query rows held as
     `mma.sync.m16n8k16` fragments; per block of keys the scores `Q K^T` on
     tensor cores, rounded and scaled as the op rounds them, the causal
     mask, an online softmax (row maxima over a lane quad by xor shuffles,
     the sums and outputs rescaled when a maximum grows) and `P V` on
     tensor cores, P taken from the score accumulators; at the end `O / l`
-    rounded to the output. Causal warps stop at their diagonal. Only the
-    query, key, value and output buffers are read (the CPU lowering's
-    scratch arguments stay unused). The probabilities are rounded before
-    their normalization (FlashAttention's online form), so results agree
-    with the CPU's within the operand type's rounding.
+    rounded to the output. Causal warps stop at their diagonal. The
+    backward is two: per 16 query rows the statistics, the softmax
+    gradient's row sums and dq (three passes over the keys), then per 16
+    key rows dk and dv (one pass over the queries, the statistics read
+    back from the largest f32 scratch argument). Otherwise only the
+    operand and result buffers are read. The forward's probabilities are
+    rounded before their normalization (FlashAttention's online form), so
+    results agree with the CPU's within the operand type's rounding.
   }];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",

@@ -50,51 +50,65 @@ struct ConvertLoomToLinalg
 };
 } // namespace
 
-/// Marks `kernel` `loom.gpu_attention` when it is one loom.attention the
-/// GPU kernel runs and nothing else: its operands the kernel's arguments,
-/// its scale a constant, its result the kernel's one result. The GPU
-/// stages then replace the kernel's body (this lowering, bufferized) by
-/// one launch built from the mark and the arguments.
+/// Marks `kernel` `loom.gpu_attention` when it is one loom.attention (or
+/// loom.attention_grad) the GPU kernels run and nothing else: its operands
+/// the kernel's arguments, its scale a constant, its results the kernel's
+/// results in order. The GPU stages then replace the kernel's body (this
+/// lowering, bufferized) by launches built from the mark and the
+/// arguments.
 static void markGpuAttention(func::FuncOp kernel) {
   if (!kernel->hasAttr(attr::kKernel) || !kernel.getBody().hasOneBlock())
     return;
   Block &body = kernel.front();
-  AttentionOp attention;
+  Operation *attention = nullptr;
   for (Operation &op : body) {
-    if (auto found = dyn_cast<AttentionOp>(op)) {
+    if (isa<AttentionOp, AttentionGradOp>(op)) {
       if (attention)
         return;
-      attention = found;
+      attention = &op;
     } else if (!op.hasTrait<OpTrait::ConstantLike>() && !isa<func::ReturnOp>(op)) {
       return;
     }
   }
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  if (!attention || ret.getNumOperands() != 1 || ret.getOperand(0) != attention.getResult())
+  if (!attention)
     return;
-  if (!gpuRunsAttention(attention.getQuery().getType(), attention.getKey().getType(),
-                        attention.getValue().getType(), attention.getAccumulate()))
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getOperands() != ValueRange(attention->getResults()))
+    return;
+  auto forward = dyn_cast<AttentionOp>(attention);
+  auto backward = dyn_cast<AttentionGradOp>(attention);
+  Value query = forward ? forward.getQuery() : backward.getQuery();
+  Value key = forward ? forward.getKey() : backward.getKey();
+  Value value = forward ? forward.getValue() : backward.getValue();
+  Value scale = forward ? forward.getScale() : backward.getScale();
+  Type accumulate = forward ? forward.getAccumulate() : backward.getAccumulate();
+  bool causal = forward ? forward.getCausal() : backward.getCausal();
+  auto typeOf = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  if (!gpuRunsAttention(typeOf(query), typeOf(key), typeOf(value), accumulate,
+                        /*gradients=*/static_cast<bool>(backward)))
     return;
   Builder b(kernel.getContext());
   SmallVector<NamedAttribute> spec;
-  for (auto [name, operand] : {std::pair<StringRef, Value>{"query", attention.getQuery()},
-                               {"key", attention.getKey()},
-                               {"value", attention.getValue()}}) {
+  SmallVector<std::pair<StringRef, Value>> operands{
+      {"query", query}, {"key", key}, {"value", value}};
+  if (backward)
+    operands.push_back({"result_grad", backward.getResultGrad()});
+  for (auto [name, operand] : operands) {
     auto argument = dyn_cast<BlockArgument>(operand);
     if (!argument || argument.getOwner() != &body)
       return;
     spec.push_back(b.getNamedAttr(name, b.getI64IntegerAttr(argument.getArgNumber())));
   }
-  if (Value scale = attention.getScale()) {
-    DenseElementsAttr value;
-    if (!matchPattern(scale, m_Constant(&value)))
+  if (scale) {
+    DenseElementsAttr constant;
+    if (!matchPattern(scale, m_Constant(&constant)))
       return;
     // The scale as the op rounded it to the operand type, held in f32.
-    double rounded = value.getSplatValue<APFloat>().convertToDouble();
+    double rounded = constant.getSplatValue<APFloat>().convertToDouble();
     spec.push_back(b.getNamedAttr("scale", b.getF32FloatAttr(rounded)));
   }
   spec.push_back(b.getNamedAttr("inputs", b.getI64IntegerAttr(kernel.getNumArguments())));
-  if (attention.getCausal())
+  if (causal)
     spec.push_back(b.getNamedAttr("causal", b.getUnitAttr()));
   kernel->setAttr(attr::kGpuAttention, b.getDictionaryAttr(spec));
 }

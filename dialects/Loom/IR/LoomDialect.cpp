@@ -182,10 +182,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     // func.func, or the llvm.func the CPU kernel becomes.
     if (!isa<FunctionOpInterface>(op) || !spec || !position("query") || !position("key") ||
         !position("value") || !position("inputs") ||
+        (spec.contains("result_grad") && !position("result_grad")) ||
         (spec.contains("scale") && !spec.getAs<FloatAttr>("scale")) ||
         (spec.contains("causal") && !spec.getAs<UnitAttr>("causal")))
       return op->emitOpError()
-             << "'" << name << "' must be {query, key, value, inputs: positions; "
+             << "'" << name << "' must be {query, key, value, inputs (, result_grad): positions; "
              << "causal: unit; scale: float}, on a function";
     return success();
   }

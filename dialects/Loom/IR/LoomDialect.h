@@ -50,10 +50,11 @@ constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
 /// On each op of a param's optimizer update: its update bucket's number
 /// (loom-optimizer-step), which makes the bucket one kernel.
 constexpr llvm::StringLiteral kUpdateBucket = "loom.update_bucket";
-/// On a kernel func.func that is one loom.attention and nothing else, which
-/// the GPU stages replace by one launch (loom-build-gpu-attention): a
-/// dictionary of `query`, `key`, `value` (their argument positions),
-/// `inputs` (the kernel's inputs; its output buffer follows them),
+/// On a kernel func.func that is one loom.attention (or
+/// loom.attention_grad) and nothing else, which the GPU stages replace by
+/// launches (loom-build-gpu-attention): a dictionary of `query`, `key`,
+/// `value` (and `result_grad`: the backward's; their argument positions),
+/// `inputs` (the kernel's inputs; its output buffers follow them),
 /// `causal` (unit) and `scale` (f32, absent for none).
 constexpr llvm::StringLiteral kGpuAttention = "loom.gpu_attention";
 /// On a kernel func.func: it holds an update bucket's optimizer update

@@ -120,7 +120,8 @@ int64_t mlir::loom::attentionBlockSize(int64_t queries, int64_t keys) {
 }
 
 bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
-                                  RankedTensorType value, Type accumulate) {
+                                  RankedTensorType value, Type accumulate,
+                                  bool gradients) {
   Type element = query.getElementType();
   if (!(element.isBF16() || element.isF16()) || !accumulate.isF32())
     return false;
@@ -128,9 +129,10 @@ bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
   auto fits = [](int64_t size, int64_t most) {
     return size % 16 == 0 && size <= most;
   };
+  int64_t features = gradients ? 64 : 128;
   return fits(query.getShape()[rows], INT32_MAX) &&
-         fits(key.getShape()[rows], INT32_MAX) && fits(query.getShape().back(), 128) &&
-         fits(value.getShape().back(), 128);
+         fits(key.getShape()[rows], INT32_MAX) && fits(query.getShape().back(), features) &&
+         fits(value.getShape().back(), features);
 }
 
 /// The operand rules of loom.attention and loom.attention_grad; `output`

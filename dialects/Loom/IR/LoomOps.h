@@ -36,13 +36,15 @@ bool isPlanStepOp(Operation *op);
 /// tile per batch entry stays in L2).
 int64_t attentionBlockSize(int64_t queries, int64_t keys);
 
-/// Whether the GPU attention kernel (loom-build-gpu-attention) runs an
-/// attention of these operand types: bf16 or f16 accumulated in f32 (it
-/// multiplies on mma.sync), sequences multiples of 16 (a warp's rows, a
-/// key block), feature sizes multiples of 16 up to 128 (a warp holds its
-/// queries' fragments and outputs in registers).
+/// Whether the GPU attention kernels (loom-build-gpu-attention) run an
+/// attention (with `gradients`, also its backward) of these operand types:
+/// bf16 or f16 accumulated in f32 (they multiply on mma.sync), sequences
+/// multiples of 16 (a warp's rows, a block of columns), feature sizes
+/// multiples of 16 up to 128 (64 with gradients: a warp holds its rows'
+/// fragments and accumulators in registers).
 bool gpuRunsAttention(RankedTensorType query, RankedTensorType key,
-                      RankedTensorType value, Type accumulate);
+                      RankedTensorType value, Type accumulate,
+                      bool gradients = false);
 
 /// Whether a transpose `permutation` swaps the last two dims and keeps the
 /// others: a matrix transpose (of each batch), which a matmul can read in

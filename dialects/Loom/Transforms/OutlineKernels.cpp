@@ -217,7 +217,10 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
              << op.getName() << "' must be "
              << (isa<MoeOp>(op) ? "expanded (loom-expand-moe)" : "inlined (loom-inline-stages)")
              << " before kernels are outlined";
+    // An attention is a kernel of its own, which the GPU stages replace
+    // whole (loom-build-gpu-attention).
     bool joins = !groups.empty() && !afterCollective &&
+                 !isa<AttentionOp, AttentionGradOp>(groups.back().ops.front()) &&
                  placeOf(&op) == placeOf(groups.back().ops.front()) &&
                  ((isElementwise(&op) &&
                    llvm::any_of(op.getOperands(), [&](Value v) {

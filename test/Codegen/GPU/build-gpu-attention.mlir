@@ -95,9 +95,60 @@ func.func @wide(%q: memref<64x256xbf16>, %k: memref<64x256xbf16>, %v: memref<64x
 
 // -----
 
-// expected-error @+1 {{loom.gpu_attention: query, key, value and output must be contiguous buffers of one rank and type}}
+// expected-error @+1 {{loom.gpu_attention: its buffers must be contiguous buffers of one rank and type}}
 func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32xbf16>,
                  %o: memref<64x32xbf16>)
     attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
+// The backward (a mark with result_grad): two launches. The query side
+// (per 16 query rows, 2 x 1 blocks of 4 warps for 2 entries of 64 queries)
+// makes three passes over the key blocks: the row maxima and sums (the
+// scores' 2 K steps x 8 tiles of mma.sync), dot = sum(p * dp) (scores and
+// dp = dO V^T: 2 x 8 more), then ds and dq += ds K (scores, dp, and 4 x 4
+// for dq), and stores dq and, by each quad's first lane, the rows'
+// statistics into the largest f32 scratch buffer, viewed flat. The key
+// side (per 16 key rows) walks the query blocks from its diagonal:
+// K Q^T and V dO^T (2 x 8 each), then dv += p^T dO and dk += ds^T Q (4 x 4
+// each), reading the statistics back; it stores dk and dv.
+
+// CHECK-LABEL: func.func @attention_grad_k0
+// CHECK-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[DO:[^:]+]]: memref<2x64x32xbf16>, %[[DQ:[^:]+]]: memref<2x64x32xbf16>, %[[DK:[^:]+]]: memref<2x64x32xbf16>, %[[DV:[^:]+]]: memref<2x64x32xbf16>
+// CHECK:         gpu.launch
+// CHECK:           %[[STATS:.+]] = memref.collapse_shape %{{.+}} {{\[\[}}0, 1, 2]] : memref<2x64x32xf32> into memref<4096xf32>
+// CHECK:           %{{.+}}:4 = scf.for
+// CHECK-COUNT-16:    nvvm.mma.sync
+// CHECK:             math.exp
+// CHECK:             scf.yield
+// CHECK:           %{{.+}}:2 = scf.for
+// CHECK-COUNT-32:    nvvm.mma.sync
+// CHECK:             scf.yield
+// CHECK:           %{{.+}}:16 = scf.for
+// CHECK-COUNT-48:    nvvm.mma.sync
+// CHECK:             scf.yield
+// CHECK:           vector.store %{{.+}}, %[[DQ]]
+// CHECK:           scf.if
+// CHECK-COUNT-6:     memref.store %{{.+}}, %[[STATS]]
+// CHECK:           gpu.terminator
+// CHECK:         gpu.launch
+// CHECK:           %{{.+}}:32 = scf.for
+// CHECK-COUNT-32:    nvvm.mma.sync
+// CHECK:             memref.load %{{.+}}
+// CHECK-COUNT-32:    nvvm.mma.sync
+// CHECK-NOT:         nvvm.mma.sync
+// CHECK:             scf.yield
+// CHECK:           vector.store %{{.+}}, %[[DK]]
+// CHECK:           vector.store %{{.+}}, %[[DV]]
+// CHECK:           gpu.terminator
+func.func @attention_grad_k0(%q: memref<2x64x32xbf16>, %k: memref<2x64x32xbf16>,
+                             %v: memref<2x64x32xbf16>, %do: memref<2x64x32xbf16>,
+                             %dq: memref<2x64x32xbf16>, %dk: memref<2x64x32xbf16>,
+                             %dv: memref<2x64x32xbf16>,
+                             %s0: memref<2x64xf32> {loom.scratch},
+                             %s1: memref<2x64x32xf32> {loom.scratch})
+    attributes {loom.kernel, loom.gpu_attention = {causal, inputs = 4 : i64, key = 1 : i64, query = 0 : i64, result_grad = 3 : i64, scale = 1.250000e-01 : f32, value = 2 : i64}} {
   return
 }

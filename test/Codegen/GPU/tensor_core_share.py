@@ -7,8 +7,9 @@ tensor cores, from two loomc stages of the same script:
 KERNELS.mlir (--emit=kernels): every `loom.matmul` whose operands are bf16
 or f16, with its FLOPs (2 * batch * M * N * K from its types), and every
 16-bit `loom.attention` with the FLOPs of its two products (2 * batch *
-queries * keys * (features + value features), causal or not), grouped by
-the kernel function holding it. GPU.mlir (--emit=gpu): every gpu.func
+queries * keys * (features + value features), causal or not) and every
+16-bit `loom.attention_grad` with those of the scores and its four
+products, grouped by the kernel function holding it. GPU.mlir (--emit=gpu): every gpu.func
 (named after its kernel function, `NAME_kernel`) and whether it runs
 `nvvm.mma.sync` or `nvvm.wgmma.mma_async`. A kernel function's matmuls
 count as on tensor cores when it has at least as many tensor-core
@@ -24,7 +25,7 @@ from math import prod
 
 MATMUL = re.compile(r"loom\.matmul .*: \(tensor<([0-9x]+)x(bf16|f16)>, "
                     r"tensor<([0-9x]+)x(?:bf16|f16)>\) -> tensor<([0-9x]+)x(?:bf16|f16|f32)>")
-ATTENTION = re.compile(r"loom\.attention .*: \(tensor<([0-9x]+)x(?:bf16|f16)>, "
+ATTENTION = re.compile(r"loom\.attention(_grad)? .*: \(tensor<([0-9x]+)x(?:bf16|f16)>, "
                        r"tensor<([0-9x]+)x(?:bf16|f16)>, tensor<([0-9x]+)x(?:bf16|f16)>")
 KERNEL = re.compile(r"^\s*func\.func (?:private )?@(\S+)\(")
 GPU_FUNC = re.compile(r"^\s*gpu\.func @(\S+)_kernel\(")
@@ -37,7 +38,7 @@ def dims(text):
 def main():
     kernels, gpu = sys.argv[1], sys.argv[2]
     flops = defaultdict(list)  # kernel function -> its matmuls' FLOPs
-    attentions = 0
+    attentions = gradients = 0
     current = None
     for line in open(kernels):
         k = KERNEL.match(line)
@@ -49,9 +50,14 @@ def main():
             flops[current].append(2 * prod(result) * a[-1])
         at = ATTENTION.search(line)
         if at:
-            q, k, v = dims(at.group(1)), dims(at.group(2)), dims(at.group(3))
-            flops[current].append(2 * prod(q[:-1]) * k[-2] * (q[-1] + v[-1]))
-            attentions += 1
+            q, k, v = dims(at.group(2)), dims(at.group(3)), dims(at.group(4))
+            # The backward's products: dp, dq, dk, dv (and the scores).
+            products = (2 * q[-1] + 3 * v[-1]) if at.group(1) else (q[-1] + v[-1])
+            flops[current].append(2 * prod(q[:-1]) * k[-2] * products)
+            if at.group(1):
+                gradients += 1
+            else:
+                attentions += 1
     mma = defaultdict(int)  # kernel function -> its tensor-core launches
     kinds = {"mma.sync": 0, "wgmma": 0}
     current, counted = None, False
@@ -69,8 +75,8 @@ def main():
     total = sum(sum(f) for f in flops.values())
     covered = sum(sum(sorted(f)[:mma[name]]) for name, f in flops.items())
     share = 100.0 * covered / total if total else 0.0
-    print(f"16-bit matmuls: {sum(len(f) for f in flops.values()) - attentions}, "
-          f"attention: {attentions}, "
+    print(f"16-bit matmuls: {sum(len(f) for f in flops.values()) - attentions - gradients}, "
+          f"attention: {attentions}, attention gradients: {gradients}, "
           f"GPU kernels on mma.sync: {kinds['mma.sync']}, "
           f"on wgmma: {kinds['wgmma']}, "
           f"matmul and attention FLOPs on tensor cores: {covered}/{total} ({share:.1f}%)")

@@ -1135,7 +1135,7 @@ func.func @update_bucket_not_number(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 // A GPU attention mark needs the operands' positions.
-// expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs: positions; causal: unit; scale: float}, on a function}}
+// expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs (, result_grad): positions; causal: unit; scale: float}, on a function}}
 func.func @gpu_attention_without_positions(%x: tensor<8xf32>) attributes {loom.gpu_attention = {query = 0 : i64}} {
   return
 }
@@ -1143,7 +1143,7 @@ func.func @gpu_attention_without_positions(%x: tensor<8xf32>) attributes {loom.g
 // -----
 
 func.func @gpu_attention_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'loom.neg' op 'loom.gpu_attention' must be {query, key, value, inputs: positions; causal: unit; scale: float}, on a function}}
+  // expected-error @+1 {{'loom.neg' op 'loom.gpu_attention' must be {query, key, value, inputs (, result_grad): positions; causal: unit; scale: float}, on a function}}
   %0 = loom.neg %x {loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} : tensor<8xf32>
   return %0 : tensor<8xf32>
 }
