@@ -273,11 +273,10 @@ bool Compilation::wantsGradients() const {
 }
 
 AttentionFusion Compilation::fusesAttention() const {
-  // --explain models the five ops' costs (it has no model of the fused
-  // kernel).
-  if (!options.fuseAttention || options.explain)
+  if (!options.fuseAttention)
     return AttentionFusion::None;
-  if (!wantsGpu())
+  // --explain models the plan a GPU build runs.
+  if (!wantsGpu() && !options.explain)
     return AttentionFusion::Any;
   // A GPU build fuses what the GPU kernels run, the backward's too when
   // differentiating.

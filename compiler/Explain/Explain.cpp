@@ -356,9 +356,40 @@ KernelCost Explainer::costKernel(func::CallOp call) {
   for (Value v : call.getResults())
     bytes += bytesOf(v.getType());
   double computeSeconds = 0;
+  // A 16-bit product of `flops` on the tensor cores.
+  auto tensorCores = [&](double flops) {
+    cost.matmulFlops += flops;
+    cost.flops16 += flops;
+    computeSeconds += flops / (device.tensorTflops16 * 1e12);
+  };
   if (auto kernel = symbols.lookup<func::FuncOp>(call.getCallee()))
     kernel.walk([&](Operation *op) {
       cost.recomputed |= op->hasAttr(attr::kRecomputed);
+      // Fused attention (16-bit in a GPU plan: loom-fuse-attention's
+      // gpu-kernel rule): the products the GPU kernels compute over the
+      // (query, key) pairs, as the kernel report counts them.
+      if (isa<mlir::loom::AttentionOp, mlir::loom::AttentionGradOp>(op)) {
+        auto q = cast<ShapedType>(op->getOperand(0).getType());
+        auto v = cast<ShapedType>(op->getOperand(2).getType());
+        int64_t rows = q.getRank() - 2;
+        double batch = 1;
+        for (int64_t size : q.getShape().take_front(rows))
+          batch *= size;
+        double queries = q.getShape()[rows];
+        double keys = cast<ShapedType>(op->getOperand(1).getType()).getShape()[rows];
+        double pairs = queries * keys;
+        bool causal = isa<mlir::loom::AttentionOp>(op)
+                          ? cast<mlir::loom::AttentionOp>(op).getCausal()
+                          : cast<mlir::loom::AttentionGradOp>(op).getCausal();
+        // Causal: query i sees keys 0..i, so sum over i of min(i + 1, keys).
+        if (causal)
+          pairs = keys >= queries ? queries * (queries + 1) / 2
+                                  : keys * (keys + 1) / 2 + (queries - keys) * keys;
+        double e = q.getShape().back(), f = v.getShape().back();
+        bool backward = isa<mlir::loom::AttentionGradOp>(op);
+        tensorCores(2 * batch * pairs * (backward ? 6 * e + 4 * f : e + f));
+        return;
+      }
       if (op->getNumResults() != 1)
         return;
       auto result = dyn_cast<ShapedType>(op->getResult(0).getType());
@@ -369,14 +400,14 @@ KernelCost Explainer::costKernel(func::CallOp call) {
         double flops = 2.0 * result.getNumElements() * lhs.getShape().back();
         Type multiply = matmul.getMultiply() ? *matmul.getMultiply()
                                              : lhs.getElementType();
-        cost.matmulFlops += flops;
         if (multiply.isBF16() || multiply.isF16()) {
-          cost.flops16 += flops;
-          computeSeconds += flops / (device.tensorTflops16 * 1e12);
+          tensorCores(flops);
         } else if (isa<FloatTF32Type>(multiply)) {
+          cost.matmulFlops += flops;
           cost.flopsTf32 += flops;
           computeSeconds += flops / (device.tensorTflopsTf32 * 1e12);
         } else {
+          cost.matmulFlops += flops;
           cost.flopsF32 += flops;
           computeSeconds += flops / (device.f32Tflops * 1e12);
         }
