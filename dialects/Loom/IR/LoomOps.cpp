@@ -130,9 +130,10 @@ bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
     return size % 16 == 0 && size <= most;
   };
   int64_t features = gradients ? 64 : 128;
-  return fits(query.getShape()[rows], INT32_MAX) &&
-         fits(key.getShape()[rows], INT32_MAX) && fits(query.getShape().back(), features) &&
-         fits(value.getShape().back(), features);
+  // A launch's blocks of 64 rows go along grid y (at most 65535).
+  int64_t sequence = 65535 * 64;
+  return fits(query.getShape()[rows], sequence) && fits(key.getShape()[rows], sequence) &&
+         fits(query.getShape().back(), features) && fits(value.getShape().back(), features);
 }
 
 /// The operand rules of loom.attention and loom.attention_grad; `output`

@@ -45,7 +45,7 @@ void nothing(void **) {}
 const LoomKernel kKernels[] = {{"k_sum", 2, nothing}, {"k_half", 2, nothing},
                                {"k_id", 2, nothing},  {"k_dbl", 2, nothing},
                                {"k_tri", 2, nothing}, {"k_none", 2, nothing},
-                               {nullptr, 0, nullptr}};
+                               {"k_add", 3, nothing}, {nullptr, 0, nullptr}};
 
 const char kImage[] = "FAKE PTX\n"; // what the fake driver loads
 
@@ -706,6 +706,56 @@ TEST(CudaSpmd, PipelinedForwardRunsEachStageOnItsGpu) {
     EXPECT_EQ(nccl.broadcasts, 2 * 2 * ranks) << mesh.axes;
     EXPECT_EQ(cuda.liveAllocations, 0) << mesh.axes;
   }
+}
+
+TEST(CudaSpmd, DataParallelTrainingKeepsTheParamsOnEachGpu) {
+  // A training step of one param w: next.w = w + the sum of x's rows, the
+  // rows split over a = 2 (each rank's block, then an all-reduce), the
+  // update on the device. Two ranks write the one-rank checkpoint.
+  auto training = [](const std::string &mesh, std::vector<TestBuffer> buffers,
+                     std::vector<std::string> rest, unsigned update) {
+    rest.push_back("optimizer sgd 3 lr=0.1");
+    rest.push_back("update " + std::to_string(update) + " 1");
+    return withGpuImage(makePlan(mesh, buffers, rest));
+  };
+  std::string add = "launch k_add fake_add 1 1 1 32 1 1 b:0 b:1 b:2 i32:8";
+  std::string whole = training(
+      "",
+      {{"x", "input", "2,8", "", ""}, {"w", "param", "8", "normal 1", ""},
+       {"g", "temp", "8", "", ""}, {"next.w", "output", "8", "", ""}},
+      {"kernel k_sum 2", "kernel k_add 3",
+       "launch k_sum fake_sum 1 1 1 32 1 1 b:0 b:1 i64:8 i64:2", add,
+       "step k_sum 0 2", "step k_add 1 2 3"},
+      3);
+  std::string spmd = training(
+      "a=2",
+      {{"x", "input", "1,8", "", "a,-"}, {"w", "param", "8", "normal 1", ""},
+       {"g", "temp", "8", "", ""}, {"gs", "temp", "8", "", ""},
+       {"next.w", "output", "8", "", ""}},
+      {"kernel k_id 2", "kernel k_add 3", scaleLaunch("k_id", "1", 8), add,
+       "step k_id 0 2", "collective all-reduce a - 2 3", "step k_add 1 3 4"},
+      4);
+  TempDir dir;
+  auto args = [&](const std::string &tag) {
+    return std::vector<std::string>{"train", "--device", "cuda", "--random-inputs",
+                                    "--seed", "3", "--save", dir.path(tag + ".ckpt")};
+  };
+  fakeCuda();
+  std::vector<RunResult> one = runOnFakes(1, args("one"), whole, spmd);
+  ASSERT_EQ(one[0].status, 0) << one[0].err;
+  FakeCudaState &cuda = fakeCuda();
+  cuda.deviceCount = 2;
+  FakeNcclState &nccl = fakeNccl();
+  std::vector<RunResult> two = runOnFakes(2, args("two"), whole, spmd);
+  expectSuccess(two, "a=2 training");
+  EXPECT_EQ(readFile(dir.path("two.ckpt")), readFile(dir.path("one.ckpt")));
+  EXPECT_EQ(nccl.allReduces, 2u * 3u); // each rank, each step
+  // Each rank: x's block and w once, then the block alone; the update on
+  // its device each step; w back once, for the checkpoint.
+  EXPECT_EQ(cuda.bytesToDevice, 2u * (32u + 32u) + 2u * 2u * 32u);
+  EXPECT_EQ(cuda.bytesOnDevice, 2u * 3u * 32u);
+  EXPECT_EQ(cuda.bytesToHost, 2u * 32u);
+  EXPECT_EQ(cuda.liveAllocations, 0);
 }
 
 #endif // LOOM_FAKE_GPUS
