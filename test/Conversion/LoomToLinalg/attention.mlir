@@ -151,3 +151,45 @@ func.func @not_a_kernel(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>, %v: tens
       : (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x16xbf16>) -> tensor<64x16xbf16>
   return %0 : tensor<64x16xbf16>
 }
+
+// -----
+
+// The gradient kernel too (heads up to 64 features): `result_grad` names
+// the result gradient's argument; its three outputs follow the inputs.
+
+// CHECK-LABEL: func.func @gpu_grad_kernel
+// CHECK-SAME:    loom.gpu_attention = {inputs = 4 : i64, key = 1 : i64, query = 0 : i64, result_grad = 3 : i64, value = 2 : i64}
+func.func @gpu_grad_kernel(%q: tensor<2x64x32xbf16>, %k: tensor<2x64x32xbf16>,
+                           %v: tensor<2x64x32xbf16>, %dy: tensor<2x64x32xbf16>)
+    -> (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>) attributes {loom.kernel} {
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
+      : (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>)
+      -> (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>)
+  return %dq, %dk, %dv : tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>
+}
+
+// -----
+
+// Not marked: a gradient of 128-feature heads (the backward's registers),
+// and one whose results come back in another order.
+
+// CHECK-LABEL: func.func @wide_grad
+// CHECK-NOT:     loom.gpu_attention
+// CHECK-LABEL: func.func @swapped_grad
+// CHECK-NOT:     loom.gpu_attention
+func.func @wide_grad(%q: tensor<64x128xbf16>, %k: tensor<64x128xbf16>,
+                     %v: tensor<64x128xbf16>, %dy: tensor<64x128xbf16>)
+    -> (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>) attributes {loom.kernel} {
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
+      : (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>)
+      -> (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>)
+  return %dq, %dk, %dv : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>
+}
+func.func @swapped_grad(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>,
+                        %v: tensor<64x32xbf16>, %dy: tensor<64x32xbf16>)
+    -> (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>) attributes {loom.kernel} {
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
+      : (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>)
+      -> (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>)
+  return %dk, %dq, %dv : tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>
+}
