@@ -180,7 +180,8 @@ cl::opt<bool> fuseAttention(
     "fuse-attention",
     cl::desc("Compile softmax(causal_mask(q @ transpose(k) * s)) @ v as one "
              "attention kernel that never holds the [queries, keys] scores "
-             "(CPU builds; the default). =false keeps the five ops"),
+             "(the default; GPU builds: 16-bit attention the GPU kernels "
+             "run). =false keeps the five ops"),
     cl::init(true), cl::cat(loomCategory));
 cl::opt<bool> sequenceParallel(
     "sequence-parallel",
