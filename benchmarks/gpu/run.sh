@@ -63,6 +63,22 @@ best_kernel_us() {
   done
   echo "$best"
 }
+# ratio EXE FLOPS LOOM_US NAME BASE_US: Loom's TFLOP/s against the
+# baseline NAME's measured in this run, and time(NAME)/time(Loom); BASE_US
+# may be the reason the baseline is unavailable.
+ratio() {
+  $py - "$@" <<'PY'
+import sys
+exe, flops, loom_us, name, base = sys.argv[1], eval(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+line = f"{exe:20s}: loom {flops/loom_us/1e6:8.1f} TFLOP/s ({loom_us:.1f} us)"
+try:
+    base_us = float(base)
+except ValueError:
+    print(f"{line}; {name} baseline {base}")
+    sys.exit(0)
+print(f"{line}  {name} {flops/base_us/1e6:8.1f} TFLOP/s  time({name})/time(Loom) = {base_us/loom_us:.3f}")
+PY
+}
 # skip EXE: whether to leave EXE out (the -mma-sync ones exist for sm_90a
 # builds only).
 skip() { [ ! -x "$here/$1" ]; }
@@ -147,18 +163,7 @@ for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-at matmul4096-mma-sync
   skip $exe && continue
   size=${exe#matmul}; size=${size%%-*}
   best=$(best_kernel_us "$exe") || { status=1; continue; }
-  $py - "$exe" "$size" "$best" "${cublas[$size]}" <<'PY'
-import sys
-exe, n, loom_us, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-flops = 2.0 * n ** 3
-try:
-    cublas_us = float(base)
-except ValueError:
-    print(f"{exe:18s}: loom {flops/loom_us/1e6:8.1f} TFLOP/s ({loom_us:.1f} us); cuBLAS baseline {base}")
-    sys.exit(0)
-print(f"{exe:18s}: loom {flops/loom_us/1e6:8.1f} TFLOP/s  cuBLAS {flops/cublas_us/1e6:8.1f} TFLOP/s"
-      f"  time(cuBLAS)/time(Loom) = {cublas_us/loom_us:.3f}")
-PY
+  ratio "$exe" "2.0 * $size ** 3" "$best" cuBLAS "${cublas[$size]}"
 done
 
 echo "== attention forward: Loom vs torch SDPA, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
@@ -188,18 +193,7 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
 PY
 )
   best=$(best_kernel_us "$exe") || { status=1; continue; }
-  $py - "$exe" "$size" "$best" "$sdpa" <<'PY'
-import sys
-exe, t, loom_us, base = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-flops = 2.0 * 16 * t * (t + 1) / 2 * 256
-try:
-    sdpa_us = float(base)
-except ValueError:
-    print(f"{exe:14s}: loom {flops/loom_us/1e6:7.1f} TFLOP/s ({loom_us:.1f} us); SDPA baseline {base}")
-    sys.exit(0)
-print(f"{exe:14s}: loom {flops/loom_us/1e6:7.1f} TFLOP/s ({loom_us:.1f} us)  SDPA {flops/sdpa_us/1e6:7.1f} TFLOP/s"
-      f"  time(SDPA)/time(Loom) = {sdpa_us/loom_us:.3f}")
-PY
+  ratio "$exe" "2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "$sdpa"
 done
 
 echo "== training: gpt-train (bf16), 20 steps on cuda against 20 on the cpu (losses and gradient norms within 1.6e-2)  [${SECONDS} s]"

@@ -369,25 +369,14 @@ KernelCost Explainer::costKernel(func::CallOp call) {
       // gpu-kernel rule): the products the GPU kernels compute over the
       // (query, key) pairs, as the kernel report counts them.
       if (isa<mlir::loom::AttentionOp, mlir::loom::AttentionGradOp>(op)) {
-        auto q = cast<ShapedType>(op->getOperand(0).getType());
-        auto v = cast<ShapedType>(op->getOperand(2).getType());
-        int64_t rows = q.getRank() - 2;
-        double batch = 1;
-        for (int64_t size : q.getShape().take_front(rows))
-          batch *= size;
-        double queries = q.getShape()[rows];
-        double keys = cast<ShapedType>(op->getOperand(1).getType()).getShape()[rows];
-        double pairs = queries * keys;
-        bool causal = isa<mlir::loom::AttentionOp>(op)
-                          ? cast<mlir::loom::AttentionOp>(op).getCausal()
-                          : cast<mlir::loom::AttentionGradOp>(op).getCausal();
-        // Causal: query i sees keys 0..i, so sum over i of min(i + 1, keys).
-        if (causal)
-          pairs = keys >= queries ? queries * (queries + 1) / 2
-                                  : keys * (keys + 1) / 2 + (queries - keys) * keys;
-        double e = q.getShape().back(), f = v.getShape().back();
-        bool backward = isa<mlir::loom::AttentionGradOp>(op);
-        tensorCores(2 * batch * pairs * (backward ? 6 * e + 4 * f : e + f));
+        auto shape = [&](unsigned i) {
+          return cast<ShapedType>(op->getOperand(i).getType()).getShape();
+        };
+        auto forward = dyn_cast<mlir::loom::AttentionOp>(op);
+        bool causal = forward ? forward.getCausal()
+                              : cast<mlir::loom::AttentionGradOp>(op).getCausal();
+        tensorCores(mlir::loom::attentionFlops(shape(0), shape(1), shape(2), causal,
+                                               /*gradient=*/!forward));
         return;
       }
       if (op->getNumResults() != 1)

@@ -4,6 +4,7 @@
 
 #include "Codegen/Common/MatmulLike.h"
 #include "Loom/IR/LoomDialect.h"
+#include "Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -104,19 +105,11 @@ static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
   if (!q || !k || !v || !q.hasStaticShape() || !k.hasStaticShape() ||
       !v.hasStaticShape() || q.getRank() < 2)
     return std::nullopt;
-  int64_t rows = q.getRank() - 2, batch = 1;
-  for (int64_t size : q.getShape().take_front(rows))
-    batch *= size;
-  int64_t queries = q.getShape()[rows], keys = k.getShape()[rows];
-  int64_t pairs = queries * keys;
-  if (mark.contains("causal"))
-    for (int64_t i = 0; i < queries; ++i)
-      pairs -= std::max<int64_t>(keys - i - 1, 0);
   int64_t features = q.getShape().back(), valueFeatures = v.getShape().back();
   bool backward = mark.contains("result_grad");
   KernelReport::Work work;
-  work.flops = 2 * batch * pairs *
-               (backward ? 6 * features + 4 * valueFeatures : features + valueFeatures);
+  work.flops = static_cast<int64_t>(mlir::loom::attentionFlops(
+      q.getShape(), k.getShape(), v.getShape(), mark.contains("causal"), backward));
   work.contractionFlops = work.flops;
   work.tensorTflops = device.tensorTflops16;
   int64_t outputBytes = bytesOf(q) / features * valueFeatures;

@@ -119,6 +119,21 @@ int64_t mlir::loom::attentionBlockSize(int64_t queries, int64_t keys) {
   return 1;
 }
 
+double mlir::loom::attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
+                                  ArrayRef<int64_t> value, bool causal, bool gradient) {
+  size_t rows = query.size() - 2;
+  double batch = 1;
+  for (int64_t size : query.take_front(rows))
+    batch *= size;
+  double queries = query[rows], keys = key[rows];
+  double pairs = queries * keys;
+  if (causal) // the sum over i of min(i + 1, keys)
+    pairs = keys >= queries ? queries * (queries + 1) / 2
+                            : keys * (keys + 1) / 2 + (queries - keys) * keys;
+  double e = query.back(), ev = value.back();
+  return 2 * batch * pairs * (gradient ? 6 * e + 4 * ev : e + ev);
+}
+
 bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
                                   RankedTensorType value, Type accumulate,
                                   bool gradients) {

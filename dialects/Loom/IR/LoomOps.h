@@ -36,6 +36,15 @@ bool isPlanStepOp(Operation *op);
 /// tile per batch entry stays in L2).
 int64_t attentionBlockSize(int64_t queries, int64_t keys);
 
+/// The FLOPs the GPU attention kernels compute for an attention of these
+/// shapes ([b..., queries, features], [b..., keys, features], [b..., keys,
+/// value features]): both products over the (query, key) pairs (causal:
+/// query i sees keys 0..i), 2 (E + Ev) a pair; for the gradient the
+/// scores four times, dp twice, dq, dk and dv, 2 (6 E + 4 Ev) a pair.
+/// --kernel-report and --explain both count them.
+double attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
+                      ArrayRef<int64_t> value, bool causal, bool gradient);
+
 /// Whether the GPU attention kernels (loom-build-gpu-attention) run an
 /// attention (with `gradients`, also its backward) of these operand types:
 /// bf16 or f16 accumulated in f32 (they multiply on mma.sync), sequences
