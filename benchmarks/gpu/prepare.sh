@@ -64,6 +64,13 @@ if [ "$arch" = sm_90a ]; then
   for size in 4096 8192; do
     $loomc --gpu-mma=mma.sync "$out/matmul$size.loom" -o "$out/matmul$size-mma-sync"
   done
+  # The persistent warp-specialized wgmma kernels (a block per SM, a
+  # producer warpgroup issuing TMA, setmaxnreg), not yet loomc's default:
+  # every operand layout, checked and timed against cuBLAS beside the
+  # one-block-per-tile kernels.
+  for name in matmul4096 matmul8192 matmul4096-bt matmul4096-at; do
+    $loomc --gpu-mma=wgmma-persistent "$out/$name.loom" -o "$out/$name-persistent"
+  done
 fi
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"

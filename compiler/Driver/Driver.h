@@ -32,6 +32,10 @@ enum class GpuMma {
   /// Warpgroup wgmma fed by TMA, for the matmuls a tensor map can read
   /// (sm_90a only; the others stay on mma.sync).
   Wgmma,
+  /// As Wgmma, in persistent warp-specialized kernels (a block per SM over
+  /// many tiles, a producer warpgroup issuing TMA, setmaxnreg); not yet
+  /// measured on a GPU, so not the default.
+  WgmmaPersistent,
 };
 
 struct DriverOptions {

@@ -66,10 +66,12 @@ LogicalResult Compilation::lowerToGpu() {
   // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
   // PTX lacks them); there they are the default.
   bool sm90a = options.gpuArch == "sm_90a";
-  if (options.gpuMma == GpuMma::Wgmma && !sm90a)
-    return emitError(UnknownLoc::get(&context), "--gpu-mma=wgmma needs ")
-           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
-  bool warpgroupMma = options.gpuMma == GpuMma::Wgmma ||
+  bool persistent = options.gpuMma == GpuMma::WgmmaPersistent;
+  if ((options.gpuMma == GpuMma::Wgmma || persistent) && !sm90a)
+    return emitError(UnknownLoc::get(&context), "--gpu-mma=")
+           << (persistent ? "wgmma-persistent" : "wgmma")
+           << " needs --gpu-arch=sm_90a (got " << options.gpuArch << ")";
+  bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
                       (options.gpuMma == GpuMma::Auto && sm90a);
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
@@ -93,7 +95,7 @@ LogicalResult Compilation::lowerToGpu() {
   return runPipeline(*gpuModule, [&](OpPassManager &pm) {
     buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
                             sharedPerBlock, sharedPerSM, reservedPerBlock,
-                            warpgroupMma);
+                            warpgroupMma, persistent);
   });
 }
 

@@ -285,6 +285,11 @@ LogicalResult KernelReport::readPtx(llvm::StringRef ptx, Location loc) {
   SmallVector<StringRef> lines, match;
   output.split(lines, '\n');
   for (StringRef line : lines) {
+    // What ptxas ignored or warns about (a setmaxnreg without a register
+    // cap at entry, C7508, or a .minnctapersm without .maxntid) costs
+    // speed silently: the report says so.
+    if (line.contains("warning") || line.contains("Performance Loss"))
+      emitWarning(loc) << "ptxas: " << line.trim();
     if (entry.match(line, &match) || properties.match(line, &match)) {
       auto found = functions.find(match[1]);
       current = found == functions.end() ? nullptr : &found->second;

@@ -260,13 +260,15 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
                                      int64_t sharedPerBlock,
                                      int64_t sharedPerSM,
                                      int64_t reservedSharedPerBlock,
-                                     bool warpgroupMma) {
+                                     bool warpgroupMma,
+                                     bool persistentWarpgroupMma) {
   // Attention kernels first: their bodies (the CPU's blocked loops) are
   // replaced whole.
   if (tensorCores)
     pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomBuildGpuAttention());
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.warpgroupMma = warpgroupMma;
+  matmuls.persistentWarpgroupMma = persistentWarpgroupMma;
   matmuls.tensorCores = tensorCores;
   matmuls.multiprocessors = multiprocessors;
   matmuls.sharedPerBlock = sharedPerBlock;

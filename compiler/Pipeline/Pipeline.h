@@ -86,11 +86,13 @@ struct GpuTarget {
 /// `sharedPerBlock`, `sharedPerSM` and `reservedSharedPerBlock` bound the
 /// tensor-core pipeline's shared memory (the spec table's opt-in block
 /// limit, SM size and per-block reservation). With `warpgroupMma` (sm_90a),
-/// matmuls a TMA tensor map can read run on wgmma instead of mma.sync.
+/// matmuls a TMA tensor map can read run on wgmma instead of mma.sync; in
+/// persistent warp-specialized kernels with `persistentWarpgroupMma`.
 void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
                              int64_t multiprocessors, int64_t sharedPerBlock,
                              int64_t sharedPerSM, int64_t reservedSharedPerBlock,
-                             bool warpgroupMma = false);
+                             bool warpgroupMma = false,
+                             bool persistentWarpgroupMma = false);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

@@ -126,7 +126,11 @@ cl::opt<loom::GpuMma> gpuMma(
                           "later)"),
                clEnumValN(loom::GpuMma::Wgmma, "wgmma",
                           "warpgroup wgmma fed by TMA (sm_90a; matmuls a "
-                          "tensor map cannot read stay on mma.sync)")),
+                          "tensor map cannot read stay on mma.sync)"),
+               clEnumValN(loom::GpuMma::WgmmaPersistent, "wgmma-persistent",
+                          "wgmma in persistent warp-specialized kernels: a "
+                          "block per SM loops over tiles, a producer "
+                          "warpgroup issues the TMA loads (sm_90a)")),
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
 cl::opt<std::string> schedule(
     "schedule",

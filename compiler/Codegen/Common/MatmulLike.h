@@ -65,6 +65,10 @@ struct TensorCoreTarget {
   /// Whether matmuls may run on sm_90a's warpgroup wgmma fed by TMA
   /// (TensorCoreWarpgroup.cpp) rather than mma.sync.
   bool warpgroupMma = false;
+  /// With warpgroupMma: the persistent warp-specialized wgmma kernel (a
+  /// block per SM looping over tiles, a producer warpgroup issuing TMA)
+  /// instead of one block per tile.
+  bool persistentWarpgroupMma = false;
   /// The shared memory each of `blocksPerSM` blocks may use: its share of
   /// the SM less the driver's reservation, within the per-block limit.
   int64_t sharedBudget(int64_t blocksPerSM) const {

@@ -4,7 +4,11 @@
 // resident blocks per SM; ptxas, not told, may give one block all the
 // registers it likes (160 for a 128 x 128 tile with K step 64) and leave
 // room for one block only. `nvvm.minctasm` (PTX `.minnctapersm`) makes it
-// fit the blocks the shared memory allows.
+// fit the blocks the shared memory allows. A kernel that rebalances
+// registers between warpgroups (`setmaxnreg`) is built for one block an SM
+// and gets 1 whatever its shared memory: with more, ptxas would cap its
+// registers below what setmaxnreg.inc asks, and the consumers would wait
+// for registers forever.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +39,9 @@ struct LoomGpuOccupancyHints
       if (!kernel)
         return;
       int64_t blocks = std::max<int64_t>(1, sharedPerSM / (*bytes + reservedSharedPerBlock));
+      if (kernel.walk([](NVVM::SetMaxRegisterOp) { return WalkResult::interrupt(); })
+              .wasInterrupted())
+        blocks = 1;
       // A kernel launched with several sizes keeps the smallest count.
       StringRef name = NVVM::NVVMDialect::getMinctasmAttrName();
       if (auto known = kernel->getAttrOfType<IntegerAttr>(name))

@@ -71,6 +71,14 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     mbarrier-counted) fill, in as many stages as the blocks an SM should
     hold allow (TensorCoreWarpgroup.cpp). Their tensor maps are
     `nvgpu.tma.create.descriptor` ops before the launch.
+
+    With `persistent` as well, such a matmul is one persistent,
+    warp-specialized kernel: a block per SM (at most one per tile) loops
+    over the output tiles; its third warpgroup (`setmaxnreg` down to 40
+    registers) issues the TMA loads into a ring of stages (full and empty
+    mbarriers per stage), running ahead across tile boundaries, while the
+    two consumer warpgroups (`setmaxnreg` up to 232) multiply and write
+    back, so one tile's epilogue overlaps the next tile's loads.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
@@ -87,7 +95,12 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
            "1024", "Shared memory bytes the driver reserves per block">,
     Option<"warpgroupMma", "warpgroup-mma", "bool", "false",
            "On sm_90a: run 2-D tensor-core matmuls as wgmma fed by TMA "
-           "(needs tensor maps from the runtime)">
+           "(needs tensor maps from the runtime)">,
+    Option<"persistentWarpgroupMma", "persistent", "bool", "false",
+           "With warpgroup-mma: persistent warp-specialized kernels (a "
+           "block per SM over many tiles; a producer warpgroup issues the "
+           "TMA loads, setmaxnreg gives its registers to the two consumer "
+           "warpgroups)">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",

@@ -84,8 +84,13 @@ struct TensorCoreKernel {
   /// Shared memory is `workgroup` attributions, or, with
   /// `dynamicSharedBytes`, that much dynamic shared memory
   /// (`dynamicShared`), which the kernel carves into views itself.
+  /// A block has the tile's warps, plus `producerThreads` after them (a
+  /// warp-specialized kernel's loaders). With `persistentBlocks`, the grid
+  /// is that many blocks, each looping over output tiles, and the kernel
+  /// places each tile itself (placeTile); otherwise a block is one tile.
   TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
-                   TypeRange workgroup, int64_t dynamicSharedBytes = 0);
+                   TypeRange workgroup, int64_t dynamicSharedBytes = 0,
+                   int64_t producerThreads = 0, int64_t persistentBlocks = 0);
 
   linalg::GenericOp op;
   TensorCoreFusion fusion;
@@ -102,6 +107,11 @@ struct TensorCoreKernel {
   /// where the warp's part starts in the block tile, and where the block
   /// tile starts in the output.
   Value tid, warp, lane, g, t, warpRow, warpCol, row0, col0;
+
+  /// Sets row0, col0 and the batch to those of output tile `index` (n
+  /// fastest, then m, then the batch), where a persistent block's tile
+  /// loop is.
+  void placeTile(OpBuilder &b, Value index);
 
   /// The kernel's shared-memory buffers.
   SmallVector<Value> shared;
@@ -125,7 +135,14 @@ struct TensorCoreKernel {
   /// Writes the final accumulators to C (or through the fused epilogue),
   /// terminates the launch, erases the op and what it fused, and sinks the
   /// operands' views into the launch.
-  void finish(ValueRange accs);
+  void finish(ValueRange accs) {
+    writeBack(accs);
+    close();
+  }
+  /// finish's two halves: the stores of the current tile's accumulators
+  /// (at `k`), and the rest.
+  void writeBack(ValueRange accs);
+  void close();
 };
 
 /// In step `kTile` of a `stages`-deep pipeline over `kTiles` K tiles, once
@@ -143,8 +160,10 @@ LogicalResult buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
                                              const TensorCoreTarget &target);
 
 /// Builds the wgmma + TMA kernel of TensorCoreWarpgroup.cpp (sm_90a) when a
-/// tensor map can read both operands (16-byte aligned rows, A K-contiguous,
-/// B K- or N-contiguous); fails, leaving `op` alone, otherwise.
+/// tensor map can read both operands (16-byte aligned rows, A K- or
+/// M-contiguous, B K- or N-contiguous); fails, leaving `op` alone,
+/// otherwise. With `target.persistentWarpgroupMma`, the persistent
+/// warp-specialized variant.
 LogicalResult buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
                                              const TensorCoreTarget &target);
 

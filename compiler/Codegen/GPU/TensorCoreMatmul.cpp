@@ -240,7 +240,9 @@ void loom::loadAhead(
 
 loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
                                          TypeRange workgroup,
-                                         int64_t dynamicSharedBytes)
+                                         int64_t dynamicSharedBytes,
+                                         int64_t producerThreads,
+                                         int64_t persistentBlocks)
     : op(op), fusion(findTensorCoreFusion(op)), mm(op), tile(tile), loc(op.getLoc()), im{op.getLoc()},
       element(cast<MemRefType>(mm.a.getType()).getElementType()),
       k(op.getContext()), warpM(tile.blockM / tile.warpsM),
@@ -254,10 +256,14 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
     absorbed.push_back(fusion.fill.getLoc());
   if (fusion.epilogue)
     absorbed.push_back(fusion.epilogue.getLoc());
+  int64_t gridX = persistentBlocks ? persistentBlocks
+                                   : llvm::divideCeil(mm.n, tile.blockN);
+  int64_t gridY = persistentBlocks ? 1 : llvm::divideCeil(mm.m, tile.blockM);
+  int64_t gridZ = persistentBlocks ? 1 : mm.batches;
   launch = gpu::LaunchOp::create(
-      b, absorbed.size() > 1 ? FusedLoc::get(op.getContext(), absorbed) : loc, im.cst(b, (mm.n + tile.blockN - 1) / tile.blockN),
-      im.cst(b, (mm.m + tile.blockM - 1) / tile.blockM), im.cst(b, mm.batches),
-      im.cst(b, threads), im.cst(b, 1), im.cst(b, 1),
+      b, absorbed.size() > 1 ? FusedLoc::get(op.getContext(), absorbed) : loc,
+      im.cst(b, gridX), im.cst(b, gridY), im.cst(b, gridZ),
+      im.cst(b, threads + producerThreads), im.cst(b, 1), im.cst(b, 1),
       dynamicSharedBytes ? arith::ConstantIntOp::create(b, loc, dynamicSharedBytes, 32)
                          : Value(),
       Type(), ValueRange(), workgroup);
@@ -271,9 +277,11 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
   t = im.remc(k, lane, 4);
   warpRow = im.mulc(k, im.divc(k, warp, tile.warpsN), warpM);
   warpCol = im.mulc(k, im.remc(k, warp, tile.warpsN), warpN);
-  row0 = im.mulc(k, launch.getBlockIds().y, tile.blockM);
-  col0 = im.mulc(k, launch.getBlockIds().x, tile.blockN);
-  mm.setBatchFromBlock(k, loc, launch.getBlockIds().z);
+  if (!persistentBlocks) {
+    row0 = im.mulc(k, launch.getBlockIds().y, tile.blockM);
+    col0 = im.mulc(k, launch.getBlockIds().x, tile.blockN);
+    mm.setBatchFromBlock(k, loc, launch.getBlockIds().z);
+  }
   if (dynamicSharedBytes)
     dynamicShared = gpu::DynamicSharedMemoryOp::create(
         k, loc,
@@ -281,6 +289,15 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
                         MemRefLayoutAttrInterface(),
                         gpu::AddressSpaceAttr::get(
                             op.getContext(), gpu::AddressSpace::Workgroup)));
+}
+
+void loom::TensorCoreKernel::placeTile(OpBuilder &b, Value index) {
+  int64_t alongN = llvm::divideCeil(mm.n, tile.blockN),
+          alongM = llvm::divideCeil(mm.m, tile.blockM);
+  col0 = im.mulc(b, im.remc(b, index, alongN), tile.blockN);
+  Value rest = im.divc(b, index, alongN);
+  row0 = im.mulc(b, im.remc(b, rest, alongM), tile.blockM);
+  mm.setBatchFromBlock(b, loc, im.divc(b, rest, alongM));
 }
 
 // Where accumulator e (0..3) of tile (mi, ni) of this thread lives: rows g
@@ -395,7 +412,7 @@ void loom::TensorCoreKernel::multiply(OpBuilder &b,
     }
 }
 
-void loom::TensorCoreKernel::finish(ValueRange accs) {
+void loom::TensorCoreKernel::writeBack(ValueRange accs) {
   Value zero = im.cst(k, 0);
   // What the kernel writes: C, or the epilogue's outputs. Accumulators 0, 1
   // (and 2, 3) of a tile are columns 2t and 2t + 1 of one row: with N even
@@ -461,6 +478,9 @@ void loom::TensorCoreKernel::finish(ValueRange accs) {
           scf::YieldOp::create(then, tl);
         });
       }
+}
+
+void loom::TensorCoreKernel::close() {
   gpu::TerminatorOp::create(k, loc);
   op.erase();
   if (fusion.fill)

@@ -183,205 +183,278 @@ Value matrixDescriptor(OpBuilder &b, Location loc, Value address,
                     ((uint64_t(strideBytes) >> 4) << 32) | (uint64_t(1) << 62);
   return arith::OrIOp::create(b, loc, start, constant(fields));
 }
-} // namespace
 
-LogicalResult
-loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
-                                     const TensorCoreTarget &target) {
-  GpuMatmul probe(op);
-  if (!isTensorMapReadable(probe.a) || !isTensorMapReadable(probe.b))
-    return failure();
-  // The loop dims after the batch dims are m, n, k.
-  unsigned mDim = probe.batch, nDim = mDim + 1, kDim = mDim + 2;
-  auto aDims = indexedDims(probe, 0), bDims = indexedDims(probe, 1);
-  if (!aDims || !bDims)
-    return failure();
-  bool aMContiguous = *aDims == std::make_pair(kDim, mDim);
-  if (!aMContiguous && *aDims != std::make_pair(mDim, kDim))
-    return failure();
-  bool bNContiguous = *bDims == std::make_pair(kDim, nDim);
-  if (!bNContiguous && *bDims != std::make_pair(nDim, kDim))
-    return failure();
-  std::optional<WarpgroupPipeline> pipeline =
-      choosePipeline(probe.m, probe.n, probe.batches, target);
-  if (!pipeline)
-    return failure();
-  const int64_t stages = pipeline->stages, blockN = pipeline->tile.blockN,
-                stageBytes = pipeline->tile.stageBytes();
+/// An operand layout both Hopper kernels can read, and its pipeline.
+struct WarpgroupLayout {
+  bool aMContiguous, bNContiguous;
+  WarpgroupPipeline pipeline;
+};
 
-  TensorCoreTile tile{kBlockM, blockN, /*warpsM=*/8, /*warpsN=*/1};
-  TensorCoreKernel kernel(op, tile, TypeRange(), pipeline->bytes);
+/// What both Hopper kernels share once the launch exists: the tensor maps
+/// (made on the host just before the launch), the stages in dynamic shared
+/// memory, the TMA loads of one K tile into a stage, and the wgmmas that
+/// multiply one stage into the accumulators.
+struct WarpgroupMatmul {
+  WarpgroupMatmul(TensorCoreKernel &kernel, const WarpgroupLayout &layout);
+
+  TensorCoreKernel &kernel;
+  bool aMContiguous, bNContiguous;
+  int64_t stages, blockN, stageBytes, kTiles;
+  Value aMap, bMap;
+  /// The dynamic shared memory's address, and where the stages start in it.
+  Value address, base;
+  /// The accumulators as wgmma's operand: one struct of blockN / 2 f32 a
+  /// thread, in the order of the m16n8 tiles along N (TensorCoreKernel's).
+  LLVM::LLVMStructType accType;
+
+  Value stageOffset(OpBuilder &b, Value stage) const {
+    return kernel.im.add(b, base, kernel.im.mulc(b, stage, stageBytes));
+  }
+  /// Issues the TMA copies of K tile `kTile` of the current output tile
+  /// (kernel.row0, col0 and batch) into `stage`, counted by
+  /// `barriers[stage]`, under `predicate` (null: unconditionally).
+  void load(OpBuilder &b, Value barriers, Value stage, Value kTile,
+            Value predicate) const;
+  /// fence, the wgmmas of the K tile in `stage` on `accs`, commit; the
+  /// new accumulators (in flight until a wait_group).
+  Value multiply(OpBuilder &b, Value stage, Value accs) const;
+  /// The accumulators loadAccumulators gives, as one struct (at kernel.k).
+  Value initialAccumulators() const;
+  /// The struct's values, for TensorCoreKernel's write-back.
+  SmallVector<Value> unpack(OpBuilder &b, Value accs) const;
+};
+
+WarpgroupMatmul::WarpgroupMatmul(TensorCoreKernel &kernel,
+                                 const WarpgroupLayout &layout)
+    : kernel(kernel), aMContiguous(layout.aMContiguous),
+      bNContiguous(layout.bNContiguous), stages(layout.pipeline.stages),
+      blockN(layout.pipeline.tile.blockN),
+      stageBytes(layout.pipeline.tile.stageBytes()),
+      kTiles(llvm::divideCeil(kernel.mm.k, kBlockK)) {
   // The tensor maps, made on the host just before the launch (after the
   // kernel has found the fill it absorbs, which must be just before `op`).
   OpBuilder host(kernel.launch);
-  Location loc = op.getLoc();
-  Value aMap = createTensorMap(host, loc, probe.a,
-                               aMContiguous ? kBlockK : kBlockM);
-  Value bMap = createTensorMap(host, loc, probe.b,
-                               bNContiguous ? kBlockK : blockN);
-  const IndexMath &im = kernel.im;
-  OpBuilder &k = kernel.k;
-  const GpuMatmul &mm = kernel.mm;
-  Type element = kernel.element;
-  auto workgroup = gpu::AddressSpaceAttr::get(op.getContext(),
-                                              gpu::AddressSpace::Workgroup);
-
+  Location loc = kernel.loc;
+  aMap = createTensorMap(host, loc, kernel.mm.a,
+                         aMContiguous ? kBlockK : kBlockM);
+  bMap = createTensorMap(host, loc, kernel.mm.b,
+                         bNContiguous ? kBlockK : blockN);
   // The stages start at the first kAtomBytes boundary of the dynamic
   // shared memory (static shared memory, the barriers, may come before it).
-  Value all = kernel.dynamicShared;
-  Value address =
-      memref::ExtractAlignedPointerAsIndexOp::create(k, loc, all);
-  Value base = im.remc(
-      k,
-      arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
-                            im.remc(k, address, kAtomBytes)),
-      kAtomBytes);
+  const IndexMath &im = kernel.im;
+  OpBuilder &k = kernel.k;
+  address = memref::ExtractAlignedPointerAsIndexOp::create(
+      k, loc, kernel.dynamicShared);
+  base = im.remc(k,
+                 arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
+                                       im.remc(k, address, kAtomBytes)),
+                 kAtomBytes);
+  accType = LLVM::LLVMStructType::getLiteral(
+      k.getContext(),
+      SmallVector<Type>(kernel.tilesM * kernel.tilesN * 4, k.getF32Type()));
+}
+
+void WarpgroupMatmul::load(OpBuilder &b, Value barriers, Value stage,
+                           Value kTile, Value predicate) const {
+  const IndexMath &im = kernel.im;
+  Location loc = kernel.loc;
+  const GpuMatmul &mm = kernel.mm;
   // Stage s: A's tile (one 128 x 64 box, or two boxes of 64 x 64), then
   // B's (one blockN x 64 box, or blockN / 64 boxes of 64 x 64). A box of an
   // M- or N-contiguous operand is kBlockK rows of K.
-  auto stageOffset = [&](OpBuilder &b, Value stage) {
-    return im.add(b, base, im.mulc(b, stage, stageBytes));
+  Value offset = stageOffset(b, stage);
+  Value k0 = im.mulc(b, kTile, kBlockK), zero = im.cst(b, 0);
+  // The barrier expects the stage's bytes (the TMA unit counts a box's
+  // zero-filled part too), and each copy completes its share.
+  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, barriers,
+                                          im.cst(b, stageBytes), stage,
+                                          predicate);
+  // Operand `which` (0: A, 1: B), `extent` rows of M or N at `at`: one
+  // extent x 64 box when K is contiguous, else extent / 64 boxes of
+  // kBlockK x 64, kBlockK x kRowBytes bytes apart. A box's coordinates are
+  // the operand's indices at its first element, innermost first.
+  auto loadOperand = [&](Value at, unsigned which, bool kContiguous,
+                         int64_t extent) {
+    Value operand = which == 0 ? mm.a : mm.b, map = which == 0 ? aMap : bMap;
+    int64_t boxes = kContiguous ? 1 : extent / kRowElements;
+    for (int64_t box = 0; box < boxes; ++box) {
+      Value first = im.addc(b, which == 0 ? kernel.row0 : kernel.col0,
+                            box * kRowElements);
+      SmallVector<Value> coordinates =
+          which == 0 ? mm.indices(b, loc, 0, first, zero, k0)
+                     : mm.indices(b, loc, 1, zero, first, k0);
+      std::reverse(coordinates.begin(), coordinates.end());
+      Value view = memref::ViewOp::create(
+          b, loc, boxType(operand, kContiguous ? extent : kBlockK),
+          kernel.dynamicShared, im.addc(b, at, box * kBlockK * kRowBytes),
+          ValueRange{});
+      nvgpu::TmaAsyncLoadOp::create(b, loc, view, barriers, map, coordinates,
+                                    stage, Value(), predicate);
+    }
   };
-  auto view = [&](OpBuilder &b, Value offset, Value operand,
-                  int64_t rows) -> Value {
-    return memref::ViewOp::create(b, loc, boxType(operand, rows), all, offset,
-                                  ValueRange{});
-  };
-  // A box's coordinates are the operand's indices at its first element,
-  // innermost first.
-  auto coordinates = [&](OpBuilder &b, unsigned which, Value m, Value n,
-                         Value kk) {
-    SmallVector<Value> indices = mm.indices(b, loc, which, m, n, kk);
-    std::reverse(indices.begin(), indices.end());
-    return indices;
-  };
+  loadOperand(offset, 0, !aMContiguous, kBlockM);
+  loadOperand(im.addc(b, offset, kTileBytes), 1, !bNContiguous, blockN);
+}
 
-  auto barrierType = nvgpu::MBarrierGroupType::get(op.getContext(), workgroup,
-                                                   stages);
-  Value barriers = nvgpu::MBarrierCreateOp::create(k, loc, barrierType);
-  Value leader = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq,
-                                       kernel.tid, im.cst(k, 0));
-  for (int64_t s = 0; s < stages; ++s)
-    nvgpu::MBarrierInitOp::create(k, loc, barriers, im.cst(k, 1),
-                                  im.cst(k, s), leader);
-  // The initialized barriers are visible to the TMA unit's completions
-  // (CUTLASS's fence_barrier_init), then to every thread.
-  NVVM::FenceMbarrierInitOp::create(k, loc);
-  gpu::BarrierOp::create(k, loc);
-
-  int64_t kTiles = (mm.k + kBlockK - 1) / kBlockK;
-  // The leader loads K-tile `kTile` into stage `stage`: the barrier expects
-  // the stage's bytes (the TMA unit counts a box's zero-filled part too),
-  // and each copy completes its share. Coordinates are innermost first.
-  auto load = [&](OpBuilder &b, Value stage, Value kTile) {
-    Value offset = stageOffset(b, stage);
-    Value k0 = im.mulc(b, kTile, kBlockK), zero = im.cst(b, 0);
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, barriers,
-                                            im.cst(b, stageBytes), stage,
-                                            leader);
-    // Operand `which` (0: A, 1: B), `extent` rows of M or N at `at`: one
-    // extent x 64 box when K is contiguous, else extent / 64 boxes of
-    // kBlockK x 64, kBlockK x kRowBytes bytes apart.
-    auto loadOperand = [&](Value at, unsigned which, bool kContiguous,
-                           int64_t extent) {
-      Value operand = which == 0 ? mm.a : mm.b, map = which == 0 ? aMap : bMap;
-      int64_t boxes = kContiguous ? 1 : extent / kRowElements;
-      for (int64_t box = 0; box < boxes; ++box) {
-        Value first = im.addc(b, which == 0 ? kernel.row0 : kernel.col0,
-                              box * kRowElements);
-        nvgpu::TmaAsyncLoadOp::create(
-            b, loc,
-            view(b, im.addc(b, at, box * kBlockK * kRowBytes), operand,
-                 kContiguous ? extent : kBlockK),
-            barriers, map,
-            which == 0 ? coordinates(b, 0, first, zero, k0)
-                       : coordinates(b, 1, zero, first, k0),
-            stage, Value(), leader);
-      }
-    };
-    loadOperand(offset, 0, !aMContiguous, kBlockM);
-    loadOperand(im.addc(b, offset, kTileBytes), 1, !bNContiguous, blockN);
-  };
-
-  for (int64_t s = 0; s < std::min(stages - 1, kTiles); ++s)
-    load(k, im.cst(k, s), im.cst(k, s));
-
-  // The accumulators as wgmma's operand: one struct of blockN / 2 f32 a
-  // thread, in the order of the m16n8 tiles along N (TensorCoreKernel's).
-  Type f32 = k.getF32Type();
-  const int64_t count = kernel.tilesM * kernel.tilesN * 4;
-  auto accType = LLVM::LLVMStructType::getLiteral(
-      op.getContext(), SmallVector<Type>(count, f32));
-  Value acc = LLVM::PoisonOp::create(k, loc, accType);
-  for (auto [i, v] : llvm::enumerate(kernel.loadAccumulators()))
-    acc = LLVM::InsertValueOp::create(k, loc, acc, v, int64_t(i));
-
-  auto loop = scf::ForOp::create(k, loc, im.cst(k, 0), im.cst(k, kTiles),
-                                 im.cst(k, 1), ValueRange{acc});
-  OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
-  Value kTile = loop.getInductionVar();
-  Value stage = im.remc(l, kTile, stages);
-  // Use u of a stage (u = kTile / stages) completes the barrier's phase u.
-  Value parity = arith::TruncIOp::create(
-      l, loc, l.getI1Type(),
-      arith::IndexCastUIOp::create(l, loc, l.getI64Type(),
-                                   im.divc(l, kTile, stages)));
-  nvgpu::MBarrierTryWaitParityOp::create(l, loc, barriers, parity,
-                                         im.cst(l, 10000000), stage);
-
+Value WarpgroupMatmul::multiply(OpBuilder &b, Value stage, Value accs) const {
+  const IndexMath &im = kernel.im;
+  Location loc = kernel.loc;
+  MLIRContext *context = b.getContext();
   // This warpgroup's rows of A (64 rows of a K-major A, or the one box of
   // 64 columns of an M-major one: kWarpgroupRows x kRowBytes bytes in
   // either), and B: K-major descriptors step 32 bytes along a swizzled row
   // per instruction; M- and N-major ones step 16 rows, their 64-column
   // boxes kBlockK rows apart (the leading byte offset).
-  Value warpgroup = im.divc(l, kernel.warp, 4);
-  Value stageAddress = im.add(l, address, stageOffset(l, stage));
-  Value aAddress = im.add(l, stageAddress,
-                          im.mulc(l, warpgroup, kWarpgroupRows * kRowBytes));
-  Value bAddress = im.addc(l, stageAddress, kTileBytes);
+  Value warpgroup = im.divc(b, kernel.warp, 4);
+  Value stageAddress = im.add(b, address, stageOffset(b, stage));
+  Value aAddress = im.add(b, stageAddress,
+                          im.mulc(b, warpgroup, kWarpgroupRows * kRowBytes));
+  Value bAddress = im.addc(b, stageAddress, kTileBytes);
   Value aDescriptor = matrixDescriptor(
-      l, loc, aAddress, aMContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
+      b, loc, aAddress, aMContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   Value bDescriptor = matrixDescriptor(
-      l, loc, bAddress, bNContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
+      b, loc, bAddress, bNContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   auto step = [&](Value descriptor, int64_t bytes) -> Value {
     if (!bytes)
       return descriptor;
     return arith::AddIOp::create(
-        l, loc, descriptor,
-        arith::ConstantOp::create(l, loc, l.getI64IntegerAttr(bytes >> 4)));
+        b, loc, descriptor,
+        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(bytes >> 4)));
   };
   auto types = [&]() {
-    return NVVM::WGMMATypesAttr::get(op.getContext(),
-                                     element.isBF16() ? NVVM::WGMMATypes::bf16
-                                                      : NVVM::WGMMATypes::f16);
+    return NVVM::WGMMATypesAttr::get(context, kernel.element.isBF16()
+                                                  ? NVVM::WGMMATypes::bf16
+                                                  : NVVM::WGMMATypes::f16);
   };
-  NVVM::WgmmaFenceAlignedOp::create(l, loc);
-  Value accs = loop.getRegionIterArgs()[0];
+  NVVM::WgmmaFenceAlignedOp::create(b, loc);
   for (int64_t kk = 0; kk < kBlockK / kInstructionK; ++kk) {
     auto stepBytes = [&](bool kMajor) {
       return kMajor ? kk * 32 : kk * kInstructionK * kRowBytes;
     };
     accs = NVVM::WgmmaMmaAsyncOp::create(
-        l, loc, accType, accs, step(aDescriptor, stepBytes(!aMContiguous)),
+        b, loc, accType, accs, step(aDescriptor, stepBytes(!aMContiguous)),
         step(bDescriptor, stepBytes(!bNContiguous)),
-        NVVM::MMAShapeAttr::get(op.getContext(), kWarpgroupRows, blockN,
+        NVVM::MMAShapeAttr::get(context, kWarpgroupRows, blockN,
                                 kInstructionK),
         types(), types(),
-        NVVM::WGMMATypesAttr::get(op.getContext(), NVVM::WGMMATypes::f32),
-        NVVM::WGMMAScaleOutAttr::get(op.getContext(), NVVM::WGMMAScaleOut::one),
-        NVVM::WGMMAScaleInAttr::get(op.getContext(), NVVM::WGMMAScaleIn::one),
-        NVVM::WGMMAScaleInAttr::get(op.getContext(), NVVM::WGMMAScaleIn::one),
+        NVVM::WGMMATypesAttr::get(context, NVVM::WGMMATypes::f32),
+        NVVM::WGMMAScaleOutAttr::get(context, NVVM::WGMMAScaleOut::one),
+        NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
+        NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
         // wgmma's "row" A is K-major, "col" M-major (transposed); its
         // "row" B is N-major (transposed), "col" K-major.
-        NVVM::MMALayoutAttr::get(op.getContext(), aMContiguous
-                                                      ? NVVM::MMALayout::col
-                                                      : NVVM::MMALayout::row),
-        NVVM::MMALayoutAttr::get(op.getContext(), bNContiguous
-                                                      ? NVVM::MMALayout::row
-                                                      : NVVM::MMALayout::col),
+        NVVM::MMALayoutAttr::get(context, aMContiguous ? NVVM::MMALayout::col
+                                                       : NVVM::MMALayout::row),
+        NVVM::MMALayoutAttr::get(context, bNContiguous ? NVVM::MMALayout::row
+                                                       : NVVM::MMALayout::col),
         NVVM::MMAIntOverflowAttr());
   }
-  NVVM::WgmmaGroupSyncAlignedOp::create(l, loc);
+  NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+  return accs;
+}
+
+Value WarpgroupMatmul::initialAccumulators() const {
+  Value acc = LLVM::PoisonOp::create(kernel.k, kernel.loc, accType);
+  for (auto [i, v] : llvm::enumerate(kernel.loadAccumulators()))
+    acc = LLVM::InsertValueOp::create(kernel.k, kernel.loc, acc, v, int64_t(i));
+  return acc;
+}
+
+SmallVector<Value> WarpgroupMatmul::unpack(OpBuilder &b, Value accs) const {
+  SmallVector<Value> values;
+  for (int64_t i = 0, e = accType.getBody().size(); i < e; ++i)
+    values.push_back(LLVM::ExtractValueOp::create(b, kernel.loc, accs, i));
+  return values;
+}
+
+/// Use `use` of a stage (its use-th fill) completes its barrier's phase
+/// `use`: the parity a wait on that phase names.
+Value phaseParity(OpBuilder &b, const IndexMath &im, Value use) {
+  return arith::TruncIOp::create(
+      b, im.loc, b.getI1Type(),
+      arith::IndexCastUIOp::create(b, im.loc, b.getI64Type(), use));
+}
+
+/// Stage barriers: one per stage, each expecting `arrivals`, initialized by
+/// thread 0 and fenced so that the TMA unit sees them.
+Value createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
+                          int64_t arrivals) {
+  OpBuilder &k = kernel.k;
+  const IndexMath &im = kernel.im;
+  auto type = nvgpu::MBarrierGroupType::get(
+      k.getContext(),
+      gpu::AddressSpaceAttr::get(k.getContext(), gpu::AddressSpace::Workgroup),
+      stages);
+  Value barriers = nvgpu::MBarrierCreateOp::create(k, kernel.loc, type);
+  Value leader = arith::CmpIOp::create(k, kernel.loc, arith::CmpIPredicate::eq,
+                                       kernel.tid, im.cst(k, 0));
+  for (int64_t s = 0; s < stages; ++s)
+    nvgpu::MBarrierInitOp::create(k, kernel.loc, barriers,
+                                  im.cst(k, arrivals), im.cst(k, s), leader);
+  return barriers;
+}
+
+/// The layout of `op`'s operands when both Hopper kernels can read them,
+/// with `pipeline` chosen for it.
+std::optional<WarpgroupLayout>
+readLayout(linalg::GenericOp op,
+           function_ref<std::optional<WarpgroupPipeline>(const GpuMatmul &)>
+               pipeline) {
+  GpuMatmul probe(op);
+  if (!isTensorMapReadable(probe.a) || !isTensorMapReadable(probe.b))
+    return std::nullopt;
+  // The loop dims after the batch dims are m, n, k.
+  unsigned mDim = probe.batch, nDim = mDim + 1, kDim = mDim + 2;
+  auto aDims = indexedDims(probe, 0), bDims = indexedDims(probe, 1);
+  if (!aDims || !bDims)
+    return std::nullopt;
+  bool aMContiguous = *aDims == std::make_pair(kDim, mDim);
+  if (!aMContiguous && *aDims != std::make_pair(mDim, kDim))
+    return std::nullopt;
+  bool bNContiguous = *bDims == std::make_pair(kDim, nDim);
+  if (!bNContiguous && *bDims != std::make_pair(nDim, kDim))
+    return std::nullopt;
+  std::optional<WarpgroupPipeline> chosen = pipeline(probe);
+  if (!chosen)
+    return std::nullopt;
+  return WarpgroupLayout{aMContiguous, bNContiguous, *chosen};
+}
+
+/// One block per output tile: both warpgroups wait for a stage, multiply
+/// it, and thread 0 refills the stage the previous step read.
+void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout) {
+  const WarpgroupPipeline &pipeline = layout.pipeline;
+  TensorCoreKernel kernel(op, {kBlockM, pipeline.tile.blockN, 8, 1},
+                          TypeRange(), pipeline.bytes);
+  WarpgroupMatmul w(kernel, layout);
+  const IndexMath &im = kernel.im;
+  OpBuilder &k = kernel.k;
+  Location loc = op.getLoc();
+  const int64_t stages = w.stages, kTiles = w.kTiles;
+
+  Value barriers = createStageBarriers(kernel, stages, 1);
+  // The initialized barriers are visible to the TMA unit's completions
+  // (CUTLASS's fence_barrier_init), then to every thread.
+  NVVM::FenceMbarrierInitOp::create(k, loc);
+  gpu::BarrierOp::create(k, loc);
+  Value leader = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq,
+                                       kernel.tid, im.cst(k, 0));
+  auto load = [&](OpBuilder &b, Value stage, Value kTile) {
+    w.load(b, barriers, stage, kTile, leader);
+  };
+  for (int64_t s = 0; s < std::min(stages - 1, kTiles); ++s)
+    load(k, im.cst(k, s), im.cst(k, s));
+
+  Value acc = w.initialAccumulators();
+  auto loop = scf::ForOp::create(k, loc, im.cst(k, 0), im.cst(k, kTiles),
+                                 im.cst(k, 1), ValueRange{acc});
+  OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
+  Value kTile = loop.getInductionVar();
+  Value stage = im.remc(l, kTile, stages);
+  nvgpu::MBarrierTryWaitParityOp::create(
+      l, loc, barriers, phaseParity(l, im, im.divc(l, kTile, stages)),
+      im.cst(l, 10000000), stage);
+  Value accs = w.multiply(l, stage, loop.getRegionIterArgs()[0]);
   // At most this step's group in flight: the previous step's reads of its
   // stage are done in this warpgroup, and after the barrier in both, so
   // the leader may refill that stage.
@@ -391,10 +464,199 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   scf::YieldOp::create(l, loc, accs);
 
   NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
-  SmallVector<Value> results;
-  for (int64_t i = 0; i < count; ++i)
-    results.push_back(
-        LLVM::ExtractValueOp::create(k, loc, loop.getResult(0), i));
-  kernel.finish(results);
+  kernel.finish(w.unpack(k, loop.getResult(0)));
+}
+
+/// Registers a thread of the producer warpgroup keeps (it only computes
+/// TMA coordinates), and a consumer gets (a 128 x 256 tile's 128
+/// accumulators, the epilogue's addresses): 128 x 40 + 256 x 232 fit an
+/// SM's 64 Ki registers, as CUTLASS's warp-specialized kernels split them.
+constexpr int64_t kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int64_t kConsumerThreads = 256, kProducerThreads = 128;
+constexpr int64_t kWarpgroupThreads = 128;
+
+/// A persistent warp-specialized kernel: `blocks` blocks, each taking
+/// output tiles blockIdx.x, blockIdx.x + blocks, ...; warpgroup 2 loads,
+/// warpgroups 0 and 1 multiply. Stage s has two barriers: `full` (its
+/// copies landed: the producer's expect-tx and the TMA bytes) and `empty`
+/// (both consumer warpgroups are done reading it). Both sides count fills
+/// across tiles (`use`), so the producer runs up to `stages` K tiles ahead
+/// of the consumers, into the next output tile while they write this one.
+void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
+                           int64_t multiprocessors) {
+  const WarpgroupPipeline &pipeline = layout.pipeline;
+  TensorCoreTile tile{kBlockM, pipeline.tile.blockN, 8, 1};
+  GpuMatmul probe(op);
+  int64_t tiles = llvm::divideCeil(probe.m, kBlockM) *
+                  llvm::divideCeil(probe.n, tile.blockN) * probe.batches;
+  int64_t blocks = std::min(tiles, multiprocessors);
+  TensorCoreKernel kernel(op, tile, TypeRange(), pipeline.bytes,
+                          kProducerThreads, blocks);
+  WarpgroupMatmul w(kernel, layout);
+  const IndexMath &im = kernel.im;
+  OpBuilder &k = kernel.k;
+  Location loc = op.getLoc();
+  const int64_t stages = w.stages, kTiles = w.kTiles;
+
+  Value full = createStageBarriers(kernel, stages, 1);
+  // A stage is released once per consumer warpgroup, by its first thread,
+  // as CUTLASS's PipelineTmaAsync does: a warpgroup's wgmmas are complete
+  // for all its threads once wait_group returns in one of them.
+  Value empty = createStageBarriers(kernel, stages,
+                                    kConsumerThreads / kWarpgroupThreads);
+  NVVM::FenceMbarrierInitOp::create(k, loc);
+  gpu::BarrierOp::create(k, loc);
+
+  Value firstTile = kernel.launch.getBlockIds().x;
+  Value zero = im.cst(k, 0);
+  // The (K tile, fill count) loop of one output tile on either side.
+  auto kLoop = [&](OpBuilder &b, Value use, ValueRange extra,
+                   function_ref<SmallVector<Value>(OpBuilder &, Value kTile,
+                                                   Value stage, Value use,
+                                                   ValueRange extra)>
+                       body) {
+    SmallVector<Value> inits{use};
+    llvm::append_range(inits, extra);
+    auto loop = scf::ForOp::create(b, loc, im.cst(b, 0), im.cst(b, kTiles),
+                                   im.cst(b, 1), inits);
+    OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
+    Value current = loop.getRegionIterArgs()[0];
+    SmallVector<Value> yielded{im.addc(l, current, 1)};
+    llvm::append_range(yielded,
+                       body(l, loop.getInductionVar(),
+                            im.remc(l, current, stages), current,
+                            loop.getRegionIterArgs().drop_front()));
+    scf::YieldOp::create(l, loc, yielded);
+    return loop;
+  };
+  // The loop over this block's output tiles, carrying the fill count.
+  auto tileLoop = [&](OpBuilder &b) {
+    return scf::ForOp::create(b, loc, firstTile, im.cst(b, tiles),
+                              im.cst(b, blocks), ValueRange{zero});
+  };
+
+  Value consumer = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult,
+                                         kernel.tid, im.cst(k, kConsumerThreads));
+  // One if/else, a warpgroup's role per branch: ptxas applies setmaxnreg
+  // only so.
+  auto roles = scf::IfOp::create(k, loc, consumer, /*withElseRegion=*/true);
+
+  // The producer: one thread issues every copy; a stage is refilled once
+  // the consumers released its previous fill (the wait on the phase before
+  // the first passes at once).
+  {
+    OpBuilder p = roles.getElseBodyBuilder();
+    NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
+                                   NVVM::SetMaxRegisterAction::decrease);
+    Value issuer = arith::CmpIOp::create(p, loc, arith::CmpIPredicate::eq,
+                                         kernel.tid,
+                                         im.cst(p, kConsumerThreads));
+    auto only = scf::IfOp::create(p, loc, issuer, /*withElseRegion=*/false);
+    OpBuilder o = only.getThenBodyBuilder();
+    scf::ForOp tilesLoop = tileLoop(o);
+    OpBuilder t = OpBuilder::atBlockBegin(tilesLoop.getBody());
+    kernel.placeTile(t, tilesLoop.getInductionVar());
+    scf::ForOp loads = kLoop(
+        t, tilesLoop.getRegionIterArgs()[0], ValueRange(),
+        [&](OpBuilder &l, Value kTile, Value stage, Value use, ValueRange) {
+          Value released = arith::XOrIOp::create(
+              l, loc, phaseParity(l, im, im.divc(l, use, stages)),
+              arith::ConstantIntOp::create(l, loc, 1, 1));
+          nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released,
+                                                 im.cst(l, 10000000), stage);
+          w.load(l, full, stage, kTile, Value());
+          return SmallVector<Value>();
+        });
+    scf::YieldOp::create(t, loc, loads.getResult(0));
+  }
+
+  // The consumers: per tile, the accumulators from the fill (or C), the K
+  // loop, and the write-back while the producer loads ahead.
+  {
+    OpBuilder c = roles.getThenBodyBuilder();
+    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+    Value signals = arith::CmpIOp::create(
+        c, loc, arith::CmpIPredicate::eq,
+        im.remc(c, kernel.tid, kWarpgroupThreads), im.cst(c, 0));
+    auto release = [&](OpBuilder &b, Value stage) {
+      scf::IfOp::create(b, loc, signals, [&](OpBuilder &then, Location) {
+        nvgpu::MBarrierArriveOp::create(
+            then, loc, nvgpu::MBarrierTokenType::get(then.getContext()), empty,
+            stage);
+        scf::YieldOp::create(then, loc);
+      });
+    };
+    scf::ForOp tilesLoop = tileLoop(c);
+    k.setInsertionPointToStart(tilesLoop.getBody());
+    kernel.placeTile(k, tilesLoop.getInductionVar());
+    Value acc = w.initialAccumulators();
+    scf::ForOp multiplies = kLoop(
+        k, tilesLoop.getRegionIterArgs()[0], ValueRange{acc},
+        [&](OpBuilder &l, Value kTile, Value stage, Value use,
+            ValueRange accs) {
+          nvgpu::MBarrierTryWaitParityOp::create(
+              l, loc, full, phaseParity(l, im, im.divc(l, use, stages)),
+              im.cst(l, 10000000), stage);
+          Value next = w.multiply(l, stage, accs[0]);
+          // The previous K tile's wgmmas are done: its stage is free.
+          NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
+          Value notFirst = arith::CmpIOp::create(
+              l, loc, arith::CmpIPredicate::ne, kTile, im.cst(l, 0));
+          scf::IfOp::create(l, loc, notFirst, [&](OpBuilder &then, Location) {
+            release(then, im.remc(then, im.addc(then, use, stages - 1), stages));
+            scf::YieldOp::create(then, loc);
+          });
+          return SmallVector<Value>{next};
+        });
+    NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
+    Value used = multiplies.getResult(0);
+    release(k, im.remc(k, im.addc(k, used, stages - 1), stages));
+    kernel.writeBack(w.unpack(k, multiplies.getResult(1)));
+    scf::YieldOp::create(k, loc, used);
+  }
+  k.setInsertionPointAfter(roles);
+  kernel.close();
+}
+
+/// The persistent kernel's tile and stages: one block per SM, so the
+/// stages take the SM's shared memory: 128 x 256 tiles where they give
+/// every SM a tile with little padding (choosePipeline's rule), else
+/// 128 x 128; as many stages as fit, at most kMaxStages + 2.
+std::optional<WarpgroupPipeline>
+choosePersistentPipeline(const GpuMatmul &mm, const TensorCoreTarget &target) {
+  WarpgroupTile tile = tileFillsWave(mm.m, mm.n, mm.batches, kBlockM,
+                                     kTiles[0].blockN, target.multiprocessors)
+                           ? kTiles[0]
+                           : kTiles[1];
+  int64_t budget = target.sharedBudget(1) - kAtomBytes;
+  int64_t stages = std::min(kMaxStages + 2, budget / tile.stageBytes());
+  if (stages < 2)
+    return std::nullopt;
+  return WarpgroupPipeline{WarpgroupTile{tile.blockN, 1}, stages,
+                           stages * tile.stageBytes() + kAtomBytes};
+}
+} // namespace
+
+LogicalResult
+loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
+                                     const TensorCoreTarget &target) {
+  if (target.persistentWarpgroupMma) {
+    std::optional<WarpgroupLayout> layout =
+        readLayout(op, [&](const GpuMatmul &mm) {
+          return choosePersistentPipeline(mm, target);
+        });
+    if (!layout)
+      return failure();
+    buildPersistentKernel(op, *layout, target.multiprocessors);
+    return success();
+  }
+  std::optional<WarpgroupLayout> layout =
+      readLayout(op, [&](const GpuMatmul &mm) {
+        return choosePipeline(mm.m, mm.n, mm.batches, target);
+      });
+  if (!layout)
+    return failure();
+  buildTiledKernel(op, *layout);
   return success();
 }

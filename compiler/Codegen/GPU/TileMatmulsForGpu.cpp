@@ -29,7 +29,8 @@ struct LoomTileMatmulsForGpu
       if (tensorCores && loom::isTensorCoreMatmul(op))
         loom::buildTensorCoreMatmul(
             op, {multiprocessors, sharedPerBlock, sharedPerSM,
-                 reservedSharedPerBlock, warpgroupMma});
+                 reservedSharedPerBlock, warpgroupMma,
+                 warpgroupMma && persistentWarpgroupMma});
       else
         rewrite(op);
     }

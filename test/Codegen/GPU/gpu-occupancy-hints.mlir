@@ -64,3 +64,27 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A kernel that rebalances registers (setmaxnreg, the persistent wgmma
+// kernels) runs one block an SM whatever its shared memory: 1, not
+// 233472 / (32768 + 1024) = 6, else ptxas would cap its registers below
+// what setmaxnreg.inc asks for.
+// CHECK-LABEL: gpu.module @rebalances
+// CHECK: gpu.func @k() kernel attributes {nvvm.minctasm = 1 : i32}
+module attributes {gpu.container_module} {
+  func.func @f() {
+    %c1 = arith.constant 1 : index
+    %c384 = arith.constant 384 : index
+    %bytes = arith.constant 32768 : i32
+    gpu.launch_func @rebalances::@k blocks in (%c1, %c1, %c1) threads in (%c384, %c1, %c1) dynamic_shared_memory_size %bytes
+    return
+  }
+  gpu.module @rebalances {
+    gpu.func @k() kernel {
+      nvvm.setmaxregister increase 232
+      gpu.return
+    }
+  }
+}
