@@ -35,6 +35,19 @@ for size in 2048 8192; do
       -e 's/\* 0.125/* 0.08838834764831845/' \
       "$root/benchmarks/attention/attention.loom" > "$out/attention$size.loom"
   $loomc "$out/attention$size.loom" -o "$out/attention$size"
+  # Its backward at the same shapes: q, k and v as params of an mse loss
+  # (--gradients: one forward and backward), and which kernels are the
+  # attention's (marked loom.gpu_attention; the backward's carry
+  # result_grad), whose launches run.sh times.
+  sed -e 's/^precision f32/precision bf16/' -e 's/^dim B = .*/dim B = 1/' \
+      -e 's/^dim H = .*/dim H = 16/' -e "s/^dim T = .*/dim T = $size/" \
+      -e 's/^dim E = .*/dim E = 128/' -e 's/\* 0.25/* 0.08838834764831845/' \
+      "$root/test/Numerics/Inputs/attention-grad.loom" > "$out/attention-grad$size.loom"
+  $loomc --gradients "$out/attention-grad$size.loom" -o "$out/attention-grad$size"
+  "$build/bin/loomc" --emit=gpu --gradients --gpu-arch="$arch" "$out/attention-grad$size.loom" \
+    | awk '/func.func @.*loom.gpu_attention/ {
+             name = $2; sub(/^@/, "", name); sub(/\(.*/, "", name)
+             print (/result_grad/ ? "backward" : "forward"), name }' > "$out/attention-grad$size.kernels"
 done
 # The training step (forward, backward, AdamW) of examples/gpt-train.loom in
 # bf16: checked kernel by kernel, and 20 steps on the GPU against 20 on the

@@ -6,9 +6,10 @@
 # 2. bf16 matmul 4096^3 and 8192^3: Loom's kernel time (CUDA events, from
 #    --trace) against torch.matmul (cuBLAS) measured in the same run, printed
 #    as time(cuBLAS)/time(Loom);
-# 3. fused attention forward (sequence 2048 and 8192, 16 heads of 128,
-#    causal, bf16): Loom's one launch against torch's
-#    scaled_dot_product_attention on the same GPU, time(SDPA)/time(Loom);
+# 3. fused attention forward and backward (sequence 2048 and 8192, 16
+#    heads of 128, causal, bf16): Loom's one launch (two backward) against
+#    torch's scaled_dot_product_attention (and its backward) on the same
+#    GPU, time(SDPA)/time(Loom);
 # 4. the bf16 training step of gpt-train: every kernel (backward and
 #    AdamW included) against the CPU, 20 steps' losses on cuda against the
 #    CPU's; and at a size that fills the GPU, tokens/s and MFU against
@@ -87,7 +88,7 @@ errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
   || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192 gpt-train gpt-train-big; do
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192 attention-grad2048 attention-grad8192 gpt-train gpt-train-big; do
   skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
@@ -95,7 +96,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 attention-grad2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
@@ -198,6 +199,47 @@ PY
 )
   best=$(best_kernel_us "$exe") || { status=1; continue; }
   ratio "$exe" "2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "$sdpa"
+done
+
+echo "== attention backward: Loom vs torch SDPA's backward, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
+# SDPA: the best of 10 of out.backward(grad) alone (CUDA events around the
+# backward, after 3 warm-ups). Loom: the best over seeds of the summed
+# launches of the backward's kernel (its query and key sides; names from
+# attention-gradT.kernels) in a --gradients run. FLOPs: FlashAttention's
+# convention, 2.5 times the forward's (Loom's kernels compute more: they
+# recompute the scores on both sides).
+for size in 2048 8192; do
+  exe=attention-grad$size
+  skip $exe && continue
+  sdpa=$($py - "$size" <<'PY' 2>/dev/null | tail -1
+import sys
+t = int(sys.argv[1])
+try:
+    import torch
+    import torch.nn.functional as F
+    q, k, v = (torch.randn(1, 16, t, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    g = torch.randn(1, 16, t, 128, device="cuda", dtype=torch.bfloat16)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for i in range(13):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        torch.cuda.synchronize()
+        start.record(); o.backward(g); stop.record(); torch.cuda.synchronize()
+        if i >= 3: best = min(best, start.elapsed_time(stop) * 1e3)
+    print(best)
+except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
+    print(f"unavailable ({e})")
+PY
+)
+  backward=$(awk '$1 == "backward" {print $2}' "$here/$exe.kernels")
+  best=""
+  for seed in 1 2 3; do
+    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
+      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; best=""; break; }
+    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X' and e.get('name','').startswith(sys.argv[2] + '_kernel')))" "$work/t.json" "$backward")
+    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
+  done
+  [ -n "$best" ] && ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "$sdpa"
 done
 
 echo "== training: gpt-train (bf16), 20 steps on cuda against 20 on the cpu (losses and gradient norms within 1.6e-2)  [${SECONDS} s]"

@@ -278,10 +278,8 @@ AttentionFusion Compilation::fusesAttention() const {
   // --explain models the plan a GPU build runs.
   if (!wantsGpu() && !options.explain)
     return AttentionFusion::Any;
-  // A GPU build fuses what the GPU kernels run, the backward's too when
-  // differentiating.
-  return wantsGradients() ? AttentionFusion::GpuKernelWithGradients
-                          : AttentionFusion::GpuKernel;
+  // A GPU build fuses what the GPU kernels run (forward and backward).
+  return AttentionFusion::GpuKernel;
 }
 
 LogicalResult Compilation::differentiate() {

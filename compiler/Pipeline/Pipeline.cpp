@@ -105,9 +105,7 @@ static void addFuseAttention(OpPassManager &pm, ::loom::AttentionFusion fusion) 
   if (fusion == ::loom::AttentionFusion::None)
     return;
   mlir::loom::LoomFuseAttentionOptions options;
-  options.gpuKernel = fusion == ::loom::AttentionFusion::GpuKernel ||
-                      fusion == ::loom::AttentionFusion::GpuKernelWithGradients;
-  options.gradients = fusion == ::loom::AttentionFusion::GpuKernelWithGradients;
+  options.gpuKernel = fusion == ::loom::AttentionFusion::GpuKernel;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseAttention(options));
 }
 

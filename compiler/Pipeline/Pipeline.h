@@ -13,8 +13,8 @@ namespace loom {
 
 /// Which attention loom-fuse-attention forms: none, any (CPU builds), or
 /// only what the GPU attention kernels run (GPU builds, whose CPU kernels
-/// are the same plan's), forward only or with the backward.
-enum class AttentionFusion { None, Any, GpuKernel, GpuKernelWithGradients };
+/// are the same plan's).
+enum class AttentionFusion { None, Any, GpuKernel };
 
 /// How the per-rank programs are made (loomc --remarks=collectives,
 /// --sequence-parallel).

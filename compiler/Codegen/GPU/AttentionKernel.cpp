@@ -22,7 +22,10 @@
 // and at the end writes O / l, rounded. The backward (two launches) makes
 // the CPU lowering's passes: per 16 query rows the statistics, the softmax
 // gradient's row sums and dq; then per 16 key rows, with the keys as rows
-// (K Q^T and V dO^T), dk and dv from the stored statistics.
+// (K Q^T and V dO^T), dk and dv from the stored statistics. With more than
+// 64 features in all, the backward reloads its rows' fragments (L1 hits)
+// at every column block instead of holding them, so that the accumulators
+// fit (dk and dv: 128 registers at heads of 128).
 //
 // The forward's probabilities are rounded before their normalization
 // (online, as FlashAttention does), where the op (and the CPU) rounds
@@ -37,6 +40,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -277,6 +281,39 @@ struct Warp {
   }
 };
 
+/// The warp's rows of a buffer as A fragments, for a loop's every
+/// iteration: loaded once before the loop, or, with `reload`, again where
+/// used, after a warp barrier (which LLVM may not move loads across, so it
+/// cannot hoist them out of the loop). Reloading is for wide heads, where
+/// the registers must hold the accumulators instead (an L1 hit each time).
+struct RowOperand {
+  RowOperand(Warp &w, Value buffer, int64_t width, bool reload)
+      : w(w), buffer(buffer), width(width), reload(reload) {
+    if (!reload)
+      held = w.rowFragments(buffer, width);
+  }
+  SmallVector<Tile> get() const {
+    if (!reload)
+      return held;
+    NVVM::SyncWarpOp::create(
+        w.b, w.loc,
+        arith::ConstantOp::create(w.b, w.loc, w.b.getI32IntegerAttr(-1)));
+    return w.rowFragments(buffer, width);
+  }
+
+  Warp &w;
+  Value buffer;
+  int64_t width;
+  bool reload;
+  SmallVector<Tile> held;
+};
+
+/// Whether the backward reloads its row operands (RowOperand) rather than
+/// hold them: with more than 64 features in all of a side's two.
+bool reloadsRows(const AttentionSpec &spec) {
+  return spec.features + spec.valueFeatures > 128;
+}
+
 /// Flattens tiles into values (to carry through a loop) and back.
 SmallVector<Value> flat(ArrayRef<Tile> tiles) {
   SmallVector<Value> values;
@@ -347,12 +384,12 @@ void buildForwardWarp(Warp &w, int64_t keyBlock) {
 /// side.
 void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
   const AttentionSpec &spec = w.spec;
-  SmallVector<Tile> queries = w.rowFragments(spec.query, spec.features);
-  SmallVector<Tile> grads = w.rowFragments(spec.resultGrad, spec.valueFeatures);
+  RowOperand queries(w, spec.query, spec.features, reloadsRows(spec));
+  RowOperand grads(w, spec.resultGrad, spec.valueFeatures, reloadsRows(spec));
   Value zero = w.im.cst(w.b, 0), end = w.keyEnd(keyBlock);
   auto scoresOf = [&](Value k0) {
     SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
-    w.multiplyByRowsOf(queries, spec.key, k0, spec.features, s);
+    w.multiplyByRowsOf(queries.get(), spec.key, k0, spec.features, s);
     for (auto [n, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
@@ -389,7 +426,7 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
   // dp = dO V^T in f32 (the five ops' rule keeps it f32).
   auto probabilityGrads = [&](Value k0) {
     SmallVector<Tile> dp = w.zeroTiles(keyBlock / 8);
-    w.multiplyByRowsOf(grads, spec.value, k0, spec.valueFeatures, dp);
+    w.multiplyByRowsOf(grads.get(), spec.value, k0, spec.valueFeatures, dp);
     return dp;
   };
   // Pass 2: dot = sum over the keys of p * dp.
@@ -439,8 +476,8 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
 /// and V dO^T), dv += p^T dO and dk += ds^T Q.
 void buildKeyGradWarp(Warp &w, int64_t queryBlock) {
   const AttentionSpec &spec = w.spec;
-  SmallVector<Tile> keys = w.rowFragments(spec.key, spec.features);
-  SmallVector<Tile> values = w.rowFragments(spec.value, spec.valueFeatures);
+  RowOperand keys(w, spec.key, spec.features, reloadsRows(spec));
+  RowOperand values(w, spec.value, spec.valueFeatures, reloadsRows(spec));
   int64_t keyTiles = spec.features / 8, valueTiles = spec.valueFeatures / 8;
   Value start = w.im.cst(w.b, 0);
   if (spec.causal)
@@ -451,9 +488,9 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock) {
                      [&](Value q0, ValueRange carried) {
     // Columns are queries here: (row key, column query).
     SmallVector<Tile> p = w.zeroTiles(queryBlock / 8);
-    w.multiplyByRowsOf(keys, spec.query, q0, spec.features, p);
+    w.multiplyByRowsOf(keys.get(), spec.query, q0, spec.features, p);
     SmallVector<Tile> ds = w.zeroTiles(queryBlock / 8);
-    w.multiplyByRowsOf(values, spec.resultGrad, q0, spec.valueFeatures, ds);
+    w.multiplyByRowsOf(values.get(), spec.resultGrad, q0, spec.valueFeatures, ds);
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e) {
         Value query = w.column(q0, n, e);
@@ -544,7 +581,7 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
   auto shapeOf = [&](Value value) { return typeOf(value).getShape(); };
   bool shapes =
       loom::gpuRunsAttention(tensorOf(spec.query), tensorOf(spec.key), tensorOf(spec.value),
-                             Float32Type::get(kernel.getContext()), backward) &&
+                             Float32Type::get(kernel.getContext())) &&
       k.getShape().back() == spec.features && v.getShape()[rows] == spec.keys &&
       k.getShape().take_front(rows) == q.getShape().take_front(rows) &&
       v.getShape().take_front(rows) == q.getShape().take_front(rows);
@@ -665,12 +702,15 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
     // and two column blocks (scores, dp); the key side the keys' and
     // values' fragments, dk, dv and two column blocks: blocks of 64 with
     // up to 32 features, else of 32 (no spills up to 64 features, ptxas).
+    // Past 64 the fragments are reloaded (RowOperand) and the key side
+    // takes blocks of 16 queries: heads of 128 then run without spills, the
+    // key side at 255 registers.
     int64_t most = std::max(spec.features, spec.valueFeatures) > 32 ? 32 : 64;
     launchWarps(b, loc, spec, spec.queries, spec.causal, [&](Warp &w) {
       buildQueryGradWarp(w, columnBlock(spec.keys, most));
     });
     launchWarps(b, loc, spec, spec.keys, /*lastFirst=*/false, [&](Warp &w) {
-      buildKeyGradWarp(w, columnBlock(spec.queries, most));
+      buildKeyGradWarp(w, columnBlock(spec.queries, reloadsRows(spec) ? 16 : most));
     });
   }
   func::ReturnOp::create(b, loc);

@@ -84,8 +84,7 @@ static void markGpuAttention(func::FuncOp kernel) {
   Type accumulate = forward ? forward.getAccumulate() : backward.getAccumulate();
   bool causal = forward ? forward.getCausal() : backward.getCausal();
   auto typeOf = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-  if (!gpuRunsAttention(typeOf(query), typeOf(key), typeOf(value), accumulate,
-                        /*gradients=*/static_cast<bool>(backward)))
+  if (!gpuRunsAttention(typeOf(query), typeOf(key), typeOf(value), accumulate))
     return;
   Builder b(kernel.getContext());
   SmallVector<NamedAttribute> spec;

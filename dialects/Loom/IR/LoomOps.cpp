@@ -135,8 +135,7 @@ double mlir::loom::attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key
 }
 
 bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
-                                  RankedTensorType value, Type accumulate,
-                                  bool gradients) {
+                                  RankedTensorType value, Type accumulate) {
   Type element = query.getElementType();
   if (!(element.isBF16() || element.isF16()) || !accumulate.isF32())
     return false;
@@ -144,7 +143,7 @@ bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
   auto fits = [](int64_t size, int64_t most) {
     return size % 16 == 0 && size <= most;
   };
-  int64_t features = gradients ? 64 : 128;
+  int64_t features = 128;
   // A launch's blocks of 64 rows go along grid y (at most 65535).
   int64_t sequence = 65535 * 64;
   return fits(query.getShape()[rows], sequence) && fits(key.getShape()[rows], sequence) &&

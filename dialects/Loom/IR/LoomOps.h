@@ -46,14 +46,12 @@ double attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
                       ArrayRef<int64_t> value, bool causal, bool gradient);
 
 /// Whether the GPU attention kernels (loom-build-gpu-attention) run an
-/// attention (with `gradients`, also its backward) of these operand types:
-/// bf16 or f16 accumulated in f32 (they multiply on mma.sync), sequences
-/// multiples of 16 (a warp's rows, a block of columns), feature sizes
-/// multiples of 16 up to 128 (64 with gradients: a warp holds its rows'
-/// fragments and accumulators in registers).
+/// attention and its backward of these operand types: bf16 or f16
+/// accumulated in f32 (they multiply on mma.sync), sequences multiples of
+/// 16 (a warp's rows, a block of columns), feature sizes multiples of 16 up
+/// to 128 (a warp holds its rows' accumulators in registers).
 bool gpuRunsAttention(RankedTensorType query, RankedTensorType key,
-                      RankedTensorType value, Type accumulate,
-                      bool gradients = false);
+                      RankedTensorType value, Type accumulate);
 
 /// Whether a transpose `permutation` swaps the last two dims and keeps the
 /// others: a matrix transpose (of each batch), which a matmul can read in

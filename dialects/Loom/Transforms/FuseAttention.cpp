@@ -29,7 +29,7 @@ static Type elementOf(Value value) {
 /// The attention `output` (softmax(...) @ v) computes, or failure; `chain`
 /// gets the ops it replaces, users first.
 static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
-                                             bool gradients, OpBuilder &b,
+                                             OpBuilder &b,
                                              SmallVectorImpl<Operation *> &chain) {
   if (output.getMultiply())
     return failure();
@@ -94,7 +94,7 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
   int64_t queries = q.getShape()[batch], keys = k.getShape()[batch];
   if (attentionBlockSize(queries, keys) < 16 && std::max(queries, keys) > 64)
     return failure();
-  if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate(), gradients))
+  if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate()))
     return failure();
   b.setInsertionPoint(output);
   return AttentionOp::create(b, output.getLoc(), output.getType(), query, key,
@@ -112,7 +112,7 @@ struct LoomFuseAttention
     OpBuilder b(&getContext());
     for (MatmulOp output : outputs) {
       SmallVector<Operation *> chain;
-      FailureOr<AttentionOp> fused = matchAttention(output, gpuKernel, gradients, b, chain);
+      FailureOr<AttentionOp> fused = matchAttention(output, gpuKernel, b, chain);
       if (failed(fused))
         continue;
       // Each op of the chain had its successor as its only user.

@@ -54,14 +54,11 @@ def LoomFuseAttention : Pass<"loom-fuse-attention", "mlir::func::FuncOp"> {
     [queries, keys] scores. With `gpu-kernel` (GPU builds) only attention
     the GPU kernel runs is fused (`gpuRunsAttention`: 16-bit operands
     accumulated in f32, sequences and feature sizes multiples of 16,
-    features at most 128, or 64 with `gradients`, for a trained build).
+    features at most 128; its backward too).
   }];
   let options = [
     Option<"gpuKernel", "gpu-kernel", "bool", "false",
            "Fuse only the attention the GPU attention kernel runs">,
-    Option<"gradients", "gradients", "bool", "false",
-           "With gpu-kernel: only what the GPU backward kernels run too "
-           "(features up to 64)">,
   ];
   let dependentDialects = ["mlir::loom::LoomDialect"];
 }

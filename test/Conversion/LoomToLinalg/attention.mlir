@@ -170,20 +170,20 @@ func.func @gpu_grad_kernel(%q: tensor<2x64x32xbf16>, %k: tensor<2x64x32xbf16>,
 
 // -----
 
-// Not marked: a gradient of 128-feature heads (the backward's registers),
-// and one whose results come back in another order.
+// Not marked: a gradient of heads wider than 128 features (the backward's
+// registers), and one whose results come back in another order.
 
 // CHECK-LABEL: func.func @wide_grad
 // CHECK-NOT:     loom.gpu_attention
 // CHECK-LABEL: func.func @swapped_grad
 // CHECK-NOT:     loom.gpu_attention
-func.func @wide_grad(%q: tensor<64x128xbf16>, %k: tensor<64x128xbf16>,
-                     %v: tensor<64x128xbf16>, %dy: tensor<64x128xbf16>)
-    -> (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>) attributes {loom.kernel} {
+func.func @wide_grad(%q: tensor<64x144xbf16>, %k: tensor<64x144xbf16>,
+                     %v: tensor<64x144xbf16>, %dy: tensor<64x144xbf16>)
+    -> (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>) attributes {loom.kernel} {
   %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
-      : (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>)
-      -> (tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>)
-  return %dq, %dk, %dv : tensor<64x128xbf16>, tensor<64x128xbf16>, tensor<64x128xbf16>
+      : (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>)
+      -> (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>)
+  return %dq, %dk, %dv : tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>
 }
 func.func @swapped_grad(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>,
                         %v: tensor<64x32xbf16>, %dy: tensor<64x32xbf16>)
