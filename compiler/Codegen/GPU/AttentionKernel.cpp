@@ -34,6 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/Passes.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
 #include "Loom/IR/LoomOps.h"
@@ -43,6 +44,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -92,6 +94,10 @@ struct Warp {
   SmallVector<Value> batchIndices;
   Value batch;
   Value g, t, t2, rowBase;
+  /// The thread in the block and the lane in the warp.
+  Value tid, lane;
+  /// The launch's shared-memory buffers (its workgroup attributions).
+  SmallVector<Value> shared;
 
   Type f32() const { return b.getF32Type(); }
   Value f32Constant(double v) const {
@@ -184,13 +190,8 @@ struct Warp {
   /// registers are pairs down a column of `buffer`.
   void multiplyAccumulators(ArrayRef<Tile> c, Value buffer, Value start, int64_t width,
                             MutableArrayRef<Tile> out) const {
-    auto pack = [&](Value lo, Value hi) {
-      return loom::packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
-    };
     for (size_t j = 0; j < c.size() / 2; ++j) {
-      SmallVector<Value> a{pack(c[2 * j][0], c[2 * j][1]), pack(c[2 * j][2], c[2 * j][3]),
-                           pack(c[2 * j + 1][0], c[2 * j + 1][1]),
-                           pack(c[2 * j + 1][2], c[2 * j + 1][3])};
+      Tile a = aFragment(c[2 * j], c[2 * j + 1]);
       Value r = im.add(b, im.addc(b, start, j * 16), t2);
       for (int64_t n = 0; n < width / 8; ++n) {
         Value col = im.addc(b, g, n * 8);
@@ -203,6 +204,15 @@ struct Warp {
         out[n] = loom::mmaSync(b, loc, spec.element, a, fragment, out[n]);
       }
     }
+  }
+  /// Accumulator tiles 2j and 2j + 1 (16 x 16) rounded to the operand
+  /// type as the A fragment of k step j.
+  Tile aFragment(const Tile &left, const Tile &right) const {
+    auto pack = [&](Value lo, Value hi) {
+      return loom::packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
+    };
+    return {pack(left[0], left[1]), pack(left[2], left[3]), pack(right[0], right[1]),
+            pack(right[2], right[3])};
   }
   /// Zeroed accumulator tiles.
   SmallVector<Tile> zeroTiles(int64_t count) const {
@@ -272,12 +282,107 @@ struct Warp {
   }
   /// The end of the keys rows from rowBase read (queries rows): all, or
   /// (causal) through the block of `step` keys holding the last row.
-  Value keyEnd(int64_t step) const {
+  Value keyEnd(int64_t step) const { return keyEndAfter(rowBase, kRowsPerWarp, step); }
+  /// keyEnd for the block's rows: the block's warps all walk to the
+  /// diagonal of its last row.
+  Value blockKeyEnd(int64_t step) const {
+    Value blockBase = im.mulc(b, im.divc(b, rowBase, kRowsPerBlock), kRowsPerBlock);
+    return keyEndAfter(blockBase, kRowsPerBlock, step);
+  }
+  Value keyEndAfter(Value first, int64_t rows, int64_t step) const {
     Value all = im.cst(b, spec.keys);
     if (!spec.causal)
       return all;
-    Value blocks = im.divc(b, im.addc(b, rowBase, kRowsPerWarp + step - 1), step);
+    Value blocks = im.divc(b, im.addc(b, first, rows + step - 1), step);
     return arith::MinUIOp::create(b, loc, im.mulc(b, blocks, step), all);
+  }
+};
+
+/// The forward's key and value blocks staged in shared memory, two stages
+/// of [block][features] each (the launch's workgroup buffers 0 and 1),
+/// their rows' 16-byte chunks XOR-swizzled as the cp.async pipeline's
+/// (swizzleChunk). All 128 threads copy a block with `cp.async` (16 bytes
+/// each, bypassing L1) while the warps multiply the previous one; the
+/// warps then read their B fragments with `ldmatrix.x4`, K's as they are
+/// (its rows are the scores' columns), V's transposed (its rows are the
+/// products' k). Each K and V element crosses from global memory once per
+/// block instead of once per warp, in 16-byte copies.
+struct StagedBlocks {
+  Warp &w;
+  int64_t block;
+  static constexpr int64_t kChunk = 8; // 16-bit elements in 16 bytes
+
+  Value keys() const { return w.shared[0]; }
+  Value values() const { return w.shared[1]; }
+  /// The copies of block `k0`'s key and value rows into `stage`.
+  void issue(Value stage, Value k0) const {
+    const loom::IndexMath &im = w.im;
+    OpBuilder &b = w.b;
+    for (auto [source, buffer, width] :
+         {std::tuple{w.spec.key, keys(), w.spec.features},
+          std::tuple{w.spec.value, values(), w.spec.valueFeatures}}) {
+      int64_t perRow = width / kChunk;
+      for (int64_t i = 0; i < block * perRow / (32 * kWarps); ++i) {
+        Value index = im.addc(b, w.tid, i * 32 * kWarps);
+        Value row = im.divc(b, index, perRow), chunk = im.remc(b, index, perRow);
+        Value column = im.mulc(b, loom::swizzleChunk(b, im, row, chunk, perRow), kChunk);
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, w.loc, buffer, ValueRange{stage, row, column}, source,
+            w.at(im.add(b, k0, row), im.mulc(b, chunk, kChunk)), b.getIndexAttr(kChunk),
+            Value(), b.getUnitAttr());
+      }
+    }
+  }
+  /// An ldmatrix.x4 of `buffer`'s stage at the lane's row and chunk: 4
+  /// registers.
+  Tile ldmatrix(Value buffer, Value stage, Value row, Value chunk, int64_t width,
+                bool transpose) const {
+    const loom::IndexMath &im = w.im;
+    OpBuilder &b = w.b;
+    Value column = im.mulc(b, loom::swizzleChunk(b, im, row, chunk, width / kChunk), kChunk);
+    Value tiles = nvgpu::LdMatrixOp::create(
+        b, w.loc, VectorType::get({4, 2}, w.spec.element), buffer,
+        ValueRange{stage, row, column}, b.getBoolAttr(transpose), b.getI32IntegerAttr(4));
+    Tile regs;
+    for (int64_t i = 0; i < 4; ++i)
+      regs.push_back(loom::pairAsRegister(
+          b, w.loc, w.spec.element, vector::ExtractOp::create(b, w.loc, tiles, ArrayRef<int64_t>{i})));
+    return regs;
+  }
+  /// `s` (block / 8 tiles) += the warp's queries times the staged keys^T:
+  /// per ldmatrix.x4 the b0, b1 of two 8-key tiles (matrix i: keys
+  /// 8 (i / 2) on, features 8 (i % 2) on).
+  void multiplyByKeys(ArrayRef<Tile> queries, Value stage, MutableArrayRef<Tile> s) const {
+    const loom::IndexMath &im = w.im;
+    OpBuilder &b = w.b;
+    Value laneRow = im.remc(b, w.lane, 8), matrix = im.divc(b, w.lane, 8);
+    for (int64_t kk = 0; kk < w.spec.features; kk += 16)
+      for (int64_t n = 0; n < block / 8; n += 2) {
+        Value row = im.add(b, im.addc(b, laneRow, n * 8), im.mulc(b, im.divc(b, matrix, 2), 8));
+        Value chunk = im.addc(b, im.remc(b, matrix, 2), kk / kChunk);
+        Tile regs = ldmatrix(keys(), stage, row, chunk, w.spec.features, /*transpose=*/false);
+        s[n] = loom::mmaSync(b, w.loc, w.spec.element, queries[kk / 16], {regs[0], regs[1]}, s[n]);
+        s[n + 1] = loom::mmaSync(b, w.loc, w.spec.element, queries[kk / 16], {regs[2], regs[3]},
+                                 s[n + 1]);
+      }
+  }
+  /// `out` += the score tiles `p` (as A fragments, rounded) times the
+  /// staged values: per ldmatrix.x4.trans the b0, b1 of two 8-feature
+  /// tiles (matrix i: keys 8 (i % 2) on, features 8 (i / 2) on).
+  void multiplyValues(ArrayRef<Tile> p, Value stage, MutableArrayRef<Tile> out) const {
+    const loom::IndexMath &im = w.im;
+    OpBuilder &b = w.b;
+    Value laneRow = im.remc(b, w.lane, 16), half = im.divc(b, w.lane, 16);
+    for (size_t j = 0; j < p.size() / 2; ++j) {
+      Tile a = w.aFragment(p[2 * j], p[2 * j + 1]);
+      Value row = im.addc(b, laneRow, j * 16);
+      for (int64_t n = 0; n < w.spec.valueFeatures / 8; n += 2) {
+        Tile regs = ldmatrix(values(), stage, row, im.addc(b, half, n), w.spec.valueFeatures,
+                             /*transpose=*/true);
+        out[n] = loom::mmaSync(b, w.loc, w.spec.element, a, {regs[0], regs[1]}, out[n]);
+        out[n + 1] = loom::mmaSync(b, w.loc, w.spec.element, a, {regs[2], regs[3]}, out[n + 1]);
+      }
+    }
   }
 };
 
@@ -329,17 +434,48 @@ SmallVector<Tile> tilesOf(ValueRange values) {
 }
 
 /// The forward: 16 query rows of a warp against every key block up to
-/// the diagonal, the online softmax carried, O / l stored at the end.
-void buildForwardWarp(Warp &w, int64_t keyBlock) {
+/// the diagonal, the online softmax carried, O / l stored at the end. With
+/// `staged`, K and V come from shared memory (StagedBlocks) and the block's
+/// warps walk the key blocks together, to the diagonal of the block's last
+/// row (the mask zeroes what lies past a warp's own).
+void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
+  const loom::IndexMath &im = w.im;
   SmallVector<Tile> queries = w.rowFragments(spec.query, spec.features);
   int64_t outputTiles = spec.valueFeatures / 8;
   SmallVector<Value> init = flat(w.zeroTiles(outputTiles));
   init.append({w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)});
-  auto loop = w.loop(w.im.cst(w.b, 0), w.keyEnd(keyBlock), keyBlock, init,
+  StagedBlocks blocks{w, keyBlock};
+  Value end = staged ? w.blockKeyEnd(keyBlock) : w.keyEnd(keyBlock);
+  if (staged) {
+    blocks.issue(im.cst(w.b, 0), im.cst(w.b, 0));
+    NVVM::CpAsyncCommitGroupOp::create(w.b, w.loc);
+  }
+  auto loop = w.loop(im.cst(w.b, 0), end, keyBlock, init,
                      [&](Value k0, ValueRange carried) {
     SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
-    w.multiplyByRowsOf(queries, spec.key, k0, spec.features, s);
+    Value stage;
+    if (staged) {
+      // Block i + 1's copies go out (into the stage block i - 1 used,
+      // which every warp has left: the barrier ending each step) before
+      // block i's are awaited: at most one group pending means block i's
+      // landed, for this thread; the barrier, for all.
+      stage = im.remc(w.b, im.divc(w.b, k0, keyBlock), 2);
+      Value next = im.addc(w.b, k0, keyBlock);
+      Value more = arith::CmpIOp::create(w.b, w.loc, arith::CmpIPredicate::ult, next, end);
+      auto ifMore = scf::IfOp::create(w.b, w.loc, more, /*withElseRegion=*/false);
+      {
+        OpBuilder::InsertionGuard guard(w.b);
+        w.b.setInsertionPoint(ifMore.thenBlock()->getTerminator());
+        blocks.issue(im.xorv(w.b, stage, im.cst(w.b, 1)), next);
+      }
+      NVVM::CpAsyncCommitGroupOp::create(w.b, w.loc);
+      NVVM::CpAsyncWaitGroupOp::create(w.b, w.loc, 1);
+      gpu::BarrierOp::create(w.b, w.loc);
+      blocks.multiplyByKeys(queries, stage, s);
+    } else {
+      w.multiplyByRowsOf(queries, spec.key, k0, spec.features, s);
+    }
     for (auto [n, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
@@ -365,7 +501,12 @@ void buildForwardWarp(Warp &w, int64_t keyBlock) {
         sums[e / 2] = w.add(sums[e / 2], tile[e]);
       }
     // O += P V: P's A fragments are the score tiles.
-    w.multiplyAccumulators(s, spec.value, k0, spec.valueFeatures, output);
+    if (staged) {
+      blocks.multiplyValues(s, stage, output);
+      gpu::BarrierOp::create(w.b, w.loc);
+    } else {
+      w.multiplyAccumulators(s, spec.value, k0, spec.valueFeatures, output);
+    }
     SmallVector<Value> next = flat(output);
     next.append({maxima[0], maxima[1], sums[0], sums[1]});
     return next;
@@ -621,12 +762,13 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
 /// causal query blocks have the most keys), batch entries in x (up to
 /// 2^31 - 1 of them); `body` builds a warp's work.
 void launchWarps(OpBuilder &b, Location loc, const AttentionSpec &spec, int64_t rows,
-                 bool lastFirst, function_ref<void(Warp &)> body) {
+                 bool lastFirst, function_ref<void(Warp &)> body,
+                 TypeRange workgroup = {}) {
   loom::IndexMath im{loc};
   int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   auto launch = gpu::LaunchOp::create(b, loc, im.cst(b, spec.batch), im.cst(b, blocks),
                                       im.cst(b, 1), im.cst(b, 32 * kWarps), im.cst(b, 1),
-                                      im.cst(b, 1));
+                                      im.cst(b, 1), Value(), Type(), ValueRange(), workgroup);
   OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
   Value warp = im.divc(k, tid, 32), lane = im.remc(k, tid, 32);
@@ -644,14 +786,16 @@ void launchWarps(OpBuilder &b, Location loc, const AttentionSpec &spec, int64_t 
   auto buildWarp = [&](OpBuilder &builder) {
     Value g = im.divc(builder, lane, 4), t = im.remc(builder, lane, 4);
     Warp w{builder, loc, im, spec, batchIndices, launch.getBlockIds().x,
-           g, t, im.mulc(builder, t, 2), rowBase};
+           g, t, im.mulc(builder, t, 2), rowBase, tid, lane,
+           SmallVector<Value>(launch.getWorkgroupAttributions())};
     body(w);
   };
   if (rows % kRowsPerBlock == 0) {
     buildWarp(k);
   } else {
     // The last block's warps past the rows have nothing to do (the rows are
-    // a multiple of a warp's 16).
+    // a multiple of a warp's 16; a launch with shared memory, whose warps
+    // meet at barriers, has whole blocks).
     scf::IfOp::create(k, loc, im.below(k, rowBase, rows), [&](OpBuilder &then, Location l) {
       buildWarp(then);
       scf::YieldOp::create(then, l);
@@ -670,8 +814,24 @@ int64_t columnBlock(int64_t rows, int64_t most) {
   return 16;
 }
 
-/// Replaces `kernel`'s body by the attention launches.
-LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
+/// Whether the forward stages its key blocks in shared memory: whole
+/// blocks of 64 queries (the warps meet at barriers), every thread the same
+/// number of 16-byte copies, 16-byte aligned rows, and the two stages of K
+/// and V within the 48 KiB of static shared memory.
+bool stagesBlocks(const AttentionSpec &spec, int64_t keyBlock) {
+  int64_t threads = 32 * kWarps, bytes = spec.element.getIntOrFloatBitWidth() / 8;
+  return spec.queries % kRowsPerBlock == 0 &&
+         keyBlock * spec.features / StagedBlocks::kChunk % threads == 0 &&
+         keyBlock * spec.valueFeatures / StagedBlocks::kChunk % threads == 0 &&
+         loom::isAlignedRun(spec.key, StagedBlocks::kChunk) &&
+         loom::isAlignedRun(spec.value, StagedBlocks::kChunk) &&
+         2 * keyBlock * (spec.features + spec.valueFeatures) * bytes <= 48 * 1024;
+}
+
+/// Replaces `kernel`'s body by the attention launches (the forward's key
+/// blocks staged in shared memory where `stageOperands` and stagesBlocks).
+LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
+                                   bool stageOperands) {
   FailureOr<AttentionSpec> read = readSpec(kernel, mark);
   if (failed(read))
     return failure();
@@ -687,9 +847,16 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
     // With more than 64 features, blocks of 32 keys keep the warp's
     // registers (queries, scores, outputs) under the 255 a thread may have.
     int64_t most = std::max(spec.features, spec.valueFeatures) > 64 ? 32 : 64;
-    launchWarps(b, loc, spec, spec.queries, spec.causal, [&](Warp &w) {
-      buildForwardWarp(w, columnBlock(spec.keys, most));
-    });
+    int64_t keyBlock = columnBlock(spec.keys, most);
+    SmallVector<Type> staging;
+    if (stageOperands && stagesBlocks(spec, keyBlock))
+      for (int64_t width : {spec.features, spec.valueFeatures})
+        staging.push_back(MemRefType::get(
+            {2, keyBlock, width}, spec.element, MemRefLayoutAttrInterface(),
+            gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup)));
+    launchWarps(
+        b, loc, spec, spec.queries, spec.causal,
+        [&](Warp &w) { buildForwardWarp(w, keyBlock, !staging.empty()); }, staging);
   } else {
     auto type = cast<MemRefType>(spec.statistics.getType());
     ReassociationIndices all;
@@ -719,10 +886,11 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark) {
 
 struct LoomBuildGpuAttention
     : public loom::impl::LoomBuildGpuAttentionBase<LoomBuildGpuAttention> {
+  using Base::Base;
   void runOnOperation() override {
     func::FuncOp kernel = getOperation();
     auto mark = kernel->getAttrOfType<DictionaryAttr>(loom::attr::kGpuAttention);
-    if (mark && failed(buildAttentionKernel(kernel, mark)))
+    if (mark && failed(buildAttentionKernel(kernel, mark, stageOperands)))
       signalPassFailure();
   }
 };

@@ -8,12 +8,18 @@
 // registers between warpgroups (`setmaxnreg`) is built for one block an SM
 // and gets 1 whatever its shared memory: with more, ptxas would cap its
 // registers below what setmaxnreg.inc asks, and the consumers would wait
-// for registers forever.
+// for registers forever. The attention kernels (launched from a kernel
+// marked `loom.gpu_attention`) hold a warp's accumulators in registers:
+// left alone, ptxas caps the forward at heads of 128 at 168 registers
+// (3 blocks of 128 threads) and spills; they get at most 2, which lets
+// them have up to 255.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Codegen/GPU/Passes.h"
+#include "Loom/IR/LoomDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -25,6 +31,8 @@ namespace mlir::loom {
 using namespace mlir;
 
 namespace {
+constexpr int64_t kAttentionBlocksPerSM = 2;
+
 struct LoomGpuOccupancyHints
     : public loom::impl::LoomGpuOccupancyHintsBase<LoomGpuOccupancyHints> {
   using Base::Base;
@@ -32,13 +40,19 @@ struct LoomGpuOccupancyHints
     getOperation().walk([&](gpu::LaunchFuncOp launch) {
       Value size = launch.getDynamicSharedMemorySize();
       std::optional<int64_t> bytes = size ? getConstantIntValue(size) : std::nullopt;
-      if (!bytes || *bytes <= 0)
+      auto host = launch->getParentOfType<func::FuncOp>();
+      bool attention = host && host->hasAttr(loom::attr::kGpuAttention);
+      if ((!bytes || *bytes <= 0) && !attention)
         return;
       auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
           launch, launch.getKernel());
       if (!kernel)
         return;
-      int64_t blocks = std::max<int64_t>(1, sharedPerSM / (*bytes + reservedSharedPerBlock));
+      int64_t blocks = bytes && *bytes > 0
+                           ? std::max<int64_t>(1, sharedPerSM / (*bytes + reservedSharedPerBlock))
+                           : kAttentionBlocksPerSM;
+      if (attention)
+        blocks = std::min(blocks, kAttentionBlocksPerSM);
       if (kernel.walk([](NVVM::SetMaxRegisterOp) { return WalkResult::interrupt(); })
               .wasInterrupted())
         blocks = 1;

@@ -26,11 +26,23 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
     operand and result buffers are read. The forward's probabilities are
     rounded before their normalization (FlashAttention's online form), so
     results agree with the CPU's within the operand type's rounding.
+
+    With `stage-operands` (the default), the forward stages each block of
+    keys and values in shared memory where the shapes allow (whole blocks
+    of 64 queries, 16-byte aligned rows): `cp.async` copies by the whole
+    block, double-buffered, read with `ldmatrix` (`.trans` for V); the
+    block's warps then walk the key blocks together.
   }];
+  let options = [
+    Option<"stageOperands", "stage-operands", "bool", "true",
+           "Stage the forward's key and value blocks in shared memory "
+           "(cp.async, ldmatrix) where the shapes allow">
+  ];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",
     "mlir::vector::VectorDialect", "mlir::math::MathDialect",
-    "mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"
+    "mlir::scf::SCFDialect", "mlir::memref::MemRefDialect",
+    "mlir::nvgpu::NVGPUDialect"
   ];
 }
 

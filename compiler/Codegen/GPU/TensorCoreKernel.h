@@ -145,6 +145,15 @@ struct TensorCoreKernel {
   void close();
 };
 
+/// The physical 16-byte chunk of logical chunk `chunk` in row `row`: an
+/// XOR with the row's low bits, so that 8 consecutive rows' same chunk land
+/// in 8 different 16-byte bank groups (a 128-byte line holds 128 / (16 *
+/// chunksPerRow) rows).
+/// (Shared by the cp.async pipeline and the attention kernel's staged
+/// operands.)
+Value swizzleChunk(OpBuilder &b, const IndexMath &im, Value row, Value chunk,
+                   int64_t chunksPerRow);
+
 /// In step `kTile` of a `stages`-deep pipeline over `kTiles` K tiles, once
 /// the stage the previous step read is free: if tile kTile + stages - 1
 /// exists, `load(b, its stage, it)` refills that stage with it.

@@ -225,6 +225,20 @@ Value loom::IndexMath::both(OpBuilder &b, Value x, Value y) const {
   return arith::AndIOp::create(b, loc, x, y);
 }
 
+Value loom::swizzleChunk(OpBuilder &b, const IndexMath &im, Value row, Value chunk,
+              int64_t chunksPerRow) {
+  Value key;
+  if (chunksPerRow >= 8)
+    key = im.remc(b, row, 8);
+  else if (chunksPerRow == 4)
+    key = im.remc(b, im.divc(b, row, 2), 4);
+  else if (chunksPerRow == 2)
+    key = im.remc(b, im.divc(b, row, 4), 2);
+  else
+    return chunk;
+  return im.xorv(b, chunk, key);
+}
+
 void loom::loadAhead(
     OpBuilder &b, const IndexMath &im, Value kTile, int64_t stages,
     int64_t kTiles,

@@ -67,23 +67,6 @@ struct StagedOperand {
   int64_t chunksPerRow() const { return cols / kChunk; }
 };
 
-/// The physical 16-byte chunk of logical chunk `chunk` in row `row`: an
-/// XOR with the row's low bits, so that 8 consecutive rows' same chunk land
-/// in 8 different 16-byte bank groups (a 128-byte line holds 128 / (16 *
-/// chunksPerRow) rows).
-Value swizzle(OpBuilder &b, const IndexMath &im, Value row, Value chunk,
-              int64_t chunksPerRow) {
-  Value key;
-  if (chunksPerRow >= 8)
-    key = im.remc(b, row, 8);
-  else if (chunksPerRow == 4)
-    key = im.remc(b, im.divc(b, row, 2), 4);
-  else if (chunksPerRow == 2)
-    key = im.remc(b, im.divc(b, row, 4), 2);
-  else
-    return chunk;
-  return im.xorv(b, chunk, key);
-}
 } // namespace
 
 namespace {
@@ -209,7 +192,7 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
         return arith::SelectOp::create(b, loc, inside, v, zero);
       };
       Value size = arith::SelectOp::create(b, loc, inside, im.cst(b, kChunk), zero);
-      Value column = im.mulc(b, swizzle(b, im, row, chunk, s.chunksPerRow()), kChunk);
+      Value column = im.mulc(b, swizzleChunk(b, im, row, chunk, s.chunksPerRow()), kChunk);
       nvgpu::DeviceAsyncCopyOp::create(
           b, loc, buffer, ValueRange{stage, row, column}, source,
           mm.indices(b, loc, s.which, clamp(m), clamp(n), clamp(kk)),
@@ -246,7 +229,7 @@ LogicalResult loom::buildPipelinedTensorCoreMatmul(linalg::GenericOp op,
   auto fragmentsType = VectorType::get({4, 2}, element);
   auto ldmatrix = [&](const StagedOperand &s, Value row, Value chunk,
                       bool transpose) {
-    Value column = im.mulc(l, swizzle(l, im, row, chunk, s.chunksPerRow()), kChunk);
+    Value column = im.mulc(l, swizzleChunk(l, im, row, chunk, s.chunksPerRow()), kChunk);
     Value tiles = nvgpu::LdMatrixOp::create(
         l, loc, fragmentsType, kernel.workgroupBuffer(s.which),
         ValueRange{stage, row, column}, l.getBoolAttr(transpose),

@@ -1,10 +1,17 @@
-// RUN: loom-opt %s --split-input-file --loom-build-gpu-attention -verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-build-gpu-attention -verify-diagnostics | FileCheck %s --check-prefixes=CHECK,STAGED
+// RUN: loom-opt %s --split-input-file --loom-build-gpu-attention=stage-operands=false -verify-diagnostics | FileCheck %s --check-prefixes=CHECK,UNSTAGED
 
 // --loom-build-gpu-attention: a kernel marked loom.gpu_attention (one
 // loom.attention, lowered for the CPU) gets one launch instead of its body.
 // Here 2 x 4 (batch, heads) entries of 128 queries and keys, 64 features,
 // causal, scale 0.125: 8 x 2 blocks of 4 warps (128 threads), each warp 16
 // query rows. The body's CPU loops (and the scratch argument) are gone.
+// By default (STAGED) each block of 64 keys and values goes to shared
+// memory (two stages of [64, 64] each, cp.async by the whole block, the
+// next block's copies in flight while the warps multiply this one), read
+// with ldmatrix, and the block's warps walk the key blocks together;
+// with stage-operands=false (UNSTAGED) every warp reads K and V from
+// global memory itself and stops at its own diagonal.
 // A warp loads its queries' A fragments once (64 / 16 = 4 K steps of 4
 // pairs), then walks the key blocks (64 keys) up to its diagonal carrying
 // 8 output tiles of 4 f32 (64 value features / 8), two row maxima and two
@@ -17,31 +24,63 @@
 // CHECK-LABEL: func.func @attention_k0
 // CHECK-SAME:    (%[[Q:.+]]: memref<2x4x128x64xbf16>, %[[K:.+]]: memref<2x4x128x64xbf16>, %[[V:.+]]: memref<2x4x128x64xbf16>, %[[O:.+]]: memref<2x4x128x64xbf16>, %{{.+}}: memref<8x64x64xf32> {loom.scratch})
 // CHECK-NOT:     linalg.
-// CHECK-DAG:     %[[C8:.+]] = arith.constant 8 : index
-// CHECK-DAG:     %[[C2:.+]] = arith.constant 2 : index
-// CHECK-DAG:     %[[C128:.+]] = arith.constant 128 : index
-// CHECK:         gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C8]], %{{.+}} = %[[C2]], %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C128]],
-// CHECK-COUNT-16: vector.load %[[Q]]
-// CHECK:           %{{.+}}:36 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
-// CHECK-COUNT-32:    nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
-// CHECK:             arith.truncf %{{.+}} : f32 to bf16
-// CHECK:             arith.mulf %{{.+}}, %{{.+}} : f32
-// CHECK:             arith.cmpi ugt
-// CHECK:             arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
-// CHECK-COUNT-2:     gpu.shuffle xor
-// CHECK:             math.exp
-// CHECK-COUNT-2:     gpu.shuffle xor
-// CHECK:             math.exp
-// CHECK:             math.exp
-// CHECK:             memref.load %[[V]]
-// CHECK-COUNT-32:    nvvm.mma.sync
-// CHECK-NOT:         nvvm.mma.sync
-// CHECK:             scf.yield
-// CHECK-COUNT-4:   gpu.shuffle xor
-// CHECK:           arith.divf
-// CHECK:           vector.store %{{.+}}, %[[O]]
-// CHECK:           gpu.terminator
-// CHECK:         return
+// STAGED-DAG:    %[[C8:.+]] = arith.constant 8 : index
+// STAGED-DAG:    %[[C2:.+]] = arith.constant 2 : index
+// STAGED-DAG:    %[[C128:.+]] = arith.constant 128 : index
+// STAGED:        gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C8]], %{{.+}} = %[[C2]], %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C128]], %{{.+}}, %{{.+}}) workgroup(%[[KS:.+]] : memref<2x64x64xbf16, #gpu.address_space<workgroup>>, %[[VS:.+]] : memref<2x64x64xbf16, #gpu.address_space<workgroup>>)
+// STAGED-COUNT-16: vector.load %[[Q]]
+// Key block 0 into stage 0: 64 rows of 8 chunks of 16 bytes each of K and
+// V, 4 copies of each a thread.
+// STAGED-COUNT-4:  nvgpu.device_async_copy %[[K]][{{.+}}], %[[KS]][%c0, {{.+}}], 8 {bypassL1}
+// STAGED-COUNT-4:  nvgpu.device_async_copy %[[V]][{{.+}}], %[[VS]][%c0, {{.+}}], 8 {bypassL1}
+// STAGED:          nvvm.cp.async.commit.group
+// STAGED:          %{{.+}}:36 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
+// The next block into the other stage, then this one awaited.
+// STAGED:            scf.if
+// STAGED-COUNT-4:      nvgpu.device_async_copy %[[K]]
+// STAGED-COUNT-4:      nvgpu.device_async_copy %[[V]]
+// STAGED:            nvvm.cp.async.commit.group
+// STAGED-NEXT:       nvvm.cp.async.wait.group 1
+// STAGED-NEXT:       gpu.barrier
+// The scores: per 16 features and pair of 8-key tiles an ldmatrix.x4 of K.
+// STAGED-COUNT-16:   nvgpu.ldmatrix %[[KS]][{{.+}}] {numTiles = 4 : i32, transpose = false}
+// STAGED:            arith.cmpi ugt
+// STAGED:            gpu.shuffle xor
+// STAGED:            math.exp
+// P V: per 16 keys and pair of 8-feature tiles an ldmatrix.x4.trans of V.
+// STAGED-COUNT-16:   nvgpu.ldmatrix %[[VS]][{{.+}}] {numTiles = 4 : i32, transpose = true}
+// STAGED:            gpu.barrier
+// STAGED-NEXT:       scf.yield
+// STAGED-COUNT-4:  gpu.shuffle xor
+// STAGED:          arith.divf
+// STAGED:          vector.store %{{.+}}, %[[O]]
+// STAGED:          gpu.terminator
+// STAGED:        return
+// UNSTAGED-DAG:     %[[C8:.+]] = arith.constant 8 : index
+// UNSTAGED-DAG:     %[[C2:.+]] = arith.constant 2 : index
+// UNSTAGED-DAG:     %[[C128:.+]] = arith.constant 128 : index
+// UNSTAGED:         gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C8]], %{{.+}} = %[[C2]], %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C128]],
+// UNSTAGED-COUNT-16: vector.load %[[Q]]
+// UNSTAGED:           %{{.+}}:36 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
+// UNSTAGED-COUNT-32:    nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
+// UNSTAGED:             arith.truncf %{{.+}} : f32 to bf16
+// UNSTAGED:             arith.mulf %{{.+}}, %{{.+}} : f32
+// UNSTAGED:             arith.cmpi ugt
+// UNSTAGED:             arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// UNSTAGED-COUNT-2:     gpu.shuffle xor
+// UNSTAGED:             math.exp
+// UNSTAGED-COUNT-2:     gpu.shuffle xor
+// UNSTAGED:             math.exp
+// UNSTAGED:             math.exp
+// UNSTAGED:             memref.load %[[V]]
+// UNSTAGED-COUNT-32:    nvvm.mma.sync
+// UNSTAGED-NOT:         nvvm.mma.sync
+// UNSTAGED:             scf.yield
+// UNSTAGED-COUNT-4:   gpu.shuffle xor
+// UNSTAGED:           arith.divf
+// UNSTAGED:           vector.store %{{.+}}, %[[O]]
+// UNSTAGED:           gpu.terminator
+// UNSTAGED:         return
 func.func @attention_k0(%q: memref<2x4x128x64xbf16>, %k: memref<2x4x128x64xbf16>,
                         %v: memref<2x4x128x64xbf16>, %o: memref<2x4x128x64xbf16>,
                         %scratch: memref<8x64x64xf32> {loom.scratch})
