@@ -5,8 +5,9 @@
 // the CPU's blocked loops, replaced by launches in the manner of
 // FlashAttention-2: blocks of 4 warps per 64 rows of one batch entry
 // (sequences and heads collapsed), each warp 16 rows held as mma.sync
-// A fragments, walking blocks of columns with everything in registers (no
-// shared memory, no barriers). The forward (one launch, query rows) per
+// A fragments, walking blocks of columns with its accumulators in
+// registers (the forward shares its key blocks through shared memory:
+// StagedBlocks). The forward (one launch, query rows) per
 // key block:
 //
 //   S = Q K^T on m16n8k16 (K's rows are the B fragments' columns, read as
