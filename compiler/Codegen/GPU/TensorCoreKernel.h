@@ -148,7 +148,7 @@ struct TensorCoreKernel {
 /// The physical 16-byte chunk of logical chunk `chunk` in row `row`: an
 /// XOR with the row's low bits, so that 8 consecutive rows' same chunk land
 /// in 8 different 16-byte bank groups (a 128-byte line holds 128 / (16 *
-/// chunksPerRow) rows).
+/// chunksPerRow) rows); always a chunk of the same row.
 /// (Shared by the cp.async pipeline and the attention kernel's staged
 /// operands.)
 Value swizzleChunk(OpBuilder &b, const IndexMath &im, Value row, Value chunk,

@@ -226,13 +226,17 @@ Value loom::IndexMath::both(OpBuilder &b, Value x, Value y) const {
 }
 
 Value loom::swizzleChunk(OpBuilder &b, const IndexMath &im, Value row, Value chunk,
-              int64_t chunksPerRow) {
+                         int64_t chunksPerRow) {
+  // The XOR key must stay below the largest power of two (up to 8) that
+  // divides chunksPerRow, so that a chunk never leaves its row: 12 chunks
+  // (96 features) take keys of 0-3, not 0-7, which would move chunks 8-11
+  // to 12-15.
   Value key;
-  if (chunksPerRow >= 8)
+  if (chunksPerRow % 8 == 0)
     key = im.remc(b, row, 8);
-  else if (chunksPerRow == 4)
+  else if (chunksPerRow % 4 == 0)
     key = im.remc(b, im.divc(b, row, 2), 4);
-  else if (chunksPerRow == 2)
+  else if (chunksPerRow % 2 == 0)
     key = im.remc(b, im.divc(b, row, 4), 2);
   else
     return chunk;

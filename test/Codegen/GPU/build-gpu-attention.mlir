@@ -115,6 +115,27 @@ func.func @plain(%q: memref<80x32xf16>, %k: memref<48x32xf16>, %v: memref<48x16x
 
 // -----
 
+// Heads of 96 (12 chunks of 16 bytes a row), staged in blocks of 32 keys:
+// the swizzle's XOR key is (row / 2) % 4, which keeps every chunk in its
+// row (row % 8 would move chunks 8-11 to 12-15, past the row).
+
+// CHECK-LABEL: func.func @wide
+// STAGED:        workgroup(%[[KS:.+]] : memref<2x32x96xf16, #gpu.address_space<workgroup>>, %{{.+}} : memref<2x32x96xf16, #gpu.address_space<workgroup>>)
+// STAGED:        %[[ROW:.+]] = arith.divui %{{.+}}, %c12{{(_[0-9]+)?}} :
+// STAGED:        %[[CHUNK:.+]] = arith.remui %{{.+}}, %c12{{(_[0-9]+)?}} :
+// STAGED:        %[[PAIR:.+]] = arith.divui %[[ROW]], %c2{{(_[0-9]+)?}} :
+// STAGED:        %[[KEY:.+]] = arith.remui %[[PAIR]], %c4{{(_[0-9]+)?}} :
+// STAGED-NEXT:   arith.xori %[[CHUNK]], %[[KEY]]
+// STAGED:        nvgpu.device_async_copy %{{.+}}, %[[KS]][%c0, %[[ROW]], %{{.+}}], 8
+// UNSTAGED-NOT:  workgroup(
+func.func @wide(%q: memref<64x96xf16>, %k: memref<64x96xf16>, %v: memref<64x96xf16>,
+                %o: memref<64x96xf16>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
 // The mark must match the arguments: 3 inputs and an output.
 // expected-error @+1 {{loom.gpu_attention: the kernel's arguments do not match the mark}}
 func.func @missing_output(%q: memref<64x32xbf16>, %k: memref<64x32xbf16>, %v: memref<64x32xbf16>)
