@@ -6,8 +6,8 @@
 // FlashAttention-2: blocks of 4 warps per 64 rows of one batch entry
 // (sequences and heads collapsed), each warp 16 rows held as mma.sync
 // A fragments, walking blocks of columns with its accumulators in
-// registers (the forward shares its key blocks through shared memory:
-// StagedBlocks). The forward (one launch, query rows) per
+// registers (the block's column operands shared through shared memory:
+// Columns). The forward (one launch, query rows) per
 // key block:
 //
 //   S = Q K^T on m16n8k16 (K's rows are the B fragments' columns, read as
@@ -299,91 +299,147 @@ struct Warp {
   }
 };
 
-/// The forward's key and value blocks staged in shared memory, two stages
-/// of [block][features] each (the launch's workgroup buffers 0 and 1),
-/// their rows' 16-byte chunks XOR-swizzled as the cp.async pipeline's
-/// (swizzleChunk). All 128 threads copy a block with `cp.async` (16 bytes
-/// each, bypassing L1) while the warps multiply the previous one; the
-/// warps then read their B fragments with `ldmatrix.x4`, K's as they are
-/// (its rows are the scores' columns), V's transposed (its rows are the
-/// products' k). Each K and V element crosses from global memory once per
-/// block instead of once per warp, in 16-byte copies.
-struct StagedBlocks {
-  Warp &w;
-  int64_t block;
+/// The column operands of a launch's products, read block by block (K and
+/// V in the forward and the backward's query side, Q and dO on its key
+/// side). Unstaged, each warp reads them from global memory itself (B
+/// fragments as pairs along a row, or element by element down a column).
+/// Staged, the block's 4 warps share them through shared memory: two
+/// stages of [block][width] per operand (the launch's workgroup buffers,
+/// in `sources` order), their rows' 16-byte chunks XOR-swizzled as the
+/// cp.async matmul pipeline's (swizzleChunk); all 128 threads copy a block
+/// with `cp.async` (16 bytes each, bypassing L1) while the warps multiply
+/// the previous one, and the warps read B fragments with `ldmatrix.x4`,
+/// as they are where the operand's rows are the product's columns, or
+/// transposed where they are its k. Each element then crosses from global
+/// memory once per block instead of once per warp, in 16-byte copies, and
+/// the block's warps walk the column blocks together (masks zero what
+/// lies past a warp's own diagonal).
+struct Columns {
   static constexpr int64_t kChunk = 8; // 16-bit elements in 16 bytes
 
-  Value keys() const { return w.shared[0]; }
-  Value values() const { return w.shared[1]; }
-  /// The copies of block `k0`'s key and value rows into `stage`.
-  void issue(Value stage, Value k0) const {
+  Warp &w;
+  int64_t block;
+  /// The operands (global buffers) and their widths (features).
+  SmallVector<std::pair<Value, int64_t>> sources;
+  bool staged;
+
+  /// A loop over the column blocks from `start` to `end` carrying `init`;
+  /// `body` gets the block's first column and its stage (null unstaged).
+  /// Staged, block i + 1's copies go out (into the stage block i - 1
+  /// used, which every warp has left: the barrier ending each step) before
+  /// block i's are awaited: at most one group pending means block i's
+  /// landed, for this thread; the barrier, for all.
+  scf::ForOp loop(Value start, Value end, ValueRange init,
+                  function_ref<SmallVector<Value>(Value c0, Value stage, ValueRange carried)>
+                      body) const {
+    if (!staged)
+      return w.loop(start, end, block, init, [&](Value c0, ValueRange carried) {
+        return body(c0, Value(), carried);
+      });
     const loom::IndexMath &im = w.im;
     OpBuilder &b = w.b;
-    for (auto [source, buffer, width] :
-         {std::tuple{w.spec.key, keys(), w.spec.features},
-          std::tuple{w.spec.value, values(), w.spec.valueFeatures}}) {
-      int64_t perRow = width / kChunk;
-      for (int64_t i = 0; i < block * perRow / (32 * kWarps); ++i) {
-        Value index = im.addc(b, w.tid, i * 32 * kWarps);
-        Value row = im.divc(b, index, perRow), chunk = im.remc(b, index, perRow);
-        Value column = im.mulc(b, loom::swizzleChunk(b, im, row, chunk, perRow), kChunk);
-        nvgpu::DeviceAsyncCopyOp::create(
-            b, w.loc, buffer, ValueRange{stage, row, column}, source,
-            w.at(im.add(b, k0, row), im.mulc(b, chunk, kChunk)), b.getIndexAttr(kChunk),
-            Value(), b.getUnitAttr());
-      }
-    }
+    auto ifBelow = [&](Value column, function_ref<void()> then) {
+      Value below = arith::CmpIOp::create(b, w.loc, arith::CmpIPredicate::ult, column, end);
+      auto ifOp = scf::IfOp::create(b, w.loc, below, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      then();
+    };
+    ifBelow(start, [&] { issue(im.cst(b, 0), start); });
+    NVVM::CpAsyncCommitGroupOp::create(b, w.loc);
+    return w.loop(start, end, block, init, [&](Value c0, ValueRange carried) {
+      Value stage = im.remc(b, im.divc(b, arith::SubIOp::create(b, w.loc, c0, start), block), 2);
+      Value next = im.addc(b, c0, block);
+      ifBelow(next, [&] { issue(im.xorv(b, stage, im.cst(b, 1)), next); });
+      NVVM::CpAsyncCommitGroupOp::create(b, w.loc);
+      NVVM::CpAsyncWaitGroupOp::create(b, w.loc, 1);
+      gpu::BarrierOp::create(b, w.loc);
+      SmallVector<Value> results = body(c0, stage, carried);
+      gpu::BarrierOp::create(b, w.loc);
+      return results;
+    });
   }
-  /// An ldmatrix.x4 of `buffer`'s stage at the lane's row and chunk: 4
-  /// registers.
-  Tile ldmatrix(Value buffer, Value stage, Value row, Value chunk, int64_t width,
-                bool transpose) const {
-    const loom::IndexMath &im = w.im;
-    OpBuilder &b = w.b;
-    Value column = im.mulc(b, loom::swizzleChunk(b, im, row, chunk, width / kChunk), kChunk);
-    Value tiles = nvgpu::LdMatrixOp::create(
-        b, w.loc, VectorType::get({4, 2}, w.spec.element), buffer,
-        ValueRange{stage, row, column}, b.getBoolAttr(transpose), b.getI32IntegerAttr(4));
-    Tile regs;
-    for (int64_t i = 0; i < 4; ++i)
-      regs.push_back(loom::pairAsRegister(
-          b, w.loc, w.spec.element, vector::ExtractOp::create(b, w.loc, tiles, ArrayRef<int64_t>{i})));
-    return regs;
-  }
-  /// `s` (block / 8 tiles) += the warp's queries times the staged keys^T:
-  /// per ldmatrix.x4 the b0, b1 of two 8-key tiles (matrix i: keys
-  /// 8 (i / 2) on, features 8 (i % 2) on).
-  void multiplyByKeys(ArrayRef<Tile> queries, Value stage, MutableArrayRef<Tile> s) const {
+  /// `tiles` (block / 8 of them) += the warp's rows (A fragments) times
+  /// operand `which`'s rows from `c0` transposed. Staged: per ldmatrix.x4
+  /// the b0, b1 of two 8-column tiles (matrix i: rows 8 (i / 2) on,
+  /// features 8 (i % 2) on).
+  void multiplyRows(ArrayRef<Tile> rows, unsigned which, Value c0, Value stage,
+                    MutableArrayRef<Tile> tiles) const {
+    auto [source, width] = sources[which];
+    if (!staged)
+      return w.multiplyByRowsOf(rows, source, c0, width, tiles);
     const loom::IndexMath &im = w.im;
     OpBuilder &b = w.b;
     Value laneRow = im.remc(b, w.lane, 8), matrix = im.divc(b, w.lane, 8);
-    for (int64_t kk = 0; kk < w.spec.features; kk += 16)
-      for (int64_t n = 0; n < block / 8; n += 2) {
+    for (int64_t kk = 0; kk < width; kk += 16)
+      for (size_t n = 0; n < tiles.size(); n += 2) {
         Value row = im.add(b, im.addc(b, laneRow, n * 8), im.mulc(b, im.divc(b, matrix, 2), 8));
         Value chunk = im.addc(b, im.remc(b, matrix, 2), kk / kChunk);
-        Tile regs = ldmatrix(keys(), stage, row, chunk, w.spec.features, /*transpose=*/false);
-        s[n] = loom::mmaSync(b, w.loc, w.spec.element, queries[kk / 16], {regs[0], regs[1]}, s[n]);
-        s[n + 1] = loom::mmaSync(b, w.loc, w.spec.element, queries[kk / 16], {regs[2], regs[3]},
-                                 s[n + 1]);
+        Tile regs = ldmatrix(which, stage, row, chunk, /*transpose=*/false);
+        tiles[n] = loom::mmaSync(b, w.loc, w.spec.element, rows[kk / 16], {regs[0], regs[1]},
+                                 tiles[n]);
+        tiles[n + 1] = loom::mmaSync(b, w.loc, w.spec.element, rows[kk / 16],
+                                     {regs[2], regs[3]}, tiles[n + 1]);
       }
   }
-  /// `out` += the score tiles `p` (as A fragments, rounded) times the
-  /// staged values: per ldmatrix.x4.trans the b0, b1 of two 8-feature
-  /// tiles (matrix i: keys 8 (i % 2) on, features 8 (i / 2) on).
-  void multiplyValues(ArrayRef<Tile> p, Value stage, MutableArrayRef<Tile> out) const {
+  /// `out` (width / 8 tiles) += the accumulator tiles `c` (as A fragments,
+  /// rounded) times operand `which`'s rows from `c0`. Staged: per
+  /// ldmatrix.x4.trans the b0, b1 of two 8-feature tiles (matrix i: rows
+  /// 8 (i % 2) on, features 8 (i / 2) on).
+  void multiplyColumns(ArrayRef<Tile> c, unsigned which, Value c0, Value stage,
+                       MutableArrayRef<Tile> out) const {
+    auto [source, width] = sources[which];
+    if (!staged)
+      return w.multiplyAccumulators(c, source, c0, width, out);
     const loom::IndexMath &im = w.im;
     OpBuilder &b = w.b;
     Value laneRow = im.remc(b, w.lane, 16), half = im.divc(b, w.lane, 16);
-    for (size_t j = 0; j < p.size() / 2; ++j) {
-      Tile a = w.aFragment(p[2 * j], p[2 * j + 1]);
+    for (size_t j = 0; j < c.size() / 2; ++j) {
+      Tile a = w.aFragment(c[2 * j], c[2 * j + 1]);
       Value row = im.addc(b, laneRow, j * 16);
-      for (int64_t n = 0; n < w.spec.valueFeatures / 8; n += 2) {
-        Tile regs = ldmatrix(values(), stage, row, im.addc(b, half, n), w.spec.valueFeatures,
-                             /*transpose=*/true);
+      for (int64_t n = 0; n < width / 8; n += 2) {
+        Tile regs = ldmatrix(which, stage, row, im.addc(b, half, n), /*transpose=*/true);
         out[n] = loom::mmaSync(b, w.loc, w.spec.element, a, {regs[0], regs[1]}, out[n]);
         out[n + 1] = loom::mmaSync(b, w.loc, w.spec.element, a, {regs[2], regs[3]}, out[n + 1]);
       }
     }
+  }
+
+private:
+  /// The copies of rows c0 .. c0 + block of every operand into `stage`.
+  void issue(Value stage, Value c0) const {
+    const loom::IndexMath &im = w.im;
+    OpBuilder &b = w.b;
+    for (auto [i, source] : llvm::enumerate(sources)) {
+      auto [buffer, width] = source;
+      int64_t perRow = width / kChunk;
+      for (int64_t copy = 0; copy < block * perRow / (32 * kWarps); ++copy) {
+        Value index = im.addc(b, w.tid, copy * 32 * kWarps);
+        Value row = im.divc(b, index, perRow), chunk = im.remc(b, index, perRow);
+        Value column = im.mulc(b, loom::swizzleChunk(b, im, row, chunk, perRow), kChunk);
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, w.loc, w.shared[i], ValueRange{stage, row, column}, buffer,
+            w.at(im.add(b, c0, row), im.mulc(b, chunk, kChunk)), b.getIndexAttr(kChunk),
+            Value(), b.getUnitAttr());
+      }
+    }
+  }
+  /// An ldmatrix.x4 of operand `which`'s stage at the lane's row and
+  /// chunk: 4 registers.
+  Tile ldmatrix(unsigned which, Value stage, Value row, Value chunk, bool transpose) const {
+    const loom::IndexMath &im = w.im;
+    OpBuilder &b = w.b;
+    int64_t width = sources[which].second;
+    Value column = im.mulc(b, loom::swizzleChunk(b, im, row, chunk, width / kChunk), kChunk);
+    Value tiles = nvgpu::LdMatrixOp::create(
+        b, w.loc, VectorType::get({4, 2}, w.spec.element), w.shared[which],
+        ValueRange{stage, row, column}, b.getBoolAttr(transpose), b.getI32IntegerAttr(4));
+    Tile regs;
+    for (int64_t i = 0; i < 4; ++i)
+      regs.push_back(loom::pairAsRegister(
+          b, w.loc, w.spec.element,
+          vector::ExtractOp::create(b, w.loc, tiles, ArrayRef<int64_t>{i})));
+    return regs;
   }
 };
 
@@ -435,48 +491,21 @@ SmallVector<Tile> tilesOf(ValueRange values) {
 }
 
 /// The forward: 16 query rows of a warp against every key block up to
-/// the diagonal, the online softmax carried, O / l stored at the end. With
-/// `staged`, K and V come from shared memory (StagedBlocks) and the block's
-/// warps walk the key blocks together, to the diagonal of the block's last
-/// row (the mask zeroes what lies past a warp's own).
+/// the diagonal (staged: the block's last row's), the online softmax
+/// carried, O / l stored at the end.
 void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
-  const loom::IndexMath &im = w.im;
   SmallVector<Tile> queries = w.rowFragments(spec.query, spec.features);
   int64_t outputTiles = spec.valueFeatures / 8;
   SmallVector<Value> init = flat(w.zeroTiles(outputTiles));
   init.append({w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)});
-  StagedBlocks blocks{w, keyBlock};
+  Columns columns{w, keyBlock, {{spec.key, spec.features}, {spec.value, spec.valueFeatures}},
+                  staged};
   Value end = staged ? w.blockKeyEnd(keyBlock) : w.keyEnd(keyBlock);
-  if (staged) {
-    blocks.issue(im.cst(w.b, 0), im.cst(w.b, 0));
-    NVVM::CpAsyncCommitGroupOp::create(w.b, w.loc);
-  }
-  auto loop = w.loop(im.cst(w.b, 0), end, keyBlock, init,
-                     [&](Value k0, ValueRange carried) {
+  auto loop = columns.loop(w.im.cst(w.b, 0), end, init,
+                           [&](Value k0, Value stage, ValueRange carried) {
     SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
-    Value stage;
-    if (staged) {
-      // Block i + 1's copies go out (into the stage block i - 1 used,
-      // which every warp has left: the barrier ending each step) before
-      // block i's are awaited: at most one group pending means block i's
-      // landed, for this thread; the barrier, for all.
-      stage = im.remc(w.b, im.divc(w.b, k0, keyBlock), 2);
-      Value next = im.addc(w.b, k0, keyBlock);
-      Value more = arith::CmpIOp::create(w.b, w.loc, arith::CmpIPredicate::ult, next, end);
-      auto ifMore = scf::IfOp::create(w.b, w.loc, more, /*withElseRegion=*/false);
-      {
-        OpBuilder::InsertionGuard guard(w.b);
-        w.b.setInsertionPoint(ifMore.thenBlock()->getTerminator());
-        blocks.issue(im.xorv(w.b, stage, im.cst(w.b, 1)), next);
-      }
-      NVVM::CpAsyncCommitGroupOp::create(w.b, w.loc);
-      NVVM::CpAsyncWaitGroupOp::create(w.b, w.loc, 1);
-      gpu::BarrierOp::create(w.b, w.loc);
-      blocks.multiplyByKeys(queries, stage, s);
-    } else {
-      w.multiplyByRowsOf(queries, spec.key, k0, spec.features, s);
-    }
+    columns.multiplyRows(queries, 0, k0, stage, s);
     for (auto [n, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
@@ -502,12 +531,7 @@ void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
         sums[e / 2] = w.add(sums[e / 2], tile[e]);
       }
     // O += P V: P's A fragments are the score tiles.
-    if (staged) {
-      blocks.multiplyValues(s, stage, output);
-      gpu::BarrierOp::create(w.b, w.loc);
-    } else {
-      w.multiplyAccumulators(s, spec.value, k0, spec.valueFeatures, output);
-    }
+    columns.multiplyColumns(s, 1, k0, stage, output);
     SmallVector<Value> next = flat(output);
     next.append({maxima[0], maxima[1], sums[0], sums[1]});
     return next;
@@ -524,24 +548,27 @@ void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
 /// exponentials, as the softmax sums them), then dot = sum(p * dp), then
 /// ds and dq += ds K. The statistics go to the flat buffer for the key
 /// side.
-void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
+void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
   RowOperand queries(w, spec.query, spec.features, reloadsRows(spec));
   RowOperand grads(w, spec.resultGrad, spec.valueFeatures, reloadsRows(spec));
-  Value zero = w.im.cst(w.b, 0), end = w.keyEnd(keyBlock);
-  auto scoresOf = [&](Value k0) {
+  Columns columns{w, keyBlock, {{spec.key, spec.features}, {spec.value, spec.valueFeatures}},
+                  staged};
+  Value zero = w.im.cst(w.b, 0);
+  Value end = staged ? w.blockKeyEnd(keyBlock) : w.keyEnd(keyBlock);
+  auto scoresOf = [&](Value k0, Value stage) {
     SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
-    w.multiplyByRowsOf(queries.get(), spec.key, k0, spec.features, s);
+    columns.multiplyRows(queries.get(), 0, k0, stage, s);
     for (auto [n, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
     return s;
   };
   // Pass 1: maxima and sums.
-  auto stats = w.loop(zero, end, keyBlock,
-                      {w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)},
-                      [&](Value k0, ValueRange carried) {
-    SmallVector<Tile> s = scoresOf(k0);
+  auto stats = columns.loop(zero, end,
+                            {w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)},
+                            [&](Value k0, Value stage, ValueRange carried) {
+    SmallVector<Tile> s = scoresOf(k0, stage);
     SmallVector<Value> next(4);
     for (int64_t half = 0; half < 2; ++half) {
       Value rowMax = carried[half];
@@ -566,16 +593,16 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
     return s;
   };
   // dp = dO V^T in f32 (the five ops' rule keeps it f32).
-  auto probabilityGrads = [&](Value k0) {
+  auto probabilityGrads = [&](Value k0, Value stage) {
     SmallVector<Tile> dp = w.zeroTiles(keyBlock / 8);
-    w.multiplyByRowsOf(grads.get(), spec.value, k0, spec.valueFeatures, dp);
+    columns.multiplyRows(grads.get(), 1, k0, stage, dp);
     return dp;
   };
   // Pass 2: dot = sum over the keys of p * dp.
-  auto dots = w.loop(zero, end, keyBlock, {w.f32Constant(0.0), w.f32Constant(0.0)},
-                     [&](Value k0, ValueRange carried) {
-    SmallVector<Tile> p = probabilities(scoresOf(k0));
-    SmallVector<Tile> dp = probabilityGrads(k0);
+  auto dots = columns.loop(zero, end, {w.f32Constant(0.0), w.f32Constant(0.0)},
+                           [&](Value k0, Value stage, ValueRange carried) {
+    SmallVector<Tile> p = probabilities(scoresOf(k0, stage));
+    SmallVector<Tile> dp = probabilityGrads(k0, stage);
     SmallVector<Value> next(carried);
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e)
@@ -585,16 +612,16 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
   Value dot[2] = {w.quadSum(dots.getResult(0)), w.quadSum(dots.getResult(1))};
   // Pass 3: ds, and dq += ds K.
   int64_t gradTiles = spec.features / 8;
-  auto backward = w.loop(zero, end, keyBlock, flat(w.zeroTiles(gradTiles)),
-                         [&](Value k0, ValueRange carried) {
-    SmallVector<Tile> p = probabilities(scoresOf(k0));
-    SmallVector<Tile> ds = probabilityGrads(k0);
+  auto backward = columns.loop(zero, end, flat(w.zeroTiles(gradTiles)),
+                               [&](Value k0, Value stage, ValueRange carried) {
+    SmallVector<Tile> p = probabilities(scoresOf(k0, stage));
+    SmallVector<Tile> ds = probabilityGrads(k0, stage);
     for (auto [n, tile] : llvm::enumerate(ds))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = w.scoreGrad(p[n][e], tile[e], dot[e / 2],
                               w.above(w.row(e / 2), w.column(k0, n, e)));
     SmallVector<Tile> dq = tilesOf(carried);
-    w.multiplyAccumulators(ds, spec.key, k0, spec.features, dq);
+    columns.multiplyColumns(ds, 0, k0, stage, dq);
     return flat(dq);
   });
   w.storeRows(spec.outputs[0], tilesOf(backward.getResults()),
@@ -616,23 +643,31 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock) {
 /// query blocks from its diagonal (causal) with the query side's
 /// statistics: p^T and ds^T formed again (the transposed products K Q^T
 /// and V dO^T), dv += p^T dO and dk += ds^T Q.
-void buildKeyGradWarp(Warp &w, int64_t queryBlock) {
+void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
+  const loom::IndexMath &im = w.im;
   RowOperand keys(w, spec.key, spec.features, reloadsRows(spec));
   RowOperand values(w, spec.value, spec.valueFeatures, reloadsRows(spec));
+  Columns columns{w, queryBlock,
+                  {{spec.query, spec.features}, {spec.resultGrad, spec.valueFeatures}}, staged};
   int64_t keyTiles = spec.features / 8, valueTiles = spec.valueFeatures / 8;
-  Value start = w.im.cst(w.b, 0);
-  if (spec.causal)
-    start = w.im.mulc(w.b, w.im.divc(w.b, w.rowBase, queryBlock), queryBlock);
+  // Causal: from the query block of the warp's (staged: the block's) first
+  // key on.
+  Value start = im.cst(w.b, 0);
+  if (spec.causal) {
+    Value first = staged ? im.mulc(w.b, im.divc(w.b, w.rowBase, kRowsPerBlock), kRowsPerBlock)
+                         : w.rowBase;
+    start = im.mulc(w.b, im.divc(w.b, first, queryBlock), queryBlock);
+  }
   SmallVector<Value> init = flat(w.zeroTiles(keyTiles));
   llvm::append_range(init, flat(w.zeroTiles(valueTiles)));
-  auto loop = w.loop(start, w.im.cst(w.b, spec.queries), queryBlock, init,
-                     [&](Value q0, ValueRange carried) {
+  auto loop = columns.loop(start, im.cst(w.b, spec.queries), init,
+                           [&](Value q0, Value stage, ValueRange carried) {
     // Columns are queries here: (row key, column query).
     SmallVector<Tile> p = w.zeroTiles(queryBlock / 8);
-    w.multiplyByRowsOf(keys.get(), spec.query, q0, spec.features, p);
+    columns.multiplyRows(keys.get(), 0, q0, stage, p);
     SmallVector<Tile> ds = w.zeroTiles(queryBlock / 8);
-    w.multiplyByRowsOf(values.get(), spec.resultGrad, q0, spec.valueFeatures, ds);
+    columns.multiplyRows(values.get(), 1, q0, stage, ds);
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e) {
         Value query = w.column(q0, n, e);
@@ -643,8 +678,8 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock) {
       }
     SmallVector<Tile> dk = tilesOf(carried.take_front(keyTiles * 4));
     SmallVector<Tile> dv = tilesOf(carried.drop_front(keyTiles * 4));
-    w.multiplyAccumulators(p, spec.resultGrad, q0, spec.valueFeatures, dv);
-    w.multiplyAccumulators(ds, spec.query, q0, spec.features, dk);
+    columns.multiplyColumns(p, 1, q0, stage, dv);
+    columns.multiplyColumns(ds, 0, q0, stage, dk);
     SmallVector<Value> next = flat(dk);
     llvm::append_range(next, flat(dv));
     return next;
@@ -815,22 +850,36 @@ int64_t columnBlock(int64_t rows, int64_t most) {
   return 16;
 }
 
-/// Whether the forward stages its key blocks in shared memory: whole
-/// blocks of 64 queries (the warps meet at barriers), every thread the same
-/// number of 16-byte copies, 16-byte aligned rows, and the two stages of K
-/// and V within the 48 KiB of static shared memory.
-bool stagesBlocks(const AttentionSpec &spec, int64_t keyBlock) {
+/// The workgroup buffers that stage `columns` (pairs of an operand and
+/// its width) in blocks of `block` for a launch over `rows`, or none where
+/// staging does not apply: blocks of 64 rows must be whole (the warps meet
+/// at barriers), every thread must make the same number of 16-byte copies,
+/// the operands' rows must be 16-byte aligned, and the two stages of every
+/// operand must fit the 48 KiB of static shared memory.
+SmallVector<Type> stagingBuffers(const AttentionSpec &spec, int64_t rows, int64_t block,
+                                 ArrayRef<std::pair<Value, int64_t>> columns) {
   int64_t threads = 32 * kWarps, bytes = spec.element.getIntOrFloatBitWidth() / 8;
-  return spec.queries % kRowsPerBlock == 0 &&
-         keyBlock * spec.features / StagedBlocks::kChunk % threads == 0 &&
-         keyBlock * spec.valueFeatures / StagedBlocks::kChunk % threads == 0 &&
-         loom::isAlignedRun(spec.key, StagedBlocks::kChunk) &&
-         loom::isAlignedRun(spec.value, StagedBlocks::kChunk) &&
-         2 * keyBlock * (spec.features + spec.valueFeatures) * bytes <= 48 * 1024;
+  int64_t total = 0;
+  bool fits = rows % kRowsPerBlock == 0;
+  for (auto [operand, width] : columns) {
+    fits = fits && block * width / Columns::kChunk % threads == 0 &&
+           loom::isAlignedRun(operand, Columns::kChunk);
+    total += 2 * block * width * bytes;
+  }
+  SmallVector<Type> types;
+  if (!fits || total > 48 * 1024)
+    return types;
+  MLIRContext *context = spec.element.getContext();
+  for (auto [operand, width] : columns)
+    types.push_back(MemRefType::get(
+        {2, block, width}, spec.element, MemRefLayoutAttrInterface(),
+        gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
+  return types;
 }
 
-/// Replaces `kernel`'s body by the attention launches (the forward's key
-/// blocks staged in shared memory where `stageOperands` and stagesBlocks).
+/// Replaces `kernel`'s body by the attention launches (their column
+/// operands staged in shared memory where `stageOperands` and
+/// stagingBuffers allow).
 LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
                                    bool stageOperands) {
   FailureOr<AttentionSpec> read = readSpec(kernel, mark);
@@ -850,11 +899,9 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
     int64_t most = std::max(spec.features, spec.valueFeatures) > 64 ? 32 : 64;
     int64_t keyBlock = columnBlock(spec.keys, most);
     SmallVector<Type> staging;
-    if (stageOperands && stagesBlocks(spec, keyBlock))
-      for (int64_t width : {spec.features, spec.valueFeatures})
-        staging.push_back(MemRefType::get(
-            {2, keyBlock, width}, spec.element, MemRefLayoutAttrInterface(),
-            gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup)));
+    if (stageOperands)
+      staging = stagingBuffers(spec, spec.queries, keyBlock,
+                               {{spec.key, spec.features}, {spec.value, spec.valueFeatures}});
     launchWarps(
         b, loc, spec, spec.queries, spec.causal,
         [&](Warp &w) { buildForwardWarp(w, keyBlock, !staging.empty()); }, staging);
@@ -874,12 +921,23 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
     // takes blocks of 16 queries: heads of 128 then run without spills, the
     // key side at 255 registers.
     int64_t most = std::max(spec.features, spec.valueFeatures) > 32 ? 32 : 64;
-    launchWarps(b, loc, spec, spec.queries, spec.causal, [&](Warp &w) {
-      buildQueryGradWarp(w, columnBlock(spec.keys, most));
-    });
-    launchWarps(b, loc, spec, spec.keys, /*lastFirst=*/false, [&](Warp &w) {
-      buildKeyGradWarp(w, columnBlock(spec.queries, reloadsRows(spec) ? 16 : most));
-    });
+    int64_t keyBlock = columnBlock(spec.keys, most);
+    int64_t queryBlock = columnBlock(spec.queries, reloadsRows(spec) ? 16 : most);
+    SmallVector<Type> keysStaged, queriesStaged;
+    if (stageOperands) {
+      keysStaged = stagingBuffers(spec, spec.queries, keyBlock,
+                                  {{spec.key, spec.features}, {spec.value, spec.valueFeatures}});
+      queriesStaged =
+          stagingBuffers(spec, spec.keys, queryBlock,
+                         {{spec.query, spec.features}, {spec.resultGrad, spec.valueFeatures}});
+    }
+    launchWarps(
+        b, loc, spec, spec.queries, spec.causal,
+        [&](Warp &w) { buildQueryGradWarp(w, keyBlock, !keysStaged.empty()); }, keysStaged);
+    launchWarps(
+        b, loc, spec, spec.keys, /*lastFirst=*/false,
+        [&](Warp &w) { buildKeyGradWarp(w, queryBlock, !queriesStaged.empty()); },
+        queriesStaged);
   }
   func::ReturnOp::create(b, loc);
   return success();

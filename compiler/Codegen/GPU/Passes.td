@@ -27,16 +27,19 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
     rounded before their normalization (FlashAttention's online form), so
     results agree with the CPU's within the operand type's rounding.
 
-    With `stage-operands` (the default), the forward stages each block of
-    keys and values in shared memory where the shapes allow (whole blocks
-    of 64 queries, 16-byte aligned rows): `cp.async` copies by the whole
-    block, double-buffered, read with `ldmatrix` (`.trans` for V); the
-    block's warps then walk the key blocks together.
+    With `stage-operands` (the default), each launch stages the blocks of
+    its column operands in shared memory where the shapes allow (whole
+    blocks of 64 rows, 16-byte aligned rows): K and V in the forward and
+    the backward's query side, Q and dO on its key side; `cp.async` copies
+    by the whole block, double-buffered, read with `ldmatrix` (`.trans`
+    where the operand's rows are the product's k); the block's warps then
+    walk the column blocks together.
   }];
   let options = [
     Option<"stageOperands", "stage-operands", "bool", "true",
-           "Stage the forward's key and value blocks in shared memory "
-           "(cp.async, ldmatrix) where the shapes allow">
+           "Stage the column operands' blocks (K and V; Q and dO on the "
+           "backward's key side) in shared memory (cp.async, ldmatrix) "
+           "where the shapes allow">
   ];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",

@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --split-input-file --loom-build-gpu-attention -verify-diagnostics | FileCheck %s --check-prefixes=CHECK,STAGED
 // RUN: loom-opt %s --split-input-file --loom-build-gpu-attention=stage-operands=false -verify-diagnostics | FileCheck %s --check-prefixes=CHECK,UNSTAGED
+// RUN: loom-opt %s --split-input-file --loom-build-gpu-attention -verify-diagnostics | FileCheck %s --check-prefix=GRAD
 
 // --loom-build-gpu-attention: a kernel marked loom.gpu_attention (one
 // loom.attention, lowered for the CPU) gets one launch instead of its body.
@@ -29,10 +30,11 @@
 // STAGED-DAG:    %[[C128:.+]] = arith.constant 128 : index
 // STAGED:        gpu.launch blocks(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C8]], %{{.+}} = %[[C2]], %{{.+}} = %{{.+}}) threads(%{{.+}}, %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C128]], %{{.+}}, %{{.+}}) workgroup(%[[KS:.+]] : memref<2x64x64xbf16, #gpu.address_space<workgroup>>, %[[VS:.+]] : memref<2x64x64xbf16, #gpu.address_space<workgroup>>)
 // STAGED-COUNT-16: vector.load %[[Q]]
-// Key block 0 into stage 0: 64 rows of 8 chunks of 16 bytes each of K and
-// V, 4 copies of each a thread.
-// STAGED-COUNT-4:  nvgpu.device_async_copy %[[K]][{{.+}}], %[[KS]][%c0, {{.+}}], 8 {bypassL1}
-// STAGED-COUNT-4:  nvgpu.device_async_copy %[[V]][{{.+}}], %[[VS]][%c0, {{.+}}], 8 {bypassL1}
+// Key block 0 into stage 0 (if there are keys to read): 64 rows of 8
+// chunks of 16 bytes each of K and V, 4 copies of each a thread.
+// STAGED:          scf.if
+// STAGED-COUNT-4:    nvgpu.device_async_copy %[[K]][{{.+}}], %[[KS]][%c0{{(_[0-9]+)?}}, {{.+}}], 8 {bypassL1}
+// STAGED-COUNT-4:    nvgpu.device_async_copy %[[V]][{{.+}}], %[[VS]][%c0{{(_[0-9]+)?}}, {{.+}}], 8 {bypassL1}
 // STAGED:          nvvm.cp.async.commit.group
 // STAGED:          %{{.+}}:36 = scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(
 // The next block into the other stage, then this one awaited.
@@ -126,7 +128,7 @@ func.func @plain(%q: memref<80x32xf16>, %k: memref<48x32xf16>, %v: memref<48x16x
 // STAGED:        %[[PAIR:.+]] = arith.divui %[[ROW]], %c2{{(_[0-9]+)?}} :
 // STAGED:        %[[KEY:.+]] = arith.remui %[[PAIR]], %c4{{(_[0-9]+)?}} :
 // STAGED-NEXT:   arith.xori %[[CHUNK]], %[[KEY]]
-// STAGED:        nvgpu.device_async_copy %{{.+}}, %[[KS]][%c0, %[[ROW]], %{{.+}}], 8
+// STAGED:        nvgpu.device_async_copy %{{.+}}, %[[KS]][%c0{{(_[0-9]+)?}}, %[[ROW]], %{{.+}}], 8
 // UNSTAGED-NOT:  workgroup(
 func.func @wide(%q: memref<64x96xf16>, %k: memref<64x96xf16>, %v: memref<64x96xf16>,
                 %o: memref<64x96xf16>)
@@ -174,6 +176,32 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // side (per 16 key rows) walks the query blocks from its diagonal:
 // K Q^T and V dO^T (2 x 8 each), then dv += p^T dO and dk += ds^T Q (4 x 4
 // each), reading the statistics back; it stores dk and dv.
+// Staged (GRAD, the default), the query side's blocks stage K and V, each
+// of its three passes streaming them again, dq += ds K reading K
+// transposed; the key side's stage Q and dO, dv += p^T dO and dk += ds^T Q
+// reading them transposed.
+
+// GRAD-LABEL: func.func @attention_grad_k0
+// GRAD-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[DO:[^:]+]]: memref<2x64x32xbf16>,
+// GRAD:         gpu.launch {{.+}} workgroup(%[[KS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>, %[[VS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>)
+// GRAD:           nvgpu.device_async_copy %[[K]]{{.+}}, %[[KS]]
+// GRAD:           nvgpu.device_async_copy %[[V]]{{.+}}, %[[VS]]
+// GRAD:           scf.for
+// GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = false
+// GRAD:           scf.for
+// GRAD:             nvgpu.ldmatrix %[[VS]]{{.+}}transpose = false
+// GRAD:           scf.for
+// GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = true
+// GRAD:           gpu.terminator
+// GRAD:         gpu.launch {{.+}} workgroup(%[[QS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>, %[[DOS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>)
+// GRAD:           nvgpu.device_async_copy %[[Q]]{{.+}}, %[[QS]]
+// GRAD:           nvgpu.device_async_copy %[[DO]]{{.+}}, %[[DOS]]
+// GRAD:           scf.for
+// GRAD:             nvgpu.ldmatrix %[[QS]]{{.+}}transpose = false
+// GRAD:             nvgpu.ldmatrix %[[DOS]]{{.+}}transpose = false
+// GRAD:             nvgpu.ldmatrix %[[DOS]]{{.+}}transpose = true
+// GRAD:             nvgpu.ldmatrix %[[QS]]{{.+}}transpose = true
+// GRAD:           gpu.terminator
 
 // CHECK-LABEL: func.func @attention_grad_k0
 // CHECK-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[DO:[^:]+]]: memref<2x64x32xbf16>, %[[DQ:[^:]+]]: memref<2x64x32xbf16>, %[[DK:[^:]+]]: memref<2x64x32xbf16>, %[[DV:[^:]+]]: memref<2x64x32xbf16>
