@@ -83,6 +83,11 @@ bool CudaExecutor::runStep(size_t, std::string &error) {
   return false;
 }
 
+bool CudaExecutor::runSteps(char *, size_t, size_t, uint64_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
 uint64_t CudaExecutor::address(const PlanBuffer &) const { return 0; }
 
 bool CudaExecutor::copyToDeviceAt(uint64_t, const char *, uint64_t,
@@ -118,6 +123,7 @@ std::string CudaExecutor::deviceDescription() const { return ""; }
 
 #else // LOOM_RUNTIME_CUDA
 
+#include "RuntimeKernels.h"
 #include "support/Symbols.h"
 
 #include <cuda.h>
@@ -217,6 +223,10 @@ struct CudaExecutor::State {
   int sharedOptIn = 0;
   bool retained = false; // the primary context
   CUmodule module = nullptr;
+  /// The runtime's own kernels (RuntimeKernels.h), loaded for plans that
+  /// need them (accumulate steps).
+  CUmodule runtimeModule = nullptr;
+  CUfunction accumulateFunction = nullptr;
   CUdeviceptr arena = 0;
   uint64_t arenaBytes = 0; // allocated (at least 256)
   /// Per plan.launches entry, its function.
@@ -247,6 +257,10 @@ struct CudaExecutor::State {
   bool loadImage(const PlanGpuImage &image, const unsigned char *bytes,
                  uint64_t size, std::string &error);
   bool findFunctions(std::string &error);
+  /// Loads the runtime's kernels (JIT-compiled by the driver).
+  bool loadRuntimeKernels(std::string &error);
+  /// Queues accumulate step `stepIndex` of microbatch `microbatch`.
+  bool accumulate(size_t stepIndex, uint64_t microbatch, std::string &error);
   /// Encodes the `tmap:` arguments' tensor maps for the device arena and
   /// copies them to the device (after the arena is allocated).
   bool encodeTensorMaps(std::string &error);
@@ -281,6 +295,8 @@ CudaExecutor::State::~State() {
     api.memFree(arena);
   if (module)
     api.moduleUnload(module);
+  if (runtimeModule)
+    api.moduleUnload(runtimeModule);
   if (retained)
     api.primaryCtxRelease(device);
   // The driver stays loaded: unloading libcuda while its threads run is not
@@ -440,6 +456,51 @@ bool CudaExecutor::State::loadImage(const PlanGpuImage &image,
   if (!details.empty())
     error += "\n" + details;
   return false;
+}
+
+bool CudaExecutor::State::loadRuntimeKernels(std::string &error) {
+  char log[4096] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
+  CUresult result =
+      api.moduleLoadDataEx(&runtimeModule, kRuntimeKernelsPtx, 2, options, values);
+  if (result != CUDA_SUCCESS) {
+    runtimeModule = nullptr;
+    log[sizeof(log) - 1] = '\0';
+    check(result, "cuModuleLoadDataEx", error,
+          "loading the runtime's kernels (PTX, for the accumulate steps) on " +
+              deviceName);
+    if (log[0])
+      error += std::string(": ") + log;
+    return false;
+  }
+  return check(api.moduleGetFunction(&accumulateFunction, runtimeModule,
+                                     "loom_accumulate"),
+               "cuModuleGetFunction", error,
+               "finding the runtime's kernel 'loom_accumulate'");
+}
+
+bool CudaExecutor::State::accumulate(size_t stepIndex, uint64_t microbatch,
+                                     std::string &error) {
+  const PlanStep &step = plan->steps[stepIndex];
+  const PlanBuffer &in = plan->buffers[step.buffers[0]];
+  const PlanBuffer &sum = plan->buffers[step.buffers[1]];
+  uint64_t n = sum.bytes / sizeof(float), count = plan->optimizer.microbatches;
+  // At most 2^20 microbatches (the plan's limit): the count fits above
+  // the two flags.
+  uint32_t mode = static_cast<uint32_t>(count << 2) |
+                  (microbatch + 1 == count ? 2u : 0u) | (microbatch == 0 ? 1u : 0u);
+  CUdeviceptr sumAddress = address(sum), inAddress = address(in);
+  void *args[] = {&sumAddress, &inAddress, &n, &mode};
+  const unsigned threads = 256;
+  uint64_t blocks = std::min<uint64_t>(std::max<uint64_t>((n + threads - 1) / threads, 1), 4096);
+  return check(api.launchKernel(accumulateFunction, static_cast<unsigned>(blocks), 1, 1,
+                                threads, 1, 1, 0, nullptr, args, nullptr),
+               "cuLaunchKernel", error,
+               planLine(step.line) + "accumulating '" + in.name + "' into '" +
+                   sum.name + "' (step " + std::to_string(stepIndex) +
+                   ", microbatch " + std::to_string(microbatch) + ")");
 }
 
 bool CudaExecutor::State::findFunctions(std::string &error) {
@@ -728,11 +789,6 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
   State &s = *state;
   s.plan = &plan;
   s.access = analyzeStepAccess(plan);
-  if (plan.microbatchSteps()) {
-    error = "a training step with microbatches runs on the CPU only for now "
-            "(--device cpu)";
-    return false;
-  }
   // Collectives between GPUs run through `collectives` (NCCL).
   if ((plan.mesh.present || plan.numCollectives()) && !collectives) {
     error = "a partitioned plan runs on cuda only with collectives on the "
@@ -746,7 +802,8 @@ bool CudaExecutor::open(const Plan &plan, const unsigned char *image,
   if (!s.loadDriver(driverLibrary ? driverLibrary : "libcuda.so.1", error) ||
       !s.selectDevice(plan.gpuImage, localRank, error) ||
       !s.loadImage(plan.gpuImage, image, imageSize, error) ||
-      !s.findFunctions(error))
+      !s.findFunctions(error) ||
+      (plan.microbatchSteps() && !s.loadRuntimeKernels(error)))
     return false;
   // One arena; cuMemAlloc aligns to at least 256 bytes and rejects 0.
   s.arenaBytes = plan.arenaBytes < 256 ? 256 : plan.arenaBytes;
@@ -903,12 +960,13 @@ bool CudaExecutor::downloadParams(char *hostArena, std::string &error) {
   return true;
 }
 
-bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
-                       std::string &error) {
+bool CudaExecutor::uploadInputs(char *hostArena, bool inputsOnly,
+                                std::string &error) {
   State &s = *state;
-  if (s.resident && s.uploaded) {
-    // A training step after the first: the params and the optimizer state
-    // are the device's (applyUpdates); only the inputs are new.
+  if (inputsOnly || (s.resident && s.uploaded)) {
+    // A training step after the first, or a later microbatch: the params
+    // and the optimizer state are the device's (applyUpdates); only the
+    // inputs are new.
     for (const PlanBuffer &buffer : s.plan->buffers)
       if (buffer.role == BufferRole::Input &&
           !copyToDevice(buffer, hostArena + buffer.offset, error))
@@ -917,6 +975,32 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
     return false;
   }
   s.uploaded = true;
+  return true;
+}
+
+bool CudaExecutor::runSteps(char *hostArena, size_t begin, size_t end,
+                            uint64_t microbatch, std::string &error) {
+  State &s = *state;
+  // A later microbatch must not clear the arena: the accumulates' sums
+  // live there.
+  if (begin == 0 && !uploadInputs(hostArena, microbatch > 0, error))
+    return false;
+  for (size_t i = begin; i < end && i < s.plan->steps.size(); ++i) {
+    const PlanStep &step = s.plan->steps[i];
+    bool queued = step.kind == StepKind::Accumulate
+                      ? s.accumulate(i, microbatch, error)
+                      : queueStep(i, error);
+    if (!queued)
+      return false;
+  }
+  return true;
+}
+
+bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
+                       std::string &error) {
+  State &s = *state;
+  if (!uploadInputs(hostArena, /*inputsOnly=*/false, error))
+    return false;
   const Plan &plan = *s.plan;
   const DriverApi &api = s.api;
 

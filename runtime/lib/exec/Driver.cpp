@@ -533,8 +533,21 @@ bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
   size_t perMicrobatch = plan.microbatchSteps();
   if (!perMicrobatch)
     return place(0) && execute(trace);
-  // Accumulates run on the CPU only (CudaExecutor::open says so).
   uint64_t count = plan.optimizer.microbatches;
+  if (onCuda) {
+    // The microbatches' steps queued on the device, the accumulates as the
+    // runtime's kernel; the outputs come back once, at the end.
+    char *arena = executor.arena();
+    for (uint64_t microbatch = 0; microbatch < count; ++microbatch)
+      if (!place(microbatch) ||
+          !(cuda.runSteps(arena, 0, perMicrobatch, microbatch, error) ||
+            fail(multiRank ? inSpmdPlan(error) : error)))
+        return false;
+    if (!cuda.runSteps(arena, perMicrobatch, plan.steps.size(), count - 1, error) ||
+        !cuda.finish(arena, error))
+      return fail(multiRank ? inSpmdPlan(error) : error);
+    return true;
+  }
   for (uint64_t microbatch = 0; microbatch < count; ++microbatch) {
     if (!place(microbatch))
       return false;

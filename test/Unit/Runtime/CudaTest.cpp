@@ -986,3 +986,78 @@ TEST(Cuda, ReportsTensorMapsTheDriverCannotMake) {
 }
 
 #endif // LOOM_FAKE_CUDA_DRIVER
+
+#ifdef LOOM_FAKE_CUDA_DRIVER
+
+namespace {
+/// A training step in 2 microbatches: g = x + w per microbatch, gm their
+/// mean (an accumulate step), next.w = w + gm.
+std::vector<std::string> microbatchedPlanLines() {
+  return {"loom-plan 1",
+          "model micro",
+          "device cpu",
+          "arena 384",
+          "gpu-image sm_90 ptx 9",
+          "buffer 0 x input f32 8 0",
+          "buffer 1 w param f32 8 64 normal 1",
+          "buffer 2 g temp f32 8 128",
+          "buffer 3 gm temp f32 8 192",
+          "buffer 4 next.w output f32 8 256",
+          "kernel add 3",
+          "launch add fake_add 1 1 1 8 1 1 b:0 b:1 b:2 i32:8",
+          "step add 0 1 2",
+          "accumulate 2 3",
+          "step add 1 3 4",
+          "optimizer sgd 3 lr=0.1 microbatches=2",
+          "update 4 1"};
+}
+} // namespace
+
+TEST(Cuda, TrainsInMicrobatchesWithTheAccumulatesOnTheDevice) {
+  TempDir dir;
+  std::string plan = sealLines(microbatchedPlanLines());
+  auto train = [&](const std::string &tag, bool cuda) {
+    std::vector<std::string> args = {"train", "--random-inputs", "--seed", "7",
+                                     "--save", dir.path(tag + ".ckpt")};
+    if (cuda)
+      args.insert(args.begin() + 1, {"--device", "cuda"});
+    return runDriver(args, gpuExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+  };
+  RunResult cpu = train("cpu", false);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  FakeCudaState &fake = fakeCuda();
+  RunResult gpu = train("gpu", true);
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  EXPECT_EQ(gpu.out.substr(0, gpu.out.find("checkpoint")),
+            cpu.out.substr(0, cpu.out.find("checkpoint")));
+  // Three steps of the mean of two microbatches' x + w: the CPU's params.
+  EXPECT_EQ(readFile(dir.path("gpu.ckpt")), readFile(dir.path("cpu.ckpt")));
+  // Per step: x + w and the accumulate per microbatch, then the update.
+  ASSERT_EQ(fake.numLaunches, 3 * 5u);
+  const char *expected[] = {"fake_add", "loom_accumulate", "fake_add",
+                            "loom_accumulate", "fake_add"};
+  for (unsigned i = 0; i < 5; ++i)
+    EXPECT_STREQ(fake.launches[i].function, expected[i]) << i;
+  // The accumulate's mode: 2 microbatches (<< 2), the first copies (1),
+  // the last divides (2); 8 elements.
+  EXPECT_EQ(fake.launches[1].params[3], (2u << 2) | 1u);
+  EXPECT_EQ(fake.launches[3].params[3], (2u << 2) | 2u);
+  EXPECT_EQ(fake.launches[1].params[2], 8u);
+  // x per microbatch (the first with w, once), the update on the device.
+  EXPECT_EQ(fake.bytesToDevice, 64u + 5 * 32u);
+  expectReleased(fake);
+
+  // The accumulate's launch failing names the step, the buffers and the
+  // microbatch.
+  FakeCudaState &failing = fakeCuda();
+  failing.failFunction = "loom_accumulate";
+  failing.failResult = 1; // CUDA_ERROR_INVALID_VALUE
+  RunResult failed = train("gpu2", true);
+  EXPECT_EQ(failed.status, 1);
+  EXPECT_NE(failed.err.find("accumulating 'g' into 'gm' (step 1, microbatch 0): "
+                            "cuLaunchKernel failed"),
+            std::string::npos)
+      << failed.err;
+}
+
+#endif // LOOM_FAKE_CUDA_DRIVER

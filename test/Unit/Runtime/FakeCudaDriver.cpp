@@ -186,6 +186,17 @@ void fakeTma(void **params, const unsigned *, const unsigned *) {
   }
 }
 
+void loomAccumulate(void **params, const unsigned *, const unsigned *) {
+  float *sum = pointer(params, 0), *in = pointer(params, 1);
+  uint64_t n = param<uint64_t>(params, 2);
+  uint32_t mode = param<uint32_t>(params, 3);
+  float count = static_cast<float>(mode >> 2);
+  for (uint64_t i = 0; i < n; ++i) {
+    float value = (mode & 1) ? in[i] : sum[i] + in[i];
+    sum[i] = (mode & 2) ? value / count : value;
+  }
+}
+
 struct Function {
   const char *name;
   HostKernel kernel;
@@ -199,6 +210,7 @@ Function kFunctions[] = {
     {"fake_perturb", fakePerturb, 3, {8, 4, 8, 0}},
     {"fake_sum", fakeSum, 4, {8, 8, 8, 8}},
     {"fake_tma", fakeTma, 2, {8, 8, 0, 0}},
+    {"loom_accumulate", loomAccumulate, 4, {8, 8, 8, 4}},
 };
 static_assert(sizeof(kFunctions) / sizeof(kFunctions[0]) ==
                   FakeCudaState::kNumFunctions,
@@ -334,6 +346,12 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image,
                                     void **optionValues) {
   FAKE_FAIL("cuModuleLoadDataEx");
   const char *bytes = static_cast<const char *>(image);
+  const char kRuntime[] = "// Loom runtime kernels";
+  if (std::strncmp(bytes, kRuntime, sizeof(kRuntime) - 1) == 0) {
+    *module = reinterpret_cast<CUmodule>(new Module());
+    ++state.loadedModules;
+    return CUDA_SUCCESS;
+  }
   if (std::strncmp(bytes, "FAKE", 4) != 0) {
     char *log = nullptr;
     size_t size = 0;
@@ -495,6 +513,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX,
   if (stream || extra)
     return CUDA_ERROR_INVALID_VALUE;
   const Function *found = reinterpret_cast<const Function *>(function);
+  if (state.failFunction && std::strcmp(found->name, state.failFunction) == 0)
+    return static_cast<CUresult>(state.failResult);
   int maxShared = state.maxDynamicShared[functionIndex(function)];
   if (sharedBytes > static_cast<unsigned>(
                         maxShared ? maxShared : FakeCudaState::kDefaultShared))

@@ -20,6 +20,11 @@
 //   fake_tma(const CUtensorMap *map, void *out)
 //                      out = the map's box at (0, ..., 0), densely, innermost
 //                      first, out-of-bounds elements zero (a TMA load)
+//   loom_accumulate(float *sum, float *in, int64 n, uint32 mode)
+//                      the runtime's own kernel (RuntimeKernels.h), from the
+//                      one other image it loads, the runtime's PTX (first
+//                      line "// Loom runtime kernels"): sum = in (mode bit
+//                      0) or sum + in, then / (mode >> 2) with mode bit 1
 //
 // Launches take dynamic shared memory up to 48 KiB, more up to what
 // cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) set
@@ -70,7 +75,7 @@ struct FakeCudaLaunch {
 /// The fake's configuration and what it saw; reset() restores the defaults.
 struct FakeCudaState {
   static constexpr int kMaxDevices = 8;
-  static constexpr int kNumFunctions = 6; // the functions above, in order
+  static constexpr int kNumFunctions = 7; // the functions above, in order
   /// Dynamic shared memory a function takes without opting in.
   static constexpr int kDefaultShared = 48 * 1024;
 
@@ -88,6 +93,8 @@ struct FakeCudaState {
   /// Makes the call of this name (e.g. "cuMemAlloc_v2") return failResult.
   const char *failCall = nullptr;
   int failResult = 0;
+  /// Makes the launches of the function of this name return failResult.
+  const char *failFunction = nullptr;
 
   // What happened.
   bool initialized = false;

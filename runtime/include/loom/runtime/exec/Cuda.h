@@ -130,11 +130,25 @@ public:
   /// Copies the params from the device to their offsets in `hostArena`
   /// (before a checkpoint is written).
   bool downloadParams(char *hostArena, std::string &error);
+  /// A training step in microbatches, a part at a time: queues plan steps
+  /// [begin, end) as part of microbatch `microbatch` (an `accumulate` step
+  /// as a launch of the runtime's loom_accumulate kernel: the first
+  /// microbatch sets the mean's sum, the others add to it, the last
+  /// divides it). A part from step 0 starts a microbatch: its inputs go
+  /// from `hostArena` to the device first (with the params, the first
+  /// time, as run does). finish() ends the step. No trace events.
+  bool runSteps(char *hostArena, size_t begin, size_t end, uint64_t microbatch,
+                std::string &error);
 
   /// After open: "NAME (compute capability X.Y)".
   std::string deviceDescription() const;
 
 private:
+  /// The inputs from `hostArena` to the device: only them with
+  /// `inputsOnly` or once the params live there (training), else every
+  /// param and input into a cleared arena (upload).
+  bool uploadInputs(char *hostArena, bool inputsOnly, std::string &error);
+
   struct State;
   std::unique_ptr<State> state;
   unsigned localRank = 0;
