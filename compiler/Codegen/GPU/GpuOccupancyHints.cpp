@@ -14,12 +14,19 @@
 // (3 blocks of 128 threads) and spills; they get at most 2, which lets
 // them have up to 255.
 //
+// It also aligns every kernel's workgroup buffers to 16 bytes (`llvm.align`,
+// which the NVVM lowering puts on the `.shared` array): cp.async's 16-byte
+// copies and ldmatrix's row addresses need it, and the arrays, declared
+// with their element's alignment, had it only by how ptxas happened to lay
+// them out.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Codegen/GPU/Passes.h"
 #include "Loom/IR/LoomDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -32,11 +39,18 @@ using namespace mlir;
 
 namespace {
 constexpr int64_t kAttentionBlocksPerSM = 2;
+constexpr int64_t kSharedAlignment = 16;
 
 struct LoomGpuOccupancyHints
     : public loom::impl::LoomGpuOccupancyHintsBase<LoomGpuOccupancyHints> {
   using Base::Base;
   void runOnOperation() override {
+    getOperation().walk([&](gpu::GPUFuncOp kernel) {
+      Builder builder(&getContext());
+      for (unsigned i = 0; i < kernel.getNumWorkgroupAttributions(); ++i)
+        kernel.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(),
+                                           builder.getI64IntegerAttr(kSharedAlignment));
+    });
     getOperation().walk([&](gpu::LaunchFuncOp launch) {
       Value size = launch.getDynamicSharedMemorySize();
       std::optional<int64_t> bytes = size ? getConstantIntValue(size) : std::nullopt;

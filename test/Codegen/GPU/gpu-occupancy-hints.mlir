@@ -88,3 +88,23 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// Every kernel's workgroup buffers are 16-byte aligned (cp.async's copies
+// and ldmatrix need it), whether or not it gets a minctasm.
+// CHECK-LABEL: gpu.module @shared
+// CHECK: gpu.func @k() workgroup(%{{.+}} : memref<64xbf16, #gpu.address_space<workgroup>> {llvm.align = 16 : i64}) kernel
+// CHECK-NOT: nvvm.minctasm
+module attributes {gpu.container_module} {
+  func.func @f() {
+    %c1 = arith.constant 1 : index
+    gpu.launch_func @shared::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1)
+    return
+  }
+  gpu.module @shared {
+    gpu.func @k() workgroup(%buffer : memref<64xbf16, #gpu.address_space<workgroup>>) kernel {
+      gpu.return
+    }
+  }
+}
