@@ -58,6 +58,10 @@ done
 sed 's/^precision f32 accumulate f32/precision bf16 accumulate f32/' \
   "$root/examples/gpt-train.loom" > "$out/gpt-train.loom"
 $loomc --train "$out/gpt-train.loom" -o "$out/gpt-train"
+# The same step in 2 microbatches: its accumulates run as the runtime's
+# own kernel (loom_accumulate) on the device.
+sed 's/^    steps 300$/    microbatches 2\n    steps 300/' "$out/gpt-train.loom" > "$out/gpt-train-mb.loom"
+$loomc --train "$out/gpt-train-mb.loom" -o "$out/gpt-train-mb"
 sed -e 's/^dim B = .*/dim B = 4/' -e 's/^dim T = .*/dim T = 2048/' \
     -e 's/^dim D = .*/dim D = 2048/' -e 's/^dim H = .*/dim H = 32/' \
     -e 's/for i in 0\.\.2 {/for i in 0..16 {/' -e 's/\* 0\.25)/* 0.125)/' \

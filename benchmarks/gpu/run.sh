@@ -249,6 +249,15 @@ if run "$here/gpt-train" train --steps 20 --data "$here/gpl.txt" --log "$work/tr
 else
   echo "gpt-train: training run failed:"; errors; status=1
 fi
+echo "== training in 2 microbatches: gpt-train-mb (bf16), 20 steps on cuda against 20 on the cpu (accumulates on the device)  [${SECONDS} s]"
+if skip gpt-train-mb; then
+  echo "gpt-train-mb: not prepared"
+elif run "$here/gpt-train-mb" train --steps 20 --data "$here/gpl.txt" --log "$work/mb.cpu.jsonl" > /dev/null \
+   && run "$here/gpt-train-mb" train --device cuda --steps 20 --data "$here/gpl.txt" --log "$work/mb.cuda.jsonl" > /dev/null; then
+  $py "$here/compare_losses.py" --rtol 1.6e-2 "$work/mb.cpu.jsonl" "$work/mb.cuda.jsonl" | tail -4 || status=1
+else
+  echo "gpt-train-mb: training run failed:"; errors; status=1
+fi
 
 if [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
   echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
