@@ -447,6 +447,18 @@ std::vector<std::string> trainingPlanLines() {
           "update 3 1",
           "update 4 2"};
 }
+
+/// `./model train` of `plan` for its steps from seed 7, on the fake GPU
+/// with `cuda`, saving the checkpoint TAG.ckpt in `dir`.
+RunResult trainOnFake(TempDir &dir, const std::string &plan, const std::string &tag,
+                      bool cuda, const std::vector<std::string> &more = {}) {
+  std::vector<std::string> args = {"train", "--random-inputs", "--seed", "7",
+                                   "--save", dir.path(tag + ".ckpt")};
+  if (cuda)
+    args.insert(args.begin() + 1, {"--device", "cuda"});
+  args.insert(args.end(), more.begin(), more.end());
+  return runDriver(args, gpuExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+}
 } // namespace
 
 TEST(Cuda, TrainsWithTheParamsOnTheDevice) {
@@ -454,12 +466,7 @@ TEST(Cuda, TrainsWithTheParamsOnTheDevice) {
   std::string plan = sealLines(trainingPlanLines());
   auto train = [&](const std::string &tag, bool cuda,
                    std::vector<std::string> more = {}) {
-    std::vector<std::string> args = {"train", "--random-inputs", "--seed", "7",
-                                     "--save", dir.path(tag + ".ckpt")};
-    if (cuda)
-      args.insert(args.begin() + 1, {"--device", "cuda"});
-    args.insert(args.end(), more.begin(), more.end());
-    return runDriver(args, gpuExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+    return trainOnFake(dir, plan, tag, cuda, more);
   };
   RunResult cpu = train("cpu", false);
   ASSERT_EQ(cpu.status, 0) << cpu.err;
@@ -1017,11 +1024,7 @@ TEST(Cuda, TrainsInMicrobatchesWithTheAccumulatesOnTheDevice) {
   TempDir dir;
   std::string plan = sealLines(microbatchedPlanLines());
   auto train = [&](const std::string &tag, bool cuda) {
-    std::vector<std::string> args = {"train", "--random-inputs", "--seed", "7",
-                                     "--save", dir.path(tag + ".ckpt")};
-    if (cuda)
-      args.insert(args.begin() + 1, {"--device", "cuda"});
-    return runDriver(args, gpuExecutable(LOOM_FAKE_CUDA_DRIVER), plan);
+    return trainOnFake(dir, plan, tag, cuda);
   };
   RunResult cpu = train("cpu", false);
   ASSERT_EQ(cpu.status, 0) << cpu.err;
