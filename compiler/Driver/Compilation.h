@@ -150,7 +150,7 @@ private:
   llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> scratch;
 
   // The GPU stages work on copies of the bufferized kernels.
-  mlir::OwningOpRef<mlir::ModuleOp> gpuModule, nvvmModule;
+  mlir::OwningOpRef<mlir::ModuleOp> gpuModule;
   GpuTarget gpuTarget;
   llvm::StringMap<std::vector<GpuLaunch>> launches;
   std::string ptx;

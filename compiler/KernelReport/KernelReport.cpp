@@ -1,6 +1,7 @@
 //===- KernelReport.cpp - loomc --kernel-report: what GPU launches cost ---===//
 
 #include "KernelReport/KernelReport.h"
+#include "KernelReport/Ptxas.h"
 
 #include "Codegen/Common/MatmulLike.h"
 #include "Loom/IR/LoomDialect.h"
@@ -239,38 +240,10 @@ LogicalResult KernelReport::readPtx(llvm::StringRef ptx, Location loc) {
   if (ptxas.empty())
     return success();
 
-  SmallString<128> input, cubin, log;
-  for (auto [path, suffix] :
-       {std::pair{&input, "ptx"}, std::pair{&cubin, "cubin"},
-        std::pair{&log, "txt"}})
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("loom-report", suffix, *path))
-      return emitError(loc, "cannot create a temporary file: ") << ec.message();
-  llvm::scope_exit cleanup([&] {
-    for (StringRef path : {input.str(), cubin.str(), log.str()})
-      llvm::sys::fs::remove(path);
-  });
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(input, ec);
-    if (ec)
-      return emitError(loc, "cannot write ") << input << ": " << ec.message();
-    out << ptx;
-  }
-  std::string arch = "-arch=" + archName;
-  StringRef args[] = {ptxas, arch, "-v", input, "-o", cubin};
-  std::optional<StringRef> redirects[] = {std::nullopt, log.str(), log.str()};
-  std::string message;
-  int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects,
-                                         /*SecondsToWait=*/0, /*MemoryLimit=*/0,
-                                         &message);
-  auto text = llvm::MemoryBuffer::getFile(log);
-  StringRef output = text ? (*text)->getBuffer() : StringRef();
-  if (status != 0)
-    return emitError(loc, "ptxas failed (exit ")
-           << status << "): " << ptxas << " " << arch << " -v"
-           << (message.empty() ? "" : ": " + message)
-           << (output.empty() ? "" : "\n") << output.take_front(2000);
+  FailureOr<AssembledPtx> assembled = assemblePtx(ptxas, archName, ptx, {"-v"}, loc);
+  if (failed(assembled))
+    return failure();
+  StringRef output = assembled->log;
 
   // ptxas -v prints, per entry function:
   //   Compiling entry function 'NAME' for 'sm_90a'
