@@ -325,13 +325,16 @@ struct Columns {
 
   /// A loop over the column blocks from `start` to `end` carrying `init`;
   /// `body` gets the block's first column and its stage (null unstaged).
+  /// Staged, only the operands in `used` (all when empty) are copied: the
+  /// backward's first pass reads K alone.
   /// Staged, block i + 1's copies go out (into the stage block i - 1
   /// used, which every warp has left: the barrier ending each step) before
   /// block i's are awaited: at most one group pending means block i's
   /// landed, for this thread; the barrier, for all.
   scf::ForOp loop(Value start, Value end, ValueRange init,
                   function_ref<SmallVector<Value>(Value c0, Value stage, ValueRange carried)>
-                      body) const {
+                      body,
+                  ArrayRef<unsigned> used = {}) const {
     if (!staged)
       return w.loop(start, end, block, init, [&](Value c0, ValueRange carried) {
         return body(c0, Value(), carried);
@@ -345,12 +348,12 @@ struct Columns {
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
       then();
     };
-    ifBelow(start, [&] { issue(im.cst(b, 0), start); });
+    ifBelow(start, [&] { issue(im.cst(b, 0), start, used); });
     NVVM::CpAsyncCommitGroupOp::create(b, w.loc);
     return w.loop(start, end, block, init, [&](Value c0, ValueRange carried) {
       Value stage = im.remc(b, im.divc(b, arith::SubIOp::create(b, w.loc, c0, start), block), 2);
       Value next = im.addc(b, c0, block);
-      ifBelow(next, [&] { issue(im.xorv(b, stage, im.cst(b, 1)), next); });
+      ifBelow(next, [&] { issue(im.xorv(b, stage, im.cst(b, 1)), next, used); });
       NVVM::CpAsyncCommitGroupOp::create(b, w.loc);
       NVVM::CpAsyncWaitGroupOp::create(b, w.loc, 1);
       gpu::BarrierOp::create(b, w.loc);
@@ -406,11 +409,14 @@ struct Columns {
   }
 
 private:
-  /// The copies of rows c0 .. c0 + block of every operand into `stage`.
-  void issue(Value stage, Value c0) const {
+  /// The copies of rows c0 .. c0 + block of the operands in `used` (all
+  /// when empty) into `stage`.
+  void issue(Value stage, Value c0, ArrayRef<unsigned> used) const {
     const loom::IndexMath &im = w.im;
     OpBuilder &b = w.b;
     for (auto [i, source] : llvm::enumerate(sources)) {
+      if (!used.empty() && !llvm::is_contained(used, static_cast<unsigned>(i)))
+        continue;
       auto [buffer, width] = source;
       int64_t perRow = width / kChunk;
       for (int64_t copy = 0; copy < block * perRow / (32 * kWarps); ++copy) {
@@ -583,7 +589,7 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
       next[2 + half] = sum;
     }
     return next;
-  });
+  }, /*used=*/{0});
   Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
   Value sums[2] = {w.quadSum(stats.getResult(2)), w.quadSum(stats.getResult(3))};
   auto probabilities = [&](SmallVector<Tile> s) {

@@ -177,19 +177,26 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // K Q^T and V dO^T (2 x 8 each), then dv += p^T dO and dk += ds^T Q (4 x 4
 // each), reading the statistics back; it stores dk and dv.
 // Staged (GRAD, the default), the query side's blocks stage K and V, each
-// of its three passes streaming them again, dq += ds K reading K
-// transposed; the key side's stage Q and dO, dv += p^T dO and dk += ds^T Q
+// of its three passes streaming them again (the first K alone), dq += ds K
+// reading K transposed; the key side's stage Q and dO, dv += p^T dO and dk += ds^T Q
 // reading them transposed.
 
 // GRAD-LABEL: func.func @attention_grad_k0
 // GRAD-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[DO:[^:]+]]: memref<2x64x32xbf16>,
 // GRAD:         gpu.launch {{.+}} workgroup(%[[KS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>, %[[VS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>)
+// The first pass (the statistics) streams K alone.
 // GRAD:           nvgpu.device_async_copy %[[K]]{{.+}}, %[[KS]]
+// GRAD-NOT:       nvgpu.device_async_copy %[[V]]
+// GRAD:           scf.for
+// GRAD-NOT:         nvgpu.device_async_copy %[[V]]
+// GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = false
+// GRAD-NOT:         nvgpu.device_async_copy %[[V]]
+// GRAD:             scf.yield
+// The second (dp and the dots) and third (dq) stream both.
 // GRAD:           nvgpu.device_async_copy %[[V]]{{.+}}, %[[VS]]
 // GRAD:           scf.for
-// GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = false
-// GRAD:           scf.for
 // GRAD:             nvgpu.ldmatrix %[[VS]]{{.+}}transpose = false
+// GRAD:           nvgpu.device_async_copy %[[V]]{{.+}}, %[[VS]]
 // GRAD:           scf.for
 // GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = true
 // GRAD:           gpu.terminator
