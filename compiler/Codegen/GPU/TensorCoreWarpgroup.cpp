@@ -375,23 +375,39 @@ Value phaseParity(OpBuilder &b, const IndexMath &im, Value use) {
       arith::IndexCastUIOp::create(b, im.loc, b.getI64Type(), use));
 }
 
-/// Stage barriers: one per stage, each expecting `arrivals`, initialized by
-/// thread 0 and fenced so that the TMA unit sees them.
-Value createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
-                          int64_t arrivals) {
+/// A kernel's stage barriers: groups of one barrier per stage, and thread
+/// 0's predicate (`leader`), which initialized them.
+struct StageBarriers {
+  Value leader;
+  SmallVector<Value> groups;
+};
+
+/// One group per entry of `arrivals` (each of its barriers expecting that
+/// many arrivals), initialized by thread 0 and then made visible to the
+/// TMA unit's completions (CUTLASS's fence_barrier_init) and to every
+/// thread.
+StageBarriers createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
+                                  ArrayRef<int64_t> arrivals) {
   OpBuilder &k = kernel.k;
   const IndexMath &im = kernel.im;
   auto type = nvgpu::MBarrierGroupType::get(
       k.getContext(),
       gpu::AddressSpaceAttr::get(k.getContext(), gpu::AddressSpace::Workgroup),
       stages);
-  Value barriers = nvgpu::MBarrierCreateOp::create(k, kernel.loc, type);
-  Value leader = arith::CmpIOp::create(k, kernel.loc, arith::CmpIPredicate::eq,
-                                       kernel.tid, im.cst(k, 0));
-  for (int64_t s = 0; s < stages; ++s)
-    nvgpu::MBarrierInitOp::create(k, kernel.loc, barriers,
-                                  im.cst(k, arrivals), im.cst(k, s), leader);
-  return barriers;
+  StageBarriers made;
+  for (int64_t count : arrivals) {
+    Value barriers = nvgpu::MBarrierCreateOp::create(k, kernel.loc, type);
+    if (!made.leader)
+      made.leader = arith::CmpIOp::create(k, kernel.loc, arith::CmpIPredicate::eq,
+                                          kernel.tid, im.cst(k, 0));
+    for (int64_t s = 0; s < stages; ++s)
+      nvgpu::MBarrierInitOp::create(k, kernel.loc, barriers, im.cst(k, count),
+                                    im.cst(k, s), made.leader);
+    made.groups.push_back(barriers);
+  }
+  NVVM::FenceMbarrierInitOp::create(k, kernel.loc);
+  gpu::BarrierOp::create(k, kernel.loc);
+  return made;
 }
 
 /// The layout of `op`'s operands when both Hopper kernels can read them,
@@ -432,13 +448,8 @@ void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout) {
   Location loc = op.getLoc();
   const int64_t stages = w.stages, kTiles = w.kTiles;
 
-  Value barriers = createStageBarriers(kernel, stages, 1);
-  // The initialized barriers are visible to the TMA unit's completions
-  // (CUTLASS's fence_barrier_init), then to every thread.
-  NVVM::FenceMbarrierInitOp::create(k, loc);
-  gpu::BarrierOp::create(k, loc);
-  Value leader = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq,
-                                       kernel.tid, im.cst(k, 0));
+  StageBarriers made = createStageBarriers(kernel, stages, {1});
+  Value barriers = made.groups[0], leader = made.leader;
   auto load = [&](OpBuilder &b, Value stage, Value kTile) {
     w.load(b, barriers, stage, kTile, leader);
   };
@@ -498,14 +509,13 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
   Location loc = op.getLoc();
   const int64_t stages = w.stages, kTiles = w.kTiles;
 
-  Value full = createStageBarriers(kernel, stages, 1);
-  // A stage is released once per consumer warpgroup, by its first thread,
-  // as CUTLASS's PipelineTmaAsync does: a warpgroup's wgmmas are complete
-  // for all its threads once wait_group returns in one of them.
-  Value empty = createStageBarriers(kernel, stages,
-                                    kConsumerThreads / kWarpgroupThreads);
-  NVVM::FenceMbarrierInitOp::create(k, loc);
-  gpu::BarrierOp::create(k, loc);
+  // `full` counts the producer's one arrival; a stage is released into
+  // `empty` once per consumer warpgroup, by its first thread, as CUTLASS's
+  // PipelineTmaAsync does: a warpgroup's wgmmas are complete for all its
+  // threads once wait_group returns in one of them.
+  StageBarriers made = createStageBarriers(
+      kernel, stages, {1, kConsumerThreads / kWarpgroupThreads});
+  Value full = made.groups[0], empty = made.groups[1];
 
   Value firstTile = kernel.launch.getBlockIds().x;
   Value zero = im.cst(k, 0);

@@ -254,6 +254,10 @@ struct CudaExecutor::State {
   /// Takes device `localRank` % the number of devices.
   bool selectDevice(const PlanGpuImage &image, unsigned localRank,
                     std::string &error);
+  /// cuModuleLoadDataEx of `data` into `loaded`; on failure the error
+  /// says `what`, then the JIT's log, if any, on lines of its own.
+  bool loadModule(const char *data, CUmodule &loaded, const std::string &what,
+                  std::string &error);
   bool loadImage(const PlanGpuImage &image, const unsigned char *bytes,
                  uint64_t size, std::string &error);
   bool findFunctions(std::string &error);
@@ -430,25 +434,18 @@ bool CudaExecutor::State::selectDevice(const PlanGpuImage &image,
   return check(api.ctxSetCurrent(context), "cuCtxSetCurrent", error);
 }
 
-bool CudaExecutor::State::loadImage(const PlanGpuImage &image,
-                                    const unsigned char *bytes, uint64_t size,
-                                    std::string &error) {
-  // A copy: PTX must end with a NUL, and a cubin is read with aligned loads.
-  std::string copy(reinterpret_cast<const char *>(bytes),
-                   static_cast<size_t>(size));
+bool CudaExecutor::State::loadModule(const char *data, CUmodule &loaded,
+                                     const std::string &what,
+                                     std::string &error) {
   char log[8192] = "";
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
-  CUresult result =
-      api.moduleLoadDataEx(&module, copy.c_str(), 2, options, values);
+  CUresult result = api.moduleLoadDataEx(&loaded, data, 2, options, values);
   if (result == CUDA_SUCCESS)
     return true;
-  module = nullptr;
-  check(result, "cuModuleLoadDataEx", error,
-        planLine(image.line) + "loading the GPU image (" +
-            gpuImageFormatName(image.format) + " for " + image.archName + ", " +
-            std::to_string(size) + " bytes) on " + deviceName);
+  loaded = nullptr;
+  check(result, "cuModuleLoadDataEx", error, what);
   log[sizeof(log) - 1] = '\0';
   std::string details = log;
   while (!details.empty() && (details.back() == '\n' || details.back() == ' '))
@@ -458,23 +455,26 @@ bool CudaExecutor::State::loadImage(const PlanGpuImage &image,
   return false;
 }
 
+bool CudaExecutor::State::loadImage(const PlanGpuImage &image,
+                                    const unsigned char *bytes, uint64_t size,
+                                    std::string &error) {
+  // A copy: PTX must end with a NUL, and a cubin is read with aligned loads.
+  std::string copy(reinterpret_cast<const char *>(bytes),
+                   static_cast<size_t>(size));
+  return loadModule(copy.c_str(), module,
+                    planLine(image.line) + "loading the GPU image (" +
+                        gpuImageFormatName(image.format) + " for " +
+                        image.archName + ", " + std::to_string(size) +
+                        " bytes) on " + deviceName,
+                    error);
+}
+
 bool CudaExecutor::State::loadRuntimeKernels(std::string &error) {
-  char log[4096] = "";
-  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
-                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void *values[] = {log, reinterpret_cast<void *>(sizeof(log))};
-  CUresult result =
-      api.moduleLoadDataEx(&runtimeModule, kRuntimeKernelsPtx, 2, options, values);
-  if (result != CUDA_SUCCESS) {
-    runtimeModule = nullptr;
-    log[sizeof(log) - 1] = '\0';
-    check(result, "cuModuleLoadDataEx", error,
-          "loading the runtime's kernels (PTX, for the accumulate steps) on " +
-              deviceName);
-    if (log[0])
-      error += std::string(": ") + log;
+  if (!loadModule(kRuntimeKernelsPtx, runtimeModule,
+                  "loading the runtime's kernels (PTX, for the accumulate "
+                  "steps) on " + deviceName,
+                  error))
     return false;
-  }
   return check(api.moduleGetFunction(&accumulateFunction, runtimeModule,
                                      "loom_accumulate"),
                "cuModuleGetFunction", error,

@@ -76,9 +76,6 @@ $L_done:
 }
 )PTX";
 
-/// The PTX's first line, by which a module is known as the runtime's.
-inline constexpr char kRuntimeKernelsTag[] = "// Loom runtime kernels";
-
 } // namespace loom::runtime
 
 #endif // LOOM_RUNTIME_EXEC_RUNTIMEKERNELS_H
