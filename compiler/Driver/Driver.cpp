@@ -16,6 +16,7 @@
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -456,8 +457,15 @@ LogicalResult Compilation::linkExecutable() {
   llvm::sys::fs::remove(object);
   if (failed(result))
     return failure();
+  // The executable's kernels: the two programs share their equal ones
+  // (loom-dedup-kernels), so the count is of distinct names.
+  llvm::StringSet<> kernels;
+  for (const Plan *each : {&*plan, spmdPlan ? &*spmdPlan : nullptr})
+    if (each)
+      for (const KernelSignature &kernel : each->kernels)
+        kernels.insert(kernel.name);
   llvm::errs() << "loomc: wrote " << options.output << " ("
-               << plan->kernels.size() << " kernels"
+               << kernels.size() << " kernels"
                << (gpuCode ? ", " + gpuCode->arch + " " + gpuCode->format : "")
                << ", arena "
                << llvm::format("%.2f", plan->arenaBytes / 1048576.0) << " MiB";

@@ -2,6 +2,8 @@
 
 #include "Codegen/Common/Passes.h"
 
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMLOWERSTRIDEDCOPIES
 #include "Codegen/Common/Passes.h.inc"
@@ -37,6 +39,15 @@ LogicalResult mlir::loom::lowerCopyToLoop(memref::CopyOp copy) {
   return success();
 }
 
+/// Whether the upstream lowering copies `type` with one memcpy: a view
+/// that is one dense run (a concat's slot, a split's piece of a 1-D
+/// bucket). A loop per such piece would cost LLVM's back end seconds in a
+/// gradient bucket of a deep model (hundreds of pieces).
+static bool contiguous(MemRefType type) {
+  return type.getRank() > 0 && type.getNumElements() > 0 &&
+         memref::isStaticShapeAndContiguousRowMajor(type);
+}
+
 namespace {
 struct LoomLowerStridedCopies
     : public loom::impl::LoomLowerStridedCopiesBase<LoomLowerStridedCopies> {
@@ -46,7 +57,8 @@ struct LoomLowerStridedCopies
       auto source = cast<MemRefType>(copy.getSource().getType());
       auto target = cast<MemRefType>(copy.getTarget().getType());
       if (source.hasStaticShape() && target.hasStaticShape() &&
-          (!source.getLayout().isIdentity() || !target.getLayout().isIdentity()))
+          (!source.getLayout().isIdentity() || !target.getLayout().isIdentity()) &&
+          !(contiguous(source) && contiguous(target)))
         copies.push_back(copy);
     });
     for (memref::CopyOp copy : copies)

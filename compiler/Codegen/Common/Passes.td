@@ -29,10 +29,11 @@ def LoomHoistKernelAllocs : Pass<"loom-hoist-kernel-allocs", "mlir::ModuleOp"> {
 def LoomLowerStridedCopies : Pass<"loom-lower-strided-copies", "mlir::func::FuncOp"> {
   let summary = "Strided memref.copy as loops";
   let description = [{
-    A copy between dense buffers becomes one memcpy; a copy from or to a
-    strided view (a split piece, a concat slot) would otherwise become a
-    call into MLIR's C runner library, which executables do not link. Those
-    become loops of loads and stores instead.
+    A copy between dense buffers or dense views (one contiguous run, as a
+    1-D concat's slot) becomes one memcpy; a copy from or to a strided
+    view (a column block) would otherwise become a call into MLIR's C
+    runner library, which executables do not link. Those become loops of
+    loads and stores instead.
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect",
                            "mlir::arith::ArithDialect"];

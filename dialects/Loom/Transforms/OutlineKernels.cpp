@@ -295,16 +295,21 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
   IRMapping mapping;
   for (auto [input, arg] : llvm::zip(inputs, body->getArguments()))
     mapping.map(input, arg);
+  // Where a step runs is the call's (placeOf), not its ops': a kernel's
+  // body carries no place, so that the instances of a layer on different
+  // stages stay structurally equal (loom-dedup-kernels).
+  auto cloneUnplaced = [&](Operation &op) {
+    Operation *copy = builder.clone(op, mapping);
+    for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages,
+                           attr::kBackward, attr::kUpdateBucket})
+      copy->removeAttr(name);
+  };
   for (Operation *op : group.ops) {
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp();
           def && isRematerialized(def) && !mapping.contains(operand))
-        builder.clone(*def, mapping)->removeAttr(attr::kUpdateBucket);
-    Operation *copy = builder.clone(*op, mapping);
-    // Where a step runs is the call's (placeOf), not its ops'.
-    for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages,
-                           attr::kBackward, attr::kUpdateBucket})
-      copy->removeAttr(name);
+        cloneUnplaced(*def);
+    cloneUnplaced(*op);
   }
   SmallVector<Value> results;
   for (Value output : outputs)

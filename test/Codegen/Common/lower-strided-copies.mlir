@@ -3,7 +3,8 @@
 // --loom-lower-strided-copies: a memref.copy from or to a strided view (a
 // split piece, a concat slot) becomes an scf.parallel of loads and stores
 // over the copy's (static) shape; a rank-0 one becomes one load and one
-// store. Copies between dense buffers stay memref.copy (one memcpy).
+// store. Copies between dense buffers or dense views (one contiguous run,
+// as a 1-D bucket's pieces) stay memref.copy (one memcpy each).
 
 // Reading a split piece: the loop covers 4 x 4 and reads through the view.
 // CHECK-LABEL: func.func @from_view
@@ -101,5 +102,30 @@ func.func @dense(%a: memref<4x8xf32>, %out: memref<4x8xf32>) {
 }
 func.func @dynamic(%a: memref<?xf32, strided<[2]>>, %out: memref<?xf32>) {
   memref.copy %a, %out : memref<?xf32, strided<[2]>> to memref<?xf32>
+  return
+}
+
+// -----
+
+// A 1-D concat's slots and a split's pieces, and rows of a matrix, are
+// one contiguous run each: one memref.copy (a memcpy) each, no loop. A
+// gradient bucket of a deep model has hundreds of them.
+// CHECK-LABEL: func.func @dense_views
+// CHECK-NOT: scf.parallel
+// CHECK: memref.copy %{{.+}}, %{{.+}} : memref<256xf32> to memref<256xf32, strided<[1], offset: 256>>
+// CHECK-NOT: scf.parallel
+// CHECK: memref.copy %{{.+}}, %{{.+}} : memref<128xf32, strided<[1], offset: 384>> to memref<128xf32>
+// CHECK-NOT: scf.parallel
+// CHECK: memref.copy %{{.+}}, %{{.+}} : memref<2x8xf32, strided<[8, 1], offset: 16>> to memref<2x8xf32>
+// CHECK-NOT: scf.parallel
+// CHECK: return
+func.func @dense_views(%a: memref<256xf32>, %bucket: memref<1024xf32>, %out: memref<128xf32>,
+                       %m: memref<4x8xf32>, %rows: memref<2x8xf32>) {
+  %slot = memref.subview %bucket[256] [256] [1] : memref<1024xf32> to memref<256xf32, strided<[1], offset: 256>>
+  memref.copy %a, %slot : memref<256xf32> to memref<256xf32, strided<[1], offset: 256>>
+  %piece = memref.subview %bucket[384] [128] [1] : memref<1024xf32> to memref<128xf32, strided<[1], offset: 384>>
+  memref.copy %piece, %out : memref<128xf32, strided<[1], offset: 384>> to memref<128xf32>
+  %r = memref.subview %m[2, 0] [2, 8] [1, 1] : memref<4x8xf32> to memref<2x8xf32, strided<[8, 1], offset: 16>>
+  memref.copy %r, %rows : memref<2x8xf32, strided<[8, 1], offset: 16>> to memref<2x8xf32>
   return
 }

@@ -373,3 +373,29 @@ func.func @microbatch_order(%x: tensor<8xf32>, %w: tensor<8xf32>) -> tensor<8xf3
   %next = loom.sub %decay, %m : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %next : tensor<8xf32>
 }
+
+// -----
+
+// A pipelined program's place marks go on the calls, not into the
+// kernels: the constant each kernel rematerializes loses its stage too,
+// so one layer's instances on two stages have equal bodies
+// (loom-dedup-kernels then keeps one).
+// CHECK-LABEL: func.func private @staged_k0
+// CHECK-NEXT: loom.constant 5.000000e-01 : tensor<f32>
+// CHECK-NEXT: loom.mul
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func private @staged_k2
+// CHECK-NEXT: loom.constant 5.000000e-01 : tensor<f32>
+// CHECK-NEXT: loom.mul
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @staged
+// CHECK: call @staged_k0(%{{.+}}) {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK: call @staged_k2(%{{.+}}) {loom.phase = "forward", loom.stage = 1 : i64}
+func.func @staged(%x: tensor<8xf32>) -> tensor<8xf32> attributes {loom.stages_count = 2 : i64} {
+  %half = loom.constant 5.000000e-01 {loom.stage = 0 : i64} : tensor<f32>
+  %a = loom.mul %x, %half {loom.phase = "forward", loom.stage = 0 : i64} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %s = loom.softmax %a axis 0 {loom.phase = "forward", loom.stage = 0 : i64} : tensor<8xf32>
+  %b = loom.mul %s, %half {loom.phase = "forward", loom.stage = 1 : i64} : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %t = loom.softmax %b axis 0 {loom.phase = "forward", loom.stage = 1 : i64} : tensor<8xf32>
+  return %t : tensor<8xf32>
+}
