@@ -17,6 +17,7 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 config.substitutions.append(("%examples", os.path.join(config.loom_src_root, "examples")))
 config.substitutions.append(("%benchmarks", os.path.join(config.loom_src_root, "benchmarks")))
+config.substitutions.append(("%docs", os.path.join(config.loom_src_root, "docs")))
 config.substitutions.append(("%loom_build", config.loom_obj_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 

@@ -231,26 +231,31 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   // LLVM intrinsics, whose reductions LLVM vectorizes.
   pm.addPass(mlir::loom::createLoomExpandArithForCpu());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  // The conversions of kernel bodies run on each kernel by itself, so
+  // that MLIR spreads the kernels over the cores: on 2 cores the host
+  // object has not started yet and the other core would idle.
   // x86vector: the avx512_bf16 dot products of bf16 matmuls; amx: their
   // AMX tiles.
+  OpPassManager &kernelBodies = pm.nest<func::FuncOp>();
   ConvertVectorToLLVMPassOptions vectorToLlvm;
   vectorToLlvm.x86Vector = true;
   vectorToLlvm.amx = true;
-  pm.addPass(createConvertVectorToLLVMPass(vectorToLlvm));
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createUBToLLVMConversionPass());
-  pm.addPass(createArithToLLVMConversionPass());
+  kernelBodies.addPass(createConvertVectorToLLVMPass(vectorToLlvm));
+  kernelBodies.addPass(createConvertMathToLLVMPass());
+  kernelBodies.addPass(createUBToLLVMConversionPass());
+  kernelBodies.addPass(createArithToLLVMConversionPass());
   ConvertFuncToLLVMPassOptions func;
   func.useBarePtrCallConv = true;
   pm.addPass(createConvertFuncToLLVMPass(func));
   // With AMX's tile type: an AMX matmul's k loop carries its accumulator
   // tiles as block arguments, which convert-cf-to-llvm's type converter
   // does not know.
+  OpPassManager &llvmKernels = pm.nest<LLVM::LLVMFuncOp>();
   ConvertToLLVMPassOptions controlFlow;
   controlFlow.filterDialects = {"cf", "amx"};
-  pm.addPass(createConvertToLLVMPass(controlFlow));
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  llvmKernels.addPass(createConvertToLLVMPass(controlFlow));
+  llvmKernels.addPass(createReconcileUnrealizedCastsPass());
+  llvmKernels.addPass(createCanonicalizerPass());
 }
 
 void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
