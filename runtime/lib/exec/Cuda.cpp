@@ -96,7 +96,12 @@ bool CudaExecutor::copyToDeviceAt(uint64_t, const char *, uint64_t,
   return false;
 }
 
-bool CudaExecutor::queueStep(size_t, std::string &error) {
+bool CudaExecutor::queueStep(size_t, uint64_t, std::string &error) {
+  error = "this runtime was built without CUDA support";
+  return false;
+}
+
+bool CudaExecutor::uploadInputs(char *, bool, std::string &error) {
   error = "this runtime was built without CUDA support";
   return false;
 }
@@ -898,10 +903,12 @@ bool CudaExecutor::copyToDeviceAt(uint64_t device, const char *host,
                            "cuMemcpyHtoD", error, "copying an input to the device");
 }
 
-bool CudaExecutor::queueStep(size_t step, std::string &error) {
+bool CudaExecutor::queueStep(size_t step, uint64_t microbatch, std::string &error) {
   State &s = *state;
   if (s.plan->steps[step].kind == StepKind::Collective)
     return collectives && collectives->run(step, error);
+  if (s.plan->steps[step].kind == StepKind::Accumulate)
+    return s.accumulate(step, microbatch, error);
   for (size_t index : s.launchesOf[s.plan->steps[step].kernel])
     if (!s.launch(index, step, error))
       return false;
@@ -985,14 +992,9 @@ bool CudaExecutor::runSteps(char *hostArena, size_t begin, size_t end,
   // live there.
   if (begin == 0 && !uploadInputs(hostArena, microbatch > 0, error))
     return false;
-  for (size_t i = begin; i < end && i < s.plan->steps.size(); ++i) {
-    const PlanStep &step = s.plan->steps[i];
-    bool queued = step.kind == StepKind::Accumulate
-                      ? s.accumulate(i, microbatch, error)
-                      : queueStep(i, error);
-    if (!queued)
+  for (size_t i = begin; i < end && i < s.plan->steps.size(); ++i)
+    if (!queueStep(i, microbatch, error))
       return false;
-  }
   return true;
 }
 

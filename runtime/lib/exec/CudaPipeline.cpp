@@ -40,9 +40,9 @@ bool CudaPipelineDevice::upload(char *to, const char *data, uint64_t bytes,
   return cuda.copyToDeviceAt(asAddress(to), data, bytes, error);
 }
 
-bool CudaPipelineDevice::runStep(size_t index, uint64_t, TraceRecorder *,
+bool CudaPipelineDevice::runStep(size_t index, uint64_t microbatch, TraceRecorder *,
                                  std::string &error) {
-  return cuda.queueStep(index, error);
+  return cuda.queueStep(index, microbatch, error);
 }
 
 bool CudaPipelineDevice::send(unsigned peer, const char *data, uint64_t bytes,
@@ -62,7 +62,9 @@ bool CudaPipelineDevice::broadcast(const CommGroup &, unsigned root, char *data,
 
 bool CudaPipelineDevice::begin(std::chrono::steady_clock::time_point,
                                std::string &error) {
-  return cuda.upload(host.arena(), error);
+  // In training, the params (and the optimizer state) go up once: later
+  // steps update them on the device (CudaExecutor::applyUpdates).
+  return cuda.uploadInputs(host.arena(), /*inputsOnly=*/false, error);
 }
 
 bool CudaPipelineDevice::end(std::string &error) {

@@ -180,9 +180,14 @@ private:
   bool collect(BufferRole role);
   /// A pipelined training run's params are whole on their own stages only:
   /// onto every rank before they are collected (PipelineRunner::syncUpdates).
+  /// On cuda the broadcasts write device memory: the outputs come back to
+  /// the host arena after them (the params, where needed, by paramsToHost).
   bool syncPipelinedParams() {
-    return !spmd.pipeline.present || !options.train ||
-           pipeline.syncUpdates(error) || fail(error);
+    if (!spmd.pipeline.present || !options.train)
+      return true;
+    if (!pipeline.syncUpdates(error))
+      return fail(error);
+    return !onCuda || cuda.finish(executor.arena(), error) || fail(inSpmdPlan(error));
   }
   std::string tracePath() const;
 
@@ -998,8 +1003,6 @@ bool Driver::run() {
   if (options.train && whole.optimizer.kind.empty())
     return fail("this executable does not train: build it with loomc --train "
                 "(from a script with a train section)");
-  if (options.train && onCuda && multiRank && spmd.pipeline.present)
-    return fail("pipelined training runs on the CPU only for now (--device cpu)");
   if (!options.schedule.empty() && !(multiRank && spmd.pipeline.present) &&
       rank == 0)
     warn("--schedule has no effect: this run is not pipelined (a pipelined "

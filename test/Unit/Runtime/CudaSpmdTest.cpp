@@ -758,4 +758,100 @@ TEST(CudaSpmd, DataParallelTrainingKeepsTheParamsOnEachGpu) {
   EXPECT_EQ(cuda.liveAllocations, 0);
 }
 
+namespace {
+/// A two-stage training step in 2 microbatches of one row x: stage 0
+/// computes a = x + w0, stage 1 y = a + w1, g1 = y and ga = g1 / 2 (sent
+/// back), stage 0 g0 = 2 ga; the gradients' means s1, s0 (accumulates in
+/// the backward sections) give next.w1 = w1 + s1 and next.w0 = w0 + s0.
+/// Unpipelined (`pipelined` false), the same steps in program order.
+std::string pipelinedTraining(bool pipelined) {
+  std::vector<std::string> lines = {"loom-plan 1", "model m", "device cpu"};
+  if (pipelined) {
+    lines.push_back("mesh g pp=2");
+    lines.push_back("pipeline pp 2 1f1b");
+  }
+  lines.push_back("arena 768");
+  lines.push_back("gpu-image sm_90 ptx 9");
+  struct Buffer {
+    const char *name, *role, *shape, *rest;
+    int held; // the stage that holds a param or update, or -1
+  };
+  const Buffer buffers[] = {
+      {"x", "input", "1,8", "", -1},          {"w0", "param", "8", " normal 1", 0},
+      {"w1", "param", "8", " normal 1", 1},  {"a", "temp", "8", "", -1},
+      {"y", "temp", "8", "", -1},            {"g1", "temp", "8", "", -1},
+      {"ga", "temp", "8", "", -1},           {"g0", "temp", "8", "", -1},
+      {"s1", "temp", "8", "", -1},           {"s0", "temp", "8", "", -1},
+      {"next.w0", "output", "8", "", 0},     {"next.w1", "output", "8", "", 1}};
+  for (int id = 0; id < 12; ++id) {
+    const Buffer &b = buffers[id];
+    lines.push_back("buffer " + std::to_string(id) + " " + b.name + " " + b.role +
+                    " f32 " + b.shape + " " + std::to_string(64 * id) + b.rest);
+    if (pipelined && b.held >= 0)
+      lines.push_back("held " + std::to_string(id) + " " + std::to_string(b.held));
+  }
+  for (const char *kernel : {"k_add 3", "k_id 2", "k_half 2", "k_dbl 2"})
+    lines.push_back(std::string("kernel ") + kernel);
+  lines.push_back("launch k_add fake_add 1 1 1 32 1 1 b:0 b:1 b:2 i32:8");
+  lines.push_back(scaleLaunch("k_id", "1", 8));
+  lines.push_back(scaleLaunch("k_half", "0.5", 8));
+  lines.push_back(scaleLaunch("k_dbl", "2", 8));
+  const char *steps[] = {"section forward 0", "step k_add 0 1 3",
+                         "section forward 1", "step k_add 3 2 4",
+                         "section backward 1", "step k_id 4 5",
+                         "step k_half 5 6", "accumulate 5 8",
+                         "section backward 0", "step k_dbl 6 7",
+                         "accumulate 7 9", "section update 0",
+                         "step k_add 1 9 10", "section update 1",
+                         "step k_add 2 8 11"};
+  for (const char *line : steps)
+    if (pipelined || std::string(line).rfind("section", 0) != 0)
+      lines.push_back(line);
+  if (pipelined) {
+    lines.push_back("carry forward 0 3");
+    lines.push_back("carry backward 1 6");
+  }
+  lines.push_back("optimizer sgd 3 lr=0.1 microbatches=2");
+  lines.push_back("update 10 1");
+  lines.push_back("update 11 2");
+  return sealLines(lines);
+}
+} // namespace
+
+TEST(CudaSpmd, PipelinedTrainingUpdatesEachStagesParamsOnItsGpu) {
+  // Three steps on one GPU (the microbatches one after the other), then
+  // on two ranks of pp = 2: each stage's accumulates are the runtime's
+  // kernel on its GPU, a and ga go between the GPUs by NCCL, and each
+  // rank updates its stage's param on its device. Both write the same
+  // checkpoint.
+  TempDir dir;
+  auto args = [&](const std::string &tag) {
+    return std::vector<std::string>{"train", "--device", "cuda", "--random-inputs",
+                                    "--seed", "5", "--save", dir.path(tag + ".ckpt")};
+  };
+  std::string whole = pipelinedTraining(false), spmd = pipelinedTraining(true);
+  fakeCuda();
+  std::vector<RunResult> one = runOnFakes(1, args("one"), whole, spmd);
+  ASSERT_EQ(one[0].status, 0) << one[0].err;
+  FakeCudaState &cuda = fakeCuda();
+  cuda.deviceCount = 2;
+  FakeNcclState &nccl = fakeNccl();
+  std::vector<RunResult> two = runOnFakes(2, args("two"), whole, spmd);
+  expectSuccess(two, "pp=2 training");
+  std::string checkpoint = readFile(dir.path("two.ckpt"));
+  EXPECT_EQ(checkpoint, readFile(dir.path("one.ckpt")));
+  EXPECT_FALSE(checkpoint.empty());
+  // Per step, one message each way per microbatch.
+  EXPECT_EQ(nccl.sends, 3u * 2u * 2u);
+  EXPECT_EQ(nccl.recvs, 3u * 2u * 2u);
+  // The params go up once, before the first step: each rank uploads its
+  // arena's two params and x once, x again at the start of steps 2 and 3,
+  // and the microbatch's row of x before each of its sections (a forward,
+  // a backward and a weight section per microbatch: 6 a step), 32 bytes
+  // each time.
+  EXPECT_EQ(cuda.bytesToDevice, 2u * (3u + 2u + 3u * 6u) * 32u);
+  EXPECT_EQ(cuda.liveAllocations, 0);
+  EXPECT_EQ(nccl.liveComms, 0);
+}
+
 #endif // LOOM_FAKE_GPUS

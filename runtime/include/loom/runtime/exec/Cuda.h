@@ -110,9 +110,10 @@ public:
   /// Copies `bytes` from `host` to device address `device`.
   bool copyToDeviceAt(uint64_t device, const char *host, uint64_t bytes,
                       std::string &error);
-  /// Queues plan step `step` (its launches, or its collective) without
-  /// waiting for it.
-  bool queueStep(size_t step, std::string &error);
+  /// Queues plan step `step` (its launches, its collective, or, for an
+  /// accumulate step, the runtime's loom_accumulate kernel as part of
+  /// microbatch `microbatch`) without waiting for it.
+  bool queueStep(size_t step, uint64_t microbatch, std::string &error);
   /// Waits for everything queued, the collectives included, and copies the
   /// outputs back to their offsets in `hostArena`.
   bool finish(char *hostArena, std::string &error);
@@ -139,16 +140,15 @@ public:
   /// time, as run does). finish() ends the step. No trace events.
   bool runSteps(char *hostArena, size_t begin, size_t end, uint64_t microbatch,
                 std::string &error);
-
-  /// After open: "NAME (compute capability X.Y)".
-  std::string deviceDescription() const;
-
-private:
   /// The inputs from `hostArena` to the device: only them with
   /// `inputsOnly` or once the params live there (training), else every
   /// param and input into a cleared arena (upload).
   bool uploadInputs(char *hostArena, bool inputsOnly, std::string &error);
 
+  /// After open: "NAME (compute capability X.Y)".
+  std::string deviceDescription() const;
+
+private:
   struct State;
   std::unique_ptr<State> state;
   unsigned localRank = 0;

@@ -6,7 +6,8 @@
 // ncclSend / ncclRecv over the pipeline axis's NCCL communicator, all on
 // that one stream, so the host never waits between steps. The host arena
 // still receives the inputs and params (the driver's staging) and the
-// outputs at the end of a run.
+// outputs at the end of a run; in training the params stay on the device
+// between steps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,9 +35,9 @@ public:
             std::string &error) override;
   bool upload(char *to, const char *data, uint64_t bytes,
               std::string &error) override;
-  /// Kernels and collectives of any microbatch: a GPU plan has no
-  /// accumulate steps (CudaExecutor::open refuses them). Traces record no
-  /// GPU events here.
+  /// Kernels, collectives and accumulates (the runtime's kernel, which
+  /// keeps the microbatches' mean in the device arena) of any microbatch.
+  /// Traces record no GPU events here.
   bool runStep(size_t index, uint64_t microbatch, TraceRecorder *trace,
                std::string &error) override;
   bool send(unsigned peer, const char *data, uint64_t bytes,
@@ -46,7 +47,8 @@ public:
   /// Over the pipeline axis (the runner's only broadcast group).
   bool broadcast(const CommGroup &group, unsigned root, char *data,
                  uint64_t bytes, std::string &error) override;
-  /// The params and inputs to the device; at the end, the outputs back.
+  /// The params and inputs to the device (in training the params only
+  /// before the first step); at the end, the outputs back.
   bool begin(std::chrono::steady_clock::time_point origin,
              std::string &error) override;
   bool end(std::string &error) override;
