@@ -582,6 +582,16 @@ const char *const kStageLines[] = {
     "step k_half 2 4",   "step k_id 3 5",   "section forward 3",
     "step k_dbl 5 6"};
 
+/// `steps` (section and step records) at the end of `lines`; an
+/// unpipelined plan leaves out the sections.
+template <size_t N>
+void appendSteps(std::vector<std::string> &lines, const char *const (&steps)[N],
+                 bool pipelined) {
+  for (const char *line : steps)
+    if (pipelined || std::string(line).rfind("section", 0) != 0)
+      lines.push_back(line);
+}
+
 /// With `microbatches` m > 1, a forward in microbatches: each buffer holds
 /// 4/m of the rows, and the outputs are the microbatches' stacked.
 std::string stagedPlan(const std::string &mesh, bool pipelined,
@@ -607,9 +617,7 @@ std::string stagedPlan(const std::string &mesh, bool pipelined,
   lines.push_back(scaleLaunch("k_id", "1", rows * 8));
   lines.push_back(scaleLaunch("k_dbl", "2", rows * 8));
   lines.push_back(scaleLaunch("k_tri", "3", rows * 8));
-  for (const char *line : kStageLines)
-    if (pipelined || std::string(line).rfind("section", 0) != 0)
-      lines.push_back(line);
+  appendSteps(lines, kStageLines, pipelined);
   if (pipelined) {
     lines.push_back("carry forward 0 1 2");
     lines.push_back("carry forward 1 3 2");
@@ -796,7 +804,7 @@ std::string pipelinedTraining(bool pipelined) {
   lines.push_back(scaleLaunch("k_id", "1", 8));
   lines.push_back(scaleLaunch("k_half", "0.5", 8));
   lines.push_back(scaleLaunch("k_dbl", "2", 8));
-  const char *steps[] = {"section forward 0", "step k_add 0 1 3",
+  const char *const steps[] = {"section forward 0", "step k_add 0 1 3",
                          "section forward 1", "step k_add 3 2 4",
                          "section backward 1", "step k_id 4 5",
                          "step k_half 5 6", "accumulate 5 8",
@@ -804,9 +812,7 @@ std::string pipelinedTraining(bool pipelined) {
                          "accumulate 7 9", "section update 0",
                          "step k_add 1 9 10", "section update 1",
                          "step k_add 2 8 11"};
-  for (const char *line : steps)
-    if (pipelined || std::string(line).rfind("section", 0) != 0)
-      lines.push_back(line);
+  appendSteps(lines, steps, pipelined);
   if (pipelined) {
     lines.push_back("carry forward 0 3");
     lines.push_back("carry backward 1 6");
