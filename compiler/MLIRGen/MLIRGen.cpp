@@ -981,7 +981,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
              "(cross_entropy, mse or mean), since the step averages the "
              "microbatches' losses and gradients";
     microbatchSplit = MicrobatchSplit{microbatches, seen.lookup("microbatches"),
-                                      model->batchDims};
+                                      model->batchDims, /*forwardModel=*/""};
   }
   bool trainsF16 = computeType.isF16();
   for (auto [type, attrs] : llvm::zip(
