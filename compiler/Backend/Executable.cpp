@@ -97,7 +97,7 @@ static LogicalResult run(Location loc, llvm::StringRef program,
 LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
                                    const Plan *spmd, llvm::StringRef gpuImage,
                                    llvm::StringRef cpuTarget,
-                                   llvm::StringRef kernelObject,
+                                   llvm::ArrayRef<std::string> kernelObjects,
                                    llvm::StringRef output) {
   // LOOM_RUNTIME_DIR overrides the build tree's runtime (an installed one).
   const char *dirOverride = std::getenv("LOOM_RUNTIME_DIR");
@@ -126,8 +126,9 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
       run(loc, LOOM_CLANG, {"-c", "-x", "c", "-O1", glue, "-o", glueObject});
   // compiler-rt's builtins give the f16 conversions kernels may call.
   // MPI (multi-rank runs) as the runtime was built with it.
-  SmallVector<llvm::StringRef> args{"-x", "none", glueObject, kernelObject,
-                                    mainLib, runtimeLib};
+  SmallVector<llvm::StringRef> args{"-x", "none", glueObject};
+  args.append(kernelObjects.begin(), kernelObjects.end());
+  args.append({mainLib, runtimeLib});
   SmallVector<llvm::StringRef> mpi;
   llvm::StringRef(LOOM_MPI_LINK).split(mpi, '|', -1, false);
   args.append(mpi.begin(), mpi.end());

@@ -16,13 +16,13 @@ namespace loom {
 std::string buildGlueSource(const Plan &plan, const Plan *spmd,
                             llvm::StringRef gpuImage, llvm::StringRef cpuTarget);
 
-/// Links the kernels' object file, the glue and the runtime libraries (and
+/// Links the kernels' object files, the glue and the runtime libraries (and
 /// MPI's) into the executable `output` with clang. Errors are reported at
 /// `loc`.
 mlir::LogicalResult linkExecutable(mlir::Location loc, const Plan &plan,
                                    const Plan *spmd, llvm::StringRef gpuImage,
                                    llvm::StringRef cpuTarget,
-                                   llvm::StringRef kernelObject,
+                                   llvm::ArrayRef<std::string> kernelObjects,
                                    llvm::StringRef output);
 
 } // namespace loom

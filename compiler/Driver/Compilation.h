@@ -159,9 +159,8 @@ private:
   std::optional<ExplainReport> explained;
 
   std::optional<CpuTarget> cpu;
-  /// The host object, compiled in the background from the llvm stage on
-  /// (after `module`, so that it is joined before the module goes).
-  llvm::SmallString<128> hostObjectPath;
+  /// The host objects, compiled in the background from the llvm stage on
+  /// (after `module`, so that they are joined before the module goes).
   HostObjectJob hostObject;
 
   std::optional<Plan> plan, spmdPlan;

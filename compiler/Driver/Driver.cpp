@@ -23,6 +23,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <thread>
+
 using namespace mlir;
 
 namespace loom {
@@ -92,11 +95,7 @@ llvm::StringRef stageName(Stage stage) {
 }
 
 Compilation::~Compilation() {
-  // A compilation that failed after the host object started leaves no
-  // temporary object behind.
-  hostObject.join();
-  if (!hostObjectPath.empty())
-    llvm::sys::fs::remove(hostObjectPath);
+  // (The host object job removes its temporary objects as it goes.)
   // The root scope ends before its manager prints the report.
   timingRoot = TimingScope();
 }
@@ -431,19 +430,19 @@ void Compilation::printPlans(llvm::raw_ostream &out) {
 }
 
 LogicalResult Compilation::startHostObject() {
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("loom-kernels", "o", hostObjectPath))
-    return module->emitError("cannot create a temporary file: ") << ec.message();
   FailureOr<const CpuTarget *> target = cpuTarget();
   if (failed(target))
     return failure();
-  return hostObject.start(*module, hostObjectPath, **target);
+  // The GPU stages, which run meanwhile, keep a core busy: the host
+  // object takes the others (on 2 cores, one part).
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return hostObject.start(*module, **target,
+                          wantsGpu() ? std::max(1u, cores - 1) : cores);
 }
 
 LogicalResult Compilation::linkExecutable() {
   if (!hostObject.started() && failed(startHostObject()))
     return failure();
-  llvm::SmallString<128> object = hostObjectPath;
   FailureOr<const CpuTarget *> target = cpuTarget();
   if (failed(target))
     return failure();
@@ -453,8 +452,7 @@ LogicalResult Compilation::linkExecutable() {
                                     spmdPlan ? &*spmdPlan : nullptr,
                                     gpuCode ? gpuCode->image : std::string(),
                                     (*target)->describe(),
-                                    object, options.output);
-  llvm::sys::fs::remove(object);
+                                    hostObject.objects(), options.output);
   if (failed(result))
     return failure();
   // The executable's kernels: the two programs share their equal ones
