@@ -180,8 +180,10 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
   std::vector<size_t> order(buffers.size());
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
-  llvm::stable_sort(order, [&](size_t a, size_t b) {
-    return buffers[a].bytes > buffers[b].bytes;
+  // Equal sizes in program order.
+  llvm::sort(order, [&](size_t a, size_t b) {
+    return buffers[a].bytes != buffers[b].bytes ? buffers[a].bytes > buffers[b].bytes
+                                                : a < b;
   });
   // The placed buffers, kept in the order of their offsets: first fit walks
   // them from the bottom and stops at the first gap, instead of gathering
@@ -189,25 +191,28 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
   // tens of thousands).
   struct Placed {
     int64_t begin, end, first, last;
-    const llvm::SmallBitVector *ranks;
+    const llvm::SmallBitVector *ranks; // null: every rank
   };
   std::vector<Placed> placed;
   int64_t arena = 0;
   for (size_t id : order) {
     Buffer &buffer = buffers[id];
     int64_t offset = 0;
+    // (The lifetimes first: most placed buffers live at other times, and
+    // their ints are at hand where the ranks are behind a pointer.)
     for (const Placed &o : placed) {
       if (offset + buffer.bytes <= o.begin)
         break;
-      bool sameRank = o.ranks->empty() || buffer.ranks.empty() ||
-                      o.ranks->anyCommon(buffer.ranks);
-      if (o.first <= buffer.last && buffer.first <= o.last && sameRank)
-        offset = std::max(offset, (o.end + kAlignment - 1) / kAlignment * kAlignment);
+      if (o.first <= buffer.last && buffer.first <= o.last &&
+          (!o.ranks || buffer.ranks.empty() || o.ranks->anyCommon(buffer.ranks)))
+        offset = std::max(offset, o.end);
     }
     buffer.offset = offset;
     arena = std::max(arena, offset + buffer.bytes);
-    Placed range{offset, offset + buffer.bytes, buffer.first, buffer.last,
-                 &buffer.ranks};
+    // Its end aligned: where the next buffer above it may start.
+    Placed range{offset, (offset + buffer.bytes + kAlignment - 1) / kAlignment * kAlignment,
+                 buffer.first, buffer.last,
+                 buffer.ranks.empty() ? nullptr : &buffer.ranks};
     placed.insert(llvm::upper_bound(placed, range,
                                     [](const Placed &a, const Placed &b) {
                                       return a.begin < b.begin;
@@ -496,7 +501,9 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       args.push_back(buffers.size() - 1);
     }
     auto addStep = [&](std::string head, std::vector<size_t> args) {
-      Step each{std::move(head), args};
+      Step each;
+      each.head = std::move(head);
+      each.args = args;
       each.reads.assign(args.begin(), args.begin() + numReads);
       each.writes.assign(args.begin() + numReads,
                          args.begin() + numReads + op.getNumResults());
@@ -538,15 +545,17 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   // A training step: per param and optimizer state the output the runtime
   // copies into it after every step.
   SmallVector<std::pair<size_t, size_t>> updates; // (output, param) ids
+  llvm::StringMap<size_t> paramNamed;
+  for (auto [id, buffer] : llvm::enumerate(buffers))
+    if (buffer.role == "param")
+      paramNamed.try_emplace(buffer.name, id);
   for (auto [i, value] : llvm::enumerate(returnOp.getOperands()))
     if (auto target = model.getResultAttrOfType<StringAttr>(i, attr::kUpdates)) {
-      auto param = llvm::find_if(buffers, [&](const Buffer &buffer) {
-        return buffer.name == target.getValue() && buffer.role == "param";
-      });
-      if (param == buffers.end())
+      auto param = paramNamed.find(target.getValue());
+      if (param == paramNamed.end())
         return emitError(value.getLoc(), "the update of '")
                << target.getValue() << "' has no param of that name";
-      updates.push_back({bufferOf.lookup(value), param - buffers.begin()});
+      updates.push_back({bufferOf.lookup(value), param->second});
     }
   std::optional<PipelineParts> pipeline;
   if (model->hasAttr(attr::kStagesCount)) {
