@@ -716,6 +716,37 @@ TEST(CudaSpmd, PipelinedForwardRunsEachStageOnItsGpu) {
   }
 }
 
+namespace {
+/// Three training steps from seed 3 of `whole` on one fake GPU, then of
+/// `spmd` on two ranks with a fake GPU each: both succeed and write the
+/// same checkpoint. The fakes' states, reset before the two ranks ran,
+/// are the caller's to inspect.
+struct TwoGpuTraining {
+  FakeCudaState &cuda;
+  FakeNcclState &nccl;
+};
+TwoGpuTraining expectTwoGpusTrainAsOne(const std::string &whole, const std::string &spmd,
+                                       const char *what) {
+  TempDir dir;
+  auto args = [&](const std::string &tag) {
+    return std::vector<std::string>{"train", "--device", "cuda", "--random-inputs",
+                                    "--seed", "3", "--save", dir.path(tag + ".ckpt")};
+  };
+  fakeCuda();
+  std::vector<RunResult> one = runOnFakes(1, args("one"), whole, spmd);
+  EXPECT_EQ(one[0].status, 0) << one[0].err;
+  FakeCudaState &cuda = fakeCuda();
+  cuda.deviceCount = 2;
+  FakeNcclState &nccl = fakeNccl();
+  std::vector<RunResult> two = runOnFakes(2, args("two"), whole, spmd);
+  expectSuccess(two, what);
+  std::string checkpoint = readFile(dir.path("two.ckpt"));
+  EXPECT_FALSE(checkpoint.empty()) << what;
+  EXPECT_EQ(checkpoint, readFile(dir.path("one.ckpt"))) << what;
+  return {cuda, nccl};
+}
+} // namespace
+
 TEST(CudaSpmd, DataParallelTrainingKeepsTheParamsOnEachGpu) {
   // A training step of one param w: next.w = w + the sum of x's rows, the
   // rows split over a = 2 (each rank's block, then an all-reduce), the
@@ -743,20 +774,7 @@ TEST(CudaSpmd, DataParallelTrainingKeepsTheParamsOnEachGpu) {
       {"kernel k_id 2", "kernel k_add 3", scaleLaunch("k_id", "1", 8), add,
        "step k_id 0 2", "collective all-reduce a - 2 3", "step k_add 1 3 4"},
       4);
-  TempDir dir;
-  auto args = [&](const std::string &tag) {
-    return std::vector<std::string>{"train", "--device", "cuda", "--random-inputs",
-                                    "--seed", "3", "--save", dir.path(tag + ".ckpt")};
-  };
-  fakeCuda();
-  std::vector<RunResult> one = runOnFakes(1, args("one"), whole, spmd);
-  ASSERT_EQ(one[0].status, 0) << one[0].err;
-  FakeCudaState &cuda = fakeCuda();
-  cuda.deviceCount = 2;
-  FakeNcclState &nccl = fakeNccl();
-  std::vector<RunResult> two = runOnFakes(2, args("two"), whole, spmd);
-  expectSuccess(two, "a=2 training");
-  EXPECT_EQ(readFile(dir.path("two.ckpt")), readFile(dir.path("one.ckpt")));
+  auto [cuda, nccl] = expectTwoGpusTrainAsOne(whole, spmd, "a=2 training");
   EXPECT_EQ(nccl.allReduces, 2u * 3u); // each rank, each step
   // Each rank: x's block and w once, then the block alone; the update on
   // its device each step; w back once, for the checkpoint.
@@ -830,23 +848,8 @@ TEST(CudaSpmd, PipelinedTrainingUpdatesEachStagesParamsOnItsGpu) {
   // kernel on its GPU, a and ga go between the GPUs by NCCL, and each
   // rank updates its stage's param on its device. Both write the same
   // checkpoint.
-  TempDir dir;
-  auto args = [&](const std::string &tag) {
-    return std::vector<std::string>{"train", "--device", "cuda", "--random-inputs",
-                                    "--seed", "5", "--save", dir.path(tag + ".ckpt")};
-  };
-  std::string whole = pipelinedTraining(false), spmd = pipelinedTraining(true);
-  fakeCuda();
-  std::vector<RunResult> one = runOnFakes(1, args("one"), whole, spmd);
-  ASSERT_EQ(one[0].status, 0) << one[0].err;
-  FakeCudaState &cuda = fakeCuda();
-  cuda.deviceCount = 2;
-  FakeNcclState &nccl = fakeNccl();
-  std::vector<RunResult> two = runOnFakes(2, args("two"), whole, spmd);
-  expectSuccess(two, "pp=2 training");
-  std::string checkpoint = readFile(dir.path("two.ckpt"));
-  EXPECT_EQ(checkpoint, readFile(dir.path("one.ckpt")));
-  EXPECT_FALSE(checkpoint.empty());
+  auto [cuda, nccl] = expectTwoGpusTrainAsOne(pipelinedTraining(false),
+                                              pipelinedTraining(true), "pp=2 training");
   // Per step, one message each way per microbatch.
   EXPECT_EQ(nccl.sends, 3u * 2u * 2u);
   EXPECT_EQ(nccl.recvs, 3u * 2u * 2u);
