@@ -185,39 +185,56 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
     return buffers[a].bytes != buffers[b].bytes ? buffers[a].bytes > buffers[b].bytes
                                                 : a < b;
   });
-  // The placed buffers, kept in the order of their offsets: first fit walks
-  // them from the bottom and stops at the first gap, instead of gathering
-  // and sorting the overlapping ones for every buffer (deep models place
-  // tens of thousands).
+  // The placed buffers on shelves, kept in the order of their offsets:
+  // first fit walks them from the bottom and stops at the first gap,
+  // instead of gathering and sorting the overlapping ones for every buffer
+  // (deep models place tens of thousands). A shelf holds the buffers placed
+  // at one offset for the same ranks: they share bytes, so their lifetimes
+  // are disjoint, and kept in lifetime order the ones a lifetime meets are
+  // one run, found by binary search (a 96-layer GPT places 30,000 buffers
+  // at 11,000 offsets, most of them temps of short lives).
   struct Placed {
-    int64_t begin, end, first, last;
-    const llvm::SmallBitVector *ranks; // null: every rank
+    int64_t end, first, last; // end aligned: where a buffer above may start
   };
-  std::vector<Placed> placed;
+  struct Shelf {
+    int64_t begin;
+    const llvm::SmallBitVector *ranks; // null: every rank
+    std::vector<Placed> byLifetime;
+  };
+  std::vector<Shelf> shelves;
+  auto sameRanks = [](const llvm::SmallBitVector *a, const llvm::SmallBitVector *b) {
+    return a == b || (a && b && *a == *b);
+  };
   int64_t arena = 0;
   for (size_t id : order) {
     Buffer &buffer = buffers[id];
+    const llvm::SmallBitVector *ranks = buffer.ranks.empty() ? nullptr : &buffer.ranks;
     int64_t offset = 0;
-    // (The lifetimes first: most placed buffers live at other times, and
-    // their ints are at hand where the ranks are behind a pointer.)
-    for (const Placed &o : placed) {
-      if (offset + buffer.bytes <= o.begin)
+    for (const Shelf &shelf : shelves) {
+      if (offset + buffer.bytes <= shelf.begin)
         break;
-      if (o.first <= buffer.last && buffer.first <= o.last &&
-          (!o.ranks || buffer.ranks.empty() || o.ranks->anyCommon(buffer.ranks)))
-        offset = std::max(offset, o.end);
+      if (shelf.ranks && ranks && !shelf.ranks->anyCommon(*ranks))
+        continue;
+      auto met = llvm::lower_bound(shelf.byLifetime, buffer.first,
+                                   [](const Placed &o, int64_t first) { return o.last < first; });
+      for (; met != shelf.byLifetime.end() && met->first <= buffer.last; ++met)
+        offset = std::max(offset, met->end);
     }
     buffer.offset = offset;
     arena = std::max(arena, offset + buffer.bytes);
-    // Its end aligned: where the next buffer above it may start.
-    Placed range{offset, (offset + buffer.bytes + kAlignment - 1) / kAlignment * kAlignment,
-                 buffer.first, buffer.last,
-                 buffer.ranks.empty() ? nullptr : &buffer.ranks};
-    placed.insert(llvm::upper_bound(placed, range,
-                                    [](const Placed &a, const Placed &b) {
-                                      return a.begin < b.begin;
-                                    }),
-                  range);
+    Placed range{(offset + buffer.bytes + kAlignment - 1) / kAlignment * kAlignment,
+                 buffer.first, buffer.last};
+    auto at = llvm::lower_bound(shelves, offset,
+                                [](const Shelf &shelf, int64_t begin) { return shelf.begin < begin; });
+    while (at != shelves.end() && at->begin == offset && !sameRanks(at->ranks, ranks))
+      ++at;
+    if (at == shelves.end() || at->begin != offset)
+      at = shelves.insert(at, Shelf{offset, ranks, {}});
+    at->byLifetime.insert(llvm::upper_bound(at->byLifetime, range,
+                                            [](const Placed &a, const Placed &b) {
+                                              return a.first < b.first;
+                                            }),
+                          range);
   }
   return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
 }
