@@ -4,7 +4,6 @@
 #include "Loom/IR/LoomDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/IR/IRMapping.h"
 
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"

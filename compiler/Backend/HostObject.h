@@ -22,11 +22,11 @@ namespace loom {
 
 /// The host object files of a module's kernels, made in the background:
 /// start deals the kernels into parts of about equal size (at most
-/// `maxParts`: one per core the caller leaves free), translates each part (LLVM dialect) to LLVM IR in
-/// an LLVM context of its own on the calling thread, then optimizes each
-/// at -O3 for `cpu` and writes it to a temporary ELF object file on a
-/// thread of its own, which touches only its part's LLVM context, never
-/// the MLIR one. The compiler meanwhile builds the GPU image and the
+/// `maxParts`: one per core the caller leaves free), translates each part
+/// (LLVM dialect) to LLVM IR in an LLVM context of its own on the calling
+/// thread, then optimizes each at -O3 for `cpu` and writes it to a
+/// temporary ELF object file on a thread of its own, which touches only
+/// its part's LLVM context, never the MLIR one. The compiler meanwhile builds the GPU image and the
 /// plans; wait joins. The destructor joins too and removes the files.
 class HostObjectJob {
 public:

@@ -9,8 +9,10 @@ words such as NAME, PATH, N); a reference holds when lines LINE-2 ..
 LINE+2 of the cited file show 12 characters of a piece from one of its
 word starts (a whole piece, if shorter), with C++ string literals split
 over lines joined and escapes undone. With --fix, a reference that does
-not hold moves to the nearest line that shows a piece, where one exists. Prints one line per stale reference, then
-a summary; exits 1 when any is stale (after --fix: any left).
+not hold moves to the line that shows the longest stretch of the message
+(the nearest of equals), where one shows a piece. Prints one line per
+stale reference, then a summary; exits 1 when any is stale (after --fix:
+any left).
 """
 import difflib
 import re

@@ -260,6 +260,12 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
   restores = std::move(values.restores);
   saves = std::move(values.saves);
   crosses = std::move(values.crosses);
+  sections.clear();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &step = plan.steps[i];
+    if (step.stages.size() == 1)
+      sections[{step.phase, step.stages[0]}].push_back(i);
+  }
 
   // Each output's first stage, where its broadcast comes from.
   std::vector<long> writer(plan.buffers.size(), -1);
@@ -358,21 +364,16 @@ bool PipelineRunner::runStep(size_t index, uint64_t microbatch,
 bool PipelineRunner::runSection(StepPhase phase, unsigned stage,
                                 uint64_t microbatch, TraceRecorder *trace,
                                 std::string &error) {
-  std::vector<size_t> section;
-  for (size_t i = 0; i < plan->steps.size(); ++i) {
-    const PlanStep &step = plan->steps[i];
-    if (step.phase == phase && step.stages.size() == 1 && step.stages[0] == stage)
-      section.push_back(i);
-  }
   // An empty section (a backward without a weight-gradient part) needs no
   // inputs either.
-  if (section.empty())
+  auto section = sections.find({phase, stage});
+  if (section == sections.end())
     return true;
   // The microbatch's inputs (its rows of the batch, the step's scalars).
   for (const auto &[id, bytes] : inputs[microbatch])
     if (!device->upload(device->buffer(id), bytes.data(), bytes.size(), error))
       return false;
-  for (size_t i : section)
+  for (size_t i : section->second)
     if (!runStep(i, microbatch, trace, error))
       return false;
   return true;

@@ -219,6 +219,8 @@ private:
   std::vector<unsigned> coordinates;
   /// Per step: the buffers to put back before it and to save after it.
   std::vector<std::vector<unsigned>> restores, saves;
+  /// Per section (phase, stage) of one stage: its steps, in plan order.
+  std::map<std::pair<StepPhase, unsigned>, std::vector<size_t>> sections;
   /// Per buffer: whether some step or carry reads it in another section.
   std::vector<bool> crosses;
   /// The values in flight: their layout, its memory, and per microbatch
