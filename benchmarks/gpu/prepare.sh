@@ -88,6 +88,11 @@ if [ "$arch" = sm_90a ]; then
   for name in matmul4096 matmul8192 matmul4096-bt matmul4096-at; do
     $loomc --gpu-mma=wgmma-persistent "$out/$name.loom" -o "$out/$name-persistent"
   done
+  # The attention forward on wgmma (TMA-fed, P in registers), not yet the
+  # default: checked and timed against SDPA beside the mma.sync kernel.
+  for size in 2048 8192; do
+    $loomc --gpu-attention=wgmma "$out/attention$size.loom" -o "$out/attention$size-wgmma"
+  done
 fi
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"

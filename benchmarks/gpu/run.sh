@@ -97,7 +97,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
 for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 attention-grad2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
-           matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent; do
+           matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent attention2048-wgmma; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -116,7 +116,7 @@ echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights) 
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
 else
-  for exe in mlp gpt gpt-tf32 matmul4096 memory attention2048 mlp-mma-sync matmul4096-mma-sync; do
+  for exe in mlp gpt gpt-tf32 matmul4096 memory attention2048 attention2048-wgmma mlp-mma-sync matmul4096-mma-sync; do
     skip $exe && continue
     outputs() {  # --output NAME=WORK/EXE.DEVICE.NAME.npy for every output, one word a line
       "$here/$exe" --info | awk -v dir="$work" -v exe="$exe" -v device="$1" \
@@ -175,10 +175,9 @@ echo "== attention forward: Loom vs torch SDPA, bf16, causal, [1, 16, T, 128]; g
 # SDPA's best of 10 (CUDA events, after 3 warm-ups) per size; Loom's best
 # over seeds of its one launch (--trace). The FLOPs counted are both
 # products over the pairs on or below the diagonal, 2 * H * T(T+1)/2 * 256.
+declare -A sdpa
 for size in 2048 8192; do
-  exe=attention$size
-  skip $exe && continue
-  sdpa=$($py - "$size" <<'PY' 2>/dev/null | tail -1
+  sdpa[$size]=$($py - "$size" <<'PY' 2>/dev/null | tail -1
 import sys
 t = int(sys.argv[1])
 try:
@@ -197,8 +196,13 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
     print(f"unavailable ({e})")
 PY
 )
+done
+# attentionT-wgmma runs the sm_90a forward on wgmma (--gpu-attention=wgmma).
+for exe in attention2048 attention8192 attention2048-wgmma attention8192-wgmma; do
+  skip $exe && continue
+  size=${exe#attention}; size=${size%%-*}
   best=$(best_kernel_us "$exe") || { status=1; continue; }
-  ratio "$exe" "2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "$sdpa"
+  ratio "$exe" "2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa[$size]}"
 done
 
 echo "== attention backward: Loom vs torch SDPA's backward, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"

@@ -38,6 +38,18 @@ enum class GpuMma {
   WgmmaPersistent,
 };
 
+/// Which tensor-core instructions the attention forward uses on the GPU.
+enum class GpuAttention {
+  /// mma.sync everywhere, until the wgmma forward has been measured.
+  Auto,
+  /// The warp-level FlashAttention-2 kernels (sm_80 and later).
+  MmaSync,
+  /// On sm_90a, the forward on wgmma fed by TMA where its shapes allow
+  /// (heads of 64 or 128, queries in blocks of 128); the backward and the
+  /// other shapes stay on mma.sync.
+  Wgmma,
+};
+
 struct DriverOptions {
   /// Print this stage (to `output`, or stdout) instead of linking.
   std::optional<Stage> emit;
@@ -95,6 +107,8 @@ struct DriverOptions {
   std::optional<int64_t> gpuSharedLimit;
   /// The tensor-core instructions of bf16/f16 matmuls (--gpu-mma).
   GpuMma gpuMma = GpuMma::Auto;
+  /// The tensor-core instructions of the attention forward (--gpu-attention).
+  GpuAttention gpuAttention = GpuAttention::Auto;
   /// --explain: print what the plan needs and costs on --gpu-device
   /// instead of building anything (docs/explain.md).
   std::optional<KernelReportFormat> explain;

@@ -75,6 +75,10 @@ LogicalResult Compilation::lowerToGpu() {
            << " needs --gpu-arch=sm_90a (got " << options.gpuArch << ")";
   bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
                       (options.gpuMma == GpuMma::Auto && sm90a);
+  bool warpgroupAttention = options.gpuAttention == GpuAttention::Wgmma;
+  if (warpgroupAttention && !sm90a)
+    return emitError(UnknownLoc::get(&context), "--gpu-attention=wgmma needs ")
+           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
   // --gpu-shared-limit per block (unset: 48 KiB for mma.sync alone, the
@@ -92,12 +96,19 @@ LogicalResult Compilation::lowerToGpu() {
     sharedPerSM = arch->sharedBytesPerSM;
     reservedPerBlock = arch->reservedSharedBytesPerBlock;
   }
+  // The wgmma attention forward takes the architecture's limit unless told
+  // less: its default 48 KiB for mma.sync matmuls is no limit of its own.
+  int64_t attentionShared = 0;
+  if (warpgroupAttention)
+    attentionShared = options.gpuSharedLimit.value_or(0) > 0
+                          ? std::min(sharedPerBlock, *options.gpuSharedLimit)
+                          : sharedPerBlock;
   if (sharedLimit > 0)
     sharedPerBlock = std::min(sharedPerBlock, sharedLimit);
   return runPipeline(*gpuModule, [&](OpPassManager &pm) {
     buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
                             sharedPerBlock, sharedPerSM, reservedPerBlock,
-                            warpgroupMma, persistent);
+                            warpgroupMma, persistent, attentionShared);
   });
 }
 

@@ -264,11 +264,16 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
                                      int64_t sharedPerSM,
                                      int64_t reservedSharedPerBlock,
                                      bool warpgroupMma,
-                                     bool persistentWarpgroupMma) {
+                                     bool persistentWarpgroupMma,
+                                     int64_t warpgroupAttentionShared) {
   // Attention kernels first: their bodies (the CPU's blocked loops) are
   // replaced whole.
-  if (tensorCores)
-    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomBuildGpuAttention());
+  if (tensorCores) {
+    mlir::loom::LoomBuildGpuAttentionOptions attention;
+    attention.warpgroupMma = warpgroupAttentionShared > 0;
+    attention.sharedPerBlock = warpgroupAttentionShared;
+    pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomBuildGpuAttention(attention));
+  }
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.warpgroupMma = warpgroupMma;
   matmuls.persistentWarpgroupMma = persistentWarpgroupMma;

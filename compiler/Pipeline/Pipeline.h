@@ -87,12 +87,15 @@ struct GpuTarget {
 /// tensor-core pipeline's shared memory (the spec table's opt-in block
 /// limit, SM size and per-block reservation). With `warpgroupMma` (sm_90a),
 /// matmuls a TMA tensor map can read run on wgmma instead of mma.sync; in
-/// persistent warp-specialized kernels with `persistentWarpgroupMma`.
+/// persistent warp-specialized kernels with `persistentWarpgroupMma`. With
+/// `warpgroupAttentionShared` bytes of dynamic shared memory a block (0:
+/// none; sm_90a), attention forwards whose shapes allow it run on wgmma.
 void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
                              int64_t multiprocessors, int64_t sharedPerBlock,
                              int64_t sharedPerSM, int64_t reservedSharedPerBlock,
                              bool warpgroupMma = false,
-                             bool persistentWarpgroupMma = false);
+                             bool persistentWarpgroupMma = false,
+                             int64_t warpgroupAttentionShared = 0);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

@@ -92,7 +92,9 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
                             /*multiprocessors=*/132,
                             /*sharedPerBlock=*/wgmma ? 227 * 1024 : 48 * 1024,
                             /*sharedPerSM=*/228 * 1024,
-                            /*reservedSharedPerBlock=*/1024, wgmma);
+                            /*reservedSharedPerBlock=*/1024, wgmma,
+                            /*persistentWarpgroupMma=*/false,
+                            /*warpgroupAttentionShared=*/wgmma ? 227 * 1024 : 0);
     if (mlir::failed(gpuStages.run(*gpu)) ||
         mlir::failed(collectGpuLaunches(*gpu)))
       return FrontEndOutcome::InternalError;

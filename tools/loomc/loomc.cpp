@@ -132,6 +132,18 @@ cl::opt<loom::GpuMma> gpuMma(
                           "block per SM loops over tiles, a producer "
                           "warpgroup issues the TMA loads (sm_90a)")),
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
+cl::opt<loom::GpuAttention> gpuAttention(
+    "gpu-attention",
+    cl::desc("The tensor-core instructions of the attention forward on the GPU"),
+    cl::values(clEnumValN(loom::GpuAttention::Auto, "auto",
+                          "mma.sync (the default, until the wgmma forward is "
+                          "measured)"),
+               clEnumValN(loom::GpuAttention::MmaSync, "mma.sync",
+                          "warp-level FlashAttention-2 kernels (sm_80 and later)"),
+               clEnumValN(loom::GpuAttention::Wgmma, "wgmma",
+                          "the forward on wgmma fed by TMA where its shapes "
+                          "allow (sm_90a)")),
+    cl::init(loom::GpuAttention::Auto), cl::cat(loomCategory));
 cl::opt<std::string> schedule(
     "schedule",
     cl::desc("The pipeline schedule, instead of the train section's: gpipe, "
@@ -357,6 +369,7 @@ int main(int argc, char **argv) {
   if (gpuSharedLimit.getNumOccurrences())
     options.gpuSharedLimit = gpuSharedLimit;
   options.gpuMma = gpuMma;
+  options.gpuAttention = gpuAttention;
   if (explain.getNumOccurrences())
     options.explain = explain;
   if (outputFormat.getNumOccurrences()) {

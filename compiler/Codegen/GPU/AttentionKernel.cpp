@@ -35,6 +35,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Codegen/GPU/AttentionWarp.h"
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/Passes.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
@@ -59,245 +60,7 @@ namespace mlir::loom {
 using namespace mlir;
 
 namespace {
-constexpr int64_t kWarps = 4, kRowsPerWarp = 16;
-constexpr int64_t kRowsPerBlock = kWarps * kRowsPerWarp;
-
-/// What the mark and the kernel's arguments say.
-struct AttentionSpec {
-  Value query, key, value;
-  /// The backward's: the result's gradient (null in a forward), and a flat
-  /// f32 buffer of 3 x batch x queries for the rows' statistics.
-  Value resultGrad, statistics;
-  /// The forward's output, or the query, key and value gradients.
-  SmallVector<Value> outputs;
-  Type element;
-  int64_t batch = 1, queries = 0, keys = 0, features = 0, valueFeatures = 0;
-  bool causal = false;
-  std::optional<float> scale;
-  bool backward() const { return static_cast<bool>(resultGrad); }
-};
-
-using Tile = SmallVector<Value, 4>;
-
-/// One warp's arithmetic, at `b`'s insertion point inside a launch: 16 rows
-/// (queries in the forward and the query-side backward, keys in the
-/// key-side backward) against blocks of columns, in mma.sync m16n8k16
-/// fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): with g =
-/// lane / 4 and t = lane % 4, A's registers hold rows g and g + 8, columns
-/// 2t, 2t + 1 and 2t + 8, 2t + 9; B's rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9
-/// of column g; the accumulators rows g and g + 8, columns 2t and 2t + 1.
-struct Warp {
-  OpBuilder &b;
-  Location loc;
-  loom::IndexMath im;
-  const AttentionSpec &spec;
-  /// The batch entry: its indices (the collapsed batch dims) and number.
-  SmallVector<Value> batchIndices;
-  Value batch;
-  Value g, t, t2, rowBase;
-  /// The thread in the block and the lane in the warp.
-  Value tid, lane;
-  /// The launch's shared-memory buffers (its workgroup attributions).
-  SmallVector<Value> shared;
-
-  Type f32() const { return b.getF32Type(); }
-  Value f32Constant(double v) const {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  }
-  Value minusInf() const { return f32Constant(-std::numeric_limits<double>::infinity()); }
-  SmallVector<Value> at(Value row, Value column) const {
-    SmallVector<Value> indices(batchIndices);
-    indices.append({row, column});
-    return indices;
-  }
-  /// Elements (row, column) and (row, column + 1) of `buffer` as one mma
-  /// register (column is even and rows have an even length: 4-byte
-  /// aligned).
-  Value pairAt(Value buffer, Value row, Value column) const {
-    auto type = VectorType::get({2}, spec.element);
-    Value pair = vector::LoadOp::create(b, loc, type, buffer, at(row, column),
-                                        /*nontemporal=*/false, llvm::Align(4));
-    return loom::pairAsRegister(b, loc, spec.element, pair);
-  }
-  Value elementAt(Value buffer, Value row, Value column) const {
-    return memref::LoadOp::create(b, loc, buffer, at(row, column));
-  }
-  /// `x` rounded to the operand type, held in f32.
-  Value rounded(Value x) const {
-    Value narrow = arith::TruncFOp::create(b, loc, spec.element, x);
-    return arith::ExtFOp::create(b, loc, f32(), narrow);
-  }
-  Value narrowed(Value x) const {
-    return arith::TruncFOp::create(b, loc, spec.element, x);
-  }
-  /// `combine` of `x` over the 4 lanes of a quad (a row's lanes).
-  Value quadReduce(Value x, function_ref<Value(Value, Value)> combine) const {
-    for (int32_t offset : {1, 2}) {
-      auto shuffle = gpu::ShuffleOp::create(b, loc, x, offset, 32, gpu::ShuffleMode::XOR);
-      x = combine(x, shuffle.getShuffleResult());
-    }
-    return x;
-  }
-  Value max(Value x, Value y) const { return arith::MaximumFOp::create(b, loc, x, y); }
-  Value add(Value x, Value y) const { return arith::AddFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) const { return arith::SubFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) const { return arith::MulFOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) const { return arith::DivFOp::create(b, loc, x, y); }
-  Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
-  Value quadSum(Value x) const {
-    return quadReduce(x, [&](Value p, Value q) { return add(p, q); });
-  }
-  Value quadMax(Value x) const {
-    return quadReduce(x, [&](Value p, Value q) { return max(p, q); });
-  }
-  /// Row g (half 0) or g + 8 (half 1) of the warp's rows.
-  Value row(int64_t half) const { return im.addc(b, im.add(b, rowBase, g), 8 * half); }
-  /// Column 2t + e % 2 of accumulator tile n of a block from `start`.
-  Value column(Value start, int64_t n, int64_t e) const {
-    return im.addc(b, im.add(b, start, t2), n * 8 + e % 2);
-  }
-
-  /// The warp's 16 rows of `buffer` (from rowBase) as A fragments, one per
-  /// 16 columns of its `width`.
-  SmallVector<Tile> rowFragments(Value buffer, int64_t width) const {
-    SmallVector<Tile> fragments;
-    Value r0 = row(0), r1 = row(1);
-    for (int64_t kk = 0; kk < width; kk += 16) {
-      Value c0 = im.addc(b, t2, kk), c8 = im.addc(b, t2, kk + 8);
-      fragments.push_back({pairAt(buffer, r0, c0), pairAt(buffer, r1, c0),
-                           pairAt(buffer, r0, c8), pairAt(buffer, r1, c8)});
-    }
-    return fragments;
-  }
-  /// `tiles` (one per 8 rows of `buffer` from `start`) += the warp's rows
-  /// (`rows`, A fragments over `width` columns) times those rows of
-  /// `buffer` transposed: B's column n is a row of `buffer`, so its
-  /// registers are pairs along that row.
-  void multiplyByRowsOf(ArrayRef<Tile> rows, Value buffer, Value start, int64_t width,
-                        MutableArrayRef<Tile> tiles) const {
-    for (int64_t kk = 0; kk < width; kk += 16) {
-      Value c0 = im.addc(b, t2, kk), c8 = im.addc(b, t2, kk + 8);
-      for (auto [n, tile] : llvm::enumerate(tiles)) {
-        Value r = im.add(b, im.addc(b, start, n * 8), g);
-        SmallVector<Value> fragment{pairAt(buffer, r, c0), pairAt(buffer, r, c8)};
-        tile = loom::mmaSync(b, loc, spec.element, rows[kk / 16], fragment, tile);
-      }
-    }
-  }
-  /// `out` (one tile per 8 columns of `buffer`, `width` of them) += the
-  /// accumulator tiles `c` (16 rows x 8 * c.size() columns, rounded to the
-  /// operand type as A fragments: the C layout of tiles 2j and 2j + 1 is
-  /// the A layout of k step j) times the rows of `buffer` from `start`: B's
-  /// registers are pairs down a column of `buffer`.
-  void multiplyAccumulators(ArrayRef<Tile> c, Value buffer, Value start, int64_t width,
-                            MutableArrayRef<Tile> out) const {
-    for (size_t j = 0; j < c.size() / 2; ++j) {
-      Tile a = aFragment(c[2 * j], c[2 * j + 1]);
-      Value r = im.add(b, im.addc(b, start, j * 16), t2);
-      for (int64_t n = 0; n < width / 8; ++n) {
-        Value col = im.addc(b, g, n * 8);
-        auto pair = [&](int64_t offset) {
-          Value r0 = im.addc(b, r, offset);
-          return loom::packPair(b, loc, spec.element, elementAt(buffer, r0, col),
-                                elementAt(buffer, im.addc(b, r0, 1), col));
-        };
-        SmallVector<Value> fragment{pair(0), pair(8)};
-        out[n] = loom::mmaSync(b, loc, spec.element, a, fragment, out[n]);
-      }
-    }
-  }
-  /// Accumulator tiles 2j and 2j + 1 (16 x 16) rounded to the operand
-  /// type as the A fragment of k step j.
-  Tile aFragment(const Tile &left, const Tile &right) const {
-    auto pack = [&](Value lo, Value hi) {
-      return loom::packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
-    };
-    return {pack(left[0], left[1]), pack(left[2], left[3]), pack(right[0], right[1]),
-            pack(right[2], right[3])};
-  }
-  /// Zeroed accumulator tiles.
-  SmallVector<Tile> zeroTiles(int64_t count) const {
-    return SmallVector<Tile>(count, Tile(4, f32Constant(0.0)));
-  }
-  /// A score as the five ops leave it: the product rounded to the operand
-  /// type, times the scale rounded again; -inf where `masked`.
-  Value score(Value product, Value masked) const {
-    Value x = rounded(product);
-    if (spec.scale)
-      x = rounded(mul(x, f32Constant(*spec.scale)));
-    if (masked)
-      x = arith::SelectOp::create(b, loc, masked, minusInf(), x);
-    return x;
-  }
-  /// Whether (query, key) lies above the diagonal (key > query): null when
-  /// not causal.
-  Value above(Value query, Value key) const {
-    if (!spec.causal)
-      return Value();
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, query);
-  }
-  /// The softmax gradient as the five ops' rules compute it: p (dp - dot),
-  /// 0 where masked, times the scale rounded, rounded.
-  Value scoreGrad(Value p, Value dp, Value dot, Value masked) const {
-    Value x = mul(p, sub(dp, dot));
-    if (masked)
-      x = arith::SelectOp::create(b, loc, masked, f32Constant(0.0), x);
-    if (spec.scale)
-      x = mul(rounded(x), f32Constant(*spec.scale));
-    return rounded(x);
-  }
-  /// Writes `tiles` (the warp's 16 rows x 8 * tiles.size() columns) to
-  /// `buffer` as operand-type pairs, each value through `finish(value,
-  /// half)` first.
-  void storeRows(Value buffer, ArrayRef<Tile> tiles,
-                 function_ref<Value(Value, int64_t)> finish) const {
-    for (auto [n, tile] : llvm::enumerate(tiles))
-      for (int64_t half = 0; half < 2; ++half) {
-        Value pair = vector::FromElementsOp::create(
-            b, loc, VectorType::get({2}, spec.element),
-            ValueRange{narrowed(finish(tile[2 * half], half)),
-                       narrowed(finish(tile[2 * half + 1], half))});
-        vector::StoreOp::create(b, loc, pair, buffer,
-                                at(row(half), im.addc(b, t2, n * 8)),
-                                /*nontemporal=*/false, llvm::Align(4));
-      }
-  }
-  /// Statistic `which` (0 maximum, 1 sum, 2 the softmax gradient's dot) of
-  /// query `row` in the backward's flat statistics buffer.
-  Value statIndex(int64_t which, Value query) const {
-    return im.add(b, im.add(b, im.cst(b, which * spec.batch * spec.queries),
-                            im.mulc(b, batch, spec.queries)),
-                  query);
-  }
-  Value loadStat(int64_t which, Value query) const {
-    return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
-  }
-  /// A loop over blocks of `step` from `lower` to `upper` carrying `init`.
-  scf::ForOp loop(Value lower, Value upper, int64_t step, ValueRange init,
-                  function_ref<SmallVector<Value>(Value start, ValueRange carried)> body) {
-    auto forOp = scf::ForOp::create(b, loc, lower, upper, im.cst(b, step), init);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(forOp.getBody());
-    scf::YieldOp::create(b, loc, body(forOp.getInductionVar(), forOp.getRegionIterArgs()));
-    return forOp;
-  }
-  /// The end of the keys rows from rowBase read (queries rows): all, or
-  /// (causal) through the block of `step` keys holding the last row.
-  Value keyEnd(int64_t step) const { return keyEndAfter(rowBase, kRowsPerWarp, step); }
-  /// keyEnd for the block's rows: the block's warps all walk to the
-  /// diagonal of its last row.
-  Value blockKeyEnd(int64_t step) const {
-    Value blockBase = im.mulc(b, im.divc(b, rowBase, kRowsPerBlock), kRowsPerBlock);
-    return keyEndAfter(blockBase, kRowsPerBlock, step);
-  }
-  Value keyEndAfter(Value first, int64_t rows, int64_t step) const {
-    Value all = im.cst(b, spec.keys);
-    if (!spec.causal)
-      return all;
-    Value blocks = im.divc(b, im.addc(b, first, rows + step - 1), step);
-    return arith::MinUIOp::create(b, loc, im.mulc(b, blocks, step), all);
-  }
-};
+using namespace mlir::loom::attention;
 
 /// The column operands of a launch's products, read block by block (K and
 /// V in the forward and the backward's query side, Q and dO on its key
@@ -482,19 +245,6 @@ bool reloadsRows(const AttentionSpec &spec) {
   return spec.features + spec.valueFeatures > 128;
 }
 
-/// Flattens tiles into values (to carry through a loop) and back.
-SmallVector<Value> flat(ArrayRef<Tile> tiles) {
-  SmallVector<Value> values;
-  for (const Tile &tile : tiles)
-    values.append(tile.begin(), tile.end());
-  return values;
-}
-SmallVector<Tile> tilesOf(ValueRange values) {
-  SmallVector<Tile> tiles;
-  for (size_t i = 0; i < values.size(); i += 4)
-    tiles.push_back(Tile(values.slice(i, 4)));
-  return tiles;
-}
 
 /// The forward: 16 query rows of a warp against every key block up to
 /// the diagonal (staged: the block's last row's), the online softmax
@@ -512,30 +262,10 @@ void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
                            [&](Value k0, Value stage, ValueRange carried) {
     SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
     columns.multiplyRows(queries, 0, k0, stage, s);
-    for (auto [n, tile] : llvm::enumerate(s))
-      for (int64_t e = 0; e < 4; ++e)
-        tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
     SmallVector<Tile> output = tilesOf(carried.take_front(outputTiles * 4));
-    Value maxima[2], sums[2];
-    for (int64_t half = 0; half < 2; ++half) {
-      Value rowMax = carried[outputTiles * 4 + half];
-      for (const Tile &tile : s)
-        rowMax = w.max(rowMax, w.max(tile[2 * half], tile[2 * half + 1]));
-      rowMax = w.quadMax(rowMax);
-      // Every row sees key 0 in the first block, so rowMax is finite from
-      // there on and exp(-inf - rowMax) = 0 starts the sums.
-      Value rescale = w.exp(w.sub(carried[outputTiles * 4 + half], rowMax));
-      maxima[half] = rowMax;
-      sums[half] = w.mul(carried[outputTiles * 4 + 2 + half], rescale);
-      for (Tile &tile : output)
-        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
-          tile[e] = w.mul(tile[e], rescale);
-    }
-    for (Tile &tile : s)
-      for (int64_t e = 0; e < 4; ++e) {
-        tile[e] = w.rounded(w.exp(w.sub(tile[e], maxima[e / 2])));
-        sums[e / 2] = w.add(sums[e / 2], tile[e]);
-      }
+    Value maxima[2] = {carried[outputTiles * 4], carried[outputTiles * 4 + 1]};
+    Value sums[2] = {carried[outputTiles * 4 + 2], carried[outputTiles * 4 + 3]};
+    w.softmaxBlock(k0, s, output, maxima, sums);
     // O += P V: P's A fragments are the score tiles.
     columns.multiplyColumns(s, 1, k0, stage, output);
     SmallVector<Value> next = flat(output);
@@ -885,9 +615,10 @@ SmallVector<Type> stagingBuffers(const AttentionSpec &spec, int64_t rows, int64_
 
 /// Replaces `kernel`'s body by the attention launches (their column
 /// operands staged in shared memory where `stageOperands` and
-/// stagingBuffers allow).
+/// stagingBuffers allow); with `warpgroupSharedBytes`, the forward on
+/// wgmma in that much dynamic shared memory where its shapes allow.
 LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
-                                   bool stageOperands) {
+                                   bool stageOperands, int64_t warpgroupSharedBytes) {
   FailureOr<AttentionSpec> read = readSpec(kernel, mark);
   if (failed(read))
     return failure();
@@ -899,6 +630,12 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
   }
   Location loc = kernel.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(&body);
+  // sm_90a: the forward on wgmma where its shapes allow.
+  if (!spec.backward() && warpgroupSharedBytes > 0 &&
+      buildWarpgroupAttention(b, loc, spec, warpgroupSharedBytes)) {
+    func::ReturnOp::create(b, loc);
+    return success();
+  }
   if (!spec.backward()) {
     // With more than 64 features, blocks of 32 keys keep the warp's
     // registers (queries, scores, outputs) under the 255 a thread may have.
@@ -955,7 +692,8 @@ struct LoomBuildGpuAttention
   void runOnOperation() override {
     func::FuncOp kernel = getOperation();
     auto mark = kernel->getAttrOfType<DictionaryAttr>(loom::attr::kGpuAttention);
-    if (mark && failed(buildAttentionKernel(kernel, mark, stageOperands)))
+    if (mark && failed(buildAttentionKernel(kernel, mark, stageOperands,
+                                            warpgroupMma ? sharedPerBlock : 0)))
       signalPassFailure();
   }
 };

@@ -224,11 +224,11 @@ bool independent(ArrayRef<LoopGroup> groups) {
             return false;
         writes[viewRoot(view)].push_back({i, span});
       }
-  for (auto [i, group] : llvm::enumerate(groups))
+  for (auto [index, group] : llvm::enumerate(groups))
     for (const ElementwiseLoop &loop : group.loops)
       for (Value v : loop.loaded)
         if (auto it = writes.find(v);
-            it != writes.end() && llvm::any_of(it->second, [&](const Write &w) {
+            it != writes.end() && llvm::any_of(it->second, [&, i = index](const Write &w) {
               return w.group != i;
             }))
           return false;

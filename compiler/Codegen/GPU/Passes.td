@@ -34,12 +34,25 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
     by the whole block, double-buffered, read with `ldmatrix` (`.trans`
     where the operand's rows are the product's k); the block's warps then
     walk the column blocks together.
+
+    With `warpgroup-mma` (sm_90a), a forward whose shapes allow it (bf16
+    or f16, heads of 64 or 128, queries in blocks of 128, keys of 64,
+    operands a TMA tensor map can read) is one launch of blocks of two
+    warpgroups per 128 queries instead: Q and each key block's K and V
+    copied by the TMA unit into 128-byte-swizzled shared memory (a ring of
+    stages, mbarriers), `S = Q K^T` by wgmma from shared memory, the same
+    online softmax, and `O += P V` by wgmma with P in registers.
   }];
   let options = [
     Option<"stageOperands", "stage-operands", "bool", "true",
            "Stage the column operands' blocks (K and V; Q and dO on the "
            "backward's key side) in shared memory (cp.async, ldmatrix) "
-           "where the shapes allow">
+           "where the shapes allow">,
+    Option<"warpgroupMma", "warpgroup-mma", "bool", "false",
+           "sm_90a: the forward on wgmma fed by TMA where the shapes allow "
+           "(AttentionWarpgroup.cpp)">,
+    Option<"sharedPerBlock", "shared-per-block", "int64_t", "232448",
+           "Dynamic shared memory a block of the wgmma forward may use">
   ];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",

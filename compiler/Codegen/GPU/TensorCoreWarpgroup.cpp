@@ -32,6 +32,7 @@
 
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
+#include "Codegen/GPU/WarpgroupMma.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -44,15 +45,6 @@ using namespace mlir::loom;
 
 namespace {
 constexpr int64_t kBlockM = 128, kBlockK = 64;
-/// 16-bit elements in one 128-byte swizzled shared row (and one TMA box
-/// row): the K step, and the width of one box of an N-contiguous B.
-constexpr int64_t kRowElements = 64;
-constexpr int64_t kRowBytes = 128;
-/// The 128-byte swizzle repeats every 8 rows; TMA and the wgmma descriptors
-/// agree on it only from a base aligned to that many bytes.
-constexpr int64_t kAtomBytes = 8 * kRowBytes;
-/// Rows one warpgroup's wgmma covers, and the K of one instruction.
-constexpr int64_t kWarpgroupRows = 64, kInstructionK = 16;
 constexpr int64_t kMaxStages = 4;
 /// A's 128 x 64 tile, first in each stage.
 constexpr int64_t kTileBytes = kBlockM * kBlockK * 2;
@@ -99,15 +91,6 @@ std::optional<WarpgroupPipeline> choosePipeline(int64_t m, int64_t n,
   return std::nullopt;
 }
 
-/// The layout of an operand the TMA unit can read: at most 5 dims, static
-/// shape, strides and offset, unit innermost stride, and the other strides
-/// and the offset multiples of 16 bytes.
-bool isTensorMapReadable(Value operand) {
-  auto type = cast<MemRefType>(operand.getType());
-  return type.getRank() >= 2 && type.getRank() <= 5 && type.hasStaticShape() &&
-         type.getElementTypeBitWidth() == 16 && isAlignedRun(operand, 8);
-}
-
 /// The (outer, inner) loop dims of operand `which` when its indices are
 /// plain loop dims, batch dims first: a tensor map's box can then follow
 /// the operand's last two dims, and its coordinates are the operand's
@@ -129,59 +112,6 @@ std::optional<std::pair<unsigned, unsigned>> indexedDims(const GpuMatmul &mm,
     if (dims[i] >= mm.batch)
       return std::nullopt;
   return std::make_pair(dims[rank - 2], dims[rank - 1]);
-}
-
-/// The shared-memory tile one box of `operand` fills: `rows` x
-/// kRowElements, with unit dims before them for the operand's batch dims.
-MemRefType boxType(Value operand, int64_t rows) {
-  auto type = cast<MemRefType>(operand.getType());
-  SmallVector<int64_t> shape(type.getRank() - 2, 1);
-  shape.append({rows, kRowElements});
-  return MemRefType::get(shape, type.getElementType(),
-                         MemRefLayoutAttrInterface(),
-                         gpu::AddressSpaceAttr::get(type.getContext(),
-                                                    gpu::AddressSpace::Workgroup));
-}
-
-/// A host-side tensor map of `operand` whose box is boxType's, 128-byte
-/// swizzled, zero-filled past the edges.
-Value createTensorMap(OpBuilder &b, Location loc, Value operand, int64_t rows) {
-  auto type = cast<MemRefType>(operand.getType());
-  MemRefType box = boxType(operand, rows);
-  auto mapType = nvgpu::TensorMapDescriptorType::get(
-      b.getContext(), box, nvgpu::TensorMapSwizzleKind::SWIZZLE_128B,
-      nvgpu::TensorMapL2PromoKind::L2PROMO_NONE,
-      nvgpu::TensorMapOOBKind::OOB_ZERO,
-      nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
-  Value unranked = memref::CastOp::create(
-      b, loc, UnrankedMemRefType::get(type.getElementType(), Attribute()),
-      operand);
-  IndexMath im{loc};
-  SmallVector<Value> extents;
-  for (int64_t extent : box.getShape())
-    extents.push_back(im.cst(b, extent));
-  return nvgpu::TmaCreateDescriptorOp::create(b, loc, mapType, unranked,
-                                              extents);
-}
-
-/// A wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor
-/// Format"): the start address, the leading and stride byte offsets (each
-/// >> 4, 14 bits), and the 128-byte swizzle mode in bits 62-63.
-Value matrixDescriptor(OpBuilder &b, Location loc, Value address,
-                       int64_t leadingBytes, int64_t strideBytes) {
-  Type i64 = b.getI64Type();
-  auto constant = [&](uint64_t v) -> Value {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  };
-  Value start = arith::AndIOp::create(
-      b, loc,
-      arith::ShRUIOp::create(
-          b, loc, arith::IndexCastUIOp::create(b, loc, i64, address),
-          constant(4)),
-      constant(0x3fff));
-  uint64_t fields = ((uint64_t(leadingBytes) >> 4) << 16) |
-                    ((uint64_t(strideBytes) >> 4) << 32) | (uint64_t(1) << 62);
-  return arith::OrIOp::create(b, loc, start, constant(fields));
 }
 
 /// An operand layout both Hopper kernels can read, and its pipeline.
@@ -314,12 +244,8 @@ Value WarpgroupMatmul::multiply(OpBuilder &b, Value stage, Value accs) const {
       b, loc, aAddress, aMContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   Value bDescriptor = matrixDescriptor(
       b, loc, bAddress, bNContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
-  auto step = [&](Value descriptor, int64_t bytes) -> Value {
-    if (!bytes)
-      return descriptor;
-    return arith::AddIOp::create(
-        b, loc, descriptor,
-        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(bytes >> 4)));
+  auto step = [&](Value descriptor, int64_t bytes) {
+    return advanceDescriptor(b, loc, descriptor, bytes);
   };
   auto types = [&]() {
     return NVVM::WGMMATypesAttr::get(context, kernel.element.isBF16()
@@ -365,14 +291,6 @@ SmallVector<Value> WarpgroupMatmul::unpack(OpBuilder &b, Value accs) const {
   for (int64_t i = 0, e = accType.getBody().size(); i < e; ++i)
     values.push_back(LLVM::ExtractValueOp::create(b, kernel.loc, accs, i));
   return values;
-}
-
-/// Use `use` of a stage (its use-th fill) completes its barrier's phase
-/// `use`: the parity a wait on that phase names.
-Value phaseParity(OpBuilder &b, const IndexMath &im, Value use) {
-  return arith::TruncIOp::create(
-      b, im.loc, b.getI1Type(),
-      arith::IndexCastUIOp::create(b, im.loc, b.getI64Type(), use));
 }
 
 /// A kernel's stage barriers: groups of one barrier per stage, and thread

@@ -1,0 +1,319 @@
+//===- AttentionWarp.h - One warp's share of a FlashAttention launch ------===//
+//
+// What both attention kernel builders share (AttentionKernel.cpp, mma.sync
+// warps; AttentionWarpgroup.cpp, wgmma warpgroups): the operands read off
+// the kernel's mark, and a warp's 16 rows in the m16n8 accumulator layout
+// with the arithmetic of scores, the online softmax and the write-back.
+// wgmma's m64nN accumulators are, warp by warp, the same layout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_CODEGEN_GPU_ATTENTIONWARP_H
+#define LOOM_CODEGEN_GPU_ATTENTIONWARP_H
+
+#include "Codegen/GPU/TensorCoreKernel.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+#include <optional>
+
+namespace mlir::loom::attention {
+constexpr int64_t kWarps = 4, kRowsPerWarp = 16;
+constexpr int64_t kRowsPerBlock = kWarps * kRowsPerWarp;
+
+/// What the mark and the kernel's arguments say.
+struct AttentionSpec {
+  Value query, key, value;
+  /// The backward's: the result's gradient (null in a forward), and a flat
+  /// f32 buffer of 3 x batch x queries for the rows' statistics.
+  Value resultGrad, statistics;
+  /// The forward's output, or the query, key and value gradients.
+  SmallVector<Value> outputs;
+  Type element;
+  int64_t batch = 1, queries = 0, keys = 0, features = 0, valueFeatures = 0;
+  bool causal = false;
+  std::optional<float> scale;
+  bool backward() const { return static_cast<bool>(resultGrad); }
+};
+
+using Tile = SmallVector<Value, 4>;
+
+/// One warp's arithmetic, at `b`'s insertion point inside a launch: 16 rows
+/// (queries in the forward and the query-side backward, keys in the
+/// key-side backward) against blocks of columns, in mma.sync m16n8k16
+/// fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): with g =
+/// lane / 4 and t = lane % 4, A's registers hold rows g and g + 8, columns
+/// 2t, 2t + 1 and 2t + 8, 2t + 9; B's rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9
+/// of column g; the accumulators rows g and g + 8, columns 2t and 2t + 1.
+struct Warp {
+  OpBuilder &b;
+  Location loc;
+  IndexMath im;
+  const AttentionSpec &spec;
+  /// The batch entry: its indices (the collapsed batch dims) and number.
+  SmallVector<Value> batchIndices;
+  Value batch;
+  Value g, t, t2, rowBase;
+  /// The thread in the block and the lane in the warp.
+  Value tid, lane;
+  /// The launch's shared-memory buffers (its workgroup attributions).
+  SmallVector<Value> shared;
+
+  Type f32() const { return b.getF32Type(); }
+  Value f32Constant(double v) const {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value minusInf() const { return f32Constant(-std::numeric_limits<double>::infinity()); }
+  SmallVector<Value> at(Value row, Value column) const {
+    SmallVector<Value> indices(batchIndices);
+    indices.append({row, column});
+    return indices;
+  }
+  /// Elements (row, column) and (row, column + 1) of `buffer` as one mma
+  /// register (column is even and rows have an even length: 4-byte
+  /// aligned).
+  Value pairAt(Value buffer, Value row, Value column) const {
+    auto type = VectorType::get({2}, spec.element);
+    Value pair = vector::LoadOp::create(b, loc, type, buffer, at(row, column),
+                                        /*nontemporal=*/false, llvm::Align(4));
+    return pairAsRegister(b, loc, spec.element, pair);
+  }
+  Value elementAt(Value buffer, Value row, Value column) const {
+    return memref::LoadOp::create(b, loc, buffer, at(row, column));
+  }
+  /// `x` rounded to the operand type, held in f32.
+  Value rounded(Value x) const {
+    Value narrow = arith::TruncFOp::create(b, loc, spec.element, x);
+    return arith::ExtFOp::create(b, loc, f32(), narrow);
+  }
+  Value narrowed(Value x) const {
+    return arith::TruncFOp::create(b, loc, spec.element, x);
+  }
+  /// `combine` of `x` over the 4 lanes of a quad (a row's lanes).
+  Value quadReduce(Value x, function_ref<Value(Value, Value)> combine) const {
+    for (int32_t offset : {1, 2}) {
+      auto shuffle = gpu::ShuffleOp::create(b, loc, x, offset, 32, gpu::ShuffleMode::XOR);
+      x = combine(x, shuffle.getShuffleResult());
+    }
+    return x;
+  }
+  Value max(Value x, Value y) const { return arith::MaximumFOp::create(b, loc, x, y); }
+  Value add(Value x, Value y) const { return arith::AddFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) const { return arith::SubFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) const { return arith::MulFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) const { return arith::DivFOp::create(b, loc, x, y); }
+  Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
+  Value quadSum(Value x) const {
+    return quadReduce(x, [&](Value p, Value q) { return add(p, q); });
+  }
+  Value quadMax(Value x) const {
+    return quadReduce(x, [&](Value p, Value q) { return max(p, q); });
+  }
+  /// Row g (half 0) or g + 8 (half 1) of the warp's rows.
+  Value row(int64_t half) const { return im.addc(b, im.add(b, rowBase, g), 8 * half); }
+  /// Column 2t + e % 2 of accumulator tile n of a block from `start`.
+  Value column(Value start, int64_t n, int64_t e) const {
+    return im.addc(b, im.add(b, start, t2), n * 8 + e % 2);
+  }
+
+  /// The warp's 16 rows of `buffer` (from rowBase) as A fragments, one per
+  /// 16 columns of its `width`.
+  SmallVector<Tile> rowFragments(Value buffer, int64_t width) const {
+    SmallVector<Tile> fragments;
+    Value r0 = row(0), r1 = row(1);
+    for (int64_t kk = 0; kk < width; kk += 16) {
+      Value c0 = im.addc(b, t2, kk), c8 = im.addc(b, t2, kk + 8);
+      fragments.push_back({pairAt(buffer, r0, c0), pairAt(buffer, r1, c0),
+                           pairAt(buffer, r0, c8), pairAt(buffer, r1, c8)});
+    }
+    return fragments;
+  }
+  /// `tiles` (one per 8 rows of `buffer` from `start`) += the warp's rows
+  /// (`rows`, A fragments over `width` columns) times those rows of
+  /// `buffer` transposed: B's column n is a row of `buffer`, so its
+  /// registers are pairs along that row.
+  void multiplyByRowsOf(ArrayRef<Tile> rows, Value buffer, Value start, int64_t width,
+                        MutableArrayRef<Tile> tiles) const {
+    for (int64_t kk = 0; kk < width; kk += 16) {
+      Value c0 = im.addc(b, t2, kk), c8 = im.addc(b, t2, kk + 8);
+      for (auto [n, tile] : llvm::enumerate(tiles)) {
+        Value r = im.add(b, im.addc(b, start, n * 8), g);
+        SmallVector<Value> fragment{pairAt(buffer, r, c0), pairAt(buffer, r, c8)};
+        tile = mmaSync(b, loc, spec.element, rows[kk / 16], fragment, tile);
+      }
+    }
+  }
+  /// `out` (one tile per 8 columns of `buffer`, `width` of them) += the
+  /// accumulator tiles `c` (16 rows x 8 * c.size() columns, rounded to the
+  /// operand type as A fragments: the C layout of tiles 2j and 2j + 1 is
+  /// the A layout of k step j) times the rows of `buffer` from `start`: B's
+  /// registers are pairs down a column of `buffer`.
+  void multiplyAccumulators(ArrayRef<Tile> c, Value buffer, Value start, int64_t width,
+                            MutableArrayRef<Tile> out) const {
+    for (size_t j = 0; j < c.size() / 2; ++j) {
+      Tile a = aFragment(c[2 * j], c[2 * j + 1]);
+      Value r = im.add(b, im.addc(b, start, j * 16), t2);
+      for (int64_t n = 0; n < width / 8; ++n) {
+        Value col = im.addc(b, g, n * 8);
+        auto pair = [&](int64_t offset) {
+          Value r0 = im.addc(b, r, offset);
+          return packPair(b, loc, spec.element, elementAt(buffer, r0, col),
+                                elementAt(buffer, im.addc(b, r0, 1), col));
+        };
+        SmallVector<Value> fragment{pair(0), pair(8)};
+        out[n] = mmaSync(b, loc, spec.element, a, fragment, out[n]);
+      }
+    }
+  }
+  /// Accumulator tiles 2j and 2j + 1 (16 x 16) rounded to the operand
+  /// type as the A fragment of k step j.
+  Tile aFragment(const Tile &left, const Tile &right) const {
+    auto pack = [&](Value lo, Value hi) {
+      return packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
+    };
+    return {pack(left[0], left[1]), pack(left[2], left[3]), pack(right[0], right[1]),
+            pack(right[2], right[3])};
+  }
+  /// Zeroed accumulator tiles.
+  SmallVector<Tile> zeroTiles(int64_t count) const {
+    return SmallVector<Tile>(count, Tile(4, f32Constant(0.0)));
+  }
+  /// A score as the five ops leave it: the product rounded to the operand
+  /// type, times the scale rounded again; -inf where `masked`.
+  Value score(Value product, Value masked) const {
+    Value x = rounded(product);
+    if (spec.scale)
+      x = rounded(mul(x, f32Constant(*spec.scale)));
+    if (masked)
+      x = arith::SelectOp::create(b, loc, masked, minusInf(), x);
+    return x;
+  }
+  /// Whether (query, key) lies above the diagonal (key > query): null when
+  /// not causal.
+  Value above(Value query, Value key) const {
+    if (!spec.causal)
+      return Value();
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, query);
+  }
+  /// One key block of the forward's online softmax, from k0: `s` (the
+  /// product's accumulators, 8 keys a tile) becomes the scores (score,
+  /// masked above the diagonal) and then P = exp(s - m'), rounded; the row
+  /// maxima m of rows g and g + 8 become m' (the quad's maximum), their sums
+  /// l become l exp(m - m') plus this thread's part of rowsum P, and
+  /// `output` is rescaled by exp(m - m').
+  void softmaxBlock(Value k0, MutableArrayRef<Tile> s, MutableArrayRef<Tile> output,
+                    Value (&maxima)[2], Value (&sums)[2]) const {
+    for (auto [n, tile] : llvm::enumerate(s))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = score(tile[e], above(row(e / 2), column(k0, n, e)));
+    for (int64_t half = 0; half < 2; ++half) {
+      Value rowMax = maxima[half];
+      for (const Tile &tile : s)
+        rowMax = max(rowMax, max(tile[2 * half], tile[2 * half + 1]));
+      rowMax = quadMax(rowMax);
+      // Every row sees key 0 in the first block, so rowMax is finite from
+      // there on and exp(-inf - rowMax) = 0 starts the sums.
+      Value rescale = exp(sub(maxima[half], rowMax));
+      maxima[half] = rowMax;
+      sums[half] = mul(sums[half], rescale);
+      for (Tile &tile : output)
+        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
+          tile[e] = mul(tile[e], rescale);
+    }
+    for (Tile &tile : s)
+      for (int64_t e = 0; e < 4; ++e) {
+        tile[e] = rounded(exp(sub(tile[e], maxima[e / 2])));
+        sums[e / 2] = add(sums[e / 2], tile[e]);
+      }
+  }
+  /// The softmax gradient as the five ops' rules compute it: p (dp - dot),
+  /// 0 where masked, times the scale rounded, rounded.
+  Value scoreGrad(Value p, Value dp, Value dot, Value masked) const {
+    Value x = mul(p, sub(dp, dot));
+    if (masked)
+      x = arith::SelectOp::create(b, loc, masked, f32Constant(0.0), x);
+    if (spec.scale)
+      x = mul(rounded(x), f32Constant(*spec.scale));
+    return rounded(x);
+  }
+  /// Writes `tiles` (the warp's 16 rows x 8 * tiles.size() columns) to
+  /// `buffer` as operand-type pairs, each value through `finish(value,
+  /// half)` first.
+  void storeRows(Value buffer, ArrayRef<Tile> tiles,
+                 function_ref<Value(Value, int64_t)> finish) const {
+    for (auto [n, tile] : llvm::enumerate(tiles))
+      for (int64_t half = 0; half < 2; ++half) {
+        Value pair = vector::FromElementsOp::create(
+            b, loc, VectorType::get({2}, spec.element),
+            ValueRange{narrowed(finish(tile[2 * half], half)),
+                       narrowed(finish(tile[2 * half + 1], half))});
+        vector::StoreOp::create(b, loc, pair, buffer,
+                                at(row(half), im.addc(b, t2, n * 8)),
+                                /*nontemporal=*/false, llvm::Align(4));
+      }
+  }
+  /// Statistic `which` (0 maximum, 1 sum, 2 the softmax gradient's dot) of
+  /// query `row` in the backward's flat statistics buffer.
+  Value statIndex(int64_t which, Value query) const {
+    return im.add(b, im.add(b, im.cst(b, which * spec.batch * spec.queries),
+                            im.mulc(b, batch, spec.queries)),
+                  query);
+  }
+  Value loadStat(int64_t which, Value query) const {
+    return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
+  }
+  /// A loop over blocks of `step` from `lower` to `upper` carrying `init`.
+  scf::ForOp loop(Value lower, Value upper, int64_t step, ValueRange init,
+                  function_ref<SmallVector<Value>(Value start, ValueRange carried)> body) {
+    auto forOp = scf::ForOp::create(b, loc, lower, upper, im.cst(b, step), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    scf::YieldOp::create(b, loc, body(forOp.getInductionVar(), forOp.getRegionIterArgs()));
+    return forOp;
+  }
+  /// The end of the keys rows from rowBase read (queries rows): all, or
+  /// (causal) through the block of `step` keys holding the last row.
+  Value keyEnd(int64_t step) const { return keyEndAfter(rowBase, kRowsPerWarp, step); }
+  /// keyEnd for the block's rows: the block's warps all walk to the
+  /// diagonal of its last row.
+  Value blockKeyEnd(int64_t step) const {
+    Value blockBase = im.mulc(b, im.divc(b, rowBase, kRowsPerBlock), kRowsPerBlock);
+    return keyEndAfter(blockBase, kRowsPerBlock, step);
+  }
+  Value keyEndAfter(Value first, int64_t rows, int64_t step) const {
+    Value all = im.cst(b, spec.keys);
+    if (!spec.causal)
+      return all;
+    Value blocks = im.divc(b, im.addc(b, first, rows + step - 1), step);
+    return arith::MinUIOp::create(b, loc, im.mulc(b, blocks, step), all);
+  }
+};
+
+/// Flattens tiles into values (to carry through a loop) and back.
+inline SmallVector<Value> flat(ArrayRef<Tile> tiles) {
+  SmallVector<Value> values;
+  for (const Tile &tile : tiles)
+    values.append(tile.begin(), tile.end());
+  return values;
+}
+inline SmallVector<Tile> tilesOf(ValueRange values) {
+  SmallVector<Tile> tiles;
+  for (size_t i = 0; i < values.size(); i += 4)
+    tiles.push_back(Tile(values.slice(i, 4)));
+  return tiles;
+}
+
+/// Builds the sm_90a forward on wgmma (AttentionWarpgroup.cpp) at `b`
+/// when `spec`'s shapes allow it within `sharedPerBlock` bytes of dynamic
+/// shared memory; false, building nothing, otherwise.
+bool buildWarpgroupAttention(OpBuilder &b, Location loc, const AttentionSpec &spec,
+                             int64_t sharedPerBlock);
+
+} // namespace mlir::loom::attention
+
+#endif // LOOM_CODEGEN_GPU_ATTENTIONWARP_H
