@@ -18,9 +18,30 @@
 # 5. bandwidth: the memory-bound kernels of the memory and gpt executables
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
-# Exit status 1 if a kernel or a run failed. Under 5 minutes on an H200
-# (about 4 measured; see README.md and NOTES.md).
+# Exit status 1 if a kernel or a run failed. The whole check took 163-267 s
+# on an H200 before the attention, training and persistent parts were
+# added (not yet timed on a GPU); run it in parts where a device call has a
+# time limit:
+#   run.sh [SECTION...]   (none: all) sections: kernels runs matmul
+#   attention attention-grad training throughput bandwidth sanitizer
+# e.g. `run.sh kernels attention matmul`, then `run.sh runs training ...`.
 set -uo pipefail
+sections="kernels runs matmul attention attention-grad training throughput bandwidth sanitizer"
+for wanted in "$@"; do
+  case " $sections " in
+    *" $wanted "*) ;;
+    *) echo "run.sh: unknown section '$wanted' (sections: $sections)" >&2; exit 2 ;;
+  esac
+done
+# want SECTION: whether this run includes SECTION (every one without
+# arguments).
+want() {
+  [ $# -eq 1 ] || return 1
+  [ ${#requested[@]} -eq 0 ] && return 0
+  case " ${requested[*]} " in *" $1 "*) return 0 ;; esac
+  return 1
+}
+requested=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 py=${PYTHON:-python3}
 work=$(mktemp -d)
@@ -92,6 +113,7 @@ for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 me
   skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
+if want kernels; then
 echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (--check-kernels)"
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
@@ -111,7 +133,9 @@ for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attent
     echo "$exe: --check-kernels failed (exit $rc):"; errors; status=1
   fi
 done
+fi  # kernels
 
+if want runs; then
 echo "== numerics: whole runs, cuda against cpu (same seed, inputs and weights)  [${SECONDS} s]"
 if ! $py -c "import numpy" 2>/dev/null; then
   echo "numpy not found: skipped"
@@ -132,7 +156,9 @@ else
     rm -f "$work/$exe".*.npy "$work/$exe.w"
   done
 fi
+fi  # runs
 
+if want matmul; then
 echo "== bf16 matmul: Loom vs cuBLAS (torch); targets time(cuBLAS)/time(Loom) >= 0.6 (wgmma: matmulN on sm_90a), >= 0.45 (mma.sync: matmulN-mma-sync), >= 0.9 (persistent wgmma: matmulN-persistent)  [${SECONDS} s]"
 # cuBLAS's best of 10 (CUDA events, after 3 warm-ups) per size, measured once.
 declare -A cublas
@@ -170,7 +196,9 @@ for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-at matmul4096-mma-sync
   best=$(best_kernel_us "$exe") || { status=1; continue; }
   ratio "$exe" "2.0 * $size ** 3" "$best" cuBLAS "${cublas[$size]}"
 done
+fi  # matmul
 
+if want attention; then
 echo "== attention forward: Loom vs torch SDPA, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
 # SDPA's best of 10 (CUDA events, after 3 warm-ups) per size; Loom's best
 # over seeds of its one launch (--trace). The FLOPs counted are both
@@ -204,7 +232,9 @@ for exe in attention2048 attention8192 attention2048-wgmma attention8192-wgmma; 
   best=$(best_kernel_us "$exe") || { status=1; continue; }
   ratio "$exe" "2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa[$size]}"
 done
+fi  # attention
 
+if want attention-grad; then
 echo "== attention backward: Loom vs torch SDPA's backward, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
 # SDPA: the best of 10 of out.backward(grad) alone (CUDA events around the
 # backward, after 3 warm-ups). Loom: the best over seeds of the summed
@@ -245,6 +275,7 @@ PY
   done
   [ -n "$best" ] && ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "$sdpa"
 done
+fi  # attention-grad
 
 # train_against_cpu EXE: 20 steps of EXE on the cpu and on cuda from the
 # same initial weights and data; their losses and gradient norms within
@@ -260,12 +291,14 @@ train_against_cpu() {
     echo "$exe: training run failed:"; errors; status=1
   fi
 }
+if want training; then
 echo "== training: gpt-train (bf16), 20 steps on cuda against 20 on the cpu (losses and gradient norms within 1.6e-2)  [${SECONDS} s]"
 train_against_cpu gpt-train
 echo "== training in 2 microbatches: gpt-train-mb (bf16), the same, its accumulates on the device  [${SECONDS} s]"
 train_against_cpu gpt-train-mb
+fi  # training
 
-if [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
+if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
   echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
   steps=8
   if run "$here/gpt-train-big" train --device cuda --steps $steps --data "$here/gpl.txt" \
@@ -296,8 +329,9 @@ PY
     echo "gpt-train-big: training run failed:"; errors; status=1
   fi
   rm -f "$work/big.safetensors"
-fi
+fi  # throughput
 
+if want bandwidth; then
 echo "== bandwidth: memory-bound kernels against a device-to-device copy (target >= 0.85)  [${SECONDS} s]"
 for exe in memory gpt; do
   for seed in 1 2; do
@@ -306,7 +340,9 @@ for exe in memory gpt; do
   done
 done
 $py "$here/bandwidth.py" "$here" "$work" memory gpt || status=1
+fi  # bandwidth
 
+if want sanitizer; then
 echo "== memory and race checks (compute-sanitizer, where it works) on mlp and mlp-mma-sync  [${SECONDS} s]"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ -z "$sanitizer" ]; then
@@ -325,6 +361,7 @@ else
     done
   done
 fi
+fi  # sanitizer
 
 # NCU=1: Nsight Compute's speed-of-light, occupancy and warp-state sections
 # for the 4096^3 matmul's kernel on wgmma and on mma.sync (one launch each;
