@@ -221,11 +221,12 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
     kernel.copy(k, queryMap, spec.query, kBlockRows,
                 im.addc(k, kernel.base, f * kBlockRows * kRowBytes), queryBase,
                 f * kRowElements, queryBarrier);
+  // (Branches test the block count only: inside a branch on the leader,
+  // LLVM would fold the copies' predicate to a constant, which inline PTX
+  // cannot take.)
   for (int64_t s = 0; s < stages; ++s) {
     Value stage = im.cst(k, s);
-    scf::IfOp::create(k, loc, im.both(k, kernel.leader, arith::CmpIOp::create(
-                                                            k, loc, arith::CmpIPredicate::ult,
-                                                            stage, blocks)),
+    scf::IfOp::create(k, loc, arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, stage, blocks),
                       [&](OpBuilder &then, Location) {
                         kernel.loadBlock(then, stage, stage);
                         scf::YieldOp::create(then, loc);
@@ -320,9 +321,7 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
     gpu::BarrierOp::create(l, loc);
     Value next = im.addc(l, block, stages);
     scf::IfOp::create(
-        l, loc,
-        im.both(l, kernel.leader,
-                arith::CmpIOp::create(l, loc, arith::CmpIPredicate::ult, next, blocks)),
+        l, loc, arith::CmpIOp::create(l, loc, arith::CmpIPredicate::ult, next, blocks),
         [&](OpBuilder &then, Location) {
           kernel.loadBlock(then, stage, next);
           scf::YieldOp::create(then, loc);
