@@ -1,12 +1,15 @@
 //===- AttentionWarpgroup.cpp - The attention forward on wgmma (sm_90a) ---===//
 //
 // The forward of a kernel marked `loom.gpu_attention`, for sm_90a, in the
-// manner of FlashAttention-3 without its producer warpgroup: a block of two
-// warpgroups (256 threads) per 128 query rows of one batch entry, each
-// warpgroup 64 rows. The TMA unit copies the block's queries into shared
-// memory once and the key blocks' K and V into a ring of stages (thread 0
-// issues every copy; an mbarrier per stage counts its bytes), all in the
-// 128-byte swizzle wgmma's descriptors read. Per key block of 128 (or 64):
+// manner of FlashAttention-3: a block of three warpgroups per 128 query
+// rows of one batch entry. The producer warpgroup (its registers given up
+// by setmaxnreg) has one thread copy the block's queries into shared
+// memory once and the key blocks' K and V into a ring of stages, all by
+// the TMA unit in the 128-byte swizzle wgmma's descriptors read: a stage's
+// `full` mbarrier counts its bytes, its `empty` one the two consumer
+// warpgroups' releases, which the producer waits for before refilling it.
+// Each consumer warpgroup takes 64 of the rows, per key block of 128 (or
+// 64):
 //
 //   S = Q K^T    wgmma m64nBk16, both operands in shared memory, K-major
 //                (K's rows are S's columns, as a @ transpose(b));
@@ -16,12 +19,13 @@
 //   O += P V     wgmma m64nDk16 with A in registers: the accumulators of S
 //                tiles 2j and 2j + 1, rounded, are the A fragment of k step
 //                j (the same identity as mma.sync's); V N-major from its
-//                stage (as the matmul's N-contiguous B).
+//                stage (as the matmul's N-contiguous B);
 //
-// then every thread has finished reading the stage (wait_group 0, a block
-// barrier) and thread 0 refills it with the block `stages` ahead. At the end
-// O / l is stored, rounded. Each warpgroup runs its own chain; the two meet
-// only at the stage barrier, so one's softmax overlaps the other's wgmmas.
+// then releases the stage. At the end O / l is stored, rounded. The
+// consumers never wait for each other, so one's softmax overlaps the
+// other's products. Fragments and accumulators pass through empty inline
+// asm around the fences and waits (pinRegisters), so LLVM keeps their
+// writes before a fence and their reads after a wait.
 //
 // Shapes: bf16 or f16, heads of 64 or 128 (Q and V's features), queries a
 // multiple of 128, keys of 64, operands a tensor map can read (at most 3
@@ -43,8 +47,16 @@ using namespace mlir::loom;
 using namespace mlir::loom::attention;
 
 namespace {
-/// Query rows of a block (two warpgroups of 64), and its threads.
-constexpr int64_t kBlockRows = 2 * kWarpgroupRows, kThreads = 256;
+/// Query rows of a block (two consumer warpgroups of 64 each), its
+/// consumers' threads, and the producer warpgroup's.
+constexpr int64_t kBlockRows = 2 * kWarpgroupRows;
+constexpr int64_t kWarpgroupThreads = 128, kConsumerThreads = 256, kProducerThreads = 128;
+/// Registers a producer thread keeps and a consumer gets (setmaxnreg):
+/// ptxas gives a block of three warpgroups 168 a thread, which spilled the
+/// consumers (S and O are 128 f32 at heads of 128); 128 x 40 + 256 x 232
+/// fit an SM's 64 Ki, as the persistent matmul and FlashAttention-3 split
+/// them.
+constexpr int64_t kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int64_t kMaxStages = 4;
 /// One 64 x 64 box of 16-bit elements.
 constexpr int64_t kBoxBytes = kRowElements * kRowBytes;
@@ -85,51 +97,53 @@ std::optional<ForwardLayout> chooseLayout(const AttentionSpec &spec, int64_t sha
   return layout;
 }
 
-/// The launch being built, its shared memory and barriers.
+/// The launch being built, its shared memory and barriers, and the
+/// producer's copies (issued by one thread, unpredicated).
 struct ForwardKernel {
   const AttentionSpec &spec;
   const ForwardLayout &layout;
   Location loc;
   IndexMath im;
   Value queryMap, keyMap, valueMap;
-  OpBuilder &k;
   SmallVector<Value> batchIndices;
   /// The dynamic shared memory, its address and the aligned base's offset.
   Value dynamicShared, address, base;
-  /// Barriers 0 .. stages - 1 count the stages' copies, barrier `stages`
-  /// the queries'; thread 0 (`leader`) issues every copy.
-  Value barriers, leader;
+  /// The stages' (and the queries') `full` barriers and the stages'
+  /// `empty` ones.
+  Value full, empty;
 
   Value stageOffset(OpBuilder &b, Value stage) const {
     return im.add(b, im.addc(b, base, layout.queryBytes), im.mulc(b, stage, layout.stageBytes()));
   }
   /// The TMA copy of `map`'s box at (row, column) of the batch entry into
-  /// the shared bytes at `offset`, counted by barrier `barrier`.
+  /// the shared bytes at `offset`, counted by barrier `barrier` of
+  /// `barriers`.
   void copy(OpBuilder &b, Value map, Value operand, int64_t rows, Value offset, Value row,
-            int64_t column, Value barrier) const {
+            int64_t column, Value barriers, Value barrier) const {
     SmallVector<Value> coordinates(batchIndices);
     coordinates.append({row, im.cst(b, column)});
     std::reverse(coordinates.begin(), coordinates.end());
     Value view = memref::ViewOp::create(b, loc, boxType(operand, rows), dynamicShared, offset,
                                         ValueRange{});
     nvgpu::TmaAsyncLoadOp::create(b, loc, view, barriers, map, coordinates, barrier, Value(),
-                                  leader);
+                                  Value());
   }
   /// Key block `block`'s K and V into `stage`.
   void loadBlock(OpBuilder &b, Value stage, Value block) const {
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, barriers, im.cst(b, layout.stageBytes()),
-                                            stage, leader);
+    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, full, im.cst(b, layout.stageBytes()), stage,
+                                            Value());
     Value offset = stageOffset(b, stage);
     Value first = im.mulc(b, block, layout.keyBlock);
     for (int64_t f = 0; f < spec.features / kRowElements; ++f)
       copy(b, keyMap, spec.key, layout.keyBlock,
-           im.addc(b, offset, f * layout.keyBlock * kRowBytes), first, f * kRowElements, stage);
+           im.addc(b, offset, f * layout.keyBlock * kRowBytes), first, f * kRowElements, full,
+           stage);
     int64_t boxes = spec.valueFeatures / kRowElements;
     for (int64_t rows = 0; rows < layout.keyBlock / kRowElements; ++rows)
       for (int64_t f = 0; f < boxes; ++f)
         copy(b, valueMap, spec.value, kRowElements,
              im.addc(b, offset, layout.keyBytes + (rows * boxes + f) * kBoxBytes),
-             im.addc(b, first, rows * kRowElements), f * kRowElements, stage);
+             im.addc(b, first, rows * kRowElements), f * kRowElements, full, stage);
   }
 };
 
@@ -161,21 +175,19 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
   Value valueMap = createTensorMap(b, loc, spec.value, kRowElements);
   int64_t rowBlocks = spec.queries / kBlockRows;
   auto launch = gpu::LaunchOp::create(
-      b, loc, im.cst(b, spec.batch), im.cst(b, rowBlocks), im.cst(b, 1), im.cst(b, kThreads),
-      im.cst(b, 1), im.cst(b, 1), arith::ConstantIntOp::create(b, loc, layout.bytes(), 32),
-      Type(), ValueRange(), TypeRange());
+      b, loc, im.cst(b, spec.batch), im.cst(b, rowBlocks), im.cst(b, 1),
+      im.cst(b, kConsumerThreads + kProducerThreads), im.cst(b, 1), im.cst(b, 1),
+      arith::ConstantIntOp::create(b, loc, layout.bytes(), 32), Type(), ValueRange(),
+      TypeRange());
   OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
   Value tid = launch.getThreadIds().x;
-  Value warp = im.divc(k, tid, 32), lane = im.remc(k, tid, 32);
-  Value warpgroup = im.divc(k, warp, 4);
   // Causal blocks last first: they read the most keys.
   Value rowBlock = launch.getBlockIds().y;
   if (spec.causal)
     rowBlock = arith::SubIOp::create(k, loc, im.cst(k, rowBlocks - 1), rowBlock);
   Value queryBase = im.mulc(k, rowBlock, kBlockRows);
 
-  ForwardKernel kernel{spec, layout, loc, im, queryMap, keyMap, valueMap, k, {}, {}, {}, {}, {},
-                       {}};
+  ForwardKernel kernel{spec, layout, loc, im, queryMap, keyMap, valueMap, {}, {}, {}, {}, {}, {}};
   ArrayRef<int64_t> shape = cast<MemRefType>(spec.query.getType()).getShape();
   Value rest = launch.getBlockIds().x;
   for (int64_t size : llvm::reverse(shape.drop_back(2))) {
@@ -191,70 +203,101 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
                         arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
                                               im.remc(k, kernel.address, kAtomBytes)),
                         kAtomBytes);
+  // `full`: stage s's copies landed (barrier `stages`: the queries'), one
+  // arrival (the producer's expect-tx) and the bytes; `empty`: both
+  // consumer warpgroups are done reading stage s, one arrival each.
   int64_t stages = layout.stages;
-  kernel.barriers = nvgpu::MBarrierCreateOp::create(
-      k, loc,
-      nvgpu::MBarrierGroupType::get(
-          context, gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup),
-          stages + 1));
-  kernel.leader = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq, tid, im.cst(k, 0));
+  auto group = [&](int64_t count) {
+    return nvgpu::MBarrierCreateOp::create(
+        k, loc,
+        nvgpu::MBarrierGroupType::get(
+            context, gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup), count));
+  };
+  kernel.full = group(stages + 1);
+  kernel.empty = group(stages);
+  Value first = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq, tid, im.cst(k, 0));
   for (int64_t s = 0; s <= stages; ++s)
-    nvgpu::MBarrierInitOp::create(k, loc, kernel.barriers, im.cst(k, 1), im.cst(k, s),
-                                  kernel.leader);
+    nvgpu::MBarrierInitOp::create(k, loc, kernel.full, im.cst(k, 1), im.cst(k, s), first);
+  for (int64_t s = 0; s < stages; ++s)
+    nvgpu::MBarrierInitOp::create(k, loc, kernel.empty,
+                                  im.cst(k, kConsumerThreads / kWarpgroupThreads), im.cst(k, s),
+                                  first);
   NVVM::FenceMbarrierInitOp::create(k, loc);
   gpu::BarrierOp::create(k, loc);
 
+  // Keys through the diagonal of the block's last row (causal), in blocks.
+  Value warp = im.divc(k, tid, 32), lane = im.remc(k, tid, 32);
   Value g = im.divc(k, lane, 4), t = im.remc(k, lane, 4);
   Warp w{k, loc, im, spec, kernel.batchIndices, launch.getBlockIds().x,
          g, t, im.mulc(k, t, 2), im.add(k, queryBase, im.mulc(k, warp, kRowsPerWarp)),
          tid, lane, {}};
-  // Keys through the diagonal of the block's last row (causal), in blocks.
   Value blocks = im.divc(k, w.keyEndAfter(queryBase, kBlockRows, layout.keyBlock),
                          layout.keyBlock);
-
-  // The queries, then the first stages' key blocks.
   Value queryBarrier = im.cst(k, stages);
-  nvgpu::MBarrierArriveExpectTxOp::create(k, loc, kernel.barriers,
-                                          im.cst(k, layout.queryBytes), queryBarrier,
-                                          kernel.leader);
-  for (int64_t f = 0; f < spec.features / kRowElements; ++f)
-    kernel.copy(k, queryMap, spec.query, kBlockRows,
-                im.addc(k, kernel.base, f * kBlockRows * kRowBytes), queryBase,
-                f * kRowElements, queryBarrier);
-  // (Branches test the block count only: inside a branch on the leader,
-  // LLVM would fold the copies' predicate to a constant, which inline PTX
-  // cannot take.)
-  for (int64_t s = 0; s < stages; ++s) {
-    Value stage = im.cst(k, s);
-    scf::IfOp::create(k, loc, arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, stage, blocks),
-                      [&](OpBuilder &then, Location) {
-                        kernel.loadBlock(then, stage, stage);
-                        scf::YieldOp::create(then, loc);
-                      });
-  }
-  nvgpu::MBarrierTryWaitParityOp::create(k, loc, kernel.barriers,
-                                         phaseParity(k, im, im.cst(k, 0)),
-                                         im.cst(k, 10000000), queryBarrier);
 
+  auto roles = scf::IfOp::create(
+      k, loc, arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, tid, im.cst(k, kConsumerThreads)),
+      /*withElseRegion=*/true);
+  // One if/else, a warpgroup's role per branch (ptxas applies setmaxnreg
+  // only so). The producer warpgroup: its first thread copies the queries, then each key
+  // block into its stage once both warpgroups released the stage's
+  // previous block (the wait on the phase before a stage's first fill
+  // passes at once). The copies are unpredicated: inside the branch on the
+  // thread, LLVM would fold a predicate to a constant, which inline PTX
+  // cannot take.
+  {
+    OpBuilder p = roles.getElseBodyBuilder();
+    NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
+                                   NVVM::SetMaxRegisterAction::decrease);
+    Value issuer =
+        arith::CmpIOp::create(p, loc, arith::CmpIPredicate::eq, tid, im.cst(p, kConsumerThreads));
+    auto only = scf::IfOp::create(p, loc, issuer, /*withElseRegion=*/false);
+    OpBuilder o = only.getThenBodyBuilder();
+    nvgpu::MBarrierArriveExpectTxOp::create(o, loc, kernel.full, im.cst(o, layout.queryBytes),
+                                            queryBarrier, Value());
+    for (int64_t f = 0; f < spec.features / kRowElements; ++f)
+      kernel.copy(o, queryMap, spec.query, kBlockRows,
+                  im.addc(o, kernel.base, f * kBlockRows * kRowBytes), queryBase,
+                  f * kRowElements, kernel.full, queryBarrier);
+    auto loads = scf::ForOp::create(o, loc, im.cst(o, 0), blocks, im.cst(o, 1));
+    OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
+    Value block = loads.getInductionVar();
+    Value stage = im.remc(l, block, stages);
+    Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, block, stages)),
+                                           arith::ConstantIntOp::create(l, loc, 1, 1));
+    nvgpu::MBarrierTryWaitParityOp::create(l, loc, kernel.empty, released, im.cst(l, 10000000),
+                                           stage);
+    kernel.loadBlock(l, stage, block);
+  }
+
+  // The consumers: two warpgroups of 64 query rows each.
+  OpBuilder c = roles.getThenBodyBuilder();
+  NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters, NVVM::SetMaxRegisterAction::increase);
+  Value warpgroup = im.divc(c, warp, 4);
+  nvgpu::MBarrierTryWaitParityOp::create(c, loc, kernel.full, phaseParity(c, im, im.cst(c, 0)),
+                                         im.cst(c, 10000000), queryBarrier);
   // The warpgroup's 64 query rows, K-major A: a descriptor per 64
   // features, stepping 32 bytes along the swizzled rows per k16.
   SmallVector<Value> queryDescriptors;
   for (int64_t f = 0; f < spec.features / kRowElements; ++f)
     queryDescriptors.push_back(matrixDescriptor(
-        k, loc,
-        im.add(k, kernel.address,
-               im.add(k, im.addc(k, kernel.base, f * kBlockRows * kRowBytes),
-                      im.mulc(k, warpgroup, kWarpgroupRows * kRowBytes))),
+        c, loc,
+        im.add(c, kernel.address,
+               im.add(c, im.addc(c, kernel.base, f * kBlockRows * kRowBytes),
+                      im.mulc(c, warpgroup, kWarpgroupRows * kRowBytes))),
         16, kAtomBytes));
+  Value signals = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq,
+                                        im.remc(c, tid, kWarpgroupThreads), im.cst(c, 0));
   auto types = NVVM::WGMMATypesAttr::get(
       context, spec.element.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16);
   auto scoreType = LLVM::LLVMStructType::getLiteral(
-      context, SmallVector<Type>(layout.keyBlock / 2, k.getF32Type()));
+      context, SmallVector<Type>(layout.keyBlock / 2, c.getF32Type()));
 
+  Warp cw{c, loc, im, spec, w.batchIndices, w.batch, w.g, w.t, w.t2, w.rowBase, tid, lane, {}};
   int64_t outputValues = spec.valueFeatures / 2;
-  SmallVector<Value> init(outputValues, w.f32Constant(0.0));
-  init.append({w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)});
-  auto loop = scf::ForOp::create(k, loc, im.cst(k, 0), blocks, im.cst(k, 1), init);
+  SmallVector<Value> init(outputValues, cw.f32Constant(0.0));
+  init.append({cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)});
+  auto loop = scf::ForOp::create(c, loc, im.cst(c, 0), blocks, im.cst(c, 1), init);
   {
     OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
     Warp lw{l, loc, im, spec, w.batchIndices, w.batch, w.g, w.t, w.t2, w.rowBase,
@@ -262,13 +305,12 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
     Value block = loop.getInductionVar();
     ValueRange carried = loop.getRegionIterArgs();
     Value stage = im.remc(l, block, stages);
-    nvgpu::MBarrierTryWaitParityOp::create(l, loc, kernel.barriers,
+    nvgpu::MBarrierTryWaitParityOp::create(l, loc, kernel.full,
                                            phaseParity(l, im, im.divc(l, block, stages)),
                                            im.cst(l, 10000000), stage);
     Value stageAddress = im.add(l, kernel.address, kernel.stageOffset(l, stage));
-    // S = Q K^T.
-    Value scores = packStruct(l, loc, SmallVector<Value>(layout.keyBlock / 2,
-                                                         lw.f32Constant(0.0)));
+    // S = Q K^T, the first product not accumulating (scale-d 0).
+    Value scores = LLVM::PoisonOp::create(l, loc, scoreType);
     NVVM::WgmmaFenceAlignedOp::create(l, loc);
     for (int64_t f = 0; f < spec.features / kRowElements; ++f) {
       Value keyDescriptor = matrixDescriptor(
@@ -280,7 +322,8 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
             advanceDescriptor(l, loc, keyDescriptor, kk * 32),
             NVVM::MMAShapeAttr::get(context, kWarpgroupRows, layout.keyBlock, kInstructionK),
             types, types, NVVM::WGMMATypesAttr::get(context, NVVM::WGMMATypes::f32),
-            NVVM::WGMMAScaleOutAttr::get(context, NVVM::WGMMAScaleOut::one),
+            NVVM::WGMMAScaleOutAttr::get(context, f == 0 && kk == 0 ? NVVM::WGMMAScaleOut::zero
+                                                                    : NVVM::WGMMAScaleOut::one),
             NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
             NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
             NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::row),
@@ -290,7 +333,7 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
     NVVM::WgmmaGroupSyncAlignedOp::create(l, loc);
     NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 0);
 
-    SmallVector<Tile> s = tilesOf(unpackStruct(l, loc, scores));
+    SmallVector<Tile> s = tilesOf(pinRegisters(l, loc, unpackStruct(l, loc, scores)));
     SmallVector<Tile> output = tilesOf(carried.take_front(outputValues));
     Value maxima[2] = {carried[outputValues], carried[outputValues + 1]};
     Value sums[2] = {carried[outputValues + 2], carried[outputValues + 3]};
@@ -298,8 +341,16 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
 
     // O += P V: per 16 keys, P's A fragment from two score tiles and V's
     // 16 rows (N-major: 16 rows of 128 bytes a step in its 64-key group,
-    // 64-feature boxes kBoxBytes apart).
-    Value values = packStruct(l, loc, flat(output));
+    // 64-feature boxes kBoxBytes apart). P's fragments and the rescaled O
+    // are written before the fence.
+    SmallVector<Value> fragments;
+    for (int64_t j = 0; j < layout.keyBlock / kInstructionK; ++j)
+      for (Value reg : lw.aFragment(s[2 * j], s[2 * j + 1]))
+        fragments.push_back(registerWord(l, loc, reg));
+    SmallVector<Value> operands = flat(output);
+    llvm::append_range(operands, fragments);
+    operands = pinRegisters(l, loc, operands);
+    Value values = packStruct(l, loc, ArrayRef<Value>(operands).take_front(outputValues));
     Value valueAddress = im.addc(l, stageAddress, layout.keyBytes);
     NVVM::WgmmaFenceAlignedOp::create(l, loc);
     for (int64_t j = 0; j < layout.keyBlock / kInstructionK; ++j) {
@@ -310,30 +361,29 @@ void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
                   group * (spec.valueFeatures / kRowElements) * kBoxBytes +
                       step * kInstructionK * kRowBytes),
           kBoxBytes, kAtomBytes);
-      values = warpgroupMmaRegisterA(l, loc, spec.element, values,
-                                     lw.aFragment(s[2 * j], s[2 * j + 1]), descriptor,
-                                     spec.valueFeatures, /*nMajorB=*/true);
+      values = warpgroupMmaRegisterA(
+          l, loc, spec.element, values,
+          ArrayRef<Value>(operands).slice(outputValues + 4 * j, 4), descriptor,
+          spec.valueFeatures, /*nMajorB=*/true);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(l, loc);
     NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 0);
+    SmallVector<Value> yielded = pinRegisters(l, loc, unpackStruct(l, loc, values));
 
-    // Every thread is done with the stage: refill it.
-    gpu::BarrierOp::create(l, loc);
-    Value next = im.addc(l, block, stages);
-    scf::IfOp::create(
-        l, loc, arith::CmpIOp::create(l, loc, arith::CmpIPredicate::ult, next, blocks),
-        [&](OpBuilder &then, Location) {
-          kernel.loadBlock(then, stage, next);
-          scf::YieldOp::create(then, loc);
-        });
-    SmallVector<Value> yielded = unpackStruct(l, loc, values);
+    // This warpgroup is done with the stage: release it to the producer.
+    scf::IfOp::create(l, loc, signals, [&](OpBuilder &then, Location) {
+      nvgpu::MBarrierArriveOp::create(then, loc,
+                                      nvgpu::MBarrierTokenType::get(then.getContext()),
+                                      kernel.empty, stage);
+      scf::YieldOp::create(then, loc);
+    });
     yielded.append({maxima[0], maxima[1], sums[0], sums[1]});
     scf::YieldOp::create(l, loc, yielded);
   }
   ValueRange results = loop.getResults();
-  Value sums[2] = {w.quadSum(results[outputValues + 2]), w.quadSum(results[outputValues + 3])};
-  w.storeRows(spec.outputs[0], tilesOf(results.take_front(outputValues)),
-              [&](Value x, int64_t half) { return w.div(x, sums[half]); });
+  Value sums[2] = {cw.quadSum(results[outputValues + 2]), cw.quadSum(results[outputValues + 3])};
+  cw.storeRows(spec.outputs[0], tilesOf(results.take_front(outputValues)),
+               [&](Value x, int64_t half) { return cw.div(x, sums[half]); });
   gpu::TerminatorOp::create(k, loc);
   sinkViewsIntoLaunch(launch);
 }

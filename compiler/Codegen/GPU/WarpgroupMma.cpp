@@ -98,11 +98,8 @@ Value loom::warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
   }
   for (int64_t i = 0; i < count; ++i)
     constraints += std::to_string(i) + ",";
-  Type i32 = b.getI32Type();
   for (Value reg : a)
-    operands.push_back(reg.getType() == i32
-                           ? reg
-                           : LLVM::BitcastOp::create(b, loc, i32, reg).getResult());
+    operands.push_back(registerWord(b, loc, reg));
   operands.push_back(bDescriptor);
   constraints += "r,r,r,r,l";
   StringRef types = element.isBF16() ? "bf16" : "f16";
@@ -123,4 +120,37 @@ Value loom::warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
              ArrayAttr())
       .getResult(0);
+}
+
+Value loom::registerWord(OpBuilder &b, Location loc, Value reg) {
+  Type i32 = b.getI32Type();
+  if (reg.getType() == i32)
+    return reg;
+  return LLVM::BitcastOp::create(b, loc, i32, reg);
+}
+
+SmallVector<Value> loom::pinRegisters(OpBuilder &b, Location loc,
+                                      ValueRange values) {
+  std::string outputs, tied;
+  SmallVector<Type> types;
+  for (auto [i, v] : llvm::enumerate(values)) {
+    assert((v.getType().isF32() || v.getType().isInteger(32)) &&
+           "f32 or i32 registers");
+    outputs += v.getType().isF32() ? "=f," : "=r,";
+    tied += (i ? "," : "") + std::to_string(i);
+    types.push_back(v.getType());
+  }
+  auto type = LLVM::LLVMStructType::getLiteral(b.getContext(), types);
+  Value pinned =
+      LLVM::InlineAsmOp::create(
+          b, loc, TypeRange{type}, values, "", outputs + tied,
+          /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr())
+          .getResult(0);
+  SmallVector<Value> results;
+  for (int64_t i = 0, e = values.size(); i < e; ++i)
+    results.push_back(LLVM::ExtractValueOp::create(b, loc, pinned, i));
+  return results;
 }

@@ -65,6 +65,19 @@ Value warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
                             Value accs, ValueRange a, Value bDescriptor,
                             int64_t n, bool nMajorB);
 
+/// `values` (f32 or i32) passed through one empty inline asm that ties
+/// each to itself: LLVM must compute them before it and may read the
+/// results only after it, and being side-effecting it keeps its place among
+/// the wgmma fences and waits. So a fragment written before a
+/// `wgmma.fence` stays before it, and an accumulator is read only after
+/// its `wgmma.wait_group` (CUTLASS's warpgroup_fence_operand): in LLVM the
+/// fence and the wait are intrinsics with no data dependence on wgmma's
+/// registers.
+SmallVector<Value> pinRegisters(OpBuilder &b, Location loc, ValueRange values);
+
+/// A 16-bit pair register (packPair's: i32, or vector<2xf16>) as i32.
+Value registerWord(OpBuilder &b, Location loc, Value reg);
+
 } // namespace mlir::loom
 
 #endif // LOOM_CODEGEN_GPU_WARPGROUPMMA_H
