@@ -88,11 +88,15 @@ if [ "$arch" = sm_90a ]; then
   for name in matmul4096 matmul8192 matmul4096-bt matmul4096-at; do
     $loomc --gpu-mma=wgmma-persistent "$out/$name.loom" -o "$out/$name-persistent"
   done
-  # The attention forward on wgmma (TMA-fed, P in registers), not yet the
-  # default: checked and timed against SDPA beside the mma.sync kernel.
+  # The attention forward and the backward's key side on wgmma (TMA-fed,
+  # P and ds in registers), not yet the default: checked and timed against
+  # SDPA beside the mma.sync kernels, and the big training step with them.
   for size in 2048 8192; do
     $loomc --gpu-attention=wgmma "$out/attention$size.loom" -o "$out/attention$size-wgmma"
+    $loomc --gpu-attention=wgmma --gradients "$out/attention-grad$size.loom" -o "$out/attention-grad$size-wgmma"
+    cp "$out/attention-grad$size.kernels" "$out/attention-grad$size-wgmma.kernels"
   done
+  $loomc --gpu-attention=wgmma --train --mesh=dp=1,tp=1 "$out/gpt-train-big.loom" -o "$out/gpt-train-big-wgmma"
 fi
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"

@@ -119,7 +119,8 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
 for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory attention2048 attention-grad2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
-           matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent attention2048-wgmma; do
+           matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent attention2048-wgmma \
+           attention-grad2048-wgmma; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -242,10 +243,9 @@ echo "== attention backward: Loom vs torch SDPA's backward, bf16, causal, [1, 16
 # attention-gradT.kernels) in a --gradients run. FLOPs: FlashAttention's
 # convention, 2.5 times the forward's (Loom's kernels compute more: they
 # recompute the scores on both sides).
+declare -A sdpa_backward
 for size in 2048 8192; do
-  exe=attention-grad$size
-  skip $exe && continue
-  sdpa=$($py - "$size" <<'PY' 2>/dev/null | tail -1
+  sdpa_backward[$size]=$($py - "$size" <<'PY' 2>/dev/null | tail -1
 import sys
 t = int(sys.argv[1])
 try:
@@ -265,6 +265,12 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
     print(f"unavailable ({e})")
 PY
 )
+done
+# attention-gradT-wgmma runs the forward and the key side on wgmma
+# (--gpu-attention=wgmma; the query side stays on mma.sync).
+for exe in attention-grad2048 attention-grad8192 attention-grad2048-wgmma attention-grad8192-wgmma; do
+  skip $exe && continue
+  size=${exe#attention-grad}; size=${size%%-*}
   backward=$(awk '$1 == "backward" {print $2}' "$here/$exe.kernels")
   best=""
   for seed in 1 2 3; do
@@ -273,7 +279,7 @@ PY
     us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X' and e.get('name','').startswith(sys.argv[2] + '_kernel')))" "$work/t.json" "$backward")
     best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
   done
-  [ -n "$best" ] && ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "$sdpa"
+  [ -n "$best" ] && ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa_backward[$size]}"
 done
 fi  # attention-grad
 
@@ -300,14 +306,23 @@ fi  # training
 
 if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
   echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
+  # gpt-train-big-wgmma: its attention forward and key side on wgmma
+  # (--gpu-attention=wgmma). PyTorch's step is measured once, from the
+  # first run's initial weights.
   steps=8
-  if run "$here/gpt-train-big" train --device cuda --steps $steps --data "$here/gpl.txt" \
-       --save-weights "$work/big.safetensors" --log "$work/big.jsonl" > /dev/null; then
-    torch_json=$(LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 \
-      $py "$here/gpt_train_torch.py" "$work/big.safetensors" "$here/gpl.txt" "$work/big.jsonl" $steps inf bf16 2>&1 | tail -1)
-    $py - "$work/big.jsonl" "$torch_json" <<'PY'
+  torch_json=""
+  for exe in gpt-train-big gpt-train-big-wgmma; do
+    skip $exe && continue
+    if ! run "$here/$exe" train --device cuda --steps $steps --data "$here/gpl.txt" \
+         --save-weights "$work/$exe.safetensors" --log "$work/$exe.jsonl" > /dev/null; then
+      echo "$exe: training run failed:"; errors; status=1; continue
+    fi
+    [ -n "$torch_json" ] || torch_json=$(LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 \
+      $py "$here/gpt_train_torch.py" "$work/$exe.safetensors" "$here/gpl.txt" "$work/$exe.jsonl" $steps inf bf16 2>&1 | tail -1)
+    rm -f "$work/$exe.safetensors"
+    $py - "$exe" "$work/$exe.jsonl" "$torch_json" <<'PY'
 import json, sys
-log = [json.loads(line) for line in open(sys.argv[1])]
+log = [json.loads(line) for line in open(sys.argv[2])]
 rates = sorted(entry["tokens_per_s"] for entry in log[2:])  # after warm-up
 loom = rates[len(rates) // 2]
 # FLOPs a token: 6 per param of the matmuls (12 D^2 a layer, the tied
@@ -315,20 +330,17 @@ loom = rates[len(rates) // 2]
 L, D, T, V = 16, 2048, 2048, 256
 flops = 6 * (12 * L * D * D + V * D) + 6 * L * T * D
 peak = 989e12  # H100/H200 dense bf16
-line = f"loom  {loom:9.0f} tokens/s  MFU {loom * flops / peak:.3f}"
+line = f"{sys.argv[1]:20s}: loom {loom:9.0f} tokens/s  MFU {loom * flops / peak:.3f}"
 try:
-    ref = json.loads(sys.argv[2])
+    ref = json.loads(sys.argv[3])
     torch_rate = ref["torch_tokens_per_s"]
     line += (f"   torch {ref['torch_version']} eager+SDPA {torch_rate:9.0f} tokens/s"
              f"  MFU {torch_rate * flops / peak:.3f}   loom/torch = {loom / torch_rate:.3f}")
 except (ValueError, KeyError):
-    line += f"   PyTorch baseline unavailable: {sys.argv[2][:200]}"
+    line += f"   PyTorch baseline unavailable: {sys.argv[3][:200]}"
 print(line)
 PY
-  else
-    echo "gpt-train-big: training run failed:"; errors; status=1
-  fi
-  rm -f "$work/big.safetensors"
+  done
 fi  # throughput
 
 if want bandwidth; then

@@ -630,7 +630,8 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
   }
   Location loc = kernel.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(&body);
-  // sm_90a: the forward on wgmma where its shapes allow.
+  // sm_90a: the forward on wgmma where its shapes allow (the backward's
+  // key side below).
   if (!spec.backward() && warpgroupSharedBytes > 0 &&
       buildWarpgroupAttention(b, loc, spec, warpgroupSharedBytes)) {
     func::ReturnOp::create(b, loc);
@@ -677,10 +678,13 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
     launchWarps(
         b, loc, spec, spec.queries, spec.causal,
         [&](Warp &w) { buildQueryGradWarp(w, keyBlock, !keysStaged.empty()); }, keysStaged);
-    launchWarps(
-        b, loc, spec, spec.keys, /*lastFirst=*/false,
-        [&](Warp &w) { buildKeyGradWarp(w, queryBlock, !queriesStaged.empty()); },
-        queriesStaged);
+    // The key side on wgmma where its shapes allow (sm_90a).
+    if (warpgroupSharedBytes <= 0 ||
+        !buildWarpgroupKeyGrad(b, loc, spec, warpgroupSharedBytes))
+      launchWarps(
+          b, loc, spec, spec.keys, /*lastFirst=*/false,
+          [&](Warp &w) { buildKeyGradWarp(w, queryBlock, !queriesStaged.empty()); },
+          queriesStaged);
   }
   func::ReturnOp::create(b, loc);
   return success();

@@ -64,6 +64,11 @@ struct Warp {
   /// The launch's shared-memory buffers (its workgroup attributions).
   SmallVector<Value> shared;
 
+  /// This warp, building at `builder` instead.
+  Warp at(OpBuilder &builder) const {
+    return Warp{builder, loc, im,    spec, batchIndices, batch, g, t, t2, rowBase,
+                tid,     lane, shared};
+  }
   Type f32() const { return b.getF32Type(); }
   Value f32Constant(double v) const {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
@@ -313,6 +318,10 @@ inline SmallVector<Tile> tilesOf(ValueRange values) {
 /// shared memory; false, building nothing, otherwise.
 bool buildWarpgroupAttention(OpBuilder &b, Location loc, const AttentionSpec &spec,
                              int64_t sharedPerBlock);
+/// Builds the backward's key side (dk, dv) on wgmma alike, from the query
+/// side's statistics in `spec.statistics` (flat).
+bool buildWarpgroupKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
+                           int64_t sharedPerBlock);
 
 } // namespace mlir::loom::attention
 

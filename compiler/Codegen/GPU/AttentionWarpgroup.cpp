@@ -47,8 +47,8 @@ using namespace mlir::loom;
 using namespace mlir::loom::attention;
 
 namespace {
-/// Query rows of a block (two consumer warpgroups of 64 each), its
-/// consumers' threads, and the producer warpgroup's.
+/// Rows of a block (two consumer warpgroups of 64 each), its consumers'
+/// threads, and the producer warpgroup's.
 constexpr int64_t kBlockRows = 2 * kWarpgroupRows;
 constexpr int64_t kWarpgroupThreads = 128, kConsumerThreads = 256, kProducerThreads = 128;
 /// Registers a producer thread keeps and a consumer gets (setmaxnreg):
@@ -58,96 +58,61 @@ constexpr int64_t kWarpgroupThreads = 128, kConsumerThreads = 256, kProducerThre
 /// them.
 constexpr int64_t kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int64_t kMaxStages = 4;
-/// One 64 x 64 box of 16-bit elements.
-constexpr int64_t kBoxBytes = kRowElements * kRowBytes;
+/// The backward's blocks of queries (the products' N).
+constexpr int64_t kQueryBlock = 32;
 
-/// Where the launch's dynamic shared memory puts things, from its first
-/// kAtomBytes boundary: the queries (features / 64 boxes of 128 rows),
-/// then `stages` stages of a key block's K (features / 64 boxes of
-/// keyBlock rows) and V (keyBlock / 64 row groups of valueFeatures / 64
-/// boxes of 64 x 64, the matmul's N-contiguous B layout per 64 keys).
-struct ForwardLayout {
-  int64_t keyBlock, stages;
-  int64_t queryBytes, keyBytes, valueBytes;
-  int64_t stageBytes() const { return keyBytes + valueBytes; }
-  int64_t bytes() const { return kAtomBytes + queryBytes + stages * stageBytes(); }
+/// An operand the TMA unit copies into shared memory, `rows` rows of
+/// `width` features at a time (64 or 128): per `boxRows` rows, width / 64
+/// boxes of boxRows x 64, 128-byte swizzled, `offset` bytes into the
+/// launch's resident part or into each stage. Read K-major (its rows are a
+/// product's M or N: needs boxRows == rows) through kMajor, N-major (its
+/// rows are a product's K) through nMajor.
+struct Tiles {
+  Tiles(Value buffer, int64_t width, int64_t rows, int64_t boxRows)
+      : buffer(buffer), width(width), rows(rows), boxRows(boxRows) {}
+  Value buffer;
+  int64_t width, rows, boxRows;
+  int64_t offset = 0;
+  /// The host's tensor map (WarpgroupLaunch::create).
+  Value map;
+
+  int64_t bytes() const { return rows * width * 2; }
+  /// K-major: features f * 64 on, from row `row` (a multiple of 8) of the
+  /// copy at `at` (an address); +32 bytes a k16 step.
+  Value kMajor(OpBuilder &b, const IndexMath &im, Value at, int64_t f, Value row) const {
+    assert(boxRows == rows && "K-major reads need the rows in one box");
+    return matrixDescriptor(b, im.loc,
+                            im.add(b, im.addc(b, at, offset + f * boxRows * kRowBytes),
+                                   im.mulc(b, row, kRowBytes)),
+                            16, kAtomBytes);
+  }
+  /// N-major: rows 16 j .. 16 j + 15 (k step j) by all the features, the
+  /// 64-feature boxes boxRows x 128 bytes apart.
+  Value nMajor(OpBuilder &b, const IndexMath &im, Value at, int64_t j) const {
+    int64_t first = j * kInstructionK;
+    int64_t group = first / boxRows, step = first % boxRows;
+    return matrixDescriptor(
+        b, im.loc,
+        im.addc(b, at,
+                offset + group * (width / kRowElements) * boxRows * kRowBytes + step * kRowBytes),
+        boxRows * kRowBytes, kAtomBytes);
+  }
 };
 
-std::optional<ForwardLayout> chooseLayout(const AttentionSpec &spec, int64_t sharedPerBlock) {
-  if (spec.backward() || !(spec.element.isBF16() || spec.element.isF16()))
-    return std::nullopt;
+/// Whether `spec`'s operands allow the wgmma kernels: 16-bit, heads of 64
+/// or 128, a tensor map can read every operand.
+bool warpgroupOperands(const AttentionSpec &spec) {
   auto head = [](int64_t features) { return features == 64 || features == 128; };
-  if (!head(spec.features) || !head(spec.valueFeatures) || spec.queries % kBlockRows)
-    return std::nullopt;
-  for (Value operand : {spec.query, spec.key, spec.value})
-    if (!isTensorMapReadable(operand))
-      return std::nullopt;
-  ForwardLayout layout;
-  layout.keyBlock = spec.keys % 128 == 0 ? 128 : spec.keys % 64 == 0 ? 64 : 0;
-  if (!layout.keyBlock)
-    return std::nullopt;
-  int64_t bytes = spec.element.getIntOrFloatBitWidth() / 8;
-  layout.queryBytes = kBlockRows * spec.features * bytes;
-  layout.keyBytes = layout.keyBlock * spec.features * bytes;
-  layout.valueBytes = layout.keyBlock * spec.valueFeatures * bytes;
-  layout.stages = std::min(kMaxStages, (sharedPerBlock - kAtomBytes - layout.queryBytes) /
-                                           layout.stageBytes());
-  if (layout.stages < 2)
-    return std::nullopt;
-  return layout;
+  if (!(spec.element.isBF16() || spec.element.isF16()) || !head(spec.features) ||
+      !head(spec.valueFeatures))
+    return false;
+  SmallVector<Value> operands{spec.query, spec.key, spec.value};
+  if (spec.backward())
+    operands.push_back(spec.resultGrad);
+  return llvm::all_of(operands, isTensorMapReadable);
 }
 
-/// The launch being built, its shared memory and barriers, and the
-/// producer's copies (issued by one thread, unpredicated).
-struct ForwardKernel {
-  const AttentionSpec &spec;
-  const ForwardLayout &layout;
-  Location loc;
-  IndexMath im;
-  Value queryMap, keyMap, valueMap;
-  SmallVector<Value> batchIndices;
-  /// The dynamic shared memory, its address and the aligned base's offset.
-  Value dynamicShared, address, base;
-  /// The stages' (and the queries') `full` barriers and the stages'
-  /// `empty` ones.
-  Value full, empty;
-
-  Value stageOffset(OpBuilder &b, Value stage) const {
-    return im.add(b, im.addc(b, base, layout.queryBytes), im.mulc(b, stage, layout.stageBytes()));
-  }
-  /// The TMA copy of `map`'s box at (row, column) of the batch entry into
-  /// the shared bytes at `offset`, counted by barrier `barrier` of
-  /// `barriers`.
-  void copy(OpBuilder &b, Value map, Value operand, int64_t rows, Value offset, Value row,
-            int64_t column, Value barriers, Value barrier) const {
-    SmallVector<Value> coordinates(batchIndices);
-    coordinates.append({row, im.cst(b, column)});
-    std::reverse(coordinates.begin(), coordinates.end());
-    Value view = memref::ViewOp::create(b, loc, boxType(operand, rows), dynamicShared, offset,
-                                        ValueRange{});
-    nvgpu::TmaAsyncLoadOp::create(b, loc, view, barriers, map, coordinates, barrier, Value(),
-                                  Value());
-  }
-  /// Key block `block`'s K and V into `stage`.
-  void loadBlock(OpBuilder &b, Value stage, Value block) const {
-    nvgpu::MBarrierArriveExpectTxOp::create(b, loc, full, im.cst(b, layout.stageBytes()), stage,
-                                            Value());
-    Value offset = stageOffset(b, stage);
-    Value first = im.mulc(b, block, layout.keyBlock);
-    for (int64_t f = 0; f < spec.features / kRowElements; ++f)
-      copy(b, keyMap, spec.key, layout.keyBlock,
-           im.addc(b, offset, f * layout.keyBlock * kRowBytes), first, f * kRowElements, full,
-           stage);
-    int64_t boxes = spec.valueFeatures / kRowElements;
-    for (int64_t rows = 0; rows < layout.keyBlock / kRowElements; ++rows)
-      for (int64_t f = 0; f < boxes; ++f)
-        copy(b, valueMap, spec.value, kRowElements,
-             im.addc(b, offset, layout.keyBytes + (rows * boxes + f) * kBoxBytes),
-             im.addc(b, first, rows * kRowElements), f * kRowElements, full, stage);
-  }
-};
-
-/// The struct of `values` (wgmma's accumulators).
+/// The struct of `values` (wgmma's accumulators), and back.
 Value packStruct(OpBuilder &b, Location loc, ArrayRef<Value> values) {
   auto type = LLVM::LLVMStructType::getLiteral(
       b.getContext(), SmallVector<Type>(values.size(), b.getF32Type()));
@@ -164,237 +129,482 @@ SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value packed) {
   return values;
 }
 
-void buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
-                  const ForwardLayout &layout) {
-  IndexMath im{loc};
-  MLIRContext *context = b.getContext();
-  // The tensor maps, made on the host before the launch: boxes of 128
-  // query rows, of a key block's rows, and of 64 value rows.
-  Value queryMap = createTensorMap(b, loc, spec.query, kBlockRows);
-  Value keyMap = createTensorMap(b, loc, spec.key, layout.keyBlock);
-  Value valueMap = createTensorMap(b, loc, spec.value, kRowElements);
-  int64_t rowBlocks = spec.queries / kBlockRows;
-  auto launch = gpu::LaunchOp::create(
-      b, loc, im.cst(b, spec.batch), im.cst(b, rowBlocks), im.cst(b, 1),
-      im.cst(b, kConsumerThreads + kProducerThreads), im.cst(b, 1), im.cst(b, 1),
-      arith::ConstantIntOp::create(b, loc, layout.bytes(), 32), Type(), ValueRange(),
-      TypeRange());
-  OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
-  Value tid = launch.getThreadIds().x;
-  // Causal blocks last first: they read the most keys.
-  Value rowBlock = launch.getBlockIds().y;
-  if (spec.causal)
-    rowBlock = arith::SubIOp::create(k, loc, im.cst(k, rowBlocks - 1), rowBlock);
-  Value queryBase = im.mulc(k, rowBlock, kBlockRows);
+/// The wgmma products of a consumer warpgroup, on `b`: each starts a group
+/// (fence), multiplies, and waits for it, its results pinned after the
+/// wait.
+struct Products {
+  OpBuilder &b;
+  Location loc;
+  NVVM::WGMMATypesAttr types;
 
-  ForwardKernel kernel{spec, layout, loc, im, queryMap, keyMap, valueMap, {}, {}, {}, {}, {}, {}};
-  ArrayRef<int64_t> shape = cast<MemRefType>(spec.query.getType()).getShape();
-  Value rest = launch.getBlockIds().x;
-  for (int64_t size : llvm::reverse(shape.drop_back(2))) {
-    kernel.batchIndices.insert(kernel.batchIndices.begin(), im.remc(k, rest, size));
-    rest = im.divc(k, rest, size);
+  /// `accs` (N / 2 f32 a thread; null: zeros) + A B over `steps` k16
+  /// steps, both operands from shared memory K-major (descriptors per
+  /// step: `a(step)`, `b(step)`).
+  Value shared(Value accs, int64_t n, int64_t steps, function_ref<Value(int64_t)> a,
+               function_ref<Value(int64_t)> bOperand) const {
+    MLIRContext *context = b.getContext();
+    auto type = LLVM::LLVMStructType::getLiteral(context,
+                                                 SmallVector<Type>(n / 2, b.getF32Type()));
+    bool zero = !accs;
+    if (zero)
+      accs = LLVM::PoisonOp::create(b, loc, type);
+    for (int64_t step = 0; step < steps; ++step)
+      accs = NVVM::WgmmaMmaAsyncOp::create(
+          b, loc, type, accs, a(step), bOperand(step),
+          NVVM::MMAShapeAttr::get(context, kWarpgroupRows, n, kInstructionK), types, types,
+          NVVM::WGMMATypesAttr::get(context, NVVM::WGMMATypes::f32),
+          NVVM::WGMMAScaleOutAttr::get(context, zero && step == 0 ? NVVM::WGMMAScaleOut::zero
+                                                                  : NVVM::WGMMAScaleOut::one),
+          NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
+          NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
+          NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::row),
+          NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::col), NVVM::MMAIntOverflowAttr());
+    return accs;
   }
-  kernel.dynamicShared = gpu::DynamicSharedMemoryOp::create(
-      k, loc,
-      MemRefType::get({ShapedType::kDynamic}, k.getI8Type(), MemRefLayoutAttrInterface(),
-                      gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
-  kernel.address = memref::ExtractAlignedPointerAsIndexOp::create(k, loc, kernel.dynamicShared);
-  kernel.base = im.remc(k,
-                        arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
-                                              im.remc(k, kernel.address, kAtomBytes)),
-                        kAtomBytes);
-  // `full`: stage s's copies landed (barrier `stages`: the queries'), one
-  // arrival (the producer's expect-tx) and the bytes; `empty`: both
-  // consumer warpgroups are done reading stage s, one arrival each.
-  int64_t stages = layout.stages;
-  auto group = [&](int64_t count) {
-    return nvgpu::MBarrierCreateOp::create(
+  /// `accs` + A B with A's fragments in registers (4 a k16 step, pinned),
+  /// B N-major (descriptor per step: `bOperand(step)`).
+  Value registers(Value accs, int64_t n, ArrayRef<Value> fragments,
+                  function_ref<Value(int64_t)> bOperand, Type element) const {
+    for (size_t step = 0; step < fragments.size() / 4; ++step)
+      accs = warpgroupMmaRegisterA(b, loc, element, accs, fragments.slice(4 * step, 4),
+                                   bOperand(step), n, /*nMajorB=*/true);
+    return accs;
+  }
+  void fence() const { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
+  /// Commits the group and waits for it; `accs`' values, pinned.
+  SmallVector<SmallVector<Value>> wait(ArrayRef<Value> accs) const {
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    SmallVector<Value> all;
+    SmallVector<size_t> sizes;
+    for (Value acc : accs) {
+      SmallVector<Value> values = unpackStruct(b, loc, acc);
+      sizes.push_back(values.size());
+      llvm::append_range(all, values);
+    }
+    all = pinRegisters(b, loc, all);
+    SmallVector<SmallVector<Value>> results;
+    size_t at = 0;
+    for (size_t size : sizes) {
+      results.push_back(SmallVector<Value>(ArrayRef<Value>(all).slice(at, size)));
+      at += size;
+    }
+    return results;
+  }
+};
+
+/// A launch of blocks of three warpgroups over 128 rows (queries, or keys
+/// in the backward's key side) of each batch entry: the producer copies
+/// `resident` once and `streamed` block by block into a ring of stages;
+/// the consumers, 64 rows each, take the blocks as they land (`full`
+/// barriers) and release them (`empty`).
+struct WarpgroupLaunch {
+  WarpgroupLaunch(const AttentionSpec &spec, Location loc, int64_t rowCount, bool lastFirst,
+                  SmallVector<Tiles> resident, SmallVector<Tiles> streamed)
+      : spec(spec), loc(loc), im{loc}, rowCount(rowCount), lastFirst(lastFirst),
+        resident(std::move(resident)), streamed(std::move(streamed)) {}
+  const AttentionSpec &spec;
+  Location loc;
+  IndexMath im;
+  int64_t rowCount;
+  bool lastFirst;
+  SmallVector<Tiles> resident, streamed;
+  int64_t stages = 0, residentBytes = 0, stageBytes = 0;
+
+  gpu::LaunchOp launch;
+  Value tid, lane, warp, blockRow;
+  SmallVector<Value> batchIndices;
+  Value dynamicShared, address, base;
+  /// `full`: stages 0 .. stages - 1, then the resident copies' barrier.
+  Value full, empty;
+  scf::IfOp roles;
+
+  /// Lays the operands out (offsets, stages within `sharedPerBlock`);
+  /// false if not even two stages fit.
+  bool plan(int64_t sharedPerBlock) {
+    for (Tiles &tiles : resident) {
+      tiles.offset = residentBytes;
+      residentBytes += tiles.bytes();
+    }
+    for (Tiles &tiles : streamed) {
+      tiles.offset = stageBytes;
+      stageBytes += tiles.bytes();
+    }
+    stages = std::min(kMaxStages, (sharedPerBlock - kAtomBytes - residentBytes) / stageBytes);
+    return stages >= 2;
+  }
+  int64_t bytes() const { return kAtomBytes + residentBytes + stages * stageBytes; }
+  Value stageAddress(OpBuilder &b, Value stage) const {
+    return im.add(b, im.add(b, address, im.addc(b, base, residentBytes)),
+                  im.mulc(b, stage, stageBytes));
+  }
+  Value residentAddress(OpBuilder &b) const { return im.add(b, address, base); }
+
+  /// The tensor maps (at `b`, on the host), the launch, its barriers, and
+  /// the if/else of the consumers and the producer (ptxas applies
+  /// setmaxnreg only so).
+  void create(OpBuilder &b) {
+    for (Tiles &tiles : llvm::concat<Tiles>(resident, streamed))
+      tiles.map = createTensorMap(b, loc, tiles.buffer, tiles.boxRows);
+    int64_t blocks = rowCount / kBlockRows;
+    launch = gpu::LaunchOp::create(
+        b, loc, im.cst(b, spec.batch), im.cst(b, blocks), im.cst(b, 1),
+        im.cst(b, kConsumerThreads + kProducerThreads), im.cst(b, 1), im.cst(b, 1),
+        arith::ConstantIntOp::create(b, loc, bytes(), 32), Type(), ValueRange(), TypeRange());
+    OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
+    MLIRContext *context = b.getContext();
+    tid = launch.getThreadIds().x;
+    warp = im.divc(k, tid, 32);
+    lane = im.remc(k, tid, 32);
+    // Causal query blocks last first: they read the most keys.
+    Value block = launch.getBlockIds().y;
+    if (lastFirst)
+      block = arith::SubIOp::create(k, loc, im.cst(k, blocks - 1), block);
+    blockRow = im.mulc(k, block, kBlockRows);
+    ArrayRef<int64_t> shape = cast<MemRefType>(spec.query.getType()).getShape();
+    Value rest = launch.getBlockIds().x;
+    for (int64_t size : llvm::reverse(shape.drop_back(2))) {
+      batchIndices.insert(batchIndices.begin(), im.remc(k, rest, size));
+      rest = im.divc(k, rest, size);
+    }
+    dynamicShared = gpu::DynamicSharedMemoryOp::create(
         k, loc,
-        nvgpu::MBarrierGroupType::get(
-            context, gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup), count));
-  };
-  kernel.full = group(stages + 1);
-  kernel.empty = group(stages);
-  Value first = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq, tid, im.cst(k, 0));
-  for (int64_t s = 0; s <= stages; ++s)
-    nvgpu::MBarrierInitOp::create(k, loc, kernel.full, im.cst(k, 1), im.cst(k, s), first);
-  for (int64_t s = 0; s < stages; ++s)
-    nvgpu::MBarrierInitOp::create(k, loc, kernel.empty,
-                                  im.cst(k, kConsumerThreads / kWarpgroupThreads), im.cst(k, s),
-                                  first);
-  NVVM::FenceMbarrierInitOp::create(k, loc);
-  gpu::BarrierOp::create(k, loc);
+        MemRefType::get({ShapedType::kDynamic}, k.getI8Type(), MemRefLayoutAttrInterface(),
+                        gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup)));
+    address = memref::ExtractAlignedPointerAsIndexOp::create(k, loc, dynamicShared);
+    base = im.remc(k,
+                   arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
+                                         im.remc(k, address, kAtomBytes)),
+                   kAtomBytes);
+    auto group = [&](int64_t count) {
+      return nvgpu::MBarrierCreateOp::create(
+          k, loc,
+          nvgpu::MBarrierGroupType::get(
+              context, gpu::AddressSpaceAttr::get(context, gpu::AddressSpace::Workgroup),
+              count));
+    };
+    full = group(stages + 1);
+    empty = group(stages);
+    Value first = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq, tid, im.cst(k, 0));
+    for (int64_t s = 0; s <= stages; ++s)
+      nvgpu::MBarrierInitOp::create(k, loc, full, im.cst(k, 1), im.cst(k, s), first);
+    for (int64_t s = 0; s < stages; ++s)
+      nvgpu::MBarrierInitOp::create(k, loc, empty,
+                                    im.cst(k, kConsumerThreads / kWarpgroupThreads),
+                                    im.cst(k, s), first);
+    NVVM::FenceMbarrierInitOp::create(k, loc);
+    gpu::BarrierOp::create(k, loc);
+    roles = scf::IfOp::create(
+        k, loc,
+        arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, tid,
+                              im.cst(k, kConsumerThreads)),
+        /*withElseRegion=*/true);
+    gpu::TerminatorOp::create(k, loc);
+  }
 
-  // Keys through the diagonal of the block's last row (causal), in blocks.
-  Value warp = im.divc(k, tid, 32), lane = im.remc(k, tid, 32);
-  Value g = im.divc(k, lane, 4), t = im.remc(k, lane, 4);
-  Warp w{k, loc, im, spec, kernel.batchIndices, launch.getBlockIds().x,
-         g, t, im.mulc(k, t, 2), im.add(k, queryBase, im.mulc(k, warp, kRowsPerWarp)),
-         tid, lane, {}};
-  Value blocks = im.divc(k, w.keyEndAfter(queryBase, kBlockRows, layout.keyBlock),
-                         layout.keyBlock);
-  Value queryBarrier = im.cst(k, stages);
+  /// A consumer warp's view (rows from the block's, 16 a warp).
+  Warp warpAt(OpBuilder &b) {
+    Value g = im.divc(b, lane, 4), t = im.remc(b, lane, 4);
+    return Warp{b, loc, im, spec, batchIndices, launch.getBlockIds().x, g, t,
+                im.mulc(b, t, 2), im.add(b, blockRow, im.mulc(b, warp, kRowsPerWarp)),
+                tid, lane, {}};
+  }
 
-  auto roles = scf::IfOp::create(
-      k, loc, arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, tid, im.cst(k, kConsumerThreads)),
-      /*withElseRegion=*/true);
-  // One if/else, a warpgroup's role per branch (ptxas applies setmaxnreg
-  // only so). The producer warpgroup: its first thread copies the queries, then each key
-  // block into its stage once both warpgroups released the stage's
-  // previous block (the wait on the phase before a stage's first fill
-  // passes at once). The copies are unpredicated: inside the branch on the
-  // thread, LLVM would fold a predicate to a constant, which inline PTX
-  // cannot take.
-  {
+  /// The producer: one thread copies the resident operands (rows from the
+  /// block's), then streamed blocks `first` .. `end` - 1 (rows from block
+  /// x streamed rows), each into its stage once both consumers released
+  /// the stage's previous block (the wait on the phase before a stage's
+  /// first fill passes at once). The copies are unpredicated: inside the
+  /// branch on the thread, LLVM would fold a predicate to a constant, which
+  /// inline PTX cannot take.
+  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range) {
     OpBuilder p = roles.getElseBodyBuilder();
     NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
                                    NVVM::SetMaxRegisterAction::decrease);
-    Value issuer =
-        arith::CmpIOp::create(p, loc, arith::CmpIPredicate::eq, tid, im.cst(p, kConsumerThreads));
+    Value issuer = arith::CmpIOp::create(p, loc, arith::CmpIPredicate::eq, tid,
+                                         im.cst(p, kConsumerThreads));
     auto only = scf::IfOp::create(p, loc, issuer, /*withElseRegion=*/false);
     OpBuilder o = only.getThenBodyBuilder();
-    nvgpu::MBarrierArriveExpectTxOp::create(o, loc, kernel.full, im.cst(o, layout.queryBytes),
-                                            queryBarrier, Value());
-    for (int64_t f = 0; f < spec.features / kRowElements; ++f)
-      kernel.copy(o, queryMap, spec.query, kBlockRows,
-                  im.addc(o, kernel.base, f * kBlockRows * kRowBytes), queryBase,
-                  f * kRowElements, kernel.full, queryBarrier);
-    auto loads = scf::ForOp::create(o, loc, im.cst(o, 0), blocks, im.cst(o, 1));
+    Value residentBarrier = im.cst(o, stages);
+    nvgpu::MBarrierArriveExpectTxOp::create(o, loc, full, im.cst(o, residentBytes),
+                                            residentBarrier, Value());
+    for (const Tiles &tiles : resident)
+      copy(o, tiles, im.addc(o, base, tiles.offset), blockRow, residentBarrier);
+    auto [first, end] = range(o);
+    auto loads = scf::ForOp::create(o, loc, first, end, im.cst(o, 1));
     OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
-    Value block = loads.getInductionVar();
-    Value stage = im.remc(l, block, stages);
-    Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, block, stages)),
+    Value use = arith::SubIOp::create(l, loc, loads.getInductionVar(), first);
+    Value stage = im.remc(l, use, stages);
+    Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, use, stages)),
                                            arith::ConstantIntOp::create(l, loc, 1, 1));
-    nvgpu::MBarrierTryWaitParityOp::create(l, loc, kernel.empty, released, im.cst(l, 10000000),
-                                           stage);
-    kernel.loadBlock(l, stage, block);
+    nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released, im.cst(l, 10000000), stage);
+    nvgpu::MBarrierArriveExpectTxOp::create(l, loc, full, im.cst(l, stageBytes), stage, Value());
+    Value offset = im.add(l, im.addc(l, base, residentBytes), im.mulc(l, stage, stageBytes));
+    for (const Tiles &tiles : streamed)
+      copy(l, tiles, im.addc(l, offset, tiles.offset),
+           im.mulc(l, loads.getInductionVar(), tiles.rows), stage);
   }
 
-  // The consumers: two warpgroups of 64 query rows each.
-  OpBuilder c = roles.getThenBodyBuilder();
-  NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters, NVVM::SetMaxRegisterAction::increase);
-  Value warpgroup = im.divc(c, warp, 4);
-  nvgpu::MBarrierTryWaitParityOp::create(c, loc, kernel.full, phaseParity(c, im, im.cst(c, 0)),
-                                         im.cst(c, 10000000), queryBarrier);
-  // The warpgroup's 64 query rows, K-major A: a descriptor per 64
-  // features, stepping 32 bytes along the swizzled rows per k16.
-  SmallVector<Value> queryDescriptors;
-  for (int64_t f = 0; f < spec.features / kRowElements; ++f)
-    queryDescriptors.push_back(matrixDescriptor(
-        c, loc,
-        im.add(c, kernel.address,
-               im.add(c, im.addc(c, kernel.base, f * kBlockRows * kRowBytes),
-                      im.mulc(c, warpgroup, kWarpgroupRows * kRowBytes))),
-        16, kAtomBytes));
-  Value signals = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq,
-                                        im.remc(c, tid, kWarpgroupThreads), im.cst(c, 0));
-  auto types = NVVM::WGMMATypesAttr::get(
-      context, spec.element.isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16);
-  auto scoreType = LLVM::LLVMStructType::getLiteral(
-      context, SmallVector<Type>(layout.keyBlock / 2, c.getF32Type()));
-
-  Warp cw{c, loc, im, spec, w.batchIndices, w.batch, w.g, w.t, w.t2, w.rowBase, tid, lane, {}};
-  int64_t outputValues = spec.valueFeatures / 2;
-  SmallVector<Value> init(outputValues, cw.f32Constant(0.0));
-  init.append({cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)});
-  auto loop = scf::ForOp::create(c, loc, im.cst(c, 0), blocks, im.cst(c, 1), init);
-  {
+  /// The consumers (setmaxnreg up): wait for the resident copies, then a
+  /// loop over streamed blocks `first` .. `end` - 1 carrying `init`;
+  /// `body` gets the block, its stage's address and the carried values and
+  /// multiplies; then the warpgroup releases the stage. Returns the loop.
+  scf::ForOp consume(
+      OpBuilder &c, Value first, Value end, ValueRange init,
+      function_ref<SmallVector<Value>(OpBuilder &, Value block, Value at, ValueRange carried)>
+          body) {
+    nvgpu::MBarrierTryWaitParityOp::create(c, loc, full, phaseParity(c, im, im.cst(c, 0)),
+                                           im.cst(c, 10000000), im.cst(c, stages));
+    Value signals = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq,
+                                          im.remc(c, tid, kWarpgroupThreads), im.cst(c, 0));
+    auto loop = scf::ForOp::create(c, loc, first, end, im.cst(c, 1), init);
     OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
-    Warp lw{l, loc, im, spec, w.batchIndices, w.batch, w.g, w.t, w.t2, w.rowBase,
-            tid, lane, {}};
-    Value block = loop.getInductionVar();
-    ValueRange carried = loop.getRegionIterArgs();
-    Value stage = im.remc(l, block, stages);
-    nvgpu::MBarrierTryWaitParityOp::create(l, loc, kernel.full,
-                                           phaseParity(l, im, im.divc(l, block, stages)),
+    Value use = arith::SubIOp::create(l, loc, loop.getInductionVar(), first);
+    Value stage = im.remc(l, use, stages);
+    nvgpu::MBarrierTryWaitParityOp::create(l, loc, full,
+                                           phaseParity(l, im, im.divc(l, use, stages)),
                                            im.cst(l, 10000000), stage);
-    Value stageAddress = im.add(l, kernel.address, kernel.stageOffset(l, stage));
-    // S = Q K^T, the first product not accumulating (scale-d 0).
-    Value scores = LLVM::PoisonOp::create(l, loc, scoreType);
-    NVVM::WgmmaFenceAlignedOp::create(l, loc);
-    for (int64_t f = 0; f < spec.features / kRowElements; ++f) {
-      Value keyDescriptor = matrixDescriptor(
-          l, loc, im.addc(l, stageAddress, f * layout.keyBlock * kRowBytes), 16, kAtomBytes);
-      for (int64_t kk = 0; kk < kRowElements / kInstructionK; ++kk)
-        scores = NVVM::WgmmaMmaAsyncOp::create(
-            l, loc, scoreType, scores,
-            advanceDescriptor(l, loc, queryDescriptors[f], kk * 32),
-            advanceDescriptor(l, loc, keyDescriptor, kk * 32),
-            NVVM::MMAShapeAttr::get(context, kWarpgroupRows, layout.keyBlock, kInstructionK),
-            types, types, NVVM::WGMMATypesAttr::get(context, NVVM::WGMMATypes::f32),
-            NVVM::WGMMAScaleOutAttr::get(context, f == 0 && kk == 0 ? NVVM::WGMMAScaleOut::zero
-                                                                    : NVVM::WGMMAScaleOut::one),
-            NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
-            NVVM::WGMMAScaleInAttr::get(context, NVVM::WGMMAScaleIn::one),
-            NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::row),
-            NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::col),
-            NVVM::MMAIntOverflowAttr());
-    }
-    NVVM::WgmmaGroupSyncAlignedOp::create(l, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 0);
-
-    SmallVector<Tile> s = tilesOf(pinRegisters(l, loc, unpackStruct(l, loc, scores)));
-    SmallVector<Tile> output = tilesOf(carried.take_front(outputValues));
-    Value maxima[2] = {carried[outputValues], carried[outputValues + 1]};
-    Value sums[2] = {carried[outputValues + 2], carried[outputValues + 3]};
-    lw.softmaxBlock(im.mulc(l, block, layout.keyBlock), s, output, maxima, sums);
-
-    // O += P V: per 16 keys, P's A fragment from two score tiles and V's
-    // 16 rows (N-major: 16 rows of 128 bytes a step in its 64-key group,
-    // 64-feature boxes kBoxBytes apart). P's fragments and the rescaled O
-    // are written before the fence.
-    SmallVector<Value> fragments;
-    for (int64_t j = 0; j < layout.keyBlock / kInstructionK; ++j)
-      for (Value reg : lw.aFragment(s[2 * j], s[2 * j + 1]))
-        fragments.push_back(registerWord(l, loc, reg));
-    SmallVector<Value> operands = flat(output);
-    llvm::append_range(operands, fragments);
-    operands = pinRegisters(l, loc, operands);
-    Value values = packStruct(l, loc, ArrayRef<Value>(operands).take_front(outputValues));
-    Value valueAddress = im.addc(l, stageAddress, layout.keyBytes);
-    NVVM::WgmmaFenceAlignedOp::create(l, loc);
-    for (int64_t j = 0; j < layout.keyBlock / kInstructionK; ++j) {
-      int64_t group = j / (kRowElements / kInstructionK), step = j % (kRowElements / kInstructionK);
-      Value descriptor = matrixDescriptor(
-          l, loc,
-          im.addc(l, valueAddress,
-                  group * (spec.valueFeatures / kRowElements) * kBoxBytes +
-                      step * kInstructionK * kRowBytes),
-          kBoxBytes, kAtomBytes);
-      values = warpgroupMmaRegisterA(
-          l, loc, spec.element, values,
-          ArrayRef<Value>(operands).slice(outputValues + 4 * j, 4), descriptor,
-          spec.valueFeatures, /*nMajorB=*/true);
-    }
-    NVVM::WgmmaGroupSyncAlignedOp::create(l, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 0);
-    SmallVector<Value> yielded = pinRegisters(l, loc, unpackStruct(l, loc, values));
-
+    SmallVector<Value> yielded =
+        body(l, loop.getInductionVar(), stageAddress(l, stage), loop.getRegionIterArgs());
     // This warpgroup is done with the stage: release it to the producer.
     scf::IfOp::create(l, loc, signals, [&](OpBuilder &then, Location) {
       nvgpu::MBarrierArriveOp::create(then, loc,
-                                      nvgpu::MBarrierTokenType::get(then.getContext()),
-                                      kernel.empty, stage);
+                                      nvgpu::MBarrierTokenType::get(then.getContext()), empty,
+                                      stage);
       scf::YieldOp::create(then, loc);
     });
-    yielded.append({maxima[0], maxima[1], sums[0], sums[1]});
     scf::YieldOp::create(l, loc, yielded);
+    return loop;
   }
+  /// The consumers' builder, registers raised.
+  OpBuilder consumers() {
+    OpBuilder c = roles.getThenBodyBuilder();
+    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+    return c;
+  }
+  /// This warpgroup's first row in the block (0 or 64).
+  Value warpgroupRow(OpBuilder &b) const {
+    return im.mulc(b, im.divc(b, warp, 4), kWarpgroupRows);
+  }
+
+private:
+  /// `tiles`' rows from `row` of the batch entry into the shared bytes at
+  /// `offset` (from the aligned base), counted by barrier `barrier` of
+  /// `full`.
+  void copy(OpBuilder &b, const Tiles &tiles, Value offset, Value row, Value barrier) const {
+    for (int64_t group = 0; group < tiles.rows / tiles.boxRows; ++group)
+      for (int64_t f = 0; f < tiles.width / kRowElements; ++f) {
+        SmallVector<Value> coordinates(batchIndices);
+        coordinates.append({im.addc(b, row, group * tiles.boxRows), im.cst(b, f * kRowElements)});
+        std::reverse(coordinates.begin(), coordinates.end());
+        Value at = im.addc(
+            b, offset, (group * (tiles.width / kRowElements) + f) * tiles.boxRows * kRowBytes);
+        Value view = memref::ViewOp::create(b, loc, boxType(tiles.buffer, tiles.boxRows),
+                                            dynamicShared, at, ValueRange{});
+        nvgpu::TmaAsyncLoadOp::create(b, loc, view, full, tiles.map, coordinates, barrier,
+                                      Value(), Value());
+      }
+  }
+};
+
+NVVM::WGMMATypesAttr wgmmaTypes(const AttentionSpec &spec) {
+  return NVVM::WGMMATypesAttr::get(spec.element.getContext(), spec.element.isBF16()
+                                                                  ? NVVM::WGMMATypes::bf16
+                                                                  : NVVM::WGMMATypes::f16);
+}
+
+/// The forward: 128 queries a block against key blocks of 128 (or 64):
+/// Q resident, K and V streamed.
+bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
+                  int64_t sharedPerBlock) {
+  int64_t keyBlock = spec.keys % 128 == 0 ? 128 : spec.keys % 64 == 0 ? 64 : 0;
+  if (spec.backward() || !warpgroupOperands(spec) || spec.queries % kBlockRows || !keyBlock)
+    return false;
+  WarpgroupLaunch launch(spec, loc, spec.queries, spec.causal,
+                         {Tiles(spec.query, spec.features, kBlockRows, kBlockRows)},
+                         {Tiles(spec.key, spec.features, keyBlock, keyBlock),
+                          Tiles(spec.value, spec.valueFeatures, keyBlock, kRowElements)});
+  if (!launch.plan(sharedPerBlock))
+    return false;
+  launch.create(b);
+  const IndexMath &im = launch.im;
+  const Tiles &queries = launch.resident[0], &keys = launch.streamed[0],
+              &values = launch.streamed[1];
+  // Keys through the diagonal of the block's last row (causal), in blocks.
+  auto range = [&](OpBuilder &o) {
+    Warp w = launch.warpAt(o);
+    return std::make_pair(im.cst(o, 0),
+                          im.divc(o, w.keyEndAfter(launch.blockRow, kBlockRows, keyBlock),
+                                  keyBlock));
+  };
+  launch.produce(range);
+
+  OpBuilder c = launch.consumers();
+  Warp cw = launch.warpAt(c);
+  Value warpgroupRow = launch.warpgroupRow(c);
+  int64_t outputValues = spec.valueFeatures / 2;
+  SmallVector<Value> init(outputValues, cw.f32Constant(0.0));
+  init.append({cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)});
+  auto [first, end] = range(c);
+  auto loop = launch.consume(
+      c, first, end, init,
+      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
+        Warp lw = cw.at(l);
+        Products products{l, loc, wgmmaTypes(spec)};
+        Value resident = launch.residentAddress(l);
+        // S = Q K^T, both K-major: 16 features a step.
+        products.fence();
+        Value scores = products.shared(
+            Value(), keyBlock, spec.features / kInstructionK,
+            [&](int64_t step) {
+              return advanceDescriptor(
+                  l, loc, queries.kMajor(l, im, resident, step / 4, warpgroupRow),
+                  step % 4 * 32);
+            },
+            [&](int64_t step) {
+              return advanceDescriptor(l, loc, keys.kMajor(l, im, at, step / 4, im.cst(l, 0)),
+                                       step % 4 * 32);
+            });
+        SmallVector<Tile> s = tilesOf(products.wait({scores})[0]);
+        SmallVector<Tile> output = tilesOf(carried.take_front(outputValues));
+        Value maxima[2] = {carried[outputValues], carried[outputValues + 1]};
+        Value sums[2] = {carried[outputValues + 2], carried[outputValues + 3]};
+        lw.softmaxBlock(im.mulc(l, block, keyBlock), s, output, maxima, sums);
+        // O += P V: P's fragments (two score tiles a k16 step) and the
+        // rescaled O written before the fence.
+        SmallVector<Value> operands = flat(output);
+        for (int64_t j = 0; j < keyBlock / kInstructionK; ++j)
+          for (Value reg : lw.aFragment(s[2 * j], s[2 * j + 1]))
+            operands.push_back(registerWord(l, loc, reg));
+        operands = pinRegisters(l, loc, operands);
+        products.fence();
+        Value o = products.registers(
+            packStruct(l, loc, ArrayRef<Value>(operands).take_front(outputValues)),
+            spec.valueFeatures, ArrayRef<Value>(operands).drop_front(outputValues),
+            [&](int64_t step) { return values.nMajor(l, im, at, step); }, spec.element);
+        SmallVector<Value> yielded = products.wait({o})[0];
+        yielded.append({maxima[0], maxima[1], sums[0], sums[1]});
+        return yielded;
+      });
   ValueRange results = loop.getResults();
   Value sums[2] = {cw.quadSum(results[outputValues + 2]), cw.quadSum(results[outputValues + 3])};
   cw.storeRows(spec.outputs[0], tilesOf(results.take_front(outputValues)),
                [&](Value x, int64_t half) { return cw.div(x, sums[half]); });
-  gpu::TerminatorOp::create(k, loc);
-  sinkViewsIntoLaunch(launch);
+  sinkViewsIntoLaunch(launch.launch);
+  return true;
+}
+
+/// The backward's key side: 128 keys a block (K and V resident) against
+/// blocks of 64 queries (Q and dO streamed) from the block's diagonal
+/// (causal): the transposed scores and dp (`K Q^T`, `V dO^T`), p and ds
+/// from the query side's statistics, `dv += p^T dO` and `dk += ds^T Q`
+/// (Q and dO read N-major, the same stage the first products read K-major),
+/// each rounded once at the end.
+bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
+                  int64_t sharedPerBlock) {
+  if (!spec.backward() || !warpgroupOperands(spec) || spec.keys % kBlockRows ||
+      spec.queries % kQueryBlock)
+    return false;
+  WarpgroupLaunch launch(spec, loc, spec.keys, /*lastFirst=*/false,
+                         {Tiles(spec.key, spec.features, kBlockRows, kBlockRows),
+                          Tiles(spec.value, spec.valueFeatures, kBlockRows, kBlockRows)},
+                         {Tiles(spec.query, spec.features, kQueryBlock, kQueryBlock),
+                          Tiles(spec.resultGrad, spec.valueFeatures, kQueryBlock, kQueryBlock)});
+  if (!launch.plan(sharedPerBlock))
+    return false;
+  launch.create(b);
+  const IndexMath &im = launch.im;
+  const Tiles &keys = launch.resident[0], &values = launch.resident[1];
+  const Tiles &queries = launch.streamed[0], &grads = launch.streamed[1];
+  // Causal: from the query block holding the block's first key on.
+  auto range = [&](OpBuilder &o) {
+    Value first = spec.causal ? im.divc(o, launch.blockRow, kQueryBlock) : im.cst(o, 0);
+    return std::make_pair(first, im.cst(o, spec.queries / kQueryBlock));
+  };
+  launch.produce(range);
+
+  OpBuilder c = launch.consumers();
+  Warp cw = launch.warpAt(c);
+  Value warpgroupRow = launch.warpgroupRow(c);
+  int64_t keyValues = spec.features / 2, valueValues = spec.valueFeatures / 2;
+  SmallVector<Value> init(keyValues + valueValues, cw.f32Constant(0.0));
+  auto [first, end] = range(c);
+  auto loop = launch.consume(
+      c, first, end, init,
+      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
+        Warp lw = cw.at(l);
+        Products products{l, loc, wgmmaTypes(spec)};
+        Value resident = launch.residentAddress(l);
+        auto kMajorProduct = [&](const Tiles &rows, const Tiles &columns) {
+          return products.shared(
+              Value(), kQueryBlock, rows.width / kInstructionK,
+              [&](int64_t step) {
+                return advanceDescriptor(
+                    l, loc, rows.kMajor(l, im, resident, step / 4, warpgroupRow), step % 4 * 32);
+              },
+              [&](int64_t step) {
+                return advanceDescriptor(l, loc, columns.kMajor(l, im, at, step / 4, im.cst(l, 0)),
+                                         step % 4 * 32);
+              });
+        };
+        // Rows are keys, columns queries: K Q^T and V dO^T, one group.
+        products.fence();
+        Value scores = kMajorProduct(keys, queries);
+        Value dots = kMajorProduct(values, grads);
+        SmallVector<SmallVector<Value>> done = products.wait({scores, dots});
+        SmallVector<Tile> p = tilesOf(done[0]), ds = tilesOf(done[1]);
+        Value q0 = im.mulc(l, block, kQueryBlock);
+        for (size_t n = 0; n < p.size(); ++n)
+          for (int64_t e = 0; e < 4; ++e) {
+            Value query = lw.column(q0, n, e);
+            Value masked = lw.above(query, lw.row(e / 2));
+            Value s = lw.score(p[n][e], masked);
+            p[n][e] = lw.rounded(
+                lw.div(lw.exp(lw.sub(s, lw.loadStat(0, query))), lw.loadStat(1, query)));
+            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], lw.loadStat(2, query), masked);
+          }
+        // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
+        // before the fence.
+        SmallVector<Value> operands(carried);
+        for (ArrayRef<Tile> tiles : {ArrayRef<Tile>(ds), ArrayRef<Tile>(p)})
+          for (size_t j = 0; j < tiles.size() / 2; ++j)
+            for (Value reg : lw.aFragment(tiles[2 * j], tiles[2 * j + 1]))
+              operands.push_back(registerWord(l, loc, reg));
+        operands = pinRegisters(l, loc, operands);
+        ArrayRef<Value> all(operands);
+        int64_t fragments = kQueryBlock / kInstructionK * 4;
+        products.fence();
+        Value dk = products.registers(
+            packStruct(l, loc, all.take_front(keyValues)), spec.features,
+            all.slice(keyValues + valueValues, fragments),
+            [&](int64_t step) { return queries.nMajor(l, im, at, step); }, spec.element);
+        Value dv = products.registers(
+            packStruct(l, loc, all.slice(keyValues, valueValues)), spec.valueFeatures,
+            all.take_back(fragments),
+            [&](int64_t step) { return grads.nMajor(l, im, at, step); }, spec.element);
+        SmallVector<SmallVector<Value>> sums = products.wait({dk, dv});
+        SmallVector<Value> yielded = sums[0];
+        llvm::append_range(yielded, sums[1]);
+        return yielded;
+      });
+  ValueRange results = loop.getResults();
+  auto same = [](Value x, int64_t) { return x; };
+  cw.storeRows(spec.outputs[1], tilesOf(results.take_front(keyValues)), same);
+  cw.storeRows(spec.outputs[2], tilesOf(results.drop_front(keyValues)), same);
+  sinkViewsIntoLaunch(launch.launch);
+  return true;
 }
 } // namespace
 
 bool loom::attention::buildWarpgroupAttention(OpBuilder &b, Location loc,
                                               const AttentionSpec &spec,
                                               int64_t sharedPerBlock) {
-  std::optional<ForwardLayout> layout = chooseLayout(spec, sharedPerBlock);
-  if (!layout)
-    return false;
-  buildForward(b, loc, spec, *layout);
-  return true;
+  return buildForward(b, loc, spec, sharedPerBlock);
+}
+
+bool loom::attention::buildWarpgroupKeyGrad(OpBuilder &b, Location loc,
+                                            const AttentionSpec &spec,
+                                            int64_t sharedPerBlock) {
+  return buildKeyGrad(b, loc, spec, sharedPerBlock);
 }
