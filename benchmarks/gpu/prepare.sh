@@ -88,8 +88,8 @@ if [ "$arch" = sm_90a ]; then
   for name in matmul4096 matmul8192 matmul4096-bt matmul4096-at; do
     $loomc --gpu-mma=wgmma-persistent "$out/$name.loom" -o "$out/$name-persistent"
   done
-  # The attention forward and the backward's key side on wgmma (TMA-fed,
-  # P and ds in registers), not yet the default: checked and timed against
+  # The attention forward and backward on wgmma (TMA-fed, P and ds in
+  # registers), not yet the default: checked and timed against
   # SDPA beside the mma.sync kernels, and the big training step with them.
   for size in 2048 8192; do
     $loomc --gpu-attention=wgmma "$out/attention$size.loom" -o "$out/attention$size-wgmma"

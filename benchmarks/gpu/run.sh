@@ -266,8 +266,8 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
 PY
 )
 done
-# attention-gradT-wgmma runs the forward and the key side on wgmma
-# (--gpu-attention=wgmma; the query side stays on mma.sync).
+# attention-gradT-wgmma runs the forward and the backward on wgmma
+# (--gpu-attention=wgmma).
 for exe in attention-grad2048 attention-grad8192 attention-grad2048-wgmma attention-grad8192-wgmma; do
   skip $exe && continue
   size=${exe#attention-grad}; size=${size%%-*}
@@ -306,7 +306,7 @@ fi  # training
 
 if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
   echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
-  # gpt-train-big-wgmma: its attention forward and key side on wgmma
+  # gpt-train-big-wgmma: its attention forward and backward on wgmma
   # (--gpu-attention=wgmma). PyTorch's step is measured once, from the
   # first run's initial weights.
   steps=8

@@ -675,12 +675,13 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
           stagingBuffers(spec, spec.keys, queryBlock,
                          {{spec.query, spec.features}, {spec.resultGrad, spec.valueFeatures}});
     }
-    launchWarps(
-        b, loc, spec, spec.queries, spec.causal,
-        [&](Warp &w) { buildQueryGradWarp(w, keyBlock, !keysStaged.empty()); }, keysStaged);
-    // The key side on wgmma where its shapes allow (sm_90a).
-    if (warpgroupSharedBytes <= 0 ||
-        !buildWarpgroupKeyGrad(b, loc, spec, warpgroupSharedBytes))
+    // Either side on wgmma where its shapes allow (sm_90a).
+    bool warpgroup = warpgroupSharedBytes > 0;
+    if (!warpgroup || !buildWarpgroupQueryGrad(b, loc, spec, warpgroupSharedBytes))
+      launchWarps(
+          b, loc, spec, spec.queries, spec.causal,
+          [&](Warp &w) { buildQueryGradWarp(w, keyBlock, !keysStaged.empty()); }, keysStaged);
+    if (!warpgroup || !buildWarpgroupKeyGrad(b, loc, spec, warpgroupSharedBytes))
       launchWarps(
           b, loc, spec, spec.keys, /*lastFirst=*/false,
           [&](Warp &w) { buildKeyGradWarp(w, queryBlock, !queriesStaged.empty()); },

@@ -322,6 +322,10 @@ bool buildWarpgroupAttention(OpBuilder &b, Location loc, const AttentionSpec &sp
 /// side's statistics in `spec.statistics` (flat).
 bool buildWarpgroupKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                            int64_t sharedPerBlock);
+/// Builds the backward's query side (dq, and the statistics it writes to
+/// `spec.statistics`) on wgmma alike.
+bool buildWarpgroupQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
+                             int64_t sharedPerBlock);
 
 } // namespace mlir::loom::attention
 

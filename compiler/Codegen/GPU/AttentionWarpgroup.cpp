@@ -311,13 +311,13 @@ struct WarpgroupLaunch {
   }
 
   /// The producer: one thread copies the resident operands (rows from the
-  /// block's), then streamed blocks `first` .. `end` - 1 (rows from block
-  /// x streamed rows), each into its stage once both consumers released
-  /// the stage's previous block (the wait on the phase before a stage's
-  /// first fill passes at once). The copies are unpredicated: inside the
-  /// branch on the thread, LLVM would fold a predicate to a constant, which
-  /// inline PTX cannot take.
-  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range) {
+  /// block's), then, `passes` times over, streamed blocks `first` ..
+  /// `end` - 1 (rows from block x streamed rows), each into its stage once
+  /// both consumers released the stage's previous block (the wait on the
+  /// phase before a stage's first fill passes at once). The copies are
+  /// unpredicated: inside the branch on the thread, LLVM would fold a
+  /// predicate to a constant, which inline PTX cannot take.
+  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range, int64_t passes = 1) {
     OpBuilder p = roles.getElseBodyBuilder();
     NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
                                    NVVM::SetMaxRegisterAction::decrease);
@@ -331,9 +331,13 @@ struct WarpgroupLaunch {
     for (const Tiles &tiles : resident)
       copy(o, tiles, im.addc(o, base, tiles.offset), blockRow, residentBarrier);
     auto [first, end] = range(o);
-    auto loads = scf::ForOp::create(o, loc, first, end, im.cst(o, 1));
+    Value count = arith::SubIOp::create(o, loc, end, first);
+    auto sweeps = scf::ForOp::create(o, loc, im.cst(o, 0), im.cst(o, passes), im.cst(o, 1));
+    OpBuilder w = OpBuilder::atBlockBegin(sweeps.getBody());
+    Value useBase = arith::MulIOp::create(w, loc, sweeps.getInductionVar(), count);
+    auto loads = scf::ForOp::create(w, loc, first, end, im.cst(w, 1));
     OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
-    Value use = arith::SubIOp::create(l, loc, loads.getInductionVar(), first);
+    Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loads.getInductionVar(), first));
     Value stage = im.remc(l, use, stages);
     Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, use, stages)),
                                            arith::ConstantIntOp::create(l, loc, 1, 1));
@@ -345,21 +349,29 @@ struct WarpgroupLaunch {
            im.mulc(l, loads.getInductionVar(), tiles.rows), stage);
   }
 
-  /// The consumers (setmaxnreg up): wait for the resident copies, then a
-  /// loop over streamed blocks `first` .. `end` - 1 carrying `init`;
-  /// `body` gets the block, its stage's address and the carried values and
-  /// multiplies; then the warpgroup releases the stage. Returns the loop.
-  scf::ForOp consume(
-      OpBuilder &c, Value first, Value end, ValueRange init,
-      function_ref<SmallVector<Value>(OpBuilder &, Value block, Value at, ValueRange carried)>
-          body) {
+  /// The consumers' builder, registers raised, once the resident copies
+  /// landed.
+  OpBuilder consumers() {
+    OpBuilder c = roles.getThenBodyBuilder();
+    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
     nvgpu::MBarrierTryWaitParityOp::create(c, loc, full, phaseParity(c, im, im.cst(c, 0)),
                                            im.cst(c, 10000000), im.cst(c, stages));
+    return c;
+  }
+  /// A consumers' loop over streamed blocks `first` .. `end` - 1 (after
+  /// `useBase` earlier fills: a pass's first) carrying `init`; `body` gets
+  /// the block, its stage's address and the carried values and multiplies;
+  /// then the warpgroup releases the stage. Returns the loop.
+  scf::ForOp consume(
+      OpBuilder &c, Value first, Value end, Value useBase, ValueRange init,
+      function_ref<SmallVector<Value>(OpBuilder &, Value block, Value at, ValueRange carried)>
+          body) {
     Value signals = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq,
                                           im.remc(c, tid, kWarpgroupThreads), im.cst(c, 0));
     auto loop = scf::ForOp::create(c, loc, first, end, im.cst(c, 1), init);
     OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
-    Value use = arith::SubIOp::create(l, loc, loop.getInductionVar(), first);
+    Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loop.getInductionVar(), first));
     Value stage = im.remc(l, use, stages);
     nvgpu::MBarrierTryWaitParityOp::create(l, loc, full,
                                            phaseParity(l, im, im.divc(l, use, stages)),
@@ -375,13 +387,6 @@ struct WarpgroupLaunch {
     });
     scf::YieldOp::create(l, loc, yielded);
     return loop;
-  }
-  /// The consumers' builder, registers raised.
-  OpBuilder consumers() {
-    OpBuilder c = roles.getThenBodyBuilder();
-    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
-    return c;
   }
   /// This warpgroup's first row in the block (0 or 64).
   Value warpgroupRow(OpBuilder &b) const {
@@ -448,7 +453,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
   init.append({cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)});
   auto [first, end] = range(c);
   auto loop = launch.consume(
-      c, first, end, init,
+      c, first, end, im.cst(c, 0), init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
@@ -531,7 +536,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   SmallVector<Value> init(keyValues + valueValues, cw.f32Constant(0.0));
   auto [first, end] = range(c);
   auto loop = launch.consume(
-      c, first, end, init,
+      c, first, end, im.cst(c, 0), init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
@@ -595,6 +600,164 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   sinkViewsIntoLaunch(launch.launch);
   return true;
 }
+/// The backward's query side: 128 queries a block (Q and dO resident)
+/// against blocks of 64 keys (K and V streamed, three sweeps), the three
+/// passes of the mma.sync query side: the rows' maxima and sums (online,
+/// of the unrounded exponentials), dot = sum(p * dp), then ds and
+/// dq += ds K (ds in registers, K read N-major from the stage the scores
+/// read K-major); the statistics go to the flat buffer for the key side.
+bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
+                    int64_t sharedPerBlock) {
+  constexpr int64_t keyBlock = 64;
+  if (!spec.backward() || !warpgroupOperands(spec) || spec.queries % kBlockRows ||
+      spec.keys % keyBlock)
+    return false;
+  WarpgroupLaunch launch(spec, loc, spec.queries, spec.causal,
+                         {Tiles(spec.query, spec.features, kBlockRows, kBlockRows),
+                          Tiles(spec.resultGrad, spec.valueFeatures, kBlockRows, kBlockRows)},
+                         {Tiles(spec.key, spec.features, keyBlock, keyBlock),
+                          Tiles(spec.value, spec.valueFeatures, keyBlock, keyBlock)});
+  if (!launch.plan(sharedPerBlock))
+    return false;
+  launch.create(b);
+  const IndexMath &im = launch.im;
+  const Tiles &queries = launch.resident[0], &grads = launch.resident[1];
+  const Tiles &keys = launch.streamed[0], &values = launch.streamed[1];
+  // Keys through the diagonal of the block's last row (causal), in blocks.
+  auto range = [&](OpBuilder &o) {
+    Warp w = launch.warpAt(o);
+    return std::make_pair(im.cst(o, 0),
+                          im.divc(o, w.keyEndAfter(launch.blockRow, kBlockRows, keyBlock),
+                                  keyBlock));
+  };
+  constexpr int64_t passes = 3;
+  launch.produce(range, passes);
+
+  OpBuilder c = launch.consumers();
+  Warp cw = launch.warpAt(c);
+  Value warpgroupRow = launch.warpgroupRow(c);
+  auto [first, end] = range(c);
+  Value count = arith::SubIOp::create(c, loc, end, first);
+  // The scores of the block (and with `grads`, dp = dO V^T in f32), one
+  // group.
+  auto products = [&](Warp &lw, Value block, Value at, bool withGrads) {
+    OpBuilder &l = lw.b;
+    Products group{l, loc, wgmmaTypes(spec)};
+    Value resident = launch.residentAddress(l);
+    auto kMajorProduct = [&](const Tiles &rows, const Tiles &columns) {
+      return group.shared(
+          Value(), keyBlock, rows.width / kInstructionK,
+          [&](int64_t step) {
+            return advanceDescriptor(
+                l, loc, rows.kMajor(l, im, resident, step / 4, warpgroupRow), step % 4 * 32);
+          },
+          [&](int64_t step) {
+            return advanceDescriptor(l, loc, columns.kMajor(l, im, at, step / 4, im.cst(l, 0)),
+                                     step % 4 * 32);
+          });
+    };
+    group.fence();
+    SmallVector<Value> accs{kMajorProduct(queries, keys)};
+    if (withGrads)
+      accs.push_back(kMajorProduct(grads, values));
+    SmallVector<SmallVector<Tile>> tiles;
+    for (const SmallVector<Value> &done : group.wait(accs))
+      tiles.push_back(tilesOf(done));
+    Value k0 = im.mulc(l, block, keyBlock);
+    for (auto [n, tile] : llvm::enumerate(tiles[0]))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = lw.score(tile[e], lw.above(lw.row(e / 2), lw.column(k0, n, e)));
+    return tiles;
+  };
+
+  // Pass 1: maxima and sums.
+  auto stats = launch.consume(
+      c, first, end, im.cst(c, 0),
+      {cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)},
+      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
+        Warp lw = cw.at(l);
+        SmallVector<Tile> s = products(lw, block, at, /*withGrads=*/false)[0];
+        SmallVector<Value> next(4);
+        for (int64_t half = 0; half < 2; ++half) {
+          Value rowMax = carried[half];
+          for (const Tile &tile : s)
+            rowMax = lw.max(rowMax, lw.max(tile[2 * half], tile[2 * half + 1]));
+          rowMax = lw.quadMax(rowMax);
+          Value sum = lw.mul(carried[2 + half], lw.exp(lw.sub(carried[half], rowMax)));
+          for (const Tile &tile : s)
+            for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
+              sum = lw.add(sum, lw.exp(lw.sub(tile[e], rowMax)));
+          next[half] = rowMax;
+          next[2 + half] = sum;
+        }
+        return next;
+      });
+  Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
+  Value sums[2] = {cw.quadSum(stats.getResult(2)), cw.quadSum(stats.getResult(3))};
+  auto probabilities = [&](Warp &lw, SmallVector<Tile> s) {
+    for (Tile &tile : s)
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = lw.rounded(lw.div(lw.exp(lw.sub(tile[e], maxima[e / 2])), sums[e / 2]));
+    return s;
+  };
+  // Pass 2: dot = sum over the keys of p * dp.
+  auto dots = launch.consume(
+      c, first, end, count, {cw.f32Constant(0.0), cw.f32Constant(0.0)},
+      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
+        Warp lw = cw.at(l);
+        SmallVector<SmallVector<Tile>> sp = products(lw, block, at, /*withGrads=*/true);
+        SmallVector<Tile> p = probabilities(lw, sp[0]);
+        SmallVector<Value> next(carried);
+        for (size_t n = 0; n < p.size(); ++n)
+          for (int64_t e = 0; e < 4; ++e)
+            next[e / 2] = lw.add(next[e / 2], lw.mul(p[n][e], sp[1][n][e]));
+        return next;
+      });
+  Value dot[2] = {cw.quadSum(dots.getResult(0)), cw.quadSum(dots.getResult(1))};
+  // Pass 3: ds, and dq += ds K.
+  int64_t gradValues = spec.features / 2;
+  auto backward = launch.consume(
+      c, first, end, im.mulc(c, count, 2), SmallVector<Value>(gradValues, cw.f32Constant(0.0)),
+      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
+        Warp lw = cw.at(l);
+        SmallVector<SmallVector<Tile>> sp = products(lw, block, at, /*withGrads=*/true);
+        SmallVector<Tile> p = probabilities(lw, sp[0]);
+        SmallVector<Tile> &ds = sp[1];
+        Value k0 = im.mulc(l, block, keyBlock);
+        for (auto [n, tile] : llvm::enumerate(ds))
+          for (int64_t e = 0; e < 4; ++e)
+            tile[e] = lw.scoreGrad(p[n][e], tile[e], dot[e / 2],
+                                   lw.above(lw.row(e / 2), lw.column(k0, n, e)));
+        SmallVector<Value> operands(carried);
+        for (size_t j = 0; j < ds.size() / 2; ++j)
+          for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))
+            operands.push_back(registerWord(l, loc, reg));
+        operands = pinRegisters(l, loc, operands);
+        ArrayRef<Value> all(operands);
+        Products group{l, loc, wgmmaTypes(spec)};
+        group.fence();
+        Value dq = group.registers(
+            packStruct(l, loc, all.take_front(gradValues)), spec.features,
+            all.drop_front(gradValues), [&](int64_t step) { return keys.nMajor(l, im, at, step); },
+            spec.element);
+        return group.wait({dq})[0];
+      });
+  cw.storeRows(spec.outputs[0], tilesOf(backward.getResults()), [](Value x, int64_t) { return x; });
+  // The statistics of rows g and g + 8, by the quad's first lane.
+  Value leads = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq, cw.t, im.cst(c, 0));
+  scf::IfOp::create(c, loc, leads, [&](OpBuilder &then, Location l) {
+    Warp tw = cw.at(then);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value stat[3] = {maxima[half], sums[half], dot[half]};
+      for (int64_t which = 0; which < 3; ++which)
+        memref::StoreOp::create(then, l, stat[which], spec.statistics,
+                                ValueRange{tw.statIndex(which, tw.row(half))});
+    }
+    scf::YieldOp::create(then, l);
+  });
+  sinkViewsIntoLaunch(launch.launch);
+  return true;
+}
 } // namespace
 
 bool loom::attention::buildWarpgroupAttention(OpBuilder &b, Location loc,
@@ -607,4 +770,10 @@ bool loom::attention::buildWarpgroupKeyGrad(OpBuilder &b, Location loc,
                                             const AttentionSpec &spec,
                                             int64_t sharedPerBlock) {
   return buildKeyGrad(b, loc, spec, sharedPerBlock);
+}
+
+bool loom::attention::buildWarpgroupQueryGrad(OpBuilder &b, Location loc,
+                                              const AttentionSpec &spec,
+                                              int64_t sharedPerBlock) {
+  return buildQueryGrad(b, loc, spec, sharedPerBlock);
 }
