@@ -312,12 +312,14 @@ struct WarpgroupLaunch {
 
   /// The producer: one thread copies the resident operands (rows from the
   /// block's), then, `passes` times over, streamed blocks `first` ..
-  /// `end` - 1 (rows from block x streamed rows), each into its stage once
+  /// `end` - 1 (rows from block x streamed rows; of the operands `copies`
+  /// names for the pass, all by default), each into its stage once
   /// both consumers released the stage's previous block (the wait on the
   /// phase before a stage's first fill passes at once). The copies are
   /// unpredicated: inside the branch on the thread, LLVM would fold a
   /// predicate to a constant, which inline PTX cannot take.
-  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range, int64_t passes = 1) {
+  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range, int64_t passes = 1,
+               function_ref<bool(int64_t pass, unsigned tiles)> copies = nullptr) {
     OpBuilder p = roles.getElseBodyBuilder();
     NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
                                    NVVM::SetMaxRegisterAction::decrease);
@@ -332,21 +334,29 @@ struct WarpgroupLaunch {
       copy(o, tiles, im.addc(o, base, tiles.offset), blockRow, residentBarrier);
     auto [first, end] = range(o);
     Value count = arith::SubIOp::create(o, loc, end, first);
-    auto sweeps = scf::ForOp::create(o, loc, im.cst(o, 0), im.cst(o, passes), im.cst(o, 1));
-    OpBuilder w = OpBuilder::atBlockBegin(sweeps.getBody());
-    Value useBase = arith::MulIOp::create(w, loc, sweeps.getInductionVar(), count);
-    auto loads = scf::ForOp::create(w, loc, first, end, im.cst(w, 1));
-    OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
-    Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loads.getInductionVar(), first));
-    Value stage = im.remc(l, use, stages);
-    Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, use, stages)),
-                                           arith::ConstantIntOp::create(l, loc, 1, 1));
-    nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released, im.cst(l, 10000000), stage);
-    nvgpu::MBarrierArriveExpectTxOp::create(l, loc, full, im.cst(l, stageBytes), stage, Value());
-    Value offset = im.add(l, im.addc(l, base, residentBytes), im.mulc(l, stage, stageBytes));
-    for (const Tiles &tiles : streamed)
-      copy(l, tiles, im.addc(l, offset, tiles.offset),
-           im.mulc(l, loads.getInductionVar(), tiles.rows), stage);
+    for (int64_t pass = 0; pass < passes; ++pass) {
+      // The streamed operands this pass reads (`copies`; all by default).
+      SmallVector<const Tiles *> copied;
+      int64_t bytes = 0;
+      for (auto [i, tiles] : llvm::enumerate(streamed))
+        if (!copies || copies(pass, i)) {
+          copied.push_back(&tiles);
+          bytes += tiles.bytes();
+        }
+      Value useBase = im.mulc(o, count, pass);
+      auto loads = scf::ForOp::create(o, loc, first, end, im.cst(o, 1));
+      OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
+      Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loads.getInductionVar(), first));
+      Value stage = im.remc(l, use, stages);
+      Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, use, stages)),
+                                             arith::ConstantIntOp::create(l, loc, 1, 1));
+      nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released, im.cst(l, 10000000), stage);
+      nvgpu::MBarrierArriveExpectTxOp::create(l, loc, full, im.cst(l, bytes), stage, Value());
+      Value offset = im.add(l, im.addc(l, base, residentBytes), im.mulc(l, stage, stageBytes));
+      for (const Tiles *tiles : copied)
+        copy(l, *tiles, im.addc(l, offset, tiles->offset),
+             im.mulc(l, loads.getInductionVar(), tiles->rows), stage);
+    }
   }
 
   /// The consumers' builder, registers raised, once the resident copies
@@ -630,8 +640,9 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                           im.divc(o, w.keyEndAfter(launch.blockRow, kBlockRows, keyBlock),
                                   keyBlock));
   };
-  constexpr int64_t passes = 3;
-  launch.produce(range, passes);
+  // Pass 1 reads K alone.
+  launch.produce(range, /*passes=*/3,
+                 [](int64_t pass, unsigned tiles) { return pass > 0 || tiles == 0; });
 
   OpBuilder c = launch.consumers();
   Warp cw = launch.warpAt(c);
