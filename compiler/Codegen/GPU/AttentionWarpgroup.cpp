@@ -511,7 +511,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
 }
 
 /// The backward's key side: 128 keys a block (K and V resident) against
-/// blocks of 64 queries (Q and dO streamed) from the block's diagonal
+/// blocks of 32 queries (Q and dO streamed) from the block's diagonal
 /// (causal): the transposed scores and dp (`K Q^T`, `V dO^T`), p and ds
 /// from the query side's statistics, `dv += p^T dO` and `dk += ds^T Q`
 /// (Q and dO read N-major, the same stage the first products read K-major),
@@ -569,6 +569,8 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         Value dots = kMajorProduct(values, grads);
         SmallVector<SmallVector<Value>> done = products.wait({scores, dots});
         SmallVector<Tile> p = tilesOf(done[0]), ds = tilesOf(done[1]);
+        // (The statistics are loaded here, after the products: loaded
+        // before them, their 24 registers spilled at heads of 128.)
         Value q0 = im.mulc(l, block, kQueryBlock);
         for (size_t n = 0; n < p.size(); ++n)
           for (int64_t e = 0; e < 4; ++e) {
