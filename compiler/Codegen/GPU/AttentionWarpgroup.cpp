@@ -21,9 +21,13 @@
 //                j (the same identity as mma.sync's); V N-major from its
 //                stage (as the matmul's N-contiguous B);
 //
-// then releases the stage. At the end O / l is stored, rounded. The
-// consumers never wait for each other, so one's softmax overlaps the
-// other's products. Fragments and accumulators pass through empty inline
+// then releases the stage. Each step issues the next block's Q K^T before
+// its own softmax, so the tensor cores work through it (FlashAttention-3's
+// overlap within a warpgroup), and waits once for both groups. At the end
+// O / l is stored, rounded. The consumers never wait for each other, so one's
+// softmax also overlaps the other's products. The backward's two launches
+// (AttentionKernel.cpp's passes: the query side's statistics, dot and dq,
+// the key side's dk and dv) share the skeleton (WarpgroupLaunch). Fragments and accumulators pass through empty inline
 // asm around the fences and waits (pinRegisters), so LLVM keeps their
 // writes before a fence and their reads after a wait.
 //
@@ -171,9 +175,14 @@ struct Products {
     return accs;
   }
   void fence() const { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
+  void commit() const { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc); }
   /// Commits the group and waits for it; `accs`' values, pinned.
   SmallVector<SmallVector<Value>> wait(ArrayRef<Value> accs) const {
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    commit();
+    return settle(accs);
+  }
+  /// Waits for every committed group; `accs`' values, pinned.
+  SmallVector<SmallVector<Value>> settle(ArrayRef<Value> accs) const {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     SmallVector<Value> all;
     SmallVector<size_t> sizes;
@@ -369,6 +378,14 @@ struct WarpgroupLaunch {
                                            im.cst(c, 10000000), im.cst(c, stages));
     return c;
   }
+  /// Waits for fill `use` of the streamed blocks; its stage's address.
+  Value waitFor(OpBuilder &b, Value use) const {
+    Value stage = im.remc(b, use, stages);
+    nvgpu::MBarrierTryWaitParityOp::create(b, loc, full,
+                                           phaseParity(b, im, im.divc(b, use, stages)),
+                                           im.cst(b, 10000000), stage);
+    return stageAddress(b, stage);
+  }
   /// A consumers' loop over streamed blocks `first` .. `end` - 1 (after
   /// `useBase` earlier fills: a pass's first) carrying `init`; `body` gets
   /// the block, its stage's address and the carried values and multiplies;
@@ -383,11 +400,8 @@ struct WarpgroupLaunch {
     OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
     Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loop.getInductionVar(), first));
     Value stage = im.remc(l, use, stages);
-    nvgpu::MBarrierTryWaitParityOp::create(l, loc, full,
-                                           phaseParity(l, im, im.divc(l, use, stages)),
-                                           im.cst(l, 10000000), stage);
     SmallVector<Value> yielded =
-        body(l, loop.getInductionVar(), stageAddress(l, stage), loop.getRegionIterArgs());
+        body(l, loop.getInductionVar(), waitFor(l, use), loop.getRegionIterArgs());
     // This warpgroup is done with the stage: release it to the producer.
     scf::IfOp::create(l, loc, signals, [&](OpBuilder &then, Location) {
       nvgpu::MBarrierArriveOp::create(then, loc,
@@ -458,30 +472,47 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
   OpBuilder c = launch.consumers();
   Warp cw = launch.warpAt(c);
   Value warpgroupRow = launch.warpgroupRow(c);
-  int64_t outputValues = spec.valueFeatures / 2;
+  // S = Q K^T of the key block in the stage at `at`, both K-major (16
+  // features a step), committed.
+  auto scoresAt = [&](OpBuilder &l, Value at) {
+    Products products{l, loc, wgmmaTypes(spec)};
+    Value resident = launch.residentAddress(l);
+    products.fence();
+    Value scores = products.shared(
+        Value(), keyBlock, spec.features / kInstructionK,
+        [&](int64_t step) {
+          return advanceDescriptor(l, loc,
+                                   queries.kMajor(l, im, resident, step / 4, warpgroupRow),
+                                   step % 4 * 32);
+        },
+        [&](int64_t step) {
+          return advanceDescriptor(l, loc, keys.kMajor(l, im, at, step / 4, im.cst(l, 0)),
+                                   step % 4 * 32);
+        });
+    products.commit();
+    return scores;
+  };
+  int64_t outputValues = spec.valueFeatures / 2, scoreValues = keyBlock / 2;
+  Value first, end;
+  std::tie(first, end) = range(c);
+  // The first block's scores before the loop: each step then issues the
+  // next block's Q K^T before its own softmax, so that the tensor cores
+  // work through it (FlashAttention-3's overlap within a warpgroup); the
+  // last step recomputes its own block's instead (its stage still held)
+  // rather than branch around wgmma.
+  Products prologue{c, loc, wgmmaTypes(spec)};
   SmallVector<Value> init(outputValues, cw.f32Constant(0.0));
   init.append({cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)});
-  auto [first, end] = range(c);
+  llvm::append_range(init, prologue.settle({scoresAt(c, launch.waitFor(c, im.cst(c, 0)))})[0]);
   auto loop = launch.consume(
       c, first, end, im.cst(c, 0), init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
-        Value resident = launch.residentAddress(l);
-        // S = Q K^T, both K-major: 16 features a step.
-        products.fence();
-        Value scores = products.shared(
-            Value(), keyBlock, spec.features / kInstructionK,
-            [&](int64_t step) {
-              return advanceDescriptor(
-                  l, loc, queries.kMajor(l, im, resident, step / 4, warpgroupRow),
-                  step % 4 * 32);
-            },
-            [&](int64_t step) {
-              return advanceDescriptor(l, loc, keys.kMajor(l, im, at, step / 4, im.cst(l, 0)),
-                                       step % 4 * 32);
-            });
-        SmallVector<Tile> s = tilesOf(products.wait({scores})[0]);
+        Value last = arith::SubIOp::create(l, loc, end, im.cst(l, 1));
+        Value next = arith::MinUIOp::create(l, loc, im.addc(l, block, 1), last);
+        Value nextScores = scoresAt(l, launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)));
+        SmallVector<Tile> s = tilesOf(carried.take_back(scoreValues));
         SmallVector<Tile> output = tilesOf(carried.take_front(outputValues));
         Value maxima[2] = {carried[outputValues], carried[outputValues + 1]};
         Value sums[2] = {carried[outputValues + 2], carried[outputValues + 3]};
@@ -498,8 +529,11 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
             packStruct(l, loc, ArrayRef<Value>(operands).take_front(outputValues)),
             spec.valueFeatures, ArrayRef<Value>(operands).drop_front(outputValues),
             [&](int64_t step) { return values.nMajor(l, im, at, step); }, spec.element);
-        SmallVector<Value> yielded = products.wait({o})[0];
+        products.commit();
+        SmallVector<SmallVector<Value>> done = products.settle({o, nextScores});
+        SmallVector<Value> yielded = done[0];
         yielded.append({maxima[0], maxima[1], sums[0], sums[1]});
+        llvm::append_range(yielded, done[1]);
         return yielded;
       });
   ValueRange results = loop.getResults();
