@@ -304,21 +304,7 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   auto stats = columns.loop(zero, end,
                             {w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)},
                             [&](Value k0, Value stage, ValueRange carried) {
-    SmallVector<Tile> s = scoresOf(k0, stage);
-    SmallVector<Value> next(4);
-    for (int64_t half = 0; half < 2; ++half) {
-      Value rowMax = carried[half];
-      for (const Tile &tile : s)
-        rowMax = w.max(rowMax, w.max(tile[2 * half], tile[2 * half + 1]));
-      rowMax = w.quadMax(rowMax);
-      Value sum = w.mul(carried[2 + half], w.exp(w.sub(carried[half], rowMax)));
-      for (const Tile &tile : s)
-        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
-          sum = w.add(sum, w.exp(w.sub(tile[e], rowMax)));
-      next[half] = rowMax;
-      next[2 + half] = sum;
-    }
-    return next;
+    return w.rowStatistics(scoresOf(k0, stage), carried);
   }, /*used=*/{0});
   Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
   Value sums[2] = {w.quadSum(stats.getResult(2)), w.quadSum(stats.getResult(3))};

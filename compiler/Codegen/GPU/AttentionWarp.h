@@ -236,6 +236,26 @@ struct Warp {
         sums[e / 2] = add(sums[e / 2], tile[e]);
       }
   }
+  /// One key block of the backward's first pass: the row maxima and sums
+  /// of rows g and g + 8 (`carried`: maxima, then sums) updated online by
+  /// the scores `s`, the sums of the unrounded exponentials (as the softmax
+  /// sums them), the maxima over the quad.
+  SmallVector<Value> rowStatistics(ArrayRef<Tile> s, ValueRange carried) const {
+    SmallVector<Value> next(4);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value rowMax = carried[half];
+      for (const Tile &tile : s)
+        rowMax = max(rowMax, max(tile[2 * half], tile[2 * half + 1]));
+      rowMax = quadMax(rowMax);
+      Value sum = mul(carried[2 + half], exp(sub(carried[half], rowMax)));
+      for (const Tile &tile : s)
+        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
+          sum = add(sum, exp(sub(tile[e], rowMax)));
+      next[half] = rowMax;
+      next[2 + half] = sum;
+    }
+    return next;
+  }
   /// The softmax gradient as the five ops' rules compute it: p (dp - dot),
   /// 0 where masked, times the scale rounded, rounded.
   Value scoreGrad(Value p, Value dp, Value dot, Value masked) const {

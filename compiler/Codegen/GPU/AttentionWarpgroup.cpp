@@ -165,6 +165,22 @@ struct Products {
           NVVM::MMALayoutAttr::get(context, NVVM::MMALayout::col), NVVM::MMAIntOverflowAttr());
     return accs;
   }
+  /// `rows`' rows from `row` (its copy at `rowsAt`) times `columns`' rows
+  /// (at `columnsAt`) transposed: both K-major over `rows.width` features,
+  /// 16 a step; N is columns.rows.
+  Value rowsTimesRows(const IndexMath &im, const Tiles &rows, Value rowsAt, Value row,
+                      const Tiles &columns, Value columnsAt) const {
+    return shared(
+        Value(), columns.rows, rows.width / kInstructionK,
+        [&](int64_t step) {
+          return advanceDescriptor(b, loc, rows.kMajor(b, im, rowsAt, step / 4, row),
+                                   step % 4 * 32);
+        },
+        [&](int64_t step) {
+          return advanceDescriptor(b, loc, columns.kMajor(b, im, columnsAt, step / 4, im.cst(b, 0)),
+                                   step % 4 * 32);
+        });
+  }
   /// `accs` + A B with A's fragments in registers (4 a k16 step, pinned),
   /// B N-major (descriptor per step: `bOperand(step)`).
   Value registers(Value accs, int64_t n, ArrayRef<Value> fragments,
@@ -478,17 +494,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
     Products products{l, loc, wgmmaTypes(spec)};
     Value resident = launch.residentAddress(l);
     products.fence();
-    Value scores = products.shared(
-        Value(), keyBlock, spec.features / kInstructionK,
-        [&](int64_t step) {
-          return advanceDescriptor(l, loc,
-                                   queries.kMajor(l, im, resident, step / 4, warpgroupRow),
-                                   step % 4 * 32);
-        },
-        [&](int64_t step) {
-          return advanceDescriptor(l, loc, keys.kMajor(l, im, at, step / 4, im.cst(l, 0)),
-                                   step % 4 * 32);
-        });
+    Value scores = products.rowsTimesRows(im, queries, resident, warpgroupRow, keys, at);
     products.commit();
     return scores;
   };
@@ -585,22 +591,10 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
         Value resident = launch.residentAddress(l);
-        auto kMajorProduct = [&](const Tiles &rows, const Tiles &columns) {
-          return products.shared(
-              Value(), kQueryBlock, rows.width / kInstructionK,
-              [&](int64_t step) {
-                return advanceDescriptor(
-                    l, loc, rows.kMajor(l, im, resident, step / 4, warpgroupRow), step % 4 * 32);
-              },
-              [&](int64_t step) {
-                return advanceDescriptor(l, loc, columns.kMajor(l, im, at, step / 4, im.cst(l, 0)),
-                                         step % 4 * 32);
-              });
-        };
         // Rows are keys, columns queries: K Q^T and V dO^T, one group.
         products.fence();
-        Value scores = kMajorProduct(keys, queries);
-        Value dots = kMajorProduct(values, grads);
+        Value scores = products.rowsTimesRows(im, keys, resident, warpgroupRow, queries, at);
+        Value dots = products.rowsTimesRows(im, values, resident, warpgroupRow, grads, at);
         SmallVector<SmallVector<Value>> done = products.wait({scores, dots});
         SmallVector<Tile> p = tilesOf(done[0]), ds = tilesOf(done[1]);
         // (The statistics are loaded here, after the products: loaded
@@ -691,22 +685,10 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
     OpBuilder &l = lw.b;
     Products group{l, loc, wgmmaTypes(spec)};
     Value resident = launch.residentAddress(l);
-    auto kMajorProduct = [&](const Tiles &rows, const Tiles &columns) {
-      return group.shared(
-          Value(), keyBlock, rows.width / kInstructionK,
-          [&](int64_t step) {
-            return advanceDescriptor(
-                l, loc, rows.kMajor(l, im, resident, step / 4, warpgroupRow), step % 4 * 32);
-          },
-          [&](int64_t step) {
-            return advanceDescriptor(l, loc, columns.kMajor(l, im, at, step / 4, im.cst(l, 0)),
-                                     step % 4 * 32);
-          });
-    };
     group.fence();
-    SmallVector<Value> accs{kMajorProduct(queries, keys)};
+    SmallVector<Value> accs{group.rowsTimesRows(im, queries, resident, warpgroupRow, keys, at)};
     if (withGrads)
-      accs.push_back(kMajorProduct(grads, values));
+      accs.push_back(group.rowsTimesRows(im, grads, resident, warpgroupRow, values, at));
     SmallVector<SmallVector<Tile>> tiles;
     for (const SmallVector<Value> &done : group.wait(accs))
       tiles.push_back(tilesOf(done));
@@ -723,21 +705,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
       {cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)},
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
-        SmallVector<Tile> s = products(lw, block, at, /*withGrads=*/false)[0];
-        SmallVector<Value> next(4);
-        for (int64_t half = 0; half < 2; ++half) {
-          Value rowMax = carried[half];
-          for (const Tile &tile : s)
-            rowMax = lw.max(rowMax, lw.max(tile[2 * half], tile[2 * half + 1]));
-          rowMax = lw.quadMax(rowMax);
-          Value sum = lw.mul(carried[2 + half], lw.exp(lw.sub(carried[half], rowMax)));
-          for (const Tile &tile : s)
-            for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
-              sum = lw.add(sum, lw.exp(lw.sub(tile[e], rowMax)));
-          next[half] = rowMax;
-          next[2 + half] = sum;
-        }
-        return next;
+        return lw.rowStatistics(products(lw, block, at, /*withGrads=*/false)[0], carried);
       });
   Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
   Value sums[2] = {cw.quadSum(stats.getResult(2)), cw.quadSum(stats.getResult(3))};
