@@ -348,17 +348,7 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   });
   w.storeRows(spec.outputs[0], tilesOf(backward.getResults()),
               [](Value x, int64_t) { return x; });
-  // The statistics of rows g and g + 8, by the quad's first lane.
-  Value first = arith::CmpIOp::create(w.b, w.loc, arith::CmpIPredicate::eq, w.t, zero);
-  scf::IfOp::create(w.b, w.loc, first, [&](OpBuilder &then, Location l) {
-    for (int64_t half = 0; half < 2; ++half) {
-      Value stat[3] = {maxima[half], sums[half], dot[half]};
-      for (int64_t which = 0; which < 3; ++which)
-        memref::StoreOp::create(then, l, stat[which], spec.statistics,
-                                ValueRange{w.statIndex(which, w.row(half))});
-    }
-    scf::YieldOp::create(then, l);
-  });
+  w.storeStatistics(maxima, sums, dot);
 }
 
 /// The backward's key side: per warp of 16 key rows, one pass over the

@@ -292,6 +292,22 @@ struct Warp {
   Value loadStat(int64_t which, Value query) const {
     return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
   }
+  /// Stores statistics 0, 1 and 2 (`maxima`, `sums`, `dots`: rows g and
+  /// g + 8) of the warp's rows, by each quad's first lane.
+  void storeStatistics(const Value (&maxima)[2], const Value (&sums)[2],
+                       const Value (&dots)[2]) const {
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));
+    scf::IfOp::create(b, loc, first, [&](OpBuilder &then, Location l) {
+      Warp lead = at(then);
+      for (int64_t half = 0; half < 2; ++half) {
+        Value stat[3] = {maxima[half], sums[half], dots[half]};
+        for (int64_t which = 0; which < 3; ++which)
+          memref::StoreOp::create(then, l, stat[which], spec.statistics,
+                                  ValueRange{lead.statIndex(which, lead.row(half))});
+      }
+      scf::YieldOp::create(then, l);
+    });
+  }
   /// A loop over blocks of `step` from `lower` to `upper` carrying `init`.
   scf::ForOp loop(Value lower, Value upper, int64_t step, ValueRange init,
                   function_ref<SmallVector<Value>(Value start, ValueRange carried)> body) {

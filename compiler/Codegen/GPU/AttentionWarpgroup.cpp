@@ -758,18 +758,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         return group.wait({dq})[0];
       });
   cw.storeRows(spec.outputs[0], tilesOf(backward.getResults()), [](Value x, int64_t) { return x; });
-  // The statistics of rows g and g + 8, by the quad's first lane.
-  Value leads = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq, cw.t, im.cst(c, 0));
-  scf::IfOp::create(c, loc, leads, [&](OpBuilder &then, Location l) {
-    Warp tw = cw.at(then);
-    for (int64_t half = 0; half < 2; ++half) {
-      Value stat[3] = {maxima[half], sums[half], dot[half]};
-      for (int64_t which = 0; which < 3; ++which)
-        memref::StoreOp::create(then, l, stat[which], spec.statistics,
-                                ValueRange{tw.statIndex(which, tw.row(half))});
-    }
-    scf::YieldOp::create(then, l);
-  });
+  cw.storeStatistics(maxima, sums, dot);
   sinkViewsIntoLaunch(launch.launch);
   return true;
 }
