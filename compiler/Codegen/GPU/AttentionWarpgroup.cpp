@@ -464,7 +464,9 @@ NVVM::WGMMATypesAttr wgmmaTypes(const AttentionSpec &spec) {
 bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
                   int64_t sharedPerBlock) {
   int64_t keyBlock = spec.keys % 128 == 0 ? 128 : spec.keys % 64 == 0 ? 64 : 0;
-  if (spec.backward() || !warpgroupOperands(spec) || spec.queries % kBlockRows || !keyBlock)
+  // (At least one key block: the first block's scores come before the loop.)
+  if (spec.backward() || !warpgroupOperands(spec) || spec.queries % kBlockRows || !keyBlock ||
+      spec.keys == 0)
     return false;
   WarpgroupLaunch launch(spec, loc, spec.queries, spec.causal,
                          {Tiles(spec.query, spec.features, kBlockRows, kBlockRows)},
