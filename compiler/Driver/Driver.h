@@ -38,15 +38,15 @@ enum class GpuMma {
   WgmmaPersistent,
 };
 
-/// Which tensor-core instructions the attention forward uses on the GPU.
+/// Which tensor-core instructions the attention kernels use on the GPU.
 enum class GpuAttention {
-  /// mma.sync everywhere, until the wgmma forward has been measured.
+  /// mma.sync everywhere, until the wgmma kernels have been measured.
   Auto,
   /// The warp-level FlashAttention-2 kernels (sm_80 and later).
   MmaSync,
-  /// On sm_90a, the forward on wgmma fed by TMA where its shapes allow
-  /// (heads of 64 or 128, queries in blocks of 128); the backward and the
-  /// other shapes stay on mma.sync.
+  /// On sm_90a, the forward and each side of the backward on wgmma fed by
+  /// TMA where its shapes allow (heads of 64 or 128, rows in blocks of
+  /// 128); the other shapes stay on mma.sync.
   Wgmma,
 };
 
@@ -107,7 +107,7 @@ struct DriverOptions {
   std::optional<int64_t> gpuSharedLimit;
   /// The tensor-core instructions of bf16/f16 matmuls (--gpu-mma).
   GpuMma gpuMma = GpuMma::Auto;
-  /// The tensor-core instructions of the attention forward (--gpu-attention).
+  /// The tensor-core instructions of the attention kernels (--gpu-attention).
   GpuAttention gpuAttention = GpuAttention::Auto;
   /// --explain: print what the plan needs and costs on --gpu-device
   /// instead of building anything (docs/explain.md).

@@ -96,7 +96,7 @@ LogicalResult Compilation::lowerToGpu() {
     sharedPerSM = arch->sharedBytesPerSM;
     reservedPerBlock = arch->reservedSharedBytesPerBlock;
   }
-  // The wgmma attention forward takes the architecture's limit unless told
+  // The wgmma attention kernels take the architecture's limit unless told
   // less: its default 48 KiB for mma.sync matmuls is no limit of its own.
   int64_t attentionShared = 0;
   if (warpgroupAttention)

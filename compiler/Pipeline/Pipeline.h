@@ -89,7 +89,7 @@ struct GpuTarget {
 /// matmuls a TMA tensor map can read run on wgmma instead of mma.sync; in
 /// persistent warp-specialized kernels with `persistentWarpgroupMma`. With
 /// `warpgroupAttentionShared` bytes of dynamic shared memory a block (0:
-/// none; sm_90a), attention forwards whose shapes allow it run on wgmma.
+/// none; sm_90a), the attention kernels whose shapes allow it run on wgmma.
 void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
                              int64_t multiprocessors, int64_t sharedPerBlock,
                              int64_t sharedPerSM, int64_t reservedSharedPerBlock,

@@ -134,15 +134,15 @@ cl::opt<loom::GpuMma> gpuMma(
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
 cl::opt<loom::GpuAttention> gpuAttention(
     "gpu-attention",
-    cl::desc("The tensor-core instructions of the attention forward on the GPU"),
+    cl::desc("The tensor-core instructions of the attention kernels on the GPU"),
     cl::values(clEnumValN(loom::GpuAttention::Auto, "auto",
-                          "mma.sync (the default, until the wgmma forward is "
+                          "mma.sync (the default, until the wgmma kernels are "
                           "measured)"),
                clEnumValN(loom::GpuAttention::MmaSync, "mma.sync",
                           "warp-level FlashAttention-2 kernels (sm_80 and later)"),
                clEnumValN(loom::GpuAttention::Wgmma, "wgmma",
-                          "the forward on wgmma fed by TMA where its shapes "
-                          "allow (sm_90a)")),
+                          "forward and backward on wgmma fed by TMA where "
+                          "their shapes allow (sm_90a)")),
     cl::init(loom::GpuAttention::Auto), cl::cat(loomCategory));
 cl::opt<std::string> schedule(
     "schedule",

@@ -607,7 +607,7 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
   Location loc = kernel.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   // sm_90a: the forward on wgmma where its shapes allow (the backward's
-  // key side below).
+  // launches below too).
   if (!spec.backward() && warpgroupSharedBytes > 0 &&
       buildWarpgroupAttention(b, loc, spec, warpgroupSharedBytes)) {
     func::ReturnOp::create(b, loc);

@@ -1,6 +1,6 @@
-//===- AttentionWarpgroup.cpp - The attention forward on wgmma (sm_90a) ---===//
+//===- AttentionWarpgroup.cpp - Attention on wgmma (sm_90a) ---------------===//
 //
-// The forward of a kernel marked `loom.gpu_attention`, for sm_90a, in the
+// The launches of a kernel marked `loom.gpu_attention`, for sm_90a, in the
 // manner of FlashAttention-3: a block of three warpgroups per 128 query
 // rows of one batch entry. The producer warpgroup (its registers given up
 // by setmaxnreg) has one thread copy the block's queries into shared
@@ -31,9 +31,11 @@
 // asm around the fences and waits (pinRegisters), so LLVM keeps their
 // writes before a fence and their reads after a wait.
 //
-// Shapes: bf16 or f16, heads of 64 or 128 (Q and V's features), queries a
-// multiple of 128, keys of 64, operands a tensor map can read (at most 3
-// batch dims); the others keep AttentionKernel.cpp's mma.sync forward.
+// Shapes: bf16 or f16, heads of 64 or 128 (Q and V's features), operands a
+// tensor map can read (at most 3 batch dims); the forward and the
+// backward's query side need queries in blocks of 128 and keys of 64, its
+// key side keys of 128 and queries of 32. A launch whose shapes do not fit
+// keeps AttentionKernel.cpp's mma.sync launch.
 //
 //===----------------------------------------------------------------------===//
 

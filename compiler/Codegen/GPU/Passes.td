@@ -35,13 +35,17 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
     where the operand's rows are the product's k); the block's warps then
     walk the column blocks together.
 
-    With `warpgroup-mma` (sm_90a), a forward whose shapes allow it (bf16
-    or f16, heads of 64 or 128, queries in blocks of 128, keys of 64,
-    operands a TMA tensor map can read) is one launch of blocks of two
-    warpgroups per 128 queries instead: Q and each key block's K and V
-    copied by the TMA unit into 128-byte-swizzled shared memory (a ring of
-    stages, mbarriers), `S = Q K^T` by wgmma from shared memory, the same
-    online softmax, and `O += P V` by wgmma with P in registers.
+    With `warpgroup-mma` (sm_90a), each launch whose shapes allow it (bf16
+    or f16, heads of 64 or 128, its rows in blocks of 128, operands a TMA
+    tensor map can read) runs on wgmma instead (AttentionWarpgroup.cpp), in
+    the manner of FlashAttention-3: blocks of three warpgroups per 128
+    rows; a producer warpgroup copies the resident operands (Q in the
+    forward) once and each column block (K and V) into a ring of stages in
+    128-byte-swizzled shared memory by the TMA unit (mbarriers); two
+    consumer warpgroups form the scores by wgmma from shared memory, the
+    same online softmax, and `O += P V` by wgmma with P in registers. The
+    backward's two launches alike (dq, dk and dv with ds and p in
+    registers).
   }];
   let options = [
     Option<"stageOperands", "stage-operands", "bool", "true",
@@ -49,10 +53,10 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
            "backward's key side) in shared memory (cp.async, ldmatrix) "
            "where the shapes allow">,
     Option<"warpgroupMma", "warpgroup-mma", "bool", "false",
-           "sm_90a: the forward on wgmma fed by TMA where the shapes allow "
-           "(AttentionWarpgroup.cpp)">,
+           "sm_90a: the launches on wgmma fed by TMA where their shapes "
+           "allow (AttentionWarpgroup.cpp)">,
     Option<"sharedPerBlock", "shared-per-block", "int64_t", "232448",
-           "Dynamic shared memory a block of the wgmma forward may use">
+           "Dynamic shared memory a block of the wgmma launches may use">
   ];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",
