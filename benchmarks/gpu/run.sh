@@ -63,14 +63,15 @@ export CUDA_MODULE_LOADING=EAGER
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
 
-# Runs an executable with a time limit of 120 s (a hung kernel must not
-# hang the check); its stderr goes to $work/err.
+# Runs an executable with a time limit of GPU_CHECK_LIMIT seconds (default
+# 120: a hung kernel must not hang the check); its stderr goes to $work/err.
+seconds=${GPU_CHECK_LIMIT:-120}
 limit=""
-command -v timeout > /dev/null && limit="timeout 120"
+command -v timeout > /dev/null && limit="timeout $seconds"
 run() {
   $limit "$@" 2> "$work/err"
   local rc=$?
-  [ $rc -eq 124 ] && echo "timed out after 120 s" >> "$work/err"
+  [ $rc -eq 124 ] && echo "timed out after $seconds s" >> "$work/err"
   return $rc
 }
 # best_kernel_us EXE: the best over seeds 1-3 of EXE's launch time on cuda
