@@ -18,10 +18,11 @@
 # 5. bandwidth: the memory-bound kernels of the memory and gpt executables
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
-# Exit status 1 if a kernel or a run failed. The whole check took 163-267 s
-# on an H200 before the attention, training and persistent parts were
-# added (not yet timed on a GPU); run it in parts where a device call has a
-# time limit:
+# Exit status 1 if a kernel or a run failed. On an H200 (2026-12-04) its
+# sections took: matmul 120 s, attention 37 s, attention-grad 55 s (each
+# timing then ran 3 processes; now one with --repeat 3), kernels and
+# training 135 s; throughput did not finish (reductions on one GPU thread,
+# since parallel). Run it in parts where a device call has a time limit:
 #   run.sh [SECTION...]   (none: all) sections: kernels runs matmul
 #   attention attention-grad training throughput bandwidth sanitizer
 # e.g. `run.sh kernels attention matmul`, then `run.sh runs training ...`.
@@ -74,17 +75,22 @@ run() {
   [ $rc -eq 124 ] && echo "timed out after $seconds s" >> "$work/err"
   return $rc
 }
-# best_kernel_us EXE: the best over seeds 1-3 of EXE's launch time on cuda
-# (CUDA events, from --trace), in us; nothing (and status 1) if a run fails.
+# best_kernel_us EXE [PREFIX]: the best of 3 runs in one process (--repeat
+# 3: the inputs are made once) of EXE's launch time on cuda (CUDA events,
+# from --trace), in us: the launches whose names start with PREFIX (all
+# without one), summed per run; nothing (and status 1) if the run fails.
 best_kernel_us() {
-  local exe=$1 best="" us seed
-  for seed in 1 2 3; do
-    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$exe: Loom's cuda run failed:" >&2; errors >&2; return 1; }
-    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X'))" "$work/t.json")
-    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
-  done
-  echo "$best"
+  local exe=$1 prefix=${2:-}
+  run "$here/$exe" --device cuda --random-inputs --seed 1 --repeat 3 --trace "$work/t.json" > /dev/null \
+    || { echo "$exe: Loom's cuda run failed:" >&2; errors >&2; return 1; }
+  $py - "$work/t.json" "$prefix" <<'PY'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+runs = 3  # --repeat: each run writes the same launches, in order
+size = len(events) // runs
+print(min(sum(e["dur"] for e in events[r * size:(r + 1) * size] if e["name"].startswith(sys.argv[2]))
+          for r in range(runs)))
+PY
 }
 # ratio EXE FLOPS LOOM_US NAME BASE_US: Loom's TFLOP/s against the
 # baseline NAME's measured in this run, and time(NAME)/time(Loom); BASE_US
@@ -184,7 +190,7 @@ except Exception as e:  # no torch or no GPU: Loom's figure alone
 PY
 )
 done
-# Loom's time: the best over seeds of the step's launches (CUDA events, from
+# Loom's time: the best of 3 runs of the step's launches (CUDA events, from
 # --trace). On sm_90a matmulN runs wgmma fed by TMA and matmulN-mma-sync
 # the mma.sync pipeline; matmul4096-bt multiplies by a B given as [N, K]
 # (`a @ transpose(b)`), which wgmma reads K-major, and matmul4096-at an A
@@ -203,7 +209,7 @@ fi  # matmul
 if want attention; then
 echo "== attention forward: Loom vs torch SDPA, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
 # SDPA's best of 10 (CUDA events, after 3 warm-ups) per size; Loom's best
-# over seeds of its one launch (--trace). The FLOPs counted are both
+# of 3 runs of its one launch (--trace). The FLOPs counted are both
 # products over the pairs on or below the diagonal, 2 * H * T(T+1)/2 * 256.
 declare -A sdpa
 for size in 2048 8192; do
@@ -239,7 +245,7 @@ fi  # attention
 if want attention-grad; then
 echo "== attention backward: Loom vs torch SDPA's backward, bf16, causal, [1, 16, T, 128]; goal time(SDPA)/time(Loom) >= 0.8  [${SECONDS} s]"
 # SDPA: the best of 10 of out.backward(grad) alone (CUDA events around the
-# backward, after 3 warm-ups). Loom: the best over seeds of the summed
+# backward, after 3 warm-ups). Loom: the best of 3 runs of the summed
 # launches of the backward's kernel (its query and key sides; names from
 # attention-gradT.kernels) in a --gradients run. FLOPs: FlashAttention's
 # convention, 2.5 times the forward's (Loom's kernels compute more: they
@@ -273,14 +279,8 @@ for exe in attention-grad2048 attention-grad8192 attention-grad2048-wgmma attent
   skip $exe && continue
   size=${exe#attention-grad}; size=${size%%-*}
   backward=$(awk '$1 == "backward" {print $2}' "$here/$exe.kernels")
-  best=""
-  for seed in 1 2 3; do
-    run "$here/$exe" --device cuda --random-inputs --seed $seed --trace "$work/t.json" > /dev/null \
-      || { echo "$exe: Loom's cuda run failed:"; errors; status=1; best=""; break; }
-    us=$($py -c "import json,sys; print(sum(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph')=='X' and e.get('name','').startswith(sys.argv[2] + '_kernel')))" "$work/t.json" "$backward")
-    best=$($py -c "print(min(float('$us'), float('${best:-inf}')))")
-  done
-  [ -n "$best" ] && ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa_backward[$size]}"
+  best=$(best_kernel_us "$exe" "${backward}_kernel") || { status=1; continue; }
+  ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa_backward[$size]}"
 done
 fi  # attention-grad
 

@@ -116,7 +116,12 @@ def LoomPromoteLoopAccumulators
     memref elsewhere are left alone. A sum carried this way gets the
     `reassoc` flag, so LLVM vectorizes it (a partial sum per lane, added
     at the end): its rounding then differs from the one-at-a-time order,
-    deterministically, as any blocked sum's does.
+    deterministically, as any blocked sum's does. Where a sum carried out
+    of an inner loop would flow straight into the next outer one (a full
+    reduction's nest), the inner loop starts from -0 instead and its
+    result is added to the outer running total after it: each level sums
+    its own terms, a tree of short sums rather than one chain of millions
+    (which loses the small terms' low bits: 7e-5 on a 4 M-term mse).
   }];
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"];
 }

@@ -68,6 +68,35 @@ struct RowReduction {
 
 std::optional<RowReduction> matchRowReduction(scf::ParallelOp loop);
 
+/// The accumulation of a row reduction's inner loop alone: `inner` (from 0
+/// by 1 to a constant) loads an accumulator element that does not move
+/// with it, combines one value into it and stores it back, and writes
+/// nothing else.
+std::optional<RowReduction> matchAccumulatingLoop(scf::ForOp inner);
+
+/// A full reduction as linalg's loops leave it: a perfect nest of
+/// sequential loops whose innermost one accumulates into one element that
+/// none of the nest's loops moves.
+struct ScalarReduction {
+  SmallVector<scf::ForOp> fors; // outermost first
+  RowReduction reduction;       // the innermost loop's accumulation
+  LoopSpace space;              // the bounds of `fors`
+};
+
+std::optional<ScalarReduction> matchScalarReduction(scf::ForOp outer);
+
+/// Runs `nest` as a grid-strided launch: each thread combines its share of
+/// the iterations, each warp its threads' partials by shuffles, and each
+/// warp's lane 0 folds the result into the accumulator atomically.
+void mapScalarReduction(ScalarReduction nest, int64_t blockSize);
+
+/// Rewrites `for ... { for ... { parallel (P) { body } } }` (each loop's
+/// body holding only the next) as `parallel (P) { for ... { for ... { body
+/// } } }` when every parallel iteration accesses only its own elements of
+/// what the body writes (a reduction over an outer axis); returns the new
+/// loop, or null (nothing changed).
+scf::ParallelOp interchangeIntoParallel(scf::ForOp outer);
+
 /// The identity of a row reduction's combine (0 or -inf).
 Value combineIdentity(OpBuilder &b, Location loc, Operation *combine);
 

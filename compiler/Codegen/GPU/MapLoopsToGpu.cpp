@@ -99,7 +99,7 @@ struct LoomMapLoopsToGpu
     vector::registerConvertVectorToLLVMInterface(registry);
   }
   void runOnOperation() override;
-  LogicalResult mapParallel(scf::ParallelOp loop);
+  LogicalResult mapParallel(scf::ParallelOp loop, bool threadPerIteration);
   void mapRowReduction(scf::ParallelOp loop, loom::RowReduction reduction,
                        const loom::LoopSpace &space);
   void mapElementwise(scf::ParallelOp loop, const loom::LoopSpace &space);
@@ -107,17 +107,22 @@ struct LoomMapLoopsToGpu
 };
 } // namespace
 
-/// Recognizes `loop` as a row reduction: its body is one scf.for from 0 by
-/// 1 to a constant, whose body stores one value into an accumulator element
-/// that does not move with the inner loop, computed as combine(the
-/// accumulator's load, x) with an associative, commutative combine whose
-/// identity is known; nothing else in the body writes memory.
+/// Recognizes `loop` as a row reduction: its body is one scf.for that
+/// accumulates into an element that does not move with it.
 std::optional<loom::RowReduction> loom::matchRowReduction(scf::ParallelOp loop) {
   Block *body = loop.getBody();
   if (body->getOperations().size() != 2)
     return std::nullopt;
   auto inner = dyn_cast<scf::ForOp>(body->front());
-  if (!inner || inner.getNumRegionIterArgs() != 0)
+  return inner ? matchAccumulatingLoop(inner) : std::nullopt;
+}
+
+/// The accumulation of `inner`: its body stores one value into an
+/// accumulator element that does not move with it, computed as
+/// combine(the accumulator's load, x) with an associative, commutative
+/// combine whose identity is known; nothing else in the body writes memory.
+std::optional<loom::RowReduction> loom::matchAccumulatingLoop(scf::ForOp inner) {
+  if (inner.getNumRegionIterArgs() != 0)
     return std::nullopt;
   std::optional<int64_t> lb = getConstantIntValue(inner.getLowerBound());
   std::optional<int64_t> ub = getConstantIntValue(inner.getUpperBound());
@@ -318,11 +323,18 @@ void LoomMapLoopsToGpu::mapElementwise(scf::ParallelOp loop,
   loom::sinkViewsIntoLaunch(launch);
 }
 
-LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop) {
+/// `threadPerIteration`: a loop made from a reduction over an outer axis,
+/// whose inner loop is short (a batch) and strides through memory, so a
+/// warp per row would idle most lanes and read uncoalesced.
+LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop,
+                                             bool threadPerIteration) {
   std::optional<loom::LoopSpace> space = loom::getLoopSpace(loop);
   if (!space)
     return loop.emitError("loop bounds must be constants to map to the GPU");
-  if (std::optional<loom::RowReduction> reduction = loom::matchRowReduction(loop))
+  std::optional<loom::RowReduction> reduction;
+  if (!threadPerIteration)
+    reduction = loom::matchRowReduction(loop);
+  if (reduction)
     mapRowReduction(loop, *reduction, *space);
   else
     mapElementwise(loop, *space);
@@ -351,8 +363,18 @@ void LoomMapLoopsToGpu::runOnOperation() {
     if (failed(loom::lowerCopyToLoop(copy)))
       return signalPassFailure();
   loom::fuseRowSteps(entry, blockSize);
+  // Sequential nests that are reductions run in parallel too (see
+  // GpuSequentialNests.cpp); a reduction over an outer axis becomes a
+  // parallel loop of its own.
+  llvm::SmallPtrSet<Operation *, 4> interchanged;
+  for (auto loop : llvm::make_early_inc_range(entry.getOps<scf::ForOp>())) {
+    if (scf::ParallelOp parallel = loom::interchangeIntoParallel(loop))
+      interchanged.insert(parallel);
+    else if (std::optional<loom::ScalarReduction> nest = loom::matchScalarReduction(loop))
+      loom::mapScalarReduction(*nest, blockSize);
+  }
   for (auto loop : llvm::make_early_inc_range(entry.getOps<scf::ParallelOp>()))
-    if (failed(mapParallel(loop)))
+    if (failed(mapParallel(loop, interchanged.contains(loop))))
       return signalPassFailure();
   // Whatever still touches memory on the host side runs on one GPU thread.
   SmallVector<Operation *> pending;

@@ -197,9 +197,18 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
     values loaded from buffers the run does not write stay in registers
     across steps.
 
-    Remaining top-level loops (full reductions to a scalar) run in a
-    one-thread launch. Views, constants and index arithmetic the kernels
-    use are sunk into them, so only whole plan buffers cross to the device.
+    Top-level sequential nests are reductions (GpuSequentialNests.cpp). A
+    reduction over an outer axis (`for b { parallel (i, j) { acc[i, j] +=
+    x[b, i, j] } }`) is interchanged into a parallel loop around the
+    sequential one when each parallel iteration only touches its own
+    elements of what it writes, and runs one thread per element. A full
+    reduction to one element (a perfect nest accumulating into an element
+    no loop moves) runs grid-strided: each thread combines its share of
+    the flattened iterations, each warp its partials by shuffles, and lane
+    0 folds the warp's into the accumulator atomically. What remains
+    touching memory (init stores, scalar steps) runs in a one-thread
+    launch. Views, constants and index arithmetic the kernels use are sunk
+    into them, so only whole plan buffers cross to the device.
   }];
   let options = [Option<"blockSize", "block-size", "int64_t", "256",
                         "Threads per block">];

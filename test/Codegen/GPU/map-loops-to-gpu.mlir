@@ -158,32 +158,37 @@ func.func @view_sunk(%a: memref<4x8xf32>, %out: memref<4x4xf32>) {
 // -----
 
 // The parallel fill becomes a launch of 4 threads, each storing 4 elements
-// in one vector store; the full reduction after it (the init store and the
-// scf.for) runs in a single 1x1x1 launch, after the first one, with its
-// constants sunk into it.
+// in one vector store; the full reduction after it keeps its init store on
+// one thread and runs as a grid-strided launch (one block here: 16 terms):
+// each thread sums terms tid, tid + 256, ... from 0, the warp combines its
+// partials by 5 xor shuffles and lane 0 adds the warp's sum atomically.
 // CHECK-LABEL: func.func @fill_then_reduce
 // CHECK-SAME: (%[[A:[^:]+]]: memref<16xf32>, %[[OUT:[^:]+]]: memref<f32>)
 // CHECK: gpu.launch
-// CHECK: %[[TOTAL:.+]] = arith.constant 4 : index
 // CHECK: vector.store %{{.+}}, %[[A]][%{{.+}}] {alignment = 16 : i64} : memref<16xf32>, vector<4xf32>
 // CHECK: gpu.terminator
-// CHECK-NEXT: }
-// CHECK-NEXT: %[[ONE:.+]] = arith.constant 1 : index
+// CHECK: %[[ONE:.+]] = arith.constant 1 : index
 // CHECK-NEXT: gpu.launch blocks(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]]) threads(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
 // CHECK-NEXT: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT: %[[LB:.+]] = arith.constant 0 : index
-// CHECK-NEXT: %[[UB:.+]] = arith.constant 16 : index
-// CHECK-NEXT: %[[STEP:.+]] = arith.constant 1 : index
 // CHECK-NEXT: memref.store %[[ZERO]], %[[OUT]][] : memref<f32>
-// CHECK-NEXT: scf.for %[[I:[a-z0-9_]+]] = %[[LB]] to %[[UB]] step %[[STEP]] {
-// CHECK-NEXT: %[[V:.+]] = memref.load %[[A]][%[[I]]] : memref<16xf32>
-// CHECK-NEXT: %[[S:.+]] = memref.load %[[OUT]][] : memref<f32>
-// CHECK-NEXT: %[[T:.+]] = arith.addf %[[S]], %[[V]] : f32
-// CHECK-NEXT: memref.store %[[T]], %[[OUT]][] : memref<f32>
-// CHECK-NEXT: }
 // CHECK-NEXT: gpu.terminator
-// CHECK-NEXT: }
-// CHECK-NEXT: return
+// CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.+}}) in (%{{[a-z0-9_]+}} = %[[BLOCKS:[a-z0-9_]+]], {{.+}} threads(%[[TX:[a-z0-9_]+]], %{{.+}}) in (%{{[a-z0-9_]+}} = %[[THREADS:[a-z0-9_]+]],
+// CHECK: %[[FIRST:.+]] = arith.addi %{{.+}}, %[[TX]] : index
+// CHECK: %[[TOTAL:.+]] = arith.constant 16 : index
+// CHECK: %[[GRID:.+]] = arith.constant 256 : index
+// CHECK: %[[SUM:.+]] = scf.for %[[I:[a-z0-9_]+]] = %[[FIRST]] to %[[TOTAL]] step %[[GRID]] iter_args(%[[P:[a-z0-9_]+]] = %{{.+}}) -> (f32) {
+// CHECK: %[[V:.+]] = memref.load %[[A]][%{{.+}}] : memref<16xf32>
+// CHECK-NEXT: %[[T:.+]] = arith.addf %[[P]], %[[V]] : f32
+// CHECK-NEXT: scf.yield %[[T]] : f32
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: %[[WARP:.+]] = arith.addf
+// CHECK: %[[LANE:.+]] = arith.remui %[[TX]], %{{.+}} : index
+// CHECK: scf.if
+// CHECK-NEXT: memref.atomic_rmw addf %[[WARP]], %[[OUT]][] : (f32, memref<f32>) -> f32
+// CHECK: return
+// With block-size=8 a block still has one warp (32 threads), the fewest.
+// BS8-LABEL: func.func @fill_then_reduce
+// BS8: scf.for %{{.+}} step %c32{{.*}} iter_args
 func.func @fill_then_reduce(%a: memref<16xf32>, %out: memref<f32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -199,6 +204,105 @@ func.func @fill_then_reduce(%a: memref<16xf32>, %out: memref<f32>) {
     %s = memref.load %out[] : memref<f32>
     %t = arith.addf %s, %v : f32
     memref.store %t, %out[] : memref<f32>
+  }
+  return
+}
+
+// -----
+
+// A full reduction over a nest of two loops (a max of a 300 x 100 matrix)
+// strides over the flattened 30000 iterations: 7 blocks of 256 threads
+// (at least 16 terms a thread), each index recovered by division; from
+// -inf, folded into the accumulator with an atomic maximumf.
+// CHECK-LABEL: func.func @max_of_matrix
+// CHECK-SAME: (%[[A:[^:]+]]: memref<300x100xf32>, %[[OUT:[^:]+]]: memref<f32>)
+// CHECK: %[[SEVEN:.+]] = arith.constant 7 : index
+// CHECK: gpu.launch blocks(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[SEVEN]],
+// CHECK: %[[TOTAL:.+]] = arith.constant 30000 : index
+// CHECK: %[[GRID:.+]] = arith.constant 1792 : index
+// CHECK: %[[NEGINF:.+]] = arith.constant 0xFF800000 : f32
+// CHECK: scf.for %[[I:[a-z0-9_]+]] = %{{.+}} to %[[TOTAL]] step %[[GRID]] iter_args(%[[P:[a-z0-9_]+]] = %[[NEGINF]]) -> (f32) {
+// CHECK: %[[COL:.+]] = arith.remui %[[I]], %[[HUNDRED:.+]] : index
+// CHECK: %[[ROW:.+]] = arith.divui %[[I]], %[[HUNDRED]] : index
+// CHECK: memref.load %[[A]]
+// CHECK: arith.maximumf %[[P]]
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: memref.atomic_rmw maximumf %{{.+}}, %[[OUT]][] : (f32, memref<f32>) -> f32
+func.func @max_of_matrix(%a: memref<300x100xf32>, %out: memref<f32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c100 = arith.constant 100 : index
+  %c300 = arith.constant 300 : index
+  scf.for %i = %c0 to %c300 step %c1 {
+    scf.for %j = %c0 to %c100 step %c1 {
+      %v = memref.load %a[%i, %j] : memref<300x100xf32>
+      %s = memref.load %out[] : memref<f32>
+      %t = arith.maximumf %s, %v : f32
+      memref.store %t, %out[] : memref<f32>
+    }
+  }
+  return
+}
+
+// -----
+
+// A sum over an outer axis (a batch: `for b { parallel (i, j) { acc[i, j]
+// += x[b, i, j] } }`) becomes one thread per element of acc, each adding
+// its 4 terms in the batch's order: 128 threads, no shuffles.
+// CHECK-LABEL: func.func @batch_sum
+// CHECK-SAME: (%[[X:[^:]+]]: memref<4x8x16xbf16>, %[[ACC:[^:]+]]: memref<8x16xf32>)
+// CHECK: gpu.launch
+// CHECK: %[[N:.+]] = arith.constant 128 : index
+// CHECK: %[[IN:.+]] = arith.cmpi ult, %{{.+}}, %[[N]] : index
+// CHECK: scf.if %[[IN]] {
+// CHECK: scf.for %[[B:[a-z0-9_]+]] = %{{.+}} to %{{.+}} step %{{.+}} {
+// CHECK-NEXT: %[[V:.+]] = memref.load %[[X]][%[[B]], %[[I:[a-z0-9_]+]], %[[J:[a-z0-9_]+]]] : memref<4x8x16xbf16>
+// CHECK-NEXT: %[[S:.+]] = memref.load %[[ACC]][%[[I]], %[[J]]] : memref<8x16xf32>
+// CHECK: memref.store %{{.+}}, %[[ACC]][%[[I]], %[[J]]] : memref<8x16xf32>
+// CHECK-NOT: gpu.shuffle
+// CHECK: return
+func.func @batch_sum(%x: memref<4x8x16xbf16>, %acc: memref<8x16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  scf.for %b = %c0 to %c4 step %c1 {
+    scf.parallel (%i, %j) = (%c0, %c0) to (%c8, %c16) step (%c1, %c1) {
+      %v = memref.load %x[%b, %i, %j] : memref<4x8x16xbf16>
+      %s = memref.load %acc[%i, %j] : memref<8x16xf32>
+      %w = arith.extf %v : bf16 to f32
+      %t = arith.addf %s, %w : f32
+      memref.store %t, %acc[%i, %j] : memref<8x16xf32>
+      scf.reduce
+    }
+  }
+  return
+}
+
+// -----
+
+// Not interchanged: iteration i reads acc[i + 1], which iteration i + 1
+// writes, so the outer loop's order matters across parallel iterations.
+// It stays on one thread, as written.
+// CHECK-LABEL: func.func @shifted_sum
+// CHECK: gpu.launch blocks(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE:[a-z0-9_]+]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]]) threads(%{{.+}}) in (%{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]], %{{[a-z0-9_]+}} = %[[ONE]])
+// CHECK: scf.for
+// CHECK-NEXT: scf.parallel
+func.func @shifted_sum(%x: memref<4x16xf32>, %acc: memref<17xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c16 = arith.constant 16 : index
+  scf.for %b = %c0 to %c4 step %c1 {
+    scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+      %i1 = arith.addi %i, %c1 : index
+      %v = memref.load %x[%b, %i] : memref<4x16xf32>
+      %s = memref.load %acc[%i1] : memref<17xf32>
+      %t = arith.addf %s, %v : f32
+      memref.store %t, %acc[%i] : memref<17xf32>
+      scf.reduce
+    }
   }
   return
 }
