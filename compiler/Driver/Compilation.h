@@ -153,6 +153,8 @@ private:
   mlir::OwningOpRef<mlir::ModuleOp> gpuModule;
   GpuTarget gpuTarget;
   llvm::StringMap<std::vector<GpuLaunch>> launches;
+  /// Per attention forward kernel, its values' argument (GpuCode::termsArgs).
+  llvm::StringMap<unsigned> termsArgs;
   std::string ptx;
   std::optional<GpuCode> gpuCode;
   std::optional<KernelReport> report;

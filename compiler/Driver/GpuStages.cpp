@@ -8,6 +8,7 @@
 #include "Driver/Compilation.h"
 
 #include "KernelReport/Ptxas.h"
+#include "Loom/IR/LoomDialect.h"
 #include "Plan/GpuLaunches.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -120,6 +121,12 @@ LogicalResult Compilation::lowerToNvvm() {
   if (failed(collected))
     return failure();
   launches = std::move(*collected);
+  // An attention forward sums softmax weights times its values.
+  for (auto func : gpuModule->getOps<func::FuncOp>())
+    if (auto mark = func->getAttrOfType<DictionaryAttr>(mlir::loom::attr::kGpuAttention))
+      if (!mark.get("result_grad"))
+        if (auto value = mark.getAs<IntegerAttr>("value"))
+          termsArgs[func.getSymName()] = value.getInt();
   gpuTarget.chip = options.gpuArch;
   gpuTarget.toolkitPath = LOOM_CUDA_PATH;
   // Only the device code goes on: the launches are in the plan.
@@ -159,6 +166,7 @@ LogicalResult Compilation::buildGpuImage() {
   gpuCode.emplace();
   gpuCode->arch = options.gpuArch;
   gpuCode->launches = std::move(launches);
+  gpuCode->termsArgs = std::move(termsArgs);
   if (llvm::StringRef(LOOM_PTXAS).empty()) {
     gpuCode->format = "ptx";
     gpuCode->image = std::move(ptx);

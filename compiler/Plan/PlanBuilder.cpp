@@ -644,6 +644,9 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     if (!kernel.source.empty())
       os << " " << kernel.source;
     os << "\n";
+    if (gpu)
+      if (auto terms = gpu->termsArgs.find(kernel.name); terms != gpu->termsArgs.end())
+        os << "terms " << kernel.name << " " << terms->second << "\n";
   }
   if (gpu) {
     for (const KernelSignature &kernel : kernels) {

@@ -29,6 +29,11 @@ struct GpuCode {
   std::string format; // cubin or ptx
   std::string image;
   llvm::StringMap<std::vector<GpuLaunch>> launches;
+  /// Kernels whose outputs are sums of nonnegative weights times one of
+  /// their buffers (an attention forward's softmax weights times its
+  /// values): that buffer's position, the plan's `terms` record, by which
+  /// --check-kernels scales its tolerance.
+  llvm::StringMap<unsigned> termsArgs;
 };
 
 /// The plan text (docs/plan-format.md) and what linking it needs.

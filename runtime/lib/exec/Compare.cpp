@@ -23,13 +23,15 @@ double loom::runtime::ulpOf(DType dtype, double magnitude) {
   return std::ldexp(1.0, exponent - mantissaBits);
 }
 
-double loom::runtime::toleranceOf(DType dtype, double ref, double rms) {
+double loom::runtime::toleranceOf(DType dtype, double ref, double rms,
+                                  double terms) {
   switch (dtype) {
   case DType::F32:
-    return kF32Tolerance * (std::fabs(ref) + rms);
+    return kF32Tolerance * (std::fabs(ref) + rms + std::fmax(terms, 0.0));
   case DType::F16:
   case DType::BF16:
-    return kHalfUlps * ulpOf(dtype, ref) + kHalfScaleUlps * ulpOf(dtype, rms);
+    return kHalfUlps * ulpOf(dtype, ref) + kHalfScaleUlps * ulpOf(dtype, rms) +
+           (terms > 0 ? kTermsUlps * ulpOf(dtype, terms) : 0);
   case DType::I32:
   case DType::I64:
     return 0;
@@ -37,18 +39,22 @@ double loom::runtime::toleranceOf(DType dtype, double ref, double rms) {
   return 0;
 }
 
-std::string loom::runtime::describeTolerance(DType dtype, double rms) {
-  char text[128];
+std::string loom::runtime::describeTolerance(DType dtype, double rms, bool terms) {
+  char text[160];
   if (dtype == DType::F32) {
-    std::snprintf(text, sizeof(text), "%g x (|cpu| + rms %.3g)", kF32Tolerance,
-                  rms);
+    std::snprintf(text, sizeof(text), "%g x (|cpu| + rms %.3g%s)", kF32Tolerance,
+                  rms, terms ? " + terms" : "");
     return text;
   }
   if (!isFloatDType(dtype))
     return "exact";
   const char *name = dtypeName(dtype);
-  std::snprintf(text, sizeof(text), "%g ulp(%s, |cpu|) + %g ulp(%s, rms %.3g)",
-                kHalfUlps, name, kHalfScaleUlps, name, rms);
+  int length = std::snprintf(text, sizeof(text),
+                             "%g ulp(%s, |cpu|) + %g ulp(%s, rms %.3g)", kHalfUlps,
+                             name, kHalfScaleUlps, name, rms);
+  if (terms)
+    std::snprintf(text + length, sizeof(text) - length, " + %g ulp(%s, terms)",
+                  kTermsUlps, name);
   return text;
 }
 
@@ -69,7 +75,8 @@ static bool sameNonFinite(double got, double ref) {
 
 TensorComparison loom::runtime::compareTensors(DType dtype, const void *got,
                                                const void *reference,
-                                               uint64_t count) {
+                                               uint64_t count,
+                                               const void *terms) {
   TensorComparison result;
   result.elements = count;
   if (!isFloatDType(dtype)) {
@@ -120,7 +127,9 @@ TensorComparison loom::runtime::compareTensors(DType dtype, const void *got,
     double error = std::fabs(g - r);
     result.maxAbsError = std::fmax(result.maxAbsError, error);
     result.maxUlps = std::fmax(result.maxUlps, error / ulpOf(dtype, r));
-    double tolerance = toleranceOf(dtype, r, result.rms);
+    double tolerance =
+        toleranceOf(dtype, r, result.rms,
+                    terms ? std::fabs(loadElement(dtype, terms, i)) : -1);
     if (error <= tolerance)
       continue;
     ++result.over;

@@ -45,6 +45,53 @@ std::string element(DType dtype, const void *data, uint64_t index) {
   }
   return text;
 }
+/// Clears the sign of every element of a float buffer (integers are left
+/// alone): |x| for f32, f16 and bf16 alike.
+void absInPlace(DType dtype, char *data, uint64_t count) {
+  if (dtype == DType::F32) {
+    for (uint64_t i = 0; i < count; ++i)
+      data[4 * i + 3] &= 0x7f;
+  } else if (dtype == DType::F16 || dtype == DType::BF16) {
+    for (uint64_t i = 0; i < count; ++i)
+      data[2 * i + 1] &= 0x7f;
+  }
+}
+
+/// For a kernel with a `terms` record (its outputs sum nonnegative weights
+/// times input `termsArg`: an attention's values), the size of each output
+/// element's terms: the CPU kernel run again on |input|, which gives
+/// sum |weight x value|. The CPU's outputs and the input are restored.
+/// One vector per step buffer (empty where not written).
+std::vector<std::vector<char>> termsOf(const Plan &plan, size_t index,
+                                       const StepAccess &access, Executor &cpu) {
+  const PlanStep &step = plan.steps[index];
+  std::vector<std::vector<char>> terms(step.buffers.size());
+  int arg = plan.kernels[step.kernel].termsArg;
+  if (arg < 0 || static_cast<size_t>(arg) >= step.buffers.size())
+    return terms;
+  const PlanBuffer &values = plan.buffers[step.buffers[arg]];
+  if (!isFloatDType(values.dtype) || access.buffers[arg] == BufferAccess::Written)
+    return terms;
+  std::vector<std::vector<char>> saved(step.buffers.size());
+  for (size_t b = 0; b < step.buffers.size(); ++b)
+    if (access.buffers[b] == BufferAccess::Written) {
+      const PlanBuffer &buffer = plan.buffers[step.buffers[b]];
+      const char *data = cpu.buffer(buffer.id);
+      saved[b].assign(data, data + buffer.bytes);
+    }
+  char *input = cpu.buffer(values.id);
+  std::vector<char> original(input, input + values.bytes);
+  absInPlace(values.dtype, input, values.numElements);
+  cpu.runKernelStep(index);
+  std::memcpy(input, original.data(), original.size());
+  for (size_t b = 0; b < step.buffers.size(); ++b)
+    if (!saved[b].empty()) {
+      char *data = cpu.buffer(plan.buffers[step.buffers[b]].id);
+      terms[b].assign(data, data + saved[b].size());
+      std::memcpy(data, saved[b].data(), saved[b].size());
+    }
+  return terms;
+}
 } // namespace
 
 bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
@@ -79,9 +126,10 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
                gpu.deviceDescription().c_str());
   std::fprintf(out,
                "tolerance: f32 %g x (|cpu| + rms), f16 and bf16 %g ulp(|cpu|) "
-               "+ %g ulp(rms), rms of the output on the CPU; integers, NaN "
-               "and infinities exact\n",
-               kF32Tolerance, kHalfUlps, kHalfScaleUlps);
+               "+ %g ulp(rms), rms of the output on the CPU; attention "
+               "outputs also %g ulp(terms), terms = the CPU kernel on |values|; "
+               "integers, NaN and infinities exact\n",
+               kF32Tolerance, kHalfUlps, kHalfScaleUlps, kTermsUlps);
   std::fprintf(out, "%4s  %-*s  %7s  %10s  %11s  %8s  %10s  %s\n", "step",
                width, "kernel", "outputs", "elements", "max abs err", "max ulp",
                "over", "result");
@@ -104,6 +152,7 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
     cpu.runKernelStep(i);
     if (!gpu.runStep(i, error))
       return false;
+    std::vector<std::vector<char>> terms = termsOf(plan, i, access[i], cpu);
 
     unsigned outputs = 0;
     uint64_t elements = 0, over = 0;
@@ -117,8 +166,9 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
       if (!gpu.copyToHost(buffer, fromGpu.data(), error))
         return false;
       const char *reference = cpu.buffer(buffer.id);
-      TensorComparison compared = compareTensors(buffer.dtype, fromGpu.data(),
-                                                 reference, buffer.numElements);
+      const char *termSizes = terms[b].empty() ? nullptr : terms[b].data();
+      TensorComparison compared = compareTensors(
+          buffer.dtype, fromGpu.data(), reference, buffer.numElements, termSizes);
       ++outputs;
       elements += compared.elements;
       over += compared.over;
@@ -133,7 +183,8 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
                            formatShape(buffer.shape) + ": " +
                            std::to_string(compared.over) + " of " +
                            std::to_string(compared.elements) + " over " +
-                           describeTolerance(buffer.dtype, compared.rms);
+                           describeTolerance(buffer.dtype, compared.rms,
+                                             termSizes != nullptr);
       if (compared.nonfinite)
         detail +=
             ", " + std::to_string(compared.nonfinite) + " NaN/inf mismatches";

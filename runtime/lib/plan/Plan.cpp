@@ -228,7 +228,8 @@ constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-    "followed by its shard, bound and held), kernel, launch, step, collective, "
+    "followed by its shard, bound and held), kernel (each followed by its "
+    "terms), launch, step, collective, "
     "accumulate, section, carry and transfer, "
     "microbatches, assemble, optimizer, update, "
     "end";
@@ -246,6 +247,7 @@ enum Record {
   RecordBound,
   RecordHeld,
   RecordKernel,
+  RecordTerms,
   RecordLaunch,
   RecordStep,
   RecordCollective,
@@ -270,7 +272,8 @@ constexpr RecordInfo kRecords[] = {
     {"arena", RankArena},      {"gpu-image", RankGpuImage},
     {"buffer", RankBuffer},    {"shard", RankBuffer},
     {"bound", RankBuffer},     {"held", RankBuffer},
-    {"kernel", RankKernel},    {"launch", RankLaunch},
+    {"kernel", RankKernel},    {"terms", RankKernel},
+    {"launch", RankLaunch},
     {"step", RankStep},        {"collective", RankStep},
     {"accumulate", RankStep},  {"pipeline", RankPipeline},
     {"section", RankStep},     {"carry", RankStep},
@@ -501,6 +504,7 @@ private:
   bool parseBuffer(size_t index);
   bool parseInitializer(size_t index, PlanBuffer &buffer, size_t first);
   bool parseKernel(size_t index);
+  bool parseTerms(size_t index);
   bool parseLaunch(size_t index);
   bool parseDims(size_t index, size_t first, const char *what,
                  const unsigned (&limits)[3], unsigned (&dims)[3]);
@@ -692,6 +696,8 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseHeld(index);
   case RecordKernel:
     return parseKernel(index);
+  case RecordTerms:
+    return parseTerms(index);
   case RecordLaunch:
     return parseLaunch(index);
   case RecordStep:
@@ -1124,6 +1130,24 @@ bool PlanParser::parseKernel(size_t index) {
   kernelIds.emplace(name, static_cast<unsigned>(plan.kernels.size()));
   plan.kernels.push_back({std::string(name), static_cast<unsigned>(numArgs),
                           source, static_cast<unsigned>(index + 1)});
+  return true;
+}
+
+bool PlanParser::parseTerms(size_t index) {
+  if (!expectFields(index, 3, "terms KERNEL ARG"))
+    return false;
+  std::string_view name = fields[1];
+  if (plan.kernels.empty() || plan.kernels.back().name != name ||
+      previous != RecordKernel)
+    return fail(index, "'terms' record for kernel '" + std::string(name) +
+                           "' does not directly follow that kernel's record");
+  PlanKernel &kernel = plan.kernels.back();
+  uint64_t arg;
+  if (!parseUnsigned(fields[2], arg) || arg >= kernel.numArgs)
+    return fail(index, "bad terms argument '" + std::string(fields[2]) +
+                           "' (expected one of the kernel's " +
+                           std::to_string(kernel.numArgs) + " buffers, from 0)");
+  kernel.termsArg = static_cast<int>(arg);
   return true;
 }
 

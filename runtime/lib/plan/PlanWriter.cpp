@@ -114,9 +114,12 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       body += "\n";
     }
   }
-  for (const PlanKernel &kernel : plan.kernels)
+  for (const PlanKernel &kernel : plan.kernels) {
     body += "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) +
             (kernel.source.empty() ? "" : " " + kernel.source) + "\n";
+    if (kernel.termsArg >= 0)
+      body += "terms " + kernel.name + " " + std::to_string(kernel.termsArg) + "\n";
+  }
   for (const PlanLaunch &launch : plan.launches) {
     body +=
         "launch " + plan.kernels[launch.kernel].name + " " + launch.function;

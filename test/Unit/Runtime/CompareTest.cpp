@@ -88,6 +88,24 @@ TEST(Compare, SixteenBitRuleIsTwoUlpAtTheValuePlusOneAtRms) {
   EXPECT_FALSE(compare(DType::F16, f16({1 + 4.0f / 1024}), f16({1})).passed());
 }
 
+TEST(Compare, TermsAddTwoUlpOfTheirSize) {
+  // An attention row of few keys whose terms cancel: the output 0.01, its
+  // terms 2 in size. 2 ulp(bf16, 2) = 1/32 more.
+  EXPECT_EQ(toleranceOf(DType::BF16, 0.01, 0.01, 2.0),
+            toleranceOf(DType::BF16, 0.01, 0.01) + 2.0 / 64);
+  EXPECT_EQ(toleranceOf(DType::F32, 1.0, 1.0, 100.0), 1e-5 * 102);
+  std::vector<uint16_t> ref = bf16({0.01f, 1}), got = bf16({0.03f, 1});
+  std::vector<uint16_t> terms = bf16({2, 1});
+  EXPECT_FALSE(compareTensors(DType::BF16, got.data(), ref.data(), 2).passed());
+  EXPECT_TRUE(
+      compareTensors(DType::BF16, got.data(), ref.data(), 2, terms.data()).passed());
+  std::vector<uint16_t> far = bf16({0.05f, 1});
+  EXPECT_FALSE(
+      compareTensors(DType::BF16, far.data(), ref.data(), 2, terms.data()).passed());
+  EXPECT_EQ(describeTolerance(DType::BF16, 0.5, true),
+            "2 ulp(bf16, |cpu|) + 1 ulp(bf16, rms 0.5) + 2 ulp(bf16, terms)");
+}
+
 TEST(Compare, F32RuleIsRelativeToTheValuePlusRms) {
   std::vector<float> ones = {1, 1, 1, 1};
   EXPECT_TRUE(compare(DType::F32, std::vector<float>{1, 1.000019f, 1, 1}, ones)

@@ -748,8 +748,9 @@ TEST(Cuda, ChecksEveryKernelAgainstTheCpu) {
             "(compute capability 9.0) and on the CPU, each from the CPU's "
             "inputs\n"
             "tolerance: f32 1e-05 x (|cpu| + rms), f16 and bf16 2 ulp(|cpu|) "
-            "+ 1 ulp(rms), rms of the output on the CPU; integers, NaN and "
-            "infinities exact\n"
+            "+ 1 ulp(rms), rms of the output on the CPU; attention outputs "
+            "also 2 ulp(terms), terms = the CPU kernel on |values|; integers, "
+            "NaN and infinities exact\n"
             "step  kernel  outputs    elements  max abs err   max ulp        "
             "over  result\n"
             "   0  add           1           8            0         0         "
@@ -819,6 +820,57 @@ TEST(Cuda, CheckKernelsAppliesTheTolerance) {
             errorLine("check-kernels: 1 of 3 kernel steps differ from the CPU "
                       "beyond tolerance (the first: step 1, kernel 'addw')"));
   EXPECT_NE(far.out.find("      out f32 [8]: "), std::string::npos) << far.out;
+}
+
+TEST(Cuda, CheckKernelsScalesByTheTerms) {
+  // t = x + y cancels (x = 1000 + i, y = 0.5 - x): t = 0.5, while its terms
+  // are 2000-odd in size. With `terms add 1` the check adds 1e-5 of the
+  // CPU kernel's result on |y| (x + |y|, about 2000) to f32's tolerance:
+  // t off by 1e-3 x 0.5 passes with it and fails without; off by 0.1 x 0.5
+  // fails either way, the rule naming the terms.
+  TempDir dir;
+  std::vector<float> x(kN), y(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[i] = 1000.0f + i;
+    y[i] = 0.5f - x[i];
+  }
+  std::string error;
+  ASSERT_TRUE(writeNpy(dir.path("x.npy"), DType::F32, {kN}, x.data(), error)) << error;
+  ASSERT_TRUE(writeNpy(dir.path("y.npy"), DType::F32, {kN}, y.data(), error)) << error;
+  auto check = [&](const char *e, bool terms) {
+    std::vector<std::string> lines = gpuPlanLines();
+    lines.insert(lines.begin() + 15,
+                 std::string("launch add fake_perturb 1 1 1 8 1 1 b:2 f32:") + e +
+                     " i64:8");
+    if (terms)
+      lines.insert(lines.begin() + 12, "terms add 1");
+    fakeCuda();
+    return runOnFake({"--check-kernels", "--input", "x=" + dir.path("x.npy"),
+                      "--input", "y=" + dir.path("y.npy")},
+                     sealLines(lines));
+  };
+  RunResult with = check("1e-3", true);
+  EXPECT_EQ(with.status, 0) << with.err << with.out;
+  EXPECT_NE(with.out.find("   0  add           1           8  "), std::string::npos)
+      << with.out;
+  EXPECT_NE(with.out.find("check-kernels: 3 kernel steps, 3 PASS, 0 FAIL\n"),
+            std::string::npos)
+      << with.out;
+  RunResult without = check("1e-3", false);
+  EXPECT_EQ(without.status, 1) << without.out;
+  EXPECT_NE(without.out.find("      t f32 [8]: 8 of 8 over 1e-05 x (|cpu| + rms 0.5); "),
+            std::string::npos)
+      << without.out;
+  RunResult far = check("0.1", true);
+  EXPECT_EQ(far.status, 1) << far.out;
+  EXPECT_NE(far.out.find("      t f32 [8]: 8 of 8 over 1e-05 x (|cpu| + rms 0.5 + terms); "),
+            std::string::npos)
+      << far.out;
+  // The CPU's input and output were restored after the terms' run: the
+  // next step (addw, from the CPU's t) passes.
+  EXPECT_NE(far.out.find("   1  addw          1           8            0 "),
+            std::string::npos)
+      << far.out;
 }
 
 namespace {

@@ -251,11 +251,11 @@ TEST(Plan, RejectsBadRecords) {
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
+       "followed by its shard, bound and held), kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard, bound and held), kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
+       "followed by its shard, bound and held), kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -528,7 +528,7 @@ TEST(Plan, RejectsBadGpuRecords) {
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
       "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound and held), "
-      "kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
+      "kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
   struct Case {
     size_t index;
     std::string line; // empty: remove the line
@@ -925,6 +925,43 @@ TEST(Plan, KernelSources) {
               "plan:" + std::to_string(at + 1) + ": bad kernel source '" + bad +
                   "' (expected FILE:LINE:COL)");
   }
+}
+
+TEST(Plan, KernelTerms) {
+  // A kernel whose outputs sum weights times one of its buffers names it,
+  // right after its record; the writer keeps it.
+  std::vector<std::string> lines = examplePlanLines();
+  size_t at = 0;
+  while (lines[at].rfind("kernel ", 0) != 0)
+    ++at;
+  std::string name = lines[at].substr(7, lines[at].find(' ', 7) - 7);
+  lines.insert(lines.begin() + static_cast<long>(at) + 1, "terms " + name + " 1");
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  EXPECT_EQ(plan.kernels[0].termsArg, 1);
+  EXPECT_EQ(plan.kernels[1].termsArg, -1);
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(again.kernels[0].termsArg, 1);
+  std::string line = "plan:" + std::to_string(at + 2) + ": ";
+  auto withTerms = [&](const std::string &terms) {
+    std::vector<std::string> bad = lines;
+    bad[at + 1] = terms;
+    return errorOf(sealLines(bad));
+  };
+  EXPECT_EQ(withTerms("terms " + name + " 99"),
+            line + "bad terms argument '99' (expected one of the kernel's " +
+                std::to_string(plan.kernels[0].numArgs) + " buffers, from 0)");
+  EXPECT_EQ(withTerms("terms nope 1"),
+            line + "'terms' record for kernel 'nope' does not directly follow "
+                   "that kernel's record");
+  EXPECT_EQ(withTerms("terms " + name), line + "expected 'terms KERNEL ARG'");
+  std::vector<std::string> twice = lines;
+  twice.insert(twice.begin() + static_cast<long>(at) + 2, "terms " + name + " 0");
+  EXPECT_EQ(errorOf(sealLines(twice)),
+            "plan:" + std::to_string(at + 3) + ": 'terms' record for kernel '" +
+                name + "' does not directly follow that kernel's record");
 }
 
 namespace {

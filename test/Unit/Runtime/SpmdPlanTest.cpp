@@ -86,7 +86,7 @@ Plan parse(const std::vector<std::string> &lines) {
 const std::string kOrder =
     " record out of order (records come in the order loom-plan, model, "
     "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound and held), "
-    "kernel, launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
+    "kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
 } // namespace
 
 TEST(SpmdPlan, ParsesTheDocumentedExample) {

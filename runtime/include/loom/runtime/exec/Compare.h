@@ -5,6 +5,11 @@
 // within 1e-5 x (|ref| + rms(ref)), since the two kernels sum in different
 // orders; f16 and bf16 within 2 ulp of the dtype at |ref| plus 1 ulp at
 // rms(ref); integers exact; NaN and infinities where the reference has them.
+// A kernel whose outputs are sums of nonnegative weights times one input
+// (an attention: softmax weights times values) also gets 2 ulp of the
+// terms' size, sum |weight x value|, per element: there two correct
+// kernels round the weights differently, and a row of few terms that
+// cancel differs by far more than its own ulps (docs/precision.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +28,8 @@ constexpr double kF32Tolerance = 1e-5;
 /// f16 and bf16 results: ulps at |ref| and at rms(ref).
 constexpr double kHalfUlps = 2;
 constexpr double kHalfScaleUlps = 1;
+/// f16 and bf16 results that are sums of terms: ulps at the terms' size.
+constexpr double kTermsUlps = 2;
 
 /// The spacing of float `dtype` at |magnitude|: 2^(e - mantissa bits) for
 /// the exponent e of |magnitude|, and the subnormal spacing below the
@@ -32,11 +39,14 @@ double ulpOf(DType dtype, double magnitude);
 /// The largest |got - ref| accepted for an element whose reference is `ref`
 /// (finite) in a tensor whose finite reference elements have root mean
 /// square `rms`; 0 for integers.
-double toleranceOf(DType dtype, double ref, double rms);
+/// `terms` (>= 0), where given, is the size of the terms the element sums:
+/// f32 adds 1e-5 x terms, f16 and bf16 kTermsUlps ulp(terms).
+double toleranceOf(DType dtype, double ref, double rms, double terms = -1);
 
 /// The rule in words: "2 ulp(bf16, |cpu|) + 1 ulp(bf16, rms 0.871)",
-/// "1e-05 x (|cpu| + rms 0.871)" or "exact".
-std::string describeTolerance(DType dtype, double rms);
+/// "1e-05 x (|cpu| + rms 0.871)" or "exact"; with `terms`, the terms' part
+/// too ("... + 2 ulp(bf16, terms)").
+std::string describeTolerance(DType dtype, double rms, bool terms = false);
 
 /// How far `got` is from `reference` (both `count` elements of `dtype`).
 struct TensorComparison {
@@ -59,9 +69,12 @@ struct TensorComparison {
   bool passed() const { return over == 0; }
 };
 
-/// Compares `got` with `reference` elementwise by the rule above.
+/// Compares `got` with `reference` elementwise by the rule above; `terms`,
+/// if not null, holds each element's terms' size (`count` elements of
+/// `dtype`).
 TensorComparison compareTensors(DType dtype, const void *got,
-                                const void *reference, uint64_t count);
+                                const void *reference, uint64_t count,
+                                const void *terms = nullptr);
 
 } // namespace loom::runtime
 

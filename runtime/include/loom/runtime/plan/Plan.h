@@ -134,6 +134,11 @@ struct PlanKernel {
   /// Where in the script the kernel comes from ("gpt.loom:34:25"), or empty.
   std::string source;
   unsigned line = 0;
+  /// From a `terms` record: the position in the kernel's buffer list of
+  /// the input each output element is a sum of nonnegative weights of (an
+  /// attention's values), or -1. --check-kernels scales its tolerance by
+  /// those terms' size.
+  int termsArg = -1;
 };
 
 /// The NVIDIA architecture of a `gpu-image` record: sm_90a is {9, 0, 'a'},
