@@ -37,6 +37,18 @@ inline Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
+/// A launch of `blocks` blocks of `threads` threads (x only) at `b`'s
+/// insertion point, and its threads' global index (block x threads +
+/// thread), computed at the start of its body; the caller adds the body
+/// (from the returned builder) and its terminator.
+struct LinearLaunch {
+  gpu::LaunchOp launch;
+  Value index;
+  OpBuilder body;
+};
+LinearLaunch createLinearLaunch(OpBuilder &b, Location loc, int64_t blocks,
+                                int64_t threads);
+
 /// A loop's static bounds, one entry per induction variable.
 struct LoopSpace {
   SmallVector<int64_t> lower, trips, steps;
@@ -89,6 +101,15 @@ std::optional<ScalarReduction> matchScalarReduction(scf::ForOp outer);
 /// the iterations, each warp its threads' partials by shuffles, and each
 /// warp's lane 0 folds the result into the accumulator atomically.
 void mapScalarReduction(ScalarReduction nest, int64_t blockSize);
+
+/// Runs `loop`, a parallel loop around a full reduction's nest (an
+/// interchanged reduction over an outer axis) with few iterations and many
+/// terms each (a bias's gradient: 2048 outputs of 8192 terms), as one
+/// thread per output and chunk of its terms, each folding its partial sum
+/// into the output atomically; false (nothing changed) where one thread per
+/// output is enough or the body is not such a nest.
+bool mapSplitReduction(scf::ParallelOp loop, const LoopSpace &space,
+                       int64_t blockSize);
 
 /// Rewrites `for ... { for ... { parallel (P) { body } } }` (each loop's
 /// body holding only the next) as `parallel (P) { for ... { for ... { body

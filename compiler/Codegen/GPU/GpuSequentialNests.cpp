@@ -8,7 +8,8 @@
 // take seconds at a training step's sizes, and a sequential f32 sum of
 // millions of terms loses its low digits (a 4M-element mse came out 0.36%
 // low). Here the first becomes a parallel loop around the sequential one
-// (each thread sums its own element, in the CPU's order), the second a
+// (each thread sums its own element, in the CPU's order; for few elements
+// of many terms, a thread per element and chunk of its terms), the second a
 // grid-strided launch whose warps combine partial sums and fold them into
 // the accumulator atomically.
 //
@@ -67,18 +68,25 @@ scf::ParallelOp loom::interchangeIntoParallel(scf::ForOp outer) {
       return nullptr;
   // Interchange is legal when each parallel iteration touches its own
   // elements of whatever the nest writes: every access to a written buffer
-  // uses the same indices, among them every parallel induction variable.
-  // Then the iterations of the sequential loops run, per element, in the
-  // order they ran before.
-  llvm::DenseMap<Value, SmallVector<Value>> written;
+  // goes through the same view with the same indices, among them every
+  // parallel induction variable. Then the iterations of the sequential
+  // loops run, per element, in the order they ran before.
+  struct Access {
+    Value memref;
+    SmallVector<Value> indices;
+    bool operator==(const Access &other) const {
+      return memref == other.memref && indices == other.indices;
+    }
+  };
+  llvm::DenseMap<Value, Access> written; // by the buffer under the views
   bool ok = true;
   parallel.getBody()->walk([&](Operation *inner) {
     if (auto store = dyn_cast<memref::StoreOp>(inner)) {
-      SmallVector<Value> indices(store.getIndices());
-      auto [it, inserted] = written.try_emplace(viewRoot(store.getMemRef()), indices);
-      ok &= isDefinedOutside(store.getMemRef(), outer) && it->second == indices &&
+      Access access{store.getMemRef(), SmallVector<Value>(store.getIndices())};
+      auto [it, inserted] = written.try_emplace(viewRoot(store.getMemRef()), access);
+      ok &= isDefinedOutside(store.getMemRef(), outer) && it->second == access &&
             llvm::all_of(parallel.getInductionVars(), [&](Value iv) {
-              return llvm::is_contained(indices, iv);
+              return llvm::is_contained(access.indices, iv);
             });
     } else if (!isa<memref::LoadOp, scf::ForOp, scf::IfOp, scf::YieldOp,
                     scf::ReduceOp>(inner) &&
@@ -91,7 +99,8 @@ scf::ParallelOp loom::interchangeIntoParallel(scf::ForOp outer) {
   parallel.getBody()->walk([&](memref::LoadOp load) {
     auto it = written.find(viewRoot(load.getMemRef()));
     if (it != written.end())
-      ok &= SmallVector<Value>(load.getIndices()) == it->second;
+      ok &= Access{load.getMemRef(), SmallVector<Value>(load.getIndices())} ==
+            it->second;
   });
   if (!ok)
     return nullptr;
@@ -128,7 +137,10 @@ std::optional<ScalarReduction> loom::matchScalarReduction(scf::ForOp outer) {
   for (Value index : reduction->accStore.getIndices())
     if (!isDefinedOutside(index, outer))
       return std::nullopt;
-  if (!isDefinedOutside(reduction->accStore.getMemRef(), outer))
+  // The partial sums are folded in with f32 atomics (`atom.global.add.f32`):
+  // f32 accumulators only, which is what reductions accumulate in.
+  if (!isDefinedOutside(reduction->accStore.getMemRef(), outer) ||
+      !reduction->accStore.getValue().getType().isF32())
     return std::nullopt;
   ScalarReduction match{fors, *reduction, {}};
   for (scf::ForOp loop : fors) {
@@ -157,6 +169,41 @@ static void atomicCombine(OpBuilder &b, Location loc, Operation *combine,
   memref::AtomicRMWOp::create(b, loc, kind, value, memref, indices);
 }
 
+/// `for i = from to `to` step `step`` running iteration i of `nest`
+/// (flattened, row-major) with the accumulator carried from `init`;
+/// returns the combined value. `mapping` maps what the body uses from
+/// outside (an enclosing parallel loop's induction variables).
+static Value accumulate(OpBuilder &b, Location loc, ScalarReduction &nest,
+                        Value from, Value to, Value step, Value init,
+                        IRMapping &mapping) {
+  RowReduction &reduction = nest.reduction;
+  auto loop = scf::ForOp::create(b, loc, from, to, step, ValueRange{init});
+  OpBuilder f = OpBuilder::atBlockBegin(loop.getBody());
+  SmallVector<Value> ivs;
+  for (scf::ForOp each : nest.fors)
+    ivs.push_back(each.getInductionVar());
+  delinearize(f, loc, loop.getInductionVar(), ivs, nest.space, mapping);
+  Operation *accLoad = reduction.accLoad, *accStore = reduction.accStore;
+  mapping.map(accLoad->getResult(0), loop.getRegionIterArgs()[0]);
+  for (Operation &op : reduction.inner.getBody()->without_terminator())
+    if (&op != accLoad && &op != accStore)
+      f.clone(op, mapping);
+  scf::YieldOp::create(f, loc, mapping.lookup(accStore->getOperand(0)));
+  return loop.getResult(0);
+}
+
+/// Folds `partial` into the nest's accumulator element (its indices through
+/// `mapping`).
+static void foldIntoAccumulator(OpBuilder &b, Location loc, ScalarReduction &nest,
+                                Value partial, const IRMapping &mapping) {
+  memref::StoreOp store = nest.reduction.accStore;
+  SmallVector<Value> indices;
+  for (Value index : store.getIndices())
+    indices.push_back(mapping.lookupOrDefault(index));
+  atomicCombine(b, loc, nest.reduction.combine, partial,
+                mapping.lookupOrDefault(store.getMemRef()), indices);
+}
+
 void loom::mapScalarReduction(ScalarReduction nest, int64_t blockSize) {
   scf::ForOp outer = nest.fors.front();
   OpBuilder b(outer);
@@ -168,54 +215,81 @@ void loom::mapScalarReduction(ScalarReduction nest, int64_t blockSize) {
   constexpr int64_t kTermsPerThread = 16, kMaxBlocks = 1024;
   int64_t blocks = std::clamp<int64_t>(
       nest.space.total / (threads * kTermsPerThread), 1, kMaxBlocks);
-  Value one = constantIndex(b, loc, 1);
-  auto launch = gpu::LaunchOp::create(b, loc, constantIndex(b, loc, blocks), one,
-                                      one, constantIndex(b, loc, threads), one, one);
-  OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
-  Value first = arith::AddIOp::create(
-      k, loc,
-      arith::MulIOp::create(k, loc, launch.getBlockIds().x,
-                            constantIndex(k, loc, threads)),
-      launch.getThreadIds().x);
-  RowReduction &reduction = nest.reduction;
-  Operation *combine = reduction.combine;
+  LinearLaunch grid = createLinearLaunch(b, loc, blocks, threads);
+  gpu::LaunchOp launch = grid.launch;
+  Value first = grid.index;
+  OpBuilder &k = grid.body;
+  Operation *combine = nest.reduction.combine;
   // Each thread combines the terms first, first + grid, ... of the nest's
   // iterations in row-major order, from the combine's identity.
-  auto strided = scf::ForOp::create(
-      k, loc, first, constantIndex(k, loc, nest.space.total),
-      constantIndex(k, loc, blocks * threads),
-      ValueRange{combineIdentity(k, loc, combine)});
   IRMapping mapping;
-  {
-    OpBuilder f = OpBuilder::atBlockBegin(strided.getBody());
-    SmallVector<Value> ivs;
-    for (scf::ForOp loop : nest.fors)
-      ivs.push_back(loop.getInductionVar());
-    delinearize(f, loc, strided.getInductionVar(), ivs, nest.space, mapping);
-    mapping.map(reduction.accLoad.getResult(), strided.getRegionIterArgs()[0]);
-    for (Operation &op : reduction.inner.getBody()->without_terminator())
-      if (&op != reduction.accLoad.getOperation() &&
-          &op != reduction.accStore.getOperation())
-        f.clone(op, mapping);
-    scf::YieldOp::create(f, loc, mapping.lookup(reduction.accStore.getValue()));
-  }
+  Value sum = accumulate(k, loc, nest, first, constantIndex(k, loc, nest.space.total),
+                         constantIndex(k, loc, blocks * threads),
+                         combineIdentity(k, loc, combine), mapping);
   // A warp's partials combine by shuffles; lane 0 folds the warp's into the
   // accumulator. The order of the atomic folds varies from run to run, so a
   // sum's last bits may too (docs/precision.md).
-  Value partial = emitWarpCombine(k, loc, combine, strided.getResult(0));
+  Value partial = emitWarpCombine(k, loc, combine, sum);
   Value lane = arith::RemUIOp::create(k, loc, launch.getThreadIds().x,
                                       constantIndex(k, loc, kWarpSize));
   Value leader = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::eq, lane,
                                        constantIndex(k, loc, 0));
   scf::IfOp::create(k, loc, leader, [&](OpBuilder &w, Location wl) {
-    SmallVector<Value> indices;
-    for (Value index : reduction.accStore.getIndices())
-      indices.push_back(mapping.lookupOrDefault(index));
-    atomicCombine(w, wl, combine, partial,
-                  mapping.lookupOrDefault(reduction.accStore.getMemRef()), indices);
+    foldIntoAccumulator(w, wl, nest, partial, mapping);
     scf::YieldOp::create(w, wl);
   });
   gpu::TerminatorOp::create(k, loc);
   outer.erase();
   sinkViewsIntoLaunch(launch);
+}
+
+bool loom::mapSplitReduction(scf::ParallelOp loop, const LoopSpace &space,
+                             int64_t blockSize) {
+  Block *body = loop.getBody();
+  auto inner = body->getOperations().size() == 2 ? dyn_cast<scf::ForOp>(body->front())
+                                                 : scf::ForOp();
+  if (!inner)
+    return false;
+  std::optional<ScalarReduction> nest = matchScalarReduction(inner);
+  if (!nest)
+    return false;
+  // Enough threads to stream from memory (512 on each of 128-odd
+  // multiprocessors) with at least 64 terms a chunk; not worth it for a
+  // short sum or enough outputs already.
+  constexpr int64_t kThreadsWanted = 65536, kTermsPerChunk = 64;
+  int64_t chunks = std::min((kThreadsWanted + space.total - 1) / space.total,
+                            nest->space.total / kTermsPerChunk);
+  if (chunks < 2)
+    return false;
+  int64_t length = (nest->space.total + chunks - 1) / chunks;
+  int64_t threads = maxBlockThreads(blockSize);
+  int64_t total = space.total * chunks;
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  LinearLaunch grid = createLinearLaunch(b, loc, (total + threads - 1) / threads, threads);
+  gpu::LaunchOp launch = grid.launch;
+  Value linear = grid.index;
+  OpBuilder &k = grid.body;
+  Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, linear,
+                                        constantIndex(k, loc, total));
+  scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
+    // Neighbouring threads take neighbouring outputs (coalesced), each one
+    // chunk of that output's terms, in the CPU's order within the chunk.
+    Value output = arith::RemUIOp::create(t, l, linear, constantIndex(t, l, space.total));
+    Value chunk = arith::DivUIOp::create(t, l, linear, constantIndex(t, l, space.total));
+    IRMapping mapping;
+    delinearize(t, l, output, loop.getInductionVars(), space, mapping);
+    Value from = arith::MulIOp::create(t, l, chunk, constantIndex(t, l, length));
+    Value to = arith::MinUIOp::create(
+        t, l, arith::AddIOp::create(t, l, from, constantIndex(t, l, length)),
+        constantIndex(t, l, nest->space.total));
+    Value sum = accumulate(t, l, *nest, from, to, constantIndex(t, l, 1),
+                           combineIdentity(t, l, nest->reduction.combine), mapping);
+    foldIntoAccumulator(t, l, *nest, sum, mapping);
+    scf::YieldOp::create(t, l);
+  });
+  gpu::TerminatorOp::create(k, loc);
+  loop.erase();
+  sinkViewsIntoLaunch(launch);
+  return true;
 }

@@ -87,6 +87,20 @@ void loom::delinearize(OpBuilder &b, Location loc, Value linear, ValueRange ivs,
   }
 }
 
+loom::LinearLaunch loom::createLinearLaunch(OpBuilder &b, Location loc,
+                                            int64_t blocks, int64_t threads) {
+  Value one = constantIndex(b, loc, 1);
+  auto launch = gpu::LaunchOp::create(b, loc, constantIndex(b, loc, blocks), one, one,
+                                      constantIndex(b, loc, threads), one, one);
+  OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
+  Value index = arith::AddIOp::create(
+      k, loc,
+      arith::MulIOp::create(k, loc, launch.getBlockIds().x,
+                            constantIndex(k, loc, threads)),
+      launch.getThreadIds().x);
+  return {launch, index, k};
+}
+
 namespace {
 struct LoomMapLoopsToGpu
     : public loom::impl::LoomMapLoopsToGpuBase<LoomMapLoopsToGpu> {
@@ -294,15 +308,10 @@ void LoomMapLoopsToGpu::mapElementwise(scf::ParallelOp loop,
   }
   int64_t total = threads.total;
   int64_t blocks = std::max<int64_t>(1, (total + blockSize - 1) / blockSize);
-  Value one = constantIndex(b, loc, 1);
-  auto launch = gpu::LaunchOp::create(b, loc, constantIndex(b, loc, blocks), one, one,
-                                      constantIndex(b, loc, blockSize), one, one);
-  OpBuilder k = OpBuilder::atBlockBegin(&launch.getBody().front());
-  Value linear = arith::AddIOp::create(
-      k, loc,
-      arith::MulIOp::create(k, loc, launch.getBlockIds().x,
-                            constantIndex(k, loc, blockSize)),
-      launch.getThreadIds().x);
+  loom::LinearLaunch grid = loom::createLinearLaunch(b, loc, blocks, blockSize);
+  gpu::LaunchOp launch = grid.launch;
+  Value linear = grid.index;
+  OpBuilder &k = grid.body;
   Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, linear,
                                         constantIndex(k, loc, total));
   scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
@@ -331,6 +340,8 @@ LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop,
   std::optional<loom::LoopSpace> space = loom::getLoopSpace(loop);
   if (!space)
     return loop.emitError("loop bounds must be constants to map to the GPU");
+  if (threadPerIteration && loom::mapSplitReduction(loop, *space, blockSize))
+    return success();
   std::optional<loom::RowReduction> reduction;
   if (!threadPerIteration)
     reduction = loom::matchRowReduction(loop);

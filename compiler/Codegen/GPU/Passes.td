@@ -201,7 +201,9 @@ def LoomMapLoopsToGpu : Pass<"loom-map-loops-to-gpu", "mlir::func::FuncOp"> {
     reduction over an outer axis (`for b { parallel (i, j) { acc[i, j] +=
     x[b, i, j] } }`) is interchanged into a parallel loop around the
     sequential one when each parallel iteration only touches its own
-    elements of what it writes, and runs one thread per element. A full
+    elements of what it writes, and runs one thread per element (or, for
+    few outputs of many terms, one per output and chunk of its terms, each
+    folding its partial sum into the output atomically). A full
     reduction to one element (a perfect nest accumulating into an element
     no loop moves) runs grid-strided: each thread combines its share of
     the flattened iterations, each warp its partials by shuffles, and lane

@@ -282,6 +282,47 @@ func.func @batch_sum(%x: memref<4x8x16xbf16>, %acc: memref<8x16xf32>) {
 
 // -----
 
+// A bias's gradient: 512 outputs of 8192 terms each (4 x 2048 rows).
+// Interchanged, 512 threads would each add 8192 terms; instead each of
+// 128 chunks of 64 terms gets a thread per output (65536 threads, the
+// outputs fastest: coalesced), which folds its partial sum into the output
+// atomically. (After canonicalize and cse: one constant per value.)
+// CANON-LABEL: func.func @bias_grad
+// CANON-SAME: (%[[X:[^:]+]]: memref<4x2048x512xf32>, %[[ACC:[^:]+]]: memref<512xf32>)
+// CANON: %[[THREADS:.+]] = arith.constant 65536 : index
+// CANON: gpu.launch
+// CANON: arith.cmpi ult, %[[LINEAR:.+]], %[[THREADS]] : index
+// CANON: %[[OUTPUT:.+]] = arith.remui %[[LINEAR]], %[[N:.+]] : index
+// CANON: %[[CHUNK:.+]] = arith.divui %[[LINEAR]], %[[N]] : index
+// CANON: %[[FROM:.+]] = arith.muli %[[CHUNK]], %[[LENGTH:.+]] : index
+// CANON: %[[END:.+]] = arith.addi %[[FROM]], %[[LENGTH]] : index
+// CANON: %[[TO:.+]] = arith.minui %[[END]], %{{.+}} : index
+// CANON: %[[SUM:.+]] = scf.for %{{.+}} = %[[FROM]] to %[[TO]] step %{{.+}} iter_args(%[[P:.+]] = %{{.+}}) -> (f32) {
+// CANON: %[[V:.+]] = memref.load %[[X]][%{{.+}}, %{{.+}}, %[[J:[a-z0-9_]+]]] : memref<4x2048x512xf32>
+// CANON: arith.addf %[[P]], %[[V]] : f32
+// CANON: memref.atomic_rmw addf %[[SUM]], %[[ACC]][%[[J]]] : (f32, memref<512xf32>) -> f32
+func.func @bias_grad(%x: memref<4x2048x512xf32>, %acc: memref<512xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c512 = arith.constant 512 : index
+  %c2048 = arith.constant 2048 : index
+  scf.for %b = %c0 to %c4 step %c1 {
+    scf.for %t = %c0 to %c2048 step %c1 {
+      scf.parallel (%j) = (%c0) to (%c512) step (%c1) {
+        %v = memref.load %x[%b, %t, %j] : memref<4x2048x512xf32>
+        %s = memref.load %acc[%j] : memref<512xf32>
+        %u = arith.addf %s, %v : f32
+        memref.store %u, %acc[%j] : memref<512xf32>
+        scf.reduce
+      }
+    }
+  }
+  return
+}
+
+// -----
+
 // Not interchanged: iteration i reads acc[i + 1], which iteration i + 1
 // writes, so the outer loop's order matters across parallel iterations.
 // It stays on one thread, as written.
