@@ -49,6 +49,13 @@ struct LinearLaunch {
 LinearLaunch createLinearLaunch(OpBuilder &b, Location loc, int64_t blocks,
                                 int64_t threads);
 
+/// One thread per index in [0, count), in blocks of `threads` (the last
+/// block's extra threads do nothing): `body` builds a thread's work from
+/// its index. Returns the launch, terminated.
+gpu::LaunchOp createGuardedLaunch(
+    OpBuilder &b, Location loc, int64_t count, int64_t threads,
+    function_ref<void(OpBuilder &, Location, Value index)> body);
+
 /// A loop's static bounds, one entry per induction variable.
 struct LoopSpace {
   SmallVector<int64_t> lower, trips, steps;

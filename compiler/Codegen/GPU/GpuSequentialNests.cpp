@@ -266,15 +266,10 @@ bool loom::mapSplitReduction(scf::ParallelOp loop, const LoopSpace &space,
   int64_t total = space.total * chunks;
   OpBuilder b(loop);
   Location loc = loop.getLoc();
-  LinearLaunch grid = createLinearLaunch(b, loc, (total + threads - 1) / threads, threads);
-  gpu::LaunchOp launch = grid.launch;
-  Value linear = grid.index;
-  OpBuilder &k = grid.body;
-  Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, linear,
-                                        constantIndex(k, loc, total));
-  scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
-    // Neighbouring threads take neighbouring outputs (coalesced), each one
-    // chunk of that output's terms, in the CPU's order within the chunk.
+  // Neighbouring threads take neighbouring outputs (coalesced), each one
+  // chunk of that output's terms, in the CPU's order within the chunk.
+  auto launch = createGuardedLaunch(b, loc, total, threads, [&](OpBuilder &t, Location l,
+                                                                Value linear) {
     Value output = arith::RemUIOp::create(t, l, linear, constantIndex(t, l, space.total));
     Value chunk = arith::DivUIOp::create(t, l, linear, constantIndex(t, l, space.total));
     IRMapping mapping;
@@ -286,9 +281,7 @@ bool loom::mapSplitReduction(scf::ParallelOp loop, const LoopSpace &space,
     Value sum = accumulate(t, l, *nest, from, to, constantIndex(t, l, 1),
                            combineIdentity(t, l, nest->reduction.combine), mapping);
     foldIntoAccumulator(t, l, *nest, sum, mapping);
-    scf::YieldOp::create(t, l);
   });
-  gpu::TerminatorOp::create(k, loc);
   loop.erase();
   sinkViewsIntoLaunch(launch);
   return true;

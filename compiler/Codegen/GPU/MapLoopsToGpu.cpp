@@ -101,6 +101,22 @@ loom::LinearLaunch loom::createLinearLaunch(OpBuilder &b, Location loc,
   return {launch, index, k};
 }
 
+gpu::LaunchOp loom::createGuardedLaunch(
+    OpBuilder &b, Location loc, int64_t count, int64_t threads,
+    function_ref<void(OpBuilder &, Location, Value index)> body) {
+  int64_t blocks = std::max<int64_t>(1, (count + threads - 1) / threads);
+  LinearLaunch grid = createLinearLaunch(b, loc, blocks, threads);
+  OpBuilder &k = grid.body;
+  Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, grid.index,
+                                        constantIndex(k, loc, count));
+  scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
+    body(t, l, grid.index);
+    scf::YieldOp::create(t, l);
+  });
+  gpu::TerminatorOp::create(k, loc);
+  return grid.launch;
+}
+
 namespace {
 struct LoomMapLoopsToGpu
     : public loom::impl::LoomMapLoopsToGpuBase<LoomMapLoopsToGpu> {
@@ -306,28 +322,19 @@ void LoomMapLoopsToGpu::mapElementwise(scf::ParallelOp loop,
     threads.steps[last] = width;
     threads.total /= width;
   }
-  int64_t total = threads.total;
-  int64_t blocks = std::max<int64_t>(1, (total + blockSize - 1) / blockSize);
-  loom::LinearLaunch grid = loom::createLinearLaunch(b, loc, blocks, blockSize);
-  gpu::LaunchOp launch = grid.launch;
-  Value linear = grid.index;
-  OpBuilder &k = grid.body;
-  Value inRange = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult, linear,
-                                        constantIndex(k, loc, total));
-  scf::IfOp::create(k, loc, inRange, [&](OpBuilder &t, Location l) {
-    IRMapping mapping;
-    loom::delinearize(t, l, linear, loop.getInductionVars(), threads, mapping);
-    if (width > 1) {
-      SmallVector<IRMapping> laneMappings;
-      lanes->emit(t, l, mapping.lookup(loop.getInductionVars()[last]), mapping,
-                 laneMappings);
-    } else {
-      for (Operation &op : loop.getBody()->without_terminator())
-        t.clone(op, mapping);
-    }
-    scf::YieldOp::create(t, l);
-  });
-  gpu::TerminatorOp::create(k, loc);
+  auto launch = loom::createGuardedLaunch(
+      b, loc, threads.total, blockSize, [&](OpBuilder &t, Location l, Value linear) {
+        IRMapping mapping;
+        loom::delinearize(t, l, linear, loop.getInductionVars(), threads, mapping);
+        if (width > 1) {
+          SmallVector<IRMapping> laneMappings;
+          lanes->emit(t, l, mapping.lookup(loop.getInductionVars()[last]), mapping,
+                      laneMappings);
+        } else {
+          for (Operation &op : loop.getBody()->without_terminator())
+            t.clone(op, mapping);
+        }
+      });
   loop.erase();
   loom::sinkViewsIntoLaunch(launch);
 }
