@@ -22,7 +22,8 @@ static Value splitDims(OpBuilder &builder, Location loc, Value value,
     return {};
   SmallVector<int64_t> shape, viewStrides;
   for (auto [i, size] : llvm::enumerate(type.getShape())) {
-    auto split = llvm::find_if(splits, [&](auto s) { return s.first == i; });
+    // (A structured binding cannot be captured before C++20.)
+    auto split = llvm::find_if(splits, [dim = i](auto s) { return s.first == dim; });
     if (split == splits.end()) {
       shape.push_back(size);
       viewStrides.push_back(strides[i]);
