@@ -339,9 +339,10 @@ void LoomMapLoopsToGpu::mapElementwise(scf::ParallelOp loop,
   loom::sinkViewsIntoLaunch(launch);
 }
 
-/// `threadPerIteration`: a loop made from a reduction over an outer axis,
-/// whose inner loop is short (a batch) and strides through memory, so a
-/// warp per row would idle most lanes and read uncoalesced.
+/// `threadPerIteration`: a loop made from a reduction over an outer axis.
+/// It runs a thread per output (or per output and chunk of its terms, when
+/// the outputs are few), never a warp per output: an output's terms are a
+/// row apart in memory, so a warp's lanes would read them uncoalesced.
 LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop,
                                              bool threadPerIteration) {
   std::optional<loom::LoopSpace> space = loom::getLoopSpace(loop);
