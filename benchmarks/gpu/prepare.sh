@@ -14,6 +14,9 @@ loomc="$build/bin/loomc --gpu --gpu-arch=$arch --cpu=x86-64-v3"
 $loomc "$root/examples/mlp.loom" -o "$out/mlp"
 $loomc "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt"
 $loomc "$root/benchmarks/gpu/memory.loom" -o "$out/memory"
+# Full reductions of 4 M f32 terms (an mse, a sum, a max): the GPU's
+# grid-strided reductions against the CPU's blocked sums.
+$loomc "$root/test/Numerics/Inputs/long-sums.loom" -o "$out/sums"
 for size in 4096 8192; do
   sed "s/SIZE/$size/g; s/PRECISION/bf16/" "$root/benchmarks/cpu/matmul.loom" > "$out/matmul$size.loom"
   $loomc "$out/matmul$size.loom" -o "$out/matmul$size"
