@@ -69,6 +69,11 @@ struct LoopSpace {
 /// is not positive).
 std::optional<LoopSpace> getLoopSpace(scf::ParallelOp loop);
 
+/// The same for loops given by their bounds, one entry per loop (a nest of
+/// scf.for, outermost first).
+std::optional<LoopSpace> getLoopSpace(ValueRange lowers, ValueRange uppers,
+                                      ValueRange steps);
+
 /// Maps `ivs` (with bounds `space`) to the iteration with row-major linear
 /// index `linear`: the last varies fastest, as in memory.
 void delinearize(OpBuilder &b, Location loc, Value linear, ValueRange ivs,

@@ -47,18 +47,15 @@ static bool isDefinedOutside(Value value, Operation *op) {
 }
 
 scf::ParallelOp loom::interchangeIntoParallel(scf::ForOp outer) {
-  // The chain of loops whose bodies hold only the next loop, ending at the
-  // scf.parallel that the last one holds alone.
-  SmallVector<scf::ForOp> fors;
-  Operation *op = outer;
-  while (auto loop = dyn_cast<scf::ForOp>(op)) {
-    Block *body = loop.getBody();
-    if (loop.getNumRegionIterArgs() != 0 || body->getOperations().size() != 2)
-      return nullptr;
-    fors.push_back(loop);
-    op = &body->front();
-  }
-  auto parallel = dyn_cast<scf::ParallelOp>(op);
+  // A perfect nest of loops whose innermost body holds the scf.parallel
+  // alone.
+  SmallVector<scf::ForOp> fors = perfectForNest(outer);
+  if (fors.empty())
+    return nullptr;
+  Block *innermost = fors.back().getBody();
+  auto parallel = innermost->getOperations().size() == 2
+                      ? dyn_cast<scf::ParallelOp>(innermost->front())
+                      : scf::ParallelOp();
   if (!parallel || parallel.getNumReductions() != 0 || !getLoopSpace(parallel))
     return nullptr;
   for (Value bound : llvm::concat<Value>(parallel.getLowerBound(),
@@ -142,19 +139,16 @@ std::optional<ScalarReduction> loom::matchScalarReduction(scf::ForOp outer) {
   if (!isDefinedOutside(reduction->accStore.getMemRef(), outer) ||
       !reduction->accStore.getValue().getType().isF32())
     return std::nullopt;
-  ScalarReduction match{fors, *reduction, {}};
+  SmallVector<Value> lowers, uppers, steps;
   for (scf::ForOp loop : fors) {
-    std::optional<int64_t> lower = getConstantIntValue(loop.getLowerBound());
-    std::optional<int64_t> upper = getConstantIntValue(loop.getUpperBound());
-    std::optional<int64_t> step = getConstantIntValue(loop.getStep());
-    if (!lower || !upper || !step || *step <= 0)
-      return std::nullopt;
-    match.space.lower.push_back(*lower);
-    match.space.steps.push_back(*step);
-    match.space.trips.push_back(std::max<int64_t>(0, (*upper - *lower + *step - 1) / *step));
-    match.space.total *= match.space.trips.back();
+    lowers.push_back(loop.getLowerBound());
+    uppers.push_back(loop.getUpperBound());
+    steps.push_back(loop.getStep());
   }
-  return match;
+  std::optional<LoopSpace> space = getLoopSpace(lowers, uppers, steps);
+  if (!space)
+    return std::nullopt;
+  return ScalarReduction{fors, *reduction, *space};
 }
 
 /// Folds `value` into `memref[indices]` atomically with `combine`'s kind

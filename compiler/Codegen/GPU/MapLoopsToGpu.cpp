@@ -55,9 +55,13 @@ void mlir::loom::sinkViewsIntoLaunch(gpu::LaunchOp launch) {
 }
 
 std::optional<loom::LoopSpace> loom::getLoopSpace(scf::ParallelOp loop) {
+  return getLoopSpace(loop.getLowerBound(), loop.getUpperBound(), loop.getStep());
+}
+
+std::optional<loom::LoopSpace> loom::getLoopSpace(ValueRange lowers, ValueRange uppers,
+                                                  ValueRange steps) {
   LoopSpace space;
-  for (auto [lb, ub, step] : llvm::zip(loop.getLowerBound(),
-                                       loop.getUpperBound(), loop.getStep())) {
+  for (auto [lb, ub, step] : llvm::zip(lowers, uppers, steps)) {
     std::optional<int64_t> l = getConstantIntValue(lb),
                            u = getConstantIntValue(ub),
                            s = getConstantIntValue(step);
