@@ -311,7 +311,7 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   auto probabilities = [&](SmallVector<Tile> s) {
     for (Tile &tile : s)
       for (int64_t e = 0; e < 4; ++e)
-        tile[e] = w.rounded(w.div(w.exp(w.sub(tile[e], maxima[e / 2])), sums[e / 2]));
+        tile[e] = w.rounded(w.probability(tile[e], maxima[e / 2], sums[e / 2]));
     return s;
   };
   // dp = dO V^T in f32 (the five ops' rule keeps it f32).
@@ -385,7 +385,7 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
         Value query = w.column(q0, n, e);
         Value masked = w.above(query, w.row(e / 2));
         Value s = w.score(p[n][e], masked);
-        p[n][e] = w.rounded(w.div(w.exp(w.sub(s, w.loadStat(0, query))), w.loadStat(1, query)));
+        p[n][e] = w.rounded(w.probability(s, w.loadStat(0, query), w.loadStat(1, query)));
         ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], w.loadStat(2, query), masked);
       }
     SmallVector<Tile> dk = tilesOf(carried.take_front(keyTiles * 4));

@@ -14,6 +14,7 @@
 #include "Codegen/GPU/TensorCoreKernel.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -112,7 +113,38 @@ struct Warp {
   Value sub(Value x, Value y) const { return arith::SubFOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) const { return arith::MulFOp::create(b, loc, x, y); }
   Value div(Value x, Value y) const { return arith::DivFOp::create(b, loc, x, y); }
-  Value exp(Value x) const { return math::ExpOp::create(b, loc, x); }
+  /// exp(x - m) as ex2.approx(x log2(e) - m log2(e)) (`scaledMax` = m
+  /// log2(e), once a row): an fma and ex2, where the libdevice exp takes
+  /// 12 instructions with the subtraction. Its few f32 ulps (about 2^-21
+  /// relative) are what the forward can afford: P is rounded to 16 bits
+  /// (a half-ulp of 2^-9 or 2^-12), and a rare flip of that rounding is
+  /// one term's 16-bit rounding, which --check-kernels' terms rule allows.
+  Value expMinus(Value x, Value scaledMax) const {
+    // (`contract`: one fma.rn; math.fma would be split by
+    // math-expand-ops.)
+    auto contract = arith::FastMathFlags::contract;
+    Value exponent = arith::SubFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, f32Constant(M_LOG2E), contract), scaledMax,
+        contract);
+    // (math.exp2 with `afn` still becomes libdevice's exp2f: the NVVM
+    // intrinsic instead, which LLVM knows has no side effects.)
+    return LLVM::CallIntrinsicOp::create(b, loc, f32(), b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                                         ValueRange{exponent})
+        .getResult(0);
+  }
+  Value scaledByLog2E(Value m) const { return mul(m, f32Constant(M_LOG2E)); }
+  /// The softmax's probability exp(x - m) / l from a row's statistics, as
+  /// ex2.approx(x log2(e) - (m log2(e) + lg2.approx(l))): 4 instructions
+  /// where the libdevice exp and a full division take about 20. The
+  /// result, rounded to 16 bits, is a few f32 ulps from the exact one (the
+  /// same size as the scores' own differences from the CPU's: their f32
+  /// sums run in another order).
+  Value probability(Value x, Value m, Value l) const {
+    Value log2Sum = LLVM::CallIntrinsicOp::create(
+                        b, loc, f32(), b.getStringAttr("llvm.nvvm.lg2.approx.ftz.f"), ValueRange{l})
+                        .getResult(0);
+    return expMinus(x, add(scaledByLog2E(m), log2Sum));
+  }
   Value quadSum(Value x) const {
     return quadReduce(x, [&](Value p, Value q) { return add(p, q); });
   }
@@ -178,8 +210,14 @@ struct Warp {
   /// Accumulator tiles 2j and 2j + 1 (16 x 16) rounded to the operand
   /// type as the A fragment of k step j.
   Tile aFragment(const Tile &left, const Tile &right) const {
+    // Rounded as a pair (one cvt.rn.bf16x2.f32; scalar roundings packed
+    // afterwards take 6 instructions a pair).
     auto pack = [&](Value lo, Value hi) {
-      return packPair(b, loc, spec.element, narrowed(lo), narrowed(hi));
+      Value wide = vector::FromElementsOp::create(b, loc, VectorType::get({2}, f32()),
+                                                  ValueRange{lo, hi});
+      return pairAsRegister(
+          b, loc, spec.element,
+          arith::TruncFOp::create(b, loc, VectorType::get({2}, spec.element), wide));
     };
     return {pack(left[0], left[1]), pack(left[2], left[3]), pack(right[0], right[1]),
             pack(right[2], right[3])};
@@ -205,17 +243,53 @@ struct Warp {
       return Value();
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, query);
   }
-  /// One key block of the forward's online softmax, from k0: `s` (the
-  /// product's accumulators, 8 keys a tile) becomes the scores (score,
-  /// masked above the diagonal) and then P = exp(s - m'), rounded; the row
-  /// maxima m of rows g and g + 8 become m' (the quad's maximum), their sums
-  /// l become l exp(m - m') plus this thread's part of rowsum P, and
-  /// `output` is rescaled by exp(m - m').
-  void softmaxBlock(Value k0, MutableArrayRef<Tile> s, MutableArrayRef<Tile> output,
-                    Value (&maxima)[2], Value (&sums)[2]) const {
+  /// Causal: the scores `s` of the key block from k0 set to -inf above the
+  /// diagonal. Only the blocks the diagonal crosses in this warp's rows
+  /// compare and select (a branch uniform in the warp): the rest, all but
+  /// one or two of a row's blocks, skip the 3 instructions an element.
+  void maskAboveDiagonal(Value k0, MutableArrayRef<Tile> s) const {
+    if (!spec.causal)
+      return;
+    Value lastKey = im.addc(b, k0, static_cast<int64_t>(s.size()) * 8 - 1);
+    Value crosses = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, lastKey, rowBase);
+    SmallVector<Type> types;
+    SmallVector<Value> flat;
+    for (const Tile &tile : s)
+      for (Value x : tile) {
+        types.push_back(x.getType());
+        flat.push_back(x);
+      }
+    auto branch = scf::IfOp::create(b, loc, types, crosses, /*withElseRegion=*/true);
+    OpBuilder then = branch.getThenBodyBuilder();
+    Warp inside = at(then);
+    SmallVector<Value> masked;
     for (auto [n, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
-        tile[e] = score(tile[e], above(row(e / 2), column(k0, n, e)));
+        masked.push_back(arith::SelectOp::create(
+            then, loc, inside.above(inside.row(e / 2), inside.column(k0, n, e)),
+            inside.minusInf(), tile[e]));
+    scf::YieldOp::create(then, loc, masked);
+    OpBuilder otherwise = branch.getElseBodyBuilder();
+    scf::YieldOp::create(otherwise, loc, flat);
+    for (auto [i, tile] : llvm::enumerate(s))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = branch.getResult(i * 4 + e);
+  }
+  /// One key block of the forward's online softmax, from k0: `s` (the
+  /// product's accumulators, 8 keys a tile) becomes the scores (score,
+  /// masked above the diagonal) and then P = exp(s - m') in f32 (aFragment
+  /// rounds it, two at a time, as O += P V's operand); the row maxima m of
+  /// rows g and g + 8 become m' (the quad's maximum), their sums l become
+  /// l exp(m - m') plus this thread's part of rowsum P, unrounded (as the
+  /// five ops' softmax sums and FlashAttention does: no rounding to undo
+  /// for the sum), and `output` is rescaled by exp(m - m').
+  void softmaxBlock(Value k0, MutableArrayRef<Tile> s, MutableArrayRef<Tile> output,
+                    Value (&maxima)[2], Value (&sums)[2]) const {
+    for (Tile &tile : s)
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = score(tile[e], Value());
+    maskAboveDiagonal(k0, s);
+    Value scaledMaxima[2];
     for (int64_t half = 0; half < 2; ++half) {
       Value rowMax = maxima[half];
       for (const Tile &tile : s)
@@ -223,7 +297,8 @@ struct Warp {
       rowMax = quadMax(rowMax);
       // Every row sees key 0 in the first block, so rowMax is finite from
       // there on and exp(-inf - rowMax) = 0 starts the sums.
-      Value rescale = exp(sub(maxima[half], rowMax));
+      scaledMaxima[half] = scaledByLog2E(rowMax);
+      Value rescale = expMinus(maxima[half], scaledMaxima[half]);
       maxima[half] = rowMax;
       sums[half] = mul(sums[half], rescale);
       for (Tile &tile : output)
@@ -232,7 +307,7 @@ struct Warp {
     }
     for (Tile &tile : s)
       for (int64_t e = 0; e < 4; ++e) {
-        tile[e] = rounded(exp(sub(tile[e], maxima[e / 2])));
+        tile[e] = expMinus(tile[e], scaledMaxima[e / 2]);
         sums[e / 2] = add(sums[e / 2], tile[e]);
       }
   }
@@ -247,10 +322,11 @@ struct Warp {
       for (const Tile &tile : s)
         rowMax = max(rowMax, max(tile[2 * half], tile[2 * half + 1]));
       rowMax = quadMax(rowMax);
-      Value sum = mul(carried[2 + half], exp(sub(carried[half], rowMax)));
+      Value scaledMax = scaledByLog2E(rowMax);
+      Value sum = mul(carried[2 + half], expMinus(carried[half], scaledMax));
       for (const Tile &tile : s)
         for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
-          sum = add(sum, exp(sub(tile[e], rowMax)));
+          sum = add(sum, expMinus(tile[e], scaledMax));
       next[half] = rowMax;
       next[2 + half] = sum;
     }

@@ -609,8 +609,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
             Value query = lw.column(q0, n, e);
             Value masked = lw.above(query, lw.row(e / 2));
             Value s = lw.score(p[n][e], masked);
-            p[n][e] = lw.rounded(
-                lw.div(lw.exp(lw.sub(s, lw.loadStat(0, query))), lw.loadStat(1, query)));
+            p[n][e] = lw.rounded(lw.probability(s, lw.loadStat(0, query), lw.loadStat(1, query)));
             ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], lw.loadStat(2, query), masked);
           }
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
@@ -716,7 +715,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   auto probabilities = [&](Warp &lw, SmallVector<Tile> s) {
     for (Tile &tile : s)
       for (int64_t e = 0; e < 4; ++e)
-        tile[e] = lw.rounded(lw.div(lw.exp(lw.sub(tile[e], maxima[e / 2])), sums[e / 2]));
+        tile[e] = lw.rounded(lw.probability(tile[e], maxima[e / 2], sums[e / 2]));
     return s;
   };
   // Pass 2: dot = sum over the keys of p * dp.

@@ -108,10 +108,15 @@ struct TensorCoreKernel {
   /// tile starts in the output.
   Value tid, warp, lane, g, t, warpRow, warpCol, row0, col0;
 
-  /// Sets row0, col0 and the batch to those of output tile `index` (n
-  /// fastest, then m, then the batch), where a persistent block's tile
-  /// loop is.
+  /// Sets row0, col0 and the batch to those of output tile `index`, where
+  /// a persistent block's tile loop is: per batch entry, groups of
+  /// kGroupRows rows of tiles, each group column by column (m fastest).
+  /// The blocks in flight together then read ~16 rows of A and ~8 columns
+  /// of B rather than ~4 rows and all of B (8192^3: 65 MB a wave from
+  /// memory rather than 138 MB, against a 50 MB L2), as Triton's and
+  /// CUTLASS's rasterizations do.
   void placeTile(OpBuilder &b, Value index);
+  static constexpr int64_t kGroupRows = 16;
 
   /// The kernel's shared-memory buffers.
   SmallVector<Value> shared;

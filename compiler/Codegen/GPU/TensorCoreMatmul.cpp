@@ -312,10 +312,17 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
 void loom::TensorCoreKernel::placeTile(OpBuilder &b, Value index) {
   int64_t alongN = llvm::divideCeil(mm.n, tile.blockN),
           alongM = llvm::divideCeil(mm.m, tile.blockM);
-  col0 = im.mulc(b, im.remc(b, index, alongN), tile.blockN);
-  Value rest = im.divc(b, index, alongN);
-  row0 = im.mulc(b, im.remc(b, rest, alongM), tile.blockM);
-  mm.setBatchFromBlock(b, loc, im.divc(b, rest, alongM));
+  int64_t groupRows = std::min(kGroupRows, alongM), groupTiles = groupRows * alongN;
+  Value inBatch = im.remc(b, index, alongM * alongN);
+  Value firstRow = im.mulc(b, im.divc(b, inBatch, groupTiles), groupRows);
+  // The last group may have fewer rows.
+  Value rows = arith::MinSIOp::create(b, loc, im.cst(b, groupRows),
+                                      arith::SubIOp::create(b, loc, im.cst(b, alongM), firstRow));
+  Value inGroup = im.remc(b, inBatch, groupTiles);
+  row0 = im.mulc(b, im.add(b, firstRow, arith::RemSIOp::create(b, loc, inGroup, rows)),
+                 tile.blockM);
+  col0 = im.mulc(b, arith::DivSIOp::create(b, loc, inGroup, rows), tile.blockN);
+  mm.setBatchFromBlock(b, loc, im.divc(b, index, alongM * alongN));
 }
 
 // Where accumulator e (0..3) of tile (mi, ni) of this thread lives: rows g
