@@ -381,23 +381,30 @@ fi
 fi  # sanitizer
 
 # NCU=1: Nsight Compute's speed-of-light, occupancy and warp-state sections
-# for the 4096^3 matmul's kernel on wgmma and on mma.sync (one launch each;
-# --clock-control none leaves the clocks as they are). Where the hardware
-# counters cannot be read (gVisor), ncu says so and the check goes on.
+# for one launch each of the 4096^3 matmul (wgmma, persistent and mma.sync)
+# and of the wgmma attention at T = 8192 (the forward, then the backward's
+# two sides); --clock-control none leaves the clocks as they are. Where the
+# hardware counters cannot be read (gVisor), ncu says so and the check
+# goes on.
 if [ -n "${NCU:-}" ]; then
-  echo "== Nsight Compute: matmul4096 and matmul4096-mma-sync  [${SECONDS} s]"
+  echo "== Nsight Compute: matmul4096{,-persistent,-mma-sync}, attention8192-wgmma, attention-grad8192-wgmma's backward  [${SECONDS} s]"
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
   if [ -z "$ncu" ]; then
     echo "ncu not found: skipped"
   else
-    for exe in matmul4096 matmul4096-mma-sync; do
+    backward=$(awk '$1 == "backward" {print $2}' "$here/attention-grad8192-wgmma.kernels" 2>/dev/null)
+    # EXE:LAUNCHES[:KERNEL-REGEX]
+    for profile in matmul4096:1 matmul4096-persistent:1 matmul4096-mma-sync:1 attention8192-wgmma:1 \
+                   "attention-grad8192-wgmma:2:regex:${backward:-none}_kernel"; do
+      IFS=: read -r exe count filter <<< "$profile"
       skip $exe && continue
       echo "-- $exe"
-      $limit "$ncu" --clock-control none --launch-count 1 \
+      $limit "$ncu" --clock-control none --launch-count "$count" ${filter:+-k "$filter"} \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        --section MemoryWorkloadAnalysis "$here/$exe" --device cuda --random-inputs --seed 1 2>&1 \
-        | grep -E "==PROF==|==ERROR==|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Stall|Block Limit|L2 Hit|Mem Busy|Max Bandwidth" \
-        | head -40
+        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis "$here/$exe" --device cuda \
+        --random-inputs --seed 1 2>&1 \
+        | grep -E "==PROF==|==ERROR==|^  [a-z_0-9]+_kernel|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Stall|Block Limit|L2 Hit|Mem Busy|Max Bandwidth|Issue Slots Busy|Executed Ipc|Pipe" \
+        | head -60
     done
   fi
 fi
