@@ -91,15 +91,20 @@ if [ "$arch" = sm_90a ]; then
   for name in matmul4096 matmul8192 matmul4096-bt matmul4096-at; do
     $loomc --gpu-mma=wgmma-persistent "$out/$name.loom" -o "$out/$name-persistent"
   done
-  # The attention forward and backward on wgmma (TMA-fed, P and ds in
-  # registers), not yet the default: checked and timed against
-  # SDPA beside the mma.sync kernels, and the big training step with them.
+  # And every matmul of the numerics GPT and of the training step (small,
+  # batched, transposed operands) on them: --check-kernels must pass these
+  # before the persistent kernel can be sm_90a's default.
+  $loomc --gpu-mma=wgmma-persistent "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent"
+  $loomc --gpu-mma=wgmma-persistent --train "$out/gpt-train.loom" -o "$out/gpt-train-persistent"
+  # The attention forward and backward on mma.sync (the kernels of sm_80 to
+  # sm_89; on sm_90a the defaults above run wgmma fed by TMA): checked and
+  # timed against SDPA beside them, and the big training step with them.
   for size in 2048 8192; do
-    $loomc --gpu-attention=wgmma "$out/attention$size.loom" -o "$out/attention$size-wgmma"
-    $loomc --gpu-attention=wgmma --gradients "$out/attention-grad$size.loom" -o "$out/attention-grad$size-wgmma"
-    cp "$out/attention-grad$size.kernels" "$out/attention-grad$size-wgmma.kernels"
+    $loomc --gpu-attention=mma.sync "$out/attention$size.loom" -o "$out/attention$size-mma-sync"
+    $loomc --gpu-attention=mma.sync --gradients "$out/attention-grad$size.loom" -o "$out/attention-grad$size-mma-sync"
+    cp "$out/attention-grad$size.kernels" "$out/attention-grad$size-mma-sync.kernels"
   done
-  $loomc --gpu-attention=wgmma --train --mesh=dp=1,tp=1 "$out/gpt-train-big.loom" -o "$out/gpt-train-big-wgmma"
+  $loomc --gpu-attention=mma.sync --train --mesh=dp=1,tp=1 "$out/gpt-train-big.loom" -o "$out/gpt-train-big-mma-sync"
 fi
 # Which steps are matmuls (tensor-core launches), for bandwidth.py.
 "$build/bin/loomc" --kernel-report=json --gpu-arch="$arch" "$root/benchmarks/gpu/memory.loom" -o "$out/memory.report.json"

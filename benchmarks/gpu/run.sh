@@ -18,11 +18,10 @@
 # 5. bandwidth: the memory-bound kernels of the memory and gpt executables
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
-# Exit status 1 if a kernel or a run failed. On an H200 (2026-12-04) its
-# sections took: matmul 120 s, attention 37 s, attention-grad 55 s (each
-# timing then ran 3 processes; now one with --repeat 3), kernels and
-# training 135 s; throughput did not finish (reductions on one GPU thread,
-# since parallel). Run it in parts where a device call has a time limit:
+# Exit status 1 if a kernel or a run failed. On an H200 (2026-12-04, second
+# run) its sections took: matmul 90 s, attention 34 s, attention-grad 38 s,
+# throughput 140 s, kernels 140 s, runs 48 s, training 2 s, bandwidth 20 s,
+# NCU=1's profiles 25 s. Run it in parts where a device call has a time limit:
 #   run.sh [SECTION...]   (none: all) sections: kernels runs matmul
 #   attention attention-grad training throughput bandwidth sanitizer
 # e.g. `run.sh kernels attention matmul`, then `run.sh runs training ...`.
@@ -126,8 +125,8 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
 for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-grad2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
-           matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent attention2048-wgmma \
-           attention-grad2048-wgmma; do
+           matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
+           gpt-train-persistent attention2048-mma-sync attention-grad2048-mma-sync; do
   skip $exe && continue
   run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
@@ -237,8 +236,9 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
 PY
 )
 done
-# attentionT-wgmma runs the sm_90a forward on wgmma (--gpu-attention=wgmma).
-for exe in attention2048 attention8192 attention2048-wgmma attention8192-wgmma; do
+# attentionT runs sm_90a's default, the forward on wgmma fed by TMA;
+# attentionT-mma-sync the mma.sync kernel (--gpu-attention=mma.sync).
+for exe in attention2048 attention8192 attention2048-mma-sync attention8192-mma-sync; do
   skip $exe && continue
   size=${exe#attention}; size=${size%%-*}
   best=$(best_kernel_us "$exe") || { status=1; continue; }
@@ -277,9 +277,9 @@ except Exception as e:  # no torch 2.x or no GPU: Loom's figure alone
 PY
 )
 done
-# attention-gradT-wgmma runs the forward and the backward on wgmma
-# (--gpu-attention=wgmma).
-for exe in attention-grad2048 attention-grad8192 attention-grad2048-wgmma attention-grad8192-wgmma; do
+# attention-gradT runs the forward and the backward on wgmma (sm_90a's
+# default), attention-gradT-mma-sync on mma.sync.
+for exe in attention-grad2048 attention-grad8192 attention-grad2048-mma-sync attention-grad8192-mma-sync; do
   skip $exe && continue
   size=${exe#attention-grad}; size=${size%%-*}
   backward=$(awk '$1 == "backward" {print $2}' "$here/$exe.kernels")
@@ -311,12 +311,12 @@ fi  # training
 
 if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
   echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
-  # gpt-train-big-wgmma: its attention forward and backward on wgmma
-  # (--gpu-attention=wgmma). PyTorch's step is measured once, from the
-  # first run's initial weights.
+  # gpt-train-big runs sm_90a's default attention (wgmma), and
+  # gpt-train-big-mma-sync the mma.sync kernels (--gpu-attention=mma.sync).
+  # PyTorch's step is measured once, from the first run's initial weights.
   steps=8
   torch_json=""
-  for exe in gpt-train-big gpt-train-big-wgmma; do
+  for exe in gpt-train-big gpt-train-big-mma-sync; do
     skip $exe && continue
     if ! run "$here/$exe" train --device cuda --steps $steps --data "$here/gpl.txt" \
          --save-weights "$work/$exe.safetensors" --log "$work/$exe.jsonl" > /dev/null; then
@@ -382,20 +382,20 @@ fi  # sanitizer
 
 # NCU=1: Nsight Compute's speed-of-light, occupancy and warp-state sections
 # for one launch each of the 4096^3 matmul (wgmma, persistent and mma.sync)
-# and of the wgmma attention at T = 8192 (the forward, then the backward's
+# and of the (wgmma) attention at T = 8192 (the forward, then the backward's
 # two sides); --clock-control none leaves the clocks as they are. Where the
 # hardware counters cannot be read (gVisor), ncu says so and the check
 # goes on.
 if [ -n "${NCU:-}" ]; then
-  echo "== Nsight Compute: matmul4096{,-persistent,-mma-sync}, attention8192-wgmma, attention-grad8192-wgmma's backward  [${SECONDS} s]"
+  echo "== Nsight Compute: matmul4096{,-persistent,-mma-sync}, attention8192, attention-grad8192's backward (wgmma)  [${SECONDS} s]"
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
   if [ -z "$ncu" ]; then
     echo "ncu not found: skipped"
   else
-    backward=$(awk '$1 == "backward" {print $2}' "$here/attention-grad8192-wgmma.kernels" 2>/dev/null)
+    backward=$(awk '$1 == "backward" {print $2}' "$here/attention-grad8192.kernels" 2>/dev/null)
     # EXE:LAUNCHES[:KERNEL-REGEX]
-    for profile in matmul4096:1 matmul4096-persistent:1 matmul4096-mma-sync:1 attention8192-wgmma:1 \
-                   "attention-grad8192-wgmma:2:regex:${backward:-none}_kernel"; do
+    for profile in matmul4096:1 matmul4096-persistent:1 matmul4096-mma-sync:1 attention8192:1 \
+                   "attention-grad8192:2:regex:${backward:-none}_kernel"; do
       IFS=: read -r exe count filter <<< "$profile"
       skip $exe && continue
       echo "-- $exe"

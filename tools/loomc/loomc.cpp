@@ -136,8 +136,7 @@ cl::opt<loom::GpuAttention> gpuAttention(
     "gpu-attention",
     cl::desc("The tensor-core instructions of the attention kernels on the GPU"),
     cl::values(clEnumValN(loom::GpuAttention::Auto, "auto",
-                          "mma.sync (the default, until the wgmma kernels are "
-                          "measured)"),
+                          "wgmma on sm_90a, mma.sync elsewhere (the default)"),
                clEnumValN(loom::GpuAttention::MmaSync, "mma.sync",
                           "warp-level FlashAttention-2 kernels (sm_80 and later)"),
                clEnumValN(loom::GpuAttention::Wgmma, "wgmma",

@@ -19,7 +19,8 @@
 // partial sums. Per key block: 4 x 8 mma.sync for the scores, the scores
 // rounded to bf16 after the product and after the scale, masked above the
 // diagonal, the row maxima over a quad (2 xor shuffles per row), the
-// rescaled sums and outputs, exp(s - m) rounded, and 4 x 8 mma.sync for P V.
+// rescaled sums and outputs, exp(s - m) as ex2.approx (rounded as P V's
+// operand), and 4 x 8 mma.sync for P V.
 // At the end: the sums over the quad and O / l stored as bf16 pairs.
 
 // CHECK-LABEL: func.func @attention_k0
@@ -48,7 +49,7 @@
 // STAGED-COUNT-16:   nvgpu.ldmatrix %[[KS]][{{.+}}] {numTiles = 4 : i32, transpose = false}
 // STAGED:            arith.cmpi ugt
 // STAGED:            gpu.shuffle xor
-// STAGED:            math.exp
+// STAGED:            llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // P V: per 16 keys and pair of 8-feature tiles an ldmatrix.x4.trans of V.
 // STAGED-COUNT-16:   nvgpu.ldmatrix %[[VS]][{{.+}}] {numTiles = 4 : i32, transpose = true}
 // STAGED:            gpu.barrier
@@ -67,13 +68,17 @@
 // UNSTAGED-COUNT-32:    nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
 // UNSTAGED:             arith.truncf %{{.+}} : f32 to bf16
 // UNSTAGED:             arith.mulf %{{.+}}, %{{.+}} : f32
+// Only the key blocks the diagonal crosses in the warp's rows are masked.
 // UNSTAGED:             arith.cmpi ugt
-// UNSTAGED:             arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// UNSTAGED:             scf.if
+// UNSTAGED:               arith.cmpi ugt
+// UNSTAGED:               arith.select %{{.+}}, %{{.+}}, %{{.+}} : f32
+// UNSTAGED:             } else {
 // UNSTAGED-COUNT-2:     gpu.shuffle xor
-// UNSTAGED:             math.exp
+// UNSTAGED:             llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // UNSTAGED-COUNT-2:     gpu.shuffle xor
-// UNSTAGED:             math.exp
-// UNSTAGED:             math.exp
+// UNSTAGED:             llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// UNSTAGED:             llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // UNSTAGED:             memref.load %[[V]]
 // UNSTAGED-COUNT-32:    nvvm.mma.sync
 // UNSTAGED-NOT:         nvvm.mma.sync
@@ -216,7 +221,7 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // CHECK:           %[[STATS:.+]] = memref.collapse_shape %{{.+}} {{\[\[}}0, 1, 2]] : memref<2x64x32xf32> into memref<4096xf32>
 // CHECK:           %{{.+}}:4 = scf.for
 // CHECK-COUNT-16:    nvvm.mma.sync
-// CHECK:             math.exp
+// CHECK:             llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK:             scf.yield
 // CHECK:           %{{.+}}:2 = scf.for
 // CHECK-COUNT-32:    nvvm.mma.sync
