@@ -15,10 +15,11 @@
 //       times the scale rounded again, -inf above the diagonal (causal);
 //   m' = max(m, rowmax S)   (a row is spread over the 4 lanes of a quad:
 //       two xor shuffles)
-//   P = exp(S - m'), rounded; l = l exp(m - m') + rowsum P; O = O exp(m - m')
+//   P = exp(S - m') (ex2.approx); l = l exp(m - m') + rowsum P (P unrounded);
+//       O = O exp(m - m')
 //   O += P V on m16n8k16: the accumulators of S are, pair for pair, the
-//       A fragments of P (the PTX ISA's m16n8 C layout and m16n8k16 A
-//       layout agree), V's B fragments two rows apart.
+//       A fragments of P, rounded in pairs (the PTX ISA's m16n8 C layout
+//       and m16n8k16 A layout agree), V's B fragments two rows apart.
 //
 // and at the end writes O / l, rounded. The backward (two launches) makes
 // the CPU lowering's passes: per 16 query rows the statistics, the softmax
