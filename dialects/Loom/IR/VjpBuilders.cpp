@@ -21,9 +21,20 @@ Value vjp::castTo(OpBuilder &b, Location loc, Value value, Type element) {
 
 Value vjp::reduceTo(OpBuilder &b, Location loc, Value grad,
                     RankedTensorType target) {
-  // Leading dims broadcasting added, then dims of size 1 it repeated.
-  while (typeOf(grad).getRank() > target.getRank())
-    grad = SumOp::create(b, loc, grad, /*axis=*/0, /*keepdim=*/false);
+  // Leading dims broadcasting added, collapsed into one and summed at
+  // once (a bias's gradient over [B, T, N] is one sum over B x T rows, not
+  // a [T, N] partial sum written and read again), then dims of size 1 it
+  // repeated.
+  int64_t added = typeOf(grad).getRank() - target.getRank();
+  if (added > 0) {
+    ArrayRef<int64_t> shape = typeOf(grad).getShape();
+    SmallVector<int64_t> rows{1};
+    for (int64_t size : shape.take_front(added))
+      rows[0] *= size;
+    llvm::append_range(rows, shape.drop_front(added));
+    grad = SumOp::create(b, loc, reshapeTo(b, loc, grad, rows), /*axis=*/0,
+                         /*keepdim=*/false);
+  }
   for (int64_t d = 0; d < target.getRank(); ++d)
     if (target.getDimSize(d) == 1 && typeOf(grad).getDimSize(d) != 1)
       grad = SumOp::create(b, loc, grad, d, /*keepdim=*/true);
