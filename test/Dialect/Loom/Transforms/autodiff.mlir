@@ -37,6 +37,27 @@ loom.train @mlp optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1
 
 // -----
 
+// A bias broadcast over two leading dims ([B, T, N] + [N]): its gradient is
+// one sum over the B x T rows (the gradient seen as [6, 3]), not a sum over
+// B to a [T, N] partial and then over T.
+// CHECK-LABEL: func.func @bias3
+// CHECK: %[[DH:.+]] = loom.activation_grad "gelu"
+// CHECK: %[[ROWS:.+]] = loom.reshape %[[DH]] : tensor<2x3x3xf32> -> tensor<6x3xf32>
+// CHECK: %[[DB:.+]] = loom.sum %[[ROWS]] axis 0 : tensor<6x3xf32> -> tensor<3xf32>
+// CHECK-NOT: loom.sum %[[DH]]
+// CHECK: return %{{.+}}, %[[DB]]
+func.func @bias3(%x: tensor<2x3x3xf32> {loom.input = "x"}, %t: tensor<2x3x3xf32> {loom.input = "t"},
+                 %b: tensor<3xf32> {loom.param = "b"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.add %x, %b : (tensor<2x3x3xf32>, tensor<3xf32>) -> tensor<2x3x3xf32>
+  %1 = loom.gelu %0 : tensor<2x3x3xf32>
+  %2 = loom.mse %1, %t : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+loom.train @bias3 optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // A value used twice sums its gradients; a param the loss does not read
 // gets zeros; the model's own outputs stay first.
 // CHECK-LABEL: func.func @shared
