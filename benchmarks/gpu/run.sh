@@ -110,6 +110,8 @@ PY
 # skip EXE: whether to leave EXE out (the -mma-sync ones exist for sm_90a
 # builds only).
 skip() { [ ! -x "$here/$1" ]; }
+# The attention backward's kernel of EXE (from prepare.sh's EXE.kernels).
+backward_of() { awk '$1 == "backward" {print $2}' "$here/$1.kernels" 2>/dev/null; }
 # Prints the last error of run, indented.
 errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
@@ -282,7 +284,7 @@ done
 for exe in attention-grad2048 attention-grad8192 attention-grad2048-mma-sync attention-grad8192-mma-sync; do
   skip $exe && continue
   size=${exe#attention-grad}; size=${size%%-*}
-  backward=$(awk '$1 == "backward" {print $2}' "$here/$exe.kernels")
+  backward=$(backward_of "$exe")
   best=$(best_kernel_us "$exe" "${backward}_kernel") || { status=1; continue; }
   ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa_backward[$size]}"
 done
@@ -392,7 +394,7 @@ if [ -n "${NCU:-}" ]; then
   if [ -z "$ncu" ]; then
     echo "ncu not found: skipped"
   else
-    backward=$(awk '$1 == "backward" {print $2}' "$here/attention-grad8192.kernels" 2>/dev/null)
+    backward=$(backward_of attention-grad8192)
     # EXE:LAUNCHES[:KERNEL-REGEX]
     for profile in matmul4096:1 matmul4096-persistent:1 matmul4096-mma-sync:1 attention8192:1 \
                    "attention-grad8192:2:regex:${backward:-none}_kernel"; do

@@ -40,12 +40,6 @@ static SmallVector<scf::ForOp> perfectForNest(scf::ForOp outer) {
   return fors;
 }
 
-/// Whether `value` is defined outside `op` (so it is the same at every
-/// iteration of the loops inside `op`).
-static bool isDefinedOutside(Value value, Operation *op) {
-  return !op->isAncestor(value.getParentRegion()->getParentOp());
-}
-
 scf::ParallelOp loom::interchangeIntoParallel(scf::ForOp outer) {
   // A perfect nest of loops whose innermost body holds the scf.parallel
   // alone.
@@ -61,7 +55,7 @@ scf::ParallelOp loom::interchangeIntoParallel(scf::ForOp outer) {
   for (Value bound : llvm::concat<Value>(parallel.getLowerBound(),
                                          parallel.getUpperBound(),
                                          parallel.getStep()))
-    if (!isDefinedOutside(bound, outer))
+    if (!outer.isDefinedOutsideOfLoop(bound))
       return nullptr;
   // Interchange is legal when each parallel iteration touches its own
   // elements of whatever the nest writes: every access to a written buffer
@@ -81,7 +75,7 @@ scf::ParallelOp loom::interchangeIntoParallel(scf::ForOp outer) {
     if (auto store = dyn_cast<memref::StoreOp>(inner)) {
       Access access{store.getMemRef(), SmallVector<Value>(store.getIndices())};
       auto [it, inserted] = written.try_emplace(viewRoot(store.getMemRef()), access);
-      ok &= isDefinedOutside(store.getMemRef(), outer) && it->second == access &&
+      ok &= outer.isDefinedOutsideOfLoop(store.getMemRef()) && it->second == access &&
             llvm::all_of(parallel.getInductionVars(), [&](Value iv) {
               return llvm::is_contained(access.indices, iv);
             });
@@ -132,11 +126,11 @@ std::optional<ScalarReduction> loom::matchScalarReduction(scf::ForOp outer) {
   // One accumulator element for the whole nest, which nothing else in the
   // body reads (matchAccumulatingLoop checked the innermost body).
   for (Value index : reduction->accStore.getIndices())
-    if (!isDefinedOutside(index, outer))
+    if (!outer.isDefinedOutsideOfLoop(index))
       return std::nullopt;
   // The partial sums are folded in with f32 atomics (`atom.global.add.f32`):
   // f32 accumulators only, which is what reductions accumulate in.
-  if (!isDefinedOutside(reduction->accStore.getMemRef(), outer) ||
+  if (!outer.isDefinedOutsideOfLoop(reduction->accStore.getMemRef()) ||
       !reduction->accStore.getValue().getType().isF32())
     return std::nullopt;
   SmallVector<Value> lowers, uppers, steps;

@@ -352,15 +352,14 @@ LogicalResult LoomMapLoopsToGpu::mapParallel(scf::ParallelOp loop,
   std::optional<loom::LoopSpace> space = loom::getLoopSpace(loop);
   if (!space)
     return loop.emitError("loop bounds must be constants to map to the GPU");
-  if (threadPerIteration && loom::mapSplitReduction(loop, *space, blockSize))
-    return success();
-  std::optional<loom::RowReduction> reduction;
-  if (!threadPerIteration)
-    reduction = loom::matchRowReduction(loop);
-  if (reduction)
+  if (threadPerIteration) {
+    if (!loom::mapSplitReduction(loop, *space, blockSize))
+      mapElementwise(loop, *space);
+  } else if (std::optional<loom::RowReduction> reduction = loom::matchRowReduction(loop)) {
     mapRowReduction(loop, *reduction, *space);
-  else
+  } else {
     mapElementwise(loop, *space);
+  }
   return success();
 }
 
