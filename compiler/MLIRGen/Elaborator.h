@@ -92,6 +92,9 @@ public:
     int64_t size;
     std::string dim; // empty: a literal or an expression
     SMLoc loc;
+    /// The dim's name where it is one of the model's own (`dim B = 4`
+    /// inside the model), which a microbatch build cannot resize.
+    std::string localDim = {};
   };
   /// A train section's `microbatches m`, m > 1: the model is built again
   /// for one microbatch (mlirGen).

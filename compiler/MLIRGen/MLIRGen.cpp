@@ -564,13 +564,15 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
     if (isInput && !shape->empty()) {
       // The dim's name, when it is a global dim's (a loop variable or a
       // model-level name would shadow it).
-      std::string dim;
-      if (auto *named = llvm::dyn_cast<NameExpr>(stmt.type->dims.front().get());
-          named && globals.ints.count(named->name) &&
-          !scope.ints.count(named->name))
-        dim = named->name;
-      model->batchDims.push_back(
-          {fullName, shape->front(), dim, stmt.type->dims.front()->getLoc()});
+      std::string dim, localDim;
+      if (auto *named = llvm::dyn_cast<NameExpr>(stmt.type->dims.front().get())) {
+        if (scope.ints.count(named->name) && &scope != &globals)
+          localDim = named->name;
+        else if (globals.ints.count(named->name))
+          dim = named->name;
+      }
+      model->batchDims.push_back({fullName, shape->front(), dim,
+                                  stmt.type->dims.front()->getLoc(), localDim});
     }
     if (stmt.shard)
       value = annotateSharding(value, *stmt.shard, scope);
@@ -1324,6 +1326,13 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
   const Elaborator::MicrobatchSplit &split = *whole.microbatchSplit;
   llvm::StringMap<int64_t> sizes;
   for (const Elaborator::BatchDim &batch : split.batchDims) {
+    if (!batch.localDim.empty()) {
+      whole.error(batch.loc)
+          << "with 'microbatches " << split.count << "', the batch dimension of input '"
+          << batch.input << "' must be a dim declared before the model, not the model's own '"
+          << batch.localDim << "', so that the model can be built for one microbatch";
+      return nullptr;
+    }
     if (batch.dim.empty()) {
       whole.error(batch.loc)
           << "with 'microbatches " << split.count

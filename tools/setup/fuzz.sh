@@ -3,8 +3,10 @@
 # front end (loom-fuzz), the runtime's plan, safetensors and .npy readers
 # (loom-fuzz-files, AddressSanitizer and UBSan), and, with clang, the
 # coverage-guided libFuzzer targets of the same readers and of the front
-# end, FUZZ_SECONDS each (default 60). Prints the executions per target;
-# the first crash stops it with the input saved in $BUILD/fuzz/.
+# end, FUZZ_SECONDS each (default 60), then FUZZ_PROGRAMS (default 300)
+# random scripts against PyTorch, forward and gradients (differential.py).
+# Prints the executions per target; the first crash stops it with the input
+# saved in $BUILD/fuzz/ (a wrong answer: the script in fuzz/differential/).
 set -euo pipefail
 BUILD=${1:-build}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
@@ -59,5 +61,18 @@ if [ "$(ninja -C "$BUILD" -t targets all 2>/dev/null | grep -c '^loom-libfuzzer-
   done
 else
   echo "fuzz: no libFuzzer targets (they need clang)"
+fi
+# Differential: random valid scripts against PyTorch (float64), forward
+# and gradients, from a random first seed (test/Fuzz/differential.py).
+if /usr/bin/python3 -c "import torch" 2> /dev/null; then
+  PROGRAMS=${FUZZ_PROGRAMS:-300}
+  first=$((RANDOM * 1000))
+  for mode in "" --gradients; do
+    echo "fuzz: differential${mode:+ $mode}, seeds $first:$((first + PROGRAMS))"
+    /usr/bin/python3 "$ROOT"/test/Fuzz/differential.py --loomc "$BIN"/loomc --work "$WORK/differential" \
+      --seeds "$first:$((first + PROGRAMS))" $mode
+  done
+else
+  echo "fuzz: no PyTorch for /usr/bin/python3: the differential pass is skipped"
 fi
 echo "fuzz: done, no crashes"

@@ -2,12 +2,30 @@
 
 #include "Codegen/Common/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMKERNELDESTINATIONS
 #include "Codegen/Common/Passes.h.inc"
 } // namespace mlir::loom
 
 using namespace mlir;
+
+/// `value` copied elementwise into a new tensor: a linalg.generic, which
+/// the CPU and GPU stages lower as any other (no canonicalization runs
+/// between this pass and bufferization to fold the identity away).
+static Value copyOf(OpBuilder &b, Location loc, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  SmallVector<AffineMap> maps(2, b.getMultiDimIdentityMap(type.getRank()));
+  SmallVector<utils::IteratorType> parallel(type.getRank(), utils::IteratorType::parallel);
+  return linalg::GenericOp::create(b, loc, type, value, empty, maps, parallel,
+                                   [](OpBuilder &nb, Location l, ValueRange args) {
+                                     linalg::YieldOp::create(nb, l, args[0]);
+                                   })
+      .getResult(0);
+}
 
 namespace {
 struct LoomKernelDestinations
@@ -18,6 +36,15 @@ struct LoomKernelDestinations
         continue;
       auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
       OpBuilder b(ret);
+      // A value returned twice (two outputs of one value) is written in
+      // place once; its other destinations get a copy, made before any
+      // destination is written (the analysis would see the copy read a
+      // value after its buffer's write).
+      llvm::SmallPtrSet<Value, 8> returned;
+      for (OpOperand &operand : ret->getOpOperands())
+        if (isa<RankedTensorType>(operand.get().getType()) &&
+            !returned.insert(operand.get()).second)
+          operand.set(copyOf(b, ret.getLoc(), operand.get()));
       for (OpOperand &operand : ret->getOpOperands()) {
         auto type = dyn_cast<RankedTensorType>(operand.get().getType());
         if (!type)

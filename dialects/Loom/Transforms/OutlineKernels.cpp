@@ -195,9 +195,34 @@ static void foldOperandTransposes(func::FuncOp model) {
     }
 }
 
+/// The model's return slots that repeat a value no kernel computes (a
+/// collective's or an accumulate's result: say the gradient two params
+/// share, after its data-parallel sum) read a copy, `x * 1` (exact), a
+/// kernel of its own: each plan output is a buffer of its own. A kernel's
+/// result returned twice its kernel writes twice (buildKernel); an input
+/// or param returned is the plan builder's error.
+static void copyRepeatedStepResults(func::FuncOp model) {
+  Operation *ret = model.getBody().front().getTerminator();
+  llvm::SmallPtrSet<Value, 8> returned;
+  for (OpOperand &slot : ret->getOpOperands()) {
+    Value value = slot.get();
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    Operation *def = value.getDefiningOp();
+    if (returned.insert(value).second || !def || !isPlanStepOp(def) || !type ||
+        !isa<FloatType>(type.getElementType()))
+      continue;
+    OpBuilder b(ret);
+    Value one = ConstantOp::create(b, value.getLoc(),
+                                   RankedTensorType::get({}, type.getElementType()),
+                                   b.getF64FloatAttr(1.0));
+    slot.set(MulOp::create(b, value.getLoc(), value, one));
+  }
+}
+
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
   sinkPastAccumulates(model);
   sinkUpdate(model);
+  copyRepeatedStepResults(model);
   foldOperandTransposes(model);
   // Groups are contiguous: an op joins only the latest group, so a
   // kernel's call can take the place of its ops.
@@ -246,8 +271,19 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
                                      kernel, inputs);
     for (NamedAttribute place : placeOf(group.ops.front()))
       call->setAttr(place.getName(), place.getValue());
-    for (auto [output, result] : llvm::zip(outputs, call.getResults()))
-      output.replaceAllUsesWith(result);
+    // The return slots of each output, before the call's results take
+    // them: a repeated output's later results go to its later slots.
+    Operation *ret = model.getBody().front().getTerminator();
+    llvm::SmallDenseMap<Value, SmallVector<unsigned>> slots;
+    for (OpOperand &slot : ret->getOpOperands())
+      slots[slot.get()].push_back(slot.getOperandNumber());
+    llvm::SmallDenseMap<Value, unsigned> written;
+    for (auto [output, result] : llvm::zip(outputs, call.getResults())) {
+      if (unsigned n = written[output]++)
+        ret->setOperand(slots[output][n], result);
+      else
+        output.replaceAllUsesWith(result);
+    }
     for (Operation *op : llvm::reverse(group.ops))
       op->erase();
   }
@@ -279,6 +315,13 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
           }))
         outputs.push_back(result);
   }
+  // An output the model returns more than once (two script outputs CSE'd
+  // into one value, a gradient shared by two params) is written once per
+  // return slot: each plan output is a buffer of its own.
+  Operation *ret = model.getBody().front().getTerminator();
+  for (Value output : llvm::to_vector(outputs))
+    for (unsigned extra = llvm::count(ret->getOperands(), output); extra > 1; --extra)
+      outputs.push_back(output);
 
   OpBuilder builder(model);
   std::string name = (model.getSymName() + "_k" + Twine(index)).str();

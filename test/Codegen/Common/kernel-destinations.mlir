@@ -41,3 +41,23 @@ func.func @model(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
 func.func private @declared(tensor<4xf32>) -> tensor<4xf32> attributes {loom.kernel}
+
+// -----
+
+// A value returned twice is materialized in place into its first
+// destination; the second gets a copy (a linalg.generic), made before
+// either destination is written.
+// CHECK-LABEL: func.func private @returned_twice
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4xf32>, %[[D0:[^:]+]]: tensor<4xf32>, %[[D1:[^:]+]]: tensor<4xf32>)
+// CHECK: %[[SUM:.+]] = arith.addf %[[X]], %[[X]]
+// CHECK: %[[COPY:.+]] = linalg.generic
+// CHECK-SAME: ins(%[[SUM]] : tensor<4xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: f32):
+// CHECK-NEXT: linalg.yield %[[IN]] : f32
+// CHECK: %[[R0:.+]] = bufferization.materialize_in_destination %[[SUM]] in %[[D0]]
+// CHECK: %[[R1:.+]] = bufferization.materialize_in_destination %[[COPY]] in %[[D1]]
+// CHECK: return %[[R0]], %[[R1]]
+func.func private @returned_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) attributes {loom.kernel} {
+  %sum = arith.addf %x, %x : tensor<4xf32>
+  return %sum, %sum : tensor<4xf32>, tensor<4xf32>
+}

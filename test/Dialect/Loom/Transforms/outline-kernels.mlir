@@ -399,3 +399,40 @@ func.func @staged(%x: tensor<8xf32>) -> tensor<8xf32> attributes {loom.stages_co
   %t = loom.softmax %b axis 0 {loom.phase = "forward", loom.stage = 1 : i64} : tensor<8xf32>
   return %t : tensor<8xf32>
 }
+
+// -----
+
+// A kernel's result the model returns twice (two outputs CSE'd into one
+// value) is two results of that kernel, one per return slot: each plan
+// output is a buffer of its own.
+// CHECK-LABEL: func.func private @returned_twice_k0
+// CHECK-SAME: -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK: %[[G:.+]] = loom.gelu
+// CHECK-NEXT: return %[[G]], %[[G]]
+// CHECK-LABEL: func.func @returned_twice
+// CHECK-NEXT: %[[R:.+]]:2 = call @returned_twice_k0(
+// CHECK-NEXT: return %[[R]]#0, %[[R]]#1
+func.func @returned_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %g = loom.gelu %x : tensor<4xf32>
+  return %g, %g : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A plan step's result returned twice (the gradient two params share,
+// after its accumulate or data-parallel sum) is copied, `x * 1`, into a
+// kernel of its own for the second slot.
+// CHECK-LABEL: func.func private @shared_gradient_k1
+// CHECK-SAME: (%[[M:[^:]+]]: tensor<8xf32>) -> tensor<8xf32>
+// CHECK-NEXT: %[[ONE:.+]] = loom.constant 1.000000e+00 : tensor<f32>
+// CHECK-NEXT: %[[C:.+]] = loom.mul %[[M]], %[[ONE]]
+// CHECK-NEXT: return %[[C]]
+// CHECK-LABEL: func.func @shared_gradient
+// CHECK: %[[A:.+]] = loom.accumulate
+// CHECK-NEXT: %[[C:.+]] = call @shared_gradient_k1(%[[A]])
+// CHECK-NEXT: return %[[A]], %[[C]]
+func.func @shared_gradient(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %g = loom.mul %x, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %m = loom.accumulate %g over 2 microbatches : tensor<8xf32>
+  return %m, %m : tensor<8xf32>, tensor<8xf32>
+}

@@ -1,0 +1,376 @@
+#!/usr/bin/env python3
+"""Differential fuzzing of the whole compiler: random valid scripts,
+compiled (loomc), run on the CPU, against PyTorch in float64.
+
+usage: differential.py --loomc LOOMC --work DIR --seeds A:B [--gradients]
+                       [--precision f32|bf16] [--ranks N [--mpirun CMD]]
+                       [--scale-reference F]
+
+Each seed builds one script (`model fuzz`): an expression tree of 1 to 4
+levels over the language's ops (elementwise with broadcasting, matmuls in
+the weight and batched forms, softmax along any axis, the causal
+attention pattern, layernorm and rmsnorm, transpose, reshape, sum, mean,
+max, concat, split) on odd shapes (1 to 65 a dim), whose leaves are the
+model's inputs. The executable's output `y` is compared with the same
+expression evaluated by PyTorch (float64) on the same inputs.
+
+--gradients: the leaves are params (`init normal(1.0)`), the script gets
+`train { loss = mse(y, target) }` and is built with `loomc --gradients`;
+every `grad.<param>` is compared with torch.autograd's (the weights come
+back from --save-weights). `max` (not differentiable in Loom) is left
+out. --ranks N: the script gets `mesh m[dp = N]` and its target is split
+over dp along dim 0 where N divides it; the run is `mpirun -np N`, so
+the data-parallel gradient sums are checked against the one-rank
+reference. --precision bf16: inputs and params in bf16 (`precision bf16
+accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
+tolerance.
+
+Tolerance per element: |got - ref| <= RTOL (|ref| + rms(ref)) + ATOL
+(gradients 2 RTOL): for f32 RTOL 1e-3, ATOL 1e-6 (the reference is exact;
+sums reorder, exp and tanh are approximated, and the programs chain up to
+four ops); for bf16 RTOL 0.1, ATOL 1e-4, a check for gross errors only:
+every op rounds to 8 bits, and a softmax of rounded inputs of size 6
+(a sum of 33 products) is already 7% off; a gradient also ATOL 1e-2 of
+the rms of all the gradients, as one that cancels exactly (a shift under
+a softmax) is bf16 noise of that size. Prints one line per failing seed
+(COMPILE, RUN, SHAPE or WRONG, with the worst element) and a summary
+line; exits 1 if any seed failed. The scripts of failing seeds stay in
+DIR. --scale-reference F multiplies the reference by F (the test that
+the comparison catches a 1% error).
+"""
+import argparse
+import math
+import os
+import random
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+DIMS = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65]
+# A leaf's elements at most: keeps each program's run in milliseconds.
+MOST_ELEMENTS = 100000
+
+
+def gelu(x):
+    """GELU, tanh approximation (docs/language.md)."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+UNARY = {
+    "gelu": ("gelu({})", gelu),
+    "relu": ("relu({})", torch.relu),
+    "silu": ("silu({})", F.silu),
+    "tanh": ("tanh({})", torch.tanh),
+    # Kept in the functions' well-conditioned ranges.
+    "exp": ("exp(tanh({}))", lambda x: torch.exp(torch.tanh(x))),
+    "sqrt": ("sqrt({0} * {0} + 1)", lambda x: torch.sqrt(x * x + 1)),
+    "log": ("log({0} * {0} + 1)", lambda x: torch.log(x * x + 1)),
+    "neg": ("-{}", lambda x: -x),
+}
+
+
+class Program:
+    """One random script: its inputs (leaves), `let` bindings and output."""
+
+    def __init__(self, rng, gradients):
+        self.rng = rng
+        self.gradients = gradients
+        self.leaves = {}  # name -> shape
+        self.lets = []  # (names, text, evaluate or None)
+        self.count = 0
+
+    def leaf(self, shape):
+        name = f"x{len(self.leaves)}"
+        self.leaves[name] = tuple(shape)
+        return name
+
+    def bind(self, text, evaluate):
+        name = f"t{self.count}"
+        self.count += 1
+        self.lets.append((name, text, evaluate))
+        return name
+
+    def expr(self, shape, depth):
+        """The name of a value of `shape` built from `depth` levels of ops."""
+        r = self.rng
+        if depth <= 0 or r.random() < 0.15 or not shape or np.prod(shape) > MOST_ELEMENTS:
+            return self.leaf(shape)
+        kinds = ["unary", "binary", "broadcast", "matmul", "matmul", "softmax", "norm",
+                 "transpose", "reshape", "reduce", "concat", "split"]
+        if len(shape) == 3:
+            kinds += ["batched", "attention"]
+        kind = r.choice(kinds)
+        sub = depth - 1
+        if kind == "unary":
+            a = self.expr(shape, sub)
+            text, fn = UNARY[r.choice(sorted(UNARY))]
+            return self.bind(text.format(a), lambda v, a=a, fn=fn: fn(v[a]))
+        if kind in ("binary", "broadcast"):
+            a = self.expr(shape, sub)
+            other = list(shape)
+            if kind == "broadcast":  # fewer leading dims, some of size 1
+                other = [1 if r.random() < 0.4 else d for d in shape[r.randint(0, len(shape) - 1):]]
+            b = self.expr(tuple(other), sub)
+            op = r.choice("+-*/")
+            if op == "/":
+                return self.bind(f"{a} / ({b} * {b} + 1)", lambda v, a=a, b=b: v[a] / (v[b] ** 2 + 1))
+            fn = {"+": torch.add, "-": torch.sub, "*": torch.mul}[op]
+            return self.bind(f"{a} {op} {b}", lambda v, a=a, b=b, fn=fn: fn(v[a], v[b]))
+        if kind == "matmul" and len(shape) >= 2:  # the weight form
+            k = r.choice(DIMS)
+            a, b = self.expr(shape[:-1] + (k,), sub), self.expr((k, shape[-1]), sub)
+            return self.bind(f"{a} @ {b}", lambda v, a=a, b=b: v[a] @ v[b])
+        if kind == "batched":
+            k = r.choice(DIMS)
+            a = self.expr(shape[:-1] + (k,), sub)
+            if r.random() < 0.5:
+                b = self.expr((shape[0], k, shape[-1]), sub)
+                return self.bind(f"{a} @ {b}", lambda v, a=a, b=b: v[a] @ v[b])
+            b = self.expr((shape[0], shape[-1], k), sub)
+            return self.bind(f"{a} @ transpose({b})",
+                             lambda v, a=a, b=b: v[a] @ torch.transpose(v[b], -1, -2))
+        if kind == "softmax":
+            a = self.expr(shape, sub)
+            axis = r.randrange(-len(shape), len(shape))
+            text = f"softmax({a})" if axis == -1 else f"softmax({a}, axis = {axis})"
+            return self.bind(text, lambda v, a=a, axis=axis: torch.softmax(v[a], dim=axis))
+        if kind == "norm" and shape[-1] >= 2:
+            a, scale = self.expr(shape, sub), self.leaf((shape[-1],))
+            if r.random() < 0.5:
+                bias = self.leaf((shape[-1],))
+
+                def layernorm(v, a=a, scale=scale, bias=bias):
+                    x = v[a]
+                    mean = x.mean(-1, keepdim=True)
+                    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+                    return (x - mean) / torch.sqrt(var + 1e-5) * v[scale] + v[bias]
+                return self.bind(f"layernorm({a}, {scale}, {bias})", layernorm)
+
+            def rmsnorm(v, a=a, scale=scale):
+                x = v[a]
+                return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-5) * v[scale]
+            return self.bind(f"rmsnorm({a}, {scale})", rmsnorm)
+        if kind == "transpose" and len(shape) >= 2:
+            perm = list(range(len(shape)))
+            r.shuffle(perm)
+            source = [0] * len(shape)  # result dim i is source dim perm[i]
+            for i, p in enumerate(perm):
+                source[p] = shape[i]
+            a = self.expr(tuple(source), sub)
+            return self.bind(f"transpose({a}, {perm})", lambda v, a=a, p=perm: v[a].permute(*p))
+        if kind == "reshape":
+            total = int(np.prod(shape))
+            factorings = [(total,)] + [(d, total // d) for d in range(1, total + 1) if total % d == 0][:6]
+            a = self.expr(r.choice(factorings), sub)
+            return self.bind(f"reshape({a}, {list(shape)})", lambda v, a=a, s=shape: v[a].reshape(s))
+        if kind == "reduce" and len(shape) <= 3:
+            axis = r.randrange(0, len(shape) + 1)
+            a = self.expr(shape[:axis] + (r.choice(DIMS),) + shape[axis:], sub)
+            what = r.choice(["sum", "mean"] if self.gradients else ["sum", "mean", "max"])
+            fn = {"sum": lambda x, d: x.sum(d), "mean": lambda x, d: x.mean(d),
+                  "max": lambda x, d: x.amax(d)}[what]
+            return self.bind(f"{what}({a}, axis = {axis})", lambda v, a=a, d=axis, fn=fn: fn(v[a], d))
+        if kind == "concat":
+            axis = r.randrange(len(shape))
+            if shape[axis] >= 2:
+                cut = r.randint(1, shape[axis] - 1)
+                a = self.expr(shape[:axis] + (cut,) + shape[axis + 1:], sub)
+                b = self.expr(shape[:axis] + (shape[axis] - cut,) + shape[axis + 1:], sub)
+                return self.bind(f"concat({a}, {b}, axis = {axis})",
+                                 lambda v, a=a, b=b, d=axis: torch.cat([v[a], v[b]], dim=d))
+        if kind == "split":
+            axis, parts = r.randrange(len(shape)), r.choice([2, 3])
+            a = self.expr(shape[:axis] + (shape[axis] * parts,) + shape[axis + 1:], sub)
+            pieces = [f"s{self.count}_{i}" for i in range(parts)]
+            self.count += 1
+            self.lets.append((", ".join(pieces), f"split({a}, {parts}, axis = {axis})", None))
+            which = r.randrange(parts)
+            return self.bind(pieces[which], lambda v, a=a, d=axis, n=parts, i=which:
+                             torch.chunk(v[a], n, dim=d)[i])
+        if kind == "attention":  # the pattern loom-fuse-attention fuses
+            q, k, val = self.expr(shape, sub), self.leaf(shape), self.leaf(shape)
+            scale = 1 / math.sqrt(shape[-1])
+
+            def attention(v, q=q, k=k, val=val, s=scale):
+                scores = v[q] @ torch.transpose(v[k], -1, -2) * s
+                t = scores.shape[-1]
+                above = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+                return torch.softmax(scores.masked_fill(above, -math.inf), -1) @ v[val]
+            return self.bind(f"softmax(causal_mask({q} @ transpose({k}) * {scale!r})) @ {val}",
+                             attention)
+        return self.leaf(shape)
+
+
+def build(seed, gradients, precision, ranks):
+    """The seed's program, its output's name and shape, and the script."""
+    rng = random.Random(seed)
+    program = Program(rng, gradients)
+    shape = tuple(rng.choice(DIMS) for _ in range(rng.choice([1, 2, 2, 3, 3])))
+    out = program.expr(shape, rng.randint(1, 4))
+    dtype = "" if precision == "bf16" else "f32"
+    lines = []
+    if ranks > 1:
+        lines.append(f"mesh m[dp = {ranks}]")
+    if precision == "bf16":
+        lines.append("precision bf16 accumulate f32")
+    lines.append("model fuzz {")
+    for name, s in program.leaves.items():
+        kind, init = ("param", " init normal(1.0)") if gradients else ("input", "")
+        lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{init}")
+    if gradients:
+        split = " shard [dp" + ", _" * (len(shape) - 1) + "]" if ranks > 1 and shape[0] % ranks == 0 else ""
+        lines.append(f"  input target : f32[{', '.join(map(str, shape))}]{split}")
+    for names, text, _ in program.lets:
+        lines.append(f"  let {names} = {text}")
+    lines.append(f"  output y = {out} * 1")
+    if gradients:
+        lines.append("  train { loss = mse(y, target) }")
+    lines.append("}")
+    return program, out, shape, "\n".join(lines) + "\n"
+
+
+def evaluate(program, out, values):
+    values = dict(values)
+    for name, _, fn in program.lets:
+        if fn is not None:
+            values[name] = fn(values)
+    return values[out]
+
+
+def round_bf16(x):
+    """float32 array rounded to bf16 (nearest even), as float32."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def read_safetensors(path):
+    import json
+    import struct
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        raw = data[8 + size + start:8 + size + end]
+        if info["dtype"] == "BF16":
+            array = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            array = np.frombuffer(raw, dtype=np.float32)
+        tensors[name] = array.reshape(info["shape"])
+    return tensors
+
+
+def compare(got, ref, rtol, atol):
+    """None when every element is within tolerance, else a description."""
+    rms = math.sqrt(float(np.mean(ref ** 2))) if ref.size else 0.0
+    error = np.abs(got - ref)
+    tolerance = rtol * (np.abs(ref) + rms) + atol
+    over = int(np.sum(~(error <= tolerance)))
+    if not over:
+        return None
+    worst = int(np.nanargmax(np.where(np.isnan(error), np.inf, error - tolerance)))
+    return f"{over} of {ref.size} over, worst [{worst}] {got.flat[worst]!r} vs {ref.flat[worst]!r}"
+
+
+def check(seed, args):
+    """'' when the seed's program passes, else what went wrong."""
+    program, out, shape, text = build(seed, args.gradients, args.precision, args.ranks)
+    work = args.work
+    script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
+    with open(script, "w") as f:
+        f.write(text)
+    compiled = subprocess.run([args.loomc, script, "-o", exe] + (["--gradients"] if args.gradients else []),
+                              capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return f"COMPILE (exit {compiled.returncode}): {compiled.stderr.strip()[-600:]}"
+    rng = np.random.default_rng(seed)
+    run = [exe, "--output", f"y={work}/y.npy"]
+    values = {}
+    if args.gradients:
+        target = rng.standard_normal(shape).astype(np.float32)
+        np.save(f"{work}/target.npy", target)
+        run += ["--input", f"target={work}/target.npy", "--seed", str(seed),
+                "--save-weights", f"{work}/w.safetensors"]
+        run += [a for name in program.leaves for a in ("--output", f"grad.{name}={work}/g.{name}.npy")]
+    else:
+        for name, s in program.leaves.items():
+            x = rng.standard_normal(s).astype(np.float32)
+            np.save(f"{work}/{name}.npy", x)
+            values[name] = round_bf16(x) if args.precision == "bf16" else x
+            run += ["--input", f"{name}={work}/{name}.npy"]
+    if args.ranks > 1:
+        run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
+    ran = subprocess.run(run, capture_output=True, text=True)
+    if ran.returncode != 0:
+        return f"RUN (exit {ran.returncode}): {ran.stderr.strip()[-600:]}"
+    if args.gradients:
+        values = read_safetensors(f"{work}/w.safetensors")
+    leaves = {name: torch.tensor(values[name].astype(np.float64), requires_grad=args.gradients)
+              for name in program.leaves}
+    y = evaluate(program, out, leaves)
+    rtol, atol = (1e-1, 1e-4) if args.precision == "bf16" else (1e-3, 1e-6)
+    got = np.load(f"{work}/y.npy").astype(np.float64)
+    ref = y.detach().numpy() * args.scale_reference
+    if got.shape != ref.shape:
+        return f"SHAPE y {got.shape} vs {ref.shape}"
+    problems = []
+    if (wrong := compare(got, ref, rtol, atol)):
+        problems.append(f"WRONG y: {wrong}")
+    if args.gradients and not problems:
+        loss = ((y - torch.tensor(target.astype(np.float64))) ** 2).mean()
+        grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+        refs = {name: (np.zeros(leaf.shape) if grad is None else grad.numpy()) * args.scale_reference
+                for (name, leaf), grad in zip(leaves.items(), grads)}
+        if args.precision == "bf16":
+            # A gradient that cancels exactly (a shift under a softmax) is
+            # bf16 noise of the size of the others.
+            every = np.concatenate([ref.ravel() for ref in refs.values()])
+            atol = max(atol, 1e-2 * math.sqrt(float(np.mean(every ** 2))))
+        for name, ref in refs.items():
+            got = np.load(f"{work}/g.{name}.npy").astype(np.float64)
+            if (wrong := compare(got, ref, 2 * rtol, atol)):
+                problems.append(f"WRONG grad.{name}: {wrong}")
+    return "; ".join(problems)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loomc", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--seeds", required=True, help="A:B, the seeds A to B - 1")
+    parser.add_argument("--gradients", action="store_true")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--mpirun", default="mpirun --oversubscribe",
+                        help="the command that runs the executable on --ranks ranks")
+    parser.add_argument("--scale-reference", type=float, default=1.0)
+    args = parser.parse_args()
+    first, last = map(int, args.seeds.split(":"))
+    os.makedirs(args.work, exist_ok=True)
+    failed = 0
+    for seed in range(first, last):
+        problem = check(seed, args)
+        if problem:
+            failed += 1
+            print(f"seed {seed}: {problem}", flush=True)
+        else:
+            for path in (f"{args.work}/s{seed}", f"{args.work}/s{seed}.loom"):
+                os.remove(path) if os.path.exists(path) else None
+    mode = "gradients" if args.gradients else "forward"
+    print(f"differential: {last - first} {args.precision} {mode} programs on {args.ranks} rank(s), "
+          f"{failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
