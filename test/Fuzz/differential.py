@@ -2,8 +2,9 @@
 """Differential fuzzing of the whole compiler: random valid scripts,
 compiled (loomc), run on the CPU, against PyTorch in float64.
 
-usage: differential.py --loomc LOOMC --work DIR --seeds A:B [--gradients]
-                       [--precision f32|bf16] [--ranks N [--mpirun CMD]]
+usage: differential.py --loomc LOOMC --work DIR --seeds A:B
+                       [--gradients | --train] [--precision f32|bf16]
+                       [--ranks N | --shard] [--mpirun CMD]
                        [--scale-reference F]
 
 Each seed builds one script (`model fuzz`): an expression tree of 1 to 4
@@ -21,7 +22,14 @@ back from --save-weights). `max` (not differentiable in Loom) is left
 out. --ranks N: the script gets `mesh m[dp = N]` and its target is split
 over dp along dim 0 where N divides it; the run is `mpirun -np N`, so
 the data-parallel gradient sums are checked against the one-rank
-reference. --precision bf16: inputs and params in bf16 (`precision bf16
+reference. --shard: a 2 x 2 mesh (4 ranks) instead, every leaf split at
+random (each even dim whole or over an axis not yet used), which the
+partitioner propagates through the program. --train: the script is built
+with `loomc --train` and a random optimizer (SGD, SGD with momentum and
+weight decay, Adam, AdamW), runs 3 steps (`train --steps 3`, `--save`),
+and each param's update is compared with torch.optim's from the same
+initial weights (weight decay on params of rank >= 2, as Loom's); a
+training that diverges (in torch too) is counted, not compared. --precision bf16: inputs and params in bf16 (`precision bf16
 accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
 tolerance.
 
@@ -207,7 +215,7 @@ class Program:
         return self.leaf(shape)
 
 
-def build(seed, gradients, precision, ranks):
+def build(seed, gradients, precision, ranks, shard=False, optimizer=None):
     """The seed's program, its output's name and shape, and the script."""
     rng = random.Random(seed)
     program = Program(rng, gradients)
@@ -215,22 +223,34 @@ def build(seed, gradients, precision, ranks):
     out = program.expr(shape, rng.randint(1, 4))
     dtype = "" if precision == "bf16" else "f32"
     lines = []
-    if ranks > 1:
+    if shard:
+        lines.append("mesh m[a = 2, b = 2]")
+    elif ranks > 1:
         lines.append(f"mesh m[dp = {ranks}]")
     if precision == "bf16":
         lines.append("precision bf16 accumulate f32")
     lines.append("model fuzz {")
     for name, s in program.leaves.items():
         kind, init = ("param", " init normal(1.0)") if gradients else ("input", "")
-        lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{init}")
+        spec = ""
+        if shard:  # each dim whole or split over an axis (each axis once)
+            axes, dims = ["a", "b"], []
+            for d in s:
+                axis = rng.choice(axes + ["_", "_"]) if d % 2 == 0 else "_"
+                if axis != "_":
+                    axes.remove(axis)
+                dims.append(axis)
+            spec = f" shard [{', '.join(dims)}]" if set(dims) != {"_"} else ""
+        lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{spec}{init}")
     if gradients:
-        split = " shard [dp" + ", _" * (len(shape) - 1) + "]" if ranks > 1 and shape[0] % ranks == 0 else ""
+        split = (" shard [dp" + ", _" * (len(shape) - 1) + "]"
+                 if ranks > 1 and not shard and shape[0] % ranks == 0 else "")
         lines.append(f"  input target : f32[{', '.join(map(str, shape))}]{split}")
     for names, text, _ in program.lets:
         lines.append(f"  let {names} = {text}")
     lines.append(f"  output y = {out} * 1")
     if gradients:
-        lines.append("  train { loss = mse(y, target) }")
+        lines.append("  train { loss = mse(y, target)" + (f"\n    optimizer {optimizer} }}" if optimizer else " }"))
     lines.append("}")
     return program, out, shape, "\n".join(lines) + "\n"
 
@@ -282,9 +302,75 @@ def compare(got, ref, rtol, atol):
     return f"{over} of {ref.size} over, worst [{worst}] {got.flat[worst]!r} vs {ref.flat[worst]!r}"
 
 
+OPTIMIZERS = [
+    # (the script's optimizer, torch.optim's, its keyword arguments)
+    ("sgd(lr = 0.1)", torch.optim.SGD, dict(lr=0.1)),
+    ("sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.1)", torch.optim.SGD,
+     dict(lr=0.05, momentum=0.9, weight_decay=0.1)),
+    # eps well above the f32 noise of a gradient that cancels to 0 (a
+    # shift under a softmax), which Adam's m / sqrt(v) would blow up to lr.
+    ("adam(lr = 0.01, eps = 0.001)", torch.optim.Adam, dict(lr=0.01, eps=1e-3)),
+    ("adamw(lr = 0.01, eps = 0.001, weight_decay = 0.1)", torch.optim.AdamW,
+     dict(lr=0.01, eps=1e-3, weight_decay=0.1)),
+]
+TRAIN_STEPS = 3
+
+
+def check_training(seed, args):
+    """'' when the trained params agree, None when the training diverges
+    (torch's too: not compared), else what went wrong. The params after TRAIN_STEPS steps of a random optimizer (`loomc
+    --train`, `train --steps`) against torch.optim's from the same initial
+    weights (weight decay on params of rank >= 2 only, as Loom's)."""
+    optimizer, torch_optimizer, options = random.Random(seed + 10**6).choice(OPTIMIZERS)
+    program, out, shape, text = build(seed, True, args.precision, args.ranks, args.shard, optimizer)
+    work = args.work
+    script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
+    with open(script, "w") as f:
+        f.write(text)
+    compiled = subprocess.run([args.loomc, script, "--train", "-o", exe], capture_output=True, text=True)
+    if compiled.returncode != 0:
+        return f"COMPILE (exit {compiled.returncode}): {compiled.stderr.strip()[-600:]}"
+    target = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    np.save(f"{work}/target.npy", target)
+    run = [exe, "train", "--steps", str(TRAIN_STEPS), "--input", f"target={work}/target.npy",
+           "--seed", str(seed), "--save-weights", f"{work}/w.safetensors",
+           "--save", f"{work}/trained.safetensors"]
+    if args.ranks > 1:
+        run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
+    ran = subprocess.run(run, capture_output=True, text=True)
+    if ran.returncode != 0:
+        return f"RUN (exit {ran.returncode}): {ran.stderr.strip()[-600:]}"
+    initial = read_safetensors(f"{work}/w.safetensors")
+    trained = read_safetensors(f"{work}/trained.safetensors")
+    leaves = {name: torch.tensor(initial[name].astype(np.float64), requires_grad=True)
+              for name in program.leaves}
+    decayed = [leaf for leaf in leaves.values() if leaf.dim() >= 2]
+    plain = [leaf for leaf in leaves.values() if leaf.dim() < 2]
+    groups = [{"params": decayed}, {"params": plain, "weight_decay": 0.0}]
+    step = torch_optimizer([g for g in groups if g["params"]], **options)
+    reference = torch.tensor(target.astype(np.float64))
+    for _ in range(TRAIN_STEPS):
+        # Not zeroed in place: two params whose gradients torch hands out as
+        # views of one buffer (y = reshape(x0) + x1) would then accumulate
+        # each other's (1.13's default, set_to_none=False).
+        step.zero_grad(set_to_none=True)
+        ((evaluate(program, out, leaves) - reference) ** 2).mean().backward()
+        step.step()
+    if not all(torch.isfinite(leaf).all() and leaf.abs().max() < 1e6 for leaf in leaves.values()):
+        return None  # the training diverges (in torch too): nothing to compare
+    problems = []
+    for name, leaf in leaves.items():
+        # What moved: the update, compared with torch's.
+        ref = (leaf.detach().numpy() - initial[name]) * args.scale_reference
+        got = trained[name].astype(np.float64) - initial[name]
+        if (wrong := compare(got, ref, 2e-3, 1e-6)):
+            problems.append(f"WRONG {name} after {TRAIN_STEPS} steps ({optimizer}): {wrong}")
+    return "; ".join(problems)
+
+
 def check(seed, args):
     """'' when the seed's program passes, else what went wrong."""
-    program, out, shape, text = build(seed, args.gradients, args.precision, args.ranks)
+    program, out, shape, text = build(seed, args.gradients, args.precision, args.ranks, args.shard)
     work = args.work
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
@@ -349,26 +435,34 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--seeds", required=True, help="A:B, the seeds A to B - 1")
     parser.add_argument("--gradients", action="store_true")
+    parser.add_argument("--train", action="store_true",
+                        help=f"{TRAIN_STEPS} steps of a random optimizer against torch.optim's")
     parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--mpirun", default="mpirun --oversubscribe",
                         help="the command that runs the executable on --ranks ranks")
     parser.add_argument("--scale-reference", type=float, default=1.0)
+    parser.add_argument("--shard", action="store_true",
+                        help="a 2 x 2 mesh (4 ranks), every leaf split at random over its axes")
     args = parser.parse_args()
     first, last = map(int, args.seeds.split(":"))
+    if args.shard:
+        args.ranks = 4
     os.makedirs(args.work, exist_ok=True)
-    failed = 0
+    failed = diverged = 0
     for seed in range(first, last):
-        problem = check(seed, args)
-        if problem:
+        problem = check_training(seed, args) if args.train else check(seed, args)
+        if problem is None:
+            diverged += 1
+        elif problem:
             failed += 1
             print(f"seed {seed}: {problem}", flush=True)
         else:
             for path in (f"{args.work}/s{seed}", f"{args.work}/s{seed}.loom"):
                 os.remove(path) if os.path.exists(path) else None
-    mode = "gradients" if args.gradients else "forward"
+    mode = "training" if args.train else "gradients" if args.gradients else "forward"
     print(f"differential: {last - first} {args.precision} {mode} programs on {args.ranks} rank(s), "
-          f"{failed} failed")
+          f"{failed} failed" + (f", {diverged} diverged (not compared)" if diverged else ""))
     return 1 if failed else 0
 
 
