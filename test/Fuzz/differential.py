@@ -4,7 +4,7 @@ compiled (loomc), run on the CPU, against PyTorch in float64.
 
 usage: differential.py --loomc LOOMC --work DIR --seeds A:B
                        [--gradients | --train] [--precision f32|bf16]
-                       [--ranks N | --shard] [--mpirun CMD]
+                       [--ranks N | --shard | --stages S] [--mpirun CMD]
                        [--scale-reference F]
 
 Each seed builds one script (`model fuzz`): an expression tree of 1 to 4
@@ -29,7 +29,10 @@ with `loomc --train` and a random optimizer (SGD, SGD with momentum and
 weight decay, Adam, AdamW), runs 3 steps (`train --steps 3`, `--save`),
 and each param's update is compared with torch.optim's from the same
 initial weights (weight decay on params of rank >= 2, as Loom's); a
-training that diverges (in torch too) is counted, not compared. --precision bf16: inputs and params in bf16 (`precision bf16
+training that diverges (in torch too) is counted, not compared.
+--stages S (with --gradients or --train): `mesh m[pp = 2]` and the
+`let`s cut at random into S pipeline stages (`stage N { ... }`; S > 2:
+virtual stages), trained with a random schedule on 2 ranks. --precision bf16: inputs and params in bf16 (`precision bf16
 accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
 tolerance.
 
@@ -215,7 +218,8 @@ class Program:
         return self.leaf(shape)
 
 
-def build(seed, gradients, precision, ranks, shard=False, optimizer=None):
+def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages=1,
+          schedule=None):
     """The seed's program, its output's name and shape, and the script."""
     rng = random.Random(seed)
     program = Program(rng, gradients)
@@ -223,7 +227,9 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None):
     out = program.expr(shape, rng.randint(1, 4))
     dtype = "" if precision == "bf16" else "f32"
     lines = []
-    if shard:
+    if stages > 1:
+        lines.append("mesh m[pp = 2]")
+    elif shard:
         lines.append("mesh m[a = 2, b = 2]")
     elif ranks > 1:
         lines.append(f"mesh m[dp = {ranks}]")
@@ -244,13 +250,29 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None):
         lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{spec}{init}")
     if gradients:
         split = (" shard [dp" + ", _" * (len(shape) - 1) + "]"
-                 if ranks > 1 and not shard and shape[0] % ranks == 0 else "")
+                 if ranks > 1 and not shard and stages == 1 and shape[0] % ranks == 0 else "")
         lines.append(f"  input target : f32[{', '.join(map(str, shape))}]{split}")
-    for names, text, _ in program.lets:
-        lines.append(f"  let {names} = {text}")
+    stage_rng = random.Random(seed + 2 * 10**6)
+    cuts = sorted(stage_rng.randint(0, len(program.lets)) for _ in range(stages - 1))
+    bounds = [0] + cuts + [len(program.lets)]
+    for number in range(len(bounds) - 1):
+        chunk = program.lets[bounds[number]:bounds[number + 1]]
+        indent = "  "
+        if stages > 1:
+            if not chunk:
+                continue  # an empty stage, which passes values on
+            lines.append(f"  stage {number} {{")
+            indent = "    "
+        for names, text, _ in chunk:
+            lines.append(f"{indent}let {names} = {text}")
+        if stages > 1:
+            lines.append("  }")
     lines.append(f"  output y = {out} * 1")
     if gradients:
-        lines.append("  train { loss = mse(y, target)" + (f"\n    optimizer {optimizer} }}" if optimizer else " }"))
+        settings = [f"optimizer {optimizer}"] if optimizer else []
+        if schedule:
+            settings.append(f"schedule {schedule}")
+        lines.append("  train {\n" + "".join(f"    {x}\n" for x in ["loss = mse(y, target)"] + settings) + "  }")
     lines.append("}")
     return program, out, shape, "\n".join(lines) + "\n"
 
@@ -302,6 +324,13 @@ def compare(got, ref, rtol, atol):
     return f"{over} of {ref.size} over, worst [{worst}] {got.flat[worst]!r} vs {ref.flat[worst]!r}"
 
 
+def schedule_of(seed, args):
+    """A pipelined program's schedule, at random (None: the default)."""
+    if args.stages == 1:
+        return None
+    return random.Random(seed + 3 * 10**6).choice([None, "gpipe", "1f1b", "interleaved", "zero_bubble"])
+
+
 OPTIMIZERS = [
     # (the script's optimizer, torch.optim's, its keyword arguments)
     ("sgd(lr = 0.1)", torch.optim.SGD, dict(lr=0.1)),
@@ -322,7 +351,8 @@ def check_training(seed, args):
     --train`, `train --steps`) against torch.optim's from the same initial
     weights (weight decay on params of rank >= 2 only, as Loom's)."""
     optimizer, torch_optimizer, options = random.Random(seed + 10**6).choice(OPTIMIZERS)
-    program, out, shape, text = build(seed, True, args.precision, args.ranks, args.shard, optimizer)
+    program, out, shape, text = build(seed, True, args.precision, args.ranks, args.shard, optimizer,
+                                      args.stages, schedule_of(seed, args))
     work = args.work
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
@@ -370,7 +400,8 @@ def check_training(seed, args):
 
 def check(seed, args):
     """'' when the seed's program passes, else what went wrong."""
-    program, out, shape, text = build(seed, args.gradients, args.precision, args.ranks, args.shard)
+    program, out, shape, text = build(seed, args.gradients, args.precision, args.ranks, args.shard,
+                                      stages=args.stages, schedule=schedule_of(seed, args))
     work = args.work
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
@@ -442,12 +473,16 @@ def main():
     parser.add_argument("--mpirun", default="mpirun --oversubscribe",
                         help="the command that runs the executable on --ranks ranks")
     parser.add_argument("--scale-reference", type=float, default=1.0)
+    parser.add_argument("--stages", type=int, default=1,
+                        help="the program cut at random into this many pipeline stages over pp = 2")
     parser.add_argument("--shard", action="store_true",
                         help="a 2 x 2 mesh (4 ranks), every leaf split at random over its axes")
     args = parser.parse_args()
     first, last = map(int, args.seeds.split(":"))
     if args.shard:
         args.ranks = 4
+    if args.stages > 1:
+        args.ranks = 2
     os.makedirs(args.work, exist_ok=True)
     failed = diverged = 0
     for seed in range(first, last):

@@ -838,10 +838,18 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
         return signalPassFailure();
       // The executable runs on every rank of the grid; say when some do
       // nothing of their own (a pipeline axis splits the stages instead).
-      auto pipelineAxis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
+      // The axis named by `pipeline AXIS`, or `pp` for stages without one
+      // (the default is not recorded on the model).
+      StringRef pipelineAxis;
+      if (auto named = model->getAttrOfType<StringAttr>(attr::kPipelineAxis))
+        pipelineAxis = named.getValue();
+      else if (model.walk([](Operation *op) {
+                      return op->hasAttr(attr::kStage) ? WalkResult::interrupt()
+                                                       : WalkResult::advance();
+                    }).wasInterrupted())
+        pipelineAxis = "pp";
       for (auto [axis, size] : llvm::enumerate(grid.sizes))
-        if (size > 1 && !partitioner.splitsOver(axis) &&
-            !(pipelineAxis && pipelineAxis.getValue() == grid.names[axis]))
+        if (size > 1 && !partitioner.splitsOver(axis) && pipelineAxis != grid.names[axis])
           emitWarning(grid.op.getLoc())
               << "mesh axis '" << grid.names[axis] << "' (" << size
               << " ranks) splits no tensor of model '" << model.getSymName()
