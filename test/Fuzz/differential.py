@@ -4,7 +4,7 @@ compiled (loomc), run on the CPU, against PyTorch in float64.
 
 usage: differential.py --loomc LOOMC --work DIR --seeds A:B
                        [--gradients | --train] [--precision f32|bf16]
-                       [--ranks N | --shard | --stages S] [--mpirun CMD]
+                       [--ranks N | --shard | --stages S] [--mpirun CMD] [--gpu]
                        [--scale-reference F]
 
 Each seed builds one script (`model fuzz`): an expression tree of 1 to 4
@@ -32,7 +32,9 @@ initial weights (weight decay on params of rank >= 2, as Loom's); a
 training that diverges (in torch too) is counted, not compared.
 --stages S (with --gradients or --train): `mesh m[pp = 2]` and the
 `let`s cut at random into S pipeline stages (`stage N { ... }`; S > 2:
-virtual stages), trained with a random schedule on 2 ranks. --precision bf16: inputs and params in bf16 (`precision bf16
+virtual stages), trained with a random schedule on 2 ranks. --gpu:
+each script is also built with `loomc --gpu` (sm_90a kernels, ptxas from
+PATH), which must succeed too; its executable is not run. --precision bf16: inputs and params in bf16 (`precision bf16
 accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
 tolerance.
 
@@ -43,7 +45,9 @@ four ops); for bf16 RTOL 0.1, ATOL 1e-4, a check for gross errors only:
 every op rounds to 8 bits, and a softmax of rounded inputs of size 6
 (a sum of 33 products) is already 7% off; a gradient also ATOL 1e-2 of
 the rms of all the gradients, as one that cancels exactly (a shift under
-a softmax) is bf16 noise of that size. Prints one line per failing seed
+a softmax) is bf16 noise of that size; of trained params 1% of the
+elements may be over (Adam turns the rounding noise of a gradient near 0
+into a whole step; on small params a few more fail). Prints one line per failing seed
 (COMPILE, RUN, SHAPE or WRONG, with the worst element) and a summary
 line; exits 1 if any seed failed. The scripts of failing seeds stay in
 DIR. --scale-reference F multiplies the reference by F (the test that
@@ -292,6 +296,12 @@ def round_bf16(x):
     return bits.astype(np.uint32).view(np.float32)
 
 
+def tolerance(precision, scale=1):
+    """(RTOL, ATOL) of a comparison (see above); RTOL times `scale`."""
+    rtol, atol = (1e-1, 1e-4) if precision == "bf16" else (1e-3, 1e-6)
+    return scale * rtol, atol
+
+
 def read_safetensors(path):
     import json
     import struct
@@ -312,16 +322,32 @@ def read_safetensors(path):
     return tensors
 
 
-def compare(got, ref, rtol, atol):
-    """None when every element is within tolerance, else a description."""
+def compare(got, ref, rtol, atol, most_over=0.0):
+    """None when every element is within tolerance (or all but a fraction
+    `most_over` of them), else a description."""
     rms = math.sqrt(float(np.mean(ref ** 2))) if ref.size else 0.0
     error = np.abs(got - ref)
     tolerance = rtol * (np.abs(ref) + rms) + atol
     over = int(np.sum(~(error <= tolerance)))
-    if not over:
+    if over <= most_over * ref.size:
         return None
     worst = int(np.nanargmax(np.where(np.isnan(error), np.inf, error - tolerance)))
     return f"{over} of {ref.size} over, worst [{worst}] {got.flat[worst]!r} vs {ref.flat[worst]!r}"
+
+
+def compile_script(args, script, exe, flags):
+    """'' when loomc builds the executable (and with --gpu also the one
+    with sm_90a kernels, not run), else what it said."""
+    builds = [(flags, exe)] + ([(flags + ["--gpu"], exe + ".gpu")] if args.gpu else [])
+    for options, output in builds:
+        compiled = subprocess.run([args.loomc, script, "-o", output] + options,
+                                  capture_output=True, text=True)
+        if compiled.returncode != 0:
+            return (f"COMPILE{' --gpu' if '--gpu' in options else ''} (exit {compiled.returncode}): "
+                    f"{compiled.stderr.strip()[-600:]}")
+    if args.gpu:
+        os.remove(exe + ".gpu")
+    return ""
 
 
 def schedule_of(seed, args):
@@ -357,9 +383,8 @@ def check_training(seed, args):
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
         f.write(text)
-    compiled = subprocess.run([args.loomc, script, "--train", "-o", exe], capture_output=True, text=True)
-    if compiled.returncode != 0:
-        return f"COMPILE (exit {compiled.returncode}): {compiled.stderr.strip()[-600:]}"
+    if (failed := compile_script(args, script, exe, ["--train"])):
+        return failed
     target = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     np.save(f"{work}/target.npy", target)
     run = [exe, "train", "--steps", str(TRAIN_STEPS), "--input", f"target={work}/target.npy",
@@ -393,7 +418,10 @@ def check_training(seed, args):
         # What moved: the update, compared with torch's.
         ref = (leaf.detach().numpy() - initial[name]) * args.scale_reference
         got = trained[name].astype(np.float64) - initial[name]
-        if (wrong := compare(got, ref, 2e-3, 1e-6)):
+        # bf16: Adam's m / sqrt(v) turns a gradient's rounding noise into a
+        # whole step for the few elements whose gradient is near 0.
+        most_over = 0.01 if args.precision == "bf16" else 0.0
+        if (wrong := compare(got, ref, *tolerance(args.precision, 2), most_over)):
             problems.append(f"WRONG {name} after {TRAIN_STEPS} steps ({optimizer}): {wrong}")
     return "; ".join(problems)
 
@@ -406,10 +434,8 @@ def check(seed, args):
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
         f.write(text)
-    compiled = subprocess.run([args.loomc, script, "-o", exe] + (["--gradients"] if args.gradients else []),
-                              capture_output=True, text=True)
-    if compiled.returncode != 0:
-        return f"COMPILE (exit {compiled.returncode}): {compiled.stderr.strip()[-600:]}"
+    if (failed := compile_script(args, script, exe, ["--gradients"] if args.gradients else [])):
+        return failed
     rng = np.random.default_rng(seed)
     run = [exe, "--output", f"y={work}/y.npy"]
     values = {}
@@ -435,7 +461,7 @@ def check(seed, args):
     leaves = {name: torch.tensor(values[name].astype(np.float64), requires_grad=args.gradients)
               for name in program.leaves}
     y = evaluate(program, out, leaves)
-    rtol, atol = (1e-1, 1e-4) if args.precision == "bf16" else (1e-3, 1e-6)
+    rtol, atol = tolerance(args.precision)
     got = np.load(f"{work}/y.npy").astype(np.float64)
     ref = y.detach().numpy() * args.scale_reference
     if got.shape != ref.shape:
@@ -473,6 +499,8 @@ def main():
     parser.add_argument("--mpirun", default="mpirun --oversubscribe",
                         help="the command that runs the executable on --ranks ranks")
     parser.add_argument("--scale-reference", type=float, default=1.0)
+    parser.add_argument("--gpu", action="store_true",
+                        help="also build each script with loomc --gpu (sm_90a; not run)")
     parser.add_argument("--stages", type=int, default=1,
                         help="the program cut at random into this many pipeline stages over pp = 2")
     parser.add_argument("--shard", action="store_true",
