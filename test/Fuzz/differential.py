@@ -11,8 +11,8 @@ Each seed builds one script (`model fuzz`): an expression tree of 1 to 4
 levels over the language's ops (elementwise with broadcasting, matmuls in
 the weight and batched forms, softmax along any axis, the causal
 attention pattern, layernorm and rmsnorm, transpose, reshape, sum, mean,
-max, concat, split) on odd shapes (1 to 65 a dim), whose leaves are the
-model's inputs. The executable's output `y` is compared with the same
+max, concat, split, embedding by i32 ids) on odd shapes (1 to 65 a dim),
+whose leaves are the model's inputs. The executable's output `y` is compared with the same
 expression evaluated by PyTorch (float64) on the same inputs.
 
 --gradients: the leaves are params (`init normal(1.0)`), the script gets
@@ -97,8 +97,15 @@ class Program:
         self.rng = rng
         self.gradients = gradients
         self.leaves = {}  # name -> shape
+        self.ids = {}  # name -> (shape, bound): integer inputs
         self.lets = []  # (names, text, evaluate or None)
         self.count = 0
+
+    def index_leaf(self, shape, bound):
+        """An i32 input of `shape` with ids in [0, bound) (an embedding's)."""
+        name = f"i{len(self.ids)}"
+        self.ids[name] = (tuple(shape), bound)
+        return name
 
     def leaf(self, shape):
         name = f"x{len(self.leaves)}"
@@ -120,6 +127,8 @@ class Program:
                  "transpose", "reshape", "reduce", "concat", "split"]
         if len(shape) == 3:
             kinds += ["batched", "attention"]
+        if len(shape) >= 2:
+            kinds.append("embedding")
         kind = r.choice(kinds)
         sub = depth - 1
         if kind == "unary":
@@ -208,6 +217,10 @@ class Program:
             which = r.randrange(parts)
             return self.bind(pieces[which], lambda v, a=a, d=axis, n=parts, i=which:
                              torch.chunk(v[a], n, dim=d)[i])
+        if kind == "embedding":  # rows of a table, by ids (repeated ids sum their gradients)
+            rows = r.choice(DIMS)
+            table, ids = self.expr((rows, shape[-1]), sub), self.index_leaf(shape[:-1], rows)
+            return self.bind(f"embedding({table}, {ids})", lambda v, t=table, i=ids: v[t][v[i]])
         if kind == "attention":  # the pattern loom-fuse-attention fuses
             q, k, val = self.expr(shape, sub), self.leaf(shape), self.leaf(shape)
             scale = 1 / math.sqrt(shape[-1])
@@ -240,18 +253,22 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages
     if precision == "bf16":
         lines.append("precision bf16 accumulate f32")
     lines.append("model fuzz {")
+    def spec(shape):
+        """With --shard, each dim whole or split over an axis (each axis once)."""
+        if not shard:
+            return ""
+        axes, dims = ["a", "b"], []
+        for d in shape:
+            axis = rng.choice(axes + ["_", "_"]) if d % 2 == 0 else "_"
+            if axis != "_":
+                axes.remove(axis)
+            dims.append(axis)
+        return f" shard [{', '.join(dims)}]" if set(dims) != {"_"} else ""
     for name, s in program.leaves.items():
         kind, init = ("param", " init normal(1.0)") if gradients else ("input", "")
-        spec = ""
-        if shard:  # each dim whole or split over an axis (each axis once)
-            axes, dims = ["a", "b"], []
-            for d in s:
-                axis = rng.choice(axes + ["_", "_"]) if d % 2 == 0 else "_"
-                if axis != "_":
-                    axes.remove(axis)
-                dims.append(axis)
-            spec = f" shard [{', '.join(dims)}]" if set(dims) != {"_"} else ""
-        lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{spec}{init}")
+        lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{spec(s)}{init}")
+    for name, (s, bound) in program.ids.items():
+        lines.append(f"  input {name} : i32[{', '.join(map(str, s))}]{spec(s)}")
     if gradients:
         split = (" shard [dp" + ", _" * (len(shape) - 1) + "]"
                  if ranks > 1 and not shard and stages == 1 and shape[0] % ranks == 0 else "")
@@ -335,6 +352,19 @@ def compare(got, ref, rtol, atol, most_over=0.0):
     return f"{over} of {ref.size} over, worst [{worst}] {got.flat[worst]!r} vs {ref.flat[worst]!r}"
 
 
+def id_inputs(program, seed, work):
+    """The program's integer inputs: --input arguments and their values (as
+    torch index tensors), from a generator of their own."""
+    rng = np.random.default_rng(seed + 4 * 10**6)
+    arguments, values = [], {}
+    for name, (shape, bound) in program.ids.items():
+        ids = rng.integers(0, bound, size=shape).astype(np.int32)
+        np.save(f"{work}/{name}.npy", ids)
+        arguments += ["--input", f"{name}={work}/{name}.npy"]
+        values[name] = torch.tensor(ids.astype(np.int64))
+    return arguments, values
+
+
 def compile_script(args, script, exe, flags):
     """'' when loomc builds the executable (and with --gpu also the one
     with sm_90a kernels, not run), else what it said."""
@@ -387,7 +417,8 @@ def check_training(seed, args):
         return failed
     target = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     np.save(f"{work}/target.npy", target)
-    run = [exe, "train", "--steps", str(TRAIN_STEPS), "--input", f"target={work}/target.npy",
+    id_arguments, ids = id_inputs(program, seed, work)
+    run = [exe, "train", "--steps", str(TRAIN_STEPS), "--input", f"target={work}/target.npy"] + id_arguments + [
            "--seed", str(seed), "--save-weights", f"{work}/w.safetensors",
            "--save", f"{work}/trained.safetensors"]
     if args.ranks > 1:
@@ -399,6 +430,7 @@ def check_training(seed, args):
     trained = read_safetensors(f"{work}/trained.safetensors")
     leaves = {name: torch.tensor(initial[name].astype(np.float64), requires_grad=True)
               for name in program.leaves}
+    inputs = dict(leaves, **ids)
     decayed = [leaf for leaf in leaves.values() if leaf.dim() >= 2]
     plain = [leaf for leaf in leaves.values() if leaf.dim() < 2]
     groups = [{"params": decayed}, {"params": plain, "weight_decay": 0.0}]
@@ -409,7 +441,7 @@ def check_training(seed, args):
         # views of one buffer (y = reshape(x0) + x1) would then accumulate
         # each other's (1.13's default, set_to_none=False).
         step.zero_grad(set_to_none=True)
-        ((evaluate(program, out, leaves) - reference) ** 2).mean().backward()
+        ((evaluate(program, out, inputs) - reference) ** 2).mean().backward()
         step.step()
     if not all(torch.isfinite(leaf).all() and leaf.abs().max() < 1e6 for leaf in leaves.values()):
         return None  # the training diverges (in torch too): nothing to compare
@@ -451,6 +483,8 @@ def check(seed, args):
             np.save(f"{work}/{name}.npy", x)
             values[name] = round_bf16(x) if args.precision == "bf16" else x
             run += ["--input", f"{name}={work}/{name}.npy"]
+    id_arguments, ids = id_inputs(program, seed, work)
+    run += id_arguments
     if args.ranks > 1:
         run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
     ran = subprocess.run(run, capture_output=True, text=True)
@@ -460,7 +494,7 @@ def check(seed, args):
         values = read_safetensors(f"{work}/w.safetensors")
     leaves = {name: torch.tensor(values[name].astype(np.float64), requires_grad=args.gradients)
               for name in program.leaves}
-    y = evaluate(program, out, leaves)
+    y = evaluate(program, out, dict(leaves, **ids))
     rtol, atol = tolerance(args.precision)
     got = np.load(f"{work}/y.npy").astype(np.float64)
     ref = y.detach().numpy() * args.scale_reference

@@ -10,6 +10,9 @@ namespace mlir::loom {
 /// A bufferized contraction both tilers (CPU and GPU) handle: static loops
 /// (batch..., m, n, k) with only k a reduction, A = f(batch, m, k),
 /// B = f(batch, k, n), C = f(batch, m, n), and a body without linalg.index.
+/// A must read m and B n: an embedding's gradient with its rows, the ids
+/// A = f(k), and its gradient B = f(k, n), has a matmul's loops but is a
+/// scatter-add (and A no two dims for the tilers to swap).
 inline bool isMatmulLike(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || op.getNumLoops() < 3 ||
@@ -23,6 +26,7 @@ inline bool isMatmulLike(linalg::GenericOp op) {
   unsigned m = op.getNumLoops() - 3, n = m + 1, k = m + 2;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   return !maps[0].isFunctionOfDim(n) && maps[0].isFunctionOfDim(k) &&
+         maps[0].isFunctionOfDim(m) && maps[1].isFunctionOfDim(n) &&
          !maps[1].isFunctionOfDim(m) && maps[1].isFunctionOfDim(k) &&
          !maps[2].isFunctionOfDim(k) && maps[2].isProjectedPermutation();
 }

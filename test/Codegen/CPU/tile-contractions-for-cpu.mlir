@@ -271,3 +271,32 @@ func.func @f32_packed(%A: memref<512x256xf32>, %B: memref<256x512xf32>, %C: memr
   }
   return
 }
+
+// -----
+
+// An embedding's gradient into a one-row table has a matmul's loops (rows,
+// features, ids) with its ids A = f(k) alone: a scatter-add, not a matmul
+// (A reads no m). It is left as it is; it used to be taken for a matmul
+// and crash the pass (an operand of rank 1 has no two dims to swap).
+// CHECK-LABEL: func.func @embedding_grad_one_row
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-NOT: vector.
+// CHECK-NOT: loom.cpu_tile
+#ids = affine_map<(v, d, p) -> (p)>
+#grad = affine_map<(v, d, p) -> (p, d)>
+#table = affine_map<(v, d, p) -> (v, d)>
+func.func @embedding_grad_one_row(%ids: memref<16xi32>, %dy: memref<16x17xf32>, %out: memref<1x17xf32>) {
+  %c0 = arith.constant 0 : index
+  linalg.generic {indexing_maps = [#ids, #grad, #table], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%ids, %dy : memref<16xi32>, memref<16x17xf32>) outs(%out : memref<1x17xf32>) {
+  ^bb0(%id: i32, %g: f32, %acc: f32):
+    // The row index, folded to 0 with one row: no linalg.index.
+    %i = arith.index_cast %id : i32 to index
+    %hit = arith.cmpi eq, %i, %c0 : index
+    %sum = arith.addf %acc, %g : f32
+    %r = arith.select %hit, %sum, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
