@@ -16,7 +16,8 @@ whose leaves are the model's inputs. The executable's output `y` is compared wit
 expression evaluated by PyTorch (float64) on the same inputs.
 
 --gradients: the leaves are params (`init normal(1.0)`), the script gets
-`train { loss = mse(y, target) }` and is built with `loomc --gradients`;
+`train { loss = mse(y, target) }` (for a y of rank >= 2, 30% of the time
+`cross_entropy(y, labels)`) and is built with `loomc --gradients`;
 every `grad.<param>` is compared with torch.autograd's (the weights come
 back from --save-weights). `max` (not differentiable in Loom) is left
 out. --ranks N: the script gets `mesh m[dp = N]` and its target is split
@@ -30,9 +31,10 @@ weight decay, Adam, AdamW), runs 3 steps (`train --steps 3`, `--save`),
 and each param's update is compared with torch.optim's from the same
 initial weights (weight decay on params of rank >= 2, as Loom's); a
 training that diverges (in torch too) is counted, not compared.
---stages S (with --gradients or --train): `mesh m[pp = 2]` and the
-`let`s cut at random into S pipeline stages (`stage N { ... }`; S > 2:
-virtual stages), trained with a random schedule on 2 ranks. --gpu:
+--stages S (with --gradients or --train): `mesh m[pp = S]`, `pipeline
+pp`, and the `let`s cut at random into S pipeline stages (`stage N {
+... }`, the output in the last), run with a random schedule (not
+interleaved, which needs microbatches) on S ranks. --gpu:
 each script is also built with `loomc --gpu` (sm_90a kernels, ptxas from
 PATH), which must succeed too; its executable is not run. --precision bf16: inputs and params in bf16 (`precision bf16
 accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
@@ -235,6 +237,43 @@ class Program:
         return self.leaf(shape)
 
 
+class Loss:
+    """The loss of a gradient or training program: `mse(y, target)`, or,
+    for a y of rank >= 2 at random, `cross_entropy(y, labels)` (y's last
+    dim the classes)."""
+
+    def __init__(self, seed, shape):
+        self.shape = shape
+        self.entropy = len(shape) >= 2 and random.Random(seed + 5 * 10**6).random() < 0.3
+        self.name = "labels" if self.entropy else "target"
+        self.seed = seed
+
+    def declaration(self, split):
+        if self.entropy:
+            return f"  input labels : i32[{', '.join(map(str, self.shape[:-1]))}]{split}"
+        return f"  input target : f32[{', '.join(map(str, self.shape))}]{split}"
+
+    def text(self):
+        return "cross_entropy(y, labels)" if self.entropy else "mse(y, target)"
+
+    def write(self, work):
+        """Writes the input's file; its --input argument."""
+        rng = np.random.default_rng(self.seed)
+        if self.entropy:
+            self.value = rng.integers(0, self.shape[-1], size=self.shape[:-1]).astype(np.int32)
+        else:
+            self.value = rng.standard_normal(self.shape).astype(np.float32)
+        np.save(f"{work}/{self.name}.npy", self.value)
+        return ["--input", f"{self.name}={work}/{self.name}.npy"]
+
+    def of(self, y):
+        """The loss of torch's y (after write)."""
+        if self.entropy:
+            labels = torch.tensor(self.value.astype(np.int64)).reshape(-1)
+            return F.cross_entropy(y.reshape(-1, self.shape[-1]), labels)
+        return ((y - torch.tensor(self.value.astype(np.float64))) ** 2).mean()
+
+
 def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages=1,
           schedule=None):
     """The seed's program, its output's name and shape, and the script."""
@@ -245,7 +284,7 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages
     dtype = "" if precision == "bf16" else "f32"
     lines = []
     if stages > 1:
-        lines.append("mesh m[pp = 2]")
+        lines.append(f"mesh m[pp = {stages}]")
     elif shard:
         lines.append("mesh m[a = 2, b = 2]")
     elif ranks > 1:
@@ -269,10 +308,14 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages
         lines.append(f"  {kind} {name} : {dtype}[{', '.join(map(str, s))}]{spec(s)}{init}")
     for name, (s, bound) in program.ids.items():
         lines.append(f"  input {name} : i32[{', '.join(map(str, s))}]{spec(s)}")
+    loss = Loss(seed, shape)
     if gradients:
-        split = (" shard [dp" + ", _" * (len(shape) - 1) + "]"
+        rank = len(shape) - (1 if loss.entropy else 0)
+        split = (" shard [dp" + ", _" * (rank - 1) + "]"
                  if ranks > 1 and not shard and stages == 1 and shape[0] % ranks == 0 else "")
-        lines.append(f"  input target : f32[{', '.join(map(str, shape))}]{split}")
+        lines.append(loss.declaration(split))
+    if stages > 1:
+        lines.append("  pipeline pp")
     stage_rng = random.Random(seed + 2 * 10**6)
     cuts = sorted(stage_rng.randint(0, len(program.lets)) for _ in range(stages - 1))
     bounds = [0] + cuts + [len(program.lets)]
@@ -280,22 +323,25 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages
         chunk = program.lets[bounds[number]:bounds[number + 1]]
         indent = "  "
         if stages > 1:
-            if not chunk:
+            if not chunk and number < stages - 1:
                 continue  # an empty stage, which passes values on
             lines.append(f"  stage {number} {{")
             indent = "    "
         for names, text, _ in chunk:
             lines.append(f"{indent}let {names} = {text}")
-        if stages > 1:
+        if stages > 1 and number < stages - 1:
             lines.append("  }")
-    lines.append(f"  output y = {out} * 1")
+    # In the last stage (which makes the stages S, a multiple of the ranks).
+    lines.append(f"{'    ' if stages > 1 else '  '}output y = {out} * 1")
+    if stages > 1:
+        lines.append("  }")
     if gradients:
         settings = [f"optimizer {optimizer}"] if optimizer else []
         if schedule:
             settings.append(f"schedule {schedule}")
-        lines.append("  train {\n" + "".join(f"    {x}\n" for x in ["loss = mse(y, target)"] + settings) + "  }")
+        lines.append("  train {\n" + "".join(f"    {x}\n" for x in [f"loss = {loss.text()}"] + settings) + "  }")
     lines.append("}")
-    return program, out, shape, "\n".join(lines) + "\n"
+    return program, out, loss, "\n".join(lines) + "\n"
 
 
 def evaluate(program, out, values):
@@ -384,7 +430,9 @@ def schedule_of(seed, args):
     """A pipelined program's schedule, at random (None: the default)."""
     if args.stages == 1:
         return None
-    return random.Random(seed + 3 * 10**6).choice([None, "gpipe", "1f1b", "interleaved", "zero_bubble"])
+    # Not interleaved: it needs the microbatches to be a multiple of the
+    # ranks, and these programs have one.
+    return random.Random(seed + 3 * 10**6).choice([None, "gpipe", "1f1b", "zero_bubble"])
 
 
 OPTIMIZERS = [
@@ -407,18 +455,16 @@ def check_training(seed, args):
     --train`, `train --steps`) against torch.optim's from the same initial
     weights (weight decay on params of rank >= 2 only, as Loom's)."""
     optimizer, torch_optimizer, options = random.Random(seed + 10**6).choice(OPTIMIZERS)
-    program, out, shape, text = build(seed, True, args.precision, args.ranks, args.shard, optimizer,
-                                      args.stages, schedule_of(seed, args))
+    program, out, loss, text = build(seed, True, args.precision, args.ranks, args.shard, optimizer,
+                                     args.stages, schedule_of(seed, args))
     work = args.work
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
         f.write(text)
     if (failed := compile_script(args, script, exe, ["--train"])):
         return failed
-    target = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    np.save(f"{work}/target.npy", target)
     id_arguments, ids = id_inputs(program, seed, work)
-    run = [exe, "train", "--steps", str(TRAIN_STEPS), "--input", f"target={work}/target.npy"] + id_arguments + [
+    run = [exe, "train", "--steps", str(TRAIN_STEPS)] + loss.write(work) + id_arguments + [
            "--seed", str(seed), "--save-weights", f"{work}/w.safetensors",
            "--save", f"{work}/trained.safetensors"]
     if args.ranks > 1:
@@ -435,13 +481,12 @@ def check_training(seed, args):
     plain = [leaf for leaf in leaves.values() if leaf.dim() < 2]
     groups = [{"params": decayed}, {"params": plain, "weight_decay": 0.0}]
     step = torch_optimizer([g for g in groups if g["params"]], **options)
-    reference = torch.tensor(target.astype(np.float64))
     for _ in range(TRAIN_STEPS):
         # Not zeroed in place: two params whose gradients torch hands out as
         # views of one buffer (y = reshape(x0) + x1) would then accumulate
         # each other's (1.13's default, set_to_none=False).
         step.zero_grad(set_to_none=True)
-        ((evaluate(program, out, inputs) - reference) ** 2).mean().backward()
+        loss.of(evaluate(program, out, inputs)).backward()
         step.step()
     if not all(torch.isfinite(leaf).all() and leaf.abs().max() < 1e6 for leaf in leaves.values()):
         return None  # the training diverges (in torch too): nothing to compare
@@ -460,8 +505,8 @@ def check_training(seed, args):
 
 def check(seed, args):
     """'' when the seed's program passes, else what went wrong."""
-    program, out, shape, text = build(seed, args.gradients, args.precision, args.ranks, args.shard,
-                                      stages=args.stages, schedule=schedule_of(seed, args))
+    program, out, loss, text = build(seed, args.gradients, args.precision, args.ranks, args.shard,
+                                     stages=args.stages, schedule=schedule_of(seed, args))
     work = args.work
     script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
     with open(script, "w") as f:
@@ -472,10 +517,7 @@ def check(seed, args):
     run = [exe, "--output", f"y={work}/y.npy"]
     values = {}
     if args.gradients:
-        target = rng.standard_normal(shape).astype(np.float32)
-        np.save(f"{work}/target.npy", target)
-        run += ["--input", f"target={work}/target.npy", "--seed", str(seed),
-                "--save-weights", f"{work}/w.safetensors"]
+        run += loss.write(work) + ["--seed", str(seed), "--save-weights", f"{work}/w.safetensors"]
         run += [a for name in program.leaves for a in ("--output", f"grad.{name}={work}/g.{name}.npy")]
     else:
         for name, s in program.leaves.items():
@@ -504,8 +546,7 @@ def check(seed, args):
     if (wrong := compare(got, ref, rtol, atol)):
         problems.append(f"WRONG y: {wrong}")
     if args.gradients and not problems:
-        loss = ((y - torch.tensor(target.astype(np.float64))) ** 2).mean()
-        grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+        grads = torch.autograd.grad(loss.of(y), list(leaves.values()), allow_unused=True)
         refs = {name: (np.zeros(leaf.shape) if grad is None else grad.numpy()) * args.scale_reference
                 for (name, leaf), grad in zip(leaves.items(), grads)}
         if args.precision == "bf16":
@@ -536,7 +577,7 @@ def main():
     parser.add_argument("--gpu", action="store_true",
                         help="also build each script with loomc --gpu (sm_90a; not run)")
     parser.add_argument("--stages", type=int, default=1,
-                        help="the program cut at random into this many pipeline stages over pp = 2")
+                        help="the program cut at random into this many pipeline stages, one a rank")
     parser.add_argument("--shard", action="store_true",
                         help="a 2 x 2 mesh (4 ranks), every leaf split at random over its axes")
     args = parser.parse_args()
@@ -544,7 +585,7 @@ def main():
     if args.shard:
         args.ranks = 4
     if args.stages > 1:
-        args.ranks = 2
+        args.ranks = args.stages
     os.makedirs(args.work, exist_ok=True)
     failed = diverged = 0
     for seed in range(first, last):

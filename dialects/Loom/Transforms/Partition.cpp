@@ -838,22 +838,26 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
         return signalPassFailure();
       // The executable runs on every rank of the grid; say when some do
       // nothing of their own (a pipeline axis splits the stages instead).
-      // The axis named by `pipeline AXIS`, or `pp` for stages without one
-      // (the default is not recorded on the model).
-      StringRef pipelineAxis;
-      if (auto named = model->getAttrOfType<StringAttr>(attr::kPipelineAxis))
-        pipelineAxis = named.getValue();
-      else if (model.walk([](Operation *op) {
-                      return op->hasAttr(attr::kStage) ? WalkResult::interrupt()
-                                                       : WalkResult::advance();
-                    }).wasInterrupted())
-        pipelineAxis = "pp";
-      for (auto [axis, size] : llvm::enumerate(grid.sizes))
-        if (size > 1 && !partitioner.splitsOver(axis) && pipelineAxis != grid.names[axis])
-          emitWarning(grid.op.getLoc())
-              << "mesh axis '" << grid.names[axis] << "' (" << size
-              << " ranks) splits no tensor of model '" << model.getSymName()
-              << "': its ranks compute the same values";
+      auto pipelineAxis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
+      // Stages on the default axis `pp` place their ops, but only a
+      // `pipeline AXIS` line runs them pipelined: say so where it is missing.
+      bool staged = !pipelineAxis && model.walk([](Operation *op) {
+                                          return op->hasAttr(attr::kStage)
+                                                     ? WalkResult::interrupt()
+                                                     : WalkResult::advance();
+                                        }).wasInterrupted();
+      for (auto [axis, size] : llvm::enumerate(grid.sizes)) {
+        if (size <= 1 || partitioner.splitsOver(axis) ||
+            (pipelineAxis && pipelineAxis.getValue() == grid.names[axis]))
+          continue;
+        InFlightDiagnostic warning = emitWarning(grid.op.getLoc())
+                                     << "mesh axis '" << grid.names[axis] << "' (" << size
+                                     << " ranks) splits no tensor of model '"
+                                     << model.getSymName()
+                                     << "': its ranks compute the same values";
+        if (staged && grid.names[axis] == "pp")
+          warning << "; its stages run pipelined only with a 'pipeline pp' line";
+      }
     }
   }
 };

@@ -289,7 +289,7 @@ struct LoomPlaceStages
       if (auto known = func->getAttrOfType<IntegerAttr>(attr::kStagesCount))
         numStages = known.getInt();
       if (numStages < ranks || numStages % ranks != 0) {
-        func.emitError("model '")
+        emitError(func.getLoc(), "model '")
             << func->getAttrOfType<StringAttr>(attr::kPartitionOf).getValue()
             << "' has " << numStages << " pipeline stage"
             << (numStages == 1 ? "" : "s") << ", which the " << ranks

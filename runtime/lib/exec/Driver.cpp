@@ -796,11 +796,17 @@ bool Driver::allocateRanks() {
       pipelineDevice = std::make_unique<CudaPipelineDevice>(spmd, cuda, nccl, executor);
     else
       pipelineDevice = std::make_unique<CpuPipelineDevice>(executor, *executor.communicator());
+    // A gradient program (loomc --gradients: a backward, no optimizer)
+    // runs its schedule as a training step does: the forward-only chain
+    // would leave its gradients unwritten.
+    bool backward = std::any_of(spmd.steps.begin(), spmd.steps.end(), [](const PlanStep &step) {
+      return step.phase == StepPhase::Backward || step.phase == StepPhase::Weight;
+    });
     if (!pipeline.prepare(spmd, *pipelineDevice, *executor.communicator(),
                           options.train || spmd.forwardMicrobatches()
                               ? spmd.optimizer.microbatches
                               : 1,
-                          options.train, options.schedule, error))
+                          options.train || backward, options.schedule, error))
       return fail(inSpmdPlan(error));
   }
   uint64_t transferBytes = 0;

@@ -549,6 +549,13 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
     if (runs && !runStep(i, last, trace, error))
       return false;
   }
+  // An output this rank also holds (one it carries to another stage) may
+  // have had its bytes taken since by a value restored into the same
+  // offset (the arena's plan orders the stages' steps one way, a schedule
+  // another): its held copy goes back before the outputs are shared.
+  for (const OutputSync &output : outputs)
+    if (output.root == coordinate && !restore(last, output.id, error))
+      return false;
   for (unsigned mb = 0; mb < microbatches; ++mb)
     release(mb);
   // A forward of several microbatches gives its outputs by putOutputs.
