@@ -562,8 +562,9 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
   } else {
     value = addArgument(type, stmt.loc, attrs);
     if (isInput && !shape->empty()) {
-      // The dim's name, when it is a global dim's (a loop variable or a
-      // model-level name would shadow it).
+      // The dim's name, when it is a global dim's; a dim of the model's
+      // own (or a loop variable) shadows it, and cannot be resized for a
+      // microbatch (buildForOneMicrobatch says so).
       std::string dim, localDim;
       if (auto *named = llvm::dyn_cast<NameExpr>(stmt.type->dims.front().get())) {
         if (scope.ints.count(named->name) && &scope != &globals)
