@@ -3,7 +3,7 @@
 compiled (loomc), run on the CPU, against PyTorch in float64.
 
 usage: differential.py --loomc LOOMC --work DIR --seeds A:B
-                       [--gradients | --train] [--precision f32|bf16]
+                       [--gradients | --train] [--precision f32|bf16|f16]
                        [--ranks N | --shard | --stages S] [--mpirun CMD] [--gpu]
                        [--scale-reference F]
 
@@ -38,7 +38,7 @@ interleaved, which needs microbatches) on S ranks. --gpu:
 each script is also built with `loomc --gpu` (sm_90a kernels, ptxas from
 PATH), which must succeed too; its executable is not run. --precision bf16: inputs and params in bf16 (`precision bf16
 accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
-tolerance.
+tolerance; --precision f16 the same in f16 (with bf16's tolerance too).
 
 Tolerance per element: |got - ref| <= RTOL (|ref| + rms(ref)) + ATOL
 (gradients 2 RTOL): for f32 RTOL 1e-3, ATOL 1e-6 (the reference is exact;
@@ -281,7 +281,7 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages
     program = Program(rng, gradients)
     shape = tuple(rng.choice(DIMS) for _ in range(rng.choice([1, 2, 2, 3, 3])))
     out = program.expr(shape, rng.randint(1, 4))
-    dtype = "" if precision == "bf16" else "f32"
+    dtype = "" if precision != "f32" else "f32"
     lines = []
     if stages > 1:
         lines.append(f"mesh m[pp = {stages}]")
@@ -289,8 +289,8 @@ def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages
         lines.append("mesh m[a = 2, b = 2]")
     elif ranks > 1:
         lines.append(f"mesh m[dp = {ranks}]")
-    if precision == "bf16":
-        lines.append("precision bf16 accumulate f32")
+    if precision != "f32":
+        lines.append(f"precision {precision} accumulate f32")
     lines.append("model fuzz {")
     def spec(shape):
         """With --shard, each dim whole or split over an axis (each axis once)."""
@@ -361,7 +361,7 @@ def round_bf16(x):
 
 def tolerance(precision, scale=1):
     """(RTOL, ATOL) of a comparison (see above); RTOL times `scale`."""
-    rtol, atol = (1e-1, 1e-4) if precision == "bf16" else (1e-3, 1e-6)
+    rtol, atol = (1e-1, 1e-4) if precision != "f32" else (1e-3, 1e-6)
     return scale * rtol, atol
 
 
@@ -379,6 +379,8 @@ def read_safetensors(path):
         raw = data[8 + size + start:8 + size + end]
         if info["dtype"] == "BF16":
             array = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif info["dtype"] == "F16":
+            array = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
         else:
             array = np.frombuffer(raw, dtype=np.float32)
         tensors[name] = array.reshape(info["shape"])
@@ -497,7 +499,7 @@ def check_training(seed, args):
         got = trained[name].astype(np.float64) - initial[name]
         # bf16: Adam's m / sqrt(v) turns a gradient's rounding noise into a
         # whole step for the few elements whose gradient is near 0.
-        most_over = 0.01 if args.precision == "bf16" else 0.0
+        most_over = 0.01 if args.precision != "f32" else 0.0
         if (wrong := compare(got, ref, *tolerance(args.precision, 2), most_over)):
             problems.append(f"WRONG {name} after {TRAIN_STEPS} steps ({optimizer}): {wrong}")
     return "; ".join(problems)
@@ -523,7 +525,8 @@ def check(seed, args):
         for name, s in program.leaves.items():
             x = rng.standard_normal(s).astype(np.float32)
             np.save(f"{work}/{name}.npy", x)
-            values[name] = round_bf16(x) if args.precision == "bf16" else x
+            values[name] = {"bf16": round_bf16(x), "f16": x.astype(np.float16).astype(np.float32),
+                            "f32": x}[args.precision]
             run += ["--input", f"{name}={work}/{name}.npy"]
     id_arguments, ids = id_inputs(program, seed, work)
     run += id_arguments
@@ -549,7 +552,7 @@ def check(seed, args):
         grads = torch.autograd.grad(loss.of(y), list(leaves.values()), allow_unused=True)
         refs = {name: (np.zeros(leaf.shape) if grad is None else grad.numpy()) * args.scale_reference
                 for (name, leaf), grad in zip(leaves.items(), grads)}
-        if args.precision == "bf16":
+        if args.precision != "f32":
             # A gradient that cancels exactly (a shift under a softmax) is
             # bf16 noise of the size of the others.
             every = np.concatenate([ref.ravel() for ref in refs.values()])
@@ -569,7 +572,7 @@ def main():
     parser.add_argument("--gradients", action="store_true")
     parser.add_argument("--train", action="store_true",
                         help=f"{TRAIN_STEPS} steps of a random optimizer against torch.optim's")
-    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32")
+    parser.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--mpirun", default="mpirun --oversubscribe",
                         help="the command that runs the executable on --ranks ranks")
