@@ -276,12 +276,13 @@ class Loss:
 
 def build(seed, gradients, precision, ranks, shard=False, optimizer=None, stages=1,
           schedule=None):
-    """The seed's program, its output's name and shape, and the script."""
+    """The seed's program, its output's name, its loss (gradients and
+    training) and the script."""
     rng = random.Random(seed)
     program = Program(rng, gradients)
     shape = tuple(rng.choice(DIMS) for _ in range(rng.choice([1, 2, 2, 3, 3])))
     out = program.expr(shape, rng.randint(1, 4))
-    dtype = "" if precision != "f32" else "f32"
+    dtype = "f32" if precision == "f32" else ""  # 16-bit: the policy's type
     lines = []
     if stages > 1:
         lines.append(f"mesh m[pp = {stages}]")
