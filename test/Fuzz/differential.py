@@ -67,6 +67,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Numerics"))
+from reference import read_safetensors, round_to  # noqa: E402
+
 torch.set_default_dtype(torch.float64)
 
 DIMS = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65]
@@ -353,39 +356,15 @@ def evaluate(program, out, values):
     return values[out]
 
 
-def round_bf16(x):
-    """float32 array rounded to bf16 (nearest even), as float32."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
-    return bits.astype(np.uint32).view(np.float32)
-
-
 def tolerance(precision, scale=1):
     """(RTOL, ATOL) of a comparison (see above); RTOL times `scale`."""
     rtol, atol = (1e-1, 1e-4) if precision != "f32" else (1e-3, 1e-6)
     return scale * rtol, atol
 
 
-def read_safetensors(path):
-    import json
-    import struct
-    data = open(path, "rb").read()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        raw = data[8 + size + start:8 + size + end]
-        if info["dtype"] == "BF16":
-            array = (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-        elif info["dtype"] == "F16":
-            array = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
-        else:
-            array = np.frombuffer(raw, dtype=np.float32)
-        tensors[name] = array.reshape(info["shape"])
-    return tensors
+def weights(path):
+    """The float arrays of a .safetensors file (reference.py's reader)."""
+    return {name: array for name, (array, _) in read_safetensors(path).items()}
 
 
 def compare(got, ref, rtol, atol, most_over=0.0):
@@ -414,19 +393,32 @@ def id_inputs(program, seed, work):
     return arguments, values
 
 
-def compile_script(args, script, exe, flags):
-    """'' when loomc builds the executable (and with --gpu also the one
-    with sm_90a kernels, not run), else what it said."""
+def compile_script(args, seed, text, flags):
+    """Writes the seed's script and builds it: its executable, and '' when
+    loomc built it (and with --gpu also the one with sm_90a kernels, not
+    run), else what loomc said."""
+    script, exe = f"{args.work}/s{seed}.loom", f"{args.work}/s{seed}"
+    with open(script, "w") as f:
+        f.write(text)
     builds = [(flags, exe)] + ([(flags + ["--gpu"], exe + ".gpu")] if args.gpu else [])
     for options, output in builds:
         compiled = subprocess.run([args.loomc, script, "-o", output] + options,
                                   capture_output=True, text=True)
         if compiled.returncode != 0:
-            return (f"COMPILE{' --gpu' if '--gpu' in options else ''} (exit {compiled.returncode}): "
-                    f"{compiled.stderr.strip()[-600:]}")
+            return exe, (f"COMPILE{' --gpu' if '--gpu' in options else ''} (exit {compiled.returncode}): "
+                         f"{compiled.stderr.strip()[-600:]}")
     if args.gpu:
         os.remove(exe + ".gpu")
-    return ""
+    return exe, ""
+
+
+def launch(args, run):
+    """Runs the command line `run` (on --ranks ranks): '' when it succeeds,
+    else what it said."""
+    if args.ranks > 1:
+        run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
+    ran = subprocess.run(run, capture_output=True, text=True)
+    return f"RUN (exit {ran.returncode}): {ran.stderr.strip()[-600:]}" if ran.returncode else ""
 
 
 def schedule_of(seed, args):
@@ -461,22 +453,16 @@ def check_training(seed, args):
     program, out, loss, text = build(seed, True, args.precision, args.ranks, args.shard, optimizer,
                                      args.stages, schedule_of(seed, args))
     work = args.work
-    script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
-    with open(script, "w") as f:
-        f.write(text)
-    if (failed := compile_script(args, script, exe, ["--train"])):
+    exe, failed = compile_script(args, seed, text, ["--train"])
+    if failed:
         return failed
     id_arguments, ids = id_inputs(program, seed, work)
-    run = [exe, "train", "--steps", str(TRAIN_STEPS)] + loss.write(work) + id_arguments + [
-           "--seed", str(seed), "--save-weights", f"{work}/w.safetensors",
-           "--save", f"{work}/trained.safetensors"]
-    if args.ranks > 1:
-        run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
-    ran = subprocess.run(run, capture_output=True, text=True)
-    if ran.returncode != 0:
-        return f"RUN (exit {ran.returncode}): {ran.stderr.strip()[-600:]}"
-    initial = read_safetensors(f"{work}/w.safetensors")
-    trained = read_safetensors(f"{work}/trained.safetensors")
+    if (failed := launch(args, [exe, "train", "--steps", str(TRAIN_STEPS)] + loss.write(work) +
+                         id_arguments + ["--seed", str(seed), "--save-weights", f"{work}/w.safetensors",
+                                         "--save", f"{work}/trained.safetensors"])):
+        return failed
+    initial = weights(f"{work}/w.safetensors")
+    trained = weights(f"{work}/trained.safetensors")
     leaves = {name: torch.tensor(initial[name].astype(np.float64), requires_grad=True)
               for name in program.leaves}
     inputs = dict(leaves, **ids)
@@ -511,10 +497,8 @@ def check(seed, args):
     program, out, loss, text = build(seed, args.gradients, args.precision, args.ranks, args.shard,
                                      stages=args.stages, schedule=schedule_of(seed, args))
     work = args.work
-    script, exe = f"{work}/s{seed}.loom", f"{work}/s{seed}"
-    with open(script, "w") as f:
-        f.write(text)
-    if (failed := compile_script(args, script, exe, ["--gradients"] if args.gradients else [])):
+    exe, failed = compile_script(args, seed, text, ["--gradients"] if args.gradients else [])
+    if failed:
         return failed
     rng = np.random.default_rng(seed)
     run = [exe, "--output", f"y={work}/y.npy"]
@@ -526,18 +510,13 @@ def check(seed, args):
         for name, s in program.leaves.items():
             x = rng.standard_normal(s).astype(np.float32)
             np.save(f"{work}/{name}.npy", x)
-            values[name] = {"bf16": round_bf16(x), "f16": x.astype(np.float16).astype(np.float32),
-                            "f32": x}[args.precision]
+            values[name] = round_to(x, args.precision)
             run += ["--input", f"{name}={work}/{name}.npy"]
     id_arguments, ids = id_inputs(program, seed, work)
-    run += id_arguments
-    if args.ranks > 1:
-        run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
-    ran = subprocess.run(run, capture_output=True, text=True)
-    if ran.returncode != 0:
-        return f"RUN (exit {ran.returncode}): {ran.stderr.strip()[-600:]}"
+    if (failed := launch(args, run + id_arguments)):
+        return failed
     if args.gradients:
-        values = read_safetensors(f"{work}/w.safetensors")
+        values = weights(f"{work}/w.safetensors")
     leaves = {name: torch.tensor(values[name].astype(np.float64), requires_grad=args.gradients)
               for name in program.leaves}
     y = evaluate(program, out, dict(leaves, **ids))
