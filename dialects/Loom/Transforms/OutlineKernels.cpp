@@ -198,9 +198,9 @@ static void foldOperandTransposes(func::FuncOp model) {
 /// The model's return slots that repeat a value no kernel computes (a
 /// collective's or an accumulate's result: say the gradient two params
 /// share, after its data-parallel sum) read a copy, `x * 1` (exact), a
-/// kernel of its own: each plan output is a buffer of its own. A kernel's
-/// result returned twice its kernel writes twice (buildKernel); an input
-/// or param returned is the plan builder's error.
+/// kernel of its own placed as the value is: each plan output is a buffer
+/// of its own. A kernel's result returned twice its kernel writes twice
+/// (buildKernel); an input or param returned is the plan builder's error.
 static void copyRepeatedStepResults(func::FuncOp model) {
   Operation *ret = model.getBody().front().getTerminator();
   llvm::SmallPtrSet<Value, 8> returned;
@@ -215,7 +215,11 @@ static void copyRepeatedStepResults(func::FuncOp model) {
     Value one = ConstantOp::create(b, value.getLoc(),
                                    RankedTensorType::get({}, type.getElementType()),
                                    b.getF64FloatAttr(1.0));
-    slot.set(MulOp::create(b, value.getLoc(), value, one));
+    auto copy = MulOp::create(b, value.getLoc(), value, one);
+    // In a pipelined model it runs where the value is made.
+    for (NamedAttribute place : placeOf(def))
+      copy->setAttr(place.getName(), place.getValue());
+    slot.set(copy);
   }
 }
 
