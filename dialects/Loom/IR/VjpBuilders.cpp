@@ -28,9 +28,7 @@ Value vjp::reduceTo(OpBuilder &b, Location loc, Value grad,
   int64_t added = typeOf(grad).getRank() - target.getRank();
   if (added > 0) {
     ArrayRef<int64_t> shape = typeOf(grad).getShape();
-    SmallVector<int64_t> rows{1};
-    for (int64_t size : shape.take_front(added))
-      rows[0] *= size;
+    SmallVector<int64_t> rows{ShapedType::getNumElements(shape.take_front(added))};
     llvm::append_range(rows, shape.drop_front(added));
     grad = SumOp::create(b, loc, reshapeTo(b, loc, grad, rows), /*axis=*/0,
                          /*keepdim=*/false);

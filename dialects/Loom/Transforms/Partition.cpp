@@ -839,13 +839,6 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       // The executable runs on every rank of the grid; say when some do
       // nothing of their own (a pipeline axis splits the stages instead).
       auto pipelineAxis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
-      // Stages on the default axis `pp` place their ops, but only a
-      // `pipeline AXIS` line runs them pipelined: say so where it is missing.
-      bool staged = !pipelineAxis && model.walk([](Operation *op) {
-                                          return op->hasAttr(attr::kStage)
-                                                     ? WalkResult::interrupt()
-                                                     : WalkResult::advance();
-                                        }).wasInterrupted();
       for (auto [axis, size] : llvm::enumerate(grid.sizes)) {
         if (size <= 1 || partitioner.splitsOver(axis) ||
             (pipelineAxis && pipelineAxis.getValue() == grid.names[axis]))
@@ -855,7 +848,14 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
                                      << " ranks) splits no tensor of model '"
                                      << model.getSymName()
                                      << "': its ranks compute the same values";
-        if (staged && grid.names[axis] == "pp")
+        // Stages on the default axis `pp` place their ops, but only a
+        // `pipeline AXIS` line runs them pipelined: say so where it is
+        // missing.
+        if (!pipelineAxis && grid.names[axis] == "pp" &&
+            model.walk([](Operation *op) {
+                   return op->hasAttr(attr::kStage) ? WalkResult::interrupt()
+                                                    : WalkResult::advance();
+                 }).wasInterrupted())
           warning << "; its stages run pipelined only with a 'pipeline pp' line";
       }
     }
