@@ -69,6 +69,9 @@ public:
 
   // When a row runs.
   bool wantsGradients() const;
+  /// A --gradients build without --train: the whole batch differentiated
+  /// at once, whatever the train section's microbatches.
+  bool gradientsOnly() const { return options.gradients && !options.train; }
   bool wantsSchedule() const {
     return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
   }

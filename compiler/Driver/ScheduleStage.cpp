@@ -35,11 +35,11 @@ static unsigned axisRanks(ModuleOp module, StringAttr axis) {
 
 /// Schedule `kindName` of `stages` stages on the `ranks` ranks of `axis`,
 /// built and verified; otherwise an error at `loc`, `what` (the schedule,
-/// as the message names it) of model `model` and why.
+/// as the message names it) of model `model`, why, and `hint`.
 static FailureOr<rt::Schedule>
 verifiedSchedule(Location loc, StringRef kindName, const Twine &what,
                  StringRef model, StringAttr axis, unsigned ranks,
-                 unsigned stages, unsigned microbatches) {
+                 unsigned stages, unsigned microbatches, StringRef hint = {}) {
   rt::ScheduleKind kind;
   if (!rt::parseScheduleKind(kindName, kind))
     return emitError(loc, "unknown pipeline schedule '")
@@ -51,7 +51,8 @@ verifiedSchedule(Location loc, StringRef kindName, const Twine &what,
     return emitError(loc, what) << " of model '" << model << "' (" << stages
                                 << " stages on " << ranks << " '"
                                 << axis.getValue() << "' ranks, "
-                                << microbatches << " microbatches): " << error;
+                                << microbatches << " microbatches): " << error
+                                << hint;
   return built;
 }
 
@@ -72,14 +73,19 @@ LogicalResult Compilation::planSchedule() {
   }
   auto axis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
   unsigned ranks = axisRanks(*module, axis);
+  // 1 + the largest stage number: a number no stage op uses is an empty
+  // stage, and one number may have several ops (docs/language.md).
   unsigned stages = 0;
   for (Operation &op : model.getBody().front())
-    stages += isa<mlir::loom::StageOp>(op);
+    if (auto stage = dyn_cast<mlir::loom::StageOp>(op))
+      stages = std::max<unsigned>(stages, stage.getStage() + 1);
   unsigned microbatches = 1;
   std::string kindName = "1f1b";
   for (auto train : module->getOps<mlir::loom::TrainOp>())
     if (train.getModel() == model.getSymName()) {
-      microbatches = static_cast<unsigned>(train.getMicrobatches());
+      // A --gradients build differentiates the whole batch at once.
+      if (!gradientsOnly())
+        microbatches = static_cast<unsigned>(train.getMicrobatches());
       kindName = train.getSchedule().str();
     }
   if (!options.schedule.empty())
@@ -123,15 +129,19 @@ LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
     if (options.train && of && train.getModel() == of.getValue())
       microbatches = static_cast<unsigned>(train.getMicrobatches());
   // A forward-only run pipelines its forwards in order: only the name
-  // matters.
+  // matters. A gradient program runs the schedule (its backward too), on
+  // the whole batch as one microbatch.
   rt::ScheduleKind kind;
-  if (!options.train && rt::parseScheduleKind(kindName, kind))
+  if (!options.train && !options.gradients && rt::parseScheduleKind(kindName, kind))
     return success();
-  return verifiedSchedule(spmd.getLoc(), kindName,
-                          "pipeline schedule '" + kindName + "'",
-                          of ? of.getValue() : "", axis,
-                          axisRanks(holder, axis),
-                          static_cast<unsigned>(count.getInt()), microbatches);
+  return verifiedSchedule(
+      spmd.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
+      of ? of.getValue() : "", axis, axisRanks(holder, axis),
+      static_cast<unsigned>(count.getInt()), microbatches,
+      gradientsOnly() && kindName == "interleaved"
+          ? "; a --gradients build runs the whole batch as one microbatch, "
+            "too few for the interleaved schedule"
+          : "");
 }
 
 void Compilation::printSchedule(llvm::raw_ostream &out) { out << schedule; }

@@ -324,6 +324,12 @@ void printUnlocatedDiagnostic(mlir::Diagnostic &diag) {
   for (mlir::Diagnostic &note : diag.getNotes())
     errs() << "loomc: note: " << note.str() << "\n";
 }
+/// Whether the command line gave MLIR's --mlir-print-op-on-diagnostic.
+bool printOpOnDiagnosticGiven() {
+  auto &options = cl::getRegisteredOptions();
+  auto found = options.find("mlir-print-op-on-diagnostic");
+  return found != options.end() && found->second->getNumOccurrences() > 0;
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -410,6 +416,12 @@ int main(int argc, char **argv) {
       errs() << "loomc: error: --microbatches needs a number >= 1\n";
       return 1;
     }
+    if (microbatches > 1 && gradients && !train) {
+      errs() << "loomc: error: --microbatches splits a training step "
+                "(--train) or a pipelined forward; a --gradients build "
+                "differentiates the whole batch at once\n";
+      return 1;
+    }
     options.microbatches = microbatches;
   }
   options.meshSvg = meshSvg;
@@ -441,6 +453,11 @@ int main(int argc, char **argv) {
     SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(chunk), SMLoc());
     mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
+    // A diagnostic at a script's line does not print the op behind it (the
+    // user wrote a script, not IR) unless asked for with
+    // --mlir-print-op-on-diagnostic.
+    if (!printOpOnDiagnosticGiven())
+      context.printOpOnDiagnostic(false);
     if (verifyDiagnostics) {
       mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
       (void)loom::runDriver(context, sourceMgr, options, os);

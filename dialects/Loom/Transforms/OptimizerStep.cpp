@@ -290,6 +290,12 @@ LogicalResult StepBuilder::run() {
       if (name.getValue().starts_with("opt."))
         scalars[name.getValue()] = arg;
   }
+  // Autodiff gives every float param a gradient (zeros where the loss does
+  // not read it), so none means a model without one: a step would update
+  // nothing, and the runtime would find no optimizer to run.
+  if (params.empty())
+    return emitError(train.getLoc(), "nothing to train: model '")
+           << model.getSymName() << "' has no float param";
   loc = train.getLoc();
   // The gradients' producers, named for loom-bucket-gradients.
   auto tagGradients = [&] {

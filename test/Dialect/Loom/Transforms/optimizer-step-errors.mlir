@@ -8,3 +8,14 @@ func.func @half(%t: tensor<4xbf16> {loom.input = "t"}, %w: tensor<4xbf16> {loom.
   return %0 : tensor<f32>
 }
 loom.train @half optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// A model without a float param has nothing to update.
+func.func @no_params(%x: tensor<4xf32> {loom.input = "x"}, %t: tensor<4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.mse %x, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{nothing to train: model 'no_params' has no float param}}
+loom.train @no_params optimizer "sgd" {} microbatches 2 schedule "1f1b" loss_scale "none" steps 1
