@@ -33,7 +33,7 @@ def ConvertLoomAttentionToLinalg : Pass<"convert-loom-attention-to-linalg", "mli
   let dependentDialects = [
     "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",
     "mlir::arith::ArithDialect", "mlir::math::MathDialect",
-    "mlir::scf::SCFDialect"
+    "mlir::scf::SCFDialect", "mlir::bufferization::BufferizationDialect"
   ];
 }
 

@@ -34,7 +34,8 @@ def main():
         return R.Val(R.round_to(data, dtype), dtype, exact=True)
 
     q, k, v = load("q"), load("k"), load("v")
-    scores = R.matmul(q, R.transpose(k, (0, 1, 3, 2)))
+    rank = q.data.ndim  # any layout: [..., T, E]
+    scores = R.matmul(q, R.transpose(k, tuple(range(rank - 2)) + (rank - 1, rank - 2)))
     causal = R.matmul(R.softmax(R.causal_mask(R.mul(scores, R.const(0.25, dtype)))), v)
     full = R.matmul(R.softmax(scores), v)
 

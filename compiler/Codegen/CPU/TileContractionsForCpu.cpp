@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/MemRef/TransformOps/MemRefTransformOps.h"
+#include "mlir/Dialect/MemRef/Transforms/Transforms.h"
 #include "mlir/Dialect/Transform/IR/TransformDialect.h"
 #include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -267,14 +268,39 @@ static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::Transpo
      << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
 }
 
-/// After tiling: memref aliases folded, the accumulators' transfers hoisted
-/// out of the k loops (@tile ends here; the pass then makes the dots), then
-/// the remaining contractions and transfers lowered (@lower).
-static constexpr const char *kScheduleTail = R"(    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
-    transform.apply_patterns to %funcs {
-      transform.apply_patterns.memref.fold_memref_alias_ops
-      transform.apply_patterns.canonicalization
-    } : !transform.any_op
+/// Rounds of foldAliasesAndCanonicalize's greedy driver at most (the
+/// upstream pass's default).
+static constexpr int64_t kMostFoldingRounds = 10;
+
+/// The tiles' memref aliases (subviews of subviews, expand_shapes) folded
+/// into their loads and stores, with canonicalization, as
+/// `transform.apply_patterns {fold_memref_alias_ops; canonicalization}`
+/// did, but for at most kMostFoldingRounds rounds: upstream's folding need
+/// not converge (LLVM 22: a transfer_read with a broadcast dim of a
+/// memref.expand_shape of a kernel argument, as the batch of one of a
+/// rank-2 attention makes, is rewritten back and forth forever), and the
+/// transform op has no limit, so loomc hung. As with the upstream pass,
+/// what the last round leaves is kept: every round leaves valid IR.
+static void foldAliasesAndCanonicalize(ModuleOp module) {
+  MLIRContext *context = module.getContext();
+  RewritePatternSet patterns(context);
+  memref::populateFoldMemRefAliasOpPatterns(patterns);
+  for (Dialect *dialect : context->getLoadedDialects())
+    dialect->getCanonicalizationPatterns(patterns);
+  for (RegisteredOperationName op : context->getRegisteredOperations())
+    op.getCanonicalizationPatterns(patterns, context);
+  GreedyRewriteConfig config;
+  config.setMaxIterations(kMostFoldingRounds);
+  (void)applyPatternsGreedily(module, std::move(patterns), config);
+}
+
+/// After tiling (and foldAliasesAndCanonicalize): the accumulators'
+/// transfers hoisted out of the k loops (@cleanup; the pass then makes the
+/// dots), then the remaining contractions and transfers lowered (@lower).
+static constexpr const char *kScheduleTail = R"(    transform.yield
+  }
+  transform.named_sequence @cleanup(%root: !transform.any_op {transform.readonly}) {
+    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
     transform.apply_cse to %funcs : !transform.any_op
     %hoisted = transform.structured.hoist_redundant_vector_transfers %funcs : (!transform.any_op) -> !transform.any_op
     transform.yield
@@ -451,6 +477,9 @@ struct LoomTileContractionsForCpu
                                                     transform::TransformOptions());
     };
     if (failed(apply("__transform_main")))
+      return signalPassFailure();
+    foldAliasesAndCanonicalize(module);
+    if (failed(apply("cleanup")))
       return signalPassFailure();
     module.walk([](linalg::GenericOp op) { op->removeAttr("loom.cpu_tile"); });
     module.walk([](linalg::TransposeOp op) { op->removeAttr("loom.cpu_pack"); });

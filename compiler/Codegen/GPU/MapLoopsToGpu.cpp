@@ -30,6 +30,41 @@ static bool isSunk(Operation *op) {
           isMemoryEffectFree(op));
 }
 
+/// The top-level parallel loops of `entry` that must run inside the host
+/// code's single-thread launch instead of as launches of their own: those
+/// that host-side scalar code spans, a value it computes before the loop
+/// (from memory: not a constant or view) being used after it. A launch in
+/// between would split that code into two launches, and a value cannot
+/// pass from one to the other. (A sequential loop of one trip, folded
+/// away, leaves such code: the slot assignment of an MoE block of one
+/// token.)
+static llvm::SmallPtrSet<Operation *, 4> spannedParallelLoops(Block &entry) {
+  llvm::SmallPtrSet<Operation *, 16> hostValues;
+  llvm::SmallPtrSet<Operation *, 4> spanned;
+  SmallVector<Operation *> before;
+  for (Operation &op : entry.without_terminator()) {
+    bool fromHost = llvm::any_of(op.getOperands(), [&](Value v) {
+      return hostValues.contains(v.getDefiningOp());
+    });
+    if (auto loop = dyn_cast<scf::ParallelOp>(op)) {
+      bool usedAfter = llvm::any_of(before, [&](Operation *def) {
+        return llvm::any_of(def->getUsers(), [&](Operation *user) {
+          Operation *top = entry.findAncestorOpInBlock(*user);
+          return top && loop->isBeforeInBlock(top);
+        });
+      });
+      if (usedAfter)
+        spanned.insert(loop);
+      continue;
+    }
+    if (op.getNumResults() && (fromHost || !isSunk(&op)) && !isa<gpu::LaunchOp>(op)) {
+      hostValues.insert(&op);
+      before.push_back(&op);
+    }
+  }
+  return spanned;
+}
+
 /// Recomputes inside `launch` every view (and view of a view) it reads, so
 /// that only whole buffers cross; upstream sinking would keep a view outside
 /// when its base buffer is not otherwise used in the kernel.
@@ -395,9 +430,19 @@ void LoomMapLoopsToGpu::runOnOperation() {
     else if (std::optional<loom::ScalarReduction> nest = loom::matchScalarReduction(loop))
       loom::mapScalarReduction(*nest, blockSize);
   }
+  llvm::SmallPtrSet<Operation *, 4> spanned = spannedParallelLoops(entry);
   for (auto loop : llvm::make_early_inc_range(entry.getOps<scf::ParallelOp>()))
-    if (failed(mapParallel(loop, interchanged.contains(loop))))
+    if (!spanned.contains(loop) && failed(mapParallel(loop, interchanged.contains(loop))))
       return signalPassFailure();
+  // Host-side scalar code nothing uses (an MoE routing of one token left
+  // some) is dropped first: it would stay on the host reading what a
+  // single-thread launch below computes.
+  SmallVector<Operation *> bottomUp;
+  for (Operation &op : llvm::reverse(entry.without_terminator()))
+    bottomUp.push_back(&op);
+  for (Operation *op : bottomUp)
+    if (!op->hasTrait<OpTrait::ConstantLike>() && isOpTriviallyDead(op))
+      op->erase();
   // Whatever still touches memory on the host side runs on one GPU thread.
   SmallVector<Operation *> pending;
   auto flush = [&] {
@@ -411,6 +456,14 @@ void LoomMapLoopsToGpu::runOnOperation() {
     bool usesPending = llvm::any_of(op.getOperands(), [&](Value v) {
       return pendingSet.contains(v.getDefiningOp());
     });
+    // A value a launch computes cannot reach the host or another launch.
+    if (llvm::any_of(op.getOperands(), [&](Value v) {
+          return v.getParentBlock() != &entry && !isa<BlockArgument>(v);
+        })) {
+      op.emitError("internal error: loom-map-loops-to-gpu: this operation "
+                   "uses a value a GPU launch before it computes");
+      return signalPassFailure();
+    }
     if (isa<gpu::LaunchOp>(op)) {
       flush();
       pendingSet.clear();

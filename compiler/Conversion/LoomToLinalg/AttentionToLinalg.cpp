@@ -19,6 +19,7 @@
 #include "Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "Loom/IR/LoomOps.h"
 
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -418,6 +419,25 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor,
                           op.getCausal()};
 }
 
+/// A tensor the loop over query blocks carries, of `shape`, filled with
+/// `fill` if given. Not a tensor.empty: where the loop's result is the
+/// kernel's (a batch of one dim, nothing reshaping it), eliminate-empty-
+/// tensors would make the kernel's destination the loop's init, which
+/// one-shot bufferization then rejects (`'scf.for' op not bufferizable
+/// under the given constraints: cannot avoid RaW conflict`, upstream's
+/// analysis of `materialize_in_destination %loop in %dest` with %dest the
+/// loop's init). Its own buffer costs one copy of the result into the
+/// destination, as a reshaped result already did.
+static Value carriedTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                           Type element, std::optional<double> fill = {}) {
+  auto type = RankedTensorType::get(shape, element);
+  Value tensor = bufferization::AllocTensorOp::create(b, loc, type, ValueRange{});
+  if (!fill)
+    return tensor;
+  Value value = arith::ConstantOp::create(b, loc, b.getFloatAttr(element, *fill));
+  return linalg::FillOp::create(b, loc, value, tensor).getResult(0);
+}
+
 /// A loop over the blocks of `queries` carrying `init`; `body` gives the
 /// carried values of the next iteration.
 static scf::ForOp overQueryBlocks(OpBuilder &b, Location loc, int64_t queries,
@@ -445,9 +465,8 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     int64_t queries = op.getQuery().getType().getShape().drop_back().back();
     int64_t keys = op.getKey().getType().getShape().drop_back().back();
     int64_t valueFeatures = resultType.getShape().back();
-    Value init = tensor::EmptyOp::create(
-        rewriter, loc, ArrayRef<int64_t>{builder.batch, queries, valueFeatures},
-        resultType.getElementType());
+    Value init = carriedTensor(rewriter, loc, {builder.batch, queries, valueFeatures},
+                               resultType.getElementType());
     auto loop = overQueryBlocks(
         rewriter, loc, queries, builder.block, {init}, [&](Value qStart, ValueRange carried) {
           Value out = builder.outputBlock(qStart, keys, valueFeatures);
@@ -478,10 +497,10 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     int64_t valueFeatures = op.getValue().getType().getShape().back();
     Value resultGrad = widenedBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
     Type element = builder.element, accumulate = builder.accumulate;
-    Value queryGrads = tensor::EmptyOp::create(
-        rewriter, loc, ArrayRef<int64_t>{builder.batch, queries, features}, element);
-    Value keyAcc = builder.filled({builder.batch, keys, features}, accumulate, 0.0);
-    Value valueAcc = builder.filled({builder.batch, keys, valueFeatures}, accumulate, 0.0);
+    Value queryGrads = carriedTensor(rewriter, loc, {builder.batch, queries, features}, element);
+    Value keyAcc = carriedTensor(rewriter, loc, {builder.batch, keys, features}, accumulate, 0.0);
+    Value valueAcc =
+        carriedTensor(rewriter, loc, {builder.batch, keys, valueFeatures}, accumulate, 0.0);
     auto loop = overQueryBlocks(
         rewriter, loc, queries, builder.block, {queryGrads, keyAcc, valueAcc},
         [&](Value qStart, ValueRange carried) {

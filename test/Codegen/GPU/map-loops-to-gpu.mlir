@@ -772,3 +772,47 @@ func.func @not_row_local(%x: memref<2x64xf32>, %out: memref<2x64xf32>, %m: memre
   }
   return
 }
+
+// -----
+
+// Host-side scalar code that a parallel loop splits, a value loaded before
+// the loop being used after it (an MoE routing of one token, its loop over
+// tokens folded away), runs whole in one single-thread launch, the loop
+// inside it: as launches of their own, the loaded value would have to pass
+// from one launch to the next (loomc failed with `operand #0 does not
+// dominate this use`).
+// CHECK-LABEL: func.func @spanned_loop
+// CHECK: gpu.launch
+// CHECK: memref.load
+// CHECK: scf.parallel
+// CHECK: memref.store
+// CHECK: gpu.terminator
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @spanned_loop(%ids: memref<2xi32>, %fill: memref<4xi32>, %out: memref<2xi32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %m1 = arith.constant -1 : i32
+  %id = memref.load %ids[%c0] : memref<2xi32>
+  scf.parallel (%i) = (%c0) to (%c4) step (%c1) {
+    memref.store %m1, %fill[%i] : memref<4xi32>
+    scf.reduce
+  }
+  %next = arith.addi %id, %id : i32
+  memref.store %next, %out[%c1] : memref<2xi32>
+  return
+}
+
+// -----
+
+// Dead host-side code is dropped, not left on the host.
+// CHECK-LABEL: func.func @dead_host_code
+// CHECK-NOT: arith.addi
+// CHECK: return
+func.func @dead_host_code(%ids: memref<2xi32>) {
+  %c0 = arith.constant 0 : index
+  %id = memref.load %ids[%c0] : memref<2xi32>
+  %twice = arith.addi %id, %id : i32
+  return
+}
