@@ -457,9 +457,7 @@ void LoomMapLoopsToGpu::runOnOperation() {
       return pendingSet.contains(v.getDefiningOp());
     });
     // A value a launch computes cannot reach the host or another launch.
-    if (llvm::any_of(op.getOperands(), [&](Value v) {
-          return v.getParentBlock() != &entry && !isa<BlockArgument>(v);
-        })) {
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return v.getParentBlock() != &entry; })) {
       op.emitError("internal error: loom-map-loops-to-gpu: this operation "
                    "uses a value a GPU launch before it computes");
       return signalPassFailure();
