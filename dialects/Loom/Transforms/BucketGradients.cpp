@@ -28,6 +28,8 @@ namespace {
 struct Bucket {
   SmallVector<shard::AllReduceOp> sums;
   int64_t bytes = 0;
+  /// The first op (of the function's block) that reads one of the sums.
+  Operation *firstReader = nullptr;
 };
 } // namespace
 
@@ -123,12 +125,22 @@ struct LoomBucketGradients
         Attribute stage = sum.getInput().getDefiningOp()->getAttr(attr::kStage);
         Bucket &bucket =
             open[{sum.getGridAxesAttr(), type.getElementType(), stage}];
-        if (!bucket.sums.empty() && bucket.bytes + bytesOf(type) > limit) {
+        // The bucket's all-reduce comes after its last gradient: a sum read
+        // before that gradient (`grad.w0 = transpose(grad.x3)` reads x3's
+        // sum inside the backward) closes the bucket first.
+        Operation *def = sum.getInput().getDefiningOp();
+        bool readBefore = bucket.firstReader && !def->isBeforeInBlock(bucket.firstReader);
+        if (!bucket.sums.empty() && (bucket.bytes + bytesOf(type) > limit || readBefore)) {
           full.push_back(std::move(bucket));
           bucket = Bucket();
         }
         bucket.sums.push_back(sum);
         bucket.bytes += bytesOf(type);
+        Block &body = func.getBody().front();
+        for (Operation *user : sum->getUsers())
+          if (Operation *top = body.findAncestorOpInBlock(*user))
+            if (!bucket.firstReader || top->isBeforeInBlock(bucket.firstReader))
+              bucket.firstReader = top;
       }
       for (auto &entry : open)
         full.push_back(std::move(entry.second));

@@ -91,3 +91,35 @@ func.func @step_spmd(%a: tensor<4x4xf32>, %b: tensor<8xf32>)
   %n1 = loom.mul %s1, %b : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %n0, %n1 : tensor<4x4xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A gradient computed from another's sum (`grad.w = transpose(grad.x)`, the
+// backward of `x + transpose(w)` after partitioning) reads that sum inside
+// the backward, before the all-reduce of a bucket closed by a later
+// gradient (b's) would exist: x's sum keeps its own all-reduce (the bucket
+// had made the transpose read a value defined after it: `operand #0 does
+// not dominate this use`).
+// CHECK-LABEL: func.func @read_in_backward_spmd
+// CHECK: %[[GX:.+]] = loom.exp %arg0 {loom.gradient_of = "x"}
+// CHECK: %[[SX:.+]] = shard.all_reduce %[[GX]] on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+// CHECK: loom.transpose %[[SX]]
+// CHECK: %[[GB:.+]] = loom.exp %arg2 {loom.gradient_of = "b"}
+// CHECK-NOT: loom.concat
+// CHECK: shard.all_reduce %[[GB]] on @g grid_axes = [0]
+// CHECK: return
+shard.grid @g(shape = 2) {sym_visibility = "private"}
+func.func @read_in_backward_spmd(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xf32>)
+    -> (tensor<4x4xf32> {loom.output = "next.x"}, tensor<4x4xf32> {loom.output = "next.w"},
+        tensor<4xf32> {loom.output = "next.b"})
+    attributes {loom.partition_of = "step"} {
+  %gx = loom.exp %x {loom.gradient_of = "x"} : tensor<4x4xf32>
+  %sx = shard.all_reduce %gx on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %gw = loom.transpose %sx perm [1, 0] {loom.gradient_of = "w"} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %gb = loom.exp %b {loom.gradient_of = "b"} : tensor<4xf32>
+  %sb = shard.all_reduce %gb on @g grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+  %nx = loom.mul %sx, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nw = loom.mul %gw, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nb = loom.mul %sb, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %nx, %nw, %nb : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>
+}
