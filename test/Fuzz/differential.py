@@ -676,6 +676,21 @@ def evaluate(program, out, values, terms=None):
     return values[out]
 
 
+def compared(program, out, values, args):
+    """The reference's `out` and MoE loss terms (evaluate), or None when
+    the seed is not compared: an MoE routing within rounding, or a 16-bit
+    program's softmax of a row spread past MOST_SOFTMAX_SPREAD."""
+    terms = []
+    softmax_spread[0] = 0.0
+    try:
+        y = evaluate(program, out, values, terms)
+    except Ambiguous:
+        return None
+    if args.precision != "f32" and softmax_spread[0] > MOST_SOFTMAX_SPREAD:
+        return None
+    return y, terms
+
+
 def tolerance(precision, scale=1):
     """(RTOL, ATOL) of a comparison (see above); RTOL times `scale`."""
     rtol, atol = (1e-1, 1e-4) if precision != "f32" else (1e-3, 1e-6)
@@ -857,14 +872,9 @@ def check_training(seed, args):
         # views of one buffer (y = reshape(x0) + x1) would then accumulate
         # each other's (1.13's default, set_to_none=False).
         step.zero_grad(set_to_none=True)
-        terms = []
-        softmax_spread[0] = 0.0
-        try:
-            y = evaluate(program, out, inputs, terms)
-        except Ambiguous:
+        if not (reference := compared(program, out, inputs, args)):
             return None
-        if args.precision != "f32" and softmax_spread[0] > MOST_SOFTMAX_SPREAD:
-            return None
+        y, terms = reference
         loss.of(y, terms).backward()
         for param in params.values():  # (the clipping scales each in place)
             if param.grad is not None:
@@ -919,14 +929,9 @@ def check(seed, args):
         values.update(weights(f"{work}/w.safetensors"))
     leaves = {name: torch.tensor(x.astype(np.float64), requires_grad=args.gradients and name in params)
               for name, x in values.items()}
-    terms = []
-    softmax_spread[0] = 0.0
-    try:
-        y = evaluate(program, out, dict(leaves, **ids), terms)
-    except Ambiguous:
+    if not (reference := compared(program, out, dict(leaves, **ids), args)):
         return None
-    if args.precision != "f32" and softmax_spread[0] > MOST_SOFTMAX_SPREAD:
-        return None
+    y, terms = reference
     rtol, atol = tolerance(args.precision)
     got = np.load(f"{work}/y.npy").astype(np.float64)
     ref = y.detach().numpy() * args.scale_reference

@@ -41,13 +41,12 @@ static bool isSunk(Operation *op) {
 static llvm::SmallPtrSet<Operation *, 4> spannedParallelLoops(Block &entry) {
   llvm::SmallPtrSet<Operation *, 16> hostValues;
   llvm::SmallPtrSet<Operation *, 4> spanned;
-  SmallVector<Operation *> before;
   for (Operation &op : entry.without_terminator()) {
     bool fromHost = llvm::any_of(op.getOperands(), [&](Value v) {
       return hostValues.contains(v.getDefiningOp());
     });
     if (auto loop = dyn_cast<scf::ParallelOp>(op)) {
-      bool usedAfter = llvm::any_of(before, [&](Operation *def) {
+      bool usedAfter = llvm::any_of(hostValues, [&](Operation *def) {
         return llvm::any_of(def->getUsers(), [&](Operation *user) {
           Operation *top = entry.findAncestorOpInBlock(*user);
           return top && loop->isBeforeInBlock(top);
@@ -57,10 +56,8 @@ static llvm::SmallPtrSet<Operation *, 4> spannedParallelLoops(Block &entry) {
         spanned.insert(loop);
       continue;
     }
-    if (op.getNumResults() && (fromHost || !isSunk(&op)) && !isa<gpu::LaunchOp>(op)) {
+    if (op.getNumResults() && (fromHost || !isSunk(&op)) && !isa<gpu::LaunchOp>(op))
       hostValues.insert(&op);
-      before.push_back(&op);
-    }
   }
   return spanned;
 }

@@ -430,12 +430,9 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor,
 /// destination, as a reshaped result already did.
 static Value carriedTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                            Type element, std::optional<double> fill = {}) {
-  auto type = RankedTensorType::get(shape, element);
-  Value tensor = bufferization::AllocTensorOp::create(b, loc, type, ValueRange{});
-  if (!fill)
-    return tensor;
-  Value value = arith::ConstantOp::create(b, loc, b.getFloatAttr(element, *fill));
-  return linalg::FillOp::create(b, loc, value, tensor).getResult(0);
+  Value tensor = bufferization::AllocTensorOp::create(
+      b, loc, RankedTensorType::get(shape, element), ValueRange{});
+  return fill ? filledTensor(b, loc, tensor, b.getFloatAttr(element, *fill)) : tensor;
 }
 
 /// A loop over the blocks of `queries` carrying `init`; `body` gives the

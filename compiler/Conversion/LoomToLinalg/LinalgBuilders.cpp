@@ -128,9 +128,14 @@ Value mlir::loom::multiplyAccumulate(OpBuilder &b, Location loc, Value acc,
 
 Value mlir::loom::filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
                                TypedAttr value) {
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  return filledTensor(b, loc,
+                      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType()),
+                      value);
+}
+
+Value mlir::loom::filledTensor(OpBuilder &b, Location loc, Value tensor, TypedAttr value) {
   Value init = arith::ConstantOp::create(b, loc, value);
-  return linalg::FillOp::create(b, loc, ValueRange{init}, ValueRange{empty}).getResult(0);
+  return linalg::FillOp::create(b, loc, ValueRange{init}, ValueRange{tensor}).getResult(0);
 }
 
 /// An f32 tensor of `shape` filled with `value`.

@@ -33,6 +33,8 @@ Value f32Constant(OpBuilder &b, Location loc, double value);
 /// A tensor of `type` filled with `value` (an attribute of its element type).
 Value filledTensor(OpBuilder &b, Location loc, RankedTensorType type,
                    TypedAttr value);
+/// `tensor` filled with `value`.
+Value filledTensor(OpBuilder &b, Location loc, Value tensor, TypedAttr value);
 
 /// The integer `id` as an index clamped into [0, size - 1]: ids and labels
 /// out of range must not read outside their tensor (they are not reported;

@@ -119,16 +119,17 @@ struct LoomBucketGradients
       // One run of buckets per (axes, element type, pipeline stage), filled
       // greedily: a stage's ranks sum their own gradients.
       llvm::MapVector<std::tuple<Attribute, Type, Attribute>, Bucket> open;
+      Block &body = func.getBody().front();
       SmallVector<Bucket> full;
       for (shard::AllReduceOp sum : sums) {
         auto type = cast<RankedTensorType>(sum.getInput().getType());
-        Attribute stage = sum.getInput().getDefiningOp()->getAttr(attr::kStage);
+        Operation *def = sum.getInput().getDefiningOp();
+        Attribute stage = def->getAttr(attr::kStage);
         Bucket &bucket =
             open[{sum.getGridAxesAttr(), type.getElementType(), stage}];
         // The bucket's all-reduce comes after its last gradient: a sum read
         // before that gradient (`grad.w0 = transpose(grad.x3)` reads x3's
         // sum inside the backward) closes the bucket first.
-        Operation *def = sum.getInput().getDefiningOp();
         bool readBefore = bucket.firstReader && !def->isBeforeInBlock(bucket.firstReader);
         if (!bucket.sums.empty() && (bucket.bytes + bytesOf(type) > limit || readBefore)) {
           full.push_back(std::move(bucket));
@@ -136,7 +137,6 @@ struct LoomBucketGradients
         }
         bucket.sums.push_back(sum);
         bucket.bytes += bytesOf(type);
-        Block &body = func.getBody().front();
         for (Operation *user : sum->getUsers())
           if (Operation *top = body.findAncestorOpInBlock(*user))
             if (!bucket.firstReader || top->isBeforeInBlock(bucket.firstReader))
