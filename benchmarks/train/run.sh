@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training speed: one AdamW step of examples/gpt-train.loom on one CPU rank,
-# in f32 and in bf16 (precision bf16 accumulate f32), Loom's executable
+# at its own size and at examples/gpt.loom's, in f32 and in bf16 (precision bf16 accumulate f32), Loom's executable
 # against the same model in PyTorch on one thread (test/Numerics/
 # gpt_train_torch.py; bf16 under torch.cpu.amp.autocast), both measured in
 # this run, on the same weights and data windows; prints tokens/s of each,
@@ -24,30 +24,46 @@ fi
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host CPU: ${isa:-no AVX2}"
-printf '%-34s %10s %10s %6s %s\n' "" "loom" "pytorch" "ratio" "losses, first 20 steps"
-# f32, then bf16 (precision bf16 accumulate f32; torch under bf16 autocast).
-for precision in f32 bf16; do
-  sed "s/^precision f32 accumulate f32/precision $precision accumulate f32/" \
-    "$root/examples/gpt-train.loom" > "$work/gpt-$precision.loom"
-  "$build/bin/loomc" "$work/gpt-$precision.loom" --train -o "$work/gpt-$precision" \
-    > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
-  # One thread: the CPU kernels are single-threaded; the baseline is too.
-  OMP_NUM_THREADS=1 "$work/gpt-$precision" train --steps "$steps" --data "$data" \
-    --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
-  loom=$(/usr/bin/python3 -c "
+printf '%-40s %10s %10s %6s %s\n' "" "loom" "pytorch" "ratio" "losses, first 20 steps"
+# Two sizes of the one model: examples/gpt-train.loom's own, and
+# examples/gpt.loom's (the same blocks: B=8, T=64, V=1024, D=256, 8 heads,
+# 4 layers; its script edited to those dims, its train section kept), the
+# baseline sized alike (LOOM_GPT_SIZES). f32, then bf16 (precision bf16
+# accumulate f32; torch under bf16 autocast).
+gpt_size=(-e 's/^dim B = .*/dim B = 8/' -e 's/^dim T = .*/dim T = 64/'
+  -e 's/^dim V = .*/dim V = 1024/' -e 's/^dim D = .*/dim D = 256/'
+  -e 's/^dim H = .*/dim H = 8/' -e 's/for i in 0\.\.2 {/for i in 0..4 {/'
+  -e 's/\* 0\.25)/* 0.17677669529)/')
+for model in gpt-train gpt; do
+  case $model in
+    gpt-train) edit=(); sizes=16,32,256,64,4,256,2 ;;
+    gpt) edit=("${gpt_size[@]}"); sizes=8,64,1024,256,8,1024,4 ;;
+  esac
+  for precision in f32 bf16; do
+    name=$model-$precision
+    sed "${edit[@]}" -e "s/^precision f32 accumulate f32/precision $precision accumulate f32/" \
+      "$root/examples/gpt-train.loom" > "$work/$name.loom"
+    "$build/bin/loomc" "$work/$name.loom" --train -o "$work/$name" \
+      > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
+    # One thread: the CPU kernels are single-threaded; the baseline is too.
+    OMP_NUM_THREADS=1 "$work/$name" train --steps "$steps" --data "$data" \
+      --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
+    loom=$(/usr/bin/python3 -c "
 import json, sys
 rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
 print(rates[len(rates) // 2])" "$work/loom.jsonl")
-  # The reference's loss check is the test's business (rtol inf here: it
-  # never fails); the difference shows in the last column.
-  torch_json=$(OMP_NUM_THREADS=1 /usr/bin/python3 "$root/test/Numerics/gpt_train_torch.py" \
-    "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf "$precision" | tail -1)
-  /usr/bin/python3 - "$precision" "$loom" "$torch_json" <<'PY'
+    # The reference's loss check is the test's business (rtol inf here: it
+    # never fails); the difference shows in the last column.
+    torch_json=$(OMP_NUM_THREADS=1 LOOM_GPT_SIZES=$sizes /usr/bin/python3 \
+      "$root/test/Numerics/gpt_train_torch.py" \
+      "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf "$precision" | tail -1)
+    /usr/bin/python3 - "$model" "$precision" "$loom" "$torch_json" <<'PY'
 import json, sys
-precision, loom, ref = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
+model, precision, loom, ref = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
 torch_rate = ref["torch_tokens_per_s"]
-label = f"{precision} step, tokens/s (torch {ref['torch_version']})"
-print(f"{label:34} {loom:10.0f} {torch_rate:10.0f} {loom / torch_rate:6.2f} "
+label = f"{model} {precision} step, tokens/s (torch {ref['torch_version']})"
+print(f"{label:40} {loom:10.0f} {torch_rate:10.0f} {loom / torch_rate:6.2f} "
       f"max rel diff {ref['loss_rel_err_first_20']:.1e}")
 PY
+  done
 done

@@ -214,6 +214,8 @@ void ::loom::buildCpuTilingPipeline(OpPassManager &pm, unsigned vectorBits,
 void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertVectorToSCFPass());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomLowerStridedCopies());
+  // Embedding gradients add each position's row where its id points.
+  pm.addPass(mlir::loom::createLoomScatterEmbeddingGradients());
   // Reductions over rows of contiguous columns walk the rows innermost.
   pm.addPass(mlir::loom::createLoomInterchangeForCpu());
   pm.addPass(createConvertLinalgToLoopsPass());

@@ -4,7 +4,7 @@ compiled (loomc), run on the CPU, against PyTorch in float64.
 
 usage: differential.py --loomc LOOMC --work DIR --seeds A:B
                        [--gradients | --train] [--precision f32|bf16|f16]
-                       [--ranks N | --shard | --stages S] [--mpirun CMD] [--gpu]
+                       [--ranks N] [--shard] [--stages S] [--mpirun CMD] [--gpu]
                        [--batch] [--microbatches M] [--layers] [--moe]
                        [--scale-reference F]
 
@@ -25,9 +25,9 @@ back from --save-weights). `max` (not differentiable in Loom) is left
 out. --ranks N: the script gets `mesh m[dp = N]` and its target is split
 over dp along dim 0 where N divides it; the run is `mpirun -np N`, so
 the data-parallel gradient sums are checked against the one-rank
-reference. --shard: a 2 x 2 mesh (4 ranks) instead, every leaf split at
-random (each even dim whole or over an axis not yet used), which the
-partitioner propagates through the program. --train: the script is built
+reference. --shard: a 2 x 2 mesh (axes a and b, 4 ranks), every leaf
+split at random (each even dim whole or over an axis not yet used), which
+the partitioner propagates through the program. --train: the script is built
 with `loomc --train` and a random optimizer (SGD, SGD with momentum and
 weight decay, Adam, AdamW), runs 3 steps (`train --steps 3`, `--save`),
 and each param's update is compared with torch.optim's from the same
@@ -36,7 +36,9 @@ training that diverges (in torch too) is counted, not compared.
 --stages S (with --gradients or --train): `mesh m[pp = S]`, `pipeline
 pp`, and the `let`s cut at random into S pipeline stages (`stage N {
 ... }`, the output in the last), run with a random schedule (not
-interleaved, which needs microbatches) on S ranks. --gpu:
+interleaved, which needs microbatches) on S ranks. The three combine
+as gpt.loom's mesh does: `mesh m[dp = N, pp = S, a = 2, b = 2]` on
+N x S (x 4) ranks. --gpu:
 each script is also built with `loomc --gpu` (sm_90a kernels, ptxas from
 PATH), which must succeed too; its executable is not run. --precision bf16: inputs and params in bf16 (`precision bf16
 accumulate f32`), the reference on the bf16-rounded inputs, with bf16's
@@ -86,10 +88,12 @@ DIR. --scale-reference F multiplies the reference by F (the test that
 the comparison catches a 1% error).
 """
 import argparse
+import json
 import math
 import os
 import random
 import shlex
+import struct
 import subprocess
 import sys
 
@@ -570,23 +574,20 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     """The seed's program, its output's name, its loss (gradients and
     training) and the script."""
     rng = random.Random(seed)
-    stages, ranks, shard = args.stages, args.ranks, args.shard
+    stages, dp, shard = args.stages, args.dp, args.shard
     batch = None
     if args.batch:  # divided by the microbatches, and what each holds by dp
-        ways = args.microbatches * (ranks if stages == 1 and not shard else 1)
-        batch = ways * rng.choice([1, 2, 3])
+        batch = args.microbatches * dp * rng.choice([1, 2, 3])
     program = Program(rng, gradients, args.precision, batch, args.layers, args.moe, args.microbatches)
-    if stages > 1:
-        mesh = [f"pp = {stages}"] + (["ep = 1"] if args.moe else [])
-        program.moe_axis = "ep"
-    elif shard:
-        mesh = ["a = 2", "b = 2"]
+    # The mesh's axes in gpt.loom's order: dp, pp, then the shard axes.
+    mesh = ([f"dp = {dp}"] if dp > 1 else []) + ([f"pp = {stages}"] if stages > 1 else []) + \
+        (["a = 2", "b = 2"] if shard else [])
+    if shard:  # the experts over a shard axis, else over dp, else one rank
         program.moe_axis, program.moe_ways = "a", 2
-    elif ranks > 1:
-        mesh = [f"dp = {ranks}"]
-        program.moe_axis, program.moe_ways = "dp", ranks
-    else:
-        mesh = ["ep = 1"] if args.moe else []
+    elif dp > 1:
+        program.moe_axis, program.moe_ways = "dp", dp
+    elif args.moe:
+        mesh.append("ep = 1")
     shape = tuple(rng.choice(DIMS) for _ in range(rng.choice([1, 2, 2, 3, 3])))
     if batch:
         shape = (batch,) + shape[1:]
@@ -603,15 +604,14 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     lines.append("model fuzz {")
 
     def spec(shape, batched):
-        """With --shard, each dim whole or split over an axis (each axis
-        once); with dp, a batched input split by rows."""
-        if batched and ranks > 1 and not shard and stages == 1:
-            return " shard [dp" + ", _" * (len(shape) - 1) + "]"
-        if not shard:
-            return ""
-        axes, dims = ["a", "b"], []
-        for d in shape:
-            axis = rng.choice(axes + ["_", "_"]) if d % 2 == 0 else "_"
+        """A batched leaf split by rows over dp; with --shard, each other
+        dim whole or split over an axis (each axis once)."""
+        axes, dims = (["a", "b"] if shard else []), []
+        for index, d in enumerate(shape):
+            if index == 0 and batched and (dp > 1 or args.microbatches > 1):
+                dims.append("dp" if dp > 1 else "_")  # (a microbatch's rows may be odd)
+                continue
+            axis = rng.choice(axes + ["_", "_"]) if d % 2 == 0 and axes else "_"
             if axis != "_":
                 axes.remove(axis)
             dims.append(axis)
@@ -626,7 +626,7 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     if gradients:
         rank = len(shape) - (1 if loss.entropy else 0)
         split = (" shard [dp" + ", _" * (rank - 1) + "]"
-                 if ranks > 1 and not shard and stages == 1 and shape[0] % ranks == 0 else "")
+                 if dp > 1 and shape[0] % dp == 0 else "")
         lines.append(loss.declaration(program, split))
     if stages > 1:
         lines.append("  pipeline pp")
@@ -761,11 +761,13 @@ def compile_script(args, seed, text, flags):
     return exe, ""
 
 
-def launch(args, run, printed=None):
-    """Runs the command line `run` (on --ranks ranks): '' when it succeeds,
-    else what it said; its standard output is appended to `printed`."""
-    if args.ranks > 1:
-        run = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + run
+def launch(args, run, printed=None, ranks=None):
+    """Runs the command line `run` (on `ranks`, by default the mesh's):
+    '' when it succeeds, else what it said; its standard output is appended
+    to `printed`."""
+    ranks = ranks or args.ranks
+    if ranks > 1:
+        run = shlex.split(args.mpirun) + ["-np", str(ranks)] + run
     ran = subprocess.run(run, capture_output=True, text=True)
     if printed is not None:
         printed.append(ran.stdout)
@@ -811,7 +813,7 @@ def train_settings(seed, args, lr):
                        ["none", "none", "dynamic", "static(64)"])
     if scaling != "none":
         settings.append(f"loss_scale {scaling}")
-    if args.ranks > 1 and not args.shard and args.stages == 1 and r.random() < 0.5:
+    if args.dp > 1 and r.random() < 0.5:
         settings.append("zero 1")
 
     def learning_rate(step):
@@ -827,6 +829,50 @@ def train_settings(seed, args, lr):
                 return least + (lr - least) * (1 + math.cos(math.pi * (step - warmup) / (horizon - warmup))) / 2
             return least
     return settings, clip, learning_rate
+
+
+def check_resume(args, exe, arguments):
+    """'' when a run of 1 step saved (`--save`) and resumed for the rest
+    (`--resume`) ends with the uninterrupted run's checkpoint bit for bit
+    (params, optimizer state, loss scale and step; docs/runtime.md), and,
+    on several ranks, resumed on one rank within the training's tolerance;
+    else what differs."""
+    work = args.work
+    if (failed := launch(args, [exe, "train", "--steps", "1", "--save", f"{work}/first.safetensors"] +
+                         arguments)):
+        return f"RESUME (the first step): {failed}"
+    if (failed := launch(args, [exe, "train", "--steps", str(TRAIN_STEPS), "--resume",
+                                f"{work}/first.safetensors", "--save", f"{work}/resumed.safetensors"] +
+                         arguments)):
+        return f"RESUME: {failed}"
+    whole, resumed = (safetensors_entries(f"{work}/{name}.safetensors") for name in ("trained", "resumed"))
+    if (differ := [name for name in whole if whole[name] != resumed.get(name)]):
+        return f"RESUME: {', '.join(differ)} differ from the uninterrupted run's"
+    if args.ranks == 1:
+        return ""
+    # On another mesh (one rank), within the training's tolerance: the
+    # checkpoint holds whole tensors, which each plan splits its own way.
+    if (failed := launch(args, [exe, "train", "--steps", str(TRAIN_STEPS), "--resume",
+                                f"{work}/first.safetensors", "--save", f"{work}/single.safetensors"] +
+                         arguments, ranks=1)):
+        return f"RESUME on 1 rank: {failed}"
+    mesh, single = weights(f"{work}/trained.safetensors"), weights(f"{work}/single.safetensors")
+    most_over = 0.05 if args.precision == "f32" else 0.01
+    problems = [f"{name}: {wrong}" for name in mesh
+                if (wrong := compare(single[name].astype(np.float64), mesh[name].astype(np.float64),
+                                     *tolerance(args.precision, 2), most_over))]
+    return f"RESUME on 1 rank: {'; '.join(problems)}" if problems else ""
+
+
+def safetensors_entries(path):
+    """A .safetensors file's entries: each tensor's header and bytes, and
+    the metadata, by name."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (size,) = struct.unpack("<Q", blob[:8])
+    header, data = json.loads(blob[8:8 + size]), blob[8 + size:]
+    return {name: (info, b"" if name == "__metadata__" else data[slice(*info["data_offsets"])])
+            for name, info in header.items()}
 
 
 def check_training(seed, args):
@@ -884,6 +930,9 @@ def check_training(seed, args):
         step.step()
     if not all(torch.isfinite(param).all() and param.abs().max() < 1e6 for param in params.values()):
         return None  # the training diverges (in torch too): nothing to compare
+    if args.resume and (failed := check_resume(args, exe, loss.write(work) + float_arguments +
+                                               id_arguments + ["--seed", str(seed)])):
+        return failed
     problems = []
     for name, param in params.items():
         # What moved: the update, compared with torch's.
@@ -971,31 +1020,33 @@ def main():
     parser.add_argument("--train", action="store_true",
                         help=f"{TRAIN_STEPS} steps of a random optimizer against torch.optim's")
     parser.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")
-    parser.add_argument("--ranks", type=int, default=1)
+    parser.add_argument("--ranks", type=int, default=1, help="the data-parallel ranks (dp)")
     parser.add_argument("--mpirun", default="mpirun --oversubscribe",
-                        help="the command that runs the executable on --ranks ranks")
+                        help="the command that runs the executable on the mesh's ranks")
     parser.add_argument("--scale-reference", type=float, default=1.0)
     parser.add_argument("--gpu", action="store_true",
                         help="also build each script with loomc --gpu (sm_90a; not run)")
     parser.add_argument("--stages", type=int, default=1,
                         help="the program cut at random into this many pipeline stages, one a rank")
     parser.add_argument("--shard", action="store_true",
-                        help="a 2 x 2 mesh (4 ranks), every leaf split at random over its axes")
+                        help="a 2 x 2 mesh (4 ranks; with --ranks and --stages, times theirs), "
+                             "every leaf split at random over its axes")
     parser.add_argument("--batch", action="store_true",
                         help="batch-structured programs: inputs [B, ...], the rest params")
     parser.add_argument("--microbatches", type=int, default=1,
                         help="with --batch: the train section's microbatches (with --stages "
                              "and no training, loomc --microbatches)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --train: also 1 step saved and resumed for the rest, "
+                             "which must end with the same checkpoint bit for bit")
     parser.add_argument("--layers", action="store_true",
                         help="also layers, called in for loops (recomputed at random)")
     parser.add_argument("--moe", action="store_true",
                         help="also MoE blocks (not with --microbatches)")
     args = parser.parse_args()
     first, last = map(int, args.seeds.split(":"))
-    if args.shard:
-        args.ranks = 4
-    if args.stages > 1:
-        args.ranks = args.stages
+    args.dp = args.ranks  # the data-parallel ranks; the run's, of the whole mesh:
+    args.ranks = args.dp * args.stages * (4 if args.shard else 1)
     if args.microbatches > 1:
         args.batch = True
     os.makedirs(args.work, exist_ok=True)

@@ -55,7 +55,7 @@ SmallVector<MatmulLoop> unpackedLoops(linalg::GenericOp op);
 /// is viewed as [..., M/rows, rows, N/cols, cols] and m splits in two.
 /// Returns nothing (the op unchanged) when B or C is not a static-stride
 /// view with B ending in (k, n) or (n, k), or, with `packA`, A does not end
-/// in (m, k).
+/// in (m, k) (or in (k, m), without `pairs`: its blocks copied from there).
 std::optional<PackedMatmul> packMatmul(linalg::GenericOp op, RegisterTile tile,
                                        bool pairs, bool packA);
 

@@ -6,11 +6,12 @@
 // (v, d, p), and a bias's, out[d] = sum_n dy[n, d] over (d, n), then read
 // dy a column at a time, D elements apart, and nothing vectorizes. Moving
 // the output's contiguous parallel dim innermost, (v, p, d) and (n, d),
-// makes the innermost loop a contiguous row that LLVM vectorizes (and, in
-// the embedding's, unswitches on the loop-invariant id test, so only the
-// rows of ids equal to v do any work: a scatter's cost). Each output
-// element still sums its terms in the same order, so the results are the
-// same bits. Matmul-like ops are left to the register tiles.
+// makes the innermost loop a contiguous row that LLVM vectorizes. (It does
+// not unswitch the embedding's loop-invariant id test: every (v, p) pair
+// still runs its row, with a select; loom-scatter-embedding-gradients,
+// before this pass, makes the embedding's gradient a scatter.) Each
+// output element still sums its terms in the same order, so the results
+// are the same bits. Matmul-like ops are left to the register tiles.
 //
 //===----------------------------------------------------------------------===//
 

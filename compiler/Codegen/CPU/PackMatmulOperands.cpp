@@ -98,8 +98,13 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
   bool kContiguous = bk == int(rankB) - 1 && bn == int(rankB) - 2;
   if (rankB < 2 || cn < 0 || !(kContiguous || (bn == int(rankB) - 1 && bk == int(rankB) - 2)))
     return std::nullopt;
-  // A packed ends in (m, k).
-  if (packA && (am != int(rankA) - 2 || resultOf(maps[0], k) != int(rankA) - 1 || cm < 0))
+  // A packed ends in (m, k), or, without pairs, in (k, m) (the backward's
+  // `x^T @ dy`), whose blocks are copied from it as directly: a block's
+  // rows at one k are contiguous there.
+  int ak = resultOf(maps[0], k);
+  bool mContiguous = am == int(rankA) - 1 && ak == int(rankA) - 2;
+  if (packA && (cm < 0 || (pairs && mContiguous) ||
+                !(mContiguous || (am == int(rankA) - 2 && ak == int(rankA) - 1))))
     return std::nullopt;
 
   OpBuilder builder(op);
@@ -137,12 +142,16 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
     permutation.push_back(noAt + 1);
   SmallVector<linalg::TransposeOp> packs = {packInto(builder, loc, viewB, permutation)};
   Value packedB = packs.back().getInit();
-  // A's blocks: its view (batch..., mo, mi, k[, j]) as (batch..., mo, k, mi[, j]).
+  // A's blocks: its view (batch..., mo, mi, k[, j]), or (batch..., k, mo,
+  // mi), as (batch..., mo, k, mi[, j]).
   Value packedA = viewA;
   if (packA) {
     unsigned batchA = rankA - 2;
     SmallVector<int64_t> order = llvm::to_vector(llvm::seq<int64_t>(0, batchA));
-    order.append({batchA, batchA + 2, batchA + 1});
+    if (mContiguous)
+      order.append({batchA + 1, batchA, batchA + 2});
+    else
+      order.append({batchA, batchA + 2, batchA + 1});
     if (pairs)
       order.push_back(batchA + 3);
     packs.push_back(packInto(builder, loc, viewA, order));

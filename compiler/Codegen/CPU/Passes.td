@@ -72,6 +72,21 @@ def LoomTileContractionsForCpu
   let dependentDialects = ["mlir::x86vector::X86VectorDialect", "mlir::amx::AMXDialect"];
 }
 
+def LoomScatterEmbeddingGradients
+    : Pass<"loom-scatter-embedding-gradients", "mlir::ModuleOp"> {
+  let summary = "An embedding's one-hot gradient sum as a scatter of rows";
+  let description = [{
+    A linalg.generic on buffers over loops (v, d, p...) computing
+    `out[v, d] = sum_p (row(ids[p]) == v ? out + term(dy[p, d]) : out)`
+    (an embedding's gradient: V times a scatter's work as loops) becomes a
+    loop nest over the positions p, each adding `term` of dy's row p into
+    the output row `row(ids[p])` (a 1-D linalg.generic on the two rows).
+    Each output element sums its terms in position order, as before, so
+    the results are the same bits. The output's fill is left before it.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"];
+}
+
 def LoomInterchangeForCpu : Pass<"loom-interchange-for-cpu", "mlir::ModuleOp"> {
   let summary = "A generic's output-contiguous parallel dim innermost";
   let description = [{

@@ -118,8 +118,8 @@ static SmallVector<int64_t> registerTiles(RegisterTile tile, ArrayRef<MatmulLoop
 /// M-contiguous ([..., K, M], the backward's `x^T @ dy`), which the bf16
 /// dots cannot pair. Operand `which` (0: A, 1: B) is copied once into a
 /// temporary in the usual layout for the matmul: the copy the transpose
-/// kernel used to make.
-static void copyTransposedOperand(linalg::GenericOp op, unsigned which) {
+/// kernel used to make. Returns the copy (null when there is none).
+static linalg::TransposeOp copyTransposedOperand(linalg::GenericOp op, unsigned which) {
   unsigned m = op.getNumLoops() - 3, n = m + 1, k = m + 2;
   unsigned wantOuter = which == 0 ? k : n, wantInner = which == 0 ? m : k;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
@@ -128,7 +128,7 @@ static void copyTransposedOperand(linalg::GenericOp op, unsigned which) {
   auto outer = dyn_cast<AffineDimExpr>(maps[which].getResult(rank - 2));
   if (!inner || !outer || inner.getPosition() != wantInner ||
       outer.getPosition() != wantOuter)
-    return;
+    return {};
   OpOperand *operand = op.getDpsInputOperand(which);
   auto type = cast<MemRefType>(operand->get().getType());
   SmallVector<int64_t> shape(type.getShape());
@@ -139,7 +139,7 @@ static void copyTransposedOperand(linalg::GenericOp op, unsigned which) {
   Location loc = op.getLoc();
   Value copy = memref::AllocOp::create(
       builder, loc, MemRefType::get(shape, type.getElementType()));
-  linalg::TransposeOp::create(builder, loc, operand->get(), copy, permutation);
+  auto transpose = linalg::TransposeOp::create(builder, loc, operand->get(), copy, permutation);
   operand->set(copy);
   SmallVector<AffineExpr> exprs(maps[which].getResults());
   std::swap(exprs[rank - 2], exprs[rank - 1]);
@@ -147,6 +147,7 @@ static void copyTransposedOperand(linalg::GenericOp op, unsigned which) {
   op.setIndexingMapsAttr(builder.getAffineMapArrayAttr(maps));
   builder.setInsertionPointAfter(op);
   memref::DeallocOp::create(builder, loc, copy);
+  return transpose;
 }
 
 /// A 16-bit matmul reading its operands widened to f32 first, into
@@ -266,6 +267,31 @@ static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::Transpo
      << " = transform.structured.tile_using_for %p" << id << " tile_sizes "
      << sizes(tiles) << " : (!transform.any_op) -> (" << handles << ")\n"
      << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
+}
+
+/// A transposing copy (copyTransposedOperand's) in blocks of 32 x 32 of its
+/// last two dims (a dim of at most 32 whole), so that the lines of its
+/// strided reads stay in L1 for the block: element by element down a
+/// column, each read was a line of its own (a bf16 [512, 1024] operand's
+/// copy took 1 ms, a third of its matmul).
+static void appendTransposeTiling(llvm::raw_ostream &os, unsigned id,
+                                  linalg::TransposeOp copy) {
+  ArrayRef<int64_t> shape = cast<MemRefType>(copy.getInit().getType()).getShape();
+  constexpr int64_t kBlock = 32;
+  SmallVector<int64_t> tiles(shape.size() - 2, 1);
+  for (int64_t size : shape.take_back(2))
+    tiles.push_back(size > kBlock ? kBlock : 0);
+  size_t loops = llvm::count_if(tiles, [](int64_t t) { return t != 0; });
+  if (loops == 0)
+    return;
+  std::string handles = "!transform.any_op";
+  for (size_t i = 0; i < loops; ++i)
+    handles += ", !transform.any_op";
+  os << "    %p" << id << " = transform.structured.match attributes{loom.cpu_pack = "
+     << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
+     << "    %pt" << id << ", %pl" << id << ":" << loops
+     << " = transform.structured.tile_using_for %p" << id << " tile_sizes " << sizes(tiles)
+     << " : (!transform.any_op) -> (" << handles << ")\n";
 }
 
 /// Rounds of foldAliasesAndCanonicalize's greedy driver at most (the
@@ -398,13 +424,29 @@ struct LoomTileContractionsForCpu
     unsigned packs = 0;
     auto i64 = IntegerType::get(module.getContext(), 64);
     for (linalg::GenericOp op : matmuls) {
-      copyTransposedOperand(op, /*which=*/0);
       std::optional<loom::PackedMatmul> packed;
       auto elementType = [&](unsigned i) {
         return cast<MemRefType>(op.getDpsInputs()[i].getType()).getElementType();
       };
       bool halves = elementType(0).getIntOrFloatBitWidth() == 16 &&
                     elementType(1).getIntOrFloatBitWidth() == 16 && isa<FloatType>(elementType(0));
+      auto f32 = [&] { return elementType(0).isF32() && elementType(1).isF32(); };
+      // A large f32 matmul copies A into blocks from either layout; the
+      // other paths read A in (m, k) order, an M-contiguous A copied so.
+      if (f32() && packsOperands(op))
+        packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
+      // (Tiled by the schedule as a blocked transpose.)
+      auto tileTranspose = [&](linalg::TransposeOp copy) {
+        if (!copy)
+          return;
+        unsigned packId = packs++;
+        copy->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
+        appendTransposeTiling(os, packId, copy);
+      };
+      if (packed)
+        op = packed->op;
+      else
+        tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
         if (std::optional<linalg::TransposeOp> pack = loom::rewriteAsAmxMatmul(op)) {
           unsigned packId = packs++;
@@ -423,10 +465,9 @@ struct LoomTileContractionsForCpu
       // 2.4 (its 64-wide matmuls).
       if (halves && !onDots)
         op = widenMatmulOperands(op);
-      bool f32 = elementType(0).isF32() && elementType(1).isF32();
       if (onDots)
         packed = loom::packMatmul(op, tile, /*pairs=*/true, /*packA=*/false);
-      else if (f32 && packsOperands(op))
+      else if (!packed && f32() && packsOperands(op)) // (widened 16-bit operands)
         packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
       SmallVector<MatmulLoop> loops = packed ? packed->loops : loom::unpackedLoops(op);
       if (packed)
@@ -439,7 +480,7 @@ struct LoomTileContractionsForCpu
         continue;
       }
       if (!packed)
-        copyTransposedOperand(op, /*which=*/1);
+        tileTranspose(copyTransposedOperand(op, /*which=*/1));
       // With k whole in the cache tile, a register tile's accumulator is
       // final after its k loop: the epilogue can run there.
       SmallVector<int64_t> bounds = op.getStaticLoopRanges();

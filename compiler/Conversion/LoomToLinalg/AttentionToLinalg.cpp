@@ -24,20 +24,40 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mlir;
 using namespace mlir::loom;
 
-/// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
-static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
-                        Value start) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(rows.getType()).getShape();
-  SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
+/// `part` [n, rows, f] into `target` [batch, sequence, f] at `offsets`
+/// (of its first two dims).
+static Value insertPart(OpBuilder &b, Location loc, Value part, Value target,
+                        OpFoldResult batchStart, OpFoldResult rowStart) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(part.getType()).getShape();
+  SmallVector<OpFoldResult> offsets{batchStart, rowStart, b.getIndexAttr(0)};
   SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1]),
                                   b.getIndexAttr(shape[2])};
   SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, rows, target, offsets, sizes, strides);
+  return tensor::InsertSliceOp::create(b, loc, part, target, offsets, sizes, strides);
+}
+
+/// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
+static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
+                        Value start) {
+  return insertPart(b, loc, rows, target, b.getIndexAttr(0), start);
+}
+
+/// Entries [start, start + count) of the leading dim of `source`
+/// [batch, sequence, f].
+static Value batchSlice(OpBuilder &b, Location loc, Value source, Value start,
+                        int64_t count) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(source.getType()).getShape();
+  SmallVector<OpFoldResult> offsets{start, b.getIndexAttr(0), b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(count), b.getIndexAttr(shape[1]),
+                                  b.getIndexAttr(shape[2])};
+  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes, strides);
 }
 
 /// Whether entry (i, j) of the score block of queries from `qStart` and
@@ -62,6 +82,16 @@ struct AttentionBuilder {
   bool causal;
 
   Type f32() const { return b.getF32Type(); }
+
+  /// This builder on the batch entries [start, start + count).
+  AttentionBuilder part(Value start, int64_t count) const {
+    AttentionBuilder part = *this;
+    part.batch = count;
+    part.query = batchSlice(b, loc, query, start, count);
+    part.key = batchSlice(b, loc, key, start, count);
+    part.value = batchSlice(b, loc, value, start, count);
+    return part;
+  }
 
   /// `x` (f32) rounded to the operand type and held in f32 again: the
   /// blocks' tensors are f32 whatever the operand type, so that their
@@ -435,20 +465,44 @@ static Value carriedTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
   return fill ? filledTensor(b, loc, tensor, b.getFloatAttr(element, *fill)) : tensor;
 }
 
-/// A loop over the blocks of `queries` carrying `init`; `body` gives the
-/// carried values of the next iteration.
-static scf::ForOp overQueryBlocks(OpBuilder &b, Location loc, int64_t queries,
-                                  int64_t block, ValueRange init,
-                                  function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+/// A loop over [0, size) in steps of `step` (the blocks of queries, the
+/// chunks of the batch) carrying `init`; `body` gives the carried values of
+/// the next iteration.
+static scf::ForOp overBlocks(OpBuilder &b, Location loc, int64_t size, int64_t step,
+                             ValueRange init,
+                             function_ref<SmallVector<Value>(Value, ValueRange)> body) {
   return scf::ForOp::create(
       b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-      arith::ConstantIndexOp::create(b, loc, queries),
-      arith::ConstantIndexOp::create(b, loc, block), init,
-      [&](OpBuilder &nb, Location l, Value qStart, ValueRange carried) {
+      arith::ConstantIndexOp::create(b, loc, size),
+      arith::ConstantIndexOp::create(b, loc, step), init,
+      [&](OpBuilder &nb, Location l, Value start, ValueRange carried) {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
-        scf::YieldOp::create(b, l, body(qStart, carried));
+        scf::YieldOp::create(b, l, body(start, carried));
       });
+}
+
+/// How many batch entries (heads) the blocks hold at a time: the most that
+/// divide the batch with a [chunk, block, block] score tile of at most 4096
+/// elements (16 KiB in f32). With every head at once a block's tensors
+/// outgrow the caches (gpt.loom: 64 heads of 64 x 64 scores, 1 MiB a
+/// tensor), and each pass over one goes to memory.
+static int64_t batchChunk(int64_t batch, int64_t block) {
+  int64_t chunk = std::clamp<int64_t>(4096 / (block * block), 1, batch);
+  while (batch % chunk != 0)
+    --chunk;
+  return chunk;
+}
+
+/// `body` for each chunk of `chunk` batch entries from `nStart`, carrying
+/// `init`: a loop, or one call where the chunk is the whole batch.
+static SmallVector<Value>
+overBatchChunks(OpBuilder &b, Location loc, int64_t batch, int64_t chunk, ValueRange init,
+                function_ref<SmallVector<Value>(Value nStart, ValueRange carried)> body) {
+  if (chunk == batch)
+    return body(arith::ConstantIndexOp::create(b, loc, 0), init);
+  auto loop = overBlocks(b, loc, batch, chunk, init, body);
+  return SmallVector<Value>(loop.getResults());
 }
 
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
@@ -464,12 +518,19 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
     int64_t valueFeatures = resultType.getShape().back();
     Value init = carriedTensor(rewriter, loc, {builder.batch, queries, valueFeatures},
                                resultType.getElementType());
-    auto loop = overQueryBlocks(
-        rewriter, loc, queries, builder.block, {init}, [&](Value qStart, ValueRange carried) {
-          Value out = builder.outputBlock(qStart, keys, valueFeatures);
-          return SmallVector<Value>{insertRows(rewriter, loc, out, carried[0], qStart)};
+    int64_t chunk = batchChunk(builder.batch, builder.block);
+    SmallVector<Value> result = overBatchChunks(
+        rewriter, loc, builder.batch, chunk, {init}, [&](Value nStart, ValueRange outer) {
+          AttentionBuilder part = builder.part(nStart, chunk);
+          auto loop = overBlocks(
+              rewriter, loc, queries, part.block, outer, [&](Value qStart, ValueRange carried) {
+                Value out = part.outputBlock(qStart, keys, valueFeatures);
+                return SmallVector<Value>{
+                    insertPart(rewriter, loc, out, carried[0], nStart, qStart)};
+              });
+          return SmallVector<Value>(loop.getResults());
         });
-    rewriter.replaceOp(op, fromBatched(rewriter, loc, loop.getResult(0), resultType));
+    rewriter.replaceOp(op, fromBatched(rewriter, loc, result[0], resultType));
     return success();
   }
 };
@@ -495,22 +556,41 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     Value resultGrad = widenedBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
     Type element = builder.element, accumulate = builder.accumulate;
     Value queryGrads = carriedTensor(rewriter, loc, {builder.batch, queries, features}, element);
-    Value keyAcc = carriedTensor(rewriter, loc, {builder.batch, keys, features}, accumulate, 0.0);
-    Value valueAcc =
-        carriedTensor(rewriter, loc, {builder.batch, keys, valueFeatures}, accumulate, 0.0);
-    auto loop = overQueryBlocks(
-        rewriter, loc, queries, builder.block, {queryGrads, keyAcc, valueAcc},
-        [&](Value qStart, ValueRange carried) {
-          SmallVector<Value> grads =
-              builder.gradBlock(resultGrad, qStart, keys, carried[1], carried[2]);
-          return SmallVector<Value>{insertRows(rewriter, loc, grads[0], carried[0], qStart),
-                                    grads[1], grads[2]};
+    Value keyGrads = carriedTensor(rewriter, loc, {builder.batch, keys, features}, element);
+    Value valueGrads = carriedTensor(rewriter, loc, {builder.batch, keys, valueFeatures}, element);
+    int64_t chunk = batchChunk(builder.batch, builder.block);
+    // A chunk's key and value gradients, accumulated over its query blocks
+    // in the accumulation type: one buffer each, zeroed per chunk.
+    Value keyAcc = carriedTensor(rewriter, loc, {chunk, keys, features}, accumulate);
+    Value valueAcc = carriedTensor(rewriter, loc, {chunk, keys, valueFeatures}, accumulate);
+    FloatAttr zero = rewriter.getFloatAttr(accumulate, 0.0);
+    OpFoldResult first = rewriter.getIndexAttr(0);
+    SmallVector<Value> grads = overBatchChunks(
+        rewriter, loc, builder.batch, chunk, {queryGrads, keyGrads, valueGrads, keyAcc, valueAcc},
+        [&](Value nStart, ValueRange outer) {
+          AttentionBuilder part = builder.part(nStart, chunk);
+          Value partResultGrad = batchSlice(rewriter, loc, resultGrad, nStart, chunk);
+          auto loop = overBlocks(
+              rewriter, loc, queries, part.block,
+              {outer[0], filledTensor(rewriter, loc, outer[3], zero),
+               filledTensor(rewriter, loc, outer[4], zero)},
+              [&](Value qStart, ValueRange carried) {
+                SmallVector<Value> grads =
+                    part.gradBlock(partResultGrad, qStart, keys, carried[1], carried[2]);
+                return SmallVector<Value>{
+                    insertPart(rewriter, loc, grads[0], carried[0], nStart, qStart), grads[1],
+                    grads[2]};
+              });
+          Value keyAccumulated = loop.getResult(1), valueAccumulated = loop.getResult(2);
+          return SmallVector<Value>{
+              loop.getResult(0),
+              insertPart(rewriter, loc, part.rounded(keyAccumulated), outer[1], nStart, first),
+              insertPart(rewriter, loc, part.rounded(valueAccumulated), outer[2], nStart, first),
+              keyAccumulated, valueAccumulated};
         });
-    rewriter.replaceOp(op, {fromBatched(rewriter, loc, loop.getResult(0), op.getQuery().getType()),
-                            fromBatched(rewriter, loc, builder.rounded(loop.getResult(1)),
-                                        op.getKey().getType()),
-                            fromBatched(rewriter, loc, builder.rounded(loop.getResult(2)),
-                                        op.getValue().getType())});
+    rewriter.replaceOp(op, {fromBatched(rewriter, loc, grads[0], op.getQuery().getType()),
+                            fromBatched(rewriter, loc, grads[1], op.getKey().getType()),
+                            fromBatched(rewriter, loc, grads[2], op.getValue().getType())});
     return success();
   }
 };

@@ -123,7 +123,8 @@ struct CausalMaskGradLowering : OpConversionPattern<CausalMaskGradOp> {
 
 /// A reduction over the id positions: table[v, d] = sum_p [ids[p] = v]
 /// grad[p, d], accumulated in f32. It reads every (v, p) pair, which is
-/// V times the work of a scatter; cheap at byte vocabularies, not at 50k.
+/// V times the work of a scatter: the GPU runs it so, one thread per
+/// (v, d); the CPU makes it a scatter (loom-scatter-embedding-gradients).
 struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult

@@ -117,12 +117,15 @@ func.func @no_pairs(%a: memref<16x63xbf16>, %b: memref<63x32xbf16>, %c: memref<1
 // -----
 
 // An A that reads k from its first dim ([K][M], the backward's x^T read in
-// place) is copied once into a K-contiguous temporary, so that its pairs
-// are adjacent: the dots then run as for any A.
+// place) is copied once into a K-contiguous temporary (in blocks of 32 k),
+// so that its pairs are adjacent: the dots then run as for any A.
 // CHECK-LABEL: func.func @m_contiguous_a
 // CHECK-SAME: (%[[AT:.+]]: memref<64x16xbf16>,
 // CHECK: %[[COPY:.+]] = memref.alloc() : memref<16x64xbf16>
-// CHECK: linalg.transpose ins(%[[AT]] : memref<64x16xbf16>) outs(%[[COPY]] : memref<16x64xbf16>) permutation = [1, 0]
+// CHECK: scf.for %[[K:.+]] = %{{.+}} to %c64 step %c32
+// CHECK: %[[FROM:.+]] = memref.subview %[[AT]][%[[K]], 0] [32, 16] [1, 1]
+// CHECK: %[[TO:.+]] = memref.subview %[[COPY]][0, %[[K]]] [16, 32] [1, 1]
+// CHECK: linalg.transpose ins(%[[FROM]] : memref<32x16xbf16, strided<[16, 1], offset: ?>>) outs(%[[TO]] : memref<16x32xbf16, strided<[64, 1], offset: ?>>) permutation = [1, 0]
 // CHECK: x86vector.avx512.dot
 // CHECK: memref.dealloc %[[COPY]]
 func.func @m_contiguous_a(%at: memref<64x16xbf16>, %b: memref<64x32xbf16>, %c: memref<16x32xf32>) {

@@ -211,13 +211,16 @@ func.func @mixed(%P: memref<8x4xf32>, %Q: memref<4x16xf32>, %R: memref<8x16xf32>
 // -----
 
 // A K-contiguous B ([N, K], a transpose folded into the matmul's map) is
-// first copied into an N-contiguous temporary, which the register tiles
-// then read 16 contiguous elements at a time; the temporary is freed
-// after the matmul.
+// first copied into an N-contiguous temporary, in blocks of 32 x 32, which
+// the register tiles then read 16 contiguous elements at a time; the
+// temporary is freed after the matmul.
 // CHECK-LABEL: func.func @k_contiguous_b
 // CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xf32>, %[[B:[^:]+]]: memref<32x64xf32>, %[[C:[^:]+]]: memref<64x32xf32>)
 // CHECK: %[[T:.+]] = memref.alloc() : memref<64x32xf32>
-// CHECK: linalg.transpose ins(%[[B]] : memref<32x64xf32>) outs(%[[T]] : memref<64x32xf32>) permutation = [1, 0]
+// CHECK: scf.for %[[I:.+]] = %{{.+}} to %{{.+}} step %c32
+// CHECK: %[[FROM:.+]] = memref.subview %[[B]][0, %[[I]]] [32, 32] [1, 1]
+// CHECK: %[[TO:.+]] = memref.subview %[[T]][%[[I]], 0] [32, 32] [1, 1]
+// CHECK: linalg.transpose ins(%[[FROM]] : memref<32x32xf32, strided<[64, 1], offset: ?>>) outs(%[[TO]] : memref<32x32xf32, strided<[32, 1], offset: ?>>) permutation = [1, 0]
 // CHECK: scf.for
 // CHECK: vector.transfer_read %[[T]][%{{.+}}, %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<64x32xf32>, vector<16xf32>
 // CHECK: memref.dealloc %[[T]] : memref<64x32xf32>
@@ -264,6 +267,31 @@ func.func @k_contiguous_b(%a: memref<64x64xf32>, %b: memref<32x64xf32>, %c: memr
 func.func @f32_packed(%A: memref<512x256xf32>, %B: memref<256x512xf32>, %C: memref<512x512xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%A, %B : memref<512x256xf32>, memref<256x512xf32>) outs(%C : memref<512x512xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y fastmath<contract> : f32
+    %1 = arith.addf %acc, %0 fastmath<contract> : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
+
+// -----
+
+// The same with A M-contiguous ([K, M], the backward's `x^T @ dy`): A's
+// blocks are copied from it directly (a block's 4 rows at one k are 4
+// contiguous elements there), not through a transposed copy first.
+// CHECK-LABEL: func.func @f32_packed_transposed_a
+// CHECK-SAME: (%[[A:[^:]+]]: memref<256x512xf32>, %[[B:[^:]+]]: memref<256x512xf32>, %[[C:[^:]+]]: memref<512x512xf32>)
+// CHECK-NOT: linalg.transpose
+// CHECK-DAG: %[[VA:.+]] = memref.reinterpret_cast %[[A]] to offset: [0], sizes: [256, 128, 4], strides: [512, 4, 1]
+// CHECK: %[[PA:.+]] = memref.alloc() : memref<128x256x4xf32>
+// CHECK: vector.transfer_read %[[VA]]{{.+}} : memref<256x128x4xf32, strided<[512, 4, 1]>>, vector<4xf32>
+// CHECK: vector.transfer_write %{{.+}}, %[[PA]]{{.+}} : vector<4xf32>, memref<128x256x4xf32>
+// CHECK: vector.transfer_read %[[PA]][%{{.+}}, %{{.+}}, %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<128x256x4xf32>, vector<4xf32>
+func.func @f32_packed_transposed_a(%A: memref<256x512xf32>, %B: memref<256x512xf32>, %C: memref<512x512xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<256x512xf32>, memref<256x512xf32>) outs(%C : memref<512x512xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %0 = arith.mulf %x, %y fastmath<contract> : f32
     %1 = arith.addf %acc, %0 fastmath<contract> : f32

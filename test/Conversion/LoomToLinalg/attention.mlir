@@ -1,24 +1,28 @@
 // RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg | FileCheck %s
 
-// --convert-loom-attention-to-linalg: batch dims folded into one, then per
-// block of queries (the largest divisor of both sequence lengths up to 64)
-// two loops over the key blocks, each forming that block's scores again:
-// the first updates each row's maximum and sum, the second accumulates the
-// rounded probabilities times the values. No [queries, keys] tensor.
+// --convert-loom-attention-to-linalg: batch dims folded into one, taken a
+// chunk at a time (as many as keep a chunk's score block within 4096
+// elements: one here, at blocks of 64), then per block of queries (the
+// largest divisor of both sequence lengths up to 64) two loops over the
+// key blocks, each forming that block's scores again: the first updates
+// each row's maximum and sum, the second accumulates the rounded
+// probabilities times the values. No [queries, keys] tensor.
 
 // CHECK-LABEL: func.func @causal
 // CHECK: %[[SCALE:.+]] = arith.extf %{{.+}} : bf16 to f32
 // CHECK: %[[Q16:.+]] = tensor.collapse_shape %arg0 {{\[\[}}0, 1], [2], [3]] : tensor<2x4x128x16xbf16> into tensor<8x128x16xbf16>
 // The operands widened to f32 once, not per block.
 // CHECK: %[[Q:.+]] = linalg.generic {{.+}} ins(%[[Q16]] : tensor<8x128x16xbf16>) outs(%{{.+}} : tensor<8x128x16xf32>)
-// CHECK: scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%[[OUT:.+]] = %{{.+}}) -> (tensor<8x128x8xbf16>)
-// CHECK: tensor.extract_slice %[[Q]][0, %[[QB]], 0] [8, 64, 16] [1, 1, 1]
+// CHECK: scf.for %[[N:.+]] = %{{.+}} to %c8 step %c1 iter_args(%[[ALL:.+]] = %{{.+}}) -> (tensor<8x128x8xbf16>)
+// CHECK: %[[QN:.+]] = tensor.extract_slice %[[Q]][%[[N]], 0, 0] [1, 128, 16] [1, 1, 1]
+// CHECK: scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%[[OUT:.+]] = %[[ALL]]) -> (tensor<8x128x8xbf16>)
+// CHECK: tensor.extract_slice %[[QN]][0, %[[QB]], 0] [1, 64, 16] [1, 1, 1]
 // A causal block of queries stops at the end of its diagonal block.
 // CHECK: %[[DIAG:.+]] = arith.addi %[[QB]], %{{.+}} : index
 // CHECK: %[[END:.+]] = arith.minsi %[[DIAG]], %{{.+}} : index
 // Pass 1: maximum and sum.
-// CHECK: %[[STATS:.+]]:2 = scf.for %[[KB:.+]] = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (tensor<8x64xf32>, tensor<8x64xf32>)
-// CHECK: linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins({{.+}} : tensor<8x64x16xf32>, tensor<8x64x16xf32>) outs({{.+}} : tensor<8x64x64xf32>)
+// CHECK: %[[STATS:.+]]:2 = scf.for %[[KB:.+]] = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (tensor<1x64xf32>, tensor<1x64xf32>)
+// CHECK: linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins({{.+}} : tensor<1x64x16xf32>, tensor<1x64x16xf32>) outs({{.+}} : tensor<1x64x64xf32>)
 // The scores rounded to bf16 after the product and after the scale, -inf
 // above the diagonal.
 // CHECK: arith.truncf %{{.+}} : f32 to bf16
@@ -33,13 +37,13 @@
 // CHECK: arith.mulf
 // CHECK: scf.yield
 // Pass 2: probabilities rounded to bf16 (held in f32), times the values.
-// CHECK: scf.for %{{.+}} = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (tensor<8x64x8xf32>)
-// CHECK: ins(%{{.+}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<8x64x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) outs(%{{.+}} : tensor<8x64x64xf32>)
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[END]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}) -> (tensor<1x64x8xf32>)
+// CHECK: ins(%{{.+}}, %[[STATS]]#0, %[[STATS]]#1 : tensor<1x64x64xf32>, tensor<1x64xf32>, tensor<1x64xf32>) outs(%{{.+}} : tensor<1x64x64xf32>)
 // CHECK: math.exp
 // CHECK: arith.divf
 // CHECK: arith.truncf %{{.+}} : f32 to bf16
-// CHECK: ins(%{{.+}}, %{{.+}} : tensor<8x64x64xf32>, tensor<8x64x8xf32>) outs(%{{.+}} : tensor<8x64x8xf32>)
-// CHECK: tensor.insert_slice %{{.+}} into %[[OUT]][0, %[[QB]], 0] [8, 64, 8] [1, 1, 1]
+// CHECK: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xf32>, tensor<1x64x8xf32>) outs(%{{.+}} : tensor<1x64x8xf32>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[OUT]][%[[N]], %[[QB]], 0] [1, 64, 8] [1, 1, 1]
 // CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [2, 4, 128, 8]
 // CHECK-NOT: tensor<8x128x128
 func.func @causal(%q: tensor<2x4x128x16xbf16>, %k: tensor<2x4x128x16xbf16>, %v: tensor<2x4x128x8xbf16>,
@@ -51,12 +55,13 @@ func.func @causal(%q: tensor<2x4x128x16xbf16>, %k: tensor<2x4x128x16xbf16>, %v: 
 
 // -----
 
-// A matrix: a unit batch dim in front. 48 queries and 80 keys: blocks of
-// 16; not causal, so every block of queries reads all 80 keys; f32 needs
-// no rounding.
+// A matrix: a unit batch dim in front (one chunk: no loop over it). 48
+// queries and 80 keys: blocks of 16; not causal, so every block of queries
+// reads all 80 keys; f32 needs no rounding.
 
 // CHECK-LABEL: func.func @matrix
 // CHECK: tensor.expand_shape %arg0 {{\[\[}}0, 1], [2]] output_shape [1, 48, 16]
+// CHECK-NOT: scf.for %{{.+}} = %{{.+}} to %c1
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c48 step %c16
 // CHECK-NOT: arith.minsi
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c80 step %c16
@@ -72,28 +77,34 @@ func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4x
 
 // -----
 
-// The backward: per block of queries the statistics, the softmax
-// gradient's row sums, then the gradients; the key and value gradients
-// accumulate over all query blocks in f32 ([batch, keys, features]) and are
-// rounded once at the end.
+// The backward, a chunk of the batch at a time: per block of queries the
+// statistics, the softmax gradient's row sums, then the gradients; the
+// chunk's key and value gradients accumulate over all its query blocks in
+// f32 ([chunk, keys, features], zeroed per chunk) and are rounded into the
+// results once at the chunk's end.
 
 // CHECK-LABEL: func.func @grad
-// CHECK: %[[KACC:.+]] = linalg.fill {{.+}} -> tensor<2x128x16xf32>
-// CHECK: %[[VACC:.+]] = linalg.fill {{.+}} -> tensor<2x128x8xf32>
-// CHECK: %[[ALL:.+]]:3 = scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%{{.+}} = %{{.+}}, %[[K:.+]] = %[[KACC]], %[[V:.+]] = %[[VACC]]) -> (tensor<2x128x16xbf16>, tensor<2x128x16xf32>, tensor<2x128x8xf32>)
+// CHECK: %[[ALL:.+]]:5 = scf.for %[[N:.+]] = %{{.+}} to %c2 step %c1 iter_args(%{{.+}} = %{{.+}}, %[[DK:.+]] = %{{.+}}, %[[DV:.+]] = %{{.+}}, %[[KBUF:.+]] = %{{.+}}, %[[VBUF:.+]] = %{{.+}}) -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>, tensor<1x128x16xf32>, tensor<1x128x8xf32>)
+// CHECK: %[[KACC:.+]] = linalg.fill {{.+}} outs(%[[KBUF]] : tensor<1x128x16xf32>)
+// CHECK: %[[VACC:.+]] = linalg.fill {{.+}} outs(%[[VBUF]] : tensor<1x128x8xf32>)
+// CHECK: %[[CHUNK:.+]]:3 = scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%{{.+}} = %{{.+}}, %[[K:.+]] = %[[KACC]], %[[V:.+]] = %[[VACC]]) -> (tensor<2x128x16xbf16>, tensor<1x128x16xf32>, tensor<1x128x8xf32>)
 // Statistics.
-// CHECK: scf.for {{.+}} -> (tensor<2x64xf32>, tensor<2x64xf32>)
+// CHECK: scf.for {{.+}} -> (tensor<1x64xf32>, tensor<1x64xf32>)
 // Row sums of dp * p.
-// CHECK: scf.for {{.+}} -> (tensor<2x64xf32>)
-// Gradients: the query block's accumulator and the two whole ones.
-// CHECK: scf.for %[[KB:.+]] = {{.+}} iter_args(%{{.+}} = %{{.+}}, %[[KIN:.+]] = %[[K]], %[[VIN:.+]] = %[[V]]) -> (tensor<2x64x16xf32>, tensor<2x128x16xf32>, tensor<2x128x8xf32>)
-// CHECK: tensor.extract_slice %[[KIN]][0, %[[KB]], 0] [2, 64, 16]
-// CHECK: tensor.insert_slice %{{.+}} into %[[KIN]][0, %[[KB]], 0] [2, 64, 16]
-// CHECK: tensor.extract_slice %[[VIN]][0, %[[KB]], 0] [2, 64, 8]
-// CHECK: tensor.insert_slice %{{.+}} into %[[VIN]][0, %[[KB]], 0] [2, 64, 8]
+// CHECK: scf.for {{.+}} -> (tensor<1x64xf32>)
+// Gradients: the query block's accumulator and the chunk's two whole ones.
+// CHECK: scf.for %[[KB:.+]] = {{.+}} iter_args(%{{.+}} = %{{.+}}, %[[KIN:.+]] = %[[K]], %[[VIN:.+]] = %[[V]]) -> (tensor<1x64x16xf32>, tensor<1x128x16xf32>, tensor<1x128x8xf32>)
+// CHECK: tensor.extract_slice %[[KIN]][0, %[[KB]], 0] [1, 64, 16]
+// CHECK: tensor.insert_slice %{{.+}} into %[[KIN]][0, %[[KB]], 0] [1, 64, 16]
+// CHECK: tensor.extract_slice %[[VIN]][0, %[[KB]], 0] [1, 64, 8]
+// CHECK: tensor.insert_slice %{{.+}} into %[[VIN]][0, %[[KB]], 0] [1, 64, 8]
 // CHECK: arith.truncf %{{.+}} : f32 to bf16
-// CHECK: ins(%[[ALL]]#1 : tensor<2x128x16xf32>) outs(%{{.+}} : tensor<2x128x16xbf16>)
-// CHECK: ins(%[[ALL]]#2 : tensor<2x128x8xf32>) outs(%{{.+}} : tensor<2x128x8xbf16>)
+// CHECK: ins(%[[CHUNK]]#1 : tensor<1x128x16xf32>) outs(%{{.+}} : tensor<1x128x16xbf16>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[DK]][%[[N]], 0, 0] [1, 128, 16]
+// CHECK: ins(%[[CHUNK]]#2 : tensor<1x128x8xf32>) outs(%{{.+}} : tensor<1x128x8xbf16>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[DV]][%[[N]], 0, 0] [1, 128, 8]
+// CHECK: scf.yield %{{.+}}, %{{.+}}, %{{.+}}, %[[CHUNK]]#1, %[[CHUNK]]#2
+// CHECK: return %[[ALL]]#0, %[[ALL]]#1, %[[ALL]]#2
 // CHECK-NOT: tensor<2x128x128
 func.func @grad(%q: tensor<2x128x16xbf16>, %k: tensor<2x128x16xbf16>, %v: tensor<2x128x8xbf16>,
                 %g: tensor<2x128x8xbf16>, %s: tensor<bf16>)
