@@ -6,8 +6,9 @@
 # end, FUZZ_SECONDS each (default 60), then FUZZ_PROGRAMS (default 300)
 # random scripts against PyTorch: forward, gradients, training steps,
 # gradients on a 2 x 2 mesh and in 2 pipeline stages, training in 4, layer
-# loops and MoE blocks, microbatches pipelined in 2 stages, MoE on 2 dp ranks
-# (differential.py).
+# loops and MoE blocks, microbatches pipelined in 2 stages, MoE on 2 dp ranks,
+# training on 2 dp ranks x 2 stages, and checkpoints resumed on the 2 x 2
+# mesh (differential.py).
 # Prints the executions per target; the first crash stops it with the input
 # saved in $BUILD/fuzz/ (a wrong answer: the script in fuzz/differential/).
 set -euo pipefail
@@ -72,7 +73,8 @@ if /usr/bin/python3 -c "import torch" 2> /dev/null; then
   first=$((RANDOM * 1000))
   for mode in "" --gradients --train "--gradients --shard" "--gradients --stages 2" "--train --stages 4" \
               "--gradients --layers --moe" "--train --microbatches 2 --layers --stages 2" \
-              "--train --batch --moe --ranks 2"; do
+              "--train --batch --moe --ranks 2" "--train --batch --layers --ranks 2 --stages 2" \
+              "--train --resume --shard --layers"; do
     echo "fuzz: differential${mode:+ $mode}, seeds $first:$((first + PROGRAMS))"
     /usr/bin/python3 "$ROOT"/test/Fuzz/differential.py --loomc "$BIN"/loomc --work "$WORK/differential" \
       --seeds "$first:$((first + PROGRAMS))" $mode

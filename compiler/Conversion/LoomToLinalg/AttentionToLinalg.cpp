@@ -114,6 +114,17 @@ struct AttentionBuilder {
                         b.getFloatAttr(type, v));
   }
 
+  /// `filled`, in a buffer of its own: a block's accumulator that the
+  /// output's buffer would otherwise hold (the result written into it),
+  /// where the register tiles could not keep it in registers through
+  /// their k loop (stored every k step: a kernel argument may alias the
+  /// operands they read).
+  Value filledScratch(ArrayRef<int64_t> shape, Type type, double v) const {
+    Value tensor = bufferization::AllocTensorOp::create(
+        b, loc, RankedTensorType::get(shape, type), ValueRange{});
+    return filledTensor(b, loc, tensor, b.getFloatAttr(type, v));
+  }
+
   /// Rows [start, start + block) of `source` ([batch, sequence, n]).
   Value rows(Value source, Value start) const {
     int64_t n = cast<RankedTensorType>(source.getType()).getShape().back();
@@ -287,7 +298,7 @@ struct AttentionBuilder {
     Value max = statistics.first, sum = statistics.second;
     // The probabilities, rounded as the softmax's output is, times the
     // values, accumulated over the key blocks.
-    Value acc0 = filled({batch, block, valueFeatures}, accumulate, 0.0);
+    Value acc0 = filledScratch({batch, block, valueFeatures}, accumulate, 0.0);
     auto weighted = overKeyBlocks(end, {acc0}, [&](Value kStart, ValueRange carried) {
       Value p = probabilities(scores(queries, qStart, kStart), max, sum);
       return SmallVector<Value>{contract(p, rows(value, kStart), carried[0],
@@ -343,7 +354,7 @@ struct AttentionBuilder {
       return SmallVector<Value>{generic.getResult(0)};
     });
     Value dot = dots.getResult(0);
-    Value queryAcc0 = filled({batch, block, features}, accumulate, 0.0);
+    Value queryAcc0 = filledScratch({batch, block, features}, accumulate, 0.0);
     auto backward = overKeyBlocks(
         end, {queryAcc0, keyGrads, valueGrads}, [&](Value kStart, ValueRange carried) {
           Value p = probabilities(scores(queries, qStart, kStart), max, sum);
