@@ -223,16 +223,28 @@ static std::string sizes(ArrayRef<int64_t> values) {
   return text + "]";
 }
 
+/// The result types of a `tile_using_for` making `loops` loops: the tiled
+/// op's handle and each loop's.
+static std::string tiledHandles(size_t loops) {
+  std::string handles = "!transform.any_op";
+  for (size_t i = 0; i < loops; ++i)
+    handles += ", !transform.any_op";
+  return handles;
+}
+
+/// The number of loops tiling by `tiles` makes (a size of 0: not tiled).
+static size_t tiledLoops(ArrayRef<int64_t> tiles) {
+  return llvm::count_if(tiles, [](int64_t size) { return size != 0; });
+}
+
 /// The schedule's per-op part: cache tiles, register tiles inside them and
 /// the register tile vectorized. A pair contraction's vectorized body (a
 /// multiply of extended bf16 pairs summed over j) becomes one mixed-precision
 /// vector.contract, which the pass then unrolls into avx512_bf16 dots.
 static void appendTiling(llvm::raw_ostream &os, unsigned id, ArrayRef<int64_t> tiles,
                          ArrayRef<int64_t> registers, bool pairs) {
-  size_t tiled = llvm::count_if(tiles, [](int64_t size) { return size != 0; });
-  std::string handles = "!transform.any_op";
-  for (size_t i = 0; i < tiled; ++i)
-    handles += ", !transform.any_op";
+  size_t tiled = tiledLoops(tiles);
+  std::string handles = tiledHandles(tiled);
   os << "    %op" << id << " = transform.structured.match attributes{loom.cpu_tile = "
      << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
      << "    %c" << id << ", %cl" << id << ":" << tiled
@@ -250,6 +262,17 @@ static void appendTiling(llvm::raw_ostream &os, unsigned id, ArrayRef<int64_t> t
        << "    } : !transform.any_op\n";
 }
 
+/// The copy marked `loom.cpu_pack = id` tiled by `tiles`: its tile is
+/// %pt<id>, its loops %pl<id>.
+static void appendCopyTiling(llvm::raw_ostream &os, unsigned id, ArrayRef<int64_t> tiles) {
+  size_t loops = tiledLoops(tiles);
+  os << "    %p" << id << " = transform.structured.match attributes{loom.cpu_pack = "
+     << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
+     << "    %pt" << id << ", %pl" << id << ":" << loops
+     << " = transform.structured.tile_using_for %p" << id << " tile_sizes " << sizes(tiles)
+     << " : (!transform.any_op) -> (" << tiledHandles(loops) << ")\n";
+}
+
 /// The copy of an operand into its panels, vectorized: per (panel, k) one
 /// contiguous run of the panel's `whole` innermost dims (B: its columns,
 /// with pairs two rows interleaved; A: a register tile's rows).
@@ -258,15 +281,8 @@ static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::Transpo
   auto shape = cast<MemRefType>(pack.getInit().getType()).getShape();
   SmallVector<int64_t> tiles(shape.size() - whole, 1);
   tiles.append(whole, 0);
-  std::string handles = "!transform.any_op";
-  for (size_t i = 0; i < shape.size() - whole; ++i)
-    handles += ", !transform.any_op";
-  os << "    %p" << id << " = transform.structured.match attributes{loom.cpu_pack = "
-     << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
-     << "    %pt" << id << ", %pl" << id << ":" << shape.size() - whole
-     << " = transform.structured.tile_using_for %p" << id << " tile_sizes "
-     << sizes(tiles) << " : (!transform.any_op) -> (" << handles << ")\n"
-     << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
+  appendCopyTiling(os, id, tiles);
+  os << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
 }
 
 /// A transposing copy (copyTransposedOperand's) in blocks of 32 x 32 of its
@@ -281,17 +297,8 @@ static void appendTransposeTiling(llvm::raw_ostream &os, unsigned id,
   SmallVector<int64_t> tiles(shape.size() - 2, 1);
   for (int64_t size : shape.take_back(2))
     tiles.push_back(size > kBlock ? kBlock : 0);
-  size_t loops = llvm::count_if(tiles, [](int64_t t) { return t != 0; });
-  if (loops == 0)
-    return;
-  std::string handles = "!transform.any_op";
-  for (size_t i = 0; i < loops; ++i)
-    handles += ", !transform.any_op";
-  os << "    %p" << id << " = transform.structured.match attributes{loom.cpu_pack = "
-     << id << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
-     << "    %pt" << id << ", %pl" << id << ":" << loops
-     << " = transform.structured.tile_using_for %p" << id << " tile_sizes " << sizes(tiles)
-     << " : (!transform.any_op) -> (" << handles << ")\n";
+  if (tiledLoops(tiles) != 0)
+    appendCopyTiling(os, id, tiles);
 }
 
 /// Rounds of foldAliasesAndCanonicalize's greedy driver at most (the
