@@ -4,7 +4,7 @@ compiled (loomc), run on the CPU, against PyTorch in float64.
 
 usage: differential.py --loomc LOOMC --work DIR --seeds A:B
                        [--gradients | --train] [--precision f32|bf16|f16]
-                       [--ranks N] [--shard] [--stages S] [--mpirun CMD] [--gpu]
+                       [--ranks N] [--shard] [--stages S] [--mpirun CMD] [--gpu] [--resume]
                        [--batch] [--microbatches M] [--layers] [--moe]
                        [--scale-reference F]
 
@@ -32,7 +32,11 @@ with `loomc --train` and a random optimizer (SGD, SGD with momentum and
 weight decay, Adam, AdamW), runs 3 steps (`train --steps 3`, `--save`),
 and each param's update is compared with torch.optim's from the same
 initial weights (weight decay on params of rank >= 2, as Loom's); a
-training that diverges (in torch too) is counted, not compared.
+training that diverges (in torch too) is counted, not compared. With
+--resume it also runs 1 step saved (`--save`) and the rest resumed
+(`--resume`), which must end with the uninterrupted run's checkpoint bit
+for bit, and on several ranks resumed on one rank within the training's
+tolerance.
 --stages S (with --gradients or --train): `mesh m[pp = S]`, `pipeline
 pp`, and the `let`s cut at random into S pipeline stages (`stage N {
 ... }`, the output in the last), run with a random schedule (not

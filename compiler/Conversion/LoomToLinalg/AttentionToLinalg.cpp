@@ -1,11 +1,13 @@
 //===- AttentionToLinalg.cpp - loom.attention in blocks of queries and keys ===//
 //
-// Per block of queries, two passes over the blocks of keys, each computing
-// that block's scores again: the first finds each row's maximum and sum of
-// exponentials (online, rescaling the sum when the maximum grows), the
-// second forms the probabilities, rounded as the softmax rounds them, and
-// accumulates `@ value`. The scores live one [batch, block, block] tile at
-// a time, so attention needs memory linear in the sequence instead of
+// A chunk of heads at a time (the batch dims folded into one; as many as
+// keep a score tile within 16 KiB), and per block of queries two passes
+// over the blocks of keys, each computing that block's scores again: the
+// first finds each row's maximum and sum of exponentials (online, rescaling
+// the sum when the maximum grows), the second forms the probabilities,
+// rounded as the softmax rounds them, and accumulates `@ value`. The scores
+// live one [chunk, block, block] tile at a time, so attention needs memory
+// linear in the sequence instead of
 // quadratic; a causal row's key blocks stop at its diagonal block. Two
 // passes instead of FlashAttention's one keep the op's rounding points:
 // a 16-bit probability is rounded after its division by the row's full sum.
@@ -30,8 +32,8 @@
 using namespace mlir;
 using namespace mlir::loom;
 
-/// `part` [n, rows, f] into `target` [batch, sequence, f] at `offsets`
-/// (of its first two dims).
+/// `part` [n, rows, f] into `target` [batch, sequence, f] at (batchStart,
+/// rowStart, 0).
 static Value insertPart(OpBuilder &b, Location loc, Value part, Value target,
                         OpFoldResult batchStart, OpFoldResult rowStart) {
   ArrayRef<int64_t> shape = cast<RankedTensorType>(part.getType()).getShape();
