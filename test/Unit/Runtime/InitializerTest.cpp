@@ -103,6 +103,29 @@ TEST(Initializer, ValuesDoNotDependOnDeclarationOrder) {
   EXPECT_EQ(std::memcmp(arenaFirst.data() + 64, arenaSecond.data(), 32), 0);
 }
 
+// A model large enough for initializeParams to fill its params on several
+// threads (one per core and per 4 M elements) gets the bytes each param's
+// own stream gives, as one thread would.
+TEST(Initializer, ThreadsFillTheBytesOfOneThread) {
+  constexpr uint64_t kElements = uint64_t(1) << 20;
+  std::vector<std::string> lines = {"loom-plan 1", "model m", "device cpu",
+                                    "arena " + std::to_string(6 * 4 * kElements)};
+  for (int i = 0; i < 6; ++i)
+    lines.push_back("buffer " + std::to_string(i) + " w" + std::to_string(i) +
+                    " param f32 " + std::to_string(kElements) + " " +
+                    std::to_string(i * 4 * kElements) +
+                    (i % 2 ? " uniform -1 1" : " normal 0.5"));
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  std::vector<char> arena(6 * 4 * kElements), expected(6 * 4 * kElements);
+  initializeParams(plan, arena.data(), 11);
+  for (const PlanBuffer &buffer : plan.buffers)
+    initializeTensor(buffer.init, buffer.dtype, buffer.numElements, 11, buffer.name,
+                     expected.data() + buffer.offset);
+  EXPECT_EQ(std::memcmp(arena.data(), expected.data(), arena.size()), 0);
+}
+
 TEST(Initializer, NormalHasTheRequestedStd) {
   Moments m = momentsOf(normalValues(0, "w", 0.02, 100000));
   EXPECT_NEAR(m.mean, 0.0, 4 * 0.02 / std::sqrt(100000.0));
