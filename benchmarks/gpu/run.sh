@@ -19,9 +19,12 @@
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
 # Exit status 1 if a kernel or a run failed. On an H200 (2026-12-04, second
-# run) its sections took: matmul 90 s, attention 34 s, attention-grad 38 s,
-# throughput 140 s, kernels 140 s, runs 48 s, training 2 s, bandwidth 20 s,
-# NCU=1's profiles 25 s. Run it in parts where a device call has a time limit:
+# run, mma.sync variants included) its sections took: matmul 90 s, attention
+# 34 s, attention-grad 38 s, throughput 140 s, kernels 140 s, runs 48 s,
+# training 2 s, bandwidth 20 s, NCU=1's profiles 25 s. Since then the
+# mma.sync variants run only with GPU_CHECK_MMA_SYNC=1, and the big
+# model's params initialize on every core (its host-side init had been
+# ~25 s a run). Run it in parts where a device call has a time limit:
 #   run.sh [SECTION...]   (none: all) sections: kernels runs matmul
 #   attention attention-grad training throughput bandwidth sanitizer
 # e.g. `run.sh kernels attention matmul`, then `run.sh runs training ...`.
@@ -107,9 +110,13 @@ except ValueError:
 print(f"{line}  {name} {flops/base_us/1e6:8.1f} TFLOP/s  time({name})/time(Loom) = {base_us/loom_us:.3f}")
 PY
 }
-# skip EXE: whether to leave EXE out (the -mma-sync ones exist for sm_90a
-# builds only).
-skip() { [ ! -x "$here/$1" ]; }
+# skip EXE: whether to leave EXE out: not prepared (the -mma-sync ones
+# exist for sm_90a builds only), or an -mma-sync one without
+# GPU_CHECK_MMA_SYNC=1 (sm_90a runs wgmma by default; the mma.sync
+# variants, sm_80's kernels, add about 2 minutes to the check).
+skip() {
+  [ ! -x "$here/$1" ] || { [[ $1 == *-mma-sync* ]] && [ -z "${GPU_CHECK_MMA_SYNC:-}" ]; }
+}
 # The attention backward's kernel of EXE (from prepare.sh's EXE.kernels).
 backward_of() { awk '$1 == "backward" {print $2}' "$here/$1.kernels" 2>/dev/null; }
 # Prints the last error of run, indented.
