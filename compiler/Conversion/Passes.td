@@ -30,6 +30,11 @@ def ConvertLoomAttentionToLinalg : Pass<"convert-loom-attention-to-linalg", "mli
     exponential once per value feature, and keep that contraction from
     the CPU's register tiles.
   }];
+  let options = [
+    Option<"bf16Dots", "bf16-dots", "bool", /*default=*/"false",
+           "bf16 attention's block contractions on bf16 operands, for a CPU "
+           "whose bf16 dot products multiply them (not on f32 copies)">,
+  ];
   let dependentDialects = [
     "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",
     "mlir::arith::ArithDialect", "mlir::math::MathDialect",

@@ -311,7 +311,17 @@ LogicalResult Compilation::lowerToLinalg() {
   // Executables and plans need exactly one model: say so before lowering.
   if ((executable() || !options.dumpDir.empty()) && failed(selectModel()))
     return failure();
-  return runPipeline(buildLinalgPipeline);
+  // bf16 attention multiplies bf16 blocks where the CPU's dots run them;
+  // not in GPU builds, whose attention kernels become GPU launches that
+  // take the widened lowering's f32 scratch for their statistics.
+  bool bf16Dots = false;
+  if (!wantsGpu()) {
+    FailureOr<const CpuTarget *> target = cpuTarget();
+    if (failed(target))
+      return failure();
+    bf16Dots = (*target)->bf16Path == Bf16MatmulPath::Dot;
+  }
+  return runPipeline(*module, [&](OpPassManager &pm) { buildLinalgPipeline(pm, bf16Dots); });
 }
 
 LogicalResult Compilation::bufferizeKernels() {

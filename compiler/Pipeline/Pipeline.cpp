@@ -164,12 +164,14 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
   pm.addPass(mlir::loom::createLoomDedupKernels());
 }
 
-void ::loom::buildLinalgPipeline(OpPassManager &pm) {
+void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots) {
   pm.addPass(mlir::loom::createConvertLoomToLinalg());
   pm.addPass(createLinalgElementwiseOpFusionPass());
   // After the fusion, which would put the probabilities' exponentials into
   // the contraction with the values.
-  pm.addPass(mlir::loom::createConvertLoomAttentionToLinalg());
+  mlir::loom::ConvertLoomAttentionToLinalgOptions attention;
+  attention.bf16Dots = bf16Dots;
+  pm.addPass(mlir::loom::createConvertLoomAttentionToLinalg(attention));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

@@ -116,6 +116,7 @@ static void markGpuAttention(func::FuncOp kernel) {
 namespace {
 struct ConvertLoomAttentionToLinalg
     : public loom::impl::ConvertLoomAttentionToLinalgBase<ConvertLoomAttentionToLinalg> {
+  using ConvertLoomAttentionToLinalgBase::ConvertLoomAttentionToLinalgBase;
   void runOnOperation() override {
     getOperation().walk([](func::FuncOp kernel) { markGpuAttention(kernel); });
     MLIRContext *context = &getContext();
@@ -123,7 +124,7 @@ struct ConvertLoomAttentionToLinalg
     target.addIllegalOp<AttentionOp, AttentionGradOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(context);
-    populateAttentionToLinalgPatterns(patterns);
+    populateAttentionToLinalgPatterns(patterns, bf16Dots);
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
   }

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg | FileCheck %s
+// RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg=bf16-dots=true | FileCheck %s --check-prefix=DOTS
 
 // --convert-loom-attention-to-linalg: batch dims folded into one, taken a
 // chunk at a time (as many as keep a chunk's score block within 4096
@@ -46,6 +47,14 @@
 // CHECK: tensor.insert_slice %{{.+}} into %[[OUT]][%[[N]], %[[QB]], 0] [1, 64, 8] [1, 1, 1]
 // CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [2, 4, 128, 8]
 // CHECK-NOT: tensor<8x128x128
+// With bf16-dots (a CPU whose bf16 dot products multiply bf16 operands),
+// every block contraction of a bf16 attention takes bf16 operands: q, k
+// and v as given, the rounded probabilities narrowed back (exactly).
+// DOTS-LABEL: func.func @causal
+// DOTS-NOT: tensor<8x128x16xf32>
+// DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x16xbf16>, tensor<1x64x16xbf16>) outs(%{{.+}} : tensor<1x64x64xf32>)
+// DOTS: arith.truncf %{{.+}} : f32 to bf16
+// DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xbf16>, tensor<1x64x8xbf16>) outs(%{{.+}} : tensor<1x64x8xf32>)
 func.func @causal(%q: tensor<2x4x128x16xbf16>, %k: tensor<2x4x128x16xbf16>, %v: tensor<2x4x128x8xbf16>,
                   %s: tensor<bf16>) -> tensor<2x4x128x8xbf16> {
   %0 = loom.attention %q, %k, %v scale %s causal accumulate f32
@@ -69,6 +78,8 @@ func.func @causal(%q: tensor<2x4x128x16xbf16>, %k: tensor<2x4x128x16xbf16>, %v: 
 // CHECK: scf.for %{{.+}} = %{{.+}} to %c80 step %c16
 // CHECK-NOT: arith.truncf
 // CHECK: tensor.collapse_shape %{{.+}} {{\[\[}}0, 1], [2]] : tensor<1x48x4xf32> into tensor<48x4xf32>
+// DOTS-LABEL: func.func @matrix
+// DOTS-NOT: bf16
 func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4xf32>) -> tensor<48x4xf32> {
   %0 = loom.attention %q, %k, %v accumulate f32
       : (tensor<48x16xf32>, tensor<80x16xf32>, tensor<80x4xf32>) -> tensor<48x4xf32>
@@ -106,6 +117,11 @@ func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4x
 // CHECK: scf.yield %{{.+}}, %{{.+}}, %{{.+}}, %[[CHUNK]]#1, %[[CHUNK]]#2
 // CHECK: return %[[ALL]]#0, %[[ALL]]#1, %[[ALL]]#2
 // CHECK-NOT: tensor<2x128x128
+// DOTS-LABEL: func.func @grad
+// The score gradients narrowed for dq, dk; the probabilities for dv.
+// DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xbf16>, tensor<1x64x16xbf16>) outs(%{{.+}} : tensor<1x64x16xf32>)
+// DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xbf16>, tensor<1x64x16xbf16>) outs(%{{.+}} : tensor<1x64x16xf32>)
+// DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xbf16>, tensor<1x64x8xbf16>) outs(%{{.+}} : tensor<1x64x8xf32>)
 func.func @grad(%q: tensor<2x128x16xbf16>, %k: tensor<2x128x16xbf16>, %v: tensor<2x128x8xbf16>,
                 %g: tensor<2x128x8xbf16>, %s: tensor<bf16>)
     -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>) {
