@@ -842,12 +842,17 @@ def check_resume(args, exe, arguments):
     on several ranks, resumed on one rank within the training's tolerance;
     else what differs."""
     work = args.work
+
+    def resume_into(into, ranks=None):
+        """The rest of the training resumed from the first step, saved into
+        `into`: '' or what the run said."""
+        return launch(args, [exe, "train", "--steps", str(TRAIN_STEPS), "--resume",
+                             f"{work}/first.safetensors", "--save", f"{work}/{into}.safetensors"] +
+                      arguments, ranks=ranks)
     if (failed := launch(args, [exe, "train", "--steps", "1", "--save", f"{work}/first.safetensors"] +
                          arguments)):
         return f"RESUME (the first step): {failed}"
-    if (failed := launch(args, [exe, "train", "--steps", str(TRAIN_STEPS), "--resume",
-                                f"{work}/first.safetensors", "--save", f"{work}/resumed.safetensors"] +
-                         arguments)):
+    if (failed := resume_into("resumed")):
         return f"RESUME: {failed}"
     whole, resumed = (safetensors_entries(f"{work}/{name}.safetensors") for name in ("trained", "resumed"))
     if (differ := [name for name in whole if whole[name] != resumed.get(name)]):
@@ -856,9 +861,7 @@ def check_resume(args, exe, arguments):
         return ""
     # On another mesh (one rank), within the training's tolerance: the
     # checkpoint holds whole tensors, which each plan splits its own way.
-    if (failed := launch(args, [exe, "train", "--steps", str(TRAIN_STEPS), "--resume",
-                                f"{work}/first.safetensors", "--save", f"{work}/single.safetensors"] +
-                         arguments, ranks=1)):
+    if (failed := resume_into("single", ranks=1)):
         return f"RESUME on 1 rank: {failed}"
     mesh, single = weights(f"{work}/trained.safetensors"), weights(f"{work}/single.safetensors")
     most_over = 0.05 if args.precision == "f32" else 0.01

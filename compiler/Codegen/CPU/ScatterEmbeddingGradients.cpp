@@ -32,11 +32,13 @@ namespace mlir::loom {
 using namespace mlir;
 
 namespace {
-/// The values of a one-hot sum's body: the row an id selects (computed
-/// from the ids' element alone), the term added (from dy's element
-/// alone) and the addition.
+/// The parts of a one-hot sum's body: the row an id selects and the ops
+/// that compute it from the ids' element alone, the term added and its ops
+/// (from dy's element alone), and the addition.
 struct OneHotSum {
-  Value row, term;
+  Value row;
+  SmallVector<Operation *> rowOps;
+  SmallVector<Operation *> termOps;
   arith::AddFOp add;
 };
 } // namespace
@@ -114,10 +116,13 @@ static std::optional<OneHotSum> matchOneHotSum(linalg::GenericOp op) {
               : isOutputRow(hit.getLhs()) ? hit.getRhs()
                                           : Value();
   Value term = add.getLhs() == acc ? add.getRhs() : add.getRhs() == acc ? add.getLhs() : Value();
-  if (!row || !term || !row.getType().isIndex() || !sliceOf(row, body.getArgument(0)) ||
-      !sliceOf(term, body.getArgument(1)))
+  if (!row || !term || !row.getType().isIndex())
     return std::nullopt;
-  return OneHotSum{row, term, add};
+  std::optional<SmallVector<Operation *>> rowOps = sliceOf(row, body.getArgument(0));
+  std::optional<SmallVector<Operation *>> termOps = sliceOf(term, body.getArgument(1));
+  if (!rowOps || !termOps)
+    return std::nullopt;
+  return OneHotSum{row, std::move(*rowOps), std::move(*termOps), add};
 }
 
 /// `ops` cloned at `b`'s insertion point through `mapping`.
@@ -148,20 +153,17 @@ static void scatter(RewriterBase &rewriter, linalg::GenericOp op, const OneHotSu
   Location loc = op.getLoc();
   Value ids = op.getDpsInputs()[0], dy = op.getDpsInputs()[1], out = op.getDpsInits()[0];
   Block &body = op.getRegion().front();
-  auto idsType = cast<MemRefType>(ids.getType());
-  SmallVector<Value> lower, upper, steps;
-  for (int64_t size : idsType.getShape()) {
-    lower.push_back(arith::ConstantIndexOp::create(rewriter, loc, 0));
+  ArrayRef<int64_t> positions = cast<MemRefType>(ids.getType()).getShape();
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  SmallVector<Value> lower(positions.size(), zero), steps(positions.size(), one), upper;
+  for (int64_t size : positions)
     upper.push_back(arith::ConstantIndexOp::create(rewriter, loc, size));
-    steps.push_back(arith::ConstantIndexOp::create(rewriter, loc, 1));
-  }
-  SmallVector<Operation *> rowOps = *sliceOf(sum.row, body.getArgument(0));
-  SmallVector<Operation *> termOps = *sliceOf(sum.term, body.getArgument(1));
   scf::buildLoopNest(rewriter, loc, lower, upper, steps,
                      [&](OpBuilder &b, Location l, ValueRange position) {
     IRMapping mapping;
     mapping.map(body.getArgument(0), memref::LoadOp::create(b, l, ids, position).getResult());
-    cloneAll(b, rowOps, mapping);
+    cloneAll(b, sum.rowOps, mapping);
     Value outRow = rowOf(b, l, out, ValueRange{mapping.lookup(sum.row)});
     Value dyRow = rowOf(b, l, dy, position);
     AffineMap identity = b.getMultiDimIdentityMap(1);
@@ -172,7 +174,7 @@ static void scatter(RewriterBase &rewriter, linalg::GenericOp op, const OneHotSu
           IRMapping rowMapping;
           rowMapping.map(body.getArgument(1), args[0]);
           rowMapping.map(body.getArgument(2), args[1]);
-          cloneAll(nb, termOps, rowMapping);
+          cloneAll(nb, sum.termOps, rowMapping);
           linalg::YieldOp::create(nb, nl, nb.clone(*sum.add, rowMapping)->getResult(0));
         });
   });

@@ -430,6 +430,15 @@ struct LoomTileContractionsForCpu
     });
     unsigned packs = 0;
     auto i64 = IntegerType::get(module.getContext(), 64);
+    // A transposing operand copy (if any), tiled by the schedule as a
+    // blocked transpose.
+    auto tileTranspose = [&](linalg::TransposeOp copy) {
+      if (!copy)
+        return;
+      unsigned packId = packs++;
+      copy->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
+      appendTransposeTiling(os, packId, copy);
+    };
     for (linalg::GenericOp op : matmuls) {
       std::optional<loom::PackedMatmul> packed;
       auto elementType = [&](unsigned i) {
@@ -442,14 +451,6 @@ struct LoomTileContractionsForCpu
       // other paths read A in (m, k) order, an M-contiguous A copied so.
       if (f32() && packsOperands(op))
         packed = loom::packMatmul(op, tile, /*pairs=*/false, /*packA=*/true);
-      // (Tiled by the schedule as a blocked transpose.)
-      auto tileTranspose = [&](linalg::TransposeOp copy) {
-        if (!copy)
-          return;
-        unsigned packId = packs++;
-        copy->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
-        appendTransposeTiling(os, packId, copy);
-      };
       if (packed)
         op = packed->op;
       else

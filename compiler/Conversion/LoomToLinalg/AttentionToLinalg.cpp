@@ -62,6 +62,27 @@ static Value batchSlice(OpBuilder &b, Location loc, Value source, Value start,
   return tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes, strides);
 }
 
+/// A tensor of `shape` in a buffer of its own (`bufferization.alloc_tensor`),
+/// filled with `fill` if given. Two kinds of tensors need one. Those the
+/// loops carry (the output, the gradients, their accumulators): as a
+/// tensor.empty, where nothing reshapes the loop's result on its way out (a
+/// batch of one dim), eliminate-empty-tensors would make the kernel's
+/// destination the loop's init, which one-shot bufferization then rejects
+/// (`'scf.for' op not bufferizable under the given constraints: cannot
+/// avoid RaW conflict`, upstream's analysis of `materialize_in_destination
+/// %loop in %dest` with %dest the loop's init); its own buffer costs one
+/// copy of the result into the destination, as a reshaped result already
+/// did. And a block's accumulator written into the result: in the
+/// output's buffer the register tiles could not keep it in registers
+/// through their k loop (they stored it every k step: a kernel argument
+/// may alias the operands they read).
+static Value carriedTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                           Type element, std::optional<double> fill = {}) {
+  Value tensor = bufferization::AllocTensorOp::create(
+      b, loc, RankedTensorType::get(shape, element), ValueRange{});
+  return fill ? filledTensor(b, loc, tensor, b.getFloatAttr(element, *fill)) : tensor;
+}
+
 /// Whether entry (i, j) of the score block of queries from `qStart` and
 /// keys from `kStart` lies above the diagonal (inside a linalg.generic
 /// over [batch, block, block]).
@@ -121,17 +142,6 @@ struct AttentionBuilder {
   Value filled(ArrayRef<int64_t> shape, Type type, double v) const {
     return filledTensor(b, loc, RankedTensorType::get(shape, type),
                         b.getFloatAttr(type, v));
-  }
-
-  /// `filled`, in a buffer of its own: a block's accumulator that the
-  /// output's buffer would otherwise hold (the result written into it),
-  /// where the register tiles could not keep it in registers through
-  /// their k loop (stored every k step: a kernel argument may alias the
-  /// operands they read).
-  Value filledScratch(ArrayRef<int64_t> shape, Type type, double v) const {
-    Value tensor = bufferization::AllocTensorOp::create(
-        b, loc, RankedTensorType::get(shape, type), ValueRange{});
-    return filledTensor(b, loc, tensor, b.getFloatAttr(type, v));
   }
 
   /// Rows [start, start + block) of `source` ([batch, sequence, n]).
@@ -317,7 +327,7 @@ struct AttentionBuilder {
     Value max = statistics.first, sum = statistics.second;
     // The probabilities, rounded as the softmax's output is, times the
     // values, accumulated over the key blocks.
-    Value acc0 = filledScratch({batch, block, valueFeatures}, accumulate, 0.0);
+    Value acc0 = carriedTensor(b, loc, {batch, block, valueFeatures}, accumulate, 0.0);
     auto weighted = overKeyBlocks(end, {acc0}, [&](Value kStart, ValueRange carried) {
       Value p = probabilities(scores(queries, qStart, kStart), max, sum);
       return SmallVector<Value>{contract(operand(p), rows(value, kStart), carried[0],
@@ -373,7 +383,7 @@ struct AttentionBuilder {
       return SmallVector<Value>{generic.getResult(0)};
     });
     Value dot = dots.getResult(0);
-    Value queryAcc0 = filledScratch({batch, block, features}, accumulate, 0.0);
+    Value queryAcc0 = carriedTensor(b, loc, {batch, block, features}, accumulate, 0.0);
     auto backward = overKeyBlocks(
         end, {queryAcc0, keyGrads, valueGrads}, [&](Value kStart, ValueRange carried) {
           Value p = probabilities(scores(queries, qStart, kStart), max, sum);
@@ -441,6 +451,14 @@ static Value widenedBatched(OpBuilder &b, Location loc, Value x, int64_t batchDi
                         batched);
 }
 
+/// An operand `x` [b..., s, f] as the blocks read it, [prod(b...), s, f]:
+/// as given where the contractions take 16-bit operands (`narrow`: the
+/// builder's narrowOperands), else widened to f32 once.
+static Value blockOperand(OpBuilder &b, Location loc, Value x, int64_t batchDims,
+                          bool narrow) {
+  return narrow ? toBatched(b, loc, x, batchDims) : widenedBatched(b, loc, x, batchDims);
+}
+
 /// The inverse of toBatched, to `type`.
 static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
   int64_t batchDims = type.getRank() - 2;
@@ -467,9 +485,7 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor, OpBuil
   if (adaptor.getScale())
     scale = widen(b, loc, tensor::ExtractOp::create(b, loc, adaptor.getScale(), ValueRange{}));
   bool narrow = bf16Dots && op.getQuery().getType().getElementType().isBF16();
-  auto operand = [&](Value x) {
-    return narrow ? toBatched(b, loc, x, batchDims) : widenedBatched(b, loc, x, batchDims);
-  };
+  auto operand = [&](Value x) { return blockOperand(b, loc, x, batchDims, narrow); };
   return AttentionBuilder{b,
                           loc,
                           op.getQuery().getType().getElementType(),
@@ -483,22 +499,6 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor, OpBuil
                           scale,
                           op.getCausal(),
                           narrow};
-}
-
-/// A tensor the loop over query blocks carries, of `shape`, filled with
-/// `fill` if given. Not a tensor.empty: where the loop's result is the
-/// kernel's (a batch of one dim, nothing reshaping it), eliminate-empty-
-/// tensors would make the kernel's destination the loop's init, which
-/// one-shot bufferization then rejects (`'scf.for' op not bufferizable
-/// under the given constraints: cannot avoid RaW conflict`, upstream's
-/// analysis of `materialize_in_destination %loop in %dest` with %dest the
-/// loop's init). Its own buffer costs one copy of the result into the
-/// destination, as a reshaped result already did.
-static Value carriedTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
-                           Type element, std::optional<double> fill = {}) {
-  Value tensor = bufferization::AllocTensorOp::create(
-      b, loc, RankedTensorType::get(shape, element), ValueRange{});
-  return fill ? filledTensor(b, loc, tensor, b.getFloatAttr(element, *fill)) : tensor;
 }
 
 /// A loop over [0, size) in steps of `step` (the blocks of queries, the
@@ -593,9 +593,8 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     int64_t queries = q[batchDims], keys = k[batchDims];
     int64_t features = builder.features;
     int64_t valueFeatures = op.getValue().getType().getShape().back();
-    Value resultGrad = builder.narrowOperands
-                           ? toBatched(rewriter, loc, adaptor.getResultGrad(), batchDims)
-                           : widenedBatched(rewriter, loc, adaptor.getResultGrad(), batchDims);
+    Value resultGrad = blockOperand(rewriter, loc, adaptor.getResultGrad(), batchDims,
+                                    builder.narrowOperands);
     Type element = builder.element, accumulate = builder.accumulate;
     Value queryGrads = carriedTensor(rewriter, loc, {builder.batch, queries, features}, element);
     Value keyGrads = carriedTensor(rewriter, loc, {builder.batch, keys, features}, element);
