@@ -11,11 +11,15 @@ largest difference from Loom's output relative to the output's largest
 magnitude, and the bytes of the [T, T] scores PyTorch holds per tensor.
 """
 import json
+import os
 import sys
 import time
 
-import numpy as np
-import torch
+# Before numpy or torch loads OpenBLAS (Debian's f32 matmuls in both): its
+# pthread pool is not bounded by torch.set_num_threads(1).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 
 def main():

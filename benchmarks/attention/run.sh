@@ -9,6 +9,10 @@
 # Loom's arena fused and not, and the outputs' largest difference.
 #   benchmarks/attention/run.sh [build-dir] [repeats] [T...]
 set -euo pipefail
+# One thread for the baselines too: Debian's PyTorch does f32 matmuls in
+# OpenBLAS's pthread build, whose own pool torch.set_num_threads(1) does not
+# bound (measured: 2 threads, 190 vs 101 GFLOP/s at 1024^3 on 2 cores).
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 build=${1:-build}
 repeats=${2:-10}
 shift $(( $# > 2 ? 2 : $# ))

@@ -13,6 +13,10 @@
 # apart. Needs Debian's python3-torch (`make bench-deps`).
 #   benchmarks/gpt/run.sh [build-dir] [repeats]
 set -euo pipefail
+# One thread for the baselines too: Debian's PyTorch does f32 matmuls in
+# OpenBLAS's pthread build, whose own pool torch.set_num_threads(1) does not
+# bound (measured: 2 threads, 190 vs 101 GFLOP/s at 1024^3 on 2 cores).
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 build=${1:-build}
 repeats=${2:-200}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -10,6 +10,10 @@
 # Needs Debian's python3-torch (`make bench-deps`).
 #   benchmarks/train/run.sh [build-dir] [steps]
 set -euo pipefail
+# One thread for the baselines too: Debian's PyTorch does f32 matmuls in
+# OpenBLAS's pthread build, whose own pool torch.set_num_threads(1) does not
+# bound (measured: 2 threads, 190 vs 101 GFLOP/s at 1024^3 on 2 cores).
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 build=${1:-build}
 steps=${2:-60}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,8 +49,8 @@ for model in gpt-train gpt; do
       "$root/examples/gpt-train.loom" > "$work/$name.loom"
     "$build/bin/loomc" "$work/$name.loom" --train -o "$work/$name" \
       > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
-    # One thread: the CPU kernels are single-threaded; the baseline is too.
-    OMP_NUM_THREADS=1 "$work/$name" train --steps "$steps" --data "$data" \
+    # One thread (exported above): the CPU kernels are single-threaded.
+    "$work/$name" train --steps "$steps" --data "$data" \
       --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
     loom=$(/usr/bin/python3 -c "
 import json, sys
@@ -54,7 +58,7 @@ rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
 print(rates[len(rates) // 2])" "$work/loom.jsonl")
     # The reference's loss check is the test's business (rtol inf here: it
     # never fails); the difference shows in the last column.
-    torch_json=$(OMP_NUM_THREADS=1 LOOM_GPT_SIZES=$sizes /usr/bin/python3 \
+    torch_json=$(LOOM_GPT_SIZES=$sizes /usr/bin/python3 \
       "$root/test/Numerics/gpt_train_torch.py" \
       "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf "$precision" | tail -1)
     /usr/bin/python3 - "$model" "$precision" "$loom" "$torch_json" <<'PY'

@@ -31,8 +31,11 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
+# Before numpy or torch loads OpenBLAS (Debian's f32 matmuls in both): its
+# pthread pool is not bounded by torch.set_num_threads(1).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "../../test/Numerics"))
