@@ -6,7 +6,9 @@
 # K-contiguous B), against torch's `a @ b.t()`. Prints the CPU path each
 # figure used (loom's executable --info) and the host's vector extensions.
 # On a CPU with AMX, bf16-amx is the bf16 matmul on AMX tiles
-# (--bf16-matmul=amx), against the same PyTorch figure.
+# (--bf16-matmul=amx), against the same PyTorch figure. "of peak" is the
+# rate over the core's ceiling for its path measured in this run (peak.c:
+# f32 FMAs, or the bf16 dots for the avx512-bf16-dot path).
 #   benchmarks/cpu/run.sh [build-dir] [size...]
 #   QUICK=1: two runs each (make bench-quick, which make test runs)
 set -euo pipefail
@@ -22,7 +24,14 @@ variants=${VARIANTS:-f32 bf16 bf16-bt$amx}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host CPU: ${isa:-no AVX2}; OpenBLAS kernels: $(/usr/bin/python3 "$here/baseline.py" openblas-core)"
-printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32"
+peak_fma=- peak_dot=-
+if ${CC:-clang-22} -O2 -march=native "$here/peak.c" -o "$work/peak" 2> /dev/null; then
+  read -r peak_fma peak_dot < <("$work/peak")
+fi
+# The dots' ceiling over the FMAs' bounds what "vs f32" can reach.
+echo "core ceiling, one thread (peak.c): f32 FMA $peak_fma GFLOP/s, bf16 dot $peak_dot GFLOP/s$(
+  [ "$peak_dot" = - ] || awk -v d="$peak_dot" -v f="$peak_fma" 'BEGIN { printf " (%.2f x)", d / f }')"
+printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32" "of peak"
 for size in $sizes; do
   f32_rate=""
   for variant in $variants; do
@@ -54,18 +63,24 @@ print(min(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get
       *) base_name="PyTorch $( /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?') bf16" ;;
     esac
     base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "${variant%-amx}" "$size")
-    line=$(/usr/bin/python3 - "$size" "$best" "$base" "${f32_rate:-}" <<'PY'
+    case $path in
+      *dot*) peak=$peak_dot ;;
+      *amx*|"") peak=- ;;
+      *) peak=$peak_fma ;;
+    esac
+    line=$(/usr/bin/python3 - "$size" "$best" "$base" "${f32_rate:--}" "$peak" <<'PY'
 import sys
 n, loom_us, base_us = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 flops = 2.0 * n ** 3
 loom, base = flops / loom_us / 1e3, flops / base_us / 1e3
-vs = f"{loom / float(sys.argv[4]):8.2f}" if sys.argv[4] else f"{'':8}"
-print(f"{loom:.2f} {base:.2f} {loom / base:.2f} {vs}")
+vs = f"{loom / float(sys.argv[4]):.2f}" if sys.argv[4] != "-" else "-"
+peak = f"{loom / float(sys.argv[5]):.2f}" if sys.argv[5] != "-" else "-"
+print(f"{loom:.2f} {base:.2f} {loom / base:.2f} {vs} {peak}")
 PY
 )
-    read -r loom_rate base_rate ratio vs <<< "$line"
-    [ "$variant" = f32 ] && f32_rate=$loom_rate
-    printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s\n' "$size" "$variant" "${path:-?}" \
-      "$loom_rate" "$base_rate" "$base_name" "$ratio" "${vs:-}"
+    read -r loom_rate base_rate ratio vs of_peak <<< "$line"
+    [ "$variant" = f32 ] && f32_rate=$loom_rate && vs=""
+    printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s %8s\n' "$size" "$variant" "${path:-?}" \
+      "$loom_rate" "$base_rate" "$base_name" "$ratio" "$vs" "$of_peak"
   done
 done
