@@ -359,6 +359,19 @@ static constexpr const char *kScheduleTail = R"(    transform.yield
 }
 )";
 
+/// Whether `read`'s vector reaches a vector.contract, directly or through
+/// the slices that unrolling the contraction made of it. (A B panel's
+/// packing copy also reads [..., cols, 2] bf16 vectors; cut to dot shapes,
+/// its two rows' interleave became scalar shuffles.)
+static bool feedsPairContraction(vector::TransferReadOp read) {
+  return llvm::any_of(read->getUsers(), [](Operation *user) {
+    if (isa<vector::ContractionOp>(user))
+      return true;
+    return isa<vector::ExtractStridedSliceOp>(user) &&
+           llvm::any_of(user->getUsers(), llvm::IsaPred<vector::ContractionOp>);
+  });
+}
+
 /// A bf16 pair contraction's vector shapes cut to what one avx512_bf16 dot
 /// takes: one row of A's pair (broadcast to all lanes) against 16 columns
 /// of B's pairs, into 16 f32 lanes. Only the pair contractions and the
@@ -375,7 +388,8 @@ static std::optional<SmallVector<int64_t>> dotShape(Operation *op) {
   }
   if (auto read = dyn_cast<vector::TransferReadOp>(op)) {
     VectorType type = read.getVectorType();
-    if (!type.getElementType().isBF16() || type.getRank() < 3 || type.getShape().back() != 2)
+    if (!type.getElementType().isBF16() || type.getRank() < 3 || type.getShape().back() != 2 ||
+        !feedsPairContraction(read))
       return std::nullopt;
     SmallVector<int64_t> shape(type.getRank(), 1);
     shape[shape.size() - 2] = std::min<int64_t>(16, type.getShape()[type.getRank() - 2]);

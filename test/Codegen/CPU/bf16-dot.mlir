@@ -17,11 +17,15 @@
 // CHECK-DAG: %[[CP:.+]] = memref.reinterpret_cast %[[C]] to offset: [0], sizes: [64, 2, 32], strides: [64, 32, 1]
 // CHECK-DAG: %[[BV:.+]] = memref.reinterpret_cast %[[B]] to offset: [0], sizes: [32, 2, 2, 32], strides: [128, 64, 32, 1]
 // CHECK: %[[P:.+]] = memref.alloc() : memref<2x32x32x2xbf16>
-// The copy into panels, vectorized: per (panel, k pair) two rows of 32
-// interleaved and written as 64 contiguous elements.
+// The copy into panels, vectorized: per (panel, k pair) two rows of 32,
+// each one read (not cut to the dots' 16 pairs: LLVM then interleaved
+// them with scalar shuffles), interleaved and written as 64 contiguous
+// elements.
 // CHECK: scf.for
 // CHECK-NEXT: scf.for
-// CHECK: vector.transfer_read %[[BV]]{{.+}} : memref<32x2x2x32xbf16, strided<[128, 64, 32, 1]>>, vector<16xbf16>
+// CHECK-NEXT: vector.transfer_read %[[BV]]{{.+}} : memref<32x2x2x32xbf16, strided<[128, 64, 32, 1]>>, vector<32xbf16>
+// CHECK-NEXT: vector.transfer_read %[[BV]]{{.+}} : memref<32x2x2x32xbf16, strided<[128, 64, 32, 1]>>, vector<32xbf16>
+// CHECK-NOT: vector.transfer_read
 // CHECK: vector.transfer_write %{{.+}} : vector<64xbf16>, memref<2x32x64xbf16>
 // The register tiles: the accumulators read once, the k/2 loop, 16 dots.
 // CHECK: scf.for %{{.+}} step %c8
