@@ -139,7 +139,7 @@ private:
   }
   /// Microbatch `microbatch` of step `step`'s batch into `plan`'s buffers
   /// in `arena`: the --data rows, and with microbatches those of the
-  /// microbatched inputs' whole batch (batchRows). Without microbatches,
+  /// microbatched inputs' whole batch (inputBytes). Without microbatches,
   /// microbatch 0 is the step's batch.
   void placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
                        uint64_t microbatch);
@@ -231,14 +231,13 @@ private:
   /// When training started, and when the last step ended.
   std::chrono::steady_clock::time_point trainStart, stepEnd;
   TokenData data; // --data, on rank 0
-  /// With microbatches, the whole batch of each input that --data does not
-  /// fill, by buffer id (of the unpartitioned plan), on rank 0: read once.
-  std::map<unsigned, std::vector<char>> batchRows;
-  /// The bytes each other input got from its file (or --random-inputs) the
-  /// first time, by buffer id, when more runs follow: a later step or
-  /// repeat copies them in again instead of reading and converting the
-  /// file each time (at 12 MB of f32 .npy into bf16, 10% of a benchmark's
-  /// attention run).
+  /// Inputs read once (from a file or --random-inputs), by buffer id:
+  /// with microbatches, the whole batch of each input that --data does not
+  /// fill (of the unpartitioned plan, on rank 0; placeMicrobatch copies
+  /// each microbatch's rows in); and each other input's bytes when more
+  /// runs follow, copied in again by a later step or repeat instead of
+  /// read and converted again (at 12 MB of f32 .npy into bf16, 10% of a
+  /// benchmark's attention run).
   std::map<unsigned, std::vector<char>> inputBytes;
   TrainState train; // training: the step, the loss scale
   AssembledOutputs assembled; // a forward in microbatches: its whole outputs
@@ -415,22 +414,22 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
     if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
         fromData(buffer))
       continue;
-    // A microbatched input: the whole batch, once, off the arena
-    // (placeMicrobatch copies each microbatch's rows in).
-    PlanBuffer whole = buffer;
-    char *target = arena + buffer.offset;
-    if (plan.isMicrobatched(buffer)) {
-      if (batchRows.count(buffer.id))
-        continue;
-      wholeBatchOf(buffer, plan.optimizer.microbatches, whole); // checkInputs
-      std::vector<char> &rows = batchRows[buffer.id];
-      rows.resize(whole.bytes);
-      target = rows.data();
-    }
+    bool microbatched = plan.isMicrobatched(buffer);
     auto cached = inputBytes.find(buffer.id);
     if (cached != inputBytes.end()) {
-      std::memcpy(target, cached->second.data(), cached->second.size());
+      if (!microbatched)
+        std::memcpy(arena + buffer.offset, cached->second.data(), cached->second.size());
       continue;
+    }
+    PlanBuffer whole = buffer;
+    char *target = arena + buffer.offset;
+    // A microbatched input: the whole batch, once, off the arena
+    // (placeMicrobatch copies each microbatch's rows in).
+    if (microbatched) {
+      wholeBatchOf(buffer, plan.optimizer.microbatches, whole); // checkInputs
+      std::vector<char> &rows = inputBytes[buffer.id];
+      rows.resize(whole.bytes);
+      target = rows.data();
     }
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
@@ -441,7 +440,7 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
           !checkIndexBound(whole, target, what + " (" + file->second + ")", error))
         return fail(error);
     }
-    if (numSteps() > 1 && !plan.isMicrobatched(buffer))
+    if (numSteps() > 1 && !microbatched)
       inputBytes[buffer.id].assign(target, target + whole.bytes);
   }
   return true;
@@ -494,8 +493,10 @@ bool Driver::execute(TraceRecorder *trace) {
 
 void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
                              uint64_t microbatch) {
-  for (const auto &[id, rows] : batchRows) {
+  for (const auto &[id, rows] : inputBytes) {
     const PlanBuffer &buffer = plan.buffers[id];
+    if (!plan.isMicrobatched(buffer))
+      continue;
     std::memcpy(arena + buffer.offset, rows.data() + microbatch * buffer.bytes,
                 buffer.bytes);
   }
