@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Transform/Transforms/TransformInterpreterUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/TransformOps/VectorTransformOps.h"
+#include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
 #include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
 #include "mlir/Dialect/X86Vector/TransformOps/X86VectorTransformOps.h"
 #include "mlir/Dialect/X86Vector/Transforms.h"
@@ -285,20 +286,36 @@ static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::Transpo
   os << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
 }
 
-/// A transposing copy (copyTransposedOperand's) in blocks of 32 x 32 of its
-/// last two dims (a dim of at most 32 whole), so that the lines of its
-/// strided reads stay in L1 for the block: element by element down a
-/// column, each read was a line of its own (a bf16 [512, 1024] operand's
-/// copy took 1 ms, a third of its matmul).
+/// A transposing copy (copyTransposedOperand's) in blocks of its last two
+/// dims (a dim of at most a block whole), so that the lines of its strided
+/// reads stay in L1 for the block: element by element down a column, each
+/// read was a line of its own (a bf16 [512, 1024] operand's copy took 1 ms,
+/// a third of its matmul). 16-bit blocks are 32 x 32 and stay loops. f32
+/// blocks are 16 x 16 and vectorized, for lowerBlockTransposes' shuffles
+/// (16 rows in, 16 out, unpack and permute shuffles between):
+/// as loops, LLVM vectorized them with a scatter per 16 elements, a fifth
+/// of the f32 attention backward's time at gpt.loom's size.
 static void appendTransposeTiling(llvm::raw_ostream &os, unsigned id,
                                   linalg::TransposeOp copy) {
-  ArrayRef<int64_t> shape = cast<MemRefType>(copy.getInit().getType()).getShape();
-  constexpr int64_t kBlock = 32;
+  auto type = cast<MemRefType>(copy.getInit().getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  bool vectorized = type.getElementType().isF32();
+  int64_t block = vectorized ? 16 : 32;
   SmallVector<int64_t> tiles(shape.size() - 2, 1);
-  for (int64_t size : shape.take_back(2))
-    tiles.push_back(size > kBlock ? kBlock : 0);
-  if (tiledLoops(tiles) != 0)
+  for (int64_t size : shape.take_back(2)) {
+    tiles.push_back(size > block ? block : 0);
+    // Static blocks only: a partial block would need masks.
+    vectorized &= size <= block || size % block == 0;
+  }
+  if (tiledLoops(tiles) != 0) {
     appendCopyTiling(os, id, tiles);
+    if (vectorized)
+      os << "    transform.structured.vectorize %pt" << id << " : !transform.any_op\n";
+  } else if (vectorized) { // one block
+    os << "    %p" << id << " = transform.structured.match attributes{loom.cpu_pack = " << id
+       << " : i64} in %root : (!transform.any_op) -> !transform.any_op\n"
+       << "    transform.structured.vectorize %p" << id << " : !transform.any_op\n";
+  }
 }
 
 /// Rounds of foldAliasesAndCanonicalize's greedy driver at most (the
@@ -329,7 +346,8 @@ static void foldAliasesAndCanonicalize(ModuleOp module) {
 
 /// After tiling (and foldAliasesAndCanonicalize): the accumulators'
 /// transfers hoisted out of the k loops (@cleanup; the pass then makes the
-/// dots), then the remaining contractions and transfers lowered (@lower).
+/// dots), then the remaining contractions lowered (@lower), the transposed
+/// blocks (lowerBlockTransposes), and the transfers (@lower_transfers).
 static constexpr const char *kScheduleTail = R"(    transform.yield
   }
   transform.named_sequence @cleanup(%root: !transform.any_op {transform.readonly}) {
@@ -345,6 +363,10 @@ static constexpr const char *kScheduleTail = R"(    transform.yield
       transform.apply_patterns.vector.transfer_permutation_patterns
       transform.apply_patterns.vector.lower_outerproduct
     } : !transform.any_op
+    transform.yield
+  }
+  transform.named_sequence @lower_transfers(%root: !transform.any_op {transform.readonly}) {
+    %funcs = transform.structured.match ops{["func.func"]} in %root : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %funcs {
       transform.apply_patterns.vector.transfer_to_scf max_transfer_rank = 1 full_unroll = true
     } : !transform.any_op
@@ -521,6 +543,33 @@ struct LoomTileContractionsForCpu
         appendPackTiling(os, packId, pack, pairs ? 2 : 1);
       }
     }
+    // A kernel's own transposes: of the last two dims (the backward's
+    // weight gradient made [n, k] for its [k, n] param) in blocks as the
+    // operand copies do (gpt.loom-sized f32 step: [256, 1024] 0.74 ->
+    // 0.044 ms); one that keeps the last dim (attention's heads, [b, t, h,
+    // d] -> [b, h, t, d]) as a copy of whole rows, each one vector (LLVM
+    // had copied them element by element: [8, 64, 8, 32] 37 -> 11.5 us).
+    module.walk([&](linalg::TransposeOp transpose) {
+      auto type = cast<MemRefType>(transpose.getInit().getType());
+      ArrayRef<int64_t> permutation = transpose.getPermutation();
+      size_t rank = permutation.size();
+      if (transpose->hasAttr("loom.cpu_pack") || !type.hasStaticShape() || rank < 2)
+        return;
+      bool swapsLastTwo =
+          permutation[rank - 2] == int64_t(rank - 1) &&
+          permutation[rank - 1] == int64_t(rank - 2) &&
+          llvm::all_of(llvm::seq<size_t>(0, rank - 2),
+                       [&](size_t i) { return permutation[i] == int64_t(i); });
+      constexpr int64_t kMostRowBits = 8192; // 16 zmm registers
+      if (swapsLastTwo) {
+        tileTranspose(transpose);
+      } else if (permutation.back() == int64_t(rank - 1) &&
+                 type.getShape().back() * type.getElementTypeBitWidth() <= kMostRowBits) {
+        unsigned packId = packs++;
+        transpose->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
+        appendPackTiling(os, packId, transpose, /*whole=*/1);
+      }
+    });
     if (count == 0 && packs == 0)
       return;
     std::string schedule =
@@ -555,9 +604,38 @@ struct LoomTileContractionsForCpu
       return signalPassFailure();
     if (emulateAmx && failed(loom::emulateAmxTiles(module)))
       return signalPassFailure();
-    if (failed(apply("lower")))
+    if (failed(apply("lower")) || failed(lowerBlockTransposes(module)) ||
+        failed(apply("lower_transfers")))
       return signalPassFailure();
     restoreContraction(module);
+  }
+
+  /// The 16 x 16 f32 blocks of the transposing copies (appendTransposeTiling)
+  /// as upstream's 16 x 16 shuffle transpose: 8 x 16 unpacks and 128-bit
+  /// lane permutes, no scalar moves. Those blocks only: with a
+  /// module-wide lowering the register tiles' broadcast transposes (4 x 16
+  /// x 1 on AVX2) became 64-element shuffles too, which LLVM otherwise
+  /// folds into broadcasts.
+  static LogicalResult lowerBlockTransposes(ModuleOp module) {
+    SmallVector<Operation *> blocks;
+    module.walk([&](vector::TransposeOp transpose) {
+      VectorType type = transpose.getSourceVectorType();
+      SmallVector<int64_t> sizes;
+      llvm::copy_if(type.getShape(), std::back_inserter(sizes),
+                    [](int64_t size) { return size != 1; });
+      if (type.getElementType().isF32() && sizes == SmallVector<int64_t>{16, 16})
+        blocks.push_back(transpose);
+    });
+    if (blocks.empty())
+      return success();
+    RewritePatternSet patterns(module.getContext());
+    vector::populateVectorTransposeLoweringPatterns(
+        patterns, vector::VectorTransposeLowering::Shuffle16x16);
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
+    if (failed(applyOpPatternsGreedily(blocks, std::move(patterns), config)))
+      return module.emitError("internal error: the transposed blocks do not lower");
+    return success();
   }
 
   /// The pair contractions, unrolled to one dot's shape, become

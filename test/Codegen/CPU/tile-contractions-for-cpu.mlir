@@ -211,16 +211,20 @@ func.func @mixed(%P: memref<8x4xf32>, %Q: memref<4x16xf32>, %R: memref<8x16xf32>
 // -----
 
 // A K-contiguous B ([N, K], a transpose folded into the matmul's map) is
-// first copied into an N-contiguous temporary, in blocks of 32 x 32, which
-// the register tiles then read 16 contiguous elements at a time; the
-// temporary is freed after the matmul.
+// first copied into an N-contiguous temporary, in f32 blocks of 16 x 16,
+// each 16 rows read, transposed in shuffles (unpacks, then 128-bit lane
+// permutes) and 16 rows written, which the register tiles then read 16
+// contiguous elements at a time; the temporary is freed after the matmul.
 // CHECK-LABEL: func.func @k_contiguous_b
 // CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xf32>, %[[B:[^:]+]]: memref<32x64xf32>, %[[C:[^:]+]]: memref<64x32xf32>)
 // CHECK: %[[T:.+]] = memref.alloc() : memref<64x32xf32>
-// CHECK: scf.for %[[I:.+]] = %{{.+}} to %{{.+}} step %c32
-// CHECK: %[[FROM:.+]] = memref.subview %[[B]][0, %[[I]]] [32, 32] [1, 1]
-// CHECK: %[[TO:.+]] = memref.subview %[[T]][%[[I]], 0] [32, 32] [1, 1]
-// CHECK: linalg.transpose ins(%[[FROM]] : memref<32x32xf32, strided<[64, 1], offset: ?>>) outs(%[[TO]] : memref<32x32xf32, strided<[32, 1], offset: ?>>) permutation = [1, 0]
+// CHECK: scf.for %[[K:.+]] = %{{.+}} to %c64 step %c16
+// CHECK-NEXT: scf.for %[[N:.+]] = %{{.+}} to %c32 step %c16
+// CHECK-NEXT: vector.transfer_read %[[B]][%[[N]], %[[K]]], %{{.+}} {in_bounds = [true]} : memref<32x64xf32>, vector<16xf32>
+// CHECK-COUNT-15: vector.transfer_read %[[B]]{{.+}} : memref<32x64xf32>, vector<16xf32>
+// CHECK-NEXT: vector.shuffle {{.+}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xf32>, vector<16xf32>
+// CHECK-NOT: linalg.transpose
+// CHECK-COUNT-16: vector.transfer_write %{{.+}}, %[[T]][{{.+}}] {in_bounds = [true]} : vector<16xf32>, memref<64x32xf32>
 // CHECK: scf.for
 // CHECK: vector.transfer_read %[[T]][%{{.+}}, %{{.+}}], %{{.+}} {in_bounds = [true]} : memref<64x32xf32>, vector<16xf32>
 // CHECK: memref.dealloc %[[T]] : memref<64x32xf32>
@@ -326,5 +330,36 @@ func.func @embedding_grad_one_row(%ids: memref<16xi32>, %dy: memref<16x17xf32>, 
     %r = arith.select %hit, %sum, %acc : f32
     linalg.yield %r : f32
   }
+  return
+}
+
+// -----
+
+// A kernel's own transpose of the last two dims (a weight gradient made
+// [n, k] for its [k, n] param) runs in blocks as the operand copies do:
+// f32 in vectorized 16 x 16 blocks, 16-bit in 32 x 32 blocks of loops. One
+// that keeps the last dim (attention's heads) copies whole rows, each one
+// vector.
+// CHECK-LABEL: func.func @own_transposes
+// CHECK-SAME: (%[[X:[^:]+]]: memref<2x32x64xf32>, %[[Y:[^:]+]]: memref<2x64x32xf32>, %[[H:[^:]+]]: memref<64x128xbf16>, %[[G:[^:]+]]: memref<128x64xbf16>, %[[Q:[^:]+]]: memref<2x4x3x32xf32>, %[[R:[^:]+]]: memref<2x3x4x32xf32>)
+// CHECK: scf.for %{{.+}} = %c0 to %c2 step %c1
+// CHECK-NEXT: scf.for %{{.+}} = %c0 to %c64 step %c16
+// CHECK-NEXT: scf.for %{{.+}} = %c0 to %c32 step %c16
+// CHECK-COUNT-16: vector.transfer_read %[[X]]{{.+}} : memref<2x32x64xf32>, vector<16xf32>
+// CHECK: vector.shuffle
+// CHECK-COUNT-16: vector.transfer_write %{{.+}}, %[[Y]]{{.+}} : vector<16xf32>, memref<2x64x32xf32>
+// CHECK: scf.for %{{.+}} = %c0 to %c128 step %c32
+// CHECK-NEXT: scf.for %{{.+}} = %c0 to %c64 step %c32
+// CHECK: linalg.transpose ins(%{{.+}} : memref<32x32xbf16, strided<[128, 1], offset: ?>>) outs(%{{.+}} : memref<32x32xbf16, strided<[64, 1], offset: ?>>) permutation = [1, 0]
+// CHECK: scf.for %[[B:.+]] = %c0 to %c2 step %c1
+// CHECK-NEXT: scf.for %[[I:.+]] = %c0 to %c3 step %c1
+// CHECK-NEXT: scf.for %[[J:.+]] = %c0 to %c4 step %c1
+// CHECK-NEXT: %[[ROW:.+]] = vector.transfer_read %[[Q]][%[[B]], %[[J]], %[[I]], %c0], %{{.+}} {in_bounds = [true]} : memref<2x4x3x32xf32>, vector<32xf32>
+// CHECK-NEXT: vector.transfer_write %[[ROW]], %[[R]][%[[B]], %[[I]], %[[J]], %c0] {in_bounds = [true]} : vector<32xf32>, memref<2x3x4x32xf32>
+// CHECK-NOT: linalg.transpose
+func.func @own_transposes(%x: memref<2x32x64xf32>, %y: memref<2x64x32xf32>, %h: memref<64x128xbf16>, %g: memref<128x64xbf16>, %q: memref<2x4x3x32xf32>, %r: memref<2x3x4x32xf32>) {
+  linalg.transpose ins(%x : memref<2x32x64xf32>) outs(%y : memref<2x64x32xf32>) permutation = [0, 2, 1]
+  linalg.transpose ins(%h : memref<64x128xbf16>) outs(%g : memref<128x64xbf16>) permutation = [1, 0]
+  linalg.transpose ins(%q : memref<2x4x3x32xf32>) outs(%r : memref<2x3x4x32xf32>) permutation = [0, 2, 1, 3]
   return
 }
