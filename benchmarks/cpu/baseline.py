@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The baselines of benchmarks/cpu/run.sh, measured on one thread in this run.
 
-usage: baseline.py f32|bf16|bf16-bt SIZE
+usage: baseline.py f32|f32-bt|bf16|bf16-bt SIZE
        baseline.py openblas-core
 
 f32: OpenBLAS's cblas_sgemm (Debian's libopenblas0-pthread, called through
@@ -12,7 +12,7 @@ older ones (SSE3 "Prescott" on an Emerald Rapids VM, a fifth of its AVX-512
 speed; on a Zen 5 EPYC its 120 GFLOP/s was half the AVX-512 FMA peak, an
 AVX2 kernel's figure). Unless it chose AVX-512 kernels, it runs with
 OPENBLAS_CORETYPE=SkylakeX, as a user who checked would. openblas-core
-prints the kernels it runs.
+prints the kernels it runs. f32-bt: `a @ b^T`, B transposed (CblasTrans).
 bf16 and bf16-bt: PyTorch's bf16 matmul on one thread (oneDNN: AMX where the
 CPU has it, else its avx512_bf16 or f32 path), `a @ b` and `a @ b.t()`.
 Prints one line: the best of several runs in microseconds.
@@ -54,7 +54,7 @@ def openblas():
     return lib, core
 
 
-def openblas_sgemm(n):
+def openblas_sgemm(n, transposed):
     import numpy as np
     lib, _ = openblas()
     a = np.random.rand(n, n).astype(np.float32)
@@ -64,11 +64,11 @@ def openblas_sgemm(n):
     sgemm = lib.cblas_sgemm
     sgemm.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ptr, ctypes.c_int, ptr,
                                            ctypes.c_int, ctypes.c_float, ptr, ctypes.c_int]
-    row_major, no_trans = 101, 111
-    args = (row_major, no_trans, no_trans, n, n, n, 1.0, a.ctypes.data, n,
-            b.ctypes.data, n, 0.0, c.ctypes.data, n)
+    row_major, no_trans, trans = 101, 111, 112
+    args = (row_major, no_trans, trans if transposed else no_trans, n, n, n, 1.0,
+            a.ctypes.data, n, b.ctypes.data, n, 0.0, c.ctypes.data, n)
     seconds = best_of(lambda: sgemm(*args))
-    if not np.allclose(c, a @ b, rtol=1e-4, atol=1e-3):
+    if not np.allclose(c, a @ (b.T if transposed else b), rtol=1e-4, atol=1e-3):
         sys.exit("baseline.py: OpenBLAS's sgemm disagrees with numpy")
     return seconds
 
@@ -88,8 +88,8 @@ def main():
         print(openblas()[1])
         return
     variant, n = sys.argv[1], int(sys.argv[2])
-    if variant == "f32":
-        seconds = openblas_sgemm(n)
+    if variant in ("f32", "f32-bt"):
+        seconds = openblas_sgemm(n, variant == "f32-bt")
     elif variant in ("bf16", "bf16-bt"):
         seconds = torch_bf16(n, variant == "bf16-bt")
     else:

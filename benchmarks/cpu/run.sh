@@ -2,8 +2,9 @@
 # CPU matmul speed on one thread: Loom's kernel against the baselines a user
 # would pick, both measured in this run on this machine (baseline.py):
 # f32 against OpenBLAS's sgemm, bf16 against PyTorch's bf16 matmul (oneDNN),
-# and bf16 against Loom's own f32 figure. bf16-bt is `a @ transpose(b)` (a
-# K-contiguous B), against torch's `a @ b.t()`. Prints the CPU path each
+# and bf16 against Loom's own f32 figure. The -bt variants are `a @
+# transpose(b)` (a K-contiguous B, as the backward's `dy @ w^T`), against
+# sgemm with B transposed and torch's `a @ b.t()`. Prints the CPU path each
 # figure used (loom's executable --info) and the host's vector extensions.
 # On a CPU with AMX, bf16-amx is the bf16 matmul on AMX tiles
 # (--bf16-matmul=amx), against the same PyTorch figure. "of peak" is the
@@ -20,7 +21,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 amx=""
 grep -q -w amx_bf16 /proc/cpuinfo && grep -q -w amx_tile /proc/cpuinfo && amx=" bf16-amx"
-variants=${VARIANTS:-f32 bf16 bf16-bt$amx}
+variants=${VARIANTS:-f32 f32-bt bf16 bf16-bt$amx}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host CPU: ${isa:-no AVX2}; OpenBLAS kernels: $(/usr/bin/python3 "$here/baseline.py" openblas-core)"
@@ -40,7 +41,7 @@ for size in $sizes; do
     path_flag=""
     [ "$variant" = bf16-amx ] && path_flag="--bf16-matmul=amx"
     sed "s/SIZE/$size/g; s/PRECISION/$precision/" "$here/matmul.loom" > "$work/m.loom"
-    [ "$variant" = bf16-bt ] && sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom"
+    case $variant in *-bt) sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom" ;; esac
     "$build/bin/loomc" "$work/m.loom" $path_flag -o "$work/m" > /dev/null 2>&1
     # --info: "cpu  NAME kernels; matmul f32: PATH, bf16: PATH".
     path=$("$work/m" --info | sed -n "s/^cpu .*matmul f32: \([^,]*\), bf16: \([^;]*\).*/\1 \2/p")
@@ -59,7 +60,7 @@ for size in $sizes; do
 import json, sys
 print(min(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('ph') == 'X'))" "$work/t.json")
     case $variant in
-      f32) base_name="OpenBLAS sgemm" ;;
+      f32*) base_name="OpenBLAS sgemm" ;;
       *) base_name="PyTorch $( /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?') bf16" ;;
     esac
     base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "${variant%-amx}" "$size")
@@ -79,7 +80,8 @@ print(f"{loom:.2f} {base:.2f} {loom / base:.2f} {vs} {peak}")
 PY
 )
     read -r loom_rate base_rate ratio vs of_peak <<< "$line"
-    [ "$variant" = f32 ] && f32_rate=$loom_rate && vs=""
+    [ "$variant" = f32 ] && f32_rate=$loom_rate
+    [ "$precision" = f32 ] && vs=""
     printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s %8s\n' "$size" "$variant" "${path:-?}" \
       "$loom_rate" "$base_rate" "$base_name" "$ratio" "$vs" "$of_peak"
   done

@@ -335,6 +335,35 @@ func.func @embedding_grad_one_row(%ids: memref<16xi32>, %dy: memref<16x17xf32>, 
 
 // -----
 
+// Packed with a K-contiguous B ([N, K]): its panels [N/16, K, 16] are
+// copied in 16 x 16 blocks of (k, columns), 16 rows of k read, transposed
+// in shuffles and written as 16 rows of the panel, not gathered an element
+// at a time.
+// CHECK-LABEL: func.func @f32_packed_k_contiguous_b
+// CHECK-SAME: (%[[A:[^:]+]]: memref<512x256xf32>, %[[B:[^:]+]]: memref<512x256xf32>, %[[C:[^:]+]]: memref<512x512xf32>)
+// CHECK: %[[VB:.+]] = memref.reinterpret_cast %[[B]] to offset: [0], sizes: [32, 16, 256], strides: [4096, 256, 1]
+// CHECK: %[[PB:.+]] = memref.alloc() : memref<32x256x16xf32>
+// CHECK: scf.for %[[P:.+]] = %c0 to %c32 step %c1
+// CHECK-NEXT: scf.for %[[K:.+]] = %c0 to %c256 step %c16
+// CHECK-NEXT: vector.transfer_read %[[VB]][%[[P]], %c0, %[[K]]], %{{.+}} {in_bounds = [true]} : memref<32x16x256xf32, strided<[4096, 256, 1]>>, vector<16xf32>
+// CHECK-COUNT-15: vector.transfer_read %[[VB]]
+// CHECK-NEXT: vector.shuffle
+// CHECK-NOT: vector.from_elements
+// CHECK: vector.transfer_write %{{.+}}, %[[PB]]{{.+}} : vector<16xf32>, memref<32x256x16xf32>
+func.func @f32_packed_k_contiguous_b(%A: memref<512x256xf32>, %B: memref<512x256xf32>, %C: memref<512x512xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<512x256xf32>, memref<512x256xf32>) outs(%C : memref<512x512xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y fastmath<contract> : f32
+    %1 = arith.addf %acc, %0 fastmath<contract> : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
+
+// -----
+
 // A kernel's own transpose of the last two dims (a weight gradient made
 // [n, k] for its [k, n] param) runs in blocks as the operand copies do:
 // f32 in vectorized 16 x 16 blocks, 16-bit in 32 x 32 blocks of loops. One
