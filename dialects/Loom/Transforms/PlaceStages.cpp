@@ -94,6 +94,11 @@ void StagePlacer::placeLoop() {
   // An op without a stage runs where its first reader does (a collective
   // the partitioner put before its consumer, a cast of a param), else
   // where its operands are (an accumulate, the loss); until nothing moves.
+  // The backward runs its stages last to first: what only the backward
+  // reads runs in it, at its readers' last stage (a data-parallel sum of
+  // a gradient that stages 2 and 1 read runs on stage 2, which then
+  // sends it back; at stage 1, stage 2's backward would have read it
+  // before it ran).
   bool changed = true;
   while (changed) {
     changed = false;
@@ -101,6 +106,7 @@ void StagePlacer::placeLoop() {
       if (!loop.contains(&op) || places.count(&op) || isa<AccumulateOp>(op))
         continue;
       LoopPlace place;
+      int64_t lastStage = -1;
       bool anyForward = false;
       for (Operation *user : op.getUsers()) {
         auto found = places.find(user);
@@ -108,12 +114,14 @@ void StagePlacer::placeLoop() {
           continue;
         if (place.stage < 0 || found->second.stage < place.stage)
           place.stage = found->second.stage;
+        lastStage = std::max(lastStage, found->second.stage);
         anyForward |= !found->second.backward;
       }
       if (place.stage < 0)
         continue;
-      // What only the backward reads runs in it.
       place.backward = !anyForward;
+      if (place.backward)
+        place.stage = lastStage;
       places[&op] = place;
       changed = true;
     }

@@ -86,6 +86,32 @@ func.func @train_spmd(%x: tensor<4xf32>, %w0: tensor<4xf32>, %w1: tensor<4xf32>,
 
 // -----
 
+// An op without a stage that only the backward reads runs at its readers'
+// last stage: the backward runs stage 2 before stage 1, so a sum of a
+// stage-2 gradient that stages 2 and 1 read (the data-parallel all-reduce
+// the partitioner puts after it) runs on stage 2, not on stage 1 after
+// stage 2's reader.
+// CHECK-LABEL: func.func @backward_readers_spmd
+// CHECK: loom.mul %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 2 : i64}
+// CHECK-NEXT: loom.neg %{{.*}} {loom.phase = "backward", loom.stage = 2 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 2 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.backward, loom.phase = "backward", loom.stage = 1 : i64}
+shard.grid @gpus(shape = 3) {loom.axes = ["pp"]}
+func.func @backward_readers_spmd(%x: tensor<4xf32>, %w0: tensor<4xf32>, %w1: tensor<4xf32>, %w2: tensor<4xf32>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    attributes {loom.partition_of = "three", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %h0 = loom.mul %x, %w0 {loom.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %h1 = loom.mul %h0, %w1 {loom.stage = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = loom.mul %h1, %w2 {loom.stage = 2 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %g2 = loom.mul %y, %h1 {loom.backward, loom.stage = 2 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %sum = loom.neg %g2 : tensor<4xf32>
+  %a = loom.mul %sum, %w2 {loom.backward, loom.stage = 2 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = loom.mul %sum, %w1 {loom.backward, loom.stage = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y, %a, %b : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // A model that is not partitioned, or whose pipeline axis has one rank,
 // is left alone.
 shard.grid @gpus(shape = 1) {loom.axes = ["pp"]}
