@@ -576,11 +576,15 @@ struct LoomTileContractionsForCpu
           permutation[rank - 1] == int64_t(rank - 2) &&
           llvm::all_of(llvm::seq<size_t>(0, rank - 2),
                        [&](size_t i) { return permutation[i] == int64_t(i); });
-      constexpr int64_t kMostRowBits = 8192; // 16 zmm registers
+      // Rows of whole zmm registers, at most 16 of them: LLVM's x86
+      // backend aborted on a row of 65 bf16 ("Do not know how to soft
+      // promote this operator's operand", differential seed 92020).
+      int64_t rowBits = type.getShape().back() * type.getElementTypeBitWidth();
+      constexpr int64_t kRegisterBits = 512, kMostRowBits = 16 * kRegisterBits;
       if (swapsLastTwo) {
         tileTranspose(transpose);
-      } else if (permutation.back() == int64_t(rank - 1) &&
-                 type.getShape().back() * type.getElementTypeBitWidth() <= kMostRowBits) {
+      } else if (permutation.back() == int64_t(rank - 1) && rowBits % kRegisterBits == 0 &&
+                 rowBits <= kMostRowBits) {
         unsigned packId = packs++;
         transpose->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
         appendPackTiling(os, packId, transpose, /*whole=*/1);
