@@ -3,6 +3,7 @@
 #include "Codegen/Common/MatmulLike.h"
 #include "Codegen/CPU/CpuMatmul.h"
 #include "Codegen/CPU/Passes.h"
+#include "Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -484,12 +485,15 @@ struct LoomTileContractionsForCpu
     auto i64 = IntegerType::get(module.getContext(), 64);
     // A transposing operand copy (if any), tiled by the schedule as a
     // blocked transpose.
-    auto tileTranspose = [&](linalg::TransposeOp copy) {
-      if (!copy)
-        return;
+    // A copy the schedule tiles: tagged with the id its handle matches.
+    auto tagPack = [&](linalg::TransposeOp copy) {
       unsigned packId = packs++;
       copy->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
-      appendTransposeTiling(os, packId, copy);
+      return packId;
+    };
+    auto tileTranspose = [&](linalg::TransposeOp copy) {
+      if (copy)
+        appendTransposeTiling(os, tagPack(copy), copy);
     };
     for (linalg::GenericOp op : matmuls) {
       std::optional<loom::PackedMatmul> packed;
@@ -509,9 +513,7 @@ struct LoomTileContractionsForCpu
         tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
         if (std::optional<linalg::TransposeOp> pack = loom::rewriteAsAmxMatmul(op)) {
-          unsigned packId = packs++;
-          (*pack)->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
-          appendPackTiling(os, packId, *pack, /*whole=*/2);
+          appendPackTiling(os, tagPack(*pack), *pack, /*whole=*/2);
           ++amxMatmuls;
           continue;
         }
@@ -553,11 +555,8 @@ struct LoomTileContractionsForCpu
       dots += pairs;
       op->setAttr("loom.cpu_tile", IntegerAttr::get(i64, id));
       appendTiling(os, id, *tiles, registerTiles(tile, loops), pairs);
-      for (linalg::TransposeOp pack : packed ? packed->packs : SmallVector<linalg::TransposeOp>{}) {
-        unsigned packId = packs++;
-        pack->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
-        appendPackTiling(os, packId, pack, pairs ? 2 : 1);
-      }
+      for (linalg::TransposeOp pack : packed ? packed->packs : SmallVector<linalg::TransposeOp>{})
+        appendPackTiling(os, tagPack(pack), pack, pairs ? 2 : 1);
     }
     // A kernel's own transposes: of the last two dims (the backward's
     // weight gradient made [n, k] for its [k, n] param) in blocks as the
@@ -568,26 +567,18 @@ struct LoomTileContractionsForCpu
     module.walk([&](linalg::TransposeOp transpose) {
       auto type = cast<MemRefType>(transpose.getInit().getType());
       ArrayRef<int64_t> permutation = transpose.getPermutation();
-      size_t rank = permutation.size();
-      if (transpose->hasAttr("loom.cpu_pack") || !type.hasStaticShape() || rank < 2)
+      if (transpose->hasAttr("loom.cpu_pack") || !type.hasStaticShape() || permutation.size() < 2)
         return;
-      bool swapsLastTwo =
-          permutation[rank - 2] == int64_t(rank - 1) &&
-          permutation[rank - 1] == int64_t(rank - 2) &&
-          llvm::all_of(llvm::seq<size_t>(0, rank - 2),
-                       [&](size_t i) { return permutation[i] == int64_t(i); });
       // Rows of whole zmm registers, at most 16 of them: LLVM's x86
       // backend aborted on a row of 65 bf16 ("Do not know how to soft
       // promote this operator's operand", differential seed 92020).
       int64_t rowBits = type.getShape().back() * type.getElementTypeBitWidth();
       constexpr int64_t kRegisterBits = 512, kMostRowBits = 16 * kRegisterBits;
-      if (swapsLastTwo) {
+      if (mlir::loom::swapsLastTwoDims(permutation)) {
         tileTranspose(transpose);
-      } else if (permutation.back() == int64_t(rank - 1) && rowBits % kRegisterBits == 0 &&
-                 rowBits <= kMostRowBits) {
-        unsigned packId = packs++;
-        transpose->setAttr("loom.cpu_pack", IntegerAttr::get(i64, packId));
-        appendPackTiling(os, packId, transpose, /*whole=*/1);
+      } else if (permutation.back() == int64_t(permutation.size() - 1) &&
+                 rowBits % kRegisterBits == 0 && rowBits <= kMostRowBits) {
+        appendPackTiling(os, tagPack(transpose), transpose, /*whole=*/1);
       }
     });
     if (count == 0 && packs == 0)
