@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMPLACESTAGES
@@ -91,6 +92,18 @@ void StagePlacer::placeLoop() {
       places[op] = {stage.getInt(), op->hasAttr(attr::kBackward) ||
                                         op->hasAttr(attr::kRecomputed)};
   }
+  // An op that computes only from arguments (a constant, a slice of an
+  // input, a slice of that slice over a second mesh axis) goes where its
+  // readers are; it neither places itself by its operands nor holds back
+  // a reader placed by its other operands (forward-only, the loss reads
+  // the logits and a slice of the labels).
+  llvm::SmallPtrSet<Operation *, 16> fromArguments;
+  for (Operation &op : body.without_terminator())
+    if (llvm::all_of(op.getOperands(), [&](Value operand) {
+          Operation *def = operand.getDefiningOp();
+          return !def || !loop.contains(def) || fromArguments.contains(def);
+        }))
+      fromArguments.insert(&op);
   // An op without a stage runs where its first reader does (a collective
   // the partitioner put before its consumer, a cast of a param), else
   // where its operands are (an accumulate, the loss); until nothing moves.
@@ -125,16 +138,6 @@ void StagePlacer::placeLoop() {
       places[&op] = place;
       changed = true;
     }
-    // An op that reads nothing the loop computes (a constant, a slice of
-    // an input) goes where its readers are; it neither places itself by
-    // its operands nor holds back a reader placed by its other operands
-    // (forward-only, the loss reads the logits and a slice of the labels).
-    auto readsOnlyArguments = [&](Operation *op) {
-      return llvm::none_of(op->getOperands(), [&](Value operand) {
-        Operation *def = operand.getDefiningOp();
-        return def && loop.contains(def);
-      });
-    };
     for (Operation &op : body.without_terminator()) {
       if (!loop.contains(&op) || places.count(&op))
         continue;
@@ -145,7 +148,7 @@ void StagePlacer::placeLoop() {
         if (!def || !loop.contains(def))
           continue;
         auto found = places.find(def);
-        if (found == places.end() && readsOnlyArguments(def) &&
+        if (found == places.end() && fromArguments.contains(def) &&
             !isa<AccumulateOp>(def))
           continue;
         if (found == places.end()) {

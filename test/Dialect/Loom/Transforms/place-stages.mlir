@@ -49,6 +49,28 @@ func.func @loss_spmd(%x: tensor<4xf32>, %w: tensor<4xf32>, %t: tensor<4xf32>) ->
 
 // -----
 
+// The labels sliced over two mesh axes (two all_slices, as the partitioner
+// makes for a target split [_, b, a]): the second slice reads the first,
+// not an argument, and still neither places the loss nor holds it back;
+// the loss runs on its logits' stage 1 and both slices with it (on stage
+// 0, the loss read the later stage's logits: differential seed 93358).
+// CHECK-LABEL: func.func @sliced_labels_spmd
+// CHECK: loom.relu %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.neg %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.exp %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: loom.mul %{{.*}} {loom.phase = "forward", loom.stage = 1 : i64}
+shard.grid @gpus(shape = 2) {loom.axes = ["pp"]}
+func.func @sliced_labels_spmd(%x: tensor<4xf32>, %t: tensor<4xf32>) -> tensor<4xf32>
+    attributes {loom.partition_of = "sliced_labels", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %logits = loom.relu %x {loom.stage = 1 : i64} : tensor<4xf32>
+  %slice = loom.neg %t : tensor<4xf32>
+  %slice2 = loom.exp %slice : tensor<4xf32>
+  %loss = loom.mul %logits, %slice2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %loss : tensor<4xf32>
+}
+
+// -----
+
 // A training step: the backward keeps the stages autodiff gave it; the
 // loss (no stage) runs where its reader does, in the backward of stage 1.
 // The update: each param's on the stage that computed its gradient; what
