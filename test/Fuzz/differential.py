@@ -85,7 +85,10 @@ program whose reference softmaxes see a row spread past 16 (a bf16 score
 there is off by up to 1/16, its exponential by 6%) is not compared. Of trained
 params 1% of the elements may be over, and at least one (Adam turns the
 rounding noise of a gradient near 0 into a whole step; on small params a
-few more fail), and in f32 under Adam 5% (an element whose gradient is
+few more fail; 16-bit: one whose gradient was within its rounding noise
+at some step may be off by twice the steps' learning rates, as Adam gives
+noise a whole step of no telling sign: 0.6% of the elements of 40 bf16
+layer trainings), and in f32 under Adam 5% (an element whose gradient is
 small next to its param's others carries f32's error relative to those
 into a whole step; at least one element, a one-element param's gradient
 that cancels to 0 included). A training in which a step is skipped (16-bit
@@ -968,6 +971,10 @@ def check_training(seed, args):
     plain = [param for param in params.values() if param.dim() < 2]
     groups = [{"params": decayed}, {"params": plain, "weight_decay": 0.0}]
     step = torch_optimizer([g for g in groups if g["params"]], **options)
+    # 16-bit: the elements whose gradient, at some step, is within its
+    # rounding noise (rounding_noise): Adam's step of such an element has
+    # no sign the reference can tell.
+    noisy = {name: np.zeros(tuple(param.shape), dtype=bool) for name, param in params.items()}
     for number in range(1, TRAIN_STEPS + 1):
         for group in step.param_groups:
             group["lr"] = learning_rate(number)
@@ -982,6 +989,13 @@ def check_training(seed, args):
         for param in params.values():  # (the clipping scales each in place)
             if param.grad is not None:
                 param.grad = param.grad.clone()
+        if args.precision != "f32":
+            exact = {name: (np.zeros(tuple(param.shape)) if param.grad is None else
+                            param.grad.numpy().copy()) for name, param in params.items()}
+            moved = rounding_noise(program, out, inputs, list(params), loss, args,
+                                   seed + number, exact)
+            for name, grad in exact.items():
+                noisy[name] |= np.abs(grad) < 4 * moved[name]
         if clip:
             torch.nn.utils.clip_grad_norm_(list(params.values()), clip)
         step.step()
@@ -1003,7 +1017,10 @@ def check_training(seed, args):
         adam = torch_optimizer is not torch.optim.SGD
         most_over = (max(0.01, 1 / got.size) if args.precision != "f32" else
                      max(0.05, 1 / got.size) if adam else 0.0)
-        if (wrong := compare(got, ref, *tolerance(args.precision, 2), most_over)):
+        rtol, atol = tolerance(args.precision, 2)
+        if adam:  # a noise-signed step of about lr (up to twice it) a step
+            atol = atol + noisy[name] * 2 * sum(learning_rate(n) for n in range(1, TRAIN_STEPS + 1))
+        if (wrong := compare(got, ref, rtol, atol, most_over)):
             problems.append(f"WRONG {name} after {TRAIN_STEPS} steps ({optimizer}"
                             f"{''.join('; ' + x for x in settings)}): {wrong}")
     return "; ".join(problems)
