@@ -321,7 +321,11 @@ LogicalResult Compilation::lowerToLinalg() {
       return failure();
     bf16Dots = (*target)->bf16Path == Bf16MatmulPath::Dot;
   }
-  return runPipeline(*module, [&](OpPassManager &pm) { buildLinalgPipeline(pm, bf16Dots); });
+  // GPU builds keep the copies: loom-fuse-update-loops rewrites their
+  // update kernels, and one plan runs on either device.
+  return runPipeline(*module, [&](OpPassManager &pm) {
+    buildLinalgPipeline(pm, bf16Dots, /*inPlaceUpdates=*/!wantsGpu());
+  });
 }
 
 LogicalResult Compilation::bufferizeKernels() {

@@ -164,7 +164,8 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
   pm.addPass(mlir::loom::createLoomDedupKernels());
 }
 
-void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots) {
+void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots,
+                                 bool inPlaceUpdates) {
   pm.addPass(mlir::loom::createConvertLoomToLinalg());
   pm.addPass(createLinalgElementwiseOpFusionPass());
   // After the fusion, which would put the probabilities' exponentials into
@@ -174,6 +175,8 @@ void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots) {
   pm.addPass(mlir::loom::createConvertLoomAttentionToLinalg(attention));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (inPlaceUpdates)
+    pm.addPass(mlir::loom::createLoomInPlaceUpdates());
 }
 
 void ::loom::buildBufferizePipeline(OpPassManager &pm) {

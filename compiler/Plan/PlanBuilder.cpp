@@ -26,6 +26,9 @@ struct Buffer {
   int64_t bytes = 0;
   int64_t first = 0, last = 0; // steps during which the bytes are live
   int64_t offset = 0;
+  /// A param's update written over the param (inPlaceUpdates): the param's
+  /// id; the buffer has the param's bytes and is not placed itself.
+  long sharesBytesOf = -1;
   std::string sharding; // SPMD plans: "dp,-" for a split input, param or output
   int64_t bound = 0;    // integer inputs: their values lie in [0, bound)
   /// A pipelined plan: the ranks of the pipeline axis that touch the
@@ -177,9 +180,10 @@ uint32_t (::loom::planChecksum)(llvm::StringRef text) {
 /// First fit, largest buffers first: each buffer takes the lowest aligned
 /// offset that no already placed buffer with an overlapping lifetime uses.
 static int64_t placeBuffers(std::vector<Buffer> &buffers) {
-  std::vector<size_t> order(buffers.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].sharesBytesOf < 0)
+      order.push_back(i);
   // Equal sizes in program order.
   llvm::sort(order, [&](size_t a, size_t b) {
     return buffers[a].bytes != buffers[b].bytes ? buffers[a].bytes > buffers[b].bytes
@@ -236,7 +240,47 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
                                             }),
                           range);
   }
+  for (Buffer &buffer : buffers)
+    if (buffer.sharesBytesOf >= 0)
+      buffer.offset = buffers[buffer.sharesBytesOf].offset;
   return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
+}
+
+/// The updates a CPU training step does in place: those whose kernel
+/// writes the new value over the param (loom-in-place-updates marked its
+/// result loom.in_place) get the param's bytes, so the runtime copies
+/// nothing after the step. The pass checked what the plan relies on; a
+/// plan that disagrees is a compiler bug, reported rather than run.
+static LogicalResult inPlaceUpdates(const std::vector<Step> &steps,
+                                    ArrayRef<std::pair<size_t, size_t>> updates,
+                                    std::vector<Buffer> &buffers) {
+  for (auto [output, param] : updates) {
+    auto writer = llvm::find_if(steps, [&, output = output](const Step &step) {
+      return llvm::is_contained(step.writes, output);
+    });
+    auto call = writer == steps.end() ? func::CallOp() : dyn_cast<func::CallOp>(writer->op);
+    auto kernel = call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+                             call, call.getCalleeAttr())
+                       : func::FuncOp();
+    if (!kernel)
+      continue;
+    unsigned result = llvm::find(writer->writes, output) - writer->writes.begin();
+    auto over = kernel.getResultAttrOfType<IntegerAttr>(result, attr::kInPlace);
+    if (!over)
+      continue;
+    bool readLater = std::any_of(writer + 1, steps.end(), [&, param = param](const Step &step) {
+      return llvm::is_contained(step.reads, param) || llvm::is_contained(step.writes, param);
+    });
+    unsigned operand = llvm::find(writer->reads, param) - writer->reads.begin();
+    if (readLater || llvm::count(writer->reads, param) != 1 ||
+        over.getInt() != static_cast<int64_t>(operand))
+      return call.emitError("internal: kernel '")
+             << kernel.getSymName() << "' writes result " << result
+             << " over its argument " << over.getInt()
+             << ", which this step cannot give it";
+    buffers[output].sharesBytesOf = static_cast<long>(param);
+  }
+  return success();
 }
 
 /// A pipelined plan's sections and what moves between its stages: a value
@@ -592,6 +636,17 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   for (Buffer &buffer : buffers)
     if (buffer.role == "input")
       buffer.last = std::max(buffer.last, lastAccumulate);
+  // A per-rank program is still its model, to the user.
+  auto of = model->getAttrOfType<StringAttr>(attr::kPartitionOf);
+  StringRef modelName = of ? of.getValue() : model.getSymName();
+  auto module = model->getParentOfType<ModuleOp>();
+  mlir::loom::TrainOp train;
+  if (module)
+    for (auto each : module.getOps<mlir::loom::TrainOp>())
+      if (!train && each.getModel() == modelName)
+        train = each;
+  if (failed(inPlaceUpdates(steps, updates, buffers)))
+    return failure();
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;
@@ -600,9 +655,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       plan.ranks *= size;
   llvm::raw_string_ostream os(plan.text);
   os << "loom-plan 1\n";
-  // A per-rank program is still its model, to the user.
-  auto of = model->getAttrOfType<StringAttr>(attr::kPartitionOf);
-  os << "model " << (of ? of.getValue() : model.getSymName()) << "\n";
+  os << "model " << modelName << "\n";
   os << "device cpu\n";
   if (grid) {
     os << "mesh " << grid->op.getSymName();
@@ -706,20 +759,16 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     }
   }
   // A training step: its optimizer, then the updates.
-  StringRef modelName = of ? of.getValue() : model.getSymName();
-  auto module = model->getParentOfType<ModuleOp>();
-  if (!updates.empty() && module)
-    for (auto train : module.getOps<mlir::loom::TrainOp>())
-      if (train.getModel() == modelName) {
-        os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
-        for (NamedAttribute hyper : train.getHyperparameters())
-          os << " " << hyper.getName().getValue() << "="
-             << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
-        writeTrainSettings(os, train);
-        if (train.getMicrobatches() > 1)
-          os << " microbatches=" << train.getMicrobatches();
-        os << "\n";
-      }
+  if (!updates.empty() && train) {
+    os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
+    for (NamedAttribute hyper : train.getHyperparameters())
+      os << " " << hyper.getName().getValue() << "="
+         << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
+    writeTrainSettings(os, train);
+    if (train.getMicrobatches() > 1)
+      os << " microbatches=" << train.getMicrobatches();
+    os << "\n";
+  }
   for (auto [output, param] : updates)
     os << "update " << output << " " << param << "\n";
   // The checksum covers every byte before the `end` line.

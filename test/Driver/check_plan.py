@@ -6,7 +6,9 @@ ids, roles, dtypes and shapes, 64-byte aligned offsets inside the arena,
 kernel argument counts, and the static memory plan: two buffers whose live
 ranges intersect never share a byte. A buffer lives from the step that
 first names it (inputs and params: from before the first step) to the step
-that last names it (params and outputs: to after the last step).
+that last names it (params and outputs: to after the last step). An
+`update` whose output has exactly its param's bytes is an in-place update
+(the kernel writes the new value over the param): those two may share.
 
 Prints one `error: ...` line per problem and exits 1, or prints a summary:
   plan ok: B buffers, K kernels, S steps, arena A, R reused
@@ -65,7 +67,8 @@ def main(argv):
         error("arena %d is not a positive multiple of %d" % (arena, ALIGNMENT))
 
     buffers, kernels, steps = [], {}, []
-    order = {"buffer": 0, "kernel": 1, "step": 2, "end": 3}
+    order = {"buffer": 0, "kernel": 1, "step": 2, "optimizer": 3, "update": 4, "end": 5}
+    in_place = set()  # (output, param): an update written over its param
     stage = 0
     for number, line in enumerate(lines[4:], start=5):
         fields = line.split(" ")
@@ -129,6 +132,13 @@ def main(argv):
                 if a >= len(buffers):
                     error("line %d: unknown buffer %d" % (number, a))
             steps.append((name, args))
+        elif kind == "update":
+            output, param = int(fields[1]), int(fields[2])
+            if max(output, param) >= len(buffers):
+                error("line %d: unknown buffer" % number)
+            elif (buffers[output]["offset"], buffers[output]["bytes"]) == \
+                    (buffers[param]["offset"], buffers[param]["bytes"]):
+                in_place.add((min(output, param), max(output, param)))
 
     names = [b["name"] for b in buffers]
     for name in set(names):
@@ -167,7 +177,7 @@ def main(argv):
             lives = a["first"] <= b["last"] and b["first"] <= a["last"]
             shares = a["offset"] < b["offset"] + b["bytes"] and \
                 b["offset"] < a["offset"] + a["bytes"]
-            if lives and shares:
+            if lives and shares and (a["id"], b["id"]) not in in_place:
                 error("buffers %d (%s, live %d..%d) and %d (%s, live %d..%d) overlap "
                       "in bytes [%d, %d)" % (
                           a["id"], a["name"], a["first"], a["last"],
@@ -186,7 +196,9 @@ def main(argv):
         error("arena %d is not the end of the highest buffer (%d) rounded up"
               % (arena, top))
     for index in range(-1, end + 1):
-        live = sum(b["bytes"] for b in buffers if b["first"] <= index <= b["last"])
+        # (An in-place update's output is its param's bytes.)
+        live = sum(b["bytes"] for b in buffers if b["first"] <= index <= b["last"] and
+                   not any(b["id"] == max(pair) for pair in in_place))
         if live > arena:
             error("%d bytes live at step %d do not fit the arena of %d"
                   % (live, index, arena))

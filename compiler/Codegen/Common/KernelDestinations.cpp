@@ -36,6 +36,15 @@ struct LoomKernelDestinations
         continue;
       auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
       OpBuilder b(ret);
+      // A result loom-in-place-updates put over an argument is written
+      // there (its destination argument stays, unused, for the plan's
+      // step, which passes the same bytes for both).
+      SmallVector<std::optional<unsigned>> over(func.getNumResults());
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        if (auto arg = func.getResultAttrOfType<IntegerAttr>(i, loom::attr::kInPlace)) {
+          over[i] = arg.getInt();
+          func.removeResultAttr(i, b.getStringAttr(loom::attr::kInPlace));
+        }
       // A value returned twice (two outputs of one value) is written in
       // place once; its other destinations get a copy, made before any
       // destination is written (the analysis would see the copy read a
@@ -50,6 +59,8 @@ struct LoomKernelDestinations
         if (!type)
           continue;
         Value dest = func.getBody().front().addArgument(type, ret.getLoc());
+        if (std::optional<unsigned> arg = over[operand.getOperandNumber()])
+          dest = func.getArgument(*arg);
         operand.set(bufferization::MaterializeInDestinationOp::create(
             b, ret.getLoc(), type, operand.get(), dest)
                         .getResult());

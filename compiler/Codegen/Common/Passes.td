@@ -52,4 +52,22 @@ def LoomKernelDestinations : Pass<"loom-kernel-destinations", "mlir::ModuleOp"> 
   let dependentDialects = ["mlir::bufferization::BufferizationDialect"];
 }
 
+def LoomInPlaceUpdates : Pass<"loom-in-place-updates", "mlir::ModuleOp"> {
+  let summary = "Optimizer updates written over their params";
+  let description = [{
+    On kernels on tensors (after loom-to-linalg), in CPU builds: marks
+    kernel result `r` with `loom.in_place = a` where every call of the
+    kernel returns `r` as the new value of a param (`loom.updates`) that
+    the call reads once, as operand `a`, and no later op reads, outside
+    loss scaling (whose overflowing steps keep the old params), and where
+    writing `r` into `a`'s bytes cannot change what the kernel computes:
+    `r` is made by an all-parallel `linalg.generic` into a `tensor.empty`,
+    identity-indexed, which reads `a` identity-indexed, and every other op
+    reading `a` comes before it. loom-kernel-destinations then writes `r`
+    into `a`, and the plan builder gives `r`'s buffer the param's bytes:
+    an optimizer step with no copy after it and no bytes for new values.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
 #endif // LOOM_CODEGEN_COMMON_PASSES_TD

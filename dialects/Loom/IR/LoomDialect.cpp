@@ -91,6 +91,15 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
       return op->emitOpError() << "'" << name << "' must be \"rows\", \"mean\" or \"sum\"";
     return success();
   }
+  if (name == attr::kInPlace) {
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!func || !index || index.getInt() < 0 ||
+        index.getInt() >= static_cast<int64_t>(func.getNumArguments()))
+      return op->emitOpError() << "'" << name
+                               << "' must be the index of one of its arguments";
+    return success();
+  }
   return op->emitOpError() << "unknown loom result attribute '" << name << "'";
 }
 

@@ -39,6 +39,10 @@ constexpr llvm::StringLiteral kScratch = "loom.scratch";
 /// func result of a training step: the new value of the param this names,
 /// copied into it after every step.
 constexpr llvm::StringLiteral kUpdates = "loom.updates";
+/// kernel func result (loom-in-place-updates): the argument (i64) it is
+/// written over, a param's new value over the param (read by the plan
+/// builder; loom-kernel-destinations writes it there).
+constexpr llvm::StringLiteral kInPlace = "loom.in_place";
 /// func arg: an integer input whose values index something of this many
 /// entries (an embedding table's rows, a loss's classes): the runtime
 /// checks them against [0, bound) where they enter.

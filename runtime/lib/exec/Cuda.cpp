@@ -944,10 +944,11 @@ bool CudaExecutor::applyUpdates(
   // On the default stream, after the step's launches and before the next's.
   for (const PlanUpdate &update : s.plan->updates) {
     const PlanBuffer &param = s.plan->buffers[update.param];
-    if (!holds(param) || !param.bytes)
-      continue;
+    const PlanBuffer &output = s.plan->buffers[update.output];
+    if (!holds(param) || !param.bytes || param.offset == output.offset)
+      continue; // (the last: done in place)
     if (!s.check(s.api.memcpyDtoD(s.address(param),
-                                  s.address(s.plan->buffers[update.output]),
+                                  s.address(output),
                                   static_cast<size_t>(param.bytes)),
                  "cuMemcpyDtoD", error,
                  "updating param '" + param.name + "' on the device"))

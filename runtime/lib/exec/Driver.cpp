@@ -240,6 +240,10 @@ private:
   /// benchmark's attention run).
   std::map<unsigned, std::vector<char>> inputBytes;
   TrainState train; // training: the step, the loss scale
+  /// Without `train`: the params the plan's kernels update in place, as
+  /// they were before the first run (every run starts from them).
+  std::vector<char> untrained;
+  void keepParams(const Plan &plan, uint64_t step);
   AssembledOutputs assembled; // a forward in microbatches: its whole outputs
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
@@ -586,6 +590,18 @@ bool Driver::checkedNumerics() {
   return fail(failure);
 }
 
+void Driver::keepParams(const Plan &plan, uint64_t step) {
+  // A training step's kernels may write new params over the old (in-place
+  // updates): --repeat without `train` runs the same step N times.
+  if (options.train || onCuda)
+    return;
+  unsigned holder = plan.mesh.present ? rank : 0;
+  if (step == resumedAt + 1)
+    untrained = saveInPlaceParams(plan, executor, holder);
+  else
+    restoreInPlaceParams(plan, executor, holder, untrained);
+}
+
 uint64_t Driver::numSteps() const {
   if (!options.train)
     return options.repeat;
@@ -744,6 +760,7 @@ bool Driver::runSingle() {
     // A run may reuse the inputs' bytes once they are read: read them again.
     if (step > resumedAt + 1 && !loadInputs(whole, executor.arena()))
       return false;
+    keepParams(whole, step);
     fillStepScalars(whole, executor.arena(), train);
     auto place = [&](uint64_t microbatch) {
       placeMicrobatch(whole, executor.arena(), step, microbatch);
@@ -947,6 +964,7 @@ bool Driver::runRanks() {
     // computes the step's scalars; every rank gets its blocks.
     if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
       return false;
+    keepParams(spmd, step);
     if (rank == 0)
       fillStepScalars(staging, stagingArena.data(), train);
     // Each microbatch's rows (or the step's batch) go out to the ranks.

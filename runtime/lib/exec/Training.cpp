@@ -88,10 +88,45 @@ bool loom::runtime::advanceTrainState(const PlanOptimizer &optimizer,
 
 void loom::runtime::applyUpdates(const Plan &plan, const Executor &executor,
                                  unsigned rank) {
-  for (const PlanUpdate &update : plan.updates)
-    if (holdsBuffer(plan, plan.buffers[update.param], rank))
-      std::memcpy(executor.buffer(update.param), executor.buffer(update.output),
-                  plan.buffers[update.param].bytes);
+  for (const PlanUpdate &update : plan.updates) {
+    char *param = executor.buffer(update.param);
+    const char *output = executor.buffer(update.output);
+    // An update at the param's offset was done in place by its kernel.
+    if (param != output && holdsBuffer(plan, plan.buffers[update.param], rank))
+      std::memcpy(param, output, plan.buffers[update.param].bytes);
+  }
+}
+
+/// Calls `each(param)` for the in-place updates' params rank `rank` holds.
+template <typename Each>
+static void forInPlaceParams(const Plan &plan, unsigned rank, Each each) {
+  for (const PlanUpdate &update : plan.updates) {
+    const PlanBuffer &param = plan.buffers[update.param];
+    if (plan.buffers[update.output].offset == param.offset &&
+        holdsBuffer(plan, param, rank))
+      each(param);
+  }
+}
+
+std::vector<char> loom::runtime::saveInPlaceParams(const Plan &plan,
+                                                   const Executor &executor,
+                                                   unsigned rank) {
+  std::vector<char> saved;
+  forInPlaceParams(plan, rank, [&](const PlanBuffer &param) {
+    const char *bytes = executor.buffer(param.id);
+    saved.insert(saved.end(), bytes, bytes + param.bytes);
+  });
+  return saved;
+}
+
+void loom::runtime::restoreInPlaceParams(const Plan &plan, const Executor &executor,
+                                         unsigned rank,
+                                         const std::vector<char> &saved) {
+  size_t at = 0;
+  forInPlaceParams(plan, rank, [&](const PlanBuffer &param) {
+    std::memcpy(executor.buffer(param.id), saved.data() + at, param.bytes);
+    at += param.bytes;
+  });
 }
 
 bool loom::runtime::isUpdateOutput(const Plan &plan, const PlanBuffer &buffer) {

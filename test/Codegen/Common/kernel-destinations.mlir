@@ -61,3 +61,18 @@ func.func private @returned_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4
   %sum = arith.addf %x, %x : tensor<4xf32>
   return %sum, %sum : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A result loom-in-place-updates put over an argument is materialized
+// into that argument (the mark goes); its destination argument stays, for
+// the plan's step, which passes the param's bytes for both.
+// CHECK-LABEL: func.func private @in_place
+// CHECK-SAME: (%[[W:[^:]+]]: tensor<4xf32>, %[[G:[^:]+]]: tensor<4xf32>, %{{[^:]+}}: tensor<4xf32>) -> tensor<4xf32> attributes
+// CHECK: %[[NEW:.+]] = arith.subf %[[W]], %[[G]]
+// CHECK: %[[R:.+]] = bufferization.materialize_in_destination %[[NEW]] in %[[W]]
+// CHECK: return %[[R]]
+func.func private @in_place(%w: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32> {loom.in_place = 0 : i64}) attributes {loom.kernel} {
+  %new = arith.subf %w, %g : tensor<4xf32>
+  return %new : tensor<4xf32>
+}

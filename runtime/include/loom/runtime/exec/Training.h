@@ -65,8 +65,18 @@ bool advanceTrainState(const PlanOptimizer &optimizer, TrainState &state,
                        double gradNorm);
 
 /// Copies every update's output into its param, in `executor`'s arena, of
-/// the updates rank `rank` holds (holdsBuffer).
+/// the updates rank `rank` holds (holdsBuffer). An update at its param's
+/// offset was done in place by its kernel: nothing to copy.
 void applyUpdates(const Plan &plan, const Executor &executor, unsigned rank);
+
+/// The params (and optimizer state) a run of the plan changes: those whose
+/// update its kernels do in place, that rank `rank` holds. A run without
+/// `train` keeps them: it saves their bytes before its first run of the
+/// plan (saveInPlaceParams) and puts them back before every later one.
+std::vector<char> saveInPlaceParams(const Plan &plan, const Executor &executor,
+                                    unsigned rank);
+void restoreInPlaceParams(const Plan &plan, const Executor &executor, unsigned rank,
+                          const std::vector<char> &saved);
 
 /// Whether `buffer` is the source of an update (not printed after training).
 bool isUpdateOutput(const Plan &plan, const PlanBuffer &buffer);

@@ -1,0 +1,143 @@
+//===- InPlaceUpdates.cpp - Optimizer updates written over their params ---===//
+//
+// A training step returns each param's new value (and its optimizer
+// state's), which the runtime copied into the param after the step. Where
+// the kernel making the new value can write it over the param, it does:
+// the kernel is bufferized to write the param's own buffer (one pointer,
+// so LLVM vectorizes it without the overlap checks that a second pointer
+// to the same bytes would fail) and the plan gives the new value the
+// param's bytes, so nothing is copied.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Codegen/Common/Passes.h"
+
+#include "Loom/IR/LoomOps.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::loom {
+#define GEN_PASS_DEF_LOOMINPLACEUPDATES
+#include "Codegen/Common/Passes.h.inc"
+} // namespace mlir::loom
+
+using namespace mlir;
+
+/// Whether `result` of `kernel` may be written into the bytes of `arg`
+/// without changing what the kernel computes: it is made by an
+/// all-parallel generic into a tensor.empty, identity-indexed, which
+/// reads `arg` identity-indexed, and every other op reading `arg` comes
+/// before it. Each element of `arg` is then read before its own element of
+/// the result is written, and never after.
+static bool mayOverwrite(func::FuncOp kernel, Value result, BlockArgument arg) {
+  if (arg.getType() != result.getType() || !isa<RankedTensorType>(arg.getType()))
+    return false;
+  auto generic = result.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic.getNumReductionLoops() != 0 ||
+      !llvm::is_contained(generic.getDpsInputs(), Value(arg)))
+    return false;
+  OpOperand *init = generic.getDpsInitOperand(cast<OpResult>(result).getResultNumber());
+  if (!init->get().getDefiningOp<tensor::EmptyOp>() ||
+      !generic.getMatchingIndexingMap(init).isIdentity())
+    return false;
+  Block &body = kernel.getBody().front();
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = body.findAncestorOpInBlock(*use.getOwner());
+    if (!user)
+      return false;
+    if (user == generic.getOperation()) {
+      if (!generic.isDpsInput(&use) ||
+          !generic.getMatchingIndexingMap(&use).isIdentity())
+        return false;
+      continue;
+    }
+    if (!user->isBeforeInBlock(generic))
+      return false;
+  }
+  return true;
+}
+
+namespace {
+/// A kernel result written over the kernel's argument `arg`; -1: not.
+using Wanted = llvm::DenseMap<std::pair<Operation *, unsigned>, int64_t>;
+
+struct LoomInPlaceUpdates
+    : public loom::impl::LoomInPlaceUpdatesBase<LoomInPlaceUpdates> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // Loss scaling skips an overflowing step, which must keep the params.
+    llvm::StringSet<> scaled;
+    for (auto train : module.getOps<loom::TrainOp>())
+      if (train.getLossScale() != "none")
+        scaled.insert(train.getModel());
+    Wanted wanted;
+    auto want = [&](func::FuncOp kernel, unsigned result, int64_t arg) {
+      auto [at, inserted] = wanted.try_emplace({kernel, result}, arg);
+      if (!inserted && at->second != arg)
+        at->second = -1;
+    };
+    SymbolTable symbols(module);
+    for (auto model : module.getOps<func::FuncOp>()) {
+      if (model.isExternal() || model->hasAttr(loom::attr::kKernel))
+        continue;
+      auto of = model->getAttrOfType<StringAttr>(loom::attr::kPartitionOf);
+      bool skips = scaled.contains(of ? of.getValue() : model.getSymName());
+      Block &body = model.getBody().front();
+      // Every call's results start unwanted: a kernel is written in place
+      // only where all its calls want it alike.
+      for (auto call : body.getOps<func::CallOp>())
+        if (auto kernel = symbols.lookup<func::FuncOp>(call.getCallee()))
+          for (unsigned r = 0; r < call.getNumResults(); ++r)
+            want(kernel, r, wantedArg(model, call, r, skips));
+    }
+    Builder b(module.getContext());
+    for (auto [key, arg] : wanted) {
+      auto kernel = cast<func::FuncOp>(key.first);
+      if (arg < 0)
+        continue;
+      auto ret = cast<func::ReturnOp>(kernel.getBody().front().getTerminator());
+      if (mayOverwrite(kernel, ret.getOperand(key.second), kernel.getArgument(arg)))
+        kernel.setResultAttr(key.second, loom::attr::kInPlace, b.getI64IntegerAttr(arg));
+    }
+  }
+
+  /// The operand of `call` whose param result `r` of `call` is the new
+  /// value of, where writing it there leaves the step the same: the
+  /// param's only operand of the call, and no later op reads the param;
+  /// else -1.
+  static int64_t wantedArg(func::FuncOp model, func::CallOp call, unsigned r,
+                           bool skips) {
+    if (skips)
+      return -1;
+    auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
+    std::optional<StringRef> param;
+    for (OpOperand &use : call.getResult(r).getUses())
+      if (use.getOwner() == ret.getOperation())
+        if (auto name = model.getResultAttrOfType<StringAttr>(use.getOperandNumber(),
+                                                              loom::attr::kUpdates))
+          param = name.getValue();
+    if (!param)
+      return -1;
+    for (BlockArgument arg : model.getArguments()) {
+      auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), loom::attr::kParam);
+      if (!name || name.getValue() != *param)
+        continue;
+      int64_t operand = -1;
+      for (OpOperand &use : arg.getUses()) {
+        if (use.getOwner() == call.getOperation()) {
+          if (operand >= 0)
+            return -1; // read twice by the call
+          operand = use.getOperandNumber();
+        } else if (!use.getOwner()->isBeforeInBlock(call)) {
+          return -1; // read after the update
+        }
+      }
+      return operand;
+    }
+    return -1;
+  }
+};
+} // namespace
