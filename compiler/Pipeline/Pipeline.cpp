@@ -167,6 +167,7 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
 void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots,
                                  bool inPlaceUpdates) {
   pm.addPass(mlir::loom::createConvertLoomToLinalg());
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseUpdateProducers());
   pm.addPass(createLinalgElementwiseOpFusionPass());
   // After the fusion, which would put the probabilities' exponentials into
   // the contraction with the values.

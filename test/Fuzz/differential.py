@@ -77,9 +77,10 @@ every op rounds to 8 bits, and a softmax of rounded inputs of size 6
 (f32: 1e-5) of the rms of all the gradients, as one that cancels exactly
 (a shift under a softmax) is rounding noise of that size; in 16-bit
 programs a gradient element also has 4 times its measured rounding noise
-(rounding_noise: how far it moves when every value the program makes is
-off by one 16-bit rounding; a few percent of the tolerance on most
-elements, but the whole error of one that cancels). In 16-bit
+(rounding_noise: how far it moves when every value the reference makes,
+and every gradient reaching one, is off by one 16-bit rounding; a few
+percent of the tolerance on most elements, but the whole error of one
+that cancels). In 16-bit
 programs 1% of an output's or a gradient's elements may be over, and a
 program whose reference softmaxes see a row spread past 16 (a bf16 score
 there is off by up to 1/16, its exponential by 6%) is not compared. Of trained
@@ -87,7 +88,7 @@ params 1% of the elements may be over, and at least one (Adam turns the
 rounding noise of a gradient near 0 into a whole step; on small params a
 few more fail; 16-bit: one whose gradient was within its rounding noise
 at some step may be off by twice the steps' learning rates, as Adam gives
-noise a whole step of no telling sign: 0.6% of the elements of 40 bf16
+noise a whole step of no telling sign: 1.3% of the elements of 40 bf16
 layer trainings), and in f32 under Adam 5% (an element whose gradient is
 small next to its param's others carries f32's error relative to those
 into a whole step; at least one element, a one-element param's gradient
@@ -111,6 +112,7 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Numerics"))
 from reference import read_safetensors, round_to  # noqa: E402
@@ -682,16 +684,13 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     return program, out, loss, "\n".join(lines) + "\n"
 
 
-def evaluate(program, out, values, terms=None, perturb=None):
+def evaluate(program, out, values, terms=None):
     """`out` of `program` from the leaves' `values`; the MoE blocks' loss
-    terms are appended to `terms`. `perturb`, if given, is applied to each
-    float value a let makes (rounding_noise)."""
+    terms are appended to `terms`."""
     values = dict(values)
     for name, _, fn, _ in program.lets:
         if fn is not None:
             values[name] = fn(values)
-            if perturb and torch.is_tensor(values[name]) and values[name].is_floating_point():
-                values[name] = perturb(values[name])
     if terms is not None:
         terms += values.get("__loss_terms", [])
     return values[out]
@@ -718,30 +717,51 @@ UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
 NOISE_TRIALS = 3
 
 
+class Rounding(TorchFunctionMode):
+    """Every float tensor a torch function makes while active, and the
+    gradient that reaches it in the backward, times 1 + u, |u| <= `unit`
+    (uniform, from `generator`): one rounding of each, as Loom's 16-bit
+    forward and backward round the values each of their ops makes. (Inside
+    the handler the mode is off: its own ops are not rounded.)"""
+
+    def __init__(self, generator, unit):
+        super().__init__()
+        self.generator, self.unit = generator, unit
+
+    def factor(self, x):
+        u = torch.rand(x.shape, generator=self.generator, dtype=torch.float64) * 2 - 1
+        return 1 + self.unit * u.to(x.dtype)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            return out
+        out = out * self.factor(out)
+        if out.requires_grad:
+            off = self.factor(out)
+            out.register_hook(lambda grad: grad * off)
+        return out
+
+
 def rounding_noise(program, out, leaves, params, loss, args, seed, refs):
     """Per param, how far each gradient element moves when every value the
-    program makes is off by up to one 16-bit rounding (the largest move of
-    NOISE_TRIALS evaluations, each value times 1 + u, |u| <= the unit
-    roundoff). A gradient that cancels (a softmax's s * (g - sum(s g)) where
-    its g are alike) is this noise in the program, of the size of the
-    gradient that flows into the cancelling op, not of the reference's
-    exact ~0, and not of the params' other gradients."""
+    reference makes, and the gradient reaching it, is off by one 16-bit
+    rounding (Rounding; the largest move of NOISE_TRIALS evaluations). A
+    gradient that cancels (a softmax's s * (g - sum(s g)) where its g are
+    alike) is this noise in the program, of the size of the gradient that
+    flows into the cancelling op, not of the reference's exact ~0, and not
+    of the params' other gradients."""
     generator = torch.Generator().manual_seed(seed)
-    unit = UNIT_ROUNDOFF[args.precision]
-
-    def perturb(x):
-        u = torch.rand(x.shape, generator=generator, dtype=torch.float64) * 2 - 1
-        return x * (1 + unit * u.to(x.dtype))
-
     noise = {name: np.zeros_like(ref) for name, ref in refs.items()}
     for _ in range(NOISE_TRIALS):
         terms = []
         try:
-            y = evaluate(program, out, leaves, terms, perturb)
+            with Rounding(generator, UNIT_ROUNDOFF[args.precision]):
+                y = evaluate(program, out, leaves, terms)
+                total = loss.of(y, terms)
         except Ambiguous:
             continue
-        grads = torch.autograd.grad(loss.of(y, terms), [leaves[name] for name in params],
-                                    allow_unused=True)
+        grads = torch.autograd.grad(total, [leaves[name] for name in params], allow_unused=True)
         for name, grad in zip(params, grads):
             if grad is not None:
                 noise[name] = np.maximum(noise[name], np.abs(grad.numpy() - refs[name]))

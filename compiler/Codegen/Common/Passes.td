@@ -52,6 +52,20 @@ def LoomKernelDestinations : Pass<"loom-kernel-destinations", "mlir::ModuleOp"> 
   let dependentDialects = ["mlir::bufferization::BufferizationDialect"];
 }
 
+def LoomFuseUpdateProducers : Pass<"loom-fuse-update-producers", "mlir::func::FuncOp"> {
+  let summary = "Recompute an update kernel's shared elementwise terms in each consumer";
+  let description = [{
+    In a kernel holding an update bucket (`loom.update_kernel`), fuses every
+    elementwise `linalg.generic` into each of its consumers, also when it
+    has several (upstream's elementwise fusion takes single-use producers
+    only). A param's clipped gradient `g * c`, which Adam's two moments
+    read, is then recomputed in each instead of stored to a temporary: one
+    loop per new value, which loom-fuse-update-loops flattens into the
+    bucket's one GPU launch. Runs before `linalg-fuse-elementwise-ops`.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
 def LoomInPlaceUpdates : Pass<"loom-in-place-updates", "mlir::ModuleOp"> {
   let summary = "Optimizer updates written over their params";
   let description = [{

@@ -65,10 +65,14 @@ private:
   Value cst(double value) { return vjp::scalar(b, loc, value); }
   Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  /// Unscales and clips the gradients in place; returns their global L2
-  /// norm (after unscaling, before clipping).
+  /// Unscales the gradients in place; returns their global L2 norm
+  /// (after unscaling), and in `clip` the factor clip_grad_norm scales
+  /// every gradient by (null without it), which each param's update
+  /// applies: one pass over a gradient, and no kernel reading every
+  /// gradient of the model (a deep model's largest kernel, compiled anew
+  /// for each depth).
   Value prepareGradients(ArrayRef<BlockArgument> params,
-                         llvm::StringMap<Value> &grads);
+                         llvm::StringMap<Value> &grads, Value &clip);
   /// min(1, `value`) of a rank-0 f32 value, without rounding either side.
   Value atMostOne(Value value);
   StringRef paramName(BlockArgument param) {
@@ -202,7 +206,7 @@ Value StepBuilder::atMostOne(Value value) {
 }
 
 Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
-                                    llvm::StringMap<Value> &grads) {
+                                    llvm::StringMap<Value> &grads, Value &clip) {
   // As torch's GradScaler.unscale_ and then clip_grad_norm_: the norm is
   // that of the true gradients.
   Value scale = scalars.lookup("opt.loss_scale");
@@ -218,14 +222,10 @@ Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
     sumSquares = sumSquares ? add(sumSquares, squares) : squares;
   }
   Value norm = SqrtOp::create(b, loc, sumSquares ? sumSquares : cst(0.0));
-  if (FloatAttr clip = train.getClipGradNormAttr()) {
-    Value coefficient = atMostOne(DivOp::create(
-        b, loc, cst(clip.getValueAsDouble()), add(norm, cst(1e-6))));
-    for (BlockArgument param : params) {
-      Value &g = grads[paramName(param)];
-      g = mul(g, coefficient);
-    }
-  }
+  clip = {};
+  if (FloatAttr maxNorm = train.getClipGradNormAttr())
+    clip = atMostOne(DivOp::create(b, loc, cst(maxNorm.getValueAsDouble()),
+                                   add(norm, cst(1e-6))));
   return norm;
 }
 
@@ -324,8 +324,9 @@ LogicalResult StepBuilder::run() {
         Value &g = grads[paramName(param)];
         g = annotate(g, sharding);
       }
-  Value norm = prepareGradients(params, grads);
-  tagGradients(); // unscaled and clipped: the sums may come after either
+  Value clip;
+  Value norm = prepareGradients(params, grads, clip);
+  tagGradients(); // unscaled: the sums may come before or after
   results.push_back(norm);
   resultAttrs.push_back(b.getDictionaryAttr(
       b.getNamedAttr(attr::kOutput, b.getStringAttr("grad_norm"))));
@@ -373,6 +374,8 @@ LogicalResult StepBuilder::run() {
     shard::ShardOp annotation = annotationOf(param);
     Value p = annotation ? annotation.getResult() : Value(param);
     Value g = grads.lookup(name);
+    if (clip)
+      g = mul(g, clip);
     // Every new value is annotated with the layout of what it replaces (the
     // update copies it into that buffer): the param's, or its state's
     // (ZeRO's split, when it has one). A gradient may arrive in another

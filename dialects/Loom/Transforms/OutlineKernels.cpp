@@ -344,12 +344,19 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
     mapping.map(input, arg);
   // Where a step runs is the call's (placeOf), not its ops': a kernel's
   // body carries no place, so that the instances of a layer on different
-  // stages stay structurally equal (loom-dedup-kernels).
+  // stages stay structurally equal (loom-dedup-kernels). Nor the names of
+  // what it belongs to, which the passes before outlining used up: the
+  // param whose gradient a matmul is (one per layer instance: a deep
+  // model's weight gradients were a kernel each) and the layer instance
+  // recomputed (explain asks only whether an op is recomputed).
   auto cloneUnplaced = [&](Operation &op) {
     Operation *copy = builder.clone(op, mapping);
     for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages,
-                           attr::kBackward, attr::kUpdateBucket})
+                           attr::kBackward, attr::kUpdateBucket,
+                           attr::kGradientOf, attr::kRecompute})
       copy->removeAttr(name);
+    if (copy->hasAttr(attr::kRecomputed))
+      copy->setAttr(attr::kRecomputed, builder.getStringAttr(""));
   };
   for (Operation *op : group.ops) {
     for (Value operand : op->getOperands())

@@ -44,8 +44,10 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 
 // AdamW, clipped, under dynamic loss scaling: the backward starts from the
 // input opt.loss_scale, each gradient is divided by it, the norm is taken,
-// and the gradients are multiplied by min(1, 0.5 / (norm + 1e-6)) (the
-// minimum as x - relu(x - 1), exact on both sides) before the moments.
+// and each param's update multiplies its gradient by min(1, 0.5 / (norm +
+// 1e-6)) (the minimum as x - relu(x - 1), exact on both sides) before the
+// moments: the clipping is part of the update's bucket (one kernel per
+// layer's bucket, not one reading every gradient).
 // CHECK-LABEL: func.func @adamw
 // CHECK-SAME: %[[SCALE:arg[0-9]+]]: tensor<f32> {loom.input = "opt.loss_scale"}
 // CHECK-SAME: loom.input = "opt.decay"
@@ -54,7 +56,7 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 // CHECK-SAME: loom.input = "opt.bc2_sqrt"
 // CHECK-SAME: loom.input = "opt.step_size"
 // CHECK: loom.mul %[[SCALE]],
-// CHECK: %[[G:.+]] = loom.div %{{.+}}, %[[SCALE]] : (tensor<4x4xf32>, tensor<f32>)
+// CHECK: %[[G:.+]] = loom.div %{{.+}}, %[[SCALE]] {loom.gradient_of = "w"} : (tensor<4x4xf32>, tensor<f32>)
 // CHECK: %[[NORM:.+]] = loom.sqrt
 // CHECK: %[[C:.+]] = loom.constant 5.000000e-01
 // CHECK: %[[EPS:.+]] = loom.constant 9.9999999999999995E-7
@@ -64,8 +66,8 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 // CHECK: %[[OVER:.+]] = loom.sub %[[RATIO]], %[[ONE]]
 // CHECK: %[[EXCESS:.+]] = loom.relu %[[OVER]]
 // CHECK: %[[COEF:.+]] = loom.sub %[[RATIO]], %[[EXCESS]]
-// CHECK: %[[CLIPPED:.+]] = loom.mul %[[G]], %[[COEF]]
-// CHECK: loom.mul %[[CLIPPED]], %{{.+}} : (tensor<4x4xf32>, tensor<f32>)
+// CHECK: %[[CLIPPED:.+]] = loom.mul %[[G]], %[[COEF]] {loom.update_bucket = 0 : i64}
+// CHECK: loom.mul %[[CLIPPED]], %{{.+}} {loom.update_bucket = 0 : i64} : (tensor<4x4xf32>, tensor<f32>)
 // CHECK: return %{{.+}}, %[[NORM]],
 func.func @adamw(%t: tensor<4x4xf32> {loom.input = "t"}, %w: tensor<4x4xf32> {loom.param = "w"})
     -> (tensor<f32> {loom.loss = "loss"}) {

@@ -436,3 +436,22 @@ func.func @shared_gradient(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) 
   %m = loom.accumulate %g over 2 microbatches : tensor<8xf32>
   return %m, %m : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A kernel's body keeps no name of what it belongs to: not the param whose
+// gradient a matmul is (loom.gradient_of, for the partitioner and the
+// gradient buckets, which ran before), nor the layer instance a recompute
+// marks (loom.recompute; loom.recomputed stays, nameless, for explain), so
+// that every layer's kernels are one (loom-dedup-kernels).
+// CHECK-LABEL: func.func private @names_k0
+// CHECK: loom.matmul
+// CHECK-NOT: loom.gradient_of
+// CHECK-NOT: loom.recompute =
+// CHECK: loom.relu %{{.*}} {loom.recomputed = ""}
+// CHECK: return
+func.func @names(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = loom.matmul %x, %w accumulate f32 {loom.gradient_of = "block.3.w", loom.recompute = "block.3"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %1 = loom.relu %0 {loom.recomputed = "block.3"} : tensor<4x4xf32>
+  return %1 : tensor<4x4xf32>
+}
