@@ -636,15 +636,6 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   for (Buffer &buffer : buffers)
     if (buffer.role == "input")
       buffer.last = std::max(buffer.last, lastAccumulate);
-  // A per-rank program is still its model, to the user.
-  auto of = model->getAttrOfType<StringAttr>(attr::kPartitionOf);
-  StringRef modelName = of ? of.getValue() : model.getSymName();
-  auto module = model->getParentOfType<ModuleOp>();
-  mlir::loom::TrainOp train;
-  if (module)
-    for (auto each : module.getOps<mlir::loom::TrainOp>())
-      if (!train && each.getModel() == modelName)
-        train = each;
   if (failed(inPlaceUpdates(steps, updates, buffers)))
     return failure();
   Plan plan;
@@ -655,7 +646,9 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       plan.ranks *= size;
   llvm::raw_string_ostream os(plan.text);
   os << "loom-plan 1\n";
-  os << "model " << modelName << "\n";
+  // A per-rank program is still its model, to the user.
+  auto of = model->getAttrOfType<StringAttr>(attr::kPartitionOf);
+  os << "model " << (of ? of.getValue() : model.getSymName()) << "\n";
   os << "device cpu\n";
   if (grid) {
     os << "mesh " << grid->op.getSymName();
@@ -759,16 +752,20 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     }
   }
   // A training step: its optimizer, then the updates.
-  if (!updates.empty() && train) {
-    os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
-    for (NamedAttribute hyper : train.getHyperparameters())
-      os << " " << hyper.getName().getValue() << "="
-         << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
-    writeTrainSettings(os, train);
-    if (train.getMicrobatches() > 1)
-      os << " microbatches=" << train.getMicrobatches();
-    os << "\n";
-  }
+  StringRef modelName = of ? of.getValue() : model.getSymName();
+  auto module = model->getParentOfType<ModuleOp>();
+  if (!updates.empty() && module)
+    for (auto train : module.getOps<mlir::loom::TrainOp>())
+      if (train.getModel() == modelName) {
+        os << "optimizer " << train.getOptimizer() << " " << train.getSteps();
+        for (NamedAttribute hyper : train.getHyperparameters())
+          os << " " << hyper.getName().getValue() << "="
+             << formatDouble(cast<FloatAttr>(hyper.getValue()).getValueAsDouble());
+        writeTrainSettings(os, train);
+        if (train.getMicrobatches() > 1)
+          os << " microbatches=" << train.getMicrobatches();
+        os << "\n";
+      }
   for (auto [output, param] : updates)
     os << "update " << output << " " << param << "\n";
   // The checksum covers every byte before the `end` line.

@@ -96,3 +96,30 @@ func.func @microbatches(%t: tensor<4x4xf32> {loom.input = "t"}, %w: tensor<4x4xf
   return %y, %0 : tensor<4x4xf32>, tensor<f32>
 }
 loom.train @microbatches optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 4 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// The squared norms are summed per set of mesh axes the gradients are
+// split over (a, the tp-split, and b, the unsplit, are summed apart, then
+// added): a split gradient's sum of squares is partial over its axes, and
+// the partitioner then sums all of a set's over the mesh at once.
+// CHECK-LABEL: func.func @norm_sets
+// CHECK: %[[A:.+]] = loom.sum %{{.+}} axis 0 : tensor<4xf32> -> tensor<f32>
+// CHECK: %[[B:.+]] = loom.sum %{{.+}} axis 0 : tensor<4xf32> -> tensor<f32>
+// CHECK: %[[C:.+]] = loom.sum %{{.+}} axis 0 : tensor<4xf32> -> tensor<f32>
+// CHECK: %[[AC:.+]] = loom.add %[[A]], %[[C]]
+// CHECK: loom.add %[[AC]], %[[B]]
+// CHECK: loom.sqrt
+shard.grid @mesh(shape = 2) {loom.axes = ["tp"]}
+func.func @norm_sets(%t: tensor<4xf32> {loom.input = "t"}, %a: tensor<4xf32> {loom.param = "a"},
+                     %b: tensor<4xf32> {loom.param = "b"}, %c: tensor<4xf32> {loom.param = "c"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %split = shard.sharding @mesh split_axes = [[0]] : !shard.sharding
+  %as = shard.shard %a to %split : tensor<4xf32>
+  %cs = shard.shard %c to %split : tensor<4xf32>
+  %0 = loom.mul %as, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = loom.mul %0, %cs : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %2 = loom.mse %1, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+loom.train @norm_sets optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
