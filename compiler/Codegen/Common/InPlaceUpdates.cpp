@@ -127,11 +127,12 @@ struct LoomInPlaceUpdates
         continue;
       int64_t operand = -1;
       for (OpOperand &use : arg.getUses()) {
-        if (use.getOwner() == call.getOperation()) {
-          if (operand >= 0)
+        Operation *user = model.getBody().front().findAncestorOpInBlock(*use.getOwner());
+        if (user == call.getOperation()) {
+          if (operand >= 0 || use.getOwner() != user)
             return -1; // read twice by the call
           operand = use.getOperandNumber();
-        } else if (!use.getOwner()->isBeforeInBlock(call)) {
+        } else if (!user || !user->isBeforeInBlock(call)) {
           return -1; // read after the update
         }
       }
