@@ -69,7 +69,8 @@ def LoomTileContractionsForCpu
     Option<"emulateAmx", "emulate-amx", "bool", "false",
            "With bf16-amx: emulate the tile operations with vector code">,
   ];
-  let dependentDialects = ["mlir::x86vector::X86VectorDialect", "mlir::amx::AMXDialect"];
+  let dependentDialects = ["mlir::x86vector::X86VectorDialect", "mlir::amx::AMXDialect",
+                           "mlir::ub::UBDialect"];
 }
 
 def LoomScatterEmbeddingGradients
