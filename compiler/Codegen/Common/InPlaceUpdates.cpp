@@ -29,9 +29,11 @@ using namespace mlir;
 /// Whether `result` of `kernel` may be written into the bytes of `arg`
 /// without changing what the kernel computes: it is made by an
 /// all-parallel generic into a tensor.empty, identity-indexed, which
-/// reads `arg` identity-indexed, and every other op reading `arg` comes
-/// before it. Each element of `arg` is then read before its own element of
-/// the result is written, and never after.
+/// reads `arg` identity-indexed, and every other op reading `arg` is a
+/// linalg op before it that reads it as an input (so makes values of its
+/// own: a view of `arg`, a reshape or a slice, would share its bytes and
+/// could be read after). Each element of `arg` is then read before its own
+/// element of the result is written, and never after.
 static bool mayOverwrite(func::FuncOp kernel, Value result, BlockArgument arg) {
   if (arg.getType() != result.getType() || !isa<RankedTensorType>(arg.getType()))
     return false;
@@ -45,16 +47,12 @@ static bool mayOverwrite(func::FuncOp kernel, Value result, BlockArgument arg) {
     return false;
   Block &body = kernel.getBody().front();
   for (OpOperand &use : arg.getUses()) {
-    Operation *user = body.findAncestorOpInBlock(*use.getOwner());
-    if (!user)
+    auto reader = dyn_cast<linalg::LinalgOp>(use.getOwner());
+    if (!reader || reader->getBlock() != &body || !reader.isDpsInput(&use))
       return false;
-    if (user == generic.getOperation()) {
-      if (!generic.isDpsInput(&use) ||
-          !generic.getMatchingIndexingMap(&use).isIdentity())
-        return false;
-      continue;
-    }
-    if (!user->isBeforeInBlock(generic))
+    if (reader == generic.getOperation()
+            ? !generic.getMatchingIndexingMap(&use).isIdentity()
+            : !reader->isBeforeInBlock(generic))
       return false;
   }
   return true;
@@ -86,8 +84,9 @@ struct LoomInPlaceUpdates
       auto of = model->getAttrOfType<StringAttr>(loom::attr::kPartitionOf);
       bool skips = scaled.contains(of ? of.getValue() : model.getSymName());
       Block &body = model.getBody().front();
-      // Every call's results start unwanted: a kernel is written in place
-      // only where all its calls want it alike.
+      // Every call says which argument it wants each result over (-1:
+      // none); a result is written in place only where all its kernel's
+      // calls want the same argument.
       for (auto call : body.getOps<func::CallOp>())
         if (auto kernel = symbols.lookup<func::FuncOp>(call.getCallee()))
           for (unsigned r = 0; r < call.getNumResults(); ++r)
@@ -104,10 +103,10 @@ struct LoomInPlaceUpdates
     }
   }
 
-  /// The operand of `call` whose param result `r` of `call` is the new
-  /// value of, where writing it there leaves the step the same: the
-  /// param's only operand of the call, and no later op reads the param;
-  /// else -1.
+  /// The operand of `call` holding the param whose new value is result
+  /// `r`, where writing the result there leaves the step the same: the
+  /// param is that one operand of the call and no later op reads it; else
+  /// -1.
   static int64_t wantedArg(func::FuncOp model, func::CallOp call, unsigned r,
                            bool skips) {
     if (skips)
