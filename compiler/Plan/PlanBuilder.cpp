@@ -246,6 +246,15 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
   return std::max<int64_t>(kAlignment, (arena + kAlignment - 1) / kAlignment * kAlignment);
 }
 
+/// Per buffer, the index of the (last) step that writes it; -1 for none.
+static std::vector<long> writerOf(const std::vector<Step> &steps, size_t numBuffers) {
+  std::vector<long> writer(numBuffers, -1);
+  for (auto [index, step] : llvm::enumerate(steps))
+    for (size_t id : step.writes)
+      writer[id] = static_cast<long>(index);
+  return writer;
+}
+
 /// The updates a CPU training step does in place: those whose kernel
 /// writes the new value over the param (loom-in-place-updates marked its
 /// result loom.in_place) get the param's bytes, so the runtime copies
@@ -254,25 +263,29 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
 static LogicalResult inPlaceUpdates(const std::vector<Step> &steps,
                                     ArrayRef<std::pair<size_t, size_t>> updates,
                                     std::vector<Buffer> &buffers) {
+  std::vector<long> writer = writerOf(steps, buffers.size());
+  // Per buffer, the last step that reads or writes it.
+  std::vector<long> lastUse(buffers.size(), -1);
+  for (auto [index, step] : llvm::enumerate(steps))
+    for (size_t id : step.args)
+      lastUse[id] = static_cast<long>(index);
   for (auto [output, param] : updates) {
-    auto writer = llvm::find_if(steps, [&, output = output](const Step &step) {
-      return llvm::is_contained(step.writes, output);
-    });
-    auto call = writer == steps.end() ? func::CallOp() : dyn_cast<func::CallOp>(writer->op);
+    if (writer[output] < 0)
+      continue;
+    const Step &step = steps[writer[output]];
+    auto call = dyn_cast_or_null<func::CallOp>(step.op);
     auto kernel = call ? SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
                              call, call.getCalleeAttr())
                        : func::FuncOp();
     if (!kernel)
       continue;
-    unsigned result = llvm::find(writer->writes, output) - writer->writes.begin();
+    unsigned result = llvm::find(step.writes, output) - step.writes.begin();
     auto over = kernel.getResultAttrOfType<IntegerAttr>(result, attr::kInPlace);
     if (!over)
       continue;
-    bool readLater = std::any_of(writer + 1, steps.end(), [&, param = param](const Step &step) {
-      return llvm::is_contained(step.reads, param) || llvm::is_contained(step.writes, param);
-    });
-    unsigned operand = llvm::find(writer->reads, param) - writer->reads.begin();
-    if (readLater || llvm::count(writer->reads, param) != 1 ||
+    bool readLater = lastUse[param] > writer[output];
+    unsigned operand = llvm::find(step.reads, param) - step.reads.begin();
+    if (readLater || llvm::count(step.reads, param) != 1 ||
         over.getInt() != static_cast<int64_t>(operand))
       return call.emitError("internal: kernel '")
              << kernel.getSymName() << "' writes result " << result
@@ -300,16 +313,14 @@ static FailureOr<PipelineParts> planStages(func::FuncOp model,
   parts.forwardCarry.assign(parts.stages, {});
   parts.backwardCarry.assign(parts.stages, {});
   parts.transfers.assign(steps.size(), {});
-  std::vector<long> writer(numBuffers, -1);
-  for (auto [index, step] : llvm::enumerate(steps)) {
+  for (const Step &step : steps) {
     if (step.phase.empty() || step.stages.empty())
       return step.op->emitError("a step of a pipelined model without its "
                                 "stage (loom-place-stages did not run)");
     if (step.phase != "update" && step.stages.size() != 1)
       return step.op->emitError("a per-microbatch step on several stages");
-    for (size_t id : step.writes)
-      writer[id] = static_cast<long>(index);
   }
+  std::vector<long> writer = writerOf(steps, numBuffers);
   auto addOnce = [](std::vector<size_t> &list, size_t id) {
     if (!llvm::is_contained(list, id))
       list.push_back(id);
