@@ -944,11 +944,10 @@ bool CudaExecutor::applyUpdates(
   // On the default stream, after the step's launches and before the next's.
   for (const PlanUpdate &update : s.plan->updates) {
     const PlanBuffer &param = s.plan->buffers[update.param];
-    const PlanBuffer &output = s.plan->buffers[update.output];
-    if (!holds(param) || !param.bytes || param.offset == output.offset)
-      continue; // (the last: done in place)
+    if (!holds(param) || !param.bytes || s.plan->isInPlace(update))
+      continue;
     if (!s.check(s.api.memcpyDtoD(s.address(param),
-                                  s.address(output),
+                                  s.address(s.plan->buffers[update.output]),
                                   static_cast<size_t>(param.bytes)),
                  "cuMemcpyDtoD", error,
                  "updating param '" + param.name + "' on the device"))

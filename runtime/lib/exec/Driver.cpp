@@ -244,6 +244,9 @@ private:
   /// they were before the first run (every run starts from them).
   std::vector<char> untrained;
   void keepParams(const Plan &plan, uint64_t step);
+  /// This rank's coordinate for holdsBuffer in `plan` (a one-rank plan's
+  /// buffers are all rank 0's).
+  unsigned holderIn(const Plan &plan) const { return plan.mesh.present ? rank : 0; }
   AssembledOutputs assembled; // a forward in microbatches: its whole outputs
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
@@ -595,11 +598,10 @@ void Driver::keepParams(const Plan &plan, uint64_t step) {
   // updates): --repeat without `train` runs the same step N times.
   if (options.train || onCuda)
     return;
-  unsigned holder = plan.mesh.present ? rank : 0;
   if (step == resumedAt + 1)
-    untrained = saveInPlaceParams(plan, executor, holder);
+    untrained = saveInPlaceParams(plan, executor, holderIn(plan));
   else
-    restoreInPlaceParams(plan, executor, holder, untrained);
+    restoreInPlaceParams(plan, executor, holderIn(plan), untrained);
 }
 
 uint64_t Driver::numSteps() const {
@@ -620,7 +622,7 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   bool hasNorm = readScalarOutput(plan, executor, "grad_norm", gradNorm);
   double lossScale = train.lossScale;
   bool applied = advanceTrainState(plan.optimizer, train, gradNorm);
-  unsigned holder = plan.mesh.present ? rank : 0;
+  unsigned holder = holderIn(plan);
   if (applied && !onCuda)
     applyUpdates(plan, executor, holder);
   if (applied && onCuda &&

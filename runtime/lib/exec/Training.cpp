@@ -88,13 +88,10 @@ bool loom::runtime::advanceTrainState(const PlanOptimizer &optimizer,
 
 void loom::runtime::applyUpdates(const Plan &plan, const Executor &executor,
                                  unsigned rank) {
-  for (const PlanUpdate &update : plan.updates) {
-    char *param = executor.buffer(update.param);
-    const char *output = executor.buffer(update.output);
-    // An update at the param's offset was done in place by its kernel.
-    if (param != output && holdsBuffer(plan, plan.buffers[update.param], rank))
-      std::memcpy(param, output, plan.buffers[update.param].bytes);
-  }
+  for (const PlanUpdate &update : plan.updates)
+    if (!plan.isInPlace(update) && holdsBuffer(plan, plan.buffers[update.param], rank))
+      std::memcpy(executor.buffer(update.param), executor.buffer(update.output),
+                  plan.buffers[update.param].bytes);
 }
 
 /// Calls `each(param)` for the in-place updates' params rank `rank` holds.
@@ -102,8 +99,7 @@ template <typename Each>
 static void forInPlaceParams(const Plan &plan, unsigned rank, Each each) {
   for (const PlanUpdate &update : plan.updates) {
     const PlanBuffer &param = plan.buffers[update.param];
-    if (plan.buffers[update.output].offset == param.offset &&
-        holdsBuffer(plan, param, rank))
+    if (plan.isInPlace(update) && holdsBuffer(plan, param, rank))
       each(param);
   }
 }

@@ -367,6 +367,12 @@ struct Plan {
 
   /// The buffer called `name`, or null.
   const PlanBuffer *findBuffer(std::string_view name) const;
+  /// Whether `update` was done in place by its kernel (loomc's in-place
+  /// optimizer updates): its output has the param's offset, and nothing
+  /// is copied after the step.
+  bool isInPlace(const PlanUpdate &update) const {
+    return buffers[update.output].offset == buffers[update.param].offset;
+  }
   /// The number of collective steps.
   size_t numCollectives() const;
   /// One past the last accumulate step: the steps below it run once per
