@@ -195,10 +195,11 @@ def main(argv):
     if arena != max(ALIGNMENT, -(-top // ALIGNMENT) * ALIGNMENT):
         error("arena %d is not the end of the highest buffer (%d) rounded up"
               % (arena, top))
+    # (An in-place update's output is its param's bytes: counted once.)
+    aliases = {max(pair) for pair in in_place}
     for index in range(-1, end + 1):
-        # (An in-place update's output is its param's bytes.)
-        live = sum(b["bytes"] for b in buffers if b["first"] <= index <= b["last"] and
-                   not any(b["id"] == max(pair) for pair in in_place))
+        live = sum(b["bytes"] for b in buffers
+                   if b["first"] <= index <= b["last"] and b["id"] not in aliases)
         if live > arena:
             error("%d bytes live at step %d do not fit the arena of %d"
                   % (live, index, arena))

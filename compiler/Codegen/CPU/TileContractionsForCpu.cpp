@@ -308,8 +308,8 @@ static void appendPackTiling(llvm::raw_ostream &os, unsigned id, linalg::Transpo
 /// reads stay in L1 for the block: element by element down a column, each
 /// read was a line of its own (a bf16 [512, 1024] operand's copy took 1 ms,
 /// a third of its matmul). 16-bit blocks are 32 x 32, which
-/// vectorizeHalfBlockTransposes turns into vectors. f32
-/// blocks are 16 x 16 and vectorized, for lowerBlockTransposes' shuffles
+/// vectorizeHalfBlockTransposes turns into vectors; f32 blocks are 16 x 16
+/// and vectorized, for lowerBlockTransposes' shuffles
 /// (16 rows in, 16 out, unpack and permute shuffles between):
 /// as loops, LLVM vectorized them with a scatter per 16 elements, a fifth
 /// of the f32 attention backward's time at gpt.loom's size.
@@ -694,11 +694,11 @@ struct LoomTileContractionsForCpu
   }
 
   /// The 16 x 16 32-bit blocks of the transposing copies (f32 ones, and
-  /// the 16-bit ones' pairs) as upstream's 16 x 16 shuffle transpose: 8 x 16 unpacks and 128-bit
-  /// lane permutes, no scalar moves. Those blocks only: with a
-  /// module-wide lowering the register tiles' broadcast transposes (4 x 16
-  /// x 1 on AVX2) became 64-element shuffles too, which LLVM otherwise
-  /// folds into broadcasts.
+  /// the 16-bit ones' pairs) as upstream's 16 x 16 shuffle transpose: 8 x
+  /// 16 unpacks and 128-bit lane permutes, no scalar moves. Those blocks
+  /// only: with a module-wide lowering the register tiles' broadcast
+  /// transposes (4 x 16 x 1 on AVX2) became 64-element shuffles too, which
+  /// LLVM otherwise folds into broadcasts.
   static LogicalResult lowerBlockTransposes(ModuleOp module) {
     SmallVector<Operation *> blocks;
     module.walk([&](vector::TransposeOp transpose) {
