@@ -79,8 +79,10 @@ uint64_t loom::runtime::collectiveScratchBytes(const Plan &plan,
   uint64_t n = step.collective.groupSize;
   switch (step.collective.kind) {
   case CollectiveKind::AllReduce:
-    // Send (then the gathered sums), receive, and this member's sums.
-    return (2 * n + 1) * reduceChunk(in.numElements, static_cast<unsigned>(n)) *
+    // Send (then the gathered sums), receive, and this member's sums, of
+    // every pair's elements.
+    return (2 * n + 1) *
+           reduceChunk(allReduceElements(plan, step), static_cast<unsigned>(n)) *
            dtypeSize(in.dtype);
   case CollectiveKind::AllGather:
     return n * in.bytes;
@@ -94,10 +96,20 @@ uint64_t loom::runtime::collectiveScratchBytes(const Plan &plan,
   return 0;
 }
 
+uint64_t loom::runtime::allReduceElements(const Plan &plan,
+                                          const PlanStep &step) {
+  uint64_t count = 0;
+  for (size_t pair = 0; pair < step.buffers.size(); pair += 2)
+    count += plan.buffers[step.buffers[pair]].numElements;
+  return count;
+}
+
 bool loom::runtime::runCollective(const Plan &plan, const PlanStep &step,
                                   const CommGroup &group, Communicator &comm,
-                                  const char *in, char *out, char *scratch,
-                                  std::string &error) {
+                                  const std::vector<char *> &buffers,
+                                  char *scratch, std::string &error) {
+  const char *in = buffers[0];
+  char *out = buffers[1];
   const PlanCollective &op = step.collective;
   const PlanBuffer &source = plan.buffers[step.buffers[0]];
   const PlanBuffer &target = plan.buffers[step.buffers[1]];
@@ -107,20 +119,32 @@ bool loom::runtime::runCollective(const Plan &plan, const PlanStep &step,
   bool ok = true;
   switch (op.kind) {
   case CollectiveKind::AllReduce: {
-    uint64_t chunk = reduceChunk(source.numElements, n);
+    // A bucket's pairs go one after the other in one message: the sums
+    // are elementwise, so each pair's are those of its own all-reduce.
+    uint64_t bytes = allReduceElements(plan, step) * element;
+    uint64_t chunk = reduceChunk(bytes / element, n);
     uint64_t chunkBytes = chunk * element;
     char *send = scratch; // later the gathered sums
     char *recv = send + n * chunkBytes;
     char *mine = recv + n * chunkBytes;
-    std::memcpy(send, in, source.bytes);
-    std::memset(send + source.bytes, 0, n * chunkBytes - source.bytes);
+    uint64_t at = 0;
+    for (size_t pair = 0; pair < step.buffers.size(); pair += 2) {
+      uint64_t size = plan.buffers[step.buffers[pair]].bytes;
+      std::memcpy(send + at, buffers[pair], size);
+      at += size;
+    }
+    std::memset(send + bytes, 0, n * chunkBytes - bytes);
     ok = comm.allToAll(group, send, recv, chunkBytes, error);
     if (!ok)
       break;
     sumArrays(source.dtype, recv, n, chunk, mine);
     ok = comm.allGather(group, mine, chunkBytes, send, error);
-    if (ok)
-      std::memcpy(out, send, target.bytes);
+    at = 0;
+    for (size_t pair = 0; ok && pair < step.buffers.size(); pair += 2) {
+      uint64_t size = plan.buffers[step.buffers[pair + 1]].bytes;
+      std::memcpy(buffers[pair + 1], send + at, size);
+      at += size;
+    }
     break;
   }
   case CollectiveKind::AllGather: {

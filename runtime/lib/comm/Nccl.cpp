@@ -804,12 +804,34 @@ bool NcclCollectives::run(size_t index, std::string &error) {
   size_t element = dtypeSize(source.dtype);
   bool ok = true;
   switch (op.kind) {
-  case CollectiveKind::AllReduce:
-    ok = s.check(s.nccl.allReduce(State::pointer(in), State::pointer(out),
-                                  source.numElements, sumType(source.dtype),
-                                  ncclSum, comm, nullptr),
-                 "ncclAllReduce", error, comm);
+  case CollectiveKind::AllReduce: {
+    if (step.buffers.size() == 2) {
+      ok = s.check(s.nccl.allReduce(State::pointer(in), State::pointer(out),
+                                    source.numElements, sumType(source.dtype),
+                                    ncclSum, comm, nullptr),
+                   "ncclAllReduce", error, comm);
+      break;
+    }
+    // A gradient bucket's pairs, grouped: NCCL runs them as one launch,
+    // with no packing copies.
+    if (!s.check(s.nccl.groupStart(), "ncclGroupStart", error)) {
+      ok = false;
+      break;
+    }
+    for (size_t pair = 0; ok && pair < step.buffers.size(); pair += 2)
+      ok = s.check(s.nccl.allReduce(State::pointer(s.address(step.buffers[pair])),
+                                    State::pointer(s.address(step.buffers[pair + 1])),
+                                    s.plan->buffers[step.buffers[pair]].numElements,
+                                    sumType(source.dtype), ncclSum, comm, nullptr),
+                   "ncclAllReduce", error, comm);
+    // The group is closed even after an error.
+    std::string ending;
+    bool ended = s.check(s.nccl.groupEnd(), "ncclGroupEnd", ending, comm);
+    if (ok && !ended)
+      error = ending;
+    ok = ok && ended;
     break;
+  }
   case CollectiveKind::AllGather: {
     // NCCL concatenates: along dim 0 of the blocks. Along a dim with
     // others before it, gather into scratch and spread the blocks out.

@@ -183,8 +183,11 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
     }
     if (step.kind == StepKind::Collective) {
       Clock::time_point before = Clock::now();
-      if (!runCollective(*plan, step, groups[i], *comm, buffer(step.buffers[0]),
-                         buffer(step.buffers[1]), scratch.data(), error))
+      collectiveBuffers.clear();
+      for (unsigned id : step.buffers)
+        collectiveBuffers.push_back(buffer(id));
+      if (!runCollective(*plan, step, groups[i], *comm, collectiveBuffers,
+                         scratch.data(), error))
         return false;
       if (trace)
         trace->addCollective(

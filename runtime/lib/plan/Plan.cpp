@@ -9,6 +9,7 @@
 #include "loom/runtime/plan/Plan.h"
 #include "loom/runtime/plan/Schedule.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -1704,8 +1705,15 @@ bool PlanParser::parseCollectiveDim(size_t index, std::string_view text,
 }
 
 bool PlanParser::parseCollective(size_t index) {
-  if (!expectFields(index, 6, "collective KIND AXES DIMS IN OUT"))
+  // An all-reduce may carry a gradient bucket: more IN OUT pairs, summed as
+  // one message.
+  if (fields.size() > 1 && fields[1] == "all-reduce") {
+    if (fields.size() < 6 || fields.size() % 2)
+      return fail(index, "expected 'collective all-reduce AXES - IN OUT "
+                         "[IN OUT]...'");
+  } else if (!expectFields(index, 6, "collective KIND AXES DIMS IN OUT")) {
     return false;
+  }
   if (!plan.mesh.present)
     return fail(index, "'collective' record without a 'mesh' record");
   PlanStep step;
@@ -1807,6 +1815,35 @@ bool PlanParser::parseCollective(size_t index) {
                            formatShape(expected) + ", but buffer '" +
                            target.name + "' is " + formatShape(target.shape));
   step.buffers = {in, out};
+  // The bucket's other pairs: each an all-reduce of its own, of the first
+  // pair's dtype (one message holds them), no buffer named twice.
+  for (size_t field = 6; field + 1 < fields.size(); field += 2) {
+    unsigned pairIn, pairOut;
+    if (!parseBufferId(index, fields[field], "collective", pairIn) ||
+        !parseBufferId(index, fields[field + 1], "collective", pairOut))
+      return false;
+    const PlanBuffer &a = plan.buffers[pairIn];
+    const PlanBuffer &b = plan.buffers[pairOut];
+    for (unsigned id : {pairIn, pairOut})
+      if (std::find(step.buffers.begin(), step.buffers.end(), id) !=
+              step.buffers.end() ||
+          (id == pairOut && pairIn == pairOut))
+        return fail(index, quoted + " names buffer '" +
+                               plan.buffers[id].name + "' twice");
+    if (a.dtype != source.dtype || b.dtype != source.dtype)
+      return fail(index, quoted + " sums " + dtypeName(source.dtype) +
+                             " buffers, but pair '" + a.name + "' -> '" +
+                             b.name + "' is " + dtypeName(a.dtype) + " -> " +
+                             dtypeName(b.dtype) +
+                             " (one message holds every pair)");
+    if (a.shape != b.shape)
+      return fail(index, quoted + " turns buffer '" + a.name + "' " +
+                             formatShape(a.shape) + " into buffer '" + b.name +
+                             "' " + formatShape(b.shape) +
+                             " (the shapes must agree)");
+    step.buffers.push_back(pairIn);
+    step.buffers.push_back(pairOut);
+  }
   if (!placeInSection(index, step))
     return false;
   plan.steps.push_back(std::move(step));

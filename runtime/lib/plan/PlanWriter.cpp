@@ -166,8 +166,9 @@ std::string loom::runtime::writePlan(const Plan &plan) {
         body += std::to_string(op.dim);
         break;
       }
-      body += " " + std::to_string(step.buffers[0]) + " " +
-              std::to_string(step.buffers[1]) + "\n";
+      for (unsigned id : step.buffers) // IN OUT, or a bucket's pairs
+        body += " " + std::to_string(id);
+      body += "\n";
       continue;
     }
     if (step.kind == StepKind::Accumulate) {

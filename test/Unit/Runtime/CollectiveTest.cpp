@@ -401,6 +401,77 @@ TEST(Collective, SixteenBitSumsAreBitIdenticalOnEveryMember) {
   }
 }
 
+TEST(Collective, BucketedAllReduceSumsEachPairAsItsOwn) {
+  // A gradient bucket: two IN OUT pairs of different shapes in one
+  // all-reduce over 3 ranks (11 elements: the chunks are padded). Each OUT
+  // must be its IN's sum, bit for bit the pair's own all-reduce.
+  for (const char *dtype : {"f32", "bf16"}) {
+    DType type;
+    parseDType(dtype, type);
+    std::string d = dtype;
+    std::string text = sealLines(
+        {"loom-plan 1", "model m", "device cpu", "mesh g a=3", "arena 256",
+         "buffer 0 i0 temp " + d + " 5 0", "buffer 1 o0 temp " + d + " 5 64",
+         "buffer 2 i1 temp " + d + " 2,3 128",
+         "buffer 3 o1 temp " + d + " 2,3 192",
+         "collective all-reduce a - 0 1 2 3"});
+    Plan plan;
+    std::string error;
+    ASSERT_TRUE(parsePlan(text, plan, error)) << error;
+    ASSERT_EQ(plan.steps[0].buffers, (std::vector<unsigned>{0, 1, 2, 3}));
+    EXPECT_EQ(allReduceElements(plan, plan.steps[0]), 11u);
+    // Send, receive and the sums of chunks of 4 elements.
+    EXPECT_EQ(collectiveScratchBytes(plan, plan.steps[0]),
+              7u * 4 * dtypeSize(type));
+    // Rank r's element i of pair p: r * 10 + p * 5 + i (exact in bf16).
+    auto value = [](unsigned rank, unsigned pair, uint64_t i) {
+      return rank * 10.0 + pair * 5.0 + static_cast<double>(i);
+    };
+    std::vector<std::vector<char>> outs[2];
+    outs[0].resize(3), outs[1].resize(3);
+    std::mutex failures;
+    runLocalRanks(3, [&](unsigned rank, Communicator &comm) {
+      Executor executor;
+      std::string message;
+      executor.setCommunicator(&comm);
+      bool ok =
+          executor.bind(plan, nullptr, message) && executor.allocate(message);
+      for (unsigned pair = 0; ok && pair < 2; ++pair)
+        for (uint64_t i = 0; i < plan.buffers[2 * pair].numElements; ++i)
+          storeElement(type, executor.buffer(2 * pair), i, value(rank, pair, i));
+      if (!ok || !executor.run(nullptr, message)) {
+        std::lock_guard<std::mutex> lock(failures);
+        ADD_FAILURE() << "rank " << rank << ": " << message;
+        return;
+      }
+      for (unsigned pair = 0; pair < 2; ++pair)
+        outs[pair][rank].assign(executor.buffer(2 * pair + 1),
+                                executor.buffer(2 * pair + 1) +
+                                    plan.buffers[2 * pair + 1].bytes);
+    });
+    for (unsigned pair = 0; pair < 2; ++pair) {
+      const PlanBuffer &out = plan.buffers[2 * pair + 1];
+      // The pair's own all-reduce, on the same inputs.
+      std::vector<std::vector<char>> own = runOnRanks(
+          collectivePlan("a=3", dtype, out.shape, out.shape, "all-reduce a -"),
+          [&](unsigned rank) {
+            std::vector<char> bytes(out.bytes);
+            for (uint64_t i = 0; i < out.numElements; ++i)
+              storeElement(type, bytes.data(), i, value(rank, pair, i));
+            return bytes;
+          });
+      for (unsigned rank = 0; rank < 3; ++rank) {
+        ASSERT_EQ(outs[pair][rank].size(), out.bytes);
+        EXPECT_EQ(outs[pair][rank], own[rank]) << dtype << " pair " << pair;
+        for (uint64_t i = 0; i < out.numElements; ++i)
+          EXPECT_EQ(loadElement(type, outs[pair][rank].data(), i),
+                    value(0, pair, i) + value(1, pair, i) + value(2, pair, i))
+              << dtype << " pair " << pair << " element " << i;
+      }
+    }
+  }
+}
+
 namespace {
 void scaleByTwo(void **args) {
   const float *in = static_cast<const float *>(args[0]);

@@ -390,9 +390,23 @@ TEST(SpmdPlan, RejectsBadCollectiveRecords) {
   const std::string at = "plan:24: ";
   const Case cases[] = {
       {"collective all-reduce tp - 6",
-       at + "expected 'collective KIND AXES DIMS IN OUT'"},
+       at + "expected 'collective all-reduce AXES - IN OUT [IN OUT]...'"},
       {"collective all-reduce tp - 6 7 8",
+       at + "expected 'collective all-reduce AXES - IN OUT [IN OUT]...'"},
+      {"collective all-gather tp 0 6 7 8",
        at + "expected 'collective KIND AXES DIMS IN OUT'"},
+      // A bucket's pairs: one dtype, same shapes, no buffer twice.
+      {"collective all-reduce tp - 6 7 4 5",
+       at + "collective 'all-reduce' sums bf16 buffers, but pair 't4' -> "
+            "'s5' is bf16 -> f32 (one message holds every pair)"},
+      {"collective all-reduce tp - 6 7 0 4",
+       at + "collective 'all-reduce' turns buffer 'x' [32, 512] into buffer "
+            "'t4' [32, 1024] (the shapes must agree)"},
+      {"collective all-reduce tp - 6 7 0 6",
+       at + "collective 'all-reduce' names buffer 'p6' twice"},
+      {"collective all-reduce tp - 6 7 4 4",
+       at + "collective 'all-reduce' names buffer 't4' twice"},
+      {"collective all-reduce tp - 6 7 4 x", at + "bad number 'x'"},
       {"collective all-sum tp - 6 7",
        at + "unknown collective 'all-sum' (expected all-reduce, all-gather, "
             "reduce-scatter, all-slice, all-to-all or broadcast)"},

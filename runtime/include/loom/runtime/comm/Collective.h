@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace loom::runtime {
 
@@ -29,18 +30,24 @@ void sumArrays(DType dtype, const void *arrays, unsigned n, uint64_t count,
 /// `plan` (0 for the others).
 uint64_t collectiveScratchBytes(const Plan &plan, const PlanStep &step);
 
+/// The elements an all-reduce step sums: its pairs' (a gradient bucket's
+/// several).
+uint64_t allReduceElements(const Plan &plan, const PlanStep &step);
+
 /// Runs the collective step `step` of `plan` as member group.index of
-/// `group` (meshGroup of this rank over the step's axes): reads `in`, the
-/// step's IN buffer, and writes `out`, its OUT buffer (which must not share
-/// bytes with `in`), using `scratch` (collectiveScratchBytes, 64-byte
-/// aligned). All-reduce: a reduce-scatter of the flattened tensor (each
-/// member sums 1/n of the elements) then an all-gather of the sums;
+/// `group` (meshGroup of this rank over the step's axes): `buffers` holds
+/// the address of each of step.buffers; it reads the IN buffers and writes
+/// the OUT buffers (which must not share bytes with them), using `scratch`
+/// (collectiveScratchBytes, 64-byte aligned). All-reduce: a reduce-scatter
+/// of the flattened tensors, its pairs' one after the other (each member
+/// sums 1/n of the elements), then an all-gather of the sums;
 /// reduce-scatter: an all-to-all of the blocks then the sum; all-gather,
 /// all-to-all and broadcast: the primitive of the same name; all-slice: a
 /// local copy.
 bool runCollective(const Plan &plan, const PlanStep &step,
-                   const CommGroup &group, Communicator &comm, const char *in,
-                   char *out, char *scratch, std::string &error);
+                   const CommGroup &group, Communicator &comm,
+                   const std::vector<char *> &buffers, char *scratch,
+                   std::string &error);
 
 } // namespace loom::runtime
 

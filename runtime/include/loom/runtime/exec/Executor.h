@@ -108,6 +108,7 @@ private:
   std::vector<const LoomKernel *> kernels;
   std::vector<StepAccess> access;
   std::vector<void *> args; // of the step running
+  std::vector<char *> collectiveBuffers; // of the collective running
   Arena memory;
   Communicator *comm = nullptr;
   bool checkNumerics = false;
