@@ -308,7 +308,7 @@ void Explainer::placeSteps() {
 /// The data-parallel axes: those splitting dim 0 of an input (the batch).
 /// In the backward, the only collectives over them alone are gradient sums,
 /// which nothing else of the backward waits for: they run beside it (DDP's
-/// buckets), and so do the kernels that only finish them (a bucket's split).
+/// buckets), and so do the kernels that only finish them.
 void Explainer::findOverlaps() {
   llvm::SmallDenseSet<int16_t> dataParallel;
   for (BlockArgument arg : spmd.getArguments())
@@ -453,6 +453,12 @@ LogicalResult Explainer::costSteps() {
     StringRef kind = collectiveKind(op);
     if (kind.empty() || kind == "all-slice")
       continue; // accumulate, and all-slice (local): no traffic
+    // A gradient bucket is one message: its first all-reduce carries the
+    // bytes of all.
+    if (mlir::loom::joinsGradientBucket(op)) {
+      seconds[op] = 0;
+      continue;
+    }
     auto axesAttr = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
     if (!grid || !axesAttr)
       return op->emitError("a collective in a model that is not partitioned");
@@ -464,6 +470,9 @@ LogicalResult Explainer::costSteps() {
     line.intraNode = groupIsIntraNode(axes);
     line.bytes = kind == "all-gather" ? bytesOf(op->getResult(0).getType())
                                       : bytesOf(op->getOperand(0).getType());
+    for (Operation *next = op->getNextNode();
+         next && mlir::loom::joinsGradientBucket(next); next = next->getNextNode())
+      line.bytes += bytesOf(next->getOperand(0).getType());
     line.phase = phaseName(place.phase);
     line.source = sourceOf(op->getLoc());
     line.seconds = collectiveSeconds(kind, line.groupSize, line.bytes,

@@ -459,7 +459,7 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     return isa<func::CallOp>(op) || mlir::loom::isPlanStepOp(op);
   };
   for (Operation &op : body.without_terminator())
-    numSteps += isStep(&op);
+    numSteps += isStep(&op) && !mlir::loom::joinsGradientBucket(&op);
 
   // An SPMD program runs over the grid it names.
   std::optional<mlir::loom::Grid> grid;
@@ -554,10 +554,14 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
                                   "collectives and accumulates";
     if (isCollective && !grid)
       return op.emitError("a collective in a model that is not partitioned");
+    // A gradient bucket's later all-reduce joins the step of its first:
+    // one collective of IN OUT pairs.
+    bool joins = mlir::loom::joinsGradientBucket(&op);
+    int64_t at = joins ? step - 1 : step;
     std::vector<size_t> args;
     for (Value operand : op.getOperands()) {
       size_t id = bufferOf.lookup(operand);
-      buffers[id].last = std::max(buffers[id].last, step);
+      buffers[id].last = std::max(buffers[id].last, at);
       args.push_back(id);
     }
     size_t numReads = args.size();
@@ -566,11 +570,18 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       bool isOutput = it != outputName.end();
       addBuffer(result, isOutput ? it->second : tempName('t'),
                 isOutput ? "output" : "temp");
-      buffers.back().first = step;
-      buffers.back().last = isOutput ? numSteps : step;
+      buffers.back().first = at;
+      buffers.back().last = isOutput ? numSteps : at;
       if (isOutput)
         buffers.back().sharding = outputSharding.lookup(result);
       args.push_back(buffers.size() - 1);
+    }
+    if (joins) {
+      Step &bucket = steps.back();
+      bucket.args.insert(bucket.args.end(), args.begin(), args.end());
+      bucket.reads.push_back(args[0]);
+      bucket.writes.push_back(args[1]);
+      continue;
     }
     auto addStep = [&](std::string head, std::vector<size_t> args) {
       Step each;

@@ -205,6 +205,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be an update bucket number";
     return success();
   }
+  if (name == attr::kGradientBucket) {
+    auto bucket = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<shard::AllReduceOp>(op) || !bucket || bucket.getInt() < 0)
+      return op->emitOpError()
+             << "'" << name << "' must be a gradient bucket number, on a "
+             << "shard.all_reduce";
+    return success();
+  }
   if (name == attr::kGradientOf) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must name a param";

@@ -51,6 +51,10 @@ constexpr llvm::StringLiteral kIndexBound = "loom.index_bound";
 /// names (loom-optimizer-step), so that loom-bucket-gradients finds its
 /// data-parallel sum after partitioning.
 constexpr llvm::StringLiteral kGradientOf = "loom.gradient_of";
+/// On a shard.all_reduce of a gradient's data-parallel sum: its gradient
+/// bucket's number (i64, loom-bucket-gradients). The plan builder makes
+/// the bucket's all-reduces, adjacent in the program, one plan collective.
+constexpr llvm::StringLiteral kGradientBucket = "loom.gradient_bucket";
 /// On each op of a param's optimizer update: its update bucket's number
 /// (loom-optimizer-step), which makes the bucket one kernel.
 constexpr llvm::StringLiteral kUpdateBucket = "loom.update_bucket";

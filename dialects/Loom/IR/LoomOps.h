@@ -31,6 +31,12 @@ inline bool isElementwise(Operation *op) {
 /// the shard collectives and loom.accumulate.
 bool isPlanStepOp(Operation *op);
 
+/// Whether `op` is a gradient bucket's all-reduce (loom-bucket-gradients)
+/// right after another of the same bucket, at the same place: the plan
+/// makes them one `collective all-reduce` of several IN OUT pairs, one
+/// message.
+bool joinsGradientBucket(Operation *op);
+
 /// Queries and keys per block of a loom.attention lowered for the CPU: the
 /// largest divisor of both sequence lengths up to 64 (a 64 x 64 f32 score
 /// tile per batch entry stays in L2).

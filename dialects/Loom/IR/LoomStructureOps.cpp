@@ -121,6 +121,25 @@ bool mlir::loom::isPlanStepOp(Operation *op) {
   return isa<shard::ShardDialect>(op->getDialect()) || isa<AccumulateOp>(op);
 }
 
+bool mlir::loom::joinsGradientBucket(Operation *op) {
+  auto sum = dyn_cast<shard::AllReduceOp>(op);
+  auto previous = dyn_cast_or_null<shard::AllReduceOp>(op->getPrevNode());
+  if (!sum || !previous)
+    return false;
+  Attribute bucket = sum->getAttr(attr::kGradientBucket);
+  auto sameAttr = [&](StringRef name) {
+    return sum->getAttr(name) == previous->getAttr(name);
+  };
+  return bucket && bucket == previous->getAttr(attr::kGradientBucket) &&
+         sum.getGridAttr() == previous.getGridAttr() &&
+         sum.getGridAxesAttr() == previous.getGridAxesAttr() &&
+         sum.getReductionAttr() == previous.getReductionAttr() &&
+         getElementTypeOrSelf(sum.getType()) ==
+             getElementTypeOrSelf(previous.getType()) &&
+         sameAttr(attr::kPhase) && sameAttr(attr::kStage) &&
+         sameAttr(attr::kStages);
+}
+
 LogicalResult AccumulateOp::verify() {
   if (static_cast<int64_t>(getMicrobatches()) < 2)
     return emitOpError("accumulates over at least 2 microbatches, not ")

@@ -184,10 +184,12 @@ def LoomBucketGradients : Pass<"loom-bucket-gradients", "mlir::ModuleOp"> {
     over dp) are grouped, in the order the backward produces their
     operands, into buckets of at most `bucket-mb` MiB (a gradient larger
     than that is a bucket of its own), separately per grid axes and element
-    type. Each bucket of two or more becomes one all-reduce of the
-    flattened, concatenated gradients, right after the last of them is
-    computed, split and reshaped back. The values are unchanged: the sums
-    are elementwise. `bucket-mb` 0 leaves one all-reduce per gradient.
+    type. The all-reduces of each bucket of two or more move, in order,
+    right after the last of its gradients is computed, each marked
+    `loom.gradient_bucket = N`; the plan builder makes them one collective
+    of several buffers, which the runtime sums as one message. The values
+    are unchanged: the sums are elementwise. `bucket-mb` 0 leaves one
+    all-reduce per gradient.
   }];
   let options = [
     Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",

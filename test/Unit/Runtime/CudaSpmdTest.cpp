@@ -784,6 +784,49 @@ TEST(CudaSpmd, DataParallelTrainingKeepsTheParamsOnEachGpu) {
   EXPECT_EQ(cuda.liveAllocations, 0);
 }
 
+TEST(CudaSpmd, AGradientBucketIsOneGroupOfAllReduces) {
+  // Two params w and v, each next = param + the sum of x's rows; on a = 2
+  // the two gradients' sums are one bucket: `collective all-reduce` of two
+  // pairs, which NCCL runs as one group of two all-reduces. Two ranks
+  // write the one-rank checkpoint.
+  auto training = [](const std::string &mesh, std::vector<TestBuffer> buffers,
+                     std::vector<std::string> rest, unsigned updates) {
+    rest.push_back("optimizer sgd 3 lr=0.1");
+    rest.push_back("update " + std::to_string(updates) + " 1");
+    rest.push_back("update " + std::to_string(updates + 1) + " 2");
+    return withGpuImage(makePlan(mesh, buffers, rest));
+  };
+  auto add = [](const char *kernel) {
+    return std::string("launch ") + kernel + " fake_add 1 1 1 32 1 1 b:0 b:1 b:2 i32:8";
+  };
+  std::string whole = training(
+      "",
+      {{"x", "input", "2,8", "", ""}, {"w", "param", "8", "normal 1", ""},
+       {"v", "param", "8", "normal 1", ""}, {"g", "temp", "8", "", ""},
+       {"h", "temp", "8", "", ""}, {"next.w", "output", "8", "", ""},
+       {"next.v", "output", "8", "", ""}},
+      {"kernel k_sum 2", "kernel k_add 3",
+       "launch k_sum fake_sum 1 1 1 32 1 1 b:0 b:1 i64:8 i64:2", add("k_add"),
+       "step k_sum 0 3", "step k_sum 0 4", "step k_add 1 3 5", "step k_add 2 4 6"},
+      5);
+  std::string spmd = training(
+      "a=2",
+      {{"x", "input", "1,8", "", "a,-"}, {"w", "param", "8", "normal 1", ""},
+       {"v", "param", "8", "normal 1", ""}, {"g", "temp", "8", "", ""},
+       {"h", "temp", "8", "", ""}, {"gs", "temp", "8", "", ""},
+       {"hs", "temp", "8", "", ""}, {"next.w", "output", "8", "", ""},
+       {"next.v", "output", "8", "", ""}},
+      {"kernel k_id 2", "kernel k_add 3", scaleLaunch("k_id", "1", 8), add("k_add"),
+       "step k_id 0 3", "step k_id 0 4", "collective all-reduce a - 3 5 4 6",
+       "step k_add 1 5 7", "step k_add 2 6 8"},
+      7);
+  auto [cuda, nccl] = expectTwoGpusTrainAsOne(whole, spmd, "a=2 bucket");
+  // Each rank, each step: one group of the two pairs' all-reduces.
+  EXPECT_EQ(nccl.allReduces, 2u * 3u * 2u);
+  EXPECT_EQ(nccl.groupedAllReduces, 2u * 3u * 2u);
+  EXPECT_EQ(cuda.liveAllocations, 0);
+}
+
 namespace {
 /// A two-stage training step in 2 microbatches of one row x: stage 0
 /// computes a = x + w0, stage 1 y = a + w1, g1 = y and ga = g1 / 2 (sent

@@ -379,6 +379,10 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   if (ncclResult_t entered =
           enter("ncclAllReduce", comm, stream, &FakeNcclState::allReduces))
     return entered;
+  if (groupDepth) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++state.groupedAllReduces;
+  }
   if (op != ncclSum)
     return fail(ncclInvalidArgument, "only ncclSum is implemented");
   {

@@ -46,6 +46,9 @@ struct FakeNcclState {
   int largestComm = 0;
   unsigned allReduces = 0, allGathers = 0, reduceScatters = 0, broadcasts = 0;
   unsigned sends = 0, recvs = 0, groups = 0;
+  /// All-reduces called inside ncclGroupStart/End (a gradient bucket's);
+  /// the fake runs them at once, as their order on every rank is the same.
+  unsigned groupedAllReduces = 0;
   /// The datatype of the last all-reduce or reduce-scatter (nccl.h's value).
   int lastSumType = -1;
 

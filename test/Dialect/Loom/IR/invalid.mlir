@@ -1134,6 +1134,23 @@ func.func @update_bucket_not_number(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
+func.func @gradient_bucket_not_on_all_reduce(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'loom.neg' op 'loom.gradient_bucket' must be a gradient bucket number, on a shard.all_reduce}}
+  %0 = loom.neg %x {loom.gradient_bucket = 0 : i64} : tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2) {sym_visibility = "private"}
+func.func @gradient_bucket_negative(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'shard.all_reduce' op 'loom.gradient_bucket' must be a gradient bucket number, on a shard.all_reduce}}
+  %0 = shard.all_reduce %x on @g grid_axes = [0] {loom.gradient_bucket = -1 : i64} : tensor<8xf32> -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
 // A GPU attention mark needs the operands' positions.
 // expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs (, result_grad): positions; causal: unit; scale: float}, on a function}}
 func.func @gpu_attention_without_positions(%x: tensor<8xf32>) attributes {loom.gpu_attention = {query = 0 : i64}} {

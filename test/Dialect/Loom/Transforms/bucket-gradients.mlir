@@ -4,32 +4,28 @@
 // --loom-bucket-gradients: in a per-rank program, the all-reduces whose
 // results only the function returns (the dp sums of the gradients) are
 // grouped in program order into buckets of at most bucket-mb MiB (here
-// 104 bytes: 26 f32), each one all-reduce of the flattened, concatenated
-// gradients right after the last of them, then split and reshaped back.
+// 104 bytes: 26 f32); a bucket's all-reduces move, in order, right after
+// its last gradient, each marked loom.gradient_bucket (the plan makes them
+// one collective).
 
 // Three gradients of 16, 8 and 24 floats: [g0, g1] fill a bucket (24
-// floats), g2 is alone and keeps its own all-reduce. The sum over tp
-// feeds an op, not the return, and stays; so does the loss's (not a
+// floats), g2 is alone and keeps its own unmarked all-reduce. The sum over
+// tp feeds an op, not the return, and stays; so does the loss's (not a
 // gradient).
 // CHECK-LABEL: func.func @m_spmd
 // CHECK: %[[G0:.+]] = loom.exp %arg0 : tensor<4x4xf32>
 // CHECK: %[[G1:.+]] = loom.exp %arg1 : tensor<8xf32>
-// CHECK: %[[F0:.+]] = loom.reshape %[[G0]] : tensor<4x4xf32> -> tensor<16xf32>
-// CHECK: %[[F1:.+]] = loom.reshape %[[G1]] : tensor<8xf32> -> tensor<8xf32>
-// CHECK: %[[JOINED:.+]] = loom.concat %[[F0]], %[[F1]] axis 0 : (tensor<16xf32>, tensor<8xf32>) -> tensor<24xf32>
-// CHECK: %[[SUM:.+]] = shard.all_reduce %[[JOINED]] on @g grid_axes = [0] : tensor<24xf32> -> tensor<24xf32>
-// CHECK: %[[P:.+]]:2 = loom.split %[[SUM]] axis 0 : tensor<24xf32> -> tensor<16xf32>, tensor<8xf32>
-// CHECK: %[[R0:.+]] = loom.reshape %[[P]]#0 : tensor<16xf32> -> tensor<4x4xf32>
-// CHECK: %[[R1:.+]] = loom.reshape %[[P]]#1 : tensor<8xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[S0:.+]] = shard.all_reduce %[[G0]] on @g grid_axes = [0] {loom.gradient_bucket = 0 : i64} : tensor<4x4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT: %[[S1:.+]] = shard.all_reduce %[[G1]] on @g grid_axes = [0] {loom.gradient_bucket = 0 : i64} : tensor<8xf32> -> tensor<8xf32>
 // CHECK: %[[G2:.+]] = loom.exp %arg2 : tensor<24xf32>
-// CHECK: %[[TP:.+]] = shard.all_reduce %[[G2]] on @g grid_axes = [1]
+// CHECK: %[[TP:.+]] = shard.all_reduce %[[G2]] on @g grid_axes = [1] :
 // CHECK: %[[G3:.+]] = loom.exp %[[TP]]
-// CHECK: %[[S2:.+]] = shard.all_reduce %[[G3]] on @g grid_axes = [0]
+// CHECK: %[[S2:.+]] = shard.all_reduce %[[G3]] on @g grid_axes = [0] :
 // CHECK: %[[S3:.+]] = shard.all_reduce %{{.+}} on @g grid_axes = [0] : tensor<f32>
-// CHECK: return %[[R0]], %[[R1]], %[[S2]], %[[S3]]
+// CHECK: return %[[S0]], %[[S1]], %[[S2]], %[[S3]]
 
 // NONE-LABEL: func.func @m_spmd
-// NONE-NOT: loom.concat
+// NONE-NOT: loom.gradient_bucket
 // NONE-COUNT-5: shard.all_reduce
 shard.grid @g(shape = 2x2) {sym_visibility = "private"}
 func.func @m_spmd(%a: tensor<4x4xf32>, %b: tensor<8xf32>, %c: tensor<24xf32>)
@@ -53,7 +49,7 @@ func.func @m_spmd(%a: tensor<4x4xf32>, %b: tensor<8xf32>, %c: tensor<24xf32>)
 
 // The one-rank program (no loom.partition_of) is left alone.
 // CHECK-LABEL: func.func @m
-// CHECK-NOT: loom.concat
+// CHECK-NOT: loom.gradient_bucket
 // CHECK-COUNT-2: shard.all_reduce
 shard.grid @g(shape = 2) {sym_visibility = "private"}
 func.func @m(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
@@ -71,12 +67,11 @@ func.func @m(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf
 // CHECK-LABEL: func.func @step_spmd
 // CHECK: %[[G0:.+]] = loom.exp %arg0 {loom.gradient_of = "a"}
 // CHECK: %[[G1:.+]] = loom.exp %arg1 {loom.gradient_of = "b"}
-// CHECK: loom.concat
-// CHECK: %[[SUM:.+]] = shard.all_reduce %{{.+}} on @g grid_axes = [0] : tensor<24xf32> -> tensor<24xf32>
-// CHECK: loom.split %[[SUM]]
-// CHECK-NOT: shard.all_reduce
-// CHECK: loom.mul
-// CHECK: return
+// CHECK-NEXT: %[[S0:.+]] = shard.all_reduce %[[G0]] on @g grid_axes = [0] {loom.gradient_bucket = 0 : i64}
+// CHECK-NEXT: %[[S1:.+]] = shard.all_reduce %[[G1]] on @g grid_axes = [0] {loom.gradient_bucket = 0 : i64}
+// CHECK-NEXT: loom.mul %[[S0]]
+// CHECK-NEXT: loom.mul %[[S1]]
+// CHECK-NEXT: return
 // NONE-LABEL: func.func @step_spmd
 // NONE-COUNT-2: shard.all_reduce
 shard.grid @g(shape = 2) {sym_visibility = "private"}
@@ -105,8 +100,8 @@ func.func @step_spmd(%a: tensor<4x4xf32>, %b: tensor<8xf32>)
 // CHECK: %[[SX:.+]] = shard.all_reduce %[[GX]] on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
 // CHECK: loom.transpose %[[SX]]
 // CHECK: %[[GB:.+]] = loom.exp %arg2 {loom.gradient_of = "b"}
-// CHECK-NOT: loom.concat
-// CHECK: shard.all_reduce %[[GB]] on @g grid_axes = [0]
+// CHECK-NOT: loom.gradient_bucket
+// CHECK: shard.all_reduce %[[GB]] on @g grid_axes = [0] :
 // CHECK: return
 shard.grid @g(shape = 2) {sym_visibility = "private"}
 func.func @read_in_backward_spmd(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xf32>)
