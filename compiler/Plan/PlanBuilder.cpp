@@ -14,6 +14,8 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <limits>
+
 using namespace mlir;
 namespace attr = mlir::loom::attr;
 
@@ -204,6 +206,13 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
     int64_t begin;
     const llvm::SmallBitVector *ranks; // null: every rank
     std::vector<Placed> byLifetime;
+    /// Over byLifetime: the highest end, the earliest first and the latest
+    /// last. A buffer live through all of them (a param: every step) takes
+    /// the highest end without walking them, which made deep models'
+    /// placement quadratic (every param walked every temp of a shelf).
+    int64_t maxEnd = 0;
+    int64_t minFirst = std::numeric_limits<int64_t>::max();
+    int64_t maxLast = std::numeric_limits<int64_t>::min();
   };
   std::vector<Shelf> shelves;
   auto sameRanks = [](const llvm::SmallBitVector *a, const llvm::SmallBitVector *b) {
@@ -219,6 +228,12 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
         break;
       if (shelf.ranks && ranks && !shelf.ranks->anyCommon(*ranks))
         continue;
+      if (shelf.maxLast < buffer.first || shelf.minFirst > buffer.last)
+        continue;
+      if (buffer.first <= shelf.minFirst && buffer.last >= shelf.maxLast) {
+        offset = std::max(offset, shelf.maxEnd);
+        continue;
+      }
       auto met = llvm::lower_bound(shelf.byLifetime, buffer.first,
                                    [](const Placed &o, int64_t first) { return o.last < first; });
       for (; met != shelf.byLifetime.end() && met->first <= buffer.last; ++met)
@@ -234,6 +249,9 @@ static int64_t placeBuffers(std::vector<Buffer> &buffers) {
       ++at;
     if (at == shelves.end() || at->begin != offset)
       at = shelves.insert(at, Shelf{offset, ranks, {}});
+    at->maxEnd = std::max(at->maxEnd, range.end);
+    at->minFirst = std::min(at->minFirst, range.first);
+    at->maxLast = std::max(at->maxLast, range.last);
     at->byLifetime.insert(llvm::upper_bound(at->byLifetime, range,
                                             [](const Placed &a, const Placed &b) {
                                               return a.first < b.first;

@@ -239,20 +239,22 @@ void StagePlacer::placeUpdate() {
   // A param's new value is computed on every stage that reads the param
   // (a tied embedding's on the first and the last): only they hold it
   // between steps.
+  // (The params by name, found once: a search of the arguments per update
+  // made a deep model's placement quadratic.)
+  DenseMap<StringAttr, SmallVector<BlockArgument, 1>> paramsNamed;
+  for (BlockArgument arg : body.getArguments())
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
+      paramsNamed[name].push_back(arg);
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     auto target = func.getResultAttrOfType<StringAttr>(i, attr::kUpdates);
     Operation *def = value.getDefiningOp();
     if (!target || !def || loop.contains(def))
       continue;
-    for (BlockArgument arg : body.getArguments()) {
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam);
-      if (name != target)
-        continue;
+    for (BlockArgument arg : paramsNamed.lookup(target))
       for (Operation *user : arg.getUsers())
         if (loop.contains(user))
           present[def].insert(user->getAttrOfType<IntegerAttr>(attr::kStage).getInt());
-    }
   }
   Builder b(func.getContext());
   for (auto &[op, at] : present) {
