@@ -794,14 +794,26 @@ LogicalResult Partitioner::run() {
       op.erase();
 
   // The per-rank signature, and how each argument and result is split.
+  // All at once: a setArgAttr per argument rebuilds the array of every
+  // argument's attributes (quadratic in a deep model's params).
   Builder builder(func.getContext());
+  auto withSharding = [&](DictionaryAttr attrs, const Sharding &sharding) {
+    if (sharding.isReplicated())
+      return attrs;
+    NamedAttrList list(attrs);
+    list.set(attr::kSharding, shardingAttr(builder, sharding));
+    return list.getDictionary(func.getContext());
+  };
+  SmallVector<DictionaryAttr> argAttrs, resultAttrs;
+  func.getAllArgAttrs(argAttrs);
   for (BlockArgument arg : body.getArguments())
-    if (!shardingOf(arg).isReplicated())
-      func.setArgAttr(arg.getArgNumber(), attr::kSharding, shardingAttr(builder, shardingOf(arg)));
+    argAttrs[arg.getArgNumber()] = withSharding(argAttrs[arg.getArgNumber()], shardingOf(arg));
+  func.setAllArgAttrs(argAttrs);
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  func.getAllResultAttrs(resultAttrs);
   for (auto [i, value] : llvm::enumerate(ret.getOperands()))
-    if (!shardingOf(value).isReplicated())
-      func.setResultAttr(i, attr::kSharding, shardingAttr(builder, shardingOf(value)));
+    resultAttrs[i] = withSharding(resultAttrs[i], shardingOf(value));
+  func.setAllResultAttrs(resultAttrs);
   func.setFunctionType(builder.getFunctionType(body.getArgumentTypes(),
                                                ret.getOperandTypes()));
   return success();
