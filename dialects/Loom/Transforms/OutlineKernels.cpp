@@ -217,7 +217,15 @@ static void copyRepeatedStepResults(func::FuncOp model) {
     if (returned.insert(value).second || !def || !isPlanStepOp(def) || !type ||
         !isa<FloatType>(type.getElementType()))
       continue;
-    OpBuilder b(ret);
+    // Right after the value (and the rest of its gradient bucket): at the
+    // end of the program it would follow the update's steps, a backward
+    // step after them in a pipelined plan (seed 132073: "a weight step
+    // after an update step").
+    Operation *after = def;
+    while (after->getNextNode() && joinsGradientBucket(after->getNextNode()))
+      after = after->getNextNode();
+    OpBuilder b(def->getContext());
+    b.setInsertionPointAfter(after);
     Value one = ConstantOp::create(b, value.getLoc(),
                                    RankedTensorType::get({}, type.getElementType()),
                                    b.getF64FloatAttr(1.0));
