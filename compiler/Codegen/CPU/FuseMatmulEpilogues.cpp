@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 
@@ -21,6 +22,14 @@ static Operation *nextAfterDeallocs(Operation *op) {
   while (next && isa<memref::DeallocOp>(next))
     next = next->getNextNode();
   return next;
+}
+
+/// The buffer `value` is a view of (through subviews, reinterpret casts,
+/// reshapes), or `value` itself.
+static Value underlyingBuffer(Value value) {
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>())
+    value = view.getViewSource();
+  return value;
 }
 
 bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
@@ -39,8 +48,14 @@ bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
   if (!epilogue.getRegion().front().getOps<linalg::IndexOp>().empty())
     return false;
   OpOperand *out = epilogue.getDpsInitOperand(0);
+  // Nor may the output be a view of a buffer the matmul reads: per tile,
+  // the epilogue would write over operand rows later tiles still read
+  // (a bf16 attention's output bufferized into its probabilities' bytes,
+  // which its P @ V reads: every row wrong, fuzzer seed 131073).
+  Value outBuffer = underlyingBuffer(out->get());
   if (!epilogue.getMatchingIndexingMap(out).isIdentity() || out->get() == acc ||
-      llvm::is_contained(matmul->getOperands(), out->get()) ||
+      llvm::any_of(matmul->getOperands(),
+                   [&](Value operand) { return underlyingBuffer(operand) == outBuffer; }) ||
       cast<MemRefType>(out->get().getType()).getShape() != accType.getShape())
     return false;
   std::optional<unsigned> accOperand;
