@@ -25,7 +25,8 @@ back from --save-weights). `max` (not differentiable in Loom) is left
 out. --ranks N: the script gets `mesh m[dp = N]` and its target is split
 over dp along dim 0 where N divides it; the run is `mpirun -np N`, so
 the data-parallel gradient sums are checked against the one-rank
-reference. --shard: a 2 x 2 mesh (axes a and b, 4 ranks), every leaf
+reference (in gradient buckets of a random size: loomc's default, none
+(`--grad-bucket-mb=0`), or a few hundred bytes, many buckets). --shard: a 2 x 2 mesh (axes a and b, 4 ranks), every leaf
 split at random (each even dim whole or over an axis not yet used), which
 the partitioner propagates through the program. --train: the script is built
 with `loomc --train` and a random optimizer (SGD, SGD with momentum and
@@ -850,6 +851,14 @@ def compile_script(args, seed, text, flags):
     script, exe = f"{args.work}/s{seed}.loom", f"{args.work}/s{seed}"
     with open(script, "w") as f:
         f.write(text)
+    # The data-parallel gradient sums in buckets of a random size: the
+    # default (every gradient of a small program in one), none, or a few
+    # hundred bytes (many buckets, some closed early by a sum read inside
+    # the backward).
+    if "--gradients" in flags or "--train" in flags:
+        bucket = random.Random(seed + 8 * 10**6).choice([None, 0, 0.0002, 0.001])
+        if bucket is not None:
+            flags = flags + [f"--grad-bucket-mb={bucket}"]
     builds = [(flags, exe)] + ([(flags + ["--gpu"], exe + ".gpu")] if args.gpu else [])
     for options, output in builds:
         compiled = subprocess.run([args.loomc, script, "-o", output] + options,
