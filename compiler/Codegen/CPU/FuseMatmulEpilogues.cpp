@@ -1,6 +1,7 @@
 //===- FuseMatmulEpilogues.cpp - A matmul's elementwise consumer per tile -===//
 
 #include "Codegen/CPU/CpuMatmul.h"
+#include "Codegen/Common/MatmulLike.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -10,7 +11,6 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 
@@ -22,14 +22,6 @@ static Operation *nextAfterDeallocs(Operation *op) {
   while (next && isa<memref::DeallocOp>(next))
     next = next->getNextNode();
   return next;
-}
-
-/// The buffer `value` is a view of (through subviews, reinterpret casts,
-/// reshapes), or `value` itself.
-static Value underlyingBuffer(Value value) {
-  while (auto view = value.getDefiningOp<ViewLikeOpInterface>())
-    value = view.getViewSource();
-  return value;
 }
 
 bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
@@ -52,10 +44,8 @@ bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
   // the epilogue would write over operand rows later tiles still read
   // (a bf16 attention's output bufferized into its probabilities' bytes,
   // which its P @ V reads: every row wrong, fuzzer seed 131073).
-  Value outBuffer = underlyingBuffer(out->get());
   if (!epilogue.getMatchingIndexingMap(out).isIdentity() || out->get() == acc ||
-      llvm::any_of(matmul->getOperands(),
-                   [&](Value operand) { return underlyingBuffer(operand) == outBuffer; }) ||
+      mlir::loom::writesMatmulOperand(matmul, out->get()) ||
       cast<MemRefType>(out->get().getType()).getShape() != accType.getShape())
     return false;
   std::optional<unsigned> accOperand;

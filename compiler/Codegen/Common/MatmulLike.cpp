@@ -2,6 +2,8 @@
 
 #include "Codegen/Common/MatmulLike.h"
 
+#include "mlir/Interfaces/ViewLikeInterface.h"
+
 #include "Loom/IR/Tf32.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -41,4 +43,18 @@ bool loom::isTensorCoreMatmul(linalg::GenericOp op) {
   };
   return (extOf(mul.getLhs(), 0) && extOf(mul.getRhs(), 1)) ||
          (extOf(mul.getLhs(), 1) && extOf(mul.getRhs(), 0));
+}
+
+/// The buffer `value` views, or `value` itself.
+static Value underlyingBuffer(Value value) {
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>())
+    value = view.getViewSource();
+  return value;
+}
+
+bool mlir::loom::writesMatmulOperand(linalg::GenericOp matmul, Value output) {
+  Value buffer = underlyingBuffer(output);
+  return llvm::any_of(matmul->getOperands(), [&](Value operand) {
+    return underlyingBuffer(operand) == buffer;
+  });
 }

@@ -31,6 +31,14 @@ inline bool isMatmulLike(linalg::GenericOp op) {
          !maps[2].isFunctionOfDim(k) && maps[2].isProjectedPermutation();
 }
 
+/// Whether `output` is, or views, a buffer one of `matmul`'s operands is or
+/// views (through subviews, reinterpret casts, reshapes). An epilogue fused
+/// into the matmul's tiles must not write such a buffer: later tiles, or
+/// other blocks, still read it (a CPU bf16 attention's output bufferized
+/// into its probabilities' bytes, which its P @ V reads, came out wrong in
+/// every row).
+bool writesMatmulOperand(linalg::GenericOp matmul, Value output);
+
 /// A matmul-like op the GPU runs on tensor cores: bf16 or f16 operands,
 /// an f32 accumulator, and the body acc + extf(a) * extf(b).
 bool isTensorCoreMatmul(linalg::GenericOp op);

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/IR/LoomDialect.h"
+#include "Codegen/Common/MatmulLike.h"
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
 
@@ -54,7 +55,7 @@ static bool isElementwiseEpilogue(linalg::GenericOp next, linalg::GenericOp op) 
   if (!readsC)
     return false;
   for (OpOperand &init : next.getDpsInitsMutable())
-    if (init.get() == c || llvm::is_contained(op.getDpsInputs(), init.get()) ||
+    if (init.get() == c || writesMatmulOperand(op, init.get()) ||
         !isa<MemRefType>(init.get().getType()))
       return false;
   return true;
