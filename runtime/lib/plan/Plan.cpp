@@ -1844,6 +1844,19 @@ bool PlanParser::parseCollective(size_t index) {
     step.buffers.push_back(pairIn);
     step.buffers.push_back(pairOut);
   }
+  // Every member reads its INs while others write their OUTs (NCCL runs a
+  // bucket's pairs at once): no two of the step's buffers share bytes.
+  std::vector<unsigned> byOffset = step.buffers;
+  std::sort(byOffset.begin(), byOffset.end(), [&](unsigned a, unsigned b) {
+    return plan.buffers[a].offset < plan.buffers[b].offset;
+  });
+  for (size_t i = 1; i < byOffset.size(); ++i) {
+    const PlanBuffer &below = plan.buffers[byOffset[i - 1]];
+    const PlanBuffer &above = plan.buffers[byOffset[i]];
+    if (below.offset + below.bytes > above.offset)
+      return fail(index, quoted + " buffers '" + below.name + "' and '" +
+                             above.name + "' share arena bytes");
+  }
   if (!placeInSection(index, step))
     return false;
   plan.steps.push_back(std::move(step));

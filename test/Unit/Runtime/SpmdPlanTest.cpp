@@ -473,6 +473,20 @@ TEST(SpmdPlan, RejectsBadCollectiveRecords) {
   for (const Case &c : cases)
     EXPECT_EQ(errorWithLine(23, c.line), c.error) << c.line;
 
+  // No two of a collective's buffers share arena bytes: y (line 17) moved
+  // into the last 16 KiB of p6's 32 KiB, then a bucket whose pairs
+  // overlap (s8, the OUT of x's pair, moved into x's bytes).
+  std::vector<std::string> lines = spmdLines();
+  lines[16] = "buffer 7 y output bf16 32,512 2347008";
+  EXPECT_EQ(errorWith(lines, 23, "collective all-reduce tp - 6 7"),
+            "plan:24: collective 'all-reduce' buffers 'p6' and 'y' share arena "
+            "bytes");
+  lines = spmdLines();
+  lines[18] = "buffer 8 s8 temp bf16 32,512 2117632";
+  EXPECT_EQ(errorWith(lines, 23, "collective all-reduce tp - 6 7 0 8"),
+            "plan:24: collective 'all-reduce' buffers 'x' and 's8' share arena "
+            "bytes");
+
   // Valid forms of each kind (shapes per the kind's rule).
   for (const char *good :
        {"collective all-gather tp 1 6 4", "collective reduce-scatter tp 1 4 6",
