@@ -137,14 +137,28 @@ void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
                      "kernel step").c_str(),
                count(collectives, "collective").c_str());
   size_t counts[kNumCollectiveKinds] = {};
+  // The all-reduces that sum a gradient bucket (several IN OUT pairs) and
+  // the sums they carry.
+  size_t buckets = 0, bucketSums = 0;
   for (const PlanStep &step : spmd.steps)
-    if (step.kind == StepKind::Collective)
+    if (step.kind == StepKind::Collective) {
       ++counts[static_cast<unsigned>(step.collective.kind)];
-  for (unsigned kind = 0; kind < kNumCollectiveKinds; ++kind)
-    if (counts[kind])
-      std::fprintf(out, "  %-14s %zu\n",
-                   collectiveKindName(static_cast<CollectiveKind>(kind)),
-                   counts[kind]);
+      if (step.buffers.size() > 2) {
+        ++buckets;
+        bucketSums += step.buffers.size() / 2;
+      }
+    }
+  for (unsigned kind = 0; kind < kNumCollectiveKinds; ++kind) {
+    if (!counts[kind])
+      continue;
+    std::string bucketed;
+    if (static_cast<CollectiveKind>(kind) == CollectiveKind::AllReduce && buckets)
+      bucketed = " (" + count(buckets, "gradient bucket") + ": " +
+                 std::to_string(bucketSums) + " sums)";
+    std::fprintf(out, "  %-14s %zu%s\n",
+                 collectiveKindName(static_cast<CollectiveKind>(kind)),
+                 counts[kind], bucketed.c_str());
+  }
 }
 
 static std::string formatValue(DType dtype, double value) {
