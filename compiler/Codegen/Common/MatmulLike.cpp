@@ -2,11 +2,10 @@
 
 #include "Codegen/Common/MatmulLike.h"
 
-#include "mlir/Interfaces/ViewLikeInterface.h"
-
 #include "Loom/IR/Tf32.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 using namespace mlir;
 

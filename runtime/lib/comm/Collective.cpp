@@ -121,8 +121,9 @@ bool loom::runtime::runCollective(const Plan &plan, const PlanStep &step,
   case CollectiveKind::AllReduce: {
     // A bucket's pairs go one after the other in one message: the sums
     // are elementwise, so each pair's are those of its own all-reduce.
-    uint64_t bytes = allReduceElements(plan, step) * element;
-    uint64_t chunk = reduceChunk(bytes / element, n);
+    uint64_t count = allReduceElements(plan, step);
+    uint64_t bytes = count * element;
+    uint64_t chunk = reduceChunk(count, n);
     uint64_t chunkBytes = chunk * element;
     char *send = scratch; // later the gathered sums
     char *recv = send + n * chunkBytes;

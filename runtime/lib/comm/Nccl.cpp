@@ -295,6 +295,16 @@ struct NcclCollectives::State {
   /// success.
   bool check(ncclResult_t result, const char *call, std::string &error,
              ncclComm_t comm = nullptr) const;
+  /// Ends the NCCL group begun with ncclGroupStart, also after an error in
+  /// it: whether the group's calls (`ok`) and its end succeeded; the end's
+  /// error goes to `error` unless one came before.
+  bool endGroup(bool ok, std::string &error, ncclComm_t comm) const {
+    std::string ending;
+    bool ended = check(nccl.groupEnd(), "ncclGroupEnd", ending, comm);
+    if (ok && !ended)
+      error = ending;
+    return ok && ended;
+  }
   /// The same for the CUDA driver's results.
   bool checkCuda(CUresult result, const char *call, std::string &error) const;
   bool loadCopies(std::string &error);
@@ -553,12 +563,7 @@ bool NcclCollectives::State::allToAll(const PlanStep &step,
                          static_cast<int>(j), comm, nullptr),
                "ncclRecv", error, comm);
   }
-  // The group is closed even after an error.
-  std::string ending;
-  bool ended = check(nccl.groupEnd(), "ncclGroupEnd", ending, comm);
-  if (ok && !ended)
-    error = ending;
-  if (!ok || !ended)
+  if (!endGroup(ok, error, comm))
     return false;
   return joined.rows == 1 ||
          pack(address(step.buffers[1]), recv, joined, n, true, error);
@@ -805,31 +810,20 @@ bool NcclCollectives::run(size_t index, std::string &error) {
   bool ok = true;
   switch (op.kind) {
   case CollectiveKind::AllReduce: {
-    if (step.buffers.size() == 2) {
-      ok = s.check(s.nccl.allReduce(State::pointer(in), State::pointer(out),
-                                    source.numElements, sumType(source.dtype),
-                                    ncclSum, comm, nullptr),
-                   "ncclAllReduce", error, comm);
-      break;
-    }
     // A gradient bucket's pairs, grouped: NCCL runs them as one launch,
     // with no packing copies.
-    if (!s.check(s.nccl.groupStart(), "ncclGroupStart", error)) {
-      ok = false;
+    bool grouped = step.buffers.size() > 2;
+    ok = !grouped || s.check(s.nccl.groupStart(), "ncclGroupStart", error);
+    if (!ok)
       break;
-    }
     for (size_t pair = 0; ok && pair < step.buffers.size(); pair += 2)
       ok = s.check(s.nccl.allReduce(State::pointer(s.address(step.buffers[pair])),
                                     State::pointer(s.address(step.buffers[pair + 1])),
                                     s.plan->buffers[step.buffers[pair]].numElements,
                                     sumType(source.dtype), ncclSum, comm, nullptr),
                    "ncclAllReduce", error, comm);
-    // The group is closed even after an error.
-    std::string ending;
-    bool ended = s.check(s.nccl.groupEnd(), "ncclGroupEnd", ending, comm);
-    if (ok && !ended)
-      error = ending;
-    ok = ok && ended;
+    if (grouped)
+      ok = s.endGroup(ok, error, comm);
     break;
   }
   case CollectiveKind::AllGather: {

@@ -1824,12 +1824,13 @@ bool PlanParser::parseCollective(size_t index) {
       return false;
     const PlanBuffer &a = plan.buffers[pairIn];
     const PlanBuffer &b = plan.buffers[pairOut];
-    for (unsigned id : {pairIn, pairOut})
+    for (unsigned id : {pairIn, pairOut}) {
       if (std::find(step.buffers.begin(), step.buffers.end(), id) !=
-              step.buffers.end() ||
-          (id == pairOut && pairIn == pairOut))
+          step.buffers.end())
         return fail(index, quoted + " names buffer '" +
                                plan.buffers[id].name + "' twice");
+      step.buffers.push_back(id);
+    }
     if (a.dtype != source.dtype || b.dtype != source.dtype)
       return fail(index, quoted + " sums " + dtypeName(source.dtype) +
                              " buffers, but pair '" + a.name + "' -> '" +
@@ -1841,8 +1842,6 @@ bool PlanParser::parseCollective(size_t index) {
                              formatShape(a.shape) + " into buffer '" + b.name +
                              "' " + formatShape(b.shape) +
                              " (the shapes must agree)");
-    step.buffers.push_back(pairIn);
-    step.buffers.push_back(pairOut);
   }
   // Every member reads its INs while others write their OUTs (NCCL runs a
   // bucket's pairs at once): no two of the step's buffers share bytes.
