@@ -156,6 +156,8 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
           .Case("log", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return LogOp::create(b, l, x); })
           .Case("tanh", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return TanhOp::create(b, l, x); })
           .Case("sqrt", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SqrtOp::create(b, l, x); })
+          .Case("sin", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SinOp::create(b, l, x); })
+          .Case("cos", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CosOp::create(b, l, x); })
           .Case("causal_mask", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CausalMaskOp::create(b, l, x); })
           .Default(nullptr);
   if (unary) {

@@ -152,6 +152,10 @@ UNARY = {
 # campaign: log(softmax(x)^2 + 1), 22% of the elements 0 against up to
 # 0.004). That is the 16-bit program's meaning, not an error to find.
 UNARY_16BIT = dict(UNARY, log=("log({0} * {0} + 2)", lambda x: torch.log(x * x + 2)))
+# Bounded like tanh, and drawn in its place from a stream of their own
+# (Program.trig_rng), so that the main stream, and with it the program of
+# every seed without a tanh, is what it was before they came.
+TRIG = {"sin": ("sin({})", torch.sin), "cos": ("cos({})", torch.cos)}
 
 
 # The largest spread of a softmax row's inputs in the reference evaluations
@@ -193,6 +197,7 @@ class Program:
     def __init__(self, rng, gradients, precision="f32", batch=None, layers=False, moe=False,
                  microbatches=1):
         self.rng = rng
+        self.trig_rng = None  # build() seeds it
         self.gradients = gradients
         self.precision = precision
         self.batch = batch
@@ -277,7 +282,10 @@ class Program:
         if kind == "unary":
             a = self.expr(shape, sub, batched)
             unary = UNARY if self.precision == "f32" else UNARY_16BIT
-            text, fn = unary[r.choice(sorted(unary))]
+            name = r.choice(sorted(unary))
+            if name == "tanh" and self.trig_rng and self.trig_rng.random() < 2 / 3:
+                name = self.trig_rng.choice(sorted(TRIG))
+            text, fn = {**unary, **TRIG}[name]
             return self.bind(text.format(a), lambda v, a=a, fn=fn: fn(v[a]))
         if kind in ("binary", "broadcast"):
             a = self.expr(shape, sub, batched)
@@ -508,6 +516,7 @@ class Body(Program):
 
     def __init__(self, parent, shape, batched, moe):
         super().__init__(parent.rng, parent.gradients, parent.precision)
+        self.trig_rng = parent.trig_rng
         self.arg, self.arg_shape, self.batched_arg, self.in_moe = "a", tuple(shape), batched, moe
         self.used = False
 
@@ -604,6 +613,7 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     if args.batch:  # divided by the microbatches, and what each holds by dp
         batch = args.microbatches * dp * rng.choice([1, 2, 3])
     program = Program(rng, gradients, args.precision, batch, args.layers, args.moe, args.microbatches)
+    program.trig_rng = random.Random(seed + 9 * 10**6)
     # The mesh's axes in gpt.loom's order: dp, pp, then the shard axes.
     mesh = ([f"dp = {dp}"] if dp > 1 else []) + ([f"pp = {stages}"] if stages > 1 else []) + \
         (["a = 2", "b = 2"] if shard else [])

@@ -29,6 +29,9 @@ namespace {
 struct LoomApproximateMathForCpu
     : public loom::impl::LoomApproximateMathForCpuBase<LoomApproximateMathForCpu> {
   void runOnOperation() override {
+    // Not sin and cos: upstream's polynomial reduces the argument by one
+    // f32 multiple of pi/2, and a rotary embedding's angles reach thousands
+    // of radians; libm reduces them exactly.
     auto approximated = [](StringRef name) {
       return llvm::is_contained(
           {math::ExpOp::getOperationName(), math::ExpM1Op::getOperationName(),

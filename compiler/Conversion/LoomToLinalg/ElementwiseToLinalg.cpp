@@ -159,4 +159,15 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
       [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
         return math::SqrtOp::create(b, loc, x);
       });
+  // Without fast-math flags: libm's (CPU) and libdevice's (GPU) sine and
+  // cosine reduce large arguments exactly, which a rotary embedding's
+  // angles (positions up to the sequence length, in radians) need.
+  patterns.add<UnaryLowering<SinOp>>(
+      context, [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags) -> Value {
+        return math::SinOp::create(b, loc, x);
+      });
+  patterns.add<UnaryLowering<CosOp>>(
+      context, [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags) -> Value {
+        return math::CosOp::create(b, loc, x);
+      });
 }

@@ -24,7 +24,8 @@ namespace mlir::loom {
 /// as the epilogue of the kernel producing an operand.
 inline bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
-             LogOp, TanhOp, SqrtOp, CastOp, ActivationGradOp, MaxMaskOp>(op);
+             LogOp, TanhOp, SqrtOp, SinOp, CosOp, CastOp, ActivationGradOp,
+             MaxMaskOp>(op);
 }
 
 /// Ops a model keeps beside its kernel calls, as plan steps of their own:

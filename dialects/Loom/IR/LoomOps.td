@@ -97,6 +97,8 @@ def Loom_ExpOp : Loom_UnaryOp<"exp", "exponential">;
 def Loom_LogOp : Loom_UnaryOp<"log", "natural logarithm">;
 def Loom_TanhOp : Loom_UnaryOp<"tanh", "hyperbolic tangent">;
 def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "square root">;
+def Loom_SinOp : Loom_UnaryOp<"sin", "sine (radians)">;
+def Loom_CosOp : Loom_UnaryOp<"cos", "cosine (radians)">;
 
 def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Element type conversion (round to nearest even)";

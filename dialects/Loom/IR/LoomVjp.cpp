@@ -137,6 +137,27 @@ LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult SinOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // d sin(x) = cos(x) dx, from the operand (sqrt(1 - y^2) loses the sign).
+  Location loc = getLoc();
+  Value x = toF32(b, loc, getInput());
+  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), CosOp::create(b, loc, x));
+  operandGrads.assign({castTo(b, loc, grad, typeOf(getInput()).getElementType())});
+  return success();
+}
+
+LogicalResult CosOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // d cos(x) = -sin(x) dx.
+  Location loc = getLoc();
+  Value x = toF32(b, loc, getInput());
+  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]),
+                             NegOp::create(b, loc, SinOp::create(b, loc, x)));
+  operandGrads.assign({castTo(b, loc, grad, typeOf(getInput()).getElementType())});
+  return success();
+}
+
 LogicalResult CastOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   Type element = typeOf(getInput()).getElementType();

@@ -48,3 +48,17 @@ func.func @sqrt(%x: f32) -> f32 {
   %y = math.sqrt %x : f32
   return %y : f32
 }
+
+// -----
+
+// sin and cos stay libm calls: upstream's polynomial reduces the argument
+// by one f32 multiple of pi/2, which loses the accuracy of a rotary
+// embedding's angles of thousands of radians.
+// CHECK-LABEL: func.func @sin_cos
+// CHECK: math.sin
+// CHECK: math.cos
+func.func @sin_cos(%x: f32) -> (f32, f32) {
+  %s = math.sin %x : f32
+  %c = math.cos %x : f32
+  return %s, %c : f32, f32
+}

@@ -216,6 +216,26 @@ func.func @math_ops(%a: tensor<4xbf16>, %b: tensor<4xf32>, %c: tensor<4xf16>)
 
 // -----
 
+// sin and cos map to math.sin and math.cos in f32, without fast-math
+// flags (exact range reduction for large angles).
+// CHECK-LABEL: func.func @trig
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %{{[^:]+}}: bf16):
+// CHECK-NEXT: [[X:%.+]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT: [[S:%.+]] = math.sin [[X]] : f32
+// CHECK-NEXT: arith.truncf [[S]] : f32 to bf16
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: f32):
+// CHECK-NEXT: [[C:%.+]] = math.cos %[[IN]] : f32
+// CHECK-NEXT: linalg.yield [[C]] : f32
+func.func @trig(%a: tensor<4xbf16>, %b: tensor<4xf32>) -> (tensor<4xbf16>, tensor<4xf32>) {
+  %0 = loom.sin %a : tensor<4xbf16>
+  %1 = loom.cos %b : tensor<4xf32>
+  return %0, %1 : tensor<4xbf16>, tensor<4xf32>
+}
+
+// -----
+
 // Casts: f32 -> bf16 rounds once (no intermediate type); bf16 -> f16 goes
 // through f32 (exact) before its one rounding; ints widen/narrow with sign;
 // int <-> float convert directly, a 16-bit float source widened first.

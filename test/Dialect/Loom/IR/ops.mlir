@@ -55,8 +55,12 @@ func.func @unary(%x: tensor<64x2048xf32>, %h: tensor<8xbf16>) {
   %4 = loom.exp %3 : tensor<64x2048xf32>
   // CHECK: [[TANH:%.+]] = loom.tanh [[EXP]] : tensor<64x2048xf32>
   %5 = loom.tanh %4 : tensor<64x2048xf32>
-  // CHECK: loom.sqrt [[TANH]] : tensor<64x2048xf32>
+  // CHECK: [[SQRT:%.+]] = loom.sqrt [[TANH]] : tensor<64x2048xf32>
   %6 = loom.sqrt %5 : tensor<64x2048xf32>
+  // CHECK: [[SIN:%.+]] = loom.sin [[SQRT]] : tensor<64x2048xf32>
+  %8 = loom.sin %6 : tensor<64x2048xf32>
+  // CHECK: loom.cos [[SIN]] : tensor<64x2048xf32>
+  %9 = loom.cos %8 : tensor<64x2048xf32>
   // CHECK: loom.gelu %[[H]] : tensor<8xbf16>
   %7 = loom.gelu %h : tensor<8xbf16>
   return

@@ -184,3 +184,26 @@ func.func @max_log(%w: tensor<4x3xf32> {loom.param = "w"}, %t: tensor<4xf32> {lo
   return %s : tensor<f32>
 }
 loom.train @max_log optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// sin and cos: dy * cos(x) and -dy * sin(x), both from the operand.
+// CHECK-LABEL: func.func @sin_cos
+// CHECK: %[[S:.+]] = loom.sin %[[W:[^ ]+]] : tensor<4xf32>
+// CHECK: %[[C:.+]] = loom.cos %[[W]] : tensor<4xf32>
+// CHECK-DAG: %[[DS:.+]] = loom.cos %[[W]] : tensor<4xf32>
+// CHECK-DAG: %[[SW:.+]] = loom.sin %[[W]] : tensor<4xf32>
+// CHECK-DAG: %[[DC:.+]] = loom.neg %[[SW]] : tensor<4xf32>
+// CHECK-DAG: loom.mul %{{.+}}, %[[DS]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK-DAG: loom.mul %{{.+}}, %[[DC]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return
+func.func @sin_cos(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %s = loom.sin %w : tensor<4xf32>
+  %c = loom.cos %w : tensor<4xf32>
+  %a = loom.mse %s, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  %b = loom.mse %c, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  %l = loom.add %a, %b : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+loom.train @sin_cos optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
