@@ -663,6 +663,11 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
     used += std::snprintf(progress + used, sizeof(progress) - used,
                           "  skipped (inf/nan gradients; loss scale now %g)",
                           train.lossScale);
+  else if (hasNorm && !std::isfinite(gradNorm))
+    // Without loss scaling nothing skips the step: its params are now
+    // inf/nan too, which the loss shows only a step later.
+    used += std::snprintf(progress + used, sizeof(progress) - used,
+                          "  applied inf/nan gradients (loss_scale dynamic would skip the step)");
   if (drawsProgressBar()) {
     // A bar that redraws itself, with the time left at the mean step time.
     const int width = 24;
