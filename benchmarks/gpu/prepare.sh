@@ -71,6 +71,14 @@ sed -e 's/^dim B = .*/dim B = 4/' -e 's/^dim T = .*/dim T = 2048/' \
     "$out/gpt-train.loom" > "$out/gpt-train-big.loom"
 $loomc --train --mesh=dp=1,tp=1 "$out/gpt-train-big.loom" -o "$out/gpt-train-big"
 cp /usr/share/common-licenses/GPL-3 "$out/gpl.txt"
+# examples/llama.loom in bf16 (the rotary tables cast to it, as the script
+# says, so that its attention is fused): sin and cos by libdevice, RMSNorm
+# and SwiGLU, checked kernel by kernel and trained against the CPU.
+sed -e 's/^precision f32 accumulate f32/precision bf16 accumulate f32/' \
+    -e 's/let c = cos(angle)/let c = cast(cos(angle), bf16)/' \
+    -e 's/let s = sin(angle)/let s = cast(sin(angle), bf16)/' \
+  "$root/examples/llama.loom" > "$out/llama-train.loom"
+$loomc --train "$out/llama-train.loom" -o "$out/llama-train"
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"

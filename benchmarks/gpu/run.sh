@@ -14,7 +14,8 @@
 #    AdamW included) against the CPU, 20 steps' losses on cuda against the
 #    CPU's; and at a size that fills the GPU, tokens/s and MFU against
 #    PyTorch's eager step (SDPA) on the same GPU (GPU_CHECK_SKIP_BIG=1
-#    leaves the big one out);
+#    leaves the big one out); examples/llama.loom's step in bf16 (sin, cos,
+#    RMSNorm, SwiGLU) kernel by kernel and against the CPU's losses too;
 # 5. bandwidth: the memory-bound kernels of the memory and gpt executables
 #    (bytes from the trace, time from CUDA events) against a device-to-device
 #    copy measured in the same run (bandwidth.py).
@@ -133,7 +134,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-grad2048 gpt-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-grad2048 gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
            gpt-train-persistent attention2048-mma-sync attention-grad2048-mma-sync; do
   skip $exe && continue
@@ -316,6 +317,8 @@ echo "== training: gpt-train (bf16), 20 steps on cuda against 20 on the cpu (los
 train_against_cpu gpt-train
 echo "== training in 2 microbatches: gpt-train-mb (bf16), the same, its accumulates on the device  [${SECONDS} s]"
 train_against_cpu gpt-train-mb
+echo "== training: llama-train (bf16; rotary embeddings, RMSNorm, SwiGLU), the same  [${SECONDS} s]"
+train_against_cpu llama-train
 fi  # training
 
 if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
