@@ -15,6 +15,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/ToolUtilities.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -471,6 +472,19 @@ int main(int argc, char **argv) {
         return failure();
       printUnlocatedDiagnostic(diag);
       return success();
+    });
+    // A warning about a script line is said once: each instance of a
+    // layer, and each program built (one rank, per rank), would repeat it
+    // word for word. (Remarks are counted: --remarks=collectives gives one
+    // per collective.)
+    llvm::StringSet<> said;
+    mlir::ScopedDiagnosticHandler once(&context, [&said](mlir::Diagnostic &diag) {
+      if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning)
+        return failure();
+      std::string key;
+      llvm::raw_string_ostream os(key);
+      os << diag.getLocation() << '\n' << diag.str();
+      return success(!said.insert(key).second);
     });
     return loom::runDriver(context, sourceMgr, options, os);
   };

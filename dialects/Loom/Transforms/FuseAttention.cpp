@@ -33,6 +33,18 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
                                              SmallVectorImpl<Operation *> &chain) {
   if (output.getMultiply())
     return failure();
+  if (auto cast = soleUseOf<CastOp>(output.getLhs()))
+    if (auto probabilities = cast.getInput().getDefiningOp<SoftmaxOp>()) {
+      // Said, as the user can mend it: in a 16-bit model, f32 queries or
+      // keys (made so by f32 rotary tables, say) give f32 probabilities
+      // that are cast to the values' type, and the [queries, keys] scores
+      // then take memory and five kernels.
+      output.emitWarning() << "attention is not fused into one kernel: its scores are "
+                           << elementOf(probabilities) << " and its values "
+                           << elementOf(output.getRhs())
+                           << " (give the queries and keys the values' type)";
+      return failure();
+    }
   auto softmax = soleUseOf<SoftmaxOp>(output.getLhs());
   if (!softmax || static_cast<int64_t>(softmax.getAxis()) != softmax.getType().getRank() - 1)
     return failure();
