@@ -57,7 +57,8 @@ static const char *const kVocabulary[] = {
     "}", "\n", " ", "0", "1", "-1", "3", "7", "64", "0.5", "1e30",
     "99999999999999999999", "9223372036854775807", "gelu(", "softmax(",
     "reshape(", "transpose(", "split(", "concat(", "embedding(", "arange(",
-    "layernorm(", "sum(", "cast(", "causal_mask(", "cross_entropy(", "mse(",
+    "layernorm(", "rmsnorm(", "sum(", "cast(", "causal_mask(", "cross_entropy(",
+    "mse(", "sin(", "cos(", "silu(",
     "axis = -1", "keepdim = 1", "normal(0.02)", "zeros", "static(8)",
     "dynamic", "1f1b", "[0, 2, 1, 3]", "[-1]",
 };
