@@ -137,25 +137,33 @@ LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange grads,
   });
 }
 
+/// dy * f'(x) with f'(x) written from the operand x (sin, cos: sqrt(1 - y^2)
+/// from the result would lose the sign).
+template <typename Derivative>
+static LogicalResult fromOperand(Operation *op, OpBuilder &b, ValueRange grads,
+                                 SmallVectorImpl<Value> &operandGrads,
+                                 Derivative derivative) {
+  Location loc = op->getLoc();
+  Value x = toF32(b, loc, op->getOperand(0));
+  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), derivative(x));
+  operandGrads.assign(
+      {castTo(b, loc, grad, typeOf(op->getOperand(0)).getElementType())});
+  return success();
+}
+
 LogicalResult SinOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
-  // d sin(x) = cos(x) dx, from the operand (sqrt(1 - y^2) loses the sign).
   Location loc = getLoc();
-  Value x = toF32(b, loc, getInput());
-  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), CosOp::create(b, loc, x));
-  operandGrads.assign({castTo(b, loc, grad, typeOf(getInput()).getElementType())});
-  return success();
+  return fromOperand(*this, b, grads, operandGrads,
+                     [&](Value x) -> Value { return CosOp::create(b, loc, x); });
 }
 
 LogicalResult CosOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
-  // d cos(x) = -sin(x) dx.
   Location loc = getLoc();
-  Value x = toF32(b, loc, getInput());
-  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]),
-                             NegOp::create(b, loc, SinOp::create(b, loc, x)));
-  operandGrads.assign({castTo(b, loc, grad, typeOf(getInput()).getElementType())});
-  return success();
+  return fromOperand(*this, b, grads, operandGrads, [&](Value x) -> Value {
+    return NegOp::create(b, loc, SinOp::create(b, loc, x));
+  });
 }
 
 LogicalResult CastOp::buildVjp(OpBuilder &b, ValueRange grads,
