@@ -289,6 +289,9 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
       return false;
     }
   }
+  // A training checkpoint's optimizer state (opt.*), which a forward
+  // executable does not read, is one warning rather than one a tensor.
+  size_t optimizerState = 0;
   for (const SafetensorsTensor &tensor : header.tensors) {
     const PlanBuffer *buffer = plan.findBuffer(tensor.name);
     if (buffer && buffer->role == BufferRole::Param)
@@ -298,9 +301,16 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
               "' is not a param of model '" + plan.model + "'";
       return false;
     }
-    warnings.push_back(path + ": ignoring tensor '" + tensor.name +
-                       "', which is not a param of model '" + plan.model + "'");
+    if (tensor.name.compare(0, 4, "opt.") == 0)
+      ++optimizerState;
+    else
+      warnings.push_back(path + ": ignoring tensor '" + tensor.name +
+                         "', which is not a param of model '" + plan.model + "'");
   }
+  if (optimizerState)
+    warnings.push_back(path + ": ignoring " + std::to_string(optimizerState) +
+                       " optimizer-state tensors (opt.*), which model '" +
+                       plan.model + "' does not train");
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Param)
       continue;

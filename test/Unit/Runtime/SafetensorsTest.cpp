@@ -154,6 +154,21 @@ TEST(Safetensors, ParamsMustMatch) {
   EXPECT_EQ(warnings[1], path + ": ignoring tensor 'junk', which is not a "
                                 "param of model 'net'");
 
+  // A training checkpoint's optimizer state is one warning.
+  fileWith(
+      ",\"w\":{\"dtype\":\"BF16\",\"shape\":[3,5],\"data_offsets\":[38,68]},"
+      "\"opt.m.w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[68,84]},"
+      "\"opt.v.w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[84,100]},"
+      "\"x\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[100,103]}",
+      65);
+  warnings.clear();
+  ASSERT_TRUE(loadWeights(plan, arena.data(), path, warnings, error)) << error;
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0],
+            path + ": ignoring tensor 'x', which is not a param of model 'net'");
+  EXPECT_EQ(warnings[1], path + ": ignoring 2 optimizer-state tensors (opt.*), "
+                                "which model 'net' does not train");
+
   EXPECT_FALSE(loadWeights(plan, arena.data(), dir.path("none.safetensors"),
                            warnings, error));
   EXPECT_EQ(error, "cannot open " + dir.path("none.safetensors") +
