@@ -18,6 +18,7 @@
 #include "io/File.h"
 #include "loom/runtime/exec/Checkpoint.h"
 #include "loom/runtime/exec/CpuTarget.h"
+#include "loom/runtime/exec/Generation.h"
 #include "loom/runtime/exec/Training.h"
 #include "loom/runtime/io/Json.h"
 #include "loom/runtime/comm/Communicator.h"
@@ -132,10 +133,19 @@ private:
     return !onCuda || cuda.downloadParams(executor.arena(), error) ||
            fail(multiRank ? inSpmdPlan(error) : error);
   }
-  /// Whether --data fills `buffer` (tokens, labels) instead of a file.
+  /// Whether --data fills `buffer` (tokens, labels) instead of a file, or
+  /// generate's window (tokens).
   bool fromData(const PlanBuffer &buffer) const {
-    return !options.data.empty() &&
-           (buffer.name == "tokens" || buffer.name == "labels");
+    return (!options.data.empty() &&
+            (buffer.name == "tokens" || buffer.name == "labels")) ||
+           (options.generate && buffer.name == "tokens");
+  }
+  /// generate: after a run whose logits are in `arena` (`plan`'s offsets),
+  /// the next byte, printed as it comes (rank 0).
+  void printNextByte(const Plan &plan, const char *arena) {
+    auto byte = static_cast<unsigned char>(generator.advance(plan, arena));
+    std::fputc(byte, out);
+    std::fflush(out);
   }
   /// Microbatch `microbatch` of step `step`'s batch into `plan`'s buffers
   /// in `arena`: the --data rows, and with microbatches those of the
@@ -248,6 +258,7 @@ private:
   /// buffers are all rank 0's).
   unsigned holderIn(const Plan &plan) const { return plan.mesh.present ? rank : 0; }
   AssembledOutputs assembled; // a forward in microbatches: its whole outputs
+  TextGenerator generator;    // generate: the text so far (rank 0)
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
 } // namespace
@@ -359,6 +370,9 @@ bool Driver::collectFiles(const NamedFiles &given, BufferRole role,
 }
 
 bool Driver::checkInputs(const Plan &plan) {
+  if (options.generate &&
+      !generator.start(plan, options.prompt, options.temperature, options.seed, error))
+    return fail(error);
   if (!options.data.empty()) {
     const PlanBuffer *tokens, *labels;
     if (!loadTokenData(options.data, data, error) ||
@@ -371,7 +385,7 @@ bool Driver::checkInputs(const Plan &plan) {
       continue;
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
-      if (options.randomInputs)
+      if (options.randomInputs || options.generate)
         continue;
       return fail("input '" + buffer.name + "' (" + dtypeName(buffer.dtype) +
                   " " + formatShape(buffer.shape) +
@@ -439,7 +453,9 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
       target = rows.data();
     }
     auto file = inputFiles.find(buffer.id);
-    if (file == inputFiles.end()) {
+    if (file == inputFiles.end() && options.generate && !options.randomInputs) {
+      std::memset(target, 0, whole.bytes); // generate: inputs not given are zeros
+    } else if (file == inputFiles.end()) {
       fillRandomInput(whole, options.seed, target);
     } else {
       std::string what = "input '" + buffer.name + "'";
@@ -605,6 +621,8 @@ void Driver::keepParams(const Plan &plan, uint64_t step) {
 }
 
 uint64_t Driver::numSteps() const {
+  if (options.generate)
+    return options.tokens;
   if (!options.train)
     return options.repeat;
   return options.steps ? options.steps : whole.optimizer.steps;
@@ -763,12 +781,16 @@ bool Driver::runSingle() {
     return false;
   resumedAt = train.step;
   stepEnd = std::chrono::steady_clock::now();
+  if (options.generate)
+    std::fputs(options.prompt.c_str(), out);
   for (uint64_t step = resumedAt + 1, steps = numSteps(); step <= steps; ++step) {
     // A run may reuse the inputs' bytes once they are read: read them again.
     if (step > resumedAt + 1 && !loadInputs(whole, executor.arena()))
       return false;
     keepParams(whole, step);
     fillStepScalars(whole, executor.arena(), train);
+    if (options.generate)
+      generator.place(whole, executor.arena());
     auto place = [&](uint64_t microbatch) {
       placeMicrobatch(whole, executor.arena(), step, microbatch);
       return true;
@@ -776,11 +798,15 @@ bool Driver::runSingle() {
     if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
         (options.train && !finishStep(whole, step)))
       return false;
+    if (options.generate)
+      printNextByte(whole, executor.arena());
     if (options.train && savesAfter(step) &&
         (!paramsToHost() || !saveCheckpointOf(whole, executor.arena())))
       return false;
   }
-  if (!finishOutputs(whole, executor.arena()))
+  if (options.generate)
+    std::fputc('\n', out);
+  else if (!finishOutputs(whole, executor.arena()))
     return false;
   if (!options.trace.empty() && !trace.write(options.trace, error))
     return fail(error);
@@ -966,6 +992,8 @@ bool Driver::runRanks() {
   TraceRecorder trace;
   trace.setProcess(rank);
   stepEnd = std::chrono::steady_clock::now();
+  if (options.generate && rank == 0)
+    std::fputs(options.prompt.c_str(), out);
   for (uint64_t step = resumedAt + 1, steps = numSteps(); step <= steps; ++step) {
     // Rank 0 reads the inputs (again: a run may reuse their bytes) and
     // computes the step's scalars; every rank gets its blocks.
@@ -974,6 +1002,8 @@ bool Driver::runRanks() {
     keepParams(spmd, step);
     if (rank == 0)
       fillStepScalars(staging, stagingArena.data(), train);
+    if (rank == 0 && options.generate)
+      generator.place(staging, stagingArena.data());
     // Each microbatch's rows (or the step's batch) go out to the ranks.
     auto place = [&](uint64_t microbatch) {
       if (rank == 0)
@@ -983,11 +1013,23 @@ bool Driver::runRanks() {
     if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
         !agree(!options.train || finishStep(spmd, step)))
       return false;
+    if (options.generate) {
+      if (!agree(collect(BufferRole::Output)))
+        return false;
+      if (rank == 0)
+        printNextByte(staging, stagingArena.data());
+    }
     if (options.train && savesAfter(step) &&
         (!agree(syncPipelinedParams()) || !agree(paramsToHost()) ||
          !agree(collect(BufferRole::Param)) ||
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
+  }
+  if (options.generate) {
+    if (rank == 0)
+      std::fputc('\n', out);
+    return agree(options.trace.empty() || trace.write(tracePath(), error) ||
+                 fail(error));
   }
   // A forward in microbatches gathered each microbatch's outputs already.
   if (!agree(syncPipelinedParams()) ||
@@ -1054,6 +1096,20 @@ bool Driver::run() {
          "executable pipelines on its mesh's ranks, under mpirun)");
   if (options.train && options.checkKernels)
     return fail("--check-kernels checks one run; drop it to train");
+  if (options.generate && !whole.optimizer.kind.empty())
+    return fail("generate runs a model's forward, and this executable is a "
+                "training step: build the script without --train, and give it "
+                "the trained params with --weights CKPT");
+  // One run a byte, whose logits rank 0 reads at once: not spread over
+  // microbatches or pipeline stages.
+  if (options.generate && (whole.forwardMicrobatches() ||
+                           (multiRank && spmd.pipeline.present)))
+    return fail(std::string("generate needs a forward that runs in one piece; "
+                            "this one runs ") +
+                (whole.forwardMicrobatches() ? "in microbatches (build it with "
+                                               "--microbatches=1)"
+                                             : "in pipeline stages (run it on "
+                                               "one rank)"));
   train = initialTrainState(whole.optimizer);
   if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
       !collectFiles(options.outputs, BufferRole::Output, outputFiles))

@@ -86,6 +86,19 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          1f1b, interleaved, zero_bubble) instead of",
       "                          the one it was built with",
       "",
+      "usage: MODEL generate [--prompt TEXT] [--tokens N]",
+      "                      [--temperature T] [options]",
+      "",
+      "Extends a text with a causal language model (an input tokens",
+      "[B, T] of byte ids, an output logits [B, T, V]): each new byte",
+      "is one run of the model on the last T bytes, printed as it comes.",
+      "Load trained params with --weights (a train --save checkpoint",
+      "will do). Other inputs not given are zeros.",
+      "  --prompt TEXT           the text to extend (default: empty)",
+      "  --tokens N              the bytes to add (default 100)",
+      "  --temperature T         sample from softmax(logits / T), seeded",
+      "                          by --seed (default 0: the most likely)",
+      "",
       "bf16 tensors are read from and written to .npy files as float32.",
       "",
       "A partitioned executable (see --info) also runs on its mesh's ranks",
@@ -105,8 +118,12 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   bool seenDevice = false, seenSeed = false, seenSteps = false, seenRepeat = false,
        seenSaveEvery = false, seenTimeout = false, seenSchedule = false;
   int first = 1;
+  bool seenTokens = false, seenTemperature = false;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
+    first = 2;
+  } else if (argc > 1 && std::string_view(argv[1]) == "generate") {
+    options.generate = true;
     first = 2;
   }
   for (int i = first; i < argc; ++i) {
@@ -146,7 +163,9 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--steps" || name == "--log" || name == "--data" ||
                  name == "--save" || name == "--resume" ||
                  name == "--save-every" || name == "--collective-timeout" ||
-                 name == "--schedule" || name == "--repeat";
+                 name == "--schedule" || name == "--repeat" ||
+                 name == "--prompt" || name == "--tokens" ||
+                 name == "--temperature";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -176,12 +195,51 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
               std::string(name) + " ...)";
       return false;
     }
+    bool generateOnly =
+        name == "--prompt" || name == "--tokens" || name == "--temperature";
+    if (generateOnly != options.generate &&
+        (generateOnly || trainOnly || name == "--repeat" || name == "--output")) {
+      error = generateOnly ? "option '" + std::string(name) +
+                                 "' belongs to the generate command (MODEL generate " +
+                                 std::string(name) + " ...)"
+                           : "option '" + std::string(name) +
+                                 "' does not apply to the generate command";
+      return false;
+    }
     if (name == "--repeat" && options.train) {
       error = "--repeat runs an inference several times; a training run "
               "takes --steps";
       return false;
     }
-    if (name == "--repeat") {
+    if (name == "--prompt") {
+      if (options.promptGiven) {
+        error = "option '--prompt' given twice";
+        return false;
+      }
+      options.prompt = std::string(value);
+      options.promptGiven = true;
+    } else if (name == "--tokens") {
+      if (!once(seenTokens))
+        return false;
+      if (!parseUnsigned(value, options.tokens) || options.tokens == 0 ||
+          options.tokens > 1000000) {
+        error = "bad --tokens '" + std::string(value) +
+                "' (expected a positive integer, at most 1000000)";
+        return false;
+      }
+    } else if (name == "--temperature") {
+      if (!once(seenTemperature))
+        return false;
+      std::string text(value);
+      char *end = nullptr;
+      double t = text.empty() ? -1 : std::strtod(text.c_str(), &end);
+      if (!end || *end || !(t >= 0 && t <= 1e6)) {
+        error = "bad --temperature '" + text +
+                "' (expected a number >= 0; 0: the most likely byte)";
+        return false;
+      }
+      options.temperature = t;
+    } else if (name == "--repeat") {
       if (!once(seenRepeat))
         return false;
       if (!parseUnsigned(value, options.repeat) || options.repeat == 0 ||
@@ -282,6 +340,10 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   if (options.checkKernels && !options.trace.empty()) {
     error = "--check-kernels cannot be combined with --trace (run them "
             "separately)";
+    return false;
+  }
+  if (options.generate && options.checkKernels) {
+    error = "--check-kernels checks one run; run it without generate";
     return false;
   }
   if (options.checkKernels && !options.outputs.empty()) {

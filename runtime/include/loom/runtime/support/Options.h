@@ -44,6 +44,13 @@ struct RunOptions {
   std::string save;    // --save CKPT
   std::string resume;  // --resume CKPT
   uint64_t saveEvery = 0; // --save-every K; 0: after the last step only
+  /// `./model generate`: extend --prompt by --tokens bytes, one forward
+  /// run of the plan each (exec/Generation.h).
+  bool generate = false;
+  std::string prompt;       // --prompt TEXT
+  bool promptGiven = false; // (an empty prompt is a prompt)
+  uint64_t tokens = 100;    // --tokens N
+  double temperature = 0;   // --temperature T; 0: the most likely byte
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or

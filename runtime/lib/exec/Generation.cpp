@@ -1,0 +1,115 @@
+//===- Generation.cpp - Extending a text with a causal language model -----===//
+
+#include "loom/runtime/exec/Generation.h"
+
+#include "loom/runtime/support/DType.h"
+#include "loom/runtime/support/Shape.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+using namespace loom::runtime;
+
+bool TextGenerator::start(const Plan &plan, const std::string &prompt,
+                          double temperatureIn, uint64_t seed, std::string &error) {
+  const PlanBuffer *tokens = plan.findBuffer("tokens");
+  const PlanBuffer *logits = plan.findBuffer("logits");
+  if (!tokens || tokens->role != BufferRole::Input || isFloatDType(tokens->dtype) ||
+      tokens->shape.size() != 2) {
+    error = "generate needs a model with an integer input 'tokens' [B, T] (model '" +
+            plan.model + "' has " +
+            (tokens ? "'tokens' " + std::string(dtypeName(tokens->dtype)) + " " +
+                          formatShape(tokens->shape)
+                    : std::string("no input 'tokens'")) +
+            ")";
+    return false;
+  }
+  rows = tokens->shape[0];
+  length = tokens->shape[1];
+  if (!logits || logits->role != BufferRole::Output || !isFloatDType(logits->dtype) ||
+      logits->shape.size() != 3 || logits->shape[0] != rows ||
+      logits->shape[1] != length) {
+    error = "generate needs a float output 'logits' [" + std::to_string(rows) + ", " +
+            std::to_string(length) + ", V] beside the input 'tokens' (model '" +
+            plan.model + "' has " +
+            (logits ? "'logits' " + std::string(dtypeName(logits->dtype)) + " " +
+                          formatShape(logits->shape)
+                    : std::string("no output 'logits'")) +
+            ")";
+    return false;
+  }
+  vocabulary = logits->shape[2];
+  tokensType = tokens->dtype;
+  logitsType = logits->dtype;
+  // The ids the model takes: its embedding's rows (the bound), else V.
+  uint64_t ids = tokens->bound > 0 ? static_cast<uint64_t>(tokens->bound) : vocabulary;
+  // A byte the model cannot read back is never chosen.
+  choices = std::min(ids, vocabulary);
+  bytes.clear();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    auto byte = static_cast<unsigned char>(prompt[i]);
+    if (byte >= ids) {
+      error = "--prompt: byte " + std::to_string(i) + " is " + std::to_string(byte) +
+              ", outside the vocabulary of input 'tokens' (ids 0 to " +
+              std::to_string(ids - 1) + ")";
+      return false;
+    }
+    bytes.push_back(byte);
+  }
+  temperature = temperatureIn;
+  rng = Xoshiro256(seed);
+  return true;
+}
+
+uint64_t TextGenerator::windowLength() const {
+  // An empty text starts from byte 0 alone.
+  return std::max<uint64_t>(1, std::min<uint64_t>(bytes.size(), length));
+}
+
+uint64_t TextGenerator::windowStart() const {
+  return bytes.size() > length ? bytes.size() - length : 0;
+}
+
+void TextGenerator::place(const Plan &plan, char *arena) const {
+  const PlanBuffer *tokens = plan.findBuffer("tokens");
+  char *base = arena + tokens->offset;
+  std::memset(base, 0, tokens->bytes);
+  uint64_t start = windowStart(), n = std::min<uint64_t>(bytes.size(), length);
+  for (uint64_t row = 0; row < rows; ++row)
+    for (uint64_t i = 0; i < n; ++i)
+      storeElement(tokensType, base, row * length + i,
+                   static_cast<double>(bytes[start + i]));
+}
+
+int64_t TextGenerator::advance(const Plan &plan, const char *arena) {
+  const char *base = arena + plan.findBuffer("logits")->offset;
+  uint64_t first = (windowLength() - 1) * vocabulary; // row 0
+  std::vector<double> scores(choices);
+  for (uint64_t v = 0; v < choices; ++v)
+    scores[v] = loadElement(logitsType, base, first + v);
+  // The most likely byte (the lowest on a tie, NaN never), or a sample of
+  // softmax(scores / T) by its cumulative sum.
+  int64_t best = 0;
+  for (uint64_t v = 1; v < choices; ++v)
+    if (scores[v] > scores[best] || std::isnan(scores[best]))
+      best = static_cast<int64_t>(v);
+  int64_t next = best;
+  if (temperature > 0 && std::isfinite(scores[best])) {
+    double top = scores[best], total = 0;
+    for (double &s : scores) {
+      s = std::isnan(s) ? 0 : std::exp((s - top) / temperature);
+      total += s;
+    }
+    double u = rng.uniform() * total;
+    for (uint64_t v = 0; v < choices; ++v) {
+      u -= scores[v];
+      if (u < 0) {
+        next = static_cast<int64_t>(v);
+        break;
+      }
+    }
+  }
+  bytes.push_back(next);
+  return next;
+}

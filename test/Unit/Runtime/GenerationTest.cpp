@@ -1,0 +1,125 @@
+//===- GenerationTest.cpp - generate's window and choice of the next byte -===//
+
+#include "TestUtil.h"
+
+#include "loom/runtime/exec/Generation.h"
+#include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/support/DType.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace loom::runtime;
+using loom::test::sealLines;
+
+namespace {
+/// A language model's buffers: tokens [2, 4] of ids below 6, logits
+/// [2, 4, 8] (2 of its 8 classes are not ids).
+std::vector<std::string> modelLines() {
+  return {
+      "loom-plan 1",       "model lm",
+      "device cpu",        "arena 1024",
+      "buffer 0 tokens input i32 2,4 0",
+      "bound 0 6",
+      "buffer 1 logits output f32 2,4,8 64",
+      "kernel k 2",        "step k 0 1",
+  };
+}
+
+Plan planOf(const std::vector<std::string> &lines) {
+  Plan plan;
+  std::string error;
+  EXPECT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  return plan;
+}
+
+/// Sets the logits of row 0, position `position` in `arena`.
+void setLogits(const Plan &plan, std::vector<char> &arena, uint64_t position,
+               const std::vector<float> &values) {
+  const PlanBuffer &logits = *plan.findBuffer("logits");
+  for (size_t v = 0; v < values.size(); ++v)
+    storeElement(DType::F32, arena.data() + logits.offset, position * 8 + v, values[v]);
+}
+
+std::vector<int32_t> tokensIn(const Plan &plan, const std::vector<char> &arena) {
+  std::vector<int32_t> ids(8);
+  std::memcpy(ids.data(), arena.data() + plan.findBuffer("tokens")->offset, 32);
+  return ids;
+}
+} // namespace
+
+TEST(Generation, RejectsModelsWithoutTokensAndLogits) {
+  TextGenerator generator;
+  std::string error;
+  std::vector<std::string> lines = modelLines();
+  lines[4] = "buffer 0 ids input i32 2,4 0";
+  lines[5] = "bound 0 6";
+  EXPECT_FALSE(generator.start(planOf(lines), "", 0, 0, error));
+  EXPECT_EQ(error, "generate needs a model with an integer input 'tokens' [B, T] "
+                   "(model 'lm' has no input 'tokens')");
+
+  lines = modelLines();
+  lines[6] = "buffer 1 logits output f32 2,3,8 64";
+  EXPECT_FALSE(generator.start(planOf(lines), "", 0, 0, error));
+  EXPECT_EQ(error, "generate needs a float output 'logits' [2, 4, V] beside the "
+                   "input 'tokens' (model 'lm' has 'logits' f32 [2, 3, 8])");
+
+  EXPECT_FALSE(generator.start(planOf(modelLines()), "\x01\x02\x05\x06", 0, 0, error));
+  EXPECT_EQ(error, "--prompt: byte 3 is 6, outside the vocabulary of input "
+                   "'tokens' (ids 0 to 5)");
+}
+
+TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
+  Plan plan = planOf(modelLines());
+  TextGenerator generator;
+  std::string error;
+  ASSERT_TRUE(generator.start(plan, std::string("\x01\x02", 2), 0, 0, error)) << error;
+  std::vector<char> arena(1024, 7);
+  generator.place(plan, arena.data());
+  EXPECT_EQ(tokensIn(plan, arena), (std::vector<int32_t>{1, 2, 0, 0, 1, 2, 0, 0}));
+
+  // The next byte comes from position 1 (the window's last), the most
+  // likely among the ids (6 and 7 are not).
+  setLogits(plan, arena, 0, {9, 9, 9, 9, 9, 9, 9, 9});
+  setLogits(plan, arena, 1, {0, 1, 5, 3, 5, 0, 50, 60});
+  EXPECT_EQ(generator.advance(plan, arena.data()), 2); // the lower of a tie
+  for (int i = 0; i < 3; ++i) {
+    setLogits(plan, arena, std::min(2 + i, 3), {0, 0, 0, 4.0f + i, 0, 0, 0, 0});
+    EXPECT_EQ(generator.advance(plan, arena.data()), 3);
+  }
+  // Past T bytes the window slides: the last 4.
+  EXPECT_EQ(generator.text(), (std::vector<int64_t>{1, 2, 2, 3, 3, 3}));
+  generator.place(plan, arena.data());
+  EXPECT_EQ(tokensIn(plan, arena), (std::vector<int32_t>{2, 3, 3, 3, 2, 3, 3, 3}));
+}
+
+TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {
+  Plan plan = planOf(modelLines());
+  std::vector<char> arena(1024, 0);
+  // The most likely id (1) is not the last: every probability is
+  // relative to its logit.
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f, 0.0f, 1.5f, 9.0f, 9.0f};
+  for (double temperature : {1.0, 0.5}) {
+    TextGenerator generator;
+    std::string error;
+    ASSERT_TRUE(generator.start(plan, "", temperature, 42, error)) << error;
+    std::vector<double> expected(6);
+    double total = 0;
+    for (int v = 0; v < 6; ++v)
+      total += expected[v] = std::exp(logits[v] / temperature);
+    std::vector<int> counts(8, 0);
+    const int samples = 40000;
+    for (int i = 0; i < samples; ++i) {
+      setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
+      ++counts[generator.advance(plan, arena.data())];
+    }
+    EXPECT_EQ(counts[6] + counts[7], 0);
+    for (int v = 0; v < 6; ++v)
+      EXPECT_NEAR(counts[v] / double(samples), expected[v] / total, 0.01)
+          << "id " << v << " at temperature " << temperature;
+  }
+}
