@@ -79,6 +79,13 @@ sed -e 's/^precision f32 accumulate f32/precision bf16 accumulate f32/' \
     -e 's/let s = sin(angle)/let s = cast(sin(angle), bf16)/' \
   "$root/examples/llama.loom" > "$out/llama-train.loom"
 $loomc --train "$out/llama-train.loom" -o "$out/llama-train"
+# Its f32 forward, for generate on cuda against the cpu, from 150 steps of
+# the f32 training run here (carried as llama.ckpt).
+$loomc "$root/examples/llama.loom" -o "$out/llama"
+"$build/bin/loomc" --train "$root/examples/llama.loom" -o "$out/llama-cpu-train"
+"$out/llama-cpu-train" train --steps 150 --data /usr/share/common-licenses/GPL-3 \
+  --save "$out/llama.ckpt" > /dev/null
+rm "$out/llama-cpu-train"
 # The numerics GPT under `precision tf32`: its f32 matmuls on tf32 tensor
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"

@@ -2,7 +2,8 @@
 # The GPU check (on a machine with an NVIDIA GPU), from benchmarks/gpu/prepare.sh:
 # 1. numerics: every kernel of every executable on --device cuda against its
 #    CPU kernel on the same inputs (--check-kernels), then each whole run on
-#    cuda against the cpu (same seed, inputs and weights; needs numpy);
+#    cuda against the cpu (same seed, inputs and weights; needs numpy), and
+#    `generate` of examples/llama.loom (greedy) on cuda against the cpu;
 # 2. bf16 matmul 4096^3 and 8192^3: Loom's kernel time (CUDA events, from
 #    --trace) against torch.matmul (cuBLAS) measured in the same run, printed
 #    as time(cuBLAS)/time(Loom);
@@ -176,6 +177,21 @@ else
     $py "$here/compare.py" "$work" "$exe" || status=1
     rm -f "$work/$exe".*.npy "$work/$exe.w"
   done
+fi
+echo "== generate: examples/llama.loom's f32 forward extends a text by 40 bytes (greedy) on cuda as on the cpu  [${SECONDS} s]"
+if skip llama; then
+  echo "llama: not prepared"
+else
+  for device in cpu cuda; do
+    run "$here/llama" generate --device $device --weights "$here/llama.ckpt" \
+        --prompt "This License " --tokens 40 > "$work/llama.$device.txt" \
+      || { echo "llama: generate on $device failed:"; errors; status=1; }
+  done
+  if cmp -s "$work/llama.cpu.txt" "$work/llama.cuda.txt"; then
+    echo "PASS: $(cat "$work/llama.cuda.txt")"
+  else
+    echo "DIFFER (a near tie of f32 logits, or a bug): cpu '$(cat "$work/llama.cpu.txt")', cuda '$(cat "$work/llama.cuda.txt")'"
+  fi
 fi
 fi  # runs
 
