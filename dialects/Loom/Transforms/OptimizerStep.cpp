@@ -383,7 +383,7 @@ LogicalResult StepBuilder::run() {
     Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
                             ? nullptr
                             : &*std::prev(b.getInsertionPoint());
-    auto tagUpdate = llvm::make_scope_exit([&, bucket] {
+    llvm::scope_exit tagUpdate([&, bucket] {
       Block::iterator first =
           before ? std::next(before->getIterator()) : b.getBlock()->begin();
       for (Operation &op : llvm::make_range(first, b.getInsertionPoint()))

@@ -28,8 +28,8 @@ bool TextGenerator::start(const Plan &plan, const std::string &prompt,
   rows = tokens->shape[0];
   length = tokens->shape[1];
   if (!logits || logits->role != BufferRole::Output || !isFloatDType(logits->dtype) ||
-      logits->shape.size() != 3 || logits->shape[0] != rows ||
-      logits->shape[1] != length) {
+      logits->shape.size() != 3 || logits->shape[0] != tokens->shape[0] ||
+      logits->shape[1] != tokens->shape[1]) {
     error = "generate needs a float output 'logits' [" + std::to_string(rows) + ", " +
             std::to_string(length) + ", V] beside the input 'tokens' (model '" +
             plan.model + "' has " +
