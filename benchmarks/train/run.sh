@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Training speed: one AdamW step of examples/gpt-train.loom on one CPU rank,
+# Training speed: one AdamW step of examples/gpt-train.loom (and of
+# examples/llama.loom, f32) on one CPU rank,
 # at its own size and at examples/gpt.loom's, in f32 and in bf16 (precision bf16 accumulate f32), Loom's executable
 # against the same model in PyTorch on one thread (test/Numerics/
 # gpt_train_torch.py; bf16 under torch.cpu.amp.autocast), both measured in
@@ -71,3 +72,22 @@ print(f"{label:40} {loom:10.0f} {torch_rate:10.0f} {loom / torch_rate:6.2f} "
 PY
   done
 done
+# examples/llama.loom's step (f32: RMSNorm, rotary embeddings, SwiGLU)
+# against the same Llama in PyTorch (test/Numerics/llama_train_torch.py).
+"$build/bin/loomc" "$root/examples/llama.loom" --train -o "$work/llama" \
+  > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
+"$work/llama" train --steps "$steps" --data "$data" \
+  --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
+loom=$(/usr/bin/python3 -c "
+import json, sys
+rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
+print(rates[len(rates) // 2])" "$work/loom.jsonl")
+torch_json=$(/usr/bin/python3 "$root/test/Numerics/llama_train_torch.py" \
+  "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf | tail -1)
+/usr/bin/python3 - "$loom" "$torch_json" <<'PY'
+import json, sys
+loom, ref = float(sys.argv[1]), json.loads(sys.argv[2])
+label = f"llama f32 step, tokens/s (torch {ref['torch_version']})"
+print(f"{label:40} {loom:10.0f} {ref['torch_tokens_per_s']:10.0f} "
+      f"{loom / ref['torch_tokens_per_s']:6.2f} max rel diff {ref['loss_rel_err_first_20']:.1e}")
+PY
