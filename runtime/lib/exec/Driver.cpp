@@ -142,10 +142,15 @@ private:
   }
   /// generate: after a run whose logits are in `arena` (`plan`'s offsets),
   /// the next byte, printed as it comes (rank 0).
-  void printNextByte(const Plan &plan, const char *arena) {
-    auto byte = static_cast<unsigned char>(generator.advance(plan, arena));
-    std::fputc(byte, out);
+  bool printNextByte(const Plan &plan, const char *arena) {
+    int64_t byte;
+    if (!generator.advance(plan, arena, byte, error)) {
+      std::fputc('\n', out);
+      return fail(error);
+    }
+    std::fputc(static_cast<unsigned char>(byte), out);
     std::fflush(out);
+    return true;
   }
   /// Microbatch `microbatch` of step `step`'s batch into `plan`'s buffers
   /// in `arena`: the --data rows, and with microbatches those of the
@@ -798,8 +803,8 @@ bool Driver::runSingle() {
     if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
         (options.train && !finishStep(whole, step)))
       return false;
-    if (options.generate)
-      printNextByte(whole, executor.arena());
+    if (options.generate && !printNextByte(whole, executor.arena()))
+      return false;
     if (options.train && savesAfter(step) &&
         (!paramsToHost() || !saveCheckpointOf(whole, executor.arena())))
       return false;
@@ -1014,10 +1019,9 @@ bool Driver::runRanks() {
         !agree(!options.train || finishStep(spmd, step)))
       return false;
     if (options.generate) {
-      if (!agree(collect(BufferRole::Output)))
+      if (!agree(collect(BufferRole::Output)) ||
+          !agree(rank != 0 || printNextByte(staging, stagingArena.data())))
         return false;
-      if (rank == 0)
-        printNextByte(staging, stagingArena.data());
     }
     if (options.train && savesAfter(step) &&
         (!agree(syncPipelinedParams()) || !agree(paramsToHost()) ||

@@ -44,6 +44,11 @@ bool TextGenerator::start(const Plan &plan, const std::string &prompt,
   logitsType = logits->dtype;
   // The ids the model takes: its embedding's rows (the bound), else V.
   uint64_t ids = tokens->bound > 0 ? static_cast<uint64_t>(tokens->bound) : vocabulary;
+  if (ids > 256) {
+    error = "generate extends a text of bytes, but input 'tokens' takes ids up to " +
+            std::to_string(ids - 1) + " (a byte-level model has at most 256)";
+    return false;
+  }
   // A byte the model cannot read back is never chosen.
   choices = std::min(ids, vocabulary);
   bytes.clear();
@@ -82,7 +87,8 @@ void TextGenerator::place(const Plan &plan, char *arena) const {
                    static_cast<double>(bytes[start + i]));
 }
 
-int64_t TextGenerator::advance(const Plan &plan, const char *arena) {
+bool TextGenerator::advance(const Plan &plan, const char *arena, int64_t &next,
+                            std::string &error) {
   const char *base = arena + plan.findBuffer("logits")->offset;
   uint64_t first = (windowLength() - 1) * vocabulary; // row 0
   std::vector<double> scores(choices);
@@ -94,7 +100,12 @@ int64_t TextGenerator::advance(const Plan &plan, const char *arena) {
   for (uint64_t v = 1; v < choices; ++v)
     if (scores[v] > scores[best] || std::isnan(scores[best]))
       best = static_cast<int64_t>(v);
-  int64_t next = best;
+  if (std::isnan(scores[best])) {
+    error = "the logits for byte " + std::to_string(bytes.size()) +
+            " are all NaN (--check-numerics names the first step that wrote one)";
+    return false;
+  }
+  next = best;
   if (temperature > 0 && std::isfinite(scores[best])) {
     double top = scores[best], total = 0;
     for (double &s : scores) {
@@ -111,5 +122,5 @@ int64_t TextGenerator::advance(const Plan &plan, const char *arena) {
     }
   }
   bytes.push_back(next);
-  return next;
+  return true;
 }

@@ -71,6 +71,12 @@ TEST(Generation, RejectsModelsWithoutTokensAndLogits) {
   EXPECT_FALSE(generator.start(planOf(modelLines()), "\x01\x02\x05\x06", 0, 0, error));
   EXPECT_EQ(error, "--prompt: byte 3 is 6, outside the vocabulary of input "
                    "'tokens' (ids 0 to 5)");
+
+  lines = modelLines();
+  lines[5] = "bound 0 300";
+  EXPECT_FALSE(generator.start(planOf(lines), "", 0, 0, error));
+  EXPECT_EQ(error, "generate extends a text of bytes, but input 'tokens' takes ids "
+                   "up to 299 (a byte-level model has at most 256)");
 }
 
 TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
@@ -86,15 +92,25 @@ TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
   // likely among the ids (6 and 7 are not).
   setLogits(plan, arena, 0, {9, 9, 9, 9, 9, 9, 9, 9});
   setLogits(plan, arena, 1, {0, 1, 5, 3, 5, 0, 50, 60});
-  EXPECT_EQ(generator.advance(plan, arena.data()), 2); // the lower of a tie
+  int64_t next = -1;
+  ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
+  EXPECT_EQ(next, 2); // the lower of a tie
   for (int i = 0; i < 3; ++i) {
     setLogits(plan, arena, std::min(2 + i, 3), {0, 0, 0, 4.0f + i, 0, 0, 0, 0});
-    EXPECT_EQ(generator.advance(plan, arena.data()), 3);
+    ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
+    EXPECT_EQ(next, 3);
   }
   // Past T bytes the window slides: the last 4.
   EXPECT_EQ(generator.text(), (std::vector<int64_t>{1, 2, 2, 3, 3, 3}));
   generator.place(plan, arena.data());
   EXPECT_EQ(tokensIn(plan, arena), (std::vector<int32_t>{2, 3, 3, 3, 2, 3, 3, 3}));
+
+  // Logits that are all NaN have no next byte.
+  float nan = std::nanf("");
+  setLogits(plan, arena, 3, {nan, nan, nan, nan, nan, nan, nan, nan});
+  EXPECT_FALSE(generator.advance(plan, arena.data(), next, error));
+  EXPECT_EQ(error, "the logits for byte 6 are all NaN (--check-numerics names the "
+                   "first step that wrote one)");
 }
 
 TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {
@@ -115,7 +131,9 @@ TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {
     const int samples = 40000;
     for (int i = 0; i < samples; ++i) {
       setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
-      ++counts[generator.advance(plan, arena.data())];
+      int64_t next = -1;
+      ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
+      ++counts[next];
     }
     EXPECT_EQ(counts[6] + counts[7], 0);
     for (int v = 0; v < 6; ++v)

@@ -36,9 +36,9 @@ public:
   /// buffers start checked, maybe at other offsets (a staging plan).
   void place(const Plan &plan, char *arena) const;
   /// Reads the logits of the window's last position from `plan`'s logits
-  /// buffer in `arena`, picks the next byte, appends it to the text and
-  /// returns it.
-  int64_t advance(const Plan &plan, const char *arena);
+  /// buffer in `arena`, picks the next byte (`next`) and appends it to the
+  /// text; false when they are all NaN.
+  bool advance(const Plan &plan, const char *arena, int64_t &next, std::string &error);
 
   const std::vector<int64_t> &text() const { return bytes; }
 
