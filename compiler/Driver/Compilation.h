@@ -118,7 +118,10 @@ private:
   mlir::FailureOr<const DeviceSpec *> gpuDevice();
   /// --cpu resolved once (the tiling and code generation both need it).
   mlir::FailureOr<const CpuTarget *> cpuTarget();
-  mlir::LogicalResult parseMeshSizes(llvm::StringMap<int64_t> &sizes);
+  /// "NAME=SIZE,..." of `flag` (--mesh, --dim) into `sizes`, sizes >= 1.
+  mlir::LogicalResult parseSizes(llvm::StringRef text, llvm::StringRef flag,
+                                 llvm::StringRef example,
+                                 llvm::StringMap<int64_t> &sizes);
   mlir::FailureOr<mlir::func::FuncOp> selectModel();
   mlir::FailureOr<ExplainReport> makeExplainReport();
   mlir::LogicalResult checkMemoryLimit(const ExplainReport &report);

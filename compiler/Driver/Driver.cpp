@@ -247,7 +247,8 @@ void Compilation::printModule(llvm::raw_ostream &out) { module->print(out); }
 
 LogicalResult Compilation::generateLoom() {
   ElaborationOptions elaboration;
-  if (failed(parseMeshSizes(elaboration.meshSizes)))
+  if (failed(parseSizes(options.mesh, "--mesh", "dp=2,tp=4", elaboration.meshSizes)) ||
+      failed(parseSizes(options.dims, "--dim", "B=1,T=128", elaboration.dimSizes)))
     return failure();
   // Explaining a model with a train section explains its training step.
   if (options.explain || options.probe || options.searchMesh)
@@ -490,22 +491,26 @@ LogicalResult Compilation::linkExecutable() {
   return success();
 }
 
-LogicalResult Compilation::parseMeshSizes(llvm::StringMap<int64_t> &sizes) {
-  if (options.mesh.empty())
+LogicalResult Compilation::parseSizes(llvm::StringRef text, llvm::StringRef flag,
+                                      llvm::StringRef example,
+                                      llvm::StringMap<int64_t> &sizes) {
+  if (text.empty())
     return success();
+  bool mesh = flag == "--mesh";
   SmallVector<llvm::StringRef> entries;
-  llvm::StringRef(options.mesh).split(entries, ',');
+  text.split(entries, ',');
   for (llvm::StringRef entry : entries) {
     auto [name, value] = entry.trim().split('=');
     int64_t size = 0;
     if (name.trim().empty() || value.trim().getAsInteger(10, size) || size < 1)
-      return mlir::emitError(UnknownLoc::get(&context),
-                             "--mesh takes AXIS=SIZE,... with sizes >= 1 "
-                             "(e.g. --mesh dp=2,tp=4), got '")
-             << entry << "'";
+      return mlir::emitError(UnknownLoc::get(&context))
+             << flag << " takes " << (mesh ? "AXIS" : "DIM")
+             << "=SIZE,... with sizes >= 1 (e.g. " << flag << " " << example
+             << "), got '" << entry << "'";
     if (!sizes.try_emplace(name.trim(), size).second)
-      return mlir::emitError(UnknownLoc::get(&context), "--mesh sets axis '")
-             << name.trim() << "' twice";
+      return mlir::emitError(UnknownLoc::get(&context))
+             << flag << " sets " << (mesh ? "axis" : "dim") << " '" << name.trim()
+             << "' twice";
   }
   return success();
 }

@@ -71,6 +71,8 @@ struct DriverOptions {
   bool embedGpu = false;
   /// Mesh axis sizes replacing the script's ("dp=2,tp=4").
   std::string mesh;
+  /// Values replacing the script's top-level dims ("B=1,T=128").
+  std::string dims;
   /// Report every collective the partitioner inserts, as a remark.
   bool remarkCollectives = false;
   /// Sequence parallelism: reduce-scatter/all-gather around the norms.

@@ -1231,6 +1231,17 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
   computeType = accumulateType = builder.getF32Type();
   for (const StmtPtr &dim : ast.globals)
     emitStatement(*dim, globals, BodyKind::Layer);
+  for (const auto &entry : dimSizes)
+    if (!globals.ints.count(entry.getKey())) {
+      std::string names;
+      for (const StmtPtr &dim : ast.globals)
+        names += (names.empty() ? "" : ", ") + dim->names.front().text;
+      mlir::emitError(builder.getUnknownLoc())
+          << "--dim sets '" << entry.getKey()
+          << "', which the script does not declare before its models (its dims: "
+          << (names.empty() ? std::string("none") : names) << ")";
+      return nullptr;
+    }
   for (const MeshDecl &mesh : ast.meshes)
     declareMesh(mesh);
   if (ast.precisions.size() > 1)
@@ -1346,10 +1357,14 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
   }
   Elaborator micro(context, sourceMgr);
   micro.meshSizes = meshSizes;
+
   micro.recomputeLayers = whole.recomputeLayers;
   micro.microbatchesOverride = whole.microbatchesOverride;
   micro.loopLimit = whole.loopLimit;
   micro.dimSizes = sizes;
+  // And --dim's values of the other dims.
+  for (const auto &entry : whole.dimSizes)
+    micro.dimSizes.try_emplace(entry.getKey(), entry.getValue());
   micro.perMicrobatch = true;
   OwningOpRef<ModuleOp> built = micro.run(module);
   std::string dims;
@@ -1385,6 +1400,7 @@ OwningOpRef<ModuleOp> mlirGen(MLIRContext &context, const Module &module,
   const llvm::StringMap<int64_t> &meshSizes = options.meshSizes;
   Elaborator elaborator(context, sourceMgr);
   elaborator.meshSizes = meshSizes;
+  elaborator.dimSizes = options.dimSizes;
   elaborator.recomputeLayers = options.recomputeLayers;
   elaborator.splitsMicrobatches = options.trainStep;
   elaborator.microbatchesOverride = options.microbatches;

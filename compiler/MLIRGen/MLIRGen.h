@@ -19,6 +19,8 @@ mlir::Location toLocation(mlir::MLIRContext &context,
 struct ElaborationOptions {
   /// Replace the sizes of the named mesh axes (loomc --mesh dp=2,tp=4).
   llvm::StringMap<int64_t> meshSizes;
+  /// Replace the values of the named top-level dims (loomc --dim B=1).
+  llvm::StringMap<int64_t> dimSizes;
   /// Mark every layer instance for recomputation (loomc --recompute=layers),
   /// as `recompute` marks one.
   bool recomputeLayers = false;

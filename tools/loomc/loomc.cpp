@@ -166,6 +166,10 @@ cl::opt<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
     cl::value_desc("axis=size,..."), cl::cat(loomCategory));
+cl::opt<std::string> dimSizes(
+    "dim", cl::desc("Replace the values of the script's dims declared before its models, "
+                    "e.g. B=1,T=128 (a batch of one for generate, another sequence length)"),
+    cl::value_desc("dim=size,..."), cl::cat(loomCategory));
 enum class Remarks { Collectives };
 cl::list<Remarks> remarks(
     "remarks", cl::desc("Report what the compiler decided, as remarks at "
@@ -360,6 +364,7 @@ int main(int argc, char **argv) {
   options.cpu = cpu;
   options.bf16Matmul = bf16Matmul;
   options.mesh = meshSizes;
+  options.dims = dimSizes;
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
   options.fuseAttention = fuseAttention;
