@@ -1357,7 +1357,6 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
   }
   Elaborator micro(context, sourceMgr);
   micro.meshSizes = meshSizes;
-
   micro.recomputeLayers = whole.recomputeLayers;
   micro.microbatchesOverride = whole.microbatchesOverride;
   micro.loopLimit = whole.loopLimit;

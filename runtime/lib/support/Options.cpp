@@ -11,6 +11,18 @@
 
 using namespace loom::runtime;
 
+/// A number in [low, high] written whole (strtod's syntax), into `value`.
+static bool parseNumberIn(std::string_view text, double low, double high,
+                          double &value) {
+  std::string copy(text);
+  char *end = nullptr;
+  double parsed = copy.empty() ? -1 : std::strtod(copy.c_str(), &end);
+  if (!end || *end || !(parsed >= low && parsed <= high))
+    return false;
+  value = parsed;
+  return true;
+}
+
 void loom::runtime::printUsage(std::FILE *out, const char *program) {
   std::fprintf(out, "usage: %s [options]\n", program);
   // One string per line keeps the columns readable here as well.
@@ -118,7 +130,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   bool seenDevice = false, seenSeed = false, seenSteps = false, seenRepeat = false,
        seenSaveEvery = false, seenTimeout = false, seenSchedule = false;
   int first = 1;
-  bool seenTokens = false, seenTemperature = false;
+  bool seenPrompt = false, seenTokens = false, seenTemperature = false;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
     first = 2;
@@ -212,12 +224,9 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       return false;
     }
     if (name == "--prompt") {
-      if (options.promptGiven) {
-        error = "option '--prompt' given twice";
+      if (!once(seenPrompt))
         return false;
-      }
       options.prompt = std::string(value);
-      options.promptGiven = true;
     } else if (name == "--tokens") {
       if (!once(seenTokens))
         return false;
@@ -230,15 +239,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     } else if (name == "--temperature") {
       if (!once(seenTemperature))
         return false;
-      std::string text(value);
-      char *end = nullptr;
-      double t = text.empty() ? -1 : std::strtod(text.c_str(), &end);
-      if (!end || *end || !(t >= 0 && t <= 1e6)) {
-        error = "bad --temperature '" + text +
+      if (!parseNumberIn(value, 0, 1e6, options.temperature)) {
+        error = "bad --temperature '" + std::string(value) +
                 "' (expected a number >= 0; 0: the most likely byte)";
         return false;
       }
-      options.temperature = t;
     } else if (name == "--repeat") {
       if (!once(seenRepeat))
         return false;
@@ -271,15 +276,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     } else if (name == "--collective-timeout") {
       if (!once(seenTimeout))
         return false;
-      std::string text(value);
-      char *end = nullptr;
-      double seconds = text.empty() ? -1 : std::strtod(text.c_str(), &end);
-      if (!end || *end || !(seconds >= 0 && seconds <= 1e7)) {
-        error = "bad --collective-timeout '" + text +
+      if (!parseNumberIn(value, 0, 1e7, options.collectiveTimeout)) {
+        error = "bad --collective-timeout '" + std::string(value) +
                 "' (expected seconds, a number >= 0; 0: no limit)";
         return false;
       }
-      options.collectiveTimeout = seconds;
     } else if (name == "--device") {
       if (!once(seenDevice))
         return false;

@@ -47,10 +47,9 @@ struct RunOptions {
   /// `./model generate`: extend --prompt by --tokens bytes, one forward
   /// run of the plan each (exec/Generation.h).
   bool generate = false;
-  std::string prompt;       // --prompt TEXT
-  bool promptGiven = false; // (an empty prompt is a prompt)
-  uint64_t tokens = 100;    // --tokens N
-  double temperature = 0;   // --temperature T; 0: the most likely byte
+  std::string prompt;     // --prompt TEXT
+  uint64_t tokens = 100;  // --tokens N
+  double temperature = 0; // --temperature T; 0: the most likely byte
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or
