@@ -39,6 +39,36 @@ gpt_size=(-e 's/^dim B = .*/dim B = 8/' -e 's/^dim T = .*/dim T = 64/'
   -e 's/^dim V = .*/dim V = 1024/' -e 's/^dim D = .*/dim D = 256/'
   -e 's/^dim H = .*/dim H = 8/' -e 's/for i in 0\.\.2 {/for i in 0..4 {/'
   -e 's/\* 0\.25)/* 0.17677669529)/')
+# row LABEL SCRIPT REFERENCE [ARG...]: SCRIPT's step built and trained
+# $steps steps, then the same model in PyTorch (REFERENCE, a
+# test/Numerics/*_train_torch.py, with ARGs after its rtol) from the same
+# weights on the same windows; one row of the table.
+row() {
+  local label=$1 script=$2 reference=$3
+  shift 3
+  "$build/bin/loomc" "$script" --train -o "$work/step" \
+    > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
+  # One thread (exported above): the CPU kernels are single-threaded.
+  "$work/step" train --steps "$steps" --data "$data" \
+    --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
+  local loom torch_json
+  loom=$(/usr/bin/python3 -c "
+import json, sys
+rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
+print(rates[len(rates) // 2])" "$work/loom.jsonl")
+  # The reference's loss check is the test's business (rtol inf here: it
+  # never fails); the difference shows in the last column.
+  torch_json=$(/usr/bin/python3 "$root/test/Numerics/$reference" \
+    "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf "$@" | tail -1)
+  /usr/bin/python3 - "$label" "$loom" "$torch_json" <<'PY'
+import json, sys
+label, loom, ref = sys.argv[1], float(sys.argv[2]), json.loads(sys.argv[3])
+torch_rate = ref["torch_tokens_per_s"]
+label = f"{label} step, tokens/s (torch {ref['torch_version']})"
+print(f"{label:40} {loom:10.0f} {torch_rate:10.0f} {loom / torch_rate:6.2f} "
+      f"max rel diff {ref['loss_rel_err_first_20']:.1e}")
+PY
+}
 for model in gpt-train gpt; do
   case $model in
     gpt-train) edit=(); sizes=16,32,256,64,4,256,2 ;;
@@ -48,46 +78,9 @@ for model in gpt-train gpt; do
     name=$model-$precision
     sed "${edit[@]}" -e "s/^precision f32 accumulate f32/precision $precision accumulate f32/" \
       "$root/examples/gpt-train.loom" > "$work/$name.loom"
-    "$build/bin/loomc" "$work/$name.loom" --train -o "$work/$name" \
-      > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
-    # One thread (exported above): the CPU kernels are single-threaded.
-    "$work/$name" train --steps "$steps" --data "$data" \
-      --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
-    loom=$(/usr/bin/python3 -c "
-import json, sys
-rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
-print(rates[len(rates) // 2])" "$work/loom.jsonl")
-    # The reference's loss check is the test's business (rtol inf here: it
-    # never fails); the difference shows in the last column.
-    torch_json=$(LOOM_GPT_SIZES=$sizes /usr/bin/python3 \
-      "$root/test/Numerics/gpt_train_torch.py" \
-      "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf "$precision" | tail -1)
-    /usr/bin/python3 - "$model" "$precision" "$loom" "$torch_json" <<'PY'
-import json, sys
-model, precision, loom, ref = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
-torch_rate = ref["torch_tokens_per_s"]
-label = f"{model} {precision} step, tokens/s (torch {ref['torch_version']})"
-print(f"{label:40} {loom:10.0f} {torch_rate:10.0f} {loom / torch_rate:6.2f} "
-      f"max rel diff {ref['loss_rel_err_first_20']:.1e}")
-PY
+    LOOM_GPT_SIZES=$sizes row "$model $precision" "$work/$name.loom" gpt_train_torch.py "$precision"
   done
 done
 # examples/llama.loom's step (f32: RMSNorm, rotary embeddings, SwiGLU)
-# against the same Llama in PyTorch (test/Numerics/llama_train_torch.py).
-"$build/bin/loomc" "$root/examples/llama.loom" --train -o "$work/llama" \
-  > /dev/null 2> "$work/loomc.err" || { cat "$work/loomc.err" >&2; exit 1; }
-"$work/llama" train --steps "$steps" --data "$data" \
-  --save-weights "$work/w.safetensors" --log "$work/loom.jsonl" > /dev/null
-loom=$(/usr/bin/python3 -c "
-import json, sys
-rates = sorted(json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]))[5:]
-print(rates[len(rates) // 2])" "$work/loom.jsonl")
-torch_json=$(/usr/bin/python3 "$root/test/Numerics/llama_train_torch.py" \
-  "$work/w.safetensors" "$data" "$work/loom.jsonl" "$steps" inf | tail -1)
-/usr/bin/python3 - "$loom" "$torch_json" <<'PY'
-import json, sys
-loom, ref = float(sys.argv[1]), json.loads(sys.argv[2])
-label = f"llama f32 step, tokens/s (torch {ref['torch_version']})"
-print(f"{label:40} {loom:10.0f} {ref['torch_tokens_per_s']:10.0f} "
-      f"{loom / ref['torch_tokens_per_s']:6.2f} max rel diff {ref['loss_rel_err_first_20']:.1e}")
-PY
+# against the same Llama in PyTorch.
+row "llama f32" "$root/examples/llama.loom" llama_train_torch.py

@@ -94,17 +94,26 @@ LogicalResult SiluOp::buildVjp(OpBuilder &b, ValueRange grads,
   return activationVjp(*this, "silu", b, grads, operandGrads);
 }
 
-/// dy * f'(x) with f'(x) written from the result y (exp, tanh, sqrt).
+/// dy * f'(x) of a unary op, f'(x) written from `at` (its result or its
+/// operand) in f32, the gradient in the operand's type.
+template <typename Derivative>
+static LogicalResult chainRule(Operation *op, Value at, OpBuilder &b, ValueRange grads,
+                               SmallVectorImpl<Value> &operandGrads,
+                               Derivative derivative) {
+  Location loc = op->getLoc();
+  Value x = toF32(b, loc, at);
+  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), derivative(x));
+  operandGrads.assign(
+      {castTo(b, loc, grad, typeOf(op->getOperand(0)).getElementType())});
+  return success();
+}
+
+/// f'(x) written from the result y (exp, tanh, sqrt).
 template <typename Derivative>
 static LogicalResult fromResult(Operation *op, OpBuilder &b, ValueRange grads,
                                 SmallVectorImpl<Value> &operandGrads,
                                 Derivative derivative) {
-  Location loc = op->getLoc();
-  Value y = toF32(b, loc, op->getResult(0));
-  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), derivative(y));
-  operandGrads.assign(
-      {castTo(b, loc, grad, typeOf(op->getOperand(0)).getElementType())});
-  return success();
+  return chainRule(op, op->getResult(0), b, grads, operandGrads, derivative);
 }
 
 LogicalResult ExpOp::buildVjp(OpBuilder &b, ValueRange grads,
@@ -137,18 +146,13 @@ LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange grads,
   });
 }
 
-/// dy * f'(x) with f'(x) written from the operand x (sin, cos: sqrt(1 - y^2)
-/// from the result would lose the sign).
+/// f'(x) written from the operand x (sin, cos: sqrt(1 - y^2) from the
+/// result would lose the sign).
 template <typename Derivative>
 static LogicalResult fromOperand(Operation *op, OpBuilder &b, ValueRange grads,
                                  SmallVectorImpl<Value> &operandGrads,
                                  Derivative derivative) {
-  Location loc = op->getLoc();
-  Value x = toF32(b, loc, op->getOperand(0));
-  Value grad = MulOp::create(b, loc, toF32(b, loc, grads[0]), derivative(x));
-  operandGrads.assign(
-      {castTo(b, loc, grad, typeOf(op->getOperand(0)).getElementType())});
-  return success();
+  return chainRule(op, op->getOperand(0), b, grads, operandGrads, derivative);
 }
 
 LogicalResult SinOp::buildVjp(OpBuilder &b, ValueRange grads,
