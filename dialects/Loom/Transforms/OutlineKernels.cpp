@@ -88,6 +88,20 @@ struct LoomOutlineKernels
 };
 } // namespace
 
+/// Where loom-place-stages put an op of a pipelined program (its stage,
+/// phase and update stages); null elsewhere. A kernel holds ops of one
+/// place only, and takes it.
+static SmallVector<NamedAttribute> placeOf(Operation *op) {
+  SmallVector<NamedAttribute> place;
+  auto model = op->getParentOfType<func::FuncOp>();
+  if (!model || !model->hasAttr(attr::kStagesCount))
+    return place; // stage marks elsewhere are only where the ops came from
+  for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
+    if (Attribute value = op->getAttr(name))
+      place.push_back(NamedAttribute(StringAttr::get(op->getContext(), name), value));
+  return place;
+}
+
 /// With microbatches, the plan's steps up to its last accumulate run once
 /// per microbatch and the rest once per step. The microbatch's program is
 /// what the accumulates read, directly or not; everything else (the
@@ -115,22 +129,45 @@ static void sinkPastAccumulates(func::FuncOp model) {
     if (!perMicrobatch.contains(&op) && !isa<AccumulateOp>(op) &&
         !isRematerialized(&op))
       after.push_back(&op);
-  for (Operation *op : llvm::concat<Operation *>(accumulates, after))
+  // What the microbatches compute from the params alone and the rest reads
+  // too (a param's all-slice that CSE made one for the forward and the
+  // update: seed 240175) is computed again after the accumulates, for those
+  // readers: past the last accumulate only the accumulates' results carry
+  // values. Anything else read there stays an error of the plan's.
+  auto fromParams = [&](auto &self, Value value) -> bool {
+    if (auto arg = dyn_cast<BlockArgument>(value))
+      return static_cast<bool>(model.getArgAttr(arg.getArgNumber(), attr::kParam));
+    Operation *def = value.getDefiningOp();
+    return def->getNumRegions() == 0 && !isa<AccumulateOp>(def) &&
+           llvm::all_of(def->getOperands(), [&](Value v) { return self(self, v); });
+  };
+  IRMapping again;
+  SmallVector<Operation *> sequence;
+  auto recompute = [&](auto &self, Operation *user, Value value) -> void {
+    Operation *def = value.getDefiningOp();
+    if (!def || !perMicrobatch.contains(def) || again.contains(value) ||
+        !fromParams(fromParams, value))
+      return;
+    for (Value operand : def->getOperands())
+      self(self, user, operand);
+    OpBuilder b(body.getTerminator());
+    Operation *copy = b.clone(*def, again);
+    for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
+      copy->removeAttr(name);
+    for (NamedAttribute place : placeOf(user))
+      copy->setAttr(place.getName(), place.getValue());
+    sequence.push_back(copy);
+  };
+  for (Operation *op : after) {
+    for (Value operand : op->getOperands())
+      recompute(recompute, op, operand);
+    for (OpOperand &operand : op->getOpOperands())
+      if (Value copy = again.lookupOrNull(operand.get()))
+        operand.set(copy);
+    sequence.push_back(op);
+  }
+  for (Operation *op : llvm::concat<Operation *>(accumulates, sequence))
     op->moveBefore(body.getTerminator());
-}
-
-/// Where loom-place-stages put an op of a pipelined program (its stage,
-/// phase and update stages); null elsewhere. A kernel holds ops of one
-/// place only, and takes it.
-static SmallVector<NamedAttribute> placeOf(Operation *op) {
-  SmallVector<NamedAttribute> place;
-  auto model = op->getParentOfType<func::FuncOp>();
-  if (!model || !model->hasAttr(attr::kStagesCount))
-    return place; // stage marks elsewhere are only where the ops came from
-  for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
-    if (Attribute value = op->getAttr(name))
-      place.push_back(NamedAttribute(StringAttr::get(op->getContext(), name), value));
-  return place;
 }
 
 /// A pipelined program's update runs after the microbatches: its ops move

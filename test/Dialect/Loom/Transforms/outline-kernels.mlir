@@ -455,3 +455,24 @@ func.func @names(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %1 = loom.relu %0 {loom.recomputed = "block.3"} : tensor<4x4xf32>
   return %1 : tensor<4x4xf32>
 }
+
+// -----
+
+// A value the microbatches compute from the params alone that the update
+// reads too (one op for both, as CSE leaves a param's all-slice: seed
+// 240175) is computed again after the accumulates, in the update's kernel:
+// past the last accumulate only the accumulates' results carry values.
+// CHECK-LABEL: func.func @param_value_after_accumulate
+// CHECK-SAME: (%[[X:.+]]: tensor<8xf32> {loom.input = "x"}, %[[W:.+]]: tensor<8xf32> {loom.param = "w"})
+// CHECK-NEXT: %[[G:.+]] = call @param_value_after_accumulate_k0(%[[W]], %[[X]]) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+// CHECK-NEXT: %[[M:.+]] = loom.accumulate %[[G]] over 2 microbatches
+// CHECK-NEXT: call @param_value_after_accumulate_k1(%[[W]], %[[M]])
+func.func @param_value_after_accumulate(%x: tensor<8xf32> {loom.input = "x"},
+                                        %w: tensor<8xf32> {loom.param = "w"}) -> tensor<8xf32> {
+  %two = loom.constant 2.000000e+00 : tensor<f32>
+  %w2 = loom.mul %w, %two : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %g = loom.mul %x, %w2 : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %m = loom.accumulate %g over 2 microbatches : tensor<8xf32>
+  %next = loom.sub %w2, %m : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %next : tensor<8xf32>
+}
