@@ -95,7 +95,9 @@ LogicalResult SiluOp::buildVjp(OpBuilder &b, ValueRange grads,
 }
 
 /// dy * f'(x) of a unary op, f'(x) written from `at` (its result or its
-/// operand) in f32, the gradient in the operand's type.
+/// operand) in f32, the gradient in the operand's type. From the result
+/// where f' is simplest so (exp, tanh, sqrt); from the operand where the
+/// result would lose something (sin, cos: sqrt(1 - y^2) loses the sign).
 template <typename Derivative>
 static LogicalResult chainRule(Operation *op, Value at, OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads,
@@ -108,17 +110,9 @@ static LogicalResult chainRule(Operation *op, Value at, OpBuilder &b, ValueRange
   return success();
 }
 
-/// f'(x) written from the result y (exp, tanh, sqrt).
-template <typename Derivative>
-static LogicalResult fromResult(Operation *op, OpBuilder &b, ValueRange grads,
-                                SmallVectorImpl<Value> &operandGrads,
-                                Derivative derivative) {
-  return chainRule(op, op->getResult(0), b, grads, operandGrads, derivative);
-}
-
 LogicalResult ExpOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
-  return fromResult(*this, b, grads, operandGrads, [](Value y) { return y; });
+  return chainRule(*this, getResult(), b, grads, operandGrads, [](Value y) { return y; });
 }
 
 LogicalResult LogOp::buildVjp(OpBuilder &b, ValueRange grads,
@@ -133,7 +127,7 @@ LogicalResult LogOp::buildVjp(OpBuilder &b, ValueRange grads,
 LogicalResult TanhOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
-  return fromResult(*this, b, grads, operandGrads, [&](Value y) -> Value {
+  return chainRule(*this, getResult(), b, grads, operandGrads, [&](Value y) -> Value {
     return SubOp::create(b, loc, scalar(b, loc, 1.0), MulOp::create(b, loc, y, y));
   });
 }
@@ -141,31 +135,22 @@ LogicalResult TanhOp::buildVjp(OpBuilder &b, ValueRange grads,
 LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
-  return fromResult(*this, b, grads, operandGrads, [&](Value y) -> Value {
+  return chainRule(*this, getResult(), b, grads, operandGrads, [&](Value y) -> Value {
     return DivOp::create(b, loc, scalar(b, loc, 0.5), y);
   });
-}
-
-/// f'(x) written from the operand x (sin, cos: sqrt(1 - y^2) from the
-/// result would lose the sign).
-template <typename Derivative>
-static LogicalResult fromOperand(Operation *op, OpBuilder &b, ValueRange grads,
-                                 SmallVectorImpl<Value> &operandGrads,
-                                 Derivative derivative) {
-  return chainRule(op, op->getOperand(0), b, grads, operandGrads, derivative);
 }
 
 LogicalResult SinOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
-  return fromOperand(*this, b, grads, operandGrads,
-                     [&](Value x) -> Value { return CosOp::create(b, loc, x); });
+  return chainRule(*this, getInput(), b, grads, operandGrads,
+                   [&](Value x) -> Value { return CosOp::create(b, loc, x); });
 }
 
 LogicalResult CosOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();
-  return fromOperand(*this, b, grads, operandGrads, [&](Value x) -> Value {
+  return chainRule(*this, getInput(), b, grads, operandGrads, [&](Value x) -> Value {
     return NegOp::create(b, loc, SinOp::create(b, loc, x));
   });
 }

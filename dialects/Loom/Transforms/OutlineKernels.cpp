@@ -134,12 +134,20 @@ static void sinkPastAccumulates(func::FuncOp model) {
   // update: seed 240175) is computed again after the accumulates, for those
   // readers: past the last accumulate only the accumulates' results carry
   // values. Anything else read there stays an error of the plan's.
+  // (Memoized: the values a chain shares are judged once.)
+  llvm::DenseMap<Value, bool> paramsOnly;
   auto fromParams = [&](auto &self, Value value) -> bool {
-    if (auto arg = dyn_cast<BlockArgument>(value))
-      return static_cast<bool>(model.getArgAttr(arg.getArgNumber(), attr::kParam));
-    Operation *def = value.getDefiningOp();
-    return def->getNumRegions() == 0 && !isa<AccumulateOp>(def) &&
-           llvm::all_of(def->getOperands(), [&](Value v) { return self(self, v); });
+    if (auto known = paramsOnly.find(value); known != paramsOnly.end())
+      return known->second;
+    bool result;
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      result = static_cast<bool>(model.getArgAttr(arg.getArgNumber(), attr::kParam));
+    } else {
+      Operation *def = value.getDefiningOp();
+      result = def->getNumRegions() == 0 && !isa<AccumulateOp>(def) &&
+               llvm::all_of(def->getOperands(), [&](Value v) { return self(self, v); });
+    }
+    return paramsOnly[value] = result;
   };
   IRMapping again;
   SmallVector<Operation *> sequence;

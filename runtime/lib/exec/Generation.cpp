@@ -11,18 +11,24 @@
 
 using namespace loom::runtime;
 
+/// What `plan` has under `name`, for an error: "model 'm' has 'tokens' f32
+/// [2, 4]", or "model 'm' has no input 'tokens'".
+static std::string hasWhat(const Plan &plan, const PlanBuffer *buffer,
+                           const char *role, const char *name) {
+  return "model '" + plan.model + "' has " +
+         (buffer ? "'" + std::string(name) + "' " + dtypeName(buffer->dtype) + " " +
+                       formatShape(buffer->shape)
+                 : "no " + std::string(role) + " '" + name + "'");
+}
+
 bool TextGenerator::start(const Plan &plan, const std::string &prompt,
                           double temperatureIn, uint64_t seed, std::string &error) {
   const PlanBuffer *tokens = plan.findBuffer("tokens");
   const PlanBuffer *logits = plan.findBuffer("logits");
   if (!tokens || tokens->role != BufferRole::Input || isFloatDType(tokens->dtype) ||
       tokens->shape.size() != 2) {
-    error = "generate needs a model with an integer input 'tokens' [B, T] (model '" +
-            plan.model + "' has " +
-            (tokens ? "'tokens' " + std::string(dtypeName(tokens->dtype)) + " " +
-                          formatShape(tokens->shape)
-                    : std::string("no input 'tokens'")) +
-            ")";
+    error = "generate needs a model with an integer input 'tokens' [B, T] (" +
+            hasWhat(plan, tokens, "input", "tokens") + ")";
     return false;
   }
   rows = tokens->shape[0];
@@ -31,12 +37,8 @@ bool TextGenerator::start(const Plan &plan, const std::string &prompt,
       logits->shape.size() != 3 || logits->shape[0] != tokens->shape[0] ||
       logits->shape[1] != tokens->shape[1]) {
     error = "generate needs a float output 'logits' [" + std::to_string(rows) + ", " +
-            std::to_string(length) + ", V] beside the input 'tokens' (model '" +
-            plan.model + "' has " +
-            (logits ? "'logits' " + std::string(dtypeName(logits->dtype)) + " " +
-                          formatShape(logits->shape)
-                    : std::string("no output 'logits'")) +
-            ")";
+            std::to_string(length) + ", V] beside the input 'tokens' (" +
+            hasWhat(plan, logits, "output", "logits") + ")";
     return false;
   }
   vocabulary = logits->shape[2];

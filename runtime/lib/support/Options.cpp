@@ -227,12 +227,13 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       if (!once(seenPrompt))
         return false;
       options.prompt = std::string(value);
-    } else if (name == "--tokens") {
-      if (!once(seenTokens))
+    } else if (name == "--tokens" || name == "--repeat") {
+      bool tokens = name == "--tokens";
+      if (!once(tokens ? seenTokens : seenRepeat))
         return false;
-      if (!parseUnsigned(value, options.tokens) || options.tokens == 0 ||
-          options.tokens > 1000000) {
-        error = "bad --tokens '" + std::string(value) +
+      uint64_t &target = tokens ? options.tokens : options.repeat;
+      if (!parseUnsigned(value, target) || target == 0 || target > 1000000) {
+        error = "bad " + std::string(name) + " '" + std::string(value) +
                 "' (expected a positive integer, at most 1000000)";
         return false;
       }
@@ -242,15 +243,6 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       if (!parseNumberIn(value, 0, 1e6, options.temperature)) {
         error = "bad --temperature '" + std::string(value) +
                 "' (expected a number >= 0; 0: the most likely byte)";
-        return false;
-      }
-    } else if (name == "--repeat") {
-      if (!once(seenRepeat))
-        return false;
-      if (!parseUnsigned(value, options.repeat) || options.repeat == 0 ||
-          options.repeat > 1000000) {
-        error = "bad --repeat '" + std::string(value) +
-                "' (expected a positive integer, at most 1000000)";
         return false;
       }
     } else if (name == "--steps" || name == "--save-every") {
