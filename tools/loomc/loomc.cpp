@@ -20,6 +20,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <cctype>
@@ -437,8 +438,21 @@ int main(int argc, char **argv) {
   // A stage or a report is printed; otherwise an executable is linked.
   bool prints = options.emit || options.kernelReport || options.explain ||
                 options.searchMesh;
-  if (!prints)
+  if (!prints) {
     options.output = outputFile.empty() ? std::string("a.out") : outputFile.getValue();
+    // Said now, not by the linker after the whole compile.
+    SmallString<128> parent(options.output);
+    sys::path::remove_filename(parent);
+    if (sys::fs::is_directory(options.output) ||
+        (!parent.empty() && !sys::fs::is_directory(parent))) {
+      errs() << "loomc: error: cannot write the executable '" << options.output
+             << "': "
+             << (sys::fs::is_directory(options.output) ? "it is a directory"
+                                                       : "no directory '" + parent.str().str() + "'")
+             << "\n";
+      return 1;
+    }
+  }
 
   // Printed stages go to -o (or stdout); an executable is written by the linker.
   std::error_code ec;
