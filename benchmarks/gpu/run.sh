@@ -139,7 +139,13 @@ for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums a
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
            gpt-train-persistent attention2048-mma-sync attention-grad2048-mma-sync; do
   skip $exe && continue
-  run "$here/$exe" --device cuda --check-kernels --random-inputs --seed 7 > "$work/$exe.check"
+  # With GPU_CHECK_KEEP, the training steps' failing kernels (small: their
+  # attention backward is the open tolerance question) keep their buffers.
+  dump=()
+  case "${GPU_CHECK_KEEP:+$exe}" in
+    gpt-train|llama-train|gpt-train-persistent) dump=(--check-dump "$GPU_CHECK_KEEP/dump-$exe") ;;
+  esac
+  run "$here/$exe" --device cuda --check-kernels "${dump[@]}" --random-inputs --seed 7 > "$work/$exe.check"
   rc=$?
   echo "-- $exe"
   awk -v first=$first '/^check-kernels:/ || /^tolerance:/ && first {print; next}

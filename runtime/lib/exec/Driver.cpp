@@ -749,7 +749,7 @@ bool Driver::saveCheckpointOf(const Plan &plan, const char *arena) {
 
 bool Driver::checkAgainstCpu() {
   KernelCheckResult result;
-  if (!checkKernels(whole, executor, cuda, out, result, error))
+  if (!checkKernels(whole, executor, cuda, out, result, error, options.checkDump))
     return fail(error);
   if (result.failed)
     return fail("check-kernels: " + std::to_string(result.failed) + " of " +

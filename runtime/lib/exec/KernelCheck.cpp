@@ -3,9 +3,13 @@
 #include "loom/runtime/exec/KernelCheck.h"
 
 #include "loom/runtime/exec/Compare.h"
+#include "loom/runtime/io/Npy.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstring>
+#include <sys/stat.h>
 #include <vector>
 
 using namespace loom::runtime;
@@ -92,13 +96,107 @@ std::vector<std::vector<char>> termsOf(const Plan &plan, size_t index,
     }
   return terms;
 }
+/// `name` with every character but letters, digits, '.', '_' and '-' made
+/// '_', for a file name.
+std::string fileNamePart(const std::string &name) {
+  std::string part = name;
+  for (char &c : part)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+      c = '_';
+  return part;
+}
+
+/// Creates directory `path` unless it exists.
+bool makeDirectory(const std::string &path, std::string &error) {
+  if (::mkdir(path.c_str(), 0777) == 0 || errno == EEXIST)
+    return true;
+  error = "cannot create directory " + path + ": " + std::strerror(errno);
+  return false;
+}
+
+/// --check-dump: the buffers of failing steps as .npy files, so that a
+/// failure found in a short GPU session can be studied without the GPU.
+class StepDump {
+public:
+  /// The most bytes all dumps of a check write together.
+  static constexpr uint64_t kBudget = uint64_t(256) << 20;
+
+  StepDump(const Plan &plan, const std::string &dir) : plan(plan), dir(dir) {}
+  bool enabled() const { return !dir.empty(); }
+
+  /// Keeps the CPU's value of each buffer of step `index` but its scratch,
+  /// before the step runs.
+  void keepInputs(size_t index, const StepAccess &access, Executor &cpu) {
+    const PlanStep &step = plan.steps[index];
+    inputs.assign(step.buffers.size(), {});
+    fromGpu.assign(step.buffers.size(), {});
+    for (size_t b = 0; b < step.buffers.size(); ++b)
+      if (access.buffers[b] != BufferAccess::Scratch) {
+        const char *data = cpu.buffer(step.buffers[b]);
+        inputs[b].assign(data, data + plan.buffers[step.buffers[b]].bytes);
+      }
+  }
+  /// Keeps the GPU's value of the step's `b`-th buffer.
+  void keepGpuOutput(size_t b, const char *data, uint64_t bytes) {
+    fromGpu[b].assign(data, data + bytes);
+  }
+
+  /// Writes DIR/step-N-KERNEL/: per buffer its value before the step
+  /// (AA-NAME.npy, AA its position in the step), and per output the CPU's,
+  /// the GPU's and (attention) the terms' sizes (AA-NAME.cpu.npy, .cuda.npy,
+  /// .terms.npy). Past the budget, a line says what was not written.
+  bool write(size_t index, Executor &cpu,
+             const std::vector<std::vector<char>> &terms, std::FILE *out,
+             std::string &error) {
+    const PlanStep &step = plan.steps[index];
+    uint64_t bytes = 0;
+    for (size_t b = 0; b < step.buffers.size(); ++b)
+      bytes += inputs[b].size() + 2 * fromGpu[b].size() + terms[b].size();
+    if (written + bytes > kBudget) {
+      std::fprintf(out, "      not dumped: %.1f MiB, past --check-dump's %llu MiB\n",
+                   bytes / 1048576.0, static_cast<unsigned long long>(kBudget >> 20));
+      return true;
+    }
+    std::string stepDir = dir + "/step-" + std::to_string(index) + "-" +
+                          fileNamePart(plan.kernels[step.kernel].name);
+    if (!makeDirectory(dir, error) || !makeDirectory(stepDir, error))
+      return false;
+    for (size_t b = 0; b < step.buffers.size(); ++b) {
+      if (inputs[b].empty())
+        continue;
+      const PlanBuffer &buffer = plan.buffers[step.buffers[b]];
+      char position[8];
+      std::snprintf(position, sizeof(position), "%02zu-", b);
+      std::string stem = stepDir + "/" + position + fileNamePart(buffer.name);
+      auto save = [&](const std::string &suffix, const void *data) {
+        return writeNpy(stem + suffix + ".npy", buffer.dtype, buffer.shape, data, error);
+      };
+      if (!save("", inputs[b].data()) ||
+          (!fromGpu[b].empty() && (!save(".cpu", cpu.buffer(buffer.id)) ||
+                                   !save(".cuda", fromGpu[b].data()))) ||
+          (!terms[b].empty() && !save(".terms", terms[b].data())))
+        return false;
+    }
+    written += bytes;
+    std::fprintf(out, "      dumped to %s\n", stepDir.c_str());
+    return true;
+  }
+
+private:
+  const Plan &plan;
+  std::string dir;
+  std::vector<std::vector<char>> inputs, fromGpu;
+  uint64_t written = 0;
+};
 } // namespace
 
 bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
                                  CudaExecutor &gpu, std::FILE *out,
                                  KernelCheckResult &result,
-                                 std::string &error) {
+                                 std::string &error,
+                                 const std::string &dumpDir) {
   result = KernelCheckResult();
+  StepDump dump(plan, dumpDir);
   const std::vector<StepAccess> &access = cpu.stepAccess();
   // One host block for the GPU's copy of a written buffer, the largest.
   uint64_t largest = 0;
@@ -149,6 +247,8 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
       if (!gpu.copyToDevice(buffer, cpu.buffer(buffer.id), error))
         return false;
     }
+    if (dump.enabled())
+      dump.keepInputs(i, access[i], cpu);
     cpu.runKernelStep(i);
     if (!gpu.runStep(i, error))
       return false;
@@ -165,6 +265,8 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
       const PlanBuffer &buffer = plan.buffers[step.buffers[b]];
       if (!gpu.copyToHost(buffer, fromGpu.data(), error))
         return false;
+      if (dump.enabled())
+        dump.keepGpuOutput(b, fromGpu.data(), buffer.bytes);
       const char *reference = cpu.buffer(buffer.id);
       const char *termSizes = terms[b].empty() ? nullptr : terms[b].data();
       TensorComparison compared = compareTensors(
@@ -208,6 +310,8 @@ bool loom::runtime::checkKernels(const Plan &plan, Executor &cpu,
         static_cast<unsigned long long>(over), passed ? "PASS" : "FAIL");
     for (const std::string &detail : details)
       std::fprintf(out, "      %s\n", detail.c_str());
+    if (!passed && dump.enabled() && !dump.write(i, cpu, terms, out, error))
+      return false;
     std::fflush(out);
   }
   std::fprintf(out, "check-kernels: %u kernel steps, %u PASS, %u FAIL\n",

@@ -55,6 +55,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          the CPU and on the GPU from the same",
       "                          inputs and compare each step's results",
       "                          (a table; exit status 1 if one differs)",
+      "  --check-dump DIR        with --check-kernels: write each failing",
+      "                          step's inputs and both devices' outputs",
+      "                          to DIR/step-N-KERNEL/ as .npy files",
       "  --collective-timeout S  on several ranks, end the run (status 1)",
       "                          when one collective waits more than S",
       "                          seconds for the others (default 600; 0:",
@@ -177,7 +180,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--save-every" || name == "--collective-timeout" ||
                  name == "--schedule" || name == "--repeat" ||
                  name == "--prompt" || name == "--tokens" ||
-                 name == "--temperature";
+                 name == "--temperature" || name == "--check-dump";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -308,6 +311,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                             : name == "--data"         ? options.data
                             : name == "--save"         ? options.save
                             : name == "--resume"       ? options.resume
+                            : name == "--check-dump"   ? options.checkDump
                                                        : options.trace;
       if (!target.empty()) {
         error = "option '" + std::string(name) + "' given twice";
@@ -337,6 +341,10 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   }
   if (options.generate && options.checkKernels) {
     error = "--check-kernels checks one run; run it without generate";
+    return false;
+  }
+  if (!options.checkDump.empty() && !options.checkKernels) {
+    error = "--check-dump writes what --check-kernels finds: add --check-kernels";
     return false;
   }
   if (options.checkKernels && !options.outputs.empty()) {

@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -302,6 +303,8 @@ TEST(Cuda, CheckKernelsNeedsCudaAndNoTraceOrOutputs) {
         "--check-kernels"},
        "--check-kernels writes no outputs; run without it for --output"},
       {{"--check-kernels=yes"}, "option '--check-kernels' takes no value"},
+      {{"--device", "cuda", "--random-inputs", "--check-dump", "dump"},
+       "--check-dump writes what --check-kernels finds: add --check-kernels"},
   };
   for (const Case &c : cases) {
     RunResult run =
@@ -871,6 +874,57 @@ TEST(Cuda, CheckKernelsScalesByTheTerms) {
   EXPECT_NE(far.out.find("   1  addw          1           8            0 "),
             std::string::npos)
       << far.out;
+}
+
+TEST(Cuda, CheckDumpWritesTheFailingSteps) {
+  // Step 0 (t = x + y, with a `terms` record) 10% off on the GPU: its
+  // buffers before the step, t on both devices and t's terms (x + |y|) go
+  // to DIR/step-0-add/; steps 1 and 2 pass and write nothing.
+  TempDir dir;
+  std::vector<float> x(kN), y(kN), sum(kN), off(kN), terms(kN);
+  for (int i = 0; i < kN; ++i) {
+    x[i] = 1.0f + i;
+    y[i] = -0.25f * i;
+    sum[i] = x[i] + y[i];
+    off[i] = sum[i] * (1 + 0.1f);
+    terms[i] = x[i] + std::fabs(y[i]);
+  }
+  std::string error;
+  ASSERT_TRUE(writeNpy(dir.path("x.npy"), DType::F32, {kN}, x.data(), error)) << error;
+  ASSERT_TRUE(writeNpy(dir.path("y.npy"), DType::F32, {kN}, y.data(), error)) << error;
+  std::vector<std::string> lines = gpuPlanLines();
+  lines.insert(lines.begin() + 15, "launch add fake_perturb 1 1 1 8 1 1 b:2 f32:0.1 i64:8");
+  lines.insert(lines.begin() + 12, "terms add 1");
+  fakeCuda();
+  std::string dump = dir.path("dump");
+  RunResult run = runOnFake({"--check-kernels", "--check-dump", dump, "--input",
+                             "x=" + dir.path("x.npy"), "--input", "y=" + dir.path("y.npy")},
+                            sealLines(lines));
+  EXPECT_EQ(run.status, 1) << run.out;
+  EXPECT_NE(run.out.find("\n      dumped to " + dump + "/step-0-add\n   1  addw"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("dumped to " + dump + "/step-1"), std::string::npos) << run.out;
+  std::string step = dump + "/step-0-add/";
+  EXPECT_EQ(readF32(step + "00-x.npy"), x);
+  EXPECT_EQ(readF32(step + "01-y.npy"), y);
+  EXPECT_EQ(readF32(step + "02-t.npy"), std::vector<float>(kN, 0.0f)); // before
+  EXPECT_EQ(readF32(step + "02-t.cpu.npy"), sum);
+  EXPECT_EQ(readF32(step + "02-t.cuda.npy"), off);
+  EXPECT_EQ(readF32(step + "02-t.terms.npy"), terms);
+  EXPECT_EQ(readFile(step + "00-x.cpu.npy"), ""); // an input has one file
+  EXPECT_EQ(readFile(dump + "/step-1-addw/00-t.npy"), "");
+
+  // A dump that cannot be written ends the check with the reason.
+  fakeCuda();
+  writeNpy(dir.path("file"), DType::F32, {kN}, x.data(), error);
+  RunResult blocked = runOnFake({"--check-kernels", "--check-dump", dir.path("file"),
+                                 "--input", "x=" + dir.path("x.npy"), "--input",
+                                 "y=" + dir.path("y.npy")},
+                                sealLines(lines));
+  EXPECT_EQ(blocked.status, 1);
+  EXPECT_EQ(blocked.err, errorLine("cannot create directory " + dir.path("file") +
+                                   "/step-0-add: Not a directory"));
 }
 
 namespace {

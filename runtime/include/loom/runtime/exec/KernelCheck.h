@@ -37,11 +37,16 @@ struct KernelCheckResult {
 /// compareTensors. Prints to `out` a header, one row per step (step,
 /// kernel, outputs compared, elements, max abs error, max ulp, elements
 /// over tolerance, PASS or FAIL), for each failing output a line with its
-/// worst element, and a summary. False only when a CUDA call fails;
-/// mismatches are reported in `result`.
+/// worst element, and a summary. With `dumpDir` (--check-dump), a failing
+/// step's buffers go to DIR/step-N-KERNEL/ as .npy files: each buffer's
+/// value before the step (AA-NAME.npy, AA its position among the step's
+/// buffers), each output's on the CPU and on the GPU (.cpu.npy, .cuda.npy)
+/// and, for an attention, its terms' sizes (.terms.npy); 256 MiB in all at
+/// most, a line saying what was left out. False when a CUDA call fails or
+/// a dump cannot be written; mismatches are reported in `result`.
 bool checkKernels(const Plan &plan, Executor &cpu, CudaExecutor &gpu,
                   std::FILE *out, KernelCheckResult &result,
-                  std::string &error);
+                  std::string &error, const std::string &dumpDir = "");
 
 } // namespace loom::runtime
 

@@ -25,6 +25,9 @@ struct RunOptions {
   bool randomInputs = false;
   std::string trace; // --trace FILE.json
   bool checkKernels = false;
+  /// --check-dump DIR: with --check-kernels, each failing step's inputs and
+  /// both devices' outputs as .npy files under DIR (exec/KernelCheck.h).
+  std::string checkDump;
   bool checkNumerics = false; // --check-numerics
   bool moeStats = false;      // --moe-stats
   /// train --schedule: a pipelined plan's schedule instead of the one it
