@@ -264,6 +264,37 @@ private:
   unsigned holderIn(const Plan &plan) const { return plan.mesh.present ? rank : 0; }
   AssembledOutputs assembled; // a forward in microbatches: its whole outputs
   TextGenerator generator;    // generate: the text so far (rank 0)
+  /// evaluate: the batches, and (rank 0) the sum of their losses.
+  struct {
+    uint64_t batches = 0;
+    double lossSum = 0;
+  } evaluation;
+  /// evaluate: batch `batch`'s loss from `plan`'s output at its offset in
+  /// `arena` (a forward in microbatches: the assembled one), printed and
+  /// added up (rank 0).
+  void addEvalLoss(const Plan &plan, const char *arena, uint64_t batch) {
+    const PlanBuffer &loss = *plan.findScalarOutput("loss");
+    const char *data = whole.forwardMicrobatches() ? assembled.data(loss)
+                                                   : arena + loss.offset;
+    float value;
+    std::memcpy(&value, data, sizeof(value));
+    evaluation.lossSum += value;
+    std::fprintf(out, "batch %llu/%llu  loss %.7g\n",
+                 static_cast<unsigned long long>(batch),
+                 static_cast<unsigned long long>(evaluation.batches), value);
+    std::fflush(out);
+  }
+  /// evaluate: the mean loss, its perplexity and the tokens it covers.
+  void printEvalSummary() {
+    const PlanBuffer *tokens = whole.findBuffer("tokens");
+    uint64_t perBatch = tokens->globalElements * whole.optimizer.microbatches;
+    double mean = evaluation.lossSum / static_cast<double>(evaluation.batches);
+    std::fprintf(out, "eval loss %.7g over %llu batches (%llu tokens), perplexity %.5g\n",
+                 mean, static_cast<unsigned long long>(evaluation.batches),
+                 static_cast<unsigned long long>(perBatch * evaluation.batches),
+                 std::exp(mean));
+    std::fflush(out);
+  }
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
 } // namespace
@@ -383,6 +414,9 @@ bool Driver::checkInputs(const Plan &plan) {
     if (!loadTokenData(options.data, data, error) ||
         !findBatchInputs(plan, data, tokens, labels, error))
       return fail(error);
+    if (options.evaluate)
+      evaluation.batches = options.batches ? options.batches
+                                           : batchesIn(data, *tokens, plan.optimizer.microbatches);
   }
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
@@ -628,6 +662,8 @@ void Driver::keepParams(const Plan &plan, uint64_t step) {
 uint64_t Driver::numSteps() const {
   if (options.generate)
     return options.tokens;
+  if (options.evaluate)
+    return evaluation.batches;
   if (!options.train)
     return options.repeat;
   return options.steps ? options.steps : whole.optimizer.steps;
@@ -805,12 +841,16 @@ bool Driver::runSingle() {
       return false;
     if (options.generate && !printNextByte(whole, executor.arena()))
       return false;
+    if (options.evaluate)
+      addEvalLoss(whole, executor.arena(), step);
     if (options.train && savesAfter(step) &&
         (!paramsToHost() || !saveCheckpointOf(whole, executor.arena())))
       return false;
   }
   if (options.generate)
     std::fputc('\n', out);
+  else if (options.evaluate)
+    printEvalSummary();
   else if (!finishOutputs(whole, executor.arena()))
     return false;
   if (!options.trace.empty() && !trace.write(options.trace, error))
@@ -992,6 +1032,11 @@ bool Driver::runRanks() {
   if (!options.resume.empty() &&
       !agree(comm->broadcast(world, 0, &train, sizeof(train), error) || fail(error)))
     return false;
+  // evaluate: rank 0 counted the batches --data holds.
+  if (options.evaluate &&
+      !agree(comm->broadcast(world, 0, &evaluation.batches, sizeof(evaluation.batches), error) ||
+             fail(error)))
+    return false;
   resumedAt = train.step;
   injectFault();
   TraceRecorder trace;
@@ -1023,15 +1068,24 @@ bool Driver::runRanks() {
           !agree(rank != 0 || printNextByte(staging, stagingArena.data())))
         return false;
     }
+    // A forward in microbatches gathered its outputs already.
+    if (options.evaluate) {
+      if (!whole.forwardMicrobatches() && !agree(collect(BufferRole::Output)))
+        return false;
+      if (rank == 0)
+        addEvalLoss(staging, stagingArena.data(), step);
+    }
     if (options.train && savesAfter(step) &&
         (!agree(syncPipelinedParams()) || !agree(paramsToHost()) ||
          !agree(collect(BufferRole::Param)) ||
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
   }
-  if (options.generate) {
-    if (rank == 0)
+  if (options.generate || options.evaluate) {
+    if (rank == 0 && options.generate)
       std::fputc('\n', out);
+    if (rank == 0 && options.evaluate)
+      printEvalSummary();
     return agree(options.trace.empty() || trace.write(tracePath(), error) ||
                  fail(error));
   }
@@ -1104,6 +1158,13 @@ bool Driver::run() {
     return fail("generate runs a model's forward, and this executable is a "
                 "training step: build the script without --train, and give it "
                 "the trained params with --weights CKPT");
+  if (options.evaluate && !whole.optimizer.kind.empty())
+    return fail("evaluate runs a model's forward, and this executable is a "
+                "training step: build the script without --train, and give it "
+                "the trained params with --weights CKPT");
+  if (options.evaluate && !whole.findScalarOutput("loss"))
+    return fail("evaluate needs a forward with a scalar f32 output 'loss' (a "
+                "script with a train section, built without --train)");
   // One run a byte, whose logits rank 0 reads at once: not spread over
   // microbatches or pipeline stages.
   if (options.generate && (whole.forwardMicrobatches() ||

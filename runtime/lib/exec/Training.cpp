@@ -7,6 +7,7 @@
 #include "loom/runtime/io/Npy.h"
 #include "loom/runtime/plan/Layout.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cmath>
 #include <cstring>
@@ -134,9 +135,8 @@ bool loom::runtime::isUpdateOutput(const Plan &plan, const PlanBuffer &buffer) {
 
 bool loom::runtime::readScalarOutput(const Plan &plan, const Executor &executor,
                                      std::string_view name, double &value) {
-  const PlanBuffer *buffer = plan.findBuffer(name);
-  if (!buffer || buffer->role != BufferRole::Output || !buffer->shape.empty() ||
-      buffer->dtype != DType::F32)
+  const PlanBuffer *buffer = plan.findScalarOutput(name);
+  if (!buffer)
     return false;
   float stored;
   std::memcpy(&stored, executor.buffer(buffer->id), sizeof(stored));
@@ -270,6 +270,13 @@ void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
       }
     }
   }
+}
+
+uint64_t loom::runtime::batchesIn(const TokenData &data, const PlanBuffer &tokens,
+                                  uint64_t microbatches) {
+  uint64_t rows = tokens.shape[0], cols = tokens.shape[1];
+  uint64_t span = data.tokens.size() - cols - 1; // findBatchInputs: > 0
+  return std::max<uint64_t>(1, span / (rows * cols * microbatches));
 }
 
 bool loom::runtime::wholeBatchOf(const PlanBuffer &buffer, uint64_t microbatches,

@@ -114,6 +114,17 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "  --temperature T         sample from softmax(logits / T), seeded",
       "                          by --seed (default 0: the most likely)",
       "",
+      "usage: MODEL evaluate --data FILE [--batches N] [options]",
+      "",
+      "The mean loss of a forward with inputs tokens and labels [B, T]",
+      "and a scalar output loss (a script with a train section, built",
+      "without --train) over consecutive windows of a token stream, as",
+      "train --data reads it; load the params with --weights CKPT.",
+      "  --data FILE             the held-out tokens: a 1-D .npy of ids,",
+      "                          or any file read as bytes",
+      "  --batches N             the batches to evaluate (default: as",
+      "                          many as FILE holds without wrapping)",
+      "",
       "bf16 tensors are read from and written to .npy files as float32.",
       "",
       "A partitioned executable (see --info) also runs on its mesh's ranks",
@@ -140,7 +151,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   } else if (argc > 1 && std::string_view(argv[1]) == "generate") {
     options.generate = true;
     first = 2;
+  } else if (argc > 1 && std::string_view(argv[1]) == "evaluate") {
+    options.evaluate = true;
+    first = 2;
   }
+  bool seenBatches = false;
   for (int i = first; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
@@ -180,7 +195,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--save-every" || name == "--collective-timeout" ||
                  name == "--schedule" || name == "--repeat" ||
                  name == "--prompt" || name == "--tokens" ||
-                 name == "--temperature" || name == "--check-dump";
+                 name == "--temperature" || name == "--check-dump" ||
+                 name == "--batches";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -204,6 +220,17 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                      name == "--data" || name == "--save" ||
                      name == "--resume" || name == "--save-every" ||
                      name == "--schedule";
+    // evaluate reads a token stream as train does; nothing else of train's.
+    if (options.evaluate && (name == "--batches" || name == "--data")) {
+      trainOnly = false;
+    } else if (name == "--batches" || (options.evaluate && (trainOnly ||
+                                                          name == "--repeat" ||
+                                                          name == "--output"))) {
+      error = name == "--batches"
+                  ? "option '--batches' belongs to the evaluate command (MODEL evaluate --batches ...)"
+                  : "option '" + std::string(name) + "' does not apply to the evaluate command";
+      return false;
+    }
     if (trainOnly && !options.train) {
       error = "option '" + std::string(name) +
               "' belongs to the train command (MODEL train " +
@@ -230,11 +257,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       if (!once(seenPrompt))
         return false;
       options.prompt = std::string(value);
-    } else if (name == "--tokens" || name == "--repeat") {
-      bool tokens = name == "--tokens";
-      if (!once(tokens ? seenTokens : seenRepeat))
+    } else if (name == "--tokens" || name == "--repeat" || name == "--batches") {
+      bool tokens = name == "--tokens", batches = name == "--batches";
+      if (!once(tokens ? seenTokens : batches ? seenBatches : seenRepeat))
         return false;
-      uint64_t &target = tokens ? options.tokens : options.repeat;
+      uint64_t &target = tokens ? options.tokens : batches ? options.batches : options.repeat;
       if (!parseUnsigned(value, target) || target == 0 || target > 1000000) {
         error = "bad " + std::string(name) + " '" + std::string(value) +
                 "' (expected a positive integer, at most 1000000)";
@@ -339,8 +366,13 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
             "separately)";
     return false;
   }
-  if (options.generate && options.checkKernels) {
-    error = "--check-kernels checks one run; run it without generate";
+  if ((options.generate || options.evaluate) && options.checkKernels) {
+    error = std::string("--check-kernels checks one run; run it without ") +
+            (options.generate ? "generate" : "evaluate");
+    return false;
+  }
+  if (options.evaluate && options.data.empty()) {
+    error = "evaluate needs --data FILE (the held-out token stream)";
     return false;
   }
   if (!options.checkDump.empty() && !options.checkKernels) {

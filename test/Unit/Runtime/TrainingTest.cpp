@@ -294,6 +294,23 @@ TEST(Training, MicrobatchDataRows) {
     b.offset = offset;
     return b;
   };
+  // evaluate's default: the steps whose windows do not wrap, (1000 - 5 -
+  // 1) / (4 x 5) = 49; a step of 2 microbatches of 2 rows is the same.
+  EXPECT_EQ(batchesIn(data, buffer(0, 4, 0)), 49u);
+  EXPECT_EQ(batchesIn(data, buffer(0, 2, 0), 2), 49u);
+  // Step 48's last row starts at 975 of the 994 offsets; step 49's would
+  // wrap around to 1.
+  std::vector<char> last(2 * 4 * 5 * 4);
+  int32_t id;
+  for (uint64_t step : {48, 49}) {
+    fillBatch(data, buffer(0, 4, 0), buffer(1, 4, 80), last.data(), step);
+    std::memcpy(&id, last.data() + 3 * 5 * 4, sizeof(id)); // row 3's first
+    EXPECT_EQ(id, step == 48 ? 975 % 251 : 1);
+  }
+  // A stream shorter than one batch still gives one.
+  TokenData short_;
+  short_.tokens.assign(12, 0);
+  EXPECT_EQ(batchesIn(short_, buffer(0, 4, 0)), 1u);
   std::vector<char> whole(2 * 4 * 5 * 4), half(2 * 2 * 5 * 4);
   fillBatch(data, buffer(0, 4, 0), buffer(1, 4, 80), whole.data(), 3);
   for (uint64_t microbatch = 0; microbatch < 2; ++microbatch) {

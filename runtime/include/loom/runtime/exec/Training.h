@@ -107,6 +107,11 @@ void fillBatch(const TokenData &data, const PlanBuffer &tokens,
                const PlanBuffer &labels, char *arena, uint64_t step,
                uint64_t microbatches = 1, uint64_t microbatch = 0);
 
+/// How many steps of fillBatch take windows of `data` that do not wrap
+/// around (at least 1): evaluate's batches by default.
+uint64_t batchesIn(const TokenData &data, const PlanBuffer &tokens,
+                   uint64_t microbatches = 1);
+
 /// `buffer`, a microbatch of a batch input (Plan::isMicrobatched), as the
 /// whole batch its file holds: dim 0 and the sizes times `microbatches`.
 /// False if the sizes overflow.

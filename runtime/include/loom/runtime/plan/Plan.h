@@ -367,6 +367,14 @@ struct Plan {
 
   /// The buffer called `name`, or null.
   const PlanBuffer *findBuffer(std::string_view name) const;
+  /// The f32 scalar output `name` (a loss, a gradient norm), or null.
+  const PlanBuffer *findScalarOutput(std::string_view name) const {
+    const PlanBuffer *buffer = findBuffer(name);
+    return buffer && buffer->role == BufferRole::Output && buffer->shape.empty() &&
+                   buffer->dtype == DType::F32
+               ? buffer
+               : nullptr;
+  }
   /// Whether `update` was done in place by its kernel (loomc's in-place
   /// optimizer updates): its output has the param's offset, and nothing
   /// is copied after the step.

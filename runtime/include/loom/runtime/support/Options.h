@@ -53,6 +53,10 @@ struct RunOptions {
   std::string prompt;     // --prompt TEXT
   uint64_t tokens = 100;  // --tokens N
   double temperature = 0; // --temperature T; 0: the most likely byte
+  /// `./model evaluate`: the mean loss of a forward over --batches
+  /// batches of the --data token stream.
+  bool evaluate = false;
+  uint64_t batches = 0; // --batches N; 0: as many as --data holds once
 };
 
 /// Parses argv[1..argc). Options take their value as the next argument or
