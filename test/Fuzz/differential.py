@@ -104,11 +104,13 @@ in which a step is skipped (16-bit overflow under loss scaling), an f16 one
 whose reference gradient passes f16's largest value, or one whose reference
 loss grows more than 10^4-fold, is not compared. Prints one line per failing seed
 (COMPILE, RUN, SHAPE or WRONG, with the worst element) and a summary
-line; exits 1 if any seed failed. The scripts of failing seeds stay in
+line that counts the seeds not compared by reason (so that a campaign sees
+when one reason starts to swallow seeds); exits 1 if any seed failed. The scripts of failing seeds stay in
 DIR. --scale-reference F multiplies the reference by F (the test that
 the comparison catches a 1% error).
 """
 import argparse
+import collections
 import json
 import math
 import os
@@ -715,24 +717,28 @@ def evaluate(program, out, values, terms=None):
     return values[out]
 
 
+class NotCompared(str):
+    """Why a seed is not compared (the summary counts each reason)."""
+
+
 def compared(program, out, values, args, loss=None):
-    """The reference's `out` and MoE loss terms (evaluate), or None when
-    the seed is not compared: an MoE routing within rounding, or a 16-bit
-    program's softmax of a row spread past MOST_SOFTMAX_SPREAD, `loss`'s
-    cross-entropy included."""
+    """The reference's `out` and MoE loss terms (evaluate), or NotCompared
+    when the seed is not compared: an MoE routing within rounding, or a
+    16-bit program's softmax of a row spread past MOST_SOFTMAX_SPREAD,
+    `loss`'s cross-entropy included."""
     terms = []
     softmax_spread[0] = 0.0
     try:
         y = evaluate(program, out, values, terms)
     except Ambiguous:
-        return None
+        return NotCompared("an MoE routing within rounding")
     if loss is not None and loss.entropy:
         # (Seed 170052, bf16 Adam: logits near 1e4, 64 apart at bf16's
         # spacing there; rows whose top two were that close changed their
         # winner by rounding and took other steps.)
         softmax(None, y.detach().reshape(-1, y.shape[-1]), -1)
     if args.precision != "f32" and softmax_spread[0] > MOST_SOFTMAX_SPREAD:
-        return None
+        return NotCompared(f"a 16-bit softmax of spread > {MOST_SOFTMAX_SPREAD:g}")
     return y, terms
 
 
@@ -1036,7 +1042,8 @@ def check_training(seed, args):
                           "--save", f"{work}/trained.safetensors"], printed)):
         return failed
     if "skipped (inf/nan gradients" in printed[0]:
-        return None  # 16-bit overflow under loss scaling skips a step torch's f64 takes
+        # 16-bit overflow under loss scaling skips a step torch's f64 takes.
+        return NotCompared("a step skipped on 16-bit overflow")
     initial = weights(f"{work}/w.safetensors")
     trained = weights(f"{work}/trained.safetensors")
     params = {name: torch.tensor(initial[name].astype(np.float64), requires_grad=True)
@@ -1058,8 +1065,8 @@ def check_training(seed, args):
         # views of one buffer (y = reshape(x0) + x1) would then accumulate
         # each other's (1.13's default, set_to_none=False).
         step.zero_grad(set_to_none=True)
-        if not (reference := compared(program, out, inputs, args, loss)):
-            return None
+        if isinstance(reference := compared(program, out, inputs, args, loss), NotCompared):
+            return reference
         y, terms = reference
         value = loss.of(y, terms)
         losses.append(float(value))
@@ -1072,7 +1079,7 @@ def check_training(seed, args):
         # without loss scaling: x2's step-3 gradient).
         if args.precision == "f16" and any(param.grad is not None and param.grad.abs().max() > F16_MAX
                                            for param in params.values()):
-            return None
+            return NotCompared("an f16 gradient past f16's range")
         # (f32 too under Adam: a gradient that is exactly 0, as a layernorm's
         # input shifted along the normalized dim, is f32 noise that Adam
         # also makes a step of about lr; seed 143003: 64 of 65 elements.)
@@ -1087,13 +1094,13 @@ def check_training(seed, args):
             torch.nn.utils.clip_grad_norm_(list(params.values()), clip)
         step.step()
     if not all(torch.isfinite(param).all() and param.abs().max() < 1e6 for param in params.values()):
-        return None  # the training diverges (in torch too): nothing to compare
+        return NotCompared("diverged")  # in torch too: nothing to compare
     # Nor when its loss explodes: the gradients grow with it, and so does
     # f32's rounding noise in a gradient that is exactly 0 (seed 210271:
     # a softmax summed along its axis; loss 232 -> 5.6e9 in 3 SGD steps,
     # the 1- and 2-rank runs' noise stepping that param 0.46 apart).
     if max(losses) > 1e4 * max(losses[0], 1e-30):
-        return None
+        return NotCompared("a loss grown 10^4-fold")
     # f32: plus 4 times how far torch's own f32 training ends from the f64
     # one, element by element: steps amplify f32's error where the program
     # is ill-conditioned (seed 200781, Adam with eps 1e-3 after clipping by
@@ -1104,7 +1111,7 @@ def check_training(seed, args):
         single = f32_training(program, out, initial, inputs, loss, torch_optimizer, options,
                               clip, learning_rate)
         if single and not all(np.isfinite(value).all() for value in single.values()):
-            return None  # f32 itself diverges: the f64 reference tells nothing
+            return NotCompared("diverged in f32")  # the f64 reference tells nothing
         if single:
             drift = {name: 4 * np.abs(single[name] - param.detach().numpy())
                      for name, param in params.items()}
@@ -1194,8 +1201,8 @@ def check(seed, args):
         values.update(weights(f"{work}/w.safetensors"))
     leaves = {name: torch.tensor(x.astype(np.float64), requires_grad=args.gradients and name in params)
               for name, x in values.items()}
-    if not (reference := compared(program, out, dict(leaves, **ids), args, loss)):
-        return None
+    if isinstance(reference := compared(program, out, dict(leaves, **ids), args, loss), NotCompared):
+        return reference
     y, terms = reference
     rtol, atol = tolerance(args.precision)
     got = np.load(f"{work}/y.npy").astype(np.float64)
@@ -1222,7 +1229,7 @@ def check(seed, args):
         # An f16 gradient past f16's largest finite value is inf in Loom:
         # not compared (seed 98221: -77202 exact).
         if args.precision == "f16" and any(np.abs(ref).max(initial=0) > F16_MAX for ref in refs.values()):
-            return None
+            return NotCompared("an f16 gradient past f16's range")
         # A gradient that cancels exactly (a shift under a softmax, a sum of
         # opposite terms) is rounding noise of the size of the others: bf16's,
         # or f32's (an MoE's one-element param: 1.1e-6 for 4.9e-15).
@@ -1278,11 +1285,12 @@ def main():
     if args.microbatches > 1:
         args.batch = True
     os.makedirs(args.work, exist_ok=True)
-    failed = diverged = 0
+    failed = 0
+    reasons = collections.Counter()
     for seed in range(first, last):
         problem = check_training(seed, args) if args.train else check(seed, args)
-        if problem is None:
-            diverged += 1
+        if isinstance(problem, NotCompared):
+            reasons[problem] += 1
         elif problem:
             failed += 1
             print(f"seed {seed}: {problem}", flush=True)
@@ -1293,12 +1301,10 @@ def main():
     kinds = "".join(f" {what}" for what, on in [("batched", args.batch and args.microbatches == 1),
                                                  (f"{args.microbatches}-microbatch", args.microbatches > 1),
                                                  ("layer", args.layers), ("MoE", args.moe)] if on)
+    # Each reason with its count, the most frequent first.
+    why = "; ".join(f"{count} {reason}" for reason, count in reasons.most_common())
     print(f"differential: {last - first} {args.precision}{kinds} {mode} programs on {args.ranks} rank(s), "
-          f"{failed} failed" + (f", {diverged} not compared (diverged, a step skipped on "
-                                f"16-bit overflow, a 16-bit softmax of spread > "
-                                f"{MOST_SOFTMAX_SPREAD:g}, an f16 gradient past f16's range, or an MoE "
-                                f"routing within rounding)"
-                                if diverged else ""))
+          f"{failed} failed" + (f", {sum(reasons.values())} not compared ({why})" if reasons else ""))
     return 1 if failed else 0
 
 
