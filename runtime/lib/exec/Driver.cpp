@@ -157,7 +157,21 @@ private:
   /// microbatched inputs' whole batch (inputBytes). Without microbatches,
   /// microbatch 0 is the step's batch.
   void placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
-                       uint64_t microbatch);
+                       uint64_t microbatch, const TokenData *tokens = nullptr);
+  /// train --eval-data: whether the held-out loss follows step `step`
+  /// (after the last step, once its outputs are reported: the held-out
+  /// runs overwrite them).
+  bool evaluatesAfter(uint64_t step) const {
+    return !options.evalData.empty() &&
+           (step == numSteps() || (options.evalEvery && step % options.evalEvery == 0));
+  }
+  /// train --eval-data after step `step`: the step's program (this rank's
+  /// `plan`) on each held-out batch, its updates discarded (the in-place
+  /// ones restored; the others are applied only by finishStep), and the
+  /// mean loss reported by rank 0. `stage` places the inputs: the
+  /// executor's arena on one rank, rank 0's staging arena on several.
+  bool evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageArena,
+                       uint64_t step);
   /// One run of the plan (this rank's, whose inputs are in place); with
   /// microbatches, its steps up to the last accumulate once per
   /// microbatch, each after `place(microbatch)`, then the rest.
@@ -246,6 +260,7 @@ private:
   /// When training started, and when the last step ended.
   std::chrono::steady_clock::time_point trainStart, stepEnd;
   TokenData data; // --data, on rank 0
+  TokenData heldOut; // train --eval-data, on rank 0
   /// Inputs read once (from a file or --random-inputs), by buffer id:
   /// with microbatches, the whole batch of each input that --data does not
   /// fill (of the unpartitioned plan, on rank 0; placeMicrobatch copies
@@ -418,6 +433,15 @@ bool Driver::checkInputs(const Plan &plan) {
       evaluation.batches = options.batches ? options.batches
                                            : batchesIn(data, *tokens, plan.optimizer.microbatches);
   }
+  if (!options.evalData.empty()) {
+    const PlanBuffer *tokens, *labels;
+    if (!loadTokenData(options.evalData, heldOut, error) ||
+        !findBatchInputs(plan, heldOut, tokens, labels, error))
+      return fail("--eval-data: " + error);
+    evaluation.batches = options.evalBatches
+                             ? options.evalBatches
+                             : batchesIn(heldOut, *tokens, plan.optimizer.microbatches);
+  }
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
         fromData(buffer))
@@ -554,7 +578,7 @@ bool Driver::execute(TraceRecorder *trace) {
 }
 
 void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
-                             uint64_t microbatch) {
+                             uint64_t microbatch, const TokenData *tokens) {
   for (const auto &[id, rows] : inputBytes) {
     const PlanBuffer &buffer = plan.buffers[id];
     if (!plan.isMicrobatched(buffer))
@@ -563,8 +587,10 @@ void Driver::placeMicrobatch(const Plan &plan, char *arena, uint64_t step,
                 buffer.bytes);
   }
   // checkInputs checked both inputs and every id of the data, once.
-  if (!options.data.empty())
-    fillBatch(data, *plan.findBuffer("tokens"), *plan.findBuffer("labels"),
+  if (!tokens && !options.data.empty())
+    tokens = &data;
+  if (tokens)
+    fillBatch(*tokens, *plan.findBuffer("tokens"), *plan.findBuffer("labels"),
               arena, step - 1, plan.optimizer.microbatches, microbatch);
 }
 
@@ -638,6 +664,53 @@ bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
   if (!executor.runSteps(perMicrobatch, plan.steps.size(), count - 1, trace, error))
     return fail(multiRank ? inSpmdPlan(error) : error);
   return checkedNumerics();
+}
+
+bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageArena,
+                             uint64_t step) {
+  // On the CPU the update kernels may write the params and optimizer state
+  // in place: every batch starts from them again, and so does the next step.
+  std::vector<char> saved;
+  if (!onCuda)
+    saved = saveInPlaceParams(plan, executor, holderIn(plan));
+  double sum = 0;
+  for (uint64_t batch = 1; batch <= evaluation.batches; ++batch) {
+    auto place = [&](uint64_t microbatch) {
+      if (rank == 0)
+        placeMicrobatch(stage, stageArena, batch, microbatch, &heldOut);
+      return !multiRank || agree(distribute(BufferRole::Input));
+    };
+    bool ran = runPlanOnce(plan, nullptr, place);
+    if (multiRank ? !agree(ran) : !ran)
+      return false;
+    if (!onCuda)
+      restoreInPlaceParams(plan, executor, holderIn(plan), saved);
+    double loss = 0;
+    readScalarOutput(plan, executor, "loss", loss);
+    sum += loss;
+  }
+  if (rank != 0)
+    return true;
+  const PlanBuffer *tokens = whole.findBuffer("tokens");
+  uint64_t count = tokens->globalElements * whole.optimizer.microbatches * evaluation.batches;
+  double mean = sum / static_cast<double>(evaluation.batches);
+  // Under the progress bar, over the bar's line (the next step draws it
+  // again below).
+  bool overBar = drawsProgressBar() && step != numSteps();
+  std::fprintf(out, "%seval after step %llu: loss %.7g over %llu batches (%llu tokens), perplexity %.5g%s\n",
+               overBar ? "\r" : "", static_cast<unsigned long long>(step), mean,
+               static_cast<unsigned long long>(evaluation.batches),
+               static_cast<unsigned long long>(count), std::exp(mean), overBar ? "\033[K" : "");
+  std::fflush(out);
+  if (!log)
+    return true;
+  Json line = {{"step", step},
+               {"eval_loss", std::isfinite(mean) ? Json(mean) : Json()},
+               {"eval_tokens", count}};
+  std::string text = dumpJson(line) + "\n";
+  if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
+    return fail("cannot write " + options.log);
+  return true;
 }
 
 bool Driver::checkedNumerics() {
@@ -837,7 +910,9 @@ bool Driver::runSingle() {
       return true;
     };
     if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
-        (options.train && !finishStep(whole, step)))
+        (options.train && !finishStep(whole, step)) ||
+        (options.train && evaluatesAfter(step) && step != numSteps() &&
+         !evaluateHeldOut(whole, whole, executor.arena(), step)))
       return false;
     if (options.generate && !printNextByte(whole, executor.arena()))
       return false;
@@ -852,6 +927,9 @@ bool Driver::runSingle() {
   else if (options.evaluate)
     printEvalSummary();
   else if (!finishOutputs(whole, executor.arena()))
+    return false;
+  if (options.train && evaluatesAfter(numSteps()) &&
+      !evaluateHeldOut(whole, whole, executor.arena(), numSteps()))
     return false;
   if (!options.trace.empty() && !trace.write(options.trace, error))
     return fail(error);
@@ -1032,8 +1110,8 @@ bool Driver::runRanks() {
   if (!options.resume.empty() &&
       !agree(comm->broadcast(world, 0, &train, sizeof(train), error) || fail(error)))
     return false;
-  // evaluate: rank 0 counted the batches --data holds.
-  if (options.evaluate &&
+  // evaluate, train --eval-data: rank 0 counted the held-out batches.
+  if ((options.evaluate || !options.evalData.empty()) &&
       !agree(comm->broadcast(world, 0, &evaluation.batches, sizeof(evaluation.batches), error) ||
              fail(error)))
     return false;
@@ -1061,7 +1139,9 @@ bool Driver::runRanks() {
       return agree(distribute(BufferRole::Input));
     };
     if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
-        !agree(!options.train || finishStep(spmd, step)))
+        !agree(!options.train || finishStep(spmd, step)) ||
+        (options.train && evaluatesAfter(step) && step != numSteps() &&
+         !evaluateHeldOut(spmd, staging, stagingArena.data(), step)))
       return false;
     if (options.generate) {
       if (!agree(collect(BufferRole::Output)) ||
@@ -1093,6 +1173,9 @@ bool Driver::runRanks() {
   if (!agree(syncPipelinedParams()) ||
       (!spmd.forwardMicrobatches() && !agree(collect(BufferRole::Output))) ||
       !agree(rank != 0 || finishOutputs(staging, stagingArena.data())))
+    return false;
+  if (options.train && evaluatesAfter(numSteps()) &&
+      !evaluateHeldOut(spmd, staging, stagingArena.data(), numSteps()))
     return false;
   return agree(options.trace.empty() || trace.write(tracePath(), error) ||
                fail(error));

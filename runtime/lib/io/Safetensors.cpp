@@ -250,6 +250,14 @@ bool loom::runtime::readSafetensorsHeader(const std::string &path,
   return true;
 }
 
+/// Whether a weights file's `stored` tensor may fill a param of `param`'s
+/// float dtype: a training checkpoint's f32 master params load into a
+/// 16-bit forward (rounded), a 16-bit forward's params into an f32 one.
+static bool convertsWeight(DType stored, DType param) {
+  return (stored == DType::F32 && (param == DType::BF16 || param == DType::F16)) ||
+         ((stored == DType::BF16 || stored == DType::F16) && param == DType::F32);
+}
+
 bool loom::runtime::loadWeights(const Plan &plan, char *arena,
                                 const std::string &path,
                                 std::vector<std::string> &warnings,
@@ -280,7 +288,8 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     }
     const SafetensorsTensor &tensor = *found->second;
     DType dtype;
-    if (!parseSafetensorsDType(tensor.dtype, dtype) || dtype != buffer.dtype ||
+    if (!parseSafetensorsDType(tensor.dtype, dtype) ||
+        (dtype != buffer.dtype && !convertsWeight(dtype, buffer.dtype)) ||
         tensor.shape != buffer.shape) {
       error = path + ": tensor '" + buffer.name + "' is " + tensor.dtype + " " +
               formatShape(tensor.shape) + ", but the param is " +
@@ -315,11 +324,24 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     if (buffer.role != BufferRole::Param)
       continue;
     const SafetensorsTensor &tensor = *byName[buffer.name];
-    if (!readAt(file.get(), header.dataOffset + tensor.begin,
-                arena + buffer.offset, buffer.bytes)) {
+    DType dtype;
+    parseSafetensorsDType(tensor.dtype, dtype); // checked above
+    char *target = arena + buffer.offset;
+    std::vector<char> stored;
+    if (dtype != buffer.dtype) {
+      stored.resize(buffer.numElements * dtypeSize(dtype));
+      target = stored.data();
+    }
+    if (!readAt(file.get(), header.dataOffset + tensor.begin, target,
+                buffer.numElements * dtypeSize(dtype))) {
       error = path + ": read error in tensor '" + buffer.name + "'";
       return false;
     }
+    // f32 to 16 bits rounds to nearest even, as a step's cast of its f32
+    // master params does; 16 bits to f32 is exact.
+    for (uint64_t i = 0; i < (stored.empty() ? 0 : buffer.numElements); ++i)
+      storeElement(buffer.dtype, arena + buffer.offset, i,
+                   loadElement(dtype, stored.data(), i));
   }
   return true;
 }

@@ -78,7 +78,8 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "",
       "usage: MODEL train [--steps N] [--data FILE] [--log FILE.jsonl]",
       "                   [--save CKPT] [--save-every K] [--resume CKPT]",
-      "                   [--schedule KIND] [options]",
+      "                   [--schedule KIND] [--eval-data FILE [--eval-every K]",
+      "                   [--eval-batches N]] [options]",
       "",
       "Trains an executable built with loomc --train: runs its optimizer",
       "step N times (default: the train section's steps) on the inputs",
@@ -100,6 +101,12 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "  --schedule KIND         a pipelined executable's schedule (gpipe,",
       "                          1f1b, interleaved, zero_bubble) instead of",
       "                          the one it was built with",
+      "  --eval-data FILE        the held-out loss on this token stream",
+      "                          after the last step (each batch runs the",
+      "                          step's program, its update discarded)",
+      "  --eval-every K          and after every K steps",
+      "  --eval-batches N        its batches (default: as many as FILE",
+      "                          holds without wrapping)",
       "",
       "usage: MODEL generate [--prompt TEXT] [--tokens N]",
       "                      [--temperature T] [options]",
@@ -155,7 +162,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     options.evaluate = true;
     first = 2;
   }
-  bool seenBatches = false;
+  bool seenBatches = false, seenEvalEvery = false, seenEvalBatches = false;
   for (int i = first; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
@@ -196,7 +203,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--schedule" || name == "--repeat" ||
                  name == "--prompt" || name == "--tokens" ||
                  name == "--temperature" || name == "--check-dump" ||
-                 name == "--batches";
+                 name == "--batches" || name == "--eval-data" ||
+                 name == "--eval-every" || name == "--eval-batches";
     if (!known) {
       error = "unknown option '" + std::string(name) + "' (see --help)";
       return false;
@@ -219,7 +227,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     bool trainOnly = name == "--steps" || name == "--log" ||
                      name == "--data" || name == "--save" ||
                      name == "--resume" || name == "--save-every" ||
-                     name == "--schedule";
+                     name == "--schedule" || name == "--eval-data" ||
+                     name == "--eval-every" || name == "--eval-batches";
     // evaluate reads a token stream as train does; nothing else of train's.
     if (options.evaluate && (name == "--batches" || name == "--data")) {
       trainOnly = false;
@@ -275,13 +284,21 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                 "' (expected a number >= 0; 0: the most likely byte)";
         return false;
       }
-    } else if (name == "--steps" || name == "--save-every") {
+    } else if (name == "--steps" || name == "--save-every" ||
+               name == "--eval-every" || name == "--eval-batches") {
       bool steps = name == "--steps";
-      if (!once(steps ? seenSteps : seenSaveEvery))
+      bool &seen = steps                     ? seenSteps
+                   : name == "--save-every"  ? seenSaveEvery
+                   : name == "--eval-every"  ? seenEvalEvery
+                                             : seenEvalBatches;
+      if (!once(seen))
         return false;
-      uint64_t &target = steps ? options.steps : options.saveEvery;
+      uint64_t &target = steps                     ? options.steps
+                         : name == "--save-every"  ? options.saveEvery
+                         : name == "--eval-every"  ? options.evalEvery
+                                                   : options.evalBatches;
       if (!parseUnsigned(value, target) || target == 0) {
-        error = std::string(steps ? "bad number of steps '" : "bad --save-every '") +
+        error = (steps ? "bad number of steps '" : "bad " + std::string(name) + " '") +
                 std::string(value) + "' (expected a positive integer)";
         return false;
       }
@@ -339,6 +356,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                             : name == "--save"         ? options.save
                             : name == "--resume"       ? options.resume
                             : name == "--check-dump"   ? options.checkDump
+                            : name == "--eval-data"    ? options.evalData
                                                        : options.trace;
       if (!target.empty()) {
         error = "option '" + std::string(name) + "' given twice";
@@ -350,6 +368,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       }
       target = std::string(value);
     }
+  }
+  if ((options.evalEvery || options.evalBatches) && options.evalData.empty()) {
+    error = std::string(options.evalEvery ? "--eval-every" : "--eval-batches") +
+            " needs --eval-data FILE (the held-out token stream)";
+    return false;
   }
   if (options.saveEvery && options.save.empty()) {
     error = "--save-every needs --save CKPT (where to write)";

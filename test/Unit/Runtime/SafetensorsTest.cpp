@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <vector>
 
@@ -97,6 +99,55 @@ TEST(Safetensors, RoundTripsParams) {
           << buffer.name;
 }
 
+TEST(Safetensors, FloatParamsConvert) {
+  // A training checkpoint's f32 master params load into a bf16 (or f16)
+  // forward, rounded to nearest even as the step's casts round them; a
+  // 16-bit file's values into an f32 param, exactly.
+  TempDir dir;
+  Plan plan = weightsPlan();
+  std::vector<char> arena(plan.arenaBytes, 0);
+  std::string error, path = dir.path("w.safetensors");
+  std::vector<std::string> warnings;
+  std::vector<float> w(15);
+  for (int i = 0; i < 15; ++i)
+    w[i] = 1.0f + i * 0.00390625f * 0.5f; // 1 + i 2^-9: ties at odd i
+  float scale = 70000.0f;                   // past f16's range: inf
+  uint16_t b[5];
+  for (int i = 0; i < 5; ++i)
+    b[i] = floatToBF16(-0.3f * i);
+  int64_t steps[2] = {3, 4};
+  std::string data(reinterpret_cast<const char *>(w.data()), 60);
+  data += std::string(reinterpret_cast<const char *>(&scale), 4);
+  data += std::string(reinterpret_cast<const char *>(b), 10);
+  data += std::string(reinterpret_cast<const char *>(steps), 16);
+  writeFile(path, safetensorsFile(
+                      "{\"w\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[0,60]},"
+                      "\"a.scale\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[60,64]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[5],\"data_offsets\":[64,74]},"
+                      "\"steps\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[74,90]}}",
+                      data));
+  ASSERT_TRUE(loadWeights(plan, arena.data(), path, warnings, error)) << error;
+  EXPECT_TRUE(warnings.empty());
+  const PlanBuffer &wb = *plan.findBuffer("w"), &bb = *plan.findBuffer("b");
+  for (int i = 0; i < 15; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, arena.data() + wb.offset + 2 * i, 2);
+    EXPECT_EQ(bits, floatToBF16(w[i])) << i;
+  }
+  // 1 + 2^-9 is a tie between 1 and 1 + 2^-8: to even, 1.
+  uint16_t tie;
+  std::memcpy(&tie, arena.data() + wb.offset + 2, 2);
+  EXPECT_EQ(bf16ToFloat(tie), 1.0f);
+  uint16_t half;
+  std::memcpy(&half, arena.data() + plan.findBuffer("a.scale")->offset, 2);
+  EXPECT_TRUE(std::isinf(halfToFloat(half)));
+  for (int i = 0; i < 5; ++i) {
+    float value;
+    std::memcpy(&value, arena.data() + bb.offset + 4 * i, 4);
+    EXPECT_EQ(value, bf16ToFloat(b[i])) << i;
+  }
+}
+
 TEST(Safetensors, ParamsMustMatch) {
   TempDir dir;
   Plan plan = weightsPlan();
@@ -118,12 +169,19 @@ TEST(Safetensors, ParamsMustMatch) {
   EXPECT_FALSE(loadWeights(plan, arena.data(), path, warnings, error));
   EXPECT_EQ(error, path + ": no tensor for param 'w' (BF16 [3, 5])");
 
+  // f16 into bf16 would lose range or bits: no conversion.
   fileWith(
-      ",\"w\":{\"dtype\":\"F32\",\"shape\":[3,5],\"data_offsets\":[38,98]}",
+      ",\"w\":{\"dtype\":\"F16\",\"shape\":[3,5],\"data_offsets\":[38,68]}",
+      30);
+  EXPECT_FALSE(loadWeights(plan, arena.data(), path, warnings, error));
+  EXPECT_EQ(error,
+            path + ": tensor 'w' is F16 [3, 5], but the param is BF16 [3, 5]");
+  fileWith(
+      ",\"w\":{\"dtype\":\"F32\",\"shape\":[5,3],\"data_offsets\":[38,98]}",
       60);
   EXPECT_FALSE(loadWeights(plan, arena.data(), path, warnings, error));
   EXPECT_EQ(error,
-            path + ": tensor 'w' is F32 [3, 5], but the param is BF16 [3, 5]");
+            path + ": tensor 'w' is F32 [5, 3], but the param is BF16 [3, 5]");
 
   fileWith(
       ",\"w\":{\"dtype\":\"BF16\",\"shape\":[5,3],\"data_offsets\":[38,68]}",

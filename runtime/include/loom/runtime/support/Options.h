@@ -47,6 +47,12 @@ struct RunOptions {
   std::string save;    // --save CKPT
   std::string resume;  // --resume CKPT
   uint64_t saveEvery = 0; // --save-every K; 0: after the last step only
+  /// train --eval-data FILE: the held-out loss after every --eval-every K
+  /// steps (0: after the last only), over --eval-batches N (0: as many
+  /// batches as FILE holds once).
+  std::string evalData;
+  uint64_t evalEvery = 0;
+  uint64_t evalBatches = 0;
   /// `./model generate`: extend --prompt by --tokens bytes, one forward
   /// run of the plan each (exec/Generation.h).
   bool generate = false;
