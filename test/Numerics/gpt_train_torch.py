@@ -90,6 +90,26 @@ def forward(p, tokens, labels):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, V), labels.reshape(-1))
 
 
+MASK = (1 << 64) - 1
+
+
+def splitmix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def window_start(step, row, span):
+    """Where row `row` of step `step` (from 0) starts in the data: the next
+    window in order, or with LOOM_SHUFFLE_SEED=S (train --shuffle --seed S)
+    the runtime's splitmix64 draw (docs/runtime.md)."""
+    seed = os.environ.get("LOOM_SHUFFLE_SEED")
+    if seed is None:
+        return ((step * B + row) * T) % span
+    return ((splitmix64((splitmix64(int(seed)) + step * B + row) & MASK)) % span)
+
+
 def lr_at(step):
     if step <= WARMUP:
         return LR * step / WARMUP
@@ -116,7 +136,7 @@ def main():
     bf16 = len(sys.argv) > 6 and sys.argv[6] == "bf16"
     worst, times, ok = 0.0, [], len(logged) >= steps
     for step in range(1, steps + 1):
-        starts = [((((step - 1) * B + b) * T) % span) for b in range(B)]
+        starts = [window_start(step - 1, b, span) for b in range(B)]
         rows = np.stack([data[s:s + T + 1] for s in starts])
         tokens = torch.from_numpy(rows[:, :-1]).to(DEVICE)
         labels = torch.from_numpy(rows[:, 1:]).to(DEVICE)

@@ -429,6 +429,8 @@ bool Driver::checkInputs(const Plan &plan) {
     if (!loadTokenData(options.data, data, error) ||
         !findBatchInputs(plan, data, tokens, labels, error))
       return fail(error);
+    data.shuffled = options.shuffle;
+    data.seed = options.seed;
     if (options.evaluate)
       evaluation.batches = options.batches ? options.batches
                                            : batchesIn(data, *tokens, plan.optimizer.microbatches);
@@ -471,6 +473,7 @@ bool Driver::prepareParams(const Plan &plan, char *arena) {
   if (!options.resume.empty()) {
     if (!loadCheckpoint(plan, arena, options.resume, train, options.seed, error))
       return fail(error);
+    data.seed = options.seed; // --shuffle draws from the run's seed
     if (train.step >= numSteps())
       return fail(options.resume + " is at step " + std::to_string(train.step) +
                   ": a run of " + std::to_string(numSteps()) +

@@ -254,9 +254,9 @@ void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
                               uint64_t microbatch) {
   uint64_t rows = tokens.shape[0], cols = tokens.shape[1];
   uint64_t span = data.tokens.size() - cols - 1;
-  uint64_t first = (step * microbatches + microbatch) * rows; // of the step's
+  uint64_t first = microbatch * rows; // of the step's rows
   for (uint64_t b = 0; b < rows; ++b) {
-    uint64_t start = ((first + b) * cols) % span;
+    uint64_t start = windowStart(data, step, rows * microbatches, first + b, cols, span);
     for (uint64_t t = 0; t < cols; ++t) {
       int64_t in = data.tokens[start + t], next = data.tokens[start + t + 1];
       uint64_t at = b * cols + t;
@@ -270,6 +270,21 @@ void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
       }
     }
   }
+}
+
+static uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t loom::runtime::windowStart(const TokenData &data, uint64_t step,
+                                    uint64_t rows, uint64_t row, uint64_t cols,
+                                    uint64_t span) {
+  if (data.shuffled)
+    return splitmix64(splitmix64(data.seed) + step * rows + row) % span;
+  return ((step * rows + row) * cols) % span;
 }
 
 uint64_t loom::runtime::batchesIn(const TokenData &data, const PlanBuffer &tokens,

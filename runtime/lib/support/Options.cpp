@@ -76,7 +76,7 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          and exit",
       "  --help                  print this help and exit",
       "",
-      "usage: MODEL train [--steps N] [--data FILE] [--log FILE.jsonl]",
+      "usage: MODEL train [--steps N] [--data FILE [--shuffle]] [--log FILE.jsonl]",
       "                   [--save CKPT] [--save-every K] [--resume CKPT]",
       "                   [--schedule KIND] [--eval-data FILE [--eval-every K]",
       "                   [--eval-batches N]] [options]",
@@ -91,6 +91,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "  --data FILE             the inputs tokens and labels [B, T] of each",
       "                          step from a token stream: a 1-D .npy of",
       "                          integer ids, or any file read as bytes",
+      "  --shuffle               each row of --data at a random offset",
+      "                          (from --seed, the step and the row), not",
+      "                          the next window in order",
       "  --save CKPT             write a checkpoint (safetensors: the f32",
       "                          params, the optimizer state, the step, the",
       "                          loss scale, the seed) after the last step",
@@ -185,6 +188,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  : name == "--check-kernels"      ? &options.checkKernels
                  : name == "--check-numerics"     ? &options.checkNumerics
                  : name == "--moe-stats"          ? &options.moeStats
+                 : name == "--shuffle"            ? &options.shuffle
                                                   : nullptr;
     if (flag) {
       if (hasValue) {
@@ -372,6 +376,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   if ((options.evalEvery || options.evalBatches) && options.evalData.empty()) {
     error = std::string(options.evalEvery ? "--eval-every" : "--eval-batches") +
             " needs --eval-data FILE (the held-out token stream)";
+    return false;
+  }
+  if (options.shuffle && (!options.train || options.data.empty())) {
+    error = "--shuffle draws train --data's windows at random: it needs "
+            "train and --data FILE";
     return false;
   }
   if (options.saveEvery && options.save.empty()) {

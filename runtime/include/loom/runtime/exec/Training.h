@@ -86,7 +86,19 @@ bool isUpdateOutput(const Plan &plan, const PlanBuffer &buffer);
 struct TokenData {
   std::string path;
   std::vector<int64_t> tokens;
+  /// train --shuffle: each row's window at a random offset drawn from the
+  /// seed, the step and the row (windowStart), not the next one in order.
+  bool shuffled = false;
+  uint64_t seed = 0;
 };
+
+/// Where row `row` (of the step's whole batch, microbatches included) of
+/// step `step` (from 0) starts in a stream of `span` offsets: in order,
+/// (step rows + row) T mod span; shuffled, splitmix64(splitmix64(seed) +
+/// step rows + row) mod span, nanoGPT's sampling with a generator that
+/// any language can repeat (test/Numerics/gpt_train_torch.py does).
+uint64_t windowStart(const TokenData &data, uint64_t step, uint64_t rows,
+                     uint64_t row, uint64_t cols, uint64_t span);
 
 /// Reads `path` into `data`; a malformed .npy or a negative id is an error
 /// naming the file (and the first bad position).
@@ -99,9 +111,9 @@ bool findBatchInputs(const Plan &plan, const TokenData &data,
                      std::string &error);
 
 /// Fills `tokens` and `labels` at their offsets in `arena` for step `step`
-/// (counted from 0): row b takes the T + 1 ids starting at
-/// ((step B + b) T) mod (N - T - 1); the tokens are the first T, the
-/// labels the last T. With m `microbatches` the buffers hold rows
+/// (counted from 0): row b takes the T + 1 ids starting at windowStart
+/// (in order: ((step B + b) T) mod (N - T - 1)); the tokens are the first
+/// T, the labels the last T. With m `microbatches` the buffers hold rows
 /// [mb B/m, (mb + 1) B/m) of the step's B for microbatch `microbatch`.
 void fillBatch(const TokenData &data, const PlanBuffer &tokens,
                const PlanBuffer &labels, char *arena, uint64_t step,

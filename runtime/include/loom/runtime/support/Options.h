@@ -44,6 +44,7 @@ struct RunOptions {
   uint64_t steps = 0;  // --steps N; 0: the plan's
   std::string log;     // --log FILE.jsonl
   std::string data;    // --data FILE: the token stream
+  bool shuffle = false; // --shuffle: --data's windows at random offsets
   std::string save;    // --save CKPT
   std::string resume;  // --resume CKPT
   uint64_t saveEvery = 0; // --save-every K; 0: after the last step only
