@@ -8,6 +8,8 @@
 
 #include "Driver/Driver.h"
 #include "Pipeline/Pipeline.h"
+#include "loom/runtime/Version.h"
+#include "loom/runtime/plan/Plan.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -16,6 +18,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/ToolUtilities.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -344,6 +347,11 @@ int main(int argc, char **argv) {
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
   cl::HideUnrelatedOptions(loomCategory);
+  cl::SetVersionPrinter([](raw_ostream &os) {
+    os << "loomc (Loom) " << loom::kLoomVersion << ", plan format "
+       << loom::runtime::kPlanVersion << ", on LLVM and MLIR " << LLVM_VERSION_STRING
+       << "\n";
+  });
   cl::ParseCommandLineOptions(argc, argv,
                               "loomc: compiles Loom model scripts\n");
 

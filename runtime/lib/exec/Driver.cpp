@@ -20,6 +20,7 @@
 #include "loom/runtime/exec/CpuTarget.h"
 #include "loom/runtime/exec/Generation.h"
 #include "loom/runtime/exec/Training.h"
+#include "loom/runtime/Version.h"
 #include "loom/runtime/io/Json.h"
 #include "loom/runtime/comm/Communicator.h"
 #include "loom/runtime/comm/Watchdog.h"
@@ -1190,6 +1191,12 @@ bool Driver::run() {
   if (options.help) {
     if (rank == 0)
       printUsage(out, program.c_str());
+    return true;
+  }
+  if (options.version) {
+    if (rank == 0)
+      std::fprintf(out, "%s: Loom %s runtime, plan format %u\n", program.c_str(),
+                   loom::kLoomVersion, kPlanVersion);
     return true;
   }
   // A collective that waits too long for the others ends the run: another

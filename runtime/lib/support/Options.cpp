@@ -75,6 +75,8 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "  --info                  print the plan (buffers, kernels, steps)",
       "                          and exit",
       "  --help                  print this help and exit",
+      "  --version               print Loom's version and the plan",
+      "                          format, and exit",
       "",
       "usage: MODEL train [--steps N] [--data FILE [--shuffle]] [--log FILE.jsonl]",
       "                   [--save CKPT] [--save-every K] [--resume CKPT]",
@@ -184,6 +186,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     // Flags first: they take no value.
     bool *flag = name == "--help" || name == "-h" ? &options.help
                  : name == "--info"               ? &options.info
+                 : name == "--version"            ? &options.version
                  : name == "--random-inputs"      ? &options.randomInputs
                  : name == "--check-kernels"      ? &options.checkKernels
                  : name == "--check-numerics"     ? &options.checkNumerics

@@ -39,6 +39,7 @@ struct RunOptions {
   uint64_t repeat = 1;
   bool info = false;
   bool help = false;
+  bool version = false; // --version
   /// `./model train`: run the training plan's steps.
   bool train = false;
   uint64_t steps = 0;  // --steps N; 0: the plan's
