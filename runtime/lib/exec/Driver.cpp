@@ -423,7 +423,9 @@ bool Driver::collectFiles(const NamedFiles &given, BufferRole role,
 
 bool Driver::checkInputs(const Plan &plan) {
   if (options.generate &&
-      !generator.start(plan, options.prompt, options.temperature, options.seed, error))
+      !generator.start(plan, options.prompt,
+                       Sampling{options.temperature, options.topK, options.topP},
+                       options.seed, error))
     return fail(error);
   if (!options.data.empty()) {
     const PlanBuffer *tokens, *labels;

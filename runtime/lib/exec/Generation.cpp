@@ -22,7 +22,7 @@ static std::string hasWhat(const Plan &plan, const PlanBuffer *buffer,
 }
 
 bool TextGenerator::start(const Plan &plan, const std::string &prompt,
-                          double temperatureIn, uint64_t seed, std::string &error) {
+                          const Sampling &samplingIn, uint64_t seed, std::string &error) {
   const PlanBuffer *tokens = plan.findBuffer("tokens");
   const PlanBuffer *logits = plan.findBuffer("logits");
   if (!tokens || tokens->role != BufferRole::Input || isFloatDType(tokens->dtype) ||
@@ -64,7 +64,7 @@ bool TextGenerator::start(const Plan &plan, const std::string &prompt,
     }
     bytes.push_back(byte);
   }
-  temperature = temperatureIn;
+  sampling = samplingIn;
   rng = Xoshiro256(seed);
   return true;
 }
@@ -108,11 +108,38 @@ bool TextGenerator::advance(const Plan &plan, const char *arena, int64_t &next,
     return false;
   }
   next = best;
-  if (temperature > 0 && std::isfinite(scores[best])) {
+  if (sampling.temperature > 0 && std::isfinite(scores[best])) {
     double top = scores[best], total = 0;
     for (double &s : scores) {
-      s = std::isnan(s) ? 0 : std::exp((s - top) / temperature);
+      s = std::isnan(s) ? 0 : std::exp((s - top) / sampling.temperature);
       total += s;
+    }
+    // Top-k, then the nucleus: the candidates from the most likely down
+    // (the lower id first on a tie); the rest get weight 0.
+    if (sampling.topK > 0 || sampling.topP < 1) {
+      std::vector<uint64_t> order(choices);
+      for (uint64_t v = 0; v < choices; ++v)
+        order[v] = v;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint64_t a, uint64_t b) { return scores[a] > scores[b]; });
+      uint64_t kept = sampling.topK > 0 ? std::min(sampling.topK, choices) : choices;
+      // The nucleus of the top k, renormalized (as Hugging Face's warpers).
+      double topMass = 0, mass = 0;
+      for (uint64_t i = 0; i < kept; ++i)
+        topMass += scores[order[i]];
+      for (uint64_t i = 0; i < kept && sampling.topP < 1; ++i) {
+        if (mass >= sampling.topP * topMass) {
+          kept = i;
+          break;
+        }
+        mass += scores[order[i]];
+      }
+      total = 0;
+      for (uint64_t i = 0; i < choices; ++i) {
+        if (i >= kept)
+          scores[order[i]] = 0;
+        total += scores[order[i]];
+      }
     }
     double u = rng.uniform() * total;
     for (uint64_t v = 0; v < choices; ++v) {

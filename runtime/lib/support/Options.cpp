@@ -114,7 +114,7 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "                          holds without wrapping)",
       "",
       "usage: MODEL generate [--prompt TEXT] [--tokens N]",
-      "                      [--temperature T] [options]",
+      "                      [--temperature T [--top-k K] [--top-p P]] [options]",
       "",
       "Extends a text with a causal language model (an input tokens",
       "[B, T] of byte ids, an output logits [B, T, V]): each new byte",
@@ -125,6 +125,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
       "  --tokens N              the bytes to add (default 100)",
       "  --temperature T         sample from softmax(logits / T), seeded",
       "                          by --seed (default 0: the most likely)",
+      "  --top-k K               sample among the K most likely bytes",
+      "  --top-p P               and among the fewest most likely whose",
+      "                          probability reaches P (the nucleus)",
       "",
       "usage: MODEL evaluate --data FILE [--batches N] [options]",
       "",
@@ -156,7 +159,8 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   bool seenDevice = false, seenSeed = false, seenSteps = false, seenRepeat = false,
        seenSaveEvery = false, seenTimeout = false, seenSchedule = false;
   int first = 1;
-  bool seenPrompt = false, seenTokens = false, seenTemperature = false;
+  bool seenPrompt = false, seenTokens = false, seenTemperature = false,
+       seenTopK = false, seenTopP = false;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
     first = 2;
@@ -210,6 +214,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                  name == "--schedule" || name == "--repeat" ||
                  name == "--prompt" || name == "--tokens" ||
                  name == "--temperature" || name == "--check-dump" ||
+                 name == "--top-k" || name == "--top-p" ||
                  name == "--batches" || name == "--eval-data" ||
                  name == "--eval-every" || name == "--eval-batches";
     if (!known) {
@@ -253,8 +258,9 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
               std::string(name) + " ...)";
       return false;
     }
-    bool generateOnly =
-        name == "--prompt" || name == "--tokens" || name == "--temperature";
+    bool generateOnly = name == "--prompt" || name == "--tokens" ||
+                        name == "--temperature" || name == "--top-k" ||
+                        name == "--top-p";
     if (generateOnly != options.generate &&
         (generateOnly || trainOnly || name == "--repeat" || name == "--output")) {
       error = generateOnly ? "option '" + std::string(name) +
@@ -281,6 +287,20 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       if (!parseUnsigned(value, target) || target == 0 || target > 1000000) {
         error = "bad " + std::string(name) + " '" + std::string(value) +
                 "' (expected a positive integer, at most 1000000)";
+        return false;
+      }
+    } else if (name == "--top-k") {
+      if (!once(seenTopK))
+        return false;
+      if (!parseUnsigned(value, options.topK) || options.topK == 0) {
+        error = "bad --top-k '" + std::string(value) + "' (expected a positive integer)";
+        return false;
+      }
+    } else if (name == "--top-p") {
+      if (!once(seenTopP))
+        return false;
+      if (!parseNumberIn(value, 0, 1, options.topP) || options.topP == 0) {
+        error = "bad --top-p '" + std::string(value) + "' (expected a probability, 0 < P <= 1)";
         return false;
       }
     } else if (name == "--temperature") {
@@ -404,6 +424,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   if ((options.generate || options.evaluate) && options.checkKernels) {
     error = std::string("--check-kernels checks one run; run it without ") +
             (options.generate ? "generate" : "evaluate");
+    return false;
+  }
+  if ((options.topK || options.topP < 1) && options.temperature == 0) {
+    error = std::string(options.topK ? "--top-k" : "--top-p") +
+            " narrows a sample: give --temperature T > 0 (0 takes the most likely byte)";
     return false;
   }
   if (options.evaluate && options.data.empty()) {

@@ -58,23 +58,23 @@ TEST(Generation, RejectsModelsWithoutTokensAndLogits) {
   std::vector<std::string> lines = modelLines();
   lines[4] = "buffer 0 ids input i32 2,4 0";
   lines[5] = "bound 0 6";
-  EXPECT_FALSE(generator.start(planOf(lines), "", 0, 0, error));
+  EXPECT_FALSE(generator.start(planOf(lines), "", Sampling(), 0, error));
   EXPECT_EQ(error, "generate needs a model with an integer input 'tokens' [B, T] "
                    "(model 'lm' has no input 'tokens')");
 
   lines = modelLines();
   lines[6] = "buffer 1 logits output f32 2,3,8 64";
-  EXPECT_FALSE(generator.start(planOf(lines), "", 0, 0, error));
+  EXPECT_FALSE(generator.start(planOf(lines), "", Sampling(), 0, error));
   EXPECT_EQ(error, "generate needs a float output 'logits' [2, 4, V] beside the "
                    "input 'tokens' (model 'lm' has 'logits' f32 [2, 3, 8])");
 
-  EXPECT_FALSE(generator.start(planOf(modelLines()), "\x01\x02\x05\x06", 0, 0, error));
+  EXPECT_FALSE(generator.start(planOf(modelLines()), "\x01\x02\x05\x06", Sampling(), 0, error));
   EXPECT_EQ(error, "--prompt: byte 3 is 6, outside the vocabulary of input "
                    "'tokens' (ids 0 to 5)");
 
   lines = modelLines();
   lines[5] = "bound 0 300";
-  EXPECT_FALSE(generator.start(planOf(lines), "", 0, 0, error));
+  EXPECT_FALSE(generator.start(planOf(lines), "", Sampling(), 0, error));
   EXPECT_EQ(error, "generate extends a text of bytes, but input 'tokens' takes ids "
                    "up to 299 (a byte-level model has at most 256)");
 }
@@ -83,7 +83,7 @@ TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
   Plan plan = planOf(modelLines());
   TextGenerator generator;
   std::string error;
-  ASSERT_TRUE(generator.start(plan, std::string("\x01\x02", 2), 0, 0, error)) << error;
+  ASSERT_TRUE(generator.start(plan, std::string("\x01\x02", 2), Sampling(), 0, error)) << error;
   std::vector<char> arena(1024, 7);
   generator.place(plan, arena.data());
   EXPECT_EQ(tokensIn(plan, arena), (std::vector<int32_t>{1, 2, 0, 0, 1, 2, 0, 0}));
@@ -122,7 +122,7 @@ TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {
   for (double temperature : {1.0, 0.5}) {
     TextGenerator generator;
     std::string error;
-    ASSERT_TRUE(generator.start(plan, "", temperature, 42, error)) << error;
+    ASSERT_TRUE(generator.start(plan, "", Sampling{temperature}, 42, error)) << error;
     std::vector<double> expected(6);
     double total = 0;
     for (int v = 0; v < 6; ++v)
@@ -139,5 +139,46 @@ TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {
     for (int v = 0; v < 6; ++v)
       EXPECT_NEAR(counts[v] / double(samples), expected[v] / total, 0.01)
           << "id " << v << " at temperature " << temperature;
+  }
+}
+
+TEST(Generation, SamplesAmongTheTopKAndTheNucleus) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1 (ids 0, 1, 3, 2;
+  // 4 and 5 next to nothing): top-k 2 keeps ids 0 and 1 (0.625, 0.375 once
+  // renormalized); top-p 0.8 the same two (0.5 + 0.3 reaches 0.8); top-p
+  // 0.9 also id 3; top-k 3 with top-p 0.9 the nucleus of those three
+  // (0.5 / 0.95 + 0.3 / 0.95 = 0.84 < 0.9: all three).
+  Plan plan = planOf(modelLines());
+  std::vector<char> arena(1024, 0);
+  float tiny = -60.0f;
+  std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.05f),
+                               std::log(0.15f), tiny, tiny, 9.0f, 9.0f};
+  struct Case {
+    Sampling sampling;
+    std::vector<double> expected; // ids 0..3
+  };
+  const Case cases[] = {
+      {{1.0, 2, 1}, {0.625, 0.375, 0, 0}},
+      {{1.0, 0, 0.8}, {0.625, 0.375, 0, 0}},
+      {{1.0, 0, 0.9}, {0.5 / 0.95, 0.3 / 0.95, 0, 0.15 / 0.95}},
+      {{1.0, 3, 0.9}, {0.5 / 0.95, 0.3 / 0.95, 0, 0.15 / 0.95}},
+      {{1.0, 1, 1}, {1, 0, 0, 0}},
+  };
+  for (const Case &c : cases) {
+    TextGenerator generator;
+    std::string error;
+    ASSERT_TRUE(generator.start(plan, "", c.sampling, 7, error)) << error;
+    std::vector<int> counts(8, 0);
+    const int samples = 40000;
+    for (int i = 0; i < samples; ++i) {
+      setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
+      int64_t next = -1;
+      ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
+      ++counts[next];
+    }
+    for (int v = 0; v < 4; ++v)
+      EXPECT_NEAR(counts[v] / double(samples), c.expected[v], 0.01)
+          << "id " << v << ", top-k " << c.sampling.topK << ", top-p " << c.sampling.topP;
+    EXPECT_EQ(counts[4] + counts[5] + counts[6] + counts[7], 0);
   }
 }

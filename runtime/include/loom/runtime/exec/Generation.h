@@ -23,12 +23,22 @@
 
 namespace loom::runtime {
 
+/// How the next byte is chosen: the most likely (temperature 0), or a
+/// sample of softmax(logits / temperature) over the `topK` most likely
+/// bytes (0: all) and, of those, the fewest most likely whose probability
+/// reaches `topP` (1: all; the nucleus of Holtzman et al. 2020).
+struct Sampling {
+  double temperature = 0;
+  uint64_t topK = 0;
+  double topP = 1;
+};
+
 class TextGenerator {
 public:
   /// Checks that `plan` (the whole model's) has the input `tokens`
   /// (integer, [B, T]) and the output `logits` (float, [B, T, V]), and
   /// that every byte of `prompt` is one of the ids `tokens` takes.
-  bool start(const Plan &plan, const std::string &prompt, double temperature,
+  bool start(const Plan &plan, const std::string &prompt, const Sampling &sampling,
              uint64_t seed, std::string &error);
 
   /// Writes the window (the text's last T bytes) into every row of
@@ -45,7 +55,7 @@ public:
 private:
   DType tokensType = DType::I32, logitsType = DType::F32;
   uint64_t rows = 0, length = 0, vocabulary = 0, choices = 0;
-  double temperature = 0;
+  Sampling sampling;
   Xoshiro256 rng{0};
   std::vector<int64_t> bytes;
   /// Where the window starts in `bytes` and how long it is.

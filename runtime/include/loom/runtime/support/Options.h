@@ -61,6 +61,8 @@ struct RunOptions {
   std::string prompt;     // --prompt TEXT
   uint64_t tokens = 100;  // --tokens N
   double temperature = 0; // --temperature T; 0: the most likely byte
+  uint64_t topK = 0;      // --top-k K; 0: every byte
+  double topP = 1;        // --top-p P; 1: every byte
   /// `./model evaluate`: the mean loss of a forward over --batches
   /// batches of the --data token stream.
   bool evaluate = false;
