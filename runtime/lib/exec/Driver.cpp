@@ -422,6 +422,15 @@ bool Driver::collectFiles(const NamedFiles &given, BufferRole role,
 }
 
 bool Driver::checkInputs(const Plan &plan) {
+  // What the run writes at its end (or after its last step), checked
+  // before its first: a checkpoint whose directory is missing must not
+  // cost the whole training run. (Other ranks' traces go beside rank 0's.)
+  for (const std::string &path : {options.save, options.saveWeights, options.trace})
+    if (!path.empty() && !checkWritable(path, error))
+      return fail(error);
+  for (const auto &[id, path] : outputFiles)
+    if (!checkWritable(path, error))
+      return fail("output '" + whole.buffers[id].name + "': " + error);
   if (options.generate &&
       !generator.start(plan, options.prompt,
                        Sampling{options.temperature, options.topK, options.topP},

@@ -38,6 +38,21 @@ bool loom::runtime::openForWriting(const std::string &path, FilePtr &file,
   return true;
 }
 
+bool loom::runtime::checkWritable(const std::string &path, std::string &error) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    error = "cannot write " + path + ": " + std::strerror(EISDIR);
+    return false;
+  }
+  size_t slash = path.find_last_of('/');
+  std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(directory.c_str(), W_OK | X_OK) != 0) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 bool loom::runtime::readAt(std::FILE *file, uint64_t offset, void *data,
                            uint64_t bytes) {
   if (offset > static_cast<uint64_t>(INT64_MAX) ||

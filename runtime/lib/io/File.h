@@ -28,6 +28,11 @@ bool openForReading(const std::string &path, FilePtr &file, uint64_t &size,
                     std::string &error);
 /// Opens (truncates) `path` for writing.
 bool openForWriting(const std::string &path, FilePtr &file, std::string &error);
+/// Whether `path` could be written now (its directory exists and is
+/// writable, and it is not a directory), without touching it: a run checks
+/// the files it writes at its end before its first step. The message is
+/// openForWriting's ("cannot write PATH: No such file or directory").
+bool checkWritable(const std::string &path, std::string &error);
 /// Reads exactly `bytes` bytes at `offset`.
 bool readAt(std::FILE *file, uint64_t offset, void *data, uint64_t bytes);
 /// Writes all of `bytes` bytes.
