@@ -41,7 +41,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <cstring>
 #include <functional>
@@ -64,6 +66,58 @@ static std::string programName(int argc, char **argv) {
 static std::string inSpmdPlan(const std::string &error);
 
 namespace {
+/// Set by the first SIGINT or SIGTERM of a training run: the step in
+/// progress finishes, its checkpoint is written (with --save) and the run
+/// ends; a second signal ends the process at once.
+volatile std::sig_atomic_t interruptSignal = 0;
+extern "C" void onInterrupt(int signal) {
+  if (interruptSignal) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  interruptSignal = signal;
+}
+
+/// Installs onInterrupt for a training run, and the previous handlers back
+/// when the run ends (ranks that are threads of one process, in the unit
+/// tests, share them: the last to leave restores them).
+class InterruptHandlers {
+public:
+  explicit InterruptHandlers(bool install) : installed(install) {
+    if (!installed)
+      return;
+    std::lock_guard<std::mutex> lock(mutex());
+    if (users()++ == 0) {
+      interruptSignal = 0;
+      previousInt = std::signal(SIGINT, onInterrupt);
+      previousTerm = std::signal(SIGTERM, onInterrupt);
+    }
+  }
+  ~InterruptHandlers() {
+    if (!installed)
+      return;
+    std::lock_guard<std::mutex> lock(mutex());
+    if (--users() == 0) {
+      std::signal(SIGINT, previousInt);
+      std::signal(SIGTERM, previousTerm);
+    }
+  }
+
+private:
+  static std::mutex &mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static int &users() {
+    static int n = 0;
+    return n;
+  }
+  static inline void (*previousInt)(int) = SIG_DFL;
+  static inline void (*previousTerm)(int) = SIG_DFL;
+  bool installed;
+};
+
 /// Runs one executable invocation (one rank of it); each step returns false
 /// after reporting.
 class Driver {
@@ -202,6 +256,16 @@ private:
       std::_Exit(3);
   }
   bool agree(bool ok);
+  /// Whether `mine` holds on any rank (into `any`); false after reporting
+  /// a failed exchange.
+  bool anyRank(bool mine, bool &any);
+  /// train: whether this rank was asked to stop (SIGINT, SIGTERM, or the
+  /// test aid LOOM_FAULT_INTERRUPT=S or S@R: as if interrupted in step S,
+  /// on rank R) by the end of step `step`.
+  bool stopRequested(uint64_t step) const;
+  /// train, interrupted: the run ends after step `step` (its checkpoint
+  /// written with --save), with a message saying how to go on.
+  bool stoppedAfter(uint64_t step);
   bool openCudaRanks();
   bool loadCudaRanks();
   bool allocateRanks();
@@ -925,17 +989,21 @@ bool Driver::runSingle() {
       return true;
     };
     if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
-        (options.train && !finishStep(whole, step)) ||
-        (options.train && evaluatesAfter(step) && step != numSteps() &&
-         !evaluateHeldOut(whole, whole, executor.arena(), step)))
+        (options.train && !finishStep(whole, step)))
+      return false;
+    bool stopping = options.train && stopRequested(step);
+    if (options.train && evaluatesAfter(step) && step != numSteps() && !stopping &&
+        !evaluateHeldOut(whole, whole, executor.arena(), step))
       return false;
     if (options.generate && !printNextByte(whole, executor.arena()))
       return false;
     if (options.evaluate)
       addEvalLoss(whole, executor.arena(), step);
-    if (options.train && savesAfter(step) &&
+    if (options.train && (savesAfter(step) || (stopping && !options.save.empty())) &&
         (!paramsToHost() || !saveCheckpointOf(whole, executor.arena())))
       return false;
+    if (stopping)
+      return stoppedAfter(step);
   }
   if (options.generate)
     std::fputc('\n', out);
@@ -949,6 +1017,36 @@ bool Driver::runSingle() {
   if (!options.trace.empty() && !trace.write(options.trace, error))
     return fail(error);
   return true;
+}
+
+bool Driver::anyRank(bool mine, bool &any) {
+  char flag = mine ? 1 : 0;
+  std::vector<char> all(numRanks, 0);
+  if (!comm->allGather(world, &flag, 1, all.data(), error))
+    return fail(error);
+  any = std::find(all.begin(), all.end(), 1) != all.end();
+  return true;
+}
+
+bool Driver::stopRequested(uint64_t step) const {
+  if (const char *fault = std::getenv("LOOM_FAULT_INTERRUPT")) {
+    std::string at = fault;
+    size_t sign = at.find('@');
+    bool here = sign == std::string::npos || at.substr(sign + 1) == std::to_string(rank);
+    if (here && std::strtoull(at.c_str(), nullptr, 10) == step)
+      std::raise(SIGINT);
+  }
+  return interruptSignal != 0;
+}
+
+bool Driver::stoppedAfter(uint64_t step) {
+  if (rank == 0 && drawsProgressBar() && step != numSteps())
+    std::fputc('\n', out);
+  std::string how = options.save.empty()
+                        ? "nothing is kept (train with --save CKPT to keep the params)"
+                        : "continue with --resume " + options.save;
+  return fail("interrupted after step " + std::to_string(step) + " of " +
+              std::to_string(numSteps()) + ": " + how);
 }
 
 bool Driver::agree(bool ok) {
@@ -1154,9 +1252,14 @@ bool Driver::runRanks() {
       return agree(distribute(BufferRole::Input));
     };
     if (!agree(runPlanOnce(spmd, options.trace.empty() ? nullptr : &trace, place)) ||
-        !agree(!options.train || finishStep(spmd, step)) ||
-        (options.train && evaluatesAfter(step) && step != numSteps() &&
-         !evaluateHeldOut(spmd, staging, stagingArena.data(), step)))
+        !agree(!options.train || finishStep(spmd, step)))
+      return false;
+    // Every rank stops after the same step, if any was interrupted.
+    bool stopping = false;
+    if (options.train && !anyRank(stopRequested(step), stopping))
+      return false;
+    if (options.train && evaluatesAfter(step) && step != numSteps() && !stopping &&
+        !evaluateHeldOut(spmd, staging, stagingArena.data(), step))
       return false;
     if (options.generate) {
       if (!agree(collect(BufferRole::Output)) ||
@@ -1170,11 +1273,15 @@ bool Driver::runRanks() {
       if (rank == 0)
         addEvalLoss(staging, stagingArena.data(), step);
     }
-    if (options.train && savesAfter(step) &&
+    if (options.train && (savesAfter(step) || (stopping && !options.save.empty())) &&
         (!agree(syncPipelinedParams()) || !agree(paramsToHost()) ||
          !agree(collect(BufferRole::Param)) ||
          !agree(rank != 0 || saveCheckpointOf(staging, stagingArena.data()))))
       return false;
+    if (stopping) {
+      uniform = true; // one message, rank 0's
+      return stoppedAfter(step);
+    }
   }
   if (options.generate || options.evaluate) {
     if (rank == 0 && options.generate)
@@ -1283,6 +1390,7 @@ bool Driver::run() {
   if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
       !collectFiles(options.outputs, BufferRole::Output, outputFiles))
     return false;
+  InterruptHandlers handlers(options.train);
   return multiRank ? runRanks() : runSingle();
 }
 
