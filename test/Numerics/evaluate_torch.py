@@ -23,7 +23,6 @@ import torch
 
 import gpt_train_torch as gpt
 import llama_train_torch as llama
-import reference
 
 
 def parse(text):
@@ -38,9 +37,7 @@ def main():
     torch.set_num_threads(1)
     module = gpt if model == "gpt-train" else llama
     batch, length = module.B, module.T
-    w = reference.read_safetensors(weights)
-    p = {name: torch.tensor(np.asarray(array, np.float32)) for name, (array, _) in w.items()
-         if not name.startswith("opt.")}
+    p = gpt.params_of(weights)
     data = np.frombuffer(open(data_path, "rb").read(), np.uint8).astype(np.int64)
     span = len(data) - length - 1
     ok = True

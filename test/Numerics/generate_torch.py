@@ -19,7 +19,6 @@ import torch
 
 import gpt_train_torch as gpt
 import llama_train_torch as llama
-import reference
 
 
 def main():
@@ -30,9 +29,7 @@ def main():
     if model == "llama":
         gpt.B, gpt.T, gpt.V = sizes
     batch, length, _ = sizes
-    w = reference.read_safetensors(weights)
-    p = {name: torch.tensor(np.asarray(array, np.float32)) for name, (array, _) in w.items()
-         if not name.startswith("opt.")}
+    p = gpt.params_of(weights)
     ok = text.startswith(prompt) and len(text) > len(prompt)
     if not ok:
         print(f"the output does not extend the prompt: {text[:80]!r}")

@@ -85,6 +85,14 @@ def logits_of(p, tokens):
     return torch.nn.functional.layer_norm(h, (D,), p["lnf_g"], p["lnf_b"], 1e-5) @ p["wte"].T
 
 
+def params_of(weights):
+    """The model's params (not the optimizer state of a checkpoint) from a
+    safetensors file, as f32 torch tensors."""
+    return {name: torch.tensor(np.asarray(array, np.float32))
+            for name, (array, _) in reference.read_safetensors(weights).items()
+            if not name.startswith("opt.")}
+
+
 def forward(p, tokens, labels):
     logits = logits_of(p, tokens)
     return torch.nn.functional.cross_entropy(logits.reshape(-1, V), labels.reshape(-1))

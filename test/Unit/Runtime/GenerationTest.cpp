@@ -50,6 +50,29 @@ std::vector<int32_t> tokensIn(const Plan &plan, const std::vector<char> &arena) 
   std::memcpy(ids.data(), arena.data() + plan.findBuffer("tokens")->offset, 32);
   return ids;
 }
+
+constexpr int kSamples = 40000;
+
+/// How often each of the 8 ids is drawn in kSamples bytes generated from
+/// `logits` (the same at every position) with `sampling`.
+std::vector<int> sampleCounts(const Plan &plan, std::vector<char> &arena,
+                              const std::vector<float> &logits,
+                              const Sampling &sampling, uint64_t seed) {
+  TextGenerator generator;
+  std::string error;
+  std::vector<int> counts(8, 0);
+  EXPECT_TRUE(generator.start(plan, "", sampling, seed, error)) << error;
+  for (int i = 0; i < kSamples; ++i) {
+    setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
+    int64_t next = -1;
+    if (!generator.advance(plan, arena.data(), next, error)) {
+      ADD_FAILURE() << error;
+      break;
+    }
+    ++counts[next];
+  }
+  return counts;
+}
 } // namespace
 
 TEST(Generation, RejectsModelsWithoutTokensAndLogits) {
@@ -120,24 +143,14 @@ TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {
   // relative to its logit.
   std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f, 0.0f, 1.5f, 9.0f, 9.0f};
   for (double temperature : {1.0, 0.5}) {
-    TextGenerator generator;
-    std::string error;
-    ASSERT_TRUE(generator.start(plan, "", Sampling{temperature}, 42, error)) << error;
     std::vector<double> expected(6);
     double total = 0;
     for (int v = 0; v < 6; ++v)
       total += expected[v] = std::exp(logits[v] / temperature);
-    std::vector<int> counts(8, 0);
-    const int samples = 40000;
-    for (int i = 0; i < samples; ++i) {
-      setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
-      int64_t next = -1;
-      ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
-      ++counts[next];
-    }
+    std::vector<int> counts = sampleCounts(plan, arena, logits, Sampling{temperature}, 42);
     EXPECT_EQ(counts[6] + counts[7], 0);
     for (int v = 0; v < 6; ++v)
-      EXPECT_NEAR(counts[v] / double(samples), expected[v] / total, 0.01)
+      EXPECT_NEAR(counts[v] / double(kSamples), expected[v] / total, 0.01)
           << "id " << v << " at temperature " << temperature;
   }
 }
@@ -165,19 +178,9 @@ TEST(Generation, SamplesAmongTheTopKAndTheNucleus) {
       {{1.0, 1, 1}, {1, 0, 0, 0}},
   };
   for (const Case &c : cases) {
-    TextGenerator generator;
-    std::string error;
-    ASSERT_TRUE(generator.start(plan, "", c.sampling, 7, error)) << error;
-    std::vector<int> counts(8, 0);
-    const int samples = 40000;
-    for (int i = 0; i < samples; ++i) {
-      setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
-      int64_t next = -1;
-      ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
-      ++counts[next];
-    }
+    std::vector<int> counts = sampleCounts(plan, arena, logits, c.sampling, 7);
     for (int v = 0; v < 4; ++v)
-      EXPECT_NEAR(counts[v] / double(samples), c.expected[v], 0.01)
+      EXPECT_NEAR(counts[v] / double(kSamples), c.expected[v], 0.01)
           << "id " << v << ", top-k " << c.sampling.topK << ", top-p " << c.sampling.topP;
     EXPECT_EQ(counts[4] + counts[5] + counts[6] + counts[7], 0);
   }
