@@ -227,6 +227,11 @@ private:
   /// executor's arena on one rank, rank 0's staging arena on several.
   bool evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageArena,
                        uint64_t step);
+  /// The steps of `plan` (this rank's) that a held-out batch needs: up to
+  /// the last that writes the loss, where no step before it writes a param
+  /// or an update's output; 0 (the whole program) for pipelined and
+  /// microbatched plans, or a loss written after an update.
+  size_t lossPrefix(const Plan &plan) const;
   /// One run of the plan (this rank's, whose inputs are in place); with
   /// microbatches, its steps up to the last accumulate once per
   /// microbatch, each after `place(microbatch)`, then the rest.
@@ -745,12 +750,43 @@ bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
   return checkedNumerics();
 }
 
+size_t Driver::lossPrefix(const Plan &plan) const {
+  const PlanBuffer *loss = plan.findScalarOutput("loss");
+  if (!loss || plan.pipeline.present || plan.microbatchSteps() || plan.forwardMicrobatches())
+    return 0;
+  std::set<unsigned> updated;
+  for (const PlanUpdate &update : plan.updates)
+    updated.insert({update.param, update.output});
+  const std::vector<StepAccess> &access = executor.stepAccess();
+  size_t end = 0;
+  bool updateSeen = false, updateBeforeLoss = false;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    bool writesLoss = false, writesUpdate = false;
+    for (size_t b = 0; b < plan.steps[i].buffers.size(); ++b) {
+      unsigned id = plan.steps[i].buffers[b];
+      if (access[i].buffers[b] != BufferAccess::Written)
+        continue;
+      writesLoss |= id == loss->id;
+      writesUpdate |= updated.count(id) || plan.buffers[id].role == BufferRole::Param;
+    }
+    updateSeen |= writesUpdate;
+    if (writesLoss) {
+      end = i + 1;
+      updateBeforeLoss = updateSeen;
+    }
+  }
+  return updateBeforeLoss ? 0 : end;
+}
+
 bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageArena,
                              uint64_t step) {
-  // On the CPU the update kernels may write the params and optimizer state
-  // in place: every batch starts from them again, and so does the next step.
+  // On the CPU, where the loss is written before any update, only the steps
+  // up to it run. Otherwise the whole step runs, and as its update kernels
+  // may write the params and optimizer state in place, every batch starts
+  // from them again, and so does the next step.
+  size_t prefix = onCuda ? 0 : lossPrefix(plan);
   std::vector<char> saved;
-  if (!onCuda)
+  if (!onCuda && !prefix)
     saved = saveInPlaceParams(plan, executor, holderIn(plan));
   double sum = 0;
   for (uint64_t batch = 1; batch <= evaluation.batches; ++batch) {
@@ -759,10 +795,12 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
         placeMicrobatch(stage, stageArena, batch, microbatch, &heldOut);
       return !multiRank || agree(distribute(BufferRole::Input));
     };
-    bool ran = runPlanOnce(plan, nullptr, place);
+    bool ran = prefix ? place(0) && (executor.runSteps(0, prefix, 0, nullptr, error) ||
+                                     fail(multiRank ? inSpmdPlan(error) : error))
+                      : runPlanOnce(plan, nullptr, place);
     if (multiRank ? !agree(ran) : !ran)
       return false;
-    if (!onCuda)
+    if (!onCuda && !prefix)
       restoreInPlaceParams(plan, executor, holderIn(plan), saved);
     double loss = 0;
     readScalarOutput(plan, executor, "loss", loss);
