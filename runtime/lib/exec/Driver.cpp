@@ -505,6 +505,13 @@ bool Driver::checkInputs(const Plan &plan) {
                        Sampling{options.temperature, options.topK, options.topP},
                        options.seed, error))
     return fail(error);
+  // Every row of the batch computes the same window; one row's logits are
+  // read.
+  if (options.generate && generator.batchRows() > 1)
+    warn("generate runs all " + std::to_string(generator.batchRows()) +
+         " rows of the batch for one row's logits: build the forward with a batch of "
+         "one (loomc --dim B=1, B the script's batch dim) for about " +
+         std::to_string(generator.batchRows()) + " times less work");
   if (!options.data.empty()) {
     const PlanBuffer *tokens, *labels;
     if (!loadTokenData(options.data, data, error) ||

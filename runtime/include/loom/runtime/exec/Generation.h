@@ -51,6 +51,8 @@ public:
   bool advance(const Plan &plan, const char *arena, int64_t &next, std::string &error);
 
   const std::vector<int64_t> &text() const { return bytes; }
+  /// The rows of the model's batch (B of tokens [B, T]), after start.
+  uint64_t batchRows() const { return rows; }
 
 private:
   DType tokensType = DType::I32, logitsType = DType::F32;
