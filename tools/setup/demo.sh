@@ -75,10 +75,12 @@ PY
 
 # The trained model writes: its forward, given the checkpoint, extends a
 # prompt byte by byte (a sample at temperature 0.6; ./gptf generate
-# --help).
+# --help). Built for one row (--dim B=1; dp = 1 then, the heads still
+# split over tp = 2 ranks): generate reads one row's logits.
+generate=(mpirun --oversubscribe --bind-to none -np 2)
 echo
-echo "== loomc $train -o gptf; ${mpirun[*]} ./gptf generate --weights gpt.ckpt --prompt \"This License \" --tokens 160 --temperature 0.6"
-"$loomc" "$train" -o "$work/gptf" > /dev/null
-"${mpirun[@]}" "$work/gptf" generate --weights "$work/gpt.ckpt" --prompt "This License " \
+echo "== loomc $train --dim B=1 --mesh dp=1 -o gptf; ${generate[*]} ./gptf generate --weights gpt.ckpt --prompt \"This License \" --tokens 160 --temperature 0.6"
+"$loomc" "$train" --dim B=1 --mesh dp=1 -o "$work/gptf" > /dev/null
+"${generate[@]}" "$work/gptf" generate --weights "$work/gpt.ckpt" --prompt "This License " \
   --tokens 160 --temperature 0.6 2>&1 | sed 's/^/   /'
 echo "   (a 2-block byte model after 300 steps, loss near 2.6 nats a byte: word-like, not yet words)"
