@@ -1015,7 +1015,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       zero ? builder.getI64IntegerAttr(zero) : IntegerAttr());
 }
 
-// constant | warmup_cosine(warmup = W, min_lr = L)
+// constant | warmup_cosine(warmup = W, min_lr = L) | warmup_linear(...)
 void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
                                 std::string &schedule,
                                 std::optional<double> &warmup,
@@ -1023,18 +1023,19 @@ void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
   if (auto *name = llvm::dyn_cast<NameExpr>(&value); name && name->name == "constant")
     return;
   auto *call = llvm::dyn_cast<CallExpr>(&value);
-  if (!call || call->callee != "warmup_cosine") {
-    error(value.getLoc()) << "unknown learning-rate schedule (expected constant "
-                             "or warmup_cosine(warmup = STEPS, min_lr = LR))";
+  if (!call || (call->callee != "warmup_cosine" && call->callee != "warmup_linear")) {
+    error(value.getLoc()) << "unknown learning-rate schedule (expected constant, "
+                             "warmup_cosine(warmup = STEPS, min_lr = LR) or "
+                             "warmup_linear(warmup = STEPS, min_lr = LR))";
     return;
   }
-  schedule = "warmup_cosine";
+  schedule = call->callee;
   if (!call->args.empty())
     error(call->args.front()->getLoc())
         << "schedule settings are named, e.g. warmup = 100";
   for (const KeywordArg &kwarg : call->kwargs) {
     if (kwarg.name != "warmup" && kwarg.name != "min_lr") {
-      error(kwarg.loc) << "warmup_cosine has no setting '" << kwarg.name
+      error(kwarg.loc) << schedule << " has no setting '" << kwarg.name
                        << "' (expected warmup, min_lr)";
       continue;
     }

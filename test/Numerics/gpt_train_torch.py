@@ -119,9 +119,14 @@ def window_start(step, row, span):
 
 
 def lr_at(step):
+    """The script's warmup_cosine, or with LOOM_LR_SCHEDULE=linear its
+    warmup_linear (a script edited to it): a linear warmup, then a half
+    cosine (or a straight line) down to MIN_LR at HORIZON."""
     if step <= WARMUP:
         return LR * step / WARMUP
     progress = min(1.0, (step - WARMUP) / (HORIZON - WARMUP))
+    if os.environ.get("LOOM_LR_SCHEDULE") == "linear":
+        return MIN_LR + (LR - MIN_LR) * (1 - progress)
     return MIN_LR + (LR - MIN_LR) * (1 + math.cos(math.pi * progress)) / 2
 
 

@@ -176,11 +176,12 @@ LogicalResult TrainOp::verify() {
   if (scaling == "none" && getInitialScale())
     return emitOpError("initial_scale goes with static or dynamic loss scaling, only");
   StringRef schedule = getLrSchedule().value_or("constant");
-  if (!llvm::is_contained({"constant", "warmup_cosine"}, schedule))
+  if (!llvm::is_contained({"constant", "warmup_cosine", "warmup_linear"}, schedule))
     return emitOpError("unknown learning-rate schedule '")
-           << schedule << "' (expected constant or warmup_cosine)";
-  if (schedule != "warmup_cosine" && (getWarmup() || getMinLr()))
-    return emitOpError("warmup and min_lr go with the warmup_cosine schedule, only");
+           << schedule << "' (expected constant, warmup_cosine or warmup_linear)";
+  if (schedule == "constant" && (getWarmup() || getMinLr()))
+    return emitOpError("warmup and min_lr go with the warmup_cosine and warmup_linear "
+                       "schedules, only");
   auto number = [](FloatAttr attr) { return attr.getValueAsDouble(); };
   if (getWarmupAttr() && !(number(getWarmupAttr()) >= 0 &&
                            number(getWarmupAttr()) == std::floor(number(getWarmupAttr()))))

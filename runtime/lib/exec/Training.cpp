@@ -30,7 +30,7 @@ TrainState loom::runtime::initialTrainState(const PlanOptimizer &optimizer) {
 double loom::runtime::learningRate(const PlanOptimizer &optimizer,
                                    uint64_t step) {
   double lr = optimizer.get("lr", 0.0);
-  if (optimizer.lrSchedule != "warmup_cosine")
+  if (optimizer.lrSchedule != "warmup_cosine" && optimizer.lrSchedule != "warmup_linear")
     return lr;
   double s = static_cast<double>(step);
   double warmup = optimizer.get("warmup", 0.0);
@@ -41,6 +41,9 @@ double loom::runtime::learningRate(const PlanOptimizer &optimizer,
   double progress = total > warmup ? (s - warmup) / (total - warmup) : 1.0;
   if (progress > 1)
     progress = 1;
+  // Hugging Face's linear schedule (with a floor), or a half cosine.
+  if (optimizer.lrSchedule == "warmup_linear")
+    return minLr + (lr - minLr) * (1 - progress);
   return minLr + (lr - minLr) * (1 + std::cos(M_PI * progress)) / 2;
 }
 

@@ -1488,14 +1488,15 @@ bool PlanParser::parseOptimizer(size_t index) {
     if (name == "lr_schedule" || name == "loss_scale") {
       bool schedule = name == "lr_schedule";
       std::initializer_list<const char *> known =
-          schedule ? std::initializer_list<const char *>{"constant", "warmup_cosine"}
+          schedule ? std::initializer_list<const char *>{"constant", "warmup_cosine",
+                                                         "warmup_linear"}
                    : std::initializer_list<const char *>{"none", "static", "dynamic"};
       bool ok = false;
       for (const char *word : known)
         ok |= value == word;
       if (!ok)
         return fail(index, "bad " + std::string(name) + " '" + value +
-                               (schedule ? "' (expected constant or warmup_cosine)"
+                               (schedule ? "' (expected constant, warmup_cosine or warmup_linear)"
                                          : "' (expected none, static or dynamic)"));
       (schedule ? optimizer.lrSchedule : optimizer.lossScale) = value;
       continue;

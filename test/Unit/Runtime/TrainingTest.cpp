@@ -139,6 +139,13 @@ TEST(Training, WarmupCosineSchedule) {
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 60), 0.55);
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 110), 0.1);
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 0.1);
+  // warmup_linear: the same warmup, then a straight line to min_lr.
+  optimizer.lrSchedule = "warmup_linear";
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 5), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 35), 0.775); // a quarter down
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 60), 0.55);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 110), 0.1);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 0.1);
   optimizer.lrSchedule = "constant";
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 1.0);
 }

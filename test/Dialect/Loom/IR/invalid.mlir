@@ -900,7 +900,7 @@ module {
     %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
     return %l : tensor<f32>
   }
-  // expected-error @+1 {{'loom.train' op unknown learning-rate schedule 'linear' (expected constant or warmup_cosine)}}
+  // expected-error @+1 {{'loom.train' op unknown learning-rate schedule 'linear' (expected constant, warmup_cosine or warmup_linear)}}
   loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {lr_schedule = "linear"}
 }
 // -----
@@ -910,7 +910,7 @@ module {
     %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
     return %l : tensor<f32>
   }
-  // expected-error @+1 {{'loom.train' op warmup and min_lr go with the warmup_cosine schedule, only}}
+  // expected-error @+1 {{'loom.train' op warmup and min_lr go with the warmup_cosine and warmup_linear schedules, only}}
   loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {warmup = 10.0 : f64}
 }
 // -----

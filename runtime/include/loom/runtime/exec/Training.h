@@ -46,7 +46,8 @@ TrainState initialTrainState(const PlanOptimizer &optimizer);
 /// The learning rate of step `step` (counted from 1). `constant`: lr.
 /// `warmup_cosine` over S = the train section's steps, W = warmup:
 /// lr s / W for s <= W, then min_lr + (lr - min_lr) (1 + cos(pi p)) / 2
-/// with p = (s - W) / (S - W), held at min_lr after S.
+/// with p = (s - W) / (S - W), held at min_lr after S; `warmup_linear`
+/// the same with min_lr + (lr - min_lr) (1 - p) after the warmup.
 double learningRate(const PlanOptimizer &optimizer, uint64_t step);
 
 /// Writes the scalars of the step after `state` into `plan`'s buffers at

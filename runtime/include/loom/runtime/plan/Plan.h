@@ -305,7 +305,8 @@ struct PlanPipeline {
 struct PlanOptimizer {
   std::string kind; // sgd, adam or adamw; empty: the plan is no training step
   uint64_t steps = 0;
-  /// `lr_schedule=`: constant or warmup_cosine (with `warmup=`, `min_lr=`).
+  /// `lr_schedule=`: constant, warmup_cosine or warmup_linear (with
+  /// `warmup=`, `min_lr=`).
   std::string lrSchedule = "constant";
   /// `loss_scale=`: none, static or dynamic (with `initial_scale=`).
   std::string lossScale = "none";
