@@ -114,8 +114,8 @@ def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
     Names the model function (whose `loom.loss` result is minimized), the
     optimizer and its hyperparameters, microbatching, the pipeline schedule
     and loss scaling (`none`, `static` with `initial_scale`, or `dynamic`).
-    The learning-rate schedule (`constant`, or `warmup_cosine` with `warmup`
-    steps and `min_lr`), gradient clipping (`clip_grad_norm`, a global
+    The learning-rate schedule (`constant`, or `warmup_cosine` or
+    `warmup_linear` with `warmup` steps and `min_lr`), gradient clipping (`clip_grad_norm`, a global
     L2 norm) and ZeRO (`zero = 1`: the optimizer state split over the
     data-parallel axes) are optional attributes.
 
