@@ -802,8 +802,10 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
         placeMicrobatch(stage, stageArena, batch, microbatch, &heldOut);
       return !multiRank || agree(distribute(BufferRole::Input));
     };
-    bool ran = prefix ? place(0) && (executor.runSteps(0, prefix, 0, nullptr, error) ||
-                                     fail(multiRank ? inSpmdPlan(error) : error))
+    bool ran = prefix ? place(0) &&
+                            (executor.runSteps(0, prefix, 0, nullptr, error) ||
+                             fail(multiRank ? inSpmdPlan(error) : error)) &&
+                            checkedNumerics()
                       : runPlanOnce(plan, nullptr, place);
     if (multiRank ? !agree(ran) : !ran)
       return false;
