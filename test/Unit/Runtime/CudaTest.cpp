@@ -32,6 +32,7 @@ using loom::test::runDriver;
 using loom::test::RunResult;
 using loom::test::sealLines;
 using loom::test::TempDir;
+using loom::test::writeFile;
 
 namespace {
 constexpr int kN = loom::test::kFakeElements;
@@ -47,9 +48,18 @@ void dims(void **args) {
   const float values[6] = {3, 2, 1, 32, 4, 2};
   std::memcpy(args[0], values, sizeof(values)); // 6 of its 8 elements
 }
+/// out[0] = in[0] + ... + in[7] (fake_sum's n = 1, parts = 8).
+void sumF32(void **args) {
+  const float *in = static_cast<const float *>(args[0]);
+  float sum = 0;
+  for (int i = 0; i < kN; ++i)
+    sum += in[i];
+  *static_cast<float *>(args[1]) = sum;
+}
 const LoomKernel kKernels[] = {{"add", 3, loom::test::fakeAddF32},
                                {"addw", 3, addTwiceF32},
                                {"dims", 1, dims},
+                               {"sum", 2, sumF32},
                                {nullptr, 0, nullptr}};
 
 const char kImage[] = "FAKE PTX\n"; // 9 bytes: what the fake driver loads
@@ -514,6 +524,47 @@ TEST(Cuda, TrainsWithTheParamsOnTheDevice) {
   EXPECT_NE(failed.err.find("updating param 'w' on the device: cuMemcpyDtoD failed"),
             std::string::npos)
       << failed.err;
+}
+
+TEST(Cuda, EvaluatesHeldOutDataWithoutUpdating) {
+  // trainingPlanLines with the inputs --data fills and a loss, the sum of
+  // w: train --eval-data runs the whole step on the held-out batches (on
+  // the device the update outputs stay there, unapplied), so the losses
+  // after each step are the same on both devices, and the checkpoint is
+  // the run's without held-out data.
+  std::vector<std::string> lines = trainingPlanLines();
+  lines[3] = "arena 512";
+  lines.insert(lines.begin() + 10, {"buffer 5 tokens input i32 2,4 320",
+                                    "buffer 6 labels input i32 2,4 384",
+                                    "buffer 7 loss output f32 scalar 448"});
+  lines.insert(lines.begin() + 14, "kernel sum 2");
+  lines.insert(lines.begin() + 16, "launch sum fake_sum 1 1 1 1 1 1 b:0 b:1 i64:1 i64:8");
+  lines.insert(lines.begin() + 19, "step sum 1 7");
+  std::string plan = sealLines(lines);
+  TempDir dir;
+  writeFile(dir.path("held.txt"), std::string(200, 'a'));
+  std::vector<std::string> eval = {"--eval-data", dir.path("held.txt"), "--eval-every", "1",
+                                   "--eval-batches", "2"};
+  RunResult plain = trainOnFake(dir, plan, "plain", false);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  RunResult cpu = trainOnFake(dir, plan, "cpu", false, eval);
+  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  FakeCudaState &fake = fakeCuda();
+  RunResult gpu = trainOnFake(dir, plan, "gpu", true, eval);
+  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  expectReleased(fake);
+  // The held-out losses (the sums of w after steps 1, 2 and 3), each line.
+  auto evalLines = [](const std::string &out) {
+    std::string lines;
+    for (size_t at = out.find("eval after"); at != std::string::npos;
+         at = out.find("eval after", at + 1))
+      lines += out.substr(at, out.find('\n', at) - at + 1);
+    return lines;
+  };
+  EXPECT_NE(cpu.out.find("eval after step 3: loss "), std::string::npos) << cpu.out;
+  EXPECT_EQ(evalLines(gpu.out), evalLines(cpu.out));
+  EXPECT_EQ(readFile(dir.path("cpu.ckpt")), readFile(dir.path("plain.ckpt")));
+  EXPECT_EQ(readFile(dir.path("gpu.ckpt")), readFile(dir.path("plain.ckpt")));
 }
 
 TEST(Cuda, ReportsDevicesThatCannotRunTheImage) {
