@@ -198,8 +198,12 @@ private:
   /// generate: after a run whose logits are in `arena` (`plan`'s offsets),
   /// the next byte, printed as it comes (rank 0).
   bool printNextByte(const Plan &plan, const char *arena) {
+    // A forward in microbatches (a pipelined one) assembled its logits.
+    const PlanBuffer &logits = *plan.findBuffer("logits");
+    const char *data = whole.forwardMicrobatches() ? assembled.data(logits)
+                                                   : arena + logits.offset;
     int64_t byte;
-    if (!generator.advance(plan, arena, byte, error)) {
+    if (!generator.advance(data, byte, error)) {
       std::fputc('\n', out);
       return fail(error);
     }
@@ -505,13 +509,15 @@ bool Driver::checkInputs(const Plan &plan) {
                        Sampling{options.temperature, options.topK, options.topP},
                        options.seed, error))
     return fail(error);
-  // Every row of the batch computes the same window; one row's logits are
-  // read.
-  if (options.generate && generator.batchRows() > 1)
-    warn("generate runs all " + std::to_string(generator.batchRows()) +
+  // Every row of the batch (of every microbatch) computes the same window;
+  // one row's logits are read.
+  uint64_t rows = generator.batchRows() *
+                  (plan.forwardMicrobatches() ? plan.optimizer.microbatches : 1);
+  if (options.generate && rows > 1)
+    warn("generate runs all " + std::to_string(rows) +
          " rows of the batch for one row's logits: build the forward with a batch of "
          "one (loomc --dim B=1, B the script's batch dim) for about " +
-         std::to_string(generator.batchRows()) + " times less work");
+         std::to_string(rows) + " times less work");
   if (!options.data.empty()) {
     const PlanBuffer *tokens, *labels;
     if (!loadTokenData(options.data, data, error) ||
@@ -1309,7 +1315,7 @@ bool Driver::runRanks() {
         !evaluateHeldOut(spmd, staging, stagingArena.data(), step))
       return false;
     if (options.generate) {
-      if (!agree(collect(BufferRole::Output)) ||
+      if ((!whole.forwardMicrobatches() && !agree(collect(BufferRole::Output))) ||
           !agree(rank != 0 || printNextByte(staging, stagingArena.data())))
         return false;
     }
@@ -1423,16 +1429,6 @@ bool Driver::run() {
   if (options.evaluate && !whole.findScalarOutput("loss"))
     return fail("evaluate needs a forward with a scalar f32 output 'loss' (a "
                 "script with a train section, built without --train)");
-  // One run a byte, whose logits rank 0 reads at once: not spread over
-  // microbatches or pipeline stages.
-  if (options.generate && (whole.forwardMicrobatches() ||
-                           (multiRank && spmd.pipeline.present)))
-    return fail(std::string("generate needs a forward that runs in one piece; "
-                            "this one runs ") +
-                (whole.forwardMicrobatches() ? "in microbatches (build it with "
-                                               "--microbatches=1)"
-                                             : "in pipeline stages (run it on "
-                                               "one rank)"));
   train = initialTrainState(whole.optimizer);
   if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
       !collectFiles(options.outputs, BufferRole::Output, outputFiles))

@@ -89,9 +89,7 @@ void TextGenerator::place(const Plan &plan, char *arena) const {
                    static_cast<double>(bytes[start + i]));
 }
 
-bool TextGenerator::advance(const Plan &plan, const char *arena, int64_t &next,
-                            std::string &error) {
-  const char *base = arena + plan.findBuffer("logits")->offset;
+bool TextGenerator::advance(const char *base, int64_t &next, std::string &error) {
   uint64_t first = (windowLength() - 1) * vocabulary; // row 0
   std::vector<double> scores(choices);
   for (uint64_t v = 0; v < choices; ++v)

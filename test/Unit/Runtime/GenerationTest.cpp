@@ -65,7 +65,7 @@ std::vector<int> sampleCounts(const Plan &plan, std::vector<char> &arena,
   for (int i = 0; i < kSamples; ++i) {
     setLogits(plan, arena, std::min<uint64_t>(generator.text().size(), 3), logits);
     int64_t next = -1;
-    if (!generator.advance(plan, arena.data(), next, error)) {
+    if (!generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error)) {
       ADD_FAILURE() << error;
       break;
     }
@@ -116,11 +116,11 @@ TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
   setLogits(plan, arena, 0, {9, 9, 9, 9, 9, 9, 9, 9});
   setLogits(plan, arena, 1, {0, 1, 5, 3, 5, 0, 50, 60});
   int64_t next = -1;
-  ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
+  ASSERT_TRUE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error)) << error;
   EXPECT_EQ(next, 2); // the lower of a tie
   for (int i = 0; i < 3; ++i) {
     setLogits(plan, arena, std::min(2 + i, 3), {0, 0, 0, 4.0f + i, 0, 0, 0, 0});
-    ASSERT_TRUE(generator.advance(plan, arena.data(), next, error)) << error;
+    ASSERT_TRUE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error)) << error;
     EXPECT_EQ(next, 3);
   }
   // Past T bytes the window slides: the last 4.
@@ -131,7 +131,7 @@ TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
   // Logits that are all NaN have no next byte.
   float nan = std::nanf("");
   setLogits(plan, arena, 3, {nan, nan, nan, nan, nan, nan, nan, nan});
-  EXPECT_FALSE(generator.advance(plan, arena.data(), next, error));
+  EXPECT_FALSE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error));
   EXPECT_EQ(error, "the logits for byte 6 are all NaN (--check-numerics names the "
                    "first step that wrote one)");
 }

@@ -45,10 +45,10 @@ public:
   /// `plan`'s tokens buffer in `arena`, zeros after it. `plan` has the
   /// buffers start checked, maybe at other offsets (a staging plan).
   void place(const Plan &plan, char *arena) const;
-  /// Reads the logits of the window's last position from `plan`'s logits
-  /// buffer in `arena`, picks the next byte (`next`) and appends it to the
-  /// text; false when they are all NaN.
-  bool advance(const Plan &plan, const char *arena, int64_t &next, std::string &error);
+  /// Reads the logits of the window's last position from `logits` (the
+  /// model's whole [B, T, V] output), picks the next byte (`next`) and
+  /// appends it to the text; false when they are all NaN.
+  bool advance(const char *logits, int64_t &next, std::string &error);
 
   const std::vector<int64_t> &text() const { return bytes; }
   /// The rows of the model's batch (B of tokens [B, T]), after start.
