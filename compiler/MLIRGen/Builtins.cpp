@@ -152,6 +152,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
           .Case("gelu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return GeluOp::create(b, l, x); })
           .Case("relu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ReluOp::create(b, l, x); })
           .Case("silu", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SiluOp::create(b, l, x); })
+          .Case("sigmoid", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SigmoidOp::create(b, l, x); })
           .Case("exp", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ExpOp::create(b, l, x); })
           .Case("log", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return LogOp::create(b, l, x); })
           .Case("tanh", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return TanhOp::create(b, l, x); })

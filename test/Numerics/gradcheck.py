@@ -52,6 +52,7 @@ CASES = {
     "gelu": ("param a : [N, D] init normal(2)", "mse(gelu(a), t)"),
     "relu": ("param a : [N, D] init normal(2)", "mse(relu(a), t)"),
     "silu": ("param a : [N, D] init normal(2)", "mse(silu(a), t)"),
+    "sigmoid": ("param a : [N, D] init normal(2)", "mse(sigmoid(a), t)"),
     "sin-cos": ("param a : [N, D] init normal(2)\n  param b : [N, D] init normal(2)",
                 "mse(sin(a) * cos(b), t)"),
     "matmul": ("param a : [N, 5] init normal(1)\n  param b : [5, D] init normal(1)",

@@ -58,7 +58,7 @@ static const char *const kVocabulary[] = {
     "99999999999999999999", "9223372036854775807", "gelu(", "softmax(",
     "reshape(", "transpose(", "split(", "concat(", "embedding(", "arange(",
     "layernorm(", "rmsnorm(", "sum(", "cast(", "causal_mask(", "cross_entropy(",
-    "mse(", "sin(", "cos(", "silu(",
+    "mse(", "sin(", "cos(", "silu(", "sigmoid(",
     "axis = -1", "keepdim = 1", "normal(0.02)", "zeros", "static(8)",
     "dynamic", "1f1b", "[0, 2, 1, 3]", "[-1]",
 };

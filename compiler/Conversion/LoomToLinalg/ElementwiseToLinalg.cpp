@@ -82,6 +82,15 @@ Value silu(OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) {
       fastmath);
 }
 
+/// 1 / (1 + exp(-x)): exp overflows to inf for very negative x, and 1 / inf
+/// is the limit, 0; in f32, whatever the operand type (one rounding).
+Value sigmoidOf(OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) {
+  Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x), fastmath);
+  return arith::DivFOp::create(b, loc, f32Constant(b, loc, 1.0),
+                               arith::AddFOp::create(b, loc, f32Constant(b, loc, 1.0), e),
+                               fastmath);
+}
+
 template <typename LoomOp>
 struct UnaryLowering : OpConversionPattern<LoomOp> {
   using Formula = Value (*)(OpBuilder &, Location, Value, arith::FastMathFlags);
@@ -134,6 +143,7 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
       });
   patterns.add<UnaryLowering<GeluOp>>(context, gelu);
   patterns.add<UnaryLowering<SiluOp>>(context, silu);
+  patterns.add<UnaryLowering<SigmoidOp>>(context, sigmoidOf);
   patterns.add<UnaryLowering<ReluOp>>(
       context,
       [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {

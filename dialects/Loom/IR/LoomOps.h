@@ -23,7 +23,7 @@ namespace mlir::loom {
 /// operands: they follow their operands' layout when partitioned, and run
 /// as the epilogue of the kernel producing an operand.
 inline bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, ExpOp,
+  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, SigmoidOp, ExpOp,
              LogOp, TanhOp, SqrtOp, SinOp, CosOp, CastOp, ActivationGradOp,
              MaxMaskOp>(op);
 }

@@ -93,6 +93,7 @@ def Loom_NegOp : Loom_UnaryOp<"neg", "negation">;
 def Loom_GeluOp : Loom_UnaryOp<"gelu", "GELU (tanh approximation)">;
 def Loom_ReluOp : Loom_UnaryOp<"relu", "rectified linear unit">;
 def Loom_SiluOp : Loom_UnaryOp<"silu", "SiLU (x * sigmoid(x))">;
+def Loom_SigmoidOp : Loom_UnaryOp<"sigmoid", "logistic sigmoid (1 / (1 + exp(-x)))">;
 def Loom_ExpOp : Loom_UnaryOp<"exp", "exponential">;
 def Loom_LogOp : Loom_UnaryOp<"log", "natural logarithm">;
 def Loom_TanhOp : Loom_UnaryOp<"tanh", "hyperbolic tangent">;

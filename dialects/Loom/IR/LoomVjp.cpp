@@ -140,6 +140,15 @@ LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult SigmoidOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // sigmoid' = y (1 - y), from the result as tanh's.
+  Location loc = getLoc();
+  return chainRule(*this, getResult(), b, grads, operandGrads, [&](Value y) -> Value {
+    return MulOp::create(b, loc, y, SubOp::create(b, loc, scalar(b, loc, 1.0), y));
+  });
+}
+
 LogicalResult SinOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
   Location loc = getLoc();

@@ -236,6 +236,29 @@ func.func @trig(%a: tensor<4xbf16>, %b: tensor<4xf32>) -> (tensor<4xbf16>, tenso
 
 // -----
 
+// sigmoid: 1 / (1 + exp(-x)) in f32, rounded once to the operand type; a
+// 16-bit one with approximate functions allowed (afn), as gelu and silu.
+// CHECK-LABEL: func.func @sigmoid
+// CHECK: linalg.generic
+// CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %{{[^:]+}}: bf16):
+// CHECK-NEXT: [[X:%.+]] = arith.extf %[[IN]] : bf16 to f32
+// CHECK-NEXT: [[N:%.+]] = arith.negf [[X]] : f32
+// CHECK-NEXT: [[E:%.+]] = math.exp [[N]] fastmath<afn> : f32
+// CHECK: [[D:%.+]] = arith.addf %{{.+}}, [[E]] : f32
+// CHECK-NEXT: [[S:%.+]] = arith.divf %{{.+}}, [[D]] fastmath<afn> : f32
+// CHECK-NEXT: arith.truncf [[S]] : f32 to bf16
+// CHECK: linalg.generic
+// CHECK: math.exp %{{.+}} : f32
+// CHECK-NOT: fastmath
+// CHECK: linalg.yield
+func.func @sigmoid(%a: tensor<4xbf16>, %b: tensor<4xf32>) -> (tensor<4xbf16>, tensor<4xf32>) {
+  %0 = loom.sigmoid %a : tensor<4xbf16>
+  %1 = loom.sigmoid %b : tensor<4xf32>
+  return %0, %1 : tensor<4xbf16>, tensor<4xf32>
+}
+
+// -----
+
 // Casts: f32 -> bf16 rounds once (no intermediate type); bf16 -> f16 goes
 // through f32 (exact) before its one rounding; ints widen/narrow with sign;
 // int <-> float convert directly, a 16-bit float source widened first.

@@ -207,3 +207,20 @@ func.func @sin_cos(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom
   return %l : tensor<f32>
 }
 loom.train @sin_cos optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// sigmoid: dy * y (1 - y), from the result.
+// CHECK-LABEL: func.func @sigmoid
+// CHECK: %[[Y:.+]] = loom.sigmoid %{{[^ ]+}} : tensor<4xf32>
+// CHECK-DAG: %[[ONE_MINUS:.+]] = loom.sub %{{.+}}, %[[Y]]
+// CHECK-DAG: %[[DY:.+]] = loom.mul %[[Y]], %[[ONE_MINUS]]
+// CHECK: loom.mul %{{.+}}, %[[DY]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return
+func.func @sigmoid(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %s = loom.sigmoid %w : tensor<4xf32>
+  %a = loom.mse %s, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %a : tensor<f32>
+}
+loom.train @sigmoid optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
