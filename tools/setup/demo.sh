@@ -81,6 +81,10 @@ generate=(mpirun --oversubscribe --bind-to none -np 2)
 echo
 echo "== loomc $train --dim B=1 --mesh dp=1 -o gptf; ${generate[*]} ./gptf generate --weights gpt.ckpt --prompt \"This License \" --tokens 160 --temperature 0.6"
 "$loomc" "$train" --dim B=1 --mesh dp=1 -o "$work/gptf" > /dev/null
+# Its messages (the checkpoint's optimizer state is ignored) after the
+# text, not in the middle of it.
 "${generate[@]}" "$work/gptf" generate --weights "$work/gpt.ckpt" --prompt "This License " \
-  --tokens 160 --temperature 0.6 2>&1 | sed 's/^/   /'
+  --tokens 160 --temperature 0.6 2> "$work/generate.err" | sed 's/^/   /' \
+  || { sed 's/^/   /' "$work/generate.err"; exit 1; }
+sed 's/^/   /' "$work/generate.err"
 echo "   (a 2-block byte model after 300 steps, loss near 2.6 nats a byte: word-like, not yet words)"
