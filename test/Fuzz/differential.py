@@ -1065,8 +1065,9 @@ def check_training(seed, args):
                           "--save", f"{work}/trained.safetensors"], printed)):
         return failed
     if "skipped (inf/nan gradients" in printed[0]:
-        # 16-bit overflow under loss scaling skips a step torch's f64 takes.
-        return NotCompared("a step skipped on 16-bit overflow")
+        # Overflow under loss scaling (16-bit, or f32 at a dynamic scale of
+        # 2^16) skips a step torch's f64 takes.
+        return NotCompared("a step skipped on overflow under loss scaling")
     initial = weights(f"{work}/w.safetensors")
     trained = weights(f"{work}/trained.safetensors")
     params = {name: torch.tensor(initial[name].astype(np.float64), requires_grad=True)
