@@ -6,6 +6,7 @@
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/io/Npy.h"
 #include "loom/runtime/plan/Layout.h"
+#include "loom/runtime/support/Random.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -275,18 +276,12 @@ void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
   }
 }
 
-static uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 uint64_t loom::runtime::windowStart(const TokenData &data, uint64_t step,
                                     uint64_t rows, uint64_t row, uint64_t cols,
                                     uint64_t span) {
+  // splitmix64(x) is the first output of SplitMix64 started at x.
   if (data.shuffled)
-    return splitmix64(splitmix64(data.seed) + step * rows + row) % span;
+    return SplitMix64(SplitMix64(data.seed).next() + step * rows + row).next() % span;
   return ((step * rows + row) * cols) % span;
 }
 
