@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace loom::runtime;
 
@@ -59,6 +60,23 @@ bool loom::runtime::readAt(std::FILE *file, uint64_t offset, void *data,
       fseeko(file, static_cast<off_t>(offset), SEEK_SET) != 0)
     return false;
   return std::fread(data, 1, bytes, file) == bytes;
+}
+
+bool loom::runtime::readConverted(std::FILE *file, uint64_t offset, DType from,
+                                  DType to, void *data, uint64_t count) {
+  if (from == to)
+    return readAt(file, offset, data, count * dtypeSize(from));
+  constexpr uint64_t kChunk = 1u << 16;
+  size_t size = dtypeSize(from);
+  std::vector<char> chunk(kChunk * size);
+  for (uint64_t done = 0; done < count; done += kChunk) {
+    uint64_t n = count - done < kChunk ? count - done : kChunk;
+    if (!readAt(file, offset + done * size, chunk.data(), n * size))
+      return false;
+    for (uint64_t i = 0; i < n; ++i)
+      storeElement(to, data, done + i, loadElement(from, chunk.data(), i));
+  }
+  return true;
 }
 
 bool loom::runtime::writeAll(std::FILE *file, const void *data,

@@ -8,6 +8,8 @@
 #ifndef LOOM_RUNTIME_LIB_IO_FILE_H
 #define LOOM_RUNTIME_LIB_IO_FILE_H
 
+#include "loom/runtime/support/DType.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -35,6 +37,12 @@ bool openForWriting(const std::string &path, FilePtr &file, std::string &error);
 bool checkWritable(const std::string &path, std::string &error);
 /// Reads exactly `bytes` bytes at `offset`.
 bool readAt(std::FILE *file, uint64_t offset, void *data, uint64_t bytes);
+/// Reads `count` elements stored as `from` at `offset` into `data` as `to`:
+/// the bytes as they are for the same dtype, else each element converted
+/// (storeElement: to 16 bits rounded to nearest even, to f32 exactly), a
+/// chunk at a time so that no second copy of a large tensor is made.
+bool readConverted(std::FILE *file, uint64_t offset, DType from, DType to,
+                   void *data, uint64_t count);
 /// Writes all of `bytes` bytes.
 bool writeAll(std::FILE *file, const void *data, uint64_t bytes);
 /// Flushes and closes a file opened for writing; false (with a message

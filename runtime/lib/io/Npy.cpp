@@ -333,24 +333,11 @@ bool loom::runtime::readNpy(const std::string &path, std::string_view what,
     error = std::string(what) + ": cannot read " + path + ": read error";
     return false;
   };
-  uint64_t offset = npy.header.dataOffset;
-  if (npy.fileElementSize == dtypeSize(dtype))
-    return readAt(npy.file.get(), offset, data,
-                  npy.count * npy.fileElementSize) ||
-           readError();
-  // '<f4' into f16 or bf16: convert in chunks to bound the extra memory.
-  constexpr uint64_t kChunk = 1u << 16;
-  std::vector<float> chunk(kChunk);
-  uint16_t *target = static_cast<uint16_t *>(data);
-  for (uint64_t done = 0; done < npy.count; done += kChunk) {
-    uint64_t n = npy.count - done < kChunk ? npy.count - done : kChunk;
-    if (!readAt(npy.file.get(), offset + done * 4, chunk.data(), n * 4))
-      return readError();
-    for (uint64_t i = 0; i < n; ++i)
-      target[done + i] =
-          dtype == DType::F16 ? floatToHalf(chunk[i]) : floatToBF16(chunk[i]);
-  }
-  return true;
+  // The buffer's own dtype, or '<f4' into f16 or bf16 (rounded).
+  DType stored = npy.fileElementSize == dtypeSize(dtype) ? dtype : DType::F32;
+  return readConverted(npy.file.get(), npy.header.dataOffset, stored, dtype, data,
+                       npy.count) ||
+         readError();
 }
 
 std::string loom::runtime::encodeNpyHeader(DType dtype, const Shape &shape) {

@@ -324,24 +324,15 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     if (buffer.role != BufferRole::Param)
       continue;
     const SafetensorsTensor &tensor = *byName[buffer.name];
+    // f32 to 16 bits rounds to nearest even, as a step's cast of its f32
+    // master params does; 16 bits to f32 is exact.
     DType dtype;
     parseSafetensorsDType(tensor.dtype, dtype); // checked above
-    char *target = arena + buffer.offset;
-    std::vector<char> stored;
-    if (dtype != buffer.dtype) {
-      stored.resize(buffer.numElements * dtypeSize(dtype));
-      target = stored.data();
-    }
-    if (!readAt(file.get(), header.dataOffset + tensor.begin, target,
-                buffer.numElements * dtypeSize(dtype))) {
+    if (!readConverted(file.get(), header.dataOffset + tensor.begin, dtype, buffer.dtype,
+                       arena + buffer.offset, buffer.numElements)) {
       error = path + ": read error in tensor '" + buffer.name + "'";
       return false;
     }
-    // f32 to 16 bits rounds to nearest even, as a step's cast of its f32
-    // master params does; 16 bits to f32 is exact.
-    for (uint64_t i = 0; i < (stored.empty() ? 0 : buffer.numElements); ++i)
-      storeElement(buffer.dtype, arena + buffer.offset, i,
-                   loadElement(dtype, stored.data(), i));
   }
   return true;
 }
