@@ -156,11 +156,9 @@ void loom::runtime::printUsage(std::FILE *out, const char *program) {
 bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
                                  std::string &error) {
   options = RunOptions();
-  bool seenDevice = false, seenSeed = false, seenSteps = false, seenRepeat = false,
-       seenSaveEvery = false, seenTimeout = false, seenSchedule = false;
+  bool seenDevice = false, seenSeed = false, seenTimeout = false, seenSchedule = false;
   int first = 1;
-  bool seenPrompt = false, seenTokens = false, seenTemperature = false,
-       seenTopK = false, seenTopP = false;
+  bool seenPrompt = false, seenTemperature = false, seenTopP = false;
   if (argc > 1 && std::string_view(argv[1]) == "train") {
     options.train = true;
     first = 2;
@@ -171,7 +169,28 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     options.evaluate = true;
     first = 2;
   }
-  bool seenBatches = false, seenEvalEvery = false, seenEvalBatches = false;
+  // The options that count something: a positive integer each, the ones
+  // that repeat a run (a byte, a batch) at most 10^6.
+  struct Count {
+    std::string_view name;
+    uint64_t *target;
+    uint64_t most;
+    bool seen = false;
+  };
+  Count counts[] = {{"--steps", &options.steps, UINT64_MAX},
+                    {"--save-every", &options.saveEvery, UINT64_MAX},
+                    {"--eval-every", &options.evalEvery, UINT64_MAX},
+                    {"--eval-batches", &options.evalBatches, UINT64_MAX},
+                    {"--top-k", &options.topK, UINT64_MAX},
+                    {"--repeat", &options.repeat, 1000000},
+                    {"--tokens", &options.tokens, 1000000},
+                    {"--batches", &options.batches, 1000000}};
+  auto countNamed = [&](std::string_view name) -> Count * {
+    for (Count &count : counts)
+      if (count.name == name)
+        return &count;
+    return nullptr;
+  };
   for (int i = first; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
@@ -279,21 +298,16 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       if (!once(seenPrompt))
         return false;
       options.prompt = std::string(value);
-    } else if (name == "--tokens" || name == "--repeat" || name == "--batches") {
-      bool tokens = name == "--tokens", batches = name == "--batches";
-      if (!once(tokens ? seenTokens : batches ? seenBatches : seenRepeat))
+    } else if (Count *count = countNamed(name)) {
+      if (!once(count->seen))
         return false;
-      uint64_t &target = tokens ? options.tokens : batches ? options.batches : options.repeat;
-      if (!parseUnsigned(value, target) || target == 0 || target > 1000000) {
-        error = "bad " + std::string(name) + " '" + std::string(value) +
-                "' (expected a positive integer, at most 1000000)";
-        return false;
-      }
-    } else if (name == "--top-k") {
-      if (!once(seenTopK))
-        return false;
-      if (!parseUnsigned(value, options.topK) || options.topK == 0) {
-        error = "bad --top-k '" + std::string(value) + "' (expected a positive integer)";
+      if (!parseUnsigned(value, *count->target) || *count->target == 0 ||
+          *count->target > count->most) {
+        error = (name == "--steps" ? "bad number of steps '"
+                                   : "bad " + std::string(name) + " '") +
+                std::string(value) + "' (expected a positive integer" +
+                (count->most < UINT64_MAX ? ", at most " + std::to_string(count->most) : "") +
+                ")";
         return false;
       }
     } else if (name == "--top-p") {
@@ -309,24 +323,6 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
       if (!parseNumberIn(value, 0, 1e6, options.temperature)) {
         error = "bad --temperature '" + std::string(value) +
                 "' (expected a number >= 0; 0: the most likely byte)";
-        return false;
-      }
-    } else if (name == "--steps" || name == "--save-every" ||
-               name == "--eval-every" || name == "--eval-batches") {
-      bool steps = name == "--steps";
-      bool &seen = steps                     ? seenSteps
-                   : name == "--save-every"  ? seenSaveEvery
-                   : name == "--eval-every"  ? seenEvalEvery
-                                             : seenEvalBatches;
-      if (!once(seen))
-        return false;
-      uint64_t &target = steps                     ? options.steps
-                         : name == "--save-every"  ? options.saveEvery
-                         : name == "--eval-every"  ? options.evalEvery
-                                                   : options.evalBatches;
-      if (!parseUnsigned(value, target) || target == 0) {
-        error = (steps ? "bad number of steps '" : "bad " + std::string(name) + " '") +
-                std::string(value) + "' (expected a positive integer)";
         return false;
       }
     } else if (name == "--schedule") {
