@@ -97,7 +97,7 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
   std::vector<char> saved;
   if (!onCuda && !prefix)
     saved = saveInPlaceParams(plan, executor, holderIn(plan));
-  double sum = 0;
+  evaluation.lossSum = 0;
   for (uint64_t batch = 1; batch <= evaluation.batches; ++batch) {
     auto place = [&](uint64_t microbatch) {
       if (rank == 0)
@@ -115,30 +115,21 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
       restoreInPlaceParams(plan, executor, holderIn(plan), saved);
     double loss = 0;
     readScalarOutput(plan, executor, "loss", loss);
-    sum += loss;
+    evaluation.lossSum += loss;
   }
   if (rank != 0)
     return true;
-  const PlanBuffer *tokens = whole.findBuffer("tokens");
-  uint64_t count = tokens->globalElements * whole.optimizer.microbatches * evaluation.batches;
-  double mean = sum / static_cast<double>(evaluation.batches);
+  double mean = evaluation.lossSum / static_cast<double>(evaluation.batches);
   // Under the progress bar, over the bar's line (the next step draws it
   // again below).
   bool overBar = drawsProgressBar() && step != numSteps();
-  std::fprintf(out, "%seval after step %llu: loss %.7g over %llu batches (%llu tokens), perplexity %.5g%s\n",
-               overBar ? "\r" : "", static_cast<unsigned long long>(step), mean,
-               static_cast<unsigned long long>(evaluation.batches),
-               static_cast<unsigned long long>(count), std::exp(mean), overBar ? "\033[K" : "");
+  std::fprintf(out, "%seval after step %llu: %s%s\n", overBar ? "\r" : "",
+               static_cast<unsigned long long>(step), evalSummary().c_str(),
+               overBar ? "\033[K" : "");
   std::fflush(out);
-  if (!log)
-    return true;
-  Json line = {{"step", step},
-               {"eval_loss", std::isfinite(mean) ? Json(mean) : Json()},
-               {"eval_tokens", count}};
-  std::string text = dumpJson(line) + "\n";
-  if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
-    return fail("cannot write " + options.log);
-  return true;
+  return !log || writeLog({{"step", step},
+                           {"eval_loss", std::isfinite(mean) ? Json(mean) : Json()},
+                           {"eval_tokens", tokensPerRun() * evaluation.batches}});
 }
 
 void Driver::keepParams(const Plan &plan, uint64_t step) {
@@ -192,11 +183,7 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   double seconds = std::chrono::duration<double>(now - stepEnd).count();
   double total = std::chrono::duration<double>(now - trainStart).count();
   stepEnd = now;
-  // The tokens of a step: the elements of the (whole) tokens input, or the
-  // rows of the first input.
-  const PlanBuffer *tokens = whole.findBuffer("tokens");
-  uint64_t perStep =
-      tokens ? tokens->globalElements * whole.optimizer.microbatches : 0;
+  uint64_t perStep = tokensPerRun();
   double tokensPerSecond = seconds > 0 ? perStep / seconds : 0;
   double lr = learningRate(whole.optimizer, step);
   uint64_t steps = numSteps();
@@ -240,17 +227,13 @@ bool Driver::finishStep(const Plan &plan, uint64_t step) {
   auto number = [](bool present, double value) {
     return present && std::isfinite(value) ? Json(value) : Json();
   };
-  Json line = {{"step", step},
-               {"loss", number(hasLoss, loss)},
-               {"lr", lr},
-               {"grad_norm", number(hasNorm, gradNorm)},
-               {"loss_scale", lossScale},
-               {"skipped", !applied},
-               {"tokens_per_s", tokensPerSecond}};
-  std::string text = dumpJson(line) + "\n";
-  if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
-    return fail("cannot write " + options.log);
-  return true;
+  return writeLog({{"step", step},
+                   {"loss", number(hasLoss, loss)},
+                   {"lr", lr},
+                   {"grad_norm", number(hasNorm, gradNorm)},
+                   {"loss_scale", lossScale},
+                   {"skipped", !applied},
+                   {"tokens_per_s", tokensPerSecond}});
 }
 
 void Driver::keepTrainingOnDevice(const Plan &plan) {

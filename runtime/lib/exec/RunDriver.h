@@ -325,16 +325,34 @@ private:
                  static_cast<unsigned long long>(evaluation.batches), value);
     std::fflush(out);
   }
-  /// evaluate: the mean loss, its perplexity and the tokens it covers.
-  void printEvalSummary() {
+  /// The tokens of a step's (or a held-out batch's) run: the elements of
+  /// the whole tokens input, every microbatch's; 0 without one.
+  uint64_t tokensPerRun() const {
     const PlanBuffer *tokens = whole.findBuffer("tokens");
-    uint64_t perBatch = tokens->globalElements * whole.optimizer.microbatches;
+    return tokens ? tokens->globalElements * whole.optimizer.microbatches : 0;
+  }
+  /// "loss L over N batches (X tokens), perplexity P": the mean of
+  /// evaluation.lossSum (evaluate, train --eval-data).
+  std::string evalSummary() const {
     double mean = evaluation.lossSum / static_cast<double>(evaluation.batches);
-    std::fprintf(out, "eval loss %.7g over %llu batches (%llu tokens), perplexity %.5g\n",
-                 mean, static_cast<unsigned long long>(evaluation.batches),
-                 static_cast<unsigned long long>(perBatch * evaluation.batches),
-                 std::exp(mean));
+    char text[160];
+    std::snprintf(text, sizeof(text), "loss %.7g over %llu batches (%llu tokens), perplexity %.5g",
+                  mean, static_cast<unsigned long long>(evaluation.batches),
+                  static_cast<unsigned long long>(tokensPerRun() * evaluation.batches),
+                  std::exp(mean));
+    return text;
+  }
+  /// evaluate's last line.
+  void printEvalSummary() {
+    std::fprintf(out, "eval %s\n", evalSummary().c_str());
     std::fflush(out);
+  }
+  /// --log: one JSON object a line; false after reporting a failed write.
+  bool writeLog(const Json &line) {
+    std::string text = dumpJson(line) + "\n";
+    if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
+      return fail("cannot write " + options.log);
+    return true;
   }
   uint64_t resumedAt = 0; // the step this run starts after (--resume)
 };
