@@ -23,20 +23,21 @@ bool Driver::checkInputs(const Plan &plan) {
   for (const auto &[id, path] : outputFiles)
     if (!checkWritable(path, error))
       return fail("output '" + whole.buffers[id].name + "': " + error);
-  if (options.generate &&
-      !generator.start(plan, options.prompt,
-                       Sampling{options.temperature, options.topK, options.topP},
-                       options.seed, error))
-    return fail(error);
-  // Every row of the batch (of every microbatch) computes the same window;
-  // one row's logits are read.
-  uint64_t rows = generator.batchRows() *
-                  (plan.forwardMicrobatches() ? plan.optimizer.microbatches : 1);
-  if (options.generate && rows > 1)
-    warn("generate runs all " + std::to_string(rows) +
-         " rows of the batch for one row's logits: build the forward with a batch of "
-         "one (loomc --dim B=1, B the script's batch dim) for about " +
-         std::to_string(rows) + " times less work");
+  if (options.generate) {
+    if (!generator.start(plan, options.prompt,
+                         Sampling{options.temperature, options.topK, options.topP},
+                         options.seed, error))
+      return fail(error);
+    // Every row of the batch (of every microbatch) computes the same
+    // window; one row's logits are read.
+    uint64_t rows = generator.batchRows() *
+                    (plan.forwardMicrobatches() ? plan.optimizer.microbatches : 1);
+    if (rows > 1)
+      warn("generate runs all " + std::to_string(rows) +
+           " rows of the batch for one row's logits: build the forward with a batch of "
+           "one (loomc --dim B=1, B the script's batch dim) for about " +
+           std::to_string(rows) + " times less work");
+  }
   if (!options.data.empty()) {
     const PlanBuffer *tokens, *labels;
     if (!loadTokenData(options.data, data, error) ||
