@@ -451,12 +451,10 @@ int main(int argc, char **argv) {
     // Said now, not by the linker after the whole compile.
     SmallString<128> parent(options.output);
     sys::path::remove_filename(parent);
-    if (sys::fs::is_directory(options.output) ||
-        (!parent.empty() && !sys::fs::is_directory(parent))) {
-      errs() << "loomc: error: cannot write the executable '" << options.output
-             << "': "
-             << (sys::fs::is_directory(options.output) ? "it is a directory"
-                                                       : "no directory '" + parent.str().str() + "'")
+    bool isDirectory = sys::fs::is_directory(options.output);
+    if (isDirectory || (!parent.empty() && !sys::fs::is_directory(parent))) {
+      errs() << "loomc: error: cannot write the executable '" << options.output << "': "
+             << (isDirectory ? "it is a directory" : "no directory '" + parent.str().str() + "'")
              << "\n";
       return 1;
     }
