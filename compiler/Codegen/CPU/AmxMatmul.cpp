@@ -7,6 +7,8 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -55,6 +57,12 @@ struct AmxKernelBuilder {
   Value a, panelRows, c;
   SmallVector<int64_t> bounds;
   int64_t rowTiles = 1, colTiles = 1, blockPanels = 1, kBlock = kTileK;
+  /// Whether C starts at zero (its fill erased): the first K block's
+  /// accumulators are tile_zero, not loads.
+  bool zeroInit = false;
+  /// C's elementwise consumer, run on each tile after the last K block's
+  /// store (the tile still in L1), or null.
+  linalg::GenericOp epilogue = {};
   SmallVector<Value> ivs = {};
 
   unsigned m() const { return bounds.size() - 3; }
@@ -103,19 +111,33 @@ struct AmxKernelBuilder {
         build(dim + 1);
       });
     loop(bounds[n()] / kTileRows, blockPanels, [&](Value block) {
-      loop(bounds[k()], kBlock, [&](Value kStart) {
+      // The first K block (zeroed accumulators) and the last (the epilogue)
+      // peeled off the middle ones.
+      int64_t kBlocks = bounds[k()] / kBlock;
+      auto rowBlocks = [&](Value kStart, bool first, bool last) {
         loop(bounds[m()], rowTiles * kTileRows, [&](Value row) {
           loop(blockPanels, colTiles, [&](Value panel) {
-            accumulate(row, arith::AddIOp::create(builder, loc, block, panel), kStart);
+            accumulate(row, arith::AddIOp::create(builder, loc, block, panel), kStart, first, last);
           });
         });
-      });
+      };
+      rowBlocks(constant(0), true, kBlocks == 1);
+      if (kBlocks > 2)
+        loop(constant(kBlock), constant(bounds[k()] - kBlock), kBlock, {},
+             [&](Value kStart, ValueRange) {
+               rowBlocks(kStart, false, false);
+               return SmallVector<Value>{};
+             });
+      if (kBlocks > 1)
+        rowBlocks(constant(bounds[k()] - kBlock), false, true);
     });
   }
 
   /// The rowTiles x colTiles accumulator tiles at (row, panel): loaded from
-  /// C, k from kStart to kStart + kBlock in steps of 32, stored.
-  void accumulate(Value row, Value panel, Value kStart) {
+  /// C (zeroed, in the `first` K block of a zeroInit C), k from kStart to
+  /// kStart + kBlock in steps of 32, stored (and, in the `last` block, the
+  /// epilogue run on each).
+  void accumulate(Value row, Value panel, Value kStart, bool first, bool last) {
     Type accType = tileType(kTileRows, builder.getF32Type());
     Type operandType = tileType(kTileK, builder.getBF16Type());
     SmallVector<Value> rows, panels;
@@ -131,7 +153,10 @@ struct AmxKernelBuilder {
     SmallVector<Value> accumulators;
     for (int64_t r = 0; r < rowTiles; ++r)
       for (int64_t p = 0; p < colTiles; ++p)
-        accumulators.push_back(amx::TileLoadOp::create(builder, loc, accType, c, cIndices(r, p)));
+        accumulators.push_back(
+            first && zeroInit
+                ? Value(amx::TileZeroOp::create(builder, loc, accType))
+                : Value(amx::TileLoadOp::create(builder, loc, accType, c, cIndices(r, p))));
     scf::ForOp kLoop = loop(
         kStart, add(kStart, kBlock), kTileK, accumulators, [&](Value kk, ValueRange accs) {
           ivs[k()] = kk;
@@ -156,11 +181,52 @@ struct AmxKernelBuilder {
           return next;
         });
     for (int64_t r = 0; r < rowTiles; ++r)
-      for (int64_t p = 0; p < colTiles; ++p)
-        amx::TileStoreOp::create(builder, loc, c, cIndices(r, p),
-                                 kLoop.getResult(r * colTiles + p));
+      for (int64_t p = 0; p < colTiles; ++p) {
+        auto store = amx::TileStoreOp::create(builder, loc, c, cIndices(r, p),
+                                              kLoop.getResult(r * colTiles + p));
+        if (last && epilogue)
+          finalStores.push_back(store);
+      }
+  }
+  /// The last K block's tile stores, for runEpilogue.
+  SmallVector<amx::TileStoreOp> finalStores = {};
+
+  /// The epilogue on each final 16 x 16 tile of C, right after its store
+  /// (once the loops are built: vectorizing needs the ops in place).
+  LogicalResult runEpilogue() {
+    IRRewriter rewriter(builder.getContext());
+    for (amx::TileStoreOp store : finalStores) {
+      SmallVector<int64_t> sizes(store.getIndices().size(), 1);
+      sizes[sizes.size() - 2] = sizes.back() = kTileRows;
+      rewriter.setInsertionPointAfter(store);
+      if (failed(loom::emitMatmulEpilogueBox(rewriter, loc, epilogue, store.getIndices(), sizes)))
+        return failure();
+    }
+    return success();
   }
 };
+
+/// The fill of `acc` with +0 that `matmul` accumulates onto: before it in its
+/// block, with no use of acc between them but views the matmul alone reads.
+static linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul) {
+  linalg::FillOp fill;
+  for (Operation *user : acc.getUsers()) {
+    auto candidate = dyn_cast<linalg::FillOp>(user);
+    if (candidate && candidate->getBlock() == matmul->getBlock() &&
+        candidate->isBeforeInBlock(matmul) && matchPattern(candidate.value(), m_PosZeroFloat()) &&
+        (!fill || fill->isBeforeInBlock(candidate)))
+      fill = candidate;
+  }
+  if (!fill)
+    return {};
+  for (Operation *user : acc.getUsers()) {
+    bool onlyMatmulReads = llvm::all_of(user->getUsers(), [&](Operation *u) { return u == matmul; });
+    if (user != fill && user != matmul && user->getBlock() == matmul->getBlock() &&
+        fill->isBeforeInBlock(user) && user->isBeforeInBlock(matmul) && !onlyMatmulReads)
+      return {};
+  }
+  return fill;
+}
 } // namespace
 
 std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
@@ -168,6 +234,9 @@ std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
   Value a = op.getDpsInputs()[0], c = op.getDpsInits()[0];
+  // Found before packMatmul replaces the op: both look at C's users.
+  linalg::GenericOp epilogue = loom::findMatmulEpilogue(op);
+  linalg::FillOp fill = zeroFillOf(c, op);
   // B's VNNI panels [..., N/16, K/2, 16, 2]: the dot path's packing, with
   // 16-column panels. packMatmul replaces the op with one reading views of
   // A and C; those are dropped with it, the tiles read A and C in place.
@@ -213,9 +282,19 @@ std::optional<linalg::TransposeOp> loom::rewriteAsAmxMatmul(linalg::GenericOp op
       kernel.kBlock = candidate;
       break;
     }
+  kernel.zeroInit = bool(fill);
+  kernel.epilogue = epilogue;
   kernel.ivs.resize(bounds.size());
   kernel.build();
+  if (failed(kernel.runEpilogue())) {
+    op.emitError("internal error: a matmul epilogue does not vectorize on AMX tiles");
+    return std::nullopt;
+  }
   packed->op.erase();
+  if (fill)
+    fill.erase();
+  if (epilogue)
+    epilogue.erase();
   return pack;
 }
 

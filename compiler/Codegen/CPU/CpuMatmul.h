@@ -77,6 +77,20 @@ std::optional<linalg::TransposeOp> rewriteAsAmxMatmul(linalg::GenericOp op);
 /// indices unchanged.
 LogicalResult emulateAmxTiles(Operation *root);
 
+/// The elementwise op that consumes a matmul's f32 accumulator (the op right
+/// after it, reading the accumulator at each element and writing its own
+/// output there), when the accumulator is the matmul's alone and the
+/// epilogue's output is none of its operands; null otherwise. With
+/// `accOperand`, the epilogue's operand number that reads the accumulator.
+linalg::GenericOp findMatmulEpilogue(linalg::GenericOp matmul, unsigned *accOperand = nullptr);
+
+/// `epilogue` restricted to the box of `sizes` at `indices` of its iteration
+/// space (the accumulator's), vectorized at the rewriter's insertion point:
+/// each operand's subview there, the same maps and body.
+LogicalResult emitMatmulEpilogueBox(RewriterBase &rewriter, Location loc,
+                                    linalg::GenericOp epilogue, ValueRange indices,
+                                    ArrayRef<int64_t> sizes);
+
 /// Marks the elementwise op that consumes a matmul's f32 accumulator (the
 /// op right after it, reading the accumulator at each element and writing
 /// its own output there: a bias, an activation, a residual, a rounding to

@@ -24,7 +24,7 @@ static Operation *nextAfterDeallocs(Operation *op) {
   return next;
 }
 
-bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
+linalg::GenericOp loom::findMatmulEpilogue(linalg::GenericOp matmul, unsigned *accOperandNumber) {
   // The accumulator itself, under packMatmul's view of it.
   Value acc = matmul.getDpsInits()[0];
   if (auto view = acc.getDefiningOp<memref::ReinterpretCastOp>())
@@ -34,11 +34,11 @@ bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
   if (!epilogue || !accType || !accType.getLayout().isIdentity() || !accType.hasStaticShape() ||
       epilogue.getNumDpsInits() != 1 || epilogue.getNumLoops() != unsigned(accType.getRank()) ||
       epilogue.getNumParallelLoops() != epilogue.getNumLoops())
-    return false;
+    return {};
   // Per element: no iteration indices (a strip's would be its own), the
   // accumulator read and the output written at the element itself.
   if (!epilogue.getRegion().front().getOps<linalg::IndexOp>().empty())
-    return false;
+    return {};
   OpOperand *out = epilogue.getDpsInitOperand(0);
   // Nor may the output be a view of a buffer the matmul reads: per tile,
   // the epilogue would write over operand rows later tiles still read
@@ -47,12 +47,12 @@ bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
   if (!epilogue.getMatchingIndexingMap(out).isIdentity() || out->get() == acc ||
       mlir::loom::writesMatmulOperand(matmul, out->get()) ||
       cast<MemRefType>(out->get().getType()).getShape() != accType.getShape())
-    return false;
+    return {};
   std::optional<unsigned> accOperand;
   for (OpOperand *input : epilogue.getDpsInputOperands()) {
     AffineMap map = epilogue.getMatchingIndexingMap(input);
     if (!map.isProjectedPermutation() || !isa<MemRefType>(input->get().getType()))
-      return false;
+      return {};
     if (input->get() == acc && map.isIdentity())
       accOperand = input->getOperandNumber();
   }
@@ -65,9 +65,19 @@ bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
            llvm::all_of(user->getUsers(), [&](Operation *u) { return u == matmul; });
   };
   if (!accOperand || !llvm::all_of(acc.getUsers(), ownUse))
+    return {};
+  if (accOperandNumber)
+    *accOperandNumber = *accOperand;
+  return epilogue;
+}
+
+bool loom::markMatmulEpilogue(linalg::GenericOp matmul) {
+  unsigned accOperand;
+  linalg::GenericOp epilogue = findMatmulEpilogue(matmul, &accOperand);
+  if (!epilogue)
     return false;
   epilogue->setAttr(kEpilogueAttr,
-                    IntegerAttr::get(IntegerType::get(matmul.getContext(), 64), *accOperand));
+                    IntegerAttr::get(IntegerType::get(matmul.getContext(), 64), accOperand));
   return true;
 }
 
@@ -124,9 +134,9 @@ static std::optional<SmallVector<int64_t>> writtenBox(vector::TransferWriteOp wr
 /// iteration space (the accumulator's), vectorized: each operand's subview
 /// there (a broadcast operand's along the dims it has), the same maps and
 /// body, read, computed and written as vectors of the box's shape.
-static LogicalResult emitForBox(RewriterBase &rewriter, Location loc,
-                                linalg::GenericOp epilogue, ValueRange indices,
-                                ArrayRef<int64_t> sizes) {
+LogicalResult loom::emitMatmulEpilogueBox(RewriterBase &rewriter, Location loc,
+                                          linalg::GenericOp epilogue, ValueRange indices,
+                                          ArrayRef<int64_t> sizes) {
   SmallVector<Value> operands;
   for (OpOperand &operand : epilogue->getOpOperands()) {
     AffineMap map = epilogue.getMatchingIndexingMap(&operand);
@@ -208,7 +218,7 @@ LogicalResult loom::fuseMatmulEpilogues(Operation *root) {
       }
       auto indices = affine::AffineDelinearizeIndexOp::create(
           rewriter, loc, linear, accType.getShape(), /*hasOuterBound=*/true);
-      if (failed(emitForBox(rewriter, loc, epilogue, indices.getResults(), box)))
+      if (failed(emitMatmulEpilogueBox(rewriter, loc, epilogue, indices.getResults(), box)))
         return epilogue.emitError("internal error: a matmul epilogue does not vectorize");
     }
     rewriter.eraseOp(epilogue);

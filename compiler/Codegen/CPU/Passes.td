@@ -52,7 +52,10 @@ def LoomTileContractionsForCpu
     allows only one) a k loop of `amx.tile_load`s of A (16 rows x 32 k,
     read in place) and of B panels, `amx.tile_mulf`s into the four f32
     accumulator tiles carried in tile registers, one `amx.tile_store`
-    each after the loop. With `emulate-amx` too, every tile operation
+    each after the loop (per K block of at most 256). A C filled with
+    zeros starts as `amx.tile_zero` (the fill goes), and the elementwise
+    consumer runs on each 16 x 16 tile after its last store. With
+    `emulate-amx` too, every tile operation
     becomes the vector code of its definition (a 2-D read, a write, a
     contraction over the pairs): the same kernels, runnable and testable
     on a CPU without AMX.

@@ -759,29 +759,42 @@ struct LoomTileContractionsForCpu
 
   /// A VNNI panel row, B's rows k and k + 1 interleaved, comes out of the
   /// lowered transfers as 32 scalars taken from both rows' elements
-  /// (from_elements of to_elements, which LLVM built up one insert at a
-  /// time: 43% of a bf16 512^3 AMX matmul's time): one vector.interleave
-  /// of the two rows instead (a single vpermt2w).
+  /// (from_elements of their to_elements or extracts, which LLVM built up
+  /// one insert at a time: 43% of a bf16 512^3 AMX matmul's time): one
+  /// vector.interleave of the two rows instead (a single vpermt2w).
   struct InterleaveRows : OpRewritePattern<vector::FromElementsOp> {
     using OpRewritePattern::OpRewritePattern;
+
+    /// The 1-D vector `element` was taken from, and its position there.
+    static std::optional<std::pair<Value, int64_t>> rowElement(Value element) {
+      if (auto all = element.getDefiningOp<vector::ToElementsOp>())
+        return std::make_pair(all.getSource(),
+                              int64_t(cast<OpResult>(element).getResultNumber()));
+      auto extract = element.getDefiningOp<vector::ExtractOp>();
+      if (!extract || extract.getSourceVectorType().getRank() != 1 ||
+          extract.hasDynamicPosition())
+        return std::nullopt;
+      return std::make_pair(extract.getSource(), extract.getStaticPosition()[0]);
+    }
+
     LogicalResult matchAndRewrite(vector::FromElementsOp op,
                                   PatternRewriter &rewriter) const override {
       ValueRange elements = op.getElements();
-      if (elements.size() < 4 || elements.size() % 2)
+      std::optional<std::pair<Value, int64_t>> first = rowElement(elements[0]),
+                                               second = rowElement(elements[1]);
+      if (!first || !second || first->first == second->first ||
+          first->first.getType() != second->first.getType())
         return failure();
-      auto source = [](Value v) { return v.getDefiningOp<vector::ToElementsOp>(); };
-      vector::ToElementsOp even = source(elements[0]), odd = source(elements[1]);
-      if (!even || !odd || even == odd || even.getSource().getType() != odd.getSource().getType() ||
-          even.getNumResults() * 2 != elements.size())
+      auto rowType = cast<VectorType>(first->first.getType());
+      if (rowType.getRank() != 1 || 2 * rowType.getNumElements() != int64_t(elements.size()))
         return failure();
-      for (auto [i, element] : llvm::enumerate(elements))
-        if (element != (i % 2 ? odd : even)->getResult(i / 2))
+      for (auto [i, element] : llvm::enumerate(elements)) {
+        std::optional<std::pair<Value, int64_t>> at = rowElement(element);
+        if (!at || at->first != (i % 2 ? second : first)->first || at->second != int64_t(i / 2))
           return failure();
-      auto rowType = dyn_cast<VectorType>(even.getSource().getType());
-      if (!rowType || rowType.getRank() != 1)
-        return failure();
+      }
       Value pairs =
-          vector::InterleaveOp::create(rewriter, op.getLoc(), even.getSource(), odd.getSource());
+          vector::InterleaveOp::create(rewriter, op.getLoc(), first->first, second->first);
       rewriter.replaceOpWithNewOp<vector::ShapeCastOp>(op, op.getType(), pairs);
       return success();
     }

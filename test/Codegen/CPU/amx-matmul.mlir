@@ -3,10 +3,12 @@
 
 // --loom-tile-contractions-for-cpu with bf16-amx: a bf16 matmul with an f32
 // accumulator whose m and n are multiples of 16 and k of 32 runs on AMX
-// tiles. B is copied once into VNNI panels [N/16, K/2, 16, 2] (each row of a
-// panel written as one 64-byte vector) and viewed as [N/16, K/2, 32]: one B
-// tile per 32 k. A and C are read in place. Per block of 2 x 2 accumulator
-// tiles (m and n multiples of 32), the four f32 tiles are loaded from C,
+// tiles. B is copied once into VNNI panels [N/16, K/2, 16, 2] (each row of
+// a panel, B's rows k and k + 1 interleaved, written as one 64-byte vector)
+// and viewed as [N/16, K/2, 32]: one B tile per 32 k. A and C are read in
+// place. Per block of 2 x 2 accumulator
+// tiles (m and n multiples of 32), the four f32 tiles are loaded from C
+// (started at zero where C was filled with zeros: @zeroed_and_rounded),
 // carried through the k loop (step 32) in tile registers, multiplied with
 // 2 A and 2 B tiles per step, and stored once. With emulate-amx every tile
 // op becomes vector code of the same meaning: no amx op is left.
@@ -14,7 +16,7 @@
 // CHECK-LABEL: func.func @bf16_64
 // CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<64x64xbf16>, %[[C:[^:]+]]: memref<64x64xf32>)
 // CHECK: %[[P:.+]] = memref.alloc() : memref<4x32x16x2xbf16>
-// CHECK: vector.from_elements {{.+}} : vector<1x1x16x2xbf16>
+// CHECK: vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
 // CHECK: vector.transfer_write %{{.+}} : vector<32xbf16>, memref<4x32x32xbf16>
 // CHECK: %[[BT:.+]] = memref.collapse_shape %[[P]] {{\[}}[0], [1], [2, 3]] : memref<4x32x16x2xbf16> into memref<4x32x32xbf16>
 // CHECK: scf.for %[[M:.+]] = %{{.+}} to %{{.+}} step %c32
@@ -123,19 +125,26 @@ func.func @k_48(%A: memref<64x48xbf16>, %B: memref<48x64xbf16>, %C: memref<64x64
 // A long K and a wide N come in blocks: N in blocks of B panels that fit
 // in 1 MiB (here 64 of the 128 panels: 512 k x 1024 columns), K in blocks
 // of 256 (a row block's A strip stays in L1 while the block's panels go
-// past), the accumulators reloaded per K block.
+// past), the accumulators stored after each K block and reloaded for the
+// next: the first block's loop and the last's are peeled (for a zeroed C
+// and an epilogue, below).
 // CHECK-LABEL: func.func @k_blocks
 // CHECK-SAME: (%[[A:[^:]+]]: memref<32x512xbf16>, %[[B:[^:]+]]: memref<512x2048xbf16>, %[[C:[^:]+]]: memref<32x2048xf32>)
 // CHECK: memref.alloc() : memref<128x256x16x2xbf16>
 // CHECK: scf.for %[[NB:.+]] = %c0 to %c128 step %c64
-// CHECK-NEXT: scf.for %[[KB:.+]] = %c0 to %c512 step %c256
-// CHECK-NEXT: %[[KE:.+]] = arith.addi %[[KB]], %c256
 // CHECK-NEXT: scf.for %[[P:.+]] = %c0 to %c64 step %c2
 // CHECK-NEXT: arith.addi %[[NB]], %[[P]]
 // CHECK-COUNT-4: amx.tile_load %[[C]]
-// CHECK: scf.for %[[K:.+]] = %[[KB]] to %[[KE]] step %c32 iter_args(
+// CHECK: scf.for %[[K:.+]] = %c0 to %c256 step %c32 iter_args(
 // CHECK: amx.tile_load %[[A]][%c0, %[[K]]]
 // CHECK: amx.tile_load %[[A]][%c16, %[[K]]]
+// CHECK-COUNT-4: amx.tile_mulf
+// CHECK: scf.yield
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK: scf.for %[[P2:.+]] = %c0 to %c64 step %c2
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+// CHECK: scf.for %[[K2:.+]] = %c256 to %c512 step %c32 iter_args(
+// CHECK: amx.tile_load %[[A]][%c0, %[[K2]]]
 // CHECK-COUNT-4: amx.tile_mulf
 // CHECK: scf.yield
 // CHECK-COUNT-4: amx.tile_store %[[C]]
@@ -151,6 +160,64 @@ func.func @k_blocks(%A: memref<32x512xbf16>, %B: memref<512x2048xbf16>, %C: memr
     %p = arith.mulf %xe, %ye fastmath<contract> : f32
     %s = arith.addf %acc, %p fastmath<contract> : f32
     linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A C filled with zeros and rounded to bf16 after the matmul (what every
+// bf16 matmul of a model lowers to): the fill goes and the first K block's
+// accumulators start as tile_zero; the middle K blocks are a loop; after
+// the last block's store of each tile its 16 x 16 outputs are rounded
+// right there (the epilogue's vector code), and the separate rounding pass
+// over C goes.
+// CHECK-LABEL: func.func @zeroed_and_rounded
+// CHECK-SAME: (%[[A:[^:]+]]: memref<32x1024xbf16>, %[[B:[^:]+]]: memref<1024x32xbf16>, %[[C:[^:]+]]: memref<32x32xf32>, %[[OUT:[^:]+]]: memref<32x32xbf16>)
+// CHECK-NOT: linalg.fill
+// CHECK-COUNT-4: amx.tile_zero : !amx.tile<16x16xf32>
+// CHECK: scf.for %{{.+}} = %c0 to %c256 step %c32 iter_args(
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK: scf.for %[[KB:.+]] = %c256 to %c768 step %c256
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+// CHECK: scf.for %{{.+}} = %[[KB]] to %{{.+}} step %c32 iter_args(
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+// CHECK: scf.for %{{.+}} = %c768 to %c1024 step %c32 iter_args(
+// CHECK: amx.tile_store %[[C]][%c0, %c0]
+// CHECK-NEXT: vector.transfer_read %[[C]][%c0, %c0]{{.*}} : memref<32x32xf32>, vector<16xf32>
+// CHECK-COUNT-15: vector.transfer_read %[[C]]
+// CHECK: arith.truncf %{{.+}} : vector<16x16xf32> to vector<16x16xbf16>
+// CHECK-COUNT-16: vector.transfer_write %{{.+}}, %[[OUT]]
+// CHECK: amx.tile_store %[[C]][%c0, %c16]
+// CHECK: arith.truncf
+// CHECK: amx.tile_store %[[C]][%c16, %c0]
+// CHECK: arith.truncf
+// CHECK: amx.tile_store %[[C]][%c16, %c16]
+// CHECK: arith.truncf
+// CHECK-NOT: linalg.generic
+// CHECK: return
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#e = affine_map<(m, n) -> (m, n)>
+func.func @zeroed_and_rounded(%A: memref<32x1024xbf16>, %B: memref<1024x32xbf16>, %C: memref<32x32xf32>, %OUT: memref<32x32xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%C : memref<32x32xf32>)
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<32x1024xbf16>, memref<1024x32xbf16>) outs(%C : memref<32x32xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %ye = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xe, %ye fastmath<contract> : f32
+    %s = arith.addf %acc, %p fastmath<contract> : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#e, #e], iterator_types = ["parallel", "parallel"]}
+      ins(%C : memref<32x32xf32>) outs(%OUT : memref<32x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
   }
   return
 }
