@@ -1,12 +1,19 @@
 // The host core's arithmetic ceiling on one thread: f32 FMAs and, where the
 // CPU has avx512_bf16, bf16 dot products (vdpbf16ps), each as 12
 // independent accumulator chains (more than latency x throughput on the
-// CPUs we run on), best of 3. benchmarks/cpu/run.sh prints each matmul's
-// rate as a fraction of the ceiling its path runs on.
-// Prints "fma GFLOP/s dot GFLOP/s" ("-" for a ceiling the CPU lacks).
+// CPUs we run on), and where it has AMX, tdpbf16ps on 4 accumulator tiles
+// from 4 operand tiles; best of 3. benchmarks/cpu/run.sh prints each
+// matmul's rate as a fraction of the ceiling its path runs on.
+// Prints "fma dot amx" in GFLOP/s ("-" for a ceiling the CPU lacks).
 #include <immintrin.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
+#if defined(__AMX_BF16__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__AVX512F__)
 typedef __m512 vec;
@@ -74,8 +81,51 @@ static double dotRate(void) {
 }
 #endif
 
+#if defined(__AMX_BF16__)
+// Palette 1: 8 tiles of 16 rows x 64 bytes.
+struct TileConfig {
+  uint8_t palette, start;
+  uint8_t reserved[14];
+  uint16_t bytesPerRow[16];
+  uint8_t rows[16];
+};
+
+static double amxRate(void) {
+  // Linux gives a process the tile state only when asked (as the runtime
+  // does); 0 where it refuses.
+  if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */))
+    return 0;
+  struct TileConfig config;
+  memset(&config, 0, sizeof config);
+  config.palette = 1;
+  for (int t = 0; t < 8; ++t) {
+    config.bytesPerRow[t] = 64;
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+  static uint16_t ones[16 * 32] __attribute__((aligned(64)));
+  for (int i = 0; i < 16 * 32; ++i)
+    ones[i] = 0x3f80;
+  _tile_zero(0), _tile_zero(1), _tile_zero(2), _tile_zero(3);
+  _tile_loadd(4, ones, 64), _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64), _tile_loadd(7, ones, 64);
+  long steps = Iterations / 10;
+  double start = seconds();
+  for (long i = 0; i < steps; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  double elapsed = seconds() - start;
+  _tile_release();
+  // Each tdpbf16ps: 16 x 16 outputs, 32 products and sums each.
+  return (double)steps * 4 * 16 * 16 * 32 * 2 / elapsed / 1e9;
+}
+#endif
+
 int main(void) {
-  double fma = 0, dot = 0;
+  double fma = 0, dot = 0, amx = 0;
   for (int r = 0; r < 3; ++r) {
     double f = fmaRate();
     fma = f > fma ? f : fma;
@@ -83,10 +133,16 @@ int main(void) {
     double d = dotRate();
     dot = d > dot ? d : dot;
 #endif
+#if defined(__AMX_BF16__)
+    double a = amxRate();
+    amx = a > amx ? a : amx;
+#endif
   }
+  char dotText[32] = "-", amxText[32] = "-";
   if (dot > 0)
-    printf("%.1f %.1f\n", fma, dot);
-  else
-    printf("%.1f -\n", fma);
+    snprintf(dotText, sizeof dotText, "%.1f", dot);
+  if (amx > 0)
+    snprintf(amxText, sizeof amxText, "%.1f", amx);
+  printf("%.1f %s %s\n", fma, dotText, amxText);
   return sink == 12345.0f; // never: keeps the chains' results live
 }

@@ -6,10 +6,10 @@
 # transpose(b)` (a K-contiguous B, as the backward's `dy @ w^T`), against
 # sgemm with B transposed and torch's `a @ b.t()`. Prints the CPU path each
 # figure used (loom's executable --info) and the host's vector extensions.
-# On a CPU with AMX, bf16-amx is the bf16 matmul on AMX tiles
-# (--bf16-matmul=amx), against the same PyTorch figure. "of peak" is the
-# rate over the core's ceiling for its path measured in this run (peak.c:
-# f32 FMAs, or the bf16 dots for the avx512-bf16-dot path).
+# bf16 runs on the path loomc picks for the host (AMX tiles on a CPU with
+# amx-bf16). "of peak" is the rate over the core's ceiling for its path
+# measured in this run (peak.c: f32 FMAs, the bf16 dots for the
+# avx512-bf16-dot path, tdpbf16ps for amx-bf16).
 #   benchmarks/cpu/run.sh [build-dir] [size...]
 #   QUICK=1: two runs each (make bench-quick, which make test runs)
 set -euo pipefail
@@ -19,30 +19,26 @@ sizes=${*:-256 512 1024 2048}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-amx=""
-grep -q -w amx_bf16 /proc/cpuinfo && grep -q -w amx_tile /proc/cpuinfo && amx=" bf16-amx"
-variants=${VARIANTS:-f32 f32-bt bf16 bf16-bt$amx}
+variants=${VARIANTS:-f32 f32-bt bf16 bf16-bt}
 
 isa=$(grep -o -w 'avx512f\|avx512_bf16\|amx_bf16\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host CPU: ${isa:-no AVX2}; OpenBLAS kernels: $(/usr/bin/python3 "$here/baseline.py" openblas-core)"
-peak_fma=- peak_dot=-
+peak_fma=- peak_dot=- peak_amx=-
 if ${CC:-clang-22} -O2 -march=native "$here/peak.c" -o "$work/peak" 2> /dev/null; then
-  read -r peak_fma peak_dot < <("$work/peak")
+  read -r peak_fma peak_dot peak_amx < <("$work/peak")
 fi
 # The dots' ceiling over the FMAs' bounds what "vs f32" can reach.
 echo "core ceiling, one thread (peak.c): f32 FMA $peak_fma GFLOP/s, bf16 dot $peak_dot GFLOP/s$(
-  [ "$peak_dot" = - ] || awk -v d="$peak_dot" -v f="$peak_fma" 'BEGIN { printf " (%.2f x)", d / f }')"
+  [ "$peak_dot" = - ] || awk -v d="$peak_dot" -v f="$peak_fma" 'BEGIN { printf " (%.2f x)", d / f }')$(
+  [ "$peak_amx" = - ] || echo ", AMX bf16 $peak_amx GFLOP/s")"
 printf '%-6s %-8s %-16s %10s %10s %-22s %6s %8s %8s\n' size dtype "loom path" "loom GF/s" "base GF/s" baseline ratio "vs f32" "of peak"
 for size in $sizes; do
   f32_rate=""
   for variant in $variants; do
     precision=${variant%-bt}
-    precision=${precision%-amx}
-    path_flag=""
-    [ "$variant" = bf16-amx ] && path_flag="--bf16-matmul=amx"
     sed "s/SIZE/$size/g; s/PRECISION/$precision/" "$here/matmul.loom" > "$work/m.loom"
     case $variant in *-bt) sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom" ;; esac
-    "$build/bin/loomc" "$work/m.loom" $path_flag -o "$work/m" > /dev/null 2>&1
+    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null 2>&1
     # --info: "cpu  NAME kernels; matmul f32: PATH, bf16: PATH".
     path=$("$work/m" --info | sed -n "s/^cpu .*matmul f32: \([^,]*\), bf16: \([^;]*\).*/\1 \2/p")
     if [ "$precision" = f32 ]; then path=${path%% *}; else path=${path##* }; fi
@@ -63,9 +59,10 @@ print(min(e['dur'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get
       f32*) base_name="OpenBLAS sgemm" ;;
       *) base_name="PyTorch $( /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo '?') bf16" ;;
     esac
-    base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "${variant%-amx}" "$size")
+    base=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$here/baseline.py" "$variant" "$size")
     case $path in
       *dot*) peak=$peak_dot ;;
+      amx-bf16) peak=$peak_amx ;;
       *amx*|"") peak=- ;;
       *) peak=$peak_fma ;;
     esac

@@ -12,6 +12,11 @@
 
 #include <memory>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 using namespace mlir;
 
 std::string loom::CpuTarget::matmulPath(bool bf16) const {
@@ -42,6 +47,19 @@ std::string loom::CpuTarget::describe() const {
   for (const std::string &extension : otherExtensions)
     need(true, extension.c_str());
   return name + " f32=" + matmulPath(false) + " bf16=" + matmulPath(true) + " needs=" + needs;
+}
+
+/// Whether Linux gives this process AMX's tile state (arch_prctl
+/// ARCH_REQ_XCOMP_PERM, as the runtime asks before its first tile
+/// instruction): on this machine, a kernel built for AMX would otherwise
+/// stop at start-up with the runtime's error. Asking has no other effect.
+static bool linuxGrantsAmx() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef cpu,
@@ -99,7 +117,8 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
            << "with the tiles emulated)";
   bool prefersDots =
       bf16Matmul == "dot" || (bf16Matmul == "auto" && llvm::StringRef(result.name).starts_with("znver"));
-  result.bf16Path = bf16Matmul == "amx"            ? Bf16MatmulPath::Amx
+  bool autoAmx = bf16Matmul == "auto" && result.amxbf16 && (cpu != "native" || linuxGrantsAmx());
+  result.bf16Path = bf16Matmul == "amx" || autoAmx ? Bf16MatmulPath::Amx
                     : bf16Matmul == "amx-emulated" ? Bf16MatmulPath::EmulatedAmx
                     : dots && prefersDots          ? Bf16MatmulPath::Dot
                                                    : Bf16MatmulPath::Fma;
