@@ -513,8 +513,10 @@ struct LoomTileContractionsForCpu
       else
         tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
-        if (std::optional<linalg::TransposeOp> pack = loom::rewriteAsAmxMatmul(op)) {
-          appendPackTiling(os, tagPack(*pack), *pack, /*whole=*/2);
+        if (std::optional<loom::AmxPacks> packs = loom::rewriteAsAmxMatmul(op)) {
+          appendPackTiling(os, tagPack(packs->b), packs->b, /*whole=*/2);
+          if (packs->a) // a tile row (32 bf16) a vector
+            appendPackTiling(os, tagPack(packs->a), packs->a, /*whole=*/1);
           ++amxMatmuls;
           continue;
         }

@@ -221,3 +221,38 @@ func.func @zeroed_and_rounded(%A: memref<32x1024xbf16>, %B: memref<1024x32xbf16>
   }
   return
 }
+
+// -----
+
+// A K of 1024 (rows 2 KiB apart, a tile's 16 rows in 2 of L1's 64 sets)
+// and an N of 128 (4 column blocks read each A tile): A is copied into
+// whole tiles [M/16, K/32, 16, 32], a tile row a vector, and its tiles are
+// loaded from the copy's rows of 32: tile (m/16, k/32) at row m*K/32 + k/2.
+// CHECK-LABEL: func.func @packed_a
+// CHECK-SAME: (%[[A:[^:]+]]: memref<32x1024xbf16>
+// CHECK: %[[VIEW:.+]] = memref.reinterpret_cast %[[A]] to offset: [0], sizes: [2, 16, 32, 32], strides: [16384, 1024, 32, 1]
+// CHECK: %[[TILES:.+]] = memref.alloc() : memref<2x32x16x32xbf16>
+// CHECK: vector.transfer_read %[[VIEW]][%[[MO:.+]], %[[MI:.+]], %[[KO:.+]], %c0]{{.*}} vector<32xbf16>
+// CHECK-NEXT: vector.transfer_write %{{.+}}, %[[TILES]][%[[MO]], %[[KO]], %[[MI]], %c0]
+// CHECK: %[[ROWS:.+]] = memref.collapse_shape %[[TILES]] {{\[}}[0, 1, 2], [3]] : memref<2x32x16x32xbf16> into memref<1024x32xbf16>
+// CHECK: scf.for %[[K:.+]] = %c0 to %c256 step %c32
+// CHECK-NEXT: %[[HALF:.+]] = arith.divui %[[K]], %c2
+// CHECK-NEXT: amx.tile_load %[[ROWS]][%[[HALF]], %c0] : memref<1024x32xbf16> into !amx.tile<16x32xbf16>
+// CHECK-NEXT: %[[SECOND:.+]] = arith.addi %[[HALF]], %c512
+// CHECK-NEXT: amx.tile_load %[[ROWS]][%[[SECOND]], %c0]
+// CHECK: memref.dealloc %[[TILES]]
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @packed_a(%A: memref<32x1024xbf16>, %B: memref<1024x128xbf16>, %C: memref<32x128xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<32x1024xbf16>, memref<1024x128xbf16>) outs(%C : memref<32x128xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %ye = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xe, %ye fastmath<contract> : f32
+    %s = arith.addf %acc, %p fastmath<contract> : f32
+    linalg.yield %s : f32
+  }
+  return
+}
