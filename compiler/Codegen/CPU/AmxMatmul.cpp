@@ -7,6 +7,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -247,11 +248,69 @@ static linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul) {
 }
 } // namespace
 
+/// Whether `b` (a [..., N, K] memref) has static strides, K's unit.
+static bool isKContiguous(Value b) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(cast<MemRefType>(b.getType()).getStridesAndOffset(strides, offset)) &&
+         !llvm::any_of(strides, ShapedType::isDynamic) && strides.back() == 1;
+}
+
+/// B's VNNI panel rows [..., N/16, K/2, 32] copied from a K-contiguous B
+/// [..., N, K] (`a @ transpose(w)`, the backward's `dy @ w^T`) in blocks of
+/// 16 columns x 32 k: each column's 16 k pairs one 64-byte load as 16 i32,
+/// the 16 x 16 pairs transposed (lowerBlockTransposes' shuffles), each k
+/// pair's 16 columns one 64-byte store. The copy's vectorized form read
+/// every pair apart (16 4-byte loads put together a panel row: a bf16
+/// `a @ transpose(b)` at 256^3 ran 764 GFLOP/s against `a @ b`'s 1016).
+static void copyPairPanelsInBlocks(OpBuilder &builder, Location loc, Value b, Value panelRows) {
+  auto type = cast<MemRefType>(b.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  unsigned batch = shape.size() - 2;
+  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); };
+  // 16 rows of 32 bf16, as 16 x 16 pairs.
+  auto rows = VectorType::get({kTileRows, kTileK}, builder.getBF16Type());
+  auto square = VectorType::get({kTileRows, kTileRows}, builder.getI32Type());
+  SmallVector<Value> ivs;
+  std::function<void(unsigned)> nest = [&](unsigned dim) {
+    // Batch dims, then panels, then blocks of 16 k pairs.
+    int64_t upper = dim < batch ? shape[dim] : dim == batch ? shape[batch] / kTileRows
+                                                             : shape[batch + 1] / kTileK;
+    scf::ForOp loop = scf::ForOp::create(builder, loc, constant(0), constant(upper), constant(1));
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(loop.getBody());
+    ivs.push_back(loop.getInductionVar());
+    if (dim < batch + 1) {
+      nest(dim + 1);
+      ivs.pop_back();
+      return;
+    }
+    Value panel = ivs[batch], block = ivs[batch + 1];
+    // 2-D transfers and a vector.transpose, which canonicalization keeps
+    // (inserts and extracts of single rows it folds into scalars).
+    SmallVector<Value> from(ivs.begin(), ivs.begin() + batch);
+    from.push_back(arith::MulIOp::create(builder, loc, panel, constant(kTileRows)));
+    from.push_back(arith::MulIOp::create(builder, loc, block, constant(kTileK)));
+    SmallVector<bool> inBounds(2, true);
+    Value padding = arith::ConstantOp::create(builder, loc, builder.getBF16Type(),
+                                              builder.getZeroAttr(builder.getBF16Type()));
+    Value columns = vector::TransferReadOp::create(builder, loc, rows, b, from, padding, inBounds);
+    Value byColumn = vector::BitCastOp::create(builder, loc, square, columns);
+    Value byPair = vector::TransposeOp::create(builder, loc, byColumn, ArrayRef<int64_t>{1, 0});
+    SmallVector<Value> to(ivs.begin(), ivs.begin() + batch);
+    to.append({panel, arith::MulIOp::create(builder, loc, block, constant(kTileRows)), constant(0)});
+    vector::TransferWriteOp::create(builder, loc, vector::BitCastOp::create(builder, loc, rows, byPair),
+                                    panelRows, to, inBounds);
+    ivs.pop_back();
+  };
+  nest(0);
+}
+
 std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
-  Value a = op.getDpsInputs()[0], c = op.getDpsInits()[0];
+  Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1], c = op.getDpsInits()[0];
   // Found before packMatmul replaces the op: both look at C's users.
   linalg::GenericOp epilogue = loom::findMatmulEpilogue(op);
   linalg::FillOp fill = zeroFillOf(c, op);
@@ -275,6 +334,15 @@ std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   Value panelRows = memref::CollapseShapeOp::create(builder, loc, panels, rows);
   // B's batch indices are its map's results other than k and n, in order.
   unsigned bResults = maps[1].getNumResults();
+  // A K-contiguous B (its map ends in (n, k)) is copied in blocks here, not
+  // by the schedule.
+  bool bEndsInNK = bResults >= 2 && dimOf(maps[1].getResult(bResults - 2)) == n &&
+                   dimOf(maps[1].getResult(bResults - 1)) == k;
+  if (bEndsInNK && isKContiguous(b)) {
+    copyPairPanelsInBlocks(builder, loc, b, panelRows);
+    pack.erase();
+    pack = {};
+  }
   maps[1] = maps[1].dropResults(llvm::SmallBitVector(bResults).set(bResults - 2, bResults));
 
   // A's rows K elements apart share L1 sets once K * 2 bytes is a multiple

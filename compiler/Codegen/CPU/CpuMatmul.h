@@ -72,7 +72,8 @@ bool isAmxMatmul(linalg::GenericOp op);
 
 /// The operand copies of an AMX matmul, for the schedule to vectorize.
 struct AmxPacks {
-  /// B into VNNI panels [..., N/16, K/2, 16, 2].
+  /// B into VNNI panels [..., N/16, K/2, 16, 2], or null where B is
+  /// K-contiguous and already copied in vector blocks.
   linalg::TransposeOp b;
   /// A into whole tiles (packAmxTiles), or null where A is read in place.
   linalg::TransposeOp a;

@@ -514,7 +514,8 @@ struct LoomTileContractionsForCpu
         tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
         if (std::optional<loom::AmxPacks> packs = loom::rewriteAsAmxMatmul(op)) {
-          appendPackTiling(os, tagPack(packs->b), packs->b, /*whole=*/2);
+          if (packs->b) // (else copied in blocks already)
+            appendPackTiling(os, tagPack(packs->b), packs->b, /*whole=*/2);
           if (packs->a) // a tile row (32 bf16) a vector
             appendPackTiling(os, tagPack(packs->a), packs->a, /*whole=*/1);
           ++amxMatmuls;
@@ -584,7 +585,7 @@ struct LoomTileContractionsForCpu
         appendPackTiling(os, tagPack(transpose), transpose, /*whole=*/1);
       }
     });
-    if (count == 0 && packs == 0)
+    if (count == 0 && packs == 0 && amxMatmuls == 0)
       return;
     std::string schedule =
         "module attributes {transform.with_named_sequence} {\n"

@@ -62,12 +62,23 @@ func.func @bf16_64(%A: memref<64x64xbf16>, %B: memref<64x64xbf16>, %C: memref<64
 
 // A batched A and C over a shared K-contiguous B (x @ transpose(w)): the
 // batch is the outer loop and indexes A and C; m = 16 and n = 48 allow one
-// accumulator tile per block.
+// accumulator tile per block. B's panels are copied in blocks of 16 columns
+// x 32 k: the 16 rows read whole, their 16 x 16 k pairs transposed as i32
+// (shuffles, no scalars), and written as 16 panel rows at once.
 // CHECK-LABEL: func.func @batched_bt
 // CHECK-SAME: (%[[A:[^:]+]]: memref<3x16x64xbf16>, %[[B:[^:]+]]: memref<48x64xbf16>, %[[C:[^:]+]]: memref<3x16x48xf32>)
 // CHECK: %[[P:.+]] = memref.alloc() : memref<3x32x16x2xbf16>
-// CHECK: vector.transfer_write %{{.+}} : vector<32xbf16>, memref<3x32x32xbf16>
-// CHECK: %[[BT:.+]] = memref.collapse_shape %[[P]]
+// CHECK: %[[BT:.+]] = memref.collapse_shape %[[P]] {{\[}}[0], [1], [2, 3]]
+// CHECK: scf.for %{{.+}} = %c0 to %c3 step %c1
+// CHECK: scf.for %{{.+}} = %c0 to %c2 step %c1
+// CHECK-COUNT-16: vector.transfer_read %[[B]]{{.+}} : memref<48x64xbf16>, vector<32xbf16>
+// CHECK-NOT: vector.from_elements {{.+}} : vector<16xi32>
+// CHECK: vector.shuffle
+// CHECK: vector.transfer_write %{{.+}} : vector<512xbf16>, memref<3x1024xbf16>
+// A function whose only matmul is an AMX one (no FMA tiles, no tiled
+// copies) still has its tiles emulated, here and in every function after.
+// EMU-LABEL: func.func @batched_bt
+// EMU-NOT: amx.
 // CHECK: scf.for %[[BATCH:.+]] = %c0 to %c3 step %c1
 // CHECK-NEXT: scf.for %[[N:.+]] = %c0 to %c3 step %c1
 // CHECK-NEXT: %[[COL:.+]] = arith.muli %[[N]], %c16
