@@ -248,62 +248,87 @@ static linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul) {
 }
 } // namespace
 
-/// Whether `b` (a [..., N, K] memref) has static strides, K's unit.
-static bool isKContiguous(Value b) {
+/// `body` in a loop nest over [0, upper) for each of `uppers`, outermost
+/// first, given the induction variables.
+static void forEachIndex(OpBuilder &builder, Location loc, ArrayRef<int64_t> uppers,
+                         function_ref<void(ValueRange)> body, SmallVector<Value> ivs = {}) {
+  if (ivs.size() == uppers.size())
+    return body(ivs);
+  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); };
+  scf::ForOp loop = scf::ForOp::create(builder, loc, constant(0), constant(uppers[ivs.size()]),
+                                       constant(1));
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(loop.getBody());
+  ivs.push_back(loop.getInductionVar());
+  forEachIndex(builder, loc, uppers, body, ivs);
+}
+
+/// B's VNNI panel rows [..., N/16, K/2, 32] copied from B [..., K, N] or,
+/// `kContiguous`, [..., N, K] (`a @ transpose(w)`, the backward's `dy @
+/// w^T`). N-contiguous: per k pair and 16 columns, the two rows' runs
+/// interleaved, k pairs outermost so that B is read in order (panel by
+/// panel, each of B's lines was read twice, 32 bytes a time, K/2 rows
+/// apart). K-contiguous: in blocks of 16 columns x 32 k, each column's 16
+/// k pairs one 64-byte load as 16 i32, the 16 x 16 pairs transposed
+/// (lowerBlockTransposes' shuffles), each k pair's 16 columns one 64-byte
+/// store; the vectorized copy read every pair apart (16 4-byte loads put
+/// together a panel row: 256^3, 764 GFLOP/s against 1113).
+static void copyPairPanels(OpBuilder &builder, Location loc, Value b, bool kContiguous,
+                           Value panelRows) {
+  ArrayRef<int64_t> shape = cast<MemRefType>(b.getType()).getShape();
+  unsigned batch = shape.size() - 2;
+  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); };
+  auto times = [&](Value value, int64_t factor) {
+    return arith::MulIOp::create(builder, loc, value, constant(factor)).getResult();
+  };
+  Type bf16 = builder.getBF16Type();
+  Value padding = arith::ConstantOp::create(builder, loc, bf16, builder.getZeroAttr(bf16));
+  SmallVector<int64_t> uppers(shape.drop_back(2));
+  if (!kContiguous) {
+    // Batch dims, k pairs, panels.
+    uppers.append({shape[batch] / 2, shape[batch + 1] / kTileRows});
+    auto run = VectorType::get({kTileRows}, bf16);
+    return forEachIndex(builder, loc, uppers, [&](ValueRange ivs) {
+      Value pair = ivs[batch], panel = ivs[batch + 1];
+      SmallVector<Value> at(ivs.take_front(batch));
+      at.append({times(pair, 2), times(panel, kTileRows)});
+      Value even = vector::TransferReadOp::create(builder, loc, run, b, at, padding, {true});
+      at[batch] = arith::AddIOp::create(builder, loc, at[batch], constant(1));
+      Value odd = vector::TransferReadOp::create(builder, loc, run, b, at, padding, {true});
+      SmallVector<Value> to(ivs.take_front(batch));
+      to.append({panel, pair, constant(0)});
+      vector::TransferWriteOp::create(builder, loc,
+                                      vector::InterleaveOp::create(builder, loc, even, odd),
+                                      panelRows, to, ArrayRef<bool>{true});
+    });
+  }
+  // Batch dims, panels, blocks of 16 k pairs. 2-D transfers and a
+  // vector.transpose, which canonicalization keeps (inserts and extracts of
+  // single rows it folds into scalars).
+  uppers.append({shape[batch] / kTileRows, shape[batch + 1] / kTileK});
+  auto rows = VectorType::get({kTileRows, kTileK}, bf16);
+  auto square = VectorType::get({kTileRows, kTileRows}, builder.getI32Type());
+  SmallVector<bool> inBounds(2, true);
+  forEachIndex(builder, loc, uppers, [&](ValueRange ivs) {
+    Value panel = ivs[batch], block = ivs[batch + 1];
+    SmallVector<Value> from(ivs.take_front(batch));
+    from.append({times(panel, kTileRows), times(block, kTileK)});
+    Value columns = vector::TransferReadOp::create(builder, loc, rows, b, from, padding, inBounds);
+    Value byColumn = vector::BitCastOp::create(builder, loc, square, columns);
+    Value byPair = vector::TransposeOp::create(builder, loc, byColumn, ArrayRef<int64_t>{1, 0});
+    SmallVector<Value> to(ivs.take_front(batch));
+    to.append({panel, times(block, kTileRows), constant(0)});
+    vector::TransferWriteOp::create(builder, loc, vector::BitCastOp::create(builder, loc, rows, byPair),
+                                    panelRows, to, inBounds);
+  });
+}
+
+/// Whether `b` has static strides and a unit innermost one.
+static bool isInnermostContiguous(Value b) {
   SmallVector<int64_t> strides;
   int64_t offset;
   return succeeded(cast<MemRefType>(b.getType()).getStridesAndOffset(strides, offset)) &&
          !llvm::any_of(strides, ShapedType::isDynamic) && strides.back() == 1;
-}
-
-/// B's VNNI panel rows [..., N/16, K/2, 32] copied from a K-contiguous B
-/// [..., N, K] (`a @ transpose(w)`, the backward's `dy @ w^T`) in blocks of
-/// 16 columns x 32 k: each column's 16 k pairs one 64-byte load as 16 i32,
-/// the 16 x 16 pairs transposed (lowerBlockTransposes' shuffles), each k
-/// pair's 16 columns one 64-byte store. The copy's vectorized form read
-/// every pair apart (16 4-byte loads put together a panel row: a bf16
-/// `a @ transpose(b)` at 256^3 ran 764 GFLOP/s against `a @ b`'s 1016).
-static void copyPairPanelsInBlocks(OpBuilder &builder, Location loc, Value b, Value panelRows) {
-  auto type = cast<MemRefType>(b.getType());
-  ArrayRef<int64_t> shape = type.getShape();
-  unsigned batch = shape.size() - 2;
-  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); };
-  // 16 rows of 32 bf16, as 16 x 16 pairs.
-  auto rows = VectorType::get({kTileRows, kTileK}, builder.getBF16Type());
-  auto square = VectorType::get({kTileRows, kTileRows}, builder.getI32Type());
-  SmallVector<Value> ivs;
-  std::function<void(unsigned)> nest = [&](unsigned dim) {
-    // Batch dims, then panels, then blocks of 16 k pairs.
-    int64_t upper = dim < batch ? shape[dim] : dim == batch ? shape[batch] / kTileRows
-                                                             : shape[batch + 1] / kTileK;
-    scf::ForOp loop = scf::ForOp::create(builder, loc, constant(0), constant(upper), constant(1));
-    OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToStart(loop.getBody());
-    ivs.push_back(loop.getInductionVar());
-    if (dim < batch + 1) {
-      nest(dim + 1);
-      ivs.pop_back();
-      return;
-    }
-    Value panel = ivs[batch], block = ivs[batch + 1];
-    // 2-D transfers and a vector.transpose, which canonicalization keeps
-    // (inserts and extracts of single rows it folds into scalars).
-    SmallVector<Value> from(ivs.begin(), ivs.begin() + batch);
-    from.push_back(arith::MulIOp::create(builder, loc, panel, constant(kTileRows)));
-    from.push_back(arith::MulIOp::create(builder, loc, block, constant(kTileK)));
-    SmallVector<bool> inBounds(2, true);
-    Value padding = arith::ConstantOp::create(builder, loc, builder.getBF16Type(),
-                                              builder.getZeroAttr(builder.getBF16Type()));
-    Value columns = vector::TransferReadOp::create(builder, loc, rows, b, from, padding, inBounds);
-    Value byColumn = vector::BitCastOp::create(builder, loc, square, columns);
-    Value byPair = vector::TransposeOp::create(builder, loc, byColumn, ArrayRef<int64_t>{1, 0});
-    SmallVector<Value> to(ivs.begin(), ivs.begin() + batch);
-    to.append({panel, arith::MulIOp::create(builder, loc, block, constant(kTileRows)), constant(0)});
-    vector::TransferWriteOp::create(builder, loc, vector::BitCastOp::create(builder, loc, rows, byPair),
-                                    panelRows, to, inBounds);
-    ivs.pop_back();
-  };
-  nest(0);
 }
 
 std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
@@ -334,12 +359,15 @@ std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   Value panelRows = memref::CollapseShapeOp::create(builder, loc, panels, rows);
   // B's batch indices are its map's results other than k and n, in order.
   unsigned bResults = maps[1].getNumResults();
-  // A K-contiguous B (its map ends in (n, k)) is copied in blocks here, not
-  // by the schedule.
-  bool bEndsInNK = bResults >= 2 && dimOf(maps[1].getResult(bResults - 2)) == n &&
-                   dimOf(maps[1].getResult(bResults - 1)) == k;
-  if (bEndsInNK && isKContiguous(b)) {
-    copyPairPanelsInBlocks(builder, loc, b, panelRows);
+  // B (its map ending in (k, n) or (n, k)) is copied into the panels here,
+  // not by the schedule.
+  auto bEndsIn = [&](unsigned outer, unsigned inner) {
+    return dimOf(maps[1].getResult(bResults - 2)) == outer &&
+           dimOf(maps[1].getResult(bResults - 1)) == inner;
+  };
+  bool kContiguous = bEndsIn(n, k);
+  if ((kContiguous || bEndsIn(k, n)) && isInnermostContiguous(b)) {
+    copyPairPanels(builder, loc, b, kContiguous, panelRows);
     pack.erase();
     pack = {};
   }

@@ -4,8 +4,9 @@
 // --loom-tile-contractions-for-cpu with bf16-amx: a bf16 matmul with an f32
 // accumulator whose m and n are multiples of 16 and k of 32 runs on AMX
 // tiles. B is copied once into VNNI panels [N/16, K/2, 16, 2] (each row of
-// a panel, B's rows k and k + 1 interleaved, written as one 64-byte vector)
-// and viewed as [N/16, K/2, 32]: one B tile per 32 k. A and C are read in
+// a panel, B's rows k and k + 1 interleaved, written as one 64-byte vector,
+// k pairs outermost so B is read in order) and viewed as [N/16, K/2, 32]:
+// one B tile per 32 k. A and C are read in
 // place. Per block of 2 x 2 accumulator
 // tiles (m and n multiples of 32), the four f32 tiles are loaded from C
 // (started at zero where C was filled with zeros: @zeroed_and_rounded),
@@ -16,9 +17,13 @@
 // CHECK-LABEL: func.func @bf16_64
 // CHECK-SAME: (%[[A:[^:]+]]: memref<64x64xbf16>, %[[B:[^:]+]]: memref<64x64xbf16>, %[[C:[^:]+]]: memref<64x64xf32>)
 // CHECK: %[[P:.+]] = memref.alloc() : memref<4x32x16x2xbf16>
-// CHECK: vector.interleave %{{.+}}, %{{.+}} : vector<16xbf16> -> vector<32xbf16>
-// CHECK: vector.transfer_write %{{.+}} : vector<32xbf16>, memref<4x32x32xbf16>
 // CHECK: %[[BT:.+]] = memref.collapse_shape %[[P]] {{\[}}[0], [1], [2, 3]] : memref<4x32x16x2xbf16> into memref<4x32x32xbf16>
+// CHECK: scf.for %[[PAIR:.+]] = %c0 to %c32 step %c1
+// CHECK: scf.for %[[PANEL:.+]] = %c0 to %c4 step %c1
+// CHECK: %[[EVEN:.+]] = vector.transfer_read %[[B]]{{.+}} : memref<64x64xbf16>, vector<16xbf16>
+// CHECK: %[[ODD:.+]] = vector.transfer_read %[[B]]{{.+}} : memref<64x64xbf16>, vector<16xbf16>
+// CHECK: %[[ROW:.+]] = vector.interleave %[[EVEN]], %[[ODD]] : vector<16xbf16> -> vector<32xbf16>
+// CHECK: vector.transfer_write %[[ROW]], %[[BT]][%[[PANEL]], %[[PAIR]], %c0] {{.+}} : vector<32xbf16>, memref<4x32x32xbf16>
 // CHECK: scf.for %[[M:.+]] = %{{.+}} to %{{.+}} step %c32
 // CHECK: %[[M16:.+]] = arith.addi %[[M]], %c16
 // CHECK: scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %c2
