@@ -6,7 +6,7 @@ usage: differential.py --loomc LOOMC --work DIR --seeds A:B
                        [--gradients | --train] [--precision f32|bf16|f16]
                        [--ranks N] [--shard] [--stages S] [--mpirun CMD] [--gpu] [--resume]
                        [--batch] [--microbatches M] [--layers] [--moe]
-                       [--scale-reference F]
+                       [--scale-reference F] [--tile-dims]
 
 Each seed builds one script (`model fuzz`): an expression tree of 1 to 4
 levels over the language's ops (elementwise with broadcasting, matmuls in
@@ -132,6 +132,10 @@ torch.set_default_dtype(torch.float64)
 
 # (128 and 129: two attention blocks of 64 exactly, and a third of one row.)
 DIMS = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 65, 128, 129]
+# With --tile-dims: only multiples of 16, so that most matmuls fill AMX
+# tiles (m and n multiples of 16, k of 32), which the odd DIMS give about
+# one matmul in 200.
+TILE_DIMS = [16, 32, 48, 64, 96, 128]
 # A leaf's elements at most: keeps each program's run in milliseconds.
 MOST_ELEMENTS = 100000
 
@@ -1331,7 +1335,11 @@ def main():
                         help="also layers, called in for loops (recomputed at random)")
     parser.add_argument("--moe", action="store_true",
                         help="also MoE blocks (not with --microbatches)")
+    parser.add_argument("--tile-dims", action="store_true",
+                        help="every dim a multiple of 16 (the bf16 matmuls on AMX tiles)")
     args = parser.parse_args()
+    if args.tile_dims:
+        DIMS[:] = TILE_DIMS
     first, last = map(int, args.seeds.split(":"))
     args.dp = args.ranks  # the data-parallel ranks; the run's, of the whole mesh:
     args.ranks = args.dp * args.stages * (4 if args.shard else 1)
