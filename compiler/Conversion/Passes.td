@@ -33,7 +33,8 @@ def ConvertLoomAttentionToLinalg : Pass<"convert-loom-attention-to-linalg", "mli
   let options = [
     Option<"bf16Dots", "bf16-dots", "bool", /*default=*/"false",
            "bf16 attention's block contractions on bf16 operands, for a CPU "
-           "whose bf16 dot products multiply them (not on f32 copies)">,
+           "whose bf16 dot products or AMX tiles multiply them (not on f32 "
+           "copies)">,
   ];
   let dependentDialects = [
     "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",

@@ -312,15 +312,18 @@ LogicalResult Compilation::lowerToLinalg() {
   // Executables and plans need exactly one model: say so before lowering.
   if ((executable() || !options.dumpDir.empty()) && failed(selectModel()))
     return failure();
-  // bf16 attention multiplies bf16 blocks where the CPU's dots run them;
-  // not in GPU builds, whose attention kernels become GPU launches that
-  // take the widened lowering's f32 scratch for their statistics.
+  // bf16 attention multiplies bf16 blocks where the CPU's dots or AMX
+  // tiles run them; not in GPU builds, whose attention kernels become GPU
+  // launches that take the widened lowering's f32 scratch for their
+  // statistics.
   bool bf16Dots = false;
   if (!wantsGpu()) {
     FailureOr<const CpuTarget *> target = cpuTarget();
     if (failed(target))
       return failure();
-    bf16Dots = (*target)->bf16Path == Bf16MatmulPath::Dot;
+    Bf16MatmulPath path = (*target)->bf16Path;
+    bf16Dots = path == Bf16MatmulPath::Dot || path == Bf16MatmulPath::Amx ||
+               path == Bf16MatmulPath::EmulatedAmx;
   }
   // GPU builds keep the copies: loom-fuse-update-loops rewrites their
   // update kernels, and one plan runs on either device.

@@ -106,7 +106,8 @@ struct AttentionBuilder {
   /// Whether the contractions take bf16 operands (query, key, value and
   /// the result gradient as given, the rounded probabilities and score
   /// gradients narrowed back, exactly): on a CPU with bf16 dots, which
-  /// multiply them twice as fast as f32 FMAs do f32 copies. Otherwise the
+  /// multiply them twice as fast as f32 FMAs do f32 copies, or AMX tiles
+  /// (T = 2048, head dim 64: 87.6 -> 50.9 ms). Otherwise the
   /// operands are widened once and the blocks stay f32 (no contraction
   /// makes widening copies).
   bool narrowOperands = false;
