@@ -93,3 +93,14 @@ TEST(CpuTarget, HostQueryKnowsOnlyTheRecordsFeatures) {
   EXPECT_FALSE(hostHasCpuFeature("avx10.2"));
   EXPECT_FALSE(hostHasCpuFeature(""));
 }
+
+TEST(CpuTarget, LinuxGrantsTheAmxTileState) {
+  // On a CPU with AMX, the runtime's request for the tile state succeeds
+  // (the kernels' first tile instruction would die of SIGILL without it),
+  // and asking twice is harmless. Elsewhere there is nothing to ask for.
+  if (!hostHasCpuFeature("amx-tile"))
+    GTEST_SKIP() << "this CPU has no AMX";
+  std::string error;
+  EXPECT_TRUE(enableAmxTiles(error)) << error;
+  EXPECT_TRUE(enableAmxTiles(error)) << error;
+}
