@@ -10,6 +10,7 @@
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/SmallBitVector.h"
@@ -238,10 +239,16 @@ static linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul) {
   }
   if (!fill)
     return {};
+  // Between them: only views whose one reader is the matmul (an op that
+  // writes acc there, a bias added before the products, would be lost).
   for (Operation *user : acc.getUsers()) {
-    bool onlyMatmulReads = llvm::all_of(user->getUsers(), [&](Operation *u) { return u == matmul; });
-    if (user != fill && user != matmul && user->getBlock() == matmul->getBlock() &&
-        fill->isBeforeInBlock(user) && user->isBeforeInBlock(matmul) && !onlyMatmulReads)
+    bool viewForMatmul =
+        isa<ViewLikeOpInterface>(user) &&
+        llvm::all_of(user->getUsers(), [&](Operation *u) { return u == matmul; });
+    if (user != fill && user != matmul &&
+        (user->getBlock() != matmul->getBlock() ||
+         (fill->isBeforeInBlock(user) && user->isBeforeInBlock(matmul))) &&
+        !viewForMatmul)
       return {};
   }
   return fill;
@@ -331,7 +338,7 @@ static bool isInnermostContiguous(Value b) {
          !llvm::any_of(strides, ShapedType::isDynamic) && strides.back() == 1;
 }
 
-std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
+FailureOr<std::optional<loom::AmxPacks>> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
@@ -345,7 +352,7 @@ std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   std::optional<PackedMatmul> packed =
       packMatmul(op, RegisterTile{kTileRows, kTileRows}, /*pairs=*/true, /*packA=*/false);
   if (!packed)
-    return std::nullopt;
+    return std::optional<AmxPacks>();
   linalg::TransposeOp pack = packed->packs.front();
   OpBuilder builder(packed->op);
   Location loc = packed->op.getLoc();
@@ -424,10 +431,8 @@ std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   kernel.epilogue = epilogue;
   kernel.ivs.resize(bounds.size());
   kernel.build();
-  if (failed(kernel.runEpilogue())) {
-    op.emitError("internal error: a matmul epilogue does not vectorize on AMX tiles");
-    return std::nullopt;
-  }
+  if (failed(kernel.runEpilogue()))
+    return packed->op.emitError("internal error: a matmul epilogue does not vectorize on AMX tiles");
   if (packA) {
     OpBuilder after(packed->op);
     after.setInsertionPointAfter(packed->op);
@@ -438,7 +443,7 @@ std::optional<loom::AmxPacks> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
     fill.erase();
   if (epilogue)
     epilogue.erase();
-  return AmxPacks{pack, packA};
+  return std::optional<AmxPacks>(AmxPacks{pack, packA});
 }
 
 namespace {

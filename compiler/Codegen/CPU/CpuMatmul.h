@@ -83,8 +83,10 @@ struct AmxPacks {
 /// into VNNI panels, A read in place or (when its rows would share L1 sets)
 /// copied into whole tiles, C read in place, 2 x 2 f32 accumulator tiles
 /// carried through the k loop in tile registers (AmxMatmul.cpp). Nothing,
-/// with the op unchanged, when packMatmul cannot view its operands.
-std::optional<AmxPacks> rewriteAsAmxMatmul(linalg::GenericOp op);
+/// with the op unchanged, when packMatmul cannot view its operands; failure
+/// (an error emitted) when the rewritten matmul's epilogue does not
+/// vectorize.
+FailureOr<std::optional<AmxPacks>> rewriteAsAmxMatmul(linalg::GenericOp op);
 
 /// Replaces every AMX tile operation under `root` with the vector code of
 /// its definition (transfer reads and writes, a contraction over pairs), so

@@ -513,7 +513,10 @@ struct LoomTileContractionsForCpu
       else
         tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
-        if (std::optional<loom::AmxPacks> packs = loom::rewriteAsAmxMatmul(op)) {
+        FailureOr<std::optional<loom::AmxPacks>> rewritten = loom::rewriteAsAmxMatmul(op);
+        if (failed(rewritten))
+          return signalPassFailure();
+        if (std::optional<loom::AmxPacks> packs = *rewritten) {
           if (packs->b) // (else copied in blocks already)
             appendPackTiling(os, tagPack(packs->b), packs->b, /*whole=*/2);
           if (packs->a) // a tile row (32 bf16) a vector

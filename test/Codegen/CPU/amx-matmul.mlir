@@ -272,3 +272,39 @@ func.func @packed_a(%A: memref<32x1024xbf16>, %B: memref<1024x128xbf16>, %C: mem
   }
   return
 }
+
+// -----
+
+// A C written between its zero fill and the matmul (a bias added before
+// the products) keeps its fill and its loads: tile_zero would drop the bias.
+// CHECK-LABEL: func.func @written_after_fill
+// CHECK-SAME: (%[[A:[^:]+]]: memref<32x64xbf16>, %[[B:[^:]+]]: memref<64x32xbf16>, %[[BIAS:[^:]+]]: memref<32xf32>, %[[C:[^:]+]]: memref<32x32xf32>)
+// CHECK: linalg.fill
+// CHECK: linalg.generic
+// CHECK-NOT: amx.tile_zero
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#row = affine_map<(m, n) -> (n)>
+#id = affine_map<(m, n) -> (m, n)>
+func.func @written_after_fill(%A: memref<32x64xbf16>, %B: memref<64x32xbf16>, %BIAS: memref<32xf32>, %C: memref<32x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%C : memref<32x32xf32>)
+  linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%BIAS : memref<32xf32>) outs(%C : memref<32x32xf32>) {
+  ^bb0(%bias: f32, %acc: f32):
+    %s = arith.addf %acc, %bias : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<32x64xbf16>, memref<64x32xbf16>) outs(%C : memref<32x32xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %ye = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xe, %ye fastmath<contract> : f32
+    %s = arith.addf %acc, %p fastmath<contract> : f32
+    linalg.yield %s : f32
+  }
+  return
+}
