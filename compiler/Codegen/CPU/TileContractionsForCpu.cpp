@@ -763,6 +763,8 @@ struct LoomTileContractionsForCpu
     return success();
   }
 
+  /// (For the panels the schedule copies: a B whose innermost stride is not
+  /// 1; AmxMatmul.cpp copies the others with interleaves of its own.)
   /// A VNNI panel row, B's rows k and k + 1 interleaved, comes out of the
   /// lowered transfers as 32 scalars taken from both rows' elements
   /// (from_elements of their to_elements or extracts, which LLVM built up
@@ -786,6 +788,8 @@ struct LoomTileContractionsForCpu
     LogicalResult matchAndRewrite(vector::FromElementsOp op,
                                   PatternRewriter &rewriter) const override {
       ValueRange elements = op.getElements();
+      if (elements.size() < 4)
+        return failure();
       std::optional<std::pair<Value, int64_t>> first = rowElement(elements[0]),
                                                second = rowElement(elements[1]);
       if (!first || !second || first->first == second->first ||
