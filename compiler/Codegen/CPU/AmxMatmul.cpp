@@ -59,8 +59,6 @@ struct AmxKernelBuilder {
   Value a, panelRows, c;
   SmallVector<int64_t> bounds;
   int64_t rowTiles = 1, colTiles = 1, blockPanels = 1, kBlock = kTileK;
-  /// Whether `a` is A copied into whole tiles, as rows of 32 (packAmxTiles).
-  bool aPacked = false;
   /// Whether C starts at zero (its fill erased): the first K block's
   /// accumulators are tile_zero, not loads.
   bool zeroInit = false;
@@ -76,21 +74,6 @@ struct AmxKernelBuilder {
   Value constant(int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); }
   Value add(Value value, int64_t offset) {
     return arith::AddIOp::create(builder, loc, value, constant(offset));
-  }
-
-  /// A's tile at (row, kk): in place, or in the copy's rows of 32, where
-  /// the tile (row / 16, kk / 32) starts at row (row / 16 * K/32 + kk / 32)
-  /// * 16 = row * K/32 + kk / 2.
-  SmallVector<Value> aIndices(Value row, Value kk) {
-    SmallVector<Value> at = indices(maps[0]);
-    if (!aPacked)
-      return at;
-    at.resize(at.size() - 2);
-    Value first = arith::MulIOp::create(builder, loc, row, constant(bounds[k()] / kTileK));
-    first = arith::AddIOp::create(builder, loc, first,
-                                  arith::DivUIOp::create(builder, loc, kk, constant(2)));
-    at.append({first, constant(0)});
-    return at;
   }
 
   /// An operand's indices at the loops' current values.
@@ -182,8 +165,7 @@ struct AmxKernelBuilder {
           SmallVector<Value> aTiles, bTiles;
           for (int64_t r = 0; r < rowTiles; ++r) {
             ivs[m()] = rows[r];
-            aTiles.push_back(
-                amx::TileLoadOp::create(builder, loc, operandType, a, aIndices(rows[r], kk)));
+            aTiles.push_back(amx::TileLoadOp::create(builder, loc, operandType, a, indices(maps[0])));
           }
           // B's row of 16 pairs for k is panel row k / 2.
           Value pairRow = arith::DivUIOp::create(builder, loc, kk, constant(2));
@@ -338,7 +320,7 @@ static bool isInnermostContiguous(Value b) {
          !llvm::any_of(strides, ShapedType::isDynamic) && strides.back() == 1;
 }
 
-FailureOr<std::optional<loom::AmxPacks>> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
+FailureOr<std::optional<linalg::TransposeOp>> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
@@ -352,7 +334,7 @@ FailureOr<std::optional<loom::AmxPacks>> loom::rewriteAsAmxMatmul(linalg::Generi
   std::optional<PackedMatmul> packed =
       packMatmul(op, RegisterTile{kTileRows, kTileRows}, /*pairs=*/true, /*packA=*/false);
   if (!packed)
-    return std::optional<AmxPacks>();
+    return std::optional<linalg::TransposeOp>();
   linalg::TransposeOp pack = packed->packs.front();
   OpBuilder builder(packed->op);
   Location loc = packed->op.getLoc();
@@ -380,31 +362,7 @@ FailureOr<std::optional<loom::AmxPacks>> loom::rewriteAsAmxMatmul(linalg::Generi
   }
   maps[1] = maps[1].dropResults(llvm::SmallBitVector(bResults).set(bResults - 2, bResults));
 
-  // A's rows K elements apart share L1 sets once K * 2 bytes is a multiple
-  // of 2 KiB (K = 1024: a tile's 16 rows in 2 of the 64 sets; K = 2048: all
-  // in one, 2 A tiles in a 12-way set), and A's tiles come from L2 as B's
-  // do: A is copied into whole tiles (each 16 rows of 32 one contiguous
-  // KiB) where every tile is then read by at least 4 column blocks.
-  // Sapphire Rapids, 1024^3 752 -> 805 GFLOP/s, 2048^3 495 -> 586; at K =
-  // 512 (4 sets) the copy cost more than it saved (940 -> 886).
-  linalg::TransposeOp packA;
-  int64_t rowBytes = bounds[k] * 2;
-  if (rowBytes % 2048 == 0 && bounds[n] >= 4 * 2 * kTileRows)
-    packA = packAmxTiles(builder, loc, a, kTileRows, kTileK);
-  Value aRows = a;
-  if (packA) {
-    // [..., M/16, K/32, 16, 32] as rows of 32: [..., M/16 * K/32 * 16, 32].
-    unsigned rankA = cast<MemRefType>(packA.getInit().getType()).getRank();
-    SmallVector<ReassociationIndices> tileRows;
-    for (unsigned d = 0; d + 4 < rankA; ++d)
-      tileRows.push_back({int64_t(d)});
-    tileRows.push_back({int64_t(rankA - 4), int64_t(rankA - 3), int64_t(rankA - 2)});
-    tileRows.push_back({int64_t(rankA - 1)});
-    aRows = memref::CollapseShapeOp::create(builder, loc, packA.getInit(), tileRows);
-  }
-
-  AmxKernelBuilder kernel{builder, loc, maps, aRows, panelRows, c, bounds};
-  kernel.aPacked = bool(packA);
+  AmxKernelBuilder kernel{builder, loc, maps, a, panelRows, c, bounds};
   // 2 x 2 accumulator tiles (32 x 32 outputs) where m and n allow: per 32 k,
   // 4 tile products from 2 A and 2 B tiles (8 of AMX's 8 tile registers).
   kernel.rowTiles = bounds[m] % (2 * kTileRows) == 0 ? 2 : 1;
@@ -416,14 +374,17 @@ FailureOr<std::optional<loom::AmxPacks>> loom::rewriteAsAmxMatmul(linalg::Generi
   while (panelCount % (2 * kernel.blockPanels) == 0 &&
          2 * kernel.blockPanels * bounds[k] * kTileRows * 2 <= 1024 * 1024)
     kernel.blockPanels *= 2;
-  // K in blocks of at most 256, so that a row block's A strip (32 x 256
-  // bf16, 16 KiB) stays in L1 while the block's B panels stream past it:
-  // over the whole of a long K, A and B tiles alike would come from L2, 4
-  // KiB per 4 tile products (64 bytes a cycle at tdpbf16ps's 16-cycle rate,
-  // L2's peak). The accumulators are reloaded once per K block.
+  // K whole up to 8192: each block of accumulator tiles stays in tile
+  // registers through all of k, A's strip and B's panel pair streaming from
+  // L2 (at most 512 KiB each). Blocks of 256 k (A's strip in L1, the tiles
+  // stored and reloaded per block) ran slower at every size, and more so
+  // the larger: Sapphire Rapids, 512/1024/2048/4096^3 in blocks of 256,
+  // 512, 1024, 2048 against whole: 971 -> 1003, 865 -> 924, 600 -> 669 ->
+  // 845 -> 922, 701 -> 811 GFLOP/s. Past 8192, blocks of 4096 (the
+  // accumulators reloaded per block) keep those streams within L2.
   kernel.kBlock = bounds[k];
-  for (int64_t candidate : {256, 128, 64, 32})
-    if (bounds[k] > 256 && bounds[k] % candidate == 0) {
+  for (int64_t candidate : {4096, 2048, 1024, 512, 256, 128, 64, 32})
+    if (bounds[k] > 8192 && bounds[k] % candidate == 0) {
       kernel.kBlock = candidate;
       break;
     }
@@ -433,17 +394,12 @@ FailureOr<std::optional<loom::AmxPacks>> loom::rewriteAsAmxMatmul(linalg::Generi
   kernel.build();
   if (failed(kernel.runEpilogue()))
     return packed->op.emitError("internal error: a matmul epilogue does not vectorize on AMX tiles");
-  if (packA) {
-    OpBuilder after(packed->op);
-    after.setInsertionPointAfter(packed->op);
-    memref::DeallocOp::create(after, loc, packA.getInit());
-  }
   packed->op.erase();
   if (fill)
     fill.erase();
   if (epilogue)
     epilogue.erase();
-  return std::optional<AmxPacks>(AmxPacks{pack, packA});
+  return std::optional<linalg::TransposeOp>(pack);
 }
 
 namespace {

@@ -59,34 +59,19 @@ SmallVector<MatmulLoop> unpackedLoops(linalg::GenericOp op);
 std::optional<PackedMatmul> packMatmul(linalg::GenericOp op, RegisterTile tile,
                                        bool pairs, bool packA);
 
-/// A copy of `a` (ending in (m, k), static strides) into whole AMX operand
-/// tiles: [..., M/tileRows, K/tileCols, tileRows, tileCols], each tile's rows
-/// one contiguous run; null when `a`'s layout is not static strides.
-linalg::TransposeOp packAmxTiles(OpBuilder &builder, Location loc, Value a, int64_t tileRows,
-                                 int64_t tileCols);
-
 /// Whether a bf16 pair matmul (isBf16PairMatmul) fits AMX tiles: m and n
 /// multiples of 16, k of 32, every operand indexed by plain loop dims, A
 /// ending in (m, k) and C in (m, n) (a tile's rows are their rows).
 bool isAmxMatmul(linalg::GenericOp op);
 
-/// The operand copies of an AMX matmul, for the schedule to vectorize.
-struct AmxPacks {
-  /// B into VNNI panels [..., N/16, K/2, 16, 2], or null where B is
-  /// K-contiguous and already copied in vector blocks.
-  linalg::TransposeOp b;
-  /// A into whole tiles (packAmxTiles), or null where A is read in place.
-  linalg::TransposeOp a;
-};
-
 /// Rewrites an isAmxMatmul op into loops of AMX tile operations: B copied
-/// into VNNI panels, A read in place or (when its rows would share L1 sets)
-/// copied into whole tiles, C read in place, 2 x 2 f32 accumulator tiles
-/// carried through the k loop in tile registers (AmxMatmul.cpp). Nothing,
-/// with the op unchanged, when packMatmul cannot view its operands; failure
-/// (an error emitted) when the rewritten matmul's epilogue does not
-/// vectorize.
-FailureOr<std::optional<AmxPacks>> rewriteAsAmxMatmul(linalg::GenericOp op);
+/// into VNNI panels (by loops of their own where B's innermost stride is 1,
+/// else by the returned copy, for the schedule to vectorize), A and C read
+/// in place, 2 x 2 f32 accumulator tiles carried through the k loop in tile
+/// registers (AmxMatmul.cpp). Nothing, with the op unchanged, when
+/// packMatmul cannot view its operands; failure (an error emitted) when the
+/// rewritten matmul's epilogue does not vectorize.
+FailureOr<std::optional<linalg::TransposeOp>> rewriteAsAmxMatmul(linalg::GenericOp op);
 
 /// Replaces every AMX tile operation under `root` with the vector code of
 /// its definition (transfer reads and writes, a contraction over pairs), so

@@ -83,19 +83,6 @@ static linalg::TransposeOp packInto(OpBuilder &builder, Location loc, Value view
   return linalg::TransposeOp::create(builder, loc, view, packed, permutation);
 }
 
-linalg::TransposeOp loom::packAmxTiles(OpBuilder &builder, Location loc, Value a,
-                                       int64_t tileRows, int64_t tileCols) {
-  unsigned rank = cast<MemRefType>(a.getType()).getRank();
-  Value view = splitDims(builder, loc, a, {{rank - 2, tileRows}, {rank - 1, tileCols}});
-  if (!view)
-    return {};
-  // (batch..., mo, mi, ko, ki) -> (batch..., mo, ko, mi, ki).
-  unsigned batch = rank - 2;
-  SmallVector<int64_t> order = llvm::to_vector(llvm::seq<int64_t>(0, batch));
-  order.append({batch, batch + 2, batch + 1, batch + 3});
-  return packInto(builder, loc, view, order);
-}
-
 std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, RegisterTile tile,
                                                     bool pairs, bool packA) {
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();

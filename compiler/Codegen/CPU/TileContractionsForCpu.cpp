@@ -513,14 +513,12 @@ struct LoomTileContractionsForCpu
       else
         tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
-        FailureOr<std::optional<loom::AmxPacks>> rewritten = loom::rewriteAsAmxMatmul(op);
+        FailureOr<std::optional<linalg::TransposeOp>> rewritten = loom::rewriteAsAmxMatmul(op);
         if (failed(rewritten))
           return signalPassFailure();
-        if (std::optional<loom::AmxPacks> packs = *rewritten) {
-          if (packs->b) // (else copied in blocks already)
-            appendPackTiling(os, tagPack(packs->b), packs->b, /*whole=*/2);
-          if (packs->a) // a tile row (32 bf16) a vector
-            appendPackTiling(os, tagPack(packs->a), packs->a, /*whole=*/1);
+        if (std::optional<linalg::TransposeOp> pack = *rewritten) {
+          if (*pack) // (else B is copied by the AMX loops already)
+            appendPackTiling(os, tagPack(*pack), *pack, /*whole=*/2);
           ++amxMatmuls;
           continue;
         }

@@ -139,37 +139,34 @@ func.func @k_48(%A: memref<64x48xbf16>, %B: memref<48x64xbf16>, %C: memref<64x64
 // -----
 
 // A long K and a wide N come in blocks: N in blocks of B panels that fit
-// in 1 MiB (here 64 of the 128 panels: 512 k x 1024 columns), K in blocks
-// of 256 (a row block's A strip stays in L1 while the block's panels go
-// past), the accumulators stored after each K block and reloaded for the
-// next: the first block's loop and the last's are peeled (for a zeroed C
-// and an epilogue, below).
+// in 1 MiB (here 2 of the 128 panels: 16384 k x 32 columns), and K whole
+// up to 8192, past that in blocks of 4096, the accumulators stored after
+// each block and loaded for the next: the first block's loop and the
+// last's are peeled (for a zeroed C and an epilogue, below).
 // CHECK-LABEL: func.func @k_blocks
-// CHECK-SAME: (%[[A:[^:]+]]: memref<32x512xbf16>, %[[B:[^:]+]]: memref<512x2048xbf16>, %[[C:[^:]+]]: memref<32x2048xf32>)
-// CHECK: memref.alloc() : memref<128x256x16x2xbf16>
-// CHECK: scf.for %[[NB:.+]] = %c0 to %c128 step %c64
-// CHECK-NEXT: scf.for %[[P:.+]] = %c0 to %c64 step %c2
-// CHECK-NEXT: arith.addi %[[NB]], %[[P]]
+// CHECK-SAME: (%[[A:[^:]+]]: memref<32x16384xbf16>, %[[B:[^:]+]]: memref<16384x2048xbf16>, %[[C:[^:]+]]: memref<32x2048xf32>)
+// CHECK: memref.alloc() : memref<128x8192x16x2xbf16>
+// CHECK: scf.for %[[NB:.+]] = %c0 to %c128 step %c2
 // CHECK-COUNT-4: amx.tile_load %[[C]]
-// CHECK: scf.for %[[K:.+]] = %c0 to %c256 step %c32 iter_args(
+// CHECK: scf.for %[[K:.+]] = %c0 to %c4096 step %c32 iter_args(
 // CHECK: amx.tile_load %[[A]][%c0, %[[K]]]
 // CHECK: amx.tile_load %[[A]][%c16, %[[K]]]
 // CHECK-COUNT-4: amx.tile_mulf
 // CHECK: scf.yield
 // CHECK-COUNT-4: amx.tile_store %[[C]]
-// CHECK: scf.for %[[P2:.+]] = %c0 to %c64 step %c2
+// CHECK: scf.for %[[KB:.+]] = %c4096 to %c12288 step %c4096
 // CHECK-COUNT-4: amx.tile_load %[[C]]
-// CHECK: scf.for %[[K2:.+]] = %c256 to %c512 step %c32 iter_args(
-// CHECK: amx.tile_load %[[A]][%c0, %[[K2]]]
-// CHECK-COUNT-4: amx.tile_mulf
-// CHECK: scf.yield
+// CHECK: scf.for %{{.+}} = %[[KB]] to %{{.+}} step %c32 iter_args(
+// CHECK-COUNT-4: amx.tile_store %[[C]]
+// CHECK-COUNT-4: amx.tile_load %[[C]]
+// CHECK: scf.for %{{.+}} = %c12288 to %c16384 step %c32 iter_args(
 // CHECK-COUNT-4: amx.tile_store %[[C]]
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>
-func.func @k_blocks(%A: memref<32x512xbf16>, %B: memref<512x2048xbf16>, %C: memref<32x2048xf32>) {
+func.func @k_blocks(%A: memref<32x16384xbf16>, %B: memref<16384x2048xbf16>, %C: memref<32x2048xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%A, %B : memref<32x512xbf16>, memref<512x2048xbf16>) outs(%C : memref<32x2048xf32>) {
+      ins(%A, %B : memref<32x16384xbf16>, memref<16384x2048xbf16>) outs(%C : memref<32x2048xf32>) {
   ^bb0(%x: bf16, %y: bf16, %acc: f32):
     %xe = arith.extf %x : bf16 to f32
     %ye = arith.extf %y : bf16 to f32
@@ -183,23 +180,16 @@ func.func @k_blocks(%A: memref<32x512xbf16>, %B: memref<512x2048xbf16>, %C: memr
 // -----
 
 // A C filled with zeros and rounded to bf16 after the matmul (what every
-// bf16 matmul of a model lowers to): the fill goes and the first K block's
-// accumulators start as tile_zero; the middle K blocks are a loop; after
-// the last block's store of each tile its 16 x 16 outputs are rounded
-// right there (the epilogue's vector code), and the separate rounding pass
-// over C goes.
+// bf16 matmul of a model lowers to), K = 1024 whole: the fill goes and the
+// accumulators start as tile_zero; after the store of each tile its 16 x
+// 16 outputs are rounded right there (the epilogue's vector code), and the
+// separate rounding pass over C goes. A is read in place.
 // CHECK-LABEL: func.func @zeroed_and_rounded
 // CHECK-SAME: (%[[A:[^:]+]]: memref<32x1024xbf16>, %[[B:[^:]+]]: memref<1024x32xbf16>, %[[C:[^:]+]]: memref<32x32xf32>, %[[OUT:[^:]+]]: memref<32x32xbf16>)
 // CHECK-NOT: linalg.fill
 // CHECK-COUNT-4: amx.tile_zero : !amx.tile<16x16xf32>
-// CHECK: scf.for %{{.+}} = %c0 to %c256 step %c32 iter_args(
-// CHECK-COUNT-4: amx.tile_store %[[C]]
-// CHECK: scf.for %[[KB:.+]] = %c256 to %c768 step %c256
-// CHECK-COUNT-4: amx.tile_load %[[C]]
-// CHECK: scf.for %{{.+}} = %[[KB]] to %{{.+}} step %c32 iter_args(
-// CHECK-COUNT-4: amx.tile_store %[[C]]
-// CHECK-COUNT-4: amx.tile_load %[[C]]
-// CHECK: scf.for %{{.+}} = %c768 to %c1024 step %c32 iter_args(
+// CHECK: scf.for %[[K:.+]] = %c0 to %c1024 step %c32 iter_args(
+// CHECK: amx.tile_load %[[A]][%c0, %[[K]]]
 // CHECK: amx.tile_store %[[C]][%c0, %c0]
 // CHECK-NEXT: vector.transfer_read %[[C]][%c0, %c0]{{.*}} : memref<32x32xf32>, vector<16xf32>
 // CHECK-COUNT-15: vector.transfer_read %[[C]]
@@ -234,41 +224,6 @@ func.func @zeroed_and_rounded(%A: memref<32x1024xbf16>, %B: memref<1024x32xbf16>
   ^bb0(%in: f32, %out: bf16):
     %t = arith.truncf %in : f32 to bf16
     linalg.yield %t : bf16
-  }
-  return
-}
-
-// -----
-
-// A K of 1024 (rows 2 KiB apart, a tile's 16 rows in 2 of L1's 64 sets)
-// and an N of 128 (4 column blocks read each A tile): A is copied into
-// whole tiles [M/16, K/32, 16, 32], a tile row a vector, and its tiles are
-// loaded from the copy's rows of 32: tile (m/16, k/32) at row m*K/32 + k/2.
-// CHECK-LABEL: func.func @packed_a
-// CHECK-SAME: (%[[A:[^:]+]]: memref<32x1024xbf16>
-// CHECK: %[[VIEW:.+]] = memref.reinterpret_cast %[[A]] to offset: [0], sizes: [2, 16, 32, 32], strides: [16384, 1024, 32, 1]
-// CHECK: %[[TILES:.+]] = memref.alloc() : memref<2x32x16x32xbf16>
-// CHECK: vector.transfer_read %[[VIEW]][%[[MO:.+]], %[[MI:.+]], %[[KO:.+]], %c0]{{.*}} vector<32xbf16>
-// CHECK-NEXT: vector.transfer_write %{{.+}}, %[[TILES]][%[[MO]], %[[KO]], %[[MI]], %c0]
-// CHECK: %[[ROWS:.+]] = memref.collapse_shape %[[TILES]] {{\[}}[0, 1, 2], [3]] : memref<2x32x16x32xbf16> into memref<1024x32xbf16>
-// CHECK: scf.for %[[K:.+]] = %c0 to %c256 step %c32
-// CHECK-NEXT: %[[HALF:.+]] = arith.divui %[[K]], %c2
-// CHECK-NEXT: amx.tile_load %[[ROWS]][%[[HALF]], %c0] : memref<1024x32xbf16> into !amx.tile<16x32xbf16>
-// CHECK-NEXT: %[[SECOND:.+]] = arith.addi %[[HALF]], %c512
-// CHECK-NEXT: amx.tile_load %[[ROWS]][%[[SECOND]], %c0]
-// CHECK: memref.dealloc %[[TILES]]
-#a = affine_map<(m, n, k) -> (m, k)>
-#b = affine_map<(m, n, k) -> (k, n)>
-#c = affine_map<(m, n, k) -> (m, n)>
-func.func @packed_a(%A: memref<32x1024xbf16>, %B: memref<1024x128xbf16>, %C: memref<32x128xf32>) {
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%A, %B : memref<32x1024xbf16>, memref<1024x128xbf16>) outs(%C : memref<32x128xf32>) {
-  ^bb0(%x: bf16, %y: bf16, %acc: f32):
-    %xe = arith.extf %x : bf16 to f32
-    %ye = arith.extf %y : bf16 to f32
-    %p = arith.mulf %xe, %ye fastmath<contract> : f32
-    %s = arith.addf %acc, %p fastmath<contract> : f32
-    linalg.yield %s : f32
   }
   return
 }
