@@ -49,8 +49,8 @@ struct CpuTarget {
 /// `loc`: "unknown CPU 'x' for x86_64-... (use native, or an LLVM CPU name
 /// such as x86-64-v3)"). `bf16Matmul` ("auto", "dot", "fma", "amx" or
 /// "amx-emulated") picks the bf16 path: auto takes AMX tiles on a CPU with
-/// amx-bf16 (Sapphire Rapids: 0.88-1.43 of oneDNN's AMX matmuls at
-/// 256^3-2048^3, 4.9-6.4x the f32 FMA tiles), as long as Linux grants this
+/// amx-bf16 (Sapphire Rapids: 0.89-1.50 of oneDNN's AMX matmuls at
+/// 256^3-2048^3, 6.2-6.7x the f32 FMA tiles), as long as Linux grants this
 /// process the tile state when the CPU is `native`; else the dot products
 /// on AMD Zen (znver*), where they ran 1.7-2.4x the f32 FMA tiles
 /// (benchmarks/cpu, znver5), and not on Intel's cores, which run
