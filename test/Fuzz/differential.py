@@ -1147,9 +1147,9 @@ def check_training(seed, args):
         return NotCompared("a loss grown 10^4-fold")
     # f32: plus 4 times how far torch's own f32 training ends from the f64
     # one, element by element: steps amplify f32's error where the program
-    # is ill-conditioned (seed 200781, Adam with eps 1e-3 after clipping by
-    # 1e-4, through softmaxes of scores spread ~50: torch's f32 params off
-    # by up to 14% of their moves after 3 steps, Loom's by as much).
+    # is ill-conditioned (seed 200781, Adam with eps 1e-3, through softmaxes
+    # of scores spread ~50: torch's f32 params off by up to 14% of their
+    # moves after 3 steps, Loom's by as much).
     # The largest of DRIFT_TRIALS such runs, all but the first from params
     # moved by up to one f32 rounding: one run's drift is one draw of a
     # chaotic amplification, and which it draws depends on the host's

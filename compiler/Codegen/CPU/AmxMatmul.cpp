@@ -28,6 +28,14 @@ static bool isPlainDims(AffineMap map) {
 
 static unsigned dimOf(AffineExpr e) { return cast<AffineDimExpr>(e).getPosition(); }
 
+/// Whether `b` has static strides and a unit innermost one.
+static bool isInnermostContiguous(Value b) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(cast<MemRefType>(b.getType()).getStridesAndOffset(strides, offset)) &&
+         !llvm::any_of(strides, ShapedType::isDynamic) && strides.back() == 1;
+}
+
 bool loom::isAmxMatmul(linalg::GenericOp op) {
   if (!isBf16PairMatmul(op))
     return false;
@@ -42,8 +50,12 @@ bool loom::isAmxMatmul(linalg::GenericOp op) {
     return rank >= 2 && dimOf(map.getResult(rank - 2)) == outer &&
            dimOf(map.getResult(rank - 1)) == inner;
   };
+  // B's panels are copied by loops that read its rows (or columns) as
+  // vectors: B ends in (k, n) or (n, k), its innermost stride 1.
   return bounds[m] % kTileRows == 0 && bounds[n] % kTileRows == 0 && bounds[k] % kTileK == 0 &&
-         endsIn(maps[0], m, k) && endsIn(maps[2], m, n);
+         endsIn(maps[0], m, k) && endsIn(maps[2], m, n) &&
+         (endsIn(maps[1], k, n) || endsIn(maps[1], n, k)) &&
+         isInnermostContiguous(op.getDpsInputs()[1]);
 }
 
 namespace {
@@ -101,17 +113,90 @@ struct AmxKernelBuilder {
     });
   }
 
+  /// `body` in a loop nest over [0, upper) for each of `uppers`, outermost
+  /// first, given the induction variables.
+  void forEach(ArrayRef<int64_t> uppers, function_ref<void(ValueRange)> body,
+               SmallVector<Value> outer = {}) {
+    if (outer.size() == uppers.size())
+      return body(outer);
+    loop(uppers[outer.size()], 1, [&](Value iv) {
+      SmallVector<Value> inner = outer;
+      inner.push_back(iv);
+      forEach(uppers, body, inner);
+    });
+  }
+
+  /// B's VNNI panel rows [..., N/16, K/2, 32] copied from B [..., K, N] or,
+  /// `kContiguous`, [..., N, K] (`a @ transpose(w)`, the backward's `dy @
+  /// w^T`). N-contiguous: per k pair and 16 columns, the two rows' runs
+  /// interleaved, k pairs outermost so that B is read in order (panel by
+  /// panel, each of B's lines was read twice, 32 bytes a time, K/2 rows
+  /// apart). K-contiguous: in blocks of 16 columns x 32 k, each column's 16
+  /// k pairs one 64-byte load as 16 i32, the 16 x 16 pairs transposed
+  /// (lowerBlockTransposes' shuffles), each k pair's 16 columns one 64-byte
+  /// store; the vectorized copy read every pair apart (16 4-byte loads put
+  /// together a panel row: 256^3, 764 GFLOP/s against 1113).
+  void copyPairPanels(Value b, bool kContiguous) {
+    ArrayRef<int64_t> shape = cast<MemRefType>(b.getType()).getShape();
+    unsigned batch = shape.size() - 2;
+    auto times = [&](Value value, int64_t factor) {
+      return arith::MulIOp::create(builder, loc, value, constant(factor)).getResult();
+    };
+    Type bf16 = builder.getBF16Type();
+    Value padding = arith::ConstantOp::create(builder, loc, bf16, builder.getZeroAttr(bf16));
+    SmallVector<int64_t> uppers(shape.drop_back(2));
+    if (!kContiguous) {
+      // Batch dims, k pairs, panels.
+      uppers.append({shape[batch] / 2, shape[batch + 1] / kTileRows});
+      auto run = VectorType::get({kTileRows}, bf16);
+      return forEach(uppers, [&](ValueRange ivs) {
+        Value pair = ivs[batch], panel = ivs[batch + 1];
+        SmallVector<Value> at(ivs.take_front(batch));
+        at.append({times(pair, 2), times(panel, kTileRows)});
+        Value even = vector::TransferReadOp::create(builder, loc, run, b, at, padding, {true});
+        at[batch] = arith::AddIOp::create(builder, loc, at[batch], constant(1));
+        Value odd = vector::TransferReadOp::create(builder, loc, run, b, at, padding, {true});
+        SmallVector<Value> to(ivs.take_front(batch));
+        to.append({panel, pair, constant(0)});
+        vector::TransferWriteOp::create(builder, loc,
+                                        vector::InterleaveOp::create(builder, loc, even, odd),
+                                        panelRows, to, ArrayRef<bool>{true});
+      });
+    }
+    // Batch dims, panels, blocks of 16 k pairs. 2-D transfers and a
+    // vector.transpose, which canonicalization keeps (inserts and extracts of
+    // single rows it folds into scalars).
+    uppers.append({shape[batch] / kTileRows, shape[batch + 1] / kTileK});
+    auto rows = VectorType::get({kTileRows, kTileK}, bf16);
+    auto square = VectorType::get({kTileRows, kTileRows}, builder.getI32Type());
+    SmallVector<bool> inBounds(2, true);
+    forEach(uppers, [&](ValueRange ivs) {
+      Value panel = ivs[batch], block = ivs[batch + 1];
+      SmallVector<Value> from(ivs.take_front(batch));
+      from.append({times(panel, kTileRows), times(block, kTileK)});
+      Value columns =
+          vector::TransferReadOp::create(builder, loc, rows, b, from, padding, inBounds);
+      Value byColumn = vector::BitCastOp::create(builder, loc, square, columns);
+      Value byPair = vector::TransposeOp::create(builder, loc, byColumn, ArrayRef<int64_t>{1, 0});
+      SmallVector<Value> to(ivs.take_front(batch));
+      to.append({panel, times(block, kTileRows), constant(0)});
+      Value byRow = vector::BitCastOp::create(builder, loc, rows, byPair);
+      vector::TransferWriteOp::create(builder, loc, byRow, panelRows, to, inBounds);
+    });
+  }
+
   Type tileType(int64_t cols, Type element) {
     return amx::TileType::get({kTileRows, cols}, element);
   }
 
   /// The batch loops, then the blocks.
-  void build(unsigned dim = 0) {
-    if (dim < m())
-      return loop(bounds[dim], 1, [&](Value iv) {
-        ivs[dim] = iv;
-        build(dim + 1);
-      });
+  void build() {
+    forEach(ArrayRef(bounds).take_front(m()), [&](ValueRange batch) {
+      llvm::copy(batch, ivs.begin());
+      buildBlocks();
+    });
+  }
+  void buildBlocks() {
     loop(bounds[n()] / kTileRows, blockPanels, [&](Value block) {
       // The first K block (zeroed accumulators) and the last (the epilogue)
       // peeled off the middle ones.
@@ -237,90 +322,7 @@ static linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul) {
 }
 } // namespace
 
-/// `body` in a loop nest over [0, upper) for each of `uppers`, outermost
-/// first, given the induction variables.
-static void forEachIndex(OpBuilder &builder, Location loc, ArrayRef<int64_t> uppers,
-                         function_ref<void(ValueRange)> body, SmallVector<Value> ivs = {}) {
-  if (ivs.size() == uppers.size())
-    return body(ivs);
-  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); };
-  scf::ForOp loop = scf::ForOp::create(builder, loc, constant(0), constant(uppers[ivs.size()]),
-                                       constant(1));
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(loop.getBody());
-  ivs.push_back(loop.getInductionVar());
-  forEachIndex(builder, loc, uppers, body, ivs);
-}
-
-/// B's VNNI panel rows [..., N/16, K/2, 32] copied from B [..., K, N] or,
-/// `kContiguous`, [..., N, K] (`a @ transpose(w)`, the backward's `dy @
-/// w^T`). N-contiguous: per k pair and 16 columns, the two rows' runs
-/// interleaved, k pairs outermost so that B is read in order (panel by
-/// panel, each of B's lines was read twice, 32 bytes a time, K/2 rows
-/// apart). K-contiguous: in blocks of 16 columns x 32 k, each column's 16
-/// k pairs one 64-byte load as 16 i32, the 16 x 16 pairs transposed
-/// (lowerBlockTransposes' shuffles), each k pair's 16 columns one 64-byte
-/// store; the vectorized copy read every pair apart (16 4-byte loads put
-/// together a panel row: 256^3, 764 GFLOP/s against 1113).
-static void copyPairPanels(OpBuilder &builder, Location loc, Value b, bool kContiguous,
-                           Value panelRows) {
-  ArrayRef<int64_t> shape = cast<MemRefType>(b.getType()).getShape();
-  unsigned batch = shape.size() - 2;
-  auto constant = [&](int64_t value) { return arith::ConstantIndexOp::create(builder, loc, value); };
-  auto times = [&](Value value, int64_t factor) {
-    return arith::MulIOp::create(builder, loc, value, constant(factor)).getResult();
-  };
-  Type bf16 = builder.getBF16Type();
-  Value padding = arith::ConstantOp::create(builder, loc, bf16, builder.getZeroAttr(bf16));
-  SmallVector<int64_t> uppers(shape.drop_back(2));
-  if (!kContiguous) {
-    // Batch dims, k pairs, panels.
-    uppers.append({shape[batch] / 2, shape[batch + 1] / kTileRows});
-    auto run = VectorType::get({kTileRows}, bf16);
-    return forEachIndex(builder, loc, uppers, [&](ValueRange ivs) {
-      Value pair = ivs[batch], panel = ivs[batch + 1];
-      SmallVector<Value> at(ivs.take_front(batch));
-      at.append({times(pair, 2), times(panel, kTileRows)});
-      Value even = vector::TransferReadOp::create(builder, loc, run, b, at, padding, {true});
-      at[batch] = arith::AddIOp::create(builder, loc, at[batch], constant(1));
-      Value odd = vector::TransferReadOp::create(builder, loc, run, b, at, padding, {true});
-      SmallVector<Value> to(ivs.take_front(batch));
-      to.append({panel, pair, constant(0)});
-      vector::TransferWriteOp::create(builder, loc,
-                                      vector::InterleaveOp::create(builder, loc, even, odd),
-                                      panelRows, to, ArrayRef<bool>{true});
-    });
-  }
-  // Batch dims, panels, blocks of 16 k pairs. 2-D transfers and a
-  // vector.transpose, which canonicalization keeps (inserts and extracts of
-  // single rows it folds into scalars).
-  uppers.append({shape[batch] / kTileRows, shape[batch + 1] / kTileK});
-  auto rows = VectorType::get({kTileRows, kTileK}, bf16);
-  auto square = VectorType::get({kTileRows, kTileRows}, builder.getI32Type());
-  SmallVector<bool> inBounds(2, true);
-  forEachIndex(builder, loc, uppers, [&](ValueRange ivs) {
-    Value panel = ivs[batch], block = ivs[batch + 1];
-    SmallVector<Value> from(ivs.take_front(batch));
-    from.append({times(panel, kTileRows), times(block, kTileK)});
-    Value columns = vector::TransferReadOp::create(builder, loc, rows, b, from, padding, inBounds);
-    Value byColumn = vector::BitCastOp::create(builder, loc, square, columns);
-    Value byPair = vector::TransposeOp::create(builder, loc, byColumn, ArrayRef<int64_t>{1, 0});
-    SmallVector<Value> to(ivs.take_front(batch));
-    to.append({panel, times(block, kTileRows), constant(0)});
-    vector::TransferWriteOp::create(builder, loc, vector::BitCastOp::create(builder, loc, rows, byPair),
-                                    panelRows, to, inBounds);
-  });
-}
-
-/// Whether `b` has static strides and a unit innermost one.
-static bool isInnermostContiguous(Value b) {
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return succeeded(cast<MemRefType>(b.getType()).getStridesAndOffset(strides, offset)) &&
-         !llvm::any_of(strides, ShapedType::isDynamic) && strides.back() == 1;
-}
-
-FailureOr<std::optional<linalg::TransposeOp>> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
+FailureOr<bool> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;
@@ -329,12 +331,14 @@ FailureOr<std::optional<linalg::TransposeOp>> loom::rewriteAsAmxMatmul(linalg::G
   linalg::GenericOp epilogue = loom::findMatmulEpilogue(op);
   linalg::FillOp fill = zeroFillOf(c, op);
   // B's VNNI panels [..., N/16, K/2, 16, 2]: the dot path's packing, with
-  // 16-column panels. packMatmul replaces the op with one reading views of
-  // A and C; those are dropped with it, the tiles read A and C in place.
+  // 16-column panels; its buffer (and its deallocation) are packMatmul's,
+  // the copy into it the AMX loops' own (copyPairPanels). packMatmul
+  // replaces the op with one reading views of A and C; those are dropped
+  // with it, the tiles read A and C in place.
   std::optional<PackedMatmul> packed =
       packMatmul(op, RegisterTile{kTileRows, kTileRows}, /*pairs=*/true, /*packA=*/false);
   if (!packed)
-    return std::optional<linalg::TransposeOp>();
+    return false;
   linalg::TransposeOp pack = packed->packs.front();
   OpBuilder builder(packed->op);
   Location loc = packed->op.getLoc();
@@ -348,21 +352,12 @@ FailureOr<std::optional<linalg::TransposeOp>> loom::rewriteAsAmxMatmul(linalg::G
   Value panelRows = memref::CollapseShapeOp::create(builder, loc, panels, rows);
   // B's batch indices are its map's results other than k and n, in order.
   unsigned bResults = maps[1].getNumResults();
-  // B (its map ending in (k, n) or (n, k)) is copied into the panels here,
-  // not by the schedule.
-  auto bEndsIn = [&](unsigned outer, unsigned inner) {
-    return dimOf(maps[1].getResult(bResults - 2)) == outer &&
-           dimOf(maps[1].getResult(bResults - 1)) == inner;
-  };
-  bool kContiguous = bEndsIn(n, k);
-  if ((kContiguous || bEndsIn(k, n)) && isInnermostContiguous(b)) {
-    copyPairPanels(builder, loc, b, kContiguous, panelRows);
-    pack.erase();
-    pack = {};
-  }
+  bool kContiguous = dimOf(maps[1].getResult(bResults - 1)) == k;
   maps[1] = maps[1].dropResults(llvm::SmallBitVector(bResults).set(bResults - 2, bResults));
 
   AmxKernelBuilder kernel{builder, loc, maps, a, panelRows, c, bounds};
+  kernel.copyPairPanels(b, kContiguous);
+  pack.erase();
   // 2 x 2 accumulator tiles (32 x 32 outputs) where m and n allow: per 32 k,
   // 4 tile products from 2 A and 2 B tiles (8 of AMX's 8 tile registers).
   kernel.rowTiles = bounds[m] % (2 * kTileRows) == 0 ? 2 : 1;
@@ -383,23 +378,22 @@ FailureOr<std::optional<linalg::TransposeOp>> loom::rewriteAsAmxMatmul(linalg::G
   // 845 -> 922, 701 -> 811 GFLOP/s. Past 8192, blocks of 4096 (the
   // accumulators reloaded per block) keep those streams within L2.
   kernel.kBlock = bounds[k];
-  for (int64_t candidate : {4096, 2048, 1024, 512, 256, 128, 64, 32})
-    if (bounds[k] > 8192 && bounds[k] % candidate == 0) {
-      kernel.kBlock = candidate;
-      break;
-    }
+  if (bounds[k] > 8192)
+    kernel.kBlock = *llvm::find_if(ArrayRef<int64_t>{4096, 2048, 1024, 512, 256, 128, 64, 32},
+                                   [&](int64_t block) { return bounds[k] % block == 0; });
   kernel.zeroInit = bool(fill);
   kernel.epilogue = epilogue;
   kernel.ivs.resize(bounds.size());
   kernel.build();
   if (failed(kernel.runEpilogue()))
-    return packed->op.emitError("internal error: a matmul epilogue does not vectorize on AMX tiles");
+    return packed->op.emitError(
+        "internal error: a matmul epilogue does not vectorize on AMX tiles");
   packed->op.erase();
   if (fill)
     fill.erase();
   if (epilogue)
     epilogue.erase();
-  return std::optional<linalg::TransposeOp>(pack);
+  return true;
 }
 
 namespace {

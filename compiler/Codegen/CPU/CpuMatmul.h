@@ -61,17 +61,18 @@ std::optional<PackedMatmul> packMatmul(linalg::GenericOp op, RegisterTile tile,
 
 /// Whether a bf16 pair matmul (isBf16PairMatmul) fits AMX tiles: m and n
 /// multiples of 16, k of 32, every operand indexed by plain loop dims, A
-/// ending in (m, k) and C in (m, n) (a tile's rows are their rows).
+/// ending in (m, k) and C in (m, n) (a tile's rows are their rows), B in
+/// (k, n) or (n, k) with an innermost stride of 1 (its panels' copy reads
+/// it as vectors).
 bool isAmxMatmul(linalg::GenericOp op);
 
 /// Rewrites an isAmxMatmul op into loops of AMX tile operations: B copied
-/// into VNNI panels (by loops of their own where B's innermost stride is 1,
-/// else by the returned copy, for the schedule to vectorize), A and C read
-/// in place, 2 x 2 f32 accumulator tiles carried through the k loop in tile
-/// registers (AmxMatmul.cpp). Nothing, with the op unchanged, when
-/// packMatmul cannot view its operands; failure (an error emitted) when the
-/// rewritten matmul's epilogue does not vectorize.
-FailureOr<std::optional<linalg::TransposeOp>> rewriteAsAmxMatmul(linalg::GenericOp op);
+/// into VNNI panels by loops of their own, A and C read in place, 2 x 2 f32
+/// accumulator tiles carried through the k loop in tile registers
+/// (AmxMatmul.cpp). False, with the op unchanged, when packMatmul cannot
+/// view its operands; failure (an error emitted) when the rewritten
+/// matmul's epilogue does not vectorize.
+FailureOr<bool> rewriteAsAmxMatmul(linalg::GenericOp op);
 
 /// Replaces every AMX tile operation under `root` with the vector code of
 /// its definition (transfer reads and writes, a contraction over pairs), so

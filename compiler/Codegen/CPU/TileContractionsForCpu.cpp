@@ -513,12 +513,10 @@ struct LoomTileContractionsForCpu
       else
         tileTranspose(copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
-        FailureOr<std::optional<linalg::TransposeOp>> rewritten = loom::rewriteAsAmxMatmul(op);
+        FailureOr<bool> rewritten = loom::rewriteAsAmxMatmul(op);
         if (failed(rewritten))
           return signalPassFailure();
-        if (std::optional<linalg::TransposeOp> pack = *rewritten) {
-          if (*pack) // (else B is copied by the AMX loops already)
-            appendPackTiling(os, tagPack(*pack), *pack, /*whole=*/2);
+        if (*rewritten) {
           ++amxMatmuls;
           continue;
         }
@@ -623,8 +621,6 @@ struct LoomTileContractionsForCpu
       return signalPassFailure();
     if (failed(apply("lower")) || failed(lowerBlockTransposes(module)) ||
         failed(apply("lower_transfers")))
-      return signalPassFailure();
-    if (amxMatmuls && failed(interleaveAmxPanelRows(module)))
       return signalPassFailure();
     restoreContraction(module);
   }
@@ -745,10 +741,10 @@ struct LoomTileContractionsForCpu
     return success();
   }
 
-  /// The copies into an AMX matmul's VNNI panels write each (panel, k pair)
-  /// row of 16 columns' pairs as one 64-byte vector, not 16 pairs: in the
-  /// functions that hold AMX tiles only (their other matmuls' transfers
-  /// stay as the tiles made them).
+  /// The copies into an AMX matmul's VNNI panels (AmxMatmul.cpp) write
+  /// their rows of pairs as flat vectors (a K-contiguous B's block of 16
+  /// panel rows as one 1 KiB run): in the functions that hold AMX tiles
+  /// only (their other matmuls' transfers stay as the tiles made them).
   static LogicalResult flattenAmxPanelCopies(ModuleOp module) {
     RewritePatternSet patterns(module.getContext());
     vector::populateFlattenVectorTransferPatterns(patterns);
@@ -758,64 +754,6 @@ struct LoomTileContractionsForCpu
           failed(applyPatternsGreedily(func, frozen)))
         return module.emitError("internal error: the AMX panel copies do not flatten");
     }
-    return success();
-  }
-
-  /// (For the panels the schedule copies: a B whose innermost stride is not
-  /// 1; AmxMatmul.cpp copies the others with interleaves of its own.)
-  /// A VNNI panel row, B's rows k and k + 1 interleaved, comes out of the
-  /// lowered transfers as 32 scalars taken from both rows' elements
-  /// (from_elements of their to_elements or extracts, which LLVM built up
-  /// one insert at a time: 43% of a bf16 512^3 AMX matmul's time): one
-  /// vector.interleave of the two rows instead (a single vpermt2w).
-  struct InterleaveRows : OpRewritePattern<vector::FromElementsOp> {
-    using OpRewritePattern::OpRewritePattern;
-
-    /// The 1-D vector `element` was taken from, and its position there.
-    static std::optional<std::pair<Value, int64_t>> rowElement(Value element) {
-      if (auto all = element.getDefiningOp<vector::ToElementsOp>())
-        return std::make_pair(all.getSource(),
-                              int64_t(cast<OpResult>(element).getResultNumber()));
-      auto extract = element.getDefiningOp<vector::ExtractOp>();
-      if (!extract || extract.getSourceVectorType().getRank() != 1 ||
-          extract.hasDynamicPosition())
-        return std::nullopt;
-      return std::make_pair(extract.getSource(), extract.getStaticPosition()[0]);
-    }
-
-    LogicalResult matchAndRewrite(vector::FromElementsOp op,
-                                  PatternRewriter &rewriter) const override {
-      ValueRange elements = op.getElements();
-      if (elements.size() < 4)
-        return failure();
-      std::optional<std::pair<Value, int64_t>> first = rowElement(elements[0]),
-                                               second = rowElement(elements[1]);
-      if (!first || !second || first->first == second->first ||
-          first->first.getType() != second->first.getType())
-        return failure();
-      auto rowType = cast<VectorType>(first->first.getType());
-      if (rowType.getRank() != 1 || 2 * rowType.getNumElements() != int64_t(elements.size()))
-        return failure();
-      for (auto [i, element] : llvm::enumerate(elements)) {
-        std::optional<std::pair<Value, int64_t>> at = rowElement(element);
-        if (!at || at->first != (i % 2 ? second : first)->first || at->second != int64_t(i / 2))
-          return failure();
-      }
-      Value pairs =
-          vector::InterleaveOp::create(rewriter, op.getLoc(), first->first, second->first);
-      rewriter.replaceOpWithNewOp<vector::ShapeCastOp>(op, op.getType(), pairs);
-      return success();
-    }
-  };
-
-  static LogicalResult interleaveAmxPanelRows(ModuleOp module) {
-    RewritePatternSet patterns(module.getContext());
-    patterns.add<InterleaveRows>(module.getContext());
-    FrozenRewritePatternSet frozen(std::move(patterns));
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func.walk([](amx::TileLoadOp) { return WalkResult::interrupt(); }).wasInterrupted() &&
-          failed(applyPatternsGreedily(func, frozen)))
-        return module.emitError("internal error: the AMX panel rows do not interleave");
     return success();
   }
 
