@@ -111,6 +111,17 @@ if [ "$arch" = sm_90a ]; then
   # before the persistent kernel can be sm_90a's default.
   $loomc --gpu-mma=wgmma-persistent "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent"
   $loomc --gpu-mma=wgmma-persistent --train "$out/gpt-train.loom" -o "$out/gpt-train-persistent"
+  # Both wgmma kernels writing their tiles back by TMA stores through shared
+  # memory (--gpu-tma-store, not yet measured): checked and timed beside
+  # the same kernels' direct stores; and the numerics GPT's matmuls (bias
+  # epilogues, ragged and batched shapes) on the persistent one with them.
+  for name in matmul4096 matmul8192; do
+    $loomc --gpu-tma-store "$out/$name.loom" -o "$out/$name-tma-store"
+  done
+  for name in matmul4096 matmul8192 matmul4096-bt; do
+    $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$out/$name.loom" -o "$out/$name-persistent-tma-store"
+  done
+  $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent-tma-store"
   # The attention forward and backward on mma.sync (the kernels of sm_80 to
   # sm_89; on sm_90a the defaults above run wgmma fed by TMA): checked and
   # timed against SDPA beside them, and the big training step with them.

@@ -109,6 +109,8 @@ struct DriverOptions {
   std::optional<int64_t> gpuSharedLimit;
   /// The tensor-core instructions of bf16/f16 matmuls (--gpu-mma).
   GpuMma gpuMma = GpuMma::Auto;
+  /// wgmma matmuls write 16-bit results back by TMA stores (--gpu-tma-store).
+  bool gpuTmaStore = false;
   /// The tensor-core instructions of the attention kernels (--gpu-attention).
   GpuAttention gpuAttention = GpuAttention::Auto;
   /// --explain: print what the plan needs and costs on --gpu-device

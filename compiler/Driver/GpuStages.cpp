@@ -110,10 +110,23 @@ LogicalResult Compilation::lowerToGpu() {
                           : sharedPerBlock;
   if (sharedLimit > 0)
     sharedPerBlock = std::min(sharedPerBlock, sharedLimit);
+  if (options.gpuTmaStore && !warpgroupMma)
+    return emitError(UnknownLoc::get(&context), "--gpu-tma-store needs wgmma ")
+           << "matmuls (--gpu-arch=sm_90a, not --gpu-mma=mma.sync; got "
+           << (sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
+           << ")";
+  GpuKernelsOptions kernels;
+  kernels.tensorCores = smVersion >= 80;
+  kernels.multiprocessors = (*device)->sms;
+  kernels.sharedPerBlock = sharedPerBlock;
+  kernels.sharedPerSM = sharedPerSM;
+  kernels.reservedSharedPerBlock = reservedPerBlock;
+  kernels.warpgroupMma = warpgroupMma;
+  kernels.persistentWarpgroupMma = persistent;
+  kernels.tmaStoreEpilogue = options.gpuTmaStore;
+  kernels.warpgroupAttentionShared = attentionShared;
   return runPipeline(*gpuModule, [&](OpPassManager &pm) {
-    buildGpuKernelsPipeline(pm, smVersion >= 80, (*device)->sms,
-                            sharedPerBlock, sharedPerSM, reservedPerBlock,
-                            warpgroupMma, persistent, attentionShared);
+    buildGpuKernelsPipeline(pm, kernels);
   });
 }
 

@@ -266,30 +266,25 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   llvmKernels.addPass(createCanonicalizerPass());
 }
 
-void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
-                                     int64_t multiprocessors,
-                                     int64_t sharedPerBlock,
-                                     int64_t sharedPerSM,
-                                     int64_t reservedSharedPerBlock,
-                                     bool warpgroupMma,
-                                     bool persistentWarpgroupMma,
-                                     int64_t warpgroupAttentionShared) {
+void ::loom::buildGpuKernelsPipeline(OpPassManager &pm,
+                                     const GpuKernelsOptions &options) {
   // Attention kernels first: their bodies (the CPU's blocked loops) are
   // replaced whole.
-  if (tensorCores) {
+  if (options.tensorCores) {
     mlir::loom::LoomBuildGpuAttentionOptions attention;
-    attention.warpgroupMma = warpgroupAttentionShared > 0;
-    attention.sharedPerBlock = warpgroupAttentionShared;
+    attention.warpgroupMma = options.warpgroupAttentionShared > 0;
+    attention.sharedPerBlock = options.warpgroupAttentionShared;
     pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomBuildGpuAttention(attention));
   }
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
-  matmuls.warpgroupMma = warpgroupMma;
-  matmuls.persistentWarpgroupMma = persistentWarpgroupMma;
-  matmuls.tensorCores = tensorCores;
-  matmuls.multiprocessors = multiprocessors;
-  matmuls.sharedPerBlock = sharedPerBlock;
-  matmuls.sharedPerSM = sharedPerSM;
-  matmuls.reservedSharedPerBlock = reservedSharedPerBlock;
+  matmuls.warpgroupMma = options.warpgroupMma;
+  matmuls.persistentWarpgroupMma = options.persistentWarpgroupMma;
+  matmuls.tmaStoreEpilogue = options.tmaStoreEpilogue;
+  matmuls.tensorCores = options.tensorCores;
+  matmuls.multiprocessors = options.multiprocessors;
+  matmuls.sharedPerBlock = options.sharedPerBlock;
+  matmuls.sharedPerSM = options.sharedPerSM;
+  matmuls.reservedSharedPerBlock = options.reservedSharedPerBlock;
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomTileMatmulsForGpu(matmuls));
   pm.addPass(createConvertLinalgToParallelLoopsPass());
   pm.addPass(createLowerAffinePass());
@@ -303,8 +298,8 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm, bool tensorCores,
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   mlir::loom::LoomGpuOccupancyHintsOptions occupancy;
-  occupancy.sharedPerSM = sharedPerSM;
-  occupancy.reservedSharedPerBlock = reservedSharedPerBlock;
+  occupancy.sharedPerSM = options.sharedPerSM;
+  occupancy.reservedSharedPerBlock = options.reservedSharedPerBlock;
   pm.addPass(mlir::loom::createLoomGpuOccupancyHints(occupancy));
   pm.addPass(createCSEPass());
 }

@@ -79,24 +79,33 @@ struct GpuTarget {
   std::string toolkitPath;         // CUDA toolkit (libdevice, ptxas); may be empty
 };
 
-/// buffers -> gpu: matmuls as shared-memory tiled launches (bf16/f16 ones on
-/// mma.sync tensor cores with `tensorCores`, for sm_80 and later, in tiles
-/// sized for a GPU of `multiprocessors` SMs), every other linalg op as
-/// parallel loops mapped to blocks and threads, kernels outlined into a
-/// gpu.module; the host functions keep the launches.
-/// `sharedPerBlock`, `sharedPerSM` and `reservedSharedPerBlock` bound the
-/// tensor-core pipeline's shared memory (the spec table's opt-in block
-/// limit, SM size and per-block reservation). With `warpgroupMma` (sm_90a),
-/// matmuls a TMA tensor map can read run on wgmma instead of mma.sync; in
-/// persistent warp-specialized kernels with `persistentWarpgroupMma`. With
-/// `warpgroupAttentionShared` bytes of dynamic shared memory a block (0:
-/// none; sm_90a), the attention kernels whose shapes allow it run on wgmma.
-void buildGpuKernelsPipeline(mlir::OpPassManager &pm, bool tensorCores,
-                             int64_t multiprocessors, int64_t sharedPerBlock,
-                             int64_t sharedPerSM, int64_t reservedSharedPerBlock,
-                             bool warpgroupMma = false,
-                             bool persistentWarpgroupMma = false,
-                             int64_t warpgroupAttentionShared = 0);
+/// What the GPU kernel stages build for: the target GPU and which kernels
+/// its matmuls and attention run on.
+struct GpuKernelsOptions {
+  /// bf16/f16 matmuls on mma.sync tensor cores (sm_80 and later), in tiles
+  /// sized for a GPU of `multiprocessors` SMs.
+  bool tensorCores = false;
+  int64_t multiprocessors = 132;
+  /// The tensor-core pipelines' shared memory: the spec table's opt-in
+  /// block limit (or less), SM size and per-block reservation.
+  int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024,
+          reservedSharedPerBlock = 1024;
+  /// sm_90a: matmuls a TMA tensor map can read on wgmma instead of
+  /// mma.sync; in persistent warp-specialized kernels; their 16-bit
+  /// results written back by TMA stores.
+  bool warpgroupMma = false, persistentWarpgroupMma = false,
+       tmaStoreEpilogue = false;
+  /// Bytes of dynamic shared memory a block of the wgmma attention kernels
+  /// may use (0: none, the attention stays on mma.sync; sm_90a).
+  int64_t warpgroupAttentionShared = 0;
+};
+
+/// buffers -> gpu: matmuls as shared-memory tiled launches (on tensor cores
+/// as `options` says), every other linalg op as parallel loops mapped to
+/// blocks and threads, kernels outlined into a gpu.module; the host
+/// functions keep the launches.
+void buildGpuKernelsPipeline(mlir::OpPassManager &pm,
+                             const GpuKernelsOptions &options);
 
 /// gpu -> nvvm: the gpu.module's kernels in the NVVM/LLVM dialects, with
 /// the target attached (bare pointers for memref arguments).

@@ -78,23 +78,26 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     if (mlir::failed(bufferize.run(*module)))
       return FrontEndOutcome::Rejected;
     // The GPU path on a copy, as loomc runs it, down to the NVVM dialect
-    // (no ptxas): tensor cores and an H200's SMs; every other script on
-    // mma.sync with 48 KiB a block (loomc --gpu-mma=mma.sync), the others
-    // on wgmma with the architecture's shared memory (loomc's sm_90a
-    // default). Where the CPU
-    // path accepts a kernel the GPU path, and the plan's launch records,
-    // must too.
+    // (no ptxas): tensor cores and an H200's SMs; by turns on mma.sync
+    // with 48 KiB a block (loomc --gpu-mma=mma.sync), on wgmma with the
+    // architecture's shared memory (loomc's sm_90a default), on persistent
+    // wgmma kernels writing back by TMA stores (--gpu-mma=wgmma-persistent
+    // --gpu-tma-store), and on wgmma with TMA stores. Where the CPU path
+    // accepts a kernel the GPU path, and the plan's launch records, must
+    // too.
     static unsigned scripts = 0;
-    bool wgmma = scripts++ % 2;
+    unsigned variant = scripts++ % 4;
+    bool wgmma = variant != 0;
     mlir::OwningOpRef<mlir::ModuleOp> gpu = module->clone();
     mlir::PassManager gpuStages(&context);
-    buildGpuKernelsPipeline(gpuStages, /*tensorCores=*/true,
-                            /*multiprocessors=*/132,
-                            /*sharedPerBlock=*/wgmma ? 227 * 1024 : 48 * 1024,
-                            /*sharedPerSM=*/228 * 1024,
-                            /*reservedSharedPerBlock=*/1024, wgmma,
-                            /*persistentWarpgroupMma=*/false,
-                            /*warpgroupAttentionShared=*/wgmma ? 227 * 1024 : 0);
+    GpuKernelsOptions kernels;
+    kernels.tensorCores = true;
+    kernels.sharedPerBlock = wgmma ? 227 * 1024 : 48 * 1024;
+    kernels.warpgroupMma = wgmma;
+    kernels.persistentWarpgroupMma = variant == 2;
+    kernels.tmaStoreEpilogue = variant >= 2;
+    kernels.warpgroupAttentionShared = wgmma ? 227 * 1024 : 0;
+    buildGpuKernelsPipeline(gpuStages, kernels);
     if (mlir::failed(gpuStages.run(*gpu)) ||
         mlir::failed(collectGpuLaunches(*gpu)))
       return FrontEndOutcome::InternalError;

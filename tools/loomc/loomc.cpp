@@ -137,6 +137,13 @@ cl::opt<loom::GpuMma> gpuMma(
                           "block per SM loops over tiles, a producer "
                           "warpgroup issues the TMA loads (sm_90a)")),
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
+cl::opt<bool> gpuTmaStore(
+    "gpu-tma-store",
+    cl::desc("wgmma matmuls (sm_90a) write their 16-bit results back "
+             "through shared memory by TMA stores, 64 x 64 boxes at a time, "
+             "instead of each thread's global stores (not yet measured on a "
+             "GPU: off by default)"),
+    cl::init(false), cl::cat(loomCategory));
 cl::opt<loom::GpuAttention> gpuAttention(
     "gpu-attention",
     cl::desc("The tensor-core instructions of the attention kernels on the GPU"),
@@ -389,6 +396,7 @@ int main(int argc, char **argv) {
   if (gpuSharedLimit.getNumOccurrences())
     options.gpuSharedLimit = gpuSharedLimit;
   options.gpuMma = gpuMma;
+  options.gpuTmaStore = gpuTmaStore;
   options.gpuAttention = gpuAttention;
   if (explain.getNumOccurrences())
     options.explain = explain;

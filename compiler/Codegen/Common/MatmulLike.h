@@ -81,6 +81,9 @@ struct TensorCoreTarget {
   /// block per SM looping over tiles, a producer warpgroup issuing TMA)
   /// instead of one block per tile.
   bool persistentWarpgroupMma = false;
+  /// With warpgroupMma: 16-bit results leave through shared memory by TMA
+  /// stores (TmaStoreEpilogue.h) instead of each thread's global stores.
+  bool tmaStoreEpilogue = false;
   /// The shared memory each of `blocksPerSM` blocks may use: its share of
   /// the SM less the driver's reservation, within the per-block limit.
   int64_t sharedBudget(int64_t blocksPerSM) const {

@@ -111,6 +111,14 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     mbarriers per stage), running ahead across tile boundaries, while the
     two consumer warpgroups (`setmaxnreg` up to 232) multiply and write
     back, so one tile's epilogue overlaps the next tile's loads.
+
+    With `tma-store`, a wgmma kernel whose result is 16-bit and laid out
+    as C (TmaStoreEpilogue.h) writes each warpgroup's rows into 64 x 64
+    boxes of shared memory in the 128-byte swizzle and stores them with
+    `nvgpu.tma.async.store`: in the one-block-a-tile kernel through the
+    stages' memory once the K loop is done, in the persistent one through
+    two boxes a consumer warpgroup after the stages, alternating, so the
+    next tile's K loop starts while the TMA unit writes.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
@@ -132,7 +140,11 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
            "With warpgroup-mma: persistent warp-specialized kernels (a "
            "block per SM over many tiles; a producer warpgroup issues the "
            "TMA loads, setmaxnreg gives its registers to the two consumer "
-           "warpgroups)">
+           "warpgroups)">,
+    Option<"tmaStoreEpilogue", "tma-store", "bool", "false",
+           "With warpgroup-mma: write 16-bit results back through shared "
+           "memory by TMA stores (64 x 64 boxes, 128-byte swizzled) instead "
+           "of each thread's global stores">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",

@@ -32,6 +32,7 @@
 
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
+#include "Codegen/GPU/TmaStoreEpilogue.h"
 #include "Codegen/GPU/WarpgroupMma.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -355,8 +356,11 @@ readLayout(linalg::GenericOp op,
 }
 
 /// One block per output tile: both warpgroups wait for a stage, multiply
-/// it, and thread 0 refills the stage the previous step read.
-void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout) {
+/// it, and thread 0 refills the stage the previous step read. With a
+/// `tmaStore` destination the tile leaves through the stages' memory, free
+/// once both warpgroups' last wgmmas are done, by TMA stores.
+void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
+                      Value tmaStore) {
   const WarpgroupPipeline &pipeline = layout.pipeline;
   TensorCoreKernel kernel(op, {kBlockM, pipeline.tile.blockN, 8, 1},
                           TypeRange(), pipeline.bytes);
@@ -393,7 +397,24 @@ void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout) {
   scf::YieldOp::create(l, loc, accs);
 
   NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
-  kernel.finish(w.unpack(k, loop.getResult(0)));
+  if (!tmaStore) {
+    kernel.finish(w.unpack(k, loop.getResult(0)));
+    return;
+  }
+  TmaStoreEpilogue epilogue(kernel, tmaStore);
+  // The other warpgroup may still read the stages its last wgmmas name.
+  gpu::BarrierOp::create(k, loc);
+  int64_t boxes = w.blockN / kRowElements;
+  epilogue.store(
+      k, w.unpack(k, loop.getResult(0)),
+      [&](OpBuilder &b, Value warpgroup, int64_t box) {
+        return im.add(b, w.base,
+                      im.mulc(b, im.addc(b, im.mulc(b, warpgroup, boxes), box),
+                              kStoreBoxBytes));
+      },
+      /*reuse=*/false);
+  epilogue.drain(k);
+  kernel.close();
 }
 
 /// Registers a thread of the producer warpgroup keeps (it only computes
@@ -411,8 +432,13 @@ constexpr int64_t kWarpgroupThreads = 128;
 /// (both consumer warpgroups are done reading it). Both sides count fills
 /// across tiles (`use`), so the producer runs up to `stages` K tiles ahead
 /// of the consumers, into the next output tile while they write this one.
+///
+/// With a `tmaStore` destination, each consumer warpgroup writes its tiles
+/// back by TMA stores through two boxes of its own after the stages,
+/// alternating (TmaStoreEpilogue), and the next tile's K loop starts as
+/// soon as the last box is handed to the TMA unit.
 void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
-                           int64_t multiprocessors) {
+                           int64_t multiprocessors, Value tmaStore) {
   const WarpgroupPipeline &pipeline = layout.pipeline;
   TensorCoreTile tile{kBlockM, pipeline.tile.blockN, 8, 1};
   GpuMatmul probe(op);
@@ -422,6 +448,9 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
   TensorCoreKernel kernel(op, tile, TypeRange(), pipeline.bytes,
                           kProducerThreads, blocks);
   WarpgroupMatmul w(kernel, layout);
+  std::optional<TmaStoreEpilogue> epilogue;
+  if (tmaStore)
+    epilogue.emplace(kernel, tmaStore);
   const IndexMath &im = kernel.im;
   OpBuilder &k = kernel.k;
   Location loc = op.getLoc();
@@ -540,8 +569,24 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
     NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
     Value used = multiplies.getResult(0);
     release(k, im.remc(k, im.addc(k, used, stages - 1), stages));
-    kernel.writeBack(w.unpack(k, multiplies.getResult(1)));
+    SmallVector<Value> accs = w.unpack(k, multiplies.getResult(1));
+    if (epilogue)
+      epilogue->store(
+          k, accs,
+          [&](OpBuilder &b, Value warpgroup, int64_t box) {
+            return im.add(b, w.base,
+                          im.addc(b, im.mulc(b, warpgroup, 2 * kStoreBoxBytes),
+                                  stages * w.stageBytes +
+                                      box % 2 * kStoreBoxBytes));
+          },
+          /*reuse=*/true);
+    else
+      kernel.writeBack(accs);
     scf::YieldOp::create(k, loc, used);
+    if (epilogue) {
+      k.setInsertionPointAfter(tilesLoop);
+      epilogue->drain(k);
+    }
   }
   k.setInsertionPointAfter(roles);
   kernel.close();
@@ -550,33 +595,40 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
 /// The persistent kernel's tile and stages: one block per SM, so the
 /// stages take the SM's shared memory: 128 x 256 tiles where they give
 /// every SM a tile with little padding (choosePipeline's rule), else
-/// 128 x 128; as many stages as fit, at most kMaxStages + 2.
+/// 128 x 128; as many stages as fit beside `epilogueBytes`, at most
+/// kMaxStages + 2.
 std::optional<WarpgroupPipeline>
-choosePersistentPipeline(const GpuMatmul &mm, const TensorCoreTarget &target) {
+choosePersistentPipeline(const GpuMatmul &mm, const TensorCoreTarget &target,
+                         int64_t epilogueBytes) {
   WarpgroupTile tile = tileFillsWave(mm.m, mm.n, mm.batches, kBlockM,
                                      kTiles[0].blockN, target.multiprocessors)
                            ? kTiles[0]
                            : kTiles[1];
-  int64_t budget = target.sharedBudget(1) - kAtomBytes;
+  int64_t budget = target.sharedBudget(1) - kAtomBytes - epilogueBytes;
   int64_t stages = std::min(kMaxStages + 2, budget / tile.stageBytes());
   if (stages < 2)
     return std::nullopt;
   return WarpgroupPipeline{WarpgroupTile{tile.blockN, 1}, stages,
-                           stages * tile.stageBytes() + kAtomBytes};
+                           stages * tile.stageBytes() + kAtomBytes +
+                               epilogueBytes};
 }
 } // namespace
 
 LogicalResult
 loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
                                      const TensorCoreTarget &target) {
+  Value tmaStore =
+      target.tmaStoreEpilogue ? TmaStoreEpilogue::destinationOf(op) : Value();
   if (target.persistentWarpgroupMma) {
+    // Two boxes a consumer warpgroup.
+    int64_t epilogueBytes = tmaStore ? 4 * kStoreBoxBytes : 0;
     std::optional<WarpgroupLayout> layout =
         readLayout(op, [&](const GpuMatmul &mm) {
-          return choosePersistentPipeline(mm, target);
+          return choosePersistentPipeline(mm, target, epilogueBytes);
         });
     if (!layout)
       return failure();
-    buildPersistentKernel(op, *layout, target.multiprocessors);
+    buildPersistentKernel(op, *layout, target.multiprocessors, tmaStore);
     return success();
   }
   std::optional<WarpgroupLayout> layout =
@@ -585,6 +637,8 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
       });
   if (!layout)
     return failure();
-  buildTiledKernel(op, *layout);
+  // The tile's boxes take the stages' memory: 2 x 128 x blockN bytes, within
+  // the 2 or more stages of (128 + blockN) x 128.
+  buildTiledKernel(op, *layout, tmaStore);
   return success();
 }

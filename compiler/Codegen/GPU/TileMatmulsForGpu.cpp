@@ -30,7 +30,8 @@ struct LoomTileMatmulsForGpu
         loom::buildTensorCoreMatmul(
             op, {multiprocessors, sharedPerBlock, sharedPerSM,
                  reservedSharedPerBlock, warpgroupMma,
-                 warpgroupMma && persistentWarpgroupMma});
+                 warpgroupMma && persistentWarpgroupMma,
+                 warpgroupMma && tmaStoreEpilogue});
       else
         rewrite(op);
     }
