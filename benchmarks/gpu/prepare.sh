@@ -111,17 +111,24 @@ if [ "$arch" = sm_90a ]; then
   # before the persistent kernel can be sm_90a's default.
   $loomc --gpu-mma=wgmma-persistent "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent"
   $loomc --gpu-mma=wgmma-persistent --train "$out/gpt-train.loom" -o "$out/gpt-train-persistent"
-  # Both wgmma kernels writing their tiles back by TMA stores through shared
-  # memory (--gpu-tma-store, not yet measured): checked and timed beside
-  # the same kernels' direct stores; and the numerics GPT's matmuls (bias
-  # epilogues, ragged and batched shapes) on the persistent one with them.
+  # Not yet measured: both wgmma kernels writing their tiles back by TMA
+  # stores through shared memory (--gpu-tma-store), and the persistent one
+  # in clusters of two blocks sharing B by TMA multicast
+  # (--gpu-tma-multicast), alone and with the TMA stores: checked (the
+  # 4096 ones, and the numerics GPT's matmuls with bias epilogues, ragged
+  # and batched shapes) and timed beside the kernels above.
+  $loomc --gpu-tma-store "$out/matmul4096.loom" -o "$out/matmul4096-tma-store"
   for name in matmul4096 matmul8192; do
-    $loomc --gpu-tma-store "$out/$name.loom" -o "$out/$name-tma-store"
+    $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$out/$name.loom" -o "$out/$name-persistent-tma-store"
+    $loomc --gpu-mma=wgmma-persistent --gpu-tma-multicast "$out/$name.loom" -o "$out/$name-persistent-multicast"
   done
   for name in matmul4096 matmul8192 matmul4096-bt; do
-    $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$out/$name.loom" -o "$out/$name-persistent-tma-store"
+    $loomc --gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store "$out/$name.loom" \
+      -o "$out/$name-persistent-multicast-tma-store"
   done
   $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent-tma-store"
+  $loomc --gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store \
+    "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent-multicast-tma-store"
   # The attention forward and backward on mma.sync (the kernels of sm_80 to
   # sm_89; on sm_90a the defaults above run wgmma fed by TMA): checked and
   # timed against SDPA beside them, and the big training step with them.
@@ -145,4 +152,7 @@ ldd "$out/mlp" | awk '$3 ~ /^\// {print $3}' \
 cp "$root/benchmarks/gpu/run.sh" "$root/benchmarks/gpu/compare.py" "$root/benchmarks/gpu/bandwidth.py" \
    "$root/test/Parallel/compare_losses.py" "$root/test/Numerics/gpt_train_torch.py" \
    "$root/test/Numerics/reference.py" "$out/"
-echo "prepared $out ($(du -sh "$out" | cut -f1)): carry the directory to the GPU machine and run $out/run.sh"
+# The same as one archive (about 25 MiB of 65): what a carry limit (the
+# lent device machine's is 64 MiB) lets through.
+tar czf "$build/gpu.tgz" -C "$build" gpu
+echo "prepared $out ($(du -sh "$out" | cut -f1); $build/gpu.tgz $(du -sh "$build/gpu.tgz" | cut -f1)): carry the directory (or the archive) to the GPU machine and run $out/run.sh"

@@ -111,6 +111,8 @@ struct DriverOptions {
   GpuMma gpuMma = GpuMma::Auto;
   /// wgmma matmuls write 16-bit results back by TMA stores (--gpu-tma-store).
   bool gpuTmaStore = false;
+  /// Persistent wgmma matmuls in clusters sharing B (--gpu-tma-multicast).
+  bool gpuTmaMulticast = false;
   /// The tensor-core instructions of the attention kernels (--gpu-attention).
   GpuAttention gpuAttention = GpuAttention::Auto;
   /// --explain: print what the plan needs and costs on --gpu-device

@@ -115,6 +115,9 @@ LogicalResult Compilation::lowerToGpu() {
            << "matmuls (--gpu-arch=sm_90a, not --gpu-mma=mma.sync; got "
            << (sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
            << ")";
+  if (options.gpuTmaMulticast && !persistent)
+    return emitError(UnknownLoc::get(&context), "--gpu-tma-multicast needs ")
+           << "the persistent wgmma kernels (--gpu-mma=wgmma-persistent)";
   GpuKernelsOptions kernels;
   kernels.tensorCores = smVersion >= 80;
   kernels.multiprocessors = (*device)->sms;
@@ -124,6 +127,7 @@ LogicalResult Compilation::lowerToGpu() {
   kernels.warpgroupMma = warpgroupMma;
   kernels.persistentWarpgroupMma = persistent;
   kernels.tmaStoreEpilogue = options.gpuTmaStore;
+  kernels.tmaMulticast = options.gpuTmaMulticast;
   kernels.warpgroupAttentionShared = attentionShared;
   return runPipeline(*gpuModule, [&](OpPassManager &pm) {
     buildGpuKernelsPipeline(pm, kernels);

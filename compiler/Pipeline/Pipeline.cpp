@@ -280,6 +280,7 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm,
   matmuls.warpgroupMma = options.warpgroupMma;
   matmuls.persistentWarpgroupMma = options.persistentWarpgroupMma;
   matmuls.tmaStoreEpilogue = options.tmaStoreEpilogue;
+  matmuls.tmaMulticast = options.tmaMulticast;
   matmuls.tensorCores = options.tensorCores;
   matmuls.multiprocessors = options.multiprocessors;
   matmuls.sharedPerBlock = options.sharedPerBlock;

@@ -91,10 +91,11 @@ struct GpuKernelsOptions {
   int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024,
           reservedSharedPerBlock = 1024;
   /// sm_90a: matmuls a TMA tensor map can read on wgmma instead of
-  /// mma.sync; in persistent warp-specialized kernels; their 16-bit
-  /// results written back by TMA stores.
+  /// mma.sync; in persistent warp-specialized kernels (in clusters of two
+  /// sharing B by TMA multicast); their 16-bit results written back by TMA
+  /// stores.
   bool warpgroupMma = false, persistentWarpgroupMma = false,
-       tmaStoreEpilogue = false;
+       tmaMulticast = false, tmaStoreEpilogue = false;
   /// Bytes of dynamic shared memory a block of the wgmma attention kernels
   /// may use (0: none, the attention stays on mma.sync; sm_90a).
   int64_t warpgroupAttentionShared = 0;

@@ -81,8 +81,9 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     // (no ptxas): tensor cores and an H200's SMs; by turns on mma.sync
     // with 48 KiB a block (loomc --gpu-mma=mma.sync), on wgmma with the
     // architecture's shared memory (loomc's sm_90a default), on persistent
-    // wgmma kernels writing back by TMA stores (--gpu-mma=wgmma-persistent
-    // --gpu-tma-store), and on wgmma with TMA stores. Where the CPU path
+    // wgmma kernels in clusters sharing B, writing back by TMA stores
+    // (--gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store),
+    // and on wgmma with TMA stores. Where the CPU path
     // accepts a kernel the GPU path, and the plan's launch records, must
     // too.
     static unsigned scripts = 0;
@@ -95,6 +96,7 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     kernels.sharedPerBlock = wgmma ? 227 * 1024 : 48 * 1024;
     kernels.warpgroupMma = wgmma;
     kernels.persistentWarpgroupMma = variant == 2;
+    kernels.tmaMulticast = variant == 2;
     kernels.tmaStoreEpilogue = variant >= 2;
     kernels.warpgroupAttentionShared = wgmma ? 227 * 1024 : 0;
     buildGpuKernelsPipeline(gpuStages, kernels);

@@ -144,6 +144,13 @@ cl::opt<bool> gpuTmaStore(
              "instead of each thread's global stores (not yet measured on a "
              "GPU: off by default)"),
     cl::init(false), cl::cat(loomCategory));
+cl::opt<bool> gpuTmaMulticast(
+    "gpu-tma-multicast",
+    cl::desc("With --gpu-mma=wgmma-persistent: clusters of two blocks whose "
+             "output tiles share B's columns, each copying half of B's "
+             "tiles into both by TMA multicast (not yet measured on a GPU: "
+             "off by default)"),
+    cl::init(false), cl::cat(loomCategory));
 cl::opt<loom::GpuAttention> gpuAttention(
     "gpu-attention",
     cl::desc("The tensor-core instructions of the attention kernels on the GPU"),
@@ -397,6 +404,7 @@ int main(int argc, char **argv) {
     options.gpuSharedLimit = gpuSharedLimit;
   options.gpuMma = gpuMma;
   options.gpuTmaStore = gpuTmaStore;
+  options.gpuTmaMulticast = gpuTmaMulticast;
   options.gpuAttention = gpuAttention;
   if (explain.getNumOccurrences())
     options.explain = explain;

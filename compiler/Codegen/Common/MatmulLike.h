@@ -84,6 +84,9 @@ struct TensorCoreTarget {
   /// With warpgroupMma: 16-bit results leave through shared memory by TMA
   /// stores (TmaStoreEpilogue.h) instead of each thread's global stores.
   bool tmaStoreEpilogue = false;
+  /// With persistentWarpgroupMma: clusters of two blocks sharing B's tiles
+  /// by TMA multicast, where their tiles pair up.
+  bool tmaMulticast = false;
   /// The shared memory each of `blocksPerSM` blocks may use: its share of
   /// the SM less the driver's reservation, within the per-block limit.
   int64_t sharedBudget(int64_t blocksPerSM) const {

@@ -14,6 +14,11 @@
 // (3 blocks of 128 threads) and spills; they get at most 2, which lets
 // them have up to 255.
 //
+// A kernel launched in clusters (`gpu.launch_func ... clusters in`) gets
+// their size as `nvvm.cluster_dim` (PTX `.reqnctapercluster`): the runtime
+// launches every kernel with cuLaunchKernel, which forms the clusters a
+// kernel declares itself.
+//
 // It also aligns every kernel's workgroup buffers to 16 bytes (`llvm.align`,
 // which the NVVM lowering puts on the `.shared` array): cp.async's 16-byte
 // copies and ldmatrix's row addresses need it, and the arrays, declared
@@ -52,6 +57,8 @@ struct LoomGpuOccupancyHints
                                            builder.getI64IntegerAttr(kSharedAlignment));
     });
     getOperation().walk([&](gpu::LaunchFuncOp launch) {
+      if (launch.hasClusterSize())
+        declareClusters(launch);
       Value size = launch.getDynamicSharedMemorySize();
       std::optional<int64_t> bytes = size ? getConstantIntValue(size) : std::nullopt;
       auto host = launch->getParentOfType<func::FuncOp>();
@@ -76,6 +83,22 @@ struct LoomGpuOccupancyHints
         blocks = std::min(blocks, known.getInt());
       kernel->setAttr(name, Builder(&getContext()).getI32IntegerAttr(blocks));
     });
+  }
+
+  void declareClusters(gpu::LaunchFuncOp launch) {
+    auto kernel = SymbolTable::lookupNearestSymbolFrom<gpu::GPUFuncOp>(
+        launch, launch.getKernel());
+    gpu::KernelDim3 size = launch.getClusterSizeOperandValues();
+    SmallVector<int32_t> dims;
+    for (Value extent : {size.x, size.y, size.z})
+      if (std::optional<int64_t> value = getConstantIntValue(extent))
+        dims.push_back(*value);
+    if (!kernel || dims.size() != 3) {
+      launch.emitError("a cluster launch needs constant cluster sizes");
+      return signalPassFailure();
+    }
+    kernel->setAttr(NVVM::NVVMDialect::getClusterDimAttrName(),
+                    DenseI32ArrayAttr::get(&getContext(), dims));
   }
 };
 } // namespace

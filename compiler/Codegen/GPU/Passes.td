@@ -119,6 +119,13 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     stages' memory once the K loop is done, in the persistent one through
     two boxes a consumer warpgroup after the stages, alternating, so the
     next tile's K loop starts while the TMA unit writes.
+
+    With `multicast` (and `persistent`), where the tiles pair up (an even
+    number of 128-row tiles along M), blocks 2c and 2c + 1 form a cluster
+    (`gpu.launch clusters`, PTX `.reqnctapercluster 2, 1, 1`) whose tiles
+    (m, n) and (m + 1, n) share B's columns: each producer copies its A and
+    half of B's tile, the latter multicast into both blocks' stage; each
+    stage's `empty` barrier counts both blocks' consumer warpgroups.
   }];
   let options = [
     Option<"tile", "tile", "int64_t", "16", "Output tile edge and K step">,
@@ -144,7 +151,11 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     Option<"tmaStoreEpilogue", "tma-store", "bool", "false",
            "With warpgroup-mma: write 16-bit results back through shared "
            "memory by TMA stores (64 x 64 boxes, 128-byte swizzled) instead "
-           "of each thread's global stores">
+           "of each thread's global stores">,
+    Option<"tmaMulticast", "multicast", "bool", "false",
+           "With persistent: clusters of two blocks whose tiles share B's "
+           "columns, each copying half of B's tile into both by TMA "
+           "multicast">
   ];
   let dependentDialects = ["mlir::gpu::GPUDialect", "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect", "mlir::arith::ArithDialect",

@@ -88,9 +88,12 @@ struct TensorCoreKernel {
   /// warp-specialized kernel's loaders). With `persistentBlocks`, the grid
   /// is that many blocks, each looping over output tiles, and the kernel
   /// places each tile itself (placeTile); otherwise a block is one tile.
+  /// With `clusterBlocks`, consecutive blocks form clusters of that many
+  /// (`gpu.launch clusters`).
   TensorCoreKernel(linalg::GenericOp op, TensorCoreTile tile,
                    TypeRange workgroup, int64_t dynamicSharedBytes = 0,
-                   int64_t producerThreads = 0, int64_t persistentBlocks = 0);
+                   int64_t producerThreads = 0, int64_t persistentBlocks = 0,
+                   int64_t clusterBlocks = 0);
 
   linalg::GenericOp op;
   TensorCoreFusion fusion;

@@ -260,7 +260,8 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
                                          TypeRange workgroup,
                                          int64_t dynamicSharedBytes,
                                          int64_t producerThreads,
-                                         int64_t persistentBlocks)
+                                         int64_t persistentBlocks,
+                                         int64_t clusterBlocks)
     : op(op), fusion(findTensorCoreFusion(op)), mm(op), tile(tile), loc(op.getLoc()), im{op.getLoc()},
       element(cast<MemRefType>(mm.a.getType()).getElementType()),
       k(op.getContext()), warpM(tile.blockM / tile.warpsM),
@@ -284,7 +285,16 @@ loom::TensorCoreKernel::TensorCoreKernel(linalg::GenericOp op, TensorCoreTile ti
       im.cst(b, threads + producerThreads), im.cst(b, 1), im.cst(b, 1),
       dynamicSharedBytes ? arith::ConstantIntOp::create(b, loc, dynamicSharedBytes, 32)
                          : Value(),
-      Type(), ValueRange(), workgroup);
+      Type(), ValueRange(), workgroup, TypeRange(),
+      clusterBlocks ? im.cst(b, clusterBlocks) : Value(),
+      clusterBlocks ? im.cst(b, 1) : Value(), clusterBlocks ? im.cst(b, 1) : Value());
+  // MLIR 22's gpu.launch builder leaves out the 6 region arguments of a
+  // cluster launch (its cluster ids and sizes, after the 12 of blocks and
+  // threads), which the parser and the accessors expect.
+  if (clusterBlocks)
+    for (int i = 0; i < 6; ++i)
+      launch.getBody().front().insertArgument(
+          gpu::LaunchOp::kNumConfigRegionAttributes + i, b.getIndexType(), loc);
   k.setInsertionPointToStart(&launch.getBody().front());
   shared.assign(launch.getWorkgroupAttributions().begin(),
                 launch.getWorkgroupAttributions().end());

@@ -126,14 +126,20 @@ struct WarpgroupLayout {
 /// memory, the TMA loads of one K tile into a stage, and the wgmmas that
 /// multiply one stage into the accumulators.
 struct WarpgroupMatmul {
-  WarpgroupMatmul(TensorCoreKernel &kernel, const WarpgroupLayout &layout);
+  /// With `multicastB`, the kernel runs in clusters of two blocks whose
+  /// tiles share B's columns: each block copies half of B's tile into both
+  /// blocks' stage by TMA multicast (load).
+  WarpgroupMatmul(TensorCoreKernel &kernel, const WarpgroupLayout &layout,
+                  bool multicastB = false);
 
   TensorCoreKernel &kernel;
-  bool aMContiguous, bNContiguous;
+  bool aMContiguous, bNContiguous, multicastB;
   int64_t stages, blockN, stageBytes, kTiles;
   Value aMap, bMap;
   /// The dynamic shared memory's address, and where the stages start in it.
   Value address, base;
+  /// With multicastB: the block's rank in its cluster (0 or 1).
+  Value rank;
   /// The accumulators as wgmma's operand: one struct of blockN / 2 f32 a
   /// thread, in the order of the m16n8 tiles along N (TensorCoreKernel's).
   LLVM::LLVMStructType accType;
@@ -156,9 +162,10 @@ struct WarpgroupMatmul {
 };
 
 WarpgroupMatmul::WarpgroupMatmul(TensorCoreKernel &kernel,
-                                 const WarpgroupLayout &layout)
+                                 const WarpgroupLayout &layout, bool multicastB)
     : kernel(kernel), aMContiguous(layout.aMContiguous),
-      bNContiguous(layout.bNContiguous), stages(layout.pipeline.stages),
+      bNContiguous(layout.bNContiguous), multicastB(multicastB),
+      stages(layout.pipeline.stages),
       blockN(layout.pipeline.tile.blockN),
       stageBytes(layout.pipeline.tile.stageBytes()),
       kTiles(llvm::divideCeil(kernel.mm.k, kBlockK)) {
@@ -168,8 +175,9 @@ WarpgroupMatmul::WarpgroupMatmul(TensorCoreKernel &kernel,
   Location loc = kernel.loc;
   aMap = createTensorMap(host, loc, kernel.mm.a,
                          aMContiguous ? kBlockK : kBlockM);
+  // A K-contiguous B multicast in halves: boxes of half the tile's rows.
   bMap = createTensorMap(host, loc, kernel.mm.b,
-                         bNContiguous ? kBlockK : blockN);
+                         bNContiguous ? kBlockK : blockN / (multicastB ? 2 : 1));
   // The stages start at the first kAtomBytes boundary of the dynamic
   // shared memory (static shared memory, the barriers, may come before it).
   const IndexMath &im = kernel.im;
@@ -180,6 +188,8 @@ WarpgroupMatmul::WarpgroupMatmul(TensorCoreKernel &kernel,
                  arith::SubIOp::create(k, loc, im.cst(k, kAtomBytes),
                                        im.remc(k, address, kAtomBytes)),
                  kAtomBytes);
+  if (multicastB)
+    rank = im.remc(k, kernel.launch.getBlockIds().x, 2);
   accType = LLVM::LLVMStructType::getLiteral(
       k.getContext(),
       SmallVector<Type>(kernel.tilesM * kernel.tilesN * 4, k.getF32Type()));
@@ -224,7 +234,34 @@ void WarpgroupMatmul::load(OpBuilder &b, Value barriers, Value stage,
     }
   };
   loadOperand(offset, 0, !aMContiguous, kBlockM);
-  loadOperand(im.addc(b, offset, kTileBytes), 1, !bNContiguous, blockN);
+  if (!multicastB) {
+    loadOperand(im.addc(b, offset, kTileBytes), 1, !bNContiguous, blockN);
+    return;
+  }
+  // B's tile in pieces (its 64 x 64 boxes when N-contiguous, two halves of
+  // blockN / 2 rows when K-contiguous), this block's half of them copied
+  // into the same offset of both blocks of the cluster, each piece
+  // completing bytes on both blocks' `barriers[stage]`: each block's
+  // barrier, expecting the whole stage, sees its A and both halves of B.
+  bool kContiguous = !bNContiguous;
+  int64_t pieces = kContiguous ? 2 : blockN / kRowElements;
+  int64_t pieceRows = kContiguous ? blockN / 2 : kBlockK;
+  int64_t pieceColumns = kContiguous ? blockN / 2 : kRowElements;
+  Value both = arith::ConstantOp::create(b, loc, b.getI16IntegerAttr(0b11));
+  for (int64_t i = 0; i < pieces / 2; ++i) {
+    Value piece = im.addc(b, im.mulc(b, rank, pieces / 2), i);
+    SmallVector<Value> coordinates = mm.indices(
+        b, loc, 1, zero, im.add(b, kernel.col0, im.mulc(b, piece, pieceColumns)),
+        k0);
+    std::reverse(coordinates.begin(), coordinates.end());
+    Value view = memref::ViewOp::create(
+        b, loc, boxType(mm.b, pieceRows), kernel.dynamicShared,
+        im.add(b, im.addc(b, offset, kTileBytes),
+               im.mulc(b, piece, pieceRows * kRowBytes)),
+        ValueRange{});
+    nvgpu::TmaAsyncLoadOp::create(b, loc, view, barriers, bMap, coordinates,
+                                  stage, both, predicate);
+  }
 }
 
 Value WarpgroupMatmul::multiply(OpBuilder &b, Value stage, Value accs) const {
@@ -304,9 +341,11 @@ struct StageBarriers {
 /// One group per entry of `arrivals` (each of its barriers expecting that
 /// many arrivals), initialized by thread 0 and then made visible to the
 /// TMA unit's completions (CUTLASS's fence_barrier_init) and to every
-/// thread.
+/// thread; with `cluster`, to every thread of the cluster, whose other
+/// block multicasts into this one's stages and arrives on its barriers.
 StageBarriers createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
-                                  ArrayRef<int64_t> arrivals) {
+                                  ArrayRef<int64_t> arrivals,
+                                  bool cluster = false) {
   OpBuilder &k = kernel.k;
   const IndexMath &im = kernel.im;
   auto type = nvgpu::MBarrierGroupType::get(
@@ -325,8 +364,38 @@ StageBarriers createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
     made.groups.push_back(barriers);
   }
   NVVM::FenceMbarrierInitOp::create(k, kernel.loc);
-  gpu::BarrierOp::create(k, kernel.loc);
+  if (cluster) {
+    NVVM::ClusterArriveOp::create(k, kernel.loc, k.getUnitAttr());
+    NVVM::ClusterWaitOp::create(k, kernel.loc, k.getUnitAttr());
+  } else {
+    gpu::BarrierOp::create(k, kernel.loc);
+  }
   return made;
+}
+
+/// One arrival on barrier `index` of `barriers` in each block of a cluster
+/// of two (this one's included): `mapa` gives the other block's copy of
+/// the barrier's shared address, and `mbarrier.arrive` on a
+/// `shared::cluster` address reaches it (release at cluster scope, so this
+/// block's reads of the stage are done before the other block's producer
+/// may refill it). MLIR 22's nvgpu.mbarrier.arrive knows only the block's
+/// own barriers, so this is inline PTX, as CUTLASS's ClusterBarrier::arrive.
+void arriveInBothBlocks(OpBuilder &b, Location loc, Value barriers,
+                        Value index) {
+  Value address = nvgpu::MBarrierGetOp::create(b, loc, b.getI32Type(),
+                                               barriers, index);
+  std::string ptx = "{\n.reg .b32 remote;\n";
+  for (int rank = 0; rank < 2; ++rank)
+    ptx += "mapa.shared::cluster.u32 remote, $0, " + std::to_string(rank) +
+           ";\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+           "[remote];\n";
+  ptx += "}\n";
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange(), ValueRange{address}, ptx, "r,~{memory}",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
 }
 
 /// The layout of `op`'s operands when both Hopper kernels can read them,
@@ -437,17 +506,31 @@ constexpr int64_t kWarpgroupThreads = 128;
 /// back by TMA stores through two boxes of its own after the stages,
 /// alternating (TmaStoreEpilogue), and the next tile's K loop starts as
 /// soon as the last box is handed to the TMA unit.
+///
+/// With `multicast` (sharesTilesOfB), blocks 2c and 2c + 1 form a cluster
+/// whose tiles (m, n) and (m + 1, n) share B's columns at every K tile:
+/// each producer copies its A and half of B, multicast into both blocks'
+/// stage, so B crosses L2 once for two tiles. A stage is then refilled by
+/// either block's producer, so its `empty` barrier counts the consumer
+/// warpgroups of both blocks (4), each releasing a stage in both; the
+/// cluster meets once its barriers are initialized and again before any
+/// block exits (the other may still arrive on its barriers).
 void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
-                           int64_t multiprocessors, Value tmaStore) {
+                           int64_t multiprocessors, Value tmaStore,
+                           bool multicast) {
   const WarpgroupPipeline &pipeline = layout.pipeline;
   TensorCoreTile tile{kBlockM, pipeline.tile.blockN, 8, 1};
   GpuMatmul probe(op);
   int64_t tiles = llvm::divideCeil(probe.m, kBlockM) *
                   llvm::divideCeil(probe.n, tile.blockN) * probe.batches;
   int64_t blocks = std::min(tiles, multiprocessors);
+  // Whole clusters: every block of one takes as many tiles as its partner.
+  // (Tiles pair up, so there are at least 2 even on a 1-SM target.)
+  if (multicast)
+    blocks = std::max<int64_t>(2, blocks - blocks % 2);
   TensorCoreKernel kernel(op, tile, TypeRange(), pipeline.bytes,
-                          kProducerThreads, blocks);
-  WarpgroupMatmul w(kernel, layout);
+                          kProducerThreads, blocks, multicast ? 2 : 0);
+  WarpgroupMatmul w(kernel, layout, multicast);
   std::optional<TmaStoreEpilogue> epilogue;
   if (tmaStore)
     epilogue.emplace(kernel, tmaStore);
@@ -461,7 +544,9 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
   // PipelineTmaAsync does: a warpgroup's wgmmas are complete for all its
   // threads once wait_group returns in one of them.
   StageBarriers made = createStageBarriers(
-      kernel, stages, {1, kConsumerThreads / kWarpgroupThreads});
+      kernel, stages,
+      {1, kConsumerThreads / kWarpgroupThreads * (multicast ? 2 : 1)},
+      multicast);
   Value full = made.groups[0], empty = made.groups[1];
 
   Value firstTile = kernel.launch.getBlockIds().x;
@@ -538,9 +623,12 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
         im.remc(c, kernel.tid, kWarpgroupThreads), im.cst(c, 0));
     auto release = [&](OpBuilder &b, Value stage) {
       scf::IfOp::create(b, loc, signals, [&](OpBuilder &then, Location) {
-        nvgpu::MBarrierArriveOp::create(
-            then, loc, nvgpu::MBarrierTokenType::get(then.getContext()), empty,
-            stage);
+        if (multicast)
+          arriveInBothBlocks(then, loc, empty, stage);
+        else
+          nvgpu::MBarrierArriveOp::create(
+              then, loc, nvgpu::MBarrierTokenType::get(then.getContext()),
+              empty, stage);
         scf::YieldOp::create(then, loc);
       });
     };
@@ -589,7 +677,19 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
     }
   }
   k.setInsertionPointAfter(roles);
+  if (multicast) {
+    NVVM::ClusterArriveOp::create(k, loc, UnitAttr());
+    NVVM::ClusterWaitOp::create(k, loc, UnitAttr());
+  }
   kernel.close();
+}
+
+/// Whether the persistent kernel's blocks 2c and 2c + 1 always take tiles
+/// (m, n) and (m + 1, n) of one batch entry: consecutive tile indices are
+/// m-adjacent within a group of tile rows (placeTile), so every group must
+/// have an even number of rows, which an even number of tile rows gives.
+bool sharesTilesOfB(const GpuMatmul &mm) {
+  return llvm::divideCeil(mm.m, kBlockM) % 2 == 0;
 }
 
 /// The persistent kernel's tile and stages: one block per SM, so the
@@ -628,7 +728,9 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
         });
     if (!layout)
       return failure();
-    buildPersistentKernel(op, *layout, target.multiprocessors, tmaStore);
+    GpuMatmul probe(op);
+    buildPersistentKernel(op, *layout, target.multiprocessors, tmaStore,
+                          target.tmaMulticast && sharesTilesOfB(probe));
     return success();
   }
   std::optional<WarpgroupLayout> layout =

@@ -31,7 +31,8 @@ struct LoomTileMatmulsForGpu
             op, {multiprocessors, sharedPerBlock, sharedPerSM,
                  reservedSharedPerBlock, warpgroupMma,
                  warpgroupMma && persistentWarpgroupMma,
-                 warpgroupMma && tmaStoreEpilogue});
+                 warpgroupMma && tmaStoreEpilogue,
+                 warpgroupMma && persistentWarpgroupMma && tmaMulticast});
       else
         rewrite(op);
     }

@@ -3,6 +3,7 @@
 #include "Codegen/GPU/TmaStoreEpilogue.h"
 #include "Codegen/GPU/WarpgroupMma.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -60,7 +61,8 @@ Value TmaStoreEpilogue::destinationOf(linalg::GenericOp op) {
       return {};
     destination = init.get();
   }
-  if (!isTensorMapReadable(destination))
+  Type element = cast<MemRefType>(destination.getType()).getElementType();
+  if (!isa<BFloat16Type, Float16Type>(element) || !isTensorMapReadable(destination))
     return {};
   return destination;
 }
@@ -79,14 +81,28 @@ Value TmaStoreEpilogue::issuer(OpBuilder &b) const {
 }
 
 void TmaStoreEpilogue::syncWarpgroup(OpBuilder &b, Value warpgroup) const {
+  // Named barrier 1 + warpgroup, its id a constant in each branch: a
+  // barrier id in a register makes ptxas reserve all 16 barriers for the
+  // kernel, which can cost resident blocks. Inline PTX (a compiler memory
+  // barrier too, `~{memory}`), since LLVM folds two nvvm.barrier ops that
+  // differ in a constant back into one with a selected id.
   Location loc = kernel.loc;
-  Type i32 = b.getI32Type();
-  Value id = arith::IndexCastUIOp::create(b, loc, i32,
-                                          kernel.im.addc(b, warpgroup, 1));
-  Value threads = arith::ConstantOp::create(
-      b, loc, b.getI32IntegerAttr(kWarpgroupThreads));
-  NVVM::BarrierOp::create(b, loc, Type(), id, threads,
-                          NVVM::BarrierReductionAttr(), Value());
+  auto barrier = [&](OpBuilder &then, int id) {
+    LLVM::InlineAsmOp::create(
+        then, loc, TypeRange(), ValueRange(),
+        "bar.sync " + std::to_string(id) + ", " +
+            std::to_string(kWarpgroupThreads) + ";",
+        "~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(then.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
+    scf::YieldOp::create(then, loc);
+  };
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                      warpgroup, kernel.im.cst(b, 0));
+  scf::IfOp::create(
+      b, loc, first, [&](OpBuilder &then, Location) { barrier(then, 1); },
+      [&](OpBuilder &otherwise, Location) { barrier(otherwise, 2); });
 }
 
 void TmaStoreEpilogue::store(

@@ -52,7 +52,8 @@ struct TmaStoreEpilogue {
 
 private:
   /// The consumer thread that issues its warpgroup's stores, and the
-  /// warpgroup's named barrier (1 + warpgroup; 0 is gpu.barrier's).
+  /// warpgroup's named barrier (1 + warpgroup, 128 threads; 0 is
+  /// gpu.barrier's).
   Value issuer(OpBuilder &b) const;
   void syncWarpgroup(OpBuilder &b, Value warpgroup) const;
 };
