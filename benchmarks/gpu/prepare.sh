@@ -112,11 +112,11 @@ if [ "$arch" = sm_90a ]; then
   $loomc --gpu-mma=wgmma-persistent "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent"
   $loomc --gpu-mma=wgmma-persistent --train "$out/gpt-train.loom" -o "$out/gpt-train-persistent"
   # Not yet measured: both wgmma kernels writing their tiles back by TMA
-  # stores through shared memory (--gpu-tma-store), and the persistent one
-  # in clusters of two blocks sharing B by TMA multicast
-  # (--gpu-tma-multicast), alone and with the TMA stores: checked (the
-  # 4096 ones, and the numerics GPT's matmuls with bias epilogues, ragged
-  # and batched shapes) and timed beside the kernels above.
+  # stores through shared memory (--gpu-tma-store), the persistent one in
+  # clusters of two blocks sharing B by TMA multicast (--gpu-tma-multicast),
+  # alone and with the TMA stores, and its ping-pong form: checked (4096^3,
+  # and the numerics GPT's matmuls with bias epilogues, ragged and batched
+  # shapes) and timed beside the kernels above.
   $loomc --gpu-tma-store "$out/matmul4096.loom" -o "$out/matmul4096-tma-store"
   for name in matmul4096 matmul8192; do
     $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$out/$name.loom" -o "$out/$name-persistent-tma-store"
@@ -126,6 +126,13 @@ if [ "$arch" = sm_90a ]; then
     $loomc --gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store "$out/$name.loom" \
       -o "$out/$name-persistent-multicast-tma-store"
   done
+  # And the ping-pong consumers (--gpu-mma=wgmma-pingpong), alone and with
+  # the TMA stores.
+  for name in matmul4096 matmul8192; do
+    $loomc --gpu-mma=wgmma-pingpong "$out/$name.loom" -o "$out/$name-pingpong"
+    $loomc --gpu-mma=wgmma-pingpong --gpu-tma-store "$out/$name.loom" -o "$out/$name-pingpong-tma-store"
+  done
+  $loomc --gpu-mma=wgmma-pingpong --gpu-tma-store "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-pingpong-tma-store"
   $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent-tma-store"
   $loomc --gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store \
     "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent-multicast-tma-store"

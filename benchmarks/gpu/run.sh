@@ -139,7 +139,8 @@ for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums a
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
            gpt-train-persistent matmul4096-tma-store matmul4096-persistent-tma-store gpt-persistent-tma-store \
            matmul4096-persistent-multicast-tma-store matmul4096-bt-persistent-multicast-tma-store \
-           gpt-persistent-multicast-tma-store attention2048-mma-sync attention-grad2048-mma-sync; do
+           gpt-persistent-multicast-tma-store matmul4096-pingpong matmul4096-pingpong-tma-store \
+           gpt-pingpong-tma-store attention2048-mma-sync attention-grad2048-mma-sync; do
   skip $exe && continue
   # With GPU_CHECK_KEEP, the training steps' failing kernels (small: their
   # attention backward is the open tolerance question) keep their buffers.
@@ -235,13 +236,15 @@ done
 # -persistent ones run the same matmuls in persistent warp-specialized
 # kernels (--gpu-mma=wgmma-persistent; the issue's goal is >= 0.9); the
 # -tma-store ones write their tiles back by TMA stores (--gpu-tma-store),
-# the -multicast ones run in clusters of two sharing B (--gpu-tma-multicast).
+# the -multicast ones run in clusters of two sharing B (--gpu-tma-multicast),
+# the -pingpong ones with ping-pong consumers (--gpu-mma=wgmma-pingpong).
 for exe in matmul4096 matmul8192 matmul4096-bt matmul4096-at matmul4096-mma-sync matmul8192-mma-sync \
            matmul4096-persistent matmul8192-persistent matmul4096-bt-persistent matmul4096-at-persistent \
            matmul4096-tma-store matmul4096-persistent-tma-store matmul8192-persistent-tma-store \
            matmul4096-persistent-multicast matmul8192-persistent-multicast \
            matmul4096-persistent-multicast-tma-store matmul8192-persistent-multicast-tma-store \
-           matmul4096-bt-persistent-multicast-tma-store; do
+           matmul4096-bt-persistent-multicast-tma-store matmul4096-pingpong matmul8192-pingpong \
+           matmul4096-pingpong-tma-store matmul8192-pingpong-tma-store; do
   skip $exe && continue
   size=${exe#matmul}; size=${size%%-*}
   best=$(best_kernel_us "$exe") || { status=1; continue; }
@@ -429,14 +432,15 @@ fi  # sanitizer
 # hardware counters cannot be read (gVisor), ncu says so and the check
 # goes on.
 if [ -n "${NCU:-}" ]; then
-  echo "== Nsight Compute: matmul4096{,-persistent,-persistent-multicast-tma-store,-mma-sync}, attention8192, attention-grad8192's backward (wgmma)  [${SECONDS} s]"
+  echo "== Nsight Compute: matmul4096{,-persistent,-persistent-multicast-tma-store,-pingpong-tma-store,-mma-sync}, attention8192, attention-grad8192's backward (wgmma)  [${SECONDS} s]"
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
   if [ -z "$ncu" ]; then
     echo "ncu not found: skipped"
   else
     backward=$(backward_of attention-grad8192)
     # EXE:LAUNCHES[:KERNEL-REGEX]
-    for profile in matmul4096:1 matmul4096-persistent:1 matmul4096-persistent-multicast-tma-store:1 matmul4096-mma-sync:1 attention8192:1 \
+    for profile in matmul4096:1 matmul4096-persistent:1 matmul4096-persistent-multicast-tma-store:1 \
+                   matmul4096-pingpong-tma-store:1 matmul4096-mma-sync:1 attention8192:1 \
                    "attention-grad8192:2:regex:${backward:-none}_kernel"; do
       IFS=: read -r exe count filter <<< "$profile"
       skip $exe && continue

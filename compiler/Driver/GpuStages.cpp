@@ -69,10 +69,13 @@ LogicalResult Compilation::lowerToGpu() {
   // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
   // PTX lacks them); there they are the default.
   bool sm90a = options.gpuArch == "sm_90a";
-  bool persistent = options.gpuMma == GpuMma::WgmmaPersistent;
+  bool pingpong = options.gpuMma == GpuMma::WgmmaPingpong;
+  bool persistent = options.gpuMma == GpuMma::WgmmaPersistent || pingpong;
   if ((options.gpuMma == GpuMma::Wgmma || persistent) && !sm90a)
     return emitError(UnknownLoc::get(&context), "--gpu-mma=")
-           << (persistent ? "wgmma-persistent" : "wgmma")
+           << (pingpong     ? "wgmma-pingpong"
+               : persistent ? "wgmma-persistent"
+                            : "wgmma")
            << " needs --gpu-arch=sm_90a (got " << options.gpuArch << ")";
   bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
                       (options.gpuMma == GpuMma::Auto && sm90a);
@@ -115,7 +118,7 @@ LogicalResult Compilation::lowerToGpu() {
            << "matmuls (--gpu-arch=sm_90a, not --gpu-mma=mma.sync; got "
            << (sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
            << ")";
-  if (options.gpuTmaMulticast && !persistent)
+  if (options.gpuTmaMulticast && (!persistent || pingpong))
     return emitError(UnknownLoc::get(&context), "--gpu-tma-multicast needs ")
            << "the persistent wgmma kernels (--gpu-mma=wgmma-persistent)";
   GpuKernelsOptions kernels;
@@ -126,6 +129,7 @@ LogicalResult Compilation::lowerToGpu() {
   kernels.reservedSharedPerBlock = reservedPerBlock;
   kernels.warpgroupMma = warpgroupMma;
   kernels.persistentWarpgroupMma = persistent;
+  kernels.pingpongWarpgroupMma = pingpong;
   kernels.tmaStoreEpilogue = options.gpuTmaStore;
   kernels.tmaMulticast = options.gpuTmaMulticast;
   kernels.warpgroupAttentionShared = attentionShared;

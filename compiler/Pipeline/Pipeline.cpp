@@ -279,6 +279,7 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm,
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;
   matmuls.warpgroupMma = options.warpgroupMma;
   matmuls.persistentWarpgroupMma = options.persistentWarpgroupMma;
+  matmuls.pingpongWarpgroupMma = options.pingpongWarpgroupMma;
   matmuls.tmaStoreEpilogue = options.tmaStoreEpilogue;
   matmuls.tmaMulticast = options.tmaMulticast;
   matmuls.tensorCores = options.tensorCores;

@@ -96,6 +96,9 @@ struct GpuKernelsOptions {
   /// stores.
   bool warpgroupMma = false, persistentWarpgroupMma = false,
        tmaMulticast = false, tmaStoreEpilogue = false;
+  /// sm_90a: the persistent kernels' consumer warpgroups take tiles and the
+  /// tensor cores by turns (ping-pong).
+  bool pingpongWarpgroupMma = false;
   /// Bytes of dynamic shared memory a block of the wgmma attention kernels
   /// may use (0: none, the attention stays on mma.sync; sm_90a).
   int64_t warpgroupAttentionShared = 0;

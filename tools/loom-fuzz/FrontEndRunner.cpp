@@ -82,12 +82,12 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     // with 48 KiB a block (loomc --gpu-mma=mma.sync), on wgmma with the
     // architecture's shared memory (loomc's sm_90a default), on persistent
     // wgmma kernels in clusters sharing B, writing back by TMA stores
-    // (--gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store),
-    // and on wgmma with TMA stores. Where the CPU path
-    // accepts a kernel the GPU path, and the plan's launch records, must
-    // too.
+    // (--gpu-mma=wgmma-persistent --gpu-tma-multicast --gpu-tma-store), on
+    // wgmma with TMA stores, and on ping-pong kernels with TMA stores
+    // (--gpu-mma=wgmma-pingpong --gpu-tma-store). Where the CPU path accepts
+    // a kernel the GPU path, and the plan's launch records, must too.
     static unsigned scripts = 0;
-    unsigned variant = scripts++ % 4;
+    unsigned variant = scripts++ % 5;
     bool wgmma = variant != 0;
     mlir::OwningOpRef<mlir::ModuleOp> gpu = module->clone();
     mlir::PassManager gpuStages(&context);
@@ -95,7 +95,8 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     kernels.tensorCores = true;
     kernels.sharedPerBlock = wgmma ? 227 * 1024 : 48 * 1024;
     kernels.warpgroupMma = wgmma;
-    kernels.persistentWarpgroupMma = variant == 2;
+    kernels.persistentWarpgroupMma = variant == 2 || variant == 4;
+    kernels.pingpongWarpgroupMma = variant == 4;
     kernels.tmaMulticast = variant == 2;
     kernels.tmaStoreEpilogue = variant >= 2;
     kernels.warpgroupAttentionShared = wgmma ? 227 * 1024 : 0;

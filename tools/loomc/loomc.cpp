@@ -135,7 +135,12 @@ cl::opt<loom::GpuMma> gpuMma(
                clEnumValN(loom::GpuMma::WgmmaPersistent, "wgmma-persistent",
                           "wgmma in persistent warp-specialized kernels: a "
                           "block per SM loops over tiles, a producer "
-                          "warpgroup issues the TMA loads (sm_90a)")),
+                          "warpgroup issues the TMA loads (sm_90a)"),
+               clEnumValN(loom::GpuMma::WgmmaPingpong, "wgmma-pingpong",
+                          "as wgmma-persistent, the two consumer warpgroups "
+                          "taking 128 x 128 tiles and the tensor cores by "
+                          "turns, one's write-back under the other's wgmmas "
+                          "(sm_90a; not yet measured on a GPU)")),
     cl::init(loom::GpuMma::Auto), cl::cat(loomCategory));
 cl::opt<bool> gpuTmaStore(
     "gpu-tma-store",

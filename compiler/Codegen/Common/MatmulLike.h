@@ -81,6 +81,9 @@ struct TensorCoreTarget {
   /// block per SM looping over tiles, a producer warpgroup issuing TMA)
   /// instead of one block per tile.
   bool persistentWarpgroupMma = false;
+  /// With persistentWarpgroupMma: the two consumer warpgroups take 128 x 128
+  /// tiles and the tensor cores by turns (CUTLASS's ping-pong).
+  bool pingpongWarpgroupMma = false;
   /// With warpgroupMma: 16-bit results leave through shared memory by TMA
   /// stores (TmaStoreEpilogue.h) instead of each thread's global stores.
   bool tmaStoreEpilogue = false;

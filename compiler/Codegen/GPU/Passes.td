@@ -120,7 +120,12 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
     two boxes a consumer warpgroup after the stages, alternating, so the
     next tile's K loop starts while the TMA unit writes.
 
-    With `multicast` (and `persistent`), where the tiles pair up (an even
+    With `pingpong`, the persistent kernel's two consumer warpgroups take
+    the block's tiles by turns, each a whole 128 x 128 tile, and the tensor
+    cores by turns too (named barriers 3 and 4): one warpgroup's write-back
+    runs under the other's wgmmas (CUTLASS's ping-pong).
+
+    With `multicast` (and `persistent`, not `pingpong`), where the tiles pair up (an even
     number of 128-row tiles along M), blocks 2c and 2c + 1 form a cluster
     (`gpu.launch clusters`, PTX `.reqnctapercluster 2, 1, 1`) whose tiles
     (m, n) and (m + 1, n) share B's columns: each producer copies its A and
@@ -148,6 +153,11 @@ def LoomTileMatmulsForGpu : Pass<"loom-tile-matmuls-for-gpu", "mlir::func::FuncO
            "block per SM over many tiles; a producer warpgroup issues the "
            "TMA loads, setmaxnreg gives its registers to the two consumer "
            "warpgroups)">,
+    Option<"pingpongWarpgroupMma", "pingpong", "bool", "false",
+           "With warpgroup-mma: persistent kernels whose two consumer "
+           "warpgroups take 128 x 128 tiles and the tensor cores by turns "
+           "(CUTLASS's ping-pong), one's write-back under the other's "
+           "wgmmas">,
     Option<"tmaStoreEpilogue", "tma-store", "bool", "false",
            "With warpgroup-mma: write 16-bit results back through shared "
            "memory by TMA stores (64 x 64 boxes, 128-byte swizzled) instead "

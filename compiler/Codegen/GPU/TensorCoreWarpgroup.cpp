@@ -153,8 +153,13 @@ struct WarpgroupMatmul {
   void load(OpBuilder &b, Value barriers, Value stage, Value kTile,
             Value predicate) const;
   /// fence, the wgmmas of the K tile in `stage` on `accs`, commit; the
-  /// new accumulators (in flight until a wait_group).
+  /// new accumulators (in flight until a wait_group). The warpgroup's own
+  /// 64 rows of the tile.
   Value multiply(OpBuilder &b, Value stage, Value accs) const;
+  /// The same for the 64-row blocks `rowBlocks` of the tile, one
+  /// accumulator struct each (a ping-pong warpgroup computes all of them).
+  SmallVector<Value> multiply(OpBuilder &b, Value stage, ValueRange accs,
+                              ValueRange rowBlocks) const;
   /// The accumulators loadAccumulators gives, as one struct (at kernel.k).
   Value initialAccumulators() const;
   /// The struct's values, for TensorCoreKernel's write-back.
@@ -265,21 +270,28 @@ void WarpgroupMatmul::load(OpBuilder &b, Value barriers, Value stage,
 }
 
 Value WarpgroupMatmul::multiply(OpBuilder &b, Value stage, Value accs) const {
+  return multiply(b, stage, accs, kernel.im.divc(b, kernel.warp, 4))[0];
+}
+
+SmallVector<Value> WarpgroupMatmul::multiply(OpBuilder &b, Value stage,
+                                             ValueRange accs,
+                                             ValueRange rowBlocks) const {
   const IndexMath &im = kernel.im;
   Location loc = kernel.loc;
   MLIRContext *context = b.getContext();
-  // This warpgroup's rows of A (64 rows of a K-major A, or the one box of
-  // 64 columns of an M-major one: kWarpgroupRows x kRowBytes bytes in
+  // A row block's rows of A (64 rows of a K-major A, or the one box of 64
+  // columns of an M-major one: kWarpgroupRows x kRowBytes bytes in
   // either), and B: K-major descriptors step 32 bytes along a swizzled row
   // per instruction; M- and N-major ones step 16 rows, their 64-column
   // boxes kBlockK rows apart (the leading byte offset).
-  Value warpgroup = im.divc(b, kernel.warp, 4);
   Value stageAddress = im.add(b, address, stageOffset(b, stage));
-  Value aAddress = im.add(b, stageAddress,
-                          im.mulc(b, warpgroup, kWarpgroupRows * kRowBytes));
+  SmallVector<Value> aDescriptors;
+  for (Value rowBlock : rowBlocks)
+    aDescriptors.push_back(matrixDescriptor(
+        b, loc,
+        im.add(b, stageAddress, im.mulc(b, rowBlock, kWarpgroupRows * kRowBytes)),
+        aMContiguous ? kBlockK * kRowBytes : 16, kAtomBytes));
   Value bAddress = im.addc(b, stageAddress, kTileBytes);
-  Value aDescriptor = matrixDescriptor(
-      b, loc, aAddress, aMContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   Value bDescriptor = matrixDescriptor(
       b, loc, bAddress, bNContiguous ? kBlockK * kRowBytes : 16, kAtomBytes);
   auto step = [&](Value descriptor, int64_t bytes) {
@@ -291,12 +303,14 @@ Value WarpgroupMatmul::multiply(OpBuilder &b, Value stage, Value accs) const {
                                                   : NVVM::WGMMATypes::f16);
   };
   NVVM::WgmmaFenceAlignedOp::create(b, loc);
+  SmallVector<Value> results(accs);
   for (int64_t kk = 0; kk < kBlockK / kInstructionK; ++kk) {
     auto stepBytes = [&](bool kMajor) {
       return kMajor ? kk * 32 : kk * kInstructionK * kRowBytes;
     };
-    accs = NVVM::WgmmaMmaAsyncOp::create(
-        b, loc, accType, accs, step(aDescriptor, stepBytes(!aMContiguous)),
+    for (auto [acc, aDescriptor] : llvm::zip(results, aDescriptors)) {
+      acc = NVVM::WgmmaMmaAsyncOp::create(
+        b, loc, accType, acc, step(aDescriptor, stepBytes(!aMContiguous)),
         step(bDescriptor, stepBytes(!bNContiguous)),
         NVVM::MMAShapeAttr::get(context, kWarpgroupRows, blockN,
                                 kInstructionK),
@@ -312,9 +326,10 @@ Value WarpgroupMatmul::multiply(OpBuilder &b, Value stage, Value accs) const {
         NVVM::MMALayoutAttr::get(context, bNContiguous ? NVVM::MMALayout::row
                                                        : NVVM::MMALayout::col),
         NVVM::MMAIntOverflowAttr());
+    }
   }
   NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-  return accs;
+  return results;
 }
 
 Value WarpgroupMatmul::initialAccumulators() const {
@@ -515,9 +530,17 @@ constexpr int64_t kWarpgroupThreads = 128;
 /// warpgroups of both blocks (4), each releasing a stage in both; the
 /// cluster meets once its barriers are initialized and again before any
 /// block exits (the other may still arrive on its barriers).
+///
+/// With `pingpong` (CUTLASS's ping-pong), the two consumer warpgroups take
+/// the block's tiles by turns, each a whole 128 x 128 tile (two m64n128
+/// accumulator structs, 64 f32 each), and take turns at the tensor cores
+/// too: a warpgroup's K loop waits for the other's to end (named barriers
+/// 3 and 4, one a warpgroup's turn), so one's write-back runs under the
+/// other's wgmmas. Each fill is then read by one warpgroup: `empty` counts
+/// one arrival.
 void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
                            int64_t multiprocessors, Value tmaStore,
-                           bool multicast) {
+                           bool multicast, bool pingpong) {
   const WarpgroupPipeline &pipeline = layout.pipeline;
   TensorCoreTile tile{kBlockM, pipeline.tile.blockN, 8, 1};
   GpuMatmul probe(op);
@@ -543,10 +566,9 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
   // `empty` once per consumer warpgroup, by its first thread, as CUTLASS's
   // PipelineTmaAsync does: a warpgroup's wgmmas are complete for all its
   // threads once wait_group returns in one of them.
+  int64_t releases = pingpong ? 1 : kConsumerThreads / kWarpgroupThreads;
   StageBarriers made = createStageBarriers(
-      kernel, stages,
-      {1, kConsumerThreads / kWarpgroupThreads * (multicast ? 2 : 1)},
-      multicast);
+      kernel, stages, {1, releases * (multicast ? 2 : 1)}, multicast);
   Value full = made.groups[0], empty = made.groups[1];
 
   Value firstTile = kernel.launch.getBlockIds().x;
@@ -612,9 +634,123 @@ void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
     scf::YieldOp::create(t, loc, loads.getResult(0));
   }
 
+  // Ping-pong consumers.
+  if (pingpong) {
+    OpBuilder c = roles.getThenBodyBuilder();
+    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
+                                   NVVM::SetMaxRegisterAction::increase);
+    Value warpgroup = im.divc(c, kernel.warp, 4);
+    Value signals = arith::CmpIOp::create(
+        c, loc, arith::CmpIPredicate::eq,
+        im.remc(c, kernel.tid, kWarpgroupThreads), im.cst(c, 0));
+    auto release = [&](OpBuilder &b, Value stage) {
+      scf::IfOp::create(b, loc, signals, [&](OpBuilder &then, Location) {
+        nvgpu::MBarrierArriveOp::create(
+            then, loc, nvgpu::MBarrierTokenType::get(then.getContext()), empty,
+            stage);
+        scf::YieldOp::create(then, loc);
+      });
+    };
+    // The tile's two 64-row blocks; TensorCoreKernel's write-back and
+    // accumulator loads place a thread's rows by warpRow, which for block h
+    // is that of warp 4h + (warp % 4).
+    Value rowInBlock = im.mulc(c, im.remc(c, kernel.warp, 4), 16);
+    Value defaultWarpRow = kernel.warpRow;
+    auto forBlock = [&](int64_t h, function_ref<void()> body) {
+      kernel.warpRow = im.addc(k, rowInBlock, h * kWarpgroupRows);
+      body();
+      kernel.warpRow = defaultWarpRow;
+    };
+    // The block's tiles j = warpgroup, warpgroup + 2, ...: tile index
+    // blockIdx.x + j * blocks, fills j * kTiles on.
+    auto tilesLoop = scf::ForOp::create(
+        c, loc, im.add(c, firstTile, im.mulc(c, warpgroup, blocks)),
+        im.cst(c, tiles), im.cst(c, 2 * blocks), ValueRange());
+    k.setInsertionPointToStart(tilesLoop.getBody());
+    Value tileIndex = tilesLoop.getInductionVar();
+    kernel.placeTile(k, tileIndex);
+    Value firstUse = im.mulc(
+        k, im.divc(k, arith::SubIOp::create(k, loc, tileIndex, firstTile), blocks),
+        kTiles);
+    // Both blocks' initial accumulators pass through pinRegisters: left
+    // alone, LLVM materialized the second block's zeros between the first
+    // K step's wgmmas, and ptxas then injected warpgroup.arrive (C7519).
+    SmallVector<Value> initial;
+    for (int64_t h = 0; h < 2; ++h)
+      forBlock(h, [&] {
+        SmallVector<Value> pinned =
+            pinRegisters(k, loc, w.unpack(k, w.initialAccumulators()));
+        Value acc = LLVM::PoisonOp::create(k, loc, w.accType);
+        for (auto [i, v] : llvm::enumerate(pinned))
+          acc = LLVM::InsertValueOp::create(k, loc, acc, v, int64_t(i));
+        initial.push_back(acc);
+      });
+    // The tensor cores are this warpgroup's once the other's last wgmmas on
+    // the block's previous tile are issued (no wait before the block's first
+    // tile); the accumulators are set up before, off the turn.
+    Value notFirst = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ne,
+                                           tileIndex, firstTile);
+    scf::IfOp::create(k, loc, notFirst, [&](OpBuilder &then, Location) {
+      namedBarrierOfWarpgroup(then, loc, warpgroup, "bar.sync", 3, 4,
+                              kConsumerThreads);
+      scf::YieldOp::create(then, loc);
+    });
+    SmallVector<Value> rowBlocks{im.cst(k, 0), im.cst(k, 1)};
+    scf::ForOp multiplies = kLoop(
+        k, firstUse, initial,
+        [&](OpBuilder &l, Value kTile, Value stage, Value use,
+            ValueRange accs) {
+          nvgpu::MBarrierTryWaitParityOp::create(
+              l, loc, full, phaseParity(l, im, im.divc(l, use, stages)),
+              im.cst(l, 10000000), stage);
+          SmallVector<Value> next = w.multiply(l, stage, accs, rowBlocks);
+          NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
+          Value notFirstK = arith::CmpIOp::create(
+              l, loc, arith::CmpIPredicate::ne, kTile, im.cst(l, 0));
+          scf::IfOp::create(l, loc, notFirstK, [&](OpBuilder &then, Location) {
+            release(then, im.remc(then, im.addc(then, use, stages - 1), stages));
+            scf::YieldOp::create(then, loc);
+          });
+          return next;
+        });
+    // The other warpgroup's turn once this one's last wgmmas are issued (as
+    // CUTLASS hands it over, before the tail wait: the tensor cores run
+    // them in order, and the accumulators are each warpgroup's own), if the
+    // block has a next tile (the other's).
+    Value more = im.below(k, im.addc(k, tileIndex, blocks), tiles);
+    scf::IfOp::create(k, loc, more, [&](OpBuilder &then, Location) {
+      namedBarrierOfWarpgroup(then, loc, warpgroup, "bar.arrive", 4, 3,
+                              kConsumerThreads);
+      scf::YieldOp::create(then, loc);
+    });
+    NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
+    release(k, im.remc(k, im.addc(k, multiplies.getResult(0), stages - 1), stages));
+    for (int64_t h = 0; h < 2; ++h)
+      forBlock(h, [&] {
+        SmallVector<Value> accs = w.unpack(k, multiplies.getResult(1 + h));
+        if (epilogue)
+          epilogue->store(
+              k, accs,
+              [&](OpBuilder &b, Value warpgroup, int64_t box) {
+                return im.add(b, w.base,
+                              im.addc(b, im.mulc(b, warpgroup, 2 * kStoreBoxBytes),
+                                      stages * w.stageBytes +
+                                          box % 2 * kStoreBoxBytes));
+              },
+              /*reuse=*/true, rowBlocks[h]);
+        else
+          kernel.writeBack(accs);
+      });
+    // (The loop carries nothing: its body ends in the builder's own yield.)
+    if (epilogue) {
+      k.setInsertionPointAfter(tilesLoop);
+      epilogue->drain(k);
+    }
+  }
+
   // The consumers: per tile, the accumulators from the fill (or C), the K
   // loop, and the write-back while the producer loads ahead.
-  {
+  if (!pingpong) {
     OpBuilder c = roles.getThenBodyBuilder();
     NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
                                    NVVM::SetMaxRegisterAction::increase);
@@ -695,13 +831,14 @@ bool sharesTilesOfB(const GpuMatmul &mm) {
 /// The persistent kernel's tile and stages: one block per SM, so the
 /// stages take the SM's shared memory: 128 x 256 tiles where they give
 /// every SM a tile with little padding (choosePipeline's rule), else
-/// 128 x 128; as many stages as fit beside `epilogueBytes`, at most
-/// kMaxStages + 2.
+/// 128 x 128 (always with `pingpong`, a warpgroup's tile); as many stages
+/// as fit beside `epilogueBytes`, at most kMaxStages + 2.
 std::optional<WarpgroupPipeline>
 choosePersistentPipeline(const GpuMatmul &mm, const TensorCoreTarget &target,
-                         int64_t epilogueBytes) {
-  WarpgroupTile tile = tileFillsWave(mm.m, mm.n, mm.batches, kBlockM,
-                                     kTiles[0].blockN, target.multiprocessors)
+                         int64_t epilogueBytes, bool pingpong) {
+  WarpgroupTile tile = !pingpong && tileFillsWave(mm.m, mm.n, mm.batches, kBlockM,
+                                                  kTiles[0].blockN,
+                                                  target.multiprocessors)
                            ? kTiles[0]
                            : kTiles[1];
   int64_t budget = target.sharedBudget(1) - kAtomBytes - epilogueBytes;
@@ -722,15 +859,25 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
   if (target.persistentWarpgroupMma) {
     // Two boxes a consumer warpgroup.
     int64_t epilogueBytes = tmaStore ? 4 * kStoreBoxBytes : 0;
+    // Ping-pong where every block has two 128 x 128 tiles, one for each
+    // consumer warpgroup: with fewer, one warpgroup would sit idle, and the
+    // cooperative kernel splits each tile between both.
+    GpuMatmul shape(op);
+    bool pingpong = target.pingpongWarpgroupMma &&
+                    llvm::divideCeil(shape.m, kBlockM) *
+                            llvm::divideCeil(shape.n, kTiles[1].blockN) *
+                            shape.batches >=
+                        2 * target.multiprocessors;
     std::optional<WarpgroupLayout> layout =
         readLayout(op, [&](const GpuMatmul &mm) {
-          return choosePersistentPipeline(mm, target, epilogueBytes);
+          return choosePersistentPipeline(mm, target, epilogueBytes, pingpong);
         });
     if (!layout)
       return failure();
     GpuMatmul probe(op);
     buildPersistentKernel(op, *layout, target.multiprocessors, tmaStore,
-                          target.tmaMulticast && sharesTilesOfB(probe));
+                          target.tmaMulticast && sharesTilesOfB(probe),
+                          pingpong);
     return success();
   }
   std::optional<WarpgroupLayout> layout =

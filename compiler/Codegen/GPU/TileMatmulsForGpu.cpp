@@ -25,14 +25,22 @@ struct LoomTileMatmulsForGpu
       if (loom::isMatmulLike(op))
         matmuls.push_back(op);
     });
+    loom::TensorCoreTarget target;
+    target.multiprocessors = multiprocessors;
+    target.sharedPerBlock = sharedPerBlock;
+    target.sharedPerSM = sharedPerSM;
+    target.reservedSharedPerBlock = reservedSharedPerBlock;
+    target.warpgroupMma = warpgroupMma;
+    target.persistentWarpgroupMma =
+        warpgroupMma && (persistentWarpgroupMma || pingpongWarpgroupMma);
+    target.pingpongWarpgroupMma = warpgroupMma && pingpongWarpgroupMma;
+    target.tmaStoreEpilogue = warpgroupMma && tmaStoreEpilogue;
+    // Clusters pair the tiles of the cooperative persistent kernel only.
+    target.tmaMulticast = target.persistentWarpgroupMma &&
+                          !target.pingpongWarpgroupMma && tmaMulticast;
     for (linalg::GenericOp op : matmuls) {
       if (tensorCores && loom::isTensorCoreMatmul(op))
-        loom::buildTensorCoreMatmul(
-            op, {multiprocessors, sharedPerBlock, sharedPerSM,
-                 reservedSharedPerBlock, warpgroupMma,
-                 warpgroupMma && persistentWarpgroupMma,
-                 warpgroupMma && tmaStoreEpilogue,
-                 warpgroupMma && persistentWarpgroupMma && tmaMulticast});
+        loom::buildTensorCoreMatmul(op, target);
       else
         rewrite(op);
     }

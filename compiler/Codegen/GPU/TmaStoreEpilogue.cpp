@@ -3,7 +3,6 @@
 #include "Codegen/GPU/TmaStoreEpilogue.h"
 #include "Codegen/GPU/WarpgroupMma.h"
 
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -81,34 +80,14 @@ Value TmaStoreEpilogue::issuer(OpBuilder &b) const {
 }
 
 void TmaStoreEpilogue::syncWarpgroup(OpBuilder &b, Value warpgroup) const {
-  // Named barrier 1 + warpgroup, its id a constant in each branch: a
-  // barrier id in a register makes ptxas reserve all 16 barriers for the
-  // kernel, which can cost resident blocks. Inline PTX (a compiler memory
-  // barrier too, `~{memory}`), since LLVM folds two nvvm.barrier ops that
-  // differ in a constant back into one with a selected id.
-  Location loc = kernel.loc;
-  auto barrier = [&](OpBuilder &then, int id) {
-    LLVM::InlineAsmOp::create(
-        then, loc, TypeRange(), ValueRange(),
-        "bar.sync " + std::to_string(id) + ", " +
-            std::to_string(kWarpgroupThreads) + ";",
-        "~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::tailcallkind::TailCallKind::None,
-        LLVM::AsmDialectAttr::get(then.getContext(), LLVM::AsmDialect::AD_ATT),
-        ArrayAttr());
-    scf::YieldOp::create(then, loc);
-  };
-  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                      warpgroup, kernel.im.cst(b, 0));
-  scf::IfOp::create(
-      b, loc, first, [&](OpBuilder &then, Location) { barrier(then, 1); },
-      [&](OpBuilder &otherwise, Location) { barrier(otherwise, 2); });
+  namedBarrierOfWarpgroup(b, kernel.loc, warpgroup, "bar.sync", 1, 2,
+                          kWarpgroupThreads);
 }
 
 void TmaStoreEpilogue::store(
     OpBuilder &b, ValueRange accs,
     function_ref<Value(OpBuilder &, Value warpgroup, int64_t box)> bufferAt,
-    bool reuse) {
+    bool reuse, Value rowBlock) {
   const IndexMath &im = kernel.im;
   const GpuMatmul &mm = kernel.mm;
   Location loc = kernel.loc;
@@ -118,9 +97,10 @@ void TmaStoreEpilogue::store(
   MemRefType box = boxType(result, kWarpgroupRows);
   Value zero = im.cst(b, 0);
   Value warpgroup = im.divc(b, kernel.warp, 4);
-  // This warpgroup's first row in the output, and the thread's rows in its
+  // The accumulators' first row in the output, and the thread's rows in its
   // boxes: warp w of the warpgroup holds rows 16w + g and 16w + g + 8.
-  Value firstRow = im.add(b, kernel.row0, im.mulc(b, warpgroup, kWarpgroupRows));
+  Value firstRow = im.add(
+      b, kernel.row0, im.mulc(b, rowBlock ? rowBlock : warpgroup, kWarpgroupRows));
   Value rowInBox = im.add(b, im.mulc(b, im.remc(b, kernel.warp, 4), 16), kernel.g);
   // The result's value at C's element (row, column) holding `acc`.
   auto valueAt = [&](OpBuilder &b, Value row, Value column, Value acc) -> Value {

@@ -38,11 +38,12 @@ struct TmaStoreEpilogue {
   /// warpgroup w goes through the shared memory at `bufferAt(b, w, j)` (a
   /// byte offset in the dynamic shared memory, 1024-byte aligned). With
   /// `reuse`, buffers repeat (two a warpgroup, alternating): before
-  /// filling one, its previous store must have read it.
+  /// filling one, its previous store must have read it. The accumulators
+  /// are the tile's 64-row block `rowBlock` (null: the warpgroup's own).
   void store(OpBuilder &b, ValueRange accs,
              function_ref<Value(OpBuilder &, Value warpgroup, int64_t box)>
                  bufferAt,
-             bool reuse);
+             bool reuse, Value rowBlock = Value());
   /// Waits, in each warpgroup's storing thread, for its stores to finish:
   /// shared memory must outlive the TMA unit's reads of it.
   void drain(OpBuilder &b);

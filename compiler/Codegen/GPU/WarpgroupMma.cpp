@@ -6,6 +6,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -120,6 +121,27 @@ Value loom::warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
              LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
              ArrayAttr())
       .getResult(0);
+}
+
+void loom::namedBarrierOfWarpgroup(OpBuilder &b, Location loc, Value warpgroup,
+                                   StringRef instruction, int firstId,
+                                   int secondId, int threads) {
+  auto barrier = [&](OpBuilder &then, int id) {
+    LLVM::InlineAsmOp::create(
+        then, loc, TypeRange(), ValueRange(),
+        (instruction + " " + Twine(id) + ", " + Twine(threads) + ";").str(),
+        "~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
+        LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr::get(then.getContext(), LLVM::AsmDialect::AD_ATT),
+        ArrayAttr());
+    scf::YieldOp::create(then, loc);
+  };
+  Value first = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, warpgroup,
+      arith::ConstantIndexOp::create(b, loc, 0));
+  scf::IfOp::create(
+      b, loc, first, [&](OpBuilder &then, Location) { barrier(then, firstId); },
+      [&](OpBuilder &otherwise, Location) { barrier(otherwise, secondId); });
 }
 
 Value loom::registerWord(OpBuilder &b, Location loc, Value reg) {

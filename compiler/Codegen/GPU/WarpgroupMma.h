@@ -75,6 +75,17 @@ Value warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
 /// registers.
 SmallVector<Value> pinRegisters(OpBuilder &b, Location loc, ValueRange values);
 
+/// `instruction` (`bar.sync` or `bar.arrive`) on named barrier `firstId`
+/// for warpgroup 0 and `secondId` for warpgroup 1, `threads` taking part:
+/// the id a constant in each of two branches (a barrier id in a register
+/// makes ptxas reserve all 16 barriers for the kernel, which can cost
+/// resident blocks), as inline PTX with a `~{memory}` clobber, since LLVM
+/// folds two nvvm.barrier ops that differ in a constant back into one with
+/// a selected id.
+void namedBarrierOfWarpgroup(OpBuilder &b, Location loc, Value warpgroup,
+                             StringRef instruction, int firstId, int secondId,
+                             int threads);
+
 /// A 16-bit pair register (packPair's: i32, or vector<2xf16>) as i32.
 Value registerWord(OpBuilder &b, Location loc, Value reg);
 
