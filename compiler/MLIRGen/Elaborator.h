@@ -109,6 +109,9 @@ public:
   };
   std::optional<MicrobatchSplit> microbatchSplit;
   void splitPipelinedForward(SMLoc where);
+  /// A pipelined model's stages must be shared evenly by the pipeline
+  /// axis's ranks (a multiple of them: virtual stages).
+  void checkStageCount(const ModelDecl &decl);
   /// Where each model's outputs are declared ("MODEL.NAME"), for the
   /// diagnostics of checks after elaboration.
   llvm::StringMap<SMLoc> outputLocs;

@@ -1189,8 +1189,29 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   markIndexBounds(func);
   if (model->pipelineAxis)
     func->setAttr(attr::kPipelineAxis, builder.getStringAttr(*model->pipelineAxis));
+  checkStageCount(decl);
   splitPipelinedForward(decl.loc);
   model.reset();
+}
+
+void Elaborator::checkStageCount(const ModelDecl &decl) {
+  // loom-place-stages checks the same on the partitioned program; here the
+  // script is rejected before anything is built from it.
+  if (!model->pipelineAxis || model->lastStage < 0 || failed())
+    return;
+  auto axis = llvm::find_if(
+      meshAxes, [&](auto &a) { return a.name == *model->pipelineAxis; });
+  if (axis == meshAxes.end() || axis->size <= 1)
+    return;
+  int64_t stages = model->lastStage + 1, ranks = axis->size;
+  if (stages >= ranks && stages % ranks == 0)
+    return;
+  error(decl.loc) << "model '" << decl.name.text << "' has " << stages
+                  << " pipeline stage" << (stages == 1 ? "" : "s")
+                  << ", which the " << ranks << " ranks of axis '"
+                  << *model->pipelineAxis
+                  << "' cannot share: give it a multiple of " << ranks
+                  << " stages (a rank holds stages/" << ranks << " of them)";
 }
 
 /// A forward-only build given `--microbatches m` pipelines m microbatches
