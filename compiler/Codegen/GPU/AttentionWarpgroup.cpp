@@ -56,7 +56,7 @@ namespace {
 /// Rows of a block (two consumer warpgroups of 64 each), its consumers'
 /// threads, and the producer warpgroup's.
 constexpr int64_t kBlockRows = 2 * kWarpgroupRows;
-constexpr int64_t kWarpgroupThreads = 128, kConsumerThreads = 256, kProducerThreads = 128;
+constexpr int64_t kConsumerThreads = 256, kProducerThreads = 128;
 /// Registers a producer thread keeps and a consumer gets (setmaxnreg):
 /// ptxas gives a block of three warpgroups 168 a thread, which spilled the
 /// consumers (S and O are 128 f32 at heads of 128); 128 x 40 + 256 x 232

@@ -33,6 +33,7 @@
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
 #include "Codegen/GPU/TmaStoreEpilogue.h"
+#include "Codegen/GPU/WarpgroupMatmul.h"
 #include "Codegen/GPU/WarpgroupMma.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -43,32 +44,9 @@
 
 using namespace mlir;
 using namespace mlir::loom;
+using namespace mlir::loom::wgmma;
 
 namespace {
-constexpr int64_t kBlockM = 128, kBlockK = 64;
-constexpr int64_t kMaxStages = 4;
-/// A's 128 x 64 tile, first in each stage.
-constexpr int64_t kTileBytes = kBlockM * kBlockK * 2;
-
-/// A block tile: 128 x blockN outputs (wgmma m64n<blockN>k16 per
-/// warpgroup, blockN / 2 accumulators a thread), and the blocks an SM
-/// should hold: two of 128 x 128 (64 accumulators a thread) keep the tensor
-/// cores busy while one waits on its barriers; one of 128 x 256 (128
-/// accumulators, the registers of one block) reads each operand element
-/// from global memory a third less often.
-struct WarpgroupTile {
-  int64_t blockN, blocksPerSM;
-  int64_t stageBytes() const { return (kBlockM + blockN) * kBlockK * 2; }
-};
-constexpr WarpgroupTile kTiles[] = {{256, 1}, {128, 2}};
-
-/// The shape of a Hopper pipeline: its tile, stages and dynamic shared
-/// memory (the stages plus the slack to align them to kAtomBytes).
-struct WarpgroupPipeline {
-  WarpgroupTile tile;
-  int64_t stages, bytes;
-};
-
 /// The documented heuristic (docs/pipeline.md): the largest tile that
 /// still gives every SM a block and wastes at most a quarter of its outputs
 /// on padding (as chooseTensorCoreTile), else 128 x 128; then as many
@@ -115,56 +93,94 @@ std::optional<std::pair<unsigned, unsigned>> indexedDims(const GpuMatmul &mm,
   return std::make_pair(dims[rank - 2], dims[rank - 1]);
 }
 
-/// An operand layout both Hopper kernels can read, and its pipeline.
-struct WarpgroupLayout {
-  bool aMContiguous, bNContiguous;
-  WarpgroupPipeline pipeline;
-};
+/// The layout of `op`'s operands when both Hopper kernels can read them,
+/// with `pipeline` chosen for it.
+std::optional<WarpgroupLayout>
+readLayout(linalg::GenericOp op,
+           function_ref<std::optional<WarpgroupPipeline>(const GpuMatmul &)>
+               pipeline) {
+  GpuMatmul probe(op);
+  if (!isTensorMapReadable(probe.a) || !isTensorMapReadable(probe.b))
+    return std::nullopt;
+  // The loop dims after the batch dims are m, n, k.
+  unsigned mDim = probe.batch, nDim = mDim + 1, kDim = mDim + 2;
+  auto aDims = indexedDims(probe, 0), bDims = indexedDims(probe, 1);
+  if (!aDims || !bDims)
+    return std::nullopt;
+  bool aMContiguous = *aDims == std::make_pair(kDim, mDim);
+  if (!aMContiguous && *aDims != std::make_pair(mDim, kDim))
+    return std::nullopt;
+  bool bNContiguous = *bDims == std::make_pair(kDim, nDim);
+  if (!bNContiguous && *bDims != std::make_pair(nDim, kDim))
+    return std::nullopt;
+  std::optional<WarpgroupPipeline> chosen = pipeline(probe);
+  if (!chosen)
+    return std::nullopt;
+  return WarpgroupLayout{aMContiguous, bNContiguous, *chosen};
+}
 
-/// What both Hopper kernels share once the launch exists: the tensor maps
-/// (made on the host just before the launch), the stages in dynamic shared
-/// memory, the TMA loads of one K tile into a stage, and the wgmmas that
-/// multiply one stage into the accumulators.
-struct WarpgroupMatmul {
-  /// With `multicastB`, the kernel runs in clusters of two blocks whose
-  /// tiles share B's columns: each block copies half of B's tile into both
-  /// blocks' stage by TMA multicast (load).
-  WarpgroupMatmul(TensorCoreKernel &kernel, const WarpgroupLayout &layout,
-                  bool multicastB = false);
+/// One block per output tile: both warpgroups wait for a stage, multiply
+/// it, and thread 0 refills the stage the previous step read. With a
+/// `tmaStore` destination the tile leaves through the stages' memory, free
+/// once both warpgroups' last wgmmas are done, by TMA stores.
+void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
+                      Value tmaStore) {
+  const WarpgroupPipeline &pipeline = layout.pipeline;
+  TensorCoreKernel kernel(op, {kBlockM, pipeline.tile.blockN, 8, 1},
+                          TypeRange(), pipeline.bytes);
+  WarpgroupMatmul w(kernel, layout);
+  const IndexMath &im = kernel.im;
+  OpBuilder &k = kernel.k;
+  Location loc = op.getLoc();
+  const int64_t stages = w.stages, kTiles = w.kTiles;
 
-  TensorCoreKernel &kernel;
-  bool aMContiguous, bNContiguous, multicastB;
-  int64_t stages, blockN, stageBytes, kTiles;
-  Value aMap, bMap;
-  /// The dynamic shared memory's address, and where the stages start in it.
-  Value address, base;
-  /// With multicastB: the block's rank in its cluster (0 or 1).
-  Value rank;
-  /// The accumulators as wgmma's operand: one struct of blockN / 2 f32 a
-  /// thread, in the order of the m16n8 tiles along N (TensorCoreKernel's).
-  LLVM::LLVMStructType accType;
+  StageBarriers made = createStageBarriers(kernel, stages, {1});
+  Value barriers = made.groups[0], leader = made.leader;
+  auto load = [&](OpBuilder &b, Value stage, Value kTile) {
+    w.load(b, barriers, stage, kTile, leader);
+  };
+  for (int64_t s = 0; s < std::min(stages - 1, kTiles); ++s)
+    load(k, im.cst(k, s), im.cst(k, s));
 
-  Value stageOffset(OpBuilder &b, Value stage) const {
-    return kernel.im.add(b, base, kernel.im.mulc(b, stage, stageBytes));
+  Value acc = w.initialAccumulators();
+  auto loop = scf::ForOp::create(k, loc, im.cst(k, 0), im.cst(k, kTiles),
+                                 im.cst(k, 1), ValueRange{acc});
+  OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
+  Value kTile = loop.getInductionVar();
+  Value stage = im.remc(l, kTile, stages);
+  nvgpu::MBarrierTryWaitParityOp::create(
+      l, loc, barriers, phaseParity(l, im, im.divc(l, kTile, stages)),
+      im.cst(l, 10000000), stage);
+  Value accs = w.multiply(l, stage, loop.getRegionIterArgs()[0]);
+  // At most this step's group in flight: the previous step's reads of its
+  // stage are done in this warpgroup, and after the barrier in both, so
+  // the leader may refill that stage.
+  NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
+  gpu::BarrierOp::create(l, loc);
+  loadAhead(l, im, kTile, stages, kTiles, load);
+  scf::YieldOp::create(l, loc, accs);
+
+  NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
+  if (!tmaStore) {
+    kernel.finish(w.unpack(k, loop.getResult(0)));
+    return;
   }
-  /// Issues the TMA copies of K tile `kTile` of the current output tile
-  /// (kernel.row0, col0 and batch) into `stage`, counted by
-  /// `barriers[stage]`, under `predicate` (null: unconditionally).
-  void load(OpBuilder &b, Value barriers, Value stage, Value kTile,
-            Value predicate) const;
-  /// fence, the wgmmas of the K tile in `stage` on `accs`, commit; the
-  /// new accumulators (in flight until a wait_group). The warpgroup's own
-  /// 64 rows of the tile.
-  Value multiply(OpBuilder &b, Value stage, Value accs) const;
-  /// The same for the 64-row blocks `rowBlocks` of the tile, one
-  /// accumulator struct each (a ping-pong warpgroup computes all of them).
-  SmallVector<Value> multiply(OpBuilder &b, Value stage, ValueRange accs,
-                              ValueRange rowBlocks) const;
-  /// The accumulators loadAccumulators gives, as one struct (at kernel.k).
-  Value initialAccumulators() const;
-  /// The struct's values, for TensorCoreKernel's write-back.
-  SmallVector<Value> unpack(OpBuilder &b, Value accs) const;
-};
+  TmaStoreEpilogue epilogue(kernel, tmaStore);
+  // The other warpgroup may still read the stages its last wgmmas name.
+  gpu::BarrierOp::create(k, loc);
+  int64_t boxes = w.blockN / kRowElements;
+  epilogue.store(
+      k, w.unpack(k, loop.getResult(0)),
+      [&](OpBuilder &b, Value warpgroup, int64_t box) {
+        return im.add(b, w.base,
+                      im.mulc(b, im.addc(b, im.mulc(b, warpgroup, boxes), box),
+                              kStoreBoxBytes));
+      },
+      /*reuse=*/false);
+  epilogue.drain(k);
+  kernel.close();
+}
+} // namespace
 
 WarpgroupMatmul::WarpgroupMatmul(TensorCoreKernel &kernel,
                                  const WarpgroupLayout &layout, bool multicastB)
@@ -346,21 +362,9 @@ SmallVector<Value> WarpgroupMatmul::unpack(OpBuilder &b, Value accs) const {
   return values;
 }
 
-/// A kernel's stage barriers: groups of one barrier per stage, and thread
-/// 0's predicate (`leader`), which initialized them.
-struct StageBarriers {
-  Value leader;
-  SmallVector<Value> groups;
-};
-
-/// One group per entry of `arrivals` (each of its barriers expecting that
-/// many arrivals), initialized by thread 0 and then made visible to the
-/// TMA unit's completions (CUTLASS's fence_barrier_init) and to every
-/// thread; with `cluster`, to every thread of the cluster, whose other
-/// block multicasts into this one's stages and arrives on its barriers.
-StageBarriers createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
+StageBarriers wgmma::createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
                                   ArrayRef<int64_t> arrivals,
-                                  bool cluster = false) {
+                                         bool cluster) {
   OpBuilder &k = kernel.k;
   const IndexMath &im = kernel.im;
   auto type = nvgpu::MBarrierGroupType::get(
@@ -388,15 +392,8 @@ StageBarriers createStageBarriers(TensorCoreKernel &kernel, int64_t stages,
   return made;
 }
 
-/// One arrival on barrier `index` of `barriers` in each block of a cluster
-/// of two (this one's included): `mapa` gives the other block's copy of
-/// the barrier's shared address, and `mbarrier.arrive` on a
-/// `shared::cluster` address reaches it (release at cluster scope, so this
-/// block's reads of the stage are done before the other block's producer
-/// may refill it). MLIR 22's nvgpu.mbarrier.arrive knows only the block's
-/// own barriers, so this is inline PTX, as CUTLASS's ClusterBarrier::arrive.
-void arriveInBothBlocks(OpBuilder &b, Location loc, Value barriers,
-                        Value index) {
+void wgmma::arriveInBothBlocks(OpBuilder &b, Location loc, Value barriers,
+                               Value index) {
   Value address = nvgpu::MBarrierGetOp::create(b, loc, b.getI32Type(),
                                                barriers, index);
   std::string ptx = "{\n.reg .b32 remote;\n";
@@ -413,444 +410,6 @@ void arriveInBothBlocks(OpBuilder &b, Location loc, Value barriers,
       ArrayAttr());
 }
 
-/// The layout of `op`'s operands when both Hopper kernels can read them,
-/// with `pipeline` chosen for it.
-std::optional<WarpgroupLayout>
-readLayout(linalg::GenericOp op,
-           function_ref<std::optional<WarpgroupPipeline>(const GpuMatmul &)>
-               pipeline) {
-  GpuMatmul probe(op);
-  if (!isTensorMapReadable(probe.a) || !isTensorMapReadable(probe.b))
-    return std::nullopt;
-  // The loop dims after the batch dims are m, n, k.
-  unsigned mDim = probe.batch, nDim = mDim + 1, kDim = mDim + 2;
-  auto aDims = indexedDims(probe, 0), bDims = indexedDims(probe, 1);
-  if (!aDims || !bDims)
-    return std::nullopt;
-  bool aMContiguous = *aDims == std::make_pair(kDim, mDim);
-  if (!aMContiguous && *aDims != std::make_pair(mDim, kDim))
-    return std::nullopt;
-  bool bNContiguous = *bDims == std::make_pair(kDim, nDim);
-  if (!bNContiguous && *bDims != std::make_pair(nDim, kDim))
-    return std::nullopt;
-  std::optional<WarpgroupPipeline> chosen = pipeline(probe);
-  if (!chosen)
-    return std::nullopt;
-  return WarpgroupLayout{aMContiguous, bNContiguous, *chosen};
-}
-
-/// One block per output tile: both warpgroups wait for a stage, multiply
-/// it, and thread 0 refills the stage the previous step read. With a
-/// `tmaStore` destination the tile leaves through the stages' memory, free
-/// once both warpgroups' last wgmmas are done, by TMA stores.
-void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
-                      Value tmaStore) {
-  const WarpgroupPipeline &pipeline = layout.pipeline;
-  TensorCoreKernel kernel(op, {kBlockM, pipeline.tile.blockN, 8, 1},
-                          TypeRange(), pipeline.bytes);
-  WarpgroupMatmul w(kernel, layout);
-  const IndexMath &im = kernel.im;
-  OpBuilder &k = kernel.k;
-  Location loc = op.getLoc();
-  const int64_t stages = w.stages, kTiles = w.kTiles;
-
-  StageBarriers made = createStageBarriers(kernel, stages, {1});
-  Value barriers = made.groups[0], leader = made.leader;
-  auto load = [&](OpBuilder &b, Value stage, Value kTile) {
-    w.load(b, barriers, stage, kTile, leader);
-  };
-  for (int64_t s = 0; s < std::min(stages - 1, kTiles); ++s)
-    load(k, im.cst(k, s), im.cst(k, s));
-
-  Value acc = w.initialAccumulators();
-  auto loop = scf::ForOp::create(k, loc, im.cst(k, 0), im.cst(k, kTiles),
-                                 im.cst(k, 1), ValueRange{acc});
-  OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
-  Value kTile = loop.getInductionVar();
-  Value stage = im.remc(l, kTile, stages);
-  nvgpu::MBarrierTryWaitParityOp::create(
-      l, loc, barriers, phaseParity(l, im, im.divc(l, kTile, stages)),
-      im.cst(l, 10000000), stage);
-  Value accs = w.multiply(l, stage, loop.getRegionIterArgs()[0]);
-  // At most this step's group in flight: the previous step's reads of its
-  // stage are done in this warpgroup, and after the barrier in both, so
-  // the leader may refill that stage.
-  NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
-  gpu::BarrierOp::create(l, loc);
-  loadAhead(l, im, kTile, stages, kTiles, load);
-  scf::YieldOp::create(l, loc, accs);
-
-  NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
-  if (!tmaStore) {
-    kernel.finish(w.unpack(k, loop.getResult(0)));
-    return;
-  }
-  TmaStoreEpilogue epilogue(kernel, tmaStore);
-  // The other warpgroup may still read the stages its last wgmmas name.
-  gpu::BarrierOp::create(k, loc);
-  int64_t boxes = w.blockN / kRowElements;
-  epilogue.store(
-      k, w.unpack(k, loop.getResult(0)),
-      [&](OpBuilder &b, Value warpgroup, int64_t box) {
-        return im.add(b, w.base,
-                      im.mulc(b, im.addc(b, im.mulc(b, warpgroup, boxes), box),
-                              kStoreBoxBytes));
-      },
-      /*reuse=*/false);
-  epilogue.drain(k);
-  kernel.close();
-}
-
-/// Registers a thread of the producer warpgroup keeps (it only computes
-/// TMA coordinates), and a consumer gets (a 128 x 256 tile's 128
-/// accumulators, the epilogue's addresses): 128 x 40 + 256 x 232 fit an
-/// SM's 64 Ki registers, as CUTLASS's warp-specialized kernels split them.
-constexpr int64_t kProducerRegisters = 40, kConsumerRegisters = 232;
-constexpr int64_t kConsumerThreads = 256, kProducerThreads = 128;
-constexpr int64_t kWarpgroupThreads = 128;
-
-/// A persistent warp-specialized kernel: `blocks` blocks, each taking
-/// output tiles blockIdx.x, blockIdx.x + blocks, ...; warpgroup 2 loads,
-/// warpgroups 0 and 1 multiply. Stage s has two barriers: `full` (its
-/// copies landed: the producer's expect-tx and the TMA bytes) and `empty`
-/// (both consumer warpgroups are done reading it). Both sides count fills
-/// across tiles (`use`), so the producer runs up to `stages` K tiles ahead
-/// of the consumers, into the next output tile while they write this one.
-///
-/// With a `tmaStore` destination, each consumer warpgroup writes its tiles
-/// back by TMA stores through two boxes of its own after the stages,
-/// alternating (TmaStoreEpilogue), and the next tile's K loop starts as
-/// soon as the last box is handed to the TMA unit.
-///
-/// With `multicast` (sharesTilesOfB), blocks 2c and 2c + 1 form a cluster
-/// whose tiles (m, n) and (m + 1, n) share B's columns at every K tile:
-/// each producer copies its A and half of B, multicast into both blocks'
-/// stage, so B crosses L2 once for two tiles. A stage is then refilled by
-/// either block's producer, so its `empty` barrier counts the consumer
-/// warpgroups of both blocks (4), each releasing a stage in both; the
-/// cluster meets once its barriers are initialized and again before any
-/// block exits (the other may still arrive on its barriers).
-///
-/// With `pingpong` (CUTLASS's ping-pong), the two consumer warpgroups take
-/// the block's tiles by turns, each a whole 128 x 128 tile (two m64n128
-/// accumulator structs, 64 f32 each), and take turns at the tensor cores
-/// too: a warpgroup's K loop waits for the other's to end (named barriers
-/// 3 and 4, one a warpgroup's turn), so one's write-back runs under the
-/// other's wgmmas. Each fill is then read by one warpgroup: `empty` counts
-/// one arrival.
-void buildPersistentKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
-                           int64_t multiprocessors, Value tmaStore,
-                           bool multicast, bool pingpong) {
-  const WarpgroupPipeline &pipeline = layout.pipeline;
-  TensorCoreTile tile{kBlockM, pipeline.tile.blockN, 8, 1};
-  GpuMatmul probe(op);
-  int64_t tiles = llvm::divideCeil(probe.m, kBlockM) *
-                  llvm::divideCeil(probe.n, tile.blockN) * probe.batches;
-  int64_t blocks = std::min(tiles, multiprocessors);
-  // Whole clusters: every block of one takes as many tiles as its partner.
-  // (Tiles pair up, so there are at least 2 even on a 1-SM target.)
-  if (multicast)
-    blocks = std::max<int64_t>(2, blocks - blocks % 2);
-  TensorCoreKernel kernel(op, tile, TypeRange(), pipeline.bytes,
-                          kProducerThreads, blocks, multicast ? 2 : 0);
-  WarpgroupMatmul w(kernel, layout, multicast);
-  std::optional<TmaStoreEpilogue> epilogue;
-  if (tmaStore)
-    epilogue.emplace(kernel, tmaStore);
-  const IndexMath &im = kernel.im;
-  OpBuilder &k = kernel.k;
-  Location loc = op.getLoc();
-  const int64_t stages = w.stages, kTiles = w.kTiles;
-
-  // `full` counts the producer's one arrival; a stage is released into
-  // `empty` once per consumer warpgroup, by its first thread, as CUTLASS's
-  // PipelineTmaAsync does: a warpgroup's wgmmas are complete for all its
-  // threads once wait_group returns in one of them.
-  int64_t releases = pingpong ? 1 : kConsumerThreads / kWarpgroupThreads;
-  StageBarriers made = createStageBarriers(
-      kernel, stages, {1, releases * (multicast ? 2 : 1)}, multicast);
-  Value full = made.groups[0], empty = made.groups[1];
-
-  Value firstTile = kernel.launch.getBlockIds().x;
-  Value zero = im.cst(k, 0);
-  // The (K tile, fill count) loop of one output tile on either side.
-  auto kLoop = [&](OpBuilder &b, Value use, ValueRange extra,
-                   function_ref<SmallVector<Value>(OpBuilder &, Value kTile,
-                                                   Value stage, Value use,
-                                                   ValueRange extra)>
-                       body) {
-    SmallVector<Value> inits{use};
-    llvm::append_range(inits, extra);
-    auto loop = scf::ForOp::create(b, loc, im.cst(b, 0), im.cst(b, kTiles),
-                                   im.cst(b, 1), inits);
-    OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
-    Value current = loop.getRegionIterArgs()[0];
-    SmallVector<Value> yielded{im.addc(l, current, 1)};
-    llvm::append_range(yielded,
-                       body(l, loop.getInductionVar(),
-                            im.remc(l, current, stages), current,
-                            loop.getRegionIterArgs().drop_front()));
-    scf::YieldOp::create(l, loc, yielded);
-    return loop;
-  };
-  // The loop over this block's output tiles, carrying the fill count.
-  auto tileLoop = [&](OpBuilder &b) {
-    return scf::ForOp::create(b, loc, firstTile, im.cst(b, tiles),
-                              im.cst(b, blocks), ValueRange{zero});
-  };
-
-  Value consumer = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ult,
-                                         kernel.tid, im.cst(k, kConsumerThreads));
-  // One if/else, a warpgroup's role per branch: ptxas applies setmaxnreg
-  // only so.
-  auto roles = scf::IfOp::create(k, loc, consumer, /*withElseRegion=*/true);
-
-  // The producer: one thread issues every copy; a stage is refilled once
-  // the consumers released its previous fill (the wait on the phase before
-  // the first passes at once).
-  {
-    OpBuilder p = roles.getElseBodyBuilder();
-    NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
-                                   NVVM::SetMaxRegisterAction::decrease);
-    Value issuer = arith::CmpIOp::create(p, loc, arith::CmpIPredicate::eq,
-                                         kernel.tid,
-                                         im.cst(p, kConsumerThreads));
-    auto only = scf::IfOp::create(p, loc, issuer, /*withElseRegion=*/false);
-    OpBuilder o = only.getThenBodyBuilder();
-    scf::ForOp tilesLoop = tileLoop(o);
-    OpBuilder t = OpBuilder::atBlockBegin(tilesLoop.getBody());
-    kernel.placeTile(t, tilesLoop.getInductionVar());
-    scf::ForOp loads = kLoop(
-        t, tilesLoop.getRegionIterArgs()[0], ValueRange(),
-        [&](OpBuilder &l, Value kTile, Value stage, Value use, ValueRange) {
-          Value released = arith::XOrIOp::create(
-              l, loc, phaseParity(l, im, im.divc(l, use, stages)),
-              arith::ConstantIntOp::create(l, loc, 1, 1));
-          nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released,
-                                                 im.cst(l, 10000000), stage);
-          w.load(l, full, stage, kTile, Value());
-          return SmallVector<Value>();
-        });
-    scf::YieldOp::create(t, loc, loads.getResult(0));
-  }
-
-  // Ping-pong consumers.
-  if (pingpong) {
-    OpBuilder c = roles.getThenBodyBuilder();
-    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
-    Value warpgroup = im.divc(c, kernel.warp, 4);
-    Value signals = arith::CmpIOp::create(
-        c, loc, arith::CmpIPredicate::eq,
-        im.remc(c, kernel.tid, kWarpgroupThreads), im.cst(c, 0));
-    auto release = [&](OpBuilder &b, Value stage) {
-      scf::IfOp::create(b, loc, signals, [&](OpBuilder &then, Location) {
-        nvgpu::MBarrierArriveOp::create(
-            then, loc, nvgpu::MBarrierTokenType::get(then.getContext()), empty,
-            stage);
-        scf::YieldOp::create(then, loc);
-      });
-    };
-    // The tile's two 64-row blocks; TensorCoreKernel's write-back and
-    // accumulator loads place a thread's rows by warpRow, which for block h
-    // is that of warp 4h + (warp % 4).
-    Value rowInBlock = im.mulc(c, im.remc(c, kernel.warp, 4), 16);
-    Value defaultWarpRow = kernel.warpRow;
-    auto forBlock = [&](int64_t h, function_ref<void()> body) {
-      kernel.warpRow = im.addc(k, rowInBlock, h * kWarpgroupRows);
-      body();
-      kernel.warpRow = defaultWarpRow;
-    };
-    // The block's tiles j = warpgroup, warpgroup + 2, ...: tile index
-    // blockIdx.x + j * blocks, fills j * kTiles on.
-    auto tilesLoop = scf::ForOp::create(
-        c, loc, im.add(c, firstTile, im.mulc(c, warpgroup, blocks)),
-        im.cst(c, tiles), im.cst(c, 2 * blocks), ValueRange());
-    k.setInsertionPointToStart(tilesLoop.getBody());
-    Value tileIndex = tilesLoop.getInductionVar();
-    kernel.placeTile(k, tileIndex);
-    Value firstUse = im.mulc(
-        k, im.divc(k, arith::SubIOp::create(k, loc, tileIndex, firstTile), blocks),
-        kTiles);
-    // Both blocks' initial accumulators pass through pinRegisters: left
-    // alone, LLVM materialized the second block's zeros between the first
-    // K step's wgmmas, and ptxas then injected warpgroup.arrive (C7519).
-    SmallVector<Value> initial;
-    for (int64_t h = 0; h < 2; ++h)
-      forBlock(h, [&] {
-        SmallVector<Value> pinned =
-            pinRegisters(k, loc, w.unpack(k, w.initialAccumulators()));
-        Value acc = LLVM::PoisonOp::create(k, loc, w.accType);
-        for (auto [i, v] : llvm::enumerate(pinned))
-          acc = LLVM::InsertValueOp::create(k, loc, acc, v, int64_t(i));
-        initial.push_back(acc);
-      });
-    // The tensor cores are this warpgroup's once the other's last wgmmas on
-    // the block's previous tile are issued (no wait before the block's first
-    // tile); the accumulators are set up before, off the turn.
-    Value notFirst = arith::CmpIOp::create(k, loc, arith::CmpIPredicate::ne,
-                                           tileIndex, firstTile);
-    scf::IfOp::create(k, loc, notFirst, [&](OpBuilder &then, Location) {
-      namedBarrierOfWarpgroup(then, loc, warpgroup, "bar.sync", 3, 4,
-                              kConsumerThreads);
-      scf::YieldOp::create(then, loc);
-    });
-    SmallVector<Value> rowBlocks{im.cst(k, 0), im.cst(k, 1)};
-    scf::ForOp multiplies = kLoop(
-        k, firstUse, initial,
-        [&](OpBuilder &l, Value kTile, Value stage, Value use,
-            ValueRange accs) {
-          nvgpu::MBarrierTryWaitParityOp::create(
-              l, loc, full, phaseParity(l, im, im.divc(l, use, stages)),
-              im.cst(l, 10000000), stage);
-          SmallVector<Value> next = w.multiply(l, stage, accs, rowBlocks);
-          NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
-          Value notFirstK = arith::CmpIOp::create(
-              l, loc, arith::CmpIPredicate::ne, kTile, im.cst(l, 0));
-          scf::IfOp::create(l, loc, notFirstK, [&](OpBuilder &then, Location) {
-            release(then, im.remc(then, im.addc(then, use, stages - 1), stages));
-            scf::YieldOp::create(then, loc);
-          });
-          return next;
-        });
-    // The other warpgroup's turn once this one's last wgmmas are issued (as
-    // CUTLASS hands it over, before the tail wait: the tensor cores run
-    // them in order, and the accumulators are each warpgroup's own), if the
-    // block has a next tile (the other's).
-    Value more = im.below(k, im.addc(k, tileIndex, blocks), tiles);
-    scf::IfOp::create(k, loc, more, [&](OpBuilder &then, Location) {
-      namedBarrierOfWarpgroup(then, loc, warpgroup, "bar.arrive", 4, 3,
-                              kConsumerThreads);
-      scf::YieldOp::create(then, loc);
-    });
-    NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
-    release(k, im.remc(k, im.addc(k, multiplies.getResult(0), stages - 1), stages));
-    for (int64_t h = 0; h < 2; ++h)
-      forBlock(h, [&] {
-        SmallVector<Value> accs = w.unpack(k, multiplies.getResult(1 + h));
-        if (epilogue)
-          epilogue->store(
-              k, accs,
-              [&](OpBuilder &b, Value warpgroup, int64_t box) {
-                return im.add(b, w.base,
-                              im.addc(b, im.mulc(b, warpgroup, 2 * kStoreBoxBytes),
-                                      stages * w.stageBytes +
-                                          box % 2 * kStoreBoxBytes));
-              },
-              /*reuse=*/true, rowBlocks[h]);
-        else
-          kernel.writeBack(accs);
-      });
-    // (The loop carries nothing: its body ends in the builder's own yield.)
-    if (epilogue) {
-      k.setInsertionPointAfter(tilesLoop);
-      epilogue->drain(k);
-    }
-  }
-
-  // The consumers: per tile, the accumulators from the fill (or C), the K
-  // loop, and the write-back while the producer loads ahead.
-  if (!pingpong) {
-    OpBuilder c = roles.getThenBodyBuilder();
-    NVVM::SetMaxRegisterOp::create(c, loc, kConsumerRegisters,
-                                   NVVM::SetMaxRegisterAction::increase);
-    Value signals = arith::CmpIOp::create(
-        c, loc, arith::CmpIPredicate::eq,
-        im.remc(c, kernel.tid, kWarpgroupThreads), im.cst(c, 0));
-    auto release = [&](OpBuilder &b, Value stage) {
-      scf::IfOp::create(b, loc, signals, [&](OpBuilder &then, Location) {
-        if (multicast)
-          arriveInBothBlocks(then, loc, empty, stage);
-        else
-          nvgpu::MBarrierArriveOp::create(
-              then, loc, nvgpu::MBarrierTokenType::get(then.getContext()),
-              empty, stage);
-        scf::YieldOp::create(then, loc);
-      });
-    };
-    scf::ForOp tilesLoop = tileLoop(c);
-    k.setInsertionPointToStart(tilesLoop.getBody());
-    kernel.placeTile(k, tilesLoop.getInductionVar());
-    Value acc = w.initialAccumulators();
-    scf::ForOp multiplies = kLoop(
-        k, tilesLoop.getRegionIterArgs()[0], ValueRange{acc},
-        [&](OpBuilder &l, Value kTile, Value stage, Value use,
-            ValueRange accs) {
-          nvgpu::MBarrierTryWaitParityOp::create(
-              l, loc, full, phaseParity(l, im, im.divc(l, use, stages)),
-              im.cst(l, 10000000), stage);
-          Value next = w.multiply(l, stage, accs[0]);
-          // The previous K tile's wgmmas are done: its stage is free.
-          NVVM::WgmmaWaitGroupSyncOp::create(l, loc, 1);
-          Value notFirst = arith::CmpIOp::create(
-              l, loc, arith::CmpIPredicate::ne, kTile, im.cst(l, 0));
-          scf::IfOp::create(l, loc, notFirst, [&](OpBuilder &then, Location) {
-            release(then, im.remc(then, im.addc(then, use, stages - 1), stages));
-            scf::YieldOp::create(then, loc);
-          });
-          return SmallVector<Value>{next};
-        });
-    NVVM::WgmmaWaitGroupSyncOp::create(k, loc, 0);
-    Value used = multiplies.getResult(0);
-    release(k, im.remc(k, im.addc(k, used, stages - 1), stages));
-    SmallVector<Value> accs = w.unpack(k, multiplies.getResult(1));
-    if (epilogue)
-      epilogue->store(
-          k, accs,
-          [&](OpBuilder &b, Value warpgroup, int64_t box) {
-            return im.add(b, w.base,
-                          im.addc(b, im.mulc(b, warpgroup, 2 * kStoreBoxBytes),
-                                  stages * w.stageBytes +
-                                      box % 2 * kStoreBoxBytes));
-          },
-          /*reuse=*/true);
-    else
-      kernel.writeBack(accs);
-    scf::YieldOp::create(k, loc, used);
-    if (epilogue) {
-      k.setInsertionPointAfter(tilesLoop);
-      epilogue->drain(k);
-    }
-  }
-  k.setInsertionPointAfter(roles);
-  if (multicast) {
-    NVVM::ClusterArriveOp::create(k, loc, UnitAttr());
-    NVVM::ClusterWaitOp::create(k, loc, UnitAttr());
-  }
-  kernel.close();
-}
-
-/// Whether the persistent kernel's blocks 2c and 2c + 1 always take tiles
-/// (m, n) and (m + 1, n) of one batch entry: consecutive tile indices are
-/// m-adjacent within a group of tile rows (placeTile), so every group must
-/// have an even number of rows, which an even number of tile rows gives.
-bool sharesTilesOfB(const GpuMatmul &mm) {
-  return llvm::divideCeil(mm.m, kBlockM) % 2 == 0;
-}
-
-/// The persistent kernel's tile and stages: one block per SM, so the
-/// stages take the SM's shared memory: 128 x 256 tiles where they give
-/// every SM a tile with little padding (choosePipeline's rule), else
-/// 128 x 128 (always with `pingpong`, a warpgroup's tile); as many stages
-/// as fit beside `epilogueBytes`, at most kMaxStages + 2.
-std::optional<WarpgroupPipeline>
-choosePersistentPipeline(const GpuMatmul &mm, const TensorCoreTarget &target,
-                         int64_t epilogueBytes, bool pingpong) {
-  WarpgroupTile tile = !pingpong && tileFillsWave(mm.m, mm.n, mm.batches, kBlockM,
-                                                  kTiles[0].blockN,
-                                                  target.multiprocessors)
-                           ? kTiles[0]
-                           : kTiles[1];
-  int64_t budget = target.sharedBudget(1) - kAtomBytes - epilogueBytes;
-  int64_t stages = std::min(kMaxStages + 2, budget / tile.stageBytes());
-  if (stages < 2)
-    return std::nullopt;
-  return WarpgroupPipeline{WarpgroupTile{tile.blockN, 1}, stages,
-                           stages * tile.stageBytes() + kAtomBytes +
-                               epilogueBytes};
-}
-} // namespace
-
 LogicalResult
 loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
                                      const TensorCoreTarget &target) {
@@ -863,11 +422,11 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
     // consumer warpgroup: with fewer, one warpgroup would sit idle, and the
     // cooperative kernel splits each tile between both.
     GpuMatmul shape(op);
+    int64_t smallTiles = llvm::divideCeil(shape.m, kBlockM) *
+                         llvm::divideCeil(shape.n, kTiles[1].blockN) *
+                         shape.batches;
     bool pingpong = target.pingpongWarpgroupMma &&
-                    llvm::divideCeil(shape.m, kBlockM) *
-                            llvm::divideCeil(shape.n, kTiles[1].blockN) *
-                            shape.batches >=
-                        2 * target.multiprocessors;
+                    smallTiles >= 2 * target.multiprocessors;
     std::optional<WarpgroupLayout> layout =
         readLayout(op, [&](const GpuMatmul &mm) {
           return choosePersistentPipeline(mm, target, epilogueBytes, pingpong);

@@ -13,7 +13,6 @@ using namespace mlir;
 using namespace mlir::loom;
 
 namespace {
-constexpr int64_t kWarpgroupThreads = 128;
 /// The 16-byte chunks (8 16-bit elements, one m16n8 tile's row) of a box
 /// row, and the boxes' width in elements.
 constexpr int64_t kChunksPerRow = kRowBytes / 16;
@@ -53,15 +52,18 @@ Value TmaStoreEpilogue::destinationOf(linalg::GenericOp op) {
     // A box's elements past the result's edges are computed too (the
     // tensor map drops them): reading a bias there would read past it.
     Block &body = epilogue.getRegion().front();
-    bool readsOthers = llvm::any_of(epilogue->getOpOperands(), [&](OpOperand &o) {
-      return o.get() != mm.c && !body.getArgument(o.getOperandNumber()).use_empty();
-    });
+    bool readsOthers =
+        llvm::any_of(epilogue->getOpOperands(), [&](OpOperand &o) {
+          return o.get() != mm.c &&
+                 !body.getArgument(o.getOperandNumber()).use_empty();
+        });
     if (readsOthers && (mm.m % 128 || mm.n % 256))
       return {};
     destination = init.get();
   }
   Type element = cast<MemRefType>(destination.getType()).getElementType();
-  if (!isa<BFloat16Type, Float16Type>(element) || !isTensorMapReadable(destination))
+  if (!isa<BFloat16Type, Float16Type>(element) ||
+      !isTensorMapReadable(destination))
     return {};
   return destination;
 }
@@ -99,11 +101,14 @@ void TmaStoreEpilogue::store(
   Value warpgroup = im.divc(b, kernel.warp, 4);
   // The accumulators' first row in the output, and the thread's rows in its
   // boxes: warp w of the warpgroup holds rows 16w + g and 16w + g + 8.
-  Value firstRow = im.add(
-      b, kernel.row0, im.mulc(b, rowBlock ? rowBlock : warpgroup, kWarpgroupRows));
-  Value rowInBox = im.add(b, im.mulc(b, im.remc(b, kernel.warp, 4), 16), kernel.g);
+  Value firstRow =
+      im.add(b, kernel.row0,
+             im.mulc(b, rowBlock ? rowBlock : warpgroup, kWarpgroupRows));
+  Value rowInBox =
+      im.add(b, im.mulc(b, im.remc(b, kernel.warp, 4), 16), kernel.g);
   // The result's value at C's element (row, column) holding `acc`.
-  auto valueAt = [&](OpBuilder &b, Value row, Value column, Value acc) -> Value {
+  auto valueAt = [&](OpBuilder &b, Value row, Value column,
+                     Value acc) -> Value {
     Value v = acc;
     if (epilogue) {
       SmallVector<Value> at = mm.indices(b, loc, 2, row, column, zero);
@@ -124,22 +129,26 @@ void TmaStoreEpilogue::store(
       });
       syncWarpgroup(b, warpgroup);
     }
-    Value view = memref::ViewOp::create(b, loc, box, kernel.dynamicShared,
-                                        bufferAt(b, warpgroup, j), ValueRange{});
+    Value view =
+        memref::ViewOp::create(b, loc, box, kernel.dynamicShared,
+                               bufferAt(b, warpgroup, j), ValueRange{});
     Value column0 = im.addc(b, kernel.col0, j * kRowElements);
     // Tile ni of the box is the rows' 16-byte chunk ni, which the 128-byte
     // swizzle moves to chunk ni ^ (row % 8); row % 8 is g for both rows.
     for (int64_t ni = 0; ni < kChunksPerRow; ++ni) {
       Value chunk = im.xorv(b, im.cst(b, ni), kernel.g);
-      Value columnInBox = im.add(b, im.mulc(b, chunk, 8), im.mulc(b, kernel.t, 2));
-      Value column = im.add(b, column0, im.addc(b, im.mulc(b, kernel.t, 2), ni * 8));
+      Value columnInBox =
+          im.add(b, im.mulc(b, chunk, 8), im.mulc(b, kernel.t, 2));
+      Value column =
+          im.add(b, column0, im.addc(b, im.mulc(b, kernel.t, 2), ni * 8));
       for (int64_t e = 0; e < 4; e += 2) {
         int64_t first = ((j * kChunksPerRow + ni) * 4) + e;
         Value row = im.addc(b, im.add(b, firstRow, rowInBox), e ? 8 : 0);
         Value pair = vector::FromElementsOp::create(
             b, loc, VectorType::get({2}, element),
-            ValueRange{valueAt(b, row, column, accs[first]),
-                       valueAt(b, row, im.addc(b, column, 1), accs[first + 1])});
+            ValueRange{
+                valueAt(b, row, column, accs[first]),
+                valueAt(b, row, im.addc(b, column, 1), accs[first + 1])});
         SmallVector<Value> at(box.getRank() - 2, zero);
         at.append({im.addc(b, rowInBox, e ? 8 : 0), columnInBox});
         vector::StoreOp::create(b, loc, pair, view, at, /*nontemporal=*/false,
@@ -150,13 +159,15 @@ void TmaStoreEpilogue::store(
     // that order: every writer fences, then the issuer stores.
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(), NVVM::SharedSpace::shared_cta));
+        NVVM::SharedSpaceAttr::get(b.getContext(),
+                                   NVVM::SharedSpace::shared_cta));
     syncWarpgroup(b, warpgroup);
     scf::IfOp::create(b, loc, issuer(b), [&](OpBuilder &then, Location) {
       SmallVector<Value> coordinates =
           mm.indices(then, loc, 2, firstRow, column0, zero);
       std::reverse(coordinates.begin(), coordinates.end());
-      nvgpu::TmaAsyncStoreOp::create(then, loc, view, map, coordinates, Value());
+      nvgpu::TmaAsyncStoreOp::create(then, loc, view, map, coordinates,
+                                     Value());
       NVVM::CpAsyncBulkCommitGroupOp::create(then, loc);
       scf::YieldOp::create(then, loc);
     });
@@ -164,8 +175,9 @@ void TmaStoreEpilogue::store(
 }
 
 void TmaStoreEpilogue::drain(OpBuilder &b) {
-  scf::IfOp::create(b, kernel.loc, issuer(b), [&](OpBuilder &then, Location loc) {
-    NVVM::CpAsyncBulkWaitGroupOp::create(then, loc, 0, UnitAttr());
-    scf::YieldOp::create(then, loc);
-  });
+  scf::IfOp::create(
+      b, kernel.loc, issuer(b), [&](OpBuilder &then, Location loc) {
+        NVVM::CpAsyncBulkWaitGroupOp::create(then, loc, 0, UnitAttr());
+        scf::YieldOp::create(then, loc);
+      });
 }

@@ -40,10 +40,10 @@ struct TmaStoreEpilogue {
   /// `reuse`, buffers repeat (two a warpgroup, alternating): before
   /// filling one, its previous store must have read it. The accumulators
   /// are the tile's 64-row block `rowBlock` (null: the warpgroup's own).
-  void store(OpBuilder &b, ValueRange accs,
-             function_ref<Value(OpBuilder &, Value warpgroup, int64_t box)>
-                 bufferAt,
-             bool reuse, Value rowBlock = Value());
+  void
+  store(OpBuilder &b, ValueRange accs,
+        function_ref<Value(OpBuilder &, Value warpgroup, int64_t box)> bufferAt,
+        bool reuse, Value rowBlock = Value());
   /// Waits, in each warpgroup's storing thread, for its stores to finish:
   /// shared memory must outlive the TMA unit's reads of it.
   void drain(OpBuilder &b);

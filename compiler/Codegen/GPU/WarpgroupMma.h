@@ -25,6 +25,8 @@ constexpr int64_t kRowBytes = 128;
 constexpr int64_t kAtomBytes = 8 * kRowBytes;
 /// Rows one warpgroup's wgmma covers, and the K of one instruction.
 constexpr int64_t kWarpgroupRows = 64, kInstructionK = 16;
+/// The threads of a warpgroup (4 warps).
+constexpr int64_t kWarpgroupThreads = 128;
 
 /// The layout of an operand the TMA unit can read: at most 5 dims, static
 /// shape, strides and offset, unit innermost stride, and the other strides
