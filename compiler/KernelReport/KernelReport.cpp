@@ -183,6 +183,8 @@ void KernelReport::readLaunches(ModuleOp gpu) {
       };
       read(op.getGridSizeOperandValues(), launch.grid);
       read(op.getBlockSizeOperandValues(), launch.block);
+      if (op.hasClusterSize())
+        read(op.getClusterSizeOperandValues(), launch.cluster);
       if (Value dynamic = op.getDynamicSharedMemorySize())
         launch.dynamicSharedBytes = getConstantIntValue(dynamic).value_or(0);
       llvm::SmallDenseSet<Value> buffers;
@@ -438,6 +440,11 @@ void KernelReport::print(llvm::raw_ostream &os, KernelReportFormat format,
                   json.attribute("function", row.launch->function);
                   json.attribute("grid", llvm::json::Array(row.launch->grid));
                   json.attribute("block", llvm::json::Array(row.launch->block));
+                  if (row.launch->cluster[0])
+                    json.attribute("cluster",
+                                   llvm::json::Array(row.launch->cluster));
+                  else
+                    json.attribute("cluster", nullptr);
                   json.attribute("threads_per_block", row.threads);
                   json.attribute("shared_bytes", row.sharedBytes);
                   orNull("registers",
@@ -544,6 +551,13 @@ void KernelReport::print(llvm::raw_ostream &os, KernelReportFormat format,
           ::loom::occupancyLimitName(row.occupancy.limit).str().c_str(),
           (long long)row.flops, tensor.c_str(), (long long)row.bytes,
           row.seconds * 1e6, row.computeBound ? "compute" : "memory");
+    });
+    // Cluster launches (TMA multicast between their blocks), under the
+    // table: the grid column stays blocks.
+    forEachRow(program, [&](llvm::StringRef kernel, const Row &row) {
+      if (row.launch->cluster[0])
+        os << kernel << " (" << row.launch->function << ") runs in clusters of "
+           << dims(row.launch->cluster) << " blocks\n";
     });
     os << "total: " << totals.launches << " launches of "
        << totals.kernels.size()

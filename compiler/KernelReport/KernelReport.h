@@ -69,6 +69,8 @@ private:
   struct Launch {
     std::string function;
     std::array<int64_t, 3> grid{}, block{};
+    /// Blocks a cluster (x, y, z) of a cluster launch; zeros otherwise.
+    std::array<int64_t, 3> cluster{};
     /// Indices into `work` (each op's work goes to the first launch of its
     /// kernel that runs it).
     std::vector<unsigned> work;

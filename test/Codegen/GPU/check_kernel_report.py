@@ -14,7 +14,7 @@ the first mismatch.
 import json
 import sys
 
-LAUNCH_KEYS = {"kernel", "function", "grid", "block", "threads_per_block",
+LAUNCH_KEYS = {"kernel", "function", "grid", "block", "cluster", "threads_per_block",
                "shared_bytes", "registers", "spill_store_bytes",
                "spill_load_bytes", "tensor_core_instructions", "occupancy",
                "flops", "tensor_core_flops", "bytes", "roofline_us", "bound"}
@@ -70,6 +70,11 @@ def main():
             if set(launch) != LAUNCH_KEYS:
                 fail(f"launch keys {sorted(launch)}")
             name = launch["function"]
+            cluster = launch["cluster"]
+            if cluster is not None and (
+                    len(cluster) != 3 or
+                    any(g % c for g, c in zip(launch["grid"], cluster))):
+                fail(f"{name}: cluster {cluster} does not divide the grid")
             threads = launch["block"][0] * launch["block"][1] * launch["block"][2]
             if threads != launch["threads_per_block"]:
                 fail(f"{name}: threads")
