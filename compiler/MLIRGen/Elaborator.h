@@ -211,6 +211,8 @@ public:
     llvm::StringMap<SMLoc> externalNames; // inputs, params, outputs
     std::optional<std::string> pipelineAxis;
     int64_t lastStage = -1;
+    /// Where the last stage is, if it computes nothing (checkStageCount).
+    std::optional<SMLoc> emptyLastStage;
     mlir::Region *stageRegion = nullptr;
     bool hasTrain = false;
     llvm::SmallVector<BatchDim> batchDims;

@@ -797,6 +797,8 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
   llvm::DenseSet<Value> referenced(model->results.begin(), model->results.end());
   for (auto &entry : scope.values)
     referenced.insert(entry.second);
+  model->emptyLastStage =
+      block->empty() ? std::optional<SMLoc>(stmt.loc) : std::nullopt;
   SmallVector<Value> escaping;
   for (Operation &op : *block)
     for (Value result : op.getResults())
@@ -1203,6 +1205,15 @@ void Elaborator::checkStageCount(const ModelDecl &decl) {
       meshAxes, [&](auto &a) { return a.name == *model->pipelineAxis; });
   if (axis == meshAxes.end() || axis->size <= 1)
     return;
+  // loom-place-stages counts the stages its ops carry: a last stage with
+  // none would vanish from the count.
+  if (model->emptyLastStage) {
+    error(*model->emptyLastStage)
+        << "stage " << model->lastStage
+        << " computes nothing: the last stage of a pipelined model needs "
+           "some of its work";
+    return;
+  }
   int64_t stages = model->lastStage + 1, ranks = axis->size;
   if (stages >= ranks && stages % ranks == 0)
     return;
