@@ -26,7 +26,10 @@
 // operand, so the TMA unit zero-fills the tiles past its edges and any M,
 // N and K work. Accumulators leave through the same epilogue as the
 // mma.sync kernels (TensorCoreKernel::finish): a warp's m64nN fragment has
-// the m16n8 accumulator layout, N / 8 tiles along N.
+// the m16n8 accumulator layout, N / 8 tiles along N; or, with `tma-store`,
+// through shared memory by TMA stores (TmaStoreEpilogue.h). The persistent
+// kernels that share these pieces (WarpgroupMatmul.h) are in
+// TensorCorePersistent.cpp; this file also picks between them.
 //
 //===----------------------------------------------------------------------===//
 
