@@ -31,7 +31,7 @@ def ConvertLoomAttentionToLinalg : Pass<"convert-loom-attention-to-linalg", "mli
     the CPU's register tiles.
   }];
   let options = [
-    Option<"bf16Dots", "bf16-dots", "bool", /*default=*/"false",
+    Option<"bf16Operands", "bf16-operands", "bool", /*default=*/"false",
            "bf16 attention's block contractions on bf16 operands, for a CPU "
            "whose bf16 dot products or AMX tiles multiply them (not on f32 "
            "copies)">,

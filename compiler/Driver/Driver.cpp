@@ -316,19 +316,19 @@ LogicalResult Compilation::lowerToLinalg() {
   // tiles run them; not in GPU builds, whose attention kernels become GPU
   // launches that take the widened lowering's f32 scratch for their
   // statistics.
-  bool bf16Dots = false;
+  bool bf16Operands = false;
   if (!wantsGpu()) {
     FailureOr<const CpuTarget *> target = cpuTarget();
     if (failed(target))
       return failure();
     Bf16MatmulPath path = (*target)->bf16Path;
-    bf16Dots = path == Bf16MatmulPath::Dot || path == Bf16MatmulPath::Amx ||
+    bf16Operands = path == Bf16MatmulPath::Dot || path == Bf16MatmulPath::Amx ||
                path == Bf16MatmulPath::EmulatedAmx;
   }
   // GPU builds keep the copies: loom-fuse-update-loops rewrites their
   // update kernels, and one plan runs on either device.
   return runPipeline(*module, [&](OpPassManager &pm) {
-    buildLinalgPipeline(pm, bf16Dots, /*inPlaceUpdates=*/!wantsGpu());
+    buildLinalgPipeline(pm, bf16Operands, /*inPlaceUpdates=*/!wantsGpu());
   });
 }
 

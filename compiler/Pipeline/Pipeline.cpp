@@ -164,7 +164,7 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
   pm.addPass(mlir::loom::createLoomDedupKernels());
 }
 
-void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots,
+void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Operands,
                                  bool inPlaceUpdates) {
   pm.addPass(mlir::loom::createConvertLoomToLinalg());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseUpdateProducers());
@@ -172,7 +172,7 @@ void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Dots,
   // After the fusion, which would put the probabilities' exponentials into
   // the contraction with the values.
   mlir::loom::ConvertLoomAttentionToLinalgOptions attention;
-  attention.bf16Dots = bf16Dots;
+  attention.bf16Operands = bf16Operands;
   pm.addPass(mlir::loom::createConvertLoomAttentionToLinalg(attention));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -54,7 +54,7 @@ void buildKernelsPipeline(mlir::OpPassManager &pm);
 
 /// kernels -> linalg: every kernel on linalg/tensor/arith/math, with
 /// elementwise producers fused into their consumers.
-void buildLinalgPipeline(mlir::OpPassManager &pm, bool bf16Dots = false,
+void buildLinalgPipeline(mlir::OpPassManager &pm, bool bf16Operands = false,
                          bool inPlaceUpdates = false);
 
 /// linalg -> buffers: kernels on memrefs, results turned into

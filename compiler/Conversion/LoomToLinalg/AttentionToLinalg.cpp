@@ -474,7 +474,7 @@ static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType t
 /// operands folded to [batch, sequence, features].
 template <typename OpT>
 static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor, OpBuilder &b,
-                                   bool bf16Dots) {
+                                   bool bf16Operands) {
   Location loc = op.getLoc();
   ArrayRef<int64_t> q = op.getQuery().getType().getShape();
   ArrayRef<int64_t> k = op.getKey().getType().getShape();
@@ -485,7 +485,7 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor, OpBuil
   Value scale;
   if (adaptor.getScale())
     scale = widen(b, loc, tensor::ExtractOp::create(b, loc, adaptor.getScale(), ValueRange{}));
-  bool narrow = bf16Dots && op.getQuery().getType().getElementType().isBF16();
+  bool narrow = bf16Operands && op.getQuery().getType().getElementType().isBF16();
   auto operand = [&](Value x) { return blockOperand(b, loc, x, batchDims, narrow); };
   return AttentionBuilder{b,
                           loc,
@@ -543,15 +543,15 @@ overBatchChunks(OpBuilder &b, Location loc, int64_t batch, int64_t chunk, ValueR
 }
 
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
-  AttentionLowering(MLIRContext *context, bool bf16Dots)
-      : OpConversionPattern(context), bf16Dots(bf16Dots) {}
-  bool bf16Dots;
+  AttentionLowering(MLIRContext *context, bool bf16Operands)
+      : OpConversionPattern(context), bf16Operands(bf16Operands) {}
+  bool bf16Operands;
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     RankedTensorType resultType = op.getType();
-    AttentionBuilder builder = builderFor(op, adaptor, rewriter, bf16Dots);
+    AttentionBuilder builder = builderFor(op, adaptor, rewriter, bf16Operands);
     int64_t queries = op.getQuery().getType().getShape().drop_back().back();
     int64_t keys = op.getKey().getType().getShape().drop_back().back();
     int64_t valueFeatures = resultType.getShape().back();
@@ -580,14 +580,14 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
 /// blocks (in the accumulation type, [batch, sequence, features]: linear
 /// in the sequence) and rounded at the end.
 struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
-  AttentionGradLowering(MLIRContext *context, bool bf16Dots)
-      : OpConversionPattern(context), bf16Dots(bf16Dots) {}
-  bool bf16Dots;
+  AttentionGradLowering(MLIRContext *context, bool bf16Operands)
+      : OpConversionPattern(context), bf16Operands(bf16Operands) {}
+  bool bf16Operands;
   LogicalResult
   matchAndRewrite(AttentionGradOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    AttentionBuilder builder = builderFor(op, adaptor, rewriter, bf16Dots);
+    AttentionBuilder builder = builderFor(op, adaptor, rewriter, bf16Operands);
     ArrayRef<int64_t> q = op.getQuery().getType().getShape();
     ArrayRef<int64_t> k = op.getKey().getType().getShape();
     int64_t batchDims = q.size() - 2;
@@ -639,6 +639,6 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
 } // namespace
 
 void mlir::loom::populateAttentionToLinalgPatterns(RewritePatternSet &patterns,
-                                                   bool bf16Dots) {
-  patterns.add<AttentionLowering, AttentionGradLowering>(patterns.getContext(), bf16Dots);
+                                                   bool bf16Operands) {
+  patterns.add<AttentionLowering, AttentionGradLowering>(patterns.getContext(), bf16Operands);
 }

@@ -16,7 +16,7 @@ void populateContractionToLinalgPatterns(RewritePatternSet &patterns);
 void populateReductionsToLinalgPatterns(RewritePatternSet &patterns);
 /// Attention and its gradient, in blocks of queries and keys (not in
 /// populateLoomToLinalgPatterns: they run after the elementwise fusion).
-void populateAttentionToLinalgPatterns(RewritePatternSet &patterns, bool bf16Dots = false);
+void populateAttentionToLinalgPatterns(RewritePatternSet &patterns, bool bf16Operands = false);
 /// Embedding, arange, transpose, reshape, split, concat, causal_mask.
 void populateDataMovementToLinalgPatterns(RewritePatternSet &patterns);
 

@@ -124,7 +124,7 @@ struct ConvertLoomAttentionToLinalg
     target.addIllegalOp<AttentionOp, AttentionGradOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(context);
-    populateAttentionToLinalgPatterns(patterns, bf16Dots);
+    populateAttentionToLinalgPatterns(patterns, bf16Operands);
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
   }

@@ -1,5 +1,5 @@
 // RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg | FileCheck %s
-// RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg=bf16-dots=true | FileCheck %s --check-prefix=DOTS
+// RUN: loom-opt %s --split-input-file --convert-loom-attention-to-linalg=bf16-operands=true | FileCheck %s --check-prefix=DOTS
 
 // --convert-loom-attention-to-linalg: batch dims folded into one, taken a
 // chunk at a time (as many as keep a chunk's score block within 4096
@@ -47,9 +47,10 @@
 // CHECK: tensor.insert_slice %{{.+}} into %[[OUT]][%[[N]], %[[QB]], 0] [1, 64, 8] [1, 1, 1]
 // CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0, 1], [2], [3]] output_shape [2, 4, 128, 8]
 // CHECK-NOT: tensor<8x128x128
-// With bf16-dots (a CPU whose bf16 dot products multiply bf16 operands),
-// every block contraction of a bf16 attention takes bf16 operands: q, k
-// and v as given, the rounded probabilities narrowed back (exactly).
+// With bf16-operands (a CPU whose bf16 dot products or AMX tiles multiply
+// bf16 operands), every block contraction of a bf16 attention takes bf16
+// operands: q, k and v as given, the rounded probabilities narrowed back
+// (exactly).
 // DOTS-LABEL: func.func @causal
 // DOTS-NOT: tensor<8x128x16xf32>
 // DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x16xbf16>, tensor<1x64x16xbf16>) outs(%{{.+}} : tensor<1x64x64xf32>)
