@@ -323,7 +323,7 @@ LogicalResult Compilation::lowerToLinalg() {
       return failure();
     Bf16MatmulPath path = (*target)->bf16Path;
     bf16Operands = path == Bf16MatmulPath::Dot || path == Bf16MatmulPath::Amx ||
-               path == Bf16MatmulPath::EmulatedAmx;
+                   path == Bf16MatmulPath::EmulatedAmx;
   }
   // GPU builds keep the copies: loom-fuse-update-loops rewrites their
   // update kernels, and one plan runs on either device.

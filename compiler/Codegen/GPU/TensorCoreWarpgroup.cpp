@@ -73,29 +73,6 @@ std::optional<WarpgroupPipeline> choosePipeline(int64_t m, int64_t n,
   return std::nullopt;
 }
 
-/// The (outer, inner) loop dims of operand `which` when its indices are
-/// plain loop dims, batch dims first: a tensor map's box can then follow
-/// the operand's last two dims, and its coordinates are the operand's
-/// indices.
-std::optional<std::pair<unsigned, unsigned>> indexedDims(const GpuMatmul &mm,
-                                                         unsigned which) {
-  AffineMap map = mm.maps[which];
-  unsigned rank = map.getNumResults();
-  if (rank < 2)
-    return std::nullopt;
-  SmallVector<unsigned> dims;
-  for (AffineExpr result : map.getResults()) {
-    auto dim = dyn_cast<AffineDimExpr>(result);
-    if (!dim)
-      return std::nullopt;
-    dims.push_back(dim.getPosition());
-  }
-  for (unsigned i = 0; i + 2 < rank; ++i)
-    if (dims[i] >= mm.batch)
-      return std::nullopt;
-  return std::make_pair(dims[rank - 2], dims[rank - 1]);
-}
-
 /// The layout of `op`'s operands when both Hopper kernels can read them,
 /// with `pipeline` chosen for it.
 std::optional<WarpgroupLayout>
@@ -184,6 +161,25 @@ void buildTiledKernel(linalg::GenericOp op, const WarpgroupLayout &layout,
   kernel.close();
 }
 } // namespace
+
+std::optional<std::pair<unsigned, unsigned>>
+wgmma::indexedDims(const GpuMatmul &mm, unsigned which) {
+  AffineMap map = mm.maps[which];
+  unsigned rank = map.getNumResults();
+  if (rank < 2)
+    return std::nullopt;
+  SmallVector<unsigned> dims;
+  for (AffineExpr result : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(result);
+    if (!dim)
+      return std::nullopt;
+    dims.push_back(dim.getPosition());
+  }
+  for (unsigned i = 0; i + 2 < rank; ++i)
+    if (dims[i] >= mm.batch)
+      return std::nullopt;
+  return std::make_pair(dims[rank - 2], dims[rank - 1]);
+}
 
 WarpgroupMatmul::WarpgroupMatmul(TensorCoreKernel &kernel,
                                  const WarpgroupLayout &layout, bool multicastB)
@@ -405,12 +401,7 @@ void wgmma::arriveInBothBlocks(OpBuilder &b, Location loc, Value barriers,
            ";\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
            "[remote];\n";
   ptx += "}\n";
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange(), ValueRange{address}, ptx, "r,~{memory}",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::tailcallkind::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
+  inlinePtx(b, loc, TypeRange(), address, ptx, "r,~{memory}");
 }
 
 LogicalResult
@@ -436,9 +427,8 @@ loom::buildWarpgroupTensorCoreMatmul(linalg::GenericOp op,
         });
     if (!layout)
       return failure();
-    GpuMatmul probe(op);
     buildPersistentKernel(op, *layout, target.multiprocessors, tmaStore,
-                          target.tmaMulticast && sharesTilesOfB(probe),
+                          target.tmaMulticast && sharesTilesOfB(shape),
                           pingpong);
     return success();
   }

@@ -1,6 +1,7 @@
 //===- TmaStoreEpilogue.cpp - wgmma tiles written back by TMA stores ------===//
 
 #include "Codegen/GPU/TmaStoreEpilogue.h"
+#include "Codegen/GPU/WarpgroupMatmul.h"
 #include "Codegen/GPU/WarpgroupMma.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -16,30 +17,14 @@ namespace {
 /// The 16-byte chunks (8 16-bit elements, one m16n8 tile's row) of a box
 /// row, and the boxes' width in elements.
 constexpr int64_t kChunksPerRow = kRowBytes / 16;
-
-/// Whether C's map is plain loop dims, the batch dims first and then m
-/// and n: a box of rows of m and columns of n is then a tile of its last
-/// two dims at the block's batch indices.
-bool indexesRowsByM(const GpuMatmul &mm) {
-  AffineMap map = mm.maps[2];
-  unsigned rank = map.getNumResults();
-  if (rank < 2)
-    return false;
-  for (auto [i, result] : llvm::enumerate(map.getResults())) {
-    auto dim = dyn_cast<AffineDimExpr>(result);
-    if (!dim)
-      return false;
-    if (i + 2 < rank ? dim.getPosition() >= mm.batch
-                     : dim.getPosition() != mm.batch + (i + 2 - rank))
-      return false;
-  }
-  return true;
-}
 } // namespace
 
 Value TmaStoreEpilogue::destinationOf(linalg::GenericOp op) {
+  // C's map plain loop dims, the batch dims first and then m and n: a box
+  // of rows of m and columns of n is a tile of its last two dims at the
+  // block's batch indices.
   GpuMatmul mm(op);
-  if (!indexesRowsByM(mm))
+  if (wgmma::indexedDims(mm, 2) != std::make_pair(mm.batch, mm.batch + 1))
     return {};
   TensorCoreFusion fusion = findTensorCoreFusion(op);
   Value destination = mm.c;

@@ -43,6 +43,13 @@ struct WarpgroupPipeline {
   int64_t stages, bytes;
 };
 
+/// The (outer, inner) loop dims of operand `which` when its indices are
+/// plain loop dims, batch dims first: a tensor map's box can then follow
+/// the operand's last two dims, and its coordinates are the operand's
+/// indices.
+std::optional<std::pair<unsigned, unsigned>> indexedDims(const GpuMatmul &mm,
+                                                         unsigned which);
+
 /// An operand layout both Hopper kernels can read, and its pipeline.
 struct WarpgroupLayout {
   bool aMContiguous, bNContiguous;

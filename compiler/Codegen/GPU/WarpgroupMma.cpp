@@ -81,6 +81,17 @@ Value loom::phaseParity(OpBuilder &b, const IndexMath &im, Value use) {
       arith::IndexCastUIOp::create(b, im.loc, b.getI64Type(), use));
 }
 
+LLVM::InlineAsmOp loom::inlinePtx(OpBuilder &b, Location loc, TypeRange results,
+                                  ValueRange operands, StringRef ptx,
+                                  StringRef constraints) {
+  return LLVM::InlineAsmOp::create(
+      b, loc, results, operands, ptx, constraints,
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
 Value loom::warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
                                  Value accs, ValueRange a, Value bDescriptor,
                                  int64_t n, bool nMajorB) {
@@ -114,26 +125,16 @@ Value loom::warpgroupMmaRegisterA(OpBuilder &b, Location loc, Type element,
                     std::to_string(first + 3) + "}, $" +
                     std::to_string(first + 4) + ", p, 1, 1, " +
                     (nMajorB ? "1" : "0") + ";\n}\n";
-  return LLVM::InlineAsmOp::create(
-             b, loc, TypeRange{type}, operands, ptx, constraints,
-             /*has_side_effects=*/true, /*is_align_stack=*/false,
-             LLVM::tailcallkind::TailCallKind::None,
-             LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-             ArrayAttr())
-      .getResult(0);
+  return inlinePtx(b, loc, type, operands, ptx, constraints).getResult(0);
 }
 
 void loom::namedBarrierOfWarpgroup(OpBuilder &b, Location loc, Value warpgroup,
                                    StringRef instruction, int firstId,
                                    int secondId, int threads) {
   auto barrier = [&](OpBuilder &then, int id) {
-    LLVM::InlineAsmOp::create(
-        then, loc, TypeRange(), ValueRange(),
-        (instruction + " " + Twine(id) + ", " + Twine(threads) + ";").str(),
-        "~{memory}", /*has_side_effects=*/true, /*is_align_stack=*/false,
-        LLVM::tailcallkind::TailCallKind::None,
-        LLVM::AsmDialectAttr::get(then.getContext(), LLVM::AsmDialect::AD_ATT),
-        ArrayAttr());
+    inlinePtx(then, loc, TypeRange(), ValueRange(),
+              (instruction + " " + Twine(id) + ", " + Twine(threads) + ";").str(),
+              "~{memory}");
     scf::YieldOp::create(then, loc);
   };
   Value first = arith::CmpIOp::create(
@@ -163,14 +164,7 @@ SmallVector<Value> loom::pinRegisters(OpBuilder &b, Location loc,
     types.push_back(v.getType());
   }
   auto type = LLVM::LLVMStructType::getLiteral(b.getContext(), types);
-  Value pinned =
-      LLVM::InlineAsmOp::create(
-          b, loc, TypeRange{type}, values, "", outputs + tied,
-          /*has_side_effects=*/true, /*is_align_stack=*/false,
-          LLVM::tailcallkind::TailCallKind::None,
-          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-          ArrayAttr())
-          .getResult(0);
+  Value pinned = inlinePtx(b, loc, type, values, "", outputs + tied).getResult(0);
   SmallVector<Value> results;
   for (int64_t i = 0, e = values.size(); i < e; ++i)
     results.push_back(LLVM::ExtractValueOp::create(b, loc, pinned, i));

@@ -12,6 +12,7 @@
 
 #include "Codegen/GPU/TensorCoreKernel.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 
 namespace mlir::loom {
@@ -54,6 +55,12 @@ Value advanceDescriptor(OpBuilder &b, Location loc, Value descriptor,
 /// Use `use` of a stage (its use-th fill) completes its barrier's phase
 /// `use`: the parity a wait on that phase names.
 Value phaseParity(OpBuilder &b, const IndexMath &im, Value use);
+
+/// `ptx` as inline asm with side effects (so LLVM keeps it in place and
+/// never drops it), `operands` bound by `constraints`, of type `results`.
+LLVM::InlineAsmOp inlinePtx(OpBuilder &b, Location loc, TypeRange results,
+                            ValueRange operands, StringRef ptx,
+                            StringRef constraints);
 
 /// `accs` (a struct of n / 2 f32, the m64nN accumulators) plus A times B,
 /// by `wgmma.mma_async` with A in registers: `a`, a thread's 4 operand
