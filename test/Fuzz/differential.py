@@ -189,6 +189,30 @@ def softmax(values, x, axis):
     return torch.softmax(x, dim=axis)
 
 
+class FusedAttention(torch.autograd.Function):
+    """softmax(scores) @ value with loom.attention_grad's backward: the
+    softmax gradient's row sums taken as FlashAttention-2 takes them,
+    rowsum(dO * O) from the result O, not rowsum(dp * p). Equal in exact
+    arithmetic; but under Rounding the result's own rounding reaches them,
+    so a row whose softmax is one-hot (a causal sequence's first) gets a
+    query gradient of rounding noise, as Loom's does, where rowsum(dp * p)
+    would cancel to exactly 0."""
+
+    @staticmethod
+    def forward(ctx, values, scores, value):
+        p = softmax(values, scores, -1)
+        out = p @ value
+        ctx.save_for_backward(p, value, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        p, value, out = ctx.saved_tensors
+        dp = grad @ torch.transpose(value, -1, -2)
+        dot = torch.sum(grad * out, dim=-1, keepdim=True)
+        return None, p * (dp - dot), torch.transpose(p, -1, -2) @ grad
+
+
 # A bf16 score near 16 is off by up to 1/16 (its 8 bits), which moves its
 # exponential by 6%, and a peaked row's gradient by more than 16-bit
 # tolerance allows.
@@ -414,7 +438,7 @@ class Program:
                 scores = v[q] @ torch.transpose(v[k], -1, -2) * s
                 t = scores.shape[-1]
                 above = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
-                return softmax(v, scores.masked_fill(above, -math.inf), -1) @ v[val]
+                return FusedAttention.apply(v, scores.masked_fill(above, -math.inf), v[val])
             return self.bind(f"softmax(causal_mask({q} @ transpose({k}) * {scale!r})) @ {val}",
                              attention)
         if kind == "layer":

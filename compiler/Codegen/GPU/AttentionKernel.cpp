@@ -23,8 +23,9 @@
 //
 // and at the end writes O / l, rounded. The backward (two launches) makes
 // the CPU lowering's passes: per 16 query rows the statistics, the softmax
-// gradient's row sums and dq; then per 16 key rows, with the keys as rows
-// (K Q^T and V dO^T), dk and dv from the stored statistics. With more than
+// gradient's row sums (rowsum(dO * O), FlashAttention-2's) and dq; then per
+// 16 key rows, with the keys as rows (K Q^T and V dO^T), dk and dv from
+// the stored statistics. With more than
 // 64 features in all, the backward reloads its rows' fragments (L1 hits)
 // at every column block instead of holding them, so that the accumulators
 // fit (dk and dv: 128 registers at heads of 128).
@@ -89,16 +90,13 @@ struct Columns {
 
   /// A loop over the column blocks from `start` to `end` carrying `init`;
   /// `body` gets the block's first column and its stage (null unstaged).
-  /// Staged, only the operands in `used` (all when empty) are copied: the
-  /// backward's first pass reads K alone.
   /// Staged, block i + 1's copies go out (into the stage block i - 1
   /// used, which every warp has left: the barrier ending each step) before
   /// block i's are awaited: at most one group pending means block i's
   /// landed, for this thread; the barrier, for all.
   scf::ForOp loop(Value start, Value end, ValueRange init,
                   function_ref<SmallVector<Value>(Value c0, Value stage, ValueRange carried)>
-                      body,
-                  ArrayRef<unsigned> used = {}) const {
+                      body) const {
     if (!staged)
       return w.loop(start, end, block, init, [&](Value c0, ValueRange carried) {
         return body(c0, Value(), carried);
@@ -112,12 +110,12 @@ struct Columns {
       b.setInsertionPoint(ifOp.thenBlock()->getTerminator());
       then();
     };
-    ifBelow(start, [&] { issue(im.cst(b, 0), start, used); });
+    ifBelow(start, [&] { issue(im.cst(b, 0), start); });
     NVVM::CpAsyncCommitGroupOp::create(b, w.loc);
     return w.loop(start, end, block, init, [&](Value c0, ValueRange carried) {
       Value stage = im.remc(b, im.divc(b, arith::SubIOp::create(b, w.loc, c0, start), block), 2);
       Value next = im.addc(b, c0, block);
-      ifBelow(next, [&] { issue(im.xorv(b, stage, im.cst(b, 1)), next, used); });
+      ifBelow(next, [&] { issue(im.xorv(b, stage, im.cst(b, 1)), next); });
       NVVM::CpAsyncCommitGroupOp::create(b, w.loc);
       NVVM::CpAsyncWaitGroupOp::create(b, w.loc, 1);
       gpu::BarrierOp::create(b, w.loc);
@@ -173,14 +171,11 @@ struct Columns {
   }
 
 private:
-  /// The copies of rows c0 .. c0 + block of the operands in `used` (all
-  /// when empty) into `stage`.
-  void issue(Value stage, Value c0, ArrayRef<unsigned> used) const {
+  /// The copies of rows c0 .. c0 + block of the operands into `stage`.
+  void issue(Value stage, Value c0) const {
     const loom::IndexMath &im = w.im;
     OpBuilder &b = w.b;
     for (auto [i, source] : llvm::enumerate(sources)) {
-      if (!used.empty() && !llvm::is_contained(used, static_cast<unsigned>(i)))
-        continue;
       auto [buffer, width] = source;
       int64_t perRow = width / kChunk;
       for (int64_t copy = 0; copy < block * perRow / (32 * kWarps); ++copy) {
@@ -278,83 +273,53 @@ void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
                    w.quadSum(results[outputTiles * 4 + 3])};
   w.storeRows(spec.outputs[0], tilesOf(results.take_front(outputTiles * 4)),
               [&](Value x, int64_t half) { return w.div(x, sums[half]); });
+  w.storeLse({results[outputTiles * 4], results[outputTiles * 4 + 1]}, sums);
 }
 
-/// The backward's query side: per warp of 16 query rows, three passes over
-/// the key blocks: the rows' maximum and sum (online, of the unrounded
-/// exponentials, as the softmax sums them), then dot = sum(p * dp), then
-/// ds and dq += ds K. The statistics go to the flat buffer for the key
-/// side.
+/// The backward's query side: per warp of 16 query rows, one pass over
+/// the key blocks: p = exp(s - lse) from the forward's log-sum-exp, ds and
+/// dq += ds K, with dot = rowsum(dO * O) taken first. The dots go to the
+/// flat buffer for the key side.
 void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
   RowOperand queries(w, spec.query, spec.features, reloadsRows(spec));
   RowOperand grads(w, spec.resultGrad, spec.valueFeatures, reloadsRows(spec));
   Columns columns{w, keyBlock, {{spec.key, spec.features}, {spec.value, spec.valueFeatures}},
                   staged};
-  Value zero = w.im.cst(w.b, 0);
   Value end = staged ? w.blockKeyEnd(keyBlock) : w.keyEnd(keyBlock);
-  auto scoresOf = [&](Value k0, Value stage) {
-    SmallVector<Tile> s = w.zeroTiles(keyBlock / 8);
-    columns.multiplyRows(queries.get(), 0, k0, stage, s);
-    for (auto [n, tile] : llvm::enumerate(s))
-      for (int64_t e = 0; e < 4; ++e)
-        tile[e] = w.score(tile[e], w.above(w.row(e / 2), w.column(k0, n, e)));
-    return s;
-  };
-  // Pass 1: maxima and sums.
-  auto stats = columns.loop(zero, end,
-                            {w.minusInf(), w.minusInf(), w.f32Constant(0.0), w.f32Constant(0.0)},
-                            [&](Value k0, Value stage, ValueRange carried) {
-    return w.rowStatistics(scoresOf(k0, stage), carried);
-  }, /*used=*/{0});
-  Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
-  Value sums[2] = {w.quadSum(stats.getResult(2)), w.quadSum(stats.getResult(3))};
-  auto probabilities = [&](SmallVector<Tile> s) {
-    for (Tile &tile : s)
-      for (int64_t e = 0; e < 4; ++e)
-        tile[e] = w.rounded(w.probability(tile[e], maxima[e / 2], sums[e / 2]));
-    return s;
-  };
-  // dp = dO V^T in f32 (the five ops' rule keeps it f32).
-  auto probabilityGrads = [&](Value k0, Value stage) {
-    SmallVector<Tile> dp = w.zeroTiles(keyBlock / 8);
-    columns.multiplyRows(grads.get(), 1, k0, stage, dp);
-    return dp;
-  };
-  // Pass 2: dot = sum over the keys of p * dp.
-  auto dots = columns.loop(zero, end, {w.f32Constant(0.0), w.f32Constant(0.0)},
-                           [&](Value k0, Value stage, ValueRange carried) {
-    SmallVector<Tile> p = probabilities(scoresOf(k0, stage));
-    SmallVector<Tile> dp = probabilityGrads(k0, stage);
-    SmallVector<Value> next(carried);
+  // The softmax gradient's row sums, from the result (no pass over keys).
+  std::array<Value, 2> dot = w.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
+  Value lse[2] = {w.loadLse(w.row(0)), w.loadLse(w.row(1))};
+  int64_t gradTiles = spec.features / 8;
+  auto backward = columns.loop(w.im.cst(w.b, 0), end, flat(w.zeroTiles(gradTiles)),
+                               [&](Value k0, Value stage, ValueRange carried) {
+    // p before dp's product (its exponentials' temporaries not live with
+    // dp: at heads of 128 the other order spilled).
+    SmallVector<Tile> p = w.zeroTiles(keyBlock / 8);
+    columns.multiplyRows(queries.get(), 0, k0, stage, p);
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e)
-        next[e / 2] = w.add(next[e / 2], w.mul(p[n][e], dp[n][e]));
-    return next;
-  });
-  Value dot[2] = {w.quadSum(dots.getResult(0)), w.quadSum(dots.getResult(1))};
-  // Pass 3: ds, and dq += ds K.
-  int64_t gradTiles = spec.features / 8;
-  auto backward = columns.loop(zero, end, flat(w.zeroTiles(gradTiles)),
-                               [&](Value k0, Value stage, ValueRange carried) {
-    SmallVector<Tile> p = probabilities(scoresOf(k0, stage));
-    SmallVector<Tile> ds = probabilityGrads(k0, stage);
-    for (auto [n, tile] : llvm::enumerate(ds))
+        p[n][e] = w.rounded(w.probability(
+            w.score(p[n][e], w.above(w.row(e / 2), w.column(k0, n, e))), lse[e / 2]));
+    // dp = dO V^T in f32 (the five ops' rule keeps it f32).
+    SmallVector<Tile> ds = w.zeroTiles(keyBlock / 8);
+    columns.multiplyRows(grads.get(), 1, k0, stage, ds);
+    for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e)
-        tile[e] = w.scoreGrad(p[n][e], tile[e], dot[e / 2],
-                              w.above(w.row(e / 2), w.column(k0, n, e)));
+        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], dot[e / 2],
+                               w.above(w.row(e / 2), w.column(k0, n, e)));
     SmallVector<Tile> dq = tilesOf(carried);
     columns.multiplyColumns(ds, 0, k0, stage, dq);
     return flat(dq);
   });
   w.storeRows(spec.outputs[0], tilesOf(backward.getResults()),
               [](Value x, int64_t) { return x; });
-  w.storeStatistics(maxima, sums, dot);
+  w.storeStatistics(lse, dot);
 }
 
 /// The backward's key side: per warp of 16 key rows, one pass over the
-/// query blocks from its diagonal (causal) with the query side's
-/// statistics: p^T and ds^T formed again (the transposed products K Q^T
+/// query blocks from its diagonal (causal) with the forward's log-sum-exp
+/// and the query side's dots: p^T and ds^T formed again (the transposed products K Q^T
 /// and V dO^T), dv += p^T dO and dk += ds^T Q.
 void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
@@ -386,8 +351,8 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
         Value query = w.column(q0, n, e);
         Value masked = w.above(query, w.row(e / 2));
         Value s = w.score(p[n][e], masked);
-        p[n][e] = w.rounded(w.probability(s, w.loadStat(0, query), w.loadStat(1, query)));
-        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], w.loadStat(2, query), masked);
+        p[n][e] = w.rounded(w.probability(s, w.loadStat(0, query)));
+        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], w.loadStat(1, query), masked);
       }
     SmallVector<Tile> dk = tilesOf(carried.take_front(keyTiles * 4));
     SmallVector<Tile> dv = tilesOf(carried.drop_front(keyTiles * 4));
@@ -411,19 +376,21 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
   };
   // The outputs follow the inputs; plan scratch (the CPU lowering's block
   // buffers) is unused, but for one f32 buffer the backward keeps the rows'
-  // statistics in between its two launches.
+  // log-sum-exp and softmax gradient sums in between its two launches.
   SmallVector<Value> buffers;
   SmallVector<Value> scratch;
   for (BlockArgument argument : kernel.getArguments())
     (kernel.getArgAttr(argument.getArgNumber(), loom::attr::kScratch) ? scratch : buffers)
         .push_back(argument);
   bool backward = mark.contains("result_grad");
-  int64_t outputs = backward ? 3 : 1;
   int64_t inputs = position("inputs");
+  // A forward's outputs: the result and, where autodiff asked for it, the
+  // rows' log-sum-exp.
+  int64_t outputs = static_cast<int64_t>(buffers.size()) - inputs;
   SmallVector<int64_t> positions{position("query"), position("key"), position("value")};
   if (backward)
-    positions.push_back(position("result_grad"));
-  if (inputs < 0 || static_cast<int64_t>(buffers.size()) != inputs + outputs ||
+    positions.append({position("output"), position("lse"), position("result_grad")});
+  if (inputs < 0 || (backward ? outputs != 3 : outputs != 1 && outputs != 2) ||
       llvm::any_of(positions, [&](int64_t i) { return i < 0 || i >= inputs; }))
     return kernel.emitError("loom.gpu_attention: the kernel's arguments do not "
                             "match the mark"),
@@ -432,14 +399,19 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
   spec.query = buffers[positions[0]];
   spec.key = buffers[positions[1]];
   spec.value = buffers[positions[2]];
-  if (backward)
-    spec.resultGrad = buffers[positions[3]];
+  if (backward) {
+    spec.output = buffers[positions[3]];
+    spec.lse = buffers[positions[4]];
+    spec.resultGrad = buffers[positions[5]];
+  }
   spec.outputs.assign(buffers.begin() + inputs, buffers.end());
+  if (!backward && outputs == 2)
+    spec.lse = spec.outputs.pop_back_val();
   auto typeOf = [](Value v) { return dyn_cast_or_null<MemRefType>(v.getType()); };
   MemRefType q = typeOf(spec.query), k = typeOf(spec.key), v = typeOf(spec.value);
   SmallVector<Value> all{spec.query, spec.key, spec.value};
   if (backward)
-    all.push_back(spec.resultGrad);
+    all.append({spec.output, spec.resultGrad});
   all.append(spec.outputs);
   if (!q || q.getRank() < 2 || llvm::any_of(all, [&](Value value) {
         MemRefType type = typeOf(value);
@@ -477,6 +449,7 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
       v.getShape().take_front(rows) == q.getShape().take_front(rows);
   if (backward)
     shapes = shapes && shapeOf(spec.resultGrad) == ArrayRef<int64_t>(outputShape) &&
+             shapeOf(spec.output) == ArrayRef<int64_t>(outputShape) &&
              shapeOf(spec.outputs[0]) == q.getShape() &&
              shapeOf(spec.outputs[1]) == k.getShape() &&
              shapeOf(spec.outputs[2]) == v.getShape();
@@ -486,9 +459,18 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
     return kernel.emitError("loom.gpu_attention: shapes the GPU attention "
                             "kernel does not run"),
            failure();
+  // The rows' log-sum-exp: f32 [b..., queries], contiguous.
+  if (spec.lse) {
+    MemRefType lse = typeOf(spec.lse);
+    if (!lse || !lse.getElementType().isF32() || !lse.getLayout().isIdentity() ||
+        lse.getShape() != q.getShape().drop_back())
+      return kernel.emitError("loom.gpu_attention: the rows' log-sum-exp must be "
+                              "a contiguous f32 buffer of the queries' rows"),
+             failure();
+  }
   if (backward) {
     // The largest f32 scratch buffer (the CPU's widened operands are each
-    // at least 16 x batch x queries) holds the 3 x batch x queries.
+    // at least 16 x batch x queries) holds the 2 x batch x queries.
     Value largest;
     for (Value buffer : scratch) {
       MemRefType type = typeOf(buffer);
@@ -497,9 +479,9 @@ FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
           (!largest || type.getNumElements() > typeOf(largest).getNumElements()))
         largest = buffer;
     }
-    if (!largest || typeOf(largest).getNumElements() < 3 * spec.batch * spec.queries)
+    if (!largest || typeOf(largest).getNumElements() < 2 * spec.batch * spec.queries)
       return kernel.emitError("loom.gpu_attention: no f32 scratch buffer of "
-                              "3 x batch x queries for the backward's statistics"),
+                              "2 x batch x queries for the backward's statistics"),
              failure();
     spec.statistics = largest;
   }
@@ -609,6 +591,16 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   // sm_90a: the forward on wgmma where its shapes allow (the backward's
   // launches below too).
+  // The rows' log-sum-exp and the backward's dots are read and written
+  // flat, at batch entry x queries + query.
+  auto flatten = [&](Value buffer) -> Value {
+    ReassociationIndices all;
+    for (int64_t d = 0; d < cast<MemRefType>(buffer.getType()).getRank(); ++d)
+      all.push_back(d);
+    return memref::CollapseShapeOp::create(b, loc, buffer, ArrayRef<ReassociationIndices>{all});
+  };
+  if (spec.lse)
+    spec.lse = flatten(spec.lse);
   if (!spec.backward() && warpgroupSharedBytes > 0 &&
       buildWarpgroupAttention(b, loc, spec, warpgroupSharedBytes)) {
     func::ReturnOp::create(b, loc);
@@ -627,22 +619,18 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
         b, loc, spec, spec.queries, spec.causal,
         [&](Warp &w) { buildForwardWarp(w, keyBlock, !staging.empty()); }, staging);
   } else {
-    auto type = cast<MemRefType>(spec.statistics.getType());
-    ReassociationIndices all;
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      all.push_back(d);
-    spec.statistics = memref::CollapseShapeOp::create(b, loc, spec.statistics,
-                                                      ArrayRef<ReassociationIndices>{all});
+    spec.statistics = flatten(spec.statistics);
     // The query side first: its statistics are the key side's inputs.
     // Registers: the query side holds the queries' and dO's fragments, dq
     // and two column blocks (scores, dp); the key side the keys' and
     // values' fragments, dk, dv and two column blocks: blocks of 64 with
     // up to 32 features, else of 32 (no spills up to 64 features, ptxas).
-    // Past 64 the fragments are reloaded (RowOperand) and the key side
-    // takes blocks of 16 queries: heads of 128 then run without spills, the
-    // key side at 255 registers.
+    // Past 64 the fragments are reloaded (RowOperand) and both sides take
+    // blocks of 16: heads of 128 then run without spills at 255 registers
+    // (the query side's blocks of 32 spilled 32 bytes once its pass formed
+    // p from the log-sum-exp).
     int64_t most = std::max(spec.features, spec.valueFeatures) > 32 ? 32 : 64;
-    int64_t keyBlock = columnBlock(spec.keys, most);
+    int64_t keyBlock = columnBlock(spec.keys, reloadsRows(spec) ? 16 : most);
     int64_t queryBlock = columnBlock(spec.queries, reloadsRows(spec) ? 16 : most);
     SmallVector<Type> keysStaged, queriesStaged;
     if (stageOperands) {

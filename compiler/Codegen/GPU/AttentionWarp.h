@@ -20,6 +20,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <array>
 #include <limits>
 #include <optional>
 
@@ -30,9 +31,15 @@ constexpr int64_t kRowsPerBlock = kWarps * kRowsPerWarp;
 /// What the mark and the kernel's arguments say.
 struct AttentionSpec {
   Value query, key, value;
-  /// The backward's: the result's gradient (null in a forward), and a flat
-  /// f32 buffer of 3 x batch x queries for the rows' statistics.
-  Value resultGrad, statistics;
+  /// The rows' log-sum-exp, f32 [b..., queries] (viewed flat by the
+  /// launches): the forward's second output (when it has one), the
+  /// backward's input.
+  Value lse;
+  /// The backward's: the forward's result and its gradient (null in a
+  /// forward), and a flat f32 buffer of 2 x batch x queries for the rows'
+  /// log-sum-exp and softmax gradient sums (dot), from the query side to
+  /// the key side.
+  Value output, resultGrad, statistics;
   /// The forward's output, or the query, key and value gradients.
   SmallVector<Value> outputs;
   Type element;
@@ -136,18 +143,20 @@ struct Warp {
         .getResult(0);
   }
   Value scaledByLog2E(Value m) const { return mul(m, f32Constant(M_LOG2E)); }
-  /// The softmax's probability exp(x - m) / l from a row's statistics, as
-  /// ex2.approx(x log2(e) - (m log2(e) + lg2.approx(l))): 4 instructions
-  /// where the libdevice exp and a full division take about 20. The
-  /// result is a few f32 ulps from the exact one, so its 16-bit rounding
-  /// flips more often than the CPU's: on an H200, gpt-train's backward
-  /// (T = 32, heads of 16) had 83 of 32768 elements over --check-kernels'
-  /// tolerance where the exact form had 4 (elements the softmax gradient's
-  /// zero row sums cancel), the same 4 at T = 2048; the exact form took the
-  /// backward 1.8 times as long (T = 8192). A form with log2(l) exact and
-  /// x - m first flipped as often.
-  Value probability(Value x, Value m, Value l) const {
-    return expMinus(x, add(scaledByLog2E(m), intrinsic("llvm.nvvm.lg2.approx.ftz.f", l)));
+  /// The softmax's probability exp(x - lse) from a row's log-sum-exp, as
+  /// ex2.approx(x log2(e) - lse log2(e)): 3 instructions where the
+  /// libdevice exp takes about 12. The result is a few f32 ulps from the
+  /// exact one, so its 16-bit rounding flips more often than the CPU's: on
+  /// an H200, gpt-train's backward (T = 32, heads of 16) had 83 of 32768
+  /// elements over --check-kernels' tolerance where the exact form (then
+  /// exp(x - m) / l) had 4 (elements the softmax gradient's zero row sums
+  /// cancel), the same 4 at T = 2048; the exact form took the backward 1.8
+  /// times as long (T = 8192).
+  Value probability(Value x, Value lse) const { return expMinus(x, scaledByLog2E(lse)); }
+  /// A row's log-sum-exp from its maximum and sum: m + lg2.approx(l) ln(2)
+  /// (a few f32 ulps from m + log(l)).
+  Value logSumExp(Value m, Value l) const {
+    return add(m, mul(intrinsic("llvm.nvvm.lg2.approx.ftz.f", l), f32Constant(M_LN2)));
   }
   Value quadSum(Value x) const {
     return quadReduce(x, [&](Value p, Value q) { return add(p, q); });
@@ -315,27 +324,6 @@ struct Warp {
         sums[e / 2] = add(sums[e / 2], tile[e]);
       }
   }
-  /// One key block of the backward's first pass: the row maxima and sums
-  /// of rows g and g + 8 (`carried`: maxima, then sums) updated online by
-  /// the scores `s`, the sums of the unrounded exponentials (as the softmax
-  /// sums them), the maxima over the quad.
-  SmallVector<Value> rowStatistics(ArrayRef<Tile> s, ValueRange carried) const {
-    SmallVector<Value> next(4);
-    for (int64_t half = 0; half < 2; ++half) {
-      Value rowMax = carried[half];
-      for (const Tile &tile : s)
-        rowMax = max(rowMax, max(tile[2 * half], tile[2 * half + 1]));
-      rowMax = quadMax(rowMax);
-      Value scaledMax = scaledByLog2E(rowMax);
-      Value sum = mul(carried[2 + half], expMinus(carried[half], scaledMax));
-      for (const Tile &tile : s)
-        for (int64_t e = 2 * half; e < 2 * half + 2; ++e)
-          sum = add(sum, expMinus(tile[e], scaledMax));
-      next[half] = rowMax;
-      next[2 + half] = sum;
-    }
-    return next;
-  }
   /// The softmax gradient as the five ops' rules compute it: p (dp - dot),
   /// 0 where masked, times the scale rounded, rounded.
   Value scoreGrad(Value p, Value dp, Value dot, Value masked) const {
@@ -362,31 +350,75 @@ struct Warp {
                                 /*nontemporal=*/false, llvm::Align(4));
       }
   }
-  /// Statistic `which` (0 maximum, 1 sum, 2 the softmax gradient's dot) of
-  /// query `row` in the backward's flat statistics buffer.
-  Value statIndex(int64_t which, Value query) const {
-    return im.add(b, im.add(b, im.cst(b, which * spec.batch * spec.queries),
-                            im.mulc(b, batch, spec.queries)),
-                  query);
+  /// Where query `row`'s log-sum-exp is in the flat spec.lse (batch x
+  /// queries), and its statistic `which` (0 the log-sum-exp again, 1 the
+  /// dot) in the backward's flat statistics buffer.
+  Value rowIndex(Value query) const {
+    return im.add(b, im.mulc(b, batch, spec.queries), query);
   }
+  Value statIndex(int64_t which, Value query) const {
+    return im.add(b, im.cst(b, which * spec.batch * spec.queries), rowIndex(query));
+  }
+  Value loadLse(Value query) const {
+    return memref::LoadOp::create(b, loc, spec.lse, rowIndex(query));
+  }
+  /// Statistic `which` of `query`, as the query side stored it: the key
+  /// side reads both from the one buffer (a second base pointer held
+  /// through its loop spilled at heads of 128).
   Value loadStat(int64_t which, Value query) const {
     return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
   }
-  /// Stores statistics 0, 1 and 2 (`maxima`, `sums`, `dots`: rows g and
-  /// g + 8) of the warp's rows, by each quad's first lane.
-  void storeStatistics(const Value (&maxima)[2], const Value (&sums)[2],
-                       const Value (&dots)[2]) const {
+  /// Stores the rows' log-sum-exp and dots into the statistics buffer.
+  void storeStatistics(const Value (&lse)[2], const std::array<Value, 2> &dots) const {
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));
     scf::IfOp::create(b, loc, first, [&](OpBuilder &then, Location l) {
       Warp lead = at(then);
-      for (int64_t half = 0; half < 2; ++half) {
-        Value stat[3] = {maxima[half], sums[half], dots[half]};
-        for (int64_t which = 0; which < 3; ++which)
-          memref::StoreOp::create(then, l, stat[which], spec.statistics,
+      for (int64_t half = 0; half < 2; ++half)
+        for (auto [which, value] : llvm::enumerate(ArrayRef<Value>{lse[half], dots[half]}))
+          memref::StoreOp::create(then, l, value, spec.statistics,
                                   ValueRange{lead.statIndex(which, lead.row(half))});
-      }
       scf::YieldOp::create(then, l);
     });
+  }
+  /// Stores the rows' log-sum-exp from their maxima and (quad-summed) sums
+  /// into spec.lse, where the forward has that output.
+  void storeLse(const Value (&maxima)[2], const Value (&sums)[2]) const {
+    if (!spec.lse)
+      return;
+    Value lse[2] = {logSumExp(maxima[0], sums[0]), logSumExp(maxima[1], sums[1])};
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));
+    scf::IfOp::create(b, loc, first, [&](OpBuilder &then, Location l) {
+      Warp lead = at(then);
+      for (int64_t half = 0; half < 2; ++half)
+        memref::StoreOp::create(then, l, lse[half], spec.lse,
+                                ValueRange{lead.rowIndex(lead.row(half))});
+      scf::YieldOp::create(then, l);
+    });
+  }
+  /// The sums over `width` features of `x * y` (row-major buffers of the
+  /// operand type, like the result) for rows g and g + 8 of the warp, in
+  /// f32, the same in every lane of a quad: each lane takes the pairs at
+  /// columns 2t + 8i, then the quad adds them up. The backward's softmax
+  /// gradient row sums, `rowsum(dO * O)`, as FlashAttention-2 takes them.
+  std::array<Value, 2> rowDots(Value x, Value y, int64_t width) const {
+    std::array<Value, 2> sums;
+    for (int64_t half = 0; half < 2; ++half) {
+      Value r = row(half), sum = f32Constant(0.0);
+      for (int64_t c = 0; c < width; c += 8) {
+        Value column = im.addc(b, t2, c);
+        auto pair = [&](Value buffer) {
+          auto type = VectorType::get({2}, spec.element);
+          Value narrow = vector::LoadOp::create(b, loc, type, buffer, at(r, column),
+                                                /*nontemporal=*/false, llvm::Align(4));
+          return arith::ExtFOp::create(b, loc, VectorType::get({2}, f32()), narrow);
+        };
+        Value product = arith::MulFOp::create(b, loc, pair(x), pair(y));
+        for (int64_t e = 0; e < 2; ++e)
+          sum = add(sum, vector::ExtractOp::create(b, loc, product, ArrayRef<int64_t>{e}));
+      }
+      sums[half] = quadSum(sum);
+    }
+    return sums;
   }
   /// A loop over blocks of `step` from `lower` to `upper` carrying `init`.
   scf::ForOp loop(Value lower, Value upper, int64_t step, ValueRange init,

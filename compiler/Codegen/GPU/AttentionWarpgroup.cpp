@@ -26,7 +26,7 @@
 // overlap within a warpgroup), and waits once for both groups. At the end
 // O / l is stored, rounded. The consumers never wait for each other, so one's
 // softmax also overlaps the other's products. The backward's two launches
-// (AttentionKernel.cpp's passes: the query side's statistics, dot and dq,
+// (AttentionKernel.cpp's passes: the query side's statistics and dq,
 // the key side's dk and dv) share the skeleton (WarpgroupLaunch). Fragments and accumulators pass through empty inline
 // asm around the fences and waits (pinRegisters), so LLVM keeps their
 // writes before a fence and their reads after a wait.
@@ -338,15 +338,13 @@ struct WarpgroupLaunch {
   }
 
   /// The producer: one thread copies the resident operands (rows from the
-  /// block's), then, `passes` times over, streamed blocks `first` ..
-  /// `end` - 1 (rows from block x streamed rows; of the operands `copies`
-  /// names for the pass, all by default), each into its stage once
-  /// both consumers released the stage's previous block (the wait on the
-  /// phase before a stage's first fill passes at once). The copies are
-  /// unpredicated: inside the branch on the thread, LLVM would fold a
-  /// predicate to a constant, which inline PTX cannot take.
-  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range, int64_t passes = 1,
-               function_ref<bool(int64_t pass, unsigned tiles)> copies = nullptr) {
+  /// block's), then streamed blocks `first` .. `end` - 1 (rows from block x
+  /// streamed rows), each into its stage once both consumers released the
+  /// stage's previous block (the wait on the phase before a stage's first
+  /// fill passes at once). The copies are unpredicated: inside the branch
+  /// on the thread, LLVM would fold a predicate to a constant, which inline
+  /// PTX cannot take.
+  void produce(function_ref<std::pair<Value, Value>(OpBuilder &)> range) {
     OpBuilder p = roles.getElseBodyBuilder();
     NVVM::SetMaxRegisterOp::create(p, loc, kProducerRegisters,
                                    NVVM::SetMaxRegisterAction::decrease);
@@ -360,30 +358,21 @@ struct WarpgroupLaunch {
     for (const Tiles &tiles : resident)
       copy(o, tiles, im.addc(o, base, tiles.offset), blockRow, residentBarrier);
     auto [first, end] = range(o);
-    Value count = arith::SubIOp::create(o, loc, end, first);
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      // The streamed operands this pass reads (`copies`; all by default).
-      SmallVector<const Tiles *> copied;
-      int64_t bytes = 0;
-      for (auto [i, tiles] : llvm::enumerate(streamed))
-        if (!copies || copies(pass, i)) {
-          copied.push_back(&tiles);
-          bytes += tiles.bytes();
-        }
-      Value useBase = im.mulc(o, count, pass);
-      auto loads = scf::ForOp::create(o, loc, first, end, im.cst(o, 1));
-      OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
-      Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loads.getInductionVar(), first));
-      Value stage = im.remc(l, use, stages);
-      Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, use, stages)),
-                                             arith::ConstantIntOp::create(l, loc, 1, 1));
-      nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released, im.cst(l, 10000000), stage);
-      nvgpu::MBarrierArriveExpectTxOp::create(l, loc, full, im.cst(l, bytes), stage, Value());
-      Value offset = im.add(l, im.addc(l, base, residentBytes), im.mulc(l, stage, stageBytes));
-      for (const Tiles *tiles : copied)
-        copy(l, *tiles, im.addc(l, offset, tiles->offset),
-             im.mulc(l, loads.getInductionVar(), tiles->rows), stage);
-    }
+    int64_t bytes = 0;
+    for (const Tiles &tiles : streamed)
+      bytes += tiles.bytes();
+    auto loads = scf::ForOp::create(o, loc, first, end, im.cst(o, 1));
+    OpBuilder l = OpBuilder::atBlockBegin(loads.getBody());
+    Value use = arith::SubIOp::create(l, loc, loads.getInductionVar(), first);
+    Value stage = im.remc(l, use, stages);
+    Value released = arith::XOrIOp::create(l, loc, phaseParity(l, im, im.divc(l, use, stages)),
+                                           arith::ConstantIntOp::create(l, loc, 1, 1));
+    nvgpu::MBarrierTryWaitParityOp::create(l, loc, empty, released, im.cst(l, 10000000), stage);
+    nvgpu::MBarrierArriveExpectTxOp::create(l, loc, full, im.cst(l, bytes), stage, Value());
+    Value offset = im.add(l, im.addc(l, base, residentBytes), im.mulc(l, stage, stageBytes));
+    for (const Tiles &tiles : streamed)
+      copy(l, tiles, im.addc(l, offset, tiles.offset),
+           im.mulc(l, loads.getInductionVar(), tiles.rows), stage);
   }
 
   /// The consumers' builder, registers raised, once the resident copies
@@ -404,19 +393,19 @@ struct WarpgroupLaunch {
                                            im.cst(b, 10000000), stage);
     return stageAddress(b, stage);
   }
-  /// A consumers' loop over streamed blocks `first` .. `end` - 1 (after
-  /// `useBase` earlier fills: a pass's first) carrying `init`; `body` gets
-  /// the block, its stage's address and the carried values and multiplies;
-  /// then the warpgroup releases the stage. Returns the loop.
+  /// A consumers' loop over streamed blocks `first` .. `end` - 1 carrying
+  /// `init`; `body` gets the block, its stage's address and the carried
+  /// values and multiplies; then the warpgroup releases the stage. Returns
+  /// the loop.
   scf::ForOp consume(
-      OpBuilder &c, Value first, Value end, Value useBase, ValueRange init,
+      OpBuilder &c, Value first, Value end, ValueRange init,
       function_ref<SmallVector<Value>(OpBuilder &, Value block, Value at, ValueRange carried)>
           body) {
     Value signals = arith::CmpIOp::create(c, loc, arith::CmpIPredicate::eq,
                                           im.remc(c, tid, kWarpgroupThreads), im.cst(c, 0));
     auto loop = scf::ForOp::create(c, loc, first, end, im.cst(c, 1), init);
     OpBuilder l = OpBuilder::atBlockBegin(loop.getBody());
-    Value use = im.add(l, useBase, arith::SubIOp::create(l, loc, loop.getInductionVar(), first));
+    Value use = arith::SubIOp::create(l, loc, loop.getInductionVar(), first);
     Value stage = im.remc(l, use, stages);
     SmallVector<Value> yielded =
         body(l, loop.getInductionVar(), waitFor(l, use), loop.getRegionIterArgs());
@@ -515,7 +504,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
   init.append({cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)});
   llvm::append_range(init, prologue.settle({scoresAt(c, launch.waitFor(c, im.cst(c, 0)))})[0]);
   auto loop = launch.consume(
-      c, first, end, im.cst(c, 0), init,
+      c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
@@ -550,6 +539,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
   Value sums[2] = {cw.quadSum(results[outputValues + 2]), cw.quadSum(results[outputValues + 3])};
   cw.storeRows(spec.outputs[0], tilesOf(results.take_front(outputValues)),
                [&](Value x, int64_t half) { return cw.div(x, sums[half]); });
+  cw.storeLse({results[outputValues], results[outputValues + 1]}, sums);
   sinkViewsIntoLaunch(launch.launch);
   return true;
 }
@@ -590,7 +580,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   SmallVector<Value> init(keyValues + valueValues, cw.f32Constant(0.0));
   auto [first, end] = range(c);
   auto loop = launch.consume(
-      c, first, end, im.cst(c, 0), init,
+      c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
@@ -609,8 +599,8 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
             Value query = lw.column(q0, n, e);
             Value masked = lw.above(query, lw.row(e / 2));
             Value s = lw.score(p[n][e], masked);
-            p[n][e] = lw.rounded(lw.probability(s, lw.loadStat(0, query), lw.loadStat(1, query)));
-            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], lw.loadStat(2, query), masked);
+            p[n][e] = lw.rounded(lw.probability(s, lw.loadStat(0, query)));
+            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], lw.loadStat(1, query), masked);
           }
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
         // before the fence.
@@ -644,11 +634,11 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   return true;
 }
 /// The backward's query side: 128 queries a block (Q and dO resident)
-/// against blocks of 64 keys (K and V streamed, three sweeps), the three
-/// passes of the mma.sync query side: the rows' maxima and sums (online,
-/// of the unrounded exponentials), dot = sum(p * dp), then ds and
-/// dq += ds K (ds in registers, K read N-major from the stage the scores
-/// read K-major); the statistics go to the flat buffer for the key side.
+/// against blocks of 64 keys (K and V streamed, one sweep), the mma.sync
+/// query side's pass: p = exp(s - lse) from the forward's log-sum-exp,
+/// then ds and dq += ds K (ds in registers, K read N-major from the stage
+/// the scores read K-major), with dot = rowsum(dO * O) taken first; the
+/// dots go to the flat buffer for the key side.
 bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                     int64_t sharedPerBlock) {
   constexpr int64_t keyBlock = 64;
@@ -673,79 +663,36 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                           im.divc(o, w.keyEndAfter(launch.blockRow, kBlockRows, keyBlock),
                                   keyBlock));
   };
-  // Pass 1 reads K alone.
-  launch.produce(range, /*passes=*/3,
-                 [](int64_t pass, unsigned tiles) { return pass > 0 || tiles == 0; });
+  launch.produce(range);
 
   OpBuilder c = launch.consumers();
   Warp cw = launch.warpAt(c);
   Value warpgroupRow = launch.warpgroupRow(c);
   auto [first, end] = range(c);
-  Value count = arith::SubIOp::create(c, loc, end, first);
-  // The scores of the block (and with `grads`, dp = dO V^T in f32), one
-  // group.
-  auto products = [&](Warp &lw, Value block, Value at, bool withGrads) {
-    OpBuilder &l = lw.b;
-    Products group{l, loc, wgmmaTypes(spec)};
-    Value resident = launch.residentAddress(l);
-    group.fence();
-    SmallVector<Value> accs{group.rowsTimesRows(im, queries, resident, warpgroupRow, keys, at)};
-    if (withGrads)
-      accs.push_back(group.rowsTimesRows(im, grads, resident, warpgroupRow, values, at));
-    SmallVector<SmallVector<Tile>> tiles;
-    for (const SmallVector<Value> &done : group.wait(accs))
-      tiles.push_back(tilesOf(done));
-    Value k0 = im.mulc(l, block, keyBlock);
-    for (auto [n, tile] : llvm::enumerate(tiles[0]))
-      for (int64_t e = 0; e < 4; ++e)
-        tile[e] = lw.score(tile[e], lw.above(lw.row(e / 2), lw.column(k0, n, e)));
-    return tiles;
-  };
-
-  // Pass 1: maxima and sums.
-  auto stats = launch.consume(
-      c, first, end, im.cst(c, 0),
-      {cw.minusInf(), cw.minusInf(), cw.f32Constant(0.0), cw.f32Constant(0.0)},
-      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
-        Warp lw = cw.at(l);
-        return lw.rowStatistics(products(lw, block, at, /*withGrads=*/false)[0], carried);
-      });
-  Value maxima[2] = {stats.getResult(0), stats.getResult(1)};
-  Value sums[2] = {cw.quadSum(stats.getResult(2)), cw.quadSum(stats.getResult(3))};
-  auto probabilities = [&](Warp &lw, SmallVector<Tile> s) {
-    for (Tile &tile : s)
-      for (int64_t e = 0; e < 4; ++e)
-        tile[e] = lw.rounded(lw.probability(tile[e], maxima[e / 2], sums[e / 2]));
-    return s;
-  };
-  // Pass 2: dot = sum over the keys of p * dp.
-  auto dots = launch.consume(
-      c, first, end, count, {cw.f32Constant(0.0), cw.f32Constant(0.0)},
-      [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
-        Warp lw = cw.at(l);
-        SmallVector<SmallVector<Tile>> sp = products(lw, block, at, /*withGrads=*/true);
-        SmallVector<Tile> p = probabilities(lw, sp[0]);
-        SmallVector<Value> next(carried);
-        for (size_t n = 0; n < p.size(); ++n)
-          for (int64_t e = 0; e < 4; ++e)
-            next[e / 2] = lw.add(next[e / 2], lw.mul(p[n][e], sp[1][n][e]));
-        return next;
-      });
-  Value dot[2] = {cw.quadSum(dots.getResult(0)), cw.quadSum(dots.getResult(1))};
-  // Pass 3: ds, and dq += ds K.
+  // The softmax gradient's row sums, from the result (no pass over keys),
+  // and the rows' log-sum-exp.
+  std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
+  Value lse[2] = {cw.loadLse(cw.row(0)), cw.loadLse(cw.row(1))};
   int64_t gradValues = spec.features / 2;
   auto backward = launch.consume(
-      c, first, end, im.mulc(c, count, 2), SmallVector<Value>(gradValues, cw.f32Constant(0.0)),
+      c, first, end, SmallVector<Value>(gradValues, cw.f32Constant(0.0)),
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
-        SmallVector<SmallVector<Tile>> sp = products(lw, block, at, /*withGrads=*/true);
-        SmallVector<Tile> p = probabilities(lw, sp[0]);
-        SmallVector<Tile> &ds = sp[1];
+        // The scores and dp = dO V^T in f32 of the block, one group.
+        Products products{l, loc, wgmmaTypes(spec)};
+        Value resident = launch.residentAddress(l);
+        products.fence();
+        Value scores = products.rowsTimesRows(im, queries, resident, warpgroupRow, keys, at);
+        Value dots = products.rowsTimesRows(im, grads, resident, warpgroupRow, values, at);
+        SmallVector<SmallVector<Value>> done = products.wait({scores, dots});
+        SmallVector<Tile> p = tilesOf(done[0]), ds = tilesOf(done[1]);
         Value k0 = im.mulc(l, block, keyBlock);
-        for (auto [n, tile] : llvm::enumerate(ds))
-          for (int64_t e = 0; e < 4; ++e)
-            tile[e] = lw.scoreGrad(p[n][e], tile[e], dot[e / 2],
-                                   lw.above(lw.row(e / 2), lw.column(k0, n, e)));
+        for (size_t n = 0; n < p.size(); ++n)
+          for (int64_t e = 0; e < 4; ++e) {
+            Value masked = lw.above(lw.row(e / 2), lw.column(k0, n, e));
+            p[n][e] = lw.rounded(lw.probability(lw.score(p[n][e], masked), lse[e / 2]));
+            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], masked);
+          }
         SmallVector<Value> operands(carried);
         for (size_t j = 0; j < ds.size() / 2; ++j)
           for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))
@@ -761,7 +708,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         return group.wait({dq})[0];
       });
   cw.storeRows(spec.outputs[0], tilesOf(backward.getResults()), [](Value x, int64_t) { return x; });
-  cw.storeStatistics(maxima, sums, dot);
+  cw.storeStatistics(lse, dot);
   sinkViewsIntoLaunch(launch.launch);
   return true;
 }

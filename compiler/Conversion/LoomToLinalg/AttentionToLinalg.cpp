@@ -11,9 +11,10 @@
 // quadratic; a causal row's key blocks stop at its diagonal block. Two
 // passes instead of FlashAttention's one keep the op's rounding points:
 // a 16-bit probability is rounded after its division by the row's full sum.
-// The backward (loom.attention_grad) runs the same way, in three passes
-// per block of queries: the statistics, the softmax gradient's row sums,
-// then the gradients.
+// The backward (loom.attention_grad) runs the same way, in two passes per
+// block of queries: the statistics, then the gradients (the softmax
+// gradient's row sums come from the forward's result, FlashAttention-2's
+// way).
 //
 //===----------------------------------------------------------------------===//
 
@@ -287,6 +288,29 @@ struct AttentionBuilder {
         });
   }
 
+  /// The probabilities from the rows' log-sum-exp `lse` ([batch, block]):
+  /// exp(s - lse), rounded to the operand type, [batch, block, block] (f32).
+  Value probabilitiesFromLse(Value s, Value lse) const {
+    return buildElementwise(
+        b, loc, RankedTensorType::get({batch, block, block}, f32()), {s, lse},
+        {map(3, {0, 1, 2}), map(3, {0, 1})},
+        [&](OpBuilder &rb, Location rl, ValueRange in) -> Value {
+          return roundTrip(rb, rl,
+                           math::ExpOp::create(rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1])));
+        });
+  }
+
+  /// The rows' log-sum-exp from their statistics: max + log(sum),
+  /// [batch, block] (f32).
+  Value logSumExp(Value max, Value sum) const {
+    return buildElementwise(b, loc, RankedTensorType::get({batch, block}, f32()), {max, sum},
+                            {map(2, {0, 1}), map(2, {0, 1})},
+                            [&](OpBuilder &rb, Location rl, ValueRange in) -> Value {
+                              return arith::AddFOp::create(
+                                  rb, rl, in[0], math::LogOp::create(rb, rl, in[1]));
+                            });
+  }
+
   /// A block tensor (f32 holding values rounded to the operand type) as a
   /// contraction's operand: narrowed to the operand type, exactly, where
   /// the contractions take it.
@@ -320,8 +344,9 @@ struct AttentionBuilder {
         });
   }
 
-  /// The output rows [qStart, +block), [batch, block, value features].
-  Value outputBlock(Value qStart, int64_t keys, int64_t valueFeatures) {
+  /// The output rows [qStart, +block), [batch, block, value features], and
+  /// their log-sum-exp, [batch, block] (f32).
+  std::pair<Value, Value> outputBlock(Value qStart, int64_t keys, int64_t valueFeatures) {
     Value queries = rows(query, qStart);
     Value end = keyEnd(qStart, keys);
     std::pair<Value, Value> statistics = rowStatistics(queries, qStart, end);
@@ -334,7 +359,7 @@ struct AttentionBuilder {
       return SmallVector<Value>{contract(operand(p), rows(value, kStart), carried[0],
                                          {map(4, {0, 1, 3}), map(4, {0, 3, 2}), map(4, {0, 1, 2})})};
     });
-    return rounded(weighted.getResult(0));
+    return {rounded(weighted.getResult(0)), logSumExp(max, sum)};
   }
 
   /// `rows(target, start) += contraction` in place: [batch, block, n] rows
@@ -345,15 +370,37 @@ struct AttentionBuilder {
     return insertRows(b, loc, sum, target, start);
   }
 
+  /// sum over the features of `x * y` ([batch, block, n] each, held in
+  /// f32 or the operand type), [batch, block] in f32.
+  Value rowDots(Value x, Value y) const {
+    SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel,
+                                               utils::IteratorType::parallel,
+                                               utils::IteratorType::reduction};
+    auto generic = linalg::GenericOp::create(
+        b, loc, RankedTensorType::get({batch, block}, f32()), ValueRange{x, y},
+        filled({batch, block}, f32(), 0.0),
+        SmallVector<AffineMap>{map(3, {0, 1, 2}), map(3, {0, 1, 2}), map(3, {0, 1})},
+        iterators, [](OpBuilder &nb, Location l, ValueRange args) {
+          Value product =
+              arith::MulFOp::create(nb, l, widen(nb, l, args[0]), widen(nb, l, args[1]));
+          Value sum = arith::AddFOp::create(nb, l, args[2], product);
+          linalg::YieldOp::create(nb, l, sum);
+        });
+    return generic.getResult(0);
+  }
+
   /// The backward of the query rows [qStart, +block): their query
   /// gradient (rounded), and `keyGrads`/`valueGrads` (whole-sequence
   /// accumulators) with this block's share added.
-  SmallVector<Value> gradBlock(Value resultGrad, Value qStart, int64_t keys,
-                               Value keyGrads, Value valueGrads) {
+  SmallVector<Value> gradBlock(Value output, Value lse, Value resultGrad, Value qStart,
+                               int64_t keys, Value keyGrads, Value valueGrads) {
     Value queries = rows(query, qStart), grads = rows(resultGrad, qStart);
     Value end = keyEnd(qStart, keys);
-    std::pair<Value, Value> statistics = rowStatistics(queries, qStart, end);
-    Value max = statistics.first, sum = statistics.second;
+    // The rows' log-sum-exp, as the forward found it.
+    SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), qStart};
+    SmallVector<OpFoldResult> sizes{b.getIndexAttr(batch), b.getIndexAttr(block)};
+    SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+    Value rowLse = tensor::ExtractSliceOp::create(b, loc, lse, offsets, sizes, strides);
     // dp = result_grad @ value^T. The softmax's rule reads it in f32, so
     // loom-autodiff makes that gradient matmul one into f32 (its
     // accumulation type) instead of rounding it to 16 bits and widening it
@@ -364,30 +411,14 @@ struct AttentionBuilder {
                                {map(4, {0, 1, 3}), map(4, {0, 2, 3}), map(4, {0, 1, 2})});
       return accumulate.isF32() ? product : rounded(product);
     };
-    // The softmax gradient's row sums: sum over the keys of dp * p.
-    auto dots = overKeyBlocks(end, {filled({batch, block}, f32(), 0.0)},
-                              [&](Value kStart, ValueRange carried) {
-      Value p = probabilities(scores(queries, qStart, kStart), max, sum);
-      Value dp = probabilityGrads(kStart);
-      SmallVector<utils::IteratorType> iterators{utils::IteratorType::parallel,
-                                                 utils::IteratorType::parallel,
-                                                 utils::IteratorType::reduction};
-      auto generic = linalg::GenericOp::create(
-          b, loc, carried[0].getType(), ValueRange{p, dp}, carried[0],
-          SmallVector<AffineMap>{map(3, {0, 1, 2}), map(3, {0, 1, 2}), map(3, {0, 1})},
-          iterators, [](OpBuilder &nb, Location l, ValueRange args) {
-            Value product = arith::MulFOp::create(nb, l, widen(nb, l, args[1]),
-                                                  widen(nb, l, args[0]));
-            Value sum = arith::AddFOp::create(nb, l, args[2], product);
-            linalg::YieldOp::create(nb, l, sum);
-          });
-      return SmallVector<Value>{generic.getResult(0)};
-    });
-    Value dot = dots.getResult(0);
+    // The softmax gradient's row sums, sum over the keys of dp * p, as
+    // FlashAttention-2 takes them: the result's gradient times the result
+    // (p @ value) over the features, in f32.
+    Value dot = rowDots(grads, rows(output, qStart));
     Value queryAcc0 = carriedTensor(b, loc, {batch, block, features}, accumulate, 0.0);
     auto backward = overKeyBlocks(
         end, {queryAcc0, keyGrads, valueGrads}, [&](Value kStart, ValueRange carried) {
-          Value p = probabilities(scores(queries, qStart, kStart), max, sum);
+          Value p = probabilitiesFromLse(scores(queries, qStart, kStart), rowLse);
           Value dp = probabilityGrads(kStart);
           // ds = p * (dp - dot), rounded; 0 above the diagonal; times the
           // scale, rounded again.
@@ -470,6 +501,50 @@ static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType t
   return tensor::ExpandShapeOp::create(b, loc, type, x, batchReassociation(batchDims));
 }
 
+/// The reassociation folding the `batchDims` leading dims of a rows tensor
+/// [b..., s] into one (none: a unit dim is added in front).
+static SmallVector<ReassociationIndices> rowsReassociation(int64_t batchDims) {
+  if (batchDims == 0)
+    return {{0, 1}};
+  ReassociationIndices leading;
+  for (int64_t d = 0; d < batchDims; ++d)
+    leading.push_back(d);
+  return {leading, {batchDims}};
+}
+
+/// A rows tensor (an attention's log-sum-exp, [b..., s]) as [prod(b...),
+/// s], and back to `type`.
+static Value rowsToBatched(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t batchDims = type.getRank() - 1;
+  if (batchDims == 1)
+    return x;
+  if (batchDims == 0)
+    return tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({1, type.getShape()[0]}, type.getElementType()), x,
+        rowsReassociation(0));
+  return tensor::CollapseShapeOp::create(b, loc, x, rowsReassociation(batchDims));
+}
+static Value rowsFromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
+  int64_t batchDims = type.getRank() - 1;
+  if (batchDims == 1)
+    return x;
+  if (batchDims == 0)
+    return tensor::CollapseShapeOp::create(b, loc, type, x, rowsReassociation(0));
+  return tensor::ExpandShapeOp::create(b, loc, type, x, rowsReassociation(batchDims));
+}
+
+/// `part` [n, rows] into `target` [batch, sequence] at (batchStart,
+/// rowStart).
+static Value insertRowsPart(OpBuilder &b, Location loc, Value part, Value target,
+                            Value batchStart, Value rowStart) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(part.getType()).getShape();
+  SmallVector<OpFoldResult> offsets{batchStart, rowStart};
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1])};
+  SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, loc, part, target, offsets, sizes, strides);
+}
+
 /// The builder of `op` (loom.attention or loom.attention_grad) on its
 /// operands folded to [batch, sequence, features].
 template <typename OpT>
@@ -550,32 +625,42 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    RankedTensorType resultType = op.getType();
+    RankedTensorType resultType = op.getResult().getType();
     AttentionBuilder builder = builderFor(op, adaptor, rewriter, bf16Operands);
     int64_t queries = op.getQuery().getType().getShape().drop_back().back();
     int64_t keys = op.getKey().getType().getShape().drop_back().back();
     int64_t valueFeatures = resultType.getShape().back();
-    Value init = carriedTensor(rewriter, loc, {builder.batch, queries, valueFeatures},
-                               resultType.getElementType());
+    SmallVector<Value> init{carriedTensor(rewriter, loc, {builder.batch, queries, valueFeatures},
+                                          resultType.getElementType())};
+    // With `lse`, the rows' log-sum-exp too (the backward's statistics).
+    bool lse = static_cast<bool>(op.getLse());
+    if (lse)
+      init.push_back(carriedTensor(rewriter, loc, {builder.batch, queries}, rewriter.getF32Type()));
     int64_t chunk = batchChunk(builder.batch, builder.block);
     SmallVector<Value> result = overBatchChunks(
-        rewriter, loc, builder.batch, chunk, {init}, [&](Value nStart, ValueRange outer) {
+        rewriter, loc, builder.batch, chunk, init, [&](Value nStart, ValueRange outer) {
           AttentionBuilder part = builder.part(nStart, chunk);
           auto loop = overBlocks(
               rewriter, loc, queries, part.block, outer, [&](Value qStart, ValueRange carried) {
-                Value out = part.outputBlock(qStart, keys, valueFeatures);
-                return SmallVector<Value>{
+                auto [out, rowLse] = part.outputBlock(qStart, keys, valueFeatures);
+                SmallVector<Value> next{
                     insertPart(rewriter, loc, out, carried[0], nStart, qStart)};
+                if (lse)
+                  next.push_back(insertRowsPart(rewriter, loc, rowLse, carried[1], nStart, qStart));
+                return next;
               });
           return SmallVector<Value>(loop.getResults());
         });
-    rewriter.replaceOp(op, fromBatched(rewriter, loc, result[0], resultType));
+    SmallVector<Value> replacements{fromBatched(rewriter, loc, result[0], resultType)};
+    if (lse)
+      replacements.push_back(rowsFromBatched(rewriter, loc, result[1], op.getLse().getType()));
+    rewriter.replaceOp(op, replacements);
     return success();
   }
 };
 
-/// The backward in blocks: per block of queries, the row statistics, the
-/// softmax gradient's row sums, then the gradients, the query block's
+/// The backward in blocks: per block of queries, the row statistics and
+/// the softmax gradient's row sums (from the result), then the gradients, the query block's
 /// rounded at its end, the keys' and values' accumulated over all query
 /// blocks (in the accumulation type, [batch, sequence, features]: linear
 /// in the sequence) and rounded at the end.
@@ -596,6 +681,9 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     int64_t valueFeatures = op.getValue().getType().getShape().back();
     Value resultGrad = blockOperand(rewriter, loc, adaptor.getResultGrad(), batchDims,
                                     builder.narrowOperands);
+    Value output = blockOperand(rewriter, loc, adaptor.getOutput(), batchDims,
+                                builder.narrowOperands);
+    Value lse = rowsToBatched(rewriter, loc, adaptor.getLse());
     Type element = builder.element, accumulate = builder.accumulate;
     Value queryGrads = carriedTensor(rewriter, loc, {builder.batch, queries, features}, element);
     Value keyGrads = carriedTensor(rewriter, loc, {builder.batch, keys, features}, element);
@@ -612,13 +700,21 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
         [&](Value nStart, ValueRange outer) {
           AttentionBuilder part = builder.part(nStart, chunk);
           Value partResultGrad = batchSlice(rewriter, loc, resultGrad, nStart, chunk);
+          Value partOutput = batchSlice(rewriter, loc, output, nStart, chunk);
+          SmallVector<OpFoldResult> offsets{nStart, rewriter.getIndexAttr(0)};
+          SmallVector<OpFoldResult> sizes{rewriter.getIndexAttr(chunk),
+                                          rewriter.getIndexAttr(queries)};
+          SmallVector<OpFoldResult> strides(2, rewriter.getIndexAttr(1));
+          Value partLse =
+              tensor::ExtractSliceOp::create(rewriter, loc, lse, offsets, sizes, strides);
           auto loop = overBlocks(
               rewriter, loc, queries, part.block,
               {outer[0], filledTensor(rewriter, loc, outer[3], zero),
                filledTensor(rewriter, loc, outer[4], zero)},
               [&](Value qStart, ValueRange carried) {
                 SmallVector<Value> grads =
-                    part.gradBlock(partResultGrad, qStart, keys, carried[1], carried[2]);
+                    part.gradBlock(partOutput, partLse, partResultGrad, qStart, keys,
+                                   carried[1], carried[2]);
                 return SmallVector<Value>{
                     insertPart(rewriter, loc, grads[0], carried[0], nStart, qStart), grads[1],
                     grads[2]};

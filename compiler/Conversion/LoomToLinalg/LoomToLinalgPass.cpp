@@ -91,8 +91,11 @@ static void markGpuAttention(func::FuncOp kernel) {
   SmallVector<NamedAttribute> spec;
   SmallVector<std::pair<StringRef, Value>> operands{
       {"query", query}, {"key", key}, {"value", value}};
-  if (backward)
+  if (backward) {
+    operands.push_back({"output", backward.getOutput()});
+    operands.push_back({"lse", backward.getLse()});
     operands.push_back({"result_grad", backward.getResultGrad()});
+  }
   for (auto [name, operand] : operands) {
     auto argument = dyn_cast<BlockArgument>(operand);
     if (!argument || argument.getOwner() != &body)

@@ -191,11 +191,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     // func.func, or the llvm.func the CPU kernel becomes.
     if (!isa<FunctionOpInterface>(op) || !spec || !position("query") || !position("key") ||
         !position("value") || !position("inputs") ||
-        (spec.contains("result_grad") && !position("result_grad")) ||
+        // A backward names the forward's result, its log-sum-exp and the
+        // result's gradient.
+        ((spec.contains("result_grad") || spec.contains("output") || spec.contains("lse")) &&
+         !(position("output") && position("lse") && position("result_grad"))) ||
         (spec.contains("scale") && !spec.getAs<FloatAttr>("scale")) ||
         (spec.contains("causal") && !spec.getAs<UnitAttr>("causal")))
       return op->emitOpError()
-             << "'" << name << "' must be {query, key, value, inputs (, result_grad): positions; "
+             << "'" << name << "' must be {query, key, value, inputs (, output, lse, result_grad): positions; "
              << "causal: unit; scale: float}, on a function";
     return success();
   }

@@ -89,29 +89,38 @@ def Loom_AttentionGradOp : Loom_Op<"attention_grad", [Pure]> {
   let summary = "Gradients of loom.attention's query, key and value";
   let description = [{
     What the VJP rules of the five ops `loom.attention` stands for give,
-    rounding points included, from the recomputed scores: `dp =
-    result_grad @ transpose(value)` (in f32 when accumulating in f32, as
-    loom-autodiff widens a gradient matmul that is read in f32), `ds = p * (dp - rowsum(dp * p))` (0
-    above the diagonal when causal, times the scale), `query_grad = ds @
-    key`, `key_grad = transpose(ds) @ query`, `value_grad = transpose(p) @
-    result_grad`. On the CPU it runs in blocks, as the forward does, and
-    never holds the [queries, keys] scores.
+    from the recomputed scores: `dp = result_grad @ transpose(value)` (in
+    f32 when accumulating in f32, as loom-autodiff widens a gradient matmul
+    that is read in f32), `ds = p * (dp - dot)` (0 above the diagonal when
+    causal, times the scale), `query_grad = ds @ key`, `key_grad =
+    transpose(ds) @ query`, `value_grad = transpose(p) @ result_grad`. The
+    softmax rule's row sums `dot = rowsum(dp * p)` are taken as
+    FlashAttention-2 takes them, `rowsum(result_grad * output)` in f32 from
+    the forward's result, `output` (equal but for that result's rounding:
+    `dp * p` summed over the keys is `result_grad` times `p @ value`), so
+    that no pass over the keys is spent on them; and `p` is `exp(s - lse)`
+    from the forward's rows' log-sum-exp (`loom.attention`'s `lse`), not
+    `exp(s - m) / l` from statistics found again (equal but for f32
+    rounding), so that the scores are formed once. On the CPU it runs in
+    blocks, as the forward does, and never holds the [queries, keys]
+    scores.
 
     ```mlir
-    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %do scale %s causal accumulate f32
+    %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %do scale %s causal accumulate f32
         : (tensor<2x64x16xbf16>, tensor<2x64x16xbf16>, tensor<2x64x16xbf16>,
-           tensor<2x64x16xbf16>, tensor<bf16>)
+           tensor<2x64x16xbf16>, tensor<2x64xf32>, tensor<2x64x16xbf16>, tensor<bf16>)
         -> (tensor<2x64x16xbf16>, tensor<2x64x16xbf16>, tensor<2x64x16xbf16>)
     ```
   }];
   let arguments = (ins Loom_FloatTensor:$query, Loom_FloatTensor:$key,
-                       Loom_FloatTensor:$value, Loom_FloatTensor:$result_grad,
+                       Loom_FloatTensor:$value, Loom_FloatTensor:$output,
+                       Loom_FloatTensor:$lse, Loom_FloatTensor:$result_grad,
                        Optional<Loom_FloatTensor>:$scale, UnitAttr:$causal,
                        TypeAttrOf<AnyFloat>:$accumulate);
   let results = (outs Loom_FloatTensor:$query_grad, Loom_FloatTensor:$key_grad,
                       Loom_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $result_grad (`scale` $scale^)?
+    $query `,` $key `,` $value `,` $output `,` $lse `,` $result_grad (`scale` $scale^)?
     (`causal` $causal^)? `accumulate` $accumulate attr-dict
     `:` functional-type(operands, results)
   }];

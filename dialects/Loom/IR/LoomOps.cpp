@@ -131,7 +131,7 @@ double mlir::loom::attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key
     pairs = keys >= queries ? queries * (queries + 1) / 2
                             : keys * (keys + 1) / 2 + (queries - keys) * keys;
   double e = query.back(), ev = value.back();
-  return 2 * batch * pairs * (gradient ? 6 * e + 4 * ev : e + ev);
+  return 2 * batch * pairs * (gradient ? 4 * e + 3 * ev : e + ev);
 }
 
 bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
@@ -184,15 +184,33 @@ static LogicalResult verifyAttention(Operation *op, RankedTensorType q,
   return success();
 }
 
+/// Checks an attention's rows' log-sum-exp `lse` (if any): f32, the
+/// query's shape without its features.
+static LogicalResult verifyRowLse(Operation *op, RankedTensorType q, Value lse) {
+  if (!lse)
+    return success();
+  auto type = cast<RankedTensorType>(lse.getType());
+  ArrayRef<int64_t> rows = q.getShape().drop_back();
+  if (!type.getElementType().isF32() || type.getShape() != rows)
+    return op->emitOpError("lse must be f32 of shape ") << formatShape(rows);
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getQuery().getType(), getKey().getType(),
-                         getValue().getType(), getType(), getScale());
+  if (failed(verifyAttention(*this, getQuery().getType(), getKey().getType(),
+                             getValue().getType(), getResult().getType(), getScale())))
+    return failure();
+  return verifyRowLse(*this, getQuery().getType(), getLse());
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery().getType(), getKey().getType(),
                              getValue().getType(), getResultGrad().getType(),
                              getScale())))
+    return failure();
+  if (getOutput().getType() != getResultGrad().getType())
+    return emitOpError("output must have the type of result_grad");
+  if (failed(verifyRowLse(*this, getQuery().getType(), getLse())))
     return failure();
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||

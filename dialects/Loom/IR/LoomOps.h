@@ -47,7 +47,8 @@ int64_t attentionBlockSize(int64_t queries, int64_t keys);
 /// shapes ([b..., queries, features], [b..., keys, features], [b..., keys,
 /// value features]): both products over the (query, key) pairs (causal:
 /// query i sees keys 0..i), 2 (E + Ev) a pair; for the gradient the
-/// scores four times, dp twice, dq, dk and dv, 2 (6 E + 4 Ev) a pair.
+/// scores and dp twice (the query side, the key side), dq, dk and dv,
+/// 2 (4 E + 3 Ev) a pair.
 /// --kernel-report and --explain both count them.
 double attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
                       ArrayRef<int64_t> value, bool causal, bool gradient);

@@ -207,6 +207,10 @@ def Loom_AttentionOp : Loom_Op<"attention",
     queries, one pass over the key blocks finds each row's maximum and sum,
     a second one forms the probabilities and accumulates `@ value`
     (key blocks wholly above the diagonal skipped when causal).
+    With a second result, `lse` (f32, `[..., queries]`), it also gives each
+    row's log-sum-exp of its scores, `m + log(sum exp(s - m))` with m the
+    row's maximum: loom-autodiff asks for it, so that the backward
+    (`loom.attention_grad`) need not find the rows' statistics again.
 
     ```mlir
     %o = loom.attention %q, %k, %v scale %s causal accumulate f32
@@ -218,7 +222,7 @@ def Loom_AttentionOp : Loom_Op<"attention",
                        Loom_FloatTensor:$value,
                        Optional<Loom_FloatTensor>:$scale, UnitAttr:$causal,
                        TypeAttrOf<AnyFloat>:$accumulate);
-  let results = (outs Loom_FloatTensor:$result);
+  let results = (outs Loom_FloatTensor:$result, Optional<Loom_FloatTensor>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`scale` $scale^)? (`causal` $causal^)?
     `accumulate` $accumulate attr-dict `:` functional-type(operands, results)

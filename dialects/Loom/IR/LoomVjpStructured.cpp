@@ -66,12 +66,15 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ValueRange grads,
 LogicalResult AttentionOp::buildVjp(OpBuilder &b, ValueRange grads,
                                     SmallVectorImpl<Value> &operandGrads) {
   // One op that recomputes the scores (as the CPU forward does, in blocks):
-  // the forward keeps no [queries, keys] tensor for the backward.
+  // the forward keeps no [queries, keys] tensor for the backward, only its
+  // result, which the output projection's gradient keeps anyway.
   Location loc = getLoc();
+  if (!getLse())
+    return emitOpError("needs its lse result to be differentiated (loom-autodiff asks for it)");
   Value g = castTo(b, loc, grads[0], typeOf(getQuery()).getElementType());
   auto grad = AttentionGradOp::create(
       b, loc, TypeRange{typeOf(getQuery()), typeOf(getKey()), typeOf(getValue())},
-      getQuery(), getKey(), getValue(), g, getScale(), getCausalAttr(),
+      getQuery(), getKey(), getValue(), getResult(), getLse(), g, getScale(), getCausalAttr(),
       getAccumulateAttr());
   operandGrads.assign(grad->result_begin(), grad->result_end());
   if (getScale())

@@ -130,6 +130,31 @@ static void recomputeLayers(Block &body,
   }
 }
 
+/// Each attention the backward differentiates gives its rows' log-sum-exp
+/// too (loom.attention's `lse`), for loom.attention_grad: with it the
+/// backward forms each block's scores once, where finding the rows'
+/// statistics again took a pass over the keys of its own (a fifth of the
+/// backward's products). The op is rebuilt with the second result before
+/// any rule runs, so that no gradient refers to the one it replaces.
+static void keepAttentionLse(Block &body, llvm::DenseSet<Value> &active) {
+  for (auto attention : llvm::make_early_inc_range(body.getOps<AttentionOp>())) {
+    if (attention.getLse() || !active.contains(attention.getResult()))
+      continue;
+    OpBuilder b(attention);
+    auto query = attention.getQuery().getType();
+    auto lse = RankedTensorType::get(query.getShape().drop_back(), b.getF32Type());
+    auto kept = AttentionOp::create(b, attention.getLoc(), attention.getResult().getType(), lse,
+                                    attention.getQuery(), attention.getKey(),
+                                    attention.getValue(), attention.getScale(),
+                                    attention.getCausalAttr(), attention.getAccumulateAttr());
+    kept->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
+    attention.getResult().replaceAllUsesWith(kept.getResult());
+    active.erase(attention.getResult());
+    active.insert(kept.getResult());
+    attention.erase();
+  }
+}
+
 namespace {
 /// The backward pass of one model function.
 class Differentiator {
@@ -209,6 +234,7 @@ LogicalResult Differentiator::run() {
       for (Value result : op.getResults())
         if (isFloatTensor(result))
           active.insert(result);
+  keepAttentionLse(body, active);
 
   // Backward, in reverse program order, built before the return.
   OpBuilder b(ret);

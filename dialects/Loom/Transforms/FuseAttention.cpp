@@ -109,7 +109,7 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
   if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate()))
     return failure();
   b.setInsertionPoint(output);
-  return AttentionOp::create(b, output.getLoc(), output.getType(), query, key,
+  return AttentionOp::create(b, output.getLoc(), output.getType(), /*lse=*/Type(), query, key,
                              value, scale, causal ? b.getUnitAttr() : nullptr,
                              output.getAccumulateAttr());
 }

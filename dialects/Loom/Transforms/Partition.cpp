@@ -696,16 +696,22 @@ LogicalResult Partitioner::partition(Operation *op) {
     return partitionReduction(op);
   if (isa<AttentionOp, AttentionGradOp>(op)) {
     // Whole (query, feature) and (key, feature) planes; the batch dims
-    // (sequences, heads) split alike in every tensor operand and result.
+    // (sequences, heads) split alike in every tensor operand and result,
+    // the rows' log-sum-exp ([..., queries]) included.
     Value query = op->getOperand(0);
     int64_t rank = globalType(query).getRank();
     Sharding in = withWhole(query, {rank - 2, rank - 1});
-    SmallVector<Sharding> operands;
+    Sharding rows = in;
+    rows.dims.pop_back();
+    auto shardingOf = [&](Value v) {
+      int64_t r = globalType(v).getRank();
+      return r == 0 ? Sharding::replicated(0) : r == rank - 1 ? rows : in;
+    };
+    SmallVector<Sharding> operands, results;
     for (Value operand : op->getOperands())
-      operands.push_back(globalType(operand).getRank() == 0
-                             ? Sharding::replicated(0)
-                             : in);
-    SmallVector<Sharding> results(op->getNumResults(), in);
+      operands.push_back(shardingOf(operand));
+    for (Value result : op->getResults())
+      results.push_back(shardingOf(result));
     return apply(op, operands, results);
   }
   if (auto softmax = dyn_cast<SoftmaxOp>(op)) {

@@ -143,6 +143,36 @@ func.func @wide(%q: memref<64x96xf16>, %k: memref<64x96xf16>, %v: memref<64x96xf
 
 // -----
 
+// A forward whose rows' log-sum-exp is a second output (loom-autodiff asks
+// for it): after O / l, each quad's first lane stores m + lg2(l) ln(2) of
+// its two rows.
+
+// CHECK-LABEL: func.func @with_lse
+// CHECK-SAME:    %[[LSE:[^:]+]]: memref<80xf32>
+// CHECK:         %[[FLAT:.+]] = memref.collapse_shape %[[LSE]]
+// CHECK:           vector.store
+// CHECK:           llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"
+// CHECK:           scf.if
+// CHECK:             memref.store %{{.+}}, %[[FLAT]]
+// CHECK:             memref.store %{{.+}}, %[[FLAT]]
+func.func @with_lse(%q: memref<80x32xf16>, %k: memref<48x32xf16>, %v: memref<48x16xf16>,
+                    %o: memref<80x16xf16>, %lse: memref<80xf32>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
+// The rows' log-sum-exp is f32, one per query row.
+// expected-error @+1 {{loom.gpu_attention: the rows' log-sum-exp must be a contiguous f32 buffer of the queries' rows}}
+func.func @bad_lse(%q: memref<80x32xf16>, %k: memref<48x32xf16>, %v: memref<48x16xf16>,
+                   %o: memref<80x16xf16>, %lse: memref<80xf16>)
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
 // The mark must match the arguments: 3 inputs and an output.
 // expected-error @+1 {{loom.gpu_attention: the kernel's arguments do not match the mark}}
 func.func @missing_output(%q: memref<64x32xbf16>, %k: memref<64x32xbf16>, %v: memref<64x32xbf16>)
@@ -171,38 +201,33 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 
 // -----
 
-// The backward (a mark with result_grad): two launches. The query side
-// (per 16 query rows, 2 x 1 blocks of 4 warps for 2 entries of 64 queries)
-// makes three passes over the key blocks: the row maxima and sums (the
-// scores' 2 K steps x 8 tiles of mma.sync), dot = sum(p * dp) (scores and
-// dp = dO V^T: 2 x 8 more), then ds and dq += ds K (scores, dp, and 4 x 4
-// for dq), and stores dq and, by each quad's first lane, the rows'
-// statistics into the largest f32 scratch buffer, viewed flat. The key
-// side (per 16 key rows) walks the query blocks from its diagonal:
-// K Q^T and V dO^T (2 x 8 each), then dv += p^T dO and dk += ds^T Q (4 x 4
-// each), reading the statistics back; it stores dk and dv.
-// Staged (GRAD, the default), the query side's blocks stage K and V, each
-// of its three passes streaming them again (the first K alone), dq += ds K
-// reading K transposed; the key side's stage Q and dO, dv += p^T dO and dk += ds^T Q
-// reading them transposed.
+// The backward (a mark with output, lse and result_grad): two launches.
+// The query side (per 16 query rows, 2 x 1 blocks of 4 warps for 2 entries
+// of 64 queries) takes dot = rowsum(dO * O) (loads of dO and O, no mma)
+// and its rows' log-sum-exp (the forward's), then makes one pass over the
+// key blocks: the scores (2 K steps x 8 tiles of mma.sync), p = exp(s -
+// lse), dp = dO V^T (2 x 8), ds and dq += ds K (4 x 4), and stores dq and,
+// by each quad's first lane, the rows' log-sum-exp and dots into the
+// largest f32 scratch buffer, viewed flat (lse is too). The key side (per
+// 16 key rows) walks the query blocks from its diagonal: K Q^T and V dO^T
+// (2 x 8 each), then dv += p^T dO and dk += ds^T Q (4 x 4 each), reading
+// both statistics back from that one buffer; it stores dk and dv.
+// Staged (GRAD, the default), the query side's blocks stage K and V, dq +=
+// ds K reading K transposed; the key side's stage Q and dO, dv += p^T dO
+// and dk += ds^T Q reading them transposed.
 
 // GRAD-LABEL: func.func @attention_grad_k0
-// GRAD-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[DO:[^:]+]]: memref<2x64x32xbf16>,
+// GRAD-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[O:[^:]+]]: memref<2x64x32xbf16>, %[[LSE:[^:]+]]: memref<2x64xf32>, %[[DO:[^:]+]]: memref<2x64x32xbf16>,
 // GRAD:         gpu.launch {{.+}} workgroup(%[[KS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>, %[[VS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>)
-// The first pass (the statistics) streams K alone.
+// The dots from dO and O, the rows' lse, then the one pass streams K and V.
+// GRAD:           vector.load %[[DO]]
+// GRAD:           vector.load %[[O]]
+// GRAD:           memref.load
 // GRAD:           nvgpu.device_async_copy %[[K]]{{.+}}, %[[KS]]
-// GRAD-NOT:       nvgpu.device_async_copy %[[V]]
+// GRAD:           nvgpu.device_async_copy %[[V]]{{.+}}, %[[VS]]
 // GRAD:           scf.for
-// GRAD-NOT:         nvgpu.device_async_copy %[[V]]
 // GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = false
-// GRAD-NOT:         nvgpu.device_async_copy %[[V]]
-// GRAD:             scf.yield
-// The second (dp and the dots) and third (dq) stream both.
-// GRAD:           nvgpu.device_async_copy %[[V]]{{.+}}, %[[VS]]
-// GRAD:           scf.for
 // GRAD:             nvgpu.ldmatrix %[[VS]]{{.+}}transpose = false
-// GRAD:           nvgpu.device_async_copy %[[V]]{{.+}}, %[[VS]]
-// GRAD:           scf.for
 // GRAD:             nvgpu.ldmatrix %[[KS]]{{.+}}transpose = true
 // GRAD:           gpu.terminator
 // GRAD:         gpu.launch {{.+}} workgroup(%[[QS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>, %[[DOS:.+]] : memref<2x64x32xbf16, #gpu.address_space<workgroup>>)
@@ -211,32 +236,34 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // GRAD:           scf.for
 // GRAD:             nvgpu.ldmatrix %[[QS]]{{.+}}transpose = false
 // GRAD:             nvgpu.ldmatrix %[[DOS]]{{.+}}transpose = false
+// GRAD:             memref.load
 // GRAD:             nvgpu.ldmatrix %[[DOS]]{{.+}}transpose = true
 // GRAD:             nvgpu.ldmatrix %[[QS]]{{.+}}transpose = true
 // GRAD:           gpu.terminator
 
 // CHECK-LABEL: func.func @attention_grad_k0
-// CHECK-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[DO:[^:]+]]: memref<2x64x32xbf16>, %[[DQ:[^:]+]]: memref<2x64x32xbf16>, %[[DK:[^:]+]]: memref<2x64x32xbf16>, %[[DV:[^:]+]]: memref<2x64x32xbf16>
+// CHECK-SAME:    %[[Q:[^:]+]]: memref<2x64x32xbf16>, %[[K:[^:]+]]: memref<2x64x32xbf16>, %[[V:[^:]+]]: memref<2x64x32xbf16>, %[[O:[^:]+]]: memref<2x64x32xbf16>, %[[LSE:[^:]+]]: memref<2x64xf32>, %[[DO:[^:]+]]: memref<2x64x32xbf16>, %[[DQ:[^:]+]]: memref<2x64x32xbf16>, %[[DK:[^:]+]]: memref<2x64x32xbf16>, %[[DV:[^:]+]]: memref<2x64x32xbf16>
+// CHECK:         memref.collapse_shape %[[LSE]] {{\[\[}}0, 1]] : memref<2x64xf32> into memref<128xf32>
 // CHECK:         gpu.launch
 // CHECK:           %[[STATS:.+]] = memref.collapse_shape %{{.+}} {{\[\[}}0, 1, 2]] : memref<2x64x32xf32> into memref<4096xf32>
-// CHECK:           %{{.+}}:4 = scf.for
+// CHECK-NOT:         nvvm.mma.sync
+// CHECK-COUNT-8:   arith.mulf %{{.+}} : vector<2xf32>
+// CHECK-NOT:         nvvm.mma.sync
+// CHECK:           %{{.+}}:16 = scf.for
 // CHECK-COUNT-16:    nvvm.mma.sync
 // CHECK:             llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
-// CHECK:             scf.yield
-// CHECK:           %{{.+}}:2 = scf.for
 // CHECK-COUNT-32:    nvvm.mma.sync
-// CHECK:             scf.yield
-// CHECK:           %{{.+}}:16 = scf.for
-// CHECK-COUNT-48:    nvvm.mma.sync
+// CHECK-NOT:         nvvm.mma.sync
 // CHECK:             scf.yield
 // CHECK:           vector.store %{{.+}}, %[[DQ]]
 // CHECK:           scf.if
-// CHECK-COUNT-6:     memref.store %{{.+}}, %[[STATS]]
+// CHECK-COUNT-4:     memref.store %{{.+}}, %[[STATS]]
 // CHECK:           gpu.terminator
 // CHECK:         gpu.launch
 // CHECK:           %{{.+}}:32 = scf.for
 // CHECK-COUNT-32:    nvvm.mma.sync
-// CHECK:             memref.load %{{.+}}
+// CHECK:             memref.load %[[STATS]]
+// CHECK:             memref.load %[[STATS]]
 // CHECK-COUNT-32:    nvvm.mma.sync
 // CHECK-NOT:         nvvm.mma.sync
 // CHECK:             scf.yield
@@ -244,11 +271,12 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // CHECK:           vector.store %{{.+}}, %[[DV]]
 // CHECK:           gpu.terminator
 func.func @attention_grad_k0(%q: memref<2x64x32xbf16>, %k: memref<2x64x32xbf16>,
-                             %v: memref<2x64x32xbf16>, %do: memref<2x64x32xbf16>,
+                             %v: memref<2x64x32xbf16>, %o: memref<2x64x32xbf16>,
+                             %lse: memref<2x64xf32>, %do: memref<2x64x32xbf16>,
                              %dq: memref<2x64x32xbf16>, %dk: memref<2x64x32xbf16>,
                              %dv: memref<2x64x32xbf16>,
                              %s0: memref<2x64xf32> {loom.scratch},
                              %s1: memref<2x64x32xf32> {loom.scratch})
-    attributes {loom.kernel, loom.gpu_attention = {causal, inputs = 4 : i64, key = 1 : i64, query = 0 : i64, result_grad = 3 : i64, scale = 1.250000e-01 : f32, value = 2 : i64}} {
+    attributes {loom.kernel, loom.gpu_attention = {causal, inputs = 6 : i64, key = 1 : i64, lse = 4 : i64, output = 3 : i64, query = 0 : i64, result_grad = 5 : i64, scale = 1.250000e-01 : f32, value = 2 : i64}} {
   return
 }

@@ -100,10 +100,10 @@ func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4x
 // CHECK: %[[KACC:.+]] = linalg.fill {{.+}} outs(%[[KBUF]] : tensor<1x128x16xf32>)
 // CHECK: %[[VACC:.+]] = linalg.fill {{.+}} outs(%[[VBUF]] : tensor<1x128x8xf32>)
 // CHECK: %[[CHUNK:.+]]:3 = scf.for %[[QB:.+]] = %{{.+}} to %c128 step %c64 iter_args(%{{.+}} = %{{.+}}, %[[K:.+]] = %[[KACC]], %[[V:.+]] = %[[VACC]]) -> (tensor<2x128x16xbf16>, tensor<1x128x16xf32>, tensor<1x128x8xf32>)
-// Statistics.
-// CHECK: scf.for {{.+}} -> (tensor<1x64xf32>, tensor<1x64xf32>)
-// Row sums of dp * p.
-// CHECK: scf.for {{.+}} -> (tensor<1x64xf32>)
+// No statistics pass (p = exp(s - lse), the forward's rows' log-sum-exp);
+// the row sums of dp * p as rowsum(dO * O): no pass over the keys.
+// CHECK-NOT: scf.for
+// CHECK: linalg.generic {{.+}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<1x64x8xf32>, tensor<1x64x8xf32>) outs(%{{.+}} : tensor<1x64xf32>)
 // Gradients: the query block's accumulator and the chunk's two whole ones.
 // CHECK: scf.for %[[KB:.+]] = {{.+}} iter_args(%{{.+}} = %{{.+}}, %[[KIN:.+]] = %[[K]], %[[VIN:.+]] = %[[V]]) -> (tensor<1x64x16xf32>, tensor<1x128x16xf32>, tensor<1x128x8xf32>)
 // CHECK: tensor.extract_slice %[[KIN]][0, %[[KB]], 0] [1, 64, 16]
@@ -124,12 +124,33 @@ func.func @matrix(%q: tensor<48x16xf32>, %k: tensor<80x16xf32>, %v: tensor<80x4x
 // DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xbf16>, tensor<1x64x16xbf16>) outs(%{{.+}} : tensor<1x64x16xf32>)
 // DOTS: ins(%{{.+}}, %{{.+}} : tensor<1x64x64xbf16>, tensor<1x64x8xbf16>) outs(%{{.+}} : tensor<1x64x8xf32>)
 func.func @grad(%q: tensor<2x128x16xbf16>, %k: tensor<2x128x16xbf16>, %v: tensor<2x128x8xbf16>,
-                %g: tensor<2x128x8xbf16>, %s: tensor<bf16>)
+                %o: tensor<2x128x8xbf16>, %lse: tensor<2x128xf32>, %g: tensor<2x128x8xbf16>,
+                %s: tensor<bf16>)
     -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>) {
-  %0:3 = loom.attention_grad %q, %k, %v, %g scale %s causal accumulate f32
-      : (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>, tensor<2x128x8xbf16>, tensor<bf16>)
+  %0:3 = loom.attention_grad %q, %k, %v, %o, %lse, %g scale %s causal accumulate f32
+      : (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>, tensor<2x128x8xbf16>, tensor<2x128xf32>, tensor<2x128x8xbf16>, tensor<bf16>)
       -> (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>)
   return %0#0, %0#1, %0#2 : tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>
+}
+
+// -----
+
+// With its second result (loom-autodiff asks for it), the forward gives
+// each row's log-sum-exp, max + log(sum) from its statistics pass, f32
+// [batch, queries], block by block beside the output.
+
+// CHECK-LABEL: func.func @with_lse
+// CHECK: scf.for {{.+}} -> (tensor<2x128x8xbf16>, tensor<2x128xf32>)
+// CHECK: scf.for {{.+}} -> (tensor<1x64xf32>, tensor<1x64xf32>)
+// CHECK: math.log
+// CHECK: tensor.insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %{{.+}}, 0] [1, 64, 8] [1, 1, 1] : tensor<1x64x8xbf16> into tensor<2x128x8xbf16>
+// CHECK: tensor.insert_slice %{{.+}} into %{{.+}}[%{{.+}}, %{{.+}}] [1, 64] [1, 1] : tensor<1x64xf32> into tensor<2x128xf32>
+// CHECK: return %{{.+}}#0, %{{.+}}#1 : tensor<2x128x8xbf16>, tensor<2x128xf32>
+func.func @with_lse(%q: tensor<2x128x16xbf16>, %k: tensor<2x128x16xbf16>, %v: tensor<2x128x8xbf16>)
+    -> (tensor<2x128x8xbf16>, tensor<2x128xf32>) {
+  %0:2 = loom.attention %q, %k, %v causal accumulate f32
+      : (tensor<2x128x16xbf16>, tensor<2x128x16xbf16>, tensor<2x128x8xbf16>) -> (tensor<2x128x8xbf16>, tensor<2x128xf32>)
+  return %0#0, %0#1 : tensor<2x128x8xbf16>, tensor<2x128xf32>
 }
 
 // -----
@@ -182,16 +203,18 @@ func.func @not_a_kernel(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>, %v: tens
 
 // -----
 
-// The gradient kernel too (heads up to 64 features): `result_grad` names
-// the result gradient's argument; its three outputs follow the inputs.
+// The gradient kernel too (heads up to 64 features): `output` and `lse`
+// name the forward's results' arguments, `result_grad` the result
+// gradient's; the three gradients follow the inputs.
 
 // CHECK-LABEL: func.func @gpu_grad_kernel
-// CHECK-SAME:    loom.gpu_attention = {inputs = 4 : i64, key = 1 : i64, query = 0 : i64, result_grad = 3 : i64, value = 2 : i64}
+// CHECK-SAME:    loom.gpu_attention = {inputs = 6 : i64, key = 1 : i64, lse = 4 : i64, output = 3 : i64, query = 0 : i64, result_grad = 5 : i64, value = 2 : i64}
 func.func @gpu_grad_kernel(%q: tensor<2x64x32xbf16>, %k: tensor<2x64x32xbf16>,
-                           %v: tensor<2x64x32xbf16>, %dy: tensor<2x64x32xbf16>)
+                           %v: tensor<2x64x32xbf16>, %o: tensor<2x64x32xbf16>,
+                           %lse: tensor<2x64xf32>, %dy: tensor<2x64x32xbf16>)
     -> (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>) attributes {loom.kernel} {
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
-      : (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %dy accumulate f32
+      : (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64xf32>, tensor<2x64x32xbf16>)
       -> (tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>)
   return %dq, %dk, %dv : tensor<2x64x32xbf16>, tensor<2x64x32xbf16>, tensor<2x64x32xbf16>
 }
@@ -206,18 +229,20 @@ func.func @gpu_grad_kernel(%q: tensor<2x64x32xbf16>, %k: tensor<2x64x32xbf16>,
 // CHECK-LABEL: func.func @swapped_grad
 // CHECK-NOT:     loom.gpu_attention
 func.func @wide_grad(%q: tensor<64x144xbf16>, %k: tensor<64x144xbf16>,
-                     %v: tensor<64x144xbf16>, %dy: tensor<64x144xbf16>)
+                     %v: tensor<64x144xbf16>, %o: tensor<64x144xbf16>,
+                     %lse: tensor<64xf32>, %dy: tensor<64x144xbf16>)
     -> (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>) attributes {loom.kernel} {
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
-      : (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %dy accumulate f32
+      : (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64xf32>, tensor<64x144xbf16>)
       -> (tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>)
   return %dq, %dk, %dv : tensor<64x144xbf16>, tensor<64x144xbf16>, tensor<64x144xbf16>
 }
 func.func @swapped_grad(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>,
-                        %v: tensor<64x32xbf16>, %dy: tensor<64x32xbf16>)
+                        %v: tensor<64x32xbf16>, %o: tensor<64x32xbf16>,
+                        %lse: tensor<64xf32>, %dy: tensor<64x32xbf16>)
     -> (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>) attributes {loom.kernel} {
-  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %dy accumulate f32
-      : (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>)
+  %dq, %dk, %dv = loom.attention_grad %q, %k, %v, %o, %lse, %dy accumulate f32
+      : (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64xf32>, tensor<64x32xbf16>)
       -> (tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>)
   return %dk, %dq, %dv : tensor<64x32xbf16>, tensor<64x32xbf16>, tensor<64x32xbf16>
 }

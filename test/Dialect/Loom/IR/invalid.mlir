@@ -1152,15 +1152,23 @@ func.func @gradient_bucket_negative(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 // A GPU attention mark needs the operands' positions.
-// expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs (, result_grad): positions; causal: unit; scale: float}, on a function}}
+// expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs (, output, lse, result_grad): positions; causal: unit; scale: float}, on a function}}
 func.func @gpu_attention_without_positions(%x: tensor<8xf32>) attributes {loom.gpu_attention = {query = 0 : i64}} {
   return
 }
 
 // -----
 
+// A backward's mark names the forward's result and log-sum-exp too.
+// expected-error @+1 {{'func.func' op 'loom.gpu_attention' must be {query, key, value, inputs (, output, lse, result_grad): positions; causal: unit; scale: float}, on a function}}
+func.func @gpu_attention_grad_without_output(%x: tensor<8xf32>) attributes {loom.gpu_attention = {inputs = 5 : i64, key = 1 : i64, output = 3 : i64, query = 0 : i64, result_grad = 4 : i64, value = 2 : i64}} {
+  return
+}
+
+// -----
+
 func.func @gpu_attention_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error @+1 {{'loom.neg' op 'loom.gpu_attention' must be {query, key, value, inputs (, result_grad): positions; causal: unit; scale: float}, on a function}}
+  // expected-error @+1 {{'loom.neg' op 'loom.gpu_attention' must be {query, key, value, inputs (, output, lse, result_grad): positions; causal: unit; scale: float}, on a function}}
   %0 = loom.neg %x {loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} : tensor<8xf32>
   return %0 : tensor<8xf32>
 }
@@ -1689,16 +1697,40 @@ func.func @attention_scale(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tenso
 
 // -----
 
-func.func @attention_grad_types(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %g: tensor<8x4xf32>) {
+func.func @attention_grad_types(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %l: tensor<8xf32>, %g: tensor<8x4xf32>) {
   // expected-error @+1 {{'loom.attention_grad' op gradients must have the types of query, key and value}}
-  %0:3 = loom.attention_grad %q, %k, %v, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>)
+  %0:3 = loom.attention_grad %q, %k, %v, %g, %l, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>)
   return
 }
 
 // -----
 
-func.func @attention_grad_shape(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %g: tensor<8x16xf32>) {
+func.func @attention_grad_shape(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %l: tensor<8xf32>, %g: tensor<8x16xf32>) {
   // expected-error @+1 {{'loom.attention_grad' op result must have shape [8, 4]}}
-  %0:3 = loom.attention_grad %q, %k, %v, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>)
+  %0:3 = loom.attention_grad %q, %k, %v, %g, %l, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_output(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %o: tensor<8x4xbf16>, %l: tensor<8xf32>, %g: tensor<8x4xf32>) {
+  // expected-error @+1 {{'loom.attention_grad' op output must have the type of result_grad}}
+  %0:3 = loom.attention_grad %q, %k, %v, %o, %l, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x4xbf16>, tensor<8xf32>, tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse(%q: tensor<8x16xf32>, %k: tensor<8x16xf32>, %v: tensor<8x4xf32>, %o: tensor<8x4xf32>, %l: tensor<8x1xf32>, %g: tensor<8x4xf32>) {
+  // expected-error @+1 {{'loom.attention_grad' op lse must be f32 of shape [8]}}
+  %0:3 = loom.attention_grad %q, %k, %v, %o, %l, %g accumulate f32 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x1xf32>, tensor<8x4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: tensor<2x8x4xbf16>) {
+  // expected-error @+1 {{'loom.attention' op lse must be f32 of shape [2, 8]}}
+  %0:2 = loom.attention %q, %k, %v accumulate f32 : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x4xbf16>) -> (tensor<2x8x4xbf16>, tensor<2x8xbf16>)
   return
 }

@@ -137,9 +137,13 @@ func.func @attention(%q: tensor<2x4x64x16xbf16>, %k: tensor<2x4x32x16xbf16>,
   // CHECK: loom.attention %arg0, %arg1, %arg2 accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>) -> tensor<2x4x64x8xbf16>
   %1 = loom.attention %q, %k, %v accumulate f32
       : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>) -> tensor<2x4x64x8xbf16>
-  // CHECK: loom.attention_grad %arg0, %arg1, %arg2, %{{.+}} scale %arg3 causal accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>, tensor<2x4x64x8xbf16>, tensor<bf16>) -> (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>)
-  %2:3 = loom.attention_grad %q, %k, %v, %0 scale %s causal accumulate f32
-      : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>, tensor<2x4x64x8xbf16>, tensor<bf16>)
+  // With its rows' log-sum-exp, for loom.attention_grad.
+  // CHECK: %[[O:.+]], %[[LSE:.+]] = loom.attention %arg0, %arg1, %arg2 causal accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>) -> (tensor<2x4x64x8xbf16>, tensor<2x4x64xf32>)
+  %2:2 = loom.attention %q, %k, %v causal accumulate f32
+      : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>) -> (tensor<2x4x64x8xbf16>, tensor<2x4x64xf32>)
+  // CHECK: loom.attention_grad %arg0, %arg1, %arg2, %[[O]], %[[LSE]], %[[O]] scale %arg3 causal accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>, tensor<2x4x64x8xbf16>, tensor<2x4x64xf32>, tensor<2x4x64x8xbf16>, tensor<bf16>) -> (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>)
+  %3:3 = loom.attention_grad %q, %k, %v, %2#0, %2#1, %2#0 scale %s causal accumulate f32
+      : (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>, tensor<2x4x64x8xbf16>, tensor<2x4x64xf32>, tensor<2x4x64x8xbf16>, tensor<bf16>)
       -> (tensor<2x4x64x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x8xbf16>)
   return
 }
