@@ -51,6 +51,7 @@ bench: build bench-deps
 	@benchmarks/gpt/run.sh $(BUILD)
 	@benchmarks/cpu/run.sh $(BUILD)
 	@benchmarks/attention/run.sh $(BUILD)
+	@benchmarks/attention/grad.sh $(BUILD)
 	@benchmarks/compile/run.sh $(BUILD)
 
 # One run of the smallest CPU matmuls: that the benchmark works (make test

@@ -37,7 +37,8 @@ PY
   for dtype in f32 bf16; do
     sed -e "s/^dim T = .*/dim T = $t/" -e "s/^precision f32/precision $dtype/" \
       "$here/grad.loom" > "$d/$dtype.loom"
-    "$build/bin/loomc" --gradients "$d/$dtype.loom" -o "$d/$dtype" > /dev/null
+    compile() { local out; out=$("$@" 2>&1) || { echo "$out" >&2; exit 1; }; }
+    compile "$build/bin/loomc" --gradients "$d/$dtype.loom" -o "$d/$dtype"
     args=(--seed 1 --input target="$d/target.npy")
     (cd "$d" && "./$dtype" "${args[@]}" --save-weights "$d/w.safetensors" \
        --output grad.q="$d/grad.q.npy" --output grad.k="$d/grad.k.npy" \
@@ -45,7 +46,7 @@ PY
     loom=$(/usr/bin/python3 "$here/../gpt/loom_time.py" "$repeats" "$d/$dtype" "${args[@]}")
     before=nan
     if [ -n "$other" ]; then
-      "$other/bin/loomc" --gradients "$d/$dtype.loom" -o "$d/$dtype-other" > /dev/null
+      compile "$other/bin/loomc" --gradients "$d/$dtype.loom" -o "$d/$dtype-other"
       before=$(/usr/bin/python3 "$here/../gpt/loom_time.py" "$repeats" "$d/$dtype-other" "${args[@]}")
     fi
     ref=$(/usr/bin/python3 "$here/baseline_grad.py" "$d" "$dtype" "$repeats")
