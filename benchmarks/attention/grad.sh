@@ -11,20 +11,13 @@
 # difference from PyTorch's.
 #   benchmarks/attention/grad.sh [build-dir] [repeats] [other-build-dir] [T...]
 set -euo pipefail
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 build=${1:-build}
 repeats=${2:-5}
 other=${3:-}
 shift $(( $# > 3 ? 3 : $# ))
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(512 1024 2048)
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  echo "grad.sh: needs PyTorch for /usr/bin/python3 (apt-get install python3-torch, or make bench-deps)" >&2
-  exit 1
-fi
+source "$(dirname "$0")/setup.sh"
 printf '%-6s %-5s %10s %10s %10s %7s  %s\n' T dtype "loom ms" "other ms" "torch ms" ratio "rel. diff"
 for t in "${sizes[@]}"; do
   d=$work/$t

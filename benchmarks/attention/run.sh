@@ -9,22 +9,12 @@
 # Loom's arena fused and not, and the outputs' largest difference.
 #   benchmarks/attention/run.sh [build-dir] [repeats] [T...]
 set -euo pipefail
-# One thread for the baselines too: Debian's PyTorch does f32 matmuls in
-# OpenBLAS's pthread build, whose own pool torch.set_num_threads(1) does not
-# bound (measured: 2 threads, 190 vs 101 GFLOP/s at 1024^3 on 2 cores).
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 build=${1:-build}
 repeats=${2:-10}
 shift $(( $# > 2 ? 2 : $# ))
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(512 1024 2048)
-here=$(cd "$(dirname "$0")" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  echo "run.sh: needs PyTorch for /usr/bin/python3 (apt-get install python3-torch, or make bench-deps)" >&2
-  exit 1
-fi
+source "$(dirname "$0")/setup.sh"
 arena() { sed -n 's/.*arena \([0-9.]*\) MiB.*/\1/p'; }
 printf '%-6s %-5s %10s %12s %10s %7s %12s %14s  %s\n' T dtype "loom ms" "unfused ms" "torch ms" ratio "arena MiB" "unfused MiB" "rel. diff"
 for t in "${sizes[@]}"; do

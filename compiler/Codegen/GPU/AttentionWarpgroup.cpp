@@ -135,6 +135,13 @@ SmallVector<Value> unpackStruct(OpBuilder &b, Location loc, Value packed) {
   return values;
 }
 
+/// The wgmma operand types of `spec`'s element type.
+NVVM::WGMMATypesAttr wgmmaTypes(const AttentionSpec &spec) {
+  return NVVM::WGMMATypesAttr::get(spec.element.getContext(), spec.element.isBF16()
+                                                                  ? NVVM::WGMMATypes::bf16
+                                                                  : NVVM::WGMMATypes::f16);
+}
+
 /// The wgmma products of a consumer warpgroup, on `b`: each starts a group
 /// (fence), multiplies, and waits for it, its results pinned after the
 /// wait.
@@ -423,6 +430,21 @@ struct WarpgroupLaunch {
   Value warpgroupRow(OpBuilder &b) const {
     return im.mulc(b, im.divc(b, warp, 4), kWarpgroupRows);
   }
+  /// The backward's two products of the streamed block at `at`, as one
+  /// wgmma group waited for: each resident operand's rows (this
+  /// warpgroup's, from `row`) times the matching streamed one's rows
+  /// transposed, both K-major: the scores and dp (the key side's
+  /// transposed ones), as m16n8 tiles.
+  std::pair<SmallVector<Tile>, SmallVector<Tile>> scoresAndGrads(OpBuilder &l, Value row,
+                                                                 Value at) const {
+    Products products{l, loc, wgmmaTypes(spec)};
+    Value base = residentAddress(l);
+    products.fence();
+    Value scores = products.rowsTimesRows(im, resident[0], base, row, streamed[0], at);
+    Value grads = products.rowsTimesRows(im, resident[1], base, row, streamed[1], at);
+    SmallVector<SmallVector<Value>> done = products.wait({scores, grads});
+    return {tilesOf(done[0]), tilesOf(done[1])};
+  }
 
 private:
   /// `tiles`' rows from `row` of the batch entry into the shared bytes at
@@ -443,12 +465,6 @@ private:
       }
   }
 };
-
-NVVM::WGMMATypesAttr wgmmaTypes(const AttentionSpec &spec) {
-  return NVVM::WGMMATypesAttr::get(spec.element.getContext(), spec.element.isBF16()
-                                                                  ? NVVM::WGMMATypes::bf16
-                                                                  : NVVM::WGMMATypes::f16);
-}
 
 /// The forward: 128 queries a block against key blocks of 128 (or 64):
 /// Q resident, K and V streamed.
@@ -564,7 +580,6 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
     return false;
   launch.create(b);
   const IndexMath &im = launch.im;
-  const Tiles &keys = launch.resident[0], &values = launch.resident[1];
   const Tiles &queries = launch.streamed[0], &grads = launch.streamed[1];
   // Causal: from the query block holding the block's first key on.
   auto range = [&](OpBuilder &o) {
@@ -584,13 +599,8 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
-        Value resident = launch.residentAddress(l);
         // Rows are keys, columns queries: K Q^T and V dO^T, one group.
-        products.fence();
-        Value scores = products.rowsTimesRows(im, keys, resident, warpgroupRow, queries, at);
-        Value dots = products.rowsTimesRows(im, values, resident, warpgroupRow, grads, at);
-        SmallVector<SmallVector<Value>> done = products.wait({scores, dots});
-        SmallVector<Tile> p = tilesOf(done[0]), ds = tilesOf(done[1]);
+        auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
         // (The statistics are loaded here, after the products: loaded
         // before them, their 24 registers spilled at heads of 128.)
         Value q0 = im.mulc(l, block, kQueryBlock);
@@ -654,8 +664,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
     return false;
   launch.create(b);
   const IndexMath &im = launch.im;
-  const Tiles &queries = launch.resident[0], &grads = launch.resident[1];
-  const Tiles &keys = launch.streamed[0], &values = launch.streamed[1];
+  const Tiles &keys = launch.streamed[0];
   // Keys through the diagonal of the block's last row (causal), in blocks.
   auto range = [&](OpBuilder &o) {
     Warp w = launch.warpAt(o);
@@ -679,13 +688,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         // The scores and dp = dO V^T in f32 of the block, one group.
-        Products products{l, loc, wgmmaTypes(spec)};
-        Value resident = launch.residentAddress(l);
-        products.fence();
-        Value scores = products.rowsTimesRows(im, queries, resident, warpgroupRow, keys, at);
-        Value dots = products.rowsTimesRows(im, grads, resident, warpgroupRow, values, at);
-        SmallVector<SmallVector<Value>> done = products.wait({scores, dots});
-        SmallVector<Tile> p = tilesOf(done[0]), ds = tilesOf(done[1]);
+        auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
         Value k0 = im.mulc(l, block, keyBlock);
         for (size_t n = 0; n < p.size(); ++n)
           for (int64_t e = 0; e < 4; ++e) {

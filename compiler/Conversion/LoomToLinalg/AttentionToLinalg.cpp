@@ -448,34 +448,47 @@ struct AttentionBuilder {
   }
 };
 
-/// The reassociation folding a tensor's `batchDims` leading dims into one
-/// (none: a unit dim is added in front, see `toBatched`).
-static SmallVector<ReassociationIndices> batchReassociation(int64_t batchDims) {
-  if (batchDims == 0)
-    return {{0, 1}, {2}};
-  ReassociationIndices leading;
+/// The reassociation folding the leading dims of a tensor of `rank` into
+/// one and keeping its last `kept` (none leading: a unit dim is added in
+/// front, see `toBatched`).
+static SmallVector<ReassociationIndices> batchReassociation(int64_t rank, int64_t kept) {
+  int64_t batchDims = rank - kept;
+  SmallVector<ReassociationIndices> groups;
+  if (batchDims == 0) {
+    groups.push_back({0, 1});
+    for (int64_t d = 1; d < kept; ++d)
+      groups.push_back({d + 1});
+    return groups;
+  }
+  groups.emplace_back();
   for (int64_t d = 0; d < batchDims; ++d)
-    leading.push_back(d);
-  return {leading, {batchDims}, {batchDims + 1}};
+    groups.back().push_back(d);
+  for (int64_t d = batchDims; d < rank; ++d)
+    groups.push_back({d});
+  return groups;
 }
 
-/// `x` [b..., s, f] as [prod(b...), s, f].
-static Value toBatched(OpBuilder &b, Location loc, Value x, int64_t batchDims) {
+/// `x` [b..., s, f] as [prod(b...), s, f]; with `kept` = 1, a rows tensor
+/// (an attention's log-sum-exp) [b..., s] as [prod(b...), s].
+static Value toBatched(OpBuilder &b, Location loc, Value x, int64_t kept = 2) {
   auto type = cast<RankedTensorType>(x.getType());
-  ArrayRef<int64_t> shape = type.getShape();
-  if (batchDims == 1)
+  int64_t rank = type.getRank();
+  if (rank == kept + 1)
     return x;
-  if (batchDims == 0)
+  if (rank == kept) {
+    SmallVector<int64_t> shape{1};
+    llvm::append_range(shape, type.getShape());
     return tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get({1, shape[0], shape[1]}, type.getElementType()),
-        x, batchReassociation(0));
-  return tensor::CollapseShapeOp::create(b, loc, x, batchReassociation(batchDims));
+        b, loc, RankedTensorType::get(shape, type.getElementType()), x,
+        batchReassociation(rank, kept));
+  }
+  return tensor::CollapseShapeOp::create(b, loc, x, batchReassociation(rank, kept));
 }
 
 /// `x` [b..., s, f] as [prod(b...), s, f] in f32, widened once here (a
 /// 16-bit operand) rather than per block by the contractions.
-static Value widenedBatched(OpBuilder &b, Location loc, Value x, int64_t batchDims) {
-  Value batched = toBatched(b, loc, x, batchDims);
+static Value widenedBatched(OpBuilder &b, Location loc, Value x) {
+  Value batched = toBatched(b, loc, x);
   auto type = cast<RankedTensorType>(batched.getType());
   if (type.getElementType().isF32())
     return batched;
@@ -486,52 +499,19 @@ static Value widenedBatched(OpBuilder &b, Location loc, Value x, int64_t batchDi
 /// An operand `x` [b..., s, f] as the blocks read it, [prod(b...), s, f]:
 /// as given where the contractions take 16-bit operands (`narrow`: the
 /// builder's narrowOperands), else widened to f32 once.
-static Value blockOperand(OpBuilder &b, Location loc, Value x, int64_t batchDims,
-                          bool narrow) {
-  return narrow ? toBatched(b, loc, x, batchDims) : widenedBatched(b, loc, x, batchDims);
+static Value blockOperand(OpBuilder &b, Location loc, Value x, bool narrow) {
+  return narrow ? toBatched(b, loc, x) : widenedBatched(b, loc, x);
 }
 
 /// The inverse of toBatched, to `type`.
-static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
-  int64_t batchDims = type.getRank() - 2;
-  if (batchDims == 1)
+static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType type,
+                         int64_t kept = 2) {
+  int64_t rank = type.getRank();
+  if (rank == kept + 1)
     return x;
-  if (batchDims == 0)
-    return tensor::CollapseShapeOp::create(b, loc, type, x, batchReassociation(0));
-  return tensor::ExpandShapeOp::create(b, loc, type, x, batchReassociation(batchDims));
-}
-
-/// The reassociation folding the `batchDims` leading dims of a rows tensor
-/// [b..., s] into one (none: a unit dim is added in front).
-static SmallVector<ReassociationIndices> rowsReassociation(int64_t batchDims) {
-  if (batchDims == 0)
-    return {{0, 1}};
-  ReassociationIndices leading;
-  for (int64_t d = 0; d < batchDims; ++d)
-    leading.push_back(d);
-  return {leading, {batchDims}};
-}
-
-/// A rows tensor (an attention's log-sum-exp, [b..., s]) as [prod(b...),
-/// s], and back to `type`.
-static Value rowsToBatched(OpBuilder &b, Location loc, Value x) {
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t batchDims = type.getRank() - 1;
-  if (batchDims == 1)
-    return x;
-  if (batchDims == 0)
-    return tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get({1, type.getShape()[0]}, type.getElementType()), x,
-        rowsReassociation(0));
-  return tensor::CollapseShapeOp::create(b, loc, x, rowsReassociation(batchDims));
-}
-static Value rowsFromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType type) {
-  int64_t batchDims = type.getRank() - 1;
-  if (batchDims == 1)
-    return x;
-  if (batchDims == 0)
-    return tensor::CollapseShapeOp::create(b, loc, type, x, rowsReassociation(0));
-  return tensor::ExpandShapeOp::create(b, loc, type, x, rowsReassociation(batchDims));
+  if (rank == kept)
+    return tensor::CollapseShapeOp::create(b, loc, type, x, batchReassociation(rank, kept));
+  return tensor::ExpandShapeOp::create(b, loc, type, x, batchReassociation(rank, kept));
 }
 
 /// `part` [n, rows] into `target` [batch, sequence] at (batchStart,
@@ -561,7 +541,7 @@ static AttentionBuilder builderFor(OpT op, typename OpT::Adaptor adaptor, OpBuil
   if (adaptor.getScale())
     scale = widen(b, loc, tensor::ExtractOp::create(b, loc, adaptor.getScale(), ValueRange{}));
   bool narrow = bf16Operands && op.getQuery().getType().getElementType().isBF16();
-  auto operand = [&](Value x) { return blockOperand(b, loc, x, batchDims, narrow); };
+  auto operand = [&](Value x) { return blockOperand(b, loc, x, narrow); };
   return AttentionBuilder{b,
                           loc,
                           op.getQuery().getType().getElementType(),
@@ -653,7 +633,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
         });
     SmallVector<Value> replacements{fromBatched(rewriter, loc, result[0], resultType)};
     if (lse)
-      replacements.push_back(rowsFromBatched(rewriter, loc, result[1], op.getLse().getType()));
+      replacements.push_back(fromBatched(rewriter, loc, result[1], op.getLse().getType(), /*kept=*/1));
     rewriter.replaceOp(op, replacements);
     return success();
   }
@@ -679,11 +659,9 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
     int64_t queries = q[batchDims], keys = k[batchDims];
     int64_t features = builder.features;
     int64_t valueFeatures = op.getValue().getType().getShape().back();
-    Value resultGrad = blockOperand(rewriter, loc, adaptor.getResultGrad(), batchDims,
-                                    builder.narrowOperands);
-    Value output = blockOperand(rewriter, loc, adaptor.getOutput(), batchDims,
-                                builder.narrowOperands);
-    Value lse = rowsToBatched(rewriter, loc, adaptor.getLse());
+    Value resultGrad = blockOperand(rewriter, loc, adaptor.getResultGrad(), builder.narrowOperands);
+    Value output = blockOperand(rewriter, loc, adaptor.getOutput(), builder.narrowOperands);
+    Value lse = toBatched(rewriter, loc, adaptor.getLse(), /*kept=*/1);
     Type element = builder.element, accumulate = builder.accumulate;
     Value queryGrads = carriedTensor(rewriter, loc, {builder.batch, queries, features}, element);
     Value keyGrads = carriedTensor(rewriter, loc, {builder.batch, keys, features}, element);
