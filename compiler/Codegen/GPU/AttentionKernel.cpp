@@ -21,11 +21,12 @@
 //       A fragments of P, rounded in pairs (the PTX ISA's m16n8 C layout
 //       and m16n8k16 A layout agree), V's B fragments two rows apart.
 //
-// and at the end writes O / l, rounded. The backward (two launches) makes
-// the CPU lowering's passes: per 16 query rows the statistics, the softmax
-// gradient's row sums (rowsum(dO * O), FlashAttention-2's) and dq; then per
-// 16 key rows, with the keys as rows (K Q^T and V dO^T), dk and dv from
-// the stored statistics. With more than
+// and at the end writes O / l, rounded (and, where the op has that result,
+// each row's log-sum-exp). The backward (two launches) makes the CPU
+// lowering's pass, FlashAttention-2's: per 16 query rows the softmax
+// gradient's row sums (rowsum(dO * O)), then dq in one pass over the key
+// blocks with p = exp(s - lse); then per 16 key rows, with the keys as
+// rows (K Q^T and V dO^T), dk and dv from the stored lse and row sums. With more than
 // 64 features in all, the backward reloads its rows' fragments (L1 hits)
 // at every column block instead of holding them, so that the accumulators
 // fit (dk and dv: 128 registers at heads of 128).
@@ -278,8 +279,8 @@ void buildForwardWarp(Warp &w, int64_t keyBlock, bool staged) {
 
 /// The backward's query side: per warp of 16 query rows, one pass over
 /// the key blocks: p = exp(s - lse) from the forward's log-sum-exp, ds and
-/// dq += ds K, with dot = rowsum(dO * O) taken first. The dots go to the
-/// flat buffer for the key side.
+/// dq += ds K, with dot = rowsum(dO * O) taken first. lse and the dots go
+/// to the flat statistics buffer for the key side.
 void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
   RowOperand queries(w, spec.query, spec.features, reloadsRows(spec));
@@ -318,9 +319,9 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
 }
 
 /// The backward's key side: per warp of 16 key rows, one pass over the
-/// query blocks from its diagonal (causal) with the forward's log-sum-exp
-/// and the query side's dots: p^T and ds^T formed again (the transposed products K Q^T
-/// and V dO^T), dv += p^T dO and dk += ds^T Q.
+/// query blocks from its diagonal (causal) with the log-sum-exp and dots
+/// the query side stored: p^T and ds^T formed again (the transposed
+/// products K Q^T and V dO^T), dv += p^T dO and dk += ds^T Q.
 void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
   const AttentionSpec &spec = w.spec;
   const loom::IndexMath &im = w.im;
