@@ -224,3 +224,27 @@ func.func @sigmoid(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom
   return %a : tensor<f32>
 }
 loom.train @sigmoid optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// An attention the backward differentiates keeps its rows' log-sum-exp: it
+// is rebuilt with loom.attention's second result before any rule runs, and
+// its VJP is one loom.attention_grad reading the result and lse. An
+// attention of inputs alone (no param reaches it) keeps one result.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[FIXED:.+]] = loom.attention %arg0, %arg0, %arg0 causal accumulate f32 : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+// CHECK: %[[O:.+]], %[[LSE:.+]] = loom.attention %arg2, %[[FIXED]], %arg0 causal accumulate f32 : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
+// CHECK: loom.mse %[[O]], %arg1
+// CHECK: %[[DQ:.+]], %{{.+}}, %{{.+}} = loom.attention_grad %arg2, %[[FIXED]], %arg0, %[[O]], %[[LSE]], %{{.+}} causal accumulate f32
+// CHECK: return %{{.+}}, %[[DQ]]
+func.func @attention(%x: tensor<2x8x4xf32> {loom.input = "x"}, %t: tensor<2x8x4xf32> {loom.input = "t"},
+                     %q: tensor<2x8x4xf32> {loom.param = "q"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.attention %x, %x, %x causal accumulate f32
+      : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %1 = loom.attention %q, %0, %x causal accumulate f32
+      : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  %2 = loom.mse %1, %t : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+loom.train @attention optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
