@@ -286,21 +286,21 @@ func.func @mse_last_dim(%y: tensor<4x8xf32>, %t: tensor<4x8xf32>) -> tensor<f32>
 
 // -----
 
-// Attention split over its heads (tp): every tensor operand and result
-// keeps the split of the batch dims, the rows' log-sum-exp ([B, H, T])
+// Attention split over its sequences (dp) and heads (tp): every tensor
+// operand and result keeps the split of the batch dims, the rows' log-sum-exp ([B, H, T])
 // and the backward's operands included; no data moves.
 // CHECK-LABEL: func.func @attention_heads_spmd
 // CHECK-NOT: shard.all_
-// CHECK: %[[O:.+]], %[[LSE:.+]] = loom.attention %{{.+}}, %{{.+}}, %{{.+}} causal accumulate f32 : (tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>) -> (tensor<2x2x16x8xbf16>, tensor<2x2x16xf32>)
+// CHECK: %[[O:.+]], %[[LSE:.+]] = loom.attention %{{.+}}, %{{.+}}, %{{.+}} causal accumulate f32 : (tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>) -> (tensor<1x2x16x8xbf16>, tensor<1x2x16xf32>)
 // CHECK-NOT: shard.all_
-// CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %[[O]], %[[LSE]], %{{.+}} causal accumulate f32 : (tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16xf32>, tensor<2x2x16x8xbf16>) -> (tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>, tensor<2x2x16x8xbf16>)
+// CHECK: loom.attention_grad %{{.+}}, %{{.+}}, %{{.+}}, %[[O]], %[[LSE]], %{{.+}} causal accumulate f32 : (tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16xf32>, tensor<1x2x16x8xbf16>) -> (tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>)
 // CHECK-NOT: shard.all_
 // CHECK: return
 shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
 func.func @attention_heads(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x16x8xbf16>, %v: tensor<2x4x16x8xbf16>,
                            %g: tensor<2x4x16x8xbf16>)
     -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) {
-  %s = shard.sharding @g split_axes = [[], [1]] : !shard.sharding
+  %s = shard.sharding @g split_axes = [[0], [1]] : !shard.sharding
   %qs = shard.shard %q to %s : tensor<2x4x16x8xbf16>
   %ks = shard.shard %k to %s : tensor<2x4x16x8xbf16>
   %vs = shard.shard %v to %s : tensor<2x4x16x8xbf16>
