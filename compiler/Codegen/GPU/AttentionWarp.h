@@ -373,10 +373,12 @@ struct Warp {
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));
     scf::IfOp::create(b, loc, first, [&](OpBuilder &then, Location l) {
       Warp lead = at(then);
-      for (int64_t half = 0; half < 2; ++half)
-        for (auto [which, value] : llvm::enumerate(ArrayRef<Value>{lse[half], dots[half]}))
+      for (int64_t half = 0; half < 2; ++half) {
+        Value stat[2] = {lse[half], dots[half]};
+        for (auto [which, value] : llvm::enumerate(stat))
           memref::StoreOp::create(then, l, value, spec.statistics,
                                   ValueRange{lead.statIndex(which, lead.row(half))});
+      }
       scf::YieldOp::create(then, l);
     });
   }

@@ -24,10 +24,12 @@
 // then releases the stage. Each step issues the next block's Q K^T before
 // its own softmax, so the tensor cores work through it (FlashAttention-3's
 // overlap within a warpgroup), and waits once for both groups. At the end
-// O / l is stored, rounded. The consumers never wait for each other, so one's
-// softmax also overlaps the other's products. The backward's two launches
-// (AttentionKernel.cpp's passes: the query side's statistics and dq,
-// the key side's dk and dv) share the skeleton (WarpgroupLaunch). Fragments and accumulators pass through empty inline
+// O / l is stored, rounded (and, where the op has that result, each row's
+// log-sum-exp). The consumers never wait for each other, so one's softmax
+// also overlaps the other's products. The backward's two launches
+// (AttentionKernel.cpp's: the query side's one pass for dq, with the
+// forward's log-sum-exp and rowsum(dO * O); the key side's dk and dv)
+// share the skeleton (WarpgroupLaunch). Fragments and accumulators pass through empty inline
 // asm around the fences and waits (pinRegisters), so LLVM keeps their
 // writes before a fence and their reads after a wait.
 //
@@ -647,8 +649,8 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
 /// against blocks of 64 keys (K and V streamed, one sweep), the mma.sync
 /// query side's pass: p = exp(s - lse) from the forward's log-sum-exp,
 /// then ds and dq += ds K (ds in registers, K read N-major from the stage
-/// the scores read K-major), with dot = rowsum(dO * O) taken first; the
-/// dots go to the flat buffer for the key side.
+/// the scores read K-major), with dot = rowsum(dO * O) taken first; lse
+/// and the dots go to the flat statistics buffer for the key side.
 bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                     int64_t sharedPerBlock) {
   constexpr int64_t keyBlock = 64;
