@@ -328,6 +328,16 @@ for exe in attention-grad2048 attention-grad8192 attention-grad2048-mma-sync att
   backward=$(backward_of "$exe")
   best=$(best_kernel_us "$exe" "${backward}_kernel") || { status=1; continue; }
   ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa_backward[$size]}"
+  # Each side's launch in the best run (its query side first): the one-pass
+  # query side was predicted at about half its three-pass time.
+  $py - "$work/t.json" "${backward}_kernel" <<'PY'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+size = len(events) // 3
+runs = [[e for e in events[r * size:(r + 1) * size] if e["name"].startswith(sys.argv[2])] for r in range(3)]
+best = min(runs, key=lambda run: sum(e["dur"] for e in run))
+print("  " + "; ".join(f"{e['name']} {e['dur']:.1f} us" for e in best))
+PY
 done
 fi  # attention-grad
 
