@@ -347,14 +347,17 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
     columns.multiplyRows(keys.get(), 0, q0, stage, p);
     SmallVector<Tile> ds = w.zeroTiles(queryBlock / 8);
     columns.multiplyRows(values.get(), 1, q0, stage, ds);
-    for (size_t n = 0; n < p.size(); ++n)
+    for (size_t n = 0; n < p.size(); ++n) {
+      std::array<Value, 2> lse = w.loadStatPair(0, w.column(q0, n, 0));
+      std::array<Value, 2> dot = w.loadStatPair(1, w.column(q0, n, 0));
       for (int64_t e = 0; e < 4; ++e) {
         Value query = w.column(q0, n, e);
         Value masked = w.above(query, w.row(e / 2));
         Value s = w.score(p[n][e], masked);
-        p[n][e] = w.rounded(w.probability(s, w.loadStat(0, query)));
-        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], w.loadStat(1, query), masked);
+        p[n][e] = w.rounded(w.probability(s, lse[e % 2]));
+        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
       }
+    }
     SmallVector<Tile> dk = tilesOf(carried.take_front(keyTiles * 4));
     SmallVector<Tile> dv = tilesOf(carried.drop_front(keyTiles * 4));
     columns.multiplyColumns(p, 1, q0, stage, dv);

@@ -368,6 +368,17 @@ struct Warp {
   Value loadStat(int64_t which, Value query) const {
     return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
   }
+  /// Statistic `which` of queries `query` and `query` + 1 (`query` even:
+  /// an accumulator tile's two columns), as one 8-byte load: the key side
+  /// reads each column's two statistics every step, 16 loads a step at
+  /// blocks of 32 queries where pairs take 8.
+  std::array<Value, 2> loadStatPair(int64_t which, Value query) const {
+    Value pair = vector::LoadOp::create(b, loc, VectorType::get({2}, f32()), spec.statistics,
+                                        statIndex(which, query), /*nontemporal=*/false,
+                                        llvm::Align(8));
+    return {vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0}),
+            vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{1})};
+  }
   /// Stores the rows' log-sum-exp and dots into the statistics buffer.
   void storeStatistics(const Value (&lse)[2], const std::array<Value, 2> &dots) const {
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));

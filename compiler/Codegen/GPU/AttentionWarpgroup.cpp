@@ -604,16 +604,19 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         // Rows are keys, columns queries: K Q^T and V dO^T, one group.
         auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
         // (The statistics are loaded here, after the products: loaded
-        // before them, their 24 registers spilled at heads of 128.)
+        // before them, their registers spilled at heads of 128.)
         Value q0 = im.mulc(l, block, kQueryBlock);
-        for (size_t n = 0; n < p.size(); ++n)
+        for (size_t n = 0; n < p.size(); ++n) {
+          std::array<Value, 2> lse = lw.loadStatPair(0, lw.column(q0, n, 0));
+          std::array<Value, 2> dot = lw.loadStatPair(1, lw.column(q0, n, 0));
           for (int64_t e = 0; e < 4; ++e) {
             Value query = lw.column(q0, n, e);
             Value masked = lw.above(query, lw.row(e / 2));
             Value s = lw.score(p[n][e], masked);
-            p[n][e] = lw.rounded(lw.probability(s, lw.loadStat(0, query)));
-            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], lw.loadStat(1, query), masked);
+            p[n][e] = lw.rounded(lw.probability(s, lse[e % 2]));
+            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
           }
+        }
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
         // before the fence.
         SmallVector<Value> operands(carried);

@@ -211,7 +211,8 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // largest f32 scratch buffer, viewed flat (lse is too). The key side (per
 // 16 key rows) walks the query blocks from its diagonal: K Q^T and V dO^T
 // (2 x 8 each), then dv += p^T dO and dk += ds^T Q (4 x 4 each), reading
-// both statistics back from that one buffer; it stores dk and dv.
+// both statistics back from that one buffer (a tile's two columns' at once,
+// vector<2xf32>); it stores dk and dv.
 // Staged (GRAD, the default), the query side's blocks stage K and V, dq +=
 // ds K reading K transposed; the key side's stage Q and dO, dv += p^T dO
 // and dk += ds^T Q reading them transposed.
@@ -236,7 +237,7 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // GRAD:           scf.for
 // GRAD:             nvgpu.ldmatrix %[[QS]]{{.+}}transpose = false
 // GRAD:             nvgpu.ldmatrix %[[DOS]]{{.+}}transpose = false
-// GRAD:             memref.load
+// GRAD:             vector.load
 // GRAD:             nvgpu.ldmatrix %[[DOS]]{{.+}}transpose = true
 // GRAD:             nvgpu.ldmatrix %[[QS]]{{.+}}transpose = true
 // GRAD:           gpu.terminator
@@ -262,8 +263,8 @@ func.func @mixed(%q: memref<64x32xbf16>, %k: memref<64x32xf16>, %v: memref<64x32
 // CHECK:         gpu.launch
 // CHECK:           %{{.+}}:32 = scf.for
 // CHECK-COUNT-32:    nvvm.mma.sync
-// CHECK:             memref.load %[[STATS]]
-// CHECK:             memref.load %[[STATS]]
+// CHECK:             vector.load %[[STATS]]{{.+}} : memref<4096xf32>, vector<2xf32>
+// CHECK:             vector.load %[[STATS]]{{.+}} : memref<4096xf32>, vector<2xf32>
 // CHECK-COUNT-32:    nvvm.mma.sync
 // CHECK-NOT:         nvvm.mma.sync
 // CHECK:             scf.yield
