@@ -88,9 +88,9 @@ bool isWorkgroup(MemRefType type) {
 /// which the GPU runs as one launch, or two for the backward): the
 /// products it computes over the (query, key) pairs (causal: those on or
 /// below the diagonal), each operand read and each result written once.
-/// The forward computes the scores and P V; the backward the scores four
-/// times (three passes on the query side, one on the key side), dp twice,
-/// dq, dk and dv once. Its body, the CPU's blocked loops, does not count.
+/// The forward computes the scores and P V; the backward the scores and dp
+/// twice (the query side's one pass, the key side's), dq, dk and dv once
+/// (attentionFlops). Its body, the CPU's blocked loops, does not count.
 static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
                                                         const ::loom::DeviceSpec &device) {
   auto mark = kernel->getAttrOfType<DictionaryAttr>(mlir::loom::attr::kGpuAttention);

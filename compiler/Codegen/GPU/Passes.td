@@ -18,11 +18,13 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
     mask, an online softmax (row maxima over a lane quad by xor shuffles,
     the sums and outputs rescaled when a maximum grows) and `P V` on
     tensor cores, P taken from the score accumulators; at the end `O / l`
-    rounded to the output. Causal warps stop at their diagonal. The
-    backward is two: per 16 query rows the statistics, the softmax
-    gradient's row sums and dq (three passes over the keys), then per 16
-    key rows dk and dv (one pass over the queries, the statistics read
-    back from the largest f32 scratch argument). Otherwise only the
+    rounded to the output (and, where the op has that result, each row's
+    log-sum-exp). Causal warps stop at their diagonal. The backward is
+    two: per 16 query rows the softmax gradient's row sums `rowsum(dO *
+    O)` and dq (one pass over the keys, p from the forward's log-sum-exp),
+    then per 16 key rows dk and dv (one pass over the queries, the
+    log-sum-exp and row sums read back from the largest f32 scratch
+    argument). Otherwise only the
     operand and result buffers are read. The forward's probabilities are
     rounded before their normalization (FlashAttention's online form), so
     results agree with the CPU's within the operand type's rounding.
