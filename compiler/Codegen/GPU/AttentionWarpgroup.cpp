@@ -144,9 +144,9 @@ NVVM::WGMMATypesAttr wgmmaTypes(const AttentionSpec &spec) {
                                                                   : NVVM::WGMMATypes::f16);
 }
 
-/// The wgmma products of a consumer warpgroup, on `b`: each starts a group
-/// (fence), multiplies, and waits for it, its results pinned after the
-/// wait.
+/// The wgmma products of a consumer warpgroup, on `b`: a group starts
+/// with a fence, is committed, and is waited for (`wait`, or `settle` for
+/// every committed group), its results pinned after the wait.
 struct Products {
   OpBuilder &b;
   Location loc;
@@ -440,12 +440,19 @@ struct WarpgroupLaunch {
   std::pair<SmallVector<Tile>, SmallVector<Tile>> scoresAndGrads(OpBuilder &l, Value row,
                                                                  Value at) const {
     Products products{l, loc, wgmmaTypes(spec)};
+    SmallVector<SmallVector<Value>> done = products.settle(issueScoresAndGrads(l, row, at));
+    return {tilesOf(done[0]), tilesOf(done[1])};
+  }
+  /// The same two products issued and committed, not waited for: their
+  /// accumulator structs.
+  SmallVector<Value> issueScoresAndGrads(OpBuilder &l, Value row, Value at) const {
+    Products products{l, loc, wgmmaTypes(spec)};
     Value base = residentAddress(l);
     products.fence();
     Value scores = products.rowsTimesRows(im, resident[0], base, row, streamed[0], at);
     Value grads = products.rowsTimesRows(im, resident[1], base, row, streamed[1], at);
-    SmallVector<SmallVector<Value>> done = products.wait({scores, grads});
-    return {tilesOf(done[0]), tilesOf(done[1])};
+    products.commit();
+    return {scores, grads};
   }
 
 private:
@@ -657,8 +664,10 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
 bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                     int64_t sharedPerBlock) {
   constexpr int64_t keyBlock = 64;
+  // (At least one key block: the first block's products come before the
+  // loop.)
   if (!spec.backward() || !warpgroupOperands(spec) || spec.queries % kBlockRows ||
-      spec.keys % keyBlock)
+      spec.keys % keyBlock || spec.keys == 0)
     return false;
   WarpgroupLaunch launch(spec, loc, spec.queries, spec.causal,
                          {Tiles(spec.query, spec.features, kBlockRows, kBlockRows),
@@ -682,40 +691,79 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   OpBuilder c = launch.consumers();
   Warp cw = launch.warpAt(c);
   Value warpgroupRow = launch.warpgroupRow(c);
-  auto [first, end] = range(c);
+  Value first, end;
+  std::tie(first, end) = range(c);
   // The softmax gradient's row sums, from the result (no pass over keys),
   // and the rows' log-sum-exp.
   std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
   Value lse[2] = {cw.loadLse(cw.row(0)), cw.loadLse(cw.row(1))};
-  int64_t gradValues = spec.features / 2;
+  int64_t gradValues = spec.features / 2, blockValues = keyBlock / 2;
+  // ds from a block's scores and dp, then dq += ds K issued and committed
+  // (K read N-major from the stage at `at`): dq's accumulator struct.
+  auto issueGrads = [&](OpBuilder &l, Value block, Value at, SmallVector<Tile> p,
+                        SmallVector<Tile> ds, ValueRange dq) {
+    Warp lw = cw.at(l);
+    Value k0 = im.mulc(l, block, keyBlock);
+    for (size_t n = 0; n < p.size(); ++n)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value masked = lw.above(lw.row(e / 2), lw.column(k0, n, e));
+        p[n][e] = lw.rounded(lw.probability(lw.score(p[n][e], masked), lse[e / 2]));
+        ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], masked);
+      }
+    SmallVector<Value> operands(dq);
+    for (size_t j = 0; j < ds.size() / 2; ++j)
+      for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))
+        operands.push_back(registerWord(l, loc, reg));
+    operands = pinRegisters(l, loc, operands);
+    ArrayRef<Value> all(operands);
+    Products group{l, loc, wgmmaTypes(spec)};
+    group.fence();
+    Value sum = group.registers(
+        packStruct(l, loc, all.take_front(gradValues)), spec.features, all.drop_front(gradValues),
+        [&](int64_t step) { return keys.nMajor(l, im, at, step); }, spec.element);
+    group.commit();
+    return sum;
+  };
+  auto flatSettled = [&](OpBuilder &l, ArrayRef<Value> accs) {
+    SmallVector<Value> values;
+    for (const SmallVector<Value> &settled : Products{l, loc, wgmmaTypes(spec)}.settle(accs))
+      llvm::append_range(values, settled);
+    return values;
+  };
+  // Where the registers allow, as the forward does: the first block's
+  // scores and dp before the loop, then each step issues the next block's
+  // before its own ds and dq, so that the tensor cores work through them
+  // (FlashAttention-3's overlap); the last step forms its own block's again
+  // (its stage still held) rather than branch around wgmma. `first` is 0:
+  // every block of queries has a key block. Only at heads of 64: at heads
+  // of 128 the next block's accumulators (64 f32) on top of dq's (64),
+  // this block's (64) and the fragments exceed the 232 registers in some
+  // shapes (ptxas 13.0: 32 bytes spilled a step without the causal mask at
+  // T = 2048, 108 with it at T = 128 in f16; 0 in others).
+  bool overlap = spec.features + spec.valueFeatures <= 128;
+  SmallVector<Value> init(gradValues, cw.f32Constant(0.0));
+  if (overlap)
+    llvm::append_range(init, flatSettled(c, launch.issueScoresAndGrads(
+                                                c, warpgroupRow, launch.waitFor(c, im.cst(c, 0)))));
   auto backward = launch.consume(
-      c, first, end, SmallVector<Value>(gradValues, cw.f32Constant(0.0)),
+      c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
-        Warp lw = cw.at(l);
-        // The scores and dp = dO V^T in f32 of the block, one group.
-        auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
-        Value k0 = im.mulc(l, block, keyBlock);
-        for (size_t n = 0; n < p.size(); ++n)
-          for (int64_t e = 0; e < 4; ++e) {
-            Value masked = lw.above(lw.row(e / 2), lw.column(k0, n, e));
-            p[n][e] = lw.rounded(lw.probability(lw.score(p[n][e], masked), lse[e / 2]));
-            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], masked);
-          }
-        SmallVector<Value> operands(carried);
-        for (size_t j = 0; j < ds.size() / 2; ++j)
-          for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))
-            operands.push_back(registerWord(l, loc, reg));
-        operands = pinRegisters(l, loc, operands);
-        ArrayRef<Value> all(operands);
-        Products group{l, loc, wgmmaTypes(spec)};
-        group.fence();
-        Value dq = group.registers(
-            packStruct(l, loc, all.take_front(gradValues)), spec.features,
-            all.drop_front(gradValues), [&](int64_t step) { return keys.nMajor(l, im, at, step); },
-            spec.element);
-        return group.wait({dq})[0];
+        ValueRange dq = carried.take_front(gradValues);
+        if (!overlap) {
+          auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
+          return flatSettled(l, {issueGrads(l, block, at, p, ds, dq)});
+        }
+        Value last = arith::SubIOp::create(l, loc, end, im.cst(l, 1));
+        Value next = arith::MinUIOp::create(l, loc, im.addc(l, block, 1), last);
+        SmallVector<Value> nextProducts = launch.issueScoresAndGrads(
+            l, warpgroupRow, launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)));
+        // This block's scores and dp = dO V^T in f32, formed last step.
+        Value sum = issueGrads(l, block, at, tilesOf(carried.slice(gradValues, blockValues)),
+                               tilesOf(carried.take_back(blockValues)), dq);
+        return flatSettled(l, {sum, nextProducts[0], nextProducts[1]});
       });
-  cw.storeRows(spec.outputs[0], tilesOf(backward.getResults()), [](Value x, int64_t) { return x; });
+  auto dq = backward.getResults().take_front(gradValues);
+  cw.storeRows(spec.outputs[0], tilesOf(dq), [](Value x, int64_t) { return x; });
   cw.storeStatistics(lse, dot);
   sinkViewsIntoLaunch(launch.launch);
   return true;
