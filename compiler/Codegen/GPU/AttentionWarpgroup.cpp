@@ -572,7 +572,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
 /// The backward's key side: 128 keys a block (K and V resident) against
 /// blocks of 32 queries (Q and dO streamed) from the block's diagonal
 /// (causal): the transposed scores and dp (`K Q^T`, `V dO^T`), p and ds
-/// from the query side's statistics, `dv += p^T dO` and `dk += ds^T Q`
+/// from the lse and dots the query side stored, `dv += p^T dO` and `dk += ds^T Q`
 /// (Q and dO read N-major, the same stage the first products read K-major),
 /// each rounded once at the end.
 bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,

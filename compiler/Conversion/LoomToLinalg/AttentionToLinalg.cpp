@@ -11,10 +11,10 @@
 // quadratic; a causal row's key blocks stop at its diagonal block. Two
 // passes instead of FlashAttention's one keep the op's rounding points:
 // a 16-bit probability is rounded after its division by the row's full sum.
-// The backward (loom.attention_grad) runs the same way, in two passes per
-// block of queries: the statistics, then the gradients (the softmax
-// gradient's row sums come from the forward's result, FlashAttention-2's
-// way).
+// The backward (loom.attention_grad) runs the same way, in one pass per
+// block of queries (FlashAttention-2's): the probabilities from the
+// forward's rows' log-sum-exp (loom.attention's `lse`), the softmax
+// gradient's row sums from its result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -639,11 +639,12 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
   }
 };
 
-/// The backward in blocks: per block of queries, the row statistics and
-/// the softmax gradient's row sums (from the result), then the gradients, the query block's
-/// rounded at its end, the keys' and values' accumulated over all query
-/// blocks (in the accumulation type, [batch, sequence, features]: linear
-/// in the sequence) and rounded at the end.
+/// The backward in blocks: per block of queries, the softmax gradient's
+/// row sums (from the result), then one pass for the gradients (p from
+/// the forward's log-sum-exp), the query block's rounded at its end, the
+/// keys' and values' accumulated over all query blocks (in the
+/// accumulation type, [batch, sequence, features]: linear in the
+/// sequence) and rounded at the end.
 struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
   AttentionGradLowering(MLIRContext *context, bool bf16Operands)
       : OpConversionPattern(context), bf16Operands(bf16Operands) {}
