@@ -290,7 +290,7 @@ void buildQueryGradWarp(Warp &w, int64_t keyBlock, bool staged) {
   Value end = staged ? w.blockKeyEnd(keyBlock) : w.keyEnd(keyBlock);
   // The softmax gradient's row sums, from the result (no pass over keys).
   std::array<Value, 2> dot = w.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
-  Value lse[2] = {w.loadLse(w.row(0)), w.loadLse(w.row(1))};
+  std::array<Value, 2> lse = w.loadRowsLse();
   int64_t gradTiles = spec.features / 8;
   auto backward = columns.loop(w.im.cst(w.b, 0), end, flat(w.zeroTiles(gradTiles)),
                                [&](Value k0, Value stage, ValueRange carried) {
@@ -347,17 +347,7 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
     columns.multiplyRows(keys.get(), 0, q0, stage, p);
     SmallVector<Tile> ds = w.zeroTiles(queryBlock / 8);
     columns.multiplyRows(values.get(), 1, q0, stage, ds);
-    for (size_t n = 0; n < p.size(); ++n) {
-      std::array<Value, 2> lse = w.loadStatPair(0, w.column(q0, n, 0));
-      std::array<Value, 2> dot = w.loadStatPair(1, w.column(q0, n, 0));
-      for (int64_t e = 0; e < 4; ++e) {
-        Value query = w.column(q0, n, e);
-        Value masked = w.above(query, w.row(e / 2));
-        Value s = w.score(p[n][e], masked);
-        p[n][e] = w.rounded(w.probability(s, lse[e % 2]));
-        ds[n][e] = w.scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
-      }
-    }
+    w.keyBlockGrads(q0, p, ds);
     SmallVector<Tile> dk = tilesOf(carried.take_front(keyTiles * 4));
     SmallVector<Tile> dv = tilesOf(carried.drop_front(keyTiles * 4));
     columns.multiplyColumns(p, 1, q0, stage, dv);

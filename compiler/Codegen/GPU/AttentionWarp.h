@@ -359,19 +359,18 @@ struct Warp {
   Value statIndex(int64_t which, Value query) const {
     return im.add(b, im.cst(b, which * spec.batch * spec.queries), rowIndex(query));
   }
-  Value loadLse(Value query) const {
-    return memref::LoadOp::create(b, loc, spec.lse, rowIndex(query));
-  }
-  /// Statistic `which` of `query`, as the query side stored it: the key
-  /// side reads both from the one buffer (a second base pointer held
-  /// through its loop spilled at heads of 128).
-  Value loadStat(int64_t which, Value query) const {
-    return memref::LoadOp::create(b, loc, spec.statistics, statIndex(which, query));
+  /// The log-sum-exp of the warp's rows g and g + 8.
+  std::array<Value, 2> loadRowsLse() const {
+    std::array<Value, 2> lse;
+    for (int64_t half = 0; half < 2; ++half)
+      lse[half] = memref::LoadOp::create(b, loc, spec.lse, rowIndex(row(half)));
+    return lse;
   }
   /// Statistic `which` of queries `query` and `query` + 1 (`query` even:
   /// an accumulator tile's two columns), as one 8-byte load: the key side
   /// reads each column's two statistics every step, 16 loads a step at
-  /// blocks of 32 queries where pairs take 8.
+  /// blocks of 32 queries where pairs take 8. (Both from the one buffer: a
+  /// second base pointer held through its loop spilled at heads of 128.)
   std::array<Value, 2> loadStatPair(int64_t which, Value query) const {
     Value pair = vector::LoadOp::create(b, loc, VectorType::get({2}, f32()), spec.statistics,
                                         statIndex(which, query), /*nontemporal=*/false,
@@ -379,18 +378,24 @@ struct Warp {
     return {vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{0}),
             vector::ExtractOp::create(b, loc, pair, ArrayRef<int64_t>{1})};
   }
-  /// Stores the rows' log-sum-exp and dots into the statistics buffer.
-  void storeStatistics(const Value (&lse)[2], const std::array<Value, 2> &dots) const {
+  /// `store(lead, half)` for rows g and g + 8, by each quad's first lane
+  /// (a row's values are the same in its quad's lanes).
+  void storeByQuadLead(function_ref<void(const Warp &lead, int64_t half)> store) const {
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));
     scf::IfOp::create(b, loc, first, [&](OpBuilder &then, Location l) {
       Warp lead = at(then);
-      for (int64_t half = 0; half < 2; ++half) {
-        Value stat[2] = {lse[half], dots[half]};
-        for (auto [which, value] : llvm::enumerate(stat))
-          memref::StoreOp::create(then, l, value, spec.statistics,
-                                  ValueRange{lead.statIndex(which, lead.row(half))});
-      }
+      for (int64_t half = 0; half < 2; ++half)
+        store(lead, half);
       scf::YieldOp::create(then, l);
+    });
+  }
+  /// Stores the rows' log-sum-exp and dots into the statistics buffer.
+  void storeStatistics(const std::array<Value, 2> &lse, const std::array<Value, 2> &dots) const {
+    storeByQuadLead([&](const Warp &lead, int64_t half) {
+      Value stat[2] = {lse[half], dots[half]};
+      for (auto [which, value] : llvm::enumerate(stat))
+        memref::StoreOp::create(lead.b, loc, value, spec.statistics,
+                                ValueRange{lead.statIndex(which, lead.row(half))});
     });
   }
   /// Stores the rows' log-sum-exp from their maxima and (quad-summed) sums
@@ -399,14 +404,25 @@ struct Warp {
     if (!spec.lse)
       return;
     Value lse[2] = {logSumExp(maxima[0], sums[0]), logSumExp(maxima[1], sums[1])};
-    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, t, im.cst(b, 0));
-    scf::IfOp::create(b, loc, first, [&](OpBuilder &then, Location l) {
-      Warp lead = at(then);
-      for (int64_t half = 0; half < 2; ++half)
-        memref::StoreOp::create(then, l, lse[half], spec.lse,
-                                ValueRange{lead.rowIndex(lead.row(half))});
-      scf::YieldOp::create(then, l);
+    storeByQuadLead([&](const Warp &lead, int64_t half) {
+      memref::StoreOp::create(lead.b, loc, lse[half], spec.lse,
+                              ValueRange{lead.rowIndex(lead.row(half))});
     });
+  }
+  /// The key side's block of queries from `q0` (columns): the transposed
+  /// scores `p` and dp `ds` (rows keys) become p = exp(s - lse) rounded
+  /// and ds = p (dp - dot), from the lse and dots the query side stored.
+  void keyBlockGrads(Value q0, MutableArrayRef<Tile> p, MutableArrayRef<Tile> ds) const {
+    for (size_t n = 0; n < p.size(); ++n) {
+      std::array<Value, 2> lse = loadStatPair(0, column(q0, n, 0));
+      std::array<Value, 2> dot = loadStatPair(1, column(q0, n, 0));
+      for (int64_t e = 0; e < 4; ++e) {
+        Value query = column(q0, n, e);
+        Value masked = above(query, row(e / 2));
+        p[n][e] = rounded(probability(score(p[n][e], masked), lse[e % 2]));
+        ds[n][e] = scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
+      }
+    }
   }
   /// The sums over `width` features of `x * y` (row-major buffers of the
   /// operand type, like the result) for rows g and g + 8 of the warp, in

@@ -612,18 +612,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
         // (The statistics are loaded here, after the products: loaded
         // before them, their registers spilled at heads of 128.)
-        Value q0 = im.mulc(l, block, kQueryBlock);
-        for (size_t n = 0; n < p.size(); ++n) {
-          std::array<Value, 2> lse = lw.loadStatPair(0, lw.column(q0, n, 0));
-          std::array<Value, 2> dot = lw.loadStatPair(1, lw.column(q0, n, 0));
-          for (int64_t e = 0; e < 4; ++e) {
-            Value query = lw.column(q0, n, e);
-            Value masked = lw.above(query, lw.row(e / 2));
-            Value s = lw.score(p[n][e], masked);
-            p[n][e] = lw.rounded(lw.probability(s, lse[e % 2]));
-            ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
-          }
-        }
+        lw.keyBlockGrads(im.mulc(l, block, kQueryBlock), p, ds);
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
         // before the fence.
         SmallVector<Value> operands(carried);
@@ -696,7 +685,7 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   // The softmax gradient's row sums, from the result (no pass over keys),
   // and the rows' log-sum-exp.
   std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
-  Value lse[2] = {cw.loadLse(cw.row(0)), cw.loadLse(cw.row(1))};
+  std::array<Value, 2> lse = cw.loadRowsLse();
   int64_t gradValues = spec.features / 2, blockValues = keyBlock / 2;
   // ds from a block's scores and dp, then dq += ds K issued and committed
   // (K read N-major from the stage at `at`): dq's accumulator struct.
