@@ -33,16 +33,39 @@
 using namespace mlir;
 using namespace mlir::loom;
 
-/// `part` [n, rows, f] into `target` [batch, sequence, f] at (batchStart,
-/// rowStart, 0).
+/// The slice of a [batch, sequence(, f)] tensor of `shape` from (batchStart,
+/// rowStart(, 0)): offsets, sizes and strides.
+struct SliceFrom {
+  SliceFrom(OpBuilder &b, ArrayRef<int64_t> shape, OpFoldResult batchStart,
+            OpFoldResult rowStart)
+      : offsets{batchStart, rowStart}, strides(shape.size(), b.getIndexAttr(1)) {
+    offsets.resize(shape.size(), b.getIndexAttr(0));
+    for (int64_t size : shape)
+      sizes.push_back(b.getIndexAttr(size));
+  }
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+};
+
+/// `part` [n, rows(, f)] into `target` [batch, sequence(, f)] at
+/// (batchStart, rowStart(, 0)): blocks of the results, and of the rows'
+/// log-sum-exp.
 static Value insertPart(OpBuilder &b, Location loc, Value part, Value target,
                         OpFoldResult batchStart, OpFoldResult rowStart) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(part.getType()).getShape();
-  SmallVector<OpFoldResult> offsets{batchStart, rowStart, b.getIndexAttr(0)};
-  SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1]),
-                                  b.getIndexAttr(shape[2])};
-  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, part, target, offsets, sizes, strides);
+  SliceFrom slice(b, cast<RankedTensorType>(part.getType()).getShape(), batchStart, rowStart);
+  return tensor::InsertSliceOp::create(b, loc, part, target, slice.offsets, slice.sizes,
+                                       slice.strides);
+}
+
+/// `count` rows from `rowStart` of the `batch` entries from `batchStart`
+/// of `source` [batch, sequence(, f)].
+static Value slicePart(OpBuilder &b, Location loc, Value source, OpFoldResult batchStart,
+                       int64_t batch, OpFoldResult rowStart, int64_t count) {
+  SmallVector<int64_t> shape(cast<RankedTensorType>(source.getType()).getShape());
+  shape[0] = batch;
+  shape[1] = count;
+  SliceFrom slice(b, shape, batchStart, rowStart);
+  return tensor::ExtractSliceOp::create(b, loc, source, slice.offsets, slice.sizes,
+                                        slice.strides);
 }
 
 /// `rows` [batch, block, n] into `target` [batch, sequence, n] at `start`.
@@ -52,15 +75,11 @@ static Value insertRows(OpBuilder &b, Location loc, Value rows, Value target,
 }
 
 /// Entries [start, start + count) of the leading dim of `source`
-/// [batch, sequence, f].
+/// [batch, sequence(, f)].
 static Value batchSlice(OpBuilder &b, Location loc, Value source, Value start,
                         int64_t count) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(source.getType()).getShape();
-  SmallVector<OpFoldResult> offsets{start, b.getIndexAttr(0), b.getIndexAttr(0)};
-  SmallVector<OpFoldResult> sizes{b.getIndexAttr(count), b.getIndexAttr(shape[1]),
-                                  b.getIndexAttr(shape[2])};
-  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-  return tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes, strides);
+  return slicePart(b, loc, source, start, count, b.getIndexAttr(0),
+                   cast<RankedTensorType>(source.getType()).getShape()[1]);
 }
 
 /// A tensor of `shape` in a buffer of its own (`bufferization.alloc_tensor`),
@@ -146,14 +165,9 @@ struct AttentionBuilder {
                         b.getFloatAttr(type, v));
   }
 
-  /// Rows [start, start + block) of `source` ([batch, sequence, n]).
+  /// Rows [start, start + block) of `source` ([batch, sequence(, n)]).
   Value rows(Value source, Value start) const {
-    int64_t n = cast<RankedTensorType>(source.getType()).getShape().back();
-    SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), start, b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes{b.getIndexAttr(batch), b.getIndexAttr(block),
-                                    b.getIndexAttr(n)};
-    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-    return tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes, strides);
+    return slicePart(b, loc, source, b.getIndexAttr(0), batch, start, block);
   }
 
   /// `lhs[n, i, d] * rhs[...]` summed over d into `acc` (accumulation
@@ -397,10 +411,7 @@ struct AttentionBuilder {
     Value queries = rows(query, qStart), grads = rows(resultGrad, qStart);
     Value end = keyEnd(qStart, keys);
     // The rows' log-sum-exp, as the forward found it.
-    SmallVector<OpFoldResult> offsets{b.getIndexAttr(0), qStart};
-    SmallVector<OpFoldResult> sizes{b.getIndexAttr(batch), b.getIndexAttr(block)};
-    SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
-    Value rowLse = tensor::ExtractSliceOp::create(b, loc, lse, offsets, sizes, strides);
+    Value rowLse = rows(lse, qStart);
     // dp = result_grad @ value^T. The softmax's rule reads it in f32, so
     // loom-autodiff makes that gradient matmul one into f32 (its
     // accumulation type) instead of rounding it to 16 bits and widening it
@@ -514,17 +525,6 @@ static Value fromBatched(OpBuilder &b, Location loc, Value x, RankedTensorType t
   return tensor::ExpandShapeOp::create(b, loc, type, x, batchReassociation(rank, kept));
 }
 
-/// `part` [n, rows] into `target` [batch, sequence] at (batchStart,
-/// rowStart).
-static Value insertRowsPart(OpBuilder &b, Location loc, Value part, Value target,
-                            Value batchStart, Value rowStart) {
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(part.getType()).getShape();
-  SmallVector<OpFoldResult> offsets{batchStart, rowStart};
-  SmallVector<OpFoldResult> sizes{b.getIndexAttr(shape[0]), b.getIndexAttr(shape[1])};
-  SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, loc, part, target, offsets, sizes, strides);
-}
-
 /// The builder of `op` (loom.attention or loom.attention_grad) on its
 /// operands folded to [batch, sequence, features].
 template <typename OpT>
@@ -626,7 +626,7 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
                 SmallVector<Value> next{
                     insertPart(rewriter, loc, out, carried[0], nStart, qStart)};
                 if (lse)
-                  next.push_back(insertRowsPart(rewriter, loc, rowLse, carried[1], nStart, qStart));
+                  next.push_back(insertPart(rewriter, loc, rowLse, carried[1], nStart, qStart));
                 return next;
               });
           return SmallVector<Value>(loop.getResults());
@@ -680,12 +680,7 @@ struct AttentionGradLowering : OpConversionPattern<AttentionGradOp> {
           AttentionBuilder part = builder.part(nStart, chunk);
           Value partResultGrad = batchSlice(rewriter, loc, resultGrad, nStart, chunk);
           Value partOutput = batchSlice(rewriter, loc, output, nStart, chunk);
-          SmallVector<OpFoldResult> offsets{nStart, rewriter.getIndexAttr(0)};
-          SmallVector<OpFoldResult> sizes{rewriter.getIndexAttr(chunk),
-                                          rewriter.getIndexAttr(queries)};
-          SmallVector<OpFoldResult> strides(2, rewriter.getIndexAttr(1));
-          Value partLse =
-              tensor::ExtractSliceOp::create(rewriter, loc, lse, offsets, sizes, strides);
+          Value partLse = batchSlice(rewriter, loc, lse, nStart, chunk);
           auto loop = overBlocks(
               rewriter, loc, queries, part.block,
               {outer[0], filledTensor(rewriter, loc, outer[3], zero),
