@@ -14,7 +14,6 @@ Loom's, relative to each gradient's largest magnitude.
 """
 import json
 import os
-import struct
 import sys
 import time
 
@@ -24,25 +23,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-
-def read_safetensors(path):
-    """{name: float32 array} of an F32 or BF16 .safetensors file."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = info["data_offsets"]
-        raw = blob[8 + n + begin:8 + n + end]
-        if info["dtype"] == "BF16":
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            arr = np.frombuffer(raw, dtype="<f4")
-        out[name] = arr.reshape(info["shape"]).copy()
-    return out
+# The .safetensors reader of the numerics tests' reference.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "test", "Numerics"))
+from reference import read_safetensors  # noqa: E402
 
 
 def main():
@@ -50,7 +34,7 @@ def main():
     torch.set_num_threads(1)
     tdtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
     params = read_safetensors(f"{d}/w.safetensors")
-    q, k, v = (torch.from_numpy(params[n]).to(tdtype).requires_grad_() for n in "qkv")
+    q, k, v = (torch.from_numpy(params[n][0].copy()).to(tdtype).requires_grad_() for n in "qkv")
     target = torch.from_numpy(np.load(f"{d}/target.npy")).to(tdtype)
     t = q.shape[-2]
     mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
