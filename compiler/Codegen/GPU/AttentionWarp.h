@@ -412,17 +412,56 @@ struct Warp {
   /// The key side's block of queries from `q0` (columns): the transposed
   /// scores `p` and dp `ds` (rows keys) become p = exp(s - lse) rounded
   /// and ds = p (dp - dot), from the lse and dots the query side stored.
+  /// (Element by element, each tile's lse and dots loaded just before
+  /// their use: the mma.sync key side at heads of 128 spilled 16-64 bytes
+  /// with p formed tile by tile before ds, more with the block's dots
+  /// loaded first.)
   void keyBlockGrads(Value q0, MutableArrayRef<Tile> p, MutableArrayRef<Tile> ds) const {
     for (size_t n = 0; n < p.size(); ++n) {
       std::array<Value, 2> lse = loadStatPair(0, column(q0, n, 0));
       std::array<Value, 2> dot = loadStatPair(1, column(q0, n, 0));
       for (int64_t e = 0; e < 4; ++e) {
-        Value query = column(q0, n, e);
-        Value masked = above(query, row(e / 2));
-        p[n][e] = rounded(probability(score(p[n][e], masked), lse[e % 2]));
-        ds[n][e] = scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
+        p[n][e] = keyProbability(q0, n, e, p[n][e], lse);
+        ds[n][e] = keyScoreGrad(q0, n, e, p[n][e], ds[n][e], dot);
       }
     }
+  }
+  /// Its first half, p from the scores alone (so that dp's product can
+  /// still be in flight), with the block's dots loaded, a tile's two
+  /// columns' each, for the second.
+  SmallVector<std::array<Value, 2>> keyBlockProbabilities(Value q0,
+                                                          MutableArrayRef<Tile> p) const {
+    SmallVector<std::array<Value, 2>> dots;
+    for (size_t n = 0; n < p.size(); ++n) {
+      dots.push_back(loadStatPair(1, column(q0, n, 0)));
+      std::array<Value, 2> lse = loadStatPair(0, column(q0, n, 0));
+      for (int64_t e = 0; e < 4; ++e)
+        p[n][e] = keyProbability(q0, n, e, p[n][e], lse);
+    }
+    return dots;
+  }
+  /// Its second half, ds from p, dp and those dots.
+  void keyBlockScoreGrads(Value q0, ArrayRef<Tile> p, MutableArrayRef<Tile> ds,
+                          ArrayRef<std::array<Value, 2>> dots) const {
+    for (size_t n = 0; n < p.size(); ++n)
+      for (int64_t e = 0; e < 4; ++e)
+        ds[n][e] = keyScoreGrad(q0, n, e, p[n][e], ds[n][e], dots[n]);
+  }
+  /// p = exp(s - lse) of element e of tile n, rounded (`lse` the tile's
+  /// two columns').
+  Value keyProbability(Value q0, size_t n, int64_t e, Value s,
+                       const std::array<Value, 2> &lse) const {
+    return rounded(probability(score(s, keyMasked(q0, n, e)), lse[e % 2]));
+  }
+  /// ds = p (dp - dot) of element e of tile n.
+  Value keyScoreGrad(Value q0, size_t n, int64_t e, Value p, Value dp,
+                     const std::array<Value, 2> &dots) const {
+    return scoreGrad(p, dp, dots[e % 2], keyMasked(q0, n, e));
+  }
+  /// Whether element e of tile n (rows keys, columns queries from `q0`)
+  /// lies above the diagonal.
+  Value keyMasked(Value q0, size_t n, int64_t e) const {
+    return above(column(q0, n, e), row(e / 2));
   }
   /// The sums over `width` features of `x * y` (row-major buffers of the
   /// operand type, like the result) for rows g and g + 8 of the warp, in

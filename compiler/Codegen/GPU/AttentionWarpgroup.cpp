@@ -29,14 +29,18 @@
 // also overlaps the other's products. The backward's two launches
 // (AttentionKernel.cpp's: the query side's one pass for dq, with the
 // forward's log-sum-exp and rowsum(dO * O); the key side's dk and dv)
-// share the skeleton (WarpgroupLaunch). Fragments and accumulators pass through empty inline
-// asm around the fences and waits (pinRegisters), so LLVM keeps their
-// writes before a fence and their reads after a wait.
+// share the skeleton (WarpgroupLaunch) and overlap their products with
+// their math too, staggered where registers are short: a step's dp runs
+// while p is formed from the scores the last step issued. Fragments and
+// accumulators pass through empty inline asm around the fences and waits
+// (pinRegisters), so LLVM keeps their writes before a fence and their
+// reads after a wait.
 //
 // Shapes: bf16 or f16, heads of 64 or 128 (Q and V's features), operands a
 // tensor map can read (at most 3 batch dims); the forward and the
 // backward's query side need queries in blocks of 128 and keys of 64, its
-// key side keys of 128 and queries of 32. A launch whose shapes do not fit
+// key side keys of 128 and queries of 32 (and, causal, no more keys than
+// queries: every key block has a query block). A launch whose shapes do not fit
 // keeps AttentionKernel.cpp's mma.sync launch.
 //
 //===----------------------------------------------------------------------===//
@@ -446,14 +450,23 @@ struct WarpgroupLaunch {
   /// The same two products issued and committed, not waited for: their
   /// accumulator structs.
   SmallVector<Value> issueScoresAndGrads(OpBuilder &l, Value row, Value at) const {
+    return issue(l, row, at, {kScores, kGrads});
+  }
+  /// Products `which` of those (kScores, kGrads) issued and committed as
+  /// one group: their accumulator structs.
+  SmallVector<Value> issue(OpBuilder &l, Value row, Value at, ArrayRef<int64_t> which) const {
     Products products{l, loc, wgmmaTypes(spec)};
     Value base = residentAddress(l);
     products.fence();
-    Value scores = products.rowsTimesRows(im, resident[0], base, row, streamed[0], at);
-    Value grads = products.rowsTimesRows(im, resident[1], base, row, streamed[1], at);
+    SmallVector<Value> accs;
+    for (int64_t operand : which)
+      accs.push_back(products.rowsTimesRows(im, resident[operand], base, row, streamed[operand], at));
     products.commit();
-    return {scores, grads};
+    return accs;
   }
+  /// The resident and streamed operands whose product is the scores, and
+  /// those whose product is dp (dO V^T; the key side's transposed ones).
+  static constexpr int64_t kScores = 0, kGrads = 1;
 
 private:
   /// `tiles`' rows from `row` of the batch entry into the shared bytes at
@@ -577,8 +590,11 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
 /// each rounded once at the end.
 bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                   int64_t sharedPerBlock) {
+  // (At least one query block for every key block: the first block's
+  // scores come before the loop. A causal block of keys past the last
+  // query has none.)
   if (!spec.backward() || !warpgroupOperands(spec) || spec.keys % kBlockRows ||
-      spec.queries % kQueryBlock)
+      spec.queries % kQueryBlock || spec.queries == 0 || (spec.causal && spec.keys > spec.queries))
     return false;
   WarpgroupLaunch launch(spec, loc, spec.keys, /*lastFirst=*/false,
                          {Tiles(spec.key, spec.features, kBlockRows, kBlockRows),
@@ -601,21 +617,36 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   Warp cw = launch.warpAt(c);
   Value warpgroupRow = launch.warpgroupRow(c);
   int64_t keyValues = spec.features / 2, valueValues = spec.valueFeatures / 2;
+  int64_t blockValues = kQueryBlock / 2;
+  Value first, end;
+  std::tie(first, end) = range(c);
+  // Staggered as the query side at heads of 128: the first block's scores
+  // before the loop; each step issues its own dp, forms p (with the lse
+  // loads) while dp's product runs, then ds, dk and dv and the next
+  // block's scores (the last step its own again: its stage is still
+  // held), and waits for all. (The next block's dp as well, as the
+  // forward overlaps, would add 16 f32 to dk's and dv's 128.)
   SmallVector<Value> init(keyValues + valueValues, cw.f32Constant(0.0));
-  auto [first, end] = range(c);
+  for (const SmallVector<Value> &scores :
+       Products{c, loc, wgmmaTypes(spec)}.settle(launch.issue(
+           c, warpgroupRow, launch.waitFor(c, im.cst(c, 0)), {WarpgroupLaunch::kScores})))
+    llvm::append_range(init, scores);
   auto loop = launch.consume(
       c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
-        // Rows are keys, columns queries: K Q^T and V dO^T, one group.
-        auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
-        // (The statistics are loaded here, after the products: loaded
-        // before them, their registers spilled at heads of 128.)
-        lw.keyBlockGrads(im.mulc(l, block, kQueryBlock), p, ds);
+        Value q0 = im.mulc(l, block, kQueryBlock);
+        // Rows are keys, columns queries: V dO^T issued, then p from the
+        // scores K Q^T the last step formed.
+        Value dp = launch.issue(l, warpgroupRow, at, {WarpgroupLaunch::kGrads})[0];
+        SmallVector<Tile> p = tilesOf(carried.take_back(blockValues));
+        SmallVector<std::array<Value, 2>> dots = lw.keyBlockProbabilities(q0, p);
+        SmallVector<Tile> ds = tilesOf(products.settle({dp})[0]);
+        lw.keyBlockScoreGrads(q0, p, ds, dots);
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
         // before the fence.
-        SmallVector<Value> operands(carried);
+        SmallVector<Value> operands(carried.drop_back(blockValues));
         for (ArrayRef<Tile> tiles : {ArrayRef<Tile>(ds), ArrayRef<Tile>(p)})
           for (size_t j = 0; j < tiles.size() / 2; ++j)
             for (Value reg : lw.aFragment(tiles[2 * j], tiles[2 * j + 1]))
@@ -632,9 +663,15 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
             packStruct(l, loc, all.slice(keyValues, valueValues)), spec.valueFeatures,
             all.take_back(fragments),
             [&](int64_t step) { return grads.nMajor(l, im, at, step); }, spec.element);
-        SmallVector<SmallVector<Value>> sums = products.wait({dk, dv});
-        SmallVector<Value> yielded = sums[0];
-        llvm::append_range(yielded, sums[1]);
+        products.commit();
+        Value last = arith::SubIOp::create(l, loc, end, im.cst(l, 1));
+        Value next = arith::MinUIOp::create(l, loc, im.addc(l, block, 1), last);
+        Value scores = launch.issue(l, warpgroupRow,
+                                    launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)),
+                                    {WarpgroupLaunch::kScores})[0];
+        SmallVector<Value> yielded;
+        for (const SmallVector<Value> &settled : products.settle({dk, dv, scores}))
+          llvm::append_range(yielded, settled);
         return yielded;
       });
   ValueRange results = loop.getResults();
@@ -687,18 +724,27 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
   std::array<Value, 2> lse = cw.loadRowsLse();
   int64_t gradValues = spec.features / 2, blockValues = keyBlock / 2;
-  // ds from a block's scores and dp, then dq += ds K issued and committed
-  // (K read N-major from the stage at `at`): dq's accumulator struct.
-  auto issueGrads = [&](OpBuilder &l, Value block, Value at, SmallVector<Tile> p,
+  // Whether element e of tile n of the key block from k0 is masked.
+  auto masked = [&](const Warp &lw, Value k0, size_t n, int64_t e) {
+    return lw.above(lw.row(e / 2), lw.column(k0, n, e));
+  };
+  // p = exp(s - lse) of a block's scores, rounded, in place.
+  auto probabilities = [&](OpBuilder &l, Value block, MutableArrayRef<Tile> p) {
+    Warp lw = cw.at(l);
+    Value k0 = im.mulc(l, block, keyBlock);
+    for (size_t n = 0; n < p.size(); ++n)
+      for (int64_t e = 0; e < 4; ++e)
+        p[n][e] = lw.rounded(lw.probability(lw.score(p[n][e], masked(lw, k0, n, e)), lse[e / 2]));
+  };
+  // ds from a block's p and dp, then dq += ds K issued and committed (K
+  // read N-major from the stage at `at`): dq's accumulator struct.
+  auto issueGrads = [&](OpBuilder &l, Value block, Value at, ArrayRef<Tile> p,
                         SmallVector<Tile> ds, ValueRange dq) {
     Warp lw = cw.at(l);
     Value k0 = im.mulc(l, block, keyBlock);
     for (size_t n = 0; n < p.size(); ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value masked = lw.above(lw.row(e / 2), lw.column(k0, n, e));
-        p[n][e] = lw.rounded(lw.probability(lw.score(p[n][e], masked), lse[e / 2]));
-        ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], masked);
-      }
+      for (int64_t e = 0; e < 4; ++e)
+        ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], masked(lw, k0, n, e));
     SmallVector<Value> operands(dq);
     for (size_t j = 0; j < ds.size() / 2; ++j)
       for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))
@@ -719,36 +765,51 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
       llvm::append_range(values, settled);
     return values;
   };
-  // Where the registers allow, as the forward does: the first block's
-  // scores and dp before the loop, then each step issues the next block's
-  // before its own ds and dq, so that the tensor cores work through them
-  // (FlashAttention-3's overlap); the last step forms its own block's again
-  // (its stage still held) rather than branch around wgmma. `first` is 0:
-  // every block of queries has a key block. Only at heads of 64: at heads
-  // of 128 the next block's accumulators (64 f32) on top of dq's (64),
-  // this block's (64) and the fragments exceed the 232 registers in some
-  // shapes (ptxas 13.0: 32 bytes spilled a step without the causal mask at
-  // T = 2048, 108 with it at T = 128 in f16; 0 in others).
+  // The tensor cores work through a block's products while the warpgroup
+  // does its softmax math (FlashAttention-3's overlap within a warpgroup),
+  // as far as the registers allow:
+  // - at heads of 64, as the forward: the first block's scores and dp
+  //   before the loop, then each step issues the next block's before its
+  //   own p, ds and dq, and waits once for all;
+  // - at heads of 128 the next block's dp as well (64 f32 on top of dq's
+  //   64, this block's 64 and the fragments) spilled in some shapes
+  //   (ptxas 13.0: 24-72 bytes a step without the causal mask), so the
+  //   steps are staggered: each issues its own dp, forms p from the scores
+  //   the last step issued while dp's product runs, then ds, dq and the
+  //   next block's scores, and waits for both (at most 32 f32 of
+  //   products in flight beside dq's).
+  // Either way the last step forms its own block's products again (its
+  // stage still held) rather than branch around wgmma, and `first` is 0:
+  // every block of queries has a key block.
   bool overlap = spec.features + spec.valueFeatures <= 128;
   SmallVector<Value> init(gradValues, cw.f32Constant(0.0));
+  Value firstAt = launch.waitFor(c, im.cst(c, 0));
   if (overlap)
-    llvm::append_range(init, flatSettled(c, launch.issueScoresAndGrads(
-                                                c, warpgroupRow, launch.waitFor(c, im.cst(c, 0)))));
+    llvm::append_range(init, flatSettled(c, launch.issueScoresAndGrads(c, warpgroupRow, firstAt)));
+  else
+    llvm::append_range(
+        init, flatSettled(c, launch.issue(c, warpgroupRow, firstAt, {WarpgroupLaunch::kScores})));
   auto backward = launch.consume(
       c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         ValueRange dq = carried.take_front(gradValues);
-        if (!overlap) {
-          auto [p, ds] = launch.scoresAndGrads(l, warpgroupRow, at);
-          return flatSettled(l, {issueGrads(l, block, at, p, ds, dq)});
-        }
         Value last = arith::SubIOp::create(l, loc, end, im.cst(l, 1));
         Value next = arith::MinUIOp::create(l, loc, im.addc(l, block, 1), last);
-        SmallVector<Value> nextProducts = launch.issueScoresAndGrads(
-            l, warpgroupRow, launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)));
-        // This block's scores and dp = dO V^T in f32, formed last step.
-        Value sum = issueGrads(l, block, at, tilesOf(carried.slice(gradValues, blockValues)),
-                               tilesOf(carried.take_back(blockValues)), dq);
+        auto nextAt = [&] { return launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)); };
+        // This block's scores (and, overlapped, dp = dO V^T) in f32,
+        // formed last step.
+        SmallVector<Tile> p = tilesOf(carried.slice(gradValues, blockValues));
+        if (!overlap) {
+          Value grads = launch.issue(l, warpgroupRow, at, {WarpgroupLaunch::kGrads})[0];
+          probabilities(l, block, p);
+          SmallVector<Tile> ds = tilesOf(flatSettled(l, {grads}));
+          Value sum = issueGrads(l, block, at, p, ds, dq);
+          Value scores = launch.issue(l, warpgroupRow, nextAt(), {WarpgroupLaunch::kScores})[0];
+          return flatSettled(l, {sum, scores});
+        }
+        SmallVector<Value> nextProducts = launch.issueScoresAndGrads(l, warpgroupRow, nextAt());
+        probabilities(l, block, p);
+        Value sum = issueGrads(l, block, at, p, tilesOf(carried.take_back(blockValues)), dq);
         return flatSettled(l, {sum, nextProducts[0], nextProducts[1]});
       });
   auto dq = backward.getResults().take_front(gradValues);
