@@ -111,6 +111,10 @@ if [ "$arch" = sm_90a ]; then
   # before the persistent kernel can be sm_90a's default.
   $loomc --gpu-mma=wgmma-persistent "$root/test/Numerics/Inputs/gpt-bf16.loom" -o "$out/gpt-persistent"
   $loomc --gpu-mma=wgmma-persistent --train "$out/gpt-train.loom" -o "$out/gpt-train-persistent"
+  # The big training step on it too, timed beside gpt-train-big: what the
+  # step gains if it becomes the default.
+  $loomc --gpu-mma=wgmma-persistent --train --mesh=dp=1,tp=1 "$out/gpt-train-big.loom" \
+    -o "$out/gpt-train-big-persistent"
   # Not yet measured: both wgmma kernels writing their tiles back by TMA
   # stores through shared memory (--gpu-tma-store), the persistent one in
   # clusters of two blocks sharing B by TMA multicast (--gpu-tma-multicast),

@@ -366,12 +366,14 @@ fi  # training
 
 if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
   echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
-  # gpt-train-big runs sm_90a's default attention (wgmma), and
-  # gpt-train-big-mma-sync the mma.sync kernels (--gpu-attention=mma.sync).
+  # gpt-train-big runs sm_90a's defaults (wgmma attention, one block a
+  # matmul tile), gpt-train-big-persistent every matmul on the persistent
+  # kernel, and gpt-train-big-mma-sync the mma.sync attention kernels
+  # (--gpu-attention=mma.sync; with GPU_CHECK_MMA_SYNC=1).
   # PyTorch's step is measured once, from the first run's initial weights.
   steps=8
   torch_json=""
-  for exe in gpt-train-big gpt-train-big-mma-sync; do
+  for exe in gpt-train-big gpt-train-big-persistent gpt-train-big-mma-sync; do
     skip $exe && continue
     if ! run "$here/$exe" train --device cuda --steps $steps --data "$here/gpl.txt" \
          --save-weights "$work/$exe.safetensors" --log "$work/$exe.jsonl" > /dev/null; then

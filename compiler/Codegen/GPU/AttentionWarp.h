@@ -260,30 +260,62 @@ struct Warp {
   /// diagonal. Only the blocks the diagonal crosses in this warp's rows
   /// compare and select (a branch uniform in the warp): the rest, all but
   /// one or two of a row's blocks, skip the 3 instructions an element.
-  void maskAboveDiagonal(Value k0, MutableArrayRef<Tile> s) const {
+  /// `rowsAreKeys`: the key side's transposed tiles (rows keys, columns
+  /// queries from c0); `fill`: the value above the diagonal (-inf when
+  /// null); `then`, where given, maps each element (tile n, element e)
+  /// after the mask, inside both branches: the backward's exponentials
+  /// there stay before the wgmma wait that follows them (after the branch,
+  /// in one basic block with the wait, ptxas moved 27-31 of a step's 32
+  /// after it, undoing the overlap).
+  void maskAboveDiagonal(
+      Value c0, MutableArrayRef<Tile> s, bool rowsAreKeys = false, Value fill = Value(),
+      function_ref<Value(const Warp &, size_t n, int64_t e, Value x)> then = nullptr) const {
+    auto map = [&](const Warp &w, MutableArrayRef<Tile> tiles) {
+      if (then)
+        for (auto [n, tile] : llvm::enumerate(tiles))
+          for (int64_t e = 0; e < 4; ++e)
+            tile[e] = then(w, n, e, tile[e]);
+    };
     if (!spec.causal)
-      return;
-    Value lastKey = im.addc(b, k0, static_cast<int64_t>(s.size()) * 8 - 1);
-    Value crosses = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, lastKey, rowBase);
+      return map(*this, s);
+    // Some key of the block above some query of it: its last key after the
+    // warp's first query, or (rows keys) the warp's last key after its
+    // first query.
+    Value crosses =
+        rowsAreKeys
+            ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
+                                    im.addc(b, rowBase, kRowsPerWarp - 1), c0)
+            : arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt,
+                                    im.addc(b, c0, static_cast<int64_t>(s.size()) * 8 - 1),
+                                    rowBase);
     SmallVector<Type> types;
-    SmallVector<Value> flat;
     for (const Tile &tile : s)
-      for (Value x : tile) {
+      for (Value x : tile)
         types.push_back(x.getType());
-        flat.push_back(x);
-      }
     auto branch = scf::IfOp::create(b, loc, types, crosses, /*withElseRegion=*/true);
-    OpBuilder then = branch.getThenBodyBuilder();
-    Warp inside = at(then);
-    SmallVector<Value> masked;
-    for (auto [n, tile] : llvm::enumerate(s))
-      for (int64_t e = 0; e < 4; ++e)
-        masked.push_back(arith::SelectOp::create(
-            then, loc, inside.above(inside.row(e / 2), inside.column(k0, n, e)),
-            inside.minusInf(), tile[e]));
-    scf::YieldOp::create(then, loc, masked);
-    OpBuilder otherwise = branch.getElseBodyBuilder();
-    scf::YieldOp::create(otherwise, loc, flat);
+    auto yield = [&](OpBuilder &builder, ArrayRef<Tile> tiles) {
+      SmallVector<Value> flat;
+      for (const Tile &tile : tiles)
+        llvm::append_range(flat, tile);
+      scf::YieldOp::create(builder, loc, flat);
+    };
+    OpBuilder inThen = branch.getThenBodyBuilder();
+    Warp inside = at(inThen);
+    Value value = fill ? fill : inside.minusInf();
+    SmallVector<Tile> masked(s.begin(), s.end());
+    for (auto [n, tile] : llvm::enumerate(masked))
+      for (int64_t e = 0; e < 4; ++e) {
+        Value row = inside.row(e / 2), column = inside.column(c0, n, e);
+        tile[e] = arith::SelectOp::create(
+            inThen, loc, rowsAreKeys ? inside.above(column, row) : inside.above(row, column),
+            value, tile[e]);
+      }
+    map(inside, masked);
+    yield(inThen, masked);
+    OpBuilder inElse = branch.getElseBodyBuilder();
+    SmallVector<Tile> plain(s.begin(), s.end());
+    map(at(inElse), plain);
+    yield(inElse, plain);
     for (auto [i, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = branch.getResult(i * 4 + e);
@@ -412,56 +444,47 @@ struct Warp {
   /// The key side's block of queries from `q0` (columns): the transposed
   /// scores `p` and dp `ds` (rows keys) become p = exp(s - lse) rounded
   /// and ds = p (dp - dot), from the lse and dots the query side stored.
-  /// (Element by element, each tile's lse and dots loaded just before
-  /// their use: the mma.sync key side at heads of 128 spilled 16-64 bytes
-  /// with p formed tile by tile before ds, more with the block's dots
-  /// loaded first.)
   void keyBlockGrads(Value q0, MutableArrayRef<Tile> p, MutableArrayRef<Tile> ds) const {
     for (size_t n = 0; n < p.size(); ++n) {
       std::array<Value, 2> lse = loadStatPair(0, column(q0, n, 0));
       std::array<Value, 2> dot = loadStatPair(1, column(q0, n, 0));
       for (int64_t e = 0; e < 4; ++e) {
-        p[n][e] = keyProbability(q0, n, e, p[n][e], lse);
-        ds[n][e] = keyScoreGrad(q0, n, e, p[n][e], ds[n][e], dot);
+        Value query = column(q0, n, e);
+        Value masked = above(query, row(e / 2));
+        p[n][e] = rounded(probability(score(p[n][e], masked), lse[e % 2]));
+        ds[n][e] = scoreGrad(p[n][e], ds[n][e], dot[e % 2], masked);
       }
     }
   }
-  /// Its first half, p from the scores alone (so that dp's product can
-  /// still be in flight), with the block's dots loaded, a tile's two
-  /// columns' each, for the second.
-  SmallVector<std::array<Value, 2>> keyBlockProbabilities(Value q0,
-                                                          MutableArrayRef<Tile> p) const {
-    SmallVector<std::array<Value, 2>> dots;
-    for (size_t n = 0; n < p.size(); ++n) {
-      dots.push_back(loadStatPair(1, column(q0, n, 0)));
-      std::array<Value, 2> lse = loadStatPair(0, column(q0, n, 0));
-      for (int64_t e = 0; e < 4; ++e)
-        p[n][e] = keyProbability(q0, n, e, p[n][e], lse);
-    }
-    return dots;
+  /// The lse and dots of the key side's block of queries from `q0` (the
+  /// columns of `tiles` tiles), a tile's two columns' in one 8-byte load
+  /// each: per tile lse, lse, dot, dot.
+  SmallVector<Value> loadKeyBlockStats(Value q0, int64_t tiles) const {
+    SmallVector<Value> stats;
+    for (int64_t n = 0; n < tiles; ++n)
+      for (int64_t which = 0; which < 2; ++which)
+        llvm::append_range(stats, loadStatPair(which, column(q0, n, 0)));
+    return stats;
   }
-  /// Its second half, ds from p, dp and those dots.
+  /// keyBlockGrads in two halves, from stats loaded before (so that the
+  /// loads' latency and dp's product can both be in flight): p from the
+  /// scores alone, then ds from p and dp. The causal mask by
+  /// maskAboveDiagonal's branch.
+  void keyBlockProbabilities(Value q0, MutableArrayRef<Tile> p, ArrayRef<Value> stats) const {
+    for (Tile &tile : p)
+      for (Value &x : tile)
+        x = score(x, Value());
+    maskAboveDiagonal(q0, p, /*rowsAreKeys=*/true, Value(),
+                      [&](const Warp &w, size_t n, int64_t e, Value x) {
+                        return w.rounded(w.probability(x, stats[4 * n + e % 2]));
+                      });
+  }
   void keyBlockScoreGrads(Value q0, ArrayRef<Tile> p, MutableArrayRef<Tile> ds,
-                          ArrayRef<std::array<Value, 2>> dots) const {
+                          ArrayRef<Value> stats) const {
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e)
-        ds[n][e] = keyScoreGrad(q0, n, e, p[n][e], ds[n][e], dots[n]);
-  }
-  /// p = exp(s - lse) of element e of tile n, rounded (`lse` the tile's
-  /// two columns').
-  Value keyProbability(Value q0, size_t n, int64_t e, Value s,
-                       const std::array<Value, 2> &lse) const {
-    return rounded(probability(score(s, keyMasked(q0, n, e)), lse[e % 2]));
-  }
-  /// ds = p (dp - dot) of element e of tile n.
-  Value keyScoreGrad(Value q0, size_t n, int64_t e, Value p, Value dp,
-                     const std::array<Value, 2> &dots) const {
-    return scoreGrad(p, dp, dots[e % 2], keyMasked(q0, n, e));
-  }
-  /// Whether element e of tile n (rows keys, columns queries from `q0`)
-  /// lies above the diagonal.
-  Value keyMasked(Value q0, size_t n, int64_t e) const {
-    return above(column(q0, n, e), row(e / 2));
+        ds[n][e] = scoreGrad(p[n][e], ds[n][e], stats[4 * n + 2 + e % 2], Value());
+    maskAboveDiagonal(q0, ds, /*rowsAreKeys=*/true, f32Constant(0.0));
   }
   /// The sums over `width` features of `x * y` (row-major buffers of the
   /// operand type, like the result) for rows g and g + 8 of the warp, in

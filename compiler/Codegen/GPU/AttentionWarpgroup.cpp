@@ -39,8 +39,8 @@
 // Shapes: bf16 or f16, heads of 64 or 128 (Q and V's features), operands a
 // tensor map can read (at most 3 batch dims); the forward and the
 // backward's query side need queries in blocks of 128 and keys of 64, its
-// key side keys of 128 and queries of 32 (and, causal, no more keys than
-// queries: every key block has a query block). A launch whose shapes do not fit
+// key side keys of 128 and queries of 32 (and, causal, every key block a
+// query at or after its first key). A launch whose shapes do not fit
 // keeps AttentionKernel.cpp's mma.sync launch.
 //
 //===----------------------------------------------------------------------===//
@@ -591,10 +591,11 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
 bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
                   int64_t sharedPerBlock) {
   // (At least one query block for every key block: the first block's
-  // scores come before the loop. A causal block of keys past the last
-  // query has none.)
+  // scores come before the loop. A causal block of keys whose first key
+  // lies past the last query has none.)
   if (!spec.backward() || !warpgroupOperands(spec) || spec.keys % kBlockRows ||
-      spec.queries % kQueryBlock || spec.queries == 0 || (spec.causal && spec.keys > spec.queries))
+      spec.queries % kQueryBlock || spec.queries == 0 ||
+      (spec.causal && spec.keys >= spec.queries + kBlockRows))
     return false;
   WarpgroupLaunch launch(spec, loc, spec.keys, /*lastFirst=*/false,
                          {Tiles(spec.key, spec.features, kBlockRows, kBlockRows),
@@ -617,36 +618,40 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   Warp cw = launch.warpAt(c);
   Value warpgroupRow = launch.warpgroupRow(c);
   int64_t keyValues = spec.features / 2, valueValues = spec.valueFeatures / 2;
-  int64_t blockValues = kQueryBlock / 2;
+  int64_t blockValues = kQueryBlock / 2, tiles = kQueryBlock / 8, statValues = 4 * tiles;
   Value first, end;
   std::tie(first, end) = range(c);
   // Staggered as the query side at heads of 128: the first block's scores
-  // before the loop; each step issues its own dp, forms p (with the lse
-  // loads) while dp's product runs, then ds, dk and dv and the next
-  // block's scores (the last step its own again: its stage is still
-  // held), and waits for all. (The next block's dp as well, as the
-  // forward overlaps, would add 16 f32 to dk's and dv's 128.)
+  // and statistics (lse and dots) before the loop; each step issues its
+  // own dp, forms p while dp's product runs, then ds, dk and dv and the
+  // next block's scores (the last step its own again: its stage is still
+  // held), loads the next block's statistics, and waits for the products:
+  // the loads' latency (from L2) passes under the wait, not before p. (The
+  // next block's dp in flight as well, as the forward overlaps, would add
+  // 16 f32 to dk's and dv's 128.)
   SmallVector<Value> init(keyValues + valueValues, cw.f32Constant(0.0));
   for (const SmallVector<Value> &scores :
        Products{c, loc, wgmmaTypes(spec)}.settle(launch.issue(
            c, warpgroupRow, launch.waitFor(c, im.cst(c, 0)), {WarpgroupLaunch::kScores})))
     llvm::append_range(init, scores);
+  llvm::append_range(init, cw.loadKeyBlockStats(im.mulc(c, first, kQueryBlock), tiles));
   auto loop = launch.consume(
       c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
         Value q0 = im.mulc(l, block, kQueryBlock);
+        SmallVector<Value> stats(carried.take_back(statValues));
         // Rows are keys, columns queries: V dO^T issued, then p from the
         // scores K Q^T the last step formed.
         Value dp = launch.issue(l, warpgroupRow, at, {WarpgroupLaunch::kGrads})[0];
-        SmallVector<Tile> p = tilesOf(carried.take_back(blockValues));
-        SmallVector<std::array<Value, 2>> dots = lw.keyBlockProbabilities(q0, p);
+        SmallVector<Tile> p = tilesOf(carried.slice(keyValues + valueValues, blockValues));
+        lw.keyBlockProbabilities(q0, p, stats);
         SmallVector<Tile> ds = tilesOf(products.settle({dp})[0]);
-        lw.keyBlockScoreGrads(q0, p, ds, dots);
+        lw.keyBlockScoreGrads(q0, p, ds, stats);
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
         // before the fence.
-        SmallVector<Value> operands(carried.drop_back(blockValues));
+        SmallVector<Value> operands(carried.take_front(keyValues + valueValues));
         for (ArrayRef<Tile> tiles : {ArrayRef<Tile>(ds), ArrayRef<Tile>(p)})
           for (size_t j = 0; j < tiles.size() / 2; ++j)
             for (Value reg : lw.aFragment(tiles[2 * j], tiles[2 * j + 1]))
@@ -669,15 +674,17 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         Value scores = launch.issue(l, warpgroupRow,
                                     launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)),
                                     {WarpgroupLaunch::kScores})[0];
+        SmallVector<Value> nextStats = lw.loadKeyBlockStats(im.mulc(l, next, kQueryBlock), tiles);
         SmallVector<Value> yielded;
         for (const SmallVector<Value> &settled : products.settle({dk, dv, scores}))
           llvm::append_range(yielded, settled);
+        llvm::append_range(yielded, nextStats);
         return yielded;
       });
   ValueRange results = loop.getResults();
   auto same = [](Value x, int64_t) { return x; };
   cw.storeRows(spec.outputs[1], tilesOf(results.take_front(keyValues)), same);
-  cw.storeRows(spec.outputs[2], tilesOf(results.drop_front(keyValues)), same);
+  cw.storeRows(spec.outputs[2], tilesOf(results.slice(keyValues, valueValues)), same);
   sinkViewsIntoLaunch(launch.launch);
   return true;
 }
@@ -724,27 +731,28 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
   std::array<Value, 2> lse = cw.loadRowsLse();
   int64_t gradValues = spec.features / 2, blockValues = keyBlock / 2;
-  // Whether element e of tile n of the key block from k0 is masked.
-  auto masked = [&](const Warp &lw, Value k0, size_t n, int64_t e) {
-    return lw.above(lw.row(e / 2), lw.column(k0, n, e));
-  };
-  // p = exp(s - lse) of a block's scores, rounded, in place.
+  // p = exp(s - lse) of a block's scores, rounded, in place (the causal
+  // mask by maskAboveDiagonal's branch).
   auto probabilities = [&](OpBuilder &l, Value block, MutableArrayRef<Tile> p) {
     Warp lw = cw.at(l);
-    Value k0 = im.mulc(l, block, keyBlock);
-    for (size_t n = 0; n < p.size(); ++n)
-      for (int64_t e = 0; e < 4; ++e)
-        p[n][e] = lw.rounded(lw.probability(lw.score(p[n][e], masked(lw, k0, n, e)), lse[e / 2]));
+    for (Tile &tile : p)
+      for (Value &x : tile)
+        x = lw.score(x, Value());
+    lw.maskAboveDiagonal(im.mulc(l, block, keyBlock), p, /*rowsAreKeys=*/false, Value(),
+                         [&](const Warp &w, size_t, int64_t e, Value x) {
+                           return w.rounded(w.probability(x, lse[e / 2]));
+                         });
   };
   // ds from a block's p and dp, then dq += ds K issued and committed (K
   // read N-major from the stage at `at`): dq's accumulator struct.
   auto issueGrads = [&](OpBuilder &l, Value block, Value at, ArrayRef<Tile> p,
                         SmallVector<Tile> ds, ValueRange dq) {
     Warp lw = cw.at(l);
-    Value k0 = im.mulc(l, block, keyBlock);
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e)
-        ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], masked(lw, k0, n, e));
+        ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], Value());
+    lw.maskAboveDiagonal(im.mulc(l, block, keyBlock), ds, /*rowsAreKeys=*/false,
+                         lw.f32Constant(0.0));
     SmallVector<Value> operands(dq);
     for (size_t j = 0; j < ds.size() / 2; ++j)
       for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))
