@@ -39,7 +39,7 @@
 // Shapes: bf16 or f16, heads of 64 or 128 (Q and V's features), operands a
 // tensor map can read (at most 3 batch dims); the forward and the
 // backward's query side need queries in blocks of 128 and keys of 64, its
-// key side keys of 128 and queries of 32 (and, causal, every key block a
+// key side keys of 128 and queries of 32 or 64 (and, causal, every key block a
 // query at or after its first key). A launch whose shapes do not fit
 // keeps AttentionKernel.cpp's mma.sync launch.
 //
@@ -70,8 +70,14 @@ constexpr int64_t kConsumerThreads = 256, kProducerThreads = 128;
 /// them.
 constexpr int64_t kProducerRegisters = 40, kConsumerRegisters = 232;
 constexpr int64_t kMaxStages = 4;
-/// The backward's blocks of queries (the products' N).
-constexpr int64_t kQueryBlock = 32;
+/// The key side's blocks of queries (its first products' N): 64 at heads
+/// of 64, where dk's and dv's accumulators leave the registers for them
+/// (m64n64: a product's operands read from shared memory a third less per
+/// FLOP than m64n32's); 32 at heads of 128 (blocks of 64 spilled 160-424
+/// bytes there).
+int64_t keySideQueryBlock(const AttentionSpec &spec) {
+  return spec.features + spec.valueFeatures <= 128 && spec.queries % 64 == 0 ? 64 : 32;
+}
 
 /// An operand the TMA unit copies into shared memory, `rows` rows of
 /// `width` features at a time (64 or 128): per `boxRows` rows, width / 64
@@ -583,7 +589,7 @@ bool buildForward(OpBuilder &b, Location loc, const AttentionSpec &spec,
 }
 
 /// The backward's key side: 128 keys a block (K and V resident) against
-/// blocks of 32 queries (Q and dO streamed) from the block's diagonal
+/// blocks of 32 or 64 queries (Q and dO streamed) from the block's diagonal
 /// (causal): the transposed scores and dp (`K Q^T`, `V dO^T`), p and ds
 /// from the lse and dots the query side stored, `dv += p^T dO` and `dk += ds^T Q`
 /// (Q and dO read N-major, the same stage the first products read K-major),
@@ -593,15 +599,16 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   // (At least one query block for every key block: the first block's
   // scores come before the loop. A causal block of keys whose first key
   // lies past the last query has none.)
+  int64_t queryBlock = keySideQueryBlock(spec);
   if (!spec.backward() || !warpgroupOperands(spec) || spec.keys % kBlockRows ||
-      spec.queries % kQueryBlock || spec.queries == 0 ||
+      spec.queries % queryBlock || spec.queries == 0 ||
       (spec.causal && spec.keys >= spec.queries + kBlockRows))
     return false;
   WarpgroupLaunch launch(spec, loc, spec.keys, /*lastFirst=*/false,
                          {Tiles(spec.key, spec.features, kBlockRows, kBlockRows),
                           Tiles(spec.value, spec.valueFeatures, kBlockRows, kBlockRows)},
-                         {Tiles(spec.query, spec.features, kQueryBlock, kQueryBlock),
-                          Tiles(spec.resultGrad, spec.valueFeatures, kQueryBlock, kQueryBlock)});
+                         {Tiles(spec.query, spec.features, queryBlock, queryBlock),
+                          Tiles(spec.resultGrad, spec.valueFeatures, queryBlock, queryBlock)});
   if (!launch.plan(sharedPerBlock))
     return false;
   launch.create(b);
@@ -609,8 +616,8 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   const Tiles &queries = launch.streamed[0], &grads = launch.streamed[1];
   // Causal: from the query block holding the block's first key on.
   auto range = [&](OpBuilder &o) {
-    Value first = spec.causal ? im.divc(o, launch.blockRow, kQueryBlock) : im.cst(o, 0);
-    return std::make_pair(first, im.cst(o, spec.queries / kQueryBlock));
+    Value first = spec.causal ? im.divc(o, launch.blockRow, queryBlock) : im.cst(o, 0);
+    return std::make_pair(first, im.cst(o, spec.queries / queryBlock));
   };
   launch.produce(range);
 
@@ -618,7 +625,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   Warp cw = launch.warpAt(c);
   Value warpgroupRow = launch.warpgroupRow(c);
   int64_t keyValues = spec.features / 2, valueValues = spec.valueFeatures / 2;
-  int64_t blockValues = kQueryBlock / 2, tiles = kQueryBlock / 8, statValues = 4 * tiles;
+  int64_t blockValues = queryBlock / 2, tiles = queryBlock / 8, statValues = 4 * tiles;
   Value first, end;
   std::tie(first, end) = range(c);
   // Staggered as the query side at heads of 128: the first block's scores
@@ -634,13 +641,13 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
        Products{c, loc, wgmmaTypes(spec)}.settle(launch.issue(
            c, warpgroupRow, launch.waitFor(c, im.cst(c, 0)), {WarpgroupLaunch::kScores})))
     llvm::append_range(init, scores);
-  llvm::append_range(init, cw.loadKeyBlockStats(im.mulc(c, first, kQueryBlock), tiles));
+  llvm::append_range(init, cw.loadKeyBlockStats(im.mulc(c, first, queryBlock), tiles));
   auto loop = launch.consume(
       c, first, end, init,
       [&](OpBuilder &l, Value block, Value at, ValueRange carried) -> SmallVector<Value> {
         Warp lw = cw.at(l);
         Products products{l, loc, wgmmaTypes(spec)};
-        Value q0 = im.mulc(l, block, kQueryBlock);
+        Value q0 = im.mulc(l, block, queryBlock);
         SmallVector<Value> stats(carried.take_back(statValues));
         // Rows are keys, columns queries: V dO^T issued, then p from the
         // scores K Q^T the last step formed.
@@ -658,7 +665,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
               operands.push_back(registerWord(l, loc, reg));
         operands = pinRegisters(l, loc, operands);
         ArrayRef<Value> all(operands);
-        int64_t fragments = kQueryBlock / kInstructionK * 4;
+        int64_t fragments = queryBlock / kInstructionK * 4;
         products.fence();
         Value dk = products.registers(
             packStruct(l, loc, all.take_front(keyValues)), spec.features,
@@ -674,7 +681,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         Value scores = launch.issue(l, warpgroupRow,
                                     launch.waitFor(l, arith::SubIOp::create(l, loc, next, first)),
                                     {WarpgroupLaunch::kScores})[0];
-        SmallVector<Value> nextStats = lw.loadKeyBlockStats(im.mulc(l, next, kQueryBlock), tiles);
+        SmallVector<Value> nextStats = lw.loadKeyBlockStats(im.mulc(l, next, queryBlock), tiles);
         SmallVector<Value> yielded;
         for (const SmallVector<Value> &settled : products.settle({dk, dv, scores}))
           llvm::append_range(yielded, settled);
