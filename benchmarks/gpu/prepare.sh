@@ -52,6 +52,16 @@ for size in 2048 8192; do
              name = $2; sub(/^@/, "", name); sub(/\(.*/, "", name)
              print (/result_grad/ ? "backward" : "forward"), name }' > "$out/attention-grad$size.kernels"
 done
+# The backward's other wgmma forms, checked kernel by kernel: heads of 64
+# (the query side's full overlap, the key side's blocks of 64 queries),
+# and causal cross attention with fewer queries than keys (the query side
+# on mma.sync, the key side on wgmma with a key block reaching past the
+# last query).
+sed -e 's/^precision f32/precision bf16/' -e 's/^dim H = .*/dim H = 4/' \
+    -e 's/^dim T = .*/dim T = 1024/' -e 's/^dim E = .*/dim E = 64/' -e 's/\* 0.25/* 0.125/' \
+    "$root/test/Numerics/Inputs/attention-grad.loom" > "$out/attention-grad-h64.loom"
+$loomc --gradients "$out/attention-grad-h64.loom" -o "$out/attention-grad-h64"
+$loomc --gradients "$root/benchmarks/gpu/attention-cross-grad.loom" -o "$out/attention-cross-grad"
 # The training step (forward, backward, AdamW) of examples/gpt-train.loom in
 # bf16: checked kernel by kernel, and 20 steps on the GPU against 20 on the
 # CPU on the GPL (carried as gpl.txt). And the same script at a size that

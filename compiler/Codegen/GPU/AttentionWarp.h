@@ -256,28 +256,21 @@ struct Warp {
       return Value();
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, key, query);
   }
-  /// Causal: the scores `s` of the key block from k0 set to -inf above the
-  /// diagonal. Only the blocks the diagonal crosses in this warp's rows
+  /// Causal: the elements of `s` (the key block from c0: the forward's
+  /// scores) above the diagonal set to -inf. Only the blocks the diagonal crosses in this warp's rows
   /// compare and select (a branch uniform in the warp): the rest, all but
   /// one or two of a row's blocks, skip the 3 instructions an element.
   /// `rowsAreKeys`: the key side's transposed tiles (rows keys, columns
   /// queries from c0); `fill`: the value above the diagonal (-inf when
-  /// null); `then`, where given, maps each element (tile n, element e)
-  /// after the mask, inside both branches: the backward's exponentials
-  /// there stay before the wgmma wait that follows them (after the branch,
-  /// in one basic block with the wait, ptxas moved 27-31 of a step's 32
-  /// after it, undoing the overlap).
-  void maskAboveDiagonal(
-      Value c0, MutableArrayRef<Tile> s, bool rowsAreKeys = false, Value fill = Value(),
-      function_ref<Value(const Warp &, size_t n, int64_t e, Value x)> then = nullptr) const {
-    auto map = [&](const Warp &w, MutableArrayRef<Tile> tiles) {
-      if (then)
-        for (auto [n, tile] : llvm::enumerate(tiles))
-          for (int64_t e = 0; e < 4; ++e)
-            tile[e] = then(w, n, e, tile[e]);
-    };
+  /// null). The backward masks its probabilities (fill 0) after forming
+  /// them all: then the exponentials lie before the branch, not in the
+  /// basic block of the wgmma wait that follows (there ptxas moved 27-31 of
+  /// a step's 32 after the wait, undoing the overlap), and no select
+  /// splits an exponent's multiply and subtract (one fma).
+  void maskAboveDiagonal(Value c0, MutableArrayRef<Tile> s, bool rowsAreKeys = false,
+                         Value fill = Value()) const {
     if (!spec.causal)
-      return map(*this, s);
+      return;
     // Some key of the block above some query of it: its last key after the
     // warp's first query, or (rows keys) the warp's last key after its
     // first query.
@@ -310,12 +303,9 @@ struct Warp {
             inThen, loc, rowsAreKeys ? inside.above(column, row) : inside.above(row, column),
             value, tile[e]);
       }
-    map(inside, masked);
     yield(inThen, masked);
     OpBuilder inElse = branch.getElseBodyBuilder();
-    SmallVector<Tile> plain(s.begin(), s.end());
-    map(at(inElse), plain);
-    yield(inElse, plain);
+    yield(inElse, s);
     for (auto [i, tile] : llvm::enumerate(s))
       for (int64_t e = 0; e < 4; ++e)
         tile[e] = branch.getResult(i * 4 + e);
@@ -471,13 +461,10 @@ struct Warp {
   /// scores alone, then ds from p and dp. The causal mask by
   /// maskAboveDiagonal's branch.
   void keyBlockProbabilities(Value q0, MutableArrayRef<Tile> p, ArrayRef<Value> stats) const {
-    for (Tile &tile : p)
-      for (Value &x : tile)
-        x = score(x, Value());
-    maskAboveDiagonal(q0, p, /*rowsAreKeys=*/true, Value(),
-                      [&](const Warp &w, size_t n, int64_t e, Value x) {
-                        return w.rounded(w.probability(x, stats[4 * n + e % 2]));
-                      });
+    for (auto [n, tile] : llvm::enumerate(p))
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = rounded(probability(score(tile[e], Value()), stats[4 * n + e % 2]));
+    maskAboveDiagonal(q0, p, /*rowsAreKeys=*/true, f32Constant(0.0));
   }
   void keyBlockScoreGrads(Value q0, ArrayRef<Tile> p, MutableArrayRef<Tile> ds,
                           ArrayRef<Value> stats) const {

@@ -738,17 +738,15 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
   std::array<Value, 2> lse = cw.loadRowsLse();
   int64_t gradValues = spec.features / 2, blockValues = keyBlock / 2;
-  // p = exp(s - lse) of a block's scores, rounded, in place (the causal
-  // mask by maskAboveDiagonal's branch).
+  // p = exp(s - lse) of a block's scores, rounded, in place, then the
+  // causal mask (maskAboveDiagonal's branch, after the exponentials).
   auto probabilities = [&](OpBuilder &l, Value block, MutableArrayRef<Tile> p) {
     Warp lw = cw.at(l);
     for (Tile &tile : p)
-      for (Value &x : tile)
-        x = lw.score(x, Value());
-    lw.maskAboveDiagonal(im.mulc(l, block, keyBlock), p, /*rowsAreKeys=*/false, Value(),
-                         [&](const Warp &w, size_t, int64_t e, Value x) {
-                           return w.rounded(w.probability(x, lse[e / 2]));
-                         });
+      for (int64_t e = 0; e < 4; ++e)
+        tile[e] = lw.rounded(lw.probability(lw.score(tile[e], Value()), lse[e / 2]));
+    lw.maskAboveDiagonal(im.mulc(l, block, keyBlock), p, /*rowsAreKeys=*/false,
+                         lw.f32Constant(0.0));
   };
   // ds from a block's p and dp, then dq += ds K issued and committed (K
   // read N-major from the stage at `at`): dq's accumulator struct.
