@@ -28,9 +28,10 @@ struct Buffer {
   int64_t bytes = 0;
   int64_t first = 0, last = 0; // steps during which the bytes are live
   int64_t offset = 0;
-  /// A param's update written over the param (inPlaceUpdates): the param's
-  /// id; the buffer has the param's bytes and is not placed itself.
+  /// A param's update written over the param (inPlaceUpdates), or a view
+  /// (isViewStep): the buffer whose bytes it has; it is not placed itself.
   long sharesBytesOf = -1;
+  bool view = false; // the plan's `view ID OF` record
   std::string sharding; // SPMD plans: "dp,-" for a split input, param or output
   int64_t bound = 0;    // integer inputs: their values lie in [0, bound)
   /// A pipelined plan: the ranks of the pipeline axis that touch the
@@ -477,7 +478,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     return isa<func::CallOp>(op) || mlir::loom::isPlanStepOp(op);
   };
   for (Operation &op : body.without_terminator())
-    numSteps += isStep(&op) && !mlir::loom::joinsGradientBucket(&op);
+    numSteps += isStep(&op) && !mlir::loom::joinsGradientBucket(&op) &&
+                !::loom::isViewStep(&op);
 
   // An SPMD program runs over the grid it names.
   std::optional<mlir::loom::Grid> grid;
@@ -576,10 +578,24 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
     // one collective of IN OUT pairs.
     bool joins = mlir::loom::joinsGradientBucket(&op);
     int64_t at = joins ? step - 1 : step;
+    // A view (isViewStep): its result gets the bytes its argument has
+    // (which live as long as it is read), and no step.
+    if (::loom::isViewStep(&op)) {
+      long bytes = static_cast<long>(bufferOf.lookup(op.getOperand(0)));
+      while (buffers[bytes].sharesBytesOf >= 0)
+        bytes = buffers[bytes].sharesBytesOf;
+      addBuffer(op.getResult(0), tempName('t'), "temp");
+      buffers.back().sharesBytesOf = bytes;
+      buffers.back().view = true;
+      buffers.back().first = buffers.back().last = at;
+      continue;
+    }
     std::vector<size_t> args;
     for (Value operand : op.getOperands()) {
       size_t id = bufferOf.lookup(operand);
-      buffers[id].last = std::max(buffers[id].last, at);
+      // (A view's reads keep the bytes it shares.)
+      for (long each = static_cast<long>(id); each >= 0; each = buffers[each].sharesBytesOf)
+        buffers[each].last = std::max(buffers[each].last, at);
       args.push_back(id);
     }
     size_t numReads = args.size();
@@ -718,6 +734,8 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       os << "shard " << id << " " << buffer.sharding << "\n";
     if (buffer.bound)
       os << "bound " << id << " " << buffer.bound << "\n";
+    if (buffer.view)
+      os << "view " << id << " " << buffer.sharesBytesOf << "\n";
     // Params and their updates that only some stages' ranks hold.
     if (!buffer.ranks.empty() && !buffer.ranks.all() && buffer.role != "temp") {
       os << "held " << id << " ";

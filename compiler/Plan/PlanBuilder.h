@@ -56,6 +56,16 @@ buildPlan(mlir::func::FuncOp model,
           const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch,
           const GpuCode *gpu = nullptr);
 
+/// Whether `op` is a call of a model whose kernel only reshapes its one
+/// argument (loom.reshape, or the collapse and expand it lowers to: a view
+/// of the same row-major bytes), where the argument is another kernel's
+/// result and neither it nor the call's result is a model output, in a
+/// model that is not pipelined. The plan gives the result the argument's
+/// bytes instead of a step, which would only copy them (a weight
+/// gradient's `[B, T, D] -> [B T, D]` of its activations, a GPT step's
+/// heads split and merged): it launches nothing.
+bool isViewStep(mlir::Operation *op);
+
 /// A `shard` collective's kind as plans and reports name it: all-reduce,
 /// all-gather, all-slice, reduce-scatter, all-to-all or broadcast; empty
 /// for any other op.

@@ -9,6 +9,8 @@ first names it (inputs and params: from before the first step) to the step
 that last names it (params and outputs: to after the last step). An
 `update` whose output has exactly its param's bytes is an in-place update
 (the kernel writes the new value over the param): those two may share.
+A `view ID OF` buffer is OF's bytes in another shape: it must have OF's
+offset and byte count, and its reads count as reads of OF.
 
 Prints one `error: ...` line per problem and exits 1, or prints a summary:
   plan ok: B buffers, K kernels, S steps, arena A, R reused
@@ -67,8 +69,10 @@ def main(argv):
         error("arena %d is not a positive multiple of %d" % (arena, ALIGNMENT))
 
     buffers, kernels, steps = [], {}, []
-    order = {"buffer": 0, "kernel": 1, "step": 2, "optimizer": 3, "update": 4, "end": 5}
+    order = {"buffer": 0, "view": 0, "kernel": 1, "step": 2, "optimizer": 3, "update": 4,
+             "end": 5}
     in_place = set()  # (output, param): an update written over its param
+    views = {}  # view id -> the buffer whose bytes it is
     stage = 0
     for number, line in enumerate(lines[4:], start=5):
         fields = line.split(" ")
@@ -117,6 +121,19 @@ def main(argv):
                 error("buffer %s (%s): a %s with an initializer" % (bid, name, role))
             buffers.append({"id": int(bid), "name": name, "role": role,
                             "offset": offset, "bytes": nbytes})
+        elif kind == "view":
+            view, of = int(fields[1]), int(fields[2])
+            if view != len(buffers) - 1 or of >= view:
+                error("line %d: a view of %d is not right after buffer %d's record"
+                      % (number, of, view))
+                continue
+            if buffers[of]["role"] != "temp" or buffers[view]["role"] != "temp" \
+                    or of in views:
+                error("line %d: view %d of %d is not a temp of a temp" % (number, view, of))
+            if (buffers[view]["offset"], buffers[view]["bytes"]) != \
+                    (buffers[of]["offset"], buffers[of]["bytes"]):
+                error("line %d: view %d is not buffer %d's bytes" % (number, view, of))
+            views[view] = of
         elif kind == "kernel":
             if fields[1] in kernels:
                 error("line %d: duplicate kernel %s" % (number, fields[1]))
@@ -151,10 +168,12 @@ def main(argv):
     last = {}
     for index, (_, args) in enumerate(steps):
         for a in args:
+            a = views.get(a, a)
             first.setdefault(a, index)
             last[a] = index
     end = len(steps)
-    for b in buffers:
+    placed = [b for b in buffers if b["id"] not in views]
+    for b in placed:
         role = b["role"]
         if role in ("input", "param"):
             b["first"] = -1
@@ -172,8 +191,8 @@ def main(argv):
                                                       b["offset"], b["offset"] + b["bytes"]))
 
     reused = set()
-    for i, a in enumerate(buffers):
-        for b in buffers[i + 1:]:
+    for i, a in enumerate(placed):
+        for b in placed[i + 1:]:
             lives = a["first"] <= b["last"] and b["first"] <= a["last"]
             shares = a["offset"] < b["offset"] + b["bytes"] and \
                 b["offset"] < a["offset"] + a["bytes"]
@@ -198,7 +217,7 @@ def main(argv):
     # (An in-place update's output is its param's bytes: counted once.)
     aliases = {max(pair) for pair in in_place}
     for index in range(-1, end + 1):
-        live = sum(b["bytes"] for b in buffers
+        live = sum(b["bytes"] for b in placed
                    if b["first"] <= index <= b["last"] and b["id"] not in aliases)
         if live > arena:
             error("%d bytes live at step %d do not fit the arena of %d"
@@ -208,8 +227,9 @@ def main(argv):
         print("error: " + message)
     if errors:
         return 1
-    print("plan ok: %d buffers, %d kernels, %d steps, arena %d, %d reused"
-          % (len(buffers), len(kernels), len(steps), arena, len(reused)))
+    print("plan ok: %d buffers, %d kernels, %d steps, arena %d, %d reused%s"
+          % (len(buffers), len(kernels), len(steps), arena, len(reused),
+             ", %d views" % len(views) if views else ""))
     return 0
 
 

@@ -635,7 +635,7 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   // held), loads the next block's statistics, and waits for the products:
   // the loads' latency (from L2) passes under the wait, not before p. (The
   // next block's dp in flight as well, as the forward overlaps, would add
-  // 16 f32 to dk's and dv's 128.)
+  // a block's f32 to dk's and dv's: 16 to 128 at heads of 128.)
   SmallVector<Value> init(keyValues + valueValues, cw.f32Constant(0.0));
   for (const SmallVector<Value> &scores :
        Products{c, loc, wgmmaTypes(spec)}.settle(launch.issue(

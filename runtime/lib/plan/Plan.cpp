@@ -229,7 +229,7 @@ constexpr const char *kTensorMapSyntax =
     "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE";
 constexpr const char *kOrder =
     "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-    "followed by its shard, bound and held), kernel (each followed by its "
+    "followed by its shard, bound, held and view), kernel (each followed by its "
     "terms), launch, step, collective, "
     "accumulate, section, carry and transfer, "
     "microbatches, assemble, optimizer, update, "
@@ -247,6 +247,7 @@ enum Record {
   RecordShard,
   RecordBound,
   RecordHeld,
+  RecordView,
   RecordKernel,
   RecordTerms,
   RecordLaunch,
@@ -273,6 +274,7 @@ constexpr RecordInfo kRecords[] = {
     {"arena", RankArena},      {"gpu-image", RankGpuImage},
     {"buffer", RankBuffer},    {"shard", RankBuffer},
     {"bound", RankBuffer},     {"held", RankBuffer},
+    {"view", RankBuffer},
     {"kernel", RankKernel},    {"terms", RankKernel},
     {"launch", RankLaunch},
     {"step", RankStep},        {"collective", RankStep},
@@ -520,6 +522,7 @@ private:
   bool parseShard(size_t index);
   bool parseBound(size_t index);
   bool parseHeld(size_t index);
+  bool parseView(size_t index);
   /// A record about the buffer just declared (`shard`, `bound`): field 1
   /// names it, and the record comes right after the buffer's (or, where
   /// `afterShard`, after its shard), once.
@@ -695,6 +698,8 @@ bool PlanParser::parseRecord(size_t index, Record record) {
     return parseBound(index);
   case RecordHeld:
     return parseHeld(index);
+  case RecordView:
+    return parseView(index);
   case RecordKernel:
     return parseKernel(index);
   case RecordTerms:
@@ -825,6 +830,31 @@ bool PlanParser::parseBound(size_t index) {
     return fail(index, "bad bound '" + std::string(fields[2]) +
                            "' (expected a positive integer)");
   buffer.bound = static_cast<int64_t>(limit);
+  return true;
+}
+
+bool PlanParser::parseView(size_t index) {
+  if (!expectFields(index, 3, "view ID OF"))
+    return false;
+  if (!checkFollowsBuffer(index, RecordView, /*afterShard=*/false))
+    return false;
+  PlanBuffer &view = plan.buffers.back();
+  uint64_t of;
+  if (!parseUnsigned(fields[2], of) || of >= view.id)
+    return fail(index, "a view of '" + std::string(fields[2]) +
+                           "' (expected an earlier buffer's id)");
+  const PlanBuffer &bytes = plan.buffers[of];
+  if (view.role != BufferRole::Temp || bytes.role != BufferRole::Temp || bytes.viewOf >= 0)
+    return fail(index, "a view is a temp of another temp's bytes, not " +
+                           std::string(roleName(view.role)) + " '" + view.name + "' of " +
+                           std::string(roleName(bytes.role)) + " '" + bytes.name + "'" +
+                           (bytes.viewOf >= 0 ? " (itself a view)" : ""));
+  if (view.offset != bytes.offset || view.bytes != bytes.bytes)
+    return fail(index, "view '" + view.name + "' (" + std::to_string(view.bytes) +
+                           " bytes at " + std::to_string(view.offset) + ") is not '" +
+                           bytes.name + "' (" + std::to_string(bytes.bytes) + " bytes at " +
+                           std::to_string(bytes.offset) + ")");
+  view.viewOf = static_cast<int64_t>(of);
   return true;
 }
 

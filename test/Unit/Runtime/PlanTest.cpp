@@ -251,11 +251,11 @@ TEST(Plan, RejectsBadRecords) {
       {11, "buffer 6 z temp f32 1 0",
        "plan:12: 'buffer' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard, bound and held), kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
+       "followed by its shard, bound, held and view), kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
       {13, "kernel k2 1",
        "plan:14: 'kernel' record out of order (records come in the order "
        "loom-plan, model, device, mesh, pipeline, arena, gpu-image, buffer (each "
-       "followed by its shard, bound and held), kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
+       "followed by its shard, bound, held and view), kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)"},
       {1, "model", "plan:2: expected 'model NAME'"},
       {1, "model a-b", "plan:2: bad name 'a-b' (names are [A-Za-z0-9_.]+)"},
       {2, "device tpu", "plan:3: unknown device 'tpu' (expected cpu or cuda)"},
@@ -527,7 +527,7 @@ TEST(Plan, RejectsBadGpuRecords) {
       "tmap:BUFFER:OFFSET:DTYPE:DIMS:STRIDES:BOX:SWIZZLE)";
   const std::string order =
       " record out of order (records come in the order loom-plan, model, "
-      "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound and held), "
+      "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound, held and view), "
       "kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
   struct Case {
     size_t index;
@@ -1074,4 +1074,48 @@ TEST(Plan, RejectsBadPipelineRecords) {
   std::string error;
   EXPECT_FALSE(parsePlan(sealLines(late), plan, error));
   EXPECT_EQ(error, "plan:19: a forward step after an update step");
+}
+
+TEST(Plan, Views) {
+  // A temp that is another temp's bytes in another shape (loomc's view of a
+  // kernel that would only reshape): right after its buffer record, with
+  // the same offset and bytes; it round-trips through the writer.
+  std::vector<std::string> lines = examplePlanLines();
+  lines.insert(lines.begin() + 10, "buffer 6 t6 temp f32 128,1024 4268032");
+  lines.insert(lines.begin() + 11, "view 6 4");
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  EXPECT_EQ(plan.buffers[6].viewOf, 4);
+  EXPECT_EQ(plan.buffers[4].viewOf, -1);
+  Plan again;
+  ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
+  EXPECT_EQ(again.buffers[6].viewOf, 4);
+
+  auto withView = [&](const std::string &buffer, const std::string &view) {
+    std::vector<std::string> bad = lines;
+    bad[10] = buffer;
+    bad[11] = view;
+    return errorOf(sealLines(bad));
+  };
+  const std::string t6 = "buffer 6 t6 temp f32 128,1024 4268032";
+  EXPECT_EQ(withView(t6, "view 6 6"), "plan:12: a view of '6' (expected an earlier buffer's id)");
+  EXPECT_EQ(withView(t6, "view 6 x"), "plan:12: a view of 'x' (expected an earlier buffer's id)");
+  EXPECT_EQ(withView(t6, "view 6 1"),
+            "plan:12: a view is a temp of another temp's bytes, not temp 't6' of param 'w1'");
+  EXPECT_EQ(withView("buffer 6 t6 temp f32 128,512 4268032", "view 6 4"),
+            "plan:12: view 't6' (262144 bytes at 4268032) is not 't4' (524288 bytes at "
+            "4268032)");
+  EXPECT_EQ(withView("buffer 6 t6 temp f32 128,1024 0", "view 6 4"),
+            "plan:12: view 't6' (524288 bytes at 0) is not 't4' (524288 bytes at 4268032)");
+  EXPECT_EQ(withView(t6, "view 5 4"),
+            "plan:12: 'view' record for buffer 5 does not directly follow that buffer's "
+            "record");
+  EXPECT_EQ(withView(t6, "view 6"), "plan:12: expected 'view ID OF'");
+  std::vector<std::string> twice = lines;
+  twice.insert(twice.begin() + 12, "buffer 7 t7 temp f32 2048,64 4268032");
+  twice.insert(twice.begin() + 13, "view 7 6");
+  EXPECT_EQ(errorOf(sealLines(twice)),
+            "plan:14: a view is a temp of another temp's bytes, not temp 't7' of temp 't6' "
+            "(itself a view)");
 }

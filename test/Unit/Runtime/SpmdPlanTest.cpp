@@ -85,7 +85,7 @@ Plan parse(const std::vector<std::string> &lines) {
 
 const std::string kOrder =
     " record out of order (records come in the order loom-plan, model, "
-    "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound and held), "
+    "device, mesh, pipeline, arena, gpu-image, buffer (each followed by its shard, bound, held and view), "
     "kernel (each followed by its terms), launch, step, collective, accumulate, section, carry and transfer, microbatches, assemble, optimizer, update, end)";
 } // namespace
 

@@ -110,6 +110,10 @@ struct PlanBuffer {
   /// increasing order. The other ranks use its arena bytes for their own
   /// buffers. Empty: every rank holds it.
   std::vector<unsigned> held;
+  /// The `view` record of a temp: the id of the temp whose bytes it is
+  /// (the same offset and byte count, another shape of the same row-major
+  /// elements; no step writes it), or -1.
+  int64_t viewOf = -1;
   /// The `assemble` record of a microbatched forward's output.
   Assembly assembly = Assembly::None;
   /// Derived by parsePlan (writePlan ignores them).
