@@ -123,7 +123,7 @@ def main(argv):
                             "offset": offset, "bytes": nbytes})
         elif kind == "view":
             view, of = int(fields[1]), int(fields[2])
-            if view != len(buffers) - 1 or of >= view:
+            if view != len(buffers) - 1 or not 0 <= of < view:
                 error("line %d: a view of %d is not right after buffer %d's record"
                       % (number, of, view))
                 continue

@@ -849,10 +849,11 @@ bool PlanParser::parseView(size_t index) {
                            std::string(roleName(view.role)) + " '" + view.name + "' of " +
                            std::string(roleName(bytes.role)) + " '" + bytes.name + "'" +
                            (bytes.viewOf >= 0 ? " (itself a view)" : ""));
-  if (view.offset != bytes.offset || view.bytes != bytes.bytes)
-    return fail(index, "view '" + view.name + "' (" + std::to_string(view.bytes) +
-                           " bytes at " + std::to_string(view.offset) + ") is not '" +
-                           bytes.name + "' (" + std::to_string(bytes.bytes) + " bytes at " +
+  if (view.offset != bytes.offset || view.bytes != bytes.bytes || view.dtype != bytes.dtype)
+    return fail(index, "view '" + view.name + "' (" + std::to_string(view.bytes) + " " +
+                           dtypeName(view.dtype) + " bytes at " + std::to_string(view.offset) +
+                           ") is not '" + bytes.name + "' (" + std::to_string(bytes.bytes) +
+                           " " + dtypeName(bytes.dtype) + " bytes at " +
                            std::to_string(bytes.offset) + ")");
   view.viewOf = static_cast<int64_t>(of);
   return true;
@@ -1671,7 +1672,10 @@ bool PlanParser::checkMicrobatches(size_t endIndex) {
   }
   for (size_t i = boundary; i < plan.steps.size(); ++i)
     for (unsigned id : plan.steps[i].buffers)
-      if (written[id] && !carried[id])
+      if (unsigned bytes = plan.buffers[id].viewOf >= 0
+                               ? static_cast<unsigned>(plan.buffers[id].viewOf)
+                               : id;
+          written[bytes] && !carried[bytes])
         return fail(plan.steps[i].line - 1,
                     "this step reads buffer '" + plan.buffers[id].name +
                         "', which a step of the microbatches wrote: past the "

@@ -101,6 +101,8 @@ std::string loom::runtime::writePlan(const Plan &plan) {
       break;
     }
     body += "\n";
+    if (buffer.viewOf >= 0)
+      body += "view " + std::to_string(buffer.id) + " " + std::to_string(buffer.viewOf) + "\n";
     if (!buffer.shard.empty())
       body += "shard " + std::to_string(buffer.id) + " " +
               formatShardSpec(plan.mesh, buffer) + "\n";
@@ -113,8 +115,7 @@ std::string loom::runtime::writePlan(const Plan &plan) {
         body += (i ? "," : "") + std::to_string(buffer.held[i]);
       body += "\n";
     }
-    if (buffer.viewOf >= 0)
-      body += "view " + std::to_string(buffer.id) + " " + std::to_string(buffer.viewOf) + "\n";
+
   }
   for (const PlanKernel &kernel : plan.kernels) {
     body += "kernel " + kernel.name + " " + std::to_string(kernel.numArgs) +

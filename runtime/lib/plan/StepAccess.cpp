@@ -5,15 +5,21 @@
 using namespace loom::runtime;
 
 std::vector<StepAccess> loom::runtime::analyzeStepAccess(const Plan &plan) {
-  // The first and last step naming each buffer (steps.size() for none).
+  // The first and last step naming each buffer's bytes (steps.size() for
+  // none): a view's reads are its buffer's (a `view` record).
   size_t none = plan.steps.size();
   std::vector<size_t> first(plan.buffers.size(), none);
   std::vector<size_t> last(plan.buffers.size(), none);
+  auto bytesOf = [&](unsigned id) {
+    int64_t of = plan.buffers[id].viewOf;
+    return of >= 0 ? static_cast<unsigned>(of) : id;
+  };
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     for (unsigned id : plan.steps[i].buffers) {
-      if (first[id] == none)
-        first[id] = i;
-      last[id] = i;
+      unsigned bytes = bytesOf(id);
+      if (first[bytes] == none)
+        first[bytes] = i;
+      last[bytes] = i;
     }
   }
   std::vector<StepAccess> steps(plan.steps.size());
@@ -22,10 +28,11 @@ std::vector<StepAccess> loom::runtime::analyzeStepAccess(const Plan &plan) {
     for (unsigned id : plan.steps[i].buffers) {
       const PlanBuffer &buffer = plan.buffers[id];
       BufferAccess kind = BufferAccess::Scratch;
-      if (buffer.role == BufferRole::Input ||
-          buffer.role == BufferRole::Param || first[id] < i)
+      unsigned bytes = bytesOf(id);
+      if (buffer.role == BufferRole::Input || buffer.role == BufferRole::Param ||
+          buffer.viewOf >= 0 || first[bytes] < i)
         kind = BufferAccess::Read;
-      else if (buffer.role == BufferRole::Output || last[id] > i)
+      else if (buffer.role == BufferRole::Output || last[bytes] > i)
         kind = BufferAccess::Written;
       access.buffers.push_back(kind);
       if (kind == BufferAccess::Read)

@@ -1091,6 +1091,15 @@ TEST(Plan, Views) {
   Plan again;
   ASSERT_TRUE(parsePlan(writePlan(plan), again, error)) << error;
   EXPECT_EQ(again.buffers[6].viewOf, 4);
+  // Read through the view only, t4 is still what step 0 writes (not its
+  // scratch), and the view is read, never written.
+  std::vector<std::string> through = lines;
+  through[15] = "step k1 6 3 5";
+  ASSERT_TRUE(parsePlan(sealLines(through), plan, error)) << error;
+  std::vector<StepAccess> access = analyzeStepAccess(plan);
+  EXPECT_EQ(access[0].buffers[3], BufferAccess::Written);
+  EXPECT_EQ(access[1].buffers[0], BufferAccess::Read);
+  EXPECT_EQ(access[1].buffers[2], BufferAccess::Written);
 
   auto withView = [&](const std::string &buffer, const std::string &view) {
     std::vector<std::string> bad = lines;
@@ -1104,10 +1113,14 @@ TEST(Plan, Views) {
   EXPECT_EQ(withView(t6, "view 6 1"),
             "plan:12: a view is a temp of another temp's bytes, not temp 't6' of param 'w1'");
   EXPECT_EQ(withView("buffer 6 t6 temp f32 128,512 4268032", "view 6 4"),
-            "plan:12: view 't6' (262144 bytes at 4268032) is not 't4' (524288 bytes at "
-            "4268032)");
+            "plan:12: view 't6' (262144 f32 bytes at 4268032) is not 't4' (524288 f32 bytes "
+            "at 4268032)");
   EXPECT_EQ(withView("buffer 6 t6 temp f32 128,1024 0", "view 6 4"),
-            "plan:12: view 't6' (524288 bytes at 0) is not 't4' (524288 bytes at 4268032)");
+            "plan:12: view 't6' (524288 f32 bytes at 0) is not 't4' (524288 f32 bytes at "
+            "4268032)");
+  EXPECT_EQ(withView("buffer 6 t6 temp i32 128,1024 4268032", "view 6 4"),
+            "plan:12: view 't6' (524288 i32 bytes at 4268032) is not 't4' (524288 f32 bytes "
+            "at 4268032)");
   EXPECT_EQ(withView(t6, "view 5 4"),
             "plan:12: 'view' record for buffer 5 does not directly follow that buffer's "
             "record");
