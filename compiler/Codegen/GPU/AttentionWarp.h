@@ -456,22 +456,25 @@ struct Warp {
         llvm::append_range(stats, loadStatPair(which, column(q0, n, 0)));
     return stats;
   }
-  /// keyBlockGrads in two halves, from stats loaded before (so that the
-  /// loads' latency and dp's product can both be in flight): p from the
-  /// scores alone, then ds from p and dp. The causal mask by
-  /// maskAboveDiagonal's branch.
-  void keyBlockProbabilities(Value q0, MutableArrayRef<Tile> p, ArrayRef<Value> stats) const {
+  /// A block's p = exp(s - lse) from its scores (tiles from c0: rows
+  /// queries, or keys where `rowsAreKeys`), rounded, in place, `lse(n, e)`
+  /// that of element e of tile n; then 0 above the diagonal. The mask comes
+  /// after the exponentials (maskAboveDiagonal).
+  void blockProbabilities(Value c0, MutableArrayRef<Tile> p, bool rowsAreKeys,
+                          function_ref<Value(size_t n, int64_t e)> lse) const {
     for (auto [n, tile] : llvm::enumerate(p))
       for (int64_t e = 0; e < 4; ++e)
-        tile[e] = rounded(probability(score(tile[e], Value()), stats[4 * n + e % 2]));
-    maskAboveDiagonal(q0, p, /*rowsAreKeys=*/true, f32Constant(0.0));
+        tile[e] = rounded(probability(score(tile[e], Value()), lse(n, e)));
+    maskAboveDiagonal(c0, p, rowsAreKeys, f32Constant(0.0));
   }
-  void keyBlockScoreGrads(Value q0, ArrayRef<Tile> p, MutableArrayRef<Tile> ds,
-                          ArrayRef<Value> stats) const {
+  /// Its ds = p (dp - dot) in place of dp (`ds`), `dot(n, e)` that of
+  /// element e of tile n; then 0 above the diagonal.
+  void blockScoreGrads(Value c0, ArrayRef<Tile> p, MutableArrayRef<Tile> ds, bool rowsAreKeys,
+                       function_ref<Value(size_t n, int64_t e)> dot) const {
     for (size_t n = 0; n < p.size(); ++n)
       for (int64_t e = 0; e < 4; ++e)
-        ds[n][e] = scoreGrad(p[n][e], ds[n][e], stats[4 * n + 2 + e % 2], Value());
-    maskAboveDiagonal(q0, ds, /*rowsAreKeys=*/true, f32Constant(0.0));
+        ds[n][e] = scoreGrad(p[n][e], ds[n][e], dot(n, e), Value());
+    maskAboveDiagonal(c0, ds, rowsAreKeys, f32Constant(0.0));
   }
   /// The sums over `width` features of `x * y` (row-major buffers of the
   /// operand type, like the result) for rows g and g + 8 of the warp, in

@@ -213,11 +213,6 @@ struct Products {
   }
   void fence() const { NVVM::WgmmaFenceAlignedOp::create(b, loc); }
   void commit() const { NVVM::WgmmaGroupSyncAlignedOp::create(b, loc); }
-  /// Commits the group and waits for it; `accs`' values, pinned.
-  SmallVector<SmallVector<Value>> wait(ArrayRef<Value> accs) const {
-    commit();
-    return settle(accs);
-  }
   /// Waits for every committed group; `accs`' values, pinned.
   SmallVector<SmallVector<Value>> settle(ArrayRef<Value> accs) const {
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
@@ -442,19 +437,11 @@ struct WarpgroupLaunch {
   Value warpgroupRow(OpBuilder &b) const {
     return im.mulc(b, im.divc(b, warp, 4), kWarpgroupRows);
   }
-  /// The backward's two products of the streamed block at `at`, as one
-  /// wgmma group waited for: each resident operand's rows (this
-  /// warpgroup's, from `row`) times the matching streamed one's rows
-  /// transposed, both K-major: the scores and dp (the key side's
-  /// transposed ones), as m16n8 tiles.
-  std::pair<SmallVector<Tile>, SmallVector<Tile>> scoresAndGrads(OpBuilder &l, Value row,
-                                                                 Value at) const {
-    Products products{l, loc, wgmmaTypes(spec)};
-    SmallVector<SmallVector<Value>> done = products.settle(issueScoresAndGrads(l, row, at));
-    return {tilesOf(done[0]), tilesOf(done[1])};
-  }
-  /// The same two products issued and committed, not waited for: their
-  /// accumulator structs.
+  /// The backward's two products of the streamed block at `at`, issued
+  /// and committed as one wgmma group, not waited for: each resident
+  /// operand's rows (this warpgroup's, from `row`) times the matching
+  /// streamed one's rows transposed, both K-major: the scores and dp (the
+  /// key side's transposed ones), as accumulator structs.
   SmallVector<Value> issueScoresAndGrads(OpBuilder &l, Value row, Value at) const {
     return issue(l, row, at, {kScores, kGrads});
   }
@@ -653,9 +640,12 @@ bool buildKeyGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
         // scores K Q^T the last step formed.
         Value dp = launch.issue(l, warpgroupRow, at, {WarpgroupLaunch::kGrads})[0];
         SmallVector<Tile> p = tilesOf(carried.slice(keyValues + valueValues, blockValues));
-        lw.keyBlockProbabilities(q0, p, stats);
+        // (A tile's stats: its columns' lse, lse, dot, dot.)
+        lw.blockProbabilities(q0, p, /*rowsAreKeys=*/true,
+                              [&](size_t n, int64_t e) { return stats[4 * n + e % 2]; });
         SmallVector<Tile> ds = tilesOf(products.settle({dp})[0]);
-        lw.keyBlockScoreGrads(q0, p, ds, stats);
+        lw.blockScoreGrads(q0, p, ds, /*rowsAreKeys=*/true,
+                           [&](size_t n, int64_t e) { return stats[4 * n + 2 + e % 2]; });
         // dk += ds^T Q, dv += p^T dO: fragments and accumulators written
         // before the fence.
         SmallVector<Value> operands(carried.take_front(keyValues + valueValues));
@@ -738,26 +728,18 @@ bool buildQueryGrad(OpBuilder &b, Location loc, const AttentionSpec &spec,
   std::array<Value, 2> dot = cw.rowDots(spec.resultGrad, spec.output, spec.valueFeatures);
   std::array<Value, 2> lse = cw.loadRowsLse();
   int64_t gradValues = spec.features / 2, blockValues = keyBlock / 2;
-  // p = exp(s - lse) of a block's scores, rounded, in place, then the
-  // causal mask (maskAboveDiagonal's branch, after the exponentials).
+  // p = exp(s - lse) of a block's scores, in place.
   auto probabilities = [&](OpBuilder &l, Value block, MutableArrayRef<Tile> p) {
-    Warp lw = cw.at(l);
-    for (Tile &tile : p)
-      for (int64_t e = 0; e < 4; ++e)
-        tile[e] = lw.rounded(lw.probability(lw.score(tile[e], Value()), lse[e / 2]));
-    lw.maskAboveDiagonal(im.mulc(l, block, keyBlock), p, /*rowsAreKeys=*/false,
-                         lw.f32Constant(0.0));
+    cw.at(l).blockProbabilities(im.mulc(l, block, keyBlock), p, /*rowsAreKeys=*/false,
+                                [&](size_t, int64_t e) { return lse[e / 2]; });
   };
   // ds from a block's p and dp, then dq += ds K issued and committed (K
   // read N-major from the stage at `at`): dq's accumulator struct.
   auto issueGrads = [&](OpBuilder &l, Value block, Value at, ArrayRef<Tile> p,
                         SmallVector<Tile> ds, ValueRange dq) {
     Warp lw = cw.at(l);
-    for (size_t n = 0; n < p.size(); ++n)
-      for (int64_t e = 0; e < 4; ++e)
-        ds[n][e] = lw.scoreGrad(p[n][e], ds[n][e], dot[e / 2], Value());
-    lw.maskAboveDiagonal(im.mulc(l, block, keyBlock), ds, /*rowsAreKeys=*/false,
-                         lw.f32Constant(0.0));
+    lw.blockScoreGrads(im.mulc(l, block, keyBlock), p, ds, /*rowsAreKeys=*/false,
+                       [&](size_t, int64_t e) { return dot[e / 2]; });
     SmallVector<Value> operands(dq);
     for (size_t j = 0; j < ds.size() / 2; ++j)
       for (Value reg : lw.aFragment(ds[2 * j], ds[2 * j + 1]))

@@ -1672,10 +1672,7 @@ bool PlanParser::checkMicrobatches(size_t endIndex) {
   }
   for (size_t i = boundary; i < plan.steps.size(); ++i)
     for (unsigned id : plan.steps[i].buffers)
-      if (unsigned bytes = plan.buffers[id].viewOf >= 0
-                               ? static_cast<unsigned>(plan.buffers[id].viewOf)
-                               : id;
-          written[bytes] && !carried[bytes])
+      if (unsigned bytes = plan.buffers[id].bytesId(); written[bytes] && !carried[bytes])
         return fail(plan.steps[i].line - 1,
                     "this step reads buffer '" + plan.buffers[id].name +
                         "', which a step of the microbatches wrote: past the "

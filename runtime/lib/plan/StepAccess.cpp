@@ -10,13 +10,9 @@ std::vector<StepAccess> loom::runtime::analyzeStepAccess(const Plan &plan) {
   size_t none = plan.steps.size();
   std::vector<size_t> first(plan.buffers.size(), none);
   std::vector<size_t> last(plan.buffers.size(), none);
-  auto bytesOf = [&](unsigned id) {
-    int64_t of = plan.buffers[id].viewOf;
-    return of >= 0 ? static_cast<unsigned>(of) : id;
-  };
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     for (unsigned id : plan.steps[i].buffers) {
-      unsigned bytes = bytesOf(id);
+      unsigned bytes = plan.buffers[id].bytesId();
       if (first[bytes] == none)
         first[bytes] = i;
       last[bytes] = i;
@@ -28,7 +24,7 @@ std::vector<StepAccess> loom::runtime::analyzeStepAccess(const Plan &plan) {
     for (unsigned id : plan.steps[i].buffers) {
       const PlanBuffer &buffer = plan.buffers[id];
       BufferAccess kind = BufferAccess::Scratch;
-      unsigned bytes = bytesOf(id);
+      unsigned bytes = buffer.bytesId();
       if (buffer.role == BufferRole::Input || buffer.role == BufferRole::Param ||
           buffer.viewOf >= 0 || first[bytes] < i)
         kind = BufferAccess::Read;

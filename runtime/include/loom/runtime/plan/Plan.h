@@ -114,6 +114,8 @@ struct PlanBuffer {
   /// (the same offset and byte count, another shape of the same row-major
   /// elements; no step writes it), or -1.
   int64_t viewOf = -1;
+  /// The buffer whose bytes these are: viewOf's, or this one's.
+  unsigned bytesId() const { return viewOf >= 0 ? static_cast<unsigned>(viewOf) : id; }
   /// The `assemble` record of a microbatched forward's output.
   Assembly assembly = Assembly::None;
   /// Derived by parsePlan (writePlan ignores them).
