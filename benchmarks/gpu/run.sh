@@ -29,9 +29,10 @@
 # ~25 s a run). Run it in parts where a device call has a time limit:
 #   run.sh [SECTION...]   (none: all) sections: kernels runs matmul
 #   attention attention-grad training throughput bandwidth sanitizer
+#   torch-compile
 # e.g. `run.sh kernels attention matmul`, then `run.sh runs training ...`.
 set -uo pipefail
-sections="kernels runs matmul attention attention-grad training throughput bandwidth sanitizer"
+sections="kernels runs matmul attention attention-grad training throughput bandwidth sanitizer torch-compile"
 for wanted in "$@"; do
   case " $sections " in
     *" $wanted "*) ;;
@@ -364,25 +365,11 @@ echo "== training: llama-train (bf16; rotary embeddings, RMSNorm, SwiGLU), the s
 train_against_cpu llama-train
 fi  # training
 
-if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
-  echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
-  # gpt-train-big runs sm_90a's defaults (wgmma attention, one block a
-  # matmul tile), gpt-train-big-persistent every matmul on the persistent
-  # kernel, and gpt-train-big-mma-sync the mma.sync attention kernels
-  # (--gpu-attention=mma.sync; with GPU_CHECK_MMA_SYNC=1).
-  # PyTorch's step is measured once, from the first run's initial weights.
-  steps=8
-  torch_json=""
-  for exe in gpt-train-big gpt-train-big-persistent gpt-train-big-mma-sync; do
-    skip $exe && continue
-    if ! run "$here/$exe" train --device cuda --steps $steps --data "$here/gpl.txt" \
-         --save-weights "$work/$exe.safetensors" --log "$work/$exe.jsonl" > /dev/null; then
-      echo "$exe: training run failed:"; errors; status=1; continue
-    fi
-    [ -n "$torch_json" ] || torch_json=$(LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 \
-      $py "$here/gpt_train_torch.py" "$work/$exe.safetensors" "$here/gpl.txt" "$work/$exe.jsonl" $steps inf bf16 2>&1 | tail -1)
-    rm -f "$work/$exe.safetensors"
-    $py - "$exe" "$work/$exe.jsonl" "$torch_json" <<'PY'
+# throughput_line EXE LOG TORCH_JSON: EXE's tokens/s (median after 2 steps
+# of warm-up in its train --log LOG) and MFU, against the PyTorch run's
+# (gpt_train_torch.py's last line, or why there is none).
+throughput_line() {
+  $py - "$@" <<'PY'
 import json, sys
 log = [json.loads(line) for line in open(sys.argv[2])]
 rates = sorted(entry["tokens_per_s"] for entry in log[2:])  # after warm-up
@@ -395,15 +382,63 @@ peak = 989e12  # H100/H200 dense bf16
 line = f"{sys.argv[1]:20s}: loom {loom:9.0f} tokens/s  MFU {loom * flops / peak:.3f}"
 try:
     ref = json.loads(sys.argv[3])
-    torch_rate = ref["torch_tokens_per_s"]
-    line += (f"   torch {ref['torch_version']} eager+SDPA {torch_rate:9.0f} tokens/s"
+    torch_rate, mode = ref["torch_tokens_per_s"], ref.get("torch_mode", "eager")
+    line += (f"   torch {ref['torch_version']} {mode}+SDPA {torch_rate:9.0f} tokens/s"
              f"  MFU {torch_rate * flops / peak:.3f}   loom/torch = {loom / torch_rate:.3f}")
 except (ValueError, KeyError):
     line += f"   PyTorch baseline unavailable: {sys.argv[3][:200]}"
 print(line)
 PY
+}
+# big_torch_json EXE STEPS [PREFIX...]: gpt_train_torch.py's last line for
+# gpt-train-big's model on cuda from EXE's saved weights; PREFIX (VAR=VALUE
+# settings, then a command such as timeout) comes before the interpreter.
+big_torch_json() {
+  local exe=$1 steps=$2
+  shift 2
+  env LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 "$@" \
+    $py "$here/gpt_train_torch.py" "$work/$exe.safetensors" "$here/gpl.txt" "$work/$exe.jsonl" $steps inf bf16 2>&1 | tail -1
+}
+
+if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
+  echo "== training throughput: gpt-train-big (bf16, width 2048, 32 heads of 64, 16 layers, 4 x 2048 tokens) vs PyTorch eager + SDPA  [${SECONDS} s]"
+  # gpt-train-big runs sm_90a's defaults (wgmma attention, one block a
+  # matmul tile), gpt-train-big-persistent every matmul on the persistent
+  # kernel, and gpt-train-big-mma-sync the mma.sync attention kernels
+  # (--gpu-attention=mma.sync; with GPU_CHECK_MMA_SYNC=1).
+  # PyTorch's step is measured once, from the first run's weights.
+  steps=8
+  torch_json=""
+  for exe in gpt-train-big gpt-train-big-persistent gpt-train-big-mma-sync; do
+    skip $exe && continue
+    if ! run "$here/$exe" train --device cuda --steps $steps --data "$here/gpl.txt" \
+         --save-weights "$work/$exe.safetensors" --log "$work/$exe.jsonl" > /dev/null; then
+      echo "$exe: training run failed:"; errors; status=1; continue
+    fi
+    [ -n "$torch_json" ] || torch_json=$(big_torch_json $exe $steps)
+    rm -f "$work/$exe.safetensors"
+    throughput_line $exe "$work/$exe.jsonl" "$torch_json"
   done
 fi  # throughput
+
+# The issue's second baseline: the same PyTorch model with its forward and
+# backward under torch.compile (Inductor, which needs Triton and a host C
+# compiler on the device machine: where it fails, the line says why).
+# Compiling 16 layers takes a minute or more, hence a section of its own,
+# with its own limit (GPU_CHECK_COMPILE_LIMIT, default 300 s).
+if want torch-compile && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then
+  echo "== training throughput: gpt-train-big vs PyTorch torch.compile + SDPA  [${SECONDS} s]"
+  exe=gpt-train-big steps=10
+  if ! run "$here/$exe" train --device cuda --steps $steps --data "$here/gpl.txt" \
+       --save-weights "$work/$exe.safetensors" --log "$work/$exe.jsonl" > /dev/null; then
+    echo "$exe: training run failed:"; errors; status=1
+  else
+    compile_limit=""
+    command -v timeout > /dev/null && compile_limit="timeout ${GPU_CHECK_COMPILE_LIMIT:-300}"
+    throughput_line $exe "$work/$exe.jsonl" \
+      "$(big_torch_json $exe $steps LOOM_TORCH_COMPILE=1 $compile_limit)"
+  fi
+fi  # torch-compile
 
 if want bandwidth; then
 echo "== bandwidth: memory-bound kernels against a device-to-device copy (target >= 0.85)  [${SECONDS} s]"

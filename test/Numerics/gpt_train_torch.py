@@ -23,7 +23,8 @@ For the GPU check (benchmarks/gpu/run.sh): LOOM_TORCH_DEVICE=cuda runs it
 on the GPU (autocast on cuda, attention by
 torch.nn.functional.scaled_dot_product_attention where torch has it), and
 LOOM_GPT_SIZES=B,T,V,D,H,F,LAYERS sizes the model as a script edited to
-those dims does.
+those dims does; LOOM_TORCH_COMPILE=1 compiles the forward and backward
+(torch.compile, torch 2.0 or later).
 """
 import json
 import math
@@ -56,6 +57,9 @@ if os.environ.get("LOOM_GPT_SIZES"):
     B, T, V, D, H, F, LAYERS = (int(n) for n in os.environ["LOOM_GPT_SIZES"].split(","))
 # Eager attention with SDPA on the GPU (torch 2.x), the composition elsewhere.
 SDPA = DEVICE != "cpu" and hasattr(torch.nn.functional, "scaled_dot_product_attention")
+# LOOM_TORCH_COMPILE=1: the forward (and so its backward) under
+# torch.compile, the GPU check's second baseline; the optimizer stays eager.
+COMPILE = os.environ.get("LOOM_TORCH_COMPILE") == "1"
 
 
 def gelu(x):
@@ -148,6 +152,10 @@ def main():
     rtol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-5
     bf16 = len(sys.argv) > 6 and sys.argv[6] == "bf16"
     worst, times, ok = 0.0, [], len(logged) >= steps
+    # The first steps compile (Inductor); the timings skip them below.
+    if COMPILE and not hasattr(torch, "compile"):
+        sys.exit(f"LOOM_TORCH_COMPILE=1: torch {torch.__version__} has no torch.compile (2.0 or later)")
+    loss_of = torch.compile(forward) if COMPILE else forward
     for step in range(1, steps + 1):
         starts = [window_start(step - 1, b, span) for b in range(B)]
         rows = np.stack([data[s:s + T + 1] for s in starts])
@@ -158,7 +166,7 @@ def main():
         t = time.perf_counter()
         opt.zero_grad()
         with torch.autocast(device_type=DEVICE, enabled=bf16, dtype=torch.bfloat16):
-            loss = forward(p, tokens, labels).float()
+            loss = loss_of(p, tokens, labels).float()
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0).item()
         opt.step()
@@ -178,7 +186,8 @@ def main():
     print("PASS" if ok else "FAIL")
     warm = sorted(times[5:] or times)
     print(json.dumps({"torch_tokens_per_s": B * T / warm[len(warm) // 2],
-                      "loss_rel_err_first_20": worst, "torch_version": torch.__version__}))
+                      "loss_rel_err_first_20": worst, "torch_version": torch.__version__,
+                      "torch_mode": "torch.compile" if COMPILE else "eager"}))
     sys.exit(0 if ok else 1)
 
 
