@@ -88,9 +88,10 @@ bool isWorkgroup(MemRefType type) {
 /// which the GPU runs as one launch, or two for the backward): the
 /// products it computes over the (query, key) pairs (causal: those on or
 /// below the diagonal), each operand read and each result written once.
-/// The forward computes the scores and P V; the backward the scores and dp
-/// twice (the query side's one pass, the key side's), dq, dk and dv once
-/// (attentionFlops). Its body, the CPU's blocked loops, does not count.
+/// The forward computes the scores and P V. The backward's query side
+/// computes the scores, dp and dq, its key side the scores, dp, dk and dv
+/// (attentionFlops' total), each side reading q, k, v and dO. The body,
+/// the CPU's blocked loops, does not count.
 static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
                                                         const ::loom::DeviceSpec &device) {
   auto mark = kernel->getAttrOfType<DictionaryAttr>(mlir::loom::attr::kGpuAttention);
@@ -107,16 +108,28 @@ static std::optional<KernelReport::Work> attentionWork(func::FuncOp kernel,
       !v.hasStaticShape() || q.getRank() < 2)
     return std::nullopt;
   int64_t features = q.getShape().back(), valueFeatures = v.getShape().back();
-  bool backward = mark.contains("result_grad");
-  KernelReport::Work work;
-  work.flops = static_cast<int64_t>(mlir::loom::attentionFlops(
-      q.getShape(), k.getShape(), v.getShape(), mark.contains("causal"), backward));
-  work.contractionFlops = work.flops;
-  work.tensorTflops = device.tensorTflops16;
+  bool causal = mark.contains("causal");
+  double pairs = mlir::loom::attentionPairs(q.getShape(), k.getShape(), causal);
+  // Products of `depth` multiply-adds a pair, on tensor cores, moving `bytes`.
+  auto products = [&](double depth, int64_t bytes) {
+    KernelReport::Work work;
+    work.flops = work.contractionFlops = static_cast<int64_t>(2 * pairs * depth);
+    work.tensorTflops = device.tensorTflops16;
+    work.bytes = bytes;
+    return work;
+  };
   int64_t outputBytes = bytesOf(q) / features * valueFeatures;
-  work.bytes = bytesOf(q) + bytesOf(k) + bytesOf(v) + outputBytes;
-  if (backward) // dO in, dq, dk, dv out
-    work.bytes += bytesOf(q) + bytesOf(k) + bytesOf(v);
+  int64_t inputBytes = bytesOf(q) + bytesOf(k) + bytesOf(v);
+  if (!mark.contains("result_grad"))
+    return products(features + valueFeatures, inputBytes + outputBytes);
+  // dO (the output's size) in; dq out, or dk and dv.
+  KernelReport::Work querySide = products(2 * features + valueFeatures,
+                                          inputBytes + outputBytes + bytesOf(q));
+  KernelReport::Work keySide = products(2 * features + 2 * valueFeatures,
+                                        inputBytes + outputBytes + bytesOf(k) + bytesOf(v));
+  KernelReport::Work work = products(4 * features + 3 * valueFeatures,
+                                     querySide.bytes + keySide.bytes);
+  work.launchParts = {querySide, keySide};
   return work;
 }
 
@@ -172,7 +185,7 @@ void KernelReport::countWork(ModuleOp kernels) {
 void KernelReport::readLaunches(ModuleOp gpu) {
   for (auto host : gpu.getOps<func::FuncOp>()) {
     std::vector<Launch> &list = launches[host.getSymName()];
-    llvm::DenseSet<unsigned> seen;
+    llvm::DenseMap<unsigned, int> given; // per tag, the launches given it
     host.walk([&](gpu::LaunchFuncOp op) {
       Launch launch;
       launch.function = op.getKernelModuleName().str();
@@ -217,9 +230,16 @@ void KernelReport::readLaunches(ModuleOp gpu) {
             collectTags(inner->getLoc(), tags);
         });
       }
-      for (unsigned tag : tags)
-        if (tag < work.size() && seen.insert(tag).second)
-          launch.work.push_back(tag);
+      llvm::SmallDenseSet<unsigned> runs; // a tag once a launch
+      for (unsigned tag : tags) {
+        if (tag >= work.size() || !runs.insert(tag).second)
+          continue;
+        int parts = static_cast<int>(work[tag].launchParts.size());
+        int &count = given[tag];
+        if (count == 0 || count < parts)
+          launch.work.push_back({tag, parts ? count : -1});
+        ++count;
+      }
       list.push_back(std::move(launch));
     });
   }
@@ -314,8 +334,8 @@ KernelReport::Row KernelReport::evaluate(const Launch &launch) const {
   // Tensor-core FLOPs at the dense tensor peak of their operand type, the
   // rest at the f32 SIMT peak; memory at the device bandwidth.
   double compute = 0;
-  for (unsigned index : launch.work) {
-    const Work &w = work[index];
+  for (auto [index, part] : launch.work) {
+    const Work &w = part < 0 ? work[index] : work[index].launchParts[part];
     int64_t tensor =
         row.function && row.function->tensorCores && w.tensorTflops > 0
             ? w.contractionFlops

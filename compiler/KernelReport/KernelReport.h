@@ -63,6 +63,10 @@ public:
     int64_t contractionFlops = 0;
     double tensorTflops = 0;
     int64_t bytes = 0;
+    /// Work that a kernel splits over launches in order (the attention
+    /// backward's query side, then its key side): each launch's share.
+    /// Empty: the first launch that runs the op does all of it.
+    std::vector<Work> launchParts;
   };
 
 private:
@@ -71,9 +75,10 @@ private:
     std::array<int64_t, 3> grid{}, block{};
     /// Blocks a cluster (x, y, z) of a cluster launch; zeros otherwise.
     std::array<int64_t, 3> cluster{};
-    /// Indices into `work` (each op's work goes to the first launch of its
-    /// kernel that runs it).
-    std::vector<unsigned> work;
+    /// What the launch runs: indices into `work` (each op's work goes to
+    /// the first launch of its kernel that runs it), with the part of its
+    /// launchParts the launch does (-1: all of it).
+    std::vector<std::pair<unsigned, int>> work;
     /// Workgroup memory of the gpu.func, and the sizes of the buffers it
     /// takes (the bytes of a launch no linalg op is found for).
     int64_t sharedBytes = 0;

@@ -119,8 +119,8 @@ int64_t mlir::loom::attentionBlockSize(int64_t queries, int64_t keys) {
   return 1;
 }
 
-double mlir::loom::attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
-                                  ArrayRef<int64_t> value, bool causal, bool gradient) {
+double mlir::loom::attentionPairs(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
+                                  bool causal) {
   size_t rows = query.size() - 2;
   double batch = 1;
   for (int64_t size : query.take_front(rows))
@@ -130,8 +130,13 @@ double mlir::loom::attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key
   if (causal) // the sum over i of min(i + 1, keys)
     pairs = keys >= queries ? queries * (queries + 1) / 2
                             : keys * (keys + 1) / 2 + (queries - keys) * keys;
+  return batch * pairs;
+}
+
+double mlir::loom::attentionFlops(ArrayRef<int64_t> query, ArrayRef<int64_t> key,
+                                  ArrayRef<int64_t> value, bool causal, bool gradient) {
   double e = query.back(), ev = value.back();
-  return 2 * batch * pairs * (gradient ? 4 * e + 3 * ev : e + ev);
+  return 2 * attentionPairs(query, key, causal) * (gradient ? 4 * e + 3 * ev : e + ev);
 }
 
 bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,

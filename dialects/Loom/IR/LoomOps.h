@@ -43,6 +43,10 @@ bool joinsGradientBucket(Operation *op);
 /// tile per batch entry stays in L2).
 int64_t attentionBlockSize(int64_t queries, int64_t keys);
 
+/// The (query, key) pairs an attention of these shapes scores, over its
+/// batch (causal: query i sees keys 0..i).
+double attentionPairs(ArrayRef<int64_t> query, ArrayRef<int64_t> key, bool causal);
+
 /// The FLOPs the GPU attention kernels compute for an attention of these
 /// shapes ([b..., queries, features], [b..., keys, features], [b..., keys,
 /// value features]): both products over the (query, key) pairs (causal:
