@@ -429,6 +429,11 @@ class Plan:
         if (b[output]["offset"], b[output]["bytes"]) == (b[param]["offset"], b[param]["bytes"]):
             self.in_place.add((min(output, param), max(output, param)))
 
+    def check_errors(self):
+        """Every error of the plan, its memory plan's included."""
+        self.check_placement(False, False)
+        return self.errors
+
     # The memory plan.
 
     def check_placement(self, expect_reuse, show_lives):

@@ -934,6 +934,21 @@ def float_inputs(program, seed, args):
     return arguments, values
 
 
+def plan_problem(args, script, flags):
+    """With --check-plans: what test/Driver/check_plan.py says is wrong
+    with the plans loomc writes for the script ('' for nothing, or where
+    loomc rejects the script: the build says why)."""
+    emitted = subprocess.run([args.loomc, script, "--emit=plan"] + flags,
+                             capture_output=True)
+    if emitted.returncode != 0:
+        return ""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../Driver"))
+    import check_plan
+    errors = [error for text, line in check_plan.split_plans(emitted.stdout)
+              for error in check_plan.Plan(text, line).check_errors()]
+    return f"PLAN: {'; '.join(errors[:3])}" if errors else ""
+
+
 def compile_script(args, seed, text, flags):
     """Writes the seed's script and builds it: its executable, and '' when
     loomc built it (and with --gpu also the one with sm_90a kernels, not
@@ -949,6 +964,10 @@ def compile_script(args, seed, text, flags):
         bucket = random.Random(seed + 8 * 10**6).choice([None, 0, 0.0002, 0.001])
         if bucket is not None:
             flags = flags + [f"--grad-bucket-mb={bucket}"]
+    if args.check_plans:
+        problem = plan_problem(args, script, flags)
+        if problem:
+            return exe, problem
     builds = [(flags, exe)] + ([(flags + ["--gpu"], exe + ".gpu")] if args.gpu else [])
     for options, output in builds:
         compiled = subprocess.run([args.loomc, script, "-o", output] + options,
@@ -1359,6 +1378,8 @@ def main():
                         help="also layers, called in for loops (recomputed at random)")
     parser.add_argument("--moe", action="store_true",
                         help="also MoE blocks (not with --microbatches)")
+    parser.add_argument("--check-plans", action="store_true",
+                        help="also check every plan loomc writes with test/Driver/check_plan.py")
     parser.add_argument("--tile-dims", action="store_true",
                         help="every dim a multiple of 16 (the bf16 matmuls on AMX tiles)")
     args = parser.parse_args()
