@@ -83,11 +83,12 @@ cl::opt<std::string> cpu(
     cl::init("native"), cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<std::string> bf16Matmul(
     "bf16-matmul",
-    cl::desc("How bf16 matmuls run on the CPU: auto (avx512_bf16 dot products "
-             "on AMD Zen, where they outrun the FMA tiles; elsewhere the FMA "
-             "tiles on operands widened to f32), dot, fma, amx (AMX tiles, "
-             "on a CPU with amx-bf16) or amx-emulated (the AMX kernels with "
-             "their tiles emulated in vector code, for tests)"),
+    cl::desc("How bf16 matmuls run on the CPU: auto (AMX tiles on a CPU with "
+             "amx-bf16, where Linux grants the tile state; avx512_bf16 dot "
+             "products on AMD Zen, where they outrun the FMA tiles; elsewhere "
+             "the FMA tiles on operands widened to f32), dot, fma, amx (AMX "
+             "tiles, on a CPU with amx-bf16) or amx-emulated (the AMX kernels "
+             "with their tiles emulated in vector code, for tests)"),
     cl::init("auto"), cl::value_desc("auto|dot|fma|amx|amx-emulated"), cl::cat(loomCategory));
 cl::opt<bool> embedGpu(
     "gpu", cl::desc("Also compile the kernels for --gpu-arch into the "
