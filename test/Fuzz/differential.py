@@ -58,7 +58,8 @@ and `z_loss` at random when trained), whose reference routes by
 docs/moe.md's rules in PyTorch, builds each expert's [capacity, D] tile
 and runs the body on it; a seed whose routing in float64 has two router
 probabilities within f32's rounding (1e-5 relative; 16-bit: 0.1) is not
-compared. --batch: a batch-structured program: the output's dim 0 is
+compared, nor, with gradients, one with a max whose two largest differ by
+less than that without being equal. --batch: a batch-structured program: the output's dim 0 is
 `dim B` and no op mixes rows (softmax, norms, reductions, concat, split,
 transpose on other dims only), the leaves with the batch are inputs
 `[B, ...]` (split over dp by rows with --ranks), the others params (read
@@ -227,6 +228,13 @@ F32_ROUTE_MARGIN = 1e-5
 class Ambiguous(Exception):
     """The reference cannot tell what Loom computes: an MoE routing decision
     closer than f32's rounding (the seed is not compared)."""
+    reason = "an MoE routing within rounding"
+
+
+class AmbiguousMax(Ambiguous):
+    """A max whose two largest differ by less than f32's rounding, under
+    gradients: which one gets the gradient is f32's choice."""
+    reason = "a max's two largest within rounding"
 
 
 class Program:
@@ -407,7 +415,7 @@ class Program:
             # max's gradient goes to its ties: 16-bit rounding makes ties f64 does not have.
             what = r.choice(["sum", "mean"] + (["max"] if self.precision == "f32" or not self.gradients else []))
             fn = {"sum": lambda x, d: x.sum(d), "mean": lambda x, d: x.mean(d),
-                  "max": lambda x, d: x.amax(d)}[what]
+                  "max": self.amax}[what]
             return self.bind(f"{what}({a}, axis = {axis})", lambda v, a=a, d=axis, fn=fn: fn(v[a], d))
         if kind == "concat" and not (batched and len(shape) == 1):
             axis = self.axis(shape, batched)
@@ -565,6 +573,22 @@ class Program:
                 extra.append(z * (torch.logsumexp(logits, -1) ** 2).mean())
             return torch.stack(y).reshape(shape)
         return self.bind(f"{name}({x})", route)
+
+
+    def amax(self, x, axis):
+        """max along `axis`; with gradients, not compared where the largest
+        two of a slice differ by less than f32's rounding (F32_ROUTE_MARGIN
+        of the slice's largest magnitude) without being equal: f32 may pick
+        either, and the gradient goes to the one it picks (seed 933058: a
+        max over a layernorm of 2 features, whose rows are +-c_i x2 + x3
+        with c_i 1 - eps / 2 d_i^2, all but equal)."""
+        if self.gradients and x.shape[axis] >= 2:
+            top = x.detach().topk(2, dim=axis).values
+            gap = top.select(axis, 0) - top.select(axis, 1)
+            scale = x.detach().abs().amax(axis)
+            if ((gap > 0) & (gap < F32_ROUTE_MARGIN * scale)).any():
+                raise AmbiguousMax("max: its two largest within f32 rounding")
+        return x.amax(axis)
 
 
 class Body(Program):
@@ -786,8 +810,8 @@ def compared(program, out, values, args, loss=None):
     softmax_spread[0] = 0.0
     try:
         y = evaluate(program, out, values, terms)
-    except Ambiguous:
-        return NotCompared("an MoE routing within rounding")
+    except Ambiguous as ambiguous:
+        return NotCompared(ambiguous.reason)
     if loss is not None and loss.entropy:
         # (Seed 170052, bf16 Adam: logits near 1e4, 64 apart at bf16's
         # spacing there; rows whose top two were that close changed their
