@@ -155,7 +155,7 @@ static FailureOr<std::string> collectiveHead(Operation *op,
 }
 
 /// "FILE:LINE:COL" of the first file location in `loc`, FILE without its
-/// directory; empty if there is none or the name holds a space.
+/// directory; empty if there is none or the name holds a space or a colon.
 std::string (::loom::sourceOf)(Location loc) {
   std::string text;
   loc->walk([&](Location each) {
@@ -164,7 +164,9 @@ std::string (::loom::sourceOf)(Location loc) {
       return WalkResult::advance();
     StringRef name = file.getFilename().getValue();
     name = name.substr(name.find_last_of('/') + 1);
-    if (!name.empty() && !name.contains(' '))
+    // The plan's FILE has no spaces or colons (its fields are split at
+    // them): a script named otherwise gives its kernels no source.
+    if (!name.empty() && name.find_first_of(" \t\r\n:") == StringRef::npos)
       text = (name + ":" + Twine(file.getLine()) + ":" + Twine(file.getColumn())).str();
     return WalkResult::interrupt();
   });
