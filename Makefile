@@ -54,7 +54,7 @@ bench: build bench-deps
 	@benchmarks/attention/grad.sh $(BUILD)
 	@benchmarks/compile/run.sh $(BUILD)
 
-# One run of the smallest CPU matmuls: that the benchmark works (make test
+# Two runs of the smallest CPU matmuls: that the benchmark works (make test
 # runs it as test/Benchmarks/bench-quick.test; it times nothing it checks).
 bench-quick: build bench-deps
 	@QUICK=1 benchmarks/cpu/run.sh $(BUILD) 256

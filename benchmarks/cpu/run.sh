@@ -38,7 +38,8 @@ for size in $sizes; do
     precision=${variant%-bt}
     sed "s/SIZE/$size/g; s/PRECISION/$precision/" "$here/matmul.loom" > "$work/m.loom"
     case $variant in *-bt) sed -i 's/a @ b/a @ transpose(b)/' "$work/m.loom" ;; esac
-    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null 2>&1
+    "$build/bin/loomc" "$work/m.loom" -o "$work/m" > /dev/null 2> "$work/loomc.err" \
+      || { cat "$work/loomc.err" >&2; exit 1; }
     # --info: "cpu  NAME kernels; matmul f32: PATH, bf16: PATH".
     path=$("$work/m" --info | sed -n "s/^cpu .*matmul f32: \([^,]*\), bf16: \([^;]*\).*/\1 \2/p")
     if [ "$precision" = f32 ]; then path=${path%% *}; else path=${path##* }; fi

@@ -39,7 +39,8 @@ PY
     name=$model-$dtype
     sed "s/^precision [a-z0-9]* accumulate f32/precision $dtype accumulate f32/" \
       "$root/examples/$model.loom" > "$work/$name.loom"
-    "$build/bin/loomc" "$work/$name.loom" -o "$work/$name" > /dev/null 2>&1
+    "$build/bin/loomc" "$work/$name.loom" -o "$work/$name" > /dev/null 2> "$work/loomc.err" \
+      || { cat "$work/loomc.err" >&2; exit 1; }
     tokens=$work/tokens-$model.npy
     args=(--input tokens="$tokens" --input labels="$tokens")
     "$work/$name" "${args[@]}" --save-weights "$work/w-$name.safetensors" \

@@ -327,6 +327,8 @@ for exe in attention-grad2048 attention-grad8192 attention-grad2048-mma-sync att
   skip $exe && continue
   size=${exe#attention-grad}; size=${size%%-*}
   backward=$(backward_of "$exe")
+  # (A summed time of 0 from a missing backward name would divide by 0.)
+  [ -n "$backward" ] || { echo "$exe: no backward kernel in $here/$exe.kernels: run prepare.sh"; status=1; continue; }
   best=$(best_kernel_us "$exe" "${backward}_kernel") || { status=1; continue; }
   ratio "$exe" "2.5 * 2.0 * 16 * $size * ($size + 1) / 2 * 256" "$best" SDPA "${sdpa_backward[$size]}"
   # Each side's launch in the best run (its query side first): the one-pass
@@ -394,10 +396,13 @@ PY
 # gpt-train-big's model on cuda from EXE's saved weights; PREFIX (VAR=VALUE
 # settings, then a command such as timeout) comes before the interpreter.
 big_torch_json() {
-  local exe=$1 steps=$2
+  local exe=$1 steps=$2 out rc
   shift 2
-  env LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 "$@" \
-    $py "$here/gpt_train_torch.py" "$work/$exe.safetensors" "$here/gpl.txt" "$work/$exe.jsonl" $steps inf bf16 2>&1 | tail -1
+  out=$(env LOOM_TORCH_DEVICE=cuda LOOM_GPT_SIZES=4,2048,256,2048,32,8192,16 "$@" \
+    $py "$here/gpt_train_torch.py" "$work/$exe.safetensors" "$here/gpl.txt" "$work/$exe.jsonl" $steps inf bf16 2>&1)
+  rc=$?
+  # timeout's status: say so rather than show the last line PyTorch printed.
+  if [ $rc -eq 124 ]; then echo "timed out: $* ran past its limit"; else echo "$out" | tail -1; fi
 }
 
 if want throughput && [ -z "${GPU_CHECK_SKIP_BIG:-}" ]; then

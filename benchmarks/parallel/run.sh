@@ -36,7 +36,8 @@ printf "%-12s %5s %12s %9s %12s\n" mesh ranks "ms/forward" speedup collectives
 base=""
 for mesh in "dp=1,tp=1" "dp=2,tp=1" "dp=1,tp=2" "dp=2,tp=2"; do
   ranks=$(echo "$mesh" | tr ',' '\n' | cut -d= -f2 | paste -sd'*' | bc)
-  "$loomc" "$root/benchmarks/parallel/gpt.loom" --mesh "$mesh" -o "$work/gpt" 2>/dev/null
+  "$loomc" "$root/benchmarks/parallel/gpt.loom" --mesh "$mesh" -o "$work/gpt" 2> "$work/loomc.err" \
+    || { cat "$work/loomc.err" >&2; exit 1; }
   results=()
   for ((r = 0; r < repeats; ++r)); do
     if [ "$ranks" = 1 ]; then
