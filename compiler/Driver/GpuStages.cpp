@@ -21,11 +21,14 @@ using namespace mlir;
 
 namespace loom {
 
+/// Whether this compilation runs the GPU stages. It also decides what the
+/// CPU stages build (a GPU build fuses only the attention the GPU kernels
+/// run and keeps the optimizer's copies), so --dump-dir, which only writes
+/// what a compilation reaches, has no say in it: it dumps the GPU stages of
+/// a --gpu build.
 bool Compilation::wantsGpu() const {
   return (options.emit && *options.emit >= Stage::GPU &&
           *options.emit <= Stage::PTX) ||
-         (!options.dumpDir.empty() &&
-          !llvm::StringRef(LOOM_CUDA_PATH).empty()) ||
          (executable() && options.embedGpu) || options.kernelReport;
 }
 
