@@ -972,7 +972,10 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   }
   if (microbatches > 1 && !perMicrobatch) {
     for (const BatchDim &batch : model->batchDims)
-      if (batch.size % microbatches != 0)
+      // A forward build whose batch --dim resized (a batch of one for
+      // generate) runs no microbatches of the train section's.
+      if (batch.size % microbatches != 0 &&
+          (splitsMicrobatches || batch.dim.empty() || !dimSizes.count(batch.dim)))
         error(seen.lookup("microbatches"))
             << microbatches << " microbatches do not divide the batch dimension "
             << batch.size << " of input '" << batch.input << "'";

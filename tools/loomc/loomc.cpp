@@ -19,6 +19,7 @@
 #include "mlir/Support/ToolUtilities.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -186,11 +187,13 @@ cl::opt<Recompute> recompute(
                clEnumValN(Recompute::Layers, "layers",
                           "every layer instance's; each keeps its input")),
     cl::init(Recompute::None), cl::cat(loomCategory));
-cl::opt<std::string> meshSizes(
+// Lists: `--dim B=1 --dim V=64` is `--dim B=1,V=64` (a second --dim had
+// replaced the first).
+cl::list<std::string> meshSizes(
     "mesh", cl::desc("Replace the script's mesh axis sizes, e.g. dp=2,tp=4 "
                      "(size 1 turns an axis off)"),
     cl::value_desc("axis=size,..."), cl::cat(loomCategory));
-cl::opt<std::string> dimSizes(
+cl::list<std::string> dimSizes(
     "dim", cl::desc("Replace the values of the script's dims declared before its models, "
                     "e.g. B=1,T=128 (a batch of one for generate, another sequence length)"),
     cl::value_desc("dim=size,..."), cl::cat(loomCategory));
@@ -392,8 +395,8 @@ int main(int argc, char **argv) {
   options.embedGpu = embedGpu;
   options.cpu = cpu;
   options.bf16Matmul = bf16Matmul;
-  options.mesh = meshSizes;
-  options.dims = dimSizes;
+  options.mesh = llvm::join(meshSizes, ",");
+  options.dims = llvm::join(dimSizes, ",");
   options.remarkCollectives = llvm::is_contained(remarks, Remarks::Collectives);
   options.sequenceParallel = sequenceParallel;
   options.fuseAttention = fuseAttention;

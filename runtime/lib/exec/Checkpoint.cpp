@@ -47,6 +47,7 @@ bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
                   {"optimizer", plan.optimizer.kind},
                   {"step", std::to_string(state.step)},
                   {"applied", std::to_string(state.applied)},
+                  {"loss_scaling", plan.optimizer.lossScale},
                   {"loss_scale", scale},
                   {"clean_steps", std::to_string(state.cleanSteps)},
                   {"seed", std::to_string(seed)},
@@ -140,6 +141,16 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
     return false;
   if (read.applied > read.step)
     return meta.bad("applied", std::to_string(read.applied));
+  // The loss scale is this step's to decide: a checkpoint's scale goes on
+  // only from dynamic scaling into dynamic scaling (a run without loss
+  // scaling, in another precision, had logged its 16-bit run's scale; one
+  // with it started at 1). Checkpoints before the key went on as written.
+  const std::string *scaling = meta.find("loss_scaling");
+  if (plan.optimizer.lossScale != "dynamic" || (scaling && *scaling != "dynamic")) {
+    TrainState initial = initialTrainState(plan.optimizer);
+    read.lossScale = initial.lossScale;
+    read.cleanSteps = initial.cleanSteps;
+  }
   std::vector<std::string> warnings;
   if (!loadWeights(plan, arena, path, warnings, error, /*strict=*/true))
     return false;

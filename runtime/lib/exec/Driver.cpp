@@ -280,7 +280,9 @@ bool Driver::runSingle() {
     if (!runPlanOnce(whole, options.trace.empty() ? nullptr : &trace, place) ||
         (options.train && !finishStep(whole, step)))
       return false;
-    bool stopping = options.train && stopRequested(step);
+    // An interrupt during the last step stops nothing: the run is done,
+    // and ends as it would have (there would be nothing to resume).
+    bool stopping = options.train && step != numSteps() && stopRequested(step);
     if (options.train && evaluatesAfter(step) && step != numSteps() && !stopping &&
         !evaluateHeldOut(whole, whole, executor.arena(), step))
       return false;
@@ -514,8 +516,8 @@ bool Driver::runRanks() {
         !agree(!options.train || finishStep(spmd, step)))
       return false;
     // Every rank stops after the same step, if any was interrupted.
-    bool stopping = false;
-    if (options.train && !anyRank(stopRequested(step), stopping))
+    bool stopping = false; // (not after the last step: as on one rank)
+    if (options.train && step != numSteps() && !anyRank(stopRequested(step), stopping))
       return false;
     if (options.train && evaluatesAfter(step) && step != numSteps() && !stopping &&
         !evaluateHeldOut(spmd, staging, stagingArena.data(), step))

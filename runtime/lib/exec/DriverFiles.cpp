@@ -59,9 +59,17 @@ bool Driver::checkInputs(const Plan &plan) {
                              : batchesIn(heldOut, *tokens, plan.optimizer.microbatches);
   }
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer) ||
-        fromData(buffer))
+    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer))
       continue;
+    // An --input file for what --data or generate fills would be ignored.
+    if (fromData(buffer)) {
+      if (inputFiles.count(buffer.id))
+        return fail("input '" + buffer.name + "' comes from " +
+                    (options.generate ? "the text generate extends"
+                                      : "--data") +
+                    ": drop --input " + buffer.name + "=...");
+      continue;
+    }
     auto file = inputFiles.find(buffer.id);
     if (file == inputFiles.end()) {
       if (options.randomInputs || options.generate)

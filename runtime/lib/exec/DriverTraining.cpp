@@ -100,6 +100,12 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
   evaluation.lossSum = 0;
   for (uint64_t batch = 1; batch <= evaluation.batches; ++batch) {
     auto place = [&](uint64_t microbatch) {
+      // On one rank the step's temps may have overwritten the other inputs'
+      // bytes after their last use, as the training step's did: read them
+      // again (several ranks take theirs from the staging arena, which no
+      // kernel writes).
+      if (!multiRank && microbatch == 0 && !loadInputs(stage, stageArena))
+        return false;
       if (rank == 0)
         placeMicrobatch(stage, stageArena, batch, microbatch, &heldOut);
       return !multiRank || agree(distribute(BufferRole::Input));
@@ -117,6 +123,8 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
     readScalarOutput(plan, executor, "loss", loss);
     evaluation.lossSum += loss;
   }
+  // The next step's tokens/s counts from here, not from the step before.
+  stepEnd = std::chrono::steady_clock::now();
   if (rank != 0)
     return true;
   double mean = evaluation.lossSum / static_cast<double>(evaluation.batches);
@@ -153,10 +161,41 @@ uint64_t Driver::numSteps() const {
   return options.steps ? options.steps : whole.optimizer.steps;
 }
 
+/// The lines of the JSONL log at `path` whose "step" is at most `step` (a
+/// file that cannot be read has none).
+static std::string logLinesUpTo(const std::string &path, uint64_t step) {
+  std::string text, kept, ignored;
+  if (std::FILE *file = std::fopen(path.c_str(), "rb")) {
+    char chunk[65536];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), file)) > 0;)
+      text.append(chunk, n);
+    std::fclose(file);
+  }
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos)
+      break; // a torn last line (the run was killed while writing it)
+    Json line;
+    if (parseJson(std::string_view(text).substr(at, end - at), line, ignored) &&
+        line.is_object() && line.contains("step") && line["step"].is_number_unsigned() &&
+        line["step"].get<uint64_t>() <= step)
+      kept.append(text, at, end + 1 - at);
+    at = end + 1;
+  }
+  return kept;
+}
+
 bool Driver::openLog() {
   if (options.log.empty() || rank != 0)
     return true;
-  return openForWriting(options.log, log, error) || fail(error);
+  // A resumed run continues its log: it keeps the lines of the steps up to
+  // the checkpoint's (a run stopped after its last checkpoint logged more)
+  // and appends its own.
+  std::string kept = options.resume.empty() ? std::string() : logLinesUpTo(options.log, train.step);
+  if (!openForWriting(options.log, log, error))
+    return fail(error);
+  return kept.empty() || writeAll(log.get(), kept.data(), kept.size()) ||
+         fail("cannot write " + options.log);
 }
 
 bool Driver::finishStep(const Plan &plan, uint64_t step) {
@@ -256,6 +295,7 @@ bool Driver::saveCheckpointOf(const Plan &plan, const char *arena) {
   if (!drawsProgressBar())
     std::fprintf(out, "checkpoint %s (step %llu)\n", options.save.c_str(),
                  static_cast<unsigned long long>(train.step));
+  stepEnd = std::chrono::steady_clock::now(); // as after a held-out loss
   return true;
 }
 

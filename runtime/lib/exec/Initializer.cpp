@@ -132,9 +132,11 @@ void loom::runtime::fillRandomInput(const PlanBuffer &buffer, uint64_t seed,
       storeElement(buffer.dtype, data, i, static_cast<float>(normal.next(rng)));
     return;
   }
-  // Integers (token ids, labels, indices): 0 or 1, valid for any vocabulary.
+  // Integers (token ids, labels, indices): 0 or 1, valid for any vocabulary
+  // (0 alone where the bound is 1: one row or class).
+  bool single = buffer.bound == 1;
   for (uint64_t i = 0; i < buffer.numElements; ++i)
-    storeElement(buffer.dtype, data, i, rng.uniform() < 0.5 ? 0.0 : 1.0);
+    storeElement(buffer.dtype, data, i, !single && rng.uniform() >= 0.5 ? 1.0 : 0.0);
 }
 
 bool loom::runtime::checkIndexBound(const PlanBuffer &buffer, const void *data,

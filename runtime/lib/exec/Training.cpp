@@ -289,7 +289,9 @@ uint64_t loom::runtime::batchesIn(const TokenData &data, const PlanBuffer &token
                                   uint64_t microbatches) {
   uint64_t rows = tokens.shape[0], cols = tokens.shape[1];
   uint64_t span = data.tokens.size() - cols - 1; // findBatchInputs: > 0
-  return std::max<uint64_t>(1, span / (rows * cols * microbatches));
+  // Window k starts at k cols (mod span): those below span do not wrap.
+  uint64_t windows = (span + cols - 1) / cols;
+  return std::max<uint64_t>(1, windows / (rows * microbatches));
 }
 
 bool loom::runtime::wholeBatchOf(const PlanBuffer &buffer, uint64_t microbatches,

@@ -11,6 +11,7 @@
 
 #include "io/File.h"
 
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -397,7 +398,7 @@ bool loom::runtime::writeNpy(const std::string &path, DType dtype,
     }
   }
   if (!ok) {
-    error = "cannot write " + path;
+    error = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
     return false;
   }
   return finishWriting(file, path, error);

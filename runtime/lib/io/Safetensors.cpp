@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 using namespace loom::runtime;
@@ -386,7 +388,12 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
     ok = ok && writeAll(file.get(), arena + params[i]->offset, params[i]->bytes);
   }
   if (!ok) {
-    error = "cannot write " + target;
+    // What fwrite failed on (a full disk, a file size limit), and no torn
+    // temporary left behind.
+    error = "cannot write " + target + ": " + std::strerror(errno ? errno : EIO);
+    file.reset();
+    if (how.atomic)
+      std::remove(target.c_str());
     return false;
   }
   if (!how.atomic)

@@ -314,6 +314,22 @@ TEST(Training, MicrobatchDataRows) {
     std::memcpy(&id, last.data() + 3 * 5 * 4, sizeof(id)); // row 3's first
     EXPECT_EQ(id, step == 48 ? 975 % 251 : 1);
   }
+  // A window does not wrap while its start is below the span, which need
+  // not hold a whole window more: 1040 tokens of [16, 32] batches have a
+  // span of 1007 and 32 windows (starts 0 to 992), 2 batches (the count
+  // was span / (B T) = 1).
+  TokenData gpl;
+  gpl.tokens.assign(1040, 7);
+  auto wide = [](uint64_t rows) {
+    PlanBuffer b;
+    b.dtype = DType::I32;
+    b.shape = {static_cast<int64_t>(rows), 32};
+    return b;
+  };
+  EXPECT_EQ(batchesIn(gpl, wide(16)), 2u);
+  EXPECT_EQ(batchesIn(gpl, wide(8), 2), 2u);
+  gpl.tokens.assign(1025, 7); // span 992: 31 windows
+  EXPECT_EQ(batchesIn(gpl, wide(16)), 1u);
   // A stream shorter than one batch still gives one.
   TokenData short_;
   short_.tokens.assign(12, 0);
