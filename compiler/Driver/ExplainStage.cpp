@@ -271,12 +271,21 @@ static void factorizations(int64_t n, size_t axes, std::vector<int64_t> &prefix,
     prefix.pop_back();
     return;
   }
-  for (int64_t f = 1; f <= n; ++f)
+  // The divisors in increasing order, from those up to sqrt(n) (trial
+  // division up to n took 32 s at n = 9999999967).
+  std::vector<int64_t> small, large;
+  for (int64_t f = 1; f <= n / f; ++f)
     if (n % f == 0) {
-      prefix.push_back(f);
-      factorizations(n / f, axes, prefix, out);
-      prefix.pop_back();
+      small.push_back(f);
+      if (f != n / f)
+        large.push_back(n / f);
     }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  for (int64_t f : small) {
+    prefix.push_back(f);
+    factorizations(n / f, axes, prefix, out);
+    prefix.pop_back();
+  }
 }
 
 LogicalResult Compilation::searchMeshes() {

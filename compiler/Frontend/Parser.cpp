@@ -8,6 +8,10 @@ using namespace loom;
 
 /// Deeper expressions than this are rejected rather than risking the stack.
 static constexpr unsigned kMaxDepth = 200;
+/// Binary operators in one statement: a left-associative chain nests as
+/// deep as it is long, and the elaborator walks it recursively (10000
+/// terms overflowed its stack).
+static constexpr unsigned kMaxOperators = 1000;
 /// A run stops reporting syntax errors after this many.
 static constexpr unsigned kMaxErrors = 20;
 
@@ -122,6 +126,7 @@ std::unique_ptr<Module> Parser::parseModule() {
 }
 
 bool Parser::parseTopLevel(Module &module) {
+  operators = 0;
   switch (tok.kind) {
   case TokenKind::kw_mesh:
     return parseMesh(module);
@@ -242,8 +247,19 @@ bool Parser::parseModel(Module &module) {
 
 // '{' statement* '}'; a statement with an error is skipped, not the block.
 bool Parser::parseBlock(Block &block, llvm::StringRef context) {
+  if (blockDepth >= kMaxDepth) {
+    error(tok.getLoc(), "blocks nested too deeply (at most " + std::to_string(kMaxDepth) + ")");
+    return false;
+  }
   if (!expect(TokenKind::l_brace, "to open " + context.str()))
     return false;
+  ++blockDepth;
+  bool closed = parseBlockBody(block, context);
+  --blockDepth;
+  return closed;
+}
+
+bool Parser::parseBlockBody(Block &block, llvm::StringRef context) {
   skipNewlines();
   while (!tok.is(TokenKind::r_brace)) {
     if (tok.is(TokenKind::eof)) {
@@ -268,6 +284,7 @@ bool Parser::parseBlock(Block &block, llvm::StringRef context) {
 
 StmtPtr Parser::parseStatement() {
   SMLoc loc = tok.getLoc();
+  operators = 0;
   switch (tok.kind) {
   case TokenKind::kw_input:
     return parseTensorDecl(Stmt::Kind::Input);
@@ -532,6 +549,11 @@ ExprPtr Parser::parseBinary(int minPrecedence) {
   while (lhs && precedence(tok.kind) == minPrecedence) {
     Token op = tok;
     consume();
+    if (++operators > kMaxOperators) {
+      error(op.getLoc(), "more than " + std::to_string(kMaxOperators) +
+                             " operators in one statement: split it with 'let'");
+      return nullptr;
+    }
     ExprPtr rhs = minPrecedence > 1 ? parseUnary() : parseBinary(minPrecedence + 1);
     if (!rhs)
       return nullptr;

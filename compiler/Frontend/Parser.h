@@ -36,6 +36,7 @@ private:
   bool parseFunction(Module &module, bool isMoe);
   bool parseModel(Module &module);
   bool parseBlock(Block &block, llvm::StringRef context);
+  bool parseBlockBody(Block &block, llvm::StringRef context);
   StmtPtr parseStatement();
   StmtPtr parseTensorDecl(Stmt::Kind kind);
   StmtPtr parseTrain();
@@ -61,6 +62,8 @@ private:
   bool hasPeek = false;
   unsigned errors = 0;
   unsigned depth = 0; // expression nesting, bounded against stack overflow
+  unsigned blockDepth = 0; // braces, bounded alike
+  unsigned operators = 0;  // binary operators in the statement being parsed
 };
 
 } // namespace loom

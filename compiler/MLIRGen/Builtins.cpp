@@ -104,6 +104,14 @@ Operand Elaborator::emitCall(const CallExpr &call, Scope &scope) {
       error(call.getLoc()) << "'" << fn.name.text << "' calls itself";
       return Operand::poison();
     }
+    // Each instance elaborates its body recursively: 10000 layers calling
+    // each other overflowed the stack.
+    constexpr size_t kMaxCallDepth = 200;
+    if (activeCalls.size() >= kMaxCallDepth) {
+      error(call.getLoc()) << "layer calls nested too deeply (at most " << kMaxCallDepth
+                           << "): '" << fn.name.text << "'";
+      return Operand::poison();
+    }
     if (failedFunctions.contains(fn.name.text))
       return Operand::poison();
     if (fn.isMoe && call.recompute) {

@@ -772,6 +772,15 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
                                 << ": stages are numbered from 0";
     return elaborateUnplaced();
   }
+  // The plan's pipeline record holds at most 65536 stages (and the
+  // schedules are built per stage: stage 999999 ran for minutes, 2^31 ran
+  // out of memory).
+  constexpr int64_t kMostStages = 65536;
+  if (*number >= kMostStages) {
+    error(stmt.value->getLoc()) << "stage " << *number << " is past the last "
+                                << "a pipeline may have (" << kMostStages - 1 << ")";
+    return elaborateUnplaced();
+  }
   if (*number < model->lastStage) {
     error(stmt.value->getLoc()) << "stage " << *number << " comes after stage "
                                 << model->lastStage

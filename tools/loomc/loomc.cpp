@@ -436,6 +436,13 @@ int main(int argc, char **argv) {
     errs() << "loomc: error: --search-mesh needs a number of devices >= 1\n";
     return 1;
   }
+  // Each mesh of the search is compiled: a million devices has meshes
+  // enough (10^12 had hung in the divisors' search).
+  if (searchMesh > (int64_t(1) << 20)) {
+    errs() << "loomc: error: --search-mesh takes at most 1048576 devices, got "
+           << searchMesh << "\n";
+    return 1;
+  }
   if (intraNodeBw.getNumOccurrences())
     options.intraNodeGBs = intraNodeBw;
   if (interNodeBw.getNumOccurrences())
@@ -483,6 +490,15 @@ int main(int argc, char **argv) {
              << "\n";
       return 1;
     }
+  }
+
+  // -o naming the script would truncate it before it is read (loomc
+  // --emit=loom s.loom -o s.loom deleted a script with an error).
+  bool sameFile = false;
+  if (!outputFile.empty() && inputFile != "-" &&
+      !sys::fs::equivalent(inputFile, outputFile, sameFile) && sameFile) {
+    errs() << "loomc: error: -o '" << outputFile << "' is the script itself\n";
+    return 1;
   }
 
   // Printed stages go to -o (or stdout); an executable is written by the linker.

@@ -72,6 +72,12 @@ struct TransposeLowering : OpConversionPattern<TransposeOp> {
   matchAndRewrite(TransposeOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     RankedTensorType type = op.getType();
+    // A scalar's (or a vector's) transpose is itself: linalg.transpose
+    // takes no empty permutation (transpose(s) of a scalar crashed).
+    if (type.getRank() < 2) {
+      rewriter.replaceOp(op, adaptor.getInput());
+      return success();
+    }
     Value init = tensor::EmptyOp::create(rewriter, op.getLoc(), type.getShape(),
                                          type.getElementType());
     auto transpose = linalg::TransposeOp::create(
