@@ -505,10 +505,14 @@ LogicalResult Compilation::parseSizes(llvm::StringRef text, llvm::StringRef flag
   for (llvm::StringRef entry : entries) {
     auto [name, value] = entry.trim().split('=');
     int64_t size = 0;
-    if (name.trim().empty() || value.trim().getAsInteger(10, size) || size < 1)
+    // The script's integers stop at 2^40 (language.md): --dim
+    // A=9223372036854775807 had wrapped a dim derived from it to 4.
+    constexpr int64_t kMost = int64_t(1) << 40;
+    if (name.trim().empty() || value.trim().getAsInteger(10, size) || size < 1 ||
+        size > kMost)
       return mlir::emitError(UnknownLoc::get(&context))
              << flag << " takes " << (mesh ? "AXIS" : "DIM")
-             << "=SIZE,... with sizes >= 1 (e.g. " << flag << " " << example
+             << "=SIZE,... with sizes from 1 to 2^40 (e.g. " << flag << " " << example
              << "), got '" << entry << "'";
     if (!sizes.try_emplace(name.trim(), size).second)
       return mlir::emitError(UnknownLoc::get(&context))

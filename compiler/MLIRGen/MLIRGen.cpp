@@ -147,11 +147,20 @@ std::optional<double> Elaborator::evalNumber(const Expr &expr, Scope &scope) {
     std::optional<double> v = evalNumber(*unary->operand, scope);
     return v ? std::optional<double>(-*v) : std::nullopt;
   }
+  // An initializer's, an eps's or a learning rate's inf or NaN (1e999,
+  // 1e999 - 1e999) would train on nonsense without a word.
+  auto finite = [&](double number) -> std::optional<double> {
+    if (std::isfinite(number))
+      return number;
+    error(expr.getLoc()) << (std::isnan(number) ? std::string("nan") : formatNumber(number))
+                         << " is not a finite number";
+    return std::nullopt;
+  };
   if (auto *number = llvm::dyn_cast<NumberExpr>(&expr))
-    return number->value;
+    return finite(number->value);
   Operand value = emitExpr(expr, scope);
   if (value.kind == Operand::Kind::Number)
-    return value.number;
+    return finite(value.number);
   if (!value.isPoison())
     error(expr.getLoc()) << "expected a number";
   return std::nullopt;
@@ -173,8 +182,12 @@ Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
   Type element = cast<RankedTensorType>(like.getType()).getElementType();
   // A literal that overflows the tensor's dtype would silently become inf.
   auto floatType = cast<FloatType>(element);
-  if (std::isfinite(number) &&
-      std::abs(number) > APFloat::getLargest(floatType.getFloatSemantics())
+  if (!std::isfinite(number)) {
+    error(where) << (std::isnan(number) ? std::string("nan") : formatNumber(number))
+                 << " is not a finite number";
+    return Value();
+  }
+  if (std::abs(number) > APFloat::getLargest(floatType.getFloatSemantics())
                              .convertToDouble()) {
     error(where) << formatNumber(number) << " is out of range for " << element;
     return Value();
