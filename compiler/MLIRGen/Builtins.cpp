@@ -249,7 +249,9 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     }
     FailureOr<SmallVector<int64_t>> shape = embeddingShape(
         typeOf(table).getShape(), typeOf(ids).getShape(), errorAt(args.at(0)));
-    if (mlir::failed(shape))
+    // Its result is ids' shape times the table's row: as large as any
+    // declared tensor may be (an unchecked one wrapped the plan's bytes).
+    if (mlir::failed(shape) || !checkSize(*shape, call.getLoc()))
       return Operand::poison();
     return Operand::ofTensor(EmbeddingOp::create(
         builder, at, typeOf(table).clone(*shape), table, ids));

@@ -696,6 +696,22 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       buffer.last = std::max(buffer.last, lastAccumulate);
   if (failed(inPlaceUpdates(steps, updates, buffers)))
     return failure();
+  // The runtime finds inputs, outputs and params by name: a script's name
+  // that a compiler-made buffer also takes (an output 'loss' beside the
+  // train section's, a param 'grad_norm' beside clipping's) would build an
+  // executable that refuses to start ("duplicate buffer name").
+  llvm::StringMap<const Buffer *> named;
+  for (const Buffer &buffer : buffers) {
+    auto [it, fresh] = named.try_emplace(buffer.name, &buffer);
+    auto article = [](llvm::StringRef role) { return role == "input" || role == "output" ? "an " : "a "; };
+    if (!fresh)
+      return model.emitError("model '")
+             << model.getSymName() << "' has two values named '" << buffer.name
+             << "' (" << article(it->second->role) << it->second->role << " and "
+             << article(buffer.role) << buffer.role << "): the compiler names one of them (the train section's loss, "
+                "grad_norm, grad.NAME, next.NAME, opt.NAME, an expert's router); "
+                "rename the script's";
+  }
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;
