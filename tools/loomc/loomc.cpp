@@ -17,17 +17,19 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/ToolUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Config/llvm-config.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <cctype>
+#include <cmath>
 
 using namespace llvm;
 using loom::Stage;
@@ -331,7 +333,10 @@ std::optional<int64_t> parseBytes(StringRef text) {
     }
   }
   double value;
-  if (text.getAsDouble(value) || value <= 0)
+  // NaN, inf and what rounds to no byte or past int64 are no limit (nan
+  // had become -2^63 bytes, 0.5 became 0, which turned the limit off).
+  if (text.getAsDouble(value) || !(value > 0) || !std::isfinite(value) ||
+      value * scale < 1 || value * scale >= 9.2e18)
     return std::nullopt;
   return static_cast<int64_t>(value * scale);
 }
@@ -405,6 +410,12 @@ int main(int argc, char **argv) {
   options.scheduleSvg = scheduleSvg;
   options.gradients = gradients;
   options.train = train;
+  // Negative or NaN had silently meant 0 (one all-reduce a gradient).
+  if (!(gradBucketMb >= 0) || !std::isfinite(gradBucketMb)) {
+    errs() << "loomc: error: --grad-bucket-mb=" << format("%g", double(gradBucketMb))
+           << ": expected a size in MiB >= 0 (0: one all-reduce per gradient)\n";
+    return 1;
+  }
   options.gradBucketMb = gradBucketMb;
   if (kernelReport.getNumOccurrences())
     options.kernelReport = kernelReport;
