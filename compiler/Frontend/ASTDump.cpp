@@ -36,6 +36,8 @@ private:
 } // namespace
 
 std::string loom::formatNumber(double value) {
+  if (std::isnan(value)) // whatever its sign bit ("-nan" from printf)
+    return "nan";
   // Integral values print as integers: 100000, not 1e+05.
   if (value == std::trunc(value) && std::abs(value) < 1e15)
     return std::to_string((int64_t)value);

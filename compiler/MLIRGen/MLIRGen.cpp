@@ -152,8 +152,7 @@ std::optional<double> Elaborator::evalNumber(const Expr &expr, Scope &scope) {
   auto finite = [&](double number) -> std::optional<double> {
     if (std::isfinite(number))
       return number;
-    error(expr.getLoc()) << (std::isnan(number) ? std::string("nan") : formatNumber(number))
-                         << " is not a finite number";
+    error(expr.getLoc()) << formatNumber(number) << " is not a finite number";
     return std::nullopt;
   };
   if (auto *number = llvm::dyn_cast<NumberExpr>(&expr))
@@ -183,8 +182,7 @@ Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
   // A literal that overflows the tensor's dtype would silently become inf.
   auto floatType = cast<FloatType>(element);
   if (!std::isfinite(number)) {
-    error(where) << (std::isnan(number) ? std::string("nan") : formatNumber(number))
-                 << " is not a finite number";
+    error(where) << formatNumber(number) << " is not a finite number";
     return Value();
   }
   if (std::abs(number) > APFloat::getLargest(floatType.getFloatSemantics())

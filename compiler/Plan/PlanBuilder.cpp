@@ -700,17 +700,18 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   // that a compiler-made buffer also takes (an output 'loss' beside the
   // train section's, a param 'grad_norm' beside clipping's) would build an
   // executable that refuses to start ("duplicate buffer name").
+  auto withArticle = [](llvm::StringRef role) {
+    return (role == "input" || role == "output" ? "an " : "a ") + role.str();
+  };
   llvm::StringMap<const Buffer *> named;
   for (const Buffer &buffer : buffers) {
-    auto [it, fresh] = named.try_emplace(buffer.name, &buffer);
-    auto article = [](llvm::StringRef role) { return role == "input" || role == "output" ? "an " : "a "; };
+    auto [first, fresh] = named.try_emplace(buffer.name, &buffer);
     if (!fresh)
       return model.emitError("model '")
-             << model.getSymName() << "' has two values named '" << buffer.name
-             << "' (" << article(it->second->role) << it->second->role << " and "
-             << article(buffer.role) << buffer.role << "): the compiler names one of them (the train section's loss, "
-                "grad_norm, grad.NAME, next.NAME, opt.NAME, an expert's router); "
-                "rename the script's";
+             << model.getSymName() << "' has two values named '" << buffer.name << "' ("
+             << withArticle(first->second->role) << " and " << withArticle(buffer.role)
+             << "): the compiler names one of them (the train section's loss, grad_norm, "
+                "grad.NAME, next.NAME, opt.NAME, an expert's router); rename the script's";
   }
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);

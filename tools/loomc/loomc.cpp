@@ -333,10 +333,11 @@ std::optional<int64_t> parseBytes(StringRef text) {
     }
   }
   double value;
-  // NaN, inf and what rounds to no byte or past int64 are no limit (nan
-  // had become -2^63 bytes, 0.5 became 0, which turned the limit off).
-  if (text.getAsDouble(value) || !(value > 0) || !std::isfinite(value) ||
-      value * scale < 1 || value * scale >= 9.2e18)
+  // NaN (failing value > 0), inf and what rounds to no byte or past int64
+  // are no limit (nan had become -2^63 bytes, 0.5 became 0, which turned
+  // the limit off).
+  if (text.getAsDouble(value) || !(value > 0) || value * scale < 1 ||
+      value * scale >= 9.2e18)
     return std::nullopt;
   return static_cast<int64_t>(value * scale);
 }

@@ -165,11 +165,12 @@ uint64_t Driver::numSteps() const {
 /// file that cannot be read has none).
 static std::string logLinesUpTo(const std::string &path, uint64_t step) {
   std::string text, kept, ignored;
-  if (std::FILE *file = std::fopen(path.c_str(), "rb")) {
-    char chunk[65536];
-    for (size_t n; (n = std::fread(chunk, 1, sizeof(chunk), file)) > 0;)
-      text.append(chunk, n);
-    std::fclose(file);
+  FilePtr file;
+  uint64_t size = 0;
+  if (openForReading(path, file, size, ignored)) {
+    text.resize(size);
+    if (!readAt(file.get(), 0, text.data(), size))
+      text.clear();
   }
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\n', at);
