@@ -2,6 +2,7 @@
 
 #include "MLIRGen/MLIRGen.h"
 #include "MLIRGen/Elaborator.h"
+#include "MLIRGen/BatchRows.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Verifier.h"
@@ -1023,6 +1024,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
     return;
   model->loss = loss;
   model->lossLoc = seen.lookup("loss");
+  outputLocs[(model->func.getSymName() + ".loss").str()] = model->lossLoc;
   model->results.push_back(loss);
   model->resultAttrs.push_back(builder.getDictionaryAttr(
       builder.getNamedAttr(attr::kLoss, builder.getStringAttr("loss"))));
@@ -1442,6 +1444,28 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
           << " to " << entry.getValue() << ")";
       return nullptr;
     }
+  // The rows must be computed on their own up to the loss (and the stacked
+  // outputs of a pipelined forward), or the split changes the answer.
+  for (auto func : wholeModule.getOps<func::FuncOp>()) {
+    auto micro = built->lookupSymbol<func::FuncOp>(func.getSymName());
+    bool forward = func.getSymName() == split.forwardModel;
+    bool trains = llvm::any_of(llvm::seq(func.getNumResults()), [&](unsigned i) {
+      return bool(func.getResultAttr(i, attr::kLoss));
+    });
+    if (!micro || (!forward && !trains))
+      continue;
+    auto resultLoc = [&](unsigned i) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, attr::kOutput);
+      if (!name)
+        name = func.getResultAttrOfType<StringAttr>(i, attr::kLoss);
+      return whole.loc(whole.outputLocs.lookup(
+          (func.getSymName() + "." + (name ? name.getValue() : "")).str()));
+    };
+    if (failed(checkMicrobatchRows(func, micro, split.count, forward, resultLoc))) {
+      ++whole.errorCount;
+      return nullptr;
+    }
+  }
   if (!split.forwardModel.empty() &&
       failed(markForwardAssembly(whole, wholeModule, *built)))
     return nullptr;

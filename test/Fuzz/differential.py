@@ -69,6 +69,11 @@ M`, so the step (a mean of M microbatch steps) must equal the whole
 batch's; with --stages and neither --gradients nor --train, the forward
 is built with `loomc --microbatches M` and pipelined. A program without
 params must fail `loomc --train` with `nothing to train`.
+--mix-rows (with --microbatches): some ops of batched values mix the
+batch's rows (softmax over dim 0, a row's value less or times the
+batch's mean or sum over dim 0). loomc must refuse such a program
+(`each row of the batch must be computed on its own`) or build one whose
+step still equals the whole batch's; it must not refuse the others.
 
 Tolerance per element: |got - ref| <= RTOL (|ref| + rms(ref)) + ATOL
 (gradients 2 RTOL): for f32 RTOL 1e-3, ATOL 1e-6 (the reference is exact;
@@ -258,6 +263,8 @@ class Program:
         self.allow_layers = layers
         # MoE routes the tokens of one microbatch: not the whole batch's step.
         self.allow_moe = moe and microbatches == 1
+        self.mix_rows = False  # --mix-rows: ops that mix the batch's rows too
+        self.mixed = False  # whether one was made
         self.leaves = {}  # name -> shape
         self.data = set()  # leaves that are batched inputs
         self.ids = {}  # name -> (shape, bound, batched): integer inputs
@@ -316,6 +323,8 @@ class Program:
             kinds += ["layer", "layer"]
         if self.allow_moe and not (batched and len(shape) == 1):
             kinds += ["moe", "moe"]
+        if self.mix_rows and batched:
+            kinds.append("mix")
         return kinds
 
     def axis(self, shape, batched):
@@ -368,6 +377,17 @@ class Program:
             b = self.expr((shape[0], shape[-1], k), sub, batched)
             return self.bind(f"{a} @ transpose({b})",
                              lambda v, a=a, b=b: v[a] @ torch.transpose(v[b], -1, -2))
+        if kind == "mix":  # rows of the batch mixed over dim 0 (--mix-rows)
+            self.mixed = True
+            a = self.expr(shape, sub, batched)
+            how = r.choice(["softmax", "mean", "sum"])
+            if how == "softmax":
+                return self.bind(f"softmax({a}, axis = 0)", lambda v, a=a: softmax(v, v[a], 0))
+            if how == "mean":
+                return self.bind(f"{a} - mean({a}, axis = 0, keepdim = 1)",
+                                 lambda v, a=a: v[a] - v[a].mean(0, keepdim=True))
+            return self.bind(f"{a} * sum({a}, axis = 0, keepdim = 1)",
+                             lambda v, a=a: v[a] * v[a].sum(0, keepdim=True))
         if kind == "softmax" and not (batched and len(shape) == 1):
             a = self.expr(shape, sub, batched)
             axis = self.axis(shape, batched) - (len(shape) if r.random() < 0.5 else 0)
@@ -698,6 +718,7 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     if args.batch:  # divided by the microbatches, and what each holds by dp
         batch = args.microbatches * dp * rng.choice([1, 2, 3])
     program = Program(rng, gradients, args.precision, batch, args.layers, args.moe, args.microbatches)
+    program.mix_rows = args.mix_rows
     program.trig_rng = random.Random(seed + 9 * 10**6)
     program.sigmoid_for_tanh = random.Random(seed + 13000008).random() < 0.5
     # The mesh's axes in gpt.loom's order: dp, pp, then the shard axes.
@@ -973,6 +994,17 @@ def plan_problem(args, script, flags):
     return f"PLAN: {'; '.join(errors[:3])}" if errors else ""
 
 
+ROWS_REFUSED = "each row of the batch must be computed on its own"
+
+
+def refused_rows(program, failed):
+    """NotCompared where loomc refused a program that mixes the batch's
+    rows (--mix-rows) for that reason; a row-wise one it must build."""
+    if program.mixed and ROWS_REFUSED in failed:
+        return NotCompared("refused: mixes the batch's rows")
+    return None
+
+
 def compile_script(args, seed, text, flags):
     """Writes the seed's script and builds it: its executable, and '' when
     loomc built it (and with --gpu also the one with sm_90a kernels, not
@@ -1138,6 +1170,8 @@ def check_training(seed, args):
     program, out, loss, text = build(seed, args, True, optimizer, settings)
     work = args.work
     exe, failed = compile_script(args, seed, text, ["--train"])
+    if refused := refused_rows(program, failed):
+        return refused
     if not program.params():  # (all its leaves batched inputs)
         return "" if "nothing to train: model 'fuzz' has no float param" in failed else \
             f"COMPILE: a model without params gave {failed or 'no error'!r}"
@@ -1308,6 +1342,8 @@ def check(seed, args):
     if args.microbatches > 1 and not args.gradients:
         flags += ["--microbatches", str(args.microbatches)]
     exe, failed = compile_script(args, seed, text, flags)
+    if refused := refused_rows(program, failed):
+        return refused
     if failed:
         return failed
     params = program.params()
@@ -1402,6 +1438,9 @@ def main():
                         help="also layers, called in for loops (recomputed at random)")
     parser.add_argument("--moe", action="store_true",
                         help="also MoE blocks (not with --microbatches)")
+    parser.add_argument("--mix-rows", action="store_true",
+                        help="with --microbatches: ops that mix the batch's rows too, which "
+                             "loomc must refuse or build right")
     parser.add_argument("--check-plans", action="store_true",
                         help="also check every plan loomc writes with test/Driver/check_plan.py")
     parser.add_argument("--tile-dims", action="store_true",
