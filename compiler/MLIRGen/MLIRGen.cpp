@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
@@ -1283,6 +1284,20 @@ void Elaborator::splitPipelinedForward(SMLoc where) {
                                     model->func.getSymName().str()};
 }
 
+/// The model whose compiler-made symbol `name` would be (its per-rank
+/// program `M_spmd`, its kernels `M_kN`), among the script's `models`.
+static std::optional<std::string>
+compilerNameOwner(StringRef name, const llvm::StringSet<> &models) {
+  if (name.ends_with("_spmd") && models.contains(name.drop_back(5)))
+    return name.drop_back(5).str();
+  size_t k = name.rfind("_k");
+  StringRef index = k == StringRef::npos ? "" : name.substr(k + 2);
+  if (!index.empty() && llvm::all_of(index, llvm::isDigit) &&
+      models.contains(name.take_front(k)))
+    return name.take_front(k).str();
+  return std::nullopt;
+}
+
 OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
   OwningOpRef<ModuleOp> owned = ModuleOp::create(builder.getUnknownLoc());
   module = *owned;
@@ -1309,11 +1324,21 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
   for (const FunctionDecl &fn : ast.functions)
     if (!functions.try_emplace(fn.name.text, &fn).second)
       error(fn.name.loc) << "'" << fn.name.text << "' is already defined";
-  llvm::StringSet<> modelNames;
+  llvm::StringSet<> modelNames, declared;
+  for (const ModelDecl &decl : ast.models)
+    declared.insert(decl.name.text);
   for (const ModelDecl &decl : ast.models) {
+    std::optional<std::string> owner = compilerNameOwner(decl.name.text, declared);
     if (meshName && decl.name.text == *meshName)
       error(decl.name.loc) << "model '" << decl.name.text
                            << "' has the name of the mesh";
+    else if (owner)
+      error(decl.name.loc)
+          << "model '" << decl.name.text << "' has the name loomc gives model '"
+          << *owner << "''s "
+          << (StringRef(decl.name.text).ends_with("_spmd") ? "per-rank program"
+                                                           : "kernels")
+          << ": rename one of them";
     else if (!modelNames.insert(decl.name.text).second)
       error(decl.name.loc) << "model '" << decl.name.text
                            << "' is already defined";
