@@ -187,6 +187,9 @@ public:
   unsigned errorCount = 0;
   bool failed() const { return errorCount != 0; }
   static constexpr unsigned kMaxStatements = 200000;
+  /// Counts one more elaborated statement (or loop iteration); false, with
+  /// an error the first time, past kMaxStatements.
+  bool countStatement(SMLoc where);
   unsigned statementsElaborated = 0;
 
   // Script-wide declarations.

@@ -614,14 +614,19 @@ static const char *onlyInModel(Stmt::Kind kind) {
   }
 }
 
+bool Elaborator::countStatement(SMLoc where) {
+  if (++statementsElaborated <= kMaxStatements)
+    return true;
+  if (statementsElaborated == kMaxStatements + 1)
+    error(where) << "the script unrolls to more than " << kMaxStatements
+                 << " statements";
+  return false;
+}
+
 void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
   // Loops and layers multiply: bound the unrolled program, not each loop.
-  if (++statementsElaborated > kMaxStatements) {
-    if (statementsElaborated == kMaxStatements + 1)
-      error(stmt.loc) << "the script unrolls to more than " << kMaxStatements
-                      << " statements";
+  if (!countStatement(stmt.loc))
     return;
-  }
   if (const char *what = onlyInModel(stmt.kind); what && body != BodyKind::Model) {
     error(stmt.loc) << "'" << what
                     << "' is only valid in a model, not in a layer or expert";
@@ -727,7 +732,10 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     }
     // An error in one iteration would repeat in every other: stop there.
     unsigned errorsBefore = errorCount;
-    for (int64_t i = *low; i < end && errorCount == errorsBefore; ++i) {
+    // Each iteration counts as a statement: nested loops with empty
+    // bodies would otherwise unroll 4096^depth times unbounded.
+    for (int64_t i = *low;
+         i < end && errorCount == errorsBefore && countStatement(stmt.loc); ++i) {
       scope.ints[var.text] = i;
       SmallVector<StringRef> fromLastIteration;
       for (auto &entry : scope.definedAt)
