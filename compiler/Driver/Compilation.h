@@ -41,6 +41,8 @@ public:
   // The steps, in the table's order (Driver.cpp).
   mlir::LogicalResult parse();
   mlir::LogicalResult generateLoom();
+  /// Warns of --schedule and --microbatches where they change nothing.
+  void warnOfIdleOptions();
   mlir::LogicalResult planSchedule();
   mlir::LogicalResult differentiate();
   mlir::LogicalResult partition();

@@ -266,7 +266,31 @@ LogicalResult Compilation::generateLoom() {
     module->walk([&](mlir::loom::TrainOp train) {
       train.setZeroAttr(Builder(&context).getI64IntegerAttr(1));
     });
+  if (module)
+    warnOfIdleOptions();
   return success(static_cast<bool>(module));
+}
+
+/// Options that change nothing of this build are said to, rather than
+/// ignored: a user who asked for a schedule or microbatches expects them.
+void Compilation::warnOfIdleOptions() {
+  for (auto func : module->getOps<func::FuncOp>()) {
+    if (!func.isPublic() ||
+        (!options.model.empty() && func.getSymName() != options.model))
+      continue;
+    if (!options.schedule.empty() && !func->hasAttr(mlir::loom::attr::kPipelineAxis))
+      emitWarning(func.getLoc())
+          << "--schedule=" << options.schedule << " has no effect: model '"
+          << func.getSymName()
+          << "' is not pipelined (no 'pipeline AXIS' line and stages)";
+    if (options.microbatches && !options.train &&
+        !func->hasAttr(mlir::loom::attr::kForwardMicrobatches))
+      emitWarning(func.getLoc())
+          << "--microbatches " << *options.microbatches
+          << " has no effect: a forward build of model '" << func.getSymName()
+          << "' runs the whole batch at once (microbatches split a --train "
+             "step, or a forward pipelined over several ranks)";
+  }
 }
 
 bool Compilation::wantsGradients() const {

@@ -10,6 +10,7 @@
 #include "Pipeline/Pipeline.h"
 #include "loom/runtime/Version.h"
 #include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/plan/Schedule.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -407,6 +408,13 @@ int main(int argc, char **argv) {
   options.sequenceParallel = sequenceParallel;
   options.fuseAttention = fuseAttention;
   options.recomputeLayers = recompute == Recompute::Layers;
+  // A misspelt kind was only caught where a pipelined model used it.
+  loom::runtime::ScheduleKind scheduleKind;
+  if (!schedule.empty() && !loom::runtime::parseScheduleKind(schedule, scheduleKind)) {
+    errs() << "loomc: error: unknown --schedule '" << schedule
+           << "' (expected gpipe, 1f1b, interleaved or zero_bubble)\n";
+    return 1;
+  }
   options.schedule = schedule;
   options.scheduleSvg = scheduleSvg;
   options.gradients = gradients;
