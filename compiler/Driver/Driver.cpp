@@ -109,9 +109,11 @@ LogicalResult Compilation::run() {
     return emitError(UnknownLoc::get(&context),
                      "--explain prints a report instead of a stage; drop --emit "
                      "and --kernel-report");
-  if (!options.meshSvg.empty() && options.emit && *options.emit < Stage::Kernels)
+  // The drawing is made after the kernels stage (explainPlan), which an
+  // --emit of kernels or earlier stops before.
+  if (!options.meshSvg.empty() && options.emit && *options.emit <= Stage::Kernels)
     return emitError(UnknownLoc::get(&context),
-                     "--mesh-svg draws the per-rank program of the kernels "
+                     "--mesh-svg draws the per-rank program after the kernels "
                      "stage: --emit=")
            << stageName(*options.emit) << " stops before it";
   if (options.dumpAfterEachPass && options.dumpDir.empty())
