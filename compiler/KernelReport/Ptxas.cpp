@@ -49,6 +49,14 @@ FailureOr<loom::AssembledPtx> loom::assemblePtx(llvm::StringRef ptxas,
   AssembledPtx result;
   if (auto text = llvm::MemoryBuffer::getFile(log))
     result.log = (*text)->getBuffer().str();
+  // CUDA 13's ptxas dropped architectures the PTX still targets (sm_50 to
+  // sm_72): say so plainly rather than pass on its option error.
+  if (status != 0 &&
+      llvm::StringRef(result.log).contains("is not defined for option 'gpu-name'"))
+    return emitError(loc, "the CUDA toolkit's ptxas (")
+           << ptxas << ") cannot assemble for --gpu-arch=" << arch
+           << ": choose an architecture it supports (sm_80, sm_86, sm_89 or "
+              "sm_90a); --emit=ptx still prints the PTX";
   if (status != 0) {
     InFlightDiagnostic diag = emitError(loc, "ptxas failed (exit ") << status << "): ";
     llvm::interleave(llvm::ArrayRef<llvm::StringRef>(argv).drop_back(3), diag, " ");
