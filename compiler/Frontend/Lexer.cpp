@@ -2,6 +2,7 @@
 
 #include "Frontend/Lexer.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cctype>
@@ -110,6 +111,8 @@ Token Lexer::next() {
         return lexIdentifier(start);
       if (isdigit((unsigned char)c))
         return lexNumber(start);
+      if ((unsigned char)c >= 0x80)
+        return lexNonAscii(start);
       emitError(llvm::SMLoc::getFromPointer(start),
                 isprint((unsigned char)c)
                     ? "unexpected character '" + llvm::Twine(c) + "'"
@@ -117,6 +120,35 @@ Token Lexer::next() {
       return make(TokenKind::error, start);
     }
   }
+}
+
+/// A UTF-8 character outside comments is one error, not one per byte:
+/// `unexpected character 'é' (U+00E9)`; bytes that are not UTF-8 say so.
+Token Lexer::lexNonAscii(const char *start) {
+  unsigned char lead = *start;
+  unsigned length = lead >= 0xF0 && lead < 0xF8   ? 4
+                    : lead >= 0xE0 && lead < 0xF0 ? 3
+                    : lead >= 0xC2 && lead < 0xE0 ? 2
+                                                  : 0;
+  uint32_t point = length == 4 ? lead & 0x07 : length == 3 ? lead & 0x0F : lead & 0x1F;
+  for (unsigned i = 1; i < length; ++i) {
+    if (start + i >= buffer.end() || ((unsigned char)start[i] & 0xC0) != 0x80) {
+      length = 0;
+      break;
+    }
+    point = point << 6 | ((unsigned char)start[i] & 0x3F);
+  }
+  if (length == 0 || point > 0x10FFFF) {
+    emitError(llvm::SMLoc::getFromPointer(start),
+              "unexpected byte 0x" + llvm::utohexstr(lead, /*LowerCase=*/false, 2) +
+                  " in the source (not UTF-8 text)");
+    return make(TokenKind::error, start);
+  }
+  cur = start + length;
+  emitError(llvm::SMLoc::getFromPointer(start),
+            "unexpected character '" + llvm::StringRef(start, length) + "' (U+" +
+                llvm::utohexstr(point, /*LowerCase=*/false, 4) + ")");
+  return make(TokenKind::error, start);
 }
 
 Token Lexer::lexIdentifier(const char *start) {

@@ -28,6 +28,7 @@ private:
     return Token{kind, llvm::StringRef(start, cur - start)};
   }
   Token lexIdentifier(const char *start);
+  Token lexNonAscii(const char *start);
   Token lexNumber(const char *start);
   void skipComment();
 

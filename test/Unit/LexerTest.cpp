@@ -73,3 +73,19 @@ TEST(Lexer, InvalidCharactersAreReported) {
   EXPECT_EQ(out.errors[0], "unexpected character '$'");
   EXPECT_EQ(out.errors[1], "unexpected byte in the source");
 }
+
+TEST(Lexer, NonAsciiCharactersAreOneErrorEach) {
+  // A UTF-8 character is one error with its code point (not one per byte);
+  // bytes that are no UTF-8 say so, one by one.
+  Lexed out = lex("a \xC3\x97 b \xE2\x9C\x93 \xFF \xC3");
+  ASSERT_EQ(out.errors.size(), 4u);
+  EXPECT_EQ(out.errors[0], "unexpected character '\xC3\x97' (U+00D7)");
+  EXPECT_EQ(out.errors[1], "unexpected character '\xE2\x9C\x93' (U+2713)");
+  EXPECT_EQ(out.errors[2], "unexpected byte 0xFF in the source (not UTF-8 text)");
+  EXPECT_EQ(out.errors[3], "unexpected byte 0xC3 in the source (not UTF-8 text)");
+  std::vector<TokenKind> identifiers;
+  for (TokenKind kind : out.kinds)
+    if (kind == TokenKind::identifier)
+      identifiers.push_back(kind);
+  EXPECT_EQ(identifiers.size(), 2u);
+}

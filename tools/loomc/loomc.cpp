@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver/Driver.h"
+#include "Driver/SourceCarets.h"
 #include "Pipeline/Pipeline.h"
 #include "loom/runtime/Version.h"
 #include "loom/runtime/plan/Plan.h"
@@ -551,6 +552,8 @@ int main(int argc, char **argv) {
       return handler.verify();
     }
     mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    // Lines with non-ASCII text get their caret from this one.
+    loom::SourceCaretHandler carets(sourceMgr, &context);
     // Errors of the command line (--cpu, --mesh, ...) have no place in the
     // script: they read "loomc: error: ...", as the options' own do.
     mlir::ScopedDiagnosticHandler commandLine(&context, [](mlir::Diagnostic &diag) {
