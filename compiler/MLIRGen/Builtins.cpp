@@ -511,11 +511,13 @@ static std::optional<Value> elaborateBody(Elaborator &e, const FunctionDecl &fn,
   std::optional<Value> savedReturn = std::move(e.returned);
   e.returned.reset();
   e.activeCalls.insert(fn.name.text);
+  e.callSites.push_back({call.getLoc(), &fn});
   unsigned errorsBefore = e.errorCount;
 
   e.emitBlock(fn.body, callee, kind);
   std::optional<Value> result = std::move(e.returned);
 
+  e.callSites.pop_back();
   e.activeCalls.erase(fn.name.text);
   e.returned = std::move(savedReturn);
   e.paramPrefix = savedPrefix;

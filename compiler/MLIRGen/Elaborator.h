@@ -228,6 +228,9 @@ public:
   std::string paramPrefix;            // "block.2." inside an instance
   llvm::StringMap<unsigned> instanceCounts;
   llvm::StringSet<> activeCalls;      // rejects recursive layers
+  /// The layer and MoE calls being elaborated, outermost first: an error in
+  /// a body notes the calls it came through (error()).
+  llvm::SmallVector<std::pair<SMLoc, const FunctionDecl *>> callSites;
   llvm::StringSet<> failedFunctions;  // report a body's errors once
   struct ExpertState {
     mlir::Block *body;

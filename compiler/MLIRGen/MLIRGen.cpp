@@ -40,7 +40,23 @@ mlir::Location Elaborator::loc(SMLoc where) {
 
 InFlightDiagnostic Elaborator::error(SMLoc where) {
   ++errorCount;
-  return emitError(loc(where));
+  InFlightDiagnostic diag = emitError(loc(where));
+  // An error in a layer's body depends on the call's arguments: say which
+  // call (innermost first; a few of a deep chain).
+  constexpr size_t kNotedCalls = 4;
+  size_t noted = 0;
+  for (auto [site, fn] : llvm::reverse(callSites)) {
+    if (noted++ == kNotedCalls) {
+      diag.attachNote(loc(callSites.front().first))
+          << "and " << callSites.size() - kNotedCalls << " more enclosing call"
+          << (callSites.size() - kNotedCalls == 1 ? "" : "s")
+          << ", the outermost here";
+      break;
+    }
+    diag.attachNote(loc(site)) << "in this call of " << (fn->isMoe ? "MoE block '" : "layer '")
+                               << fn->name.text << "'";
+  }
+  return diag;
 }
 
 namespace loom {
