@@ -169,9 +169,11 @@ bool Compilation::reached(Stage stage,
     llvm::sys::path::append(path, file);
     std::error_code ec = llvm::sys::fs::create_directories(options.dumpDir);
     llvm::raw_fd_ostream dump(path, ec);
-    if (!ec)
+    if (!ec) {
       (this->*print)(dump);
-    else
+      ec = closeChecked(dump);
+    }
+    if (ec)
       llvm::errs() << "loomc: warning: cannot write " << path << ": "
                    << ec.message() << "\n";
   }
@@ -427,6 +429,19 @@ LogicalResult Compilation::buildPlans() {
       return failure();
     spmdPlan = std::move(*perRank);
   }
+  // The limit was checked against explain's model, which counts params,
+  // gradients, optimizer state and saved activations but not a step's
+  // working temps: the built plan's arena is what a rank allocates.
+  const Plan &perRank = spmdPlan ? *spmdPlan : *plan;
+  if (options.memoryLimit && perRank.arenaBytes > *options.memoryLimit)
+    return emitError(model->getLoc())
+           << "the plan of model '" << model->getSymName() << "' allocates "
+           << perRank.arenaBytes << " bytes (" << formatBytes(perRank.arenaBytes)
+           << ") on " << (spmdPlan ? "each rank" : "its rank")
+           << ", more than the memory limit of " << *options.memoryLimit
+           << " bytes (" << formatBytes(*options.memoryLimit)
+           << ", --memory-limit; the estimate checked before the build leaves "
+              "out a step's temporaries)";
   return success();
 }
 
@@ -569,4 +584,13 @@ LogicalResult runDriver(MLIRContext &context, llvm::SourceMgr &sourceMgr,
   return Compilation(context, sourceMgr, options, os).run();
 }
 
+} // namespace loom
+
+namespace loom {
+std::error_code closeChecked(llvm::raw_fd_ostream &out) {
+  out.flush(); // (not close(): stdout's stream must not be closed)
+  std::error_code ec = out.error();
+  out.clear_error();
+  return ec;
+}
 } // namespace loom

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <optional>
 #include <string>
@@ -159,6 +160,11 @@ mlir::LogicalResult runDriver(mlir::MLIRContext &context,
 mlir::FailureOr<ExplainReport> probeExplain(mlir::MLIRContext &context,
                                             llvm::SourceMgr &sourceMgr,
                                             DriverOptions options);
+
+/// Flushes `out`, returning the error of any write that failed
+/// (cleared, so that LLVM does not abort with "IO failure on output
+/// stream" at exit: a full disk is a plain "cannot write" error).
+std::error_code closeChecked(llvm::raw_fd_ostream &out);
 
 } // namespace loom
 

@@ -76,6 +76,9 @@ LogicalResult Compilation::explainPlan() {
       return emitError(UnknownLoc::get(&context), "cannot write ")
              << options.meshSvg << ": " << ec.message();
     out << meshSvg(*explained);
+    if (std::error_code failed = closeChecked(out))
+      return emitError(UnknownLoc::get(&context), "cannot write ")
+             << options.meshSvg << ": " << failed.message();
   }
   if (options.explain) {
     if (*options.explain == KernelReportFormat::Json)
@@ -329,6 +332,7 @@ LogicalResult Compilation::searchMeshes() {
   };
   std::vector<Result> fits;
   unsigned tried = 0, compiled = 0, over = 0;
+  bool live = llvm::errs().is_displayed();
   for (const std::vector<int64_t> &sizes : meshes) {
     std::vector<std::pair<std::string, DriverOptions>> knobs;
     DriverOptions mesh = options;
@@ -361,10 +365,19 @@ LogicalResult Compilation::searchMeshes() {
                            more});
         }
     }
+    auto progress = [&](const char *end) {
+      llvm::errs() << llvm::formatv("loomc: search-mesh: {0} of {1} meshes, {2} tried{3}",
+                                    &sizes - &meshes.front() + 1, meshes.size(),
+                                    tried, end);
+    };
     for (auto &[flags, knob] : knobs) {
       ++tried;
-      llvm::errs() << llvm::formatv("\rloomc: search-mesh: {0} of {1} meshes, {2} tried",
-                                    &sizes - &meshes.front() + 1, meshes.size(), tried);
+      // A terminal's line is rewritten per configuration; a log gets a
+      // line per mesh (below), not carriage returns.
+      if (live) {
+        llvm::errs() << "\r";
+        progress("");
+      }
       FailureOr<ExplainReport> report = sampledExplain(context, sourceMgr, knob);
       if (failed(report))
         continue;
@@ -383,8 +396,11 @@ LogicalResult Compilation::searchMeshes() {
       if (!same)
         fits.push_back({"--mesh=" + knob.mesh + flags, *report});
     }
+    if (!live)
+      progress("\n");
   }
-  llvm::errs() << "\n";
+  if (live)
+    llvm::errs() << "\n";
   std::sort(fits.begin(), fits.end(), [](const Result &a, const Result &b) {
     return a.report.stepSeconds < b.report.stepSeconds;
   });

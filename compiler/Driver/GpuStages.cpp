@@ -25,11 +25,14 @@ namespace loom {
 /// CPU stages build (a GPU build fuses only the attention the GPU kernels
 /// run and keeps the optimizer's copies), so --dump-dir, which only writes
 /// what a compilation reaches, has no say in it: it dumps the GPU stages of
-/// a --gpu build.
+/// a --gpu build. Nor does --emit: `--gpu --emit=kernels` prints the
+/// kernels stage of the --gpu build (it printed a CPU build's, with
+/// attention fused where the GPU kernels do not fuse it).
 bool Compilation::wantsGpu() const {
   return (options.emit && *options.emit >= Stage::GPU &&
           *options.emit <= Stage::PTX) ||
-         (executable() && options.embedGpu) || options.kernelReport;
+         (options.embedGpu && (executable() || options.emit)) ||
+         options.kernelReport;
 }
 
 LogicalResult Compilation::checkGpuOptions() {

@@ -112,6 +112,9 @@ LogicalResult Compilation::planSchedule() {
       return emitError(model.getLoc(), "cannot write ")
              << options.scheduleSvg << ": " << ec.message();
     out << rt::scheduleSvg(built, timeline);
+    if (std::error_code failed = closeChecked(out))
+      return emitError(model.getLoc(), "cannot write ")
+             << options.scheduleSvg << ": " << failed.message();
   }
   return success();
 }

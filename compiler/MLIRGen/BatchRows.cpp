@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <numeric>
 #include <string>
@@ -313,8 +314,24 @@ private:
         join(moe.getResult(), *d, op);
       return;
     }
-    if (isa<CrossEntropyOp, MseOp>(op))
-      return onlyIfFree(op.getOperands(), "is a mean over the batch"), void();
+    // A loss averages its rows: fine where each row pairs the same row of
+    // the batch in both operands (its result is then free of the batch,
+    // as the microbatches' mean of it is the whole batch's).
+    if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
+      auto logits = batchDim(loss.getLogits()), labels = batchDim(loss.getLabels());
+      if (logits && *logits == rankOf(loss.getLogits()) - 1)
+        return mixAll("normalizes over the batch (the last dim of its logits)");
+      if (logits && labels && *logits != *labels)
+        return mixAll("pairs logits and labels of different rows of the batch");
+      return;
+    }
+    if (auto loss = dyn_cast<MseOp>(op)) {
+      auto prediction = batchDim(loss.getPrediction()),
+           target = batchDim(loss.getTarget());
+      if (prediction && target && *prediction != *target)
+        return mixAll("pairs predictions and targets of different rows of the batch");
+      return;
+    }
     // Elementwise ops of one operand (activations; softmax and the causal
     // mask, of the same trait, are above) and casts keep its layout.
     if ((op.hasTrait<OpTrait::SameOperandsAndResultType>() &&
@@ -385,14 +402,12 @@ Value throughStages(Value v) {
   return v;
 }
 
-/// The value whose rows the loss averages, or null where the loss is not a
-/// mean over the batch (which the front end checked before).
+/// The value whose rows the loss averages: the cross_entropy or mse (whose
+/// own rule checks its operands' rows) or the innermost of its means.
 Value averagedOf(Value loss) {
   loss = throughStages(loss);
   if (auto cast = loss.getDefiningOp<CastOp>())
     loss = throughStages(cast.getInput());
-  if (isa_and_nonnull<CrossEntropyOp, MseOp>(loss.getDefiningOp()))
-    return loss; // its operands are checked as the op's own
   while (auto mean = loss.getDefiningOp<MeanOp>())
     loss = throughStages(mean.getInput());
   return loss;
@@ -408,37 +423,37 @@ checkMicrobatchRows(func::FuncOp whole, func::FuncOp micro, int64_t count,
                     llvm::function_ref<Location(unsigned result)> resultLoc) {
   RowFlow flow(whole, micro, count);
   auto *returnOp = whole.getBody().front().getTerminator();
-  bool ok = true;
+  // One error per op that mixes rows, with a note at each result it reaches.
+  llvm::MapVector<Operation *, std::pair<Rows, SmallVector<unsigned>>> mixers;
   for (auto [i, result] : llvm::enumerate(returnOp->getOperands())) {
     bool isLoss = bool(whole.getResultAttr(i, attr::kLoss));
     if (!isLoss && !outputsToo)
       continue;
-    Value checked = isLoss ? averagedOf(result) : result;
-    SmallVector<Value> values{checked};
-    if (isLoss && isa_and_nonnull<CrossEntropyOp, MseOp>(checked.getDefiningOp()))
-      values.assign(checked.getDefiningOp()->operand_begin(),
-                    checked.getDefiningOp()->operand_end());
-    for (Value value : values) {
-      const Rows &r = flow.of(value);
-      if (r.kind != Rows::Mixed)
-        continue;
+    const Rows &r = flow.of(isLoss ? averagedOf(result) : result);
+    if (r.kind != Rows::Mixed)
+      continue;
+    auto &entry = mixers[r.origin];
+    entry.first = r;
+    entry.second.push_back(i);
+  }
+  for (auto &[origin, entry] : mixers) {
+    InFlightDiagnostic diag = emitError(origin->getLoc())
+        << "with " << count << " microbatches each row of the batch must be "
+        << "computed on its own, but this '" << origin->getName().stripDialect()
+        << "' " << entry.first.why;
+    for (unsigned i : entry.second) {
+      bool isLoss = bool(whole.getResultAttr(i, attr::kLoss));
       auto name = whole.getResultAttrOfType<StringAttr>(
           i, isLoss ? attr::kLoss : attr::kOutput);
-      InFlightDiagnostic diag = emitError(r.origin->getLoc())
-          << "with " << count << " microbatches each row of the batch must be "
-          << "computed on its own, but this '"
-          << r.origin->getName().stripDialect() << "' " << r.why;
       diag.attachNote(resultLoc(i))
           << (isLoss ? "the loss '" : "output '")
           << (name ? name.getValue() : StringRef("?"))
           << "' depends on it, so the microbatches' "
           << (isLoss ? "mean" : "stacked outputs") << " would not be the whole "
           << "batch's";
-      ok = false;
-      break;
     }
   }
-  return success(ok);
+  return success(mixers.empty());
 }
 
 } // namespace loom

@@ -555,6 +555,22 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
       bind(scope, name, Value(), true);
       return;
     }
+    // A constant or a uniform bound past the param's dtype would initialize
+    // it to inf (constant(70000) in f16), as a literal in an expression
+    // would, which scalarLike refuses.
+    if (auto floatType = dyn_cast<FloatType>(*element);
+        floatType && (kind == InitKind::constant || kind == InitKind::uniform)) {
+      double largest =
+          APFloat::getLargest(floatType.getFloatSemantics()).convertToDouble();
+      for (auto [arg, value] : llvm::zip(stmt.init->args, args))
+        if (std::abs(value) > largest) {
+          error(arg->getLoc()) << formatNumber(value) << " is out of range for "
+                               << *element << " (its largest is "
+                               << formatNumber(largest) << ")";
+          bind(scope, name, Value(), true);
+          return;
+        }
+    }
     attrs.push_back(builder.getNamedAttr(attr::kInit, init));
   }
 
@@ -1182,10 +1198,35 @@ void Elaborator::declarePrecision(const PrecisionDecl &precision) {
 }
 
 /// The block argument `value` is, through sharding annotations, or null.
-static BlockArgument argumentOf(Value value) {
-  while (auto annotation = value.getDefiningOp<shard::ShardOp>())
-    value = annotation.getSrc();
-  return dyn_cast<BlockArgument>(value);
+/// The func arguments whose elements `value` holds unchanged: through
+/// sharding annotations, reshapes, transposes, concats, splits, integer
+/// casts and pipeline stages (ids reshaped before an embedding are still
+/// the input's ids).
+static void argumentsOf(Value value, SmallVectorImpl<BlockArgument> &args) {
+  SmallVector<Value> work{value};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (isa<func::FuncOp>(arg.getOwner()->getParentOp()))
+        args.push_back(arg);
+      continue;
+    }
+    Operation *op = v.getDefiningOp();
+    if (auto stage = dyn_cast<StageOp>(op)) {
+      work.push_back(stage.getBody().front().getTerminator()->getOperand(
+          cast<OpResult>(v).getResultNumber()));
+    } else if (auto cast = dyn_cast<CastOp>(op)) {
+      if (getElementTypeOrSelf(cast.getInput().getType()).isInteger())
+        work.push_back(cast.getInput());
+    } else if (isa<shard::ShardOp, ReshapeOp, TransposeOp, SplitOp>(op)) {
+      work.push_back(op->getOperand(0));
+    } else if (isa<ConcatOp>(op)) {
+      llvm::append_range(work, op->getOperands());
+    }
+  }
 }
 
 /// Gives each integer input that indexes an embedding table or names a
@@ -1197,12 +1238,15 @@ static BlockArgument argumentOf(Value value) {
 static void markIndexBounds(func::FuncOp func) {
   llvm::DenseMap<BlockArgument, int64_t> bounds;
   auto bound = [&](Value index, int64_t size) {
-    BlockArgument arg = argumentOf(index);
-    if (!arg || !func.getArgAttr(arg.getArgNumber(), attr::kInput))
-      return;
-    auto [it, inserted] = bounds.try_emplace(arg, size);
-    if (!inserted)
-      it->second = std::min(it->second, size);
+    SmallVector<BlockArgument> args;
+    argumentsOf(index, args);
+    for (BlockArgument arg : args) {
+      if (!func.getArgAttr(arg.getArgNumber(), attr::kInput))
+        continue;
+      auto [it, inserted] = bounds.try_emplace(arg, size);
+      if (!inserted)
+        it->second = std::min(it->second, size);
+    }
   };
   func.walk([&](Operation *op) {
     if (auto embedding = dyn_cast<EmbeddingOp>(op))

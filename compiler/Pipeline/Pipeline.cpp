@@ -12,6 +12,7 @@
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/ConvertToLLVM/ToLLVMPass.h"
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/AMX/Transforms.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
@@ -58,6 +59,7 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
@@ -72,7 +74,10 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
                   memref::MemRefDialect, scf::SCFDialect, affine::AffineDialect,
                   cf::ControlFlowDialect, LLVM::LLVMDialect, gpu::GPUDialect,
                   NVVM::NVVMDialect, nvgpu::NVGPUDialect, ub::UBDialect,
-                  vector::VectorDialect>();
+                  vector::VectorDialect,
+                  // The CPU tiles' bf16 dots and AMX tiles (--emit=tiled
+                  // on such a CPU reads back into loom-opt).
+                  x86vector::X86VectorDialect, amx::AMXDialect>();
   arith::registerBufferizableOpInterfaceExternalModels(registry);
   linalg::registerBufferizableOpInterfaceExternalModels(registry);
   tensor::registerBufferizableOpInterfaceExternalModels(registry);
@@ -101,6 +106,19 @@ void ::loom::registerLoomCompilerDialects(DialectRegistry &registry) {
 }
 
 /// loom-fuse-attention, as `fusion` asks.
+/// math-expand-ops for every op it expands but tanh: its expansion
+/// (1 - e^-2|x|) / (1 + e^-2|x|) cancels for small |x| (tanh(1e-8) was 0,
+/// 1e-7 11% off), where the CPU's polynomial and the GPU's libdevice are
+/// accurate to a few ulps.
+static math::MathExpandOpsPassOptions expandedMathOps() {
+  math::MathExpandOpsPassOptions options;
+  for (const char *op : {"ctlz", "sinh", "cosh", "tan", "asinh", "acosh", "atanh",
+                         "fma", "ceil", "exp2", "powf", "fpowi", "round",
+                         "roundeven", "rsqrt", "clampf"})
+    options.opMnemonics.push_back(op);
+  return options;
+}
+
 static void addFuseAttention(OpPassManager &pm, ::loom::AttentionFusion fusion) {
   if (fusion == ::loom::AttentionFusion::None)
     return;
@@ -231,7 +249,7 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(math::createMathExpandOpsPass());
+  pm.addPass(math::createMathExpandOpsPass(expandedMathOps()));
   // exp, log, tanh, erf: arithmetic LLVM vectorizes, not libm calls.
   pm.addPass(mlir::loom::createLoomApproximateMathForCpu());
   // bf16 conversions become integer arithmetic (round to nearest even), so
@@ -314,7 +332,7 @@ void ::loom::buildNvvmPipeline(OpPassManager &pm, const GpuTarget &target) {
   pm.addPass(createGpuNVVMAttachTarget(attach));
   OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
   device.addPass(mlir::loom::createLoomTensorMapParams());
-  device.addPass(math::createMathExpandOpsPass());
+  device.addPass(math::createMathExpandOpsPass(expandedMathOps()));
   // Views (split pieces, concat slots) become plain address arithmetic.
   device.addPass(memref::createExpandStridedMetadataPass());
   device.addPass(createSCFToControlFlowPass());

@@ -581,6 +581,11 @@ int main(int argc, char **argv) {
           std::move(*file), processChunk, output.os(),
           splitInputFile ? mlir::kDefaultSplitMarker : "", "// -----")))
     return 1;
+  if (std::error_code failed = loom::closeChecked(output.os())) {
+    errs() << "loomc: error: cannot write '" << printTo << "': " << failed.message()
+           << "\n";
+    return 1;
+  }
   output.keep();
   return 0;
 }

@@ -2,8 +2,37 @@
 
 #include "Conversion/LoomToLinalg/LinalgBuilders.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::loom;
+
+/// A float to a signed integer as NumPy's astype and torch's .to do it,
+/// toward zero, but defined everywhere (arith.fptosi is poison outside the
+/// integer's range; x86 gave INT_MIN for 1e10): values beyond the range
+/// saturate to its ends, NaN gives 0 (LLVM's fptosi.sat).
+static Value saturatingFloatToInt(OpBuilder &b, Location loc, Value value,
+                                  IntegerType type) {
+  value = widen(b, loc, value);
+  auto floatType = cast<FloatType>(value.getType());
+  unsigned bits = type.getWidth();
+  APInt max = APInt::getSignedMaxValue(bits), min = APInt::getSignedMinValue(bits);
+  // 2^(bits-1) and -2^(bits-1) are exact in f32 and f64.
+  auto bound = [&](double v) {
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(floatType, v));
+  };
+  Value upper = bound(std::ldexp(1.0, bits - 1)), lower = bound(-std::ldexp(1.0, bits - 1));
+  Value truncated = arith::FPToSIOp::create(b, loc, type, value);
+  auto constant = [&](const APInt &v) {
+    return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, v));
+  };
+  Value tooBig = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, value, upper);
+  Value tooSmall = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, value, lower);
+  Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, value, value);
+  Value result = arith::SelectOp::create(b, loc, tooBig, constant(max), truncated);
+  result = arith::SelectOp::create(b, loc, tooSmall, constant(min), result);
+  return arith::SelectOp::create(b, loc, isNan, constant(APInt(bits, 0)), result);
+}
 
 Value mlir::loom::convertScalar(OpBuilder &b, Location loc, Value value,
                                 Type type) {
@@ -22,7 +51,7 @@ Value mlir::loom::convertScalar(OpBuilder &b, Location loc, Value value,
   if (!fromFloat && toFloat)
     return arith::SIToFPOp::create(b, loc, type, value);
   if (fromFloat && !toFloat)
-    return arith::FPToSIOp::create(b, loc, type, value);
+    return saturatingFloatToInt(b, loc, value, cast<IntegerType>(type));
   if (from.getIntOrFloatBitWidth() < type.getIntOrFloatBitWidth())
     return arith::ExtSIOp::create(b, loc, type, value);
   return arith::TruncIOp::create(b, loc, type, value);

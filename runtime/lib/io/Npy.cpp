@@ -12,6 +12,7 @@
 #include "io/File.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -225,6 +226,22 @@ const char *loom::runtime::npyDescrFor(DType dtype) {
   return "?";
 }
 
+/// `text` from a file, fit to quote in a message: control bytes (a NUL
+/// cut the message there) as \xNN.
+static std::string quotable(std::string_view text) {
+  std::string shown;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c != 0x7F) {
+      shown.push_back(static_cast<char>(c));
+      continue;
+    }
+    char escaped[5];
+    std::snprintf(escaped, sizeof(escaped), "\\x%02X", c);
+    shown += escaped;
+  }
+  return shown;
+}
+
 /// The element size of an accepted file descr for a `dtype` tensor, or 0.
 static size_t acceptedFileElementSize(DType dtype, std::string_view descr) {
   if (descr == "<f4" && isFloatDType(dtype))
@@ -286,7 +303,7 @@ static bool openChecked(const std::string &path, std::string_view what,
   const NpyHeader &header = npy.header;
   npy.fileElementSize = acceptedFileElementSize(dtype, header.descr);
   if (!npy.fileElementSize) {
-    error = prefix + "file " + path + " has dtype '" + header.descr +
+    error = prefix + "file " + path + " has dtype '" + quotable(header.descr) +
             "', expected " + acceptedDescrs(dtype) + " (the tensor is " +
             dtypeName(dtype) + ")";
     return false;

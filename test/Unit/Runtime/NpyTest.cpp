@@ -232,6 +232,17 @@ TEST(Npy, ShapeAndDTypeMismatchesNameTheTensorAndFile) {
   EXPECT_FALSE(
       checkNpy(dir.path("be.npy"), "input 'x'", DType::F32, {3, 4}, error));
   EXPECT_NE(error.find("has dtype '>f4'"), std::string::npos);
+  // A control byte in the descr is quoted, not the message's end (a NUL
+  // cut it at '<f4).
+  std::string nul = "{'descr': '<f4";
+  nul += '\0';
+  nul += "x', 'fortran_order': False, 'shape': (3, 4), }";
+  writeFile(dir.path("nul.npy"), npyFile(nul, bytesOf(data)));
+  EXPECT_FALSE(
+      checkNpy(dir.path("nul.npy"), "input 'x'", DType::F32, {3, 4}, error));
+  EXPECT_NE(error.find("has dtype '<f4\\x00x', expected '<f4' (the tensor is f32)"),
+            std::string::npos)
+      << error;
 
   writeFile(dir.path("fortran.npy"),
             npyFile("{'descr': '<f4', 'fortran_order': True, 'shape': (3, "
