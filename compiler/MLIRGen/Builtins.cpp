@@ -622,6 +622,8 @@ static std::optional<MoeOptions> readMoeOptions(Elaborator &e,
       }
       hasAxis = true;
       options.axis = axis->name;
+      if (e.model)
+        e.model->splitAxes.emplace_back(axis->name, at, true);
     } else {
       e.error(option.loc) << "unknown MoE option '" << option.name
                           << "' (expected experts, top_k, capacity, axis, aux_loss or z_loss)";

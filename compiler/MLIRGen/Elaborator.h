@@ -112,6 +112,7 @@ public:
   /// A pipelined model's stages must be shared evenly by the pipeline
   /// axis's ranks (a multiple of them: virtual stages).
   void checkStageCount(const ModelDecl &decl);
+  void checkPipelineAxisUnsplit();
   /// Where each model's outputs are declared ("MODEL.NAME"), for the
   /// diagnostics of checks after elaboration.
   llvm::StringMap<SMLoc> outputLocs;
@@ -221,6 +222,9 @@ public:
     llvm::SmallVector<BatchDim> batchDims;
     mlir::Value loss; // the train section's
     SMLoc lossLoc;
+    /// Each mesh axis a shard spec or an MoE block splits over, where:
+    /// none may be the pipeline axis (checkPipelineAxisUnsplit).
+    llvm::SmallVector<std::tuple<std::string, SMLoc, bool /*moe*/>> splitAxes;
   };
   std::optional<ModelState> model;
 

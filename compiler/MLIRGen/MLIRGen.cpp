@@ -454,6 +454,8 @@ Value Elaborator::annotateSharding(Value value, const ShardSpec &spec,
       }
       axes.push_back(it - meshAxes.begin());
       ways *= it->size;
+      if (model)
+        model->splitAxes.emplace_back(axis.text, axis.loc, false);
     }
     if (ok && type.getDimSize(dim) % ways != 0) {
       error(entry.loc) << "dimension " << (int64_t)dim - dimOffset << " of size "
@@ -600,8 +602,12 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
       spec.dims.resize(stacked.size(), ShardDim{stmt.loc, {}});
     OpBuilder::InsertionGuard guard(builder);
     builder.restoreInsertionPoint(expert->outer.saveInsertionPoint());
+    size_t splitsBefore = model ? model->splitAxes.size() : 0;
     if (Value annotated = annotateSharding(outer, spec, scope, /*dimOffset=*/1))
       outer = annotated;
+    // The expert dim's split is the block's `axis`, checked as the block's.
+    if (model && model->splitAxes.size() > splitsBefore)
+      model->splitAxes.erase(model->splitAxes.begin() + splitsBefore);
     expert->params.push_back(outer);
     value = expert->body->addArgument(type, loc(stmt.loc));
   } else {
@@ -1286,8 +1292,25 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   if (model->pipelineAxis)
     func->setAttr(attr::kPipelineAxis, builder.getStringAttr(*model->pipelineAxis));
   checkStageCount(decl);
+  checkPipelineAxisUnsplit();
   splitPipelinedForward(decl.loc);
   model.reset();
+}
+
+/// The pipeline axis's ranks run different stages: a tensor split over it
+/// would have its pieces on ranks of other stages, whose collectives the
+/// stage's ranks never meet (the run hung, or a forward's rows came back
+/// as copies of the first rank's).
+void Elaborator::checkPipelineAxisUnsplit() {
+  if (!model->pipelineAxis)
+    return;
+  llvm::SmallPtrSet<const char *, 8> said; // a layer's specs, once
+  for (const auto &[axis, where, moe] : model->splitAxes)
+    if (axis == *model->pipelineAxis && said.insert(where.getPointer()).second)
+      error(where) << "mesh axis '" << axis
+                   << "' is the pipeline axis, whose ranks run different stages: "
+                   << (moe ? "an MoE block's experts" : "a tensor")
+                   << " cannot be split over it (use another axis)";
 }
 
 void Elaborator::checkStageCount(const ModelDecl &decl) {
