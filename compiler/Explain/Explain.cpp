@@ -249,7 +249,14 @@ void Explainer::placeSteps() {
   for (unsigned i = 0; i < spmd.getNumResults(); ++i)
     report.training |= static_cast<bool>(
         spmd.getResultAttrOfType<StringAttr>(i, attr::kUpdates));
-  report.microbatches = report.training ? options.microbatches : 1;
+  // A forward pipelined in microbatches (loomc --microbatches) runs the
+  // one-microbatch program that many times, as a training step does.
+  auto forwardMicrobatches = spmd->getAttrOfType<IntegerAttr>(attr::kForwardMicrobatches);
+  if (!report.training)
+    report.schedule = "forward-only"; // the runtime's order for a forward
+  report.microbatches = report.training      ? options.microbatches
+                        : forwardMicrobatches ? forwardMicrobatches.getInt()
+                                              : 1;
   report.optimizer = options.optimizer;
   report.zero = options.zero;
   if (spmd->hasAttr(attr::kStagesCount)) {
@@ -721,8 +728,14 @@ void Explainer::simulate() {
     rt::ScheduleKind kind;
     rt::Schedule schedule;
     std::string error;
-    if (rt::parseScheduleKind(report.schedule, kind) &&
-        rt::buildSchedule(kind, pipelineRanks, stagesCount, m, schedule, error)) {
+    // A forward runs the runtime's forward-only order (any number of
+    // stages a rank); the train section's schedule is the training step's.
+    bool scheduled = !report.training
+                         ? (schedule = rt::forwardSchedule(pipelineRanks, stagesCount, m), true)
+                         : rt::parseScheduleKind(report.schedule, kind) &&
+                               rt::buildSchedule(kind, pipelineRanks, stagesCount, m,
+                                                 schedule, error);
+    if (scheduled) {
       std::vector<rt::StageCost> costs(stagesCount);
       for (unsigned s = 0; s < stagesCount; ++s) {
         costs[s].forward = forwardCost[s];

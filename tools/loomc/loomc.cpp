@@ -468,11 +468,17 @@ int main(int argc, char **argv) {
     options.intraNodeGBs = intraNodeBw;
   if (interNodeBw.getNumOccurrences())
     options.interNodeGBs = interNodeBw;
-  if ((options.intraNodeGBs && *options.intraNodeGBs <= 0) ||
-      (options.interNodeGBs && *options.interNodeGBs <= 0) || gpusPerNode < 1 ||
-      intraNodeLatency < 0 || interNodeLatency < 0) {
+  // Written so that NaN fails them too (it priced every collective at nan
+  // us and the step at 0), and inf, which means nothing here.
+  auto finite = [](double v) { return std::isfinite(v); };
+  if ((options.intraNodeGBs &&
+       !(*options.intraNodeGBs > 0 && finite(*options.intraNodeGBs))) ||
+      (options.interNodeGBs &&
+       !(*options.interNodeGBs > 0 && finite(*options.interNodeGBs))) ||
+      gpusPerNode < 1 || !(intraNodeLatency >= 0 && finite(intraNodeLatency)) ||
+      !(interNodeLatency >= 0 && finite(interNodeLatency))) {
     errs() << "loomc: error: bandwidths and --gpus-per-node must be positive, "
-              "latencies not negative\n";
+              "latencies not negative (finite numbers)\n";
     return 1;
   }
   options.intraNodeLatencyUs = intraNodeLatency;

@@ -9,29 +9,6 @@
 
 using namespace loom::runtime;
 
-/// A forward-only order: each rank runs its stages' forwards, lowest stage
-/// first, every microbatch after receiving it. Sends do not wait, so the
-/// chain cannot deadlock.
-static Schedule forwardOnly(unsigned ranks, unsigned stages,
-                            unsigned microbatches) {
-  Schedule s;
-  s.kind = ScheduleKind::GPipe;
-  s.ranks = ranks;
-  s.stages = stages;
-  s.microbatches = microbatches;
-  s.steps.assign(ranks, {});
-  for (unsigned stage = 0; stage < stages; ++stage)
-    for (unsigned mb = 0; mb < microbatches; ++mb) {
-      auto &out = s.steps[s.ownerOf(stage)];
-      if (stage > 0)
-        out.push_back({PipeOp::RecvActivation, mb, stage - 1, s.ownerOf(stage - 1)});
-      out.push_back({PipeOp::Forward, mb, stage, 0});
-      if (stage + 1 < stages)
-        out.push_back({PipeOp::SendActivation, mb, stage, s.ownerOf(stage + 1)});
-    }
-  return s;
-}
-
 PipelineValues loom::runtime::analyzePipelineValues(
     const Plan &plan, const std::vector<StepAccess> &access) {
   PipelineValues values;
@@ -231,7 +208,7 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
       return false;
     }
   } else {
-    order = forwardOnly(ranks, pipeline.stages,
+    order = forwardSchedule(ranks, pipeline.stages,
                         static_cast<unsigned>(microbatches));
   }
   // The forward-only chain has no backward for the verifier to find; it

@@ -178,6 +178,26 @@ void buildZeroBubble(Schedule &s) {
 }
 } // namespace
 
+Schedule loom::runtime::forwardSchedule(unsigned ranks, unsigned stages,
+                                        unsigned microbatches) {
+  Schedule s;
+  s.kind = ScheduleKind::GPipe;
+  s.ranks = ranks;
+  s.stages = stages;
+  s.microbatches = microbatches;
+  s.steps.assign(ranks, {});
+  for (unsigned stage = 0; stage < stages; ++stage)
+    for (unsigned mb = 0; mb < microbatches; ++mb) {
+      auto &out = s.steps[s.ownerOf(stage)];
+      if (stage > 0)
+        out.push_back({PipeOp::RecvActivation, mb, stage - 1, s.ownerOf(stage - 1)});
+      out.push_back({PipeOp::Forward, mb, stage, 0});
+      if (stage + 1 < stages)
+        out.push_back({PipeOp::SendActivation, mb, stage, s.ownerOf(stage + 1)});
+    }
+  return s;
+}
+
 bool loom::runtime::buildSchedule(ScheduleKind kind, unsigned ranks,
                                   unsigned stages, unsigned microbatches,
                                   Schedule &s, std::string &error) {

@@ -78,6 +78,12 @@ bool buildSchedule(ScheduleKind kind, unsigned ranks, unsigned stages,
                    unsigned microbatches, Schedule &schedule,
                    std::string &error);
 
+/// The order a forward-only pipelined run follows (no backward, any number
+/// of stages a rank): each rank runs its stages' forwards, lowest stage
+/// first, every microbatch after receiving it. Sends do not wait, so the
+/// chain cannot deadlock.
+Schedule forwardSchedule(unsigned ranks, unsigned stages, unsigned microbatches);
+
 /// Checks that every (microbatch, stage) is computed once on its rank
 /// (forward, backward, and weight gradient when split), after what it
 /// needs on that rank; that every activation and gradient crossing ranks
