@@ -205,6 +205,16 @@ bool loom::runtime::buildSchedule(ScheduleKind kind, unsigned ranks,
     error = "a pipeline needs at least one rank, stage and microbatch";
     return false;
   }
+  // Each (stage, microbatch) is a few steps of about 16 bytes: 100000 of
+  // each asked for terabytes (std::bad_alloc).
+  if (uint64_t(stages) * microbatches > kMaxScheduleCells || ranks > kMaxScheduleRanks) {
+    error = std::to_string(stages) + " stages x " + std::to_string(microbatches) +
+            " microbatches on " + std::to_string(ranks) +
+            " ranks is too large a schedule (at most " +
+            std::to_string(kMaxScheduleCells) + " stage-microbatches, " +
+            std::to_string(kMaxScheduleRanks) + " ranks)";
+    return false;
+  }
   const char *name = scheduleKindName(kind);
   if (kind != ScheduleKind::Interleaved && stages != ranks) {
     error = "schedule '" + std::string(name) + "' runs one stage per rank, but " +
@@ -529,7 +539,7 @@ bool loom::runtime::parseSchedule(std::string_view text, Schedule &s,
           !parseScheduleKind(words[1], s.kind) || words[2] != "ranks" ||
           !number(words[3], s.ranks) || words[4] != "stages" ||
           !number(words[5], s.stages) || words[6] != "microbatches" ||
-          !number(words[7], s.microbatches) || s.ranks == 0 || s.ranks > 4096)
+          !number(words[7], s.microbatches) || s.ranks == 0 || s.ranks > kMaxScheduleRanks)
         return fail("expected 'schedule KIND ranks P stages S microbatches M' "
                     "(KIND gpipe, 1f1b, interleaved or zero_bubble; P at most 4096)");
       s.steps.assign(s.ranks, {});

@@ -33,6 +33,19 @@ std::string errorOf(const std::string &text) {
 }
 } // namespace
 
+TEST(Schedule, TooLargeSchedulesAreErrorsNotAllocations) {
+  // 100000 stages and microbatches asked for terabytes (std::bad_alloc);
+  // more than 4096 ranks built a schedule its text form could not hold.
+  Schedule s;
+  std::string error;
+  EXPECT_FALSE(buildSchedule(ScheduleKind::GPipe, 100000, 100000, 100000, s, error));
+  EXPECT_EQ(error, "100000 stages x 100000 microbatches on 100000 ranks is too "
+                   "large a schedule (at most 4194304 stage-microbatches, 4096 ranks)");
+  EXPECT_FALSE(buildSchedule(ScheduleKind::OneFOneB, 5000, 5000, 1, s, error));
+  EXPECT_TRUE(buildSchedule(ScheduleKind::OneFOneB, 4096, 4096, 2, s, error)) << error;
+  EXPECT_TRUE(verifySchedule(s, error)) << error;
+}
+
 TEST(Schedule, BubbleOfGPipeAnd1F1BIsExact) {
   for (unsigned p : {2u, 4u, 8u})
     for (unsigned m : {1u, 4u, 8u, 32u})

@@ -70,6 +70,11 @@ struct Schedule {
   bool splitsBackward() const { return kind == ScheduleKind::ZeroBubble; }
 };
 
+/// The largest schedule built or read: ranks (the text form's limit), and
+/// stages times microbatches (each a few steps in memory).
+constexpr unsigned kMaxScheduleRanks = 4096;
+constexpr uint64_t kMaxScheduleCells = uint64_t(1) << 22;
+
 /// Builds the schedule `kind` of `microbatches` microbatches over `stages`
 /// stages on `ranks` ranks. GPipe, 1F1B and zero-bubble run one stage per
 /// rank; interleaved needs stages = v ranks and microbatches a multiple of
