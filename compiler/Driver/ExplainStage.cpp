@@ -116,21 +116,27 @@ FailureOr<ExplainReport> probeExplain(MLIRContext &context,
 /// of every long one: what explain adds up grows linearly with the
 /// iterations of identical layers, so each figure is f(n) = f(1) +
 /// (n - 1)(f(2) - f(1)), and the layers are partitioned and costed twice,
-/// not n times. A script without long loops, or with long loops of
-/// different lengths, is explained whole.
+/// not n times. A script without long loops, with long loops of
+/// different lengths, or with stages made by a loop is explained whole.
 static FailureOr<ExplainReport> sampledExplain(MLIRContext &context,
                                                llvm::SourceMgr &sourceMgr,
                                                DriverOptions options) {
+  auto whole = [&] {
+    options.loopLimit = 0;
+    return probeExplain(context, sourceMgr, options);
+  };
+  // A sample that does not compile, or whose pipeline stages the loop
+  // makes (`for i in 0..4 { stage i {...} }`: 1 or 2 stages, not enough
+  // for the mesh's pp), is no sample: the script is explained whole.
   options.loopLimit = 1;
   FailureOr<ExplainReport> one = probeExplain(context, sourceMgr, options);
-  if (failed(one) || one->loopTripCount <= 0) {
-    options.loopLimit = 0;
-    return failed(one) ? one : probeExplain(context, sourceMgr, options);
-  }
+  if (failed(one) || one->loopTripCount <= 0)
+    return whole();
   options.loopLimit = 2;
   FailureOr<ExplainReport> two = probeExplain(context, sourceMgr, options);
-  if (failed(two) || two->ranksByCoordinate.size() != one->ranksByCoordinate.size())
-    return failure();
+  if (failed(two) || two->ranksByCoordinate.size() != one->ranksByCoordinate.size() ||
+      two->stages != one->stages)
+    return whole();
   double n = static_cast<double>(one->loopTripCount);
   auto at = [&](double a, double b) { return a + (n - 1) * (b - a); };
   auto atBytes = [&](int64_t a, int64_t b) {
