@@ -101,7 +101,11 @@ LogicalResult Compilation::planSchedule() {
   schedule = rt::formatSchedule(built);
   llvm::raw_string_ostream summary(schedule);
   summary << "# verified; with uniform stages (backward = 2 forwards): bubble "
-          << llvm::format("%.4f", timeline.bubble) << ", microbatches in flight at peak per rank:";
+          << llvm::format("%.4f", timeline.bubble)
+          // With several stages a rank each held (microbatch, stage) counts:
+          // 5 of them with 4 microbatches is no contradiction.
+          << (built.stages > built.ranks ? ", microbatch-stages" : ", microbatches")
+          << " in flight at peak per rank:";
   for (unsigned held : timeline.peakActivations)
     summary << " " << held;
   summary << "\n";

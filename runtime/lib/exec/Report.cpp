@@ -290,9 +290,13 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
   for (unsigned rank = 0; rank < ranks; ++rank) {
     unsigned peak = timeline.peakActivations[rank];
     InFlightLayout layout = planInFlight(spmd, values, schedule, rank);
-    std::fprintf(out, "  rank %u: %u microbatch%s in flight at peak, "
+    // With several stages a rank, each held (microbatch, stage) counts.
+    const char *held = schedule.stages > schedule.ranks
+                           ? (peak == 1 ? "microbatch-stage" : "microbatch-stages")
+                           : (peak == 1 ? "microbatch" : "microbatches");
+    std::fprintf(out, "  rank %u: %u %s in flight at peak, "
                  "activations %s (%u slot%s of %s, allocated before the "
-                 "first step)\n", rank, peak, peak == 1 ? "" : "es",
+                 "first step)\n", rank, peak, held,
                  mebibytes(layout.bytes()).c_str(), layout.slots,
                  layout.slots == 1 ? "" : "s",
                  mebibytes(layout.slotBytes).c_str());
