@@ -10,10 +10,12 @@
 
 #include "io/File.h"
 #include "loom/runtime/io/Json.h"
+#include "loom/runtime/support/Hash.h"
 
 #include <algorithm>
 #include <csignal>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -260,6 +262,50 @@ static bool convertsWeight(DType stored, DType param) {
          ((stored == DType::BF16 || stored == DType::F16) && param == DType::F32);
 }
 
+/// A Loom checkpoint states the FNV-1a hash of its tensors' bytes in name
+/// order (the order it writes them in); a flipped or torn byte changes it.
+/// train --resume checks it against the params it loads; weights loaded
+/// with --weights are checked here, from the file alone (a forward build
+/// reads only some of its tensors).
+static bool checkCheckpointChecksum(FILE *file, const SafetensorsHeader &header,
+                                    const std::string &path, std::string &error) {
+  const std::string *stated = nullptr;
+  bool checkpoint = false;
+  for (const auto &[key, value] : header.metadata) {
+    checkpoint |= key == "loom.checkpoint";
+    if (key == "checksum")
+      stated = &value;
+  }
+  if (!checkpoint || !stated)
+    return true;
+  std::vector<const SafetensorsTensor *> order;
+  for (const SafetensorsTensor &tensor : header.tensors)
+    order.push_back(&tensor);
+  std::sort(order.begin(), order.end(),
+            [](const SafetensorsTensor *a, const SafetensorsTensor *b) {
+              return a->name < b->name;
+            });
+  uint64_t hash = fnv1a64({});
+  std::vector<char> chunk(1 << 20);
+  for (const SafetensorsTensor *tensor : order)
+    for (uint64_t at = tensor->begin; at < tensor->end;) {
+      size_t bytes = static_cast<size_t>(std::min<uint64_t>(chunk.size(), tensor->end - at));
+      if (!readAt(file, header.dataOffset + at, chunk.data(), bytes)) {
+        error = path + ": read error in tensor '" + tensor->name + "'";
+        return false;
+      }
+      hash = fnv1a64(std::string_view(chunk.data(), bytes), hash);
+      at += bytes;
+    }
+  char actual[17];
+  std::snprintf(actual, sizeof(actual), "%016llx", static_cast<unsigned long long>(hash));
+  if (*stated == actual)
+    return true;
+  error = path + " is corrupted: its tensors hash to " + actual +
+          ", but the checkpoint says " + *stated;
+  return false;
+}
+
 bool loom::runtime::loadWeights(const Plan &plan, char *arena,
                                 const std::string &path,
                                 std::vector<std::string> &warnings,
@@ -273,6 +319,8 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     error = path + ": " + error;
     return false;
   }
+  if (!strict && !checkCheckpointChecksum(file.get(), header, path, error))
+    return false;
   std::unordered_map<std::string_view, const SafetensorsTensor *> byName;
   for (const SafetensorsTensor &tensor : header.tensors)
     byName.emplace(tensor.name, &tensor);
