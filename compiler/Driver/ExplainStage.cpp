@@ -357,7 +357,8 @@ LogicalResult Compilation::searchMeshes() {
       for (auto [name, size] : llvm::zip(script.axes, sizes))
         if (name == script.pipelineAxis)
           pp = size;
-      if (script.stages > pp && script.schedule != "interleaved")
+      // (One pipeline rank runs its stages in order: no schedule.)
+      if (pp > 1 && script.stages > pp && script.schedule != "interleaved")
         for (auto &[flags, knob] : knobs) {
           knob.schedule = "interleaved";
           flags += " --schedule=interleaved";

@@ -73,6 +73,13 @@ LogicalResult Compilation::planSchedule() {
   }
   auto axis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
   unsigned ranks = axisRanks(*module, axis);
+  // One rank holds every stage and runs them in order, whatever the train
+  // section's schedule says (as the executable does).
+  if (ranks == 1)
+    return emitError(model.getLoc(), "model '")
+           << model.getSymName() << "' has one rank on its pipeline axis '"
+           << axis.getValue()
+           << "': it runs its stages in order there, with no schedule";
   // 1 + the largest stage number: a number no stage op uses is an empty
   // stage, and one number may have several ops (docs/language.md).
   unsigned stages = 0;
