@@ -965,9 +965,16 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
             continue;
           }
           std::optional<double> v = evalNumber(*kwarg.value, scope);
+          bool beta = kwarg.name == "beta1" || kwarg.name == "beta2";
           if (v && !(*v >= 0))
             error(kwarg.value->getLoc()) << "'" << kwarg.name
                                          << "' must be non-negative";
+          // Adam's bias correction divides by 1 - beta^t (beta1 = 1 made
+          // the first update NaN), as torch refuses.
+          else if (v && beta && !(*v < 1))
+            error(kwarg.value->getLoc())
+                << "'" << kwarg.name << "' must be below 1 (Adam divides by 1 - "
+                << kwarg.name << "^t), got " << formatNumber(*v);
           else if (v)
             hyper.push_back(builder.getNamedAttr(kwarg.name,
                                                  builder.getF64FloatAttr(*v)));

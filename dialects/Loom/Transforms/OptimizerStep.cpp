@@ -201,11 +201,18 @@ Value StepBuilder::scalarInput(StringRef name) {
 }
 
 Value StepBuilder::atMostOne(Value value) {
-  // x - relu(x - 1): exactly x for x <= 1, and exactly 1 for 1 < x < 2^24
-  // (x - 1 is exact there), so an unclipped step multiplies by 1.0 as
-  // torch's clamp does. The language has no elementwise min.
-  return SubOp::create(b, loc, value,
-                       ReluOp::create(b, loc, SubOp::create(b, loc, value, cst(1.0))));
+  // -max(-x, -1) over the pair [-x, -1]: exactly x or exactly 1 for every
+  // x, so an unclipped step multiplies by 1.0 as torch's clamp does. (The
+  // language has no elementwise min; x - relu(x - 1) rounded x - 1 from
+  // 2^24 on, so a clip far above the norm, 1e8, zeroed or doubled every
+  // step.)
+  auto pairType = RankedTensorType::get({1}, b.getF32Type());
+  auto half = [&](Value scalar) { return ReshapeOp::create(b, loc, pairType, scalar); };
+  Value pair = ConcatOp::create(
+      b, loc, ValueRange{half(NegOp::create(b, loc, value)), half(cst(-1.0))},
+      /*axis=*/0);
+  Value largest = MaxOp::create(b, loc, pair, /*axis=*/0, /*keepdim=*/false);
+  return NegOp::create(b, loc, largest);
 }
 
 Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,

@@ -291,8 +291,21 @@ func.func @sigmoid(%a: tensor<4xbf16>, %b: tensor<4xf32>) -> (tensor<4xbf16>, te
 // CHECK: ins(%{{.+}} : tensor<4xf16>) outs(%{{.+}} : tensor<4xi64>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f16, %{{[^:]+}}: i64):
 // CHECK-NEXT: [[W:%.+]] = arith.extf %[[IN]] : f16 to f32
+// A float to an integer saturates at the integer's range, NaN to 0
+// (arith.fptosi alone is poison past the range).
+// CHECK-NEXT: [[HI:%.+]] = arith.constant 9.22337203E+18 : f32
+// CHECK-NEXT: [[LO:%.+]] = arith.constant -9.22337203E+18 : f32
 // CHECK-NEXT: [[I:%.+]] = arith.fptosi [[W]] : f32 to i64
-// CHECK-NEXT: linalg.yield [[I]] : i64
+// CHECK-NEXT: [[BIG:%.+]] = arith.cmpf oge, [[W]], [[HI]] : f32
+// CHECK-NEXT: [[SMALL:%.+]] = arith.cmpf olt, [[W]], [[LO]] : f32
+// CHECK-NEXT: [[NAN:%.+]] = arith.cmpf uno, [[W]], [[W]] : f32
+// CHECK-NEXT: [[MAX:%.+]] = arith.constant 9223372036854775807 : i64
+// CHECK-NEXT: [[S1:%.+]] = arith.select [[BIG]], [[MAX]], [[I]] : i64
+// CHECK-NEXT: [[MIN:%.+]] = arith.constant -9223372036854775808 : i64
+// CHECK-NEXT: [[S2:%.+]] = arith.select [[SMALL]], [[MIN]], [[S1]] : i64
+// CHECK-NEXT: [[ZERO:%.+]] = arith.constant 0 : i64
+// CHECK-NEXT: [[S3:%.+]] = arith.select [[NAN]], [[ZERO]], [[S2]] : i64
+// CHECK-NEXT: linalg.yield [[S3]] : i64
 func.func @casts(%x: tensor<4xf32>, %h: tensor<4xbf16>, %i: tensor<4xi32>,
                  %l: tensor<4xi64>, %f: tensor<4xf16>)
     -> (tensor<4xbf16>, tensor<4xf16>, tensor<4xf32>, tensor<4xi64>,
