@@ -26,6 +26,22 @@ static Type elementOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getElementType();
 }
 
+/// Whether `value` is computed from a block argument (a param or an
+/// input) rather than from constants alone.
+static bool dependsOnArguments(Value value) {
+  SmallVector<Value> work{value};
+  llvm::SmallPtrSet<Operation *, 8> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return true;
+    if (seen.insert(op).second)
+      llvm::append_range(work, op->getOperands());
+  }
+  return false;
+}
+
 /// The attention `output` (softmax(...) @ v) computes, or failure; `chain`
 /// gets the ops it replaces, users first.
 static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
@@ -72,6 +88,11 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
     } else {
       return failure();
     }
+    // loom.attention_grad gives its scale no gradient: a scale made from
+    // a param or an input (a learned temperature) stays unfused, or its
+    // gradient would be 0 (it was, silently).
+    if (dependsOnArguments(scale))
+      return failure();
     chain.push_back(mul);
   }
   auto product = soleUseOf<MatmulOp>(scores);

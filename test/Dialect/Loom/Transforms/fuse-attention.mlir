@@ -74,6 +74,23 @@ func.func @probabilities_read(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: 
   return %o, %p : tensor<32x16xf32>, tensor<32x32xf32>
 }
 
+// A scale computed from a param (a learned temperature): loom.attention_grad
+// gives the scale no gradient, so fusing it would make its gradient 0.
+// CHECK-LABEL: func.func @learned_scale
+// CHECK-NOT: loom.attention
+// CHECK: loom.softmax
+func.func @learned_scale(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>,
+                         %t: tensor<f32> {loom.param = "t"}) -> tensor<32x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<32x16xf32> -> tensor<16x32xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<32x16xf32>, tensor<16x32xf32>) -> tensor<32x32xf32>
+  %c = loom.constant 2.500000e-01 : tensor<f32>
+  %scale = loom.mul %t, %c : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %ss = loom.mul %s, %scale : (tensor<32x32xf32>, tensor<f32>) -> tensor<32x32xf32>
+  %p = loom.softmax %ss axis 1 : tensor<32x32xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<32x32xf32>, tensor<32x16xf32>) -> tensor<32x16xf32>
+  return %o : tensor<32x16xf32>
+}
+
 // CHECK-LABEL: func.func @other_axis
 // CHECK-NOT: loom.attention
 func.func @other_axis(%q: tensor<32x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x16xf32>) -> tensor<32x16xf32> {
