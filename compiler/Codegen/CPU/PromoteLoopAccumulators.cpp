@@ -96,6 +96,13 @@ static bool promoteOne(IRRewriter &rewriter, scf::ForOp loop) {
     // A sum may be reassociated: LLVM then vectorizes it (partial sums
     // per lane, added at the end) instead of one add after another.
     BlockArgument carried = promoted.getRegionIterArgs().back();
+    // Not a 16-bit sum (`accumulate bf16`/`f16`): each of its partial sums
+    // is rounded to 8 or 11 bits, so another association is another result,
+    // not a last-bit difference; it stays the sequential sum precision.md
+    // promises (reassociated, it depended on the CPU's vector width).
+    auto floatType = dyn_cast<FloatType>(carried.getType());
+    if (floatType && floatType.getWidth() < 32)
+      return true;
     auto yield = cast<scf::YieldOp>(promoted.getBody()->getTerminator());
     if (auto add = yield.getOperands().back().getDefiningOp<arith::AddFOp>())
       if (llvm::is_contained(add->getOperands(), Value(carried)))

@@ -148,8 +148,12 @@ Value mlir::loom::buildConverted(OpBuilder &b, Location loc,
 
 Value mlir::loom::multiplyAccumulate(OpBuilder &b, Location loc, Value acc,
                                      Value a, Value c) {
-  auto contract = arith::FastMathFlags::contract;
   Type type = acc.getType();
+  // f32 sums fuse (vfmadd, fma.rn.f32). 16-bit ones round the product and
+  // the sum each: with `contract`, LLVM fused them where the CPU has
+  // avx512fp16 (or in f32 for bf16), so the result depended on --cpu.
+  auto contract = type.isF32() ? arith::FastMathFlags::contract
+                               : arith::FastMathFlags::none;
   Value product = arith::MulFOp::create(b, loc, convertScalar(b, loc, a, type),
                                         convertScalar(b, loc, c, type), contract);
   return arith::AddFOp::create(b, loc, acc, product, contract);
