@@ -195,6 +195,15 @@ Value Elaborator::requireFloat(Value value, SMLoc where, StringRef what) {
   return Value();
 }
 
+/// Whether `number` rounds to infinity in `type` (to nearest even): 65519
+/// is f16's 65504, 65520 its inf.
+static bool roundsToInfinity(double number, FloatType type) {
+  APFloat value(number);
+  bool lost;
+  value.convert(type.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  return value.isInfinity();
+}
+
 Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
   Type element = cast<RankedTensorType>(like.getType()).getElementType();
   // A literal that overflows the tensor's dtype would silently become inf.
@@ -203,8 +212,7 @@ Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
     error(where) << formatNumber(number) << " is not a finite number";
     return Value();
   }
-  if (std::abs(number) > APFloat::getLargest(floatType.getFloatSemantics())
-                             .convertToDouble()) {
+  if (roundsToInfinity(number, floatType)) {
     error(where) << formatNumber(number) << " is out of range for " << element;
     return Value();
   }
@@ -565,7 +573,7 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
       double largest =
           APFloat::getLargest(floatType.getFloatSemantics()).convertToDouble();
       for (auto [arg, value] : llvm::zip(stmt.init->args, args))
-        if (std::abs(value) > largest) {
+        if (roundsToInfinity(value, floatType)) {
           error(arg->getLoc()) << formatNumber(value) << " is out of range for "
                                << *element << " (its largest is "
                                << formatNumber(largest) << ")";
