@@ -211,6 +211,7 @@ public:
     mlir::func::FuncOp func;
     llvm::SmallVector<mlir::DictionaryAttr> argAttrs;
     llvm::SmallVector<mlir::Value> results;
+    llvm::SmallVector<mlir::Location> resultLocs; // each result's statement
     llvm::SmallVector<mlir::DictionaryAttr> resultAttrs;
     llvm::StringMap<SMLoc> externalNames; // inputs, params, outputs
     std::optional<std::string> pipelineAxis;

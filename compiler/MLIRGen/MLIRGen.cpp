@@ -728,6 +728,7 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
       // Outputs are also names, e.g. for the train section's loss.
       bind(scope, name, value, /*isNew=*/true);
       model->results.push_back(value);
+      model->resultLocs.push_back(loc(name.loc));
       model->resultAttrs.push_back(builder.getDictionaryAttr(builder.getNamedAttr(
           attr::kOutput, builder.getStringAttr(name.text))));
       outputLocs[(model->func.getSymName() + "." + name.text).str()] = name.loc;
@@ -1088,6 +1089,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   model->lossLoc = seen.lookup("loss");
   outputLocs[(model->func.getSymName() + ".loss").str()] = model->lossLoc;
   model->results.push_back(loss);
+  model->resultLocs.push_back(loc(model->lossLoc));
   model->resultAttrs.push_back(builder.getDictionaryAttr(
       builder.getNamedAttr(attr::kLoss, builder.getStringAttr("loss"))));
   OpBuilder::InsertionGuard guard(builder);
@@ -1296,7 +1298,13 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   if (model->results.empty() && !failed())
     error(decl.loc) << "model '" << decl.name.text << "' has no outputs";
 
-  func::ReturnOp::create(builder, loc(decl.loc), model->results);
+  // The return's location holds each result's statement (the plan's errors
+  // about an output point at it); a bare model's has its own.
+  Location returnLoc = loc(decl.loc);
+  if (!model->resultLocs.empty())
+    returnLoc = FusedLoc::get(&context, model->resultLocs,
+                              builder.getStringAttr(attr::kResultLocs));
+  func::ReturnOp::create(builder, returnLoc, model->results);
   func::FuncOp func = model->func;
   func.setFunctionType(builder.getFunctionType(
       func.getBody().front().getArgumentTypes(),

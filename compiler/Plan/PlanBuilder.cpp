@@ -526,18 +526,35 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
 
   // Outputs are named by the function's result attributes.
   llvm::DenseMap<Value, std::string> outputName;
+  // The front end fuses the return's location from each result's
+  // statement; passes that rebuild the return may not keep it.
+  SmallVector<Location> resultLocs;
+  if (auto fused = dyn_cast<FusedLoc>(returnOp.getLoc());
+      fused && fused.getMetadata() == StringAttr::get(model.getContext(), attr::kResultLocs))
+    resultLocs.assign(fused.getLocations().begin(), fused.getLocations().end());
   for (auto [i, value] : llvm::enumerate(returnOp.getOperands())) {
     StringAttr name = model.getResultAttrOfType<StringAttr>(i, attr::kOutput);
     if (!name)
       name = model.getResultAttrOfType<StringAttr>(i, attr::kLoss);
     std::string text = name ? name.str() : "result" + std::to_string(i);
     Operation *def = value.getDefiningOp();
-    if (!def || !isStep(def))
-      return emitError(value.getLoc(), "output '")
-             << text << "' is an input or parameter itself; compute it "
-                        "(e.g. 'x * 1') to get a separate output";
+    Location at = resultLocs.size() == returnOp.getNumOperands() ? resultLocs[i]
+                                                                 : value.getLoc();
+    if (!def || !isStep(def)) {
+      std::string what = "an input or parameter", example = "x";
+      if (auto arg = dyn_cast<BlockArgument>(value))
+        for (auto [key, kind] : {std::pair{attr::kInput, "input"},
+                                 std::pair{attr::kParam, "param"}})
+          if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), key)) {
+            example = name.str();
+            what = std::string(kind) + " '" + example + "'";
+          }
+      return emitError(at, "output '")
+             << text << "' is " << what << " itself; compute it (e.g. '" << example
+             << " * 1') to get a separate output";
+    }
     if (!outputName.try_emplace(value, text).second)
-      return emitError(value.getLoc(), "output '")
+      return emitError(at, "output '")
              << text << "' is the same tensor as output '" << outputName[value]
              << "'";
   }

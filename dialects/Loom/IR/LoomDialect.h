@@ -22,6 +22,9 @@ constexpr llvm::StringLiteral kParam = "loom.param";     // func arg: param name
 constexpr llvm::StringLiteral kInit = "loom.init";       // func arg: #loom.init
 constexpr llvm::StringLiteral kOutput = "loom.output";   // func result: name
 constexpr llvm::StringLiteral kLoss = "loom.loss";       // func result: name
+/// The metadata of a model's return location that fuses each result's
+/// statement (front end), which the plan's output errors point at.
+constexpr llvm::StringLiteral kResultLocs = "loom.result_locs";
 constexpr llvm::StringLiteral kPrecision = "loom.precision"; // module policy
 constexpr llvm::StringLiteral kAxes = "loom.axes";       // shard.grid axis names
 constexpr llvm::StringLiteral kPipelineAxis = "loom.pipeline_axis"; // func
