@@ -112,31 +112,55 @@ FailureOr<ExplainReport> probeExplain(MLIRContext &context,
   return *trial.explainReport();
 }
 
+/// How a script's candidates are explained: sampled, or (a script whose
+/// pipeline stages a loop makes: `for i in 0..4 { stage i {...} }` samples
+/// 1 or 2 stages, too few for the mesh's pp) whole. The search decides it
+/// once, on the script's own mesh: a whole compile of every candidate that
+/// cannot compile would cost what sampling saves.
+enum class Sampling { Decide, Sampled, Whole };
+
 /// A candidate's report from two samples of its loops, 1 and 2 iterations
 /// of every long one: what explain adds up grows linearly with the
 /// iterations of identical layers, so each figure is f(n) = f(1) +
 /// (n - 1)(f(2) - f(1)), and the layers are partitioned and costed twice,
-/// not n times. A script without long loops, with long loops of
-/// different lengths, or with stages made by a loop is explained whole.
+/// not n times. A script without long loops or with long loops of
+/// different lengths is explained whole (and see Sampling).
 static FailureOr<ExplainReport> sampledExplain(MLIRContext &context,
                                                llvm::SourceMgr &sourceMgr,
-                                               DriverOptions options) {
+                                               DriverOptions options,
+                                               Sampling *sampling = nullptr) {
+  Sampling how = sampling ? *sampling : Sampling::Sampled;
   auto whole = [&] {
     options.loopLimit = 0;
     return probeExplain(context, sourceMgr, options);
   };
-  // A sample that does not compile, or whose pipeline stages the loop
-  // makes (`for i in 0..4 { stage i {...} }`: 1 or 2 stages, not enough
-  // for the mesh's pp), is no sample: the script is explained whole.
+  if (how == Sampling::Whole)
+    return whole();
+  // A sample that does not compile, or whose stage count changes with the
+  // iterations, is no sample: explained whole when deciding.
+  auto notSampled = [&](FailureOr<ExplainReport> failedSample) {
+    if (how != Sampling::Decide)
+      return failedSample;
+    FailureOr<ExplainReport> report = whole();
+    if (succeeded(report))
+      *sampling = Sampling::Whole;
+    return report;
+  };
   options.loopLimit = 1;
   FailureOr<ExplainReport> one = probeExplain(context, sourceMgr, options);
-  if (failed(one) || one->loopTripCount <= 0)
-    return whole();
+  if (succeeded(one) && one->loopTripCount <= 0) {
+    options.loopLimit = 0;
+    return probeExplain(context, sourceMgr, options);
+  }
+  if (failed(one))
+    return notSampled(one);
   options.loopLimit = 2;
   FailureOr<ExplainReport> two = probeExplain(context, sourceMgr, options);
   if (failed(two) || two->ranksByCoordinate.size() != one->ranksByCoordinate.size() ||
       two->stages != one->stages)
-    return whole();
+    return notSampled(failure());
+  if (sampling)
+    *sampling = Sampling::Sampled;
   double n = static_cast<double>(one->loopTripCount);
   auto at = [&](double a, double b) { return a + (n - 1) * (b - a); };
   auto atBytes = [&](int64_t a, int64_t b) {
@@ -300,7 +324,8 @@ static void factorizations(int64_t n, size_t axes, std::vector<int64_t> &prefix,
 LogicalResult Compilation::searchMeshes() {
   auto started = std::chrono::steady_clock::now();
   // The script on its own mesh: its axes, and what the knobs start from.
-  FailureOr<ExplainReport> first = sampledExplain(context, sourceMgr, options);
+  Sampling sampling = Sampling::Decide;
+  FailureOr<ExplainReport> first = sampledExplain(context, sourceMgr, options, &sampling);
   if (failed(first)) {
     // Compile it once more, not quietly, for the script's own error.
     DriverOptions plain = options;
@@ -324,7 +349,8 @@ LogicalResult Compilation::searchMeshes() {
   if (script.training && !script.recompute) {
     DriverOptions recompute = options;
     recompute.recomputeLayers = true;
-    FailureOr<ExplainReport> tried = sampledExplain(context, sourceMgr, recompute);
+    FailureOr<ExplainReport> tried =
+        sampledExplain(context, sourceMgr, recompute, &sampling);
     recomputeChanges = succeeded(tried) && tried->largestRank().total() !=
                                                script.largestRank().total();
   }
@@ -385,7 +411,7 @@ LogicalResult Compilation::searchMeshes() {
         llvm::errs() << "\r";
         progress("");
       }
-      FailureOr<ExplainReport> report = sampledExplain(context, sourceMgr, knob);
+      FailureOr<ExplainReport> report = sampledExplain(context, sourceMgr, knob, &sampling);
       if (failed(report))
         continue;
       ++compiled;

@@ -138,7 +138,10 @@ Token Lexer::lexNonAscii(const char *start) {
     }
     point = point << 6 | ((unsigned char)start[i] & 0x3F);
   }
-  if (length == 0 || point > 0x10FFFF) {
+  // Overlong forms and UTF-16 surrogates are not UTF-8 text either.
+  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (length == 0 || point > 0x10FFFF || point < kSmallest[length] ||
+      (point >= 0xD800 && point <= 0xDFFF)) {
     emitError(llvm::SMLoc::getFromPointer(start),
               "unexpected byte 0x" + llvm::utohexstr(lead, /*LowerCase=*/false, 2) +
                   " in the source (not UTF-8 text)");

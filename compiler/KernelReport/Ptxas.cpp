@@ -55,8 +55,9 @@ FailureOr<loom::AssembledPtx> loom::assemblePtx(llvm::StringRef ptxas,
       llvm::StringRef(result.log).contains("is not defined for option 'gpu-name'"))
     return emitError(loc, "the CUDA toolkit's ptxas (")
            << ptxas << ") cannot assemble for --gpu-arch=" << arch
-           << ": choose an architecture it supports (sm_80, sm_86, sm_89 or "
-              "sm_90a); --emit=ptx still prints the PTX";
+           << ": choose an architecture it supports (Loom's tensor-core "
+              "kernels: sm_80, sm_86, sm_89, sm_90 or sm_90a); --emit=ptx still "
+              "prints the PTX";
   if (status != 0) {
     InFlightDiagnostic diag = emitError(loc, "ptxas failed (exit ") << status << "): ";
     llvm::interleave(llvm::ArrayRef<llvm::StringRef>(argv).drop_back(3), diag, " ");

@@ -16,6 +16,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <numeric>
 #include <string>
@@ -32,8 +34,11 @@ struct Rows {
   /// Mixed: the op that first combined rows, and how.
   Operation *origin = nullptr;
   std::string why;
+  /// Mixed only as a loss op's mean over the batch's rows: what the loss
+  /// itself may be.
+  bool meanOfRows = false;
 
-  static Rows batch(int64_t dim) { return {Batch, dim, nullptr, {}}; }
+  static Rows batch(int64_t dim) { return {Batch, dim, nullptr, {}, false}; }
 };
 
 int64_t rankOf(Value v) { return cast<ShapedType>(v.getType()).getRank(); }
@@ -63,7 +68,7 @@ public:
     Rows &r = rows[v];
     if (r.kind == Rows::Mixed)
       return;
-    r = {Rows::Mixed, -1, op, why.str()};
+    r = {Rows::Mixed, -1, op, why.str(), false};
   }
 
 private:
@@ -73,15 +78,28 @@ private:
     SmallVector<Operation *> wholeOps, microOps;
     whole.walk([&](Operation *op) { wholeOps.push_back(op); });
     micro.walk([&](Operation *op) { microOps.push_back(op); });
-    if (wholeOps.size() != microOps.size())
-      return;
     for (auto [w, m] : llvm::zip(wholeOps, microOps))
       if (w->getName() != m->getName() ||
-          w->getNumResults() != m->getNumResults())
+          w->getNumResults() != m->getNumResults()) {
+        unlined = w;
         return;
+      }
+    // One walk is a prefix of the other: the longer one's next op.
+    if (wholeOps.size() != microOps.size()) {
+      size_t first = std::min(wholeOps.size(), microOps.size());
+      unlined = first < wholeOps.size() ? wholeOps[first] : wholeOps.back();
+      return;
+    }
     for (auto [w, m] : llvm::zip(wholeOps, microOps))
       microOf[w] = m;
   }
+
+public:
+  /// Where the whole batch's and a microbatch's builds stop having the same
+  /// ops (a loop over a batch dim), if they do.
+  Operation *unlined = nullptr;
+
+private:
 
   void visit(Block &block) {
     for (Operation &op : block) {
@@ -106,8 +124,21 @@ private:
   /// microbatch's rows, not of the batch's) mixes rows.
   void compareShapes(Operation &op) {
     Operation *micro = microOf.lookup(&op);
-    if (!micro || isa<ConstantOp>(op)) // a splat is the same in any shape
+    if (!micro)
       return;
+    // A splat is the same in any shape, but not in any value: a batch dim
+    // used as a number (`x * B`) is 4 in one build and 2 in the other.
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      double wholeValue = constant.getValue().convertToDouble(),
+             oneValue = cast<ConstantOp>(micro).getValue().convertToDouble();
+      if (wholeValue != oneValue)
+        mix(constant.getResult(), &op,
+            llvm::formatv("is a number a batch dim gives ({0} for the whole "
+                          "batch, {1} for a microbatch)",
+                          llvm::format("%g", wholeValue), llvm::format("%g", oneValue))
+                .str());
+      return;
+    }
     for (auto [whole, one] : llvm::zip(op.getResults(), micro->getResults())) {
       Rows r = of(whole);
       if (r.kind == Rows::Mixed || !isa<ShapedType>(whole.getType()) ||
@@ -144,7 +175,7 @@ private:
       return;
     if (r.kind == Rows::Batch && r.dim != dim) {
       r = {Rows::Mixed, -1, &op,
-           "combines rows of the batch held in two different dims"};
+           "combines rows of the batch held in two different dims", false};
       return;
     }
     r = Rows::batch(dim);
@@ -160,6 +191,7 @@ private:
 
   void transfer(Operation &op) {
     if (std::optional<Rows> mixed = mixedOperand(op)) {
+      mixed->meanOfRows = false; // used in more than the loss's own mean
       for (Value result : op.getResults())
         rows[result] = *mixed;
       return;
@@ -314,23 +346,24 @@ private:
         join(moe.getResult(), *d, op);
       return;
     }
-    // A loss averages its rows: fine where each row pairs the same row of
-    // the batch in both operands (its result is then free of the batch,
-    // as the microbatches' mean of it is the whole batch's).
+    // A loss averages its rows: fine as the loss itself where each row
+    // pairs the same row of the batch in both operands (the microbatches'
+    // mean of it is the whole batch's), but a mean over the batch wherever
+    // else it is used (checkMicrobatchRows tells the two apart).
     if (auto loss = dyn_cast<CrossEntropyOp>(op)) {
       auto logits = batchDim(loss.getLogits()), labels = batchDim(loss.getLabels());
       if (logits && *logits == rankOf(loss.getLogits()) - 1)
         return mixAll("normalizes over the batch (the last dim of its logits)");
       if (logits && labels && *logits != *labels)
         return mixAll("pairs logits and labels of different rows of the batch");
-      return;
+      return meanOverBatch(op);
     }
     if (auto loss = dyn_cast<MseOp>(op)) {
       auto prediction = batchDim(loss.getPrediction()),
            target = batchDim(loss.getTarget());
       if (prediction && target && *prediction != *target)
         return mixAll("pairs predictions and targets of different rows of the batch");
-      return;
+      return meanOverBatch(op);
     }
     // Elementwise ops of one operand (activations; softmax and the causal
     // mask, of the same trait, are above) and casts keep its layout.
@@ -342,6 +375,15 @@ private:
       return;
     }
     onlyIfFree(op.getOperands(), "has no rule for keeping batch rows apart");
+  }
+
+  /// A cross_entropy or mse of the batch's rows: its value is their mean.
+  void meanOverBatch(Operation &op) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return of(v).kind == Rows::Batch; }))
+      return;
+    mix(op.getResult(0), &op, "is a mean over the batch");
+    rows[op.getResult(0)].meanOfRows = true;
   }
 
   void reduceAxis(Operation &op, int64_t axis, bool keepdim) {
@@ -419,9 +461,18 @@ namespace loom {
 
 LogicalResult
 checkMicrobatchRows(func::FuncOp whole, func::FuncOp micro, int64_t count,
-                    bool outputsToo,
+                    bool outputsToo, Location where,
                     llvm::function_ref<Location(unsigned result)> resultLoc) {
   RowFlow flow(whole, micro, count);
+  // Without ops that line up, shapes the batch sizes (an arange(B) in a
+  // loop over B) cannot be told from the model's own.
+  if (flow.unlined) {
+    InFlightDiagnostic diag = emitError(where)
+        << "with " << count << " microbatches the model must be built from the "
+        << "same ops for one microbatch, but its ops change with the batch size";
+    diag.attachNote(flow.unlined->getLoc()) << "the first op that differs";
+    return failure();
+  }
   auto *returnOp = whole.getBody().front().getTerminator();
   // One error per op that mixes rows, with a note at each result it reaches.
   llvm::MapVector<Operation *, std::pair<Rows, SmallVector<unsigned>>> mixers;
@@ -430,7 +481,8 @@ checkMicrobatchRows(func::FuncOp whole, func::FuncOp micro, int64_t count,
     if (!isLoss && !outputsToo)
       continue;
     const Rows &r = flow.of(isLoss ? averagedOf(result) : result);
-    if (r.kind != Rows::Mixed)
+    // The loss may be a cross_entropy or mse of the rows themselves.
+    if (r.kind != Rows::Mixed || (isLoss && r.meanOfRows))
       continue;
     auto &entry = mixers[r.origin];
     entry.first = r;

@@ -20,12 +20,13 @@ namespace loom {
 /// every output when `outputsToo` (a pipelined forward stacks them); errors
 /// go to the op that first combines rows, with a note at `resultLoc` of the
 /// loss or output that depends on it.
-/// `micro` is the same model built for one of `count` microbatches: where its
-/// ops line up with `whole`'s, each value's shape must be the whole's with
-/// the batch dim divided by `count`.
+/// `micro` is the same model built for one of `count` microbatches: its ops
+/// must line up with `whole`'s (else an error at `where`), each value's
+/// shape the whole's with the batch dim divided by `count`, each constant
+/// the same number.
 mlir::LogicalResult checkMicrobatchRows(
     mlir::func::FuncOp whole, mlir::func::FuncOp micro, int64_t count,
-    bool outputsToo,
+    bool outputsToo, mlir::Location where,
     llvm::function_ref<mlir::Location(unsigned result)> resultLoc);
 
 } // namespace loom

@@ -1301,9 +1301,16 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   // The return's location holds each result's statement (the plan's errors
   // about an output point at it); a bare model's has its own.
   Location returnLoc = loc(decl.loc);
-  if (!model->resultLocs.empty())
-    returnLoc = FusedLoc::get(&context, model->resultLocs,
-                              builder.getStringAttr(attr::kResultLocs));
+  if (!model->resultLocs.empty()) {
+    // Tagged with the results' names: passes that add results (the
+    // gradients, the optimizer's) keep the location, not the order.
+    SmallVector<Attribute> names{builder.getStringAttr(attr::kResultLocs)};
+    for (DictionaryAttr attrs : model->resultAttrs) {
+      auto name = attrs.getAs<StringAttr>(attr::kOutput);
+      names.push_back(name ? name : attrs.getAs<StringAttr>(attr::kLoss));
+    }
+    returnLoc = FusedLoc::get(&context, model->resultLocs, builder.getArrayAttr(names));
+  }
   func::ReturnOp::create(builder, returnLoc, model->results);
   func::FuncOp func = model->func;
   func.setFunctionType(builder.getFunctionType(
@@ -1399,16 +1406,18 @@ void Elaborator::splitPipelinedForward(SMLoc where) {
 }
 
 /// The model whose compiler-made symbol `name` would be (its per-rank
-/// program `M_spmd`, its kernels `M_kN`), among the script's `models`.
+/// program `M_spmd`, the kernels `M_kN` and `M_spmd_kN` of either), among
+/// the script's `models`.
 static std::optional<std::string>
 compilerNameOwner(StringRef name, const llvm::StringSet<> &models) {
-  if (name.ends_with("_spmd") && models.contains(name.drop_back(5)))
-    return name.drop_back(5).str();
-  size_t k = name.rfind("_k");
-  StringRef index = k == StringRef::npos ? "" : name.substr(k + 2);
-  if (!index.empty() && llvm::all_of(index, llvm::isDigit) &&
-      models.contains(name.take_front(k)))
-    return name.take_front(k).str();
+  StringRef owner = name;
+  size_t k = owner.rfind("_k");
+  StringRef index = k == StringRef::npos ? "" : owner.substr(k + 2);
+  if (!index.empty() && llvm::all_of(index, llvm::isDigit))
+    owner = owner.take_front(k);
+  owner.consume_back("_spmd");
+  if (owner != name && models.contains(owner))
+    return owner.str();
   return std::nullopt;
 }
 
@@ -1600,7 +1609,8 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
       return whole.loc(whole.outputLocs.lookup(
           (func.getSymName() + "." + (name ? name.getValue() : "")).str()));
     };
-    if (failed(checkMicrobatchRows(func, micro, split.count, forward, resultLoc))) {
+    if (failed(checkMicrobatchRows(func, micro, split.count, forward,
+                                   whole.loc(split.where), resultLoc))) {
       ++whole.errorCount;
       return nullptr;
     }

@@ -527,19 +527,24 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
   // Outputs are named by the function's result attributes.
   llvm::DenseMap<Value, std::string> outputName;
   // The front end fuses the return's location from each result's
-  // statement; passes that rebuild the return may not keep it.
-  SmallVector<Location> resultLocs;
-  if (auto fused = dyn_cast<FusedLoc>(returnOp.getLoc());
-      fused && fused.getMetadata() == StringAttr::get(model.getContext(), attr::kResultLocs))
-    resultLocs.assign(fused.getLocations().begin(), fused.getLocations().end());
+  // statement, tagged [kResultLocs, name...] (passes that add results keep
+  // it; those that rebuild the return may not).
+  llvm::StringMap<Location> statementOf;
+  if (auto fused = dyn_cast<FusedLoc>(returnOp.getLoc()))
+    if (auto names = dyn_cast_or_null<ArrayAttr>(fused.getMetadata());
+        names && names.size() == fused.getLocations().size() + 1 &&
+        names[0] == StringAttr::get(model.getContext(), attr::kResultLocs))
+      for (auto [name, at] : llvm::zip(names.getValue().drop_front(), fused.getLocations()))
+        if (auto text = dyn_cast_or_null<StringAttr>(name))
+          statementOf.try_emplace(text.getValue(), at);
   for (auto [i, value] : llvm::enumerate(returnOp.getOperands())) {
     StringAttr name = model.getResultAttrOfType<StringAttr>(i, attr::kOutput);
     if (!name)
       name = model.getResultAttrOfType<StringAttr>(i, attr::kLoss);
     std::string text = name ? name.str() : "result" + std::to_string(i);
     Operation *def = value.getDefiningOp();
-    Location at = resultLocs.size() == returnOp.getNumOperands() ? resultLocs[i]
-                                                                 : value.getLoc();
+    auto statement = statementOf.find(text);
+    Location at = statement != statementOf.end() ? statement->second : value.getLoc();
     if (!def || !isStep(def)) {
       std::string what = "an input or parameter", example = "x";
       if (auto arg = dyn_cast<BlockArgument>(value))

@@ -3,6 +3,7 @@
 #include "Frontend/Lexer.h"
 
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <string>
 #include <vector>
@@ -83,6 +84,14 @@ TEST(Lexer, NonAsciiCharactersAreOneErrorEach) {
   EXPECT_EQ(out.errors[1], "unexpected character '\xE2\x9C\x93' (U+2713)");
   EXPECT_EQ(out.errors[2], "unexpected byte 0xFF in the source (not UTF-8 text)");
   EXPECT_EQ(out.errors[3], "unexpected byte 0xC3 in the source (not UTF-8 text)");
+  // Overlong forms and surrogates are no UTF-8 either (E0 80 80 read as
+  // U+0000, ED A0 80 as U+D800).
+  Lexed bad = lex("a \xE0\x80\x80 b \xED\xA0\x80");
+  ASSERT_FALSE(bad.errors.empty());
+  EXPECT_EQ(bad.errors[0], "unexpected byte 0xE0 in the source (not UTF-8 text)");
+  EXPECT_NE(std::find(bad.errors.begin(), bad.errors.end(),
+                      "unexpected byte 0xED in the source (not UTF-8 text)"),
+            bad.errors.end());
   std::vector<TokenKind> identifiers;
   for (TokenKind kind : out.kinds)
     if (kind == TokenKind::identifier)

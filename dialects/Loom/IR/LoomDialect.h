@@ -22,8 +22,8 @@ constexpr llvm::StringLiteral kParam = "loom.param";     // func arg: param name
 constexpr llvm::StringLiteral kInit = "loom.init";       // func arg: #loom.init
 constexpr llvm::StringLiteral kOutput = "loom.output";   // func result: name
 constexpr llvm::StringLiteral kLoss = "loom.loss";       // func result: name
-/// The metadata of a model's return location that fuses each result's
-/// statement (front end), which the plan's output errors point at.
+/// Tags the metadata of a model's return location, which fuses each
+/// result's statement ([tag, name...]): the plan's output errors point at it.
 constexpr llvm::StringLiteral kResultLocs = "loom.result_locs";
 constexpr llvm::StringLiteral kPrecision = "loom.precision"; // module policy
 constexpr llvm::StringLiteral kAxes = "loom.axes";       // shard.grid axis names

@@ -73,8 +73,9 @@ private:
   /// for each depth).
   Value prepareGradients(ArrayRef<BlockArgument> params,
                          llvm::StringMap<Value> &grads, Value &clip);
-  /// min(1, `value`) of a rank-0 f32 value, without rounding either side.
-  Value atMostOne(Value value);
+  /// torch's clipping factor min(1, `maxNorm` / (`norm` + 1e-6)), exactly 1
+  /// where it does not clip.
+  Value clipFactor(double maxNorm, Value norm);
   StringRef paramName(BlockArgument param) {
     return model.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kParam)
         .getValue();
@@ -200,19 +201,19 @@ Value StepBuilder::scalarInput(StringRef name) {
   return input;
 }
 
-Value StepBuilder::atMostOne(Value value) {
-  // -max(-x, -1) over the pair [-x, -1]: exactly x or exactly 1 for every
-  // x, so an unclipped step multiplies by 1.0 as torch's clamp does. (The
-  // language has no elementwise min; x - relu(x - 1) rounded x - 1 from
-  // 2^24 on, so a clip far above the norm, 1e8, zeroed or doubled every
-  // step.)
-  auto pairType = RankedTensorType::get({1}, b.getF32Type());
-  auto half = [&](Value scalar) { return ReshapeOp::create(b, loc, pairType, scalar); };
-  Value pair = ConcatOp::create(
-      b, loc, ValueRange{half(NegOp::create(b, loc, value)), half(cst(-1.0))},
-      /*axis=*/0);
-  Value largest = MaxOp::create(b, loc, pair, /*axis=*/0, /*keepdim=*/false);
-  return NegOp::create(b, loc, largest);
+Value StepBuilder::clipFactor(double maxNorm, Value norm) {
+  // torch's min(1, C / (norm + 1e-6)) as C / (C + relu(norm + 1e-6 - C)),
+  // elementwise, so that it fuses into the update kernels: exactly 1 while
+  // norm + 1e-6 <= C, whatever C (1e8 too: x - relu(x - 1) rounded x - 1
+  // from 2^24 on, which froze or doubled every step); above, exactly
+  // torch's quotient where norm + 1e-6 <= 2C (the difference is exact), at
+  // most an ulp from it beyond. (A min over a concatenated pair made
+  // kernels of their own, one of a lone constant, which the GPU lowering
+  // did not take.)
+  Value c = cst(maxNorm);
+  Value total = add(norm, cst(1e-6));
+  Value excess = ReluOp::create(b, loc, SubOp::create(b, loc, total, c));
+  return DivOp::create(b, loc, c, add(c, excess));
 }
 
 Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
@@ -255,8 +256,7 @@ Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
   Value norm = SqrtOp::create(b, loc, sumSquares ? sumSquares : cst(0.0));
   clip = {};
   if (FloatAttr maxNorm = train.getClipGradNormAttr())
-    clip = atMostOne(DivOp::create(b, loc, cst(maxNorm.getValueAsDouble()),
-                                   add(norm, cst(1e-6))));
+    clip = clipFactor(maxNorm.getValueAsDouble(), norm);
   return norm;
 }
 

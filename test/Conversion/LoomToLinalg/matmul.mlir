@@ -53,7 +53,8 @@ func.func @mm_f32(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32>
 // -----
 
 // `accumulate bf16` (precision bf16 accumulate bf16): the accumulator is a
-// zero-filled bf16 tensor and the products are summed in bf16.
+// zero-filled bf16 tensor and the products are summed in bf16, each
+// product and sum rounded (no `contract`: fused, they depended on --cpu).
 // CHECK-LABEL: func.func @mm_bf16_acc
 // CHECK-NEXT: [[ZERO:%.+]] = arith.constant 0.000000e+00 : bf16
 // CHECK-NEXT: [[E:%.+]] = tensor.empty() : tensor<4x16xbf16>
@@ -61,8 +62,8 @@ func.func @mm_f32(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT: [[MM:%.+]] = linalg.generic
 // CHECK-SAME: outs([[ACC]] : tensor<4x16xbf16>)
 // CHECK-NEXT: ^bb0(%[[A:[^:]+]]: bf16, %[[B:[^:]+]]: bf16, %[[OUT:[^:]+]]: bf16):
-// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[A]], %[[B]] fastmath<contract> : bf16
-// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] fastmath<contract> : bf16
+// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[A]], %[[B]] : bf16
+// CHECK-NEXT: [[S:%.+]] = arith.addf %[[OUT]], [[P]] : bf16
 // CHECK-NEXT: linalg.yield [[S]] : bf16
 // CHECK-NEXT: } -> tensor<4x16xbf16>
 // CHECK-NEXT: return [[MM]] : tensor<4x16xbf16>

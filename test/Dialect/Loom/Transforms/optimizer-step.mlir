@@ -45,7 +45,7 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 // AdamW, clipped, under dynamic loss scaling: the backward starts from the
 // input opt.loss_scale, each gradient is divided by it, the norm is taken,
 // and each param's update multiplies its gradient by min(1, 0.5 / (norm +
-// 1e-6)) (the minimum as -max(-x, -1) over a pair, exact for every x) before the
+// 1e-6)) (as 0.5 / (0.5 + relu(norm + 1e-6 - 0.5)): exactly 1 unclipped) before the
 // moments: the clipping is part of the update's bucket (one kernel per
 // layer's bucket, not one reading every gradient).
 // CHECK-LABEL: func.func @adamw
@@ -60,15 +60,11 @@ loom.train @sgd optimizer "sgd" {lr = 1.0e-1 : f64, momentum = 0.9 : f64, weight
 // CHECK: %[[NORM:.+]] = loom.sqrt
 // CHECK: %[[C:.+]] = loom.constant 5.000000e-01
 // CHECK: %[[EPS:.+]] = loom.constant 9.9999999999999995E-7
-// CHECK: %[[DEN:.+]] = loom.add %[[NORM]], %[[EPS]]
-// CHECK: %[[RATIO:.+]] = loom.div %[[C]], %[[DEN]]
-// CHECK: %[[NEG:.+]] = loom.neg %[[RATIO]]
-// CHECK: %[[A:.+]] = loom.reshape %[[NEG]] : tensor<f32> -> tensor<1xf32>
-// CHECK: %[[MINUS_ONE:.+]] = loom.constant -1.000000e+00
-// CHECK: %[[B:.+]] = loom.reshape %[[MINUS_ONE]] : tensor<f32> -> tensor<1xf32>
-// CHECK: %[[PAIR:.+]] = loom.concat %[[A]], %[[B]] axis 0
-// CHECK: %[[LARGEST:.+]] = loom.max %[[PAIR]] axis 0
-// CHECK: %[[COEF:.+]] = loom.neg %[[LARGEST]]
+// CHECK: %[[TOTAL:.+]] = loom.add %[[NORM]], %[[EPS]]
+// CHECK: %[[OVER:.+]] = loom.sub %[[TOTAL]], %[[C]]
+// CHECK: %[[EXCESS:.+]] = loom.relu %[[OVER]]
+// CHECK: %[[DEN:.+]] = loom.add %[[C]], %[[EXCESS]]
+// CHECK: %[[COEF:.+]] = loom.div %[[C]], %[[DEN]]
 // CHECK: %[[CLIPPED:.+]] = loom.mul %[[G]], %[[COEF]] {loom.update_bucket = 0 : i64}
 // CHECK: loom.mul %[[CLIPPED]], %{{.+}} {loom.update_bucket = 0 : i64} : (tensor<4x4xf32>, tensor<f32>)
 // CHECK: return %{{.+}}, %[[NORM]],
