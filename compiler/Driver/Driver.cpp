@@ -171,7 +171,7 @@ bool Compilation::reached(Stage stage,
     llvm::raw_fd_ostream dump(path, ec);
     if (!ec) {
       (this->*print)(dump);
-      ec = closeChecked(dump);
+      ec = flushChecked(dump);
     }
     if (ec)
       llvm::errs() << "loomc: warning: cannot write " << path << ": "
@@ -587,7 +587,7 @@ LogicalResult runDriver(MLIRContext &context, llvm::SourceMgr &sourceMgr,
 } // namespace loom
 
 namespace loom {
-std::error_code closeChecked(llvm::raw_fd_ostream &out) {
+std::error_code flushChecked(llvm::raw_fd_ostream &out) {
   out.flush(); // (not close(): stdout's stream must not be closed)
   std::error_code ec = out.error();
   out.clear_error();

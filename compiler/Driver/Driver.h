@@ -164,7 +164,7 @@ mlir::FailureOr<ExplainReport> probeExplain(mlir::MLIRContext &context,
 /// Flushes `out`, returning the error of any write that failed
 /// (cleared, so that LLVM does not abort with "IO failure on output
 /// stream" at exit: a full disk is a plain "cannot write" error).
-std::error_code closeChecked(llvm::raw_fd_ostream &out);
+std::error_code flushChecked(llvm::raw_fd_ostream &out);
 
 } // namespace loom
 

@@ -76,7 +76,7 @@ LogicalResult Compilation::explainPlan() {
       return emitError(UnknownLoc::get(&context), "cannot write ")
              << options.meshSvg << ": " << ec.message();
     out << meshSvg(*explained);
-    if (std::error_code failed = closeChecked(out))
+    if (std::error_code failed = flushChecked(out))
       return emitError(UnknownLoc::get(&context), "cannot write ")
              << options.meshSvg << ": " << failed.message();
   }

@@ -123,7 +123,7 @@ LogicalResult Compilation::planSchedule() {
       return emitError(model.getLoc(), "cannot write ")
              << options.scheduleSvg << ": " << ec.message();
     out << rt::scheduleSvg(built, timeline);
-    if (std::error_code failed = closeChecked(out))
+    if (std::error_code failed = flushChecked(out))
       return emitError(model.getLoc(), "cannot write ")
              << options.scheduleSvg << ": " << failed.message();
   }

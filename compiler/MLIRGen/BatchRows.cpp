@@ -226,22 +226,17 @@ private:
       return;
     }
     if (auto matmul = dyn_cast<MatmulOp>(op)) {
-      Value result = matmul.getResult();
-      int64_t out = rankOf(result);
-      if (auto d = batchDim(matmul.getLhs())) {
-        int64_t rank = rankOf(matmul.getLhs());
-        if (*d == rank - 1)
-          return mixAll("contracts over the batch (dim " + Twine(*d) +
-                        " of its left operand)");
-        join(result, *d == rank - 2 ? out - 2 : out - rank + *d, op);
-      }
-      if (auto d = batchDim(matmul.getRhs())) {
-        int64_t rank = rankOf(matmul.getRhs());
-        if (*d == rank - 2)
-          return mixAll("contracts over the batch (dim " + Twine(*d) +
-                        " of its right operand)");
-        join(result, *d == rank - 1 ? out - 1 : out - rank + *d, op);
-      }
+      // Rows (M), columns (N) and batch dims all align right with the
+      // result's; only the contracted K mixes.
+      Value lhs = matmul.getLhs(), rhs = matmul.getRhs();
+      if (auto d = batchDim(lhs); d && *d == rankOf(lhs) - 1)
+        return mixAll("contracts over the batch (dim " + Twine(*d) +
+                      " of its left operand)");
+      if (auto d = batchDim(rhs); d && *d == rankOf(rhs) - 2)
+        return mixAll("contracts over the batch (dim " + Twine(*d) +
+                      " of its right operand)");
+      for (Value operand : {lhs, rhs})
+        joinAligned(matmul.getResult(), of(operand), rankOf(operand), op);
       return;
     }
     if (auto reduce = dyn_cast<SumOp>(op))

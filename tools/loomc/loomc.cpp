@@ -468,15 +468,15 @@ int main(int argc, char **argv) {
     options.intraNodeGBs = intraNodeBw;
   if (interNodeBw.getNumOccurrences())
     options.interNodeGBs = interNodeBw;
-  // Written so that NaN fails them too (it priced every collective at nan
-  // us and the step at 0), and inf, which means nothing here.
-  auto finite = [](double v) { return std::isfinite(v); };
-  if ((options.intraNodeGBs &&
-       !(*options.intraNodeGBs > 0 && finite(*options.intraNodeGBs))) ||
-      (options.interNodeGBs &&
-       !(*options.interNodeGBs > 0 && finite(*options.interNodeGBs))) ||
-      gpusPerNode < 1 || !(intraNodeLatency >= 0 && finite(intraNodeLatency)) ||
-      !(interNodeLatency >= 0 && finite(interNodeLatency))) {
+  // NaN fails these too (it priced every collective at nan us and the
+  // step at 0), and inf, which means nothing here.
+  auto positive = [](std::optional<double> v) {
+    return !v || (*v > 0 && std::isfinite(*v));
+  };
+  auto nonNegative = [](double v) { return v >= 0 && std::isfinite(v); };
+  if (!positive(options.intraNodeGBs) || !positive(options.interNodeGBs) ||
+      gpusPerNode < 1 || !nonNegative(intraNodeLatency) ||
+      !nonNegative(interNodeLatency)) {
     errs() << "loomc: error: bandwidths and --gpus-per-node must be positive, "
               "latencies not negative (finite numbers)\n";
     return 1;
@@ -587,7 +587,7 @@ int main(int argc, char **argv) {
           std::move(*file), processChunk, output.os(),
           splitInputFile ? mlir::kDefaultSplitMarker : "", "// -----")))
     return 1;
-  if (std::error_code failed = loom::closeChecked(output.os())) {
+  if (std::error_code failed = loom::flushChecked(output.os())) {
     errs() << "loomc: error: cannot write '" << printTo << "': " << failed.message()
            << "\n";
     return 1;

@@ -29,9 +29,7 @@ static std::string paramsChecksum(const Plan &plan, const char *arena) {
   uint64_t hash = fnv1a64({});
   for (const PlanBuffer *param : params)
     hash = fnv1a64(std::string_view(arena + param->offset, param->bytes), hash);
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-  return text;
+  return hashText(hash);
 }
 
 bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
@@ -158,12 +156,8 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
     const std::string *stated = meta.find("checksum");
     if (!stated)
       return meta.missing("checksum");
-    std::string actual = paramsChecksum(plan, arena);
-    if (*stated != actual) {
-      error = path + " is corrupted: its tensors hash to " + actual +
-              ", but the checkpoint says " + *stated;
+    if (!checkpointHashMatches(path, paramsChecksum(plan, arena), *stated, error))
       return false;
-    }
   }
   state = read;
   return true;

@@ -297,13 +297,7 @@ static bool checkCheckpointChecksum(FILE *file, const SafetensorsHeader &header,
       hash = fnv1a64(std::string_view(chunk.data(), bytes), hash);
       at += bytes;
     }
-  char actual[17];
-  std::snprintf(actual, sizeof(actual), "%016llx", static_cast<unsigned long long>(hash));
-  if (*stated == actual)
-    return true;
-  error = path + " is corrupted: its tensors hash to " + actual +
-          ", but the checkpoint says " + *stated;
-  return false;
+  return checkpointHashMatches(path, hashText(hash), *stated, error);
 }
 
 bool loom::runtime::loadWeights(const Plan &plan, char *arena,

@@ -4,6 +4,8 @@
 #define LOOM_RUNTIME_SUPPORT_HASH_H
 
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 namespace loom::runtime {
@@ -29,6 +31,24 @@ inline uint64_t fnv1a64(std::string_view bytes,
     hash *= 1099511628211ull;
   }
   return hash;
+}
+
+/// A 64-bit hash as checkpoints state it: 16 lower-case hex digits.
+inline std::string hashText(uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+/// False, with the error, where a checkpoint's tensors hash to `actual`
+/// rather than the `stated` checksum (train --resume and --weights alike).
+inline bool checkpointHashMatches(const std::string &path, const std::string &actual,
+                                  const std::string &stated, std::string &error) {
+  if (actual == stated)
+    return true;
+  error = path + " is corrupted: its tensors hash to " + actual +
+          ", but the checkpoint says " + stated;
+  return false;
 }
 
 } // namespace loom::runtime
