@@ -41,14 +41,16 @@ static RankedTensorType shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// `value * factor` (f32), stored as `type` (rounded once).
-static Value scaled(OpBuilder &b, Location loc, RankedTensorType type,
-                    Value value, double factor) {
+/// `total / count` (f32), stored as `type` (rounded once). A division, not
+/// a product with 1/count: 1/7 rounds, and the mean of a row of 3s would be
+/// 3.0000002 (a layernorm of a constant row then is not 0).
+static Value averaged(OpBuilder &b, Location loc, RankedTensorType type,
+                      Value total, int64_t count) {
   return buildBroadcastElementwise(
-      b, loc, type, {value}, [&](OpBuilder &nb, Location l, ValueRange in) -> Value {
-        return factor == 1.0 ? in[0]
-                             : arith::MulFOp::create(nb, l, in[0],
-                                                     f32Constant(nb, l, factor));
+      b, loc, type, {total}, [&](OpBuilder &nb, Location l, ValueRange in) -> Value {
+        return count == 1 ? in[0]
+                          : arith::DivFOp::create(nb, l, in[0],
+                                                  f32Constant(nb, l, count));
       });
 }
 
@@ -68,7 +70,7 @@ static Value rowMean(OpBuilder &b, Location loc, Value x, ValueRange stats,
       [&](OpBuilder &nb, Location nloc, Value acc, ValueRange in) -> Value {
         return arith::AddFOp::create(nb, nloc, acc, f(nb, nloc, in));
       });
-  return scaled(b, loc, shapeOf(sum), sum, 1.0 / shape.back());
+  return averaged(b, loc, shapeOf(sum), sum, shape.back());
 }
 
 /// The statistics of a stable softmax along `axis`: the maximum and the sum
@@ -211,11 +213,11 @@ struct ReduceLowering : OpConversionPattern<ReduceOp> {
         {identity(shape.size(), rewriter.getContext())},
         isMax ? -std::numeric_limits<double>::infinity() : 0.0,
         isMax ? maxCombine : sumCombine);
-    double factor = std::is_same_v<ReduceOp, MeanOp> ? 1.0 / shape[axis] : 1.0;
+    int64_t count = std::is_same_v<ReduceOp, MeanOp> ? shape[axis] : 1;
     // Round to the storage type, then restore the kept dimension.
     auto flat = RankedTensorType::get(shapeOf(acc).getShape(),
                                       op.getType().getElementType());
-    Value result = scaled(rewriter, loc, flat, acc, factor);
+    Value result = averaged(rewriter, loc, flat, acc, count);
     if (op.getKeepdim()) {
       SmallVector<ReassociationIndices> groups;
       for (int64_t d = 0, rank = shape.size(); d < rank; ++d)
@@ -265,7 +267,7 @@ struct CrossEntropyLowering : OpConversionPattern<CrossEntropyOp> {
           Value lse = arith::AddFOp::create(b, l, math::LogOp::create(b, l, in[1]), in[0]);
           return arith::SubFOp::create(b, l, lse, logit);
         });
-    rewriter.replaceOp(op, scaled(rewriter, loc, op.getType(), total, 1.0 / count));
+    rewriter.replaceOp(op, averaged(rewriter, loc, op.getType(), total, count));
     return success();
   }
 };
@@ -380,7 +382,7 @@ struct VocabLossLowering : OpConversionPattern<VocabLossOp> {
           return arith::SubFOp::create(b, l, lse, in[2]);
         });
     int64_t count = shapeOf(adaptor.getMax()).getNumElements();
-    rewriter.replaceOp(op, scaled(rewriter, loc, op.getType(), total, 1.0 / count));
+    rewriter.replaceOp(op, averaged(rewriter, loc, op.getType(), total, count));
     return success();
   }
 };
@@ -429,7 +431,7 @@ struct MseLowering : OpConversionPattern<MseOp> {
           Value d = arith::SubFOp::create(b, l, in[0], in[1]);
           return arith::MulFOp::create(b, l, d, d);
         });
-    rewriter.replaceOp(op, scaled(rewriter, loc, op.getType(), total, 1.0 / count));
+    rewriter.replaceOp(op, averaged(rewriter, loc, op.getType(), total, count));
     return success();
   }
 };

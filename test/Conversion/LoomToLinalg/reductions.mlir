@@ -77,8 +77,8 @@ func.func @softmax_axis0(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK: [[MEAN:%.+]] = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
 // CHECK-SAME: ins([[SUM]] : tensor<4xf32>) outs(%{{.+}} : tensor<4xf32>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: f32):
-// CHECK-NEXT: [[INV:%.+]] = arith.constant 1.250000e-01 : f32
-// CHECK-NEXT: arith.mulf %[[IN]], [[INV]] : f32
+// CHECK-NEXT: [[N:%.+]] = arith.constant 8.000000e+00 : f32
+// CHECK-NEXT: arith.divf %[[IN]], [[N]] : f32
 // CHECK: [[SQ:%.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0)>], iterator_types = ["parallel", "reduction"]}
 // CHECK-SAME: ins(%[[X]], [[MEAN]] : tensor<4x8xbf16>, tensor<4xf32>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %[[M:[^:]+]]: f32, %[[ACC:[^:]+]]: f32):
@@ -88,7 +88,7 @@ func.func @softmax_axis0(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT: arith.addf %[[ACC]], [[D2]] : f32
 // CHECK: [[VAR:%.+]] = linalg.generic
 // CHECK-SAME: ins([[SQ]] : tensor<4xf32>)
-// CHECK: arith.constant 1.250000e-01 : f32
+// CHECK: arith.constant 8.000000e+00 : f32
 // CHECK: [[R:%.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d0)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
 // CHECK-SAME: ins(%[[X]], [[MEAN]], [[VAR]], %[[G]], %[[B]] : tensor<4x8xbf16>, tensor<4xf32>, tensor<4xf32>, tensor<8xf32>, tensor<8xf32>) outs(%{{.+}} : tensor<4x8xf32>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: bf16, %[[M:[^:]+]]: f32, %[[V:[^:]+]]: f32, %[[IG:[^:]+]]: f32, %[[IB:[^:]+]]: f32, %{{[^:]+}}: f32):
@@ -162,7 +162,7 @@ func.func @layernorm_bias(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8x
 // CHECK-NEXT: arith.addf %[[ACC]], [[W2]] : f32
 // CHECK: [[MS:%.+]] = linalg.generic
 // CHECK-SAME: ins([[SQ]] : tensor<2x4xf32>)
-// CHECK: arith.constant 1.250000e-01 : f32
+// CHECK: arith.constant 8.000000e+00 : f32
 // CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
 // CHECK-SAME: ins(%[[X]], [[MS]], %[[G]] : tensor<2x4x8xf16>, tensor<2x4xf32>, tensor<8xf16>) outs(%{{.+}} : tensor<2x4x8xf16>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f16, %[[V:[^:]+]]: f32, %[[IG:[^:]+]]: f16, %{{[^:]+}}: f16):
@@ -248,8 +248,8 @@ func.func @sum_axis0(%x: tensor<4x8xf32>) -> (tensor<1x8xf32>, tensor<8xf32>) {
 // CHECK: [[M:%.+]] = linalg.generic
 // CHECK-SAME: ins([[S]] : tensor<2x4xf32>) outs(%{{.+}} : tensor<2x4xbf16>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: bf16):
-// CHECK-NEXT: [[INV:%.+]] = arith.constant 0.333333343 : f32
-// CHECK-NEXT: [[P:%.+]] = arith.mulf %[[IN]], [[INV]] : f32
+// CHECK-NEXT: [[N:%.+]] = arith.constant 3.000000e+00 : f32
+// CHECK-NEXT: [[P:%.+]] = arith.divf %[[IN]], [[N]] : f32
 // CHECK-NEXT: [[T:%.+]] = arith.truncf [[P]] : f32 to bf16
 // CHECK-NEXT: linalg.yield [[T]] : bf16
 // CHECK: tensor.expand_shape [[M]] {{\[\[}}0, 1], [2]] output_shape [2, 1, 4] : tensor<2x4xbf16> into tensor<2x1x4xbf16>
@@ -262,7 +262,7 @@ func.func @mean_middle(%x: tensor<2x3x4xbf16>) -> tensor<2x1x4xbf16> {
 
 // mean over the last of three axes, keepdim.
 // CHECK-LABEL: func.func @mean_last
-// CHECK: arith.constant 2.500000e-01 : f32
+// CHECK: arith.constant 4.000000e+00 : f32
 // CHECK: tensor.expand_shape %{{.+}} {{\[\[}}0], [1, 2]] output_shape [2, 3, 1] : tensor<2x3xf32> into tensor<2x3x1xf32>
 func.func @mean_last(%x: tensor<2x3x4xf32>) -> tensor<2x3x1xf32> {
   %0 = loom.mean %x axis 2 keepdim : tensor<2x3x4xf32> -> tensor<2x3x1xf32>
@@ -342,8 +342,8 @@ func.func @to_scalar(%x: tensor<8xf32>) -> (tensor<f32>, tensor<1xf32>) {
 // CHECK: [[R:%.+]] = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
 // CHECK-SAME: ins([[TOT]] : tensor<f32>) outs(%{{.+}} : tensor<f32>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: f32):
-// CHECK-NEXT: [[INV:%.+]] = arith.constant 0.166666672 : f32
-// CHECK-NEXT: arith.mulf %[[IN]], [[INV]] : f32
+// CHECK-NEXT: [[N:%.+]] = arith.constant 6.000000e+00 : f32
+// CHECK-NEXT: arith.divf %[[IN]], [[N]] : f32
 // CHECK: return [[R]] : tensor<f32>
 func.func @cross_entropy(%logits: tensor<2x3x10xbf16>, %labels: tensor<2x3xi32>) -> tensor<f32> {
   %0 = loom.cross_entropy %logits, %labels : (tensor<2x3x10xbf16>, tensor<2x3xi32>) -> tensor<f32>
@@ -382,8 +382,8 @@ func.func @cross_entropy_i64(%logits: tensor<6x5xf32>, %labels: tensor<6xi64>) -
 // CHECK: [[R:%.+]] = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
 // CHECK-SAME: ins([[TOT]] : tensor<f32>)
 // CHECK-NEXT: ^bb0(%[[IN:[^:]+]]: f32, %{{[^:]+}}: f32):
-// CHECK-NEXT: [[INV:%.+]] = arith.constant 3.125000e-02 : f32
-// CHECK-NEXT: arith.mulf %[[IN]], [[INV]] : f32
+// CHECK-NEXT: [[N:%.+]] = arith.constant 3.200000e+01 : f32
+// CHECK-NEXT: arith.divf %[[IN]], [[N]] : f32
 // CHECK: return [[R]] : tensor<f32>
 func.func @mse(%a: tensor<4x8xf32>, %b: tensor<4x8xbf16>) -> tensor<f32> {
   %0 = loom.mse %a, %b : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<f32>
