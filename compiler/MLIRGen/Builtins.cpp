@@ -495,7 +495,7 @@ static bool bindArguments(Elaborator &e, const FunctionDecl &fn,
   for (auto [arg, name] : llvm::zip(call.args, fn.args)) {
     Value v = e.emitTensor(*arg, caller, "an argument of '" + fn.name.text + "'");
     ok &= (bool)v;
-    e.bind(callee, name, v, /*isNew=*/true);
+    e.bind(callee, name, v, /*isNew=*/true, /*isArgument=*/true);
   }
   return ok;
 }
@@ -714,7 +714,8 @@ Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call
   ExpertState state{body, options->experts, options->axis, builder, {}};
   Scope callee;
   callee.parent = &globals;
-  bind(callee, moe.args.front(), body->getArgument(0), /*isNew=*/true);
+  bind(callee, moe.args.front(), body->getArgument(0), /*isNew=*/true,
+       /*isArgument=*/true);
   std::optional<Value> result;
   {
     OpBuilder::InsertionGuard guard(builder);

@@ -163,7 +163,8 @@ public:
   void emitLrSchedule(const Expr &value, Scope &scope, std::string &schedule,
                       std::optional<double> &warmup,
                       std::optional<double> &minLr);
-  void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew);
+  void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew,
+            bool isArgument = false);
   std::optional<llvm::SmallVector<int64_t>> evalShape(const TypeSpec &type,
                                                       Scope &scope);
   /// `dimOffset` hidden leading dims (an expert param's expert dimension)

@@ -488,7 +488,22 @@ Value Elaborator::addArgument(RankedTensorType type, SMLoc where,
   return model->func.getBody().front().addArgument(type, loc(where));
 }
 
-void Elaborator::bind(Scope &scope, const Name &name, Value value, bool isNew) {
+/// Whether `name` is a dim or loop variable seen from `scope`.
+static bool isIntName(Scope &scope, StringRef name) {
+  for (Scope *s = &scope; s; s = s->parent)
+    if (s->ints.count(name))
+      return true;
+  return false;
+}
+
+void Elaborator::bind(Scope &scope, const Name &name, Value value, bool isNew,
+                      bool isArgument) {
+  // A tensor named like a dim or loop variable would silently win in
+  // expressions and lose in shapes (`for k in 1..3 { h = h * k }` after
+  // `let k = x` multiplied by x).
+  if (isNew && !isArgument && isIntName(scope, name.text))
+    error(name.loc) << "'" << name.text
+                    << "' is already a dimension or loop variable";
   if (isNew) {
     auto [it, inserted] = scope.definedAt.try_emplace(name.text, name.loc);
     if (!inserted) {
@@ -684,7 +699,10 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     std::optional<int64_t> value = evalInt(*stmt.value, scope);
     if (auto it = dimSizes.find(name.text); it != dimSizes.end() && &scope == &globals)
       value = it->second;
-    if (!scope.ints.try_emplace(name.text, value.value_or(1)).second)
+    if (scope.values.count(name.text))
+      error(name.loc) << "dimension '" << name.text
+                      << "' has the name of a tensor";
+    else if (!scope.ints.try_emplace(name.text, value.value_or(1)).second)
       error(name.loc) << "dimension '" << name.text << "' is already defined";
     return;
   }
@@ -763,6 +781,11 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
                        << "' shadows a dimension or an enclosing loop variable";
         return;
       }
+    if (scope.values.count(var.text)) {
+      error(var.loc) << "loop variable '" << var.text
+                     << "' shadows the tensor '" << var.text << "'";
+      return;
+    }
     // Loops are unrolled: each iteration is a fresh copy of the body, and
     // a name its `let`s bind is bound anew in every iteration.
     llvm::StringSet<> definedBefore;
@@ -1444,9 +1467,15 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
     error(ast.precisions[1].loc) << "a script declares one precision policy";
   if (!ast.precisions.empty())
     declarePrecision(ast.precisions.front());
-  for (const FunctionDecl &fn : ast.functions)
+  for (const FunctionDecl &fn : ast.functions) {
     if (!functions.try_emplace(fn.name.text, &fn).second)
       error(fn.name.loc) << "'" << fn.name.text << "' is already defined";
+    // Checked once here, not at every call (bind skips arguments).
+    for (const Name &arg : fn.args)
+      if (globals.ints.count(arg.text))
+        error(arg.loc) << "'" << arg.text
+                       << "' is already a dimension or loop variable";
+  }
   llvm::StringSet<> modelNames, declared;
   for (const ModelDecl &decl : ast.models)
     declared.insert(decl.name.text);
