@@ -614,6 +614,8 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
     SmallVector<int64_t> stacked{expert->experts};
     stacked.append(shape->begin(), shape->end());
     auto stackedType = RankedTensorType::get(stacked, *element);
+    if (!isInput)
+      attrs.push_back(builder.getNamedAttr(attr::kExpertParam, builder.getUnitAttr()));
     Value outer = addArgument(stackedType, stmt.loc, attrs);
     ShardSpec spec;
     spec.loc = stmt.shard ? stmt.shard->loc : stmt.loc;

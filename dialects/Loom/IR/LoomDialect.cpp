@@ -68,9 +68,13 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                << " has an index bound but is not an input";
     return success();
   }
-  if (name == attr::kScratch) {
+  if (name == attr::kScratch || name == attr::kExpertParam) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be a unit attribute";
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (name == attr::kExpertParam && func && !func.getArgAttr(argIndex, attr::kParam))
+      return op->emitOpError() << "argument " << argIndex
+                               << " is an expert param but not a param";
     return success();
   }
   return op->emitOpError() << "unknown loom argument attribute '" << name

@@ -19,6 +19,8 @@ namespace mlir::loom {
 namespace attr {
 constexpr llvm::StringLiteral kInput = "loom.input";     // func arg: input name
 constexpr llvm::StringLiteral kParam = "loom.param";     // func arg: param name
+/// On a func arg: an MoE expert's param, stored [E, ...] (one per expert).
+constexpr llvm::StringLiteral kExpertParam = "loom.expert_param";
 constexpr llvm::StringLiteral kInit = "loom.init";       // func arg: #loom.init
 constexpr llvm::StringLiteral kOutput = "loom.output";   // func result: name
 constexpr llvm::StringLiteral kLoss = "loom.loss";       // func result: name

@@ -423,8 +423,11 @@ LogicalResult StepBuilder::run() {
       return sharding ? annotate(next, sharding) : next;
     };
     // Weight decay applies to matrices and embeddings only (rank >= 2),
-    // not to biases and norm scales.
-    bool decays = h.weightDecay > 0 && type.getRank() >= 2;
+    // not to biases and norm scales: an expert's by its declared rank, not
+    // its stored [E, ...].
+    int64_t declaredRank =
+        type.getRank() - (model.getArgAttr(param.getArgNumber(), attr::kExpertParam) ? 1 : 0);
+    bool decays = h.weightDecay > 0 && declaredRank >= 2;
     auto state = [&](StringRef what) {
       std::string stateName = ("opt." + what + "." + name).str();
       Value arg = addArgument(

@@ -1014,6 +1014,20 @@ func.func @init_on_input(%a: tensor<4xf32> {loom.param = "a"}, %b: tensor<4xf32>
 
 // -----
 
+// expected-error @+1 {{'func.func' op 'loom.expert_param' must be a unit attribute}}
+func.func @expert_param_value(%a: tensor<2x4xf32> {loom.param = "a", loom.expert_param = 1}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op argument 0 is an expert param but not a param}}
+func.func @expert_param_input(%a: tensor<2x4xf32> {loom.input = "a", loom.expert_param}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{'func.func' op unknown loom argument attribute 'loom.weight'}}
 func.func @unknown_arg_attr(%a: tensor<4xf32> {loom.weight = "a"}) {
   return

@@ -122,3 +122,24 @@ func.func @norm_sets(%t: tensor<4xf32> {loom.input = "t"}, %a: tensor<4xf32> {lo
   return %2 : tensor<f32>
 }
 loom.train @norm_sets optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// An MoE expert's params are stored [E, ...]: weight decay follows the
+// declared rank (loom.expert_param), so the experts' matrices m decay and
+// their biases e ([E, 3], declared [3]) do not, as a bias outside a block.
+// CHECK-LABEL: func.func @expert_decay
+// CHECK: %[[WD:.+]] = loom.constant 1.000000e-02
+// CHECK-NEXT: loom.mul %{{.+}}, %[[WD]] {loom.update_bucket = {{[0-9]+}} : i64} : (tensor<2x3x3xf32>, tensor<f32>)
+// CHECK-NOT: loom.constant 1.000000e-02
+// CHECK: return
+func.func @expert_decay(%t: tensor<2x3xf32> {loom.input = "t"},
+                        %e: tensor<2x3xf32> {loom.param = "ffn.0.b", loom.expert_param},
+                        %m: tensor<2x3x3xf32> {loom.param = "ffn.0.w", loom.expert_param})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.sum %m axis 2 : tensor<2x3x3xf32> -> tensor<2x3xf32>
+  %1 = loom.add %e, %0 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = loom.mse %1, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+loom.train @expert_decay optimizer "sgd" {lr = 1.0e-1 : f64, weight_decay = 0.01 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
