@@ -6,8 +6,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 using namespace loom::runtime;
 
@@ -20,6 +22,73 @@ static bool parseNumberIn(std::string_view text, double low, double high,
   if (!end || *end || !(parsed >= low && parsed <= high))
     return false;
   value = parsed;
+  return true;
+}
+
+/// Whether two paths name one regular file (or one that does not exist
+/// yet): the same file where both exist, else the same path once resolved.
+/// Devices (/dev/null) are never "the same": writing one twice is fine.
+static bool sameFile(const std::string &a, const std::string &b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto isDevice = [&](const std::string &path) {
+    fs::file_status status = fs::status(path, ec);
+    return fs::exists(status) && !fs::is_regular_file(status);
+  };
+  if (isDevice(a) || isDevice(b))
+    return false;
+  if (fs::equivalent(a, b, ec))
+    return true;
+  std::error_code ecA, ecB;
+  fs::path pa = fs::weakly_canonical(a, ecA), pb = fs::weakly_canonical(b, ecB);
+  return ecA || ecB ? a == b : pa == pb;
+}
+
+/// No file a run writes is one it reads or another it writes: `--log`
+/// onto `--data` replaced the training text with the log, `--output
+/// y=w.st --save-weights w.st` one file with the other. A checkpoint may
+/// be resumed from and saved to the same file (read whole before any step).
+static bool checkFilesDistinct(const RunOptions &options, std::string &error) {
+  struct File {
+    std::string option, path;
+    bool checkpoint; // --resume, --weights, --save, --save-weights
+  };
+  std::vector<File> reads, writes;
+  auto add = [](std::vector<File> &files, const char *option,
+                const std::string &path, bool checkpoint = false) {
+    if (!path.empty())
+      files.push_back({option, path, checkpoint});
+  };
+  add(reads, "--data", options.data);
+  add(reads, "--eval-data", options.evalData);
+  add(reads, "--weights", options.weights, true);
+  add(reads, "--resume", options.resume, true);
+  for (const auto &[name, path] : options.inputs)
+    add(reads, ("--input " + name + "=").c_str(), path);
+  add(writes, "--log", options.log);
+  add(writes, "--save", options.save, true);
+  add(writes, "--save-weights", options.saveWeights, true);
+  add(writes, "--trace", options.trace);
+  for (const auto &[name, path] : options.outputs)
+    add(writes, ("--output " + name + "=").c_str(), path);
+  auto spelled = [](const File &file) {
+    return file.option + (file.option.back() == '=' ? "" : " ") + file.path;
+  };
+  for (size_t i = 0; i < writes.size(); ++i) {
+    for (const File &read : reads)
+      if (!(writes[i].checkpoint && read.checkpoint) &&
+          sameFile(writes[i].path, read.path)) {
+        error = spelled(writes[i]) + " would overwrite " + spelled(read) +
+                ": write to another file";
+        return false;
+      }
+    for (size_t j = 0; j < i; ++j)
+      if (sameFile(writes[i].path, writes[j].path)) {
+        error = spelled(writes[j]) + " and " + spelled(writes[i]) +
+                " write the same file";
+        return false;
+      }
+  }
   return true;
 }
 
@@ -439,5 +508,5 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     error = "--check-kernels writes no outputs; run without it for --output";
     return false;
   }
-  return true;
+  return checkFilesDistinct(options, error);
 }

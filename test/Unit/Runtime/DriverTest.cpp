@@ -123,6 +123,20 @@ TEST(Driver, SummarizesOutputsNotWrittenToFiles) {
       run.out);
 }
 
+TEST(Driver, WritesDevicesTwiceAndSavesOverItsWeights) {
+  TempDir dir;
+  std::string weights = dir.path("w.safetensors");
+  RunResult save = runDriver({"--save-weights", weights, "--random-inputs"},
+                             kKernels, plan());
+  ASSERT_EQ(save.status, 0) << save.err;
+  // A checkpoint may be read and written again; /dev/null taken twice.
+  RunResult again = runDriver({"--weights", weights, "--save-weights", weights,
+                               "--random-inputs", "--output", "out=/dev/null",
+                               "--trace", "/dev/null"},
+                              kKernels, plan());
+  EXPECT_EQ(again.status, 0) << again.err;
+}
+
 TEST(Driver, SavesAndLoadsWeights) {
   TempDir dir;
   std::string weights = dir.path("w.safetensors");
@@ -221,6 +235,18 @@ TEST(Driver, ReportsUsageErrors) {
       {{"--random-inputs", "--output", "out=" + dir.path("no/dir/o.npy")},
        "output 'out': cannot write " + dir.path("no/dir/o.npy") +
            ": No such file or directory"},
+      // No file is both read and written, or written twice (--output onto
+      // --input, or one weights file, replaced what it read silently); the
+      // same path spelled otherwise is the same file.
+      {{"--input", "x=" + dir.path("wrong.npy"), "--random-inputs",
+        "--output", "out=" + dir.path("./wrong.npy")},
+       "--output out=" + dir.path("./wrong.npy") +
+           " would overwrite --input x=" + dir.path("wrong.npy") +
+           ": write to another file"},
+      {{"--random-inputs", "--output", "out=w.st", "--save-weights", "w.st"},
+       "--save-weights w.st and --output out=w.st write the same file"},
+      {{"--random-inputs", "--trace", "t.json", "--output", "out=./t.json"},
+       "--trace t.json and --output out=./t.json write the same file"},
   };
   for (const Case &c : cases) {
     RunResult run = runDriver(c.args, kKernels, plan());
