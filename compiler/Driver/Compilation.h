@@ -78,6 +78,8 @@ public:
     return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
   }
   bool wantsGpu() const;
+  /// --gpu-arch's number: 90 for sm_90a.
+  unsigned gpuSmVersion() const;
   /// Which attention loom-fuse-attention forms (--fuse-attention): any in
   /// CPU builds; in GPU builds what the GPU kernels run (with gradients,
   /// the backward's too).

@@ -307,7 +307,11 @@ AttentionFusion Compilation::fusesAttention() const {
   // --explain models the plan a GPU build runs.
   if (!wantsGpu() && !options.explain)
     return AttentionFusion::Any;
-  // A GPU build fuses what the GPU kernels run (forward and backward).
+  // A GPU build fuses what the GPU kernels run (forward and backward):
+  // nothing below sm_80, which has no attention kernel (a fused op became
+  // the CPU's blocked loop, a launch inside a kernel, and failed to lower).
+  if (wantsGpu() && gpuSmVersion() < 80)
+    return AttentionFusion::None;
   return AttentionFusion::GpuKernel;
 }
 
