@@ -143,6 +143,12 @@ void StagePlacer::placeLoop() {
         continue;
       LoopPlace place;
       bool known = true;
+      // The backward runs its stages last to first: an op reading the
+      // backward of several stages runs at the lowest, the last of them
+      // (the sum of a tied param's gradient parts, of a statement outside
+      // the stages and of a stage, at stage 1 read stage 0's backward
+      // before it ran).
+      int64_t firstBackward = -1;
       for (Value operand : op.getOperands()) {
         Operation *def = operand.getDefiningOp();
         if (!def || !loop.contains(def))
@@ -157,9 +163,14 @@ void StagePlacer::placeLoop() {
         }
         place.stage = std::max(place.stage, found->second.stage);
         place.backward |= found->second.backward;
+        if (found->second.backward &&
+            (firstBackward < 0 || found->second.stage < firstBackward))
+          firstBackward = found->second.stage;
       }
       if (!known || (place.stage < 0 && !isa<AccumulateOp>(op)))
         continue;
+      if (firstBackward >= 0)
+        place.stage = firstBackward;
       if (place.stage < 0)
         place.stage = 0;
       places[&op] = place;
