@@ -14,6 +14,7 @@
 #include "Loom/IR/LoomOps.h"
 #include "Loom/Transforms/Sharding.h"
 #include "Plan/PlanBuilder.h"
+#include "loom/runtime/plan/InFlight.h"
 #include "loom/runtime/plan/Schedule.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -86,6 +87,9 @@ private:
   void findMemory();
   void findMoe();
   void simulate();
+  /// A pipelined training plan's activations as the runtime allocates
+  /// them (its in-flight slots), from the built plan's text.
+  void allocateActivations(const std::string &planText);
   bool onRank(const Place &place, unsigned coordinate) const {
     for (unsigned stage : place.stages)
       if (stage % pipelineRanks == coordinate)
@@ -823,10 +827,36 @@ FailureOr<ExplainReport> Explainer::run() {
     ScopedDiagnosticHandler quiet(spmd.getContext(),
                                   [](Diagnostic &) { return success(); });
     FailureOr<Plan> plan = buildPlan(spmd, {});
-    if (succeeded(plan))
+    if (succeeded(plan)) {
       report.planArenaBytes = plan->arenaBytes;
+      if (report.training && report.stages)
+        allocateActivations(plan->text);
+    }
   }
   return report;
+}
+
+void Explainer::allocateActivations(const std::string &planText) {
+  rt::Plan plan;
+  rt::Schedule schedule;
+  rt::ScheduleKind kind;
+  std::string error;
+  if (!rt::parsePlan(planText, plan, error) || !plan.pipeline.stages ||
+      !rt::parseScheduleKind(report.schedule, kind) ||
+      !rt::buildSchedule(kind, report.pipelineRanks, plan.pipeline.stages,
+                         report.microbatches, schedule, error))
+    return;
+  rt::PipelineValues values =
+      rt::analyzePipelineValues(plan, rt::analyzeStepAccess(plan));
+  for (unsigned r = 0; r < report.pipelineRanks; ++r) {
+    rt::InFlightLayout layout = rt::planInFlight(plan, values, schedule, r);
+    ExplainRank &rank = report.ranksByCoordinate[r];
+    rank.liveActivations = rank.activations;
+    rank.activations = static_cast<int64_t>(layout.bytes());
+    rank.activationSlots = layout.slots;
+    rank.activationSlotBytes = static_cast<int64_t>(layout.slotBytes);
+    rank.activationTransientBytes = static_cast<int64_t>(layout.transientBytes);
+  }
 }
 
 int64_t ExplainReport::pipelineStride() const {

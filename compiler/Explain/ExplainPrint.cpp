@@ -116,10 +116,21 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     row("optimizer state", rank.optimizer);
     row("inputs", rank.inputs);
     row("activations", rank.activations,
-        r.training ? formatv(" ({0} per microbatch, {1} in flight at the peak)",
-                             rank.activationsPerMicrobatch, rank.inFlight)
-                         .str()
-                   : std::string(" (a forward keeps none)"));
+        !r.training ? std::string(" (a forward keeps none)")
+        : rank.activationSlots
+            ? formatv(" ({0} slot{1} of {2}{3}, as the runtime allocates; "
+                      "the backward reads {4} at the peak, {5} in flight)",
+                      rank.activationSlots, rank.activationSlots == 1 ? "" : "s",
+                      rank.activationSlotBytes,
+                      rank.activationTransientBytes
+                          ? formatv(" and {0} for one backward at a time",
+                                    rank.activationTransientBytes).str()
+                          : std::string(),
+                      rank.liveActivations, rank.inFlight)
+                  .str()
+            : formatv(" ({0} per microbatch, {1} in flight at the peak)",
+                      rank.activationsPerMicrobatch, rank.inFlight)
+                  .str());
     row("total", rank.total());
     os << "    largest:";
     for (auto [i, tensor] : llvm::enumerate(rank.largest))
@@ -228,6 +239,12 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
           j.attribute("activations", rank.activations);
           j.attribute("activations_per_microbatch", rank.activationsPerMicrobatch);
           j.attribute("in_flight", rank.inFlight);
+          if (rank.activationSlots) {
+            j.attribute("activation_slots", rank.activationSlots);
+            j.attribute("activation_slot_bytes", rank.activationSlotBytes);
+            j.attribute("activation_transient_bytes", rank.activationTransientBytes);
+            j.attribute("live_activations", rank.liveActivations);
+          }
           j.attribute("total", rank.total());
           j.attribute("forward_seconds", rank.forwardSeconds);
           j.attribute("backward_seconds", rank.backwardSeconds);

@@ -117,9 +117,19 @@ elif case in ("stages-1f1b", "stages-gpipe"):
     held = {"stages-1f1b": [2, 1], "stages-gpipe": [4, 4]}[case]
     for rank, in_flight in zip(report["memory"], held):
         expect(f"pp={rank['coordinate']} microbatches in flight", rank["in_flight"], in_flight)
-        # Each stage holds the same bytes for every microbatch in flight.
-        expect(f"pp={rank['coordinate']} peak activations", rank["activations"],
+        # Each stage holds the same bytes for every microbatch in flight:
+        # the backward's peak. What the runtime allocates (the figure) is a
+        # slot per microbatch in flight, each at least that microbatch's,
+        # and one place for one backward's values at a time.
+        where = f"pp={rank['coordinate']}"
+        expect(f"{where} peak activations", rank["live_activations"],
                in_flight * rank["activations_per_microbatch"])
+        expect(f"{where} slots", rank["activation_slots"], in_flight)
+        expect(f"{where} allocated activations", rank["activations"],
+               rank["activation_slots"] * rank["activation_slot_bytes"]
+               + rank["activation_transient_bytes"])
+        expect(f"{where} slot holds a microbatch's",
+               rank["activation_slot_bytes"] >= rank["activations_per_microbatch"], True)
     activation = B // m * T * D * F32
     sends = collectives("send/recv", "pp 0->1") + collectives("send/recv", "pp 1->0")
     expect("pipeline transfers", len(sends), 3)

@@ -294,11 +294,15 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
     const char *held = schedule.stages > schedule.ranks
                            ? (peak == 1 ? "microbatch-stage" : "microbatch-stages")
                            : (peak == 1 ? "microbatch" : "microbatches");
+    std::string transient =
+        layout.transientBytes ? " and " + mebibytes(layout.transientBytes) +
+                                    " for one backward at a time"
+                              : "";
     std::fprintf(out, "  rank %u: %u %s in flight at peak, "
-                 "activations %s (%u slot%s of %s, allocated before the "
+                 "activations %s (%u slot%s of %s%s, allocated before the "
                  "first step)\n", rank, peak, held,
                  mebibytes(layout.bytes()).c_str(), layout.slots,
                  layout.slots == 1 ? "" : "s",
-                 mebibytes(layout.slotBytes).c_str());
+                 mebibytes(layout.slotBytes).c_str(), transient.c_str());
   }
 }

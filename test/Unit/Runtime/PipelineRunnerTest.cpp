@@ -1,8 +1,9 @@
 //===- PipelineRunnerTest.cpp - The memory of a pipeline's values in flight ===//
 //
 // planInFlight gives each pipeline rank one block, planned before the first
-// step: a slot per microbatch it holds at once under its schedule, and an
-// offset in a slot for each value it saves or receives.
+// step: a slot per microbatch it holds at once under its schedule, an
+// offset in a slot for each value it saves or receives, and one copy of
+// what only one backward at a time needs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,18 +68,50 @@ TEST(PipelineRunner, PlacesWhatARankSavesAndReceives) {
   Plan plan = twoStagePlan();
   // Stage 0 saves `a` (read by stage 1) and receives `g`; stage 1 receives
   // `a`, saves `b` for its backward and `g` for the carry. Each value has a
-  // 64-byte-aligned place in the slot; the input never does.
+  // 64-byte-aligned place; the input never does. What only one
+  // microbatch's backward needs (`g`, received or sent) has one place
+  // after the slots, which every microbatch reuses.
   InFlightLayout first = layoutFor(plan, ScheduleKind::OneFOneB, 0);
   EXPECT_NE(first.offset[1], InFlightLayout::kNone);
   EXPECT_NE(first.offset[3], InFlightLayout::kNone);
   EXPECT_EQ(first.offset[0], InFlightLayout::kNone);
   EXPECT_EQ(first.offset[2], InFlightLayout::kNone);
-  EXPECT_EQ(first.slotBytes, 128u);
+  EXPECT_FALSE(first.transient[1]);
+  EXPECT_TRUE(first.transient[3]);
+  EXPECT_EQ(first.slotBytes, 64u);
+  EXPECT_EQ(first.transientBytes, 64u);
+  EXPECT_EQ(first.bytes(), 2 * 64u + 64u);
   InFlightLayout last = layoutFor(plan, ScheduleKind::OneFOneB, 1);
   for (unsigned id : {1u, 2u, 3u}) {
     EXPECT_NE(last.offset[id], InFlightLayout::kNone) << id;
     EXPECT_EQ(last.offset[id] % kBufferAlignment, 0u) << id;
   }
-  EXPECT_EQ(last.slotBytes, 192u);
+  EXPECT_TRUE(last.transient[3]);
+  EXPECT_EQ(last.slotBytes, 128u);
   EXPECT_EQ(last.bytes(), 192u);
+  // GPipe's four microbatches in flight keep `a` four times, `g` once.
+  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 0).bytes(), 4 * 64u + 64u);
+}
+
+TEST(PipelineRunner, KeepsWhatAWaitingWeightPartReadsInSlots) {
+  // Zero-bubble runs a microbatch's weight part after later backwards: its
+  // backward's values outlive the next microbatch's, and stay in the slots.
+  // (An order where the last stage's two backwards come before their
+  // weight parts and sends.)
+  Plan plan = twoStagePlan();
+  Schedule order;
+  order.kind = ScheduleKind::ZeroBubble;
+  order.ranks = order.stages = order.microbatches = 2;
+  using Op = PipeOp;
+  order.steps = {{}, {{Op::RecvActivation, 0, 0, 0}, {Op::Forward, 0, 1, 0},
+                      {Op::RecvActivation, 1, 0, 0}, {Op::Forward, 1, 1, 0},
+                      {Op::Backward, 0, 1, 0}, {Op::Backward, 1, 1, 0},
+                      {Op::WeightGrad, 0, 1, 0}, {Op::SendGradient, 0, 1, 0},
+                      {Op::WeightGrad, 1, 1, 0}, {Op::SendGradient, 1, 1, 0}}};
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  InFlightLayout last = planInFlight(plan, values, order, 1);
+  EXPECT_FALSE(last.transient[3]);
+  EXPECT_EQ(last.transientBytes, 0u);
+  EXPECT_EQ(last.slots, 2u);
+  EXPECT_EQ(last.slotBytes, 192u);
 }

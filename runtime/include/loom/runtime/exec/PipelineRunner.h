@@ -24,6 +24,7 @@
 #define LOOM_RUNTIME_EXEC_PIPELINERUNNER_H
 
 #include "loom/runtime/exec/Executor.h"
+#include "loom/runtime/plan/InFlight.h"
 #include "loom/runtime/plan/Schedule.h"
 
 #include <chrono>
@@ -32,38 +33,6 @@
 #include <memory>
 
 namespace loom::runtime {
-
-/// The values of a pipelined plan that cross sections: per step, those to
-/// put back before it and those to save after it; per buffer, whether it
-/// crosses (read in another section than its writer's, or carried).
-struct PipelineValues {
-  std::vector<std::vector<unsigned>> restores, saves;
-  std::vector<bool> crosses;
-};
-PipelineValues analyzePipelineValues(const Plan &plan,
-                                     const std::vector<StepAccess> &access);
-/// Per stage, the bytes one microbatch's saved and received values take on
-/// its rank: the activations that stage holds per microbatch in flight.
-std::vector<uint64_t> heldBytesPerStage(const Plan &plan, const PipelineValues &values);
-
-/// Where one pipeline rank keeps the values of its microbatches in flight:
-/// one block allocated before the first step, of `slots` slots of
-/// `slotBytes`. Each value the rank saves or receives has a fixed offset in
-/// a slot, and each microbatch the slot that the schedule's order gives it:
-/// the lowest free one at its first step on the rank, freed after its last
-/// (the last microbatch's lasts until the update, which reads it).
-struct InFlightLayout {
-  static constexpr uint64_t kNone = ~uint64_t(0);
-  std::vector<uint64_t> offset; // per buffer; kNone: never held here
-  uint64_t slotBytes = 0;
-  unsigned slots = 0;
-  std::vector<unsigned> slotOf; // per microbatch
-  uint64_t bytes() const { return slotBytes * slots; }
-};
-/// The layout for the rank at `coordinate` of the pipeline axis running
-/// `order` (its stages are those ownerOf gives it).
-InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
-                            const Schedule &order, unsigned coordinate);
 
 /// Where a pipeline rank's buffers live and its steps run: the CPU
 /// executor's arena (CpuPipelineDevice), or a GPU's (CudaPipelineDevice,
@@ -198,6 +167,8 @@ private:
     return present[microbatch * plan->buffers.size() + id];
   }
   char *slotData(uint64_t microbatch, unsigned id) const {
+    if (inFlight.transient[id])
+      return pool + inFlight.slots * inFlight.slotBytes + inFlight.offset[id];
     return pool + inFlight.slotOf[microbatch] * inFlight.slotBytes +
            inFlight.offset[id];
   }

@@ -1,0 +1,224 @@
+//===- InFlight.cpp - The values a pipeline rank keeps, and their slots ---===//
+
+#include "loom/runtime/plan/InFlight.h"
+
+#include <algorithm>
+#include <cstdint>
+
+using namespace loom::runtime;
+
+PipelineValues loom::runtime::analyzePipelineValues(
+    const Plan &plan, const std::vector<StepAccess> &access) {
+  PipelineValues values;
+  // Which values cross sections: read by a step of another section (or
+  // carried), written by a step before it in none.
+  size_t count = plan.steps.size();
+  std::vector<long> writer(plan.buffers.size(), -1);
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
+      if (access[i].buffers[k] == BufferAccess::Written &&
+          plan.steps[i].kind != StepKind::Transfer)
+        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
+  auto persistent = [&](unsigned id) {
+    const PlanBuffer &buffer = plan.buffers[id];
+    long w = writer[id];
+    // Inputs are put back per microbatch; an accumulate's sum and the
+    // update's values live in the arena until the update reads them.
+    return buffer.role == BufferRole::Input || buffer.role == BufferRole::Param ||
+           w < 0 || plan.steps[w].kind == StepKind::Accumulate ||
+           plan.steps[w].phase == StepPhase::Update;
+  };
+  values.crosses.assign(plan.buffers.size(), false);
+  values.restores.assign(count, {});
+  values.saves.assign(count, {});
+  for (size_t j = 0; j < count; ++j) {
+    const PlanStep &step = plan.steps[j];
+    for (size_t k = 0; k < step.buffers.size(); ++k) {
+      unsigned id = step.buffers[k];
+      bool reads = access[j].buffers[k] == BufferAccess::Read ||
+                   step.kind == StepKind::Transfer;
+      if (!reads || persistent(id))
+        continue;
+      const PlanStep &source = plan.steps[writer[id]];
+      bool sameSection = step.phase != StepPhase::Update &&
+                         source.phase == step.phase &&
+                         source.stages == step.stages &&
+                         static_cast<size_t>(writer[id]) < j;
+      if (sameSection)
+        continue;
+      values.restores[j].push_back(id);
+      values.crosses[id] = true;
+    }
+  }
+  for (unsigned k = 0; k < plan.pipeline.stages; ++k)
+    for (const auto *carry : {&plan.pipeline.forwardCarry[k], &plan.pipeline.backwardCarry[k]})
+      for (unsigned id : *carry)
+        values.crosses[id] = true;
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k) {
+      unsigned id = plan.steps[i].buffers[k];
+      if (access[i].buffers[k] == BufferAccess::Written && values.crosses[id] &&
+          writer[id] == static_cast<long>(i))
+        values.saves[i].push_back(id);
+    }
+  return values;
+}
+
+std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan,
+                                                       const PipelineValues &values) {
+  std::vector<uint64_t> held(plan.pipeline.stages, 0);
+  std::vector<std::vector<bool>> counted(plan.pipeline.stages,
+                                         std::vector<bool>(plan.buffers.size()));
+  auto add = [&](unsigned stage, unsigned id) {
+    if (!counted[stage][id]) {
+      counted[stage][id] = true;
+      held[stage] += plan.buffers[id].bytes;
+    }
+  };
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].phase != StepPhase::Update)
+      for (unsigned id : values.saves[i])
+        add(plan.steps[i].stages.front(), id);
+  for (unsigned k = 0; k < plan.pipeline.stages; ++k) {
+    for (unsigned id : plan.pipeline.forwardCarry[k])
+      if (k + 1 < plan.pipeline.stages)
+        add(k + 1, id);
+    for (unsigned id : plan.pipeline.backwardCarry[k])
+      if (k > 0)
+        add(k - 1, id);
+  }
+  return held;
+}
+
+/// The values of the rank at `coordinate` that live within one
+/// microbatch's backward of a stage: received gradients, what its backward
+/// and weight-gradient steps save (for each other, or to send). Where the
+/// rank's order runs each (microbatch, stage)'s receive, backward, weight
+/// part and send without another microbatch's between them (not so under
+/// zero-bubble, whose weight part waits), one copy serves every microbatch;
+/// the slots would keep one per microbatch in flight. A value the update
+/// reads stays in the slots.
+static std::vector<bool> backwardTransients(const Plan &plan,
+                                            const PipelineValues &values,
+                                            const Schedule &order,
+                                            unsigned coordinate) {
+  std::vector<bool> transient(plan.buffers.size(), false);
+  std::vector<bool> readByUpdate(plan.buffers.size(), false);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].phase == StepPhase::Update) {
+      for (unsigned id : values.restores[i])
+        readByUpdate[id] = true;
+      if (plan.steps[i].kind == StepKind::Transfer)
+        readByUpdate[plan.steps[i].buffers[0]] = true;
+    }
+  const std::vector<PipeStep> &mine = order.steps[coordinate];
+  for (unsigned stage = 0; stage < plan.pipeline.stages; ++stage) {
+    if (order.ownerOf(stage) != coordinate)
+      continue;
+    // Each microbatch's backward of this stage, as positions in the order.
+    std::vector<size_t> first(order.microbatches, SIZE_MAX), last(order.microbatches, 0);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const PipeStep &step = mine[k];
+      bool backward =
+          ((step.op == PipeOp::Backward || step.op == PipeOp::WeightGrad ||
+            step.op == PipeOp::SendGradient) && step.stage == stage) ||
+          (step.op == PipeOp::RecvGradient && step.stage == stage + 1);
+      if (!backward)
+        continue;
+      first[step.microbatch] = std::min(first[step.microbatch], k);
+      last[step.microbatch] = std::max(last[step.microbatch], k);
+    }
+    bool apart = true;
+    for (unsigned a = 0; a < order.microbatches; ++a)
+      for (unsigned b = 0; b < order.microbatches; ++b)
+        apart &= a == b || first[a] == SIZE_MAX || first[b] == SIZE_MAX ||
+                 last[a] < first[b] || last[b] < first[a];
+    if (!apart)
+      continue;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const PlanStep &step = plan.steps[i];
+      if ((step.phase == StepPhase::Backward || step.phase == StepPhase::Weight) &&
+          step.stages.front() == stage)
+        for (unsigned id : values.saves[i])
+          transient[id] = !readByUpdate[id];
+    }
+    if (stage + 1 < plan.pipeline.stages)
+      for (unsigned id : plan.pipeline.backwardCarry[stage + 1])
+        transient[id] = !readByUpdate[id];
+  }
+  return transient;
+}
+
+InFlightLayout loom::runtime::planInFlight(const Plan &plan,
+                                           const PipelineValues &values,
+                                           const Schedule &order,
+                                           unsigned coordinate) {
+  InFlightLayout layout;
+  layout.offset.assign(plan.buffers.size(), InFlightLayout::kNone);
+  layout.transient.assign(plan.buffers.size(), false);
+  auto owns = [&](unsigned stage) { return order.ownerOf(stage) == coordinate; };
+  std::vector<bool> transient = backwardTransients(plan, values, order, coordinate);
+  auto place = [&](unsigned id) {
+    if (layout.offset[id] != InFlightLayout::kNone)
+      return;
+    uint64_t &end = transient[id] ? layout.transientBytes : layout.slotBytes;
+    layout.offset[id] = end;
+    layout.transient[id] = transient[id];
+    end += alignedBytes(plan.buffers[id].bytes);
+  };
+  // What the rank's steps save, the carries it receives, and the update's
+  // transfers it receives of values that cross sections.
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &step = plan.steps[i];
+    bool here = false;
+    for (unsigned stage : step.stages)
+      here |= owns(stage);
+    if (here)
+      for (unsigned id : values.saves[i])
+        place(id);
+    if (step.kind == StepKind::Transfer && owns(step.to) &&
+        values.crosses[step.buffers[0]])
+      place(step.buffers[0]);
+  }
+  const PlanPipeline &pipeline = plan.pipeline;
+  for (unsigned k = 0; k < pipeline.stages; ++k) {
+    if (k + 1 < pipeline.stages && owns(k + 1))
+      for (unsigned id : pipeline.forwardCarry[k])
+        place(id);
+    if (k > 0 && owns(k - 1))
+      for (unsigned id : pipeline.backwardCarry[k])
+        place(id);
+  }
+  // Slots, in the order the rank meets its microbatches.
+  unsigned microbatches = order.microbatches;
+  const std::vector<PipeStep> &mine = order.steps[coordinate];
+  std::vector<size_t> first(microbatches, mine.size()), last(microbatches, 0);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    unsigned mb = mine[k].microbatch;
+    first[mb] = first[mb] < k ? first[mb] : k;
+    last[mb] = k;
+  }
+  if (microbatches > 0)
+    last[microbatches - 1] = mine.size(); // the update reads it
+  layout.slotOf.assign(microbatches, 0);
+  std::vector<bool> busy;
+  for (size_t k = 0; k <= mine.size(); ++k) {
+    for (unsigned mb = 0; mb < microbatches; ++mb)
+      if (first[mb] == k) {
+        unsigned slot = 0;
+        while (slot < busy.size() && busy[slot])
+          ++slot;
+        if (slot == busy.size())
+          busy.push_back(false);
+        busy[slot] = true;
+        layout.slotOf[mb] = slot;
+      }
+    for (unsigned mb = 0; mb < microbatches; ++mb)
+      if (last[mb] == k && first[mb] <= k)
+        busy[layout.slotOf[mb]] = false;
+  }
+  // A microbatch this rank never meets (none, in a verified schedule)
+  // still gets a slot to keep what the update may receive.
+  layout.slots = busy.empty() ? 1 : static_cast<unsigned>(busy.size());
+  return layout;
+}
