@@ -470,7 +470,10 @@ Value Elaborator::annotateSharding(Value value, const ShardSpec &spec,
                        << type.getDimSize(dim) << " is not divisible by "
                        << ways << ", the number of shards of "
                        << (entry.axes.size() == 1 ? "mesh axis '" + entry.axes[0].text + "'"
-                                                  : std::string("its mesh axes"));
+                                                  : std::string("its mesh axes"))
+                       << (perMicrobatch ? " (in one microbatch's rows: fewer "
+                                           "microbatches leave more)"
+                                         : "");
       ok = false;
     }
     splitAxes.push_back(builder.getDenseI16ArrayAttr(axes));
