@@ -11,10 +11,13 @@
 
 #include "loom/runtime/plan/Schedule.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -41,9 +44,15 @@ static bool number(const char *text, unsigned &value) {
 int main(int argc, char **argv) {
   std::string verifyPath, svgPath, kindName;
   unsigned ranks = 0, microbatches = 0, stages = 0;
+  std::set<std::string> seen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     bool hasValue = i + 1 < argc;
+    if (arg.rfind("--", 0) == 0 && hasValue && !seen.insert(arg).second) {
+      std::fprintf(stderr, "loom-schedule: error: option '%s' given twice\n",
+                   arg.c_str());
+      return 1;
+    }
     if (arg == "--verify" && hasValue)
       verifyPath = argv[++i];
     else if (arg == "--svg" && hasValue)
@@ -63,17 +72,38 @@ int main(int argc, char **argv) {
     else
       return usage();
   }
+  if (!verifyPath.empty() && !kindName.empty()) {
+    std::fprintf(stderr, "loom-schedule: error: give a KIND to build or "
+                         "--verify FILE, not both\n");
+    return 1;
+  }
+  // The drawing's file opens first: a run that cannot write it prints
+  // nothing else.
+  std::ofstream svg;
+  if (!svgPath.empty()) {
+    svg.open(svgPath);
+    if (!svg) {
+      std::fprintf(stderr, "loom-schedule: error: cannot write %s: %s\n",
+                   svgPath.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
   Schedule schedule;
   std::string error;
   if (!verifyPath.empty()) {
     std::ifstream in(verifyPath);
-    if (!in) {
-      std::fprintf(stderr, "loom-schedule: error: cannot read %s\n", verifyPath.c_str());
+    std::stringstream text;
+    // A directory opens, and fails at the first read.
+    if (!in || !(text << in.rdbuf())) {
+      std::fprintf(stderr, "loom-schedule: error: cannot read %s: %s\n",
+                   verifyPath.c_str(), errno ? std::strerror(errno) : "not a file");
       return 1;
     }
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!parseSchedule(text.str(), schedule, error)) {
+    // Lines may end in CRLF (a file from Windows).
+    std::string contents = text.str();
+    contents.erase(std::remove(contents.begin(), contents.end(), '\r'),
+                   contents.end());
+    if (!parseSchedule(contents, schedule, error)) {
       std::fprintf(stderr, "loom-schedule: error: %s: %s\n", verifyPath.c_str(),
                    error.c_str());
       return 1;
@@ -108,10 +138,10 @@ int main(int argc, char **argv) {
               schedule.microbatches, timeline.bubble,
               timeline.peakActivations.empty() ? 0 : timeline.peakActivations[0]);
   if (!svgPath.empty()) {
-    std::ofstream out(svgPath);
-    out << scheduleSvg(schedule, timeline);
-    if (!out) {
-      std::fprintf(stderr, "loom-schedule: error: cannot write %s\n", svgPath.c_str());
+    svg << scheduleSvg(schedule, timeline);
+    if (!svg.flush()) {
+      std::fprintf(stderr, "loom-schedule: error: cannot write %s: %s\n",
+                   svgPath.c_str(), std::strerror(errno));
       return 1;
     }
   }
