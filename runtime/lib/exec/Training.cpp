@@ -148,6 +148,58 @@ bool loom::runtime::readScalarOutput(const Plan &plan, const Executor &executor,
   return true;
 }
 
+int64_t TokenIds::operator[](size_t i) const {
+  const char *at = raw.data() + offset + i * width;
+  switch (width) {
+  case 1:
+    return isSigned ? static_cast<int8_t>(*at) : static_cast<uint8_t>(*at);
+  case 2: {
+    uint16_t v;
+    std::memcpy(&v, at, 2);
+    return isSigned ? static_cast<int16_t>(v) : v;
+  }
+  case 4: {
+    int32_t v;
+    std::memcpy(&v, at, 4);
+    return v;
+  }
+  default: {
+    int64_t v;
+    std::memcpy(&v, at, 8);
+    return v;
+  }
+  }
+}
+
+void TokenIds::push_back(int64_t id) {
+  if (width != 8 || offset != 0) { // make room as 8-byte ids first
+    std::string wide(count * 8, '\0');
+    for (size_t i = 0; i < count; ++i) {
+      int64_t v = (*this)[i];
+      std::memcpy(&wide[i * 8], &v, 8);
+    }
+    adopt(std::move(wide), 0, count, 8, true);
+  }
+  raw.append(reinterpret_cast<const char *>(&id), 8);
+  ++count;
+}
+
+void TokenIds::assign(size_t n, int64_t id) {
+  clear();
+  raw.reserve(n * 8);
+  for (size_t i = 0; i < n; ++i)
+    push_back(id);
+}
+
+void TokenIds::adopt(std::string bytes, size_t start, size_t n, unsigned size,
+                     bool isSignedId) {
+  raw = std::move(bytes);
+  offset = start;
+  count = n;
+  width = size;
+  isSigned = isSignedId;
+}
+
 bool loom::runtime::loadTokenData(const std::string &path, TokenData &data,
                                   std::string &error) {
   data.path = path;
@@ -162,8 +214,7 @@ bool loom::runtime::loadTokenData(const std::string &path, TokenData &data,
     return false;
   }
   if (bytes.compare(0, 6, "\x93NUMPY") != 0) {
-    for (unsigned char byte : bytes)
-      data.tokens.push_back(byte);
+    data.tokens.adopt(std::move(bytes), 0, size, 1, false);
     return true;
   }
   NpyHeader header;
@@ -189,24 +240,14 @@ bool loom::runtime::loadTokenData(const std::string &path, TokenData &data,
     return false;
   }
   bool isSigned = header.descr[1] == 'i';
-  const char *at = bytes.data() + header.dataOffset;
-  for (uint64_t i = 0; i < count; ++i, at += width) {
-    int64_t id = 0;
-    if (width == 8) { int64_t v; std::memcpy(&v, at, 8); id = v; }
-    else if (width == 4) { int32_t v; std::memcpy(&v, at, 4); id = v; }
-    else if (width == 2) {
-      if (isSigned) { int16_t v; std::memcpy(&v, at, 2); id = v; }
-      else { uint16_t v; std::memcpy(&v, at, 2); id = v; }
-    } else {
-      id = isSigned ? static_cast<int8_t>(*at) : static_cast<uint8_t>(*at);
-    }
-    if (id < 0) {
+  data.tokens.adopt(std::move(bytes), header.dataOffset, count, width, isSigned);
+  for (uint64_t i = 0; isSigned && i < count; ++i)
+    if (int64_t id = data.tokens[i]; id < 0) {
       error = path + ": token " + std::to_string(i) + " is " +
               std::to_string(id) + ", not a vocabulary id";
+      data.tokens.clear();
       return false;
     }
-    data.tokens.push_back(id);
-  }
   return true;
 }
 

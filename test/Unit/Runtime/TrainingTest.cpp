@@ -217,6 +217,36 @@ TEST(Training, DataWindowsAndErrors) {
   EXPECT_FALSE(loadTokenData(dir.path("none"), data, error));
 }
 
+TEST(Training, TokenIdsKeepTheFilesWidth) {
+  // Ids stay as the file stores them: a header's bytes, then 2-byte
+  // unsigned ids (a .npy '<u2'), read at their width, signed or not.
+  std::string bytes = "HDR";
+  for (uint16_t id : {7, 65535, 300}) {
+    char pair[2];
+    std::memcpy(pair, &id, 2);
+    bytes.append(pair, 2);
+  }
+  TokenIds ids;
+  ids.adopt(bytes, 3, 3, 2, false);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], 7);
+  EXPECT_EQ(ids[1], 65535);
+  EXPECT_EQ(ids[2], 300);
+  ids.adopt(bytes, 3, 3, 2, true);
+  EXPECT_EQ(ids[1], -1);
+  ids.adopt(std::string("\x05\xff", 2), 0, 2, 1, false);
+  EXPECT_EQ(ids[1], 255);
+  // Appending widens to 8-byte ids, keeping the others.
+  ids.push_back(1LL << 40);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], 5);
+  EXPECT_EQ(ids[1], 255);
+  EXPECT_EQ(ids[2], 1LL << 40);
+  ids.assign(4, 9);
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(ids[3], 9);
+}
+
 TEST(Training, MicrobatchRecords) {
   // grad runs per microbatch; the update reads the accumulated mean.
   std::vector<std::string> lines = {

@@ -82,11 +82,34 @@ void restoreInPlaceParams(const Plan &plan, const Executor &executor, unsigned r
 /// Whether `buffer` is the source of an update (not printed after training).
 bool isUpdateOutput(const Plan &plan, const PlanBuffer &buffer);
 
+/// Token ids kept as the file stores them (bytes, or a .npy's 1, 2, 4 or
+/// 8-byte integers), read one at a time: a 3 GB byte file as int64 took 24
+/// GB and was killed without a word.
+class TokenIds {
+public:
+  size_t size() const { return count; }
+  int64_t operator[](size_t i) const;
+  void clear() { adopt(std::string(), 0, 0, 8, true); }
+  /// Appends `id` (a stream built in memory holds 8-byte ids).
+  void push_back(int64_t id);
+  void assign(size_t n, int64_t id);
+  /// Takes `bytes`, whose `n` ids of `width` bytes (little-endian, signed
+  /// or not) start at `offset`.
+  void adopt(std::string bytes, size_t offset, size_t n, unsigned width,
+             bool isSigned);
+
+private:
+  std::string raw;
+  size_t offset = 0, count = 0;
+  unsigned width = 8;
+  bool isSigned = true;
+};
+
 /// The token stream of --data: a 1-D .npy array of integer ids, or any
 /// other file read as bytes (ids 0..255).
 struct TokenData {
   std::string path;
-  std::vector<int64_t> tokens;
+  TokenIds tokens;
   /// train --shuffle: each row's window at a random offset drawn from the
   /// seed, the step and the row (windowStart), not the next one in order.
   bool shuffled = false;
