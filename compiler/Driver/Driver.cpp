@@ -270,9 +270,17 @@ LogicalResult Compilation::generateLoom() {
     module->walk([&](mlir::loom::TrainOp train) {
       train.setZeroAttr(Builder(&context).getI64IntegerAttr(1));
     });
-  if (module)
-    warnOfIdleOptions();
-  return success(static_cast<bool>(module));
+  if (!module)
+    return failure();
+  warnOfIdleOptions();
+  // An unknown --model is an error at every stage (the early stages print
+  // every model, and printed them all for a misspelled name).
+  if (!options.model.empty() &&
+      !llvm::any_of(module->getOps<func::FuncOp>(), [&](func::FuncOp func) {
+        return func.getSymName() == options.model && func.isPublic();
+      }))
+    return failed(selectModel()) ? failure() : success();
+  return success();
 }
 
 /// Options that change nothing of this build are said to, rather than
