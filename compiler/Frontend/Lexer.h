@@ -18,8 +18,12 @@ class Lexer {
 public:
   using ErrorFn = std::function<void(llvm::SMLoc, const llvm::Twine &)>;
 
+  /// A UTF-8 byte-order mark at the start (some Windows editors write one)
+  /// is skipped.
   Lexer(llvm::StringRef buffer, ErrorFn emitError)
-      : buffer(buffer), cur(buffer.begin()), emitError(std::move(emitError)) {}
+      : buffer(buffer),
+        cur(buffer.begin() + (buffer.starts_with("\xEF\xBB\xBF") ? 3 : 0)),
+        emitError(std::move(emitError)) {}
 
   Token next();
 

@@ -75,6 +75,18 @@ TEST(Lexer, InvalidCharactersAreReported) {
   EXPECT_EQ(out.errors[1], "unexpected byte in the source");
 }
 
+TEST(Lexer, SkipsALeadingByteOrderMark) {
+  // Some Windows editors begin UTF-8 files with EF BB BF (U+FEFF): skipped
+  // at the start, an error anywhere else.
+  Lexed start = lex("\xEF\xBB\xBFmodel m");
+  EXPECT_TRUE(start.errors.empty());
+  ASSERT_EQ(start.spellings.size(), 2u);
+  EXPECT_EQ(start.spellings[0], "model");
+  Lexed inside = lex("model \xEF\xBB\xBFm");
+  ASSERT_EQ(inside.errors.size(), 1u);
+  EXPECT_EQ(inside.errors[0], "unexpected character '\xEF\xBB\xBF' (U+FEFF)");
+}
+
 TEST(Lexer, NonAsciiCharactersAreOneErrorEach) {
   // A UTF-8 character is one error with its code point (not one per byte);
   // bytes that are no UTF-8 say so, one by one.
