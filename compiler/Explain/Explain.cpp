@@ -822,16 +822,18 @@ FailureOr<ExplainReport> Explainer::run() {
   for (const ExplainCollective &line : lines)
     report.communicationSeconds += line.seconds * line.count;
   // The static memory plan, without the kernels' own scratch (explain
-  // compiles no kernel): a program the plan cannot hold has no figure.
-  if (options.planArena) {
+  // compiles no kernel): a program the plan cannot hold has no figure. A
+  // pipelined training step's activations come from it too, in the
+  // search's probes as well (whose loops are cut: the figure extrapolates).
+  bool pipelinedTraining = report.training && report.stages;
+  if (options.planArena || pipelinedTraining) {
     ScopedDiagnosticHandler quiet(spmd.getContext(),
                                   [](Diagnostic &) { return success(); });
     FailureOr<Plan> plan = buildPlan(spmd, {});
-    if (succeeded(plan)) {
+    if (succeeded(plan) && options.planArena)
       report.planArenaBytes = plan->arenaBytes;
-      if (report.training && report.stages)
-        allocateActivations(plan->text);
-    }
+    if (succeeded(plan) && pipelinedTraining)
+      allocateActivations(plan->text);
   }
   return report;
 }

@@ -165,7 +165,13 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
   unsigned packedLoops = packedK + kDims;
   auto dim = [&](unsigned d) { return getAffineDimExpr(d, context); };
   auto remap = [&](AffineExpr e) -> SmallVector<AffineExpr> {
-    unsigned pos = cast<AffineDimExpr>(e).getPosition();
+    // A broadcast batch dim reads index 0 (a constant, no loop): kept. It
+    // was taken for a loop, and a [2, 16, 32] @ [1, 32, 32] read its B
+    // panels past their one batch (NaN, garbage, or a crash).
+    auto d = dyn_cast<AffineDimExpr>(e);
+    if (!d)
+      return {e};
+    unsigned pos = d.getPosition();
     if (pos == m)
       return packA ? SmallVector<AffineExpr>{dim(m), dim(m + 1)} : SmallVector<AffineExpr>{dim(m)};
     if (pos == n)

@@ -90,6 +90,17 @@ std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan,
   return held;
 }
 
+namespace {
+/// Which of a rank's values one microbatch's backward of a stage needs
+/// only while it runs, by stage (`stageOf`, -1 for the others), and
+/// whether every such backward on the rank runs apart from every other
+/// (then all stages share one place: they never hold values at once).
+struct BackwardTransients {
+  std::vector<int> stageOf;
+  bool shared = true;
+};
+} // namespace
+
 /// The values of the rank at `coordinate` that live within one
 /// microbatch's backward of a stage: received gradients, what its backward
 /// and weight-gradient steps save (for each other, or to send). Where the
@@ -98,11 +109,12 @@ std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan,
 /// zero-bubble, whose weight part waits), one copy serves every microbatch;
 /// the slots would keep one per microbatch in flight. A value the update
 /// reads stays in the slots.
-static std::vector<bool> backwardTransients(const Plan &plan,
-                                            const PipelineValues &values,
-                                            const Schedule &order,
-                                            unsigned coordinate) {
-  std::vector<bool> transient(plan.buffers.size(), false);
+static BackwardTransients backwardTransients(const Plan &plan,
+                                             const PipelineValues &values,
+                                             const Schedule &order,
+                                             unsigned coordinate) {
+  BackwardTransients result;
+  result.stageOf.assign(plan.buffers.size(), -1);
   std::vector<bool> readByUpdate(plan.buffers.size(), false);
   for (size_t i = 0; i < plan.steps.size(); ++i)
     if (plan.steps[i].phase == StepPhase::Update) {
@@ -112,11 +124,19 @@ static std::vector<bool> backwardTransients(const Plan &plan,
         readByUpdate[plan.steps[i].buffers[0]] = true;
     }
   const std::vector<PipeStep> &mine = order.steps[coordinate];
+  // Each (microbatch, stage)'s backward, as positions in the rank's order.
+  struct Span {
+    size_t first = SIZE_MAX, last = 0;
+  };
+  auto apart = [](const Span &a, const Span &b) {
+    return a.first == SIZE_MAX || b.first == SIZE_MAX || a.last < b.first ||
+           b.last < a.first;
+  };
+  std::vector<Span> all; // every transient stage's, for `shared`
   for (unsigned stage = 0; stage < plan.pipeline.stages; ++stage) {
     if (order.ownerOf(stage) != coordinate)
       continue;
-    // Each microbatch's backward of this stage, as positions in the order.
-    std::vector<size_t> first(order.microbatches, SIZE_MAX), last(order.microbatches, 0);
+    std::vector<Span> spans(order.microbatches);
     for (size_t k = 0; k < mine.size(); ++k) {
       const PipeStep &step = mine[k];
       bool backward =
@@ -125,28 +145,36 @@ static std::vector<bool> backwardTransients(const Plan &plan,
           (step.op == PipeOp::RecvGradient && step.stage == stage + 1);
       if (!backward)
         continue;
-      first[step.microbatch] = std::min(first[step.microbatch], k);
-      last[step.microbatch] = std::max(last[step.microbatch], k);
+      Span &span = spans[step.microbatch];
+      span.first = std::min(span.first, k);
+      span.last = std::max(span.last, k);
     }
-    bool apart = true;
-    for (unsigned a = 0; a < order.microbatches; ++a)
-      for (unsigned b = 0; b < order.microbatches; ++b)
-        apart &= a == b || first[a] == SIZE_MAX || first[b] == SIZE_MAX ||
-                 last[a] < first[b] || last[b] < first[a];
-    if (!apart)
+    bool stageApart = true;
+    for (size_t a = 0; a < spans.size(); ++a)
+      for (size_t b = a + 1; b < spans.size(); ++b)
+        stageApart &= apart(spans[a], spans[b]);
+    if (!stageApart)
       continue;
+    for (const Span &span : spans)
+      for (const Span &other : all)
+        result.shared &= apart(span, other);
+    all.insert(all.end(), spans.begin(), spans.end());
+    auto mark = [&](unsigned id) {
+      if (!readByUpdate[id])
+        result.stageOf[id] = static_cast<int>(stage);
+    };
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const PlanStep &step = plan.steps[i];
       if ((step.phase == StepPhase::Backward || step.phase == StepPhase::Weight) &&
           step.stages.front() == stage)
         for (unsigned id : values.saves[i])
-          transient[id] = !readByUpdate[id];
+          mark(id);
     }
     if (stage + 1 < plan.pipeline.stages)
       for (unsigned id : plan.pipeline.backwardCarry[stage + 1])
-        transient[id] = !readByUpdate[id];
+        mark(id);
   }
-  return transient;
+  return result;
 }
 
 InFlightLayout loom::runtime::planInFlight(const Plan &plan,
@@ -157,14 +185,26 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
   layout.offset.assign(plan.buffers.size(), InFlightLayout::kNone);
   layout.transient.assign(plan.buffers.size(), false);
   auto owns = [&](unsigned stage) { return order.ownerOf(stage) == coordinate; };
-  std::vector<bool> transient = backwardTransients(plan, values, order, coordinate);
+  BackwardTransients transients = backwardTransients(plan, values, order, coordinate);
+  // Per stage, the end of its transient values: from 0 each when the
+  // stages share the place, one after another otherwise.
+  std::vector<uint64_t> stageEnd(plan.pipeline.stages, 0);
+  uint64_t stagesEnd = 0;
   auto place = [&](unsigned id) {
     if (layout.offset[id] != InFlightLayout::kNone)
       return;
-    uint64_t &end = transient[id] ? layout.transientBytes : layout.slotBytes;
+    uint64_t bytes = alignedBytes(plan.buffers[id].bytes);
+    int stage = transients.stageOf[id];
+    if (stage < 0) {
+      layout.offset[id] = layout.slotBytes;
+      layout.slotBytes += bytes;
+      return;
+    }
+    uint64_t &end = transients.shared ? stageEnd[stage] : stagesEnd;
     layout.offset[id] = end;
-    layout.transient[id] = transient[id];
-    end += alignedBytes(plan.buffers[id].bytes);
+    layout.transient[id] = true;
+    end += bytes;
+    layout.transientBytes = std::max(layout.transientBytes, end);
   };
   // What the rank's steps save, the carries it receives, and the update's
   // transfers it receives of values that cross sections.
