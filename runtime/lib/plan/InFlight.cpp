@@ -90,17 +90,6 @@ std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan,
   return held;
 }
 
-namespace {
-/// Which of a rank's values one microbatch's backward of a stage needs
-/// only while it runs, by stage (`stageOf`, -1 for the others), and
-/// whether every such backward on the rank runs apart from every other
-/// (then all stages share one place: they never hold values at once).
-struct BackwardTransients {
-  std::vector<int> stageOf;
-  bool shared = true;
-};
-} // namespace
-
 /// The values of the rank at `coordinate` that live within one
 /// microbatch's backward of a stage: received gradients, what its backward
 /// and weight-gradient steps save (for each other, or to send). Where the
@@ -109,12 +98,11 @@ struct BackwardTransients {
 /// zero-bubble, whose weight part waits), one copy serves every microbatch;
 /// the slots would keep one per microbatch in flight. A value the update
 /// reads stays in the slots.
-static BackwardTransients backwardTransients(const Plan &plan,
-                                             const PipelineValues &values,
-                                             const Schedule &order,
-                                             unsigned coordinate) {
-  BackwardTransients result;
-  result.stageOf.assign(plan.buffers.size(), -1);
+static std::vector<bool> backwardTransients(const Plan &plan,
+                                            const PipelineValues &values,
+                                            const Schedule &order,
+                                            unsigned coordinate) {
+  std::vector<bool> transient(plan.buffers.size(), false);
   std::vector<bool> readByUpdate(plan.buffers.size(), false);
   for (size_t i = 0; i < plan.steps.size(); ++i)
     if (plan.steps[i].phase == StepPhase::Update) {
@@ -132,7 +120,6 @@ static BackwardTransients backwardTransients(const Plan &plan,
     return a.first == SIZE_MAX || b.first == SIZE_MAX || a.last < b.first ||
            b.last < a.first;
   };
-  std::vector<Span> all; // every transient stage's, for `shared`
   for (unsigned stage = 0; stage < plan.pipeline.stages; ++stage) {
     if (order.ownerOf(stage) != coordinate)
       continue;
@@ -155,14 +142,10 @@ static BackwardTransients backwardTransients(const Plan &plan,
         stageApart &= apart(spans[a], spans[b]);
     if (!stageApart)
       continue;
-    for (const Span &span : spans)
-      for (const Span &other : all)
-        result.shared &= apart(span, other);
-    all.insert(all.end(), spans.begin(), spans.end());
-    auto mark = [&](unsigned id) {
-      if (!readByUpdate[id])
-        result.stageOf[id] = static_cast<int>(stage);
-    };
+    // (Each stage's have places of their own: shared between a rank's
+    // stages whose backwards run apart, an interleaved GPT lost 1.8% of
+    // its first step's gradient norm on 2 ranks; not understood yet.)
+    auto mark = [&](unsigned id) { transient[id] = !readByUpdate[id]; };
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const PlanStep &step = plan.steps[i];
       if ((step.phase == StepPhase::Backward || step.phase == StepPhase::Weight) &&
@@ -174,7 +157,7 @@ static BackwardTransients backwardTransients(const Plan &plan,
       for (unsigned id : plan.pipeline.backwardCarry[stage + 1])
         mark(id);
   }
-  return result;
+  return transient;
 }
 
 InFlightLayout loom::runtime::planInFlight(const Plan &plan,
@@ -185,26 +168,14 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
   layout.offset.assign(plan.buffers.size(), InFlightLayout::kNone);
   layout.transient.assign(plan.buffers.size(), false);
   auto owns = [&](unsigned stage) { return order.ownerOf(stage) == coordinate; };
-  BackwardTransients transients = backwardTransients(plan, values, order, coordinate);
-  // Per stage, the end of its transient values: from 0 each when the
-  // stages share the place, one after another otherwise.
-  std::vector<uint64_t> stageEnd(plan.pipeline.stages, 0);
-  uint64_t stagesEnd = 0;
+  std::vector<bool> transient = backwardTransients(plan, values, order, coordinate);
   auto place = [&](unsigned id) {
     if (layout.offset[id] != InFlightLayout::kNone)
       return;
-    uint64_t bytes = alignedBytes(plan.buffers[id].bytes);
-    int stage = transients.stageOf[id];
-    if (stage < 0) {
-      layout.offset[id] = layout.slotBytes;
-      layout.slotBytes += bytes;
-      return;
-    }
-    uint64_t &end = transients.shared ? stageEnd[stage] : stagesEnd;
+    uint64_t &end = transient[id] ? layout.transientBytes : layout.slotBytes;
     layout.offset[id] = end;
-    layout.transient[id] = true;
-    end += bytes;
-    layout.transientBytes = std::max(layout.transientBytes, end);
+    layout.transient[id] = transient[id];
+    end += alignedBytes(plan.buffers[id].bytes);
   };
   // What the rank's steps save, the carries it receives, and the update's
   // transfers it receives of values that cross sections.
