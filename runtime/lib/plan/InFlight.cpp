@@ -97,20 +97,36 @@ std::vector<uint64_t> loom::runtime::heldBytesPerStage(const Plan &plan,
 /// part and send without another microbatch's between them (not so under
 /// zero-bubble, whose weight part waits), one copy serves every microbatch;
 /// the slots would keep one per microbatch in flight. A value the update
-/// reads stays in the slots.
+/// or another stage reads stays in the slots.
 static std::vector<bool> backwardTransients(const Plan &plan,
                                             const PipelineValues &values,
                                             const Schedule &order,
                                             unsigned coordinate) {
   std::vector<bool> transient(plan.buffers.size(), false);
-  std::vector<bool> readByUpdate(plan.buffers.size(), false);
-  for (size_t i = 0; i < plan.steps.size(); ++i)
-    if (plan.steps[i].phase == StepPhase::Update) {
-      for (unsigned id : values.restores[i])
-        readByUpdate[id] = true;
-      if (plan.steps[i].kind == StepKind::Transfer)
-        readByUpdate[plan.steps[i].buffers[0]] = true;
-    }
+  // Per value, the one stage whose backward (or weight part) reads it;
+  // -2 when a step of another stage or phase does (the update; or another
+  // stage's backward on this rank: a tied param's gradient part, summed
+  // in the lower stage's backward, lives from one backward to another).
+  constexpr int kNoReader = -1, kOtherReaders = -2;
+  std::vector<int> reader(plan.buffers.size(), kNoReader);
+  auto readBy = [&](unsigned id, int stage) {
+    reader[id] = reader[id] == kNoReader || reader[id] == stage ? stage : kOtherReaders;
+  };
+  // Readers on this rank only: another rank's get the value by a carry.
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &step = plan.steps[i];
+    bool here = false;
+    for (unsigned stage : step.stages)
+      here |= order.ownerOf(stage) == coordinate;
+    if (step.kind == StepKind::Transfer && order.ownerOf(step.from) == coordinate)
+      readBy(step.buffers[0], kOtherReaders);
+    if (!here)
+      continue;
+    bool backward = step.phase == StepPhase::Backward || step.phase == StepPhase::Weight;
+    int stage = backward ? static_cast<int>(step.stages.front()) : kOtherReaders;
+    for (unsigned id : values.restores[i])
+      readBy(id, stage);
+  }
   const std::vector<PipeStep> &mine = order.steps[coordinate];
   // Each (microbatch, stage)'s backward, as positions in the rank's order.
   struct Span {
@@ -142,10 +158,13 @@ static std::vector<bool> backwardTransients(const Plan &plan,
         stageApart &= apart(spans[a], spans[b]);
     if (!stageApart)
       continue;
-    // (Each stage's have places of their own: shared between a rank's
-    // stages whose backwards run apart, an interleaved GPT lost 1.8% of
-    // its first step's gradient norm on 2 ranks; not understood yet.)
-    auto mark = [&](unsigned id) { transient[id] = !readByUpdate[id]; };
+    // A value another stage's backward reads too outlives this span.
+    // (Each stage's values have places of their own: a place shared by a
+    // rank's stages gave an interleaved GPT wrong gradients before that
+    // check; with it, sharing is untested.)
+    auto mark = [&](unsigned id) {
+      transient[id] = reader[id] == static_cast<int>(stage) || reader[id] == kNoReader;
+    };
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const PlanStep &step = plan.steps[i];
       if ((step.phase == StepPhase::Backward || step.phase == StepPhase::Weight) &&

@@ -93,6 +93,40 @@ TEST(PipelineRunner, PlacesWhatARankSavesAndReceives) {
   EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 0).bytes(), 4 * 64u + 64u);
 }
 
+TEST(PipelineRunner, KeepsWhatAnotherStagesBackwardReadsInSlots) {
+  // Four stages on pp=2 (interleaved): rank 0 runs stages 0 and 2. `t`,
+  // which stage 2's backward writes and stage 0's reads (a tied param's
+  // gradient part), lives from one backward to the other: in the slots.
+  // `g`, which stage 2's backward sends to stage 1, has the one place.
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(
+      sealLines({"loom-plan 1", "model m", "device cpu", "mesh g pp=2",
+                 "pipeline pp 4 interleaved", "arena 1024",
+                 "buffer 0 x input f32 4 0", "buffer 1 a temp f32 16 64",
+                 "buffer 2 b temp f32 16 128", "buffer 3 c temp f32 16 192",
+                 "buffer 4 g temp f32 16 256", "buffer 5 t temp f32 16 320",
+                 "buffer 6 h temp f32 16 384", "buffer 7 y output f32 16 448",
+                 "kernel k 2", "kernel k3 3",
+                 "section forward 0", "step k 0 1",
+                 "section forward 1", "step k 1 2",
+                 "section forward 2", "step k 2 3",
+                 "section backward 2", "step k3 3 4 5",
+                 "section backward 1", "step k 4 6",
+                 "section backward 0", "step k3 6 5 7",
+                 "carry forward 0 1", "carry forward 1 2",
+                 "carry backward 2 4", "carry backward 1 6"}),
+      plan, error))
+      << error;
+  Schedule order;
+  ASSERT_TRUE(buildSchedule(ScheduleKind::Interleaved, 2, 4, 2, order, error)) << error;
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  InFlightLayout first = planInFlight(plan, values, order, 0);
+  EXPECT_NE(first.offset[5], InFlightLayout::kNone);
+  EXPECT_FALSE(first.transient[5]);
+  EXPECT_TRUE(first.transient[4]);
+}
+
 TEST(PipelineRunner, KeepsWhatAWaitingWeightPartReadsInSlots) {
   // Zero-bubble runs a microbatch's weight part after later backwards: its
   // backward's values outlive the next microbatch's, and stay in the slots.
