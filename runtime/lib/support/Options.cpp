@@ -39,9 +39,17 @@ static bool sameFile(const std::string &a, const std::string &b) {
     return false;
   if (fs::equivalent(a, b, ec))
     return true;
-  std::error_code ecA, ecB;
-  fs::path pa = fs::weakly_canonical(a, ecA), pb = fs::weakly_canonical(b, ecB);
-  return ecA || ecB ? a == b : pa == pb;
+  // Neither exists (or not both): the paths resolved as far as they exist,
+  // the rest lexically ("./t.json" is "t.json").
+  auto resolved = [](const std::string &path) {
+    // Absolute first: weakly_canonical leaves a relative path whose first
+    // element does not exist relative ("t.json" against "./t.json").
+    std::error_code error;
+    fs::path absolute = fs::absolute(path, error).lexically_normal();
+    fs::path canonical = fs::weakly_canonical(absolute, error);
+    return error ? absolute : canonical;
+  };
+  return resolved(a) == resolved(b);
 }
 
 /// No file a run writes is one it reads or another it writes: `--log`
