@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 
 
 using namespace mlir;
@@ -51,11 +52,8 @@ LogicalResult Compilation::checkGpuOptions() {
       "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72",
       "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"};
   if (wantsGpu() && !llvm::is_contained(kArchs, options.gpuArch))
-    return emitError(UnknownLoc::get(&context),
-                     "--gpu-arch must be one of sm_50, sm_52, sm_53, sm_60, "
-                     "sm_61, sm_62, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, "
-                     "sm_89, sm_90, sm_90a, got '")
-           << options.gpuArch << "'";
+    return emitError(UnknownLoc::get(&context), "--gpu-arch must be one of ")
+           << llvm::join(llvm::ArrayRef<llvm::StringLiteral>(kArchs), ", ") << ", got '" << options.gpuArch << "'";
   if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
     return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
                              "without one");

@@ -780,12 +780,11 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
                       << " iterations is too long to unroll (at most 4096)";
       return;
     }
-    for (Scope *s = &scope; s; s = s->parent)
-      if (s->ints.count(var.text)) {
-        error(var.loc) << "loop variable '" << var.text
-                       << "' shadows a dimension or an enclosing loop variable";
-        return;
-      }
+    if (isIntName(scope, var.text)) {
+      error(var.loc) << "loop variable '" << var.text
+                     << "' shadows a dimension or an enclosing loop variable";
+      return;
+    }
     if (scope.values.count(var.text)) {
       error(var.loc) << "loop variable '" << var.text
                      << "' shadows the tensor '" << var.text << "'";
@@ -1477,7 +1476,7 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
       error(fn.name.loc) << "'" << fn.name.text << "' is already defined";
     // Checked once here, not at every call (bind skips arguments).
     for (const Name &arg : fn.args)
-      if (globals.ints.count(arg.text))
+      if (isIntName(globals, arg.text))
         error(arg.loc) << "'" << arg.text
                        << "' is already a dimension or loop variable";
   }

@@ -21,8 +21,7 @@ using namespace mlir;
 // bf16 (k/2, then n's 16 pairs), C 16 x 16 f32.
 static constexpr int64_t kTileRows = 16, kTileK = 32;
 
-/// Whether every result of `map` is a plain loop dim.
-static bool isPlainDims(AffineMap map) {
+bool loom::isPlainDims(AffineMap map) {
   return llvm::all_of(map.getResults(), [](AffineExpr e) { return isa<AffineDimExpr>(e); });
 }
 
@@ -40,7 +39,7 @@ bool loom::isAmxMatmul(linalg::GenericOp op) {
   if (!isBf16PairMatmul(op))
     return false;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  if (!llvm::all_of(maps, isPlainDims))
+  if (!llvm::all_of(maps, loom::isPlainDims))
     return false;
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   unsigned m = bounds.size() - 3, n = m + 1, k = m + 2;

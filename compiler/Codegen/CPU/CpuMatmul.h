@@ -19,6 +19,10 @@ inline RegisterTile registerTileFor(unsigned vectorBits) {
   return vectorBits >= 512 ? RegisterTile{8, 32} : RegisterTile{4, 16};
 }
 
+/// Whether every result of `map` is a plain loop dim (no broadcast
+/// operand's constant index).
+bool isPlainDims(AffineMap map);
+
 /// Whether a matmul-like op can run on avx512_bf16's pair dot products
 /// (`vdpbf16ps`): bf16 operands, an f32 accumulator (acc + extf * extf), an
 /// even K and a K-contiguous A.

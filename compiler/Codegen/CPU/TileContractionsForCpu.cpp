@@ -524,12 +524,9 @@ struct LoomTileContractionsForCpu
       // Both operands broadcast over batch dims ([2, 1, 16, 32] @ [1, 3,
       // 32, 32]) leave unit dims in the dot tiles that the packed-dot
       // patterns do not take (LLVM 22): those go the widened FMA way.
-      auto broadcasts = [&](unsigned operand) {
-        return !llvm::all_of(op.getIndexingMapsArray()[operand].getResults(),
-                             [](AffineExpr e) { return isa<AffineDimExpr>(e); });
-      };
+      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
       bool onDots = bf16Dot && loom::isBf16PairMatmul(op) &&
-                    !(broadcasts(0) && broadcasts(1));
+                    (loom::isPlainDims(maps[0]) || loom::isPlainDims(maps[1]));
       // Without dots, a 16-bit matmul is an f32 one on widened copies (one
       // pass over each operand), which the FMA tiles run at their f32 speed:
       // bf16 2048^3 on Emerald Rapids 131 GFLOP/s, its dots 78; the tiles'
