@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 
@@ -102,6 +103,71 @@ SmallVector<Value> loom::evaluateEpilogue(OpBuilder &b, Location loc,
   SmallVector<Value> results;
   for (Value yielded : body.getTerminator()->getOperands())
     results.push_back(mapping.lookupOrDefault(yielded));
+  return results;
+}
+
+SmallVector<Value> loom::evaluateEpiloguePair(OpBuilder &b, Location loc,
+                                              linalg::GenericOp epilogue,
+                                              Value c, ValueRange first,
+                                              ValueRange second,
+                                              Value acc0, Value acc1) {
+  auto pairOf = [&](Value x, Value y) -> Value {
+    return vector::FromElementsOp::create(
+        b, loc, VectorType::get({2}, x.getType()), ValueRange{x, y});
+  };
+  Block &body = epilogue.getRegion().front();
+  bool mappable = llvm::all_of(body.without_terminator(), [](Operation &op) {
+    return isa<arith::ConstantOp>(op) ||
+           (OpTrait::hasElementwiseMappableTraits(&op) &&
+            op.getNumRegions() == 0);
+  });
+  if (!mappable) {
+    SmallVector<Value> x = evaluateEpilogue(b, loc, epilogue, c, first, acc0);
+    SmallVector<Value> y = evaluateEpilogue(b, loc, epilogue, c, second, acc1);
+    SmallVector<Value> pairs;
+    for (auto [xi, yi] : llvm::zip_equal(x, y))
+      pairs.push_back(pairOf(xi, yi));
+    return pairs;
+  }
+  // A scalar (a constant, a value from outside the body) used beside pairs
+  // is broadcast to one.
+  auto asPair = [&](Value v) -> Value {
+    if (isa<VectorType>(v.getType()))
+      return v;
+    return vector::BroadcastOp::create(b, loc, VectorType::get({2}, v.getType()),
+                                       v);
+  };
+  IRMapping mapping;
+  for (OpOperand &operand : epilogue->getOpOperands()) {
+    BlockArgument arg = body.getArgument(operand.getOperandNumber());
+    if (operand.get() == c) {
+      mapping.map(arg, pairOf(acc0, acc1));
+    } else if (!arg.use_empty()) {
+      auto load = [&](ValueRange at) -> Value {
+        return memref::LoadOp::create(
+            b, loc, operand.get(),
+            epilogueIndices(b, loc, epilogue, operand, at));
+      };
+      mapping.map(arg, pairOf(load(first), load(second)));
+    }
+  }
+  for (Operation &op : body.without_terminator()) {
+    if (isa<arith::ConstantOp>(op)) {
+      b.clone(op, mapping);
+      continue;
+    }
+    OperationState state(op.getLoc(), op.getName());
+    for (Value operand : op.getOperands())
+      state.addOperands(asPair(mapping.lookupOrDefault(operand)));
+    state.addAttributes(op.getAttrs());
+    for (Type type : op.getResultTypes())
+      state.addTypes(VectorType::get({2}, type));
+    Operation *paired = b.create(state);
+    mapping.map(op.getResults(), paired->getResults());
+  }
+  SmallVector<Value> results;
+  for (Value yielded : body.getTerminator()->getOperands())
+    results.push_back(asPair(mapping.lookupOrDefault(yielded)));
   return results;
 }
 

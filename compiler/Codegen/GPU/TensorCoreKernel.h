@@ -56,6 +56,15 @@ TensorCoreFusion findTensorCoreFusion(linalg::GenericOp op);
 SmallVector<Value> evaluateEpilogue(OpBuilder &b, Location loc,
                                     linalg::GenericOp epilogue, Value c,
                                     ValueRange cIndices, Value acc);
+/// evaluateEpilogue for two of C's elements at once, `first` holding `acc0`
+/// and `second` `acc1`: each result a vector<2xT>. An elementwise body is
+/// evaluated on the pairs (one cvt.rn.bf16x2 rounds both accumulators: a
+/// scalar rounding of a wgmma accumulator makes ptxas serialize the
+/// wgmmas, C7514); any other is evaluated twice.
+SmallVector<Value> evaluateEpiloguePair(OpBuilder &b, Location loc,
+                                        linalg::GenericOp epilogue, Value c,
+                                        ValueRange first, ValueRange second,
+                                        Value acc0, Value acc1);
 /// Where the epilogue reads or writes `operand` at C's element `cIndices`.
 SmallVector<Value> epilogueIndices(OpBuilder &b, Location loc,
                                    linalg::GenericOp epilogue,

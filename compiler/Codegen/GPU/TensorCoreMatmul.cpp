@@ -20,6 +20,7 @@
 #include "Loom/IR/Tf32.h"
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
+#include "Codegen/GPU/WarpgroupMma.h"
 #include "Codegen/GPU/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -466,11 +467,15 @@ void loom::TensorCoreKernel::writeBack(ValueRange accs) {
   bool pairs = mm.n % 2 == 0 && llvm::all_of(outputs, [&](auto &output) {
     return holdsPairsAlongLastDim(output.first, output.second, nDim);
   });
-  // The values of C's element at `at` holding `acc`, one per output.
-  auto results = [&](OpBuilder &b, Location l, ValueRange at, Value acc) {
+  // The values of C's elements at `at` and `atNext` holding `acc` and
+  // `accNext`, as one pair per output.
+  auto pairResults = [&](OpBuilder &b, Location l, ValueRange at,
+                         ValueRange atNext, Value acc, Value accNext) {
     if (fusion.epilogue)
-      return evaluateEpilogue(b, l, fusion.epilogue, mm.c, at, acc);
-    return SmallVector<Value>{acc};
+      return evaluateEpiloguePair(b, l, fusion.epilogue, mm.c, at, atNext,
+                                  acc, accNext);
+    return SmallVector<Value>{vector::FromElementsOp::create(
+        b, l, VectorType::get({2}, acc.getType()), ValueRange{acc, accNext})};
   };
   auto outputIndices = [&](OpBuilder &b, Location l, unsigned i, ValueRange at) {
     if (!fusion.epilogue)
@@ -478,37 +483,81 @@ void loom::TensorCoreKernel::writeBack(ValueRange accs) {
     return epilogueIndices(b, l, fusion.epilogue,
                            fusion.epilogue.getDpsInitsMutable()[i], at);
   };
+  // Accumulators e and e + 1 (e even) are columns col and col + 1 of one
+  // row, col even: they are evaluated as a pair (the second at column
+  // N - 1 when col + 1 = N, so that the epilogue reads nothing outside its
+  // inputs), and a 16-bit pair is rounded by one instruction. Rounding an
+  // accumulator alone (cvt.rn.bf16.f32) in the block that waits for the
+  // wgmmas makes ptxas serialize them (C7514): an odd N (GPT-2's 50257
+  // logits), or an epilogue that rounds the product before a bias.
+  bool oddN = mm.n % 2 != 0;
   for (int64_t mi = 0; mi < tilesM; ++mi)
     for (int64_t ni = 0; ni < tilesN; ++ni)
-      for (int64_t e = 0; e < 4; e += pairs ? 2 : 1) {
+      for (int64_t e = 0; e < 4; e += 2) {
         auto [row, column] = accumulatorAt(*this, mi, ni, e);
         Value r = row, col = column;
         Value inside = im.both(k, im.below(k, r, mm.m), im.below(k, col, mm.n));
         Value v = accs[(mi * tilesN + ni) * 4 + e];
+        Value vNext = accs[(mi * tilesN + ni) * 4 + e + 1];
         scf::IfOp::create(k, loc, inside, [&](OpBuilder &then, Location tl) {
           SmallVector<Value> at = mm.indices(then, tl, 2, r, col, zero);
-          SmallVector<Value> first = results(then, tl, at, v);
-          if (!pairs) {
-            for (auto [i, value] : llvm::enumerate(first))
-              memref::StoreOp::create(then, tl, value, outputs[i].first,
-                                      outputIndices(then, tl, i, at));
-          } else {
-            // col is even and N is even, so col + 1 < N too.
-            SmallVector<Value> atNext =
-                mm.indices(then, tl, 2, r, im.addc(then, col, 1), zero);
-            SmallVector<Value> second =
-                results(then, tl, atNext, accs[(mi * tilesN + ni) * 4 + e + 1]);
-            for (auto [i, value] : llvm::enumerate(first)) {
-              auto pairType = VectorType::get({2}, value.getType());
-              Value pair = vector::FromElementsOp::create(
-                  then, tl, pairType, ValueRange{value, second[i]});
-              // The pair is aligned to its size (holdsPairsAlongLastDim);
-              // said so, it is one 4- or 8-byte store rather than two.
-              unsigned bytes = 2 * value.getType().getIntOrFloatBitWidth() / 8;
+          Value colNext = im.addc(then, col, 1);
+          Value colRead = oddN ? arith::MinUIOp::create(then, tl, colNext,
+                                                        im.cst(then, mm.n - 1))
+                               : colNext;
+          SmallVector<Value> atNext = mm.indices(then, tl, 2, r, colNext, zero);
+          SmallVector<Value> results = pairResults(
+              then, tl, at,
+              oddN ? mm.indices(then, tl, 2, r, colRead, zero) : atNext, v,
+              vNext);
+          for (auto [output, result] : llvm::enumerate(results)) {
+            unsigned i = output;
+            Value pair = result;
+            Type element = cast<VectorType>(pair.getType()).getElementType();
+            if (pairs) {
+              // N is even, so col + 1 < N too, and the pair is aligned to
+              // its size (holdsPairsAlongLastDim); said so, it is one 4- or
+              // 8-byte store rather than two.
+              unsigned bytes = 2 * element.getIntOrFloatBitWidth() / 8;
               vector::StoreOp::create(then, tl, pair, outputs[i].first,
                                       outputIndices(then, tl, i, at),
                                       /*nontemporal=*/false, llvm::Align(bytes));
+              continue;
             }
+            if (element.getIntOrFloatBitWidth() == 16) {
+              // LLVM scalarizes a pair whose halves are stored apart: an
+              // opaque move of its 32 bits keeps the rounding one
+              // instruction reading both accumulators.
+              Type i32 = then.getI32Type();
+              Value bits = vector::ExtractOp::create(
+                  then, tl,
+                  vector::BitCastOp::create(
+                      then, tl, VectorType::get({1}, i32), pair),
+                  0);
+              Value kept = inlinePtx(then, tl, i32, bits, "mov.b32 $0, $1;",
+                                     "=r,r")
+                               .getResult(0);
+              pair = vector::BitCastOp::create(
+                  then, tl, pair.getType(),
+                  vector::FromElementsOp::create(
+                      then, tl, VectorType::get({1}, i32), ValueRange{kept}));
+            }
+            auto storeHalf = [&](OpBuilder &sb, Location sl, int64_t half,
+                                 ArrayRef<Value> where) {
+              Value value = vector::ExtractOp::create(sb, sl, pair, half);
+              memref::StoreOp::create(sb, sl, value, outputs[i].first,
+                                      outputIndices(sb, sl, i, where));
+            };
+            storeHalf(then, tl, 0, at);
+            if (!oddN) {
+              storeHalf(then, tl, 1, atNext);
+              continue;
+            }
+            scf::IfOp::create(then, tl, im.below(then, colNext, mm.n),
+                              [&](OpBuilder &last, Location ll) {
+                                storeHalf(last, ll, 1, atNext);
+                                scf::YieldOp::create(last, ll);
+                              });
           }
           scf::YieldOp::create(then, tl);
         });

@@ -91,17 +91,25 @@ void TmaStoreEpilogue::store(
              im.mulc(b, rowBlock ? rowBlock : warpgroup, kWarpgroupRows));
   Value rowInBox =
       im.add(b, im.mulc(b, im.remc(b, kernel.warp, 4), 16), kernel.g);
-  // The result's value at C's element (row, column) holding `acc`.
-  auto valueAt = [&](OpBuilder &b, Value row, Value column,
-                     Value acc) -> Value {
-    Value v = acc;
+  // The result's values at C's elements (row, column) and (row, column + 1)
+  // holding `acc` and `accNext`, as a pair (evaluateEpiloguePair: rounded
+  // by one instruction).
+  auto pairAt = [&](OpBuilder &b, Value row, Value column, Value acc,
+                    Value accNext) -> Value {
+    Value pair;
     if (epilogue) {
-      SmallVector<Value> at = mm.indices(b, loc, 2, row, column, zero);
-      v = evaluateEpilogue(b, loc, epilogue, mm.c, at, acc)[0];
+      pair = evaluateEpiloguePair(
+          b, loc, epilogue, mm.c, mm.indices(b, loc, 2, row, column, zero),
+          mm.indices(b, loc, 2, row, im.addc(b, column, 1), zero), acc,
+          accNext)[0];
+    } else {
+      pair = vector::FromElementsOp::create(
+          b, loc, VectorType::get({2}, acc.getType()), ValueRange{acc, accNext});
     }
-    if (v.getType() != element)
-      v = arith::TruncFOp::create(b, loc, element, v);
-    return v;
+    auto pairType = VectorType::get({2}, element);
+    if (pair.getType() != pairType)
+      pair = arith::TruncFOp::create(b, loc, pairType, pair);
+    return pair;
   };
   int64_t boxes = kernel.tilesN * 8 / kRowElements;
   for (int64_t j = 0; j < boxes; ++j) {
@@ -129,11 +137,7 @@ void TmaStoreEpilogue::store(
       for (int64_t e = 0; e < 4; e += 2) {
         int64_t first = ((j * kChunksPerRow + ni) * 4) + e;
         Value row = im.addc(b, im.add(b, firstRow, rowInBox), e ? 8 : 0);
-        Value pair = vector::FromElementsOp::create(
-            b, loc, VectorType::get({2}, element),
-            ValueRange{
-                valueAt(b, row, column, accs[first]),
-                valueAt(b, row, im.addc(b, column, 1), accs[first + 1])});
+        Value pair = pairAt(b, row, column, accs[first], accs[first + 1]);
         SmallVector<Value> at(box.getRank() - 2, zero);
         at.append({im.addc(b, rowInBox, e ? 8 : 0), columnInBox});
         vector::StoreOp::create(b, loc, pair, view, at, /*nontemporal=*/false,
