@@ -363,8 +363,10 @@ bool Driver::allocateRanks() {
     bool backward = std::any_of(spmd.steps.begin(), spmd.steps.end(), [](const PlanStep &step) {
       return step.phase == StepPhase::Backward || step.phase == StepPhase::Weight;
     });
+    // A training plan run without `train` still runs its step on the
+    // whole batch: every microbatch (one rank's run does).
     if (!pipeline.prepare(spmd, *pipelineDevice, *executor.communicator(),
-                          options.train || spmd.forwardMicrobatches()
+                          options.train || backward || spmd.forwardMicrobatches()
                               ? spmd.optimizer.microbatches
                               : 1,
                           options.train || backward, options.schedule, error))
