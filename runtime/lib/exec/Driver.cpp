@@ -369,8 +369,10 @@ bool Driver::allocateRanks() {
                           options.train || backward || spmd.forwardMicrobatches()
                               ? spmd.optimizer.microbatches
                               : 1,
-                          options.train || backward, options.schedule, error))
+                          options.train || backward, options.schedule, error)) {
+      uniform = pipeline.failedOnEveryRank();
       return fail(inSpmdPlan(error));
+    }
   }
   uint64_t transferBytes = 0;
   auto atLeast = [&](uint64_t bytes) {

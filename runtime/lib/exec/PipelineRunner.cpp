@@ -35,6 +35,7 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
   this->train = train;
   comm = &world;
   const PlanPipeline &pipeline = plan.pipeline;
+  scheduleFailed = true;
   if (comm->size() != plan.mesh.numRanks) {
     error = "a pipelined plan runs on the " +
             std::to_string(plan.mesh.numRanks) + " ranks of mesh '" +
@@ -64,6 +65,7 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
     error = "the " + pipeline.schedule + " schedule: " + error;
     return false;
   }
+  scheduleFailed = false;
   if (!comm->prepareGroup(meshGroup(plan.mesh, comm->rank(), {pipeline.axis}), error))
     return false;
 

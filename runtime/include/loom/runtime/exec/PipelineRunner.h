@@ -126,6 +126,9 @@ public:
   bool prepare(const Plan &plan, PipelineDevice &device, Communicator &comm,
                uint64_t microbatches, bool train, const std::string &schedule,
                std::string &error);
+  /// Whether prepare's failure was its schedule's (or the rank count's):
+  /// the same on every rank.
+  bool failedOnEveryRank() const { return scheduleFailed; }
   /// One run: `place(mb)`, a collective over every rank, puts microbatch
   /// mb's inputs in the arena, for every mb first; then the schedule, the
   /// update, and the outputs other than params' new values, which every
@@ -144,6 +147,7 @@ public:
   bool putOutputs(uint64_t microbatch, std::string &error);
 
 private:
+  bool scheduleFailed = false;
   bool runSection(StepPhase phase, unsigned stage, uint64_t microbatch,
                   TraceRecorder *trace, std::string &error);
   bool runStep(size_t index, uint64_t microbatch, TraceRecorder *trace,
