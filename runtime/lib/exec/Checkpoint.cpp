@@ -144,6 +144,8 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
   // scaling, in another precision, had logged its 16-bit run's scale; one
   // with it started at 1). Checkpoints before the key went on as written.
   const std::string *scaling = meta.find("loss_scaling");
+  if (scaling && *scaling != "none" && *scaling != "static" && *scaling != "dynamic")
+    return meta.bad("loss_scaling", *scaling);
   if (plan.optimizer.lossScale != "dynamic" || (scaling && *scaling != "dynamic")) {
     TrainState initial = initialTrainState(plan.optimizer);
     read.lossScale = initial.lossScale;

@@ -166,9 +166,17 @@ bool loom::runtime::parseSafetensorsHeader(std::string_view json,
         error = "bad header: \"__metadata__\" must be an object";
         return false;
       }
-      for (const auto &[key, value] : entry.items())
-        if (value.is_string())
-          header.metadata.emplace_back(key, value.get<std::string>());
+      // The format's metadata maps strings to strings: a number here is
+      // not a value that was meant (a checkpoint's "step": 5 would
+      // otherwise read as missing).
+      for (const auto &[key, value] : entry.items()) {
+        if (!value.is_string()) {
+          error = "bad header: \"__metadata__\" value of \"" + key +
+                  "\" must be a string, not " + dumpJson(value);
+          return false;
+        }
+        header.metadata.emplace_back(key, value.get<std::string>());
+      }
       continue;
     }
     SafetensorsTensor tensor;

@@ -244,6 +244,10 @@ TEST(Safetensors, RejectsMalformedHeaders) {
   EXPECT_EQ(headerError("[]", 0), "bad header: expected a JSON object");
   EXPECT_EQ(headerError("{\"__metadata__\":[]}", 0),
             "bad header: \"__metadata__\" must be an object");
+  // Metadata maps strings to strings: a number is an error, not a key
+  // missing later (a checkpoint's "step").
+  EXPECT_EQ(headerError("{\"__metadata__\":{\"step\":5}}", 0),
+            "bad header: \"__metadata__\" value of \"step\" must be a string, not 5");
   EXPECT_EQ(headerError("{\"a\":1}", 0), "tensor 'a': expected an object");
   EXPECT_EQ(headerError("{\"a\":{\"shape\":[],\"data_offsets\":[0,4]}}", 4),
             "tensor 'a': missing or non-string \"dtype\"");
