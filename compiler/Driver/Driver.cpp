@@ -116,6 +116,13 @@ LogicalResult Compilation::run() {
                      "--mesh-svg draws the per-rank program after the kernels "
                      "stage: --emit=")
            << stageName(*options.emit) << " stops before it";
+  // The remarks come from the partitioner, which an earlier --emit stops
+  // before: they were silently missing.
+  if (options.remarkCollectives && options.emit && *options.emit < Stage::Partitioned)
+    return emitError(UnknownLoc::get(&context),
+                     "--remarks=collectives reports what the partitioner "
+                     "inserts: --emit=")
+           << stageName(*options.emit) << " stops before it";
   if (options.dumpAfterEachPass && options.dumpDir.empty())
     return emitError(UnknownLoc::get(&context),
                      "--dump-after-each-pass writes into --dump-dir: give one");

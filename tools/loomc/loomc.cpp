@@ -439,6 +439,13 @@ int main(int argc, char **argv) {
   if (explain.getNumOccurrences())
     options.explain = explain;
   if (outputFormat.getNumOccurrences()) {
+    // It formats two reports: alone, or with --emit or --search-mesh (text
+    // only), it was silently ignored.
+    if (!options.explain && !options.kernelReport) {
+      errs() << "loomc: error: --format formats --explain and --kernel-report: "
+                "give one of them\n";
+      return 1;
+    }
     if (options.explain)
       options.explain = outputFormat;
     if (options.kernelReport)

@@ -628,6 +628,9 @@ bool Driver::run() {
       rank == 0)
     warn("--schedule has no effect: this run is not pipelined (a pipelined "
          "executable pipelines on its mesh's ranks, under mpirun)");
+  if (options.moeStats && rank == 0 &&
+      std::none_of(whole.buffers.begin(), whole.buffers.end(), isMoeStats))
+    warn("--moe-stats has no effect: this model has no MoE block");
   if (options.train && options.checkKernels)
     return fail("--check-kernels checks one run; drop it to train");
   if (options.generate && !whole.optimizer.kind.empty())
