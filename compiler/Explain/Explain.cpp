@@ -855,8 +855,10 @@ void Explainer::allocateActivations(const std::string &planText) {
     ExplainRank &rank = report.ranksByCoordinate[r];
     rank.liveActivations = rank.activations;
     rank.activations = static_cast<int64_t>(layout.bytes());
-    rank.activationSlots = layout.slots;
-    rank.activationSlotBytes = static_cast<int64_t>(layout.slotBytes);
+    rank.activationPools.clear();
+    for (const rt::InFlightLayout::Pool &pool : layout.pools)
+      rank.activationPools.push_back(
+          {pool.stages, pool.slots, static_cast<int64_t>(pool.slotBytes)});
     rank.activationTransientBytes = static_cast<int64_t>(layout.transientBytes);
   }
 }

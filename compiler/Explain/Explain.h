@@ -72,11 +72,17 @@ struct ExplainRank {
   int64_t activationsPerMicrobatch = 0, activations = 0;
   unsigned inFlight = 1;
   /// A pipelined training step's activations as the runtime allocates them
-  /// (what `activations` is then): slots of `activationSlotBytes`, each
-  /// with room for every value the rank's stages keep for a microbatch,
-  /// `liveActivations`, the schedule's peak of what its backward reads.
-  unsigned activationSlots = 0;
-  int64_t activationSlotBytes = 0, liveActivations = 0;
+  /// (what `activations` is then): per set of the rank's stages (one stage,
+  /// mostly), slots of `slotBytes`, each with room for every value those
+  /// stages keep for a microbatch (InFlightLayout); `liveActivations`, the
+  /// schedule's peak of what its backward reads.
+  struct ActivationPool {
+    std::vector<unsigned> stages;
+    unsigned slots = 0;
+    int64_t slotBytes = 0;
+  };
+  std::vector<ActivationPool> activationPools;
+  int64_t liveActivations = 0;
   /// Of those, one backward's values at a time (received gradients, ...).
   int64_t activationTransientBytes = 0;
   int64_t total() const {

@@ -37,6 +37,24 @@ static std::string coordinatesOf(const ExplainReport &report, int64_t rank) {
   return text;
 }
 
+/// "3 slots of B" for one pool; "stage 0: 3 slots of B; stage 2: ..."
+/// for several (a rank of several stages).
+static std::string activationSlots(const ExplainRank &rank) {
+  std::string text;
+  for (const ExplainRank::ActivationPool &pool : rank.activationPools) {
+    if (!text.empty())
+      text += "; ";
+    if (rank.activationPools.size() > 1)
+      text += formatv("{0} {1:$[+]}: ", pool.stages.size() == 1 ? "stage" : "stages",
+                      make_range(pool.stages.begin(), pool.stages.end()))
+                  .str();
+    text += formatv("{0} slot{1} of {2}", pool.slots, pool.slots == 1 ? "" : "s",
+                    pool.slotBytes)
+                .str();
+  }
+  return text;
+}
+
 std::string rankName(const ExplainReport &report, const ExplainRank &rank) {
   if (report.stages == 0)
     return report.ranks > 1 ? "every rank" : "the rank";
@@ -117,11 +135,10 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     row("inputs", rank.inputs);
     row("activations", rank.activations,
         !r.training ? std::string(" (a forward keeps none)")
-        : rank.activationSlots
-            ? formatv(" ({0} slot{1} of {2}{3}, as the runtime allocates; "
-                      "the backward reads {4} at the peak, {5} in flight)",
-                      rank.activationSlots, rank.activationSlots == 1 ? "" : "s",
-                      rank.activationSlotBytes,
+        : !rank.activationPools.empty()
+            ? formatv(" ({0}{1}, as the runtime allocates; "
+                      "the backward reads {2} at the peak, {3} in flight)",
+                      activationSlots(rank),
                       rank.activationTransientBytes
                           ? formatv(" and {0} for one backward at a time",
                                     rank.activationTransientBytes).str()
@@ -239,9 +256,18 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
           j.attribute("activations", rank.activations);
           j.attribute("activations_per_microbatch", rank.activationsPerMicrobatch);
           j.attribute("in_flight", rank.inFlight);
-          if (rank.activationSlots) {
-            j.attribute("activation_slots", rank.activationSlots);
-            j.attribute("activation_slot_bytes", rank.activationSlotBytes);
+          if (!rank.activationPools.empty()) {
+            j.attributeArray("activation_pools", [&] {
+              for (const ExplainRank::ActivationPool &pool : rank.activationPools)
+                j.object([&] {
+                  j.attributeArray("stages", [&] {
+                    for (unsigned stage : pool.stages)
+                      j.value(static_cast<int64_t>(stage));
+                  });
+                  j.attribute("slots", static_cast<int64_t>(pool.slots));
+                  j.attribute("slot_bytes", pool.slotBytes);
+                });
+            });
             j.attribute("activation_transient_bytes", rank.activationTransientBytes);
             j.attribute("live_activations", rank.liveActivations);
           }

@@ -124,12 +124,15 @@ elif case in ("stages-1f1b", "stages-gpipe"):
         where = f"pp={rank['coordinate']}"
         expect(f"{where} peak activations", rank["live_activations"],
                in_flight * rank["activations_per_microbatch"])
-        expect(f"{where} slots", rank["activation_slots"], in_flight)
+        # One stage a rank: one pool, of that stage.
+        pools = rank["activation_pools"]
+        expect(f"{where} pools", [p["stages"] for p in pools], [[rank["coordinate"]]])
+        expect(f"{where} slots", pools[0]["slots"], in_flight)
         expect(f"{where} allocated activations", rank["activations"],
-               rank["activation_slots"] * rank["activation_slot_bytes"]
+               sum(p["slots"] * p["slot_bytes"] for p in pools)
                + rank["activation_transient_bytes"])
         expect(f"{where} slot holds a microbatch's",
-               rank["activation_slot_bytes"] >= rank["activations_per_microbatch"], True)
+               pools[0]["slot_bytes"] >= rank["activations_per_microbatch"], True)
     activation = B // m * T * D * F32
     sends = collectives("send/recv", "pp 0->1") + collectives("send/recv", "pp 1->0")
     expect("pipeline transfers", len(sends), 3)

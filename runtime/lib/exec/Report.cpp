@@ -298,11 +298,25 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
         layout.transientBytes ? " and " + mebibytes(layout.transientBytes) +
                                     " for one backward at a time"
                               : "";
+    // One pool: "N slots of X"; with several stages a rank, a pool each.
+    std::string slots;
+    for (const InFlightLayout::Pool &pool : layout.pools) {
+      if (!slots.empty())
+        slots += "; ";
+      if (layout.pools.size() > 1) {
+        slots += pool.stages.size() == 1 ? "stage " : "stages ";
+        for (size_t i = 0; i < pool.stages.size(); ++i)
+          slots += (i ? "+" : "") + std::to_string(pool.stages[i]);
+        slots += ": ";
+      }
+      slots += std::to_string(pool.slots) + (pool.slots == 1 ? " slot of " : " slots of ") +
+               mebibytes(pool.slotBytes);
+    }
+    if (slots.empty())
+      slots = "no slots";
     std::fprintf(out, "  rank %u: %u %s in flight at peak, "
-                 "activations %s (%u slot%s of %s%s, allocated before the "
-                 "first step)\n", rank, peak, held,
-                 mebibytes(layout.bytes()).c_str(), layout.slots,
-                 layout.slots == 1 ? "" : "s",
-                 mebibytes(layout.slotBytes).c_str(), transient.c_str());
+                 "activations %s (%s%s, allocated before the first step)\n",
+                 rank, peak, held, mebibytes(layout.bytes()).c_str(),
+                 slots.c_str(), transient.c_str());
   }
 }

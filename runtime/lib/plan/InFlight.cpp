@@ -179,76 +179,173 @@ static std::vector<bool> backwardTransients(const Plan &plan,
   return transient;
 }
 
-InFlightLayout loom::runtime::planInFlight(const Plan &plan,
-                                           const PipelineValues &values,
-                                           const Schedule &order,
-                                           unsigned coordinate) {
-  InFlightLayout layout;
-  layout.offset.assign(plan.buffers.size(), InFlightLayout::kNone);
-  layout.transient.assign(plan.buffers.size(), false);
-  auto owns = [&](unsigned stage) { return order.ownerOf(stage) == coordinate; };
-  std::vector<bool> transient = backwardTransients(plan, values, order, coordinate);
-  auto place = [&](unsigned id) {
-    if (layout.offset[id] != InFlightLayout::kNone)
-      return;
-    uint64_t &end = transient[id] ? layout.transientBytes : layout.slotBytes;
-    layout.offset[id] = end;
-    layout.transient[id] = transient[id];
-    end += alignedBytes(plan.buffers[id].bytes);
-  };
-  // What the rank's steps save, the carries it receives, and the update's
-  // transfers it receives of values that cross sections.
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep &step = plan.steps[i];
-    bool here = false;
-    for (unsigned stage : step.stages)
-      here |= owns(stage);
-    if (here)
-      for (unsigned id : values.saves[i])
-        place(id);
-    if (step.kind == StepKind::Transfer && owns(step.to) &&
-        values.crosses[step.buffers[0]])
-      place(step.buffers[0]);
+/// The stage of this rank a step of its order works for: a receive's is
+/// the stage the values arrive at (its `stage` is the sender's).
+static unsigned localStage(const PipeStep &step) {
+  switch (step.op) {
+  case PipeOp::RecvActivation:
+    return step.stage + 1;
+  case PipeOp::RecvGradient:
+    return step.stage - 1;
+  default:
+    return step.stage;
   }
-  const PlanPipeline &pipeline = plan.pipeline;
-  for (unsigned k = 0; k < pipeline.stages; ++k) {
-    if (k + 1 < pipeline.stages && owns(k + 1))
-      for (unsigned id : pipeline.forwardCarry[k])
-        place(id);
-    if (k > 0 && owns(k - 1))
-      for (unsigned id : pipeline.backwardCarry[k])
-        place(id);
-  }
-  // Slots, in the order the rank meets its microbatches.
+}
+
+/// Gives each microbatch of `pool` a slot: the lowest free one at its first
+/// step of the pool's stages on the rank, freed after its last (the last
+/// microbatch's lasts until the update, which reads it).
+static void assignSlots(InFlightLayout::Pool &pool, const Schedule &order,
+                        unsigned coordinate) {
   unsigned microbatches = order.microbatches;
   const std::vector<PipeStep> &mine = order.steps[coordinate];
   std::vector<size_t> first(microbatches, mine.size()), last(microbatches, 0);
   for (size_t k = 0; k < mine.size(); ++k) {
+    if (!std::binary_search(pool.stages.begin(), pool.stages.end(), localStage(mine[k])))
+      continue;
     unsigned mb = mine[k].microbatch;
-    first[mb] = first[mb] < k ? first[mb] : k;
+    first[mb] = std::min(first[mb], k);
     last[mb] = k;
   }
   if (microbatches > 0)
-    last[microbatches - 1] = mine.size(); // the update reads it
-  layout.slotOf.assign(microbatches, 0);
+    last[microbatches - 1] = mine.size();
+  pool.slotOf.assign(microbatches, 0);
   std::vector<bool> busy;
   for (size_t k = 0; k <= mine.size(); ++k) {
     for (unsigned mb = 0; mb < microbatches; ++mb)
-      if (first[mb] == k) {
+      if (first[mb] == k && last[mb] >= k) {
         unsigned slot = 0;
         while (slot < busy.size() && busy[slot])
           ++slot;
         if (slot == busy.size())
           busy.push_back(false);
         busy[slot] = true;
-        layout.slotOf[mb] = slot;
+        pool.slotOf[mb] = slot;
       }
     for (unsigned mb = 0; mb < microbatches; ++mb)
       if (last[mb] == k && first[mb] <= k)
-        busy[layout.slotOf[mb]] = false;
+        busy[pool.slotOf[mb]] = false;
   }
-  // A microbatch this rank never meets (none, in a verified schedule)
-  // still gets a slot to keep what the update may receive.
-  layout.slots = busy.empty() ? 1 : static_cast<unsigned>(busy.size());
+  // A microbatch the pool's stages never meet here (none, in a verified
+  // schedule) still has slot 0 to name.
+  pool.slots = busy.empty() ? 1 : static_cast<unsigned>(busy.size());
+}
+
+InFlightLayout loom::runtime::planInFlight(const Plan &plan,
+                                           const PipelineValues &values,
+                                           const Schedule &order,
+                                           unsigned coordinate) {
+  InFlightLayout layout;
+  size_t count = plan.buffers.size();
+  layout.offset.assign(count, InFlightLayout::kNone);
+  layout.transient.assign(count, false);
+  layout.poolOf.assign(count, InFlightLayout::kNoPool);
+  auto owns = [&](unsigned stage) { return order.ownerOf(stage) == coordinate; };
+  std::vector<bool> transient = backwardTransients(plan, values, order, coordinate);
+  // The values the rank holds, in the order it first meets them, and per
+  // value its stages whose steps save, read, send or receive it.
+  std::vector<unsigned> held;
+  std::vector<std::vector<unsigned>> users(count);
+  std::vector<bool> isHeld(count, false);
+  auto place = [&](unsigned id) {
+    if (!isHeld[id]) {
+      isHeld[id] = true;
+      held.push_back(id);
+    }
+  };
+  auto use = [&](unsigned id, unsigned stage) {
+    std::vector<unsigned> &stages = users[id];
+    auto at = std::lower_bound(stages.begin(), stages.end(), stage);
+    if (at == stages.end() || *at != stage)
+      stages.insert(at, stage);
+  };
+  // What the rank's steps save, the carries it receives, and the update's
+  // transfers it receives of values that cross sections.
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &step = plan.steps[i];
+    for (unsigned stage : step.stages) {
+      if (!owns(stage))
+        continue;
+      for (unsigned id : values.saves[i]) {
+        place(id);
+        use(id, stage);
+      }
+      for (unsigned id : values.restores[i])
+        use(id, stage);
+    }
+    if (step.kind == StepKind::Transfer && owns(step.to) &&
+        values.crosses[step.buffers[0]]) {
+      place(step.buffers[0]);
+      use(step.buffers[0], step.to);
+    }
+  }
+  const PlanPipeline &pipeline = plan.pipeline;
+  for (unsigned k = 0; k < pipeline.stages; ++k) {
+    for (unsigned id : pipeline.forwardCarry[k]) {
+      if (k + 1 < pipeline.stages && owns(k + 1)) {
+        place(id);
+        use(id, k + 1);
+      }
+      if (owns(k))
+        use(id, k);
+    }
+    for (unsigned id : pipeline.backwardCarry[k]) {
+      if (k > 0 && owns(k - 1)) {
+        place(id);
+        use(id, k - 1);
+      }
+      if (owns(k))
+        use(id, k);
+    }
+  }
+  // One pool per set of stages: a value only its stage uses lives for that
+  // stage's microbatches alone (with several stages a rank, interleaved,
+  // a slot of every stage's values lived from a microbatch's first stage
+  // here to its last backward).
+  for (unsigned id : held) {
+    uint64_t bytes = alignedBytes(plan.buffers[id].bytes);
+    if (transient[id]) {
+      layout.transient[id] = true;
+      layout.offset[id] = layout.transientBytes;
+      layout.transientBytes += bytes;
+      continue;
+    }
+    auto pool = std::find_if(layout.pools.begin(), layout.pools.end(),
+                             [&](const InFlightLayout::Pool &p) {
+                               return p.stages == users[id];
+                             });
+    if (pool == layout.pools.end()) {
+      layout.pools.push_back({});
+      pool = layout.pools.end() - 1;
+      pool->stages = users[id];
+    }
+    layout.poolOf[id] = static_cast<int>(pool - layout.pools.begin());
+    layout.offset[id] = pool->slotBytes;
+    pool->slotBytes += bytes;
+  }
+  // Pools in the order of their stages (reports list them so).
+  std::vector<unsigned> rank(layout.pools.size());
+  for (unsigned i = 0; i < rank.size(); ++i)
+    rank[i] = i;
+  std::sort(rank.begin(), rank.end(), [&](unsigned a, unsigned b) {
+    return layout.pools[a].stages < layout.pools[b].stages;
+  });
+  std::vector<InFlightLayout::Pool> sorted;
+  std::vector<int> position(rank.size());
+  for (unsigned i = 0; i < rank.size(); ++i) {
+    position[rank[i]] = static_cast<int>(i);
+    sorted.push_back(std::move(layout.pools[rank[i]]));
+  }
+  layout.pools = std::move(sorted);
+  for (int &pool : layout.poolOf)
+    if (pool != InFlightLayout::kNoPool)
+      pool = position[static_cast<size_t>(pool)];
+  uint64_t base = 0;
+  for (InFlightLayout::Pool &pool : layout.pools) {
+    assignSlots(pool, order, coordinate);
+    pool.base = base;
+    base += pool.bytes();
+  }
+  layout.transientBase = base;
   return layout;
 }

@@ -53,15 +53,18 @@ TEST(PipelineRunner, PlansOneSlotPerMicrobatchInFlight) {
   Plan plan = twoStagePlan();
   // 1F1B: the first stage holds p = 2 microbatches, reusing their slots as
   // backwards finish; the last stage one at a time.
+  // One stage a rank: one pool.
   InFlightLayout first = layoutFor(plan, ScheduleKind::OneFOneB, 0);
-  EXPECT_EQ(first.slots, 2u);
-  EXPECT_EQ(first.slotOf, (std::vector<unsigned>{0, 1, 0, 1}));
+  ASSERT_EQ(first.pools.size(), 1u);
+  EXPECT_EQ(first.pools[0].slots, 2u);
+  EXPECT_EQ(first.pools[0].slotOf, (std::vector<unsigned>{0, 1, 0, 1}));
   InFlightLayout last = layoutFor(plan, ScheduleKind::OneFOneB, 1);
-  EXPECT_EQ(last.slots, 1u);
-  EXPECT_EQ(last.slotOf, (std::vector<unsigned>{0, 0, 0, 0}));
+  ASSERT_EQ(last.pools.size(), 1u);
+  EXPECT_EQ(last.pools[0].slots, 1u);
+  EXPECT_EQ(last.pools[0].slotOf, (std::vector<unsigned>{0, 0, 0, 0}));
   // GPipe: all four forwards before the first backward.
-  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 0).slots, 4u);
-  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 1).slots, 4u);
+  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 0).slots(), 4u);
+  EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 1).slots(), 4u);
 }
 
 TEST(PipelineRunner, PlacesWhatARankSavesAndReceives) {
@@ -78,7 +81,7 @@ TEST(PipelineRunner, PlacesWhatARankSavesAndReceives) {
   EXPECT_EQ(first.offset[2], InFlightLayout::kNone);
   EXPECT_FALSE(first.transient[1]);
   EXPECT_TRUE(first.transient[3]);
-  EXPECT_EQ(first.slotBytes, 64u);
+  EXPECT_EQ(first.pools[0].slotBytes, 64u);
   EXPECT_EQ(first.transientBytes, 64u);
   EXPECT_EQ(first.bytes(), 2 * 64u + 64u);
   InFlightLayout last = layoutFor(plan, ScheduleKind::OneFOneB, 1);
@@ -87,7 +90,7 @@ TEST(PipelineRunner, PlacesWhatARankSavesAndReceives) {
     EXPECT_EQ(last.offset[id] % kBufferAlignment, 0u) << id;
   }
   EXPECT_TRUE(last.transient[3]);
-  EXPECT_EQ(last.slotBytes, 128u);
+  EXPECT_EQ(last.pools[0].slotBytes, 128u);
   EXPECT_EQ(last.bytes(), 192u);
   // GPipe's four microbatches in flight keep `a` four times, `g` once.
   EXPECT_EQ(layoutFor(plan, ScheduleKind::GPipe, 0).bytes(), 4 * 64u + 64u);
@@ -125,6 +128,83 @@ TEST(PipelineRunner, KeepsWhatAnotherStagesBackwardReadsInSlots) {
   EXPECT_NE(first.offset[5], InFlightLayout::kNone);
   EXPECT_FALSE(first.transient[5]);
   EXPECT_TRUE(first.transient[4]);
+  // `t` is the two stages' (a pool of its own, living from stage 2's
+  // backward to stage 0's); `a`, which stage 0 saves and sends, stage 0's
+  // alone.
+  ASSERT_NE(first.poolOf[5], InFlightLayout::kNoPool);
+  EXPECT_EQ(first.pools[first.poolOf[5]].stages, (std::vector<unsigned>{0, 2}));
+  ASSERT_NE(first.poolOf[1], InFlightLayout::kNoPool);
+  EXPECT_EQ(first.pools[first.poolOf[1]].stages, (std::vector<unsigned>{0}));
+}
+
+TEST(PipelineRunner, PlansAPoolPerStageOfARank) {
+  // Four stages on pp=2, interleaved, 4 microbatches: rank 0 runs stages 0
+  // and 2. Stage 0's values (`a`, saved for its backward and sent) live
+  // from a microbatch's first forward to its last backward on the rank;
+  // stage 2's (`b`, received; `d`, saved) only from its forward of stage 2
+  // to its backward of stage 2, and fewer are in flight at once. In one
+  // slot for both, every microbatch in flight held room for both.
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(
+      sealLines({"loom-plan 1", "model m", "device cpu", "mesh g pp=2",
+                 "pipeline pp 4 interleaved", "arena 1024",
+                 "buffer 0 x input f32 4 0", "buffer 1 a temp f32 16 64",
+                 "buffer 2 b temp f32 16 128", "buffer 3 c temp f32 16 192",
+                 "buffer 4 d temp f32 32 256", "buffer 5 e temp f32 16 384",
+                 "buffer 6 f temp f32 16 448", "buffer 7 y output f32 16 512",
+                 "kernel k 2",
+                 "section forward 0", "step k 0 1",
+                 "section forward 1", "step k 1 2",
+                 "section forward 2", "step k 2 3", "step k 3 4",
+                 "section forward 3", "step k 4 5",
+                 "section backward 3", "step k 5 6",
+                 "section backward 2", "step k 4 6",
+                 "section backward 1", "step k 2 6",
+                 "section backward 0", "step k 1 7",
+                 "carry forward 0 1", "carry forward 1 2", "carry forward 2 4"}),
+      plan, error))
+      << error;
+  Schedule order;
+  ASSERT_TRUE(buildSchedule(ScheduleKind::Interleaved, 2, 4, 4, order, error)) << error;
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  InFlightLayout first = planInFlight(plan, values, order, 0);
+  ASSERT_EQ(first.pools.size(), 2u);
+  const InFlightLayout::Pool &zero = first.pools[first.poolOf[1]];
+  const InFlightLayout::Pool &two = first.pools[first.poolOf[4]];
+  EXPECT_EQ(zero.stages, (std::vector<unsigned>{0}));
+  EXPECT_EQ(two.stages, (std::vector<unsigned>{2}));
+  EXPECT_EQ(first.poolOf[2], first.poolOf[4]); // received by stage 2
+  EXPECT_EQ(first.poolOf[3], InFlightLayout::kNoPool); // read in its section
+  EXPECT_LT(two.slots, zero.slots);
+  // Each pool's microbatches in flight, from the order: the most whose
+  // first and last steps of the pool's stage overlap.
+  auto inFlight = [&](unsigned stage) {
+    const std::vector<PipeStep> &mine = order.steps[0];
+    unsigned most = 0;
+    for (size_t k = 0; k < mine.size(); ++k) {
+      unsigned live = 0;
+      for (unsigned mb = 0; mb < order.microbatches; ++mb) {
+        size_t firstStep = mine.size(), lastStep = 0;
+        for (size_t j = 0; j < mine.size(); ++j)
+          if (mine[j].microbatch == mb &&
+              (mine[j].stage == stage ||
+               (mine[j].op == PipeOp::RecvActivation && mine[j].stage + 1 == stage) ||
+               (mine[j].op == PipeOp::RecvGradient && mine[j].stage == stage + 1))) {
+            firstStep = std::min(firstStep, j);
+            lastStep = j;
+          }
+        if (mb + 1 == order.microbatches)
+          lastStep = mine.size();
+        live += firstStep <= k && k <= lastStep;
+      }
+      most = std::max(most, live);
+    }
+    return most;
+  };
+  EXPECT_EQ(zero.slots, inFlight(0));
+  EXPECT_EQ(two.slots, inFlight(2));
+  EXPECT_EQ(first.bytes(), zero.bytes() + two.bytes() + first.transientBytes);
 }
 
 TEST(PipelineRunner, KeepsWhatAWaitingWeightPartReadsInSlots) {
@@ -146,6 +226,7 @@ TEST(PipelineRunner, KeepsWhatAWaitingWeightPartReadsInSlots) {
   InFlightLayout last = planInFlight(plan, values, order, 1);
   EXPECT_FALSE(last.transient[3]);
   EXPECT_EQ(last.transientBytes, 0u);
-  EXPECT_EQ(last.slots, 2u);
-  EXPECT_EQ(last.slotBytes, 192u);
+  ASSERT_EQ(last.pools.size(), 1u);
+  EXPECT_EQ(last.pools[0].slots, 2u);
+  EXPECT_EQ(last.pools[0].slotBytes, 192u);
 }

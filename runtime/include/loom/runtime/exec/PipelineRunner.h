@@ -171,10 +171,7 @@ private:
     return present[microbatch * plan->buffers.size() + id];
   }
   char *slotData(uint64_t microbatch, unsigned id) const {
-    if (inFlight.transient[id])
-      return pool + inFlight.slots * inFlight.slotBytes + inFlight.offset[id];
-    return pool + inFlight.slotOf[microbatch] * inFlight.slotBytes +
-           inFlight.offset[id];
+    return pool + inFlight.at(id, static_cast<unsigned>(microbatch));
   }
   bool restore(uint64_t microbatch, unsigned id, std::string &error);
   /// The bytes of a carry's message.

@@ -32,23 +32,46 @@ PipelineValues analyzePipelineValues(const Plan &plan,
 std::vector<uint64_t> heldBytesPerStage(const Plan &plan, const PipelineValues &values);
 
 /// Where one pipeline rank keeps the values of its microbatches in flight:
-/// one block allocated before the first step, of `slots` slots of
-/// `slotBytes`. Each value the rank saves or receives has a fixed offset in
-/// a slot, and each microbatch the slot that the schedule's order gives it:
-/// the lowest free one at its first step on the rank, freed after its last
+/// one block allocated before the first step. The values the same stages
+/// of the rank use (mostly one stage's) form a pool of `slots` slots of
+/// `slotBytes`: each value has a fixed offset in a slot, and each
+/// microbatch the slot the schedule's order gives it, the lowest free one
+/// at its first step of those stages on the rank, freed after its last
 /// (the last microbatch's lasts until the update, which reads it).
 /// Values only one microbatch's backward of a stage needs at a time
 /// (received gradients, what the backward keeps for its weight part or
-/// sends) are `transient`: one copy after the slots, which every
+/// sends) are `transient`: one copy after the pools, which every
 /// microbatch reuses, where the order runs those backwards one at a time.
 struct InFlightLayout {
   static constexpr uint64_t kNone = ~uint64_t(0);
-  std::vector<uint64_t> offset; // per buffer; kNone: never held here
-  std::vector<bool> transient;  // per buffer: offset is after the slots
-  uint64_t slotBytes = 0, transientBytes = 0;
-  unsigned slots = 0;
-  std::vector<unsigned> slotOf; // per microbatch
-  uint64_t bytes() const { return slotBytes * slots + transientBytes; }
+  static constexpr int kNoPool = -1;
+  struct Pool {
+    std::vector<unsigned> stages; // the rank's stages using its values, ascending
+    uint64_t base = 0, slotBytes = 0;
+    unsigned slots = 0;
+    std::vector<unsigned> slotOf; // per microbatch
+    uint64_t bytes() const { return slotBytes * slots; }
+  };
+  std::vector<Pool> pools;
+  std::vector<uint64_t> offset; // per buffer, in its slot or the transient place; kNone: never held here
+  std::vector<int> poolOf;      // per buffer; kNoPool: transient or never held
+  std::vector<bool> transient;  // per buffer
+  uint64_t transientBase = 0, transientBytes = 0;
+  uint64_t bytes() const { return transientBase + transientBytes; }
+  /// Buffer `id`'s place for `microbatch`, from the block's start.
+  uint64_t at(unsigned id, unsigned microbatch) const {
+    if (transient[id])
+      return transientBase + offset[id];
+    const Pool &pool = pools[static_cast<size_t>(poolOf[id])];
+    return pool.base + pool.slotOf[microbatch] * pool.slotBytes + offset[id];
+  }
+  /// The slots of every pool.
+  unsigned slots() const {
+    unsigned total = 0;
+    for (const Pool &pool : pools)
+      total += pool.slots;
+    return total;
+  }
 };
 /// The layout for the rank at `coordinate` of the pipeline axis running
 /// `order` (its stages are those ownerOf gives it).
