@@ -848,8 +848,8 @@ void Explainer::allocateActivations(const std::string &planText) {
       !rt::buildSchedule(kind, report.pipelineRanks, plan.pipeline.stages,
                          report.microbatches, schedule, error))
     return;
-  rt::PipelineValues values =
-      rt::analyzePipelineValues(plan, rt::analyzeStepAccess(plan));
+  rt::PipelineValues values = rt::analyzePipelineValues(
+      plan, rt::analyzeStepAccess(plan), !schedule.splitsBackward());
   for (unsigned r = 0; r < report.pipelineRanks; ++r) {
     rt::InFlightLayout layout = rt::planInFlight(plan, values, schedule, r);
     ExplainRank &rank = report.ranksByCoordinate[r];

@@ -70,7 +70,7 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
     return false;
 
   const std::vector<StepAccess> access = analyzeStepAccess(plan);
-  PipelineValues values = analyzePipelineValues(plan, access);
+  PipelineValues values = analyzePipelineValues(plan, access, !order.splitsBackward());
   // The memory of the values in flight, once, before the first step.
   inFlight = planInFlight(plan, values, order, coordinate);
   if (!device.allocate(inFlight.bytes(), pool, error))
@@ -87,10 +87,24 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
   saves = std::move(values.saves);
   crosses = std::move(values.crosses);
   sections.clear();
+  sectionInputs.clear();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep &step = plan.steps[i];
-    if (step.stages.size() == 1)
-      sections[{step.phase, step.stages[0]}].push_back(i);
+    if (step.stages.size() != 1)
+      continue;
+    // Every schedule but zero-bubble runs a stage's weight part with its
+    // backward: one section, in plan order (analyzePipelineValues keeps
+    // their values in the arena, which plan order lays out).
+    StepPhase phase = step.phase == StepPhase::Weight && !order.splitsBackward()
+                          ? StepPhase::Backward
+                          : step.phase;
+    std::pair<StepPhase, unsigned> section{phase, step.stages[0]};
+    sections[section].push_back(i);
+    std::vector<unsigned> &read = sectionInputs[section];
+    for (unsigned id : step.buffers)
+      if (plan.buffers[id].role == BufferRole::Input &&
+          std::find(read.begin(), read.end(), id) == read.end())
+        read.push_back(id);
   }
 
   // Each output's first stage, where its broadcast comes from.
@@ -195,10 +209,15 @@ bool PipelineRunner::runSection(StepPhase phase, unsigned stage,
   auto section = sections.find({phase, stage});
   if (section == sections.end())
     return true;
-  // The microbatch's inputs (its rows of the batch, the step's scalars).
-  for (const auto &[id, bytes] : inputs[microbatch])
+  // The microbatch's inputs the section reads (its rows of the batch, the
+  // step's scalars). Only those: the arena may hold another section's
+  // value where an input no longer read lay (a backward's values for its
+  // weight part, which stay in the arena between the two sections).
+  for (unsigned id : sectionInputs[{phase, stage}]) {
+    const std::vector<char> &bytes = inputs[microbatch][id];
     if (!device->upload(device->buffer(id), bytes.data(), bytes.size(), error))
       return false;
+  }
   for (size_t i : section->second)
     if (!runStep(i, microbatch, trace, error))
       return false;
@@ -315,9 +334,8 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
       ok = runSection(StepPhase::Forward, step.stage, step.microbatch, trace, error);
       break;
     case PipeOp::Backward:
-      ok = runSection(StepPhase::Backward, step.stage, step.microbatch, trace, error) &&
-           (order.splitsBackward() ||
-            runSection(StepPhase::Weight, step.stage, step.microbatch, trace, error));
+      // (With the weight part's steps, unless zero-bubble splits them.)
+      ok = runSection(StepPhase::Backward, step.stage, step.microbatch, trace, error);
       break;
     case PipeOp::WeightGrad:
       ok = runSection(StepPhase::Weight, step.stage, step.microbatch, trace, error);

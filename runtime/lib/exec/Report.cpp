@@ -243,7 +243,10 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
                ranks, pipeline.stages / ranks,
                train ? name.c_str() : "forward only", microbatches,
                microbatches == 1 ? "" : "es");
-  PipelineValues values = analyzePipelineValues(spmd, analyzeStepAccess(spmd));
+  ScheduleKind kind;
+  bool known = parseScheduleKind(name, kind);
+  PipelineValues values = analyzePipelineValues(
+      spmd, analyzeStepAccess(spmd), !(known && kind == ScheduleKind::ZeroBubble));
   std::vector<uint64_t> held = heldBytesPerStage(spmd, values);
   for (unsigned stage = 0; stage < pipeline.stages; ++stage) {
     size_t counts[4] = {};
@@ -272,10 +275,9 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
                  train ? " and optimizer state" : "");
   if (!train)
     return;
-  ScheduleKind kind;
   Schedule schedule;
   std::string error;
-  if (!parseScheduleKind(name, kind) ||
+  if (!known ||
       !buildSchedule(kind, ranks, pipeline.stages, microbatches, schedule, error) ||
       !verifySchedule(schedule, error)) {
     std::fprintf(out, "  schedule %s: %s\n", name.c_str(), error.c_str());

@@ -8,7 +8,8 @@
 using namespace loom::runtime;
 
 PipelineValues loom::runtime::analyzePipelineValues(
-    const Plan &plan, const std::vector<StepAccess> &access) {
+    const Plan &plan, const std::vector<StepAccess> &access,
+    bool weightWithBackward) {
   PipelineValues values;
   // Which values cross sections: read by a step of another section (or
   // carried), written by a step before it in none.
@@ -40,8 +41,16 @@ PipelineValues loom::runtime::analyzePipelineValues(
       if (!reads || persistent(id))
         continue;
       const PlanStep &source = plan.steps[writer[id]];
-      bool sameSection = step.phase != StepPhase::Update &&
-                         source.phase == step.phase &&
+      // A stage's backward and weight part, run as one section in plan
+      // order, read each other's values where the arena keeps them (it is
+      // planned in plan order). Saved, every layer's values for its weight
+      // part took a place at once: 28 GB of GPT-3's interleaved stages.
+      auto phaseOf = [&](StepPhase phase) {
+        return weightWithBackward && phase == StepPhase::Weight ? StepPhase::Backward
+                                                                : phase;
+      };
+      bool samePhase = phaseOf(source.phase) == phaseOf(step.phase);
+      bool sameSection = step.phase != StepPhase::Update && samePhase &&
                          source.stages == step.stages &&
                          static_cast<size_t>(writer[id]) < j;
       if (sameSection)

@@ -898,10 +898,9 @@ TEST(CudaSpmd, PipelinedTrainingUpdatesEachStagesParamsOnItsGpu) {
   EXPECT_EQ(nccl.recvs, 3u * 2u * 2u);
   // The params go up once, before the first step: each rank uploads its
   // arena's two params and x once, x again at the start of steps 2 and 3,
-  // and the microbatch's row of x before each of its sections (a forward
-  // and a backward per microbatch: 4 a step; its weight sections are
-  // empty), 32 bytes each time.
-  EXPECT_EQ(cuda.bytesToDevice, 2u * (3u + 2u + 3u * 4u) * 32u);
+  // 32 bytes each time; and the microbatch's row of x before each section
+  // that reads it: stage 0's forward, once per microbatch (3 steps of 2).
+  EXPECT_EQ(cuda.bytesToDevice, (2u * (3u + 2u) + 3u * 2u) * 32u);
   EXPECT_EQ(cuda.liveAllocations, 0);
   EXPECT_EQ(nccl.liveComms, 0);
 }

@@ -44,7 +44,7 @@ InFlightLayout layoutFor(const Plan &plan, ScheduleKind kind, unsigned rank) {
   Schedule schedule;
   std::string error;
   EXPECT_TRUE(buildSchedule(kind, 2, 2, 4, schedule, error)) << error;
-  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan), !schedule.splitsBackward());
   return planInFlight(plan, values, schedule, rank);
 }
 } // namespace
@@ -123,7 +123,7 @@ TEST(PipelineRunner, KeepsWhatAnotherStagesBackwardReadsInSlots) {
       << error;
   Schedule order;
   ASSERT_TRUE(buildSchedule(ScheduleKind::Interleaved, 2, 4, 2, order, error)) << error;
-  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
   InFlightLayout first = planInFlight(plan, values, order, 0);
   EXPECT_NE(first.offset[5], InFlightLayout::kNone);
   EXPECT_FALSE(first.transient[5]);
@@ -167,7 +167,7 @@ TEST(PipelineRunner, PlansAPoolPerStageOfARank) {
       << error;
   Schedule order;
   ASSERT_TRUE(buildSchedule(ScheduleKind::Interleaved, 2, 4, 4, order, error)) << error;
-  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
   InFlightLayout first = planInFlight(plan, values, order, 0);
   ASSERT_EQ(first.pools.size(), 2u);
   const InFlightLayout::Pool &zero = first.pools[first.poolOf[1]];
@@ -222,11 +222,48 @@ TEST(PipelineRunner, KeepsWhatAWaitingWeightPartReadsInSlots) {
                       {Op::Backward, 0, 1, 0}, {Op::Backward, 1, 1, 0},
                       {Op::WeightGrad, 0, 1, 0}, {Op::SendGradient, 0, 1, 0},
                       {Op::WeightGrad, 1, 1, 0}, {Op::SendGradient, 1, 1, 0}}};
-  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan));
+  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
   InFlightLayout last = planInFlight(plan, values, order, 1);
   EXPECT_FALSE(last.transient[3]);
   EXPECT_EQ(last.transientBytes, 0u);
   ASSERT_EQ(last.pools.size(), 1u);
   EXPECT_EQ(last.pools[0].slots, 2u);
   EXPECT_EQ(last.pools[0].slotBytes, 192u);
+}
+
+TEST(PipelineRunner, LeavesTheWeightPartsValuesInTheArena) {
+  // Stage 1's backward writes `u`, which its weight part reads. Every
+  // schedule but zero-bubble runs the weight part right after the backward:
+  // `u` is still in the arena and takes no place; zero-bubble's weight part
+  // waits, and `u` is kept.
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines({"loom-plan 1", "model m", "device cpu",
+                                   "mesh g pp=2", "pipeline pp 2 1f1b",
+                                   "arena 1024", "buffer 0 x input f32 4 0",
+                                   "buffer 1 a temp f32 16 64",
+                                   "buffer 2 b temp f32 4 128",
+                                   "buffer 3 g temp f32 16 192",
+                                   "buffer 4 y output f32 16 256",
+                                   "buffer 5 u temp f32 16 320",
+                                   "buffer 6 dw output f32 16 384",
+                                   "kernel k 2", "section forward 0",
+                                   "step k 0 1", "section forward 1",
+                                   "step k 1 2", "section backward 1",
+                                   "step k 2 3", "step k 2 5",
+                                   "section weight 1", "step k 5 6",
+                                   "section backward 0", "step k 3 4",
+                                   "carry forward 0 1", "carry backward 1 3"}),
+                        plan, error))
+      << error;
+  for (ScheduleKind kind : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                            ScheduleKind::ZeroBubble}) {
+    Schedule order;
+    ASSERT_TRUE(buildSchedule(kind, 2, 2, 4, order, error)) << error;
+    PipelineValues values =
+        analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
+    InFlightLayout last = planInFlight(plan, values, order, 1);
+    EXPECT_EQ(last.offset[5] != InFlightLayout::kNone, kind == ScheduleKind::ZeroBubble)
+        << scheduleKindName(kind);
+  }
 }

@@ -193,6 +193,8 @@ private:
   std::vector<std::vector<unsigned>> restores, saves;
   /// Per section (phase, stage) of one stage: its steps, in plan order.
   std::map<std::pair<StepPhase, unsigned>, std::vector<size_t>> sections;
+  /// Per section, the inputs its steps read.
+  std::map<std::pair<StepPhase, unsigned>, std::vector<unsigned>> sectionInputs;
   /// Per buffer: whether some step or carry reads it in another section.
   std::vector<bool> crosses;
   /// The values in flight: their layout, its memory, and per microbatch

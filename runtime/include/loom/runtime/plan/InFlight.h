@@ -21,12 +21,16 @@ namespace loom::runtime {
 /// The values of a pipelined plan that cross sections: per step, those to
 /// put back before it and those to save after it; per buffer, whether it
 /// crosses (read in another section than its writer's, or carried).
+/// `weightWithBackward`: the schedule runs a stage's weight-gradient
+/// section right after its backward (every schedule but zero-bubble), so
+/// what the backward leaves the weight part is still in the arena.
 struct PipelineValues {
   std::vector<std::vector<unsigned>> restores, saves;
   std::vector<bool> crosses;
 };
 PipelineValues analyzePipelineValues(const Plan &plan,
-                                     const std::vector<StepAccess> &access);
+                                     const std::vector<StepAccess> &access,
+                                     bool weightWithBackward);
 /// Per stage, the bytes one microbatch's saved and received values take on
 /// its rank: the activations that stage holds per microbatch in flight.
 std::vector<uint64_t> heldBytesPerStage(const Plan &plan, const PipelineValues &values);
