@@ -24,7 +24,8 @@ static Value sigmoid(OpBuilder &b, Location loc, Value z) {
 /// gelu(x) = x s with s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3),
 /// so gelu' = s + 2 x u' s (1 - s); silu' = s (1 + x (1 - s)) with
 /// s = sigmoid(x); relu' = [x > 0]. Written with s (1 - s) rather than
-/// exp(-2u) / (1 + exp(-2u))^2, which is inf / inf where u is very negative.
+/// exp(-2u) / (1 + exp(-2u))^2, which is inf / inf where u is very negative,
+/// and gelu' is s where s (1 - s) is 0.
 static Value derivative(OpBuilder &b, Location loc, StringRef activation,
                         Value x) {
   auto mul = [&](Value l, Value r) -> Value {
@@ -48,8 +49,14 @@ static Value derivative(OpBuilder &b, Location loc, StringRef activation,
                                                mul(cst(3.0 * 0.044715), x2)));
   Value s = sigmoid(b, loc, mul(cst(2.0), u));
   Value oneMinusS = arith::SubFOp::create(b, loc, cst(1.0), s);
-  return arith::AddFOp::create(b, loc, s,
-                               mul(mul(cst(2.0), mul(x, du)), mul(s, oneMinusS)));
+  Value spread = mul(s, oneMinusS);
+  // Where s (1 - s) is 0 (|x| above ~10) the derivative is s: for |x| of
+  // 1e13 and more, x u' overflows, and inf * 0 had made the gradient NaN.
+  Value flat = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, spread,
+                                     cst(0.0));
+  Value slope = arith::AddFOp::create(b, loc, s,
+                                      mul(mul(cst(2.0), mul(x, spread)), du));
+  return arith::SelectOp::create(b, loc, flat, s, slope);
 }
 
 namespace {
