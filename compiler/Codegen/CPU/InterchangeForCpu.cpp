@@ -12,6 +12,8 @@
 // before this pass, makes the embedding's gradient a scatter.) Each
 // output element still sums its terms in the same order, so the results
 // are the same bits. Matmul-like ops are left to the register tiles.
+// The other way round for short rows: a column sum of [N, 2] puts its
+// reduction innermost, where it is summed in partial sums.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +76,34 @@ static std::optional<SmallVector<unsigned>> interchangeFor(linalg::GenericOp op)
   return order;
 }
 
+/// The loop order that puts `op`'s reduction dims innermost when its one
+/// output's rows are at most 32 bytes and a reduction comes before a
+/// parallel dim (a sum over axis 0 of [N, 2] or [N, 8] f32), or nothing.
+/// There each output element summed its N terms in one chain through
+/// memory (1.4e-4 off for N = 100003, against 1.4e-6 summed along the
+/// rows); innermost, the reduction is summed in partial sums
+/// (loom-promote-loop-accumulators). The columns lie in few cache lines,
+/// so reading them one by one costs little.
+static std::optional<SmallVector<unsigned>> reductionInnermost(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || !op.hasPureBufferSemantics() ||
+      loom::isMatmulLike(op))
+    return std::nullopt;
+  auto outType = cast<MemRefType>(op.getDpsInitOperand(0)->get().getType());
+  if (!outType.getElementType().isIntOrFloat() || outType.getRank() == 0 ||
+      ShapedType::isDynamic(outType.getShape().back()) ||
+      outType.getShape().back() * outType.getElementTypeBitWidth() / 8 > 32)
+    return std::nullopt;
+  auto iterators = op.getIteratorTypesArray();
+  SmallVector<unsigned> parallel, reduction;
+  for (unsigned d = 0; d < op.getNumLoops(); ++d)
+    (iterators[d] == utils::IteratorType::reduction ? reduction : parallel).push_back(d);
+  if (reduction.empty() || parallel.empty() || reduction.front() > parallel.back())
+    return std::nullopt;
+  SmallVector<unsigned> order(parallel);
+  order.append(reduction);
+  return order;
+}
+
 namespace {
 struct LoomInterchangeForCpu
     : public loom::impl::LoomInterchangeForCpuBase<LoomInterchangeForCpu> {
@@ -83,6 +113,8 @@ struct LoomInterchangeForCpu
     IRRewriter rewriter(&getContext());
     for (linalg::GenericOp op : ops) {
       std::optional<SmallVector<unsigned>> order = interchangeFor(op);
+      if (!order)
+        order = reductionInnermost(op);
       if (!order)
         continue;
       rewriter.setInsertionPoint(op);
