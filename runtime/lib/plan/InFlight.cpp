@@ -44,7 +44,8 @@ PipelineValues loom::runtime::analyzePipelineValues(
       // A stage's backward and weight part, run as one section in plan
       // order, read each other's values where the arena keeps them (it is
       // planned in plan order). Saved, every layer's values for its weight
-      // part took a place at once: 28 GB of GPT-3's interleaved stages.
+      // part took a place at once: 22 GB for each of GPT-3's interleaved
+      // stages.
       auto phaseOf = [&](StepPhase phase) {
         return weightWithBackward && phase == StepPhase::Weight ? StepPhase::Backward
                                                                 : phase;
