@@ -17,9 +17,11 @@ using namespace loom::runtime;
 namespace loom::runtime::detail {
 
 namespace {
-/// Set by the first SIGINT or SIGTERM of a training run: the step in
-/// progress finishes, its checkpoint is written (with --save) and the run
-/// ends; a second signal ends the process at once.
+/// Set by the first SIGINT, SIGTERM or SIGUSR1 of a training run: the step
+/// in progress finishes, its checkpoint is written (with --save) and the
+/// run ends; a second signal ends the process at once. (mpirun, sent
+/// SIGTERM or SIGINT, kills the ranks a few seconds later, whatever they
+/// are doing; it passes SIGUSR1 on and waits.)
 volatile std::sig_atomic_t interruptSignal = 0;
 extern "C" void onInterrupt(int signal) {
   if (interruptSignal) {
@@ -36,6 +38,7 @@ std::mutex handlersMutex;
 int handlersUsers = 0;
 void (*previousInt)(int) = SIG_DFL;
 void (*previousTerm)(int) = SIG_DFL;
+void (*previousUsr1)(int) = SIG_DFL;
 } // namespace
 
 InterruptScope::InterruptScope(bool install) : installed(install) {
@@ -46,6 +49,7 @@ InterruptScope::InterruptScope(bool install) : installed(install) {
     interruptSignal = 0;
     previousInt = std::signal(SIGINT, onInterrupt);
     previousTerm = std::signal(SIGTERM, onInterrupt);
+    previousUsr1 = std::signal(SIGUSR1, onInterrupt);
   }
 }
 
@@ -56,6 +60,7 @@ InterruptScope::~InterruptScope() {
   if (--handlersUsers == 0) {
     std::signal(SIGINT, previousInt);
     std::signal(SIGTERM, previousTerm);
+    std::signal(SIGUSR1, previousUsr1);
   }
 }
 
