@@ -857,8 +857,8 @@ void Explainer::allocateActivations(const std::string &planText) {
     rank.activations = static_cast<int64_t>(layout.bytes());
     rank.activationPools.clear();
     for (const rt::InFlightLayout::Pool &pool : layout.pools)
-      rank.activationPools.push_back(
-          {pool.stages, pool.slots, static_cast<int64_t>(pool.slotBytes)});
+      rank.activationPools.push_back({pool.stages, pool.perStage, pool.slots,
+                                      static_cast<int64_t>(pool.slotBytes)});
     rank.activationTransientBytes = static_cast<int64_t>(layout.transientBytes);
   }
 }

@@ -78,6 +78,7 @@ struct ExplainRank {
   /// schedule's peak of what its backward reads.
   struct ActivationPool {
     std::vector<unsigned> stages;
+    bool perStage = false; // a slot per (stage, microbatch)
     unsigned slots = 0;
     int64_t slotBytes = 0;
   };

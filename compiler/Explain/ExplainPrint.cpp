@@ -37,17 +37,23 @@ static std::string coordinatesOf(const ExplainReport &report, int64_t rank) {
   return text;
 }
 
-/// "3 slots of B" for one pool; "stage 0: 3 slots of B; stage 2: ..."
-/// for several (a rank of several stages).
+/// "3 slots of B" for one pool; for several (a rank of several stages)
+/// "stages 0,2: 5 slots of B; stages 0+2: ...", a slot per (stage,
+/// microbatch) for the values of one stage and per microbatch for those of
+/// both.
 static std::string activationSlots(const ExplainRank &rank) {
   std::string text;
   for (const ExplainRank::ActivationPool &pool : rank.activationPools) {
     if (!text.empty())
       text += "; ";
     if (rank.activationPools.size() > 1)
-      text += formatv("{0} {1:$[+]}: ", pool.stages.size() == 1 ? "stage" : "stages",
-                      make_range(pool.stages.begin(), pool.stages.end()))
-                  .str();
+      text += pool.perStage
+                  ? formatv("{0} {1:$[,]}: ", pool.stages.size() == 1 ? "stage" : "stages",
+                            make_range(pool.stages.begin(), pool.stages.end()))
+                        .str()
+                  : formatv("{0} {1:$[+]}: ", pool.stages.size() == 1 ? "stage" : "stages",
+                            make_range(pool.stages.begin(), pool.stages.end()))
+                        .str();
     text += formatv("{0} slot{1} of {2}", pool.slots, pool.slots == 1 ? "" : "s",
                     pool.slotBytes)
                 .str();
@@ -264,6 +270,7 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
                     for (unsigned stage : pool.stages)
                       j.value(static_cast<int64_t>(stage));
                   });
+                  j.attribute("per_stage", pool.perStage);
                   j.attribute("slots", static_cast<int64_t>(pool.slots));
                   j.attribute("slot_bytes", pool.slotBytes);
                 });

@@ -128,22 +128,26 @@ TEST(PipelineRunner, KeepsWhatAnotherStagesBackwardReadsInSlots) {
   EXPECT_NE(first.offset[5], InFlightLayout::kNone);
   EXPECT_FALSE(first.transient[5]);
   EXPECT_TRUE(first.transient[4]);
-  // `t` is the two stages' (a pool of its own, living from stage 2's
-  // backward to stage 0's); `a`, which stage 0 saves and sends, stage 0's
-  // alone.
+  // `t` is the two stages' (a pool of its own, a slot per microbatch,
+  // living from stage 2's backward to stage 0's); `a`, which stage 0 saves
+  // and sends, stage 0's alone (the pool of a slot per stage and
+  // microbatch).
   ASSERT_NE(first.poolOf[5], InFlightLayout::kNoPool);
+  EXPECT_FALSE(first.pools[first.poolOf[5]].perStage);
   EXPECT_EQ(first.pools[first.poolOf[5]].stages, (std::vector<unsigned>{0, 2}));
   ASSERT_NE(first.poolOf[1], InFlightLayout::kNoPool);
-  EXPECT_EQ(first.pools[first.poolOf[1]].stages, (std::vector<unsigned>{0}));
+  EXPECT_TRUE(first.pools[first.poolOf[1]].perStage);
 }
 
-TEST(PipelineRunner, PlansAPoolPerStageOfARank) {
+TEST(PipelineRunner, PlansASlotPerStageAndMicrobatch) {
   // Four stages on pp=2, interleaved, 4 microbatches: rank 0 runs stages 0
   // and 2. Stage 0's values (`a`, saved for its backward and sent) live
   // from a microbatch's first forward to its last backward on the rank;
   // stage 2's (`b`, received; `d`, saved) only from its forward of stage 2
-  // to its backward of stage 2, and fewer are in flight at once. In one
-  // slot for both, every microbatch in flight held room for both.
+  // to its backward of stage 2. A slot holds one (stage, microbatch)'s
+  // values, so the slots are the most such pairs in flight at once; with a
+  // slot per microbatch for both stages' values, every microbatch in
+  // flight held room for both.
   Plan plan;
   std::string error;
   ASSERT_TRUE(parsePlan(
@@ -167,44 +171,65 @@ TEST(PipelineRunner, PlansAPoolPerStageOfARank) {
       << error;
   Schedule order;
   ASSERT_TRUE(buildSchedule(ScheduleKind::Interleaved, 2, 4, 4, order, error)) << error;
-  PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
+  PipelineValues values =
+      analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
   InFlightLayout first = planInFlight(plan, values, order, 0);
-  ASSERT_EQ(first.pools.size(), 2u);
-  const InFlightLayout::Pool &zero = first.pools[first.poolOf[1]];
-  const InFlightLayout::Pool &two = first.pools[first.poolOf[4]];
-  EXPECT_EQ(zero.stages, (std::vector<unsigned>{0}));
-  EXPECT_EQ(two.stages, (std::vector<unsigned>{2}));
-  EXPECT_EQ(first.poolOf[2], first.poolOf[4]); // received by stage 2
+  ASSERT_EQ(first.pools.size(), 1u);
+  const InFlightLayout::Pool &pool = first.pools[0];
+  EXPECT_TRUE(pool.perStage);
+  EXPECT_EQ(pool.stages, (std::vector<unsigned>{0, 2}));
   EXPECT_EQ(first.poolOf[3], InFlightLayout::kNoPool); // read in its section
-  EXPECT_LT(two.slots, zero.slots);
-  // Each pool's microbatches in flight, from the order: the most whose
-  // first and last steps of the pool's stage overlap.
-  auto inFlight = [&](unsigned stage) {
-    const std::vector<PipeStep> &mine = order.steps[0];
-    unsigned most = 0;
-    for (size_t k = 0; k < mine.size(); ++k) {
-      unsigned live = 0;
-      for (unsigned mb = 0; mb < order.microbatches; ++mb) {
-        size_t firstStep = mine.size(), lastStep = 0;
-        for (size_t j = 0; j < mine.size(); ++j)
-          if (mine[j].microbatch == mb &&
-              (mine[j].stage == stage ||
-               (mine[j].op == PipeOp::RecvActivation && mine[j].stage + 1 == stage) ||
-               (mine[j].op == PipeOp::RecvGradient && mine[j].stage == stage + 1))) {
-            firstStep = std::min(firstStep, j);
-            lastStep = j;
-          }
-        if (mb + 1 == order.microbatches)
-          lastStep = mine.size();
-        live += firstStep <= k && k <= lastStep;
+  // Stage 2's values from the slot's start, as stage 0's: the slot is as
+  // large as the larger stage's (b and d: 64 + 128 bytes).
+  EXPECT_EQ(first.offset[1], 0u);
+  EXPECT_EQ(first.offset[first.offset[2] == 0 ? 2 : 4], 0u);
+  EXPECT_EQ(pool.slotBytes, 192u);
+  // The most (stage, microbatch) pairs in flight at once, from the order.
+  const std::vector<PipeStep> &mine = order.steps[0];
+  auto span = [&](unsigned stage, unsigned mb) {
+    size_t firstStep = mine.size(), lastStep = 0;
+    for (size_t j = 0; j < mine.size(); ++j) {
+      const PipeStep &step = mine[j];
+      unsigned local = step.op == PipeOp::RecvActivation ? step.stage + 1
+                       : step.op == PipeOp::RecvGradient ? step.stage - 1
+                                                         : step.stage;
+      if (step.microbatch == mb && local == stage) {
+        firstStep = std::min(firstStep, j);
+        lastStep = j;
       }
-      most = std::max(most, live);
     }
-    return most;
+    if (mb + 1 == order.microbatches)
+      lastStep = mine.size();
+    return std::make_pair(firstStep, lastStep);
   };
-  EXPECT_EQ(zero.slots, inFlight(0));
-  EXPECT_EQ(two.slots, inFlight(2));
-  EXPECT_EQ(first.bytes(), zero.bytes() + two.bytes() + first.transientBytes);
+  unsigned most = 0;
+  for (size_t k = 0; k <= mine.size(); ++k) {
+    unsigned live = 0;
+    for (unsigned stage : {0u, 2u})
+      for (unsigned mb = 0; mb < order.microbatches; ++mb) {
+        auto [from, to] = span(stage, mb);
+        live += from <= k && k <= to;
+      }
+    most = std::max(most, live);
+  }
+  EXPECT_EQ(pool.slots, most);
+  EXPECT_LT(pool.slots, 2 * order.microbatches);
+  // No two pairs in flight together share a slot.
+  for (unsigned s1 = 0; s1 < 2; ++s1)
+    for (unsigned m1 = 0; m1 < order.microbatches; ++m1)
+      for (unsigned s2 = 0; s2 < 2; ++s2)
+        for (unsigned m2 = 0; m2 < order.microbatches; ++m2) {
+          if (s1 * order.microbatches + m1 >= s2 * order.microbatches + m2)
+            continue;
+          auto [f1, l1] = span(s1 ? 2 : 0, m1);
+          auto [f2, l2] = span(s2 ? 2 : 0, m2);
+          bool together = f1 <= l2 && f2 <= l1;
+          if (together)
+            EXPECT_NE(pool.slotOf[s1 * order.microbatches + m1],
+                      pool.slotOf[s2 * order.microbatches + m2])
+                << s1 << "," << m1 << " and " << s2 << "," << m2;
+        }
+  EXPECT_EQ(first.bytes(), pool.bytes() + first.transientBytes);
 }
 
 TEST(PipelineRunner, KeepsWhatAWaitingWeightPartReadsInSlots) {

@@ -36,14 +36,17 @@ PipelineValues analyzePipelineValues(const Plan &plan,
 std::vector<uint64_t> heldBytesPerStage(const Plan &plan, const PipelineValues &values);
 
 /// Where one pipeline rank keeps the values of its microbatches in flight:
-/// one block allocated before the first step. The values the same stages
-/// of the rank use (mostly one stage's) form a pool of `slots` slots of
-/// `slotBytes`: each value has a fixed offset in a slot, and each
-/// microbatch the slot the schedule's order gives it, the lowest free one
-/// at its first step of those stages on the rank, freed after its last
-/// (the last microbatch's lasts until the update, which reads it).
-/// Values only one microbatch's backward of a stage needs at a time
-/// (received gradients, what the backward keeps for its weight part or
+/// one block allocated before the first step, of pools of `slots` slots of
+/// `slotBytes`. The values one stage alone uses are in the `perStage` pool:
+/// a slot holds one (stage, microbatch)'s, from that microbatch's first
+/// step of the stage on the rank to its last, each stage's values at fixed
+/// offsets from the slot's start. The values of several stages (a tied
+/// param's gradient part) are in a pool per set of stages: a slot holds one
+/// microbatch's, from its first step of any of them to its last. A slot is
+/// the lowest free one at the tenant's first step, and the last
+/// microbatch's last until the update, which reads them. Values only one
+/// microbatch's backward of a stage needs at a time (received gradients,
+/// what the backward keeps for its weight part under zero-bubble, or
 /// sends) are `transient`: one copy after the pools, which every
 /// microbatch reuses, where the order runs those backwards one at a time.
 struct InFlightLayout {
@@ -51,14 +54,18 @@ struct InFlightLayout {
   static constexpr int kNoPool = -1;
   struct Pool {
     std::vector<unsigned> stages; // the rank's stages using its values, ascending
+    bool perStage = false;        // a slot per (stage, microbatch), not per microbatch
     uint64_t base = 0, slotBytes = 0;
     unsigned slots = 0;
-    std::vector<unsigned> slotOf; // per microbatch
+    /// Per tenant: microbatch mb's slot, or with perStage the slot of
+    /// (stages[i], mb) at i * microbatches + mb.
+    std::vector<unsigned> slotOf;
     uint64_t bytes() const { return slotBytes * slots; }
   };
   std::vector<Pool> pools;
   std::vector<uint64_t> offset; // per buffer, in its slot or the transient place; kNone: never held here
   std::vector<int> poolOf;      // per buffer; kNoPool: transient or never held
+  std::vector<unsigned> tenantOf; // per buffer of the perStage pool: its stage's index there
   std::vector<bool> transient;  // per buffer
   uint64_t transientBase = 0, transientBytes = 0;
   uint64_t bytes() const { return transientBase + transientBytes; }
@@ -67,7 +74,9 @@ struct InFlightLayout {
     if (transient[id])
       return transientBase + offset[id];
     const Pool &pool = pools[static_cast<size_t>(poolOf[id])];
-    return pool.base + pool.slotOf[microbatch] * pool.slotBytes + offset[id];
+    size_t microbatches = pool.slotOf.size() / (pool.perStage ? pool.stages.size() : 1);
+    size_t tenant = (pool.perStage ? tenantOf[id] : 0) * microbatches + microbatch;
+    return pool.base + pool.slotOf[tenant] * pool.slotBytes + offset[id];
   }
   /// The slots of every pool.
   unsigned slots() const {
