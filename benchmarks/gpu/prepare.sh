@@ -100,6 +100,11 @@ rm "$out/llama-cpu-train"
 # cores.
 sed 's/^precision f32.*/precision tf32/' "$root/test/Numerics/Inputs/gpt-f32.loom" > "$out/gpt-tf32.loom"
 $loomc "$out/gpt-tf32.loom" -o "$out/gpt-tf32"
+# Fused epilogues evaluated on pairs of accumulators (the fourteenth
+# session): an odd N with a bias (the second column of the last pair read
+# at N - 1, stored guarded), a bias and gelu after the product's rounding,
+# and an odd-N f16 matmul; with the TMA-store epilogue too on sm_90a.
+$loomc "$root/test/Codegen/GPU/wgmma-epilogue-pairs.loom" -o "$out/epilogue-pairs"
 # On sm_90a the matmuls above run on wgmma fed by TMA (loomc's default
 # there); the -mma-sync executables keep them on mma.sync, the kernel of
 # sm_80 to sm_89, checked and timed in the same run.
@@ -132,6 +137,7 @@ if [ "$arch" = sm_90a ]; then
   # and the numerics GPT's matmuls with bias epilogues, ragged and batched
   # shapes) and timed beside the kernels above.
   $loomc --gpu-tma-store "$out/matmul4096.loom" -o "$out/matmul4096-tma-store"
+  $loomc --gpu-tma-store "$root/test/Codegen/GPU/wgmma-epilogue-pairs.loom" -o "$out/epilogue-pairs-tma-store"
   for name in matmul4096 matmul8192; do
     $loomc --gpu-mma=wgmma-persistent --gpu-tma-store "$out/$name.loom" -o "$out/$name-persistent-tma-store"
     $loomc --gpu-mma=wgmma-persistent --gpu-tma-multicast "$out/$name.loom" -o "$out/$name-persistent-multicast"

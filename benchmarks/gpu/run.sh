@@ -127,7 +127,7 @@ errors() { sed 's/^/    /' "$work/err" | tail -5; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
   || echo "nvidia-smi: not found or failed (no NVIDIA driver here?)"
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192 attention-grad2048 attention-grad8192 gpt-train gpt-train-big; do
+for exe in mlp gpt gpt-tf32 epilogue-pairs epilogue-pairs-tma-store matmul4096 matmul4096-bt matmul4096-at matmul8192 memory attention2048 attention8192 attention-grad2048 attention-grad8192 gpt-train gpt-train-big; do
   skip $exe && { echo "missing $here/$exe: run benchmarks/gpu/prepare.sh"; exit 1; }
 done
 
