@@ -321,10 +321,36 @@ bool Driver::agree(bool ok) {
   return true;
 }
 
+bool Driver::agreeOrReport(bool ok) {
+  // Each rank's verdict and its message's hash.
+  struct Verdict {
+    uint64_t hash;
+    char ok;
+  } mine{ok ? 0 : fnv1a64(error), static_cast<char>(ok ? 1 : 0)};
+  std::vector<char> all(numRanks * sizeof(Verdict), 0);
+  if (!comm->allGather(world, &mine, sizeof(Verdict), all.data(), error))
+    return fail(error);
+  bool allOk = true, alike = true;
+  for (unsigned r = 0; r < numRanks; ++r) {
+    Verdict each;
+    std::memcpy(&each, all.data() + r * sizeof(Verdict), sizeof(Verdict));
+    allOk &= each.ok != 0;
+    alike &= !each.ok && each.hash == mine.hash;
+  }
+  if (allOk)
+    return true;
+  bool wasUniform = uniform;
+  uniform = alike;
+  if (!ok)
+    fail(error);
+  uniform = wasUniform;
+  return false;
+}
+
 bool Driver::openCudaRanks() {
   // Each phase ends with an agreement: the NCCL ids go through collective
   // calls that a rank which failed before would never make.
-  if (!agree(loadCudaRanks()) ||
+  if (!agreeOrReport(loadCudaRanks()) ||
       !agree(nccl.shareIds(error) || fail(inSpmdPlan(error))) ||
       !agree(nccl.connect(error) || fail(inSpmdPlan(error))))
     return false;
@@ -337,15 +363,18 @@ bool Driver::openCudaRanks() {
 bool Driver::loadCudaRanks() {
   // NCCL first (a missing library is the likeliest failure), then the
   // device: local rank % device count, one GPU per rank of a node.
+  // (The caller reports a failure: once, when every rank's is the same.)
   unsigned localRank = 0;
   if (!comm->localRank(localRank, error) ||
       !nccl.load(spmd, *comm, executable.ncclLibrary, executable.cudaDriver,
                  error))
-    return fail(error);
+    return false;
   cuda.setRank(localRank, &nccl);
   if (!cuda.open(spmd, executable.gpuImage, executable.gpuImageSize,
-                 executable.cudaDriver, error))
-    return fail(inSpmdPlan(error));
+                 executable.cudaDriver, error)) {
+    error = inSpmdPlan(error);
+    return false;
+  }
   return true;
 }
 

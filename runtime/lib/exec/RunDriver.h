@@ -34,6 +34,7 @@
 #include "loom/runtime/io/Safetensors.h"
 #include "loom/runtime/plan/Layout.h"
 #include "loom/runtime/plan/Plan.h"
+#include "loom/runtime/support/Hash.h"
 #include "loom/runtime/support/Options.h"
 
 #include <algorithm>
@@ -217,6 +218,10 @@ private:
       std::_Exit(3);
   }
   bool agree(bool ok);
+  /// As agree, for a failure not yet reported (its message in `error`):
+  /// when every rank failed with the same message (no driver on any node),
+  /// rank 0 says it once; otherwise each failing rank, naming itself.
+  bool agreeOrReport(bool ok);
   /// Whether `mine` holds on any rank (into `any`); false after reporting
   /// a failed exchange.
   bool anyRank(bool mine, bool &any);
