@@ -13,6 +13,7 @@
 #include "Codegen/Common/MatmulLike.h"
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
+#include "Codegen/GPU/WarpgroupMma.h"
 
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -106,6 +107,17 @@ SmallVector<Value> loom::evaluateEpilogue(OpBuilder &b, Location loc,
   return results;
 }
 
+Value loom::keepPairPacked(OpBuilder &b, Location loc, Value pair) {
+  auto type = cast<VectorType>(pair.getType());
+  Type i32 = b.getI32Type();
+  Value bits = vector::ExtractOp::create(
+      b, loc, vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair), 0);
+  Value kept = inlinePtx(b, loc, i32, bits, "mov.b32 $0, $1;", "=r,r").getResult(0);
+  return vector::BitCastOp::create(
+      b, loc, type,
+      vector::FromElementsOp::create(b, loc, VectorType::get({1}, i32), ValueRange{kept}));
+}
+
 SmallVector<Value> loom::evaluateEpiloguePair(OpBuilder &b, Location loc,
                                               linalg::GenericOp epilogue,
                                               Value c, ValueRange first,
@@ -116,11 +128,18 @@ SmallVector<Value> loom::evaluateEpiloguePair(OpBuilder &b, Location loc,
         b, loc, VectorType::get({2}, x.getType()), ValueRange{x, y});
   };
   Block &body = epilogue.getRegion().front();
-  bool mappable = llvm::all_of(body.without_terminator(), [](Operation &op) {
-    return isa<arith::ConstantOp>(op) ||
-           (OpTrait::hasElementwiseMappableTraits(&op) &&
-            op.getNumRegions() == 0);
-  });
+  // An integer result (a cast to i32) stays one element at a time: its
+  // conversions take one float each anyway, and in pairs the ping-pong
+  // kernel spilled.
+  bool mappable =
+      llvm::all_of(body.without_terminator(),
+                   [](Operation &op) {
+                     return isa<arith::ConstantOp>(op) ||
+                            (OpTrait::hasElementwiseMappableTraits(&op) &&
+                             op.getNumRegions() == 0);
+                   }) &&
+      llvm::all_of(body.getTerminator()->getOperandTypes(),
+                   [](Type type) { return isa<FloatType>(type); });
   if (!mappable) {
     SmallVector<Value> x = evaluateEpilogue(b, loc, epilogue, c, first, acc0);
     SmallVector<Value> y = evaluateEpilogue(b, loc, epilogue, c, second, acc1);
@@ -163,6 +182,13 @@ SmallVector<Value> loom::evaluateEpiloguePair(OpBuilder &b, Location loc,
     for (Type type : op.getResultTypes())
       state.addTypes(VectorType::get({2}, type));
     Operation *paired = b.create(state);
+    // A pair rounded to 16 bits stays one register: widened again half by
+    // half (relu of an f16 product), LLVM rounded each accumulator alone.
+    if (isa<arith::TruncFOp>(op) &&
+        op.getResult(0).getType().getIntOrFloatBitWidth() == 16) {
+      mapping.map(op.getResult(0), keepPairPacked(b, op.getLoc(), paired->getResult(0)));
+      continue;
+    }
     mapping.map(op.getResults(), paired->getResults());
   }
   SmallVector<Value> results;

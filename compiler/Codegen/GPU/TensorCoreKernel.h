@@ -56,6 +56,11 @@ TensorCoreFusion findTensorCoreFusion(linalg::GenericOp op);
 SmallVector<Value> evaluateEpilogue(OpBuilder &b, Location loc,
                                     linalg::GenericOp epilogue, Value c,
                                     ValueRange cIndices, Value acc);
+/// `pair` (a vector<2xT> of 16-bit T) through an opaque 32-bit move: LLVM
+/// keeps it one register, so the conversion that made it takes both
+/// halves in one instruction (cvt.rn.bf16x2.f32) instead of being split
+/// where its halves are used apart.
+Value keepPairPacked(OpBuilder &b, Location loc, Value pair);
 /// evaluateEpilogue for two of C's elements at once, `first` holding `acc0`
 /// and `second` `acc1`: each result a vector<2xT>. An elementwise body is
 /// evaluated on the pairs (one cvt.rn.bf16x2 rounds both accumulators: a

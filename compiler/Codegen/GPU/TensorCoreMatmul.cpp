@@ -20,7 +20,6 @@
 #include "Loom/IR/Tf32.h"
 #include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/TensorCoreKernel.h"
-#include "Codegen/GPU/WarpgroupMma.h"
 #include "Codegen/GPU/Passes.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -464,8 +463,11 @@ void loom::TensorCoreKernel::writeBack(ValueRange accs) {
   } else {
     outputs.push_back({mm.c, mm.maps[2]});
   }
+  // (Sub-byte elements, i1, are stored one by one: a pair has no byte
+  // alignment.)
   bool pairs = mm.n % 2 == 0 && llvm::all_of(outputs, [&](auto &output) {
-    return holdsPairsAlongLastDim(output.first, output.second, nDim);
+    return cast<MemRefType>(output.first.getType()).getElementTypeBitWidth() >= 8 &&
+           holdsPairsAlongLastDim(output.first, output.second, nDim);
   });
   // The values of C's elements at `at` and `atNext` holding `acc` and
   // `accNext`, as one pair per output.
@@ -524,24 +526,9 @@ void loom::TensorCoreKernel::writeBack(ValueRange accs) {
                                       /*nontemporal=*/false, llvm::Align(bytes));
               continue;
             }
-            if (element.getIntOrFloatBitWidth() == 16) {
-              // LLVM scalarizes a pair whose halves are stored apart: an
-              // opaque move of its 32 bits keeps the rounding one
-              // instruction reading both accumulators.
-              Type i32 = then.getI32Type();
-              Value bits = vector::ExtractOp::create(
-                  then, tl,
-                  vector::BitCastOp::create(
-                      then, tl, VectorType::get({1}, i32), pair),
-                  0);
-              Value kept = inlinePtx(then, tl, i32, bits, "mov.b32 $0, $1;",
-                                     "=r,r")
-                               .getResult(0);
-              pair = vector::BitCastOp::create(
-                  then, tl, pair.getType(),
-                  vector::FromElementsOp::create(
-                      then, tl, VectorType::get({1}, i32), ValueRange{kept}));
-            }
+            // LLVM scalarizes a pair whose halves are stored apart.
+            if (element.getIntOrFloatBitWidth() == 16)
+              pair = keepPairPacked(then, tl, pair);
             auto storeHalf = [&](OpBuilder &sb, Location sl, int64_t half,
                                  ArrayRef<Value> where) {
               Value value = vector::ExtractOp::create(sb, sl, pair, half);
