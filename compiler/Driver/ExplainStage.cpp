@@ -34,6 +34,11 @@ FailureOr<ExplainReport> Compilation::makeExplainReport() {
   if (failed(model))
     return failure();
   func::FuncOp spmd = spmdProgramOf(*module, *model);
+  // A schedule the build would refuse (1f1b with several stages a rank, a
+  // microbatch count that is no multiple of the ranks) was explained as a
+  // bubble of 0 with one microbatch in flight: the build's error instead.
+  if (spmd && failed(checkPipelineSchedule(spmd)))
+    return failure();
   ExplainOptions explain;
   explain.device = *device;
   explain.network.intraNodeGBs = options.intraNodeGBs.value_or((*device)->intraNodeGBs);
