@@ -189,8 +189,9 @@ Token Lexer::lexNumber(const char *start) {
   };
   digits();
   bool isFloat = *start == '.';
-  // "0..4" is a range, not the number "0.".
-  if (cur != buffer.end() && *cur == '.' &&
+  // "0..4" is a range, not the number "0."; ".5" has its point already
+  // (".5.5" had read as 0.5, the rest dropped by strtod).
+  if (!isFloat && cur != buffer.end() && *cur == '.' &&
       !(cur + 1 != buffer.end() && cur[1] == '.')) {
     ++cur;
     digits();

@@ -690,6 +690,10 @@ Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call
   }
   int64_t features = inputType.getShape().back();
   int64_t tokens = inputType.getNumElements() / features;
+  // The router [features, experts] and the slots [experts * capacity, ...]
+  // are tensors like any other: within 2^48 elements.
+  if (!checkSize({features, options->experts}, call.getLoc()))
+    return Operand::poison();
   int64_t capacity = MoeOp::computeCapacity(tokens, options->experts,
                                             options->topK, options->capacityFactor);
 

@@ -461,7 +461,16 @@ Value Elaborator::annotateSharding(Value value, const ShardSpec &spec,
         continue;
       }
       axes.push_back(it - meshAxes.begin());
-      ways *= it->size;
+      // A group of axes of 2^40 and 2^24 wrapped to 0 shards (and divided
+      // by it): any product past 2^63 divides no dimension.
+      if (__builtin_mul_overflow(ways, it->size, &ways)) {
+        error(entry.loc) << "dimension " << (int64_t)dim - dimOffset
+                         << " would split into more than 2^63 shards (the "
+                            "product of its mesh axes' sizes)";
+        ok = false;
+        ways = 1;
+        break;
+      }
       if (model)
         model->splitAxes.emplace_back(axis.text, axis.loc, false);
     }
@@ -616,6 +625,12 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
     // model, split over the expert axis; the body sees one expert's slice.
     SmallVector<int64_t> stacked{expert->experts};
     stacked.append(shape->begin(), shape->end());
+    // The stacked tensor is what the model holds: within the 2^48 elements
+    // of any tensor (16384 experts of 2^48 had wrapped the plan's sizes).
+    if (!checkSize(stacked, stmt.loc)) {
+      bind(scope, name, Value(), true);
+      return;
+    }
     auto stackedType = RankedTensorType::get(stacked, *element);
     if (!isInput)
       attrs.push_back(builder.getNamedAttr(attr::kExpertParam, builder.getUnitAttr()));
@@ -1440,7 +1455,9 @@ compilerNameOwner(StringRef name, const llvm::StringSet<> &models) {
   StringRef owner = name;
   size_t k = owner.rfind("_k");
   StringRef index = k == StringRef::npos ? "" : owner.substr(k + 2);
-  if (!index.empty() && llvm::all_of(index, llvm::isDigit))
+  // Kernel indices are decimal without leading zeros: a_k01 is no kernel's.
+  if (!index.empty() && llvm::all_of(index, llvm::isDigit) &&
+      (index == "0" || index.front() != '0'))
     owner = owner.take_front(k);
   owner.consume_back("_spmd");
   if (owner != name && models.contains(owner))

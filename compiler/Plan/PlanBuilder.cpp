@@ -554,9 +554,19 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
             example = name.str();
             what = std::string(kind) + " '" + example + "'";
           }
+      // `x * 1` is arithmetic, which an integer tensor has none of: its
+      // copy is a reshape to its own shape.
+      auto type = dyn_cast<RankedTensorType>(value.getType());
+      std::string copy = example + " * 1";
+      if (type && !isa<FloatType>(type.getElementType())) {
+        copy = "reshape(" + example + ", [";
+        for (auto [i, size] : llvm::enumerate(type.getShape()))
+          copy += (i ? ", " : "") + std::to_string(size);
+        copy += "])";
+      }
       return emitError(at, "output '")
-             << text << "' is " << what << " itself; compute it (e.g. '" << example
-             << " * 1') to get a separate output";
+             << text << "' is " << what << " itself; compute it (e.g. '" << copy
+             << "') to get a separate output";
     }
     if (!outputName.try_emplace(value, text).second)
       return emitError(at, "output '")
