@@ -26,6 +26,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/thread.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -372,8 +373,23 @@ bool printOpOnDiagnosticGiven() {
 }
 } // namespace
 
+static int loomcMain(int argc, char **argv);
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // The elaborator recurses through layer calls and expressions: scripts
+  // within the language's limits (200 nested calls, each of a statement of
+  // 1000 operators) went past the default 8 MiB stack and loomc died of
+  // SIGSEGV. The compiler runs on a thread with 1 GiB of stack, reserved
+  // rather than used.
+  int status = 1;
+  llvm::thread compiler(std::optional<unsigned>(1u << 30),
+                        [&] { status = loomcMain(argc, argv); });
+  compiler.join();
+  return status;
+}
+
+static int loomcMain(int argc, char **argv) {
   mlir::registerAsmPrinterCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerPassManagerCLOptions();
