@@ -489,21 +489,17 @@ bool Driver::collect(BufferRole role) {
   return true;
 }
 
-std::string Driver::tracePath() const {
-  if (rank == 0)
-    return options.trace;
-  std::string suffix = ".rank" + std::to_string(rank);
-  const std::string &path = options.trace;
-  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    return path.substr(0, path.size() - 5) + suffix + ".json";
-  return path + suffix;
-}
+std::string Driver::tracePath() const { return rankTracePath(options.trace, rank); }
 
 bool Driver::runRanks() {
   // Rank 0 reads every file; the others wait for its verdict.
   if (!agree(rank != 0 || checkInputs(whole)))
     return false;
   uniform = false;
+  // Each rank writes its own trace at the end: checked before the start.
+  if (!agree(rank == 0 || options.trace.empty() || checkWritable(tracePath(), error) ||
+             fail(error)))
+    return false;
   // The driver, NCCL, the device, the image, the device arena and the NCCL
   // communicators before any work on the host.
   if ((onCuda && !openCudaRanks()) || !agree(allocateRanks()))
@@ -598,7 +594,8 @@ bool Driver::runRanks() {
 }
 
 bool Driver::run() {
-  if (!parseOptions(argc, argv, options, error))
+  if (!parseOptions(argc, argv, options, error) ||
+      !checkRankFiles(options, numRanks, error))
     return fail(error);
   if (options.help) {
     if (rank == 0)

@@ -59,8 +59,16 @@ bool Driver::checkInputs(const Plan &plan) {
                              : batchesIn(heldOut, *tokens, plan.optimizer.microbatches);
   }
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Input || isStepScalar(plan, buffer))
+    if (buffer.role != BufferRole::Input)
       continue;
+    // The optimizer's step scalars are the runtime's to compute: a file
+    // for one was never opened.
+    if (isStepScalar(plan, buffer)) {
+      if (inputFiles.count(buffer.id))
+        return fail("input '" + buffer.name + "' is a step scalar the runtime computes "
+                    "from the train section: drop --input " + buffer.name + "=...");
+      continue;
+    }
     // An --input file for what --data or generate fills would be ignored.
     if (fromData(buffer)) {
       if (inputFiles.count(buffer.id))

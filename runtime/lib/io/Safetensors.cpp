@@ -20,6 +20,9 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace loom::runtime;
 
 const SafetensorsTensor *SafetensorsHeader::find(std::string_view name) const {
@@ -416,7 +419,37 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
   // The spec allows trailing spaces; they align the data to 8 bytes.
   json.append((8 - json.size() % 8) % 8, ' ');
 
-  std::string target = how.atomic ? path + ".tmp" : path;
+  // An atomic write renames PATH.tmp over PATH: over the file a symlink
+  // names (the rename replaced the link), and never over a device or a
+  // FIFO (`--save /dev/null` replaced the device node), which is written
+  // in place.
+  std::string destination = path;
+  bool atomic = how.atomic;
+  struct stat entry;
+  if (atomic && lstat(path.c_str(), &entry) == 0) {
+    if (S_ISLNK(entry.st_mode)) {
+      if (char *resolved = realpath(path.c_str(), nullptr)) {
+        destination = resolved;
+        std::free(resolved);
+      } else {
+        // A link to a file not there yet: the link's text, from its
+        // directory.
+        char text[4096];
+        ssize_t length = readlink(path.c_str(), text, sizeof(text) - 1);
+        if (length > 0) {
+          std::string linked(text, static_cast<size_t>(length));
+          size_t slash = path.rfind('/');
+          destination = linked.front() == '/' || slash == std::string::npos
+                            ? linked
+                            : path.substr(0, slash + 1) + linked;
+        }
+      }
+    }
+    struct stat target;
+    if (stat(destination.c_str(), &target) == 0 && !S_ISREG(target.st_mode))
+      atomic = false;
+  }
+  std::string target = atomic ? destination + ".tmp" : destination;
   FilePtr file;
   if (!openForWriting(target, file, error))
     return false;
@@ -428,7 +461,7 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
   // Fault injection for the tests (docs/runtime.md): the process dies
   // half-way through its K-th atomic write, as a killed rank would.
   static unsigned atomicWrites = 0;
-  const char *killAt = how.atomic ? std::getenv("LOOM_FAULT_KILL_IN_SAVE") : nullptr;
+  const char *killAt = atomic ? std::getenv("LOOM_FAULT_KILL_IN_SAVE") : nullptr;
   bool dies = killAt && std::strtoul(killAt, nullptr, 10) == ++atomicWrites;
   for (size_t i = 0; i < params.size(); ++i) {
     if (dies && i == params.size() / 2) {
@@ -442,11 +475,11 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
     // temporary left behind.
     error = "cannot write " + target + ": " + std::strerror(errno ? errno : EIO);
     file.reset();
-    if (how.atomic)
+    if (atomic)
       std::remove(target.c_str());
     return false;
   }
-  if (!how.atomic)
-    return finishWriting(file, path, error);
-  return finishWritingAtomically(file, target, path, error);
+  if (!atomic)
+    return finishWriting(file, destination, error);
+  return finishWritingAtomically(file, target, destination, error);
 }

@@ -56,48 +56,78 @@ static bool sameFile(const std::string &a, const std::string &b) {
 /// onto `--data` replaced the training text with the log, `--output
 /// y=w.st --save-weights w.st` one file with the other. A checkpoint may
 /// be resumed from and saved to the same file (read whole before any step).
-static bool checkFilesDistinct(const RunOptions &options, std::string &error) {
+std::string loom::runtime::rankTracePath(const std::string &trace, unsigned rank) {
+  if (rank == 0)
+    return trace;
+  std::string suffix = ".rank" + std::to_string(rank);
+  if (trace.size() > 5 && trace.compare(trace.size() - 5, 5, ".json") == 0)
+    return trace.substr(0, trace.size() - 5) + suffix + ".json";
+  return trace + suffix;
+}
+
+/// No file is both read and written, or written twice, by the run (with
+/// `ranks` ranks: their traces too). A checkpoint may be read and written
+/// again (--resume with --save), but --save-weights over --resume's would
+/// turn it into weights. A checkpoint is written to PATH.tmp first, which
+/// must be none of the run's files either.
+static bool checkFilesDistinct(const RunOptions &options, unsigned ranks,
+                               std::string &error) {
   struct File {
-    std::string option, path;
-    bool checkpoint; // --resume, --weights, --save, --save-weights
+    std::string what, path; // what: the option as the message names it
+    bool checkpoint;        // --resume, --weights, --save, --save-weights
   };
   std::vector<File> reads, writes;
-  auto add = [](std::vector<File> &files, const char *option,
+  auto add = [](std::vector<File> &files, const std::string &what,
                 const std::string &path, bool checkpoint = false) {
     if (!path.empty())
-      files.push_back({option, path, checkpoint});
+      files.push_back({what, path, checkpoint});
   };
-  add(reads, "--data", options.data);
-  add(reads, "--eval-data", options.evalData);
-  add(reads, "--weights", options.weights, true);
-  add(reads, "--resume", options.resume, true);
+  auto option = [](const char *name, const std::string &path) {
+    return std::string(name) + " " + path;
+  };
+  add(reads, option("--data", options.data), options.data);
+  add(reads, option("--eval-data", options.evalData), options.evalData);
+  add(reads, option("--weights", options.weights), options.weights, true);
+  add(reads, option("--resume", options.resume), options.resume, true);
   for (const auto &[name, path] : options.inputs)
-    add(reads, ("--input " + name + "=").c_str(), path);
-  add(writes, "--log", options.log);
-  add(writes, "--save", options.save, true);
-  add(writes, "--save-weights", options.saveWeights, true);
-  add(writes, "--trace", options.trace);
+    add(reads, "--input " + name + "=" + path, path);
+  add(writes, option("--log", options.log), options.log);
+  add(writes, option("--save", options.save), options.save, true);
+  add(writes, option("--save-weights", options.saveWeights), options.saveWeights, true);
+  add(writes, option("--trace", options.trace), options.trace);
+  for (unsigned rank = 1; rank < ranks && !options.trace.empty(); ++rank) {
+    std::string path = rankTracePath(options.trace, rank);
+    add(writes, "--trace's rank " + std::to_string(rank) + " file " + path, path);
+  }
   for (const auto &[name, path] : options.outputs)
-    add(writes, ("--output " + name + "=").c_str(), path);
-  auto spelled = [](const File &file) {
-    return file.option + (file.option.back() == '=' ? "" : " ") + file.path;
-  };
+    add(writes, "--output " + name + "=" + path, path);
+  for (const auto &[name, path] : {std::pair{"--save", &options.save},
+                                   std::pair{"--save-weights", &options.saveWeights}})
+    if (!path->empty())
+      add(writes, option(name, *path) + " (through " + *path + ".tmp)", *path + ".tmp");
   for (size_t i = 0; i < writes.size(); ++i) {
-    for (const File &read : reads)
-      if (!(writes[i].checkpoint && read.checkpoint) &&
-          sameFile(writes[i].path, read.path)) {
-        error = spelled(writes[i]) + " would overwrite " + spelled(read) +
-                ": write to another file";
+    for (const File &read : reads) {
+      // --save-weights over --resume's checkpoint would leave weights.
+      bool sameCheckpoint = writes[i].checkpoint && read.checkpoint &&
+                            !(read.what.rfind("--resume ", 0) == 0 &&
+                              writes[i].what.rfind("--save-weights ", 0) == 0);
+      if (!sameCheckpoint && sameFile(writes[i].path, read.path)) {
+        error = writes[i].what + " would overwrite " + read.what + ": write to another file";
         return false;
       }
+    }
     for (size_t j = 0; j < i; ++j)
       if (sameFile(writes[i].path, writes[j].path)) {
-        error = spelled(writes[j]) + " and " + spelled(writes[i]) +
-                " write the same file";
+        error = writes[j].what + " and " + writes[i].what + " write the same file";
         return false;
       }
   }
   return true;
+}
+
+bool loom::runtime::checkRankFiles(const RunOptions &options, unsigned ranks,
+                                   std::string &error) {
+  return ranks < 2 || options.trace.empty() || checkFilesDistinct(options, ranks, error);
 }
 
 void loom::runtime::printUsage(std::FILE *out, const char *program) {
@@ -516,5 +546,5 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     error = "--check-kernels writes no outputs; run without it for --output";
     return false;
   }
-  return checkFilesDistinct(options, error);
+  return checkFilesDistinct(options, 1, error);
 }

@@ -247,6 +247,19 @@ TEST(Driver, ReportsUsageErrors) {
        "--save-weights w.st and --output out=w.st write the same file"},
       {{"--random-inputs", "--trace", "t.json", "--output", "out=./t.json"},
        "--trace t.json and --output out=./t.json write the same file"},
+      // A checkpoint is written to PATH.tmp first, and renamed: that file
+      // was replaced and then deleted (a --data corpus.tmp beside --save
+      // corpus, a log).
+      {{"train", "--log", "ck.tmp", "--save", "ck"},
+       "--log ck.tmp and --save ck (through ck.tmp) write the same file"},
+      {{"--random-inputs", "--input", "x=" + dir.path("in.tmp"), "--save-weights",
+        dir.path("in")},
+       "--save-weights " + dir.path("in") + " (through " + dir.path("in.tmp") +
+           ") would overwrite --input x=" + dir.path("in.tmp") + ": write to another file"},
+      // --save-weights over the checkpoint --resume reads left weights
+      // where the checkpoint was (--save over it continues it).
+      {{"train", "--resume", "r.st", "--save-weights", "r.st"},
+       "--save-weights r.st would overwrite --resume r.st: write to another file"},
   };
   for (const Case &c : cases) {
     RunResult run = runDriver(c.args, kKernels, plan());

@@ -76,6 +76,15 @@ struct RunOptions {
 bool parseOptions(int argc, char **argv, RunOptions &options,
                   std::string &error);
 
+/// Where rank `rank` of a multi-rank run writes its --trace `trace`:
+/// rank 0 the path itself, rank R T.rankR.json beside it.
+std::string rankTracePath(const std::string &trace, unsigned rank);
+
+/// With `ranks` ranks: whether the other ranks' traces (rankTracePath)
+/// are files of the run's besides (parseOptions checked the rest). False
+/// with a message otherwise.
+bool checkRankFiles(const RunOptions &options, unsigned ranks, std::string &error);
+
 /// Prints the --help text for `program`.
 void printUsage(std::FILE *out, const char *program);
 
