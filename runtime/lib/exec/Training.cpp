@@ -229,14 +229,21 @@ bool loom::runtime::loadTokenData(const std::string &path, TokenData &data,
                                                                     : 0;
   if (!width || header.fortranOrder || header.shape.size() != 1) {
     error = path + ": --data takes a 1-D .npy array of integers (<i8, <i4, "
-                   "<i2, <u2, |u1 or |i1), got " + header.descr + " " +
-            formatShape(header.shape);
+                   "<i2, <u2, |u1 or |i1) in C order, got " + header.descr + " " +
+            formatShape(header.shape) + (header.fortranOrder ? " in Fortran order" : "");
     return false;
   }
   uint64_t count = static_cast<uint64_t>(header.shape[0]);
   if (header.dataOffset > size || (size - header.dataOffset) / width < count) {
     error = path + ": the file is shorter than its " + std::to_string(count) +
             " ids";
+    return false;
+  }
+  // As an --input's: bytes past the ids are not a file numpy wrote.
+  if (size - header.dataOffset != count * width) {
+    error = path + ": the file has " + std::to_string(size - header.dataOffset) +
+            " data bytes, expected " + std::to_string(count * width) + " for its " +
+            std::to_string(count) + " ids";
     return false;
   }
   bool isSigned = header.descr[1] == 'i';

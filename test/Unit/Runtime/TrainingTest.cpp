@@ -215,6 +215,32 @@ TEST(Training, DataWindowsAndErrors) {
   EXPECT_FALSE(findBatchInputs(plan, data, t, l, error));
   EXPECT_EQ(error.find("--data fills the inputs 'tokens' and 'labels'"), 0u);
   EXPECT_FALSE(loadTokenData(dir.path("none"), data, error));
+
+  // A .npy of ids: C order, and nothing past them (trailing bytes were
+  // read as nothing, as an --input's are refused).
+  auto npy = [](const std::string &dict, const std::string &data) {
+    std::string header = dict;
+    while ((10 + header.size() + 1) % 64)
+      header += ' ';
+    header += '\n';
+    std::string bytes("\x93NUMPY\x01\x00", 8);
+    bytes += static_cast<char>(header.size() & 0xff);
+    bytes += static_cast<char>(header.size() >> 8);
+    return bytes + header + data;
+  };
+  std::string ids("\x01\x00\x02\x00\x03\x00", 6);
+  std::string ok = npy("{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }", ids);
+  loom::test::writeFile(path, ok);
+  ASSERT_TRUE(loadTokenData(path, data, error)) << error;
+  EXPECT_EQ(data.tokens.size(), 3u);
+  loom::test::writeFile(path, ok + "xy");
+  EXPECT_FALSE(loadTokenData(path, data, error));
+  EXPECT_EQ(error, path + ": the file has 8 data bytes, expected 6 for its 3 ids");
+  loom::test::writeFile(
+      path, npy("{'descr': '<u2', 'fortran_order': True, 'shape': (3,), }", ids));
+  EXPECT_FALSE(loadTokenData(path, data, error));
+  EXPECT_EQ(error, path + ": --data takes a 1-D .npy array of integers (<i8, <i4, <i2, "
+                          "<u2, |u1 or |i1) in C order, got <u2 [3] in Fortran order");
 }
 
 TEST(Training, TokenIdsKeepTheFilesWidth) {
