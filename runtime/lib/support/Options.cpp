@@ -13,9 +13,13 @@
 
 using namespace loom::runtime;
 
-/// A number in [low, high] written whole (strtod's syntax), into `value`.
+/// A decimal number in [low, high] written whole (digits, one point, an
+/// exponent: not strtod's hex, inf, nan or leading spaces, which --seed
+/// and --steps refuse too), into `value`.
 static bool parseNumberIn(std::string_view text, double low, double high,
                           double &value) {
+  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string_view::npos)
+    return false;
   std::string copy(text);
   char *end = nullptr;
   double parsed = copy.empty() ? -1 : std::strtod(copy.c_str(), &end);
