@@ -331,10 +331,18 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     byName.emplace(tensor.name, &tensor);
 
   // Check every param before reading any, so a bad file changes nothing.
+  // A training step loading weights (a forward's, a pretrained model's)
+  // starts the optimizer state they lack at zero, as a fresh run does.
+  std::vector<const PlanBuffer *> freshState;
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Param)
       continue;
     auto found = byName.find(buffer.name);
+    if (found == byName.end() && !strict && buffer.name.compare(0, 4, "opt.") == 0 &&
+        buffer.init.kind == InitKind::Zeros) {
+      freshState.push_back(&buffer);
+      continue;
+    }
     if (found == byName.end()) {
       error = path + ": no tensor for param '" + buffer.name + "' (" +
               safetensorsDTypeName(buffer.dtype) + " " +
@@ -375,8 +383,14 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     warnings.push_back(path + ": ignoring " + std::to_string(optimizerState) +
                        " optimizer-state tensors (opt.*), which model '" +
                        plan.model + "' does not train");
+  if (!freshState.empty())
+    warnings.push_back(path + ": no optimizer state (opt.*) for " +
+                       std::to_string(freshState.size()) +
+                       " tensors: they start at zero, as in a fresh run");
+  for (const PlanBuffer *buffer : freshState)
+    std::memset(arena + buffer->offset, 0, buffer->bytes);
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Param)
+    if (buffer.role != BufferRole::Param || !byName.count(buffer.name))
       continue;
     const SafetensorsTensor &tensor = *byName[buffer.name];
     // f32 to 16 bits rounds to nearest even, as a step's cast of its f32
