@@ -47,6 +47,15 @@ InFlightLayout layoutFor(const Plan &plan, ScheduleKind kind, unsigned rank) {
   PipelineValues values = analyzePipelineValues(plan, analyzeStepAccess(plan), !schedule.splitsBackward());
   return planInFlight(plan, values, schedule, rank);
 }
+/// Four stages on pp=2 under the interleaved schedule: the header, input x
+/// (buffer 0), then `lines`.
+std::string interleavedPlan(std::vector<std::string> lines) {
+  std::vector<std::string> all = {"loom-plan 1", "model m", "device cpu", "mesh g pp=2",
+                                  "pipeline pp 4 interleaved", "arena 1024",
+                                  "buffer 0 x input f32 4 0"};
+  all.insert(all.end(), lines.begin(), lines.end());
+  return sealLines(all);
+}
 } // namespace
 
 TEST(PipelineRunner, PlansOneSlotPerMicrobatchInFlight) {
@@ -104,9 +113,7 @@ TEST(PipelineRunner, KeepsWhatAnotherStagesBackwardReadsInSlots) {
   Plan plan;
   std::string error;
   ASSERT_TRUE(parsePlan(
-      sealLines({"loom-plan 1", "model m", "device cpu", "mesh g pp=2",
-                 "pipeline pp 4 interleaved", "arena 1024",
-                 "buffer 0 x input f32 4 0", "buffer 1 a temp f32 16 64",
+      interleavedPlan({"buffer 1 a temp f32 16 64",
                  "buffer 2 b temp f32 16 128", "buffer 3 c temp f32 16 192",
                  "buffer 4 g temp f32 16 256", "buffer 5 t temp f32 16 320",
                  "buffer 6 h temp f32 16 384", "buffer 7 y output f32 16 448",
@@ -151,9 +158,7 @@ TEST(PipelineRunner, PlansASlotPerStageAndMicrobatch) {
   Plan plan;
   std::string error;
   ASSERT_TRUE(parsePlan(
-      sealLines({"loom-plan 1", "model m", "device cpu", "mesh g pp=2",
-                 "pipeline pp 4 interleaved", "arena 1024",
-                 "buffer 0 x input f32 4 0", "buffer 1 a temp f32 16 64",
+      interleavedPlan({"buffer 1 a temp f32 16 64",
                  "buffer 2 b temp f32 16 128", "buffer 3 c temp f32 16 192",
                  "buffer 4 d temp f32 32 256", "buffer 5 e temp f32 16 384",
                  "buffer 6 f temp f32 16 448", "buffer 7 y output f32 16 512",
