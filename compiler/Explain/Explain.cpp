@@ -856,6 +856,7 @@ void Explainer::allocateActivations(const std::string &planText) {
     rank.liveActivations = rank.activations;
     rank.activations = static_cast<int64_t>(layout.bytes());
     rank.activationPools.clear();
+    rank.activationsAllocated = true;
     for (const rt::InFlightLayout::Pool &pool : layout.pools)
       rank.activationPools.push_back({pool.stages, pool.perStage, pool.slots,
                                       static_cast<int64_t>(pool.slotBytes)});

@@ -83,6 +83,7 @@ struct ExplainRank {
     int64_t slotBytes = 0;
   };
   std::vector<ActivationPool> activationPools;
+  bool activationsAllocated = false; // the pools (and transient) are the runtime's
   int64_t liveActivations = 0;
   /// Of those, one backward's values at a time (received gradients, ...).
   int64_t activationTransientBytes = 0;

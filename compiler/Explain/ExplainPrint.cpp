@@ -58,7 +58,8 @@ static std::string activationSlots(const ExplainRank &rank) {
                     pool.slotBytes)
                 .str();
   }
-  return text;
+  // (A rank that keeps nothing between its sections, as --info says.)
+  return text.empty() ? "no slots" : text;
 }
 
 std::string rankName(const ExplainReport &report, const ExplainRank &rank) {
@@ -141,7 +142,7 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     row("inputs", rank.inputs);
     row("activations", rank.activations,
         !r.training ? std::string(" (a forward keeps none)")
-        : !rank.activationPools.empty()
+        : rank.activationsAllocated
             ? formatv(" ({0}{1}, as the runtime allocates; "
                       "the backward reads {2} at the peak, {3} in flight)",
                       activationSlots(rank),
@@ -262,7 +263,7 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
           j.attribute("activations", rank.activations);
           j.attribute("activations_per_microbatch", rank.activationsPerMicrobatch);
           j.attribute("in_flight", rank.inFlight);
-          if (!rank.activationPools.empty()) {
+          if (rank.activationsAllocated) {
             j.attributeArray("activation_pools", [&] {
               for (const ExplainRank::ActivationPool &pool : rank.activationPools)
                 j.object([&] {
