@@ -496,6 +496,15 @@ struct LoomOptimizerStep
       auto model = module.lookupSymbol<func::FuncOp>(train.getModelAttr());
       if (!model || failed(StepBuilder(model, train, bucketMb).run()))
         return signalPassFailure();
+      // What the step no longer returns goes with what only it read: an
+      // MoE block whose result is unused kept its routing and the routing
+      // counts of the forward's `moe_stats` output, which the plan then
+      // computed after the last accumulate from a microbatch's values (a
+      // plan the runtime refuses).
+      for (Operation &op : llvm::make_early_inc_range(
+               llvm::reverse(model.getBody().front().getOperations())))
+        if (isOpTriviallyDead(&op))
+          op.erase();
     }
   }
 };

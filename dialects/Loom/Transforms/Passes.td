@@ -137,6 +137,10 @@ def LoomOptimizerStep : Pass<"loom-optimizer-step", "mlir::ModuleOp"> {
     dot) changes: each op of a param's update carries
     `loom.update_bucket = N`, and loom-outline-kernels makes each bucket one
     kernel, the same kernel for every layer.
+
+    Last, what the step's results no longer read goes (an unused MoE
+    block's routing, which only the forward's `moe_stats` output read, was
+    computed after the microbatches, from one microbatch's values).
   }];
   let options = [
     Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
