@@ -854,6 +854,14 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       Partitioner partitioner(grid, spmd, remarks, sequenceParallel);
       if (failed(partitioner.run()))
         return signalPassFailure();
+      // What the partitioning built and nothing reads goes: an unused MoE
+      // block's token exchange map (its routing still feeding the aux
+      // loss) had no phase but the update's, and the plan computed it
+      // after the microbatches from one microbatch's values.
+      for (Operation &op : llvm::make_early_inc_range(
+               llvm::reverse(spmd.getBody().front().getOperations())))
+        if (isOpTriviallyDead(&op))
+          op.erase();
       // The executable runs on every rank of the grid; say when some do
       // nothing of their own (a pipeline axis splits the stages instead).
       auto pipelineAxis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);
