@@ -1,6 +1,7 @@
 //===- ExplainPrint.cpp - loomc --explain's text and JSON forms -----------===//
 
 #include "Explain/Explain.h"
+#include "loom/runtime/plan/InFlight.h"
 #include "llvm/ADT/StringExtras.h"
 
 #include "llvm/Support/Format.h"
@@ -47,13 +48,7 @@ static std::string activationSlots(const ExplainRank &rank) {
     if (!text.empty())
       text += "; ";
     if (rank.activationPools.size() > 1)
-      text += pool.perStage
-                  ? formatv("{0} {1:$[,]}: ", pool.stages.size() == 1 ? "stage" : "stages",
-                            make_range(pool.stages.begin(), pool.stages.end()))
-                        .str()
-                  : formatv("{0} {1:$[+]}: ", pool.stages.size() == 1 ? "stage" : "stages",
-                            make_range(pool.stages.begin(), pool.stages.end()))
-                        .str();
+      text += ::loom::runtime::poolStages(pool.stages, pool.perStage) + ": ";
     text += formatv("{0} slot{1} of {2}", pool.slots, pool.slots == 1 ? "" : "s",
                     pool.slotBytes)
                 .str();

@@ -307,12 +307,8 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
         slots += "; ";
       // "stages 0,2: " a slot per (stage, microbatch); "stages 0+2: "
       // the values both use, a slot per microbatch.
-      if (layout.pools.size() > 1) {
-        slots += pool.stages.size() == 1 ? "stage " : "stages ";
-        for (size_t i = 0; i < pool.stages.size(); ++i)
-          slots += (i ? (pool.perStage ? "," : "+") : "") + std::to_string(pool.stages[i]);
-        slots += ": ";
-      }
+      if (layout.pools.size() > 1)
+        slots += poolStages(pool.stages, pool.perStage) + ": ";
       slots += std::to_string(pool.slots) + (pool.slots == 1 ? " slot of " : " slots of ") +
                mebibytes(pool.slotBytes);
     }

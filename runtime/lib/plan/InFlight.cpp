@@ -395,3 +395,11 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
   layout.transientBase = base;
   return layout;
 }
+
+std::string loom::runtime::poolStages(const std::vector<unsigned> &stages,
+                                      bool perStage) {
+  std::string text = stages.size() == 1 ? "stage " : "stages ";
+  for (size_t i = 0; i < stages.size(); ++i)
+    text += (i ? (perStage ? "," : "+") : "") + std::to_string(stages[i]);
+  return text;
+}

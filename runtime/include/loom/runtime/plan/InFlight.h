@@ -14,6 +14,7 @@
 #include "loom/runtime/plan/Schedule.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace loom::runtime {
@@ -86,6 +87,11 @@ struct InFlightLayout {
     return total;
   }
 };
+/// How --info and --explain name a pool of a rank of several stages:
+/// "stage 3", "stages 0,2" (a slot per stage and microbatch) or "stages
+/// 0+2" (the values both use, a slot per microbatch).
+std::string poolStages(const std::vector<unsigned> &stages, bool perStage);
+
 /// The layout for the rank at `coordinate` of the pipeline axis running
 /// `order` (its stages are those ownerOf gives it).
 InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
