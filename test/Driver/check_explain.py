@@ -87,15 +87,18 @@ elif case == "gpt":
     block = 4 * D + 4 * D * D + 2 * D * F + F
     expect("param elements", report["param_elements"], V * D + T * D + 2 * D + 4 * block)
     local_block = (4 * D + 3 * D * D // tp + D * D // tp + 2 * D * F // tp + F // tp) * F32
-    # Stage 0 reads the embeddings, stage 1 the final norm; the head reads
-    # the bf16 copy of wte that stage 0 casts and sends.
+    # Stage 0 reads the embeddings, stage 1 the final norm and the tied
+    # wte, whose bf16 copy it casts itself (rather than receiving stage
+    # 0's every microbatch), so it holds wte's master too; wte's AdamW
+    # state stays on stage 0, which sends the step's change once a step.
     stage_params = [V * D * F32 + T * D * F32 + 2 * local_block,
-                    2 * local_block + 2 * D * F32]
-    for rank, params in zip(report["memory"], stage_params):
+                    2 * local_block + 2 * D * F32 + V * D * F32]
+    stage_state = [2 * stage_params[0], 2 * (stage_params[1] - V * D * F32)]
+    for rank, params, state in zip(report["memory"], stage_params, stage_state):
         where = f"pp={rank['coordinate']}"
         expect(f"{where} params", rank["params"], params)
         expect(f"{where} gradients", rank["gradients"], params)
-        expect(f"{where} AdamW state", rank["optimizer"], 2 * params)
+        expect(f"{where} AdamW state", rank["optimizer"], state)
     expect("microbatches in flight", [r["in_flight"] for r in report["memory"]], [2, 1])
     expect("uniform bubble", report["pipeline"]["uniform_bubble"], 1 / 5, 1e-9)
     # Per rank: 2 blocks x 2 forward all-reduces x 4 microbatches of one

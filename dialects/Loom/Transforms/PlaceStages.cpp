@@ -13,6 +13,8 @@
 #include "Loom/Transforms/Sharding.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
@@ -41,6 +43,7 @@ public:
 private:
   void findLoop();
   void placeLoop();
+  void copyParamReadsPerStage();
   void placeUpdate();
 
   func::FuncOp func;
@@ -177,6 +180,7 @@ void StagePlacer::placeLoop() {
       changed = true;
     }
   }
+  copyParamReadsPerStage();
   Builder b(func.getContext());
   for (Operation *op : loop) {
     LoopPlace place = places.lookup(op);
@@ -185,6 +189,52 @@ void StagePlacer::placeLoop() {
     op->setAttr(attr::kStage, b.getI64IntegerAttr(place.stage));
     op->setAttr(attr::kPhase, b.getStringAttr(place.backward ? "backward" : "forward"));
     op->removeAttr(attr::kStages);
+  }
+}
+
+/// A loom op computed from params alone (a master weight's 16-bit copy, its
+/// transpose) that stages other than its own read is computed again on
+/// each of them: those stages hold the params (a tied embedding's, on the
+/// first and the last), and a copy is cheaper than sending the value from
+/// stage to stage once per microbatch (GPT-3's tied `wte`: 157 MB a
+/// microbatch, 192 times a step). Collectives are not copied.
+void StagePlacer::copyParamReadsPerStage() {
+  Block &body = func.getBody().front();
+  llvm::SmallPtrSet<Operation *, 16> fromParams;
+  for (Operation &op : body.without_terminator()) {
+    bool params = op.getNumResults() == 1 && op.getNumOperands() > 0 &&
+                  isa<LoomDialect>(op.getDialect()) && isMemoryEffectFree(&op);
+    for (Value operand : op.getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      params &= arg ? static_cast<bool>(func.getArgAttr(arg.getArgNumber(),
+                                                        attr::kParam))
+                    : fromParams.contains(operand.getDefiningOp());
+    }
+    if (params)
+      fromParams.insert(&op);
+  }
+  // Readers first, so that a copy's own operand (the cast under a
+  // transpose) is then copied to the copy's stage too.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+    auto own = places.find(&op);
+    if (!fromParams.contains(&op) || own == places.end())
+      continue;
+    llvm::MapVector<int64_t, SmallVector<OpOperand *>> readers;
+    for (OpOperand &use : op.getResult(0).getUses())
+      if (auto found = places.find(use.getOwner());
+          found != places.end() && found->second.stage != own->second.stage)
+        readers[found->second.stage].push_back(&use);
+    for (auto &[stage, uses] : readers) {
+      OpBuilder builder(&op);
+      Operation *copy = builder.clone(op);
+      LoopPlace place{stage, true};
+      for (OpOperand *use : uses) {
+        place.backward &= places.lookup(use->getOwner()).backward;
+        use->set(copy->getResult(0));
+      }
+      places[copy] = place;
+      loop.insert(copy);
+    }
   }
 }
 

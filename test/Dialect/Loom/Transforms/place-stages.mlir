@@ -144,3 +144,30 @@ func.func @one_spmd(%x: tensor<4xf32>) -> tensor<4xf32>
   %a = loom.neg %x {loom.stage = 0 : i64} : tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+// A tied param's 16-bit copy (a cast, then a transpose of it) read by two
+// stages is computed on each: stage 1 casts the param itself instead of
+// receiving stage 0's copy once per microbatch. An input's op is not
+// copied: only stages that hold the param can compute from it.
+// CHECK-LABEL: func.func @tied_spmd
+// CHECK: %[[C1:.+]] = loom.cast %arg1 {loom.phase = "forward", loom.stage = 1 : i64}
+// CHECK-NEXT: %[[C0:.+]] = loom.cast %arg1 {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK-NEXT: %[[R:.+]] = loom.relu %arg0 {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK-NEXT: loom.mul %[[R]], %[[C0]] {loom.phase = "forward", loom.stage = 0 : i64}
+// CHECK-NEXT: loom.transpose %[[C1]] {{.*}}loom.stage = 1 : i64
+// CHECK-NEXT: loom.matmul
+// CHECK-NEXT: loom.add %{{.*}}, %[[R]] {{.*}}loom.stage = 1 : i64
+// CHECK-NOT: loom.relu
+shard.grid @gpus(shape = 2) {loom.axes = ["pp"]}
+func.func @tied_spmd(%x: tensor<4x4xbf16>, %w: tensor<4x4xf32> {loom.param = "w"}) -> tensor<4x4xbf16>
+    attributes {loom.partition_of = "tied", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %c = loom.cast %w : tensor<4x4xf32> to tensor<4x4xbf16>
+  %r = loom.relu %x : tensor<4x4xbf16>
+  %h = loom.mul %r, %c {loom.stage = 0 : i64} : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+  %t = loom.transpose %c perm [1, 0] {loom.stage = 1 : i64} : tensor<4x4xbf16> -> tensor<4x4xbf16>
+  %y = loom.matmul %h, %t accumulate f32 {loom.stage = 1 : i64} : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+  %o = loom.add %y, %r {loom.stage = 1 : i64} : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xbf16>
+  return %o : tensor<4x4xbf16>
+}
