@@ -123,6 +123,8 @@ private:
   llvm::DenseSet<Operation *> overlapping;
   /// Per stage and phase: compute and blocking collectives, in seconds.
   std::vector<double> forwardCost, backwardCost, weightCost, exposedCost;
+  /// Per pipeline rank: the update's transfers it receives, in seconds.
+  std::vector<double> updateTransferCost;
   std::vector<double> stageActivationBytes;
   double flops16 = 0, flopsTf32 = 0, flopsF32 = 0;
   /// The collectives, one line per kind, group, size, phase and source,
@@ -501,12 +503,58 @@ LogicalResult Explainer::costSteps() {
 }
 
 /// Pipeline transfers: a step of one stage reading a value another stage
-/// computed receives it, once per microbatch (the plan's carries).
+/// computed receives it, once per microbatch (the plan's carries); an
+/// update step on stages that lack a value it reads, once per step from
+/// the first stage that has it (the plan's `transfer`s: a tied
+/// embedding's gradient parts, the stages' sums of squares for the norm).
 void Explainer::findTransfers() {
   if (!report.stages)
     return;
   std::set<std::pair<Operation *, unsigned>> seen;
   int64_t stride = report.pipelineStride();
+  auto transfer = [&](unsigned from, unsigned to, Value value, Operation *user,
+                      const Place &place) {
+    unsigned a = from % pipelineRanks, b = to % pipelineRanks;
+    ExplainCollective line;
+    line.kind = "send/recv";
+    line.axes = report.pipelineAxis + " " + std::to_string(from) + "->" +
+                std::to_string(to);
+    line.groupSize = 2;
+    int64_t distance = (a > b ? a - b : b - a) * stride;
+    line.intraNode = distance < options.network.gpusPerNode;
+    line.bytes = bytesOf(value.getType());
+    line.phase = phaseName(place.phase);
+    line.source = sourceOf(user->getLoc());
+    line.seconds = collectiveSeconds(line.kind, 2, line.bytes, line.intraNode);
+    return line;
+  };
+  llvm::DenseMap<Operation *, SmallVector<unsigned, 2>> present;
+  for (Operation *user : ops) {
+    const Place &to = places[user];
+    if (to.phase != Phase::Update)
+      continue;
+    for (Value operand : user->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || !places.count(def))
+        continue;
+      SmallVector<unsigned, 2> &at = present[def];
+      if (at.empty())
+        at.assign(places[def].stages.begin(), places[def].stages.end());
+      for (unsigned stage : to.stages) {
+        if (llvm::is_contained(at, stage))
+          continue;
+        unsigned from = at.front();
+        at.push_back(stage);
+        if (from % pipelineRanks == stage % pipelineRanks)
+          continue; // virtual stages of one rank: no message
+        ExplainCollective line = transfer(from, stage, operand, user, to);
+        updateTransferCost[stage % pipelineRanks] += line.seconds;
+        Place receiver = to;
+        receiver.stages = {stage};
+        addCalls(line, receiver, 1);
+      }
+    }
+  }
   for (Operation *user : ops) {
     const Place &to = places[user];
     if (to.phase == Phase::Update || to.stages.size() != 1)
@@ -520,20 +568,9 @@ void Explainer::findTransfers() {
           from.stages[0] == to.stages[0] ||
           !seen.insert({def, to.stages[0]}).second)
         continue;
-      unsigned a = from.stages[0] % pipelineRanks, b = to.stages[0] % pipelineRanks;
-      if (a == b)
+      if (from.stages[0] % pipelineRanks == to.stages[0] % pipelineRanks)
         continue; // virtual stages of one rank: no message
-      ExplainCollective line;
-      line.kind = "send/recv";
-      line.axes = report.pipelineAxis + " " + std::to_string(from.stages[0]) +
-                  "->" + std::to_string(to.stages[0]);
-      line.groupSize = 2;
-      int64_t distance = (a > b ? a - b : b - a) * stride;
-      line.intraNode = distance < options.network.gpusPerNode;
-      line.bytes = bytesOf(operand.getType());
-      line.phase = phaseName(to.phase);
-      line.source = sourceOf(user->getLoc());
-      line.seconds = collectiveSeconds(line.kind, 2, line.bytes, line.intraNode);
+      ExplainCollective line = transfer(from.stages[0], to.stages[0], operand, user, to);
       // The sender's link is busy for it: charge its stage.
       (from.phase == Phase::Forward ? forwardCost : backwardCost)[from.stages[0]] +=
           line.seconds;
@@ -695,7 +732,7 @@ void Explainer::simulate() {
       }
     }
   std::vector<double> network(stagesCount, 0), clock(stagesCount, 0);
-  std::vector<double> updateCost(pipelineRanks, 0);
+  std::vector<double> updateCost = updateTransferCost;
   for (Operation *op : ops) {
     const Place &place = places[op];
     double cost = seconds.lookup(op);
@@ -805,6 +842,7 @@ FailureOr<ExplainReport> Explainer::run() {
         return op->emitError("a step of stage ")
                << stage << " in a program of " << stagesCount << " stages";
   forwardCost.assign(stagesCount, 0);
+  updateTransferCost.assign(pipelineRanks, 0);
   backwardCost.assign(stagesCount, 0);
   weightCost.assign(stagesCount, 0);
   exposedCost.assign(stagesCount, 0);

@@ -89,16 +89,16 @@ elif case == "gpt":
     local_block = (4 * D + 3 * D * D // tp + D * D // tp + 2 * D * F // tp + F // tp) * F32
     # Stage 0 reads the embeddings, stage 1 the final norm and the tied
     # wte, whose bf16 copy it casts itself (rather than receiving stage
-    # 0's every microbatch), so it holds wte's master too; wte's AdamW
-    # state stays on stage 0, which sends the step's change once a step.
+    # 0's every microbatch). Each stage accumulates its part of wte's
+    # gradient; once a step they exchange them and both update wte alike
+    # (Megatron-LM's embedding group), so both hold its master and state.
     stage_params = [V * D * F32 + T * D * F32 + 2 * local_block,
                     2 * local_block + 2 * D * F32 + V * D * F32]
-    stage_state = [2 * stage_params[0], 2 * (stage_params[1] - V * D * F32)]
-    for rank, params, state in zip(report["memory"], stage_params, stage_state):
+    for rank, params in zip(report["memory"], stage_params):
         where = f"pp={rank['coordinate']}"
         expect(f"{where} params", rank["params"], params)
         expect(f"{where} gradients", rank["gradients"], params)
-        expect(f"{where} AdamW state", rank["optimizer"], state)
+        expect(f"{where} AdamW state", rank["optimizer"], 2 * params)
     expect("microbatches in flight", [r["in_flight"] for r in report["memory"]], [2, 1])
     expect("uniform bubble", report["pipeline"]["uniform_bubble"], 1 / 5, 1e-9)
     # Per rank: 2 blocks x 2 forward all-reduces x 4 microbatches of one
@@ -137,17 +137,22 @@ elif case in ("stages-1f1b", "stages-gpipe"):
         expect(f"{where} slot holds a microbatch's",
                pools[0]["slot_bytes"] >= rank["activations_per_microbatch"], True)
     activation = B // m * T * D * F32
-    sends = collectives("send/recv", "pp 0->1") + collectives("send/recv", "pp 1->0")
-    expect("pipeline transfers", len(sends), 3)
+    transfers = collectives("send/recv", "pp 0->1") + collectives("send/recv", "pp 1->0")
+    sends = [c for c in transfers if c["phase"] != "update"]
+    expect("pipeline transfers", len(sends), 2)
+    for c in transfers:
+        expect("transfer time", c["seconds"], send(c["bytes"]), 1e-9)
     for c in sends:
         expect("transfers per step", c["count"], m)
-        expect("transfer time", c["seconds"], send(c["bytes"]), 1e-9)
     by_phase = {(c["group"], c["phase"]): c for c in sends if c["bytes"] == activation}
     expect("activation forward", ("pp 0->1", "forward") in by_phase, True)
     expect("its gradient back", ("pp 1->0", "backward") in by_phase, True)
-    # The tied embedding: the head's part of wte's gradient goes back.
-    expect("tied embedding gradient", [c["bytes"] for c in sends if c["bytes"] != activation],
-           [V * D * F32])
+    # The tied embedding: each stage accumulates its part of wte's
+    # gradient over the microbatches; once a step, each sends its sum to
+    # the other (both update wte).
+    tied = sorted((c["group"], c["count"]) for c in transfers
+                  if c["phase"] == "update" and c["bytes"] == V * D * F32)
+    expect("tied embedding gradient parts", tied, [("pp 0->1", 1), ("pp 1->0", 1)])
 
 else:
     sys.exit(f"unknown case {case}")

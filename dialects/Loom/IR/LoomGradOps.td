@@ -200,7 +200,7 @@ def Loom_VocabStatsOp : Loom_Op<"vocab_stats", [Pure]> {
 def Loom_VocabLossOp : Loom_Op<"vocab_loss", [Pure]> {
   let summary = "Mean cross-entropy from the rows' statistics";
   let description = [{
-    The mean over the rows of `log(sum_exp) + max - target`: the softmax
+    The mean over the rows of `log(sum_exp) - (target - max)`: the softmax
     cross-entropy of rows whose statistics the ranks have summed.
 
     ```mlir

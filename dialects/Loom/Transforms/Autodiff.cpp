@@ -37,35 +37,109 @@ static bool isFloatTensor(Value value) {
 /// only while the forward uses them. The instance's outputs (what a
 /// forward op outside it reads) and what it reads from outside are kept.
 /// The copies are the same ops on the same values: the same numbers.
-/// A gradient matmul rounded to 16 bits and widened again right after (a
-/// master weight's gradient: the matmul's VJP, then its f32 cast's) is a
-/// matmul into f32, its accumulation type, instead. That is Megatron's
-/// fp32 weight-gradient accumulation; and the partitioner keeps f32 partial
-/// sums, so a data-parallel gradient is summed once after the
-/// microbatches, not once per microbatch.
-static void widenGradientMatmuls(Block &body,
-                                 const llvm::SmallPtrSetImpl<Operation *> &forward) {
-  for (Operation &op : llvm::make_early_inc_range(body)) {
-    auto cast = dyn_cast<CastOp>(op);
-    if (!cast || forward.contains(cast))
-      continue;
-    auto matmul = cast.getInput().getDefiningOp<MatmulOp>();
-    if (!matmul || forward.contains(matmul) || !matmul->hasOneUse())
-      continue;
-    auto wide = cast.getType();
-    Type narrow = matmul.getType().getElementType();
-    if (wide.getElementType() != matmul.getAccumulate() ||
-        narrow.getIntOrFloatBitWidth() >= 32)
-      continue;
-    OpBuilder b(matmul);
-    auto widened = MatmulOp::create(b, matmul.getLoc(), wide, matmul.getLhs(),
-                                    matmul.getRhs(), matmul.getAccumulateAttr(),
-                                    matmul.getMultiplyAttr());
-    widened->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
-    cast.getResult().replaceAllUsesWith(widened.getResult());
-    cast.erase();
-    matmul.erase();
+/// `narrow`, a 16-bit value of the backward, computed in f32 instead: the
+/// ops that make it (when nothing else reads them) are rebuilt on f32
+/// operands, down to where they are linear no more. A gradient matmul
+/// then accumulates into f32 (its accumulation type): Megatron's fp32
+/// weight-gradient accumulation. The sum of a tied param's gradient parts,
+/// their transposes, an embedding's scatter-add and a broadcast's sum over
+/// the batch round no more either. Besides rounding once instead of at
+/// every op, this keeps the partitioner's partial sums f32 all the way to
+/// the accumulate, so a data-parallel gradient is summed over the ranks
+/// once after the microbatches, not once per microbatch (a 16-bit sum
+/// would round each rank's part first, so it needs its operands whole).
+static Value widen(OpBuilder &b, Value narrow, FloatType wide,
+                   const llvm::SmallPtrSetImpl<Operation *> &forward) {
+  auto type = cast<RankedTensorType>(narrow.getType());
+  auto element = dyn_cast<FloatType>(type.getElementType());
+  if (!element || element.getWidth() >= wide.getWidth())
+    return narrow;
+  RankedTensorType wideType = type.clone(wide);
+  Operation *def = narrow.getDefiningOp();
+  auto rebuilt = [&](Operation *op) {
+    op->setDiscardableAttrs(def->getDiscardableAttrDictionary());
+    return op->getResult(0);
+  };
+  if (def && !forward.contains(def) && narrow.hasOneUse()) {
+    OpBuilder::InsertionGuard guard(b);
+    auto wider = [&](Value operand) {
+      b.setInsertionPoint(def);
+      return widen(b, operand, wide, forward);
+    };
+    if (auto matmul = dyn_cast<MatmulOp>(def); matmul &&
+        matmul.getAccumulate() == wide) {
+      b.setInsertionPoint(def);
+      return rebuilt(MatmulOp::create(b, def->getLoc(), wideType,
+                                      matmul.getLhs(), matmul.getRhs(),
+                                      matmul.getAccumulateAttr(),
+                                      matmul.getMultiplyAttr()));
+    }
+    if (auto add = dyn_cast<AddOp>(def)) {
+      Value lhs = wider(add.getLhs()), rhs = wider(add.getRhs());
+      return rebuilt(AddOp::create(b, def->getLoc(), lhs, rhs));
+    }
+    if (auto transpose = dyn_cast<TransposeOp>(def)) {
+      Value input = wider(transpose.getInput());
+      return rebuilt(TransposeOp::create(b, def->getLoc(), input,
+                                         transpose.getPermutation()));
+    }
+    if (auto reshape = dyn_cast<ReshapeOp>(def)) {
+      Value input = wider(reshape.getInput());
+      return rebuilt(ReshapeOp::create(b, def->getLoc(), wideType, input));
+    }
+    if (auto sum = dyn_cast<SumOp>(def)) {
+      Value input = wider(sum.getInput());
+      return rebuilt(SumOp::create(b, def->getLoc(), input, sum.getAxis(),
+                                   sum.getKeepdim()));
+    }
+    if (auto scatter = dyn_cast<EmbeddingGradOp>(def)) {
+      // It adds in f32 whatever it reads: a gradient others read too stays
+      // 16-bit (an f32 copy would be an activation's size).
+      Value grad = scatter.getGrad();
+      if (grad.hasOneUse())
+        grad = wider(grad);
+      b.setInsertionPoint(def);
+      return rebuilt(EmbeddingGradOp::create(b, def->getLoc(), wideType,
+                                             scatter.getIds(), grad));
+    }
   }
+  // Exact: every 16-bit value is an f32 one.
+  if (def)
+    b.setInsertionPointAfter(def);
+  else
+    b.setInsertionPointToStart(cast<BlockArgument>(narrow).getOwner());
+  auto widened = CastOp::create(b, narrow.getLoc(), wideType, narrow);
+  if (def)
+    widened->setDiscardableAttrs(def->getDiscardableAttrDictionary());
+  return widened.getResult();
+}
+
+/// Every backward cast of a 16-bit value to f32 (a master weight's
+/// gradient: the VJP of its forward cast) computes that value in f32.
+static void widenGradients(Block &body,
+                           const llvm::SmallPtrSetImpl<Operation *> &forward) {
+  SmallVector<CastOp> casts;
+  for (auto widening : body.getOps<CastOp>()) {
+    auto from = dyn_cast<FloatType>(widening.getInput().getType().getElementType());
+    auto to = dyn_cast<FloatType>(widening.getType().getElementType());
+    Operation *def = widening.getInput().getDefiningOp();
+    // A cast that would only be rebuilt as itself stays.
+    if (!forward.contains(widening) && from && to && to.isF32() &&
+        from.getWidth() < 32 && def && widening.getInput().hasOneUse() &&
+        isa<MatmulOp, AddOp, TransposeOp, ReshapeOp, SumOp, EmbeddingGradOp>(def))
+      casts.push_back(widening);
+  }
+  OpBuilder b(body.getParentOp()->getContext());
+  for (CastOp widening : casts) {
+    b.setInsertionPoint(widening);
+    Value wide = widen(b, widening.getInput(),
+                       cast<FloatType>(widening.getType().getElementType()), forward);
+    widening.getResult().replaceAllUsesWith(wide);
+    widening.erase();
+  }
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+    if (!forward.contains(&op) && isOpTriviallyDead(&op))
+      op.erase();
 }
 
 static void recomputeLayers(Block &body,
@@ -288,7 +362,7 @@ LogicalResult Differentiator::run() {
     if (isOpTriviallyDead(&op))
       op.erase();
   // Last: the gradients map no longer holds the values this replaces.
-  widenGradientMatmuls(body, forwardOps);
+  widenGradients(body, forwardOps);
   return success();
 }
 

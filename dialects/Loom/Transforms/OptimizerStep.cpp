@@ -15,6 +15,7 @@
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/ScopeExit.h"
 
 namespace mlir::loom {
@@ -101,6 +102,51 @@ private:
 } // namespace
 
 /// The sharding annotation of the argument `arg`, if it has one.
+/// The terms of `sum`, a gradient: the operands of the f32 adds (of one
+/// shape, read by nothing else) that make it.
+static void collectTerms(Value sum, SmallVectorImpl<Value> &terms) {
+  auto add = sum.getDefiningOp<AddOp>();
+  if (add && sum.hasOneUse() && add.getLhs().getType() == add.getType() &&
+      add.getRhs().getType() == add.getType()) {
+    collectTerms(add.getLhs(), terms);
+    collectTerms(add.getRhs(), terms);
+    return;
+  }
+  terms.push_back(sum);
+}
+
+/// The mean over the microbatches of gradient `value`. A gradient whose
+/// terms different pipeline stages compute (a tied embedding's: the
+/// lookup's on the first stage, the head's on the last) is accumulated
+/// stage by stage and the stages' sums added once a step: adding the terms
+/// per microbatch sent one from stage to stage once per microbatch
+/// (GPT-3's head part of `wte`: 315 MB, 192 times a step). The sum is
+/// linear, so a data-parallel sum over the ranks still comes once, after.
+static Value accumulateByStage(OpBuilder &b, Value value, int64_t microbatches) {
+  SmallVector<Value> terms;
+  collectTerms(value, terms);
+  llvm::MapVector<int64_t, SmallVector<Value>> byStage;
+  for (Value term : terms) {
+    Operation *def = term.getDefiningOp();
+    auto stage = def ? def->getAttrOfType<IntegerAttr>(attr::kStage) : nullptr;
+    byStage[stage ? stage.getInt() : -1].push_back(term);
+  }
+  if (byStage.size() < 2 || byStage.count(-1))
+    return AccumulateOp::create(b, value.getLoc(), value, microbatches);
+  Value total;
+  for (auto &[stage, stageTerms] : byStage) {
+    Value sum = stageTerms.front();
+    for (Value term : ArrayRef(stageTerms).drop_front()) {
+      auto add = AddOp::create(b, value.getLoc(), sum, term);
+      add->setDiscardableAttrs(term.getDefiningOp()->getDiscardableAttrDictionary());
+      sum = add;
+    }
+    Value mean = AccumulateOp::create(b, sum.getLoc(), sum, microbatches);
+    total = total ? AddOp::create(b, value.getLoc(), total, mean).getResult() : mean;
+  }
+  return total;
+}
+
 static shard::ShardOp annotationOf(Value arg) {
   for (Operation *user : arg.getUsers())
     if (auto annotation = dyn_cast<shard::ShardOp>(user))
@@ -294,7 +340,7 @@ LogicalResult StepBuilder::run() {
   auto accumulate = [&](Value value) -> Value {
     if (microbatches < 2)
       return value;
-    return AccumulateOp::create(b, value.getLoc(), value, microbatches);
+    return accumulateByStage(b, value, microbatches);
   };
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;

@@ -128,8 +128,18 @@ FailureOr<Value> Partitioner::reshard(Value value, const Sharding &target,
   std::string key = grid.format(target) + "|" + grid.format(target.partial);
   if (Value copy = copies[value].lookup(key))
     return copy;
-  Value current = materialize(value, target, user);
-  if (!target.partial.empty() && shardingOf(current) != target)
+  // Partial sums gathered, cut or moved over other axes stay partial sums
+  // (of the gathered block, of the slice): they need not be summed first.
+  auto touches = [](const Sharding &s, ArrayRef<int16_t> axes) {
+    return llvm::any_of(s.dims, [&](const GridAxes &split) {
+      return llvm::any_of(split, [&](int16_t a) { return llvm::is_contained(axes, a); });
+    });
+  };
+  const Sharding &from = shardingOf(value);
+  bool keepsPartial = !target.partial.empty() && from.partial == target.partial &&
+                      !touches(from, target.partial) && !touches(target, target.partial);
+  Value current = keepsPartial ? value : materialize(value, target, user);
+  if (!target.partial.empty() && !keepsPartial && shardingOf(current) != target)
     return user->emitError("cannot make a partial sum here (internal)");
   RankedTensorType global = globalType(value);
   OpBuilder builder(user);
@@ -243,18 +253,40 @@ LogicalResult Partitioner::annotate(shard::ShardOp annotation) {
   return success();
 }
 
+/// Whether `fine` splits each dim over `coarse`'s axes and then more, and
+/// some dim over more (a refinement reached by slicing alone).
+static bool refines(const Sharding &fine, const Sharding &coarse) {
+  if (!fine.partial.empty() || !coarse.partial.empty() ||
+      fine.dims.size() != coarse.dims.size() || fine == coarse)
+    return false;
+  return llvm::all_of(llvm::zip(fine.dims, coarse.dims), [](const auto &dims) {
+    return isPrefix(std::get<1>(dims), std::get<0>(dims));
+  });
+}
+
 LogicalResult Partitioner::partitionElementwise(Operation *op) {
   // A sum of partial sums over the same axes is one too: adding first saves
   // a collective (the backward's input gradients of several column-parallel
   // matmuls: one all-reduce, as Megatron does). f32 only: a 16-bit add
   // would round each rank's part before the ranks' parts are added.
+  // When one is split further (a tied embedding's gradient parts: the
+  // head's, split over the vocabulary, and the lookup's whole table), the
+  // other is cut alike, which moves no data.
   if (auto add = dyn_cast<AddOp>(op)) {
     Sharding lhs = shardingOf(add.getLhs()), rhs = shardingOf(add.getRhs());
-    if (!lhs.partial.empty() && lhs == rhs &&
+    auto coarse = [](Sharding s) {
+      s.partial.clear();
+      return s;
+    };
+    if (!lhs.partial.empty() && lhs.partial == rhs.partial &&
         globalType(add.getLhs()) == add.getType() &&
         globalType(add.getRhs()) == add.getType() &&
-        add.getType().getElementType().isF32())
-      return apply(op, {lhs, rhs}, {lhs});
+        add.getType().getElementType().isF32()) {
+      if (refines(coarse(rhs), coarse(lhs)))
+        lhs = rhs;
+      if (lhs == rhs || refines(coarse(lhs), coarse(rhs)))
+        return apply(op, {lhs, lhs}, {lhs});
+    }
   }
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   int64_t rank = resultType.getRank();
@@ -519,6 +551,11 @@ LogicalResult Partitioner::partitionEmbeddingGrad(EmbeddingGradOp op) {
   int64_t rank = globalType(op.getIds()).getRank();
   Sharding ids = withWhole(op.getIds(), {});
   Sharding grad = withWhole(op.getGrad(), {});
+  // A scatter-add is linear: an f32 gradient's partial sums (a broadcast
+  // position embedding's, summed over the split batch) stay partial.
+  if (op.getType().getElementType().isF32() &&
+      globalType(op.getGrad()).getElementType().isF32())
+    grad.partial = shardingOf(op.getGrad()).partial;
   GridAxes rows;
   for (int64_t d = 0; d < rank; ++d) {
     if (llvm::any_of(ids.dims[d], [&](int16_t x) { return grad.uses(x); }) &&
@@ -537,6 +574,7 @@ LogicalResult Partitioner::partitionEmbeddingGrad(EmbeddingGradOp op) {
   Sharding table = Sharding::replicated(2);
   table.dims[1] = grad.dims.back();
   table.partial = rows;
+  table.partial.append(grad.partial.begin(), grad.partial.end());
   return apply(op, {ids, grad}, {table});
 }
 
@@ -631,17 +669,6 @@ LogicalResult Partitioner::partitionReduction(Operation *op) {
   return success();
 }
 
-/// Whether `fine` splits each dim over `coarse`'s axes and then more, and
-/// some dim over more (a refinement reached by slicing alone).
-static bool refines(const Sharding &fine, const Sharding &coarse) {
-  if (!fine.partial.empty() || !coarse.partial.empty() ||
-      fine.dims.size() != coarse.dims.size() || fine == coarse)
-    return false;
-  return llvm::all_of(llvm::zip(fine.dims, coarse.dims), [](const auto &dims) {
-    return isPrefix(std::get<1>(dims), std::get<0>(dims));
-  });
-}
-
 LogicalResult Partitioner::gradientsInParamLayout(Operation *update) {
   // A gradient split finer than its param (an expert's, whole on one rank
   // of its ep x dp block) is gathered once here, not once per optimizer
@@ -686,8 +713,12 @@ LogicalResult Partitioner::partition(Operation *op) {
   if (auto grad = dyn_cast<EmbeddingGradOp>(op))
     return partitionEmbeddingGrad(grad);
   if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    // Moving elements is linear: an f32 partial sum stays one.
     Sharding in = withWhole(transpose.getInput(), {});
+    if (transpose.getType().getElementType().isF32())
+      in.partial = shardingOf(transpose.getInput()).partial;
     Sharding out = Sharding::replicated(in.dims.size());
+    out.partial = in.partial;
     for (auto [d, from] : llvm::enumerate(transpose.getPermutation()))
       out.dims[d] = in.dims[from];
     return apply(op, {in}, {out});

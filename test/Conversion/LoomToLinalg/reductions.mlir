@@ -308,8 +308,9 @@ func.func @to_scalar(%x: tensor<8xf32>) -> (tensor<f32>, tensor<1xf32>) {
 
 // -----
 
-// cross_entropy: per row, logsumexp (max, then sum of exp(x - max)) minus
-// the label's logit, read with tensor.extract at the label clamped to
+// cross_entropy: per row, log(sum of exp(x - max)) minus the label's
+// logit less the max (kept apart: adding the max back first rounds the
+// small terms away at large logits), the logit read with tensor.extract at the label clamped to
 // [0, classes - 1]; summed over all rows into a 0-d f32 tensor, then times
 // 1/rows.
 // CHECK-LABEL: func.func @cross_entropy
@@ -335,8 +336,8 @@ func.func @to_scalar(%x: tensor<8xf32>) -> (tensor<f32>, tensor<1xf32>) {
 // CHECK-NEXT: [[X:%.+]] = tensor.extract %[[L]][[[I0]], [[I1]], [[CL]]] : tensor<2x3x10xbf16>
 // CHECK-NEXT: [[WX:%.+]] = arith.extf [[X]] : bf16 to f32
 // CHECK-NEXT: [[LOG:%.+]] = math.log %[[S]] : f32
-// CHECK-NEXT: [[LSE:%.+]] = arith.addf [[LOG]], %[[M]] : f32
-// CHECK-NEXT: [[D:%.+]] = arith.subf [[LSE]], [[WX]] : f32
+// CHECK-NEXT: [[SHIFTED:%.+]] = arith.subf [[WX]], %[[M]] : f32
+// CHECK-NEXT: [[D:%.+]] = arith.subf [[LOG]], [[SHIFTED]] : f32
 // CHECK-NEXT: [[A:%.+]] = arith.addf %[[ACC]], [[D]] : f32
 // CHECK-NEXT: linalg.yield [[A]] : f32
 // CHECK: [[R:%.+]] = linalg.generic {indexing_maps = [affine_map<() -> ()>, affine_map<() -> ()>], iterator_types = []}
