@@ -528,6 +528,28 @@ void Explainer::findTransfers() {
     line.seconds = collectiveSeconds(line.kind, 2, line.bytes, line.intraNode);
     return line;
   };
+  for (Operation *user : ops) {
+    const Place &to = places[user];
+    if (to.phase == Phase::Update || to.stages.size() != 1)
+      continue;
+    for (Value operand : user->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || !places.count(def))
+        continue;
+      const Place &from = places[def];
+      if (from.phase == Phase::Update || from.stages.size() != 1 ||
+          from.stages[0] == to.stages[0] ||
+          !seen.insert({def, to.stages[0]}).second)
+        continue;
+      if (from.stages[0] % pipelineRanks == to.stages[0] % pipelineRanks)
+        continue; // virtual stages of one rank: no message
+      ExplainCollective line = transfer(from.stages[0], to.stages[0], operand, user, to);
+      // The sender's link is busy for it: charge its stage.
+      (from.phase == Phase::Forward ? forwardCost : backwardCost)[from.stages[0]] +=
+          line.seconds;
+      addCalls(line, to, report.microbatches);
+    }
+  }
   llvm::DenseMap<Operation *, SmallVector<unsigned, 2>> present;
   for (Operation *user : ops) {
     const Place &to = places[user];
@@ -553,28 +575,6 @@ void Explainer::findTransfers() {
         receiver.stages = {stage};
         addCalls(line, receiver, 1);
       }
-    }
-  }
-  for (Operation *user : ops) {
-    const Place &to = places[user];
-    if (to.phase == Phase::Update || to.stages.size() != 1)
-      continue;
-    for (Value operand : user->getOperands()) {
-      Operation *def = operand.getDefiningOp();
-      if (!def || !places.count(def))
-        continue;
-      const Place &from = places[def];
-      if (from.phase == Phase::Update || from.stages.size() != 1 ||
-          from.stages[0] == to.stages[0] ||
-          !seen.insert({def, to.stages[0]}).second)
-        continue;
-      if (from.stages[0] % pipelineRanks == to.stages[0] % pipelineRanks)
-        continue; // virtual stages of one rank: no message
-      ExplainCollective line = transfer(from.stages[0], to.stages[0], operand, user, to);
-      // The sender's link is busy for it: charge its stage.
-      (from.phase == Phase::Forward ? forwardCost : backwardCost)[from.stages[0]] +=
-          line.seconds;
-      addCalls(line, to, report.microbatches);
     }
   }
 }

@@ -93,10 +93,12 @@ static Value widen(OpBuilder &b, Value narrow, FloatType wide,
                                    sum.getKeepdim()));
     }
     if (auto scatter = dyn_cast<EmbeddingGradOp>(def)) {
-      // It adds in f32 whatever it reads: a gradient others read too stays
-      // 16-bit (an f32 copy would be an activation's size).
+      // It adds in f32 whatever it reads. A broadcast's sum over the batch
+      // (a position embedding's rows) is summed into f32 too, so that it
+      // stays a partial sum over a split batch; row gradients stay 16-bit
+      // (an f32 copy would be an activation's size).
       Value grad = scatter.getGrad();
-      if (grad.hasOneUse())
+      if (grad.hasOneUse() && grad.getDefiningOp<SumOp>())
         grad = wider(grad);
       b.setInsertionPoint(def);
       return rebuilt(EmbeddingGradOp::create(b, def->getLoc(), wideType,

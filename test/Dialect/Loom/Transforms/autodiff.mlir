@@ -129,6 +129,57 @@ loom.train @master optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "
 
 // -----
 
+// A tied master weight's gradient is computed in f32 all the way: the
+// head's part (a matmul into f32, then its transpose), the lookup's
+// scatter-add into an f32 table (it reads the bf16 row gradients, which
+// the head's input gradient also is), and their sum; nothing rounds to
+// bf16 before the f32 gradient, so its partial sums stay f32.
+// CHECK-LABEL: func.func @tied
+// CHECK:     %[[HEAD:.+]] = loom.matmul %{{.+}}, %{{.+}} accumulate f32 : (tensor<8x4xbf16>, tensor<4x16xbf16>) -> tensor<8x16xf32>
+// CHECK:     %[[T:.+]] = loom.transpose %[[HEAD]] perm [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+// CHECK:     %[[LOOKUP:.+]] = loom.embedding_grad %arg0, %{{.+}} : (tensor<4xi32>, tensor<4x8xbf16>) -> tensor<16x8xf32>
+// CHECK:     %[[SUM:.+]] = loom.add %[[T]], %[[LOOKUP]] : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+// CHECK-NOT: loom.cast
+// CHECK:     return %{{.+}}, %[[SUM]] : tensor<f32>, tensor<16x8xf32>
+func.func @tied(%ids: tensor<4xi32> {loom.input = "ids"}, %w: tensor<16x8xf32> {loom.param = "w"},
+                %labels: tensor<4xi32> {loom.input = "labels"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.cast %w : tensor<16x8xf32> to tensor<16x8xbf16>
+  %1 = loom.embedding %0[%ids] : (tensor<16x8xbf16>, tensor<4xi32>) -> tensor<4x8xbf16>
+  %2 = loom.transpose %0 perm [1, 0] : tensor<16x8xbf16> -> tensor<8x16xbf16>
+  %3 = loom.matmul %1, %2 accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %4 = loom.cross_entropy %3, %labels : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<f32>
+  return %4 : tensor<f32>
+}
+loom.train @tied optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// A position embedding's gradient: the broadcast's sum over the batch is
+// summed into f32 (from the exact f32 copy of the bf16 rows), then
+// scattered into an f32 table: a sum over a split batch stays a partial
+// sum, never rounded per rank.
+// CHECK-LABEL: func.func @position
+// CHECK:     %[[G:.+]] = loom.cast %{{.+}} : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[WIDE:.+]] = loom.cast %[[G]] : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+// CHECK-NEXT: %[[ROWS:.+]] = loom.sum %[[WIDE]] axis 0 : tensor<2x4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[TABLE:.+]] = loom.embedding_grad %{{.+}}, %[[ROWS]] : (tensor<4xi32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK:     return %{{.+}}, %[[TABLE]] : tensor<f32>, tensor<4x8xf32>
+func.func @position(%x: tensor<2x4x8xbf16> {loom.input = "x"}, %w: tensor<4x8xf32> {loom.param = "w"},
+                    %t: tensor<2x4x8xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.cast %w : tensor<4x8xf32> to tensor<4x8xbf16>
+  %ids = loom.arange : tensor<4xi32>
+  %1 = loom.embedding %0[%ids] : (tensor<4x8xbf16>, tensor<4xi32>) -> tensor<4x8xbf16>
+  %2 = loom.add %x, %1 : (tensor<2x4x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4x8xbf16>
+  %3 = loom.cast %2 : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+  %4 = loom.mse %3, %t : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<f32>
+  return %4 : tensor<f32>
+}
+loom.train @position optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // The routed MoE pieces: the combine's gradient gathers the output
 // gradient into the slots with the same gates (a dispatch), the gates get
 // a dot product per choice, the dispatch's gradient is a combine without

@@ -98,6 +98,29 @@ loom.train @microbatches optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 4 sche
 
 // -----
 
+// A param two pipeline stages read (a tied weight): the gradient's terms
+// are accumulated each on its own stage and added after the microbatches,
+// once a step, rather than sent from stage to stage once per microbatch.
+// CHECK-LABEL: func.func @tied_stages
+// CHECK: %[[H:.+]] = loom.mul %arg1, %arg0 {loom.stage = 0 : i64}
+// CHECK: %[[P1:.+]] = loom.mul %{{.+}}, %[[H]] {loom.backward, loom.stage = 1 : i64}
+// CHECK: %[[P0:.+]] = loom.mul %{{.+}}, %arg0 {loom.backward, loom.stage = 0 : i64}
+// CHECK-NOT: loom.add
+// CHECK: %[[A:.+]] = loom.accumulate %[[P1]] over 4 microbatches : tensor<4x4xf32>
+// CHECK: %[[B:.+]] = loom.accumulate %[[P0]] over 4 microbatches : tensor<4x4xf32>
+// CHECK: %[[G:.+]] = loom.add %[[A]], %[[B]] {loom.gradient_of = "w"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: loom.mul %[[G]], %[[G]]
+func.func @tied_stages(%t: tensor<4x4xf32> {loom.input = "t"}, %w: tensor<4x4xf32> {loom.param = "w"})
+    -> (tensor<f32> {loom.loss = "loss"}) attributes {loom.pipeline_axis = "pp"} {
+  %h = loom.mul %w, %t {loom.stage = 0 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %y = loom.mul %h, %w {loom.stage = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %0 = loom.mse %y, %t {loom.stage = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+loom.train @tied_stages optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 4 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // The squared norms are summed per set of mesh axes the gradients are
 // split over (a, the tp-split, and b, the unsplit, are summed apart, then
 // added): a split gradient's sum of squares is partial over its axes, and

@@ -245,6 +245,63 @@ func.func @accumulate_partial(%x: tensor<8x16xf32>, %dy: tensor<8x16xf32>) -> te
 
 // -----
 
+// A tied embedding's gradient parts over dp x tp: the head's (a weight
+// gradient partial over dp, transposed, split over tp on the vocabulary)
+// and the lookup's (a scatter-add of each rank's rows into the whole
+// table, partial over dp) stay partial sums: the transpose keeps them, the
+// lookup's part is cut over tp (no data moves) to meet the head's, and
+// their sum is summed over dp once, after the microbatches.
+// CHECK-LABEL: func.func @tied_partial_spmd
+// CHECK-NOT: shard.all_reduce
+// CHECK: %[[HEAD:.+]] = loom.transpose %{{.+}} perm [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK: %[[LOOKUP:.+]] = loom.embedding_grad %{{.+}}, %{{.+}} : (tensor<4xi32>, tensor<4x4xf32>) -> tensor<16x4xf32>
+// CHECK: %[[CUT:.+]] = shard.all_slice %[[LOOKUP]] on @g grid_axes = [1] slice_axis = 0 : tensor<16x4xf32> -> tensor<8x4xf32>
+// CHECK: %[[SUM:.+]] = loom.add %[[HEAD]], %[[CUT]] : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK: %[[MEAN:.+]] = loom.accumulate %[[SUM]] over 2 microbatches : tensor<8x4xf32>
+// CHECK: shard.all_reduce %[[MEAN]] on @g grid_axes = [0]
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @tied_partial(%h: tensor<8x4xf32>, %dlogits: tensor<8x16xf32>, %ids: tensor<8xi32>, %dx: tensor<8x4xf32>) -> tensor<16x4xf32> {
+  %rows = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %vocab = shard.sharding @g split_axes = [[0], [1]] : !shard.sharding
+  %hs = shard.shard %h to %rows : tensor<8x4xf32>
+  %dls = shard.shard %dlogits to %vocab : tensor<8x16xf32>
+  %ids_s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %idss = shard.shard %ids to %ids_s : tensor<8xi32>
+  %dxs = shard.shard %dx to %rows : tensor<8x4xf32>
+  %ht = loom.transpose %hs perm [1, 0] : tensor<8x4xf32> -> tensor<4x8xf32>
+  %gw = loom.matmul %ht, %dls accumulate f32 : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %head = loom.transpose %gw perm [1, 0] : tensor<4x16xf32> -> tensor<16x4xf32>
+  %lookup = loom.embedding_grad %idss, %dxs : (tensor<8xi32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %sum = loom.add %head, %lookup : (tensor<16x4xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  %m = loom.accumulate %sum over 2 microbatches : tensor<16x4xf32>
+  return %m : tensor<16x4xf32>
+}
+
+// -----
+
+// A position embedding's gradient: the sum over the split batch is a
+// partial sum, and so is its scatter-add into the table (the ids are the
+// whole arange); with sequence parallelism's rows split over tp too, the
+// rows are gathered over tp, still partial over dp. Summed over dp once.
+// CHECK-LABEL: func.func @position_partial_spmd
+// CHECK: %[[ROWS:.+]] = loom.sum %{{.+}} axis 0 : tensor<2x2x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[WHOLE:.+]] = shard.all_gather %[[ROWS]] on @g grid_axes = [1] gather_axis = 0 : tensor<2x4xf32> -> tensor<4x4xf32>
+// CHECK: %[[TABLE:.+]] = loom.embedding_grad %{{.+}}, %[[WHOLE]] : (tensor<4xi32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: %[[MEAN:.+]] = loom.accumulate %[[TABLE]]
+// CHECK: shard.all_reduce %[[MEAN]] on @g grid_axes = [0]
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @position_partial(%dx: tensor<4x4x4xf32>) -> tensor<4x4xf32> {
+  %split = shard.sharding @g split_axes = [[0], [1], []] : !shard.sharding
+  %dxs = shard.shard %dx to %split : tensor<4x4x4xf32>
+  %rows = loom.sum %dxs axis 0 : tensor<4x4x4xf32> -> tensor<4x4xf32>
+  %ids = loom.arange : tensor<4xi32>
+  %table = loom.embedding_grad %ids, %rows : (tensor<4xi32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m = loom.accumulate %table over 2 microbatches : tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}
+
+// -----
+
 // The cross-entropy's gradient keeps the rows split over dp, with the
 // loss's gradient scaled by 1/2 (each rank divides by its 4 rows of 8),
 // and the embedding's gradient is a partial sum over dp of each rank's
