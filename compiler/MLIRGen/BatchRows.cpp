@@ -450,6 +450,34 @@ Value averagedOf(Value loss) {
   return loss;
 }
 
+/// The rows of the first term of `loss` whose mean over the microbatches
+/// would not be the whole batch's, or null. The loss may be a mean over
+/// the rows (a cross_entropy or mse of the rows themselves, or means of
+/// a value that holds them), and sums, differences and multiples of such
+/// losses by values free of the batch, plus terms free of the batch (a
+/// weight penalty, the same in every microbatch): the microbatches' mean
+/// is the whole batch's for each.
+const Rows *mixedTerm(const RowFlow &flow, Value loss) {
+  loss = throughStages(loss);
+  const Rows &r = flow.of(averagedOf(loss));
+  if (r.kind != Rows::Mixed || r.meanOfRows)
+    return nullptr;
+  Operation *def = loss.getDefiningOp();
+  auto isFree = [&](Value v) { return flow.of(throughStages(v)).kind == Rows::Free; };
+  auto term = [&](unsigned i) { return mixedTerm(flow, def->getOperand(i)); };
+  if (isa_and_nonnull<AddOp, SubOp>(def)) {
+    const Rows *lhs = term(0);
+    return lhs ? lhs : term(1);
+  }
+  if (isa_and_nonnull<MulOp>(def) && (isFree(def->getOperand(0)) || isFree(def->getOperand(1))))
+    return term(isFree(def->getOperand(0)) ? 1 : 0);
+  if (isa_and_nonnull<DivOp>(def) && isFree(def->getOperand(1)))
+    return term(0);
+  if (isa_and_nonnull<NegOp, CastOp>(def))
+    return term(0);
+  return &r;
+}
+
 } // namespace
 
 namespace loom {
@@ -475,12 +503,11 @@ checkMicrobatchRows(func::FuncOp whole, func::FuncOp micro, int64_t count,
     bool isLoss = bool(whole.getResultAttr(i, attr::kLoss));
     if (!isLoss && !outputsToo)
       continue;
-    const Rows &r = flow.of(isLoss ? averagedOf(result) : result);
-    // The loss may be a cross_entropy or mse of the rows themselves.
-    if (r.kind != Rows::Mixed || (isLoss && r.meanOfRows))
+    const Rows *bad = isLoss ? mixedTerm(flow, result) : &flow.of(result);
+    if (!bad || bad->kind != Rows::Mixed)
       continue;
-    auto &entry = mixers[r.origin];
-    entry.first = r;
+    auto &entry = mixers[bad->origin];
+    entry.first = *bad;
     entry.second.push_back(i);
   }
   for (auto &[origin, entry] : mixers) {
