@@ -43,9 +43,23 @@ struct OneHotSum {
 };
 } // namespace
 
+/// Whether `op` loads from a buffer defined outside `generic` that the
+/// generic does not write (a vocab-parallel table's first row id): as
+/// good as pure for reordering the generic's loops.
+static bool readsOtherBuffer(Operation *op, linalg::GenericOp generic) {
+  auto load = dyn_cast<memref::LoadOp>(op);
+  if (!load)
+    return false;
+  Value buffer = load.getMemRef();
+  return !generic->isAncestor(buffer.getParentBlock()->getParentOp()) &&
+         !llvm::is_contained(generic.getDpsInits(), buffer);
+}
+
 /// The body ops `value` is computed from, in block order, when they are
-/// pure and read no block argument but `argument`; nothing otherwise.
-static std::optional<SmallVector<Operation *>> sliceOf(Value value, BlockArgument argument) {
+/// pure (or read other buffers) and read no block argument but
+/// `argument`; nothing otherwise.
+static std::optional<SmallVector<Operation *>> sliceOf(Value value, BlockArgument argument,
+                                                       linalg::GenericOp generic) {
   Block *block = argument.getOwner();
   llvm::SetVector<Operation *> slice;
   SmallVector<Value> work{value};
@@ -59,7 +73,8 @@ static std::optional<SmallVector<Operation *>> sliceOf(Value value, BlockArgumen
     Operation *op = v.getDefiningOp();
     if (op->getBlock() != block || slice.contains(op))
       continue;
-    if (!isPure(op) || isa<linalg::IndexOp>(op) || op->getNumRegions() != 0)
+    if ((!isPure(op) && !readsOtherBuffer(op, generic)) || isa<linalg::IndexOp>(op) ||
+        op->getNumRegions() != 0)
       return std::nullopt;
     slice.insert(op);
     llvm::append_range(work, op->getOperands());
@@ -118,8 +133,8 @@ static std::optional<OneHotSum> matchOneHotSum(linalg::GenericOp op) {
   Value term = add.getLhs() == acc ? add.getRhs() : add.getRhs() == acc ? add.getLhs() : Value();
   if (!row || !term || !row.getType().isIndex())
     return std::nullopt;
-  std::optional<SmallVector<Operation *>> rowOps = sliceOf(row, body.getArgument(0));
-  std::optional<SmallVector<Operation *>> termOps = sliceOf(term, body.getArgument(1));
+  std::optional<SmallVector<Operation *>> rowOps = sliceOf(row, body.getArgument(0), op);
+  std::optional<SmallVector<Operation *>> termOps = sliceOf(term, body.getArgument(1), op);
   if (!rowOps || !termOps)
     return std::nullopt;
   return OneHotSum{row, std::move(*rowOps), std::move(*termOps), add};
@@ -148,7 +163,8 @@ static Value rowOf(OpBuilder &b, Location loc, Value source, ValueRange leading)
 }
 
 /// `op` (a one-hot sum) as a loop nest over the positions, each adding
-/// dy's row into the output row its id selects.
+/// dy's row into the output row its id selects, if the output has that row
+/// (a vocab-parallel table's ids of other ranks' rows select none).
 static void scatter(RewriterBase &rewriter, linalg::GenericOp op, const OneHotSum &sum) {
   Location loc = op.getLoc();
   Value ids = op.getDpsInputs()[0], dy = op.getDpsInputs()[1], out = op.getDpsInits()[0];
@@ -164,19 +180,26 @@ static void scatter(RewriterBase &rewriter, linalg::GenericOp op, const OneHotSu
     IRMapping mapping;
     mapping.map(body.getArgument(0), memref::LoadOp::create(b, l, ids, position).getResult());
     cloneAll(b, sum.rowOps, mapping);
-    Value outRow = rowOf(b, l, out, ValueRange{mapping.lookup(sum.row)});
-    Value dyRow = rowOf(b, l, dy, position);
-    AffineMap identity = b.getMultiDimIdentityMap(1);
-    linalg::GenericOp::create(
-        b, l, ValueRange{dyRow}, ValueRange{outRow}, ArrayRef<AffineMap>{identity, identity},
-        ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
-          IRMapping rowMapping;
-          rowMapping.map(body.getArgument(1), args[0]);
-          rowMapping.map(body.getArgument(2), args[1]);
-          cloneAll(nb, sum.termOps, rowMapping);
-          linalg::YieldOp::create(nb, nl, nb.clone(*sum.add, rowMapping)->getResult(0));
-        });
+    Value row = mapping.lookup(sum.row);
+    Value rows = arith::ConstantIndexOp::create(
+        b, l, cast<MemRefType>(out.getType()).getShape().front());
+    Value held = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, row, rows);
+    scf::IfOp::create(b, l, held, [&](OpBuilder &ib, Location il) {
+      Value outRow = rowOf(ib, il, out, ValueRange{row});
+      Value dyRow = rowOf(ib, il, dy, position);
+      AffineMap identity = ib.getMultiDimIdentityMap(1);
+      linalg::GenericOp::create(
+          ib, il, ValueRange{dyRow}, ValueRange{outRow}, ArrayRef<AffineMap>{identity, identity},
+          ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+          [&](OpBuilder &nb, Location nl, ValueRange args) {
+            IRMapping rowMapping;
+            rowMapping.map(body.getArgument(1), args[0]);
+            rowMapping.map(body.getArgument(2), args[1]);
+            cloneAll(nb, sum.termOps, rowMapping);
+            linalg::YieldOp::create(nb, nl, nb.clone(*sum.add, rowMapping)->getResult(0));
+          });
+      scf::YieldOp::create(ib, il);
+    });
   });
   rewriter.eraseOp(op);
 }

@@ -13,7 +13,8 @@ using namespace mlir::loom;
 
 namespace {
 /// A generic over the result's shape whose body reads the table directly:
-/// result[i..., d] = table[clamp(ids[i...]), d].
+/// result[i..., d] = table[clamp(ids[i...]), d]; a vocab-parallel table's
+/// rows held elsewhere read as zeros.
 struct EmbeddingLowering : OpConversionPattern<EmbeddingOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -33,10 +34,23 @@ struct EmbeddingLowering : OpConversionPattern<EmbeddingOp> {
         ArrayRef<AffineMap>{idsMap, AffineMap::getMultiDimIdentityMap(rank, context)},
         SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
         [&](OpBuilder &b, Location l, ValueRange args) {
-          Value id = clampedIndex(b, l, args[0], rows);
+          Value id = tableRow(b, l, args[0], rows, adaptor.getRows(), op.getVocab());
           Value d = linalg::IndexOp::create(b, l, rank - 1);
+          if (!adaptor.getRows()) {
+            linalg::YieldOp::create(
+                b, l, tensor::ExtractOp::create(b, l, table, ValueRange{id, d}).getResult());
+            return;
+          }
+          // Unsigned: a row before the first held is negative, so huge.
+          Value held = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ult, id,
+                                             arith::ConstantIndexOp::create(b, l, rows));
+          Value safe = arith::SelectOp::create(b, l, held, id,
+                                               arith::ConstantIndexOp::create(b, l, 0));
+          Value value = tensor::ExtractOp::create(b, l, table, ValueRange{safe, d});
+          Value zero = arith::ConstantOp::create(
+              b, l, b.getZeroAttr(type.getElementType()));
           linalg::YieldOp::create(
-              b, l, tensor::ExtractOp::create(b, l, table, ValueRange{id, d}).getResult());
+              b, l, arith::SelectOp::create(b, l, held, value, zero).getResult());
         });
     rewriter.replaceOp(op, generic.getResult(0));
     return success();

@@ -166,8 +166,9 @@ struct EmbeddingGradLowering : OpConversionPattern<EmbeddingGradOp> {
         rewriter, loc, f32, ValueRange{adaptor.getIds(), adaptor.getGrad()},
         ValueRange{init}, maps, iterators,
         [&](OpBuilder &b, Location l, ValueRange args) {
-          // Ids are clamped into the table, as the lookup clamps them.
-          Value id = clampedIndex(b, l, args[0], rows);
+          // Ids are clamped into the table, as the lookup clamps them (a
+          // vocab-parallel table's other rows never match).
+          Value id = tableRow(b, l, args[0], rows, adaptor.getRows(), op.getVocab());
           Value v = linalg::IndexOp::create(b, l, 0);
           Value hit = arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, id, v);
           Value add = arith::AddFOp::create(b, l, args[2], widen(b, l, args[1]));

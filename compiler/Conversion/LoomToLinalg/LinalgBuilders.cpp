@@ -73,6 +73,17 @@ Value mlir::loom::clampedIndex(OpBuilder &b, Location loc, Value id,
                                 last);
 }
 
+Value mlir::loom::tableRow(OpBuilder &b, Location loc, Value id, int64_t size,
+                           Value rows, std::optional<uint64_t> vocab) {
+  if (!rows)
+    return clampedIndex(b, loc, id, size);
+  Value global = clampedIndex(b, loc, id, static_cast<int64_t>(*vocab));
+  Value first = tensor::ExtractOp::create(
+      b, loc, rows, ValueRange{arith::ConstantIndexOp::create(b, loc, 0)});
+  Value offset = arith::IndexCastOp::create(b, loc, b.getIndexType(), first);
+  return arith::SubIOp::create(b, loc, global, offset);
+}
+
 Value mlir::loom::f32Constant(OpBuilder &b, Location loc, double value) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
 }

@@ -41,6 +41,13 @@ Value filledTensor(OpBuilder &b, Location loc, Value tensor, TypedAttr value);
 /// see docs/language.md).
 Value clampedIndex(OpBuilder &b, Location loc, Value id, int64_t size);
 
+/// The row of a table that `id` selects: clamped into the table's `size`
+/// rows or, for a vocab-parallel table (`rows`: the ids of the rows it
+/// holds, consecutive), clamped into the whole table's `vocab` rows and
+/// counted from `rows[0]`, so outside [0, rows held) for another rank's.
+Value tableRow(OpBuilder &b, Location loc, Value id, int64_t size, Value rows,
+               std::optional<uint64_t> vocab);
+
 /// The map reading an operand of `shape` while iterating `result`, with
 /// numpy broadcasting (aligned at the trailing dimension).
 AffineMap broadcastMap(ArrayRef<int64_t> shape, ArrayRef<int64_t> result,

@@ -49,7 +49,7 @@ LogicalResult EmbeddingGradOp::verify() {
   if (table.getRank() != 2 || grad.size() != ids.size() + 1 ||
       grad.drop_back() != ids || grad.back() != table.getDimSize(1))
     return emitOpError("needs a gradient of shape ids x D and a V x D table");
-  return success();
+  return verifyTableRows(*this, table, getRows(), getVocab());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {

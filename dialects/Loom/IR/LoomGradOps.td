@@ -132,17 +132,29 @@ def Loom_EmbeddingGradOp : Loom_Op<"embedding_grad", [Pure]> {
   let description = [{
     `result[v, :] = sum of grad[p, :] over the positions p with ids[p] = v`,
     accumulated in f32 (ids are clamped into the table, as the lookup does).
+    With `rows %r of V` (vocab-parallel, built by loom-partition) the
+    result holds consecutive rows `r[0]`, `r[0] + 1`, ... of a table of
+    `V` rows: ids are clamped into `[0, V)` and those of other rows add
+    nothing.
 
     ```mlir
     %dt = loom.embedding_grad %ids, %g
         : (tensor<2x16xi32>, tensor<2x16x64xf32>) -> tensor<1000x64xf32>
+    %dh = loom.embedding_grad %ids, %g rows %r of 1000
+        : (tensor<2x16xi32>, tensor<2x16x64xf32>, tensor<500xi32>) -> tensor<500x64xf32>
     ```
   }];
-  let arguments = (ins Loom_IndexTensor:$ids, Loom_FloatTensor:$grad);
+  let arguments = (ins Loom_IndexTensor:$ids, Loom_FloatTensor:$grad,
+                       Optional<Loom_IndexTensor>:$rows, OptionalAttr<I64Attr>:$vocab);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
-    $ids `,` $grad attr-dict `:` functional-type(operands, results)
+    $ids `,` $grad (`rows` $rows^ `of` $vocab)? attr-dict `:` functional-type(operands, results)
   }];
+  let builders = [
+    OpBuilder<(ins "Type":$type, "Value":$ids, "Value":$grad), [{
+      build($_builder, $_state, type, ids, grad, Value(), IntegerAttr());
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -293,6 +293,26 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult mlir::loom::verifyTableRows(Operation *op, RankedTensorType table,
+                                          Value rows, std::optional<uint64_t> vocab) {
+  if (!rows && !vocab)
+    return success();
+  if (!rows || !vocab)
+    return op->emitOpError("needs both the rows it holds and the table's size");
+  auto type = cast<RankedTensorType>(rows.getType());
+  if (type.getRank() != 1 || type.getDimSize(0) != table.getDimSize(0))
+    return op->emitOpError("needs one row id per row of its table (")
+           << table.getDimSize(0) << "), got " << type;
+  if (*vocab < static_cast<uint64_t>(table.getDimSize(0)))
+    return op->emitOpError("holds ") << table.getDimSize(0)
+           << " rows of a table of " << *vocab;
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return verifyTableRows(*this, getTable().getType(), getRows(), getVocab());
+}
+
 LogicalResult ArangeOp::verify() {
   if (getType().getRank() != 1)
     return emitOpError("must produce a rank-1 tensor");

@@ -28,6 +28,11 @@ inline bool isElementwise(Operation *op) {
              MaxMaskOp>(op);
 }
 
+/// A vocab-parallel table's `rows %r of V` (embedding, embedding_grad):
+/// both or neither, one id per row of `table`, no more rows than V.
+LogicalResult verifyTableRows(Operation *op, RankedTensorType table, Value rows,
+                              std::optional<uint64_t> vocab);
+
 /// Ops a model keeps beside its kernel calls, as plan steps of their own:
 /// the shard collectives and loom.accumulate.
 bool isPlanStepOp(Operation *op);

@@ -278,16 +278,31 @@ def Loom_RmsNormOp : Loom_Op<"rmsnorm", [DeclareOpInterfaceMethods<Loom_VjpOpInt
 def Loom_EmbeddingOp : Loom_InferredOp<"embedding", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
   let summary = "Row lookup: table[V, D] indexed by integer ids";
   let description = [{
+    Ids are clamped into the table. With `rows %r of V` (a vocab-parallel
+    lookup, which loom-partition builds), the table holds consecutive rows
+    `r[0]`, `r[0] + 1`, ... of a table of `V` rows: an id is clamped into
+    `[0, V)`, and one that falls outside the rows held gives zeros (the
+    ranks' results sum to the whole table's lookup).
+
     ```mlir
     %e = loom.embedding %table[%ids]
         : (tensor<1000x64xf32>, tensor<2x16xi32>) -> tensor<2x16x64xf32>
+    %p = loom.embedding %half[%ids] rows %r of 1000
+        : (tensor<500x64xf32>, tensor<2x16xi32>, tensor<500xi32>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Loom_FloatTensor:$table, Loom_IndexTensor:$ids);
+  let arguments = (ins Loom_FloatTensor:$table, Loom_IndexTensor:$ids,
+                       Optional<Loom_IndexTensor>:$rows, OptionalAttr<I64Attr>:$vocab);
   let results = (outs Loom_FloatTensor:$result);
   let assemblyFormat = [{
-    $table `[` $ids `]` attr-dict `:` functional-type(operands, results)
+    $table `[` $ids `]` (`rows` $rows^ `of` $vocab)? attr-dict `:` functional-type(operands, results)
   }];
+  let builders = [
+    OpBuilder<(ins "Type":$type, "Value":$table, "Value":$ids), [{
+      build($_builder, $_state, type, table, ids, Value(), IntegerAttr());
+    }]>
+  ];
+  let hasVerifier = 1;
 }
 
 def Loom_ArangeOp : Loom_Op<"arange", [Pure]> {

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Loom/Transforms/DeadOps.h"
 #include "Loom/Transforms/Passes.h"
 #include "Partitioner.h"
 
@@ -519,14 +520,7 @@ Partitioner::vocabStatsOf(Operation *op, const LossLayout &layout) {
     max = CastOp::create(builder, loc, rowsLocal, max);
   rowsSharding(max);
   // The rank's classes: its block of 0, ..., V - 1 (no data moves).
-  auto idsType = RankedTensorType::get({global.getShape().back()},
-                                       builder.getI32Type());
-  Value every = ArangeOp::create(builder, loc, idsType);
-  globals[every] = idsType;
-  shardings[every] = Sharding::replicated(1);
-  Sharding split = Sharding::replicated(1);
-  split.dims[0] = layout.classes;
-  FailureOr<Value> classIds = reshard(every, split, op);
+  FailureOr<Value> classIds = rankRowIds(global.getShape().back(), layout.classes, op);
   if (failed(classIds))
     return failure();
   auto sums = VocabStatsOp::create(builder, loc, TypeRange{rowsLocal, rowsLocal},
@@ -541,41 +535,6 @@ Partitioner::vocabStatsOf(Operation *op, const LossLayout &layout) {
                    total(sums.getTarget(), "the label logits"), *classIds};
   vocabStats[key] = stats;
   return stats;
-}
-
-/// The scatter-add of each rank's rows of the gradient is a partial sum of
-/// the table's (f32 only: a 16-bit table would round each rank's part),
-/// so the rows stay split (instead of gathering ids and gradients) and the
-/// table's sum over the ranks comes with the gradient's others.
-LogicalResult Partitioner::partitionEmbeddingGrad(EmbeddingGradOp op) {
-  int64_t rank = globalType(op.getIds()).getRank();
-  Sharding ids = withWhole(op.getIds(), {});
-  Sharding grad = withWhole(op.getGrad(), {});
-  // A scatter-add is linear: an f32 gradient's partial sums (a broadcast
-  // position embedding's, summed over the split batch) stay partial.
-  if (op.getType().getElementType().isF32() &&
-      globalType(op.getGrad()).getElementType().isF32())
-    grad.partial = shardingOf(op.getGrad()).partial;
-  GridAxes rows;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (llvm::any_of(ids.dims[d], [&](int16_t x) { return grad.uses(x); }) &&
-        grad.dims[d] != ids.dims[d])
-      ids.dims[d].clear();
-    grad.dims[d] = ids.dims[d];
-    rows.append(ids.dims[d].begin(), ids.dims[d].end());
-  }
-  // A 16-bit table takes the rows whole.
-  if (!op.getType().getElementType().isF32()) {
-    ids = Sharding::replicated(rank);
-    for (int64_t d = 0; d < rank; ++d)
-      grad.dims[d].clear();
-    rows.clear();
-  }
-  Sharding table = Sharding::replicated(2);
-  table.dims[1] = grad.dims.back();
-  table.partial = rows;
-  table.partial.append(grad.partial.begin(), grad.partial.end());
-  return apply(op, {ids, grad}, {table});
 }
 
 /// Each rank's rows are 1/shards of those its gradient divides by; logits
@@ -764,12 +723,8 @@ LogicalResult Partitioner::partition(Operation *op) {
       operands.push_back(Sharding::replicated(globalType(other).getRank()));
     return apply(op, operands, {in});
   }
-  if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
-    Sharding ids = withWhole(embedding.getIds(), {});
-    Sharding out = ids;
-    out.dims.emplace_back();
-    return apply(op, {Sharding::replicated(2), ids}, {out});
-  }
+  if (auto embedding = dyn_cast<EmbeddingOp>(op))
+    return partitionEmbedding(embedding);
   if (auto split = dyn_cast<SplitOp>(op)) {
     int64_t rank = globalType(split.getInput()).getRank();
     Sharding in = withWhole(split.getInput(), {normalizeAxis(split.getAxis(), rank)});
@@ -889,10 +844,7 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       // block's token exchange map (its routing still feeding the aux
       // loss) had no phase but the update's, and the plan computed it
       // after the microbatches from one microbatch's values.
-      for (Operation &op : llvm::make_early_inc_range(
-               llvm::reverse(spmd.getBody().front().getOperations())))
-        if (isOpTriviallyDead(&op))
-          op.erase();
+      eraseDeadOps(spmd.getBody().front());
       // The executable runs on every rank of the grid; say when some do
       // nothing of their own (a pipeline axis splits the stages instead).
       auto pipelineAxis = model->getAttrOfType<StringAttr>(attr::kPipelineAxis);

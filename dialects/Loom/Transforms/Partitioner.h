@@ -42,7 +42,16 @@ private:
   LogicalResult partitionReshape(ReshapeOp op);
   LogicalResult partitionLoss(Operation *op);
   LogicalResult partitionCrossEntropyGrad(CrossEntropyGradOp op);
+  // Embeddings (PartitionEmbedding.cpp).
+  LogicalResult partitionEmbedding(EmbeddingOp op);
   LogicalResult partitionEmbeddingGrad(EmbeddingGradOp op);
+  /// The rank's block of 0, ..., size - 1 split over `axes` (a
+  /// vocab-parallel table's row ids, a cross-entropy's class ids): an
+  /// arange sliced, no data moves.
+  FailureOr<Value> rankRowIds(int64_t size, const GridAxes &axes, Operation *user);
+  /// The axes splitting the rows of the param whose gradient `value`
+  /// becomes (through adds, casts and the microbatches' accumulate), if any.
+  GridAxes paramRowAxes(Value value);
   /// How a loss lays out its operands: both split alike on their shared
   /// (row) dims, over `rows`; a cross-entropy's classes whole, or split over
   /// `classes` when the logits come so (vocab-parallel).

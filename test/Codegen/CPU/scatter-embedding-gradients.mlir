@@ -107,3 +107,40 @@ func.func @untouched(%ids: memref<8xindex>, %dy: memref<8x4xf32>, %out: memref<1
   }
   return
 }
+
+// -----
+
+// A vocab-parallel table's gradient (rows held from %rows[0] on): the row
+// is the clamped id less the first row held, loaded from the rows buffer
+// (read only, so as good as pure); a position whose row this rank does
+// not hold adds nothing.
+// CHECK-LABEL: func.func @rows_held
+// CHECK-SAME: (%[[IDS:.+]]: memref<8xi32>, %[[DY:.+]]: memref<8x4xf32>, %[[ROWS:.+]]: memref<16xi32>, %[[OUT:.+]]: memref<16x4xf32>)
+// CHECK: scf.for %[[P:.+]] =
+// CHECK: %[[FIRST:.+]] = memref.load %[[ROWS]][%{{.+}}] : memref<16xi32>
+// CHECK: %[[ROW:.+]] = arith.subi %{{.+}}, %{{.+}} : index
+// CHECK: %[[HELD:.+]] = arith.cmpi ult, %[[ROW]], %{{.+}} : index
+// CHECK: scf.if %[[HELD]] {
+// CHECK: memref.subview %[[OUT]][%[[ROW]], 0] [1, 4] [1, 1]
+// CHECK: arith.addf
+func.func @rows_held(%ids: memref<8xi32>, %dy: memref<8x4xf32>, %rows: memref<16xi32>, %out: memref<16x4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(v, d, p) -> (p)>, affine_map<(v, d, p) -> (p, d)>, affine_map<(v, d, p) -> (v, d)>],
+                  iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%ids, %dy : memref<8xi32>, memref<8x4xf32>) outs(%out : memref<16x4xf32>) {
+  ^bb0(%id: i32, %g: f32, %acc: f32):
+    %c0 = arith.constant 0 : index
+    %c31 = arith.constant 31 : index
+    %i = arith.index_cast %id : i32 to index
+    %lo = arith.maxsi %i, %c0 : index
+    %global = arith.minsi %lo, %c31 : index
+    %first = memref.load %rows[%c0] : memref<16xi32>
+    %offset = arith.index_cast %first : i32 to index
+    %row = arith.subi %global, %offset : index
+    %v = linalg.index 0 : index
+    %hit = arith.cmpi eq, %row, %v : index
+    %sum = arith.addf %acc, %g : f32
+    %r = arith.select %hit, %sum, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}

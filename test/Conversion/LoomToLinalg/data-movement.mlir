@@ -47,6 +47,34 @@ func.func @embedding_i64(%t: tensor<7x4xf32>, %ids: tensor<5xi64>) -> tensor<5x4
 
 // -----
 
+// A vocab-parallel lookup (rows %rows of 100): the id is clamped into the
+// whole table's 100 rows, counted from the first row held, and a row not
+// held (unsigned compare: one before the first is negative) reads row 0
+// and yields zero.
+// CHECK-LABEL: func.func @embedding_rows
+// CHECK-SAME: (%[[T:[^:]+]]: tensor<50x8xbf16>, %[[IDS:[^:]+]]: tensor<3xi32>, %[[ROWS:[^:]+]]: tensor<50xi32>)
+// CHECK: ^bb0(%[[ID:[^:]+]]: i32, %{{[^:]+}}: bf16):
+// CHECK-NEXT: [[I:%.+]] = arith.index_cast %[[ID]] : i32 to index
+// CHECK: [[C99:%.+]] = arith.constant 99 : index
+// CHECK: [[GLOBAL:%.+]] = arith.minsi %{{.+}}, [[C99]] : index
+// CHECK: [[FIRST:%.+]] = tensor.extract %[[ROWS]][%{{.+}}] : tensor<50xi32>
+// CHECK-NEXT: [[OFFSET:%.+]] = arith.index_cast [[FIRST]] : i32 to index
+// CHECK-NEXT: [[ROW:%.+]] = arith.subi [[GLOBAL]], [[OFFSET]] : index
+// CHECK-NEXT: [[D:%.+]] = linalg.index 1 : index
+// CHECK-NEXT: [[C50:%.+]] = arith.constant 50 : index
+// CHECK-NEXT: [[HELD:%.+]] = arith.cmpi ult, [[ROW]], [[C50]] : index
+// CHECK: [[SAFE:%.+]] = arith.select [[HELD]], [[ROW]], %{{.+}} : index
+// CHECK-NEXT: [[V:%.+]] = tensor.extract %[[T]][[[SAFE]], [[D]]] : tensor<50x8xbf16>
+// CHECK-NEXT: [[ZERO:%.+]] = arith.constant 0.000000e+00 : bf16
+// CHECK-NEXT: [[R:%.+]] = arith.select [[HELD]], [[V]], [[ZERO]] : bf16
+// CHECK-NEXT: linalg.yield [[R]] : bf16
+func.func @embedding_rows(%t: tensor<50x8xbf16>, %ids: tensor<3xi32>, %rows: tensor<50xi32>) -> tensor<3x8xbf16> {
+  %0 = loom.embedding %t[%ids] rows %rows of 100 : (tensor<50x8xbf16>, tensor<3xi32>, tensor<50xi32>) -> tensor<3x8xbf16>
+  return %0 : tensor<3x8xbf16>
+}
+
+// -----
+
 // arange: an input-less generic yielding its index.
 // CHECK-LABEL: func.func @arange
 // CHECK-NEXT: [[E:%.+]] = tensor.empty() : tensor<16xi32>

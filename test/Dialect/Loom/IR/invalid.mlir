@@ -276,6 +276,22 @@ func.func @rmsnorm_wrong_result(%x: tensor<64x512xf32>) {
 // Indexing and data movement
 //===----------------------------------------------------------------------===//
 
+func.func @embedding_rows_count(%t: tensor<500x64xf32>, %ids: tensor<16xi32>, %rows: tensor<400xi32>) {
+  // expected-error @+1 {{'loom.embedding' op needs one row id per row of its table (500), got 'tensor<400xi32>'}}
+  %0 = loom.embedding %t[%ids] rows %rows of 1000 : (tensor<500x64xf32>, tensor<16xi32>, tensor<400xi32>) -> tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_rows_vocab(%ids: tensor<16xi32>, %g: tensor<16x64xf32>, %rows: tensor<500xi32>) {
+  // expected-error @+1 {{'loom.embedding_grad' op holds 500 rows of a table of 100}}
+  %0 = loom.embedding_grad %ids, %g rows %rows of 100 : (tensor<16xi32>, tensor<16x64xf32>, tensor<500xi32>) -> tensor<500x64xf32>
+  return
+}
+
+// -----
+
 func.func @embedding_table_rank(%t: tensor<1000xf32>, %ids: tensor<16xi32>) {
   // expected-error @+2 {{rank mismatch: an embedding table is [rows, dim], got [1000]}}
   // expected-error @+1 {{'loom.embedding' op failed to infer returned types}}

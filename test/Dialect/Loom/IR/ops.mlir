@@ -176,9 +176,9 @@ func.func @norms(%x: tensor<64x512xbf16>, %g: tensor<512xf32>,
 // -----
 
 // CHECK-LABEL: func.func @indexing
-// CHECK-SAME: (%[[T:.+]]: tensor<1000x64xf32>, %[[IDS:.+]]: tensor<2x16xi32>, %[[IDS64:.+]]: tensor<5xi64>)
+// CHECK-SAME: (%[[T:.+]]: tensor<1000x64xf32>, %[[IDS:.+]]: tensor<2x16xi32>, %[[IDS64:.+]]: tensor<5xi64>, %[[HALF:.+]]: tensor<500x64xf32>)
 func.func @indexing(%t: tensor<1000x64xf32>, %ids: tensor<2x16xi32>,
-                    %ids64: tensor<5xi64>) {
+                    %ids64: tensor<5xi64>, %half: tensor<500x64xf32>) {
   // CHECK: loom.embedding %[[T]][%[[IDS]]] : (tensor<1000x64xf32>, tensor<2x16xi32>) -> tensor<2x16x64xf32>
   %0 = loom.embedding %t[%ids] : (tensor<1000x64xf32>, tensor<2x16xi32>) -> tensor<2x16x64xf32>
   // CHECK: loom.embedding %[[T]][%[[IDS64]]] : (tensor<1000x64xf32>, tensor<5xi64>) -> tensor<5x64xf32>
@@ -189,6 +189,10 @@ func.func @indexing(%t: tensor<1000x64xf32>, %ids: tensor<2x16xi32>,
   %3 = loom.embedding %t[%2] : (tensor<1000x64xf32>, tensor<16xi32>) -> tensor<16x64xf32>
   // CHECK: loom.arange : tensor<7xi64>
   %4 = loom.arange : tensor<7xi64>
+  // A vocab-parallel lookup: rows 500..999 of a 1000-row table.
+  // CHECK: loom.embedding %[[HALF]][%[[IDS]]] rows %{{.+}} of 1000 : (tensor<500x64xf32>, tensor<2x16xi32>, tensor<500xi32>) -> tensor<2x16x64xf32>
+  %rows = loom.arange : tensor<500xi32>
+  %5 = loom.embedding %half[%ids] rows %rows of 1000 : (tensor<500x64xf32>, tensor<2x16xi32>, tensor<500xi32>) -> tensor<2x16x64xf32>
   return
 }
 
@@ -429,6 +433,9 @@ func.func @gradient_ops(%x: tensor<4x1xf32>, %a: tensor<4x8xbf16>,
   %2 = loom.causal_mask_grad %s : tensor<2x6x6xf32>
   // CHECK: loom.embedding_grad %{{.+}}, %{{.+}} : (tensor<2x3xi32>, tensor<2x3x8xf32>) -> tensor<10x8xf32>
   %3 = loom.embedding_grad %ids, %g : (tensor<2x3xi32>, tensor<2x3x8xf32>) -> tensor<10x8xf32>
+  // CHECK: loom.embedding_grad %{{.+}}, %{{.+}} rows %{{.+}} of 10 : (tensor<2x3xi32>, tensor<2x3x8xf32>, tensor<5xi32>) -> tensor<5x8xf32>
+  %rows = loom.arange : tensor<5xi32>
+  %5 = loom.embedding_grad %ids, %g rows %rows of 10 : (tensor<2x3xi32>, tensor<2x3x8xf32>, tensor<5xi32>) -> tensor<5x8xf32>
   // CHECK: loom.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} : (tensor<2x3x5xf32>, tensor<2x3xi32>, tensor<f32>) -> tensor<2x3x5xf32>
   %4 = loom.cross_entropy_grad %logits, %labels, %dl : (tensor<2x3x5xf32>, tensor<2x3xi32>, tensor<f32>) -> tensor<2x3x5xf32>
   return

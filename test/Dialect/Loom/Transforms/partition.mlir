@@ -279,6 +279,36 @@ func.func @tied_partial(%h: tensor<8x4xf32>, %dlogits: tensor<8x16xf32>, %ids: t
 
 // -----
 
+// A table split by rows (wte shard [tp, _]) is looked up vocab-parallel,
+// as Megatron-LM does: each rank looks the ids up among its rows (its
+// block of arange(V), sliced: no data moves), zeros for the others', and
+// the [.., D] result is summed over tp where it is read. Its gradient is
+// scattered into the rank's rows only, split like the param. The table is
+// never gathered.
+// CHECK-LABEL: func.func @vocab_parallel_spmd
+// CHECK-NOT: shard.all_gather
+// CHECK: %[[ROWS:.+]] = shard.all_slice %{{.+}} on @g grid_axes = [1] slice_axis = 0 : tensor<16xi32> -> tensor<8xi32>
+// CHECK: %[[E:.+]] = loom.embedding %{{.+}}[%{{.+}}] rows %[[ROWS]] of 16 : (tensor<8x4xf32>, tensor<4xi32>, tensor<8xi32>) -> tensor<4x4xf32>
+// CHECK: %[[SUM:.+]] = shard.all_reduce %[[E]] on @g grid_axes = [1]
+// CHECK: loom.embedding_grad %{{.+}}, %{{.+}} rows %{{.+}} of 16 : (tensor<4xi32>, tensor<4x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>
+// CHECK-NOT: shard.all_gather
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @vocab_parallel(%w: tensor<16x4xf32> {loom.param = "w"}, %ids: tensor<8xi32>, %dy: tensor<8x4xf32>)
+    -> (tensor<8x4xf32>, tensor<16x4xf32> {loom.output = "grad.w"}) {
+  %vocab = shard.sharding @g split_axes = [[1], []] : !shard.sharding
+  %ws = shard.shard %w to %vocab : tensor<16x4xf32>
+  %rows = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %idss = shard.shard %ids to %rows : tensor<8xi32>
+  %rows2 = shard.sharding @g split_axes = [[0], []] : !shard.sharding
+  %dys = shard.shard %dy to %rows2 : tensor<8x4xf32>
+  %e = loom.embedding %ws[%idss] : (tensor<16x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>
+  %h = loom.gelu %e : tensor<8x4xf32>
+  %g = loom.embedding_grad %idss, %dys : (tensor<8xi32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  return %h, %g : tensor<8x4xf32>, tensor<16x4xf32>
+}
+
+// -----
+
 // A position embedding's gradient: the sum over the split batch is a
 // partial sum, and so is its scatter-add into the table (the ids are the
 // whole arange); with sequence parallelism's rows split over tp too, the
