@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/IR/VjpBuilders.h"
+#include "Loom/Transforms/DeadOps.h"
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -139,9 +140,7 @@ static void widenGradients(Block &body,
     widening.getResult().replaceAllUsesWith(wide);
     widening.erase();
   }
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (!forward.contains(&op) && isOpTriviallyDead(&op))
-      op.erase();
+  eraseDeadOps(body);
 }
 
 static void recomputeLayers(Block &body,
@@ -360,9 +359,7 @@ LogicalResult Differentiator::run() {
   model.setAllResultAttrs(resultAttrs);
   // The rules build some values they then do not need (the gradients of
   // operands that do not depend on a param).
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (isOpTriviallyDead(&op))
-      op.erase();
+  eraseDeadOps(body);
   // Last: the gradients map no longer holds the values this replaces.
   widenGradients(body, forwardOps);
   return success();

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/IR/VjpBuilders.h"
+#include "Loom/Transforms/DeadOps.h"
 #include "Loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -547,10 +548,7 @@ struct LoomOptimizerStep
       // counts of the forward's `moe_stats` output, which the plan then
       // computed after the last accumulate from a microbatch's values (a
       // plan the runtime refuses).
-      for (Operation &op : llvm::make_early_inc_range(
-               llvm::reverse(model.getBody().front().getOperations())))
-        if (isOpTriviallyDead(&op))
-          op.erase();
+      eraseDeadOps(model.getBody().front());
     }
   }
 };

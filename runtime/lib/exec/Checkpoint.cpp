@@ -13,9 +13,8 @@
 
 using namespace loom::runtime;
 
-static constexpr const char *kVersionKey = "loom.checkpoint";
-/// Format 2 adds "checksum"; format 1 (without it) still loads.
-static constexpr const char *kVersion = "2";
+static constexpr const char *kVersionKey = kCheckpointVersionKey;
+static constexpr const char *kVersion = kCheckpointVersion;
 
 /// FNV-1a (64-bit) over every param's bytes, by name: the order the file
 /// holds them in. A torn or flipped byte in the data changes it.
@@ -112,11 +111,8 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
                    "metadata); pass weights with --weights";
     return false;
   }
-  if (*version != kVersion && *version != "1") {
-    error = path + ": checkpoint format " + *version + ", but this runtime "
-                   "reads format " + kVersion;
+  if (!checkpointFormatKnown(path, *version, error))
     return false;
-  }
   const std::string *model = meta.find("model");
   if (!model || *model != plan.model) {
     error = path + " is a checkpoint of model '" + (model ? *model : "?") +

@@ -106,6 +106,14 @@ bool TextGenerator::advance(const char *base, int64_t &next, std::string &error)
     return false;
   }
   next = best;
+  bool someNan = std::any_of(scores.begin(), scores.end(), [](double s) { return std::isnan(s); });
+  if (!warned && (someNan || (sampling.temperature > 0 && !std::isfinite(scores[best])))) {
+    warned = true;
+    warning = "the logits for byte " + std::to_string(bytes.size()) + " include " +
+              (someNan ? std::string("NaN, never chosen")
+                       : std::string("an infinite top one, chosen without sampling")) +
+              " (--check-numerics names the first step that wrote one)";
+  }
   if (sampling.temperature > 0 && std::isfinite(scores[best])) {
     double top = scores[best], total = 0;
     for (double &s : scores) {

@@ -160,6 +160,8 @@ private:
       std::fputc('\n', out);
       return fail(error);
     }
+    if (std::string warning = generator.takeWarning(); !warning.empty())
+      warn(warning);
     std::fputc(static_cast<unsigned char>(byte), out);
     std::fflush(out);
     return true;

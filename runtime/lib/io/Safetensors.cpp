@@ -280,14 +280,24 @@ static bool convertsWeight(DType stored, DType param) {
 /// reads only some of its tensors).
 static bool checkCheckpointChecksum(FILE *file, const SafetensorsHeader &header,
                                     const std::string &path, std::string &error) {
-  const std::string *stated = nullptr;
-  bool checkpoint = false;
+  const std::string *stated = nullptr, *version = nullptr;
   for (const auto &[key, value] : header.metadata) {
-    checkpoint |= key == "loom.checkpoint";
+    if (key == kCheckpointVersionKey)
+      version = &value;
     if (key == "checksum")
       stated = &value;
   }
-  if (!checkpoint || !stated)
+  // A checkpoint of another format, or one that lost its checksum, is
+  // refused as --resume refuses it (format 1 had none).
+  if (!version)
+    return true;
+  if (!checkpointFormatKnown(path, *version, error))
+    return false;
+  if (!stated && *version != "1") {
+    error = path + ": the checkpoint has no \"checksum\" in its metadata";
+    return false;
+  }
+  if (!stated)
     return true;
   std::vector<const SafetensorsTensor *> order;
   for (const SafetensorsTensor &tensor : header.tensors)

@@ -3,6 +3,8 @@
 #include "loom/runtime/support/Options.h"
 #include "loom/runtime/plan/Plan.h"
 #include "loom/runtime/plan/Schedule.h"
+#include "loom/runtime/io/Safetensors.h"
+#include "loom/runtime/support/Hash.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +76,20 @@ std::string loom::runtime::rankTracePath(const std::string &trace, unsigned rank
 /// again (--resume with --save), but --save-weights over --resume's would
 /// turn it into weights. A checkpoint is written to PATH.tmp first, which
 /// must be none of the run's files either.
+/// Whether `path` is a training checkpoint (a .safetensors file whose
+/// metadata names its checkpoint format); an unreadable file is not (its
+/// loading reports why).
+static bool isCheckpoint(const std::string &path) {
+  SafetensorsHeader header;
+  std::string error;
+  if (!readSafetensorsHeader(path, header, error))
+    return false;
+  for (const auto &[key, value] : header.metadata)
+    if (key == kCheckpointVersionKey)
+      return true;
+  return false;
+}
+
 static bool checkFilesDistinct(const RunOptions &options, unsigned ranks,
                                std::string &error) {
   struct File {
@@ -111,10 +127,15 @@ static bool checkFilesDistinct(const RunOptions &options, unsigned ranks,
       add(writes, option(name, *path) + " (through " + *path + ".tmp)", *path + ".tmp");
   for (size_t i = 0; i < writes.size(); ++i) {
     for (const File &read : reads) {
-      // --save-weights over --resume's checkpoint would leave weights.
-      bool sameCheckpoint = writes[i].checkpoint && read.checkpoint &&
-                            !(read.what.rfind("--resume ", 0) == 0 &&
-                              writes[i].what.rfind("--save-weights ", 0) == 0);
+      // --save-weights over --resume's checkpoint, or over one given as
+      // --weights, would leave weights where it was (its optimizer state
+      // and step gone); --save over either continues it, and weights may
+      // be saved over themselves.
+      bool savesWeights = writes[i].what.rfind("--save-weights ", 0) == 0;
+      bool dropsCheckpoint =
+          savesWeights && (read.what.rfind("--resume ", 0) == 0 ||
+                           (read.what.rfind("--weights ", 0) == 0 && isCheckpoint(read.path)));
+      bool sameCheckpoint = writes[i].checkpoint && read.checkpoint && !dropsCheckpoint;
       if (!sameCheckpoint && sameFile(writes[i].path, read.path)) {
         error = writes[i].what + " would overwrite " + read.what + ": write to another file";
         return false;
@@ -305,7 +326,11 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
   for (int i = first; i < argc; ++i) {
     std::string_view arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
-      error = "unexpected argument '" + std::string(arg) + "' (see --help)";
+      bool command = arg == "train" || arg == "generate" || arg == "evaluate";
+      error = "unexpected argument '" + std::string(arg) + "' (" +
+              (command ? "a command comes first: " + std::string(arg) + " [options]"
+                       : std::string("see --help")) +
+              ")";
       return false;
     }
     std::string_view name = arg;
@@ -433,7 +458,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
         return false;
       if (!parseNumberIn(value, 0, 1e6, options.temperature)) {
         error = "bad --temperature '" + std::string(value) +
-                "' (expected a number >= 0; 0: the most likely byte)";
+                "' (expected a number from 0 to 1e6; 0: the most likely byte)";
         return false;
       }
     } else if (name == "--schedule") {

@@ -230,6 +230,8 @@ TEST(Driver, ReportsUsageErrors) {
       {{"--bogus"}, "unknown option '--bogus' (see --help)"},
       {{"--info=yes"}, "option '--info' takes no value"},
       {{"stray"}, "unexpected argument 'stray' (see --help)"},
+      {{"--random-inputs", "generate"},
+       "unexpected argument 'generate' (a command comes first: generate [options])"},
       {{"--weights", missing, "--random-inputs"},
        "cannot open " + missing + ": No such file or directory"},
       {{"--random-inputs", "--output", "out=" + dir.path("no/dir/o.npy")},
@@ -260,6 +262,7 @@ TEST(Driver, ReportsUsageErrors) {
       // where the checkpoint was (--save over it continues it).
       {{"train", "--resume", "r.st", "--save-weights", "r.st"},
        "--save-weights r.st would overwrite --resume r.st: write to another file"},
+
   };
   for (const Case &c : cases) {
     RunResult run = runDriver(c.args, kKernels, plan());

@@ -128,11 +128,21 @@ TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
   generator.place(plan, arena.data());
   EXPECT_EQ(tokensIn(plan, arena), (std::vector<int32_t>{2, 3, 3, 3, 2, 3, 3, 3}));
 
-  // Logits that are all NaN have no next byte.
+  // A NaN among the logits is never chosen, and said once per text
+  // (it was silent: the model's likeliest byte could go missing).
   float nan = std::nanf("");
+  EXPECT_EQ(generator.takeWarning(), "");
+  setLogits(plan, arena, 3, {1, nan, 0, 0, 0, 0, 0, 0});
+  ASSERT_TRUE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error)) << error;
+  EXPECT_EQ(next, 0);
+  EXPECT_EQ(generator.takeWarning(), "the logits for byte 6 include NaN, never chosen "
+                                     "(--check-numerics names the first step that wrote one)");
+  ASSERT_TRUE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error)) << error;
+  EXPECT_EQ(generator.takeWarning(), "");
+  // Logits that are all NaN have no next byte.
   setLogits(plan, arena, 3, {nan, nan, nan, nan, nan, nan, nan, nan});
   EXPECT_FALSE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error));
-  EXPECT_EQ(error, "the logits for byte 6 are all NaN (--check-numerics names the "
+  EXPECT_EQ(error, "the logits for byte 8 are all NaN (--check-numerics names the "
                    "first step that wrote one)");
 }
 

@@ -99,6 +99,39 @@ TEST(Safetensors, RoundTripsParams) {
           << buffer.name;
 }
 
+// A checkpoint given as --weights is refused where --resume refuses it: a
+// format this runtime does not read, or one that lost its checksum (only
+// format 1 had none). It loaded silently before.
+TEST(Safetensors, WeightsFromCheckpointsAreChecked) {
+  TempDir dir;
+  Plan plan = weightsPlan();
+  std::vector<char> arena(plan.arenaBytes, 0);
+  initializeParams(plan, arena.data(), 7);
+  std::string error, path = dir.path("w.safetensors");
+  ASSERT_TRUE(saveWeights(plan, arena.data(), path, error)) << error;
+  std::string file = readFile(path);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i)
+    length |= static_cast<uint64_t>(static_cast<unsigned char>(file[i])) << (8 * i);
+  std::string json = file.substr(8, length), data = file.substr(8 + length);
+  auto withMetadata = [&](const std::string &entries) {
+    std::string edited = json;
+    edited.insert(edited.find("\"model\""), entries);
+    return safetensorsFile(edited, data);
+  };
+  std::string edited = dir.path("c.safetensors");
+  std::vector<std::string> warnings;
+  std::vector<char> loaded(plan.arenaBytes, 0);
+  writeFile(edited, withMetadata("\"loom.checkpoint\":\"3\","));
+  EXPECT_FALSE(loadWeights(plan, loaded.data(), edited, warnings, error));
+  EXPECT_EQ(error, edited + ": checkpoint format 3, but this runtime reads format 2");
+  writeFile(edited, withMetadata("\"loom.checkpoint\":\"2\","));
+  EXPECT_FALSE(loadWeights(plan, loaded.data(), edited, warnings, error));
+  EXPECT_EQ(error, edited + ": the checkpoint has no \"checksum\" in its metadata");
+  writeFile(edited, withMetadata("\"loom.checkpoint\":\"1\","));
+  EXPECT_TRUE(loadWeights(plan, loaded.data(), edited, warnings, error)) << error;
+}
+
 TEST(Safetensors, FloatParamsConvert) {
   // A training checkpoint's f32 master params load into a bf16 (or f16)
   // forward, rounded to nearest even as the step's casts round them; a

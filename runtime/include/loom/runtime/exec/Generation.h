@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom::runtime {
@@ -49,12 +50,17 @@ public:
   /// model's whole [B, T, V] output), picks the next byte (`next`) and
   /// appends it to the text; false when they are all NaN.
   bool advance(const char *logits, int64_t &next, std::string &error);
+  /// Once per text, after the advance that met them: that some logits were
+  /// NaN (never chosen) or the top one infinite (sampling then picks it).
+  std::string takeWarning() { return std::exchange(warning, {}); }
 
   const std::vector<int64_t> &text() const { return bytes; }
   /// The rows of the model's batch (B of tokens [B, T]), after start.
   uint64_t batchRows() const { return rows; }
 
 private:
+  std::string warning;
+  bool warned = false;
   DType tokensType = DType::I32, logitsType = DType::F32;
   uint64_t rows = 0, length = 0, vocabulary = 0, choices = 0;
   Sampling sampling;

@@ -40,6 +40,22 @@ inline std::string hashText(uint64_t hash) {
   return text;
 }
 
+/// A checkpoint's metadata key holding its format, and the format written:
+/// 2 adds "checksum"; format 1 (without it) still loads.
+inline constexpr const char *kCheckpointVersionKey = "loom.checkpoint";
+inline constexpr const char *kCheckpointVersion = "2";
+
+/// False, with the error, where a checkpoint's format is not one this
+/// runtime reads (train --resume and --weights alike).
+inline bool checkpointFormatKnown(const std::string &path, const std::string &version,
+                                  std::string &error) {
+  if (version == kCheckpointVersion || version == "1")
+    return true;
+  error = path + ": checkpoint format " + version + ", but this runtime reads format " +
+          kCheckpointVersion;
+  return false;
+}
+
 /// False, with the error, where a checkpoint's tensors hash to `actual`
 /// rather than the `stated` checksum (train --resume and --weights alike).
 inline bool checkpointHashMatches(const std::string &path, const std::string &actual,
