@@ -22,28 +22,41 @@ namespace mlir::loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-/// Makes `param` an f32 master: its type (and its sharding annotation's)
-/// becomes f32, and every other reader gets the cast to its old type.
+/// The readers of `value` (but those `keeps` names) read `value` cast to
+/// `type` instead, placed right after it.
+static void readCast(Value value, RankedTensorType type,
+                     llvm::function_ref<bool(Operation *)> keeps = nullptr) {
+  auto reads = [&](OpOperand &use) { return !keeps || !keeps(use.getOwner()); };
+  if (llvm::none_of(value.getUses(), reads))
+    return;
+  OpBuilder b(value.getContext());
+  if (auto result = dyn_cast<OpResult>(value))
+    b.setInsertionPointAfter(result.getOwner());
+  else
+    b.setInsertionPointToStart(cast<BlockArgument>(value).getOwner());
+  Value copy = CastOp::create(b, value.getLoc(), type, value);
+  value.replaceUsesWithIf(copy, [&](OpOperand &use) {
+    return use.getOwner() != copy.getDefiningOp() && reads(use);
+  });
+}
+
+/// Makes `param` an f32 master: its type (and its sharding annotations')
+/// becomes f32, and every reader gets the cast to its old type.
 static void makeMaster(BlockArgument param) {
   auto type = vjp::typeOf(param);
   auto master = type.clone(Float32Type::get(param.getContext()));
   param.setType(master);
-  // The annotation, if any, is the value the forward reads: it moves to f32
-  // with its param, and the cast goes after it.
-  Value read = param;
-  for (Operation *user : param.getUsers())
+  // An annotation (`let w = p shard [...]`) is a value the forward reads:
+  // it moves to f32 with its param, and its cast goes after it. A param
+  // also read directly casts for those readers too (they read the f32
+  // master: an internal verifier error).
+  auto isAnnotation = [](Operation *op) { return isa<shard::ShardOp>(op); };
+  for (Operation *user : llvm::make_early_inc_range(param.getUsers()))
     if (auto annotation = dyn_cast<shard::ShardOp>(user)) {
       annotation.getResult().setType(master);
-      read = annotation.getResult();
-      break;
+      readCast(annotation.getResult(), type);
     }
-  OpBuilder b(param.getContext());
-  if (auto result = dyn_cast<OpResult>(read))
-    b.setInsertionPointAfter(result.getOwner());
-  else
-    b.setInsertionPointToStart(param.getOwner());
-  Value cast = CastOp::create(b, param.getLoc(), type, read);
-  read.replaceAllUsesExcept(cast, cast.getDefiningOp());
+  readCast(param, type, isAnnotation);
 }
 
 namespace {

@@ -739,9 +739,16 @@ LogicalResult Partitioner::partition(Operation *op) {
     return apply(op, ins, {in});
   }
   if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-    // Outputs may stay split (the runtime gathers them); never partial.
+    // Outputs may stay split (the runtime gathers them); never partial. A
+    // param's new value is laid out as the param (one read both through
+    // an annotation and directly stays whole, and its update came split:
+    // a plan the runtime refused).
     for (OpOperand &operand : ret->getOpOperands()) {
       Sharding want = withWhole(operand.get(), {});
+      auto updates = func.getResultAttrOfType<StringAttr>(operand.getOperandNumber(),
+                                                          attr::kUpdates);
+      if (Value param = updates ? params.lookup(updates.getValue()) : Value())
+        want = withWhole(param, {});
       FailureOr<Value> local = reshard(operand.get(), want, op);
       if (failed(local))
         return failure();

@@ -52,3 +52,29 @@ loom.train @square optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale 
 func.func @forward(%w: tensor<4xbf16> {loom.param = "w"}) -> (tensor<4xbf16> {loom.output = "y"}) {
   return %w : tensor<4xbf16>
 }
+
+// -----
+
+// A param read through an annotation (`let ec = e shard [_, tp]`) and
+// directly: both readers read a 16-bit copy, the annotation's after it and
+// the direct one's at the top (the direct reader read the f32 master: an
+// internal "operands differ in element type" error).
+// CHECK-LABEL: func.func @annotated_and_direct
+// CHECK-NEXT: %[[DIRECT:.+]] = loom.cast %arg1 : tensor<16x16xf32> to tensor<16x16xbf16>
+// CHECK: %[[E:.+]] = shard.shard %arg1 to %{{.+}} : tensor<16x16xf32>
+// CHECK-NEXT: %[[COPY:.+]] = loom.cast %[[E]] : tensor<16x16xf32> to tensor<16x16xbf16>
+// CHECK-NEXT: %[[H:.+]] = loom.matmul %arg0, %[[COPY]]
+// CHECK-NEXT: loom.matmul %[[H]], %[[DIRECT]]
+shard.grid @grid(shape = 2) {loom.axes = ["tp"]}
+func.func @annotated_and_direct(%x: tensor<8x16xbf16> {loom.input = "x"}, %e: tensor<16x16xbf16> {loom.param = "e"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %s = shard.sharding @grid split_axes = [[], [0]] : !shard.sharding
+  %es = shard.shard %e to %s : tensor<16x16xbf16>
+  %0 = loom.matmul %x, %es accumulate f32 : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %1 = loom.matmul %0, %e accumulate f32 : (tensor<8x16xbf16>, tensor<16x16xbf16>) -> tensor<8x16xbf16>
+  %2 = loom.cast %1 : tensor<8x16xbf16> to tensor<8x16xf32>
+  %3 = loom.mean %2 axis 1 : tensor<8x16xf32> -> tensor<8xf32>
+  %4 = loom.mean %3 axis 0 : tensor<8xf32> -> tensor<f32>
+  return %4 : tensor<f32>
+}
+loom.train @annotated_and_direct optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
