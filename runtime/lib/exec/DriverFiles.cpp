@@ -37,6 +37,11 @@ bool Driver::checkInputs(const Plan &plan) {
            " rows of the batch for one row's logits: build the forward with a batch of "
            "one (loomc --dim B=1, B the script's batch dim) for about " +
            std::to_string(rows) + " times less work");
+    // Allowed (a quick check of a build), but its text is noise.
+    if (options.weights.empty())
+      warn("generate without --weights runs the params' initializers (seed " +
+           std::to_string(options.seed) + "): the text is random; pass a trained "
+           "model's checkpoint or weights with --weights");
   }
   if (!options.data.empty()) {
     const PlanBuffer *tokens, *labels;
