@@ -450,37 +450,32 @@ Value averagedOf(Value loss) {
   return loss;
 }
 
-/// The rows of the first term of `loss` whose mean over the microbatches
-/// would not be the whole batch's, or null. The loss may be a mean over
-/// the rows (a cross_entropy or mse of the rows themselves, or means of
-/// a value that holds them), and sums, differences and multiples of such
-/// losses by values free of the batch, plus terms free of the batch (a
-/// weight penalty, the same in every microbatch): the microbatches' mean
-/// is the whole batch's for each.
-const Rows *mixedTerm(const RowFlow &flow, Value loss) {
-  loss = throughStages(loss);
-  const Rows &r = flow.of(averagedOf(loss));
-  if (r.kind != Rows::Mixed || r.meanOfRows)
-    return nullptr;
-  Operation *def = loss.getDefiningOp();
-  auto isFree = [&](Value v) { return flow.of(throughStages(v)).kind == Rows::Free; };
-  auto term = [&](unsigned i) { return mixedTerm(flow, def->getOperand(i)); };
-  if (isa_and_nonnull<AddOp, SubOp>(def)) {
-    const Rows *lhs = term(0);
-    return lhs ? lhs : term(1);
-  }
-  if (isa_and_nonnull<MulOp>(def) && (isFree(def->getOperand(0)) || isFree(def->getOperand(1))))
-    return term(isFree(def->getOperand(0)) ? 1 : 0);
-  if (isa_and_nonnull<DivOp>(def) && isFree(def->getOperand(1)))
-    return term(0);
-  if (isa_and_nonnull<NegOp, CastOp>(def))
-    return term(0);
-  return &r;
-}
-
 } // namespace
 
 namespace loom {
+
+Value nonAveragingTerm(Value loss, llvm::function_ref<bool(Value)> free,
+                       llvm::function_ref<bool(Value)> mean,
+                       llvm::function_ref<Value(Value)> look) {
+  auto at = [&](Value v) { return look ? look(v) : v; };
+  loss = at(loss);
+  if (free(loss) || mean(loss))
+    return nullptr;
+  Operation *def = loss.getDefiningOp();
+  auto term = [&](unsigned i) { return nonAveragingTerm(def->getOperand(i), free, mean, look); };
+  auto isFree = [&](unsigned i) { return free(at(def->getOperand(i))); };
+  if (isa_and_nonnull<AddOp, SubOp>(def)) {
+    Value lhs = term(0);
+    return lhs ? lhs : term(1);
+  }
+  if (isa_and_nonnull<MulOp>(def) && (isFree(0) || isFree(1)))
+    return term(isFree(0) ? 1 : 0);
+  if (isa_and_nonnull<DivOp>(def) && isFree(1))
+    return term(0);
+  if (isa_and_nonnull<NegOp, CastOp>(def))
+    return term(0);
+  return loss;
+}
 
 LogicalResult
 checkMicrobatchRows(func::FuncOp whole, func::FuncOp micro, int64_t count,
@@ -503,7 +498,20 @@ checkMicrobatchRows(func::FuncOp whole, func::FuncOp micro, int64_t count,
     bool isLoss = bool(whole.getResultAttr(i, attr::kLoss));
     if (!isLoss && !outputsToo)
       continue;
-    const Rows *bad = isLoss ? mixedTerm(flow, result) : &flow.of(result);
+    // The loss may be a mean over the rows (a cross_entropy or mse of the
+    // rows themselves, or means of a value that holds them), and sums and
+    // multiples of such means and of terms free of the batch.
+    const Rows *bad = &flow.of(result);
+    if (isLoss) {
+      Value term = nonAveragingTerm(
+          result, [&](Value v) { return flow.of(v).kind == Rows::Free; },
+          [&](Value v) {
+            const Rows &r = flow.of(averagedOf(v));
+            return r.kind != Rows::Mixed || r.meanOfRows;
+          },
+          throughStages);
+      bad = term ? &flow.of(averagedOf(term)) : nullptr;
+    }
     if (!bad || bad->kind != Rows::Mixed)
       continue;
     auto &entry = mixers[bad->origin];

@@ -29,6 +29,18 @@ mlir::LogicalResult checkMicrobatchRows(
     bool outputsToo, mlir::Location where,
     llvm::function_ref<mlir::Location(unsigned result)> resultLoc);
 
+/// The first term of `loss` whose mean over the microbatches would not be
+/// the whole batch's, or null. A term is `free` of the batch (a weight
+/// penalty, the same in every microbatch) or a `mean` over it; a loss is
+/// split into terms through sums, differences, negations, casts, and
+/// products and quotients by free values. `look` (when given) maps each
+/// value before it is looked at (a pipeline stage's result to its value
+/// inside the stage).
+mlir::Value nonAveragingTerm(mlir::Value loss,
+                             llvm::function_ref<bool(mlir::Value)> free,
+                             llvm::function_ref<bool(mlir::Value)> mean,
+                             llvm::function_ref<mlir::Value(mlir::Value)> look = nullptr);
+
 } // namespace loom
 
 #endif // LOOM_MLIRGEN_BATCHROWS_H

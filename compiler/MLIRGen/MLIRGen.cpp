@@ -957,29 +957,6 @@ static bool isMeanOverAllDims(Value loss) {
   return means > 0 && cast<RankedTensorType>(loss.getType()).getRank() == means;
 }
 
-/// Whether the mean of `loss` over the microbatches is the whole batch's:
-/// a mean over the batch (isMeanOverAllDims), a sum or difference of such
-/// losses and of terms that read no input (a weight penalty, the same in
-/// every microbatch), or one scaled by such a term (`2 * mse(y, t)`).
-/// `readsInput` says whether a value depends on a model input.
-static bool averagesOverMicrobatches(Value loss,
-                                     llvm::function_ref<bool(Value)> readsInput) {
-  if (!readsInput(loss) || isMeanOverAllDims(loss))
-    return true;
-  Operation *def = loss.getDefiningOp();
-  auto linear = [&](Value v) { return averagesOverMicrobatches(v, readsInput); };
-  if (isa_and_nonnull<AddOp, SubOp>(def))
-    return linear(def->getOperand(0)) && linear(def->getOperand(1));
-  if (isa_and_nonnull<MulOp>(def))
-    return (!readsInput(def->getOperand(0)) && linear(def->getOperand(1))) ||
-           (!readsInput(def->getOperand(1)) && linear(def->getOperand(0)));
-  if (isa_and_nonnull<DivOp>(def))
-    return !readsInput(def->getOperand(1)) && linear(def->getOperand(0));
-  if (isa_and_nonnull<NegOp, CastOp>(def))
-    return linear(def->getOperand(0));
-  return false;
-}
-
 void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   if (model->hasTrain) {
     error(stmt.loc) << "a model has one train section";
@@ -1144,7 +1121,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       reads[v] = any;
       return any;
     };
-    if (loss && !averagesOverMicrobatches(loss, readsInput))
+    if (loss && nonAveragingTerm(loss, [&](Value v) { return !readsInput(v); },
+                                 isMeanOverAllDims))
       error(seen.lookup("loss"))
           << "with microbatches the loss must be a mean over the batch "
              "(cross_entropy, mse or mean), or sums and multiples of such "
