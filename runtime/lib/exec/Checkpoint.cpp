@@ -13,8 +13,6 @@
 
 using namespace loom::runtime;
 
-static constexpr const char *kVersionKey = kCheckpointVersionKey;
-static constexpr const char *kVersion = kCheckpointVersion;
 
 /// FNV-1a (64-bit) over every param's bytes, by name: the order the file
 /// holds them in. A torn or flipped byte in the data changes it.
@@ -40,7 +38,7 @@ bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
   std::snprintf(scale, sizeof(scale), "%.17g", state.lossScale);
   WeightsWriteOptions how;
   how.atomic = true;
-  how.metadata = {{kVersionKey, kVersion},
+  how.metadata = {{kCheckpointVersionKey, kCheckpointVersion},
                   {"optimizer", plan.optimizer.kind},
                   {"step", std::to_string(state.step)},
                   {"applied", std::to_string(state.applied)},
@@ -59,12 +57,7 @@ struct MetadataReader {
   const std::string &path;
   std::string &error;
 
-  const std::string *find(const char *key) const {
-    for (const auto &[name, value] : header.metadata)
-      if (name == key)
-        return &value;
-    return nullptr;
-  }
+  const std::string *find(const char *key) const { return header.metadataValue(key); }
   bool missing(const char *key) {
     error = path + ": the checkpoint has no \"" + std::string(key) +
             "\" in its metadata";
@@ -105,7 +98,7 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
   if (!readSafetensorsHeader(path, header, error))
     return false;
   MetadataReader meta{header, path, error};
-  const std::string *version = meta.find(kVersionKey);
+  const std::string *version = meta.find(kCheckpointVersionKey);
   if (!version) {
     error = path + " is not a checkpoint (no \"loom.checkpoint\" in its "
                    "metadata); pass weights with --weights";

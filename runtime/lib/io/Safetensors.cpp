@@ -32,6 +32,13 @@ const SafetensorsTensor *SafetensorsHeader::find(std::string_view name) const {
   return nullptr;
 }
 
+const std::string *SafetensorsHeader::metadataValue(std::string_view key) const {
+  for (const auto &[name, value] : metadata)
+    if (name == key)
+      return &value;
+  return nullptr;
+}
+
 const char *loom::runtime::safetensorsDTypeName(DType dtype) {
   switch (dtype) {
   case DType::F32:
@@ -280,13 +287,8 @@ static bool convertsWeight(DType stored, DType param) {
 /// reads only some of its tensors).
 static bool checkCheckpointChecksum(FILE *file, const SafetensorsHeader &header,
                                     const std::string &path, std::string &error) {
-  const std::string *stated = nullptr, *version = nullptr;
-  for (const auto &[key, value] : header.metadata) {
-    if (key == kCheckpointVersionKey)
-      version = &value;
-    if (key == "checksum")
-      stated = &value;
-  }
+  const std::string *version = header.metadataValue(kCheckpointVersionKey);
+  const std::string *stated = header.metadataValue("checksum");
   // A checkpoint of another format, or one that lost its checksum, is
   // refused as --resume refuses it (format 1 had none).
   if (!version)

@@ -71,25 +71,22 @@ std::string loom::runtime::rankTracePath(const std::string &trace, unsigned rank
   return trace + suffix;
 }
 
-/// No file is both read and written, or written twice, by the run (with
-/// `ranks` ranks: their traces too). A checkpoint may be read and written
-/// again (--resume with --save), but --save-weights over --resume's would
-/// turn it into weights. A checkpoint is written to PATH.tmp first, which
-/// must be none of the run's files either.
 /// Whether `path` is a training checkpoint (a .safetensors file whose
 /// metadata names its checkpoint format); an unreadable file is not (its
 /// loading reports why).
 static bool isCheckpoint(const std::string &path) {
   SafetensorsHeader header;
   std::string error;
-  if (!readSafetensorsHeader(path, header, error))
-    return false;
-  for (const auto &[key, value] : header.metadata)
-    if (key == kCheckpointVersionKey)
-      return true;
-  return false;
+  return readSafetensorsHeader(path, header, error) &&
+         header.metadataValue(kCheckpointVersionKey);
 }
 
+/// No file is both read and written, or written twice, by the run (with
+/// `ranks` ranks: their traces too). A checkpoint may be read and written
+/// again (--resume or --weights with --save), and weights by
+/// --save-weights, but --save-weights over a checkpoint would turn it into
+/// weights. A checkpoint is written to PATH.tmp first, which must be none
+/// of the run's files either.
 static bool checkFilesDistinct(const RunOptions &options, unsigned ranks,
                                std::string &error) {
   struct File {

@@ -44,6 +44,8 @@ struct SafetensorsHeader {
 
   /// The tensor called `name`, or null.
   const SafetensorsTensor *find(std::string_view name) const;
+  /// The value of metadata entry `key`, or null.
+  const std::string *metadataValue(std::string_view key) const;
 };
 
 /// The safetensors spelling of `dtype`: "F32", "F16", "BF16", "I32", "I64".
