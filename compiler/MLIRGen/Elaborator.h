@@ -160,9 +160,15 @@ public:
   void emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body);
   void emitStage(const Stmt &stmt, Scope &scope);
   void emitTrain(const Stmt &stmt, Scope &scope);
-  void emitLrSchedule(const Expr &value, Scope &scope, std::string &schedule,
-                      std::optional<double> &warmup,
-                      std::optional<double> &minLr);
+  /// A train section's `lr_schedule`, with where its settings were written.
+  struct LrSchedule {
+    std::string name = "constant";
+    std::optional<double> warmup, minLr;
+    llvm::SMLoc warmupLoc, minLrLoc;
+  };
+  void emitLrSchedule(const Expr &value, Scope &scope, LrSchedule &schedule);
+  void checkLrSchedule(const LrSchedule &schedule, double lr, int64_t steps,
+                       llvm::SMLoc stepsLoc);
   void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew,
             bool isArgument = false);
   std::optional<llvm::SmallVector<int64_t>> evalShape(const TypeSpec &type,

@@ -966,8 +966,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   std::string optimizer = "adamw", schedule = "1f1b", lossScale = "none";
   SmallVector<NamedAttribute> hyper;
   int64_t microbatches = 1, steps = 1;
-  std::optional<double> initialScale, clipGradNorm, warmup, minLr;
-  std::string lrSchedule = "constant";
+  std::optional<double> initialScale, clipGradNorm;
+  LrSchedule lrSchedule;
   int64_t zero = 0;
   Value loss;
   llvm::StringMap<SMLoc> seen;
@@ -1080,7 +1080,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       else if (stage)
         zero = *stage;
     } else if (key == "lr_schedule") {
-      emitLrSchedule(value, scope, lrSchedule, warmup, minLr);
+      emitLrSchedule(value, scope, lrSchedule);
     } else {
       error(entry.key.loc) << "unknown train setting '" << key
                            << "' (expected loss, optimizer, microbatches, "
@@ -1092,6 +1092,11 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
     error(stmt.loc) << "the train section needs a loss";
     return;
   }
+  auto lr = llvm::find_if(hyper, [](NamedAttribute a) { return a.getName() == "lr"; });
+  checkLrSchedule(lrSchedule,
+                  lr != hyper.end() ? cast<FloatAttr>(lr->getValue()).getValueAsDouble()
+                                    : TrainOp::defaultLearningRate(optimizer),
+                  steps, seen.lookup("steps"));
   if (microbatchesOverride) {
     microbatches = *microbatchesOverride;
     if (!seen.count("microbatches"))
@@ -1157,16 +1162,15 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       builder, loc(stmt.loc), model->func.getSymName(), optimizer,
       builder.getDictionaryAttr(hyper), microbatches, schedule, lossScale,
       number(initialScale), steps,
-      lrSchedule == "constant" ? StringAttr() : builder.getStringAttr(lrSchedule),
-      number(warmup), number(minLr), number(clipGradNorm),
+      lrSchedule.name == "constant" ? StringAttr()
+                                    : builder.getStringAttr(lrSchedule.name),
+      number(lrSchedule.warmup), number(lrSchedule.minLr), number(clipGradNorm),
       zero ? builder.getI64IntegerAttr(zero) : IntegerAttr());
 }
 
 // constant | warmup_cosine(warmup = W, min_lr = L) | warmup_linear(...)
 void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
-                                std::string &schedule,
-                                std::optional<double> &warmup,
-                                std::optional<double> &minLr) {
+                                LrSchedule &schedule) {
   if (auto *name = llvm::dyn_cast<NameExpr>(&value); name && name->name == "constant")
     return;
   auto *call = llvm::dyn_cast<CallExpr>(&value);
@@ -1176,13 +1180,13 @@ void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
                              "warmup_linear(warmup = STEPS, min_lr = LR))";
     return;
   }
-  schedule = call->callee;
+  schedule.name = call->callee;
   if (!call->args.empty())
     error(call->args.front()->getLoc())
         << "schedule settings are named, e.g. warmup = 100";
   for (const KeywordArg &kwarg : call->kwargs) {
     if (kwarg.name != "warmup" && kwarg.name != "min_lr") {
-      error(kwarg.loc) << schedule << " has no setting '" << kwarg.name
+      error(kwarg.loc) << schedule.name << " has no setting '" << kwarg.name
                        << "' (expected warmup, min_lr)";
       continue;
     }
@@ -1191,15 +1195,38 @@ void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
       if (steps && *steps < 0)
         error(kwarg.value->getLoc()) << "'warmup' must be non-negative";
       else if (steps)
-        warmup = static_cast<double>(*steps);
+        schedule.warmup = static_cast<double>(*steps);
+      schedule.warmupLoc = kwarg.value->getLoc();
       continue;
     }
     std::optional<double> lr = evalNumber(*kwarg.value, scope);
     if (lr && !(*lr >= 0))
       error(kwarg.value->getLoc()) << "'min_lr' must be non-negative";
     else if (lr)
-      minLr = *lr;
+      schedule.minLr = *lr;
+    schedule.minLrLoc = kwarg.value->getLoc();
   }
+}
+
+// Settings each valid alone that together make a schedule nobody means.
+void Elaborator::checkLrSchedule(const LrSchedule &schedule, double lr,
+                                 int64_t steps, SMLoc stepsLoc) {
+  // The decay would raise the rate from lr up to min_lr.
+  if (schedule.minLr && *schedule.minLr > lr)
+    error(schedule.minLrLoc) << "'min_lr' " << formatNumber(*schedule.minLr)
+                             << " is above the optimizer's lr "
+                             << formatNumber(lr) << " (" << schedule.name
+                             << " decays from lr down to min_lr)";
+  // The schedule runs over the section's steps (not --steps): a warmup as
+  // long leaves no decay, a longer one never reaches lr within them.
+  if (schedule.warmup && *schedule.warmup > 0 && *schedule.warmup >= steps)
+    emitWarning(loc(schedule.warmupLoc))
+        << "a warmup of " << formatNumber(*schedule.warmup)
+        << " steps is not shorter than the train section's " << steps
+        << (steps == 1 ? " step" : " steps") << (stepsLoc.isValid() ? "" : " (the default)")
+        << ": the learning rate "
+        << (*schedule.warmup > steps ? "never reaches lr" : "reaches lr only at the last step")
+        << " and " << schedule.name << " never decays it";
 }
 
 //===----------------------------------------------------------------------===//

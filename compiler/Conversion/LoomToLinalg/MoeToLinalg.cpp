@@ -37,6 +37,9 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
     auto choices = op.getExpert().getType();
 
     // rank[n, e]: how many experts beat e for token n (ties: lower index).
+    // NaN ranks above every number, as in torch.topk: the order must be
+    // total, or a NaN row (from a NaN or infinite logit) ranks every expert
+    // first and its choices sum to no expert at all.
     auto ranks = RankedTensorType::get({tokens, experts}, rewriter.getI32Type());
     Value rank = generic(
         rewriter, loc, ranks, {probs, probs}, filledTensor(rewriter, loc, ranks, zero),
@@ -44,8 +47,18 @@ struct MoeRouteLowering : OpConversionPattern<MoeRouteOp> {
         3, 2, [&](OpBuilder &b, Location l, ValueRange args) {
           Scalars s{b, l};
           Value e = s.index(1), f = s.index(2);
-          Value greater = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OGT, args[1], args[0]);
-          Value equal = arith::CmpFOp::create(b, l, arith::CmpFPredicate::OEQ, args[1], args[0]);
+          auto compare = [&](arith::CmpFPredicate predicate, Value x, Value y) -> Value {
+            return arith::CmpFOp::create(b, l, predicate, x, y);
+          };
+          Value eIsNan = compare(arith::CmpFPredicate::UNO, args[0], args[0]);
+          Value fIsNan = compare(arith::CmpFPredicate::UNO, args[1], args[1]);
+          Value eIsNumber = compare(arith::CmpFPredicate::ORD, args[0], args[0]);
+          // f > e or f NaN, e a number; f == e or both NaN.
+          Value greater = arith::AndIOp::create(
+              b, l, compare(arith::CmpFPredicate::UGT, args[1], args[0]), eIsNumber);
+          Value equal = arith::OrIOp::create(
+              b, l, compare(arith::CmpFPredicate::OEQ, args[1], args[0]),
+              arith::AndIOp::create(b, l, eIsNan, fIsNan));
           Value before = s.cmp(arith::CmpIPredicate::ult, f, e);
           Value beats = arith::OrIOp::create(b, l, greater,
                                              arith::AndIOp::create(b, l, equal, before));

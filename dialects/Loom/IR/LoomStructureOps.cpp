@@ -117,6 +117,10 @@ ArrayRef<StringRef> TrainOp::hyperparametersOf(StringRef optimizer) {
   return {};
 }
 
+double TrainOp::defaultLearningRate(StringRef optimizer) {
+  return optimizer == "sgd" ? 1e-2 : 1e-3;
+}
+
 bool mlir::loom::isPlanStepOp(Operation *op) {
   return isa<shard::ShardDialect>(op->getDialect()) || isa<AccumulateOp>(op);
 }

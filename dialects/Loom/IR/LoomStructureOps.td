@@ -145,6 +145,8 @@ def Loom_TrainOp : Loom_Op<"train", [HasParent<"ModuleOp">,
     /// The hyperparameters `optimizer` understands; empty if it is unknown.
     static ::llvm::ArrayRef<::llvm::StringRef>
     hyperparametersOf(::llvm::StringRef optimizer);
+    /// torch.optim's learning rate for `optimizer` when the script sets none.
+    static double defaultLearningRate(::llvm::StringRef optimizer);
   }];
 }
 

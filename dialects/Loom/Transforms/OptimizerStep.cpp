@@ -314,7 +314,7 @@ LogicalResult StepBuilder::run() {
     return value ? value.getValueAsDouble() : fallback;
   };
   bool adamw = kind == "adamw";
-  Hyper h{hyper("lr", kind == "sgd" ? 1e-2 : 1e-3), hyper("momentum", 0.0),
+  Hyper h{hyper("lr", TrainOp::defaultLearningRate(kind)), hyper("momentum", 0.0),
           hyper("beta1", 0.9), hyper("beta2", 0.999), hyper("eps", 1e-8),
           hyper("weight_decay", adamw ? 1e-2 : 0.0)};
   // The values used, recorded for the runtime (the plan's `optimizer`),

@@ -6,7 +6,7 @@
 // its tensor first.
 
 // Routing: the rank of each expert per token (a reduction over the other
-// experts), the experts of ranks 0..k-1, then one scan per priority over
+// experts, in a total order: NaN above every number), the experts of ranks 0..k-1, then one scan per priority over
 // the tokens (first choices, then second ones, GShard's order): a running
 // count per expert is the choice's position, -1 past the capacity, and a
 // second one counts the kept choices per expert, the slot being expert * 5
@@ -14,7 +14,9 @@
 // at each slot; last the first-choice counts.
 // CHECK-LABEL: func.func @route
 // CHECK: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK: arith.cmpf ogt
+// CHECK: arith.cmpf uno
+// CHECK: arith.cmpf ugt
+// CHECK: arith.cmpf oeq
 // CHECK: %[[EXPERT:.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
 // CHECK: %[[FIRST:.+]]:3 = scf.for %[[N:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[COUNT:.+]] = %{{.+}}, %[[KEPT:.+]] = %{{.+}}, %[[SLOT:.+]] = %{{.+}}) -> (tensor<4xi32>, tensor<4xi32>, tensor<16x2xi32>)
 // CHECK: tensor.extract %[[EXPERT]][%[[N]], %{{.+}}] : tensor<16x2xi32>
