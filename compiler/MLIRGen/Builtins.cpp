@@ -734,6 +734,11 @@ Operand Elaborator::instantiateMoe(const FunctionDecl &moe, const CallExpr &call
                        << capacity << ", features], got "
                        << formatShape(out.getShape());
         result.reset();
+      } else if (!isa<FloatType>(out.getElementType())) {
+        // Gates weigh the rows: the combine is a floating-point sum.
+        error(moe.loc) << "an expert must return a floating-point tile, got "
+                       << out;
+        result.reset();
       } else {
         YieldOp::create(builder, loc(moe.loc), *result);
       }
