@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMOPTIMIZERSTEP
@@ -123,6 +124,17 @@ static void collectTerms(Value sum, SmallVectorImpl<Value> &terms) {
 /// per microbatch sent one from stage to stage once per microbatch
 /// (GPT-3's head part of `wte`: 315 MB, 192 times a step). The sum is
 /// linear, so a data-parallel sum over the ranks still comes once, after.
+// The zeros loom-autodiff gives a param the loss does not read (a splat
+// broadcast, perhaps annotated with the param's layout).
+static bool isUnreadParamGradient(Value gradient) {
+  if (auto annotation = gradient.getDefiningOp<shard::ShardOp>())
+    gradient = annotation.getSrc();
+  if (auto broadcast = gradient.getDefiningOp<BroadcastOp>())
+    gradient = broadcast.getInput();
+  auto zero = gradient.getDefiningOp<ConstantOp>();
+  return zero && zero.getValue().isZero();
+}
+
 static Value accumulateByStage(OpBuilder &b, Value value, int64_t microbatches) {
   SmallVector<Value> terms;
   collectTerms(value, terms);
@@ -346,10 +358,17 @@ LogicalResult StepBuilder::run() {
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
   llvm::StringMap<Value> grads;
+  llvm::StringSet<> unread;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
     auto name = model.getResultAttrOfType<StringAttr>(i, attr::kOutput);
     if (name && name.getValue().starts_with("grad.")) {
-      grads[name.getValue().drop_front(5)] = accumulate(value);
+      // torch.optim skips a param whose .grad is None: no weight decay,
+      // no moments, and its zeros are not summed over the data-parallel
+      // ranks either.
+      if (isUnreadParamGradient(value))
+        unread.insert(name.getValue().drop_front(5));
+      else
+        grads[name.getValue().drop_front(5)] = accumulate(value);
       continue;
     }
     bool isLoss = model.getResultAttr(i, attr::kLoss) != nullptr;
@@ -360,9 +379,14 @@ LogicalResult StepBuilder::run() {
   }
   SmallVector<BlockArgument> params;
   for (BlockArgument arg : body.getArguments()) {
-    if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
+    if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam)) {
       if (grads.count(name.getValue()))
         params.push_back(arg);
+      if (unread.contains(name.getValue()))
+        emitWarning(arg.getLoc(), "param '")
+            << name.getValue() << "' does not affect the loss: training "
+            << "leaves it as initialized (torch.optim skips it too)";
+    }
     // The scalars loom-autodiff added (opt.loss_scale).
     if (auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kInput))
       if (name.getValue().starts_with("opt."))
@@ -371,6 +395,9 @@ LogicalResult StepBuilder::run() {
   // Autodiff gives every float param a gradient (zeros where the loss does
   // not read it), so none means a model without one: a step would update
   // nothing, and the runtime would find no optimizer to run.
+  if (params.empty() && !unread.empty())
+    return emitError(train.getLoc(), "nothing to train: the loss of model '")
+           << model.getSymName() << "' reads none of its params";
   if (params.empty())
     return emitError(train.getLoc(), "nothing to train: model '")
            << model.getSymName() << "' has no float param";
