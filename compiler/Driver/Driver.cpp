@@ -116,6 +116,15 @@ LogicalResult Compilation::run() {
                      "--mesh-svg draws the per-rank program after the kernels "
                      "stage: --emit=")
            << stageName(*options.emit) << " stops before it";
+  if (!options.scheduleSvg.empty() && options.emit && *options.emit < Stage::Schedule)
+    return emitError(UnknownLoc::get(&context),
+                     "--schedule-svg draws the schedule stage: --emit=")
+           << stageName(*options.emit) << " stops before it";
+  // Said now: each stage's dump had warned and the compile gone on.
+  if (!options.dumpDir.empty() && llvm::sys::fs::exists(options.dumpDir) &&
+      !llvm::sys::fs::is_directory(options.dumpDir))
+    return emitError(UnknownLoc::get(&context), "--dump-dir '")
+           << options.dumpDir << "' is a file, not a directory";
   // The remarks come from the partitioner, which an earlier --emit stops
   // before: they were silently missing.
   if (options.remarkCollectives && options.emit && *options.emit < Stage::Partitioned)

@@ -67,8 +67,18 @@ Token Lexer::next() {
       return make(TokenKind::eof, start);
     char c = *cur++;
     switch (c) {
-    case ' ': case '\t': case '\r':
+    case ' ': case '\t':
       continue;
+    case '\r':
+      // Part of a \r\n line ending. Elsewhere llvm::SourceMgr would start a
+      // line at it: every later column of the line, and the source line a
+      // diagnostic prints, would be wrong.
+      if (cur == buffer.end() || *cur == '\n')
+        continue;
+      emitError(llvm::SMLoc::getFromPointer(start),
+                "a carriage return outside a line ending (lines end in \\n "
+                "or \\r\\n)");
+      return make(TokenKind::error, start);
     case '\n':
       if (nesting > 0)
         continue;

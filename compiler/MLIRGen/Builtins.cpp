@@ -218,6 +218,9 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
       error(args.keyword("eps")->value->getLoc()) << "eps must be positive";
       return Operand::poison();
     }
+    // The variance and eps are summed in f32.
+    if (args.keyword("eps") && !fitsF32(*eps, args.keyword("eps")->value->getLoc(), "eps"))
+      return Operand::poison();
     Type element = typeOf(x).getElementType();
     for (Value p : {scale, bias})
       if (p) {

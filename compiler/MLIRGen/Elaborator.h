@@ -135,6 +135,10 @@ public:
   mlir::Value emitTensor(const Expr &expr, Scope &scope, llvm::StringRef what);
   std::optional<int64_t> evalInt(const Expr &expr, Scope &scope);
   std::optional<double> evalNumber(const Expr &expr, Scope &scope);
+  /// Whether a setting the program computes with in f32 (an eps, a loss
+  /// scale, a hyperparameter) keeps its meaning there: not rounded to
+  /// infinity, and not to zero unless it is zero. Errors at `where`.
+  bool fitsF32(double number, SMLoc where, llvm::StringRef what);
   mlir::Value requireFloat(mlir::Value value, SMLoc where, llvm::StringRef what);
   mlir::Value scalarLike(double number, mlir::Value like, SMLoc where);
   mlir::Value castTo(mlir::Value value, mlir::Type element, SMLoc where);

@@ -4,6 +4,7 @@
 #include "MLIRGen/Elaborator.h"
 #include "MLIRGen/BatchRows.h"
 
+#include "loom/runtime/plan/Plan.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
@@ -203,6 +204,20 @@ static bool roundsToInfinity(double number, FloatType type) {
   bool lost;
   value.convert(type.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
   return value.isInfinity();
+}
+
+bool Elaborator::fitsF32(double number, SMLoc where, StringRef what) {
+  float rounded = static_cast<float>(number);
+  if (std::isinf(rounded)) {
+    error(where) << what << " " << formatNumber(number) << " is out of range for f32";
+    return false;
+  }
+  if (rounded == 0 && number != 0) {
+    error(where) << what << " " << formatNumber(number)
+                 << " rounds to 0 in f32, where it is used";
+    return false;
+  }
+  return true;
 }
 
 Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
@@ -753,9 +768,21 @@ void Elaborator::emitStatement(const Stmt &stmt, Scope &scope, BodyKind body) {
     }
     return;
   }
-  case Stmt::Kind::Assign:
-    return bind(scope, stmt.names.front(),
-                emitTensor(*stmt.value, scope, "the assignment"), false);
+  case Stmt::Kind::Assign: {
+    const Name &name = stmt.names.front();
+    // The output holds the value it was given: a new one would only be
+    // read by what follows, silently not returned.
+    if (body == BodyKind::Model && model)
+      if (auto output = outputLocs.find((model->func.getSymName() + "." + name.text).str());
+          output != outputLocs.end()) {
+        InFlightDiagnostic diag = error(name.loc);
+        diag << "'" << name.text << "' is an output: assigning it would not change "
+             << "what the model returns (bind a new name with 'let')";
+        diag.attachNote(loc(output->second)) << "the output is declared here";
+        return;
+      }
+    return bind(scope, name, emitTensor(*stmt.value, scope, "the assignment"), false);
+  }
   case Stmt::Kind::Output: {
     Value value = emitTensor(*stmt.value, scope, "the output");
     const Name &name = stmt.names.front();
@@ -993,6 +1020,12 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
                               << loss.getType();
         loss = Value();
       }
+      // An integer has no gradient: training would only decay the params.
+      if (loss && !isa<FloatType>(cast<RankedTensorType>(loss.getType()).getElementType())) {
+        error(value.getLoc()) << "the loss must be a float scalar, got "
+                              << loss.getType() << " (an integer has no gradient)";
+        loss = Value();
+      }
       if (loss && !cast<RankedTensorType>(loss.getType()).getElementType().isF32())
         loss = castTo(loss, builder.getF32Type(), value.getLoc());
     } else if (key == "optimizer") {
@@ -1027,7 +1060,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
             error(kwarg.value->getLoc())
                 << "'" << kwarg.name << "' must be below 1 (Adam divides by 1 - "
                 << kwarg.name << "^t), got " << formatNumber(*v);
-          else if (v)
+          else if (v && fitsF32(*v, kwarg.value->getLoc(), "'" + kwarg.name + "'"))
             hyper.push_back(builder.getNamedAttr(kwarg.name,
                                                  builder.getF64FloatAttr(*v)));
         }
@@ -1056,6 +1089,9 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
         if (initialScale && !(*initialScale > 0)) {
           error(value.getLoc()) << "the loss scale must be positive";
           initialScale.reset();
+        } else if (initialScale &&
+                   !fitsF32(*initialScale, call->args.front()->getLoc(), "the loss scale")) {
+          initialScale.reset();
         }
         lossScale = call->callee;
       } else if (name && (*name == "none" || *name == "dynamic") &&
@@ -1070,6 +1106,8 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
       clipGradNorm = evalNumber(value, scope);
       if (clipGradNorm && !(*clipGradNorm > 0)) {
         error(value.getLoc()) << "'clip_grad_norm' must be positive";
+        clipGradNorm.reset();
+      } else if (clipGradNorm && !fitsF32(*clipGradNorm, value.getLoc(), "'clip_grad_norm'")) {
         clipGradNorm.reset();
       }
     } else if (key == "zero") {
@@ -1202,7 +1240,7 @@ void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
     std::optional<double> lr = evalNumber(*kwarg.value, scope);
     if (lr && !(*lr >= 0))
       error(kwarg.value->getLoc()) << "'min_lr' must be non-negative";
-    else if (lr)
+    else if (lr && fitsF32(*lr, kwarg.value->getLoc(), "'min_lr'"))
       schedule.minLr = *lr;
     schedule.minLrLoc = kwarg.value->getLoc();
   }
@@ -1242,6 +1280,7 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
   SmallVector<Attribute> names;
   llvm::StringSet<> seen;
   bool ok = true;
+  uint64_t ranks = 1;
   for (const MeshAxis &axis : mesh.axes) {
     std::optional<int64_t> size = evalInt(*axis.size, globals);
     if (auto it = meshSizes.find(axis.name.text); it != meshSizes.end())
@@ -1255,6 +1294,19 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
       error(axis.name.loc) << "mesh axis '" << axis.name.text
                            << "' is declared twice";
       size.reset();
+    }
+    // The plan records the ranks as a 32-bit count: a larger mesh wrapped
+    // (to 0 ranks, or negative) in what loomc printed.
+    constexpr uint64_t maxRanks = ::loom::runtime::kMaxMeshRanks;
+    if (ranks > maxRanks) {
+      size.reset(); // said at the axis that passed the limit
+    } else if (size && uint64_t(*size) > maxRanks / ranks) {
+      error(axis.size->getLoc()) << "mesh '" << mesh.name.text << "' has more than "
+                                 << maxRanks << " ranks at axis '" << axis.name.text << "'";
+      ranks = maxRanks + 1;
+      size.reset();
+    } else if (size) {
+      ranks *= *size;
     }
     ok &= size.has_value();
     meshAxes.push_back({axis.name.text, size.value_or(1)});

@@ -199,7 +199,7 @@ cl::list<std::string> meshSizes(
                      "(size 1 turns an axis off)"),
     cl::value_desc("axis=size,..."), cl::cat(loomCategory));
 cl::list<std::string> dimSizes(
-    "dim", cl::desc("Replace the values of the script's dims declared before its models, "
+    "dim", cl::desc("Replace the values of the script's top-level dims, "
                     "e.g. B=1,T=128 (a batch of one for generate, another sequence length)"),
     cl::value_desc("dim=size,..."), cl::cat(loomCategory));
 enum class Remarks { Collectives };
@@ -324,6 +324,29 @@ cl::opt<bool> dumpAfterEachPass(
              "numbered files under DIR/passes"),
     cl::init(false), cl::cat(loomCategory));
 
+/// Options the build given would not read are said, not ignored (as
+/// --schedule and --microbatches are by the driver, which knows the model).
+void warnIdleOptions() {
+  auto idle = [](const cl::Option &option, StringRef why) {
+    if (option.getNumOccurrences())
+      errs() << "loomc: warning: --" << option.ArgStr << " has no effect: " << why << "\n";
+  };
+  // --explain and --search-mesh explain a train section's step.
+  bool trains = train || explain.getNumOccurrences() || searchMesh.getNumOccurrences();
+  if (!trains)
+    idle(zero, "ZeRO-1 splits the optimizer state of a --train build");
+  if (!trains && !gradients) {
+    idle(gradBucketMb, "gradient buckets group a --train or --gradients build's sums");
+    if (recompute == Recompute::Layers)
+      idle(recompute, "a forward build keeps no activations for a backward");
+  }
+  if (!explain.getNumOccurrences() && !searchMesh.getNumOccurrences())
+    for (const cl::Option *network :
+         std::initializer_list<const cl::Option *>{&intraNodeBw, &interNodeBw, &intraNodeLatency,
+                                                   &interNodeLatency, &gpusPerNode})
+      idle(*network, "the network model prices --explain and --search-mesh");
+}
+
 /// "80G", "1.5T", "123456": bytes, the suffixes powers of 1024.
 std::optional<int64_t> parseBytes(StringRef text) {
   double scale = 1;
@@ -335,12 +358,17 @@ std::optional<int64_t> parseBytes(StringRef text) {
       text = text.drop_back();
     }
   }
-  double value;
+  // strtod, which must read every character: StringRef::getAsDouble read
+  // "16E" (exabytes?) and "3e" as 16 and 3 bytes.
+  std::string digits = text.str();
+  char *end = nullptr;
+  double value = digits.empty() || std::isspace(static_cast<unsigned char>(digits[0]))
+                     ? 0
+                     : std::strtod(digits.c_str(), &end);
   // NaN (failing value > 0), inf and what rounds to no byte or past int64
   // are no limit (nan had become -2^63 bytes, 0.5 became 0, which turned
   // the limit off).
-  if (text.getAsDouble(value) || !(value > 0) || value * scale < 1 ||
-      value * scale >= 9.2e18)
+  if (!end || *end != '\0' || !(value > 0) || value * scale < 1 || value * scale >= 9.2e18)
     return std::nullopt;
   return static_cast<int64_t>(value * scale);
 }
@@ -523,6 +551,11 @@ static int loomcMain(int argc, char **argv) {
   }
   options.meshSvg = meshSvg;
   options.timing = timing;
+  if (modelName.getNumOccurrences() && modelName.empty()) {
+    errs() << "loomc: error: --model needs a model's name\n";
+    return 1;
+  }
+  warnIdleOptions();
   options.printIrAfter = printIrAfter;
   options.dumpAfterEachPass = dumpAfterEachPass;
   // A stage or a report is printed; otherwise an executable is linked.
@@ -542,13 +575,29 @@ static int loomcMain(int argc, char **argv) {
     }
   }
 
-  // -o naming the script would truncate it before it is read (loomc
-  // --emit=loom s.loom -o s.loom deleted a script with an error).
-  bool sameFile = false;
-  if (!outputFile.empty() && inputFile != "-" &&
-      !sys::fs::equivalent(inputFile, outputFile, sameFile) && sameFile) {
-    errs() << "loomc: error: -o '" << outputFile << "' is the script itself\n";
-    return 1;
+  // A file loomc writes naming the script would truncate it before it is
+  // read (loomc --emit=loom s.loom -o s.loom deleted a script with an
+  // error); two naming one file would leave only the last.
+  auto same = [](StringRef a, StringRef b) {
+    bool sameFile = false;
+    return a == b || (!sys::fs::equivalent(a, b, sameFile) && sameFile);
+  };
+  std::pair<StringRef, StringRef> written[] = {
+      {"-o", outputFile}, {"--mesh-svg", meshSvg}, {"--schedule-svg", scheduleSvg}};
+  for (auto [i, file] : llvm::enumerate(written)) {
+    if (file.second.empty() || file.second == "-")
+      continue;
+    if (inputFile != "-" && same(inputFile, file.second)) {
+      errs() << "loomc: error: " << file.first << " '" << file.second
+             << "' is the script itself\n";
+      return 1;
+    }
+    for (const auto &earlier : ArrayRef(written).take_front(i))
+      if (!earlier.second.empty() && same(earlier.second, file.second)) {
+        errs() << "loomc: error: " << earlier.first << " and " << file.first
+               << " both name '" << file.second << "'\n";
+        return 1;
+      }
   }
 
   // Printed stages go to -o (or stdout); an executable is written by the linker.
