@@ -103,7 +103,6 @@ private:
 };
 } // namespace
 
-/// The sharding annotation of the argument `arg`, if it has one.
 /// The terms of `sum`, a gradient: the operands of the f32 adds (of one
 /// shape, read by nothing else) that make it.
 static void collectTerms(Value sum, SmallVectorImpl<Value> &terms) {
@@ -117,13 +116,6 @@ static void collectTerms(Value sum, SmallVectorImpl<Value> &terms) {
   terms.push_back(sum);
 }
 
-/// The mean over the microbatches of gradient `value`. A gradient whose
-/// terms different pipeline stages compute (a tied embedding's: the
-/// lookup's on the first stage, the head's on the last) is accumulated
-/// stage by stage and the stages' sums added once a step: adding the terms
-/// per microbatch sent one from stage to stage once per microbatch
-/// (GPT-3's head part of `wte`: 315 MB, 192 times a step). The sum is
-/// linear, so a data-parallel sum over the ranks still comes once, after.
 // The zeros loom-autodiff gives a param the loss does not read (a splat
 // broadcast, perhaps annotated with the param's layout).
 static bool isUnreadParamGradient(Value gradient) {
@@ -135,6 +127,13 @@ static bool isUnreadParamGradient(Value gradient) {
   return zero && zero.getValue().isZero();
 }
 
+/// The mean over the microbatches of gradient `value`. A gradient whose
+/// terms different pipeline stages compute (a tied embedding's: the
+/// lookup's on the first stage, the head's on the last) is accumulated
+/// stage by stage and the stages' sums added once a step: adding the terms
+/// per microbatch sent one from stage to stage once per microbatch
+/// (GPT-3's head part of `wte`: 315 MB, 192 times a step). The sum is
+/// linear, so a data-parallel sum over the ranks still comes once, after.
 static Value accumulateByStage(OpBuilder &b, Value value, int64_t microbatches) {
   SmallVector<Value> terms;
   collectTerms(value, terms);
@@ -160,6 +159,7 @@ static Value accumulateByStage(OpBuilder &b, Value value, int64_t microbatches) 
   return total;
 }
 
+/// The sharding annotation of the argument `arg`, if it has one.
 static shard::ShardOp annotationOf(Value arg) {
   for (Operation *user : arg.getUsers())
     if (auto annotation = dyn_cast<shard::ShardOp>(user))

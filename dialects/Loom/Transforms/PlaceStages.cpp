@@ -299,7 +299,9 @@ void StagePlacer::placeUpdate() {
   }
   // A param's new value is computed on every stage that reads the param
   // (a tied embedding's on the first and the last): only they hold it
-  // between steps.
+  // between steps. Reads outside the per-microbatch program count too: a
+  // loss term of an earlier stage's param (`mean(w0 * w0)`, computed once
+  // a step on the loss's stage) read a copy no update reached.
   // (The params by name, found once: a search of the arguments per update
   // made a deep model's placement quadratic.)
   DenseMap<StringAttr, SmallVector<BlockArgument, 1>> paramsNamed;
@@ -313,9 +315,12 @@ void StagePlacer::placeUpdate() {
     if (!target || !def || loop.contains(def))
       continue;
     for (BlockArgument arg : paramsNamed.lookup(target))
-      for (Operation *user : arg.getUsers())
+      for (Operation *user : arg.getUsers()) {
         if (loop.contains(user))
           present[def].insert(user->getAttrOfType<IntegerAttr>(attr::kStage).getInt());
+        else if (auto found = present.find(user); found != present.end() && user != def)
+          present[def].insert(found->second.begin(), found->second.end());
+      }
   }
   Builder b(func.getContext());
   for (auto &[op, at] : present) {

@@ -122,6 +122,13 @@ static std::vector<bool> backwardTransients(const Plan &plan,
   auto readBy = [&](unsigned id, int stage) {
     reader[id] = reader[id] == kNoReader || reader[id] == stage ? stage : kOtherReaders;
   };
+  // Likewise the one stage whose backward (or weight part) saves it. A
+  // value carried down from a later stage of this rank is saved by that
+  // stage's forward: the interleaved schedule runs the next microbatch's
+  // forward before this one's backward sends the value on (a loss term
+  // carried from the last stage to the first, overwritten by the next
+  // microbatch's: the reported loss used one microbatch's term twice).
+  std::vector<int> saver(plan.buffers.size(), kNoReader);
   // Readers on this rank only: another rank's get the value by a carry.
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep &step = plan.steps[i];
@@ -136,6 +143,8 @@ static std::vector<bool> backwardTransients(const Plan &plan,
     int stage = backward ? static_cast<int>(step.stages.front()) : kOtherReaders;
     for (unsigned id : values.restores[i])
       readBy(id, stage);
+    for (unsigned id : values.saves[i])
+      saver[id] = saver[id] == kNoReader || saver[id] == stage ? stage : kOtherReaders;
   }
   const std::vector<PipeStep> &mine = order.steps[coordinate];
   // Each (microbatch, stage)'s backward, as positions in the rank's order.
@@ -173,7 +182,8 @@ static std::vector<bool> backwardTransients(const Plan &plan,
     // rank's stages gave an interleaved GPT wrong gradients before that
     // check; with it, sharing is untested.)
     auto mark = [&](unsigned id) {
-      transient[id] = reader[id] == static_cast<int>(stage) || reader[id] == kNoReader;
+      auto only = [&](int at) { return at == static_cast<int>(stage) || at == kNoReader; };
+      transient[id] = only(reader[id]) && only(saver[id]);
     };
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const PlanStep &step = plan.steps[i];
