@@ -427,6 +427,9 @@ private:
   llvm::DenseMap<Value, Rows> rows;
 };
 
+} // namespace
+
+namespace loom {
 /// `v` through any pipeline stage that yields it.
 Value throughStages(Value v) {
   while (auto result = dyn_cast<OpResult>(v)) {
@@ -438,6 +441,10 @@ Value throughStages(Value v) {
   }
   return v;
 }
+} // namespace loom
+using ::loom::throughStages;
+
+namespace {
 
 /// The value whose rows the loss averages: the cross_entropy or mse (whose
 /// own rule checks its operands' rows) or the innermost of its means.

@@ -29,6 +29,10 @@ mlir::LogicalResult checkMicrobatchRows(
     bool outputsToo, mlir::Location where,
     llvm::function_ref<mlir::Location(unsigned result)> resultLoc);
 
+/// `v` through any pipeline stage that yields it (a stage's result to its
+/// value inside the stage).
+mlir::Value throughStages(mlir::Value v);
+
 /// The first term of `loss` whose mean over the microbatches would not be
 /// the whole batch's, or null. A term is `free` of the batch (a weight
 /// penalty, the same in every microbatch) or a `mean` over it; a loss is

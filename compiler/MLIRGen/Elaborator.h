@@ -173,6 +173,10 @@ public:
   void emitLrSchedule(const Expr &value, Scope &scope, LrSchedule &schedule);
   void checkLrSchedule(const LrSchedule &schedule, double lr, int64_t steps,
                        llvm::SMLoc stepsLoc);
+  /// Whether the mean of `loss` over microbatches is the whole batch's: a
+  /// sum of multiples of means over the batch and of terms that read no
+  /// input.
+  bool averagesMicrobatches(mlir::Value loss);
   void bind(Scope &scope, const Name &name, mlir::Value value, bool isNew,
             bool isArgument = false);
   std::optional<llvm::SmallVector<int64_t>> evalShape(const TypeSpec &type,

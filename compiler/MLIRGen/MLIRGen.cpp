@@ -984,6 +984,30 @@ static bool isMeanOverAllDims(Value loss) {
   return means > 0 && cast<RankedTensorType>(loss.getType()).getRank() == means;
 }
 
+bool Elaborator::averagesMicrobatches(Value loss) {
+  llvm::DenseMap<Value, bool> reads;
+  mlir::Block *entry = &model->func.getBody().front();
+  std::function<bool(Value)> readsInput = [&](Value v) -> bool {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return arg.getOwner() == entry && arg.getArgNumber() < model->argAttrs.size() &&
+             model->argAttrs[arg.getArgNumber()].contains(attr::kInput);
+    if (auto found = reads.find(v); found != reads.end())
+      return found->second;
+    // A stage's result reads what its region's ops capture as well.
+    Operation *def = v.getDefiningOp();
+    bool any = llvm::any_of(def->getOperands(), readsInput);
+    def->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (!any && !def->isAncestor(operand.getParentRegion()->getParentOp()))
+          any = readsInput(operand);
+    });
+    reads[v] = any;
+    return any;
+  };
+  return !nonAveragingTerm(loss, [&](Value v) { return !readsInput(v); },
+                           isMeanOverAllDims, throughStages);
+}
+
 void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   if (model->hasTrain) {
     error(stmt.loc) << "a model has one train section";
@@ -1153,19 +1177,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   if (microbatches > 1 && !perMicrobatch && splitsMicrobatches) {
     // The step is the mean of the microbatches' steps: that equals the
     // whole batch's only for a loss that is a mean over the batch.
-    llvm::DenseMap<Value, bool> reads;
-    std::function<bool(Value)> readsInput = [&](Value v) -> bool {
-      if (auto arg = dyn_cast<BlockArgument>(v))
-        return arg.getArgNumber() < model->argAttrs.size() &&
-               model->argAttrs[arg.getArgNumber()].contains(attr::kInput);
-      if (auto found = reads.find(v); found != reads.end())
-        return found->second;
-      bool any = llvm::any_of(v.getDefiningOp()->getOperands(), readsInput);
-      reads[v] = any;
-      return any;
-    };
-    if (loss && nonAveragingTerm(loss, [&](Value v) { return !readsInput(v); },
-                                 isMeanOverAllDims))
+    if (loss && !averagesMicrobatches(loss))
       error(seen.lookup("loss"))
           << "with microbatches the loss must be a mean over the batch "
              "(cross_entropy, mse or mean), or sums and multiples of such "
@@ -1530,10 +1542,12 @@ void Elaborator::splitPipelinedForward(SMLoc where) {
       return;
     }
   // The loss is the microbatches' mean: the whole batch's only for a mean.
-  if (model->loss && !isMeanOverAllDims(model->loss)) {
+  if (model->loss && !averagesMicrobatches(model->loss)) {
     error(model->lossLoc) << "with microbatches the loss must be a mean over "
-                             "the batch (cross_entropy, mse or mean), since a "
-                             "pipelined forward averages the microbatches' losses";
+                             "the batch (cross_entropy, mse or mean), or sums "
+                             "and multiples of such means and of terms that "
+                             "read no input, since a pipelined forward "
+                             "averages the microbatches' losses";
     return;
   }
   microbatchSplit = MicrobatchSplit{count, where, model->batchDims,

@@ -114,8 +114,16 @@ static bool isRowLocal(MutableArrayRef<RowStep> steps, size_t rowRank) {
       auto it = written.find(viewRoot(memref));
       if (it == written.end())
         return;
-      ok &= it->second == memref && indices.size() >= rowRank &&
-            llvm::equal(indices.take_front(rowRank), rowIvs);
+      // A unit dim's index 0 names the same place in every row: the
+      // canonicalizer folds that dim out of the loops, not out of the
+      // buffers (a softmax of [1, T, N] was 5 launches).
+      auto type = cast<MemRefType>(memref.getType());
+      SmallVector<Value> rowIndices;
+      for (auto [dim, index] : llvm::enumerate(indices))
+        if (type.getDimSize(dim) != 1 || getConstantIntValue(index) != 0)
+          rowIndices.push_back(index);
+      ok &= it->second == memref && rowIndices.size() >= rowRank &&
+            llvm::equal(ArrayRef(rowIndices).take_front(rowRank), rowIvs);
     };
     step.loop.walk([&](Operation *op) {
       if (auto load = dyn_cast<memref::LoadOp>(op))

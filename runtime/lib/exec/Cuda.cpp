@@ -315,8 +315,21 @@ CudaExecutor::State::~State() {
 std::string CudaExecutor::State::describe(CUresult result) const {
   const char *name = nullptr;
   const char *text = nullptr;
-  if (api.getErrorName(result, &name) != CUDA_SUCCESS || !name)
-    return "CUDA error " + std::to_string(static_cast<int>(result));
+  if (api.getErrorName(result, &name) != CUDA_SUCCESS || !name) {
+    // The toolkit's stub libcuda names nothing, and says only this.
+    std::string code = "CUDA error " + std::to_string(static_cast<int>(result));
+    switch (static_cast<int>(result)) {
+    case 34:
+      return code + " (CUDA_ERROR_STUB_LIBRARY: the libcuda found is the "
+                    "toolkit's stub, not a driver; run with --device cpu)";
+    case 35:
+      return code + " (CUDA_ERROR_INSUFFICIENT_DRIVER: the driver is older than the runtime)";
+    case 100:
+      return code + " (CUDA_ERROR_NO_DEVICE: no CUDA GPU is visible)";
+    default:
+      return code;
+    }
+  }
   std::string described = name;
   if (api.getErrorString(result, &text) == CUDA_SUCCESS && text)
     described += std::string(" (") + text + ")";

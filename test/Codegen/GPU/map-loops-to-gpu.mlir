@@ -665,6 +665,66 @@ func.func @softmax_rows(%x: memref<2x1024xf32>, %out: memref<2x1024xf32>, %m: me
 
 // -----
 
+// The same softmax over a batch of one ([1, 2, 1024]): the canonicalizer
+// folds the unit dim out of the loops but not out of the buffers, whose
+// index 0 there names the same place in every row. Still one launch (it
+// was 5, one per loop).
+// CHECK-LABEL: func.func @softmax_unit_batch
+// CHECK: gpu.launch
+// CHECK-COUNT-2: gpu.shuffle xor
+// CHECK-NOT: gpu.launch
+// CHECK: return
+func.func @softmax_unit_batch(%x: memref<1x2x1024xf32>, %out: memref<1x2x1024xf32>, %m: memref<1x2xf32>, %s: memref<1x2xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c1024 = arith.constant 1024 : index
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    memref.store %ninf, %m[%c0, %i] : memref<1x2xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %v = memref.load %x[%c0, %i, %k] : memref<1x2x1024xf32>
+      %a = memref.load %m[%c0, %i] : memref<1x2xf32>
+      %r = arith.maximumf %a, %v : f32
+      memref.store %r, %m[%c0, %i] : memref<1x2xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    memref.store %zero, %s[%c0, %i] : memref<1x2xf32>
+    scf.reduce
+  }
+  scf.parallel (%i) = (%c0) to (%c2) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %v = memref.load %x[%c0, %i, %k] : memref<1x2x1024xf32>
+      %mx = memref.load %m[%c0, %i] : memref<1x2xf32>
+      %a = memref.load %s[%c0, %i] : memref<1x2xf32>
+      %d = arith.subf %v, %mx : f32
+      %e = math.exp %d : f32
+      %r = arith.addf %a, %e : f32
+      memref.store %r, %s[%c0, %i] : memref<1x2xf32>
+    }
+    scf.reduce
+  }
+  scf.parallel (%i, %k) = (%c0, %c0) to (%c2, %c1024) step (%c1, %c1) {
+    %v = memref.load %x[%c0, %i, %k] : memref<1x2x1024xf32>
+    %mx = memref.load %m[%c0, %i] : memref<1x2xf32>
+    %sm = memref.load %s[%c0, %i] : memref<1x2xf32>
+    %d = arith.subf %v, %mx : f32
+    %e = math.exp %d : f32
+    %r = arith.divf %e, %sm : f32
+    memref.store %r, %out[%c0, %i, %k] : memref<1x2x1024xf32>
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
 // Rows of a 2-D row space (2 x 3 = 6 blocks, delinearized from the block
 // index), 10 f32 long: not a whole number of 16-byte vectors, so one warp
 // with one element per lane and a guard past the row's end. The scalar step
