@@ -186,7 +186,7 @@ void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Operands,
                                  bool inPlaceUpdates) {
   pm.addPass(mlir::loom::createConvertLoomToLinalg());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseUpdateProducers());
-  pm.addPass(createLinalgElementwiseOpFusionPass());
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseElementwise());
   // After the fusion, which would put the probabilities' exponentials into
   // the contraction with the values.
   mlir::loom::ConvertLoomAttentionToLinalgOptions attention;
