@@ -328,8 +328,11 @@ bool Compilation::wantsGradients() const {
 AttentionFusion Compilation::fusesAttention() const {
   if (!options.fuseAttention)
     return AttentionFusion::None;
-  // --explain models the plan a GPU build runs.
-  if (!wantsGpu() && !options.explain)
+  // --explain models the plan a GPU build runs, and so do its probes (the
+  // fit note's and --search-mesh's candidates, which reset `explain`: they
+  // fused f32 attention the GPU leaves unfused, and disagreed with
+  // --explain of the same configuration).
+  if (!wantsGpu() && !options.explain && !options.probe)
     return AttentionFusion::Any;
   // A GPU build fuses what the GPU kernels run (forward and backward):
   // nothing below sm_80, which has no attention kernel (a fused op became
