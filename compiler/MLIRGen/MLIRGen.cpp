@@ -207,12 +207,11 @@ static bool roundsToInfinity(double number, FloatType type) {
 }
 
 bool Elaborator::fitsF32(double number, SMLoc where, StringRef what) {
-  float rounded = static_cast<float>(number);
-  if (std::isinf(rounded)) {
+  if (roundsToInfinity(number, builder.getF32Type())) {
     error(where) << what << " " << formatNumber(number) << " is out of range for f32";
     return false;
   }
-  if (rounded == 0 && number != 0) {
+  if (static_cast<float>(number) == 0 && number != 0) {
     error(where) << what << " " << formatNumber(number)
                  << " rounds to 0 in f32, where it is used";
     return false;
@@ -993,9 +992,9 @@ bool Elaborator::averagesMicrobatches(Value loss) {
              model->argAttrs[arg.getArgNumber()].contains(attr::kInput);
     if (auto found = reads.find(v); found != reads.end())
       return found->second;
-    // A stage's result reads what its region's ops capture as well.
+    // Its operands, and what the ops of its regions (a stage's) capture.
     Operation *def = v.getDefiningOp();
-    bool any = llvm::any_of(def->getOperands(), readsInput);
+    bool any = false;
     def->walk([&](Operation *inner) {
       for (Value operand : inner->getOperands())
         if (!any && !def->isAncestor(operand.getParentRegion()->getParentOp()))

@@ -72,10 +72,11 @@ def LoomFuseElementwise : Pass<"loom-fuse-elementwise", "mlir::func::FuncOp"> {
     `linalg-fuse-elementwise-ops`' patterns and cost function (a producer
     with one use is fused into its consumer; reshapes folded by expansion,
     constants folded), except that a fusion whose two bodies hold more
-    than `max-ops` operations together is not made. Each fusion copies the producer's body
-    into the consumer's, so a chain of N elementwise ops cost O(N^2)
-    copies: 2048 `h = gelu(h)` compiled in 15 s, 4096 in minutes. A chain
-    is now cut into kernels of at most `max-ops` operations.
+    than `max-ops` operations together is not made. Each fusion copies the
+    producer's body into the consumer's, so a chain of N elementwise ops
+    cost O(N^2) copies: 2048 `h = gelu(h)` compiled in 15 s, 4096 in
+    minutes. A chain is now cut into kernels of at most `max-ops`
+    operations.
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", /*default=*/"512",

@@ -13,7 +13,6 @@
 
 using namespace loom::runtime;
 
-
 /// FNV-1a (64-bit) over every param's bytes, by name: the order the file
 /// holds them in. A torn or flipped byte in the data changes it.
 static std::string paramsChecksum(const Plan &plan, const char *arena) {

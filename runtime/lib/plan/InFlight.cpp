@@ -119,8 +119,8 @@ static std::vector<bool> backwardTransients(const Plan &plan,
   // in the lower stage's backward, lives from one backward to another).
   constexpr int kNoReader = -1, kOtherReaders = -2;
   std::vector<int> reader(plan.buffers.size(), kNoReader);
-  auto readBy = [&](unsigned id, int stage) {
-    reader[id] = reader[id] == kNoReader || reader[id] == stage ? stage : kOtherReaders;
+  auto note = [](std::vector<int> &only, unsigned id, int stage) {
+    only[id] = only[id] == kNoReader || only[id] == stage ? stage : kOtherReaders;
   };
   // Likewise the one stage whose backward (or weight part) saves it. A
   // value carried down from a later stage of this rank is saved by that
@@ -136,15 +136,15 @@ static std::vector<bool> backwardTransients(const Plan &plan,
     for (unsigned stage : step.stages)
       here |= order.ownerOf(stage) == coordinate;
     if (step.kind == StepKind::Transfer && order.ownerOf(step.from) == coordinate)
-      readBy(step.buffers[0], kOtherReaders);
+      note(reader, step.buffers[0], kOtherReaders);
     if (!here)
       continue;
     bool backward = step.phase == StepPhase::Backward || step.phase == StepPhase::Weight;
     int stage = backward ? static_cast<int>(step.stages.front()) : kOtherReaders;
     for (unsigned id : values.restores[i])
-      readBy(id, stage);
+      note(reader, id, stage);
     for (unsigned id : values.saves[i])
-      saver[id] = saver[id] == kNoReader || saver[id] == stage ? stage : kOtherReaders;
+      note(saver, id, stage);
   }
   const std::vector<PipeStep> &mine = order.steps[coordinate];
   // Each (microbatch, stage)'s backward, as positions in the rank's order.
