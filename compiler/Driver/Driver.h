@@ -137,6 +137,8 @@ struct DriverOptions {
   std::string meshSvg;
   /// --explain --search-mesh N: rank the meshes of N devices instead.
   int64_t searchMesh = 0;
+  /// --search-mesh's ranking as JSON rather than a table.
+  bool searchJson = false;
   /// Set on the trial compilations of a search: keep the report, print
   /// nothing, check no limit; `loopLimit` samples a deep model's loops
   /// (ElaborationOptions).

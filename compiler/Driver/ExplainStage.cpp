@@ -17,6 +17,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -445,6 +446,41 @@ LogicalResult Compilation::searchMeshes() {
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
                        .count();
+  if (options.searchJson) {
+    // Every configuration that fits, fastest first (the table shows 8).
+    llvm::json::OStream j(os, 2);
+    j.object([&] {
+      j.attribute("model", script.model);
+      j.attribute("device", device->name);
+      j.attribute("devices", options.searchMesh);
+      j.attribute("meshes", static_cast<int64_t>(meshes.size()));
+      j.attribute("configurations", tried);
+      j.attribute("compiled", compiled);
+      j.attribute("over_memory_limit", over);
+      j.attribute("memory_limit", limit);
+      j.attribute("search_seconds", seconds);
+      j.attributeArray("fits", [&] {
+        for (const Result &fit : fits)
+          j.object([&] {
+            const ExplainReport &r = fit.report;
+            j.attribute("configuration", fit.flags);
+            j.attributeObject("axes", [&] {
+              for (auto [name, size] : llvm::zip(r.axes, r.sizes))
+                j.attribute(name, size);
+            });
+            j.attribute("step_seconds", r.stepSeconds);
+            j.attribute("mfu", r.mfu());
+            j.attribute("memory", r.largestRank().total());
+            if (r.stages)
+              j.attribute("bubble", r.bubble);
+            j.attribute("communication_seconds", r.communicationSeconds);
+          });
+      });
+    });
+    os << "\n";
+    finished = true;
+    return success();
+  }
   os << "search-mesh: model '" << script.model << "' on " << options.searchMesh
      << " " << device->name << " GPUs: " << meshes.size() << " meshes, " << tried
      << " configurations, " << compiled << " compiled, " << over

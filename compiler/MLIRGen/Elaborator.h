@@ -231,6 +231,7 @@ public:
     llvm::StringMap<SMLoc> externalNames; // inputs, params, outputs
     std::optional<std::string> pipelineAxis;
     int64_t lastStage = -1;
+    SMLoc lastStageLoc;
     /// Where the last stage is, if it computes nothing (checkStageCount).
     std::optional<SMLoc> emptyLastStage;
     mlir::Region *stageRegion = nullptr;

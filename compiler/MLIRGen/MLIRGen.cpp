@@ -925,6 +925,7 @@ void Elaborator::emitStage(const Stmt &stmt, Scope &scope) {
     return elaborateUnplaced();
   }
   model->lastStage = *number;
+  model->lastStageLoc = stmt.loc;
 
   // Elaborate the body into a detached region, then wrap it in a stage op
   // whose results are the values the rest of the model still refers to.
@@ -1489,6 +1490,26 @@ void Elaborator::checkPipelineAxisUnsplit() {
                    << " cannot be split over it (use another axis)";
 }
 
+/// Whether `value` is computed from a result of stage `number`.
+static bool readsStageResult(Value value, int64_t number) {
+  llvm::DenseSet<Operation *> seen;
+  SmallVector<Value> work{value};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (auto stage = dyn_cast<StageOp>(def); stage && stage.getStage() == number)
+      return true;
+    // Its operands, and what the ops of its regions capture.
+    def->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands())
+        if (!def->isAncestor(operand.getParentRegion()->getParentOp()))
+          work.push_back(operand);
+    });
+  }
+  return false;
+}
+
 void Elaborator::checkStageCount(const ModelDecl &decl) {
   // loom-place-stages checks the same on the partitioned program; here the
   // script is rejected before anything is built from it.
@@ -1508,8 +1529,21 @@ void Elaborator::checkStageCount(const ModelDecl &decl) {
     return;
   }
   int64_t stages = model->lastStage + 1, ranks = axis->size;
-  if (stages >= ranks && stages % ranks == 0)
+  if (stages >= ranks && stages % ranks == 0) {
+    // A microbatched training step keeps only its loss: a last stage whose
+    // results the loss does not read is left with no work, and the
+    // partitioner counted a stage fewer ("1 pipeline stage, which the 2
+    // ranks cannot share" of a script with two).
+    if (microbatchSplit && microbatchSplit->forwardModel.empty() && model->loss &&
+        !readsStageResult(model->loss, model->lastStage))
+      error(model->lastStageLoc)
+          << "stage " << model->lastStage
+          << " computes nothing the loss reads: a training step with "
+             "microbatches keeps only its loss (other outputs would hold one "
+             "microbatch each), which leaves the last stage no work; make the "
+             "loss read its results, or train without microbatches";
     return;
+  }
   error(decl.loc) << "model '" << decl.name.text << "' has " << stages
                   << " pipeline stage" << (stages == 1 ? "" : "s")
                   << ", which the " << ranks << " ranks of axis '"

@@ -79,8 +79,10 @@ cl::opt<std::string> modelName(
     "model", cl::desc("The model to build when the script has several"),
     cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<std::string> gpuArch(
-    "gpu-arch", cl::desc("NVIDIA architecture of the GPU stages"),
-    cl::init("sm_90a"), cl::value_desc("sm_80|sm_86|sm_89|sm_90a"),
+    "gpu-arch", cl::desc("NVIDIA architecture of the GPU stages: sm_50 to "
+                         "sm_90a (tensor cores from sm_80, wgmma and TMA on "
+                         "sm_90a)"),
+    cl::init("sm_90a"), cl::value_desc("sm_50..sm_90a"),
     cl::cat(loomCategory));
 cl::opt<std::string> cpu(
     "cpu", cl::desc("CPU the executable's kernels are compiled for: native "
@@ -101,14 +103,15 @@ cl::opt<bool> embedGpu(
                     "executable (run with --device cuda)"),
     cl::init(false), cl::cat(loomCategory));
 /// The forms of the reports (--kernel-report, --explain): `--NAME` alone
-/// is text.
+/// is text, or --format's.
+enum class ReportForm { Unnamed, Text, Json };
 auto reportFormats() {
   return cl::values(
-      clEnumValN(loom::KernelReportFormat::Text, "", "as text (the default)"),
-      clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
-      clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON"));
+      clEnumValN(ReportForm::Unnamed, "", "as text (the default), or as --format says"),
+      clEnumValN(ReportForm::Text, "text", "as text"),
+      clEnumValN(ReportForm::Json, "json", "as JSON"));
 }
-cl::opt<loom::KernelReportFormat> kernelReport(
+cl::opt<ReportForm> kernelReport(
     "kernel-report",
     cl::desc("Print what each GPU launch costs on --gpu-device (grid, "
              "registers, occupancy, FLOPs, bytes, roofline time) instead of "
@@ -251,7 +254,7 @@ cl::opt<bool> verifyDiagnostics(
     cl::desc("Check the script's diagnostics against its "
              "'expected-error {{...}}' comments (for tests)"),
     cl::init(false), cl::cat(loomCategory));
-cl::opt<loom::KernelReportFormat> explain(
+cl::opt<ReportForm> explain(
     "explain",
     cl::desc("Print what the plan needs and costs on --gpu-device instead of "
              "building anything: the mesh, memory per rank, collectives per "
@@ -260,10 +263,10 @@ cl::opt<loom::KernelReportFormat> explain(
     cl::ValueOptional,
     reportFormats(),
     cl::cat(loomCategory));
-cl::opt<loom::KernelReportFormat> outputFormat(
-    "format", cl::desc("The form of --explain and --kernel-report"),
-    cl::values(clEnumValN(loom::KernelReportFormat::Text, "text", "as text"),
-               clEnumValN(loom::KernelReportFormat::Json, "json", "as JSON")),
+cl::opt<ReportForm> outputFormat(
+    "format", cl::desc("The form of --explain, --kernel-report and --search-mesh"),
+    cl::values(clEnumValN(ReportForm::Text, "text", "as text"),
+               clEnumValN(ReportForm::Json, "json", "as JSON")),
     cl::cat(loomCategory));
 cl::opt<std::string> memoryLimit(
     "memory-limit",
@@ -340,15 +343,32 @@ void warnIdleOptions() {
     if (recompute == Recompute::Layers)
       idle(recompute, "a forward build keeps no activations for a backward");
   }
-  if (!explain.getNumOccurrences() && !searchMesh.getNumOccurrences())
+  // The GPU options shape GPU kernels, which only --gpu, --kernel-report
+  // and the GPU stages build; --gpu-device also prices --explain.
+  bool explains = explain.getNumOccurrences() || searchMesh.getNumOccurrences();
+  bool buildsGpu = embedGpu || kernelReport.getNumOccurrences() ||
+                   (emitStage.getNumOccurrences() && emitStage >= Stage::GPU &&
+                    emitStage <= Stage::PTX);
+  if (!buildsGpu) {
+    for (const cl::Option *kernels : std::initializer_list<const cl::Option *>{
+             &gpuArch, &gpuMma, &gpuAttention, &gpuSharedLimit, &gpuTmaStore,
+             &gpuTmaMulticast})
+      idle(*kernels, "it shapes GPU kernels, which --gpu, --kernel-report and "
+                     "--emit=gpu|nvvm|ptx build");
+    if (!explains)
+      idle(gpuDevice, "the GPU it names sizes GPU kernels and prices "
+                      "--kernel-report and --explain");
+  }
+  if (!explains)
     for (const cl::Option *network :
          std::initializer_list<const cl::Option *>{&intraNodeBw, &interNodeBw, &intraNodeLatency,
                                                    &interNodeLatency, &gpusPerNode})
       idle(*network, "the network model prices --explain and --search-mesh");
 }
 
-/// "80G", "1.5T", "123456": bytes, the suffixes powers of 1024.
-std::optional<int64_t> parseBytes(StringRef text) {
+/// "80G", "1.5T", "123456": bytes, the suffixes powers of 1024; `tooLarge`
+/// says a number past what int64 counts.
+std::optional<int64_t> parseBytes(StringRef text, bool &tooLarge) {
   double scale = 1;
   if (!text.empty()) {
     char unit = static_cast<char>(std::toupper(text.back()));
@@ -368,8 +388,12 @@ std::optional<int64_t> parseBytes(StringRef text) {
   // NaN (failing value > 0), inf and what rounds to no byte or past int64
   // are no limit (nan had become -2^63 bytes, 0.5 became 0, which turned
   // the limit off).
-  if (!end || *end != '\0' || !(value > 0) || value * scale < 1 || value * scale >= 9.2e18)
+  if (!end || *end != '\0' || !(value > 0) || value * scale < 1)
     return std::nullopt;
+  if (value * scale >= 9.2e18) {
+    tooLarge = std::isfinite(value);
+    return std::nullopt;
+  }
   return static_cast<int64_t>(value * scale);
 }
 
@@ -471,8 +495,40 @@ static int loomcMain(int argc, char **argv) {
     return 1;
   }
   options.gradBucketMb = gradBucketMb;
-  if (kernelReport.getNumOccurrences())
-    options.kernelReport = kernelReport;
+  // A report's form: --format's, or the one its own option names (the
+  // two disagreeing is an error: --format had won silently).
+  auto formOf = [](const cl::opt<ReportForm> &report) -> std::optional<ReportForm> {
+    if (!outputFormat.getNumOccurrences())
+      return report.getValue();
+    if (report != ReportForm::Unnamed && report != outputFormat) {
+      errs() << "loomc: error: --" << report.ArgStr << "="
+             << (report == ReportForm::Json ? "json" : "text") << " and --format="
+             << (outputFormat == ReportForm::Json ? "json" : "text") << " disagree\n";
+      return std::nullopt;
+    }
+    return outputFormat.getValue();
+  };
+  auto format = [](ReportForm form) {
+    return form == ReportForm::Json ? loom::KernelReportFormat::Json
+                                    : loom::KernelReportFormat::Text;
+  };
+  // --format formats three reports: alone, or with --emit, it was
+  // silently ignored.
+  if (outputFormat.getNumOccurrences() && !kernelReport.getNumOccurrences() &&
+      !explain.getNumOccurrences() && !searchMesh.getNumOccurrences()) {
+    errs() << "loomc: error: --format formats --explain, --kernel-report and "
+              "--search-mesh: give one of them\n";
+    return 1;
+  }
+  for (auto [report, into] : {std::pair(&kernelReport, &options.kernelReport),
+                              std::pair(&explain, &options.explain)}) {
+    if (!report->getNumOccurrences())
+      continue;
+    std::optional<ReportForm> form = formOf(*report);
+    if (!form)
+      return 1;
+    *into = format(*form);
+  }
   options.gpuDevice = gpuDevice;
   if (gpuSharedLimit.getNumOccurrences())
     options.gpuSharedLimit = gpuSharedLimit;
@@ -480,26 +536,20 @@ static int loomcMain(int argc, char **argv) {
   options.gpuTmaStore = gpuTmaStore;
   options.gpuTmaMulticast = gpuTmaMulticast;
   options.gpuAttention = gpuAttention;
-  if (explain.getNumOccurrences())
-    options.explain = explain;
-  if (outputFormat.getNumOccurrences()) {
-    // It formats two reports: alone, or with --emit or --search-mesh (text
-    // only), it was silently ignored.
-    if (!options.explain && !options.kernelReport) {
-      errs() << "loomc: error: --format formats --explain and --kernel-report: "
-                "give one of them\n";
-      return 1;
-    }
-    if (options.explain)
-      options.explain = outputFormat;
-    if (options.kernelReport)
-      options.kernelReport = outputFormat;
-  }
+  // --search-mesh's table is JSON with --format=json or --explain=json.
+  if (searchMesh.getNumOccurrences() && !explain.getNumOccurrences() &&
+      outputFormat.getNumOccurrences())
+    options.searchJson = outputFormat == ReportForm::Json;
+  else if (options.explain)
+    options.searchJson = *options.explain == loom::KernelReportFormat::Json;
   if (!memoryLimit.empty()) {
-    options.memoryLimit = parseBytes(memoryLimit);
+    bool tooLarge = false;
+    options.memoryLimit = parseBytes(memoryLimit, tooLarge);
     if (!options.memoryLimit) {
       errs() << "loomc: error: --memory-limit=" << memoryLimit
-             << ": expected a positive number of bytes, e.g. 80G\n";
+             << (tooLarge ? ": more bytes than a limit can be (under 2^63, "
+                            "8388608T)\n"
+                          : ": expected a positive number of bytes, e.g. 80G\n");
       return 1;
     }
   }

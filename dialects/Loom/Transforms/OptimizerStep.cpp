@@ -422,13 +422,21 @@ LogicalResult StepBuilder::run() {
   // param, is all-gathered.
   bool hasState = kind != "sgd" || h.momentum > 0;
   DenseMap<Value, Value> zeroShardings;
-  if (train.getZeroAttr() && hasState && findDataParallelAxes())
+  bool dataParallel = train.getZeroAttr() && hasState && findDataParallelAxes();
+  if (dataParallel)
     for (BlockArgument param : params)
       if (Value sharding = zeroShardingOf(param)) {
         zeroShardings[param] = sharding;
         Value &g = grads[paramName(param)];
         g = annotate(g, sharding);
       }
+  // Said, not ignored: a user who asked for ZeRO expects the state split.
+  if (train.getZeroAttr() && !dataParallel)
+    emitWarning(train.getLoc())
+        << "zero 1 (or --zero) has no effect: "
+        << (!hasState ? "sgd without momentum keeps no optimizer state to split"
+                      : "no mesh axis of more than one rank splits the inputs' "
+                        "batch (dimension 0) to split the state over");
   Value clip;
   Value norm = prepareGradients(params, grads, clip);
   tagGradients(); // unscaled: the sums may come before or after
