@@ -67,7 +67,12 @@ void loom::runtime::fillStepScalars(const Plan &plan, char *arena,
     else if (buffer.name == "opt.decay")
       value = 1.0 - lr * optimizer.get("weight_decay", 0.0);
     else if (buffer.name == "opt.loss_scale")
-      value = state.lossScale;
+      // It seeds each microbatch's backward, whose loss is its microbatch's
+      // mean: over M, as torch's scaler.scale(loss / M), so the 16-bit
+      // activation gradients are the whole batch's size (seeded with the
+      // scale, they were M times larger and overflowed f16 where the
+      // whole batch's did not). The unscale divides by the same value.
+      value = state.lossScale / static_cast<double>(optimizer.microbatches);
     float stored = static_cast<float>(value);
     std::memcpy(arena + buffer.offset, &stored, sizeof(stored));
   }

@@ -343,16 +343,25 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     byName.emplace(tensor.name, &tensor);
 
   // Check every param before reading any, so a bad file changes nothing.
-  // A training step loading weights (a forward's, a pretrained model's)
-  // starts the optimizer state they lack at zero, as a fresh run does.
+  // A training step loading weights (a forward's, a pretrained model's, a
+  // checkpoint's) starts its optimizer state at zero, as a fresh run does:
+  // a checkpoint's state without its step (Adam's t, the schedule's step)
+  // had made the first update neither a fresh run's nor a resumed one's
+  // (moments of 3 steps under t = 1's bias correction). --resume
+  // continues a checkpoint, state and step together.
+  auto isOptimizerState = [&](const PlanBuffer &buffer) {
+    return !strict && buffer.name.compare(0, 4, "opt.") == 0 &&
+           buffer.init.kind == InitKind::Zeros;
+  };
   std::vector<const PlanBuffer *> freshState;
+  size_t stateInFile = 0;
   for (const PlanBuffer &buffer : plan.buffers) {
     if (buffer.role != BufferRole::Param)
       continue;
     auto found = byName.find(buffer.name);
-    if (found == byName.end() && !strict && buffer.name.compare(0, 4, "opt.") == 0 &&
-        buffer.init.kind == InitKind::Zeros) {
+    if (isOptimizerState(buffer)) {
       freshState.push_back(&buffer);
+      stateInFile += found != byName.end();
       continue;
     }
     if (found == byName.end()) {
@@ -374,11 +383,12 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     }
   }
   // A training checkpoint's optimizer state (opt.*), which a forward
-  // executable does not read, is one warning rather than one a tensor.
+  // executable does not read and a training one starts afresh, is one
+  // warning rather than one a tensor.
   size_t optimizerState = 0;
   for (const SafetensorsTensor &tensor : header.tensors) {
     const PlanBuffer *buffer = plan.findBuffer(tensor.name);
-    if (buffer && buffer->role == BufferRole::Param)
+    if (buffer && buffer->role == BufferRole::Param && !isOptimizerState(*buffer))
       continue;
     if (strict) {
       error = path + ": tensor '" + tensor.name +
@@ -391,18 +401,24 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
       warnings.push_back(path + ": ignoring tensor '" + tensor.name +
                          "', which is not a param of model '" + plan.model + "'");
   }
-  if (optimizerState)
+  if (optimizerState && freshState.empty())
     warnings.push_back(path + ": ignoring " + std::to_string(optimizerState) +
                        " optimizer-state tensors (opt.*), which model '" +
                        plan.model + "' does not train");
-  if (!freshState.empty())
+  else if (optimizerState)
+    warnings.push_back(path + ": ignoring " + std::to_string(optimizerState) +
+                       " optimizer-state tensors (opt.*): --weights starts a "
+                       "fresh run, its optimizer state at zero (train --resume "
+                       "continues a checkpoint, its state and step included)");
+  if (!freshState.empty() && stateInFile < freshState.size())
     warnings.push_back(path + ": no optimizer state (opt.*) for " +
-                       std::to_string(freshState.size()) +
+                       std::to_string(freshState.size() - stateInFile) +
                        " tensors: they start at zero, as in a fresh run");
   for (const PlanBuffer *buffer : freshState)
     std::memset(arena + buffer->offset, 0, buffer->bytes);
   for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Param || !byName.count(buffer.name))
+    if (buffer.role != BufferRole::Param || !byName.count(buffer.name) ||
+        isOptimizerState(buffer))
       continue;
     const SafetensorsTensor &tensor = *byName[buffer.name];
     // f32 to 16 bits rounds to nearest even, as a step's cast of its f32

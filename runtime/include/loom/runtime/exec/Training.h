@@ -55,7 +55,8 @@ double learningRate(const PlanOptimizer &optimizer, uint64_t step);
 /// then rounded to f32), with s = state.step + 1 and t = state.applied + 1:
 /// opt.lr = lr(s), opt.step_size = lr(s) / (1 - beta1^t),
 /// opt.bc2_sqrt = sqrt(1 - beta2^t), opt.decay = 1 - lr(s) weight_decay,
-/// opt.loss_scale = the loss scale.
+/// opt.loss_scale = the loss scale over the microbatches (the seed of each
+/// microbatch's backward).
 void fillStepScalars(const Plan &plan, char *arena, const TrainState &state);
 
 /// Advances `state` past a step whose gradients had global norm
