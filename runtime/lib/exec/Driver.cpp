@@ -14,6 +14,8 @@
 
 #include "exec/RunDriver.h"
 
+#include <csignal>
+
 using namespace loom::runtime;
 
 namespace loom::runtime::detail {
@@ -685,6 +687,10 @@ using loom::runtime::detail::programName;
 
 int loom::runtime::runMain(int argc, char **argv, const Executable &executable,
                            std::FILE *out, std::FILE *err) {
+  // A write past the file size limit (ulimit -f) fails with EFBIG and is
+  // reported, its temporary removed; SIGXFSZ's default killed the run
+  // and left a torn file.
+  std::signal(SIGXFSZ, SIG_IGN);
   Communicator *comm = executable.communicator;
   std::unique_ptr<Communicator> mpi; // MPI_Finalize when it goes
   if (!comm) {

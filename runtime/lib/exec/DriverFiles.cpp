@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "exec/RunDriver.h"
+#include "io/File.h"
 
 using namespace loom::runtime;
 
@@ -106,8 +107,14 @@ bool Driver::checkInputs(const Plan &plan) {
 
 bool Driver::prepareParams(const Plan &plan, char *arena) {
   if (!options.resume.empty()) {
+    uint64_t given = options.seed;
     if (!loadCheckpoint(plan, arena, options.resume, train, options.seed, error))
       return fail(error);
+    // The run continues the checkpoint's draws; another --seed had been
+    // ignored without a word.
+    if (options.seedGiven && given != options.seed)
+      warn("--seed " + std::to_string(given) + " has no effect: a resumed run keeps " +
+           options.resume + "'s seed, " + std::to_string(options.seed));
     data.seed = options.seed; // --shuffle draws from the run's seed
     if (train.step >= numSteps())
       return fail(options.resume + " is at step " + std::to_string(train.step) +
@@ -122,8 +129,13 @@ bool Driver::prepareParams(const Plan &plan, char *arena) {
     for (const std::string &warning : warnings)
       warn(warning);
   }
+  // Through PATH.tmp, as a checkpoint: weights may be saved over the
+  // --weights they came from, and a write that failed there (a full disk)
+  // had left the only copy torn.
+  WeightsWriteOptions how;
+  how.atomic = true;
   if (!options.saveWeights.empty() &&
-      !saveWeights(plan, arena, options.saveWeights, error))
+      !saveWeights(plan, arena, options.saveWeights, error, how))
     return fail(error);
   return true;
 }
@@ -160,9 +172,15 @@ bool Driver::loadInputs(const Plan &plan, char *arena) {
       fillRandomInput(whole, options.seed, target);
     } else {
       std::string what = "input '" + buffer.name + "'";
-      if (!readNpy(file->second, what, whole.dtype, whole.shape, target, error) ||
+      uint64_t overflows = 0;
+      if (!readNpy(file->second, what, whole.dtype, whole.shape, target, error,
+                   &overflows) ||
           !checkIndexBound(whole, target, what + " (" + file->second + ")", error))
         return fail(error);
+      // Rounding to 16 bits is what the file asks for; a value past the
+      // range becoming inf is not, and had been silent.
+      if (overflows)
+        warn(what + " (" + file->second + "): " + overflowMessage(overflows, whole.dtype));
     }
     if (numSteps() > 1 && !microbatched)
       inputBytes[buffer.id].assign(target, target + whole.bytes);

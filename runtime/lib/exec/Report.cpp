@@ -163,6 +163,9 @@ void loom::runtime::printPartitionedInfo(std::FILE *out, const Plan &spmd) {
 
 static std::string formatValue(DType dtype, double value) {
   char text[32];
+  // printf writes a NaN's sign ("-nan" for inf + -inf); a NaN is "nan".
+  if (std::isnan(value))
+    return "nan";
   if (isFloatDType(dtype))
     std::snprintf(text, sizeof(text), "%.6g", value);
   else

@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -358,7 +359,7 @@ private:
   bool writeLog(const Json &line) {
     std::string text = dumpJson(line) + "\n";
     if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
-      return fail("cannot write " + options.log);
+      return fail("cannot write " + options.log + ": " + std::strerror(errno ? errno : EIO));
     return true;
   }
   uint64_t resumedAt = 0; // the step this run starts after (--resume)

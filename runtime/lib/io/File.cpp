@@ -3,6 +3,7 @@
 #include "io/File.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -63,7 +64,8 @@ bool loom::runtime::readAt(std::FILE *file, uint64_t offset, void *data,
 }
 
 bool loom::runtime::readConverted(std::FILE *file, uint64_t offset, DType from,
-                                  DType to, void *data, uint64_t count) {
+                                  DType to, void *data, uint64_t count,
+                                  uint64_t *overflows) {
   if (from == to)
     return readAt(file, offset, data, count * dtypeSize(from));
   constexpr uint64_t kChunk = 1u << 16;
@@ -73,10 +75,20 @@ bool loom::runtime::readConverted(std::FILE *file, uint64_t offset, DType from,
     uint64_t n = count - done < kChunk ? count - done : kChunk;
     if (!readAt(file, offset + done * size, chunk.data(), n * size))
       return false;
-    for (uint64_t i = 0; i < n; ++i)
-      storeElement(to, data, done + i, loadElement(from, chunk.data(), i));
+    for (uint64_t i = 0; i < n; ++i) {
+      double value = loadElement(from, chunk.data(), i);
+      storeElement(to, data, done + i, value);
+      if (overflows && std::isfinite(value) && std::isinf(loadElement(to, data, done + i)))
+        ++*overflows;
+    }
   }
   return true;
+}
+
+std::string loom::runtime::overflowMessage(uint64_t overflows, DType to) {
+  return std::to_string(overflows) + " finite value" + (overflows == 1 ? "" : "s") +
+         " past " + dtypeName(to) + "'s largest (" +
+         (to == DType::F16 ? "65504" : "3.39e38") + ") became inf";
 }
 
 bool loom::runtime::writeAll(std::FILE *file, const void *data,

@@ -41,8 +41,13 @@ bool readAt(std::FILE *file, uint64_t offset, void *data, uint64_t bytes);
 /// the bytes as they are for the same dtype, else each element converted
 /// (storeElement: to 16 bits rounded to nearest even, to f32 exactly), a
 /// chunk at a time so that no second copy of a large tensor is made.
+/// `overflows`, if given, counts the finite values that became inf (past
+/// f16's 65504 or bf16's range).
 bool readConverted(std::FILE *file, uint64_t offset, DType from, DType to,
-                   void *data, uint64_t count);
+                   void *data, uint64_t count, uint64_t *overflows = nullptr);
+/// "N finite values past DTYPE's largest (V) became inf": what a warning
+/// says of readConverted's `overflows`.
+std::string overflowMessage(uint64_t overflows, DType to);
 /// Writes all of `bytes` bytes.
 bool writeAll(std::FILE *file, const void *data, uint64_t bytes);
 /// Flushes and closes a file opened for writing; false (with a message

@@ -343,7 +343,7 @@ bool loom::runtime::checkNpy(const std::string &path, std::string_view what,
 
 bool loom::runtime::readNpy(const std::string &path, std::string_view what,
                             DType dtype, const Shape &shape, void *data,
-                            std::string &error) {
+                            std::string &error, uint64_t *overflows) {
   CheckedNpy npy;
   if (!openChecked(path, what, dtype, shape, npy, error))
     return false;
@@ -354,7 +354,7 @@ bool loom::runtime::readNpy(const std::string &path, std::string_view what,
   // The buffer's own dtype, or '<f4' into f16 or bf16 (rounded).
   DType stored = npy.fileElementSize == dtypeSize(dtype) ? dtype : DType::F32;
   return readConverted(npy.file.get(), npy.header.dataOffset, stored, dtype, data,
-                       npy.count) ||
+                       npy.count, overflows) ||
          readError();
 }
 

@@ -425,11 +425,15 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     // master params does; 16 bits to f32 is exact.
     DType dtype;
     parseSafetensorsDType(tensor.dtype, dtype); // checked above
+    uint64_t overflows = 0;
     if (!readConverted(file.get(), header.dataOffset + tensor.begin, dtype, buffer.dtype,
-                       arena + buffer.offset, buffer.numElements)) {
+                       arena + buffer.offset, buffer.numElements, &overflows)) {
       error = path + ": read error in tensor '" + buffer.name + "'";
       return false;
     }
+    if (overflows)
+      warnings.push_back(path + ": tensor '" + buffer.name + "': " +
+                         overflowMessage(overflows, buffer.dtype));
   }
   return true;
 }

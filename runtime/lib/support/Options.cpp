@@ -488,6 +488,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     } else if (name == "--seed") {
       if (!once(seenSeed))
         return false;
+      options.seedGiven = true;
       if (!parseUnsigned(value, options.seed)) {
         error = "bad seed '" + std::string(value) +
                 "' (expected an integer from 0 to 2^64-1)";

@@ -5,7 +5,9 @@
 #include "io/File.h"
 #include "loom/runtime/io/Json.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 using namespace loom::runtime;
 
@@ -69,7 +71,7 @@ bool TraceRecorder::write(const std::string &path, std::string &error) const {
     return false;
   std::string json = toJson();
   if (!writeAll(file.get(), json.data(), json.size())) {
-    error = "cannot write " + path;
+    error = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
     return false;
   }
   return finishWriting(file, path, error);

@@ -44,9 +44,11 @@ bool checkNpy(const std::string &path, std::string_view what, DType dtype,
               const Shape &shape, std::string &error);
 
 /// Reads `path` into `data` (room for the elements of `shape` in `dtype`).
-/// Accepted file dtypes: the buffer's own, or '<f4' for f16 and bf16.
+/// Accepted file dtypes: the buffer's own, or '<f4' for f16 and bf16;
+/// `overflows`, if given, counts the finite '<f4' values that became inf.
 bool readNpy(const std::string &path, std::string_view what, DType dtype,
-             const Shape &shape, void *data, std::string &error);
+             const Shape &shape, void *data, std::string &error,
+             uint64_t *overflows = nullptr);
 
 /// The magic, version, length field and padded header dict of a .npy file
 /// holding a tensor of `dtype` and `shape` (version 1.0 unless the dict

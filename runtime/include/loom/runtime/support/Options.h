@@ -18,6 +18,7 @@ using NamedFiles = std::vector<std::pair<std::string, std::string>>;
 struct RunOptions {
   std::string device; // "cpu" or "cuda"; empty: the plan's device
   uint64_t seed = 0;
+  bool seedGiven = false; // --seed was on the command line
   std::string weights;     // --weights FILE.safetensors
   std::string saveWeights; // --save-weights FILE.safetensors
   NamedFiles inputs;
