@@ -74,6 +74,9 @@ public:
   /// A --gradients build without --train: the whole batch differentiated
   /// at once, whatever the train section's microbatches.
   bool gradientsOnly() const { return options.gradients && !options.train; }
+  /// Why a --gradients build cannot run schedule `kindName`, appended to
+  /// the schedule's error (empty where it can).
+  std::string gradientsNote(llvm::StringRef kindName) const;
   bool wantsSchedule() const {
     return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
   }

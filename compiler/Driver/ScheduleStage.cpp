@@ -51,7 +51,8 @@ verifiedSchedule(Location loc, StringRef kindName, const Twine &what,
     return emitError(loc, what) << " of model '" << model << "' (" << stages
                                 << " stages on " << ranks << " '"
                                 << axis.getValue() << "' ranks, "
-                                << microbatches << " microbatches): " << error
+                                << microbatches << " microbatch"
+                                << (microbatches == 1 ? "" : "es") << "): " << error
                                 << hint;
   return built;
 }
@@ -97,9 +98,12 @@ LogicalResult Compilation::planSchedule() {
     }
   if (!options.schedule.empty())
     kindName = options.schedule;
-  FailureOr<rt::Schedule> verified =
-      verifiedSchedule(model.getLoc(), kindName, "pipeline schedule",
-                       model.getSymName(), axis, ranks, stages, microbatches);
+  // Said as the plan stage says it (it had lost the kind's name and the
+  // --gradients reason at --emit=schedule).
+  FailureOr<rt::Schedule> verified = verifiedSchedule(
+      model.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
+      model.getSymName(), axis, ranks, stages, microbatches,
+      gradientsNote(kindName));
   if (failed(verified))
     return failure();
   const rt::Schedule &built = *verified;
@@ -151,11 +155,14 @@ LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
   return verifiedSchedule(
       spmd.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
       of ? of.getValue() : "", axis, axisRanks(holder, axis),
-      static_cast<unsigned>(count.getInt()), microbatches,
-      gradientsOnly() && kindName == "interleaved"
-          ? "; a --gradients build runs the whole batch as one microbatch, "
-            "too few for the interleaved schedule"
-          : "");
+      static_cast<unsigned>(count.getInt()), microbatches, gradientsNote(kindName));
+}
+
+std::string Compilation::gradientsNote(llvm::StringRef kindName) const {
+  return gradientsOnly() && kindName == "interleaved"
+             ? "; a --gradients build runs the whole batch as one microbatch, "
+               "too few for the interleaved schedule"
+             : "";
 }
 
 void Compilation::printSchedule(llvm::raw_ostream &out) { out << schedule; }

@@ -1347,14 +1347,29 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
 }
 
 void Elaborator::declarePrecision(const PrecisionDecl &precision) {
+  // A name that is no type at all is said in the precision line's terms
+  // (a tensor's dtype list offered i32 and i64, which precision refuses,
+  // and called tf32 unknown where it is a compute type only).
+  auto resolve = [&](const Name &name, bool isCompute) -> std::optional<Type> {
+    if (name.text == "tf32" && !isCompute) {
+      error(name.loc) << "tf32 rounds a matmul's operands: it is a compute "
+                         "type, not an accumulation type (expected f32, f16 or bf16)";
+      return std::nullopt;
+    }
+    if (!llvm::is_contained({"f32", "f16", "bf16", "tf32", "i32", "i64"}, name.text)) {
+      error(name.loc) << "unknown precision type '" << name.text
+                      << "' (expected f32, f16 or bf16, or tf32 for the compute type)";
+      return std::nullopt;
+    }
+    return resolveDtype(name);
+  };
   // tf32 is a matmul policy rather than a dtype: tensors stay f32.
   bool tf32 = precision.compute.text == "tf32";
-  std::optional<Type> compute =
-      tf32 ? std::optional<Type>(builder.getTF32Type())
-           : resolveDtype(precision.compute);
-  std::optional<Type> accumulate =
-      precision.accumulate ? resolveDtype(*precision.accumulate)
-                           : std::optional<Type>(builder.getF32Type());
+  std::optional<Type> compute = tf32 ? std::optional<Type>(builder.getTF32Type())
+                                     : resolve(precision.compute, true);
+  std::optional<Type> accumulate = precision.accumulate
+                                       ? resolve(*precision.accumulate, false)
+                                       : std::optional<Type>(builder.getF32Type());
   if (!compute || !accumulate)
     return;
   auto attr = PrecisionAttr::getChecked(
