@@ -1018,6 +1018,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   SmallVector<NamedAttribute> hyper;
   int64_t microbatches = 1, steps = 1;
   std::optional<double> initialScale, clipGradNorm;
+  bool f16Loss = false;
   LrSchedule lrSchedule;
   int64_t zero = 0;
   Value loss;
@@ -1050,6 +1051,7 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
                               << loss.getType() << " (an integer has no gradient)";
         loss = Value();
       }
+      f16Loss = loss && cast<RankedTensorType>(loss.getType()).getElementType().isF16();
       if (loss && !cast<RankedTensorType>(loss.getType()).getElementType().isF32())
         loss = castTo(loss, builder.getF32Type(), value.getLoc());
     } else if (key == "optimizer") {
@@ -1194,6 +1196,14 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
   if (trainsF16 && lossScale == "none" && !perMicrobatch)
     emitWarning(loc(stmt.loc)) << "f16 training without loss scaling may lose "
                                   "small gradients; add 'loss_scale dynamic'";
+  // The backward of an f16 loss starts from the scale cast to f16, inf
+  // from 65520 up: a static scale there skips every step (as torch does).
+  if (f16Loss && lossScale == "static" && initialScale && *initialScale >= 65520 &&
+      !perMicrobatch)
+    emitWarning(loc(seen.lookup("loss_scale")))
+        << "static(" << formatNumber(*initialScale) << ") overflows f16, the loss's type, in the "
+        << "backward's first step (f16 holds at most 65504): every step would be "
+           "skipped; compute the loss in f32 or take a scale of at most 32768";
   if (!loss || failed())
     return;
   model->loss = loss;
@@ -1513,7 +1523,8 @@ static bool readsStageResult(Value value, int64_t number) {
     Operation *def = work.pop_back_val().getDefiningOp();
     if (!def || !seen.insert(def).second)
       continue;
-    if (auto stage = dyn_cast<StageOp>(def); stage && stage.getStage() == number)
+    if (auto stage = dyn_cast<StageOp>(def);
+        stage && static_cast<int64_t>(stage.getStage()) == number)
       return true;
     // Its operands, and what the ops of its regions capture.
     def->walk([&](Operation *inner) {

@@ -285,11 +285,36 @@ Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
   // partial over its axes, and partial sums added together stay partial,
   // so the partitioner sums each set over the mesh once (one 4-byte
   // all-reduce for all tp-split params, not one per param). Unsplit, one
-  // set: the sum in param order, as before.
-  SmallVector<std::pair<SmallVector<int16_t>, Value>> sets;
+  // set: the sum in param order, as before. In a pipelined model the sets
+  // are also per stage, and each stage adds its own first: a sum in param
+  // order crossed from stage to stage (4-byte sends, 4 each way a step on
+  // two stages), where the stages' totals cross once.
+  struct SquaresSet {
+    int64_t stage;
+    SmallVector<int16_t> axes;
+    Value sum;
+  };
+  SmallVector<SquaresSet> sets;
+  // The stage whose values a gradient is (-1: none, or several: a tied
+  // embedding's parts), through ZeRO's annotation and the microbatches'
+  // accumulate.
+  auto stageOf = [](Value v) -> int64_t {
+    for (;;) {
+      if (auto annotation = v.getDefiningOp<shard::ShardOp>())
+        v = annotation.getSrc();
+      else if (auto accumulate = v.getDefiningOp<AccumulateOp>())
+        v = accumulate.getInput();
+      else
+        break;
+    }
+    Operation *def = v.getDefiningOp();
+    auto stage = def ? def->getAttrOfType<IntegerAttr>(attr::kStage) : nullptr;
+    return stage ? stage.getInt() : -1;
+  };
   for (BlockArgument param : params) {
     Value &g = grads[paramName(param)];
     int64_t rank = vjp::typeOf(g).getRank();
+    int64_t stage = stageOf(g);
     auto annotation = g.getDefiningOp<shard::ShardOp>(); // ZeRO's split
     SmallVector<int16_t> axes;
     for (const SmallVector<int16_t> &split :
@@ -303,14 +328,25 @@ Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
     for (int64_t i = 0; i < rank; ++i)
       squares = SumOp::create(b, loc, squares, 0, false);
     squares = vjp::toF32(b, loc, squares);
-    auto set = llvm::find_if(sets, [&](const auto &each) { return each.first == axes; });
+    auto set = llvm::find_if(sets, [&](const SquaresSet &each) {
+      return each.stage == stage && each.axes == axes;
+    });
     if (set == sets.end())
-      sets.push_back({axes, squares});
+      sets.push_back({stage, axes, squares});
     else
-      set->second = add(set->second, squares);
+      set->sum = add(set->sum, squares);
+  }
+  // Each stage's sets, then the stages' totals, in order of appearance.
+  SmallVector<std::pair<int64_t, Value>> stages;
+  for (const SquaresSet &set : sets) {
+    auto total = llvm::find_if(stages, [&](const auto &each) { return each.first == set.stage; });
+    if (total == stages.end())
+      stages.push_back({set.stage, set.sum});
+    else
+      total->second = add(total->second, set.sum);
   }
   Value sumSquares;
-  for (auto &[axes, sum] : sets)
+  for (auto &[stage, sum] : stages)
     sumSquares = sumSquares ? add(sumSquares, sum) : sum;
   Value norm = SqrtOp::create(b, loc, sumSquares ? sumSquares : cst(0.0));
   clip = {};

@@ -301,12 +301,21 @@ LogicalResult Partitioner::partitionElementwise(Operation *op) {
     result.dims[d].assign(axes.begin(), axes.end());
   };
   // Sequence parallelism: partial sums (a row-parallel matmul) meeting the
-  // residual stream are reduce-scattered along the sequence dim.
-  if (sequenceParallel && rank >= 2)
+  // residual stream are reduce-scattered along the sequence dim, where no
+  // operand splits that dim already (a [B, D] stream's rows over dp: the
+  // claim had replaced dp's split, and the dp ranks computed the same
+  // rows).
+  bool sequenceDimSplit = rank >= 2 && llvm::any_of(op->getOperands(), [&](Value operand) {
+    const Sharding &s = shardingOf(operand);
+    return globalType(operand).getRank() == rank && !s.dims[rank - 2].empty();
+  });
+  if (sequenceParallel && rank >= 2 && !sequenceDimSplit)
     for (Value operand : op->getOperands())
       if (!shardingOf(operand).partial.empty() &&
-          globalType(operand).getRank() == rank)
+          globalType(operand).getRank() == rank) {
         claim(rank - 2, shardingOf(operand).partial);
+        sequenceSplit |= result.dims[rank - 2] == shardingOf(operand).partial;
+      }
   for (Value operand : op->getOperands()) {
     const Sharding &s = shardingOf(operand);
     int64_t offset = rank - (int64_t)s.dims.size();
@@ -853,6 +862,13 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       Partitioner partitioner(grid, spmd, remarks, sequenceParallel);
       if (failed(partitioner.run()))
         return signalPassFailure();
+      // Said rather than silently a no-op, as the driver's idle options are.
+      if (sequenceParallel && !partitioner.splitsSequence())
+        emitWarning(model.getLoc())
+            << "--sequence-parallel has no effect on model '" << model.getSymName()
+            << "': no row-parallel matmul's partial sums meet a residual stream "
+               "whose sequence dim (the second to last) the ranks divide and "
+               "no other axis splits";
       // What the partitioning built and nothing reads goes: an unused MoE
       // block's token exchange map (its routing still feeding the aux
       // loss) had no phase but the update's, and the plan computed it

@@ -24,6 +24,9 @@ public:
         sequenceParallel(sequenceParallel) {}
 
   LogicalResult run();
+  /// Whether --sequence-parallel split some residual stream along its
+  /// sequence dim (it applies only where partial sums meet one).
+  bool splitsSequence() const { return sequenceSplit; }
   /// Whether some value of the program is split or partial over `axis`.
   bool splitsOver(int16_t axis) const {
     return llvm::any_of(shardings, [&](const auto &entry) {
@@ -133,6 +136,7 @@ private:
   func::FuncOp func;
   bool remarks;
   bool sequenceParallel;
+  bool sequenceSplit = false;
   DenseMap<Value, Sharding> shardings;
   DenseMap<Value, RankedTensorType> globals;
   /// The resharded copies made so far: one value per layout is enough.

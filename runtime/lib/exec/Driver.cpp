@@ -108,11 +108,12 @@ bool Driver::checkDevice() {
   return true;
 }
 
-/// The names of the buffers of `role`, for error messages.
+/// The names of the buffers of `role` a user may name, for error messages
+/// (not the step scalars, which the runtime computes).
 static std::string namesOf(const Plan &plan, BufferRole role) {
   std::string names;
   for (const PlanBuffer &buffer : plan.buffers)
-    if (buffer.role == role)
+    if (buffer.role == role && !isStepScalar(plan, buffer))
       names += (names.empty() ? "" : ", ") + buffer.name;
   return names.empty() ? "none" : names;
 }

@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "exec/RunDriver.h"
-#include "io/File.h"
 
 using namespace loom::runtime;
 

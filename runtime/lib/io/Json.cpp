@@ -144,6 +144,12 @@ bool loom::runtime::parseJson(std::string_view text, Json &value,
   size_t consumed = 0;
   value = Json();
   error.clear();
+  // JSON has no raw NUL (a string escapes it); nlohmann's lexer takes one
+  // for the end of the input, so "{...}" and NUL padding had passed.
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    error = "bad JSON at byte " + std::to_string(nul) + ": a NUL byte";
+    return false;
+  }
   StrictBuilder builder(value, text.size(), maxDepth, consumed, error);
   const char *begin = text.data();
   bool ok = Json::sax_parse(CountingIterator(begin, begin, &consumed),

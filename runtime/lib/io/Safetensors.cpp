@@ -132,7 +132,11 @@ static bool parseTensorEntry(const std::string &name, const Json &entry,
   tensor.end = (*offsets)[1].get<uint64_t>();
   std::string range = "[" + std::to_string(tensor.begin) + ", " +
                       std::to_string(tensor.end) + "]";
-  if (tensor.begin > tensor.end || tensor.end > dataBytes) {
+  if (tensor.begin > tensor.end) {
+    error = prefix + "data_offsets " + range + " end before they begin";
+    return false;
+  }
+  if (tensor.end > dataBytes) {
     error = prefix + "data_offsets " + range +
             " lie outside the data section of " + std::to_string(dataBytes) +
             " bytes";

@@ -110,6 +110,9 @@ TEST(Json, RejectsMalformedInput) {
             0u)
       << errorOf("[1,]");
   EXPECT_EQ(errorOf("{\"a\":"), "bad JSON at byte 5: unexpected end of input");
+  // A raw NUL after the value (a safetensors header padded with NULs, not
+  // the spaces the format allows) had ended the input.
+  EXPECT_EQ(errorOf(std::string("{\"a\":1}\0\0", 9)), "bad JSON at byte 7: a NUL byte");
 }
 
 TEST(Json, BoundsNesting) {

@@ -300,8 +300,7 @@ TEST(Safetensors, RejectsMalformedHeaders) {
             "tensor 'a': data_offsets [0, 8] lie outside the data section of "
             "4 bytes");
   EXPECT_EQ(headerError("{" + entry("a", "F32", "[1]", "[4,0]") + "}", 4),
-            "tensor 'a': data_offsets [4, 0] lie outside the data section of "
-            "4 bytes");
+            "tensor 'a': data_offsets [4, 0] end before they begin");
   EXPECT_EQ(headerError("{" + entry("a", "F32", "[2]", "[0,4]") + "}", 4),
             "tensor 'a': data_offsets [0, 4] hold 4 bytes, but F32 [2] needs "
             "8");
