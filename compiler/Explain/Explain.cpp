@@ -59,6 +59,8 @@ struct Place {
 /// What a kernel costs on the device.
 struct KernelCost {
   double seconds = 0;
+  /// The model's matmul FLOPs (MFU's numerator): a fused attention's as
+  /// its unfused matmuls', whatever its kernel skips or recomputes.
   double matmulFlops = 0;
   bool recomputed = false;
   /// The matmul FLOPs by the peak they run at (tensor 16-bit, tf32, f32).
@@ -388,8 +390,17 @@ KernelCost Explainer::costKernel(func::CallOp call) {
         auto forward = dyn_cast<mlir::loom::AttentionOp>(op);
         bool causal = forward ? forward.getCausal()
                               : cast<mlir::loom::AttentionGradOp>(op).getCausal();
-        tensorCores(mlir::loom::attentionFlops(shape(0), shape(1), shape(2), causal,
-                                               /*gradient=*/!forward));
+        double computed = mlir::loom::attentionFlops(shape(0), shape(1), shape(2), causal,
+                                                     /*gradient=*/!forward);
+        tensorCores(computed);
+        // The model's FLOPs are those of the unfused matmuls, as Megatron-
+        // LM's and PaLM's formulas count them: every pair (the causal half a
+        // kernel skips is its saving, not less model), and a backward of
+        // twice the forward's (not the kernel's recomputed scores). They
+        // had followed the kernel, so --fuse-attention changed the MFU.
+        double model = mlir::loom::attentionFlops(shape(0), shape(1), shape(2),
+                                                  /*causal=*/false, /*gradient=*/false);
+        cost.matmulFlops += (forward ? model : 2 * model) - computed;
         return;
       }
       if (op->getNumResults() != 1)
