@@ -123,6 +123,9 @@ private:
   llvm::DenseMap<Operation *, Place> places;
   llvm::DenseMap<Operation *, double> seconds;
   llvm::DenseSet<Operation *> overlapping;
+  /// Backward steps that read a sum of `overlapping` (through others):
+  /// they start when it ends.
+  llvm::DenseSet<Operation *> waitsForSums;
   /// Per stage and phase: compute and blocking collectives, in seconds.
   std::vector<double> forwardCost, backwardCost, weightCost, exposedCost;
   /// Per pipeline rank: the update's transfers it receives, in seconds.
@@ -334,16 +337,30 @@ void Explainer::findOverlaps() {
         if (!split.dims.empty())
           dataParallel.insert(split.dims[0].begin(), split.dims[0].end());
       }
+  // What reads a finished sum waits for it: a collective of those (the
+  // gradient norm's 4-byte sum over dp, of the reduce-scattered ZeRO
+  // gradients' squares) runs after the sums it reads, not beside the
+  // backward (it had been modelled as hidden by the sums it depends on).
+  auto readsSums = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return overlapping.contains(def) || waitsForSums.contains(def);
+    });
+  };
   for (Operation *op : ops) {
-    if (places[op].phase != Phase::Backward)
+    if (places[op].phase != Phase::Backward) {
+      if (readsSums(op))
+        waitsForSums.insert(op);
       continue;
+    }
     if (!collectiveKind(op).empty()) {
-      if (!isa<shard::AllReduceOp, shard::ReduceScatterOp>(op))
-        continue;
       auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-      if (axes && !axes.empty() &&
-          llvm::all_of(axes.asArrayRef(),
-                       [&](int16_t axis) { return dataParallel.contains(axis); }))
+      if (readsSums(op))
+        waitsForSums.insert(op);
+      else if (isa<shard::AllReduceOp, shard::ReduceScatterOp>(op) && axes &&
+               !axes.empty() &&
+               llvm::all_of(axes.asArrayRef(),
+                            [&](int16_t axis) { return dataParallel.contains(axis); }))
         overlapping.insert(op);
       continue;
     }
@@ -357,6 +374,8 @@ void Explainer::findOverlaps() {
         });
     if (finishesSum)
       overlapping.insert(op);
+    else if (readsSums(op))
+      waitsForSums.insert(op);
   }
 }
 
@@ -765,6 +784,11 @@ void Explainer::simulate() {
       if (place.phase == Phase::Forward) {
         forwardCost[stage] += share;
         continue;
+      }
+      // Waiting for the network is charged to the backward.
+      if (waitsForSums.contains(op) && network[stage] > clock[stage]) {
+        backwardCost[stage] += network[stage] - clock[stage];
+        clock[stage] = network[stage];
       }
       clock[stage] += share;
       (zeroBubble && !inputGradient.contains(op) ? weightCost : backwardCost)[stage] +=
