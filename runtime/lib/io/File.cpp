@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -83,6 +84,60 @@ bool loom::runtime::readConverted(std::FILE *file, uint64_t offset, DType from,
     }
   }
   return true;
+}
+
+ReplacingWrite loom::runtime::planReplacingWrite(const std::string &path) {
+  ReplacingWrite write{path, path + ".tmp"};
+  struct stat entry;
+  if (lstat(path.c_str(), &entry) != 0)
+    return write;
+  if (S_ISLNK(entry.st_mode)) {
+    if (char *resolved = realpath(path.c_str(), nullptr)) {
+      write.destination = resolved;
+      std::free(resolved);
+    } else {
+      // A link to a file not there yet: the link's text, from its
+      // directory.
+      char text[4096];
+      ssize_t length = readlink(path.c_str(), text, sizeof(text) - 1);
+      if (length > 0) {
+        std::string linked(text, static_cast<size_t>(length));
+        size_t slash = path.rfind('/');
+        write.destination = linked.front() == '/' || slash == std::string::npos
+                                ? linked
+                                : path.substr(0, slash + 1) + linked;
+      }
+    }
+    write.temporary = write.destination + ".tmp";
+  }
+  struct stat target;
+  if (stat(write.destination.c_str(), &target) == 0 && !S_ISREG(target.st_mode))
+    write.temporary.clear();
+  return write;
+}
+
+bool loom::runtime::openReplacingWrite(const ReplacingWrite &write, FilePtr &file,
+                                       std::string &error) {
+  if (openForWriting(write.target(), file, error))
+    return true;
+  error = "cannot write " + write.destination + ": " + std::strerror(errno);
+  return false;
+}
+
+bool loom::runtime::finishReplacingWrite(FilePtr &file, const ReplacingWrite &write,
+                                         bool ok, std::string &error) {
+  if (!ok) {
+    // What fwrite failed on (a full disk, a file size limit), and no torn
+    // temporary left behind.
+    error = "cannot write " + write.target() + ": " + std::strerror(errno ? errno : EIO);
+    file.reset();
+    if (!write.temporary.empty())
+      std::remove(write.temporary.c_str());
+    return false;
+  }
+  if (write.temporary.empty())
+    return finishWriting(file, write.destination, error);
+  return finishWritingAtomically(file, write.temporary, write.destination, error);
 }
 
 std::string loom::runtime::overflowMessage(uint64_t overflows, DType to) {

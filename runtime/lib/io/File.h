@@ -48,6 +48,25 @@ bool readConverted(std::FILE *file, uint64_t offset, DType from, DType to,
 /// "N finite values past DTYPE's largest (V) became inf": what a warning
 /// says of readConverted's `overflows`.
 std::string overflowMessage(uint64_t overflows, DType to);
+/// A write that replaces `path` whole: into `temporary` (beside the file a
+/// symlink names), renamed over `destination` once complete, so that a
+/// failed write leaves the old file; a device or a FIFO is written in
+/// place (`temporary` empty: renaming over `--save /dev/null` replaced
+/// the device node).
+struct ReplacingWrite {
+  std::string destination, temporary;
+  const std::string &target() const {
+    return temporary.empty() ? destination : temporary;
+  }
+};
+ReplacingWrite planReplacingWrite(const std::string &path);
+/// Opens `write`'s target; an error names the destination (a missing
+/// directory is the user's path's, not the temporary's).
+bool openReplacingWrite(const ReplacingWrite &write, FilePtr &file, std::string &error);
+/// Closes a write planned by planReplacingWrite whose writes went `ok`:
+/// renames the temporary into place, or (failed) says why and removes it.
+bool finishReplacingWrite(FilePtr &file, const ReplacingWrite &write, bool ok,
+                          std::string &error);
 /// Writes all of `bytes` bytes.
 bool writeAll(std::FILE *file, const void *data, uint64_t bytes);
 /// Flushes and closes a file opened for writing; false (with a message

@@ -395,8 +395,11 @@ bool loom::runtime::writeNpy(const std::string &path, DType dtype,
             " is too large";
     return false;
   }
+  // Through PATH.tmp: a failed write (a full disk) leaves the file that
+  // was there, not a torn one.
+  ReplacingWrite write = planReplacingWrite(path);
   FilePtr file;
-  if (!openForWriting(path, file, error))
+  if (!openReplacingWrite(write, file, error))
     return false;
   std::string header = encodeNpyHeader(dtype, shape);
   bool ok = writeAll(file.get(), header.data(), header.size());
@@ -414,9 +417,5 @@ bool loom::runtime::writeNpy(const std::string &path, DType dtype,
       ok = writeAll(file.get(), chunk.data(), n * 4);
     }
   }
-  if (!ok) {
-    error = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
-    return false;
-  }
-  return finishWriting(file, path, error);
+  return finishReplacingWrite(file, write, ok, error);
 }

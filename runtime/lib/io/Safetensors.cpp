@@ -469,39 +469,10 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
   // The spec allows trailing spaces; they align the data to 8 bytes.
   json.append((8 - json.size() % 8) % 8, ' ');
 
-  // An atomic write renames PATH.tmp over PATH: over the file a symlink
-  // names (the rename replaced the link), and never over a device or a
-  // FIFO (`--save /dev/null` replaced the device node), which is written
-  // in place.
-  std::string destination = path;
-  bool atomic = how.atomic;
-  struct stat entry;
-  if (atomic && lstat(path.c_str(), &entry) == 0) {
-    if (S_ISLNK(entry.st_mode)) {
-      if (char *resolved = realpath(path.c_str(), nullptr)) {
-        destination = resolved;
-        std::free(resolved);
-      } else {
-        // A link to a file not there yet: the link's text, from its
-        // directory.
-        char text[4096];
-        ssize_t length = readlink(path.c_str(), text, sizeof(text) - 1);
-        if (length > 0) {
-          std::string linked(text, static_cast<size_t>(length));
-          size_t slash = path.rfind('/');
-          destination = linked.front() == '/' || slash == std::string::npos
-                            ? linked
-                            : path.substr(0, slash + 1) + linked;
-        }
-      }
-    }
-    struct stat target;
-    if (stat(destination.c_str(), &target) == 0 && !S_ISREG(target.st_mode))
-      atomic = false;
-  }
-  std::string target = atomic ? destination + ".tmp" : destination;
+  ReplacingWrite write = how.atomic ? planReplacingWrite(path) : ReplacingWrite{path, ""};
+  bool atomic = !write.temporary.empty();
   FilePtr file;
-  if (!openForWriting(target, file, error))
+  if (!openReplacingWrite(write, file, error))
     return false;
   unsigned char length[8];
   for (int i = 0; i < 8; ++i)
@@ -520,16 +491,5 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
     }
     ok = ok && writeAll(file.get(), arena + params[i]->offset, params[i]->bytes);
   }
-  if (!ok) {
-    // What fwrite failed on (a full disk, a file size limit), and no torn
-    // temporary left behind.
-    error = "cannot write " + target + ": " + std::strerror(errno ? errno : EIO);
-    file.reset();
-    if (atomic)
-      std::remove(target.c_str());
-    return false;
-  }
-  if (!atomic)
-    return finishWriting(file, destination, error);
-  return finishWritingAtomically(file, target, destination, error);
+  return finishReplacingWrite(file, write, ok, error);
 }

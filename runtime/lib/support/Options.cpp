@@ -122,6 +122,9 @@ static bool checkFilesDistinct(const RunOptions &options, unsigned ranks,
                                    std::pair{"--save-weights", &options.saveWeights}})
     if (!path->empty())
       add(writes, option(name, *path) + " (through " + *path + ".tmp)", *path + ".tmp");
+  for (const auto &[name, path] : options.outputs)
+    add(writes, "--output " + name + "=" + path + " (through " + path + ".tmp)",
+        path + ".tmp");
   for (size_t i = 0; i < writes.size(); ++i) {
     for (const File &read : reads) {
       // --save-weights over --resume's checkpoint, or over one given as
