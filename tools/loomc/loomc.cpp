@@ -508,7 +508,7 @@ static int loomcMain(int argc, char **argv) {
     }
     return outputFormat.getValue();
   };
-  auto format = [](ReportForm form) {
+  auto reportFormat = [](ReportForm form) {
     return form == ReportForm::Json ? loom::KernelReportFormat::Json
                                     : loom::KernelReportFormat::Text;
   };
@@ -527,7 +527,7 @@ static int loomcMain(int argc, char **argv) {
     std::optional<ReportForm> form = formOf(*report);
     if (!form)
       return 1;
-    *into = format(*form);
+    *into = reportFormat(*form);
   }
   options.gpuDevice = gpuDevice;
   if (gpuSharedLimit.getNumOccurrences())
