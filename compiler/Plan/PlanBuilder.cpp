@@ -564,6 +564,12 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
           copy += (i ? ", " : "") + std::to_string(size);
         copy += "])";
       }
+      // The train section's loss is no output the user named.
+      if (!model.getResultAttrOfType<StringAttr>(i, attr::kOutput) &&
+          model.getResultAttrOfType<StringAttr>(i, attr::kLoss))
+        return emitError(at, "the loss is ")
+               << what << " itself; compute it (e.g. 'loss = " << copy
+               << "') for a loss of its own";
       return emitError(at, "output '")
              << text << "' is " << what << " itself; compute it (e.g. '" << copy
              << "') to get a separate output";
