@@ -472,13 +472,30 @@ double Explainer::collectiveSeconds(StringRef kind, int64_t n, int64_t bytes,
   return share * bytes / bandwidth + (n - 1) * hop;
 }
 
-/// Whether the group of rank 0 over `axes` fits in one node: consecutive
-/// ranks share a node, so it does when its last rank is in the first.
+/// Whether every group over `axes` fits in one node: consecutive ranks
+/// share a node, so a group does when its first and last ranks do. (Rank
+/// 0's group alone had decided: with --gpus-per-node not a multiple of
+/// the groups' span, later groups straddle two nodes.)
 bool Explainer::groupIsIntraNode(ArrayRef<int16_t> axes) const {
+  int64_t perNode = options.network.gpusPerNode;
   int64_t last = 0;
   for (int16_t axis : axes)
     last += (report.sizes[axis] - 1) * report.strides[axis];
-  return last < options.network.gpusPerNode;
+  if (last >= perNode)
+    return false;
+  // The groups' first ranks: every rank whose coordinates on `axes` are 0.
+  // (Past 2^16 ranks, rank 0's group stands for them: a search of a
+  // million devices explains many meshes.)
+  if (report.ranks > (int64_t(1) << 16))
+    return true;
+  for (int64_t rank = 0; rank < report.ranks; ++rank) {
+    bool first = llvm::all_of(axes, [&](int16_t axis) {
+      return (rank / report.strides[axis]) % report.sizes[axis] == 0;
+    });
+    if (first && rank / perNode != (rank + last) / perNode)
+      return false;
+  }
+  return true;
 }
 
 

@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cstdlib>
@@ -25,9 +26,12 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(script, "fuzz.loom"), llvm::SMLoc());
-  bool internalError = false;
+  bool internalError = false, verifierError = false;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    internalError |= llvm::StringRef(diag.str()).contains("internal error");
+    std::string text = diag.str();
+    internalError |= llvm::StringRef(text).contains("internal error");
+    // The IR verifier's "'loom.x' op ..." (a pass built invalid IR).
+    verifierError |= llvm::Regex("^'[a-z_.]+' op ").match(text);
     // LOOM_FUZZ_VERBOSE=1 shows why mutants are rejected.
     if (std::getenv("LOOM_FUZZ_VERBOSE"))
       llvm::errs() << diag.str() << "\n";
@@ -49,8 +53,9 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
   if (!module)
     return FrontEndOutcome::Rejected;
   if (lower) {
-    // Every accepted script partitions: a failure there (an error, or IR
-    // the verifier rejects) is a Loom bug.
+    // A failure to partition is a Loom bug when it is IR the verifier
+    // rejects or an internal error; the partitioner's own errors at the
+    // script (an op an MoE expert body cannot hold yet) reject the mutant.
     mlir::PassManager partition(&context);
     // As a GPU build of loomc (both paths run below): only the attention
     // the GPU kernel runs fused.
@@ -58,7 +63,8 @@ FrontEndOutcome loom::runFrontEnd(mlir::MLIRContext &context,
     options.fuseAttention = AttentionFusion::GpuKernel;
     buildPartitionPipeline(partition, options);
     if (mlir::failed(partition.run(*module)))
-      return FrontEndOutcome::InternalError;
+      return internalError || verifierError ? FrontEndOutcome::InternalError
+                                            : FrontEndOutcome::Rejected;
     // The CPU path, stage by stage, as loomc runs it.
     mlir::PassManager pm(&context);
     buildKernelsPipeline(pm);
