@@ -1161,10 +1161,13 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
                   lr != hyper.end() ? cast<FloatAttr>(lr->getValue()).getValueAsDouble()
                                     : TrainOp::defaultLearningRate(optimizer),
                   steps, seen.lookup("steps"));
+  // --microbatches' count is said at the train section, not at a script
+  // line with another count (it had pointed "4 microbatches" at a line
+  // reading `microbatches 2`).
   if (microbatchesOverride) {
-    microbatches = *microbatchesOverride;
-    if (!seen.count("microbatches"))
+    if (microbatches != *microbatchesOverride || !seen.count("microbatches"))
       seen["microbatches"] = stmt.loc;
+    microbatches = *microbatchesOverride;
   }
   if (microbatches > 1 && !perMicrobatch) {
     for (const BatchDim &batch : model->batchDims)
@@ -1794,7 +1797,9 @@ buildForOneMicrobatch(MLIRContext &context, const Module &module,
             std::to_string(entry.getValue());
   if (!built) {
     whole.error(split.where) << "while building the model for one of "
-                             << split.count << " microbatches (" << dims << ")";
+                             << split.count << " microbatches ("
+                             << (whole.microbatchesOverride ? "--microbatches; " : "")
+                             << dims << ")";
     return nullptr;
   }
   // Only the batch may shrink: a param sized by a batch dim would change.

@@ -239,7 +239,8 @@ bool loom::mapSplitReduction(scf::ParallelOp loop, const LoopSpace &space,
   if (!inner)
     return false;
   std::optional<ScalarReduction> nest = matchScalarReduction(inner);
-  if (!nest)
+  // (An empty loop, of no iterations, has nothing to split.)
+  if (!nest || space.total <= 0)
     return false;
   // Enough threads to stream from memory (512 on each of 128-odd
   // multiprocessors) with at least 64 terms a chunk; not worth it for a

@@ -33,6 +33,22 @@ struct ConvertLoomToLinalg
     : public loom::impl::ConvertLoomToLinalgBase<ConvertLoomToLinalg> {
   void runOnOperation() override {
     MLIRContext *context = &getContext();
+    // The lowerings size their tensors from static shapes, which is all
+    // the front end builds; a dynamic dim in hand-written IR is said here
+    // (it had crashed a reshape's lowering and built invalid tensor.empty
+    // ops elsewhere).
+    WalkResult shapes = getOperation()->walk([](Operation *op) {
+      if (!isa_and_nonnull<LoomDialect>(op->getDialect()))
+        return WalkResult::advance();
+      for (Type type : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+        if (auto tensor = dyn_cast<RankedTensorType>(type); tensor && !tensor.hasStaticShape()) {
+          op->emitOpError("needs static shapes to lower to linalg, got ") << tensor;
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (shapes.wasInterrupted())
+      return signalPassFailure();
     ConversionTarget target(*context);
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect,

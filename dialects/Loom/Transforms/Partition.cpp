@@ -235,6 +235,14 @@ LogicalResult Partitioner::annotate(shard::ShardOp annotation) {
   for (auto [d, axes] : llvm::enumerate(shardingOp.getSplitAxes().getAxes()))
     if (d < target.dims.size())
       target.dims[d] = grid.effective(axes.asArrayRef());
+  // The front end checks this at the script; hand-written IR is checked
+  // here (upstream's verifier had reported the shard op this pass built).
+  RankedTensorType global = globalType(annotation.getSrc());
+  for (auto [d, axes] : llvm::enumerate(target.dims))
+    if (!axes.empty() && global.getDimSize(d) % grid.ways(axes) != 0)
+      return annotation.emitError("dimension ")
+             << d << " of size " << global.getDimSize(d) << " is not divisible by "
+             << grid.ways(axes) << ", the number of shards of its grid axes";
   Value src = annotation.getSrc();
   Value result;
   auto arg = dyn_cast<BlockArgument>(src);
@@ -794,6 +802,43 @@ LogicalResult Partitioner::partitionWhole(Operation *op) {
 
 LogicalResult Partitioner::run() {
   Block &body = func.getBody().front();
+  // Hand-written IR (loom-opt) may hold what the front end never builds:
+  // values other than static tensors, a split over an axis the grid lacks.
+  // Each is a diagnostic here (they had crashed the partitioner, or left a
+  // type of size kDynamic / 2 in its output).
+  auto check = [&](Value value, Location loc) -> LogicalResult {
+    Type type = value.getType();
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (isa<shard::ShardingType>(type) || (tensor && tensor.hasStaticShape()))
+      return success();
+    return emitError(loc, "loom-partition splits tensors of static shapes, not ") << type;
+  };
+  for (BlockArgument arg : body.getArguments())
+    if (failed(check(arg, func.getLoc())))
+      return failure();
+  WalkResult checked = func.walk([&](Operation *op) {
+    for (Value result : op->getResults())
+      if (failed(check(result, op->getLoc())))
+        return WalkResult::interrupt();
+    if (isa<func::ReturnOp>(op))
+      for (Value operand : op->getOperands())
+        if (!isa<RankedTensorType>(operand.getType())) {
+          op->emitError("loom-partition splits a model's tensor results, not ")
+              << operand.getType();
+          return WalkResult::interrupt();
+        }
+    if (auto sharding = dyn_cast<shard::ShardingOp>(op))
+      for (shard::GridAxesAttr axes : sharding.getSplitAxes().getAxes())
+        for (int16_t axis : axes.asArrayRef())
+          if (axis < 0 || axis >= static_cast<int16_t>(grid.sizes.size())) {
+            op->emitError("split over grid axis ")
+                << axis << ", but the grid has " << grid.sizes.size() << " axes";
+            return WalkResult::interrupt();
+          }
+    return WalkResult::advance();
+  });
+  if (checked.wasInterrupted())
+    return failure();
   for (BlockArgument arg : body.getArguments())
     if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kParam))
       params[name.getValue()] = arg;

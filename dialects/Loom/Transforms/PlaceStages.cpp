@@ -359,12 +359,26 @@ struct LoomPlaceStages
       int64_t ranks = grid.sizes[at - grid.names.begin()];
       if (ranks <= 1)
         continue;
+      // A plan holds at most 65536 stages, as the front end says at the
+      // script; hand-written IR's larger numbers had wrapped around.
+      constexpr int64_t kMostStages = 65536;
       int64_t numStages = 0;
+      Operation *outOfRange = nullptr;
       func.walk([&](Operation *op) {
         if (auto stage = op->getAttrOfType<IntegerAttr>(attr::kStage);
-            stage && !op->hasAttr(attr::kPhase))
-          numStages = std::max(numStages, stage.getInt() + 1);
+            stage && !op->hasAttr(attr::kPhase)) {
+          if (stage.getInt() < 0 || stage.getInt() >= kMostStages)
+            outOfRange = op;
+          else
+            numStages = std::max(numStages, stage.getInt() + 1);
+        }
       });
+      if (outOfRange) {
+        outOfRange->emitError("stage ")
+            << outOfRange->getAttrOfType<IntegerAttr>(attr::kStage).getInt()
+            << " is not a stage a plan may have (0 to " << kMostStages - 1 << ")";
+        return signalPassFailure();
+      }
       if (auto known = func->getAttrOfType<IntegerAttr>(attr::kStagesCount))
         numStages = known.getInt();
       if (numStages < ranks || numStages % ranks != 0) {

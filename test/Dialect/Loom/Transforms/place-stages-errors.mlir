@@ -13,3 +13,17 @@ func.func @three_spmd(%x: tensor<4xf32>) -> tensor<4xf32>
   return %c : tensor<4xf32>
 }
 
+
+// -----
+
+// A stage number past what a plan holds (hand-written IR: the front end
+// says so at the script); its count had wrapped around to "1 pipeline
+// stage".
+shard.grid @gpus(shape = 2) {loom.axes = ["pp"]}
+func.func @fwd_spmd(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32>
+    attributes {loom.partition_of = "fwd", loom.pipeline_axis = "pp", loom.grid = @gpus} {
+  %a = loom.mul %x, %w {loom.stage = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{stage 9223372036854775807 is not a stage a plan may have (0 to 65535)}}
+  %b = loom.relu %a {loom.stage = 9223372036854775807 : i64} : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
