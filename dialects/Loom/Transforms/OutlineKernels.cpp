@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMOUTLINEKERNELS
@@ -81,6 +82,8 @@ struct LoomOutlineKernels
   using ReturnSlots = llvm::DenseMap<Value, SmallVector<unsigned, 1>>;
 
   LogicalResult outline(func::FuncOp model);
+  /// The module's symbols before a model's kernels join them.
+  llvm::StringSet<> symbolsBefore;
   func::FuncOp buildKernel(func::FuncOp model, KernelGroup &group,
                            unsigned index, const ReturnSlots &returnSlots,
                            SmallVectorImpl<Value> &inputs,
@@ -283,6 +286,11 @@ static void copyRepeatedStepResults(func::FuncOp model) {
 }
 
 LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
+  symbolsBefore.clear();
+  if (auto module = model->getParentOfType<ModuleOp>())
+    for (Operation &op : *module.getBody())
+      if (auto name = op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
+        symbolsBefore.insert(name.getValue());
   sinkPastAccumulates(model);
   sinkUpdate(model);
   copyRepeatedStepResults(model);
@@ -390,6 +398,10 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
 
   OpBuilder builder(model);
   std::string name = (model.getSymName() + "_k" + Twine(index)).str();
+  // A symbol of that name already there (hand-written IR) gets a suffix
+  // (it had been redefined, and the module failed to verify).
+  for (unsigned suffix = 1; symbolsBefore.contains(name); ++suffix)
+    name = (model.getSymName() + "_k" + Twine(index) + "_" + Twine(suffix)).str();
   auto kernel = func::FuncOp::create(
       builder, group.ops.front()->getLoc(), name,
       builder.getFunctionType(ValueRange(inputs).getTypes(),
