@@ -7,6 +7,7 @@
 #include "loom/runtime/plan/Plan.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -984,6 +985,14 @@ static bool isMeanOverAllDims(Value loss) {
   return means > 0 && cast<RankedTensorType>(loss.getType()).getRank() == means;
 }
 
+/// The values `op` reads from outside itself: its operands, and what the
+/// ops of its regions (a stage's) capture.
+static llvm::SetVector<Value> valuesRead(Operation *op) {
+  llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
+  getUsedValuesDefinedAbove(op->getRegions(), read);
+  return read;
+}
+
 bool Elaborator::averagesMicrobatches(Value loss) {
   llvm::DenseMap<Value, bool> reads;
   mlir::Block *entry = &model->func.getBody().front();
@@ -993,14 +1002,7 @@ bool Elaborator::averagesMicrobatches(Value loss) {
              model->argAttrs[arg.getArgNumber()].contains(attr::kInput);
     if (auto found = reads.find(v); found != reads.end())
       return found->second;
-    // Its operands, and what the ops of its regions (a stage's) capture.
-    Operation *def = v.getDefiningOp();
-    bool any = false;
-    def->walk([&](Operation *inner) {
-      for (Value operand : inner->getOperands())
-        if (!any && !def->isAncestor(operand.getParentRegion()->getParentOp()))
-          any = readsInput(operand);
-    });
+    bool any = llvm::any_of(valuesRead(v.getDefiningOp()), readsInput);
     reads[v] = any;
     return any;
   };
@@ -1529,12 +1531,7 @@ static bool readsStageResult(Value value, int64_t number) {
     if (auto stage = dyn_cast<StageOp>(def);
         stage && static_cast<int64_t>(stage.getStage()) == number)
       return true;
-    // Its operands, and what the ops of its regions capture.
-    def->walk([&](Operation *inner) {
-      for (Value operand : inner->getOperands())
-        if (!def->isAncestor(operand.getParentRegion()->getParentOp()))
-          work.push_back(operand);
-    });
+    llvm::append_range(work, valuesRead(def));
   }
   return false;
 }

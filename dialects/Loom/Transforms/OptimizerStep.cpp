@@ -127,6 +127,13 @@ static bool isUnreadParamGradient(Value gradient) {
   return zero && zero.getValue().isZero();
 }
 
+/// The pipeline stage of the op defining `v`, or -1 (none, or not placed).
+static int64_t stageOfDefiningOp(Value v) {
+  Operation *def = v.getDefiningOp();
+  auto stage = def ? def->getAttrOfType<IntegerAttr>(attr::kStage) : nullptr;
+  return stage ? stage.getInt() : -1;
+}
+
 /// The mean over the microbatches of gradient `value`. A gradient whose
 /// terms different pipeline stages compute (a tied embedding's: the
 /// lookup's on the first stage, the head's on the last) is accumulated
@@ -138,11 +145,8 @@ static Value accumulateByStage(OpBuilder &b, Value value, int64_t microbatches) 
   SmallVector<Value> terms;
   collectTerms(value, terms);
   llvm::MapVector<int64_t, SmallVector<Value>> byStage;
-  for (Value term : terms) {
-    Operation *def = term.getDefiningOp();
-    auto stage = def ? def->getAttrOfType<IntegerAttr>(attr::kStage) : nullptr;
-    byStage[stage ? stage.getInt() : -1].push_back(term);
-  }
+  for (Value term : terms)
+    byStage[stageOfDefiningOp(term)].push_back(term);
   if (byStage.size() < 2 || byStage.count(-1))
     return AccumulateOp::create(b, value.getLoc(), value, microbatches);
   Value total;
@@ -305,11 +309,8 @@ Value StepBuilder::prepareGradients(ArrayRef<BlockArgument> params,
       else if (auto accumulate = v.getDefiningOp<AccumulateOp>())
         v = accumulate.getInput();
       else
-        break;
+        return stageOfDefiningOp(v);
     }
-    Operation *def = v.getDefiningOp();
-    auto stage = def ? def->getAttrOfType<IntegerAttr>(attr::kStage) : nullptr;
-    return stage ? stage.getInt() : -1;
   };
   for (BlockArgument param : params) {
     Value &g = grads[paramName(param)];
@@ -458,8 +459,8 @@ LogicalResult StepBuilder::run() {
   // param, is all-gathered.
   bool hasState = kind != "sgd" || h.momentum > 0;
   DenseMap<Value, Value> zeroShardings;
-  bool dataParallel = train.getZeroAttr() && hasState && findDataParallelAxes();
-  if (dataParallel)
+  bool splitsState = train.getZeroAttr() && hasState && findDataParallelAxes();
+  if (splitsState)
     for (BlockArgument param : params)
       if (Value sharding = zeroShardingOf(param)) {
         zeroShardings[param] = sharding;
@@ -467,7 +468,7 @@ LogicalResult StepBuilder::run() {
         g = annotate(g, sharding);
       }
   // Said, not ignored: a user who asked for ZeRO expects the state split.
-  if (train.getZeroAttr() && !dataParallel)
+  if (train.getZeroAttr() && !splitsState)
     emitWarning(train.getLoc())
         << "zero 1 (or --zero) has no effect: "
         << (!hasState ? "sgd without momentum keeps no optimizer state to split"

@@ -603,8 +603,7 @@ void Partitioner::makePartialMean(Operation *op, ArrayRef<int16_t> split,
   result.replaceAllUsesExcept(scaled.getResult(), scaled);
   shardings[scale.getResult()] = Sharding::replicated(0);
   globals[scaled.getResult()] = globalType(result);
-  sharding.partial.append(split.begin(), split.end());
-  llvm::sort(sharding.partial); // a set of axes: see partitionReduction
+  sharding.addPartial(split);
   shardings[scaled.getResult()] = sharding;
 }
 
@@ -640,12 +639,7 @@ LogicalResult Partitioner::partitionReduction(Operation *op) {
   if (isa<MeanOp>(op)) {
     makePartialMean(op, split, out);
   } else {
-    out.partial.append(split.begin(), split.end());
-    // In axis order: partial sums over a set of axes, reached in either
-    // order (a gradient split [dp, tp] summed dim by dim, another split
-    // [tp, dp]), must compare equal for their adds to wait for one
-    // all-reduce (ZeRO's grad norm had one 4-byte all-reduce a param).
-    llvm::sort(out.partial);
+    out.addPartial(split);
     shardings[op->getResult(0)] = out;
   }
   return success();

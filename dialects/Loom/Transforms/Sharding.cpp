@@ -19,6 +19,11 @@ bool Sharding::uses(int16_t axis) const {
          });
 }
 
+void Sharding::addPartial(ArrayRef<int16_t> axes) {
+  partial.append(axes.begin(), axes.end());
+  llvm::sort(partial);
+}
+
 Grid::Grid(shard::GridOp op) : op(op) {
   auto names = op->getAttrOfType<ArrayAttr>(attr::kAxes);
   for (auto [i, size] : llvm::enumerate(op.getShape())) {

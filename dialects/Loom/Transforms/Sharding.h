@@ -35,6 +35,12 @@ struct Sharding {
   bool isReplicated() const;
   /// Whether `axis` splits some dim or is partial.
   bool uses(int16_t axis) const;
+  /// Makes the value partial over `axes` too, kept in axis order: partial
+  /// sums over a set of axes reached in either order (a gradient split
+  /// [dp, tp] summed dim by dim, another split [tp, dp]) compare equal, so
+  /// their adds wait for one all-reduce (ZeRO's grad norm had one 4-byte
+  /// all-reduce a param).
+  void addPartial(ArrayRef<int16_t> axes);
   bool operator==(const Sharding &other) const {
     return dims == other.dims && partial == other.partial;
   }

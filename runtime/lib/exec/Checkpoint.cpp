@@ -36,7 +36,6 @@ bool loom::runtime::saveCheckpoint(const Plan &plan, const char *arena,
   // %.17g: the double comes back exactly.
   std::snprintf(scale, sizeof(scale), "%.17g", state.lossScale);
   WeightsWriteOptions how;
-  how.atomic = true;
   how.metadata = {{kCheckpointVersionKey, kCheckpointVersion},
                   {"optimizer", plan.optimizer.kind},
                   {"step", std::to_string(state.step)},

@@ -128,13 +128,11 @@ bool Driver::prepareParams(const Plan &plan, char *arena) {
     for (const std::string &warning : warnings)
       warn(warning);
   }
-  // Through PATH.tmp, as a checkpoint: weights may be saved over the
-  // --weights they came from, and a write that failed there (a full disk)
-  // had left the only copy torn.
-  WeightsWriteOptions how;
-  how.atomic = true;
+  // (Through PATH.tmp, as a checkpoint: weights may be saved over the
+  // --weights they came from, and a write that failed there, a full disk,
+  // had left the only copy torn.)
   if (!options.saveWeights.empty() &&
-      !saveWeights(plan, arena, options.saveWeights, error, how))
+      !saveWeights(plan, arena, options.saveWeights, error))
     return fail(error);
   return true;
 }

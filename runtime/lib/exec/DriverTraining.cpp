@@ -8,7 +8,6 @@
 
 #include "exec/RunDriver.h"
 
-#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <mutex>
@@ -202,7 +201,7 @@ bool Driver::openLog() {
   if (!openForWriting(options.log, log, error))
     return fail(error);
   return kept.empty() || writeAll(log.get(), kept.data(), kept.size()) ||
-         fail("cannot write " + options.log + ": " + std::strerror(errno ? errno : EIO));
+         fail(writeError(options.log));
 }
 
 bool Driver::finishStep(const Plan &plan, uint64_t step) {

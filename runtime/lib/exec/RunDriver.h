@@ -41,7 +41,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -359,7 +358,7 @@ private:
   bool writeLog(const Json &line) {
     std::string text = dumpJson(line) + "\n";
     if (!writeAll(log.get(), text.data(), text.size()) || std::fflush(log.get()))
-      return fail("cannot write " + options.log + ": " + std::strerror(errno ? errno : EIO));
+      return fail(writeError(options.log));
     return true;
   }
   uint64_t resumedAt = 0; // the step this run starts after (--resume)

@@ -129,7 +129,7 @@ bool loom::runtime::finishReplacingWrite(FilePtr &file, const ReplacingWrite &wr
   if (!ok) {
     // What fwrite failed on (a full disk, a file size limit), and no torn
     // temporary left behind.
-    error = "cannot write " + write.target() + ": " + std::strerror(errno ? errno : EIO);
+    error = writeError(write.target());
     file.reset();
     if (!write.temporary.empty())
       std::remove(write.temporary.c_str());
@@ -138,6 +138,10 @@ bool loom::runtime::finishReplacingWrite(FilePtr &file, const ReplacingWrite &wr
   if (write.temporary.empty())
     return finishWriting(file, write.destination, error);
   return finishWritingAtomically(file, write.temporary, write.destination, error);
+}
+
+std::string loom::runtime::writeError(const std::string &path) {
+  return "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
 }
 
 std::string loom::runtime::overflowMessage(uint64_t overflows, DType to) {

@@ -67,6 +67,9 @@ bool openReplacingWrite(const ReplacingWrite &write, FilePtr &file, std::string 
 /// renames the temporary into place, or (failed) says why and removes it.
 bool finishReplacingWrite(FilePtr &file, const ReplacingWrite &write, bool ok,
                           std::string &error);
+/// "cannot write PATH: REASON", the reason of the write that just failed
+/// (errno; EIO's where fwrite set none).
+std::string writeError(const std::string &path);
 /// Writes all of `bytes` bytes.
 bool writeAll(std::FILE *file, const void *data, uint64_t bytes);
 /// Flushes and closes a file opened for writing; false (with a message

@@ -469,7 +469,7 @@ bool loom::runtime::saveWeights(const Plan &plan, const char *arena,
   // The spec allows trailing spaces; they align the data to 8 bytes.
   json.append((8 - json.size() % 8) % 8, ' ');
 
-  ReplacingWrite write = how.atomic ? planReplacingWrite(path) : ReplacingWrite{path, ""};
+  ReplacingWrite write = planReplacingWrite(path);
   bool atomic = !write.temporary.empty();
   FilePtr file;
   if (!openReplacingWrite(write, file, error))

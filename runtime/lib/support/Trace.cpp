@@ -5,9 +5,7 @@
 #include "io/File.h"
 #include "loom/runtime/io/Json.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 using namespace loom::runtime;
 
@@ -71,7 +69,7 @@ bool TraceRecorder::write(const std::string &path, std::string &error) const {
     return false;
   std::string json = toJson();
   if (!writeAll(file.get(), json.data(), json.size())) {
-    error = "cannot write " + path + ": " + std::strerror(errno ? errno : EIO);
+    error = writeError(path);
     return false;
   }
   return finishWriting(file, path, error);

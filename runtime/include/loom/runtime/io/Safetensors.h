@@ -75,13 +75,12 @@ bool loadWeights(const Plan &plan, char *arena, const std::string &path,
 struct WeightsWriteOptions {
   /// Entries added to `__metadata__` after "model" and "producer".
   SafetensorsMetadata metadata;
-  /// Write `path.tmp`, flush it to the disk, then rename it to `path`: a
-  /// crash leaves the old file or the new one, never a torn one.
-  bool atomic = false;
 };
 
 /// Writes every param of `plan` from `arena` to `path`, sorted by name,
-/// with the header padded by spaces to a multiple of 8 bytes.
+/// with the header padded by spaces to a multiple of 8 bytes: through
+/// `path.tmp`, flushed to the disk, then renamed to `path` (a crash or a
+/// failed write leaves the old file or the new one, never a torn one).
 bool saveWeights(const Plan &plan, const char *arena, const std::string &path,
                  std::string &error, const WeightsWriteOptions &how = {});
 
