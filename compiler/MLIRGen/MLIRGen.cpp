@@ -7,7 +7,6 @@
 #include "loom/runtime/plan/Plan.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -983,14 +982,6 @@ static bool isMeanOverAllDims(Value loss) {
     ++means;
   }
   return means > 0 && cast<RankedTensorType>(loss.getType()).getRank() == means;
-}
-
-/// The values `op` reads from outside itself: its operands, and what the
-/// ops of its regions (a stage's) capture.
-static llvm::SetVector<Value> valuesRead(Operation *op) {
-  llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
-  getUsedValuesDefinedAbove(op->getRegions(), read);
-  return read;
 }
 
 bool Elaborator::averagesMicrobatches(Value loss) {

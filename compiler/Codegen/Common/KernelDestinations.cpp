@@ -31,9 +31,11 @@ namespace {
 struct LoomKernelDestinations
     : public loom::impl::LoomKernelDestinationsBase<LoomKernelDestinations> {
   void runOnOperation() override {
+    llvm::SmallPtrSet<Operation *, 16> kernels;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal() || !func->hasAttr(loom::attr::kKernel))
         continue;
+      kernels.insert(func);
       auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
       OpBuilder b(ret);
       // A result loom-in-place-updates put over an argument is written
@@ -69,6 +71,30 @@ struct LoomKernelDestinations
           func.getContext(), func.getBody().front().getArgumentTypes(),
           func.getResultTypes()));
     }
+    // The plan calls the kernels (with its buffers as destinations); a
+    // call left in the module (hand-written IR) passes new empty tensors,
+    // so that it still matches its kernel's signature.
+    getOperation().walk([&](func::CallOp call) {
+      Operation *callee = SymbolTable::lookupNearestSymbolFrom(call, call.getCalleeAttr());
+      if (!kernels.contains(callee))
+        return;
+      OpBuilder b(call);
+      SmallVector<Value> operands(call.getOperands());
+      for (Type type : call.getResultTypes()) {
+        auto tensor = dyn_cast<RankedTensorType>(type);
+        if (!tensor)
+          continue;
+        if (!tensor.hasStaticShape()) {
+          call.emitError("a call of kernel @")
+              << call.getCallee() << " with a result of dynamic shape " << type
+              << " has no destination to pass";
+          return signalPassFailure();
+        }
+        operands.push_back(tensor::EmptyOp::create(b, call.getLoc(), tensor.getShape(),
+                                                   tensor.getElementType()));
+      }
+      call->setOperands(operands);
+    });
   }
 };
 } // namespace

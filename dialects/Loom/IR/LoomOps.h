@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SetVector.h"
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -32,6 +33,10 @@ inline bool isElementwise(Operation *op) {
 /// both or neither, one id per row of `table`, no more rows than V.
 LogicalResult verifyTableRows(Operation *op, RankedTensorType table, Value rows,
                               std::optional<uint64_t> vocab);
+
+/// The values `op` reads from outside itself: its operands, then what the
+/// ops of its regions capture (a stage's body, a hand-written loop's).
+llvm::SetVector<Value> valuesRead(Operation *op);
 
 /// Ops a model keeps beside its kernel calls, as plan steps of their own:
 /// the shard collectives and loom.accumulate.

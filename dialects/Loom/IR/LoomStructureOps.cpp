@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
@@ -119,6 +120,12 @@ ArrayRef<StringRef> TrainOp::hyperparametersOf(StringRef optimizer) {
 
 double TrainOp::defaultLearningRate(StringRef optimizer) {
   return optimizer == "sgd" ? 1e-2 : 1e-3;
+}
+
+llvm::SetVector<Value> mlir::loom::valuesRead(Operation *op) {
+  llvm::SetVector<Value> read(op->operand_begin(), op->operand_end());
+  getUsedValuesDefinedAbove(op->getRegions(), read);
+  return read;
 }
 
 bool mlir::loom::isPlanStepOp(Operation *op) {

@@ -375,8 +375,10 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
                                              SmallVectorImpl<Value> &outputs) {
   // Inputs: values from outside the group (rematerialized ops excepted).
   // Outputs: results some op outside the group (or the return) still reads.
+  // What a member's regions capture (a hand-written loop's) is read as its
+  // operands are: it had stayed a use of the model's values in the kernel.
   for (Operation *op : group.ops) {
-    for (Value operand : op->getOperands()) {
+    for (Value operand : valuesRead(op)) {
       Operation *def = operand.getDefiningOp();
       if ((def && (group.members.contains(def) || isRematerialized(def))) ||
           llvm::is_contained(inputs, operand))
@@ -432,7 +434,7 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
       copy->setAttr(attr::kRecomputed, builder.getStringAttr(""));
   };
   for (Operation *op : group.ops) {
-    for (Value operand : op->getOperands())
+    for (Value operand : valuesRead(op))
       if (Operation *def = operand.getDefiningOp();
           def && isRematerialized(def) && !mapping.contains(operand))
         cloneUnplaced(*def);

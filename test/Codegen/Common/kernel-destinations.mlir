@@ -76,3 +76,21 @@ func.func private @in_place(%w: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf
   %new = arith.subf %w, %g : tensor<4xf32>
   return %new : tensor<4xf32>
 }
+
+// -----
+
+// A call of a kernel left in the module (hand-written IR) passes a new
+// empty tensor per tensor result: it had kept the old signature and failed
+// to verify ("incorrect number of operands for callee").
+
+// CHECK-LABEL: func.func @calls_kernel
+// CHECK-SAME: (%[[W:[^:]+]]: tensor<4xf32>)
+// CHECK: %[[DEST:.+]] = tensor.empty() : tensor<4xf32>
+// CHECK: call @called(%[[W]], %[[DEST]]) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+func.func private @called(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom.kernel} {
+  return %x : tensor<4xf32>
+}
+func.func @calls_kernel(%w: tensor<4xf32>) -> tensor<4xf32> {
+  %r = call @called(%w) : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

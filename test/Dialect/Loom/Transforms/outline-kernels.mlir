@@ -476,3 +476,23 @@ func.func @param_value_after_accumulate(%x: tensor<8xf32> {loom.input = "x"},
   %next = loom.sub %w2, %m : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %next : tensor<8xf32>
 }
+
+// -----
+
+// What an op's regions capture (hand-written IR: a region op in a model)
+// is an input of its kernel as its operands are; it had stayed a use of
+// the model's arguments inside the kernel ("using value defined outside
+// the region").
+// CHECK-LABEL: func.func private @region_captures_k0
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4xf32>, %[[Y:[^:]+]]: tensor<4xf32>) -> tensor<4xf32>
+// CHECK: scf.execute_region
+// CHECK: loom.add %[[X]], %[[Y]]
+// CHECK-LABEL: func.func @region_captures
+// CHECK: call @region_captures_k0(%{{.+}}, %{{.+}})
+func.func @region_captures(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %r = scf.execute_region -> tensor<4xf32> {
+    %s = loom.add %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    scf.yield %s : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}
