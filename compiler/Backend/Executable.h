@@ -12,9 +12,11 @@ namespace loom {
 /// The C source that gives the runtime its kernel table (`loom_kernels`, the
 /// kernels of both plans), the plan text (`loom_plan`) and the per-rank plan
 /// (`loom_spmd_plan`, empty without `spmd`), as docs/plan-format.md
-/// specifies.
+/// specifies, and the build's identity (`loom_build_id`: the ranks of a
+/// run check that they run the same build).
 std::string buildGlueSource(const Plan &plan, const Plan *spmd,
-                            llvm::StringRef gpuImage, llvm::StringRef cpuTarget);
+                            llvm::StringRef gpuImage, llvm::StringRef cpuTarget,
+                            llvm::StringRef buildId);
 
 /// Links the kernels' object files, the glue and the runtime libraries (and
 /// MPI's) into the executable `output` with clang. Errors are reported at

@@ -324,14 +324,14 @@ bool Driver::agree(bool ok) {
   return true;
 }
 
-bool Driver::agreeOrReport(bool ok) {
+bool Driver::agreeOrReport(bool ok, const CommGroup &group) {
   // Each rank's verdict and its message's hash.
   struct Verdict {
     uint64_t hash;
     char ok;
   } mine{ok ? 0 : fnv1a64(error), static_cast<char>(ok ? 1 : 0)};
   std::vector<char> all(numRanks * sizeof(Verdict), 0);
-  if (!comm->allGather(world, &mine, sizeof(Verdict), all.data(), error))
+  if (!comm->allGather(group, &mine, sizeof(Verdict), all.data(), error))
     return fail(error);
   bool allOk = true, alike = true;
   for (unsigned r = 0; r < numRanks; ++r) {
@@ -596,20 +596,103 @@ bool Driver::runRanks() {
                fail(error));
 }
 
+bool Driver::allGatherText(const std::string &mine, std::vector<std::string> &all) {
+  uint64_t length = mine.size();
+  std::vector<uint64_t> lengths(numRanks, 0);
+  if (!comm->allGather(everyone, &length, sizeof(length), lengths.data(), error))
+    return false;
+  uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::string padded = mine;
+  padded.resize(longest, '\0');
+  std::string gathered(longest * numRanks, '\0');
+  if (!comm->allGather(everyone, padded.data(), longest, gathered.data(), error))
+    return false;
+  all.clear();
+  for (unsigned r = 0; r < numRanks; ++r)
+    all.push_back(gathered.substr(r * longest, lengths[r]));
+  return true;
+}
+
+bool Driver::agreeOnStartUp(bool ok) {
+  error = deferred;
+  if (!agreeOrReport(ok, everyone))
+    return false;
+  // The build: loomc's hash of the plans and the kernels' code (two builds
+  // of one plan may differ in a kernel: gelu for relu), else the plans'.
+  std::string build = executable.buildId && *executable.buildId
+                          ? executable.buildId
+                          : "plans " + std::to_string(fnv1a64(executable.plan ? executable.plan : "") ^
+                                                      fnv1a64(executable.spmdPlan ? executable.spmdPlan : ""));
+  std::string mine = build + "\n";
+  for (const auto &[option, value] : rankSharedOptions(options))
+    mine += value + "\n";
+  std::vector<std::string> all;
+  if (!allGatherText(mine, all))
+    return fail(error);
+  unsigned other = 1;
+  while (other < numRanks && all[other] == all[0])
+    ++other;
+  if (other == numRanks)
+    return true;
+  // Rank 0 says what the first rank unlike it differs in.
+  auto lines = [](const std::string &text) {
+    std::vector<std::string> split;
+    for (size_t at = 0, end; (end = text.find('\n', at)) != std::string::npos; at = end + 1)
+      split.push_back(text.substr(at, end - at));
+    return split;
+  };
+  std::vector<std::string> theirs = lines(all[other]), ours = lines(all[0]);
+  std::string r = "rank " + std::to_string(other);
+  if (theirs.empty() || ours.empty() || theirs[0] != ours[0])
+    return fail(r + " runs another build of the model than rank 0 (build " +
+                (theirs.empty() ? "?" : theirs[0]) + ", rank 0's " +
+                (ours.empty() ? "?" : ours[0]) +
+                "): every rank must run the same executable (copy one build to every node)");
+  std::string differences;
+  auto shared = rankSharedOptions(options);
+  auto shown = [](const std::string &value) {
+    return value.empty() ? std::string("not given") : value;
+  };
+  for (size_t i = 0; i < shared.size() && i + 1 < theirs.size() && i + 1 < ours.size(); ++i)
+    if (theirs[i + 1] != ours[i + 1])
+      differences += (differences.empty() ? "" : "; ") + shared[i].first + ": " + r + " " +
+                     shown(theirs[i + 1]) + ", rank 0 " + shown(ours[i + 1]);
+  return fail("the ranks were given different options (" + differences +
+              "): every rank of a run takes the same command and options, but for "
+              "the files rank 0 alone reads and writes");
+}
+
 bool Driver::run() {
+  // Several ranks end their start-up together: a rank that failed alone
+  // had left the others waiting in the run's first exchange, its message
+  // unprinted (while failures are every rank's, rank 0 alone speaks).
+  bool several = comm && numRanks > 1;
+  deferFailures = several;
+  bool done = false;
+  bool ok = startUp(done);
+  deferFailures = false;
+  if ((several && !agreeOnStartUp(ok)) || !ok)
+    return false;
+  if (done)
+    return true;
+  InterruptScope handlers(options.train);
+  return multiRank ? runRanks() : runSingle();
+}
+
+bool Driver::startUp(bool &done) {
   if (!parseOptions(argc, argv, options, error) ||
       !checkRankFiles(options, numRanks, error))
     return fail(error);
   if (options.help) {
     if (rank == 0)
       printUsage(out, program.c_str());
-    return true;
+    return done = true;
   }
   if (options.version) {
     if (rank == 0)
       std::fprintf(out, "%s: Loom %s runtime, plan format %u\n", program.c_str(),
                    loom::kLoomVersion, kPlanVersion);
-    return true;
+    return done = true;
   }
   // A collective that waits too long for the others ends the run: another
   // rank died, failed alone or hangs.
@@ -642,7 +725,7 @@ bool Driver::run() {
         printPipelineInfo(out, spmd, options.schedule);
       }
     }
-    return true;
+    return done = true;
   }
   if (!cpuMismatch.empty() && (!onCuda || options.checkKernels))
     return fail(cpuMismatch);
@@ -674,11 +757,8 @@ bool Driver::run() {
     return fail("evaluate needs a forward with a scalar f32 output 'loss' (a "
                 "script with a train section, built without --train)");
   train = initialTrainState(whole.optimizer);
-  if (!collectFiles(options.inputs, BufferRole::Input, inputFiles) ||
-      !collectFiles(options.outputs, BufferRole::Output, outputFiles))
-    return false;
-  InterruptScope handlers(options.train);
-  return multiRank ? runRanks() : runSingle();
+  return collectFiles(options.inputs, BufferRole::Input, inputFiles) &&
+         collectFiles(options.outputs, BufferRole::Output, outputFiles);
 }
 
 } // namespace loom::runtime::detail
@@ -715,7 +795,13 @@ int loom::runtime::runMain(int argc, char **argv, const Executable &executable,
     }
   }
   bool ok = Driver(argc, argv, executable, comm, out, err).run();
-  std::fflush(out);
+  // What went to a full disk or a closed pipe (`> /dev/full`) is lost: a
+  // run whose summaries could not be written has not succeeded.
+  if ((std::fflush(out) != 0 || std::ferror(out)) && ok) {
+    std::fprintf(err, "%s: error: cannot write the standard output: %s\n",
+                 programName(argc, argv).c_str(), std::strerror(errno ? errno : EIO));
+    ok = false;
+  }
   return ok ? 0 : 1;
 }
 

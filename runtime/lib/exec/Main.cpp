@@ -12,6 +12,7 @@
 // define it; its address is then null and the executable runs on one rank.
 #pragma weak loom_spmd_plan
 #pragma weak loom_cpu_target
+#pragma weak loom_build_id
 
 int main(int argc, char **argv) {
   loom::runtime::Executable executable;
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
   executable.plan = loom_plan;
   executable.spmdPlan = loom_spmd_plan;
   executable.cpuTarget = loom_cpu_target;
+  executable.buildId = loom_build_id;
   executable.gpuImage = loom_gpu_image;
   executable.gpuImageSize = loom_gpu_image_size;
   return loom::runtime::runMain(argc, argv, executable);

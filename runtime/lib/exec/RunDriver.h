@@ -81,6 +81,7 @@ public:
         err(err), program(programName(argc, argv)) {
     rank = comm ? comm->rank() : 0;
     numRanks = comm ? comm->size() : 1;
+    everyone = worldGroup(rank, numRanks);
   }
 
   /// False after reporting an error.
@@ -91,6 +92,11 @@ private:
   /// line, the plans), only rank 0 does; later, the failing rank, naming
   /// itself.
   bool fail(const std::string &message) {
+    if (deferFailures) {
+      if (deferred.empty())
+        deferred = message;
+      return false;
+    }
     if (rank == 0)
       std::fprintf(err, "%s: error: %s\n", program.c_str(), message.c_str());
     else if (!uniform)
@@ -101,6 +107,16 @@ private:
   void warn(const std::string &message) {
     std::fprintf(err, "%s: warning: %s\n", program.c_str(), message.c_str());
   }
+  /// Everything before the run itself: the command line, the plans, the
+  /// device, the files' names; `done` after --help, --version or --info.
+  bool startUp(bool &done);
+  /// Several ranks: whether every rank started up (a failure's message is
+  /// printed here: once if every rank's is the same, else by each failing
+  /// rank), runs the same build and was given the same options
+  /// (rankSharedOptions); false after reporting.
+  bool agreeOnStartUp(bool ok);
+  /// Every rank's `mine`, in rank order, over `everyone`.
+  bool allGatherText(const std::string &mine, std::vector<std::string> &all);
   bool parsePlans();
   bool selectPlan();
   bool checkDevice();
@@ -223,7 +239,8 @@ private:
   /// As agree, for a failure not yet reported (its message in `error`):
   /// when every rank failed with the same message (no driver on any node),
   /// rank 0 says it once; otherwise each failing rank, naming itself.
-  bool agreeOrReport(bool ok);
+  bool agreeOrReport(bool ok) { return agreeOrReport(ok, world); }
+  bool agreeOrReport(bool ok, const CommGroup &group);
   /// Whether `mine` holds on any rank (into `any`); false after reporting
   /// a failed exchange.
   bool anyRank(bool mine, bool &any);
@@ -266,6 +283,10 @@ private:
   unsigned numRanks = 1;
   bool multiRank = false; // running the SPMD plan on numRanks ranks
   bool uniform = true;    // whether a failure so far happens on every rank
+  /// While the ranks start up: fail() keeps the first message in
+  /// `deferred` for agreeOnStartUp, which reports it.
+  bool deferFailures = false;
+  std::string deferred;
   Plan whole;             // loom_plan
   Plan spmd;              // loom_spmd_plan; no mesh if there is none
   Executor executor;      // of the plan this run runs
@@ -284,6 +305,8 @@ private:
   // blocks in transit (on rank 0 the gathered outputs, elsewhere the
   // broadcast inputs and params).
   CommGroup world;
+  /// Every rank, before there is a plan's mesh (the start-up agreement).
+  CommGroup everyone;
   /// --collective-timeout: `comm` behind a watchdog.
   std::unique_ptr<TimedCommunicator> timedComm;
   Plan staging;

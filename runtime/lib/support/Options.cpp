@@ -155,6 +155,34 @@ bool loom::runtime::checkRankFiles(const RunOptions &options, unsigned ranks,
   return ranks < 2 || options.trace.empty() || checkFilesDistinct(options, ranks, error);
 }
 
+std::vector<std::pair<std::string, std::string>>
+loom::runtime::rankSharedOptions(const RunOptions &options) {
+  auto given = [](bool set) { return std::string(set ? "given" : ""); };
+  // 0 is the default (not given) of the counts below but --repeat's.
+  auto count = [](uint64_t n) { return n ? std::to_string(n) : std::string(); };
+  const char *command = options.train      ? "train"
+                        : options.generate ? "generate"
+                        : options.evaluate ? "evaluate"
+                                           : "none";
+  return {{"the command", command},
+          {"--help", given(options.help)},
+          {"--version", given(options.version)},
+          {"--info", given(options.info)},
+          {"--device", options.device},
+          {"--steps", count(options.steps)},
+          {"--repeat", std::to_string(options.repeat)},
+          {"--tokens", std::to_string(options.tokens)},
+          {"--save", given(!options.save.empty())},
+          {"--save-every", count(options.saveEvery)},
+          {"--resume", given(!options.resume.empty())},
+          {"--eval-data", given(!options.evalData.empty())},
+          {"--eval-every", count(options.evalEvery)},
+          {"--schedule", options.schedule},
+          {"--check-kernels", given(options.checkKernels)},
+          {"--check-numerics", given(options.checkNumerics)},
+          {"--moe-stats", given(options.moeStats)}};
+}
+
 void loom::runtime::printUsage(std::FILE *out, const char *program) {
   std::fprintf(out, "usage: %s [options]\n", program);
   // One string per line keeps the columns readable here as well.

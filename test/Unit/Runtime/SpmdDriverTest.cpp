@@ -273,6 +273,56 @@ TEST(SpmdDriver, AnErrorOnOneRankStopsEveryRank) {
   }
 }
 
+TEST(SpmdDriver, RanksThatDisagreeStopAtTheStart) {
+  std::string spmd = spmdMlpVariants()[0].plan;
+  Executable executable;
+  executable.kernels = loom::test::kSpmdKernels;
+  auto run = [&](const std::vector<std::string> &odd, unsigned oddRank,
+                 const char *oddBuild = "0123456789abcdef") {
+    return loom::test::runDriverRanksEach(
+        4,
+        [&](unsigned rank) {
+          std::vector<std::string> args{"--random-inputs"};
+          if (rank == oddRank)
+            args.insert(args.end(), odd.begin(), odd.end());
+          return args;
+        },
+        [&](unsigned rank) { return rank == oddRank ? oddBuild : "0123456789abcdef"; },
+        executable, wholeMlpPlan(), spmd);
+  };
+  // A start-up error of one rank's: that rank says it, and every rank
+  // stops (the others had waited in the run's first exchange, and the
+  // message was never printed).
+  std::vector<RunResult> runs = run({"--bogus"}, 2);
+  for (unsigned rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(runs[rank].status, 1) << rank;
+    EXPECT_EQ(runs[rank].err, rank == 2 ? "model: error: rank 2: unknown option "
+                                          "'--bogus' (see --help)\n"
+                                        : "")
+        << rank;
+  }
+  // Options that steer the run must be every rank's; rank 0 says which
+  // differ.
+  const std::string alike = ": every rank of a run takes the same command and options, "
+                            "but for the files rank 0 alone reads and writes\n";
+  expectStatus(run({"--repeat", "2"}, 3), 1,
+               "model: error: the ranks were given different options (--repeat: rank 3 2, "
+               "rank 0 1)" + alike,
+               "repeat");
+  expectStatus(run({"--help"}, 1), 1,
+               "model: error: the ranks were given different options (--help: rank 1 "
+               "given, rank 0 not given)" + alike,
+               "help");
+  // Files rank 0 alone reads may differ.
+  EXPECT_EQ(run({"--seed", "7"}, 1)[0].status, 0);
+  // Another build on one rank (a stale copy on one node).
+  expectStatus(run({}, 1, "fedcba9876543210"), 1,
+               "model: error: rank 1 runs another build of the model than rank 0 (build "
+               "fedcba9876543210, rank 0's 0123456789abcdef): every rank must run the same "
+               "executable (copy one build to every node)\n",
+               "build");
+}
+
 TEST(SpmdDriver, ValidatesBothPlans) {
   // The partitioned plan is checked on any number of ranks, its errors
   // named after it.

@@ -120,10 +120,23 @@ loom::test::runDriverRanks(unsigned ranks, const std::vector<std::string> &args,
                            loom::runtime::Executable executable,
                            const std::string &plan,
                            const std::string &spmdPlan) {
+  if (ranks == 1) {
+    executable.plan = plan.c_str();
+    executable.spmdPlan = spmdPlan.c_str();
+    return {invoke(args, executable)};
+  }
+  return runDriverRanksEach(
+      ranks, [&](unsigned) { return args; },
+      [&](unsigned) { return executable.buildId; }, executable, plan, spmdPlan);
+}
+
+std::vector<loom::test::RunResult> loom::test::runDriverRanksEach(
+    unsigned ranks, const std::function<std::vector<std::string>(unsigned)> &argsOf,
+    const std::function<const char *(unsigned)> &buildIdOf,
+    loom::runtime::Executable executable, const std::string &plan,
+    const std::string &spmdPlan) {
   executable.plan = plan.c_str();
   executable.spmdPlan = spmdPlan.c_str();
-  if (ranks == 1)
-    return {invoke(args, executable)};
   std::vector<RunResult> results(ranks);
   // A short timeout: ranks that disagree fail the test instead of hanging.
   loom::runtime::runLocalRanks(
@@ -131,7 +144,8 @@ loom::test::runDriverRanks(unsigned ranks, const std::vector<std::string> &args,
       [&](unsigned rank, loom::runtime::Communicator &comm) {
         loom::runtime::Executable mine = executable;
         mine.communicator = &comm;
-        results[rank] = invoke(args, mine);
+        mine.buildId = buildIdOf(rank);
+        results[rank] = invoke(argsOf(rank), mine);
       },
       20);
   return results;

@@ -8,6 +8,7 @@
 #include "loom/runtime/support/Shape.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,15 @@ std::vector<RunResult> runDriverRanks(unsigned ranks,
                                       loom::runtime::Executable executable,
                                       const std::string &plan,
                                       const std::string &spmdPlan);
+
+/// As runDriverRanks, rank r given argsOf(r) and its executable's build
+/// id buildIdOf(r) (ranks that disagree).
+std::vector<RunResult>
+runDriverRanksEach(unsigned ranks,
+                   const std::function<std::vector<std::string>(unsigned)> &argsOf,
+                   const std::function<const char *(unsigned)> &buildIdOf,
+                   loom::runtime::Executable executable, const std::string &plan,
+                   const std::string &spmdPlan);
 
 /// Elements in the fake kernels' buffers.
 constexpr int kFakeElements = 8;

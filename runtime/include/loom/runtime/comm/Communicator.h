@@ -39,6 +39,17 @@ struct CommGroup {
   unsigned size() const { return static_cast<unsigned>(ranks.size()); }
 };
 
+/// All `size` ranks in rank order, as rank `rank` sees them, for the
+/// exchanges before a plan's mesh is known (its axes are none of a mesh's).
+inline CommGroup worldGroup(unsigned rank, unsigned size) {
+  CommGroup group;
+  group.axes = {~0u};
+  for (unsigned r = 0; r < size; ++r)
+    group.ranks.push_back(r);
+  group.index = rank;
+  return group;
+}
+
 /// Byte-level primitives over groups of ranks. Each is collective: every
 /// member of `group` calls it, with the same sizes, before any returns
 /// (groups of different colors run independently). False with a message if

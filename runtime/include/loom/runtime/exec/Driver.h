@@ -24,6 +24,9 @@ struct Executable {
   /// What loomc compiled the CPU kernels for (loom_cpu_target,
   /// exec/CpuTarget.h); null from a loomc that did not record it.
   const char *cpuTarget = nullptr;
+  /// The build's identity (loom_build_id); null or empty from a loomc that
+  /// did not record it (the ranks then compare the plans alone).
+  const char *buildId = nullptr;
   const unsigned char *gpuImage = nullptr;
   uint64_t gpuImageSize = 0;
   /// The driver library dlopen()ed for --device cuda (tests substitute a

@@ -40,6 +40,10 @@ extern const unsigned long loom_gpu_image_size;
 /// needs=FEATURE,..." (exec/CpuTarget.h); weak in main(): a glue object
 /// from an older loomc does not define it.
 extern const char loom_cpu_target[];
+/// The build's identity (16 hex digits, a hash of the plans, the device
+/// image and the kernels' object code; "" if loomc could not read them),
+/// which the ranks of a run compare; weak in main(), as loom_cpu_target.
+extern const char loom_build_id[];
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -86,6 +86,16 @@ std::string rankTracePath(const std::string &trace, unsigned rank);
 /// with a message otherwise.
 bool checkRankFiles(const RunOptions &options, unsigned ranks, std::string &error);
 
+/// What every rank of a multi-rank run must be given alike, as (option,
+/// value) pairs in a fixed order: the command and the options that decide
+/// which steps, collectives and exchanges a rank takes part in (a rank told
+/// `--steps 3` where the others have 2 waits for a fourth step's sums).
+/// Not the files rank 0 alone reads or writes (--input, --weights, --data,
+/// --log ...), --seed, nor the sampling settings: rank 0's count. An
+/// option whose argument matters on rank 0 alone (--save FILE) is "given"
+/// or "".
+std::vector<std::pair<std::string, std::string>> rankSharedOptions(const RunOptions &options);
+
 /// Prints the --help text for `program`.
 void printUsage(std::FILE *out, const char *program);
 
