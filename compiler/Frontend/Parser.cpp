@@ -652,6 +652,10 @@ bool Parser::parseArguments(std::vector<ExprPtr> &args,
   if (consumeIf(close))
     return true;
   do {
+    // A trailing comma, as Python allows: `adamw(lr = 0.1,)`.
+    if (!args.empty() || !kwargs.empty())
+      if (consumeIf(close))
+        return true;
     if (tok.is(TokenKind::identifier)) {
       if (!hasPeek) {
         peekTok = lexSkippingErrors();

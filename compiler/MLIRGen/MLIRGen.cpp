@@ -1130,6 +1130,12 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
         clipGradNorm.reset();
       }
     } else if (key == "zero") {
+      auto *word = llvm::dyn_cast<NameExpr>(&value);
+      if (word && llvm::is_contained({"true", "false", "on", "off", "yes", "no"}, word->name)) {
+        error(value.getLoc()) << "zero takes a stage number: zero 1 (the optimizer state "
+                                 "split over the data-parallel ranks) or zero 0";
+        continue;
+      }
       std::optional<int64_t> stage = evalInt(value, scope);
       if (stage && *stage != 0 && *stage != 1)
         error(value.getLoc()) << "zero " << *stage
@@ -1227,9 +1233,22 @@ void Elaborator::emitTrain(const Stmt &stmt, Scope &scope) {
 // constant | warmup_cosine(warmup = W, min_lr = L) | warmup_linear(...)
 void Elaborator::emitLrSchedule(const Expr &value, Scope &scope,
                                 LrSchedule &schedule) {
-  if (auto *name = llvm::dyn_cast<NameExpr>(&value); name && name->name == "constant")
-    return;
+  // A name alone is the schedule with its defaults, as `optimizer adamw`.
+  if (auto *name = llvm::dyn_cast<NameExpr>(&value)) {
+    if (name->name == "warmup_cosine" || name->name == "warmup_linear") {
+      schedule.name = name->name;
+      return;
+    }
+    if (name->name == "constant")
+      return;
+  }
   auto *call = llvm::dyn_cast<CallExpr>(&value);
+  if (call && call->callee == "constant") {
+    if (!call->args.empty() || !call->kwargs.empty())
+      error(value.getLoc()) << "the constant schedule has no settings (the optimizer's lr "
+                               "is the rate)";
+    return;
+  }
   if (!call || (call->callee != "warmup_cosine" && call->callee != "warmup_linear")) {
     error(value.getLoc()) << "unknown learning-rate schedule (expected constant, "
                              "warmup_cosine(warmup = STEPS, min_lr = LR) or "

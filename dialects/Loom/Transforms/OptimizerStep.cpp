@@ -189,7 +189,19 @@ static SmallVector<SmallVector<int16_t>> splitAxesOf(shard::ShardOp annotation,
 }
 
 bool StepBuilder::findDataParallelAxes() {
+  // The batch's axes: of the axis sets splitting dim 0 of an input over
+  // more than one rank, one that splits no param (a param's axes are
+  // tensor or expert parallel) before one that does, then the set of the
+  // most inputs. The first input's had been taken: `k : [D, F] shard
+  // [tp, _]` declared before the batch made ZeRO split over tp.
   Block &body = model.getBody().front();
+  llvm::DenseSet<int16_t> paramAxes;
+  for (BlockArgument arg : body.getArguments())
+    if (model.getArgAttr(arg.getArgNumber(), attr::kParam))
+      for (const SmallVector<int16_t> &split :
+           splitAxesOf(annotationOf(arg), vjp::typeOf(arg).getRank()))
+        paramAxes.insert(split.begin(), split.end());
+  SmallVector<std::pair<SmallVector<int16_t>, unsigned>> candidates;
   for (BlockArgument arg : body.getArguments()) {
     if (!model.getArgAttr(arg.getArgNumber(), attr::kInput))
       continue;
@@ -197,17 +209,39 @@ bool StepBuilder::findDataParallelAxes() {
     if (!sharding || sharding.getSplitAxes().getAxes().empty() ||
         sharding.getSplitAxes().getAxes().front().empty())
       continue;
-    grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+    auto inputGrid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
         model, sharding.getGridAttr());
-    if (!grid)
-      return false;
+    if (!inputGrid)
+      continue;
     ArrayRef<int16_t> axes = sharding.getSplitAxes().getAxes().front().asArrayRef();
-    dataAxes.assign(axes.begin(), axes.end());
-    for (int16_t axis : dataAxes)
-      dataWays *= grid.getShape()[axis];
-    return dataWays > 1;
+    int64_t ways = 1;
+    for (int16_t axis : axes)
+      ways *= inputGrid.getShape()[axis];
+    if (ways < 2)
+      continue;
+    grid = inputGrid;
+    auto *known = llvm::find_if(candidates, [&](const auto &c) {
+      return ArrayRef<int16_t>(c.first) == axes;
+    });
+    if (known == candidates.end())
+      candidates.push_back({SmallVector<int16_t>(axes), 1});
+    else
+      ++known->second;
   }
-  return false;
+  if (candidates.empty())
+    return false;
+  auto rank = [&](const std::pair<SmallVector<int16_t>, unsigned> &c) {
+    bool splitsParam = llvm::any_of(c.first, [&](int16_t a) { return paramAxes.contains(a); });
+    return std::make_pair(!splitsParam, c.second);
+  };
+  const auto *best = candidates.begin(); // the first of equals
+  for (const auto *c = candidates.begin(); c != candidates.end(); ++c)
+    if (rank(*c) > rank(*best))
+      best = c;
+  dataAxes.assign(best->first.begin(), best->first.end());
+  for (int16_t axis : dataAxes)
+    dataWays *= grid.getShape()[axis];
+  return true;
 }
 
 Value StepBuilder::zeroShardingOf(BlockArgument param) {

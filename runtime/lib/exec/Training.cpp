@@ -36,13 +36,17 @@ double loom::runtime::learningRate(const PlanOptimizer &optimizer,
   double s = static_cast<double>(step);
   double warmup = optimizer.get("warmup", 0.0);
   double total = static_cast<double>(optimizer.steps);
+  double minLr = optimizer.get("min_lr", 0.0);
+  // Past the section's steps the floor, even within a warmup longer than
+  // them (--steps past S had gone on warming up, then fallen to L).
+  if (s > total)
+    return minLr;
   if (s <= warmup)
     return lr * s / warmup;
-  double minLr = optimizer.get("min_lr", 0.0);
   double progress = total > warmup ? (s - warmup) / (total - warmup) : 1.0;
   if (progress > 1)
     progress = 1;
-  // Hugging Face's linear schedule (with a floor), or a half cosine.
+  // Megatron-LM's schedules: steps counted from 1, the last at the floor.
   if (optimizer.lrSchedule == "warmup_linear")
     return minLr + (lr - minLr) * (1 - progress);
   return minLr + (lr - minLr) * (1 + std::cos(M_PI * progress)) / 2;

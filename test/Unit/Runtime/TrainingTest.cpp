@@ -146,6 +146,12 @@ TEST(Training, WarmupCosineSchedule) {
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 60), 0.55);
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 110), 0.1);
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 0.1);
+  // A warmup longer than the section's steps: past them the floor (a
+  // --steps past S had gone on warming up: 0.109... at step 12).
+  optimizer.hyperparameters = {{"lr", 1.0}, {"warmup", 120}, {"min_lr", 0.1}};
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 110), 110.0 / 120);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 111), 0.1);
+  EXPECT_DOUBLE_EQ(learningRate(optimizer, 120), 0.1);
   optimizer.lrSchedule = "constant";
   EXPECT_DOUBLE_EQ(learningRate(optimizer, 500), 1.0);
 }
