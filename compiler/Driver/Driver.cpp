@@ -125,6 +125,12 @@ LogicalResult Compilation::run() {
       !llvm::sys::fs::is_directory(options.dumpDir))
     return emitError(UnknownLoc::get(&context), "--dump-dir '")
            << options.dumpDir << "' is a file, not a directory";
+  // Made now: a directory that cannot be made (under a file, in /proc)
+  // had been a warning per stage, and the compile had gone on.
+  if (!options.dumpDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(options.dumpDir))
+      return emitError(UnknownLoc::get(&context), "--dump-dir '")
+             << options.dumpDir << "': cannot create it: " << ec.message();
   // The remarks come from the partitioner, which an earlier --emit stops
   // before: they were silently missing.
   if (options.remarkCollectives && options.emit && *options.emit < Stage::Partitioned)
@@ -174,8 +180,8 @@ bool Compilation::reached(Stage stage,
     llvm::SmallString<128> path(options.dumpDir);
     std::string file = llvm::formatv("{0:2}-{1}.{2}", ++dumped,
                                      stageName(stage),
-                                     stage == Stage::AST ||
-                                             stage == Stage::Plan
+                                     stage == Stage::AST || stage == Stage::Plan ||
+                                             stage == Stage::Schedule
                                          ? "txt"
                                      : stage == Stage::PTX ? "ptx"
                                                                    : "mlir")

@@ -20,6 +20,23 @@ struct LoomTileMatmulsForGpu
     : public loom::impl::LoomTileMatmulsForGpuBase<LoomTileMatmulsForGpu> {
   using Base::Base;
   void runOnOperation() override {
+    // The options come from loom-opt's command line too: a tile of 0 had
+    // divided by zero, a negative one printed memref<-1x-1xf32>.
+    auto refuse = [&](StringRef option, int64_t value, StringRef expected) {
+      getOperation().emitError() << "loom-tile-matmuls-for-gpu: " << option << "=" << value
+                                 << " (expected " << expected << ")";
+      signalPassFailure();
+    };
+    if (tile < 1 || tile > 32)
+      return refuse("tile", tile, "1 to 32: a block runs tile x tile threads, at most 1024");
+    if (multiprocessors < 1)
+      return refuse("multiprocessors", multiprocessors, "at least 1");
+    if (sharedPerBlock < 1)
+      return refuse("shared-per-block", sharedPerBlock, "a positive number of bytes");
+    if (sharedPerSM < sharedPerBlock)
+      return refuse("shared-per-sm", sharedPerSM, "at least shared-per-block");
+    if (reservedSharedPerBlock < 0)
+      return refuse("reserved-shared-per-block", reservedSharedPerBlock, "0 or more bytes");
     SmallVector<linalg::GenericOp> matmuls;
     getOperation().walk([&](linalg::GenericOp op) {
       if (loom::isMatmulLike(op))

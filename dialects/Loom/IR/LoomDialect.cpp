@@ -206,6 +206,11 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "causal: unit; scale: float}, on a function";
     return success();
   }
+  if (name == attr::kAfterAccumulates) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
   if (name == attr::kUpdateBucket) {
     auto bucket = dyn_cast<IntegerAttr>(attr.getValue());
     if (!bucket || bucket.getInt() < 0)

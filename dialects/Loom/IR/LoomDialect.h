@@ -80,6 +80,12 @@ constexpr llvm::StringLiteral kUpdateKernel = "loom.update_kernel";
 /// the copies kRecomputed (so that CSE keeps them apart).
 constexpr llvm::StringLiteral kRecompute = "loom.recompute";
 constexpr llvm::StringLiteral kRecomputed = "loom.recomputed";
+/// On a copy loom-outline-kernels makes, past the last loom.accumulate, of
+/// what the microbatches computed from the params alone (a param's
+/// all-slice) for the update: unit; it keeps CSE from making the copy one
+/// with the microbatches' op again (the update then read a microbatch's
+/// buffer, which the plan refuses).
+constexpr llvm::StringLiteral kAfterAccumulates = "loom.after_accumulates";
 /// On an op of a pipelined model: the stage (i64) whose block it came
 /// from (loom-inline-stages), which its gradient ops inherit
 /// (loom-autodiff); loom-place-stages gives one to every op of the

@@ -386,17 +386,18 @@ struct LoomAutodiff : public loom::impl::LoomAutodiffBase<LoomAutodiff> {
     ModuleOp module = getOperation();
     SmallVector<TrainOp> trains(module.getOps<TrainOp>());
     if (trains.empty()) {
-      // Said at the model, which has a location in the script.
-      Location loc = module.getLoc();
-      StringRef name = "the script";
+      // Said at the model, which has a location in the script (a kernel
+      // of later IR is not one).
       for (auto func : module.getOps<func::FuncOp>())
-        if (func.isPublic()) {
-          loc = func.getLoc();
-          name = func.getSymName();
-          break;
+        if (func.isPublic() && !func->hasAttr(attr::kKernel) &&
+            !func->hasAttr(attr::kPartitionOf)) {
+          emitError(func.getLoc(), "gradients need a train section, and model '")
+              << func.getSymName() << "' has none (its loss is what is differentiated)";
+          return signalPassFailure();
         }
-      emitError(loc, "gradients need a train section, and model '")
-          << name << "' has none (its loss is what is differentiated)";
+      emitError(module.getLoc(), "gradients need a train section and its model, and this "
+                                 "module has neither (loom-autodiff runs on loom IR, before "
+                                 "partitioning and kernels)");
       return signalPassFailure();
     }
     for (TrainOp train : trains) {

@@ -466,6 +466,16 @@ LogicalResult StepBuilder::run() {
   // Autodiff gives every float param a gradient (zeros where the loss does
   // not read it), so none means a model without one: a step would update
   // nothing, and the runtime would find no optimizer to run.
+  // No gradient results at all: the pass ran before loom-autodiff (by
+  // hand); "no float param" had been said of a model with many.
+  bool hasFloatParam = llvm::any_of(body.getArguments(), [&](BlockArgument arg) {
+    return model.getArgAttr(arg.getArgNumber(), attr::kParam) &&
+           isa<FloatType>(vjp::typeOf(arg).getElementType());
+  });
+  if (params.empty() && unread.empty() && hasFloatParam)
+    return emitError(train.getLoc(), "loom-optimizer-step updates the params of model '")
+           << model.getSymName() << "' from their gradients, and it returns none: run "
+           << "loom-autodiff first";
   if (params.empty() && !unread.empty())
     return emitError(train.getLoc(), "nothing to train: the loss of model '")
            << model.getSymName() << "' reads none of its params";

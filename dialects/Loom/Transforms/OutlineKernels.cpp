@@ -165,6 +165,8 @@ static void sinkPastAccumulates(func::FuncOp model) {
     Operation *copy = b.clone(*def, again);
     for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages})
       copy->removeAttr(name);
+    // Apart from the original for CSE, which runs again on the model.
+    copy->setAttr(attr::kAfterAccumulates, b.getUnitAttr());
     for (NamedAttribute place : placeOf(user))
       copy->setAttr(place.getName(), place.getValue());
     sequence.push_back(copy);
@@ -428,7 +430,7 @@ func::FuncOp LoomOutlineKernels::buildKernel(func::FuncOp model,
     Operation *copy = builder.clone(op, mapping);
     for (StringRef name : {attr::kStage, attr::kPhase, attr::kStages,
                            attr::kBackward, attr::kUpdateBucket,
-                           attr::kGradientOf, attr::kRecompute})
+                           attr::kGradientOf, attr::kRecompute, attr::kAfterAccumulates})
       copy->removeAttr(name);
     if (copy->hasAttr(attr::kRecomputed))
       copy->setAttr(attr::kRecomputed, builder.getStringAttr(""));

@@ -892,6 +892,15 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
     for (func::FuncOp model : models) {
       if (module.lookupSymbol((model.getSymName() + "_spmd").str()))
         continue; // already partitioned
+      // A stage's ops are partitioned where they are inlined (they had been
+      // copied unsplit, and a sharded script's failed with type errors).
+      WalkResult stages = model.walk([&](StageOp stage) {
+        stage.emitError("'loom.stage' must be inlined (loom-inline-stages) before "
+                        "loom-partition");
+        return WalkResult::interrupt();
+      });
+      if (stages.wasInterrupted())
+        return signalPassFailure();
       func::FuncOp spmd = model.clone();
       spmd.setSymName((model.getSymName() + "_spmd").str());
       spmd->setAttr(attr::kPartitionOf, model.getSymNameAttr());

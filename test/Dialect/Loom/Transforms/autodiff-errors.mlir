@@ -11,6 +11,17 @@ module {
 
 // -----
 
+// IR past the kernels stage has no model: a kernel is not named as one.
+// expected-error @+1 {{gradients need a train section and its model, and this module has neither (loom-autodiff runs on loom IR, before partitioning and kernels)}}
+module {
+  func.func @m_k0(%w: tensor<4xf32>) -> tensor<4xf32> attributes {loom.kernel} {
+    %0 = loom.exp %w : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
 // An op without a VJP rule on the path from a param to the loss.
 func.func @m(%w: tensor<4x3xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
     -> (tensor<f32> {loom.loss = "loss"}) {

@@ -58,3 +58,17 @@ func.func @indivisible(%w: tensor<3xf32>) -> tensor<3xf32> {
   %y = loom.neg %ws : tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// -----
+
+// A stage's ops are partitioned once inlined (its ops had been copied
+// unsplit, and a sharded script's failed with type errors).
+shard.grid @g(shape = 2) {loom.axes = ["pp"]}
+func.func @stages(%x: tensor<8xf32>) -> tensor<8xf32> attributes {loom.pipeline_axis = "pp"} {
+  // expected-error @+1 {{'loom.stage' must be inlined (loom-inline-stages) before loom-partition}}
+  %s = loom.stage 0 -> tensor<8xf32> {
+    %g = loom.gelu %x : tensor<8xf32>
+    loom.yield %g : tensor<8xf32>
+  }
+  return %s : tensor<8xf32>
+}
