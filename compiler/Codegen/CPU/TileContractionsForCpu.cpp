@@ -152,6 +152,95 @@ static linalg::TransposeOp copyTransposedOperand(linalg::GenericOp op, unsigned 
   return transpose;
 }
 
+/// `op`'s loops rounded up to whole register tiles: M to the tile's rows,
+/// N to its columns, and a K past 512 without a divisor of 8 (which
+/// cacheTiles would step one k at a time) to a multiple of 64; `op` itself
+/// where nothing needs it. A matmul not in whole tiles had been left to
+/// LLVM's vectorizer, gathering B's columns: 1023^3 f32 70x slower than
+/// 1024^3, a [64, 256] @ [256, 50257] vocabulary projection 48x, a GEMV
+/// 13x (benchmarks/cpu's odd shapes). Each operand a padded loop indexes
+/// is copied into a zeroed temporary (zeros meet zeros in the padded k, and
+/// padded rows and columns are never copied back), the op runs on the
+/// temporaries as any whole-tile matmul, and the accumulator's copy comes
+/// back. Only ops of a kernel's top level: inside a loop (the blocks of an
+/// attention) each iteration would allocate.
+static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
+  if (!isa<func::FuncOp>(op->getParentOp()))
+    return;
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  if (llvm::any_of(bounds, ShapedType::isDynamic))
+    return;
+  SmallVector<loom::MatmulLoop> loops = loom::unpackedLoops(op);
+  auto roundUp = [](int64_t size, int64_t multiple) {
+    return (size + multiple - 1) / multiple * multiple;
+  };
+  SmallVector<int64_t> padded(bounds);
+  int64_t work = 1;
+  for (auto [loop, size, pad] : llvm::zip(loops, bounds, padded)) {
+    work *= size;
+    if (loop == MatmulLoop::M)
+      pad = roundUp(size, tile.rows);
+    else if (loop == MatmulLoop::N)
+      pad = roundUp(size, tile.cols);
+    else if (loop == MatmulLoop::K && size > 512 &&
+             !largestDivisor(size, {256, 128, 64, 32, 16, 8}))
+      pad = roundUp(size, 64);
+  }
+  // Below a few register tiles' work the copies cost what they save.
+  constexpr int64_t kLeastWork = 16 * 1024;
+  if (padded == bounds || work < kLeastWork)
+    return;
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  SmallVector<Value> temporaries;
+  SmallVector<std::pair<Value, Value>> copiesBack; // (padded view, original)
+  // An accumulator zeroed just before (the usual matmul) need not be copied
+  // in: its zeroed temporary is the same start, and the copy back writes
+  // all of it (a [8, 1000, 1024] f32 score tensor's fill and copy had
+  // cost a third of its product).
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+  bool zeroed = false;
+  if (fill && fill.getOutputs().front() == op.getDpsInits().front())
+    if (auto value = fill.getInputs().front().getDefiningOp<arith::ConstantOp>())
+      if (auto number = dyn_cast<FloatAttr>(value.getValue()))
+        zeroed = number.getValue().isZero();
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type || !isa<FloatType>(type.getElementType()))
+      return; // (checked before anything is made: every operand of a matmul is)
+  }
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = cast<MemRefType>(operand.get().getType());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    SmallVector<int64_t> shape;
+    for (auto [j, result] : llvm::enumerate(map.getResults())) {
+      auto dim = dyn_cast<AffineDimExpr>(result);
+      shape.push_back(dim ? padded[dim.getPosition()] : type.getDimSize(j));
+    }
+    if (ArrayRef<int64_t>(shape) == type.getShape())
+      continue;
+    Value wide = memref::AllocOp::create(b, loc, MemRefType::get(shape, type.getElementType()));
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
+    linalg::FillOp::create(b, loc, zero, wide);
+    SmallVector<int64_t> offsets(shape.size(), 0), strides(shape.size(), 1);
+    Value view = memref::SubViewOp::create(b, loc, wide, offsets, type.getShape(), strides);
+    bool init = op.isDpsInit(&operand);
+    if (!(init && zeroed))
+      linalg::CopyOp::create(b, loc, operand.get(), view);
+    if (init)
+      copiesBack.push_back({view, operand.get()});
+    temporaries.push_back(wide);
+    operand.set(wide);
+  }
+  if (zeroed && !copiesBack.empty())
+    fill.erase();
+  b.setInsertionPointAfter(op);
+  for (auto [view, original] : copiesBack)
+    linalg::CopyOp::create(b, loc, view, original);
+  for (Value temporary : temporaries)
+    memref::DeallocOp::create(b, loc, temporary);
+}
+
 /// A 16-bit matmul reading its operands widened to f32 first, into
 /// temporaries (the new op; `op` itself when no operand is only widened):
 /// its body then multiplies f32 values. For one the tiles leave (a small
@@ -497,6 +586,9 @@ struct LoomTileContractionsForCpu
         appendTransposeTiling(os, tagPack(copy), copy);
     };
     for (linalg::GenericOp op : matmuls) {
+      // (AMX takes its own shapes, in tiles of 16.)
+      if (!(bf16Amx && loom::isAmxMatmul(op)))
+        padToWholeTiles(op, tile);
       std::optional<loom::PackedMatmul> packed;
       auto elementType = [&](unsigned i) {
         return cast<MemRefType>(op.getDpsInputs()[i].getType()).getElementType();

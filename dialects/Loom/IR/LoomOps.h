@@ -48,9 +48,9 @@ bool isPlanStepOp(Operation *op);
 /// message.
 bool joinsGradientBucket(Operation *op);
 
-/// Queries and keys per block of a loom.attention lowered for the CPU: the
-/// largest divisor of both sequence lengths up to 64 (a 64 x 64 f32 score
-/// tile per batch entry stays in L2).
+/// Queries and keys per block of a loom.attention lowered for the CPU: 64
+/// or 32 where they divide both sequence lengths, else the largest divisor
+/// of both up to 64 (a 64 x 64 f32 score tile per batch entry stays in L2).
 int64_t attentionBlockSize(int64_t queries, int64_t keys);
 
 /// The (query, key) pairs an attention of these shapes scores, over its

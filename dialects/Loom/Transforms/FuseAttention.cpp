@@ -123,9 +123,13 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
     return failure();
   // Sequences whose only common blocks are small (a prime length, 1000
   // queries against 1024 keys) would run as thousands of tiny blocks:
-  // the five ops are faster there.
+  // the five ops are faster there. On the CPU a block's products are
+  // register-tiled only in multiples of 32 (loom-tile-contractions-for-cpu);
+  // others (50 of T = 1000, 63 of 1008) ran 2.5-6.5x slower than the five
+  // ops, whose matmuls are padded to whole tiles.
   int64_t queries = q.getShape()[batch], keys = k.getShape()[batch];
-  if (attentionBlockSize(queries, keys) < 16 && std::max(queries, keys) > 64)
+  int64_t block = attentionBlockSize(queries, keys);
+  if (std::max(queries, keys) > 64 && (block < 16 || (!gpuKernel && block % 32 != 0)))
     return failure();
   if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate()))
     return failure();

@@ -140,6 +140,31 @@ func.func @small_blocks(%q: tensor<1000x16xf32>, %k: tensor<1024x16xf32>, %v: te
 
 // -----
 
+// 1000 queries and keys share blocks of 50, which the CPU's register tiles
+// (multiples of 32) do not divide: the five ops stay, whose matmuls are
+// padded to whole tiles (fused, the blocks ran 2.5-6.5x slower). Blocks of
+// 32 (T = 992) fuse.
+// CHECK-LABEL: func.func @untiled_blocks
+// CHECK-NOT: loom.attention
+// CHECK-LABEL: func.func @blocks_of_32
+// CHECK: loom.attention
+func.func @untiled_blocks(%q: tensor<1000x16xf32>, %k: tensor<1000x16xf32>, %v: tensor<1000x16xf32>) -> tensor<1000x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<1000x16xf32> -> tensor<16x1000xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<1000x16xf32>, tensor<16x1000xf32>) -> tensor<1000x1000xf32>
+  %p = loom.softmax %s axis 1 : tensor<1000x1000xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<1000x1000xf32>, tensor<1000x16xf32>) -> tensor<1000x16xf32>
+  return %o : tensor<1000x16xf32>
+}
+func.func @blocks_of_32(%q: tensor<992x16xf32>, %k: tensor<992x16xf32>, %v: tensor<992x16xf32>) -> tensor<992x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<992x16xf32> -> tensor<16x992xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<992x16xf32>, tensor<16x992xf32>) -> tensor<992x992xf32>
+  %p = loom.softmax %s axis 1 : tensor<992x992xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<992x992xf32>, tensor<992x16xf32>) -> tensor<992x16xf32>
+  return %o : tensor<992x16xf32>
+}
+
+// -----
+
 // bf16, 64 queries and keys, 32 and 16 features: fused for the GPU too.
 
 // GPU-LABEL: func.func @gpu_shapes
