@@ -390,7 +390,9 @@ std::optional<int64_t> parseBytes(StringRef text, bool &tooLarge) {
   // the limit off).
   if (!end || *end != '\0' || !(value > 0) || value * scale < 1)
     return std::nullopt;
-  if (value * scale >= 9.2e18) {
+  // 2^63, exactly a double: below it every value fits int64 (9.2e18 had
+  // refused 8388607T, which does).
+  if (value * scale >= 9223372036854775808.0) {
     tooLarge = std::isfinite(value);
     return std::nullopt;
   }
@@ -542,7 +544,8 @@ static int loomcMain(int argc, char **argv) {
     options.searchJson = outputFormat == ReportForm::Json;
   else if (options.explain)
     options.searchJson = *options.explain == loom::KernelReportFormat::Json;
-  if (!memoryLimit.empty()) {
+  // Given, even empty (`--memory-limit=` had meant no limit, silently).
+  if (memoryLimit.getNumOccurrences()) {
     bool tooLarge = false;
     options.memoryLimit = parseBytes(memoryLimit, tooLarge);
     if (!options.memoryLimit) {

@@ -23,7 +23,7 @@ static Value sigmoid(OpBuilder &b, Location loc, Value z) {
 /// f'(x) of the activations as Loom computes them (ElementwiseToLinalg):
 /// gelu(x) = x s with s = sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3),
 /// so gelu' = s + 2 x u' s (1 - s); silu' = s (1 + x (1 - s)) with
-/// s = sigmoid(x); relu' = [x > 0]. Written with s (1 - s) rather than
+/// s = sigmoid(x); relu' = [not x <= 0]. Written with s (1 - s) rather than
 /// exp(-2u) / (1 + exp(-2u))^2, which is inf / inf where u is very negative,
 /// and gelu' is s where s (1 - s) is 0.
 static Value derivative(OpBuilder &b, Location loc, StringRef activation,
@@ -33,7 +33,10 @@ static Value derivative(OpBuilder &b, Location loc, StringRef activation,
   };
   auto cst = [&](double v) { return f32Constant(b, loc, v); };
   if (activation == "relu") {
-    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+    // Unordered: a NaN input passes its gradient on, as torch's
+    // threshold_backward (0 only where x <= 0) does; it had been 0, which
+    // hid the NaN from the gradient norm.
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT,
                                            x, cst(0.0));
     return arith::SelectOp::create(b, loc, positive, cst(1.0), cst(0.0));
   }

@@ -223,6 +223,9 @@ bool Driver::checkedNumerics() {
   std::string failure = executor.takeNumericsFailure();
   if (failure.empty())
     return true;
+  // The plan's step is not the run's: say which training step met it.
+  if (options.train)
+    failure = "in training step " + std::to_string(train.step + 1) + ", " + failure;
   uniform = false; // this rank's values
   return fail(failure);
 }

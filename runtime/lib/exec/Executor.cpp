@@ -136,23 +136,23 @@ void Executor::checkFinite(size_t index) {
       continue;
     const char *data = this->buffer(buffer.id);
     uint64_t count = 0, first = 0;
-    bool firstNan = false;
+    const char *firstKind = "";
     for (uint64_t i = 0; i < buffer.numElements; ++i) {
       // f16 and bf16 widen to f32 with their NaNs and infinities.
       double value = loadElement(buffer.dtype, data, i);
       if (!std::isfinite(value) && count++ == 0) {
         first = i;
-        firstNan = std::isnan(value);
+        firstKind = std::isnan(value) ? "nan" : value < 0 ? "-inf" : "inf";
       }
     }
     if (!count)
       continue;
     const PlanKernel &kernel = plan->kernels[step.kernel];
     numericsFailure =
-        "check-numerics: step " + std::to_string(index) + " (kernel '" +
+        "check-numerics: plan step " + std::to_string(index) + " (kernel '" +
         kernel.name + "'" +
         (kernel.source.empty() ? std::string() : ", from " + kernel.source) +
-        ") wrote " + (firstNan ? "nan" : "inf") + " to '" + buffer.name +
+        ") wrote " + firstKind + " to '" + buffer.name +
         "' (" + dtypeName(buffer.dtype) + " " + formatShape(buffer.shape) +
         ") at element " + std::to_string(first) + "; " +
         std::to_string(count) + " of its " + std::to_string(buffer.numElements) +

@@ -376,3 +376,17 @@ func.func @log_and_max_mask(%a: tensor<4xbf16>, %x: tensor<4x3xf32>, %m: tensor<
   %1 = loom.max_mask %x, %m : (tensor<4x3xf32>, tensor<4x1xf32>) -> tensor<4x3xf32>
   return %0, %1 : tensor<4xbf16>, tensor<4x3xf32>
 }
+
+// -----
+
+// relu's derivative is 1 but where x <= 0: an unordered comparison, so that
+// a NaN input passes its gradient on, as torch's threshold_backward does
+// (it had been 0, which hid the NaN from the gradient norm).
+// CHECK-LABEL: func.func @relu_grad
+// CHECK: linalg.generic
+// CHECK: arith.cmpf ugt, %{{.+}}, %{{.+}} : f32
+// CHECK: arith.select
+func.func @relu_grad(%x: tensor<4xf32>, %dy: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = loom.activation_grad "relu" %x, %dy : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
