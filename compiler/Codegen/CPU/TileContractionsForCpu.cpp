@@ -616,9 +616,17 @@ struct LoomTileContractionsForCpu
       // Both operands broadcast over batch dims ([2, 1, 16, 32] @ [1, 3,
       // 32, 32]) leave unit dims in the dot tiles that the packed-dot
       // patterns do not take (LLVM 22): those go the widened FMA way.
+      // An operand of fewer batch dims broadcasts too ([2, 1, 8, 8] @ [3, 8,
+      // 32]: its dot tile had kept a unit dim, and the kernel failed to
+      // translate to LLVM IR): one operand must index every batch loop.
       SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+      auto everyBatch = [&](AffineMap map) {
+        return loom::isPlainDims(map) &&
+               llvm::all_of(llvm::seq<unsigned>(0, op.getNumLoops() - 3),
+                            [&](unsigned d) { return map.isFunctionOfDim(d); });
+      };
       bool onDots = bf16Dot && loom::isBf16PairMatmul(op) &&
-                    (loom::isPlainDims(maps[0]) || loom::isPlainDims(maps[1]));
+                    (everyBatch(maps[0]) || everyBatch(maps[1]));
       // Without dots, a 16-bit matmul is an f32 one on widened copies (one
       // pass over each operand), which the FMA tiles run at their f32 speed:
       // bf16 2048^3 on Emerald Rapids 131 GFLOP/s, its dots 78; the tiles'
