@@ -413,3 +413,31 @@ func.func @own_transposes(%x: memref<2x32x64xf32>, %y: memref<2x64x32xf32>, %h: 
   linalg.transpose ins(%s : memref<2x3x65xbf16>) outs(%t : memref<3x2x65xbf16>) permutation = [1, 0, 2]
   return
 }
+
+// -----
+
+// A batched matmul of a weight (B without batch dims) whose M = 6 the 4-row
+// tiles do not divide, but whose 2 x 6 rows they do: one 12 x 16 x 8 matmul
+// over the collapsed rows of A and C, tiled (each batch entry's 6 rows had
+// been padded to 8 on their own).
+// CHECK-LABEL: func.func @batch_rows
+// CHECK: %[[A:.+]] = memref.collapse_shape %{{.+}} {{\[\[}}0, 1], [2]] : memref<2x6x8xf32> into memref<12x8xf32>
+// CHECK: %[[C:.+]] = memref.collapse_shape %{{.+}} {{\[\[}}0, 1], [2]] : memref<2x6x16xf32> into memref<12x16xf32>
+// CHECK: scf.for
+// CHECK: vector.transfer_read %[[C]]
+// CHECK: arith.addf %{{.+}}, %{{.+}} : vector<4x16xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: return
+#a = affine_map<(b, m, n, k) -> (b, m, k)>
+#b = affine_map<(b, m, n, k) -> (k, n)>
+#c = affine_map<(b, m, n, k) -> (b, m, n)>
+func.func @batch_rows(%A: memref<2x6x8xf32>, %B: memref<8x16xf32>, %C: memref<2x6x16xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%A, %B : memref<2x6x8xf32>, memref<8x16xf32>) outs(%C : memref<2x6x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %0 = arith.mulf %x, %y : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
