@@ -286,9 +286,17 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
   // in: its zeroed temporary is the same start, and the copy back writes
   // all of it (a [8, 1000, 1024] f32 score tensor's fill and copy had
   // cost a third of its product).
-  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+  // (Past the views collapseBatchIntoRows made: the fill zeroes the
+  // buffer whose collapsed view the op accumulates into.)
+  Operation *before = op->getPrevNode();
+  while (isa_and_nonnull<memref::CollapseShapeOp>(before))
+    before = before->getPrevNode();
+  auto fill = dyn_cast_or_null<linalg::FillOp>(before);
+  Value acc = op.getDpsInits().front();
+  if (auto view = acc.getDefiningOp<memref::CollapseShapeOp>())
+    acc = view.getSrc();
   bool zeroed = false;
-  if (fill && fill.getOutputs().front() == op.getDpsInits().front())
+  if (fill && fill.getOutputs().front() == acc)
     if (auto value = fill.getInputs().front().getDefiningOp<arith::ConstantOp>())
       if (auto number = dyn_cast<FloatAttr>(value.getValue()))
         zeroed = number.getValue().isZero();

@@ -148,6 +148,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     auto stage = dyn_cast<IntegerAttr>(attr.getValue());
     if (!stage || stage.getInt() < 0)
       return op->emitOpError() << "'" << name << "' must be a stage number";
+    // Within its model's stages, where the model says how many.
+    auto model = op->getParentOfType<func::FuncOp>();
+    auto count = model ? model->getAttrOfType<IntegerAttr>(attr::kStagesCount) : IntegerAttr();
+    if (count && stage.getInt() >= count.getInt())
+      return op->emitOpError() << "'" << name << "' " << stage.getInt() << " is past the "
+                               << count.getInt() << " stages of its model";
     return success();
   }
   if (name == attr::kBackward) {
@@ -178,6 +184,15 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == attr::kStagesCount || name == attr::kSchedule) {
     if (!isa<func::FuncOp>(op))
       return op->emitOpError() << "'" << name << "' belongs on a pipelined model";
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (name == attr::kStagesCount && (!count || count.getInt() < 1))
+      return op->emitOpError() << "'" << name << "' must be a count of stages, at least 1";
+    auto schedule = dyn_cast<StringAttr>(attr.getValue());
+    if (name == attr::kSchedule &&
+        (!schedule || !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zero_bubble"},
+                                          schedule.getValue())))
+      return op->emitOpError() << "'" << name
+                               << "' must be gpipe, 1f1b, interleaved or zero_bubble";
     return success();
   }
   if (name == attr::kUpdateKernel) {
@@ -237,7 +252,9 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == attr::kGrid) {
-    if (!isa<func::FuncOp>(op) || !isa<FlatSymbolRefAttr>(attr.getValue()))
+    auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !ref ||
+        !SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, ref))
       return op->emitOpError()
              << "'" << name << "' must name a shard.grid, on a func.func";
     return success();

@@ -1764,3 +1764,33 @@ func.func @attention_lse(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>, %v: t
   %0:2 = loom.attention %q, %k, %v accumulate f32 : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x4xbf16>) -> (tensor<2x8x4xbf16>, tensor<2x8xbf16>)
   return
 }
+
+// -----
+
+// A grid that is not there (hand-edited IR had verified).
+// expected-error @+1 {{'func.func' op 'loom.grid' must name a shard.grid, on a func.func}}
+func.func @grid_missing() attributes {loom.grid = @nope} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.stages_count' must be a count of stages, at least 1}}
+func.func @no_stages() attributes {loom.stages_count = 0 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.schedule' must be gpipe, 1f1b, interleaved or zero_bubble}}
+func.func @bogus_schedule() attributes {loom.schedule = "bogus", loom.stages_count = 2 : i64} {
+  return
+}
+
+// -----
+
+func.func @stage_past_count(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom.stages_count = 2 : i64} {
+  // expected-error @+1 {{'loom.gelu' op 'loom.stage' 7 is past the 2 stages of its model}}
+  %0 = loom.gelu %x {loom.stage = 7 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
