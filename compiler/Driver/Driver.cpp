@@ -120,11 +120,9 @@ static uint64_t pipelineActivationBytes(const std::string &planText) {
   if (!rt::buildSchedule(kind, ranks, plan.pipeline.stages,
                          static_cast<unsigned>(plan.optimizer.microbatches), schedule, error))
     return 0;
-  rt::PipelineValues values =
-      rt::analyzePipelineValues(plan, rt::analyzeStepAccess(plan), !schedule.splitsBackward());
   uint64_t most = 0;
-  for (unsigned r = 0; r < ranks; ++r)
-    most = std::max<uint64_t>(most, rt::planInFlight(plan, values, schedule, r).bytes());
+  for (const rt::InFlightLayout &layout : rt::planInFlightRanks(plan, schedule))
+    most = std::max<uint64_t>(most, layout.bytes());
   return most;
 }
 

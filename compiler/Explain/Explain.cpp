@@ -941,10 +941,9 @@ void Explainer::allocateActivations(const std::string &planText) {
       !rt::buildSchedule(kind, report.pipelineRanks, plan.pipeline.stages,
                          report.microbatches, schedule, error))
     return;
-  rt::PipelineValues values = rt::analyzePipelineValues(
-      plan, rt::analyzeStepAccess(plan), !schedule.splitsBackward());
+  std::vector<rt::InFlightLayout> layouts = rt::planInFlightRanks(plan, schedule);
   for (unsigned r = 0; r < report.pipelineRanks; ++r) {
-    rt::InFlightLayout layout = rt::planInFlight(plan, values, schedule, r);
+    const rt::InFlightLayout &layout = layouts[r];
     ExplainRank &rank = report.ranksByCoordinate[r];
     rank.liveActivations = rank.activations;
     rank.activations = static_cast<int64_t>(layout.bytes());

@@ -25,6 +25,32 @@ bool loom::isPlainDims(AffineMap map) {
   return llvm::all_of(map.getResults(), [](AffineExpr e) { return isa<AffineDimExpr>(e); });
 }
 
+linalg::FillOp loom::zeroFillOf(Value acc, linalg::GenericOp matmul) {
+  linalg::FillOp fill;
+  for (Operation *user : acc.getUsers()) {
+    auto candidate = dyn_cast<linalg::FillOp>(user);
+    if (candidate && candidate->getBlock() == matmul->getBlock() &&
+        candidate->isBeforeInBlock(matmul) && matchPattern(candidate.value(), m_PosZeroFloat()) &&
+        (!fill || fill->isBeforeInBlock(candidate)))
+      fill = candidate;
+  }
+  if (!fill)
+    return {};
+  // Between them: only views whose one reader is the matmul (an op that
+  // writes acc there, a bias added before the products, would be lost).
+  for (Operation *user : acc.getUsers()) {
+    bool viewForMatmul =
+        isa<ViewLikeOpInterface>(user) &&
+        llvm::all_of(user->getUsers(), [&](Operation *u) { return u == matmul; });
+    if (user != fill && user != matmul &&
+        (user->getBlock() != matmul->getBlock() ||
+         (fill->isBeforeInBlock(user) && user->isBeforeInBlock(matmul))) &&
+        !viewForMatmul)
+      return {};
+  }
+  return fill;
+}
+
 static unsigned dimOf(AffineExpr e) { return cast<AffineDimExpr>(e).getPosition(); }
 
 /// Whether `b` has static strides and a unit innermost one.
@@ -292,33 +318,6 @@ struct AmxKernelBuilder {
   }
 };
 
-/// The fill of `acc` with +0 that `matmul` accumulates onto: before it in its
-/// block, with no use of acc between them but views the matmul alone reads.
-static linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul) {
-  linalg::FillOp fill;
-  for (Operation *user : acc.getUsers()) {
-    auto candidate = dyn_cast<linalg::FillOp>(user);
-    if (candidate && candidate->getBlock() == matmul->getBlock() &&
-        candidate->isBeforeInBlock(matmul) && matchPattern(candidate.value(), m_PosZeroFloat()) &&
-        (!fill || fill->isBeforeInBlock(candidate)))
-      fill = candidate;
-  }
-  if (!fill)
-    return {};
-  // Between them: only views whose one reader is the matmul (an op that
-  // writes acc there, a bias added before the products, would be lost).
-  for (Operation *user : acc.getUsers()) {
-    bool viewForMatmul =
-        isa<ViewLikeOpInterface>(user) &&
-        llvm::all_of(user->getUsers(), [&](Operation *u) { return u == matmul; });
-    if (user != fill && user != matmul &&
-        (user->getBlock() != matmul->getBlock() ||
-         (fill->isBeforeInBlock(user) && user->isBeforeInBlock(matmul))) &&
-        !viewForMatmul)
-      return {};
-  }
-  return fill;
-}
 } // namespace
 
 FailureOr<bool> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
@@ -328,7 +327,7 @@ FailureOr<bool> loom::rewriteAsAmxMatmul(linalg::GenericOp op) {
   Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1], c = op.getDpsInits()[0];
   // Found before packMatmul replaces the op: both look at C's users.
   linalg::GenericOp epilogue = loom::findMatmulEpilogue(op);
-  linalg::FillOp fill = zeroFillOf(c, op);
+  linalg::FillOp fill = loom::zeroFillOf(c, op);
   // B's VNNI panels [..., N/16, K/2, 16, 2]: the dot path's packing, with
   // 16-column panels; its buffer (and its deallocation) are packMatmul's,
   // the copy into it the AMX loops' own (copyPairPanels). packMatmul

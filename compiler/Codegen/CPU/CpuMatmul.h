@@ -23,6 +23,11 @@ inline RegisterTile registerTileFor(unsigned vectorBits) {
 /// operand's constant index).
 bool isPlainDims(AffineMap map);
 
+/// The fill of `acc` with +0 that `matmul` accumulates onto: before it in its
+/// block, with no use of acc between them but views the matmul alone reads;
+/// null if there is none.
+linalg::FillOp zeroFillOf(Value acc, linalg::GenericOp matmul);
+
 /// Whether a matmul-like op can run on avx512_bf16's pair dot products
 /// (`vdpbf16ps`): bf16 operands, an f32 accumulator (acc + extf * extf), an
 /// even K and a K-contiguous A.

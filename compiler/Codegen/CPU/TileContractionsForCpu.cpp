@@ -24,6 +24,7 @@
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::loom {
@@ -242,23 +243,25 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
     if (!isa<scf::ForOp, scf::IfOp>(parent))
       return;
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  if (llvm::any_of(bounds, ShapedType::isDynamic))
+  auto floatMemref = [](Value v) {
+    auto type = dyn_cast<MemRefType>(v.getType());
+    return type && isa<FloatType>(type.getElementType());
+  };
+  if (llvm::any_of(bounds, ShapedType::isDynamic) ||
+      !llvm::all_of(op->getOperands(), floatMemref))
     return;
   SmallVector<loom::MatmulLoop> loops = loom::unpackedLoops(op);
-  auto roundUp = [](int64_t size, int64_t multiple) {
-    return (size + multiple - 1) / multiple * multiple;
-  };
   SmallVector<int64_t> padded(bounds);
   int64_t work = 1;
   for (auto [loop, size, pad] : llvm::zip(loops, bounds, padded)) {
     work *= size;
     if (loop == MatmulLoop::M)
-      pad = roundUp(size, tile.rows);
+      pad = llvm::alignTo(size, tile.rows);
     else if (loop == MatmulLoop::N)
-      pad = roundUp(size, tile.cols);
+      pad = llvm::alignTo(size, tile.cols);
     else if (loop == MatmulLoop::K && size > 512 &&
              !largestDivisor(size, {256, 128, 64, 32, 16, 8}))
-      pad = roundUp(size, 64);
+      pad = llvm::alignTo(size, 64);
   }
   // Below a few register tiles' work the copies cost what they save.
   constexpr int64_t kLeastWork = 16 * 1024;
@@ -286,25 +289,13 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
   // in: its zeroed temporary is the same start, and the copy back writes
   // all of it (a [8, 1000, 1024] f32 score tensor's fill and copy had
   // cost a third of its product).
-  // (Past the views collapseBatchIntoRows made: the fill zeroes the
-  // buffer whose collapsed view the op accumulates into.)
-  Operation *before = op->getPrevNode();
-  while (isa_and_nonnull<memref::CollapseShapeOp>(before))
-    before = before->getPrevNode();
-  auto fill = dyn_cast_or_null<linalg::FillOp>(before);
+  // (Through the view collapseBatchIntoRows made: the fill zeroes the
+  // buffer whose collapsed rows the op accumulates into.)
   Value acc = op.getDpsInits().front();
   if (auto view = acc.getDefiningOp<memref::CollapseShapeOp>())
     acc = view.getSrc();
-  bool zeroed = false;
-  if (fill && fill.getOutputs().front() == acc)
-    if (auto value = fill.getInputs().front().getDefiningOp<arith::ConstantOp>())
-      if (auto number = dyn_cast<FloatAttr>(value.getValue()))
-        zeroed = number.getValue().isZero();
-  for (OpOperand &operand : op->getOpOperands()) {
-    auto type = dyn_cast<MemRefType>(operand.get().getType());
-    if (!type || !isa<FloatType>(type.getElementType()))
-      return; // (checked before anything is made: every operand of a matmul is)
-  }
+  linalg::FillOp fill = loom::zeroFillOf(acc, op);
+  bool zeroed = static_cast<bool>(fill);
   for (OpOperand &operand : op->getOpOperands()) {
     auto type = cast<MemRefType>(operand.get().getType());
     AffineMap map = op.getMatchingIndexingMap(&operand);

@@ -626,8 +626,9 @@ bool Driver::agreeOnStartUp(bool ok) {
                           ? executable.buildId
                           : "plans " + std::to_string(fnv1a64(executable.plan ? executable.plan : "") ^
                                                       fnv1a64(executable.spmdPlan ? executable.spmdPlan : ""));
+  std::vector<std::pair<std::string, std::string>> shared = rankSharedOptions(options);
   std::string mine = build + "\n";
-  for (const auto &[option, value] : rankSharedOptions(options))
+  for (const auto &[option, value] : shared)
     mine += value + "\n";
   std::vector<std::string> all;
   if (!allGatherText(mine, all))
@@ -652,7 +653,6 @@ bool Driver::agreeOnStartUp(bool ok) {
                 (ours.empty() ? "?" : ours[0]) +
                 "): every rank must run the same executable (copy one build to every node)");
   std::string differences;
-  auto shared = rankSharedOptions(options);
   auto shown = [](const std::string &value) {
     return value.empty() ? std::string("not given") : value;
   };

@@ -413,3 +413,13 @@ std::string loom::runtime::poolStages(const std::vector<unsigned> &stages,
     text += (i ? (perStage ? "," : "+") : "") + std::to_string(stages[i]);
   return text;
 }
+
+std::vector<InFlightLayout> loom::runtime::planInFlightRanks(const Plan &plan,
+                                                             const Schedule &order) {
+  PipelineValues values =
+      analyzePipelineValues(plan, analyzeStepAccess(plan), !order.splitsBackward());
+  std::vector<InFlightLayout> layouts;
+  for (unsigned r = 0; r < order.ranks; ++r)
+    layouts.push_back(planInFlight(plan, values, order, r));
+  return layouts;
+}

@@ -97,6 +97,11 @@ std::string poolStages(const std::vector<unsigned> &stages, bool perStage);
 InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
                             const Schedule &order, unsigned coordinate);
 
+/// Every pipeline rank's layout (by coordinate) for a training step run in
+/// `order`: what loomc's --explain and --memory-limit count beside each
+/// rank's arena.
+std::vector<InFlightLayout> planInFlightRanks(const Plan &plan, const Schedule &order);
+
 } // namespace loom::runtime
 
 #endif // LOOM_RUNTIME_PLAN_INFLIGHT_H
