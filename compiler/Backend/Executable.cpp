@@ -1,6 +1,7 @@
 //===- Executable.cpp - Links kernels, plan and runtime into one program --===//
 
 #include "Backend/Executable.h"
+#include "Backend/TemporaryFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
@@ -108,6 +109,25 @@ static std::string buildIdOf(const loom::Plan &plan, const loom::Plan *spmd, llv
   return llvm::utohexstr(hash, /*LowerCase=*/true, /*Width=*/16);
 }
 
+FailureOr<::loom::RuntimeLibraries>(::loom::findRuntimeLibraries)(Location loc) {
+  // LOOM_RUNTIME_DIR overrides the build tree's runtime (an installed one).
+  const char *dirOverride = std::getenv("LOOM_RUNTIME_DIR");
+  std::string runtimeDir = dirOverride ? dirOverride : LOOM_RUNTIME_LIB_DIR;
+  RuntimeLibraries libraries{runtimeDir + "/libLoomRuntimeMain.a",
+                             runtimeDir + "/libLoomRuntime.a"};
+  for (const std::string &lib : {libraries.main, libraries.runtime}) {
+    if (llvm::sys::fs::exists(lib))
+      continue;
+    if (dirOverride)
+      return emitError(loc) << "LOOM_RUNTIME_DIR='" << runtimeDir
+                            << "' holds no Loom runtime (" << lib << " is missing)";
+    return emitError(loc) << "the Loom runtime library " << lib
+                          << " is missing (build it, or set LOOM_RUNTIME_DIR to an installed "
+                             "runtime's directory)";
+  }
+  return libraries;
+}
+
 /// Runs `program` with `args`; reports its failure at `loc`.
 static LogicalResult run(Location loc, llvm::StringRef program,
                          llvm::ArrayRef<llvm::StringRef> args) {
@@ -130,20 +150,14 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
                                    llvm::StringRef cpuTarget,
                                    llvm::ArrayRef<std::string> kernelObjects,
                                    llvm::StringRef output) {
-  // LOOM_RUNTIME_DIR overrides the build tree's runtime (an installed one).
-  const char *dirOverride = std::getenv("LOOM_RUNTIME_DIR");
-  std::string runtimeDir = dirOverride ? dirOverride : LOOM_RUNTIME_LIB_DIR;
-  std::string mainLib = runtimeDir + "/libLoomRuntimeMain.a";
-  std::string runtimeLib = runtimeDir + "/libLoomRuntime.a";
-  for (const std::string &lib : {mainLib, runtimeLib})
-    if (!llvm::sys::fs::exists(lib))
-      return emitError(loc) << "the Loom runtime library " << lib
-                            << " is missing (build it, or set LOOM_RUNTIME_DIR)";
+  FailureOr<RuntimeLibraries> runtime = findRuntimeLibraries(loc);
+  if (failed(runtime))
+    return failure();
+  const std::string &mainLib = runtime->main, &runtimeLib = runtime->runtime;
 
   SmallString<128> glue;
-  if (std::error_code ec =
-          llvm::sys::fs::createTemporaryFile("loom-glue", "c", glue))
-    return emitError(loc) << "cannot create a temporary file: " << ec.message();
+  if (failed(::loom::createTemporaryFile(loc, "loom-glue", "c", glue)))
+    return failure();
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(glue, ec);

@@ -18,6 +18,13 @@ std::string buildGlueSource(const Plan &plan, const Plan *spmd,
                             llvm::StringRef gpuImage, llvm::StringRef cpuTarget,
                             llvm::StringRef buildId);
 
+/// The runtime libraries an executable links: LOOM_RUNTIME_DIR's, else the
+/// build tree's. An error at `loc` where one is missing.
+struct RuntimeLibraries {
+  std::string main, runtime;
+};
+mlir::FailureOr<RuntimeLibraries> findRuntimeLibraries(mlir::Location loc);
+
 /// Links the kernels' object files, the glue and the runtime libraries (and
 /// MPI's) into the executable `output` with clang. Errors are reported at
 /// `loc`.

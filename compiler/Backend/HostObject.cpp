@@ -1,6 +1,7 @@
 //===- HostObject.cpp - LLVM dialect kernels to host object code ----------===//
 
 #include "Backend/HostObject.h"
+#include "Backend/TemporaryFile.h"
 #include "Loom/IR/LoomDialect.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -143,9 +144,8 @@ LogicalResult (::loom::HostObjectJob::start)(ModuleOp mlirModule,
   for (const std::vector<LLVM::LLVMFuncOp> &functions : dealt) {
     auto part = std::make_unique<Part>();
     llvm::SmallString<128> path;
-    if (std::error_code ec = llvm::sys::fs::createTemporaryFile("loom-kernels", "o", path))
-      return emitError(mlirModule.getLoc(), "cannot create a temporary file: ")
-             << ec.message();
+    if (failed(::loom::createTemporaryFile(mlirModule.getLoc(), "loom-kernels", "o", path)))
+      return failure();
     part->path = path.str().str();
     parts.push_back(std::move(part));
     Part &p = *parts.back();

@@ -164,6 +164,10 @@ LogicalResult Compilation::run() {
                      "--remarks=collectives reports what the partitioner "
                      "inserts: --emit=")
            << stageName(*options.emit) << " stops before it";
+  // Looked for now, not after the whole compile.
+  if (wantsExecutable() && !options.explain && !options.searchMesh &&
+      failed(findRuntimeLibraries(UnknownLoc::get(&context))))
+    return failure();
   if (options.dumpAfterEachPass && options.dumpDir.empty())
     return emitError(UnknownLoc::get(&context),
                      "--dump-after-each-pass writes into --dump-dir: give one");

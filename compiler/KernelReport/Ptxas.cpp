@@ -1,6 +1,7 @@
 //===- Ptxas.cpp - Assembling PTX with the CUDA toolkit's ptxas -----------===//
 
 #include "KernelReport/Ptxas.h"
+#include "Backend/TemporaryFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -22,9 +23,8 @@ FailureOr<loom::AssembledPtx> loom::assemblePtx(llvm::StringRef ptxas,
   for (auto [path, suffix] :
        {std::pair{&input, "ptx"}, std::pair{&cubin, "cubin"},
         std::pair{&log, "txt"}})
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("loom-ptxas", suffix, *path))
-      return emitError(loc, "cannot create a temporary file: ") << ec.message();
+    if (failed(::loom::createTemporaryFile(loc, "loom-ptxas", suffix, *path)))
+      return failure();
   llvm::scope_exit cleanup([&] {
     for (llvm::StringRef path : {input.str(), cubin.str(), log.str()})
       llvm::sys::fs::remove(path);

@@ -27,6 +27,13 @@ public:
       else
         diag << min << " to " << max;
       diag << " argument(s), got " << n;
+      // sum(x, 0) means sum(x, axis = 0): say so.
+      if (n > max && keywords.size()) {
+        diag << "; ";
+        llvm::interleave(keywords, diag, ", ");
+        diag << (keywords.size() == 1 ? " is a keyword argument" : " are keyword arguments")
+             << " (" << *keywords.begin() << " = ...)";
+      }
       return false;
     }
     for (const KeywordArg &kwarg : call.kwargs)

@@ -32,16 +32,28 @@ def main():
     for name in args.names:
         a = np.load(os.path.join(args.a, name + ".npy")).astype(np.float64)
         b = np.load(os.path.join(args.b, name + ".npy")).astype(np.float64)
-        rms = float(np.sqrt(np.mean(b * b)))
+        if a.shape != b.shape:
+            print(f"{name}: shapes {list(a.shape)} and {list(b.shape)}: FAIL")
+            failed = True
+            continue
+        # A NaN fails (it compares false with any tolerance: an all-NaN
+        # result had passed); infinities must match each other exactly.
+        nonfinite = int(np.sum(np.isnan(a) | np.isnan(b))) + \
+            int(np.sum(np.isinf(a) != np.isinf(b))) + \
+            int(np.sum(np.isinf(a) & np.isinf(b) & (a != b)))
+        finite = np.isfinite(a) & np.isfinite(b)
+        a, b = np.where(finite, a, 0.0), np.where(finite, b, 0.0)
+        rms = float(np.sqrt(np.mean(b * b))) if b.size else 0.0
         err = np.abs(a - b)
         if args.dtype == "f32":
             tol = args.rtol * (np.abs(b) + rms)
         else:
             tol = args.ulps * (ulp(args.dtype, b) + ulp(args.dtype, np.float64(rms)))
-        over = int(np.sum(err > tol))
-        differ = float(np.mean(a != b))
-        ok = a.shape == b.shape and over == 0 and (args.dtype == "f32" or differ < args.max_diff_fraction)
-        print(f"{name}: {list(a.shape)} max abs err {err.max():.3g}, {over} over, "
+        over = int(np.sum(~(err <= tol))) + nonfinite
+        differ = float(np.mean(a != b)) if a.size else 0.0
+        ok = over == 0 and (args.dtype == "f32" or differ < args.max_diff_fraction)
+        print(f"{name}: {list(a.shape)} max abs err {err.max() if err.size else 0:.3g}, "
+              f"{over} over ({nonfinite} non-finite apart), "
               f"{100 * differ:.2f}% differing: {'PASS' if ok else 'FAIL'}")
         failed = failed or not ok
     print("FAIL" if failed else "PASS")

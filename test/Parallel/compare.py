@@ -7,6 +7,9 @@ than 5% of the elements differing.
 
   compare.py --dtype bf16 y=ONE_RANK.npy:N_RANKS.npy [...]
 
+A NaN in the one-rank run fails unless --allow-nan (both runs' NaN in the
+same places had passed: a model broken on every rank count).
+
 Prints one report per output and PASS or FAIL last; exits 1 on FAIL.
 """
 import argparse
@@ -26,6 +29,8 @@ def main():
     parser.add_argument("--ulps", type=float, default=2.0)
     parser.add_argument("--scale-ulps", type=float, default=1.0)
     parser.add_argument("--max-diff-fraction", type=float, default=0.05)
+    parser.add_argument("--allow-nan", action="store_true",
+                        help="a NaN the one-rank run gives is expected (the N-rank run must match it)")
     parser.add_argument("pairs", nargs="+", metavar="NAME=ONE.npy:MANY.npy")
     args = parser.parse_args()
     checker = Checker(args.ulps, args.scale_ulps, args.rtol, args.max_diff_fraction)
@@ -36,6 +41,10 @@ def main():
             sys.exit(f"compare.py: bad pair '{pair}' (expected NAME=ONE.npy:MANY.npy)")
         ref = np.load(one).astype(np.float32)
         got = np.load(many).astype(np.float32)
+        if not args.allow_nan and np.isnan(ref).any():
+            print(f"{name}: the one-rank run gives {int(np.isnan(ref).sum())} NaN: FAIL")
+            checker.failed = True
+            continue
         if ref.ndim == 0:
             tol = args.rtol * abs(float(ref)) if args.dtype == "f32" else \
                 2 * float(np.abs(ref)) * 2.0 ** -7

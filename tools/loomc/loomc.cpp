@@ -666,9 +666,15 @@ static int loomcMain(int argc, char **argv) {
 
   mlir::DialectRegistry registry;
   loom::registerLoomCompilerDialects(registry);
-  // Each chunk is an independent script with its own context and diagnostics.
+  // Each chunk is an independent script with its own context and diagnostics,
+  // and its own --dump-dir/chunk-N (each chunk's files had overwritten the
+  // last one's).
+  int chunkNumber = 0;
   auto processChunk = [&](std::unique_ptr<MemoryBuffer> chunk,
                           raw_ostream &os) -> LogicalResult {
+    loom::DriverOptions chunkOptions = options;
+    if (splitInputFile && !options.dumpDir.empty())
+      chunkOptions.dumpDir = (options.dumpDir + "/chunk-" + Twine(++chunkNumber)).str();
     SourceMgr sourceMgr;
     sourceMgr.AddNewSourceBuffer(std::move(chunk), SMLoc());
     mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
@@ -679,7 +685,7 @@ static int loomcMain(int argc, char **argv) {
       context.printOpOnDiagnostic(false);
     if (verifyDiagnostics) {
       mlir::SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context);
-      (void)loom::runDriver(context, sourceMgr, options, os);
+      (void)loom::runDriver(context, sourceMgr, chunkOptions, os);
       return handler.verify();
     }
     mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -706,7 +712,7 @@ static int loomcMain(int argc, char **argv) {
       os << diag.getLocation() << '\n' << diag.str();
       return success(!said.insert(key).second);
     });
-    return loom::runDriver(context, sourceMgr, options, os);
+    return loom::runDriver(context, sourceMgr, chunkOptions, os);
   };
   if (failed(mlir::splitAndProcessBuffer(
           std::move(*file), processChunk, output.os(),

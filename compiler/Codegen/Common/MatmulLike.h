@@ -100,8 +100,9 @@ struct TensorCoreTarget {
 
 /// Replaces a tensor-core matmul by a `gpu.launch` running
 /// `mma.sync.m16n8k16`, with the tile chooseTensorCoreTile picks
-/// (TensorCoreMatmul.cpp).
-void buildTensorCoreMatmul(linalg::GenericOp op, const TensorCoreTarget &target);
+/// (TensorCoreMatmul.cpp). Fails, leaving `op`, where no tensor-core kernel
+/// fits the target's shared memory per block.
+LogicalResult buildTensorCoreMatmul(linalg::GenericOp op, const TensorCoreTarget &target);
 
 } // namespace mlir::loom
 

@@ -180,17 +180,31 @@ void buildStagedTensorCoreMatmul(linalg::GenericOp op, loom::TensorCoreTile tile
 }
 } // namespace
 
-void loom::buildTensorCoreMatmul(linalg::GenericOp op,
-                                 const TensorCoreTarget &target) {
+LogicalResult loom::buildTensorCoreMatmul(linalg::GenericOp op,
+                                          const TensorCoreTarget &target) {
   if (target.warpgroupMma &&
       succeeded(buildWarpgroupTensorCoreMatmul(op, target)))
-    return;
+    return success();
   GpuMatmul mm(op);
   TensorCoreTile tile =
       chooseTensorCoreTile(mm.m, mm.n, mm.batches, target.multiprocessors);
   if (succeeded(buildPipelinedTensorCoreMatmul(op, tile, target)))
-    return;
-  buildStagedTensorCoreMatmul(op, tile);
+    return success();
+  // One stage of A's and B's tiles, padded, within --gpu-shared-limit: a
+  // smaller tile where the chosen one's does not fit, none where no tile's
+  // does (a limit below them had been passed over, silently).
+  Type element = cast<MemRefType>(op.getDpsInputs()[0].getType()).getElementType();
+  auto stagedBytes = [&](const TensorCoreTile &t) {
+    return (t.blockM * (kBlockK + kPadA) + kBlockK * (t.blockN + kPadB)) *
+           static_cast<int64_t>(element.getIntOrFloatBitWidth() / 8);
+  };
+  for (const TensorCoreTile &smaller : kCandidates)
+    if (smaller.blockM * smaller.blockN <= tile.blockM * tile.blockN &&
+        stagedBytes(smaller) <= target.sharedPerBlock) {
+      buildStagedTensorCoreMatmul(op, smaller);
+      return success();
+    }
+  return failure();
 }
 
 //===----------------------------------------------------------------------===//

@@ -56,10 +56,23 @@ struct LoomTileMatmulsForGpu
     target.tmaMulticast = target.persistentWarpgroupMma &&
                           !target.pingpongWarpgroupMma && tmaMulticast;
     for (linalg::GenericOp op : matmuls) {
-      if (tensorCores && loom::isTensorCoreMatmul(op))
-        loom::buildTensorCoreMatmul(op, target);
-      else
-        rewrite(op);
+      if (tensorCores && loom::isTensorCoreMatmul(op) &&
+          succeeded(loom::buildTensorCoreMatmul(op, target)))
+        continue;
+      // The CUDA-core kernel's two tile x tile tiles must fit too.
+      loom::GpuMatmul mm(op);
+      auto bytesOf = [](Value v) {
+        return cast<MemRefType>(v.getType()).getElementType().getIntOrFloatBitWidth() / 8;
+      };
+      int64_t bytes = tile * tile * (bytesOf(mm.a) + bytesOf(mm.b));
+      int64_t limit = sharedPerBlock;
+      if (bytes > limit) {
+        op.emitError() << "the smallest matmul kernel needs " << bytes
+                       << " bytes of shared memory per block, over the limit of " << limit
+                       << " (--gpu-shared-limit)";
+        return signalPassFailure();
+      }
+      rewrite(op);
     }
   }
   void rewrite(linalg::GenericOp op);

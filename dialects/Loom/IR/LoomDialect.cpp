@@ -29,8 +29,33 @@ static LogicalResult verifyName(Operation *op, NamedAttribute attr) {
   return success();
 }
 
-/// `loom.sharding`: one array of grid axes (i16) per dimension.
-static LogicalResult verifySharding(Operation *op, NamedAttribute attr) {
+/// The shard.grid that `op`'s function (or `op`, a function) runs on, named
+/// by its `loom.grid`; null where it names none.
+static shard::GridOp gridOf(Operation *op) {
+  Operation *func = isa<FunctionOpInterface>(op) ? op : op->getParentOfType<FunctionOpInterface>();
+  auto ref = func ? func->getAttrOfType<FlatSymbolRefAttr>(attr::kGrid) : FlatSymbolRefAttr();
+  return ref ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(func, ref) : shard::GridOp();
+}
+
+/// Checks that `axis` names an axis of the grid `op` runs on, where it runs
+/// on one whose axes have names (a misspelt axis had been a pass's crash or
+/// a silently unsplit tensor).
+static LogicalResult verifyAxisName(Operation *op, StringRef attrName, StringRef axis) {
+  shard::GridOp grid = gridOf(op);
+  auto names = grid ? grid->getAttrOfType<ArrayAttr>(attr::kAxes) : ArrayAttr();
+  if (!names || llvm::any_of(names, [&](Attribute name) {
+        auto text = dyn_cast<StringAttr>(name);
+        return text && text.getValue() == axis;
+      }))
+    return success();
+  return op->emitOpError() << "'" << attrName << "' names axis '" << axis
+                           << "', which grid '" << grid.getSymName() << "' does not have";
+}
+
+/// `loom.sharding`: one array of grid axes (i16) per dimension of `type`,
+/// each axis of the function's grid and used once (an axis past the grid
+/// had split nothing, silently).
+static LogicalResult verifySharding(Operation *op, NamedAttribute attr, Type type) {
   auto dims = dyn_cast<ArrayAttr>(attr.getValue());
   if (!dims || !llvm::all_of(dims, [](Attribute dim) {
         return isa<DenseI16ArrayAttr>(dim);
@@ -38,6 +63,24 @@ static LogicalResult verifySharding(Operation *op, NamedAttribute attr) {
     return op->emitOpError() << "'" << attr.getName().getValue()
                              << "' must be an array of i16 arrays (grid axes "
                                 "per dimension)";
+  // (Lowered functions keep the attribute on pointers: no rank to check.)
+  auto shaped = dyn_cast_or_null<ShapedType>(type);
+  if (shaped && shaped.hasRank() && static_cast<int64_t>(dims.size()) > shaped.getRank())
+    return op->emitOpError() << "'" << attr.getName().getValue() << "' splits "
+                             << dims.size() << " dimensions of a value of rank "
+                             << shaped.getRank();
+  shard::GridOp grid = gridOf(op);
+  llvm::SmallDenseSet<int16_t> seen;
+  for (Attribute dim : dims)
+    for (int16_t axis : cast<DenseI16ArrayAttr>(dim).asArrayRef()) {
+      if (axis < 0 || (grid && axis >= grid.getRank()))
+        return op->emitOpError() << "'" << attr.getName().getValue() << "' names grid axis "
+                                 << axis << (grid ? " of a grid of rank " : ", not an axis")
+                                 << (grid ? std::to_string(grid.getRank()) : "");
+      if (!seen.insert(axis).second)
+        return op->emitOpError() << "'" << attr.getName().getValue() << "' splits by grid axis "
+                                 << axis << " twice";
+    }
   return success();
 }
 
@@ -56,8 +99,10 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                << " has an initializer but is not a param";
     return success();
   }
-  if (name == attr::kSharding)
-    return verifySharding(op, attr);
+  if (name == attr::kSharding) {
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    return verifySharding(op, attr, func ? func.getArgumentTypes()[argIndex] : Type());
+  }
   if (name == attr::kIndexBound) {
     auto bound = dyn_cast<IntegerAttr>(attr.getValue());
     auto func = dyn_cast<FunctionOpInterface>(op);
@@ -82,13 +127,14 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op, unsigned,
 }
 
 LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
-                                                       unsigned,
+                                                       unsigned resultIndex,
                                                        NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  auto func = dyn_cast<FunctionOpInterface>(op);
   if (name == attr::kOutput || name == attr::kLoss || name == attr::kUpdates)
     return verifyName(op, attr);
   if (name == attr::kSharding)
-    return verifySharding(op, attr);
+    return verifySharding(op, attr, func ? func.getResultTypes()[resultIndex] : Type());
   if (name == attr::kAssemble) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
     if (!kind || !llvm::is_contained({"rows", "mean", "sum"}, kind.getValue()))
@@ -96,12 +142,18 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op, unsigned,
     return success();
   }
   if (name == attr::kInPlace) {
-    auto func = dyn_cast<FunctionOpInterface>(op);
     auto index = dyn_cast<IntegerAttr>(attr.getValue());
     if (!func || !index || index.getInt() < 0 ||
         index.getInt() >= static_cast<int64_t>(func.getNumArguments()))
       return op->emitOpError() << "'" << name
                                << "' must be the index of one of its arguments";
+    // The result is written over the argument's buffer.
+    Type argType = func.getArgumentTypes()[index.getInt()];
+    Type resultType = func.getResultTypes()[resultIndex];
+    if (argType != resultType)
+      return op->emitOpError() << "result " << resultIndex << " of type " << resultType
+                               << " is in place of argument " << index.getInt() << " of type "
+                               << argType;
     return success();
   }
   return op->emitOpError() << "unknown loom result attribute '" << name << "'";
@@ -260,15 +312,17 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == attr::kPipelineAxis) {
-    if (!isa<StringAttr>(attr.getValue()))
+    auto axis = dyn_cast<StringAttr>(attr.getValue());
+    if (!axis)
       return op->emitOpError() << "'" << name << "' must be an axis name";
-    return success();
+    return verifyAxisName(op, name, axis.getValue());
   }
   if (name == attr::kMoeBlock || name == attr::kMoeAxis) {
-    if (!isa<MoeRouteOp>(op) || !isa<StringAttr>(attr.getValue()))
+    auto text = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<MoeRouteOp>(op) || !text)
       return op->emitOpError()
              << "'" << name << "' must be a string, on a loom.moe_route";
-    return success();
+    return name == attr::kMoeAxis ? verifyAxisName(op, name, text.getValue()) : success();
   }
   if (name == attr::kMoeExchangeAxes) {
     auto axes = dyn_cast<ArrayAttr>(attr.getValue());
@@ -276,6 +330,9 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
         !llvm::all_of(axes, [](Attribute a) { return isa<StringAttr>(a); }))
       return op->emitOpError()
              << "'" << name << "' must be a list of axis names, on a loom.moe_route";
+    for (Attribute axis : axes)
+      if (failed(verifyAxisName(op, name, cast<StringAttr>(axis).getValue())))
+        return failure();
     return success();
   }
   return op->emitOpError() << "unknown loom attribute '" << name << "'";

@@ -37,6 +37,7 @@ uint64_t product(const runtime::Shape &shape);
 uint64_t linear(const runtime::Shape &shape, const std::vector<uint64_t> &position);
 /// Advances an odometer over `shape`; false after the last position.
 bool next(const runtime::Shape &shape, std::vector<uint64_t> &position);
+/// The bytes of `path`; a test failure where it cannot be read.
 std::string readFile(const std::string &path);
 
 /// The example plan of docs/plan-format.md (the one-rank mlp), without its

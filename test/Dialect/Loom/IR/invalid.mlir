@@ -1794,3 +1794,121 @@ func.func @stage_past_count(%x: tensor<4xf32>) -> tensor<4xf32> attributes {loom
   %0 = loom.gelu %x {loom.stage = 7 : i64} : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// An axis past the grid (hand-edited IR had split nothing, silently).
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+// expected-error @+1 {{'func.func' op 'loom.sharding' names grid axis 5 of a grid of rank 2}}
+func.func @sharding_axis_past_grid(%x: tensor<4x8xf32> {loom.sharding = [array<i16: 5>, array<i16>]}) attributes {loom.grid = @g} {
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+// expected-error @+1 {{'func.func' op 'loom.sharding' splits by grid axis 0 twice}}
+func.func @sharding_axis_twice(%x: tensor<4x8xf32> {loom.sharding = [array<i16: 0>, array<i16: 0>]}) attributes {loom.grid = @g} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op 'loom.sharding' splits 3 dimensions of a value of rank 2}}
+func.func @sharding_past_rank() -> (tensor<4x8xf32> {loom.sharding = [array<i16: 0>, array<i16>, array<i16>]}) {
+  %e = tensor.empty() : tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op result 0 of type 'tensor<4x4xf32>' is in place of argument 0 of type 'tensor<4x8xf32>'}}
+func.func @in_place_other_type(%x: tensor<4x8xf32>) -> (tensor<4x4xf32> {loom.in_place = 0 : i64}) {
+  %e = tensor.empty() : tensor<4x4xf32>
+  return %e : tensor<4x4xf32>
+}
+
+// -----
+
+shard.grid @g(shape = 2) {loom.axes = ["dp"]}
+// expected-error @+1 {{'func.func' op 'loom.pipeline_axis' names axis 'pp', which grid 'g' does not have}}
+func.func @pipeline_axis_not_in_grid() attributes {loom.grid = @g, loom.pipeline_axis = "pp"} {
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2) {loom.axes = ["dp"]}
+func.func @moe_axis_not_in_grid(%p: tensor<16x4xf32>) attributes {loom.grid = @g} {
+  // expected-error @+1 {{'loom.moe_route' op 'loom.moe_axis' names axis 'ep', which grid 'g' does not have}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 1 capacity 4 {loom.moe_axis = "ep"} : tensor<16x4xf32> -> tensor<16x1xi32>, tensor<16x1xi32>, tensor<16xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+module {
+  func.func @m(%a: tensor<4xf32>) -> (tensor<f32> {loom.loss = "loss"}) {
+    %l = loom.mse %a, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  // expected-error @+1 {{'loom.train' op zero 2 is not built (expected zero 1)}}
+  loom.train @m optimizer "adam" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1 {zero = 2 : i64}
+}
+
+// -----
+
+// Only the generic form can leave out the rows held.
+func.func @embedding_no_rows(%t: tensor<500x64xf32>, %ids: tensor<16xi32>) {
+  // expected-error @+1 {{'loom.embedding' op needs both the rows it holds and the table's size}}
+  %0 = "loom.embedding"(%t, %ids) <{vocab = 1000 : i64}> : (tensor<500x64xf32>, tensor<16xi32>) -> tensor<16x64xf32>
+  return
+}
+
+// -----
+
+func.func @activation_grad_shapes(%x: tensor<4xf32>, %g: tensor<5xf32>) {
+  // expected-error @+1 {{'loom.activation_grad' op needs an input and a gradient of the result's shape, and the gradient's type as result}}
+  %0 = loom.activation_grad "gelu" %x, %g : (tensor<4xf32>, tensor<5xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_expert_shape(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op expert must have shape [16, 2], got [16, 1]}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x1xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_slot_shape(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op slot must have shape [16, 2], got [8, 2]}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<8x2xi32>, tensor<20xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_counts_shape(%p: tensor<16x4xf32>) {
+  // expected-error @+1 {{'loom.moe_route' op first_counts must have shape [4], got [2]}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 5 : tensor<16x4xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<20xi32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @moe_gate_result_shape(%p: tensor<16x4xf32>, %e: tensor<16x2xi32>) {
+  // expected-error @+1 {{'loom.moe_gate' op result must have shape [16, 2], got [16, 4]}}
+  %g = loom.moe_gate %p[%e] : (tensor<16x4xf32>, tensor<16x2xi32>) -> tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_exchange_map_source_shape(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2xi32>) {
+  // expected-error @+1 {{'loom.moe_exchange_map' op source must have shape [12], got [13]}}
+  %s, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 3 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<24x1xi32>, tensor<13xi32>
+  return
+}

@@ -159,3 +159,36 @@ func.func @narrowed(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>, %w: tensor<4x32
   }
   return %0 : tensor<16x32xbf16>
 }
+
+// -----
+
+// An expert body computes from its tokens and params: a matmul by a
+// constant has no expert dimension to batch over.
+func.func @constant_matmul(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) -> tensor<16x32xf32> {
+  %0 = loom.moe %x router %r params() {axis = "ep", capacity = 4 : i64,
+                capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 1 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<4x32xf32>):
+    %w = arith.constant dense<1.0> : tensor<32x32xf32>
+    // expected-error @+1 {{an expert body's matmul needs both operands computed from the tokens or the expert params}}
+    %o = loom.matmul %t, %w accumulate f32 : (tensor<4x32xf32>, tensor<32x32xf32>) -> tensor<4x32xf32>
+    loom.yield %o : tensor<4x32xf32>
+  }
+  return %0 : tensor<16x32xf32>
+}
+
+// -----
+
+func.func @constant_exp(%x: tensor<16x32xf32>, %r: tensor<32x4xf32>) -> tensor<16x32xf32> {
+  %0 = loom.moe %x router %r params() {axis = "ep", capacity = 4 : i64,
+                capacity_factor = 1.0 : f64, experts = 4 : i64, top_k = 1 : i64}
+      : (tensor<16x32xf32>, tensor<32x4xf32>) -> tensor<16x32xf32> {
+  ^bb0(%t: tensor<4x32xf32>):
+    %c = loom.constant 1.0 : tensor<f32>
+    // expected-error @+1 {{'loom.exp' in an MoE expert body needs an operand computed from the tokens or the expert params}}
+    %g = loom.exp %c : tensor<f32>
+    %o = loom.add %t, %g : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+    loom.yield %o : tensor<4x32xf32>
+  }
+  return %0 : tensor<16x32xf32>
+}
