@@ -222,6 +222,122 @@ static linalg::GenericOp collapseBatchIntoRows(linalg::GenericOp op, RegisterTil
   return flat;
 }
 
+/// Whether `op` is where padToWholeTiles and splitOffTails may rewrite it:
+/// in its function, or in the sequential loops of one (an attention's
+/// blocks), whose iteration-local temporaries loom-hoist-kernel-allocs makes
+/// plan scratch.
+static bool inRewritableRegion(linalg::GenericOp op) {
+  for (Operation *parent = op->getParentOp(); !isa<func::FuncOp>(parent);
+       parent = parent->getParentOp())
+    if (!isa<scf::ForOp, scf::IfOp>(parent))
+      return false;
+  return true;
+}
+
+/// Splits `op` along its loop `dim` at `at`: `op` keeps [0, at) and a copy
+/// after it takes [at, end), each on views of the operands that loop
+/// indexes. Returns the copy; null (and `op` as it was) where an operand
+/// indexes the loop other than as one of its dims.
+static linalg::GenericOp splitLoop(linalg::GenericOp op, unsigned dim, int64_t at) {
+  int64_t end = op.getStaticLoopRanges()[dim];
+  SmallVector<std::optional<unsigned>> dimOf; // per operand: its dim the loop indexes
+  for (AffineMap map : op.getIndexingMapsArray()) {
+    std::optional<unsigned> found;
+    for (auto [j, result] : llvm::enumerate(map.getResults())) {
+      auto d = dyn_cast<AffineDimExpr>(result);
+      if (d && d.getPosition() == dim)
+        found = j;
+      else if (result.isFunctionOfDim(dim))
+        return {};
+    }
+    dimOf.push_back(found);
+  }
+  Location loc = op.getLoc();
+  auto views = [&](OpBuilder &b, int64_t offset, int64_t size) {
+    SmallVector<Value> operands;
+    for (auto [operand, j] : llvm::zip(op->getOperands(), dimOf)) {
+      if (!j) {
+        operands.push_back(operand);
+        continue;
+      }
+      auto type = cast<MemRefType>(operand.getType());
+      SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape()),
+          strides(type.getRank(), 1);
+      offsets[*j] = offset;
+      sizes[*j] = size;
+      operands.push_back(memref::SubViewOp::create(b, loc, operand, offsets, sizes, strides));
+    }
+    return operands;
+  };
+  OpBuilder before(op);
+  SmallVector<Value> head = views(before, 0, at);
+  OpBuilder after(op->getContext());
+  after.setInsertionPointAfter(op);
+  SmallVector<Value> tailOperands = views(after, at, end - at);
+  auto tail = cast<linalg::GenericOp>(after.clone(*op));
+  tail->setOperands(tailOperands);
+  op->setOperands(head);
+  return tail;
+}
+
+/// Whether `op` multiplies 16-bit floats (bf16, f16).
+static bool sixteenBitOperands(linalg::GenericOp op) {
+  return llvm::all_of(op.getDpsInputs(), [](Value v) {
+    Type element = cast<MemRefType>(v.getType()).getElementType();
+    return isa<FloatType>(element) && element.getIntOrFloatBitWidth() == 16;
+  });
+}
+
+/// Splits off the last columns of a 16-bit `op` past its whole cache or
+/// register tiles (and then its last rows) into matmuls of their own, which
+/// padToWholeTiles pads: the bulk runs in place. Padding all of it copies
+/// the whole B and accumulator (bf16 [64, 256] @ [256, 50257]: 16.4 ms
+/// padded, 12.2 split; 8 heads of bf16 q @ transpose(k) at T = 1000: 11.8
+/// and 9.4). Not f32: its split accumulator's rows are not 64-byte aligned
+/// (1000 floats), and its stores there ran slower than the copies (f32
+/// vocabulary projection 66 ms split, 26 padded). Returns the pieces split
+/// off.
+static SmallVector<linalg::GenericOp> splitOffTails(linalg::GenericOp op, RegisterTile tile) {
+  SmallVector<linalg::GenericOp> tails;
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  if (!inRewritableRegion(op) || llvm::any_of(bounds, ShapedType::isDynamic) ||
+      !llvm::all_of(op->getOperands(),
+                    [](Value v) { return isa<MemRefType>(v.getType()); }) ||
+      !sixteenBitOperands(op))
+    return tails;
+  SmallVector<loom::MatmulLoop> loops = loom::unpackedLoops(op);
+  auto loopOf = [&](MatmulLoop kind) -> std::optional<unsigned> {
+    auto it = llvm::find(loops, kind);
+    if (it == loops.end() || llvm::count(loops, kind) != 1)
+      return std::nullopt;
+    return static_cast<unsigned>(it - loops.begin());
+  };
+  std::optional<unsigned> m = loopOf(MatmulLoop::M), n = loopOf(MatmulLoop::N),
+                          k = loopOf(MatmulLoop::K);
+  // A K that padToWholeTiles pads would be copied once per piece.
+  if (!m || !n || !k ||
+      (bounds[*k] > 512 && !largestDivisor(bounds[*k], {256, 128, 64, 32, 16, 8})))
+    return tails;
+  // The bulk in whole cache tiles (cacheTiles' 128), where there are
+  // several: a 1000-column bulk in 992 would get 32-column cache tiles; a
+  // smaller one in whole register tiles. (The pieces come back here.)
+  auto splitPoint = [](int64_t size, int64_t registerTile) -> int64_t {
+    constexpr int64_t kCacheTile = 128;
+    if (size % kCacheTile == 0)
+      return 0;
+    if (size > kCacheTile)
+      return size - size % kCacheTile;
+    return size > registerTile && size % registerTile ? size - size % registerTile : 0;
+  };
+  if (int64_t at = splitPoint(bounds[*n], tile.cols))
+    if (linalg::GenericOp columns = splitLoop(op, *n, at))
+      tails.push_back(columns);
+  if (int64_t at = splitPoint(bounds[*m], tile.rows))
+    if (linalg::GenericOp rows = splitLoop(op, *m, at))
+      tails.push_back(rows);
+  return tails;
+}
+
 /// `op`'s loops rounded up to whole register tiles: M to the tile's rows,
 /// N to its columns, and a K past 512 without a divisor of 8 (which
 /// cacheTiles would step one k at a time) to a multiple of 64; `op` itself
@@ -234,14 +350,14 @@ static linalg::GenericOp collapseBatchIntoRows(linalg::GenericOp op, RegisterTil
 /// temporaries as any whole-tile matmul, and the accumulator's copy comes
 /// back. Also inside sequential loops: gpt.loom at T = 60 fuses its
 /// attention into one block of 60, whose products had run untiled (39 of
-/// its 44 ms a run).
+/// its 44 ms a run). Also an f32 `q @ transpose(k)` (both operands along
+/// k), once left in place for LLVM to vectorize: with its padded
+/// accumulator kept in registers (hoistViewAccumulators) it runs 1.6-10x
+/// faster (8 heads of 64 at T = 1000: 23 ms in place, 14 padded; of 32:
+/// 88 and 8.8).
 static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
-  // Inside sequential loops (an attention's blocks) the temporaries are
-  // iteration-local, which loom-hoist-kernel-allocs makes plan scratch.
-  for (Operation *parent = op->getParentOp(); !isa<func::FuncOp>(parent);
-       parent = parent->getParentOp())
-    if (!isa<scf::ForOp, scf::IfOp>(parent))
-      return;
+  if (!inRewritableRegion(op))
+    return;
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
   auto floatMemref = [](Value v) {
     auto type = dyn_cast<MemRefType>(v.getType());
@@ -267,24 +383,10 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
   constexpr int64_t kLeastWork = 16 * 1024;
   if (padded == bounds || work < kLeastWork)
     return;
-  // An f32 matmul whose A and B both run along k (`q @ transpose(k)`) is
-  // a dot product per element, which LLVM vectorizes well in place: with
-  // a short k the copies cost more than the tiles save (the scores of an
-  // unfused T = 1000 attention, 8 heads of 64: 27 ms in place, 89 padded;
-  // bf16, on the dots, 12 padded against 27).
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  unsigned kDim = bounds.size() - 1;
-  auto alongK = [&](unsigned i) {
-    auto d = dyn_cast<AffineDimExpr>(maps[i].getResults().back());
-    return d && d.getPosition() == kDim &&
-           cast<MemRefType>(op.getDpsInputs()[i].getType()).getElementType().isF32();
-  };
-  if (alongK(0) && alongK(1) && bounds[kDim] <= 128)
-    return;
   OpBuilder b(op);
   Location loc = op.getLoc();
   SmallVector<Value> temporaries;
-  SmallVector<std::pair<Value, Value>> copiesBack; // (padded view, original)
+  SmallVector<std::pair<Value, Value>> copiesBack; // (padded temporary, original)
   // An accumulator zeroed just before (the usual matmul) need not be copied
   // in: its zeroed temporary is the same start, and the copy back writes
   // all of it (a [8, 1000, 1024] f32 score tensor's fill and copy had
@@ -309,21 +411,31 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
     Value wide = memref::AllocOp::create(b, loc, MemRefType::get(shape, type.getElementType()));
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
     linalg::FillOp::create(b, loc, zero, wide);
-    SmallVector<int64_t> offsets(shape.size(), 0), strides(shape.size(), 1);
-    Value view = memref::SubViewOp::create(b, loc, wide, offsets, type.getShape(), strides);
+    auto viewOf = [&, type](OpBuilder &builder) -> Value {
+      SmallVector<int64_t> offsets(shape.size(), 0), strides(shape.size(), 1);
+      return memref::SubViewOp::create(builder, loc, wide, offsets, type.getShape(), strides);
+    };
     bool init = op.isDpsInit(&operand);
     if (!(init && zeroed))
-      linalg::CopyOp::create(b, loc, operand.get(), view);
+      linalg::CopyOp::create(b, loc, operand.get(), viewOf(b));
+    // The copy back reads a view made after the op: a view of the
+    // accumulator made before it kept the register tiles' accumulators
+    // from being hoisted out of their k loop (an f32 [4096, 512] @ [512,
+    // 16] stored them every k step: 3.2 ms against 1.2 for 32 columns).
     if (init)
-      copiesBack.push_back({view, operand.get()});
+      copiesBack.push_back({wide, operand.get()});
     temporaries.push_back(wide);
     operand.set(wide);
   }
   if (zeroed && !copiesBack.empty())
     fill.erase();
   b.setInsertionPointAfter(op);
-  for (auto [view, original] : copiesBack)
+  for (auto [wide, original] : copiesBack) {
+    auto type = cast<MemRefType>(original.getType());
+    SmallVector<int64_t> offsets(type.getRank(), 0), strides(type.getRank(), 1);
+    Value view = memref::SubViewOp::create(b, loc, wide, offsets, type.getShape(), strides);
     linalg::CopyOp::create(b, loc, view, original);
+  }
   for (Value temporary : temporaries)
     memref::DeallocOp::create(b, loc, temporary);
 }
@@ -672,11 +784,14 @@ struct LoomTileContractionsForCpu
       if (copy)
         appendTransposeTiling(os, tagPack(copy), copy);
     };
-    for (linalg::GenericOp op : matmuls) {
-      op = collapseBatchIntoRows(op, tile);
+    // (The pieces splitOffTails makes join the list.)
+    for (size_t i = 0; i < matmuls.size(); ++i) {
+      linalg::GenericOp op = collapseBatchIntoRows(matmuls[i], tile);
       // (AMX takes its own shapes, in tiles of 16.)
-      if (!(bf16Amx && loom::isAmxMatmul(op)))
+      if (!(bf16Amx && loom::isAmxMatmul(op))) {
+        llvm::append_range(matmuls, splitOffTails(op, tile));
         padToWholeTiles(op, tile);
+      }
       std::optional<loom::PackedMatmul> packed;
       auto elementType = [&](unsigned i) {
         return cast<MemRefType>(op.getDpsInputs()[i].getType()).getElementType();
