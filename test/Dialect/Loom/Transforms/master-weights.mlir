@@ -78,3 +78,25 @@ func.func @annotated_and_direct(%x: tensor<8x16xbf16> {loom.input = "x"}, %e: te
   return %4 : tensor<f32>
 }
 loom.train @annotated_and_direct optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// A lookup of a 16-bit table reads the f32 master and casts the rows it
+// gathers, not the whole table (which had been cast every step); the
+// table's other readers (a tied output projection) read its cast.
+// CHECK-LABEL: func.func @lookup
+// CHECK-SAME: %[[TABLE:[^:]+]]: tensor<16x8xf32> {loom.param = "wte"}
+// CHECK: %[[COPY:.+]] = loom.cast %[[TABLE]] : tensor<16x8xf32> to tensor<16x8xbf16>
+// CHECK: %[[ROWS:.+]] = loom.embedding %[[TABLE]][%{{.+}}] : (tensor<16x8xf32>, tensor<4xi32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[CAST:.+]] = loom.cast %[[ROWS]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK-NEXT: %[[TIED:.+]] = loom.transpose %[[COPY]]
+// CHECK-NEXT: loom.matmul %[[CAST]], %[[TIED]]
+func.func @lookup(%ids: tensor<4xi32> {loom.input = "ids"}, %t: tensor<4x16xbf16> {loom.input = "t"},
+                  %wte: tensor<16x8xbf16> {loom.param = "wte"}) -> (tensor<f32> {loom.loss = "loss"}) {
+  %rows = loom.embedding %wte[%ids] : (tensor<16x8xbf16>, tensor<4xi32>) -> tensor<4x8xbf16>
+  %tied = loom.transpose %wte perm [1, 0] : tensor<16x8xbf16> -> tensor<8x16xbf16>
+  %logits = loom.matmul %rows, %tied accumulate f32 : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %l = loom.mse %logits, %t : (tensor<4x16xbf16>, tensor<4x16xbf16>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+loom.train @lookup optimizer "sgd" {} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
