@@ -19,7 +19,7 @@ def main():
     load = lambda n: np.load(os.path.join(d, n + ".npy")).astype(np.float64)
     q = lambda n: round_bf16(np.load(os.path.join(d, n + ".npy"))).astype(np.float64)
     refs = {"x": q("a") @ q("b"), "y": q("c") @ q("d") + 1, "z": q("e") @ q("f"),
-            "w": q("g") @ q("h")}
+            "w": q("g") @ q("h"), "v": q("i") @ q("j")}
     failed = False
     for name, ref in refs.items():
         got = load(name)

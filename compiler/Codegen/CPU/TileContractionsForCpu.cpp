@@ -828,7 +828,10 @@ struct LoomTileContractionsForCpu
                llvm::all_of(llvm::seq<unsigned>(0, op.getNumLoops() - 3),
                             [&](unsigned d) { return map.isFunctionOfDim(d); });
       };
+      // Nor may an operand broadcast a batch dim inside its shape ([2, 1, 8,
+      // 32] @ [2, 3, 32, 32]: the same translation failure).
       bool onDots = bf16Dot && loom::isBf16PairMatmul(op) &&
+                    loom::isPlainDims(maps[0]) && loom::isPlainDims(maps[1]) &&
                     (everyBatch(maps[0]) || everyBatch(maps[1]));
       // Without dots, a 16-bit matmul is an f32 one on widened copies (one
       // pass over each operand), which the FMA tiles run at their f32 speed:
