@@ -148,6 +148,10 @@ LogicalResult Compilation::lowerToGpu() {
   kernels.tmaStoreEpilogue = options.gpuTmaStore;
   kernels.tmaMulticast = options.gpuTmaMulticast;
   kernels.warpgroupAttentionShared = attentionShared;
+  // The mma.sync attention kernels' staged operands, within the limit too
+  // (they had taken 16-32 KiB whatever the limit).
+  if (options.gpuSharedLimit.value_or(0) > 0)
+    kernels.attentionStagingShared = std::min<int64_t>(48 * 1024, *options.gpuSharedLimit);
   return runPipeline(*gpuModule, [&](OpPassManager &pm) {
     buildGpuKernelsPipeline(pm, kernels);
   });

@@ -292,6 +292,7 @@ void ::loom::buildGpuKernelsPipeline(OpPassManager &pm,
     mlir::loom::LoomBuildGpuAttentionOptions attention;
     attention.warpgroupMma = options.warpgroupAttentionShared > 0;
     attention.sharedPerBlock = options.warpgroupAttentionShared;
+    attention.stagingShared = options.attentionStagingShared;
     pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomBuildGpuAttention(attention));
   }
   mlir::loom::LoomTileMatmulsForGpuOptions matmuls;

@@ -102,6 +102,11 @@ struct GpuKernelsOptions {
   /// Bytes of dynamic shared memory a block of the wgmma attention kernels
   /// may use (0: none, the attention stays on mma.sync; sm_90a).
   int64_t warpgroupAttentionShared = 0;
+  /// Bytes of shared memory the mma.sync attention kernels may stage their
+  /// operands in (at most 48 KiB of static shared memory: the default;
+  /// --gpu-shared-limit below it). Below a launch's two stages it stages
+  /// nothing and reads its operands from global memory.
+  int64_t attentionStagingShared = 48 * 1024;
 };
 
 /// buffers -> gpu: matmuls as shared-memory tiled launches (on tensor cores

@@ -544,9 +544,10 @@ int64_t columnBlock(int64_t rows, int64_t most) {
 /// staging does not apply: blocks of 64 rows must be whole (the warps meet
 /// at barriers), every thread must make the same number of 16-byte copies,
 /// the operands' rows must be 16-byte aligned, and the two stages of every
-/// operand must fit the 48 KiB of static shared memory.
+/// operand must fit `limit` bytes (at most the 48 KiB of static shared
+/// memory).
 SmallVector<Type> stagingBuffers(const AttentionSpec &spec, int64_t rows, int64_t block,
-                                 ArrayRef<std::pair<Value, int64_t>> columns) {
+                                 ArrayRef<std::pair<Value, int64_t>> columns, int64_t limit) {
   int64_t threads = 32 * kWarps, bytes = spec.element.getIntOrFloatBitWidth() / 8;
   int64_t total = 0;
   bool fits = rows % kRowsPerBlock == 0;
@@ -556,7 +557,7 @@ SmallVector<Type> stagingBuffers(const AttentionSpec &spec, int64_t rows, int64_
     total += 2 * block * width * bytes;
   }
   SmallVector<Type> types;
-  if (!fits || total > 48 * 1024)
+  if (!fits || total > std::min<int64_t>(48 * 1024, limit))
     return types;
   MLIRContext *context = spec.element.getContext();
   for (auto [operand, width] : columns)
@@ -567,11 +568,11 @@ SmallVector<Type> stagingBuffers(const AttentionSpec &spec, int64_t rows, int64_
 }
 
 /// Replaces `kernel`'s body by the attention launches (their column
-/// operands staged in shared memory where `stageOperands` and
-/// stagingBuffers allow); with `warpgroupSharedBytes`, the forward on
+/// operands staged in at most `stagingBytes` of shared memory where
+/// stagingBuffers allows); with `warpgroupSharedBytes`, the forward on
 /// wgmma in that much dynamic shared memory where its shapes allow.
 LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
-                                   bool stageOperands, int64_t warpgroupSharedBytes) {
+                                   int64_t stagingBytes, int64_t warpgroupSharedBytes) {
   FailureOr<AttentionSpec> read = readSpec(kernel, mark);
   if (failed(read))
     return failure();
@@ -606,9 +607,9 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
     int64_t most = std::max(spec.features, spec.valueFeatures) > 64 ? 32 : 64;
     int64_t keyBlock = columnBlock(spec.keys, most);
     SmallVector<Type> staging;
-    if (stageOperands)
+    if (stagingBytes > 0)
       staging = stagingBuffers(spec, spec.queries, keyBlock,
-                               {{spec.key, spec.features}, {spec.value, spec.valueFeatures}});
+                               {{spec.key, spec.features}, {spec.value, spec.valueFeatures}}, stagingBytes);
     launchWarps(
         b, loc, spec, spec.queries, spec.causal,
         [&](Warp &w) { buildForwardWarp(w, keyBlock, !staging.empty()); }, staging);
@@ -627,12 +628,12 @@ LogicalResult buildAttentionKernel(func::FuncOp kernel, DictionaryAttr mark,
     int64_t keyBlock = columnBlock(spec.keys, reloadsRows(spec) ? 16 : most);
     int64_t queryBlock = columnBlock(spec.queries, reloadsRows(spec) ? 16 : most);
     SmallVector<Type> keysStaged, queriesStaged;
-    if (stageOperands) {
+    if (stagingBytes > 0) {
       keysStaged = stagingBuffers(spec, spec.queries, keyBlock,
-                                  {{spec.key, spec.features}, {spec.value, spec.valueFeatures}});
+                                  {{spec.key, spec.features}, {spec.value, spec.valueFeatures}}, stagingBytes);
       queriesStaged =
           stagingBuffers(spec, spec.keys, queryBlock,
-                         {{spec.query, spec.features}, {spec.resultGrad, spec.valueFeatures}});
+                         {{spec.query, spec.features}, {spec.resultGrad, spec.valueFeatures}}, stagingBytes);
     }
     // Either side on wgmma where its shapes allow (sm_90a).
     bool warpgroup = warpgroupSharedBytes > 0;
@@ -656,7 +657,7 @@ struct LoomBuildGpuAttention
   void runOnOperation() override {
     func::FuncOp kernel = getOperation();
     auto mark = kernel->getAttrOfType<DictionaryAttr>(loom::attr::kGpuAttention);
-    if (mark && failed(buildAttentionKernel(kernel, mark, stageOperands,
+    if (mark && failed(buildAttentionKernel(kernel, mark, stageOperands ? stagingShared : 0,
                                             warpgroupMma ? sharedPerBlock : 0)))
       signalPassFailure();
   }

@@ -58,7 +58,10 @@ def LoomBuildGpuAttention : Pass<"loom-build-gpu-attention", "mlir::func::FuncOp
            "sm_90a: the launches on wgmma fed by TMA where their shapes "
            "allow (AttentionWarpgroup.cpp)">,
     Option<"sharedPerBlock", "shared-per-block", "int64_t", "232448",
-           "Dynamic shared memory a block of the wgmma launches may use">
+           "Dynamic shared memory a block of the wgmma launches may use">,
+    Option<"stagingShared", "staging-shared", "int64_t", "49152",
+           "Shared memory the mma.sync launches may stage their operands in "
+           "(at most 48 KiB, static; below a launch's two stages, none)">
   ];
   let dependentDialects = [
     "mlir::gpu::GPUDialect", "mlir::NVVM::NVVMDialect", "mlir::LLVM::LLVMDialect",

@@ -69,7 +69,7 @@ struct LoomTileMatmulsForGpu
       if (bytes > limit) {
         op.emitError() << "the smallest matmul kernel needs " << bytes
                        << " bytes of shared memory per block, over the limit of " << limit
-                       << " (--gpu-shared-limit)";
+                       << " (shared-per-block; loomc's --gpu-shared-limit)";
         return signalPassFailure();
       }
       rewrite(op);

@@ -29,12 +29,23 @@ static LogicalResult verifyName(Operation *op, NamedAttribute attr) {
   return success();
 }
 
-/// The shard.grid that `op`'s function (or `op`, a function) runs on, named
-/// by its `loom.grid`; null where it names none.
+/// The shard.grid that `op`'s function (or `op`, a function) runs on: the
+/// one its `loom.grid` names, else its module's only grid (an unpartitioned
+/// model's, whose misspelt axes had verified until loom-partition); null
+/// where there is none to tell.
 static shard::GridOp gridOf(Operation *op) {
   Operation *func = isa<FunctionOpInterface>(op) ? op : op->getParentOfType<FunctionOpInterface>();
-  auto ref = func ? func->getAttrOfType<FlatSymbolRefAttr>(attr::kGrid) : FlatSymbolRefAttr();
-  return ref ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(func, ref) : shard::GridOp();
+  if (!func)
+    return {};
+  if (auto ref = func->getAttrOfType<FlatSymbolRefAttr>(attr::kGrid))
+    return SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(func, ref);
+  auto module = func->getParentOfType<ModuleOp>();
+  if (!module)
+    return {};
+  auto grids = module.getOps<shard::GridOp>();
+  if (grids.empty() || std::next(grids.begin()) != grids.end())
+    return {};
+  return *grids.begin();
 }
 
 /// Checks that `axis` names an axis of the grid `op` runs on, where it runs
@@ -330,9 +341,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
         !llvm::all_of(axes, [](Attribute a) { return isa<StringAttr>(a); }))
       return op->emitOpError()
              << "'" << name << "' must be a list of axis names, on a loom.moe_route";
-    for (Attribute axis : axes)
-      if (failed(verifyAxisName(op, name, cast<StringAttr>(axis).getValue())))
+    llvm::StringSet<> seen;
+    for (Attribute axis : axes) {
+      StringRef axisName = cast<StringAttr>(axis).getValue();
+      if (!seen.insert(axisName).second)
+        return op->emitOpError() << "'" << name << "' names axis '" << axisName << "' twice";
+      if (failed(verifyAxisName(op, name, axisName)))
         return failure();
+    }
     return success();
   }
   return op->emitOpError() << "unknown loom attribute '" << name << "'";

@@ -1912,3 +1912,22 @@ func.func @moe_exchange_map_source_shape(%c: tensor<4x2x2xi32>, %o: tensor<4x2x2
   %s, %src = loom.moe_exchange_map %c, %o capacity 6 buffer 3 : tensor<4x2x2xi32>, tensor<4x2x2xi32> -> tensor<24x1xi32>, tensor<13xi32>
   return
 }
+
+// -----
+
+// An unpartitioned model names no loom.grid: its axes are the module's
+// only grid's (a misspelt one had verified until loom-partition).
+shard.grid @g(shape = 2) {loom.axes = ["pp"]}
+// expected-error @+1 {{'func.func' op 'loom.pipeline_axis' names axis 'px', which grid 'g' does not have}}
+func.func @pipeline_axis_unpartitioned() attributes {loom.pipeline_axis = "px"} {
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2) {loom.axes = ["ep"]}
+func.func @moe_exchange_axes_twice(%p: tensor<16x4xf32>) attributes {loom.grid = @g} {
+  // expected-error @+1 {{'loom.moe_route' op 'loom.moe_exchange_axes' names axis 'ep' twice}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 1 capacity 4 {loom.moe_exchange_axes = ["ep", "ep"]} : tensor<16x4xf32> -> tensor<16x1xi32>, tensor<16x1xi32>, tensor<16xi32>, tensor<4xf32>
+  return
+}
