@@ -364,6 +364,12 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
 
 /// The operands of `kernel` by its mark, or failure (with an error).
 FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
+  // The launches take buffers (a kernel on tensors, from loom-opt, had been
+  // told its arguments "do not match the mark").
+  if (llvm::any_of(kernel.getArgumentTypes(), [](Type t) { return isa<TensorType>(t); }))
+    return kernel.emitError("loom.gpu_attention: the kernel takes tensors; "
+                            "loom-build-gpu-attention runs on bufferized kernels (bufferize first)"),
+           failure();
   auto position = [&](StringRef name) -> int64_t {
     auto attr = mark.getAs<IntegerAttr>(name);
     return attr ? attr.getInt() : -1;

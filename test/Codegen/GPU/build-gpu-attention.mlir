@@ -182,6 +182,15 @@ func.func @missing_output(%q: memref<64x32xbf16>, %k: memref<64x32xbf16>, %v: me
 
 // -----
 
+// Tensors (loom-opt on unbufferized IR): the launches take buffers.
+// expected-error @+1 {{loom.gpu_attention: the kernel takes tensors; loom-build-gpu-attention runs on bufferized kernels (bufferize first)}}
+func.func @tensors(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>, %v: tensor<64x32xbf16>) -> tensor<64x32xbf16>
+    attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
+  return %q : tensor<64x32xbf16>
+}
+
+// -----
+
 // 256 features do not fit a warp's registers.
 // expected-error @+1 {{loom.gpu_attention: shapes the GPU attention kernel does not run}}
 func.func @wide(%q: memref<64x256xbf16>, %k: memref<64x256xbf16>, %v: memref<64x256xbf16>,
