@@ -149,9 +149,10 @@ LogicalResult Compilation::lowerToGpu() {
   kernels.tmaMulticast = options.gpuTmaMulticast;
   kernels.warpgroupAttentionShared = attentionShared;
   // The mma.sync attention kernels' staged operands, within the limit too
-  // (they had taken 16-32 KiB whatever the limit).
+  // (they had taken 16-32 KiB whatever the limit; stagingBuffers keeps
+  // them within static shared memory's 48 KiB).
   if (options.gpuSharedLimit.value_or(0) > 0)
-    kernels.attentionStagingShared = std::min<int64_t>(48 * 1024, *options.gpuSharedLimit);
+    kernels.attentionStagingShared = *options.gpuSharedLimit;
   return runPipeline(*gpuModule, [&](OpPassManager &pm) {
     buildGpuKernelsPipeline(pm, kernels);
   });

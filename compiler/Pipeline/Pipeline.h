@@ -103,9 +103,9 @@ struct GpuKernelsOptions {
   /// may use (0: none, the attention stays on mma.sync; sm_90a).
   int64_t warpgroupAttentionShared = 0;
   /// Bytes of shared memory the mma.sync attention kernels may stage their
-  /// operands in (at most 48 KiB of static shared memory: the default;
-  /// --gpu-shared-limit below it). Below a launch's two stages it stages
-  /// nothing and reads its operands from global memory.
+  /// operands in (--gpu-shared-limit; they take at most the 48 KiB of static
+  /// shared memory). Below a launch's two stages it stages nothing and
+  /// reads its operands from global memory.
   int64_t attentionStagingShared = 48 * 1024;
 };
 

@@ -386,7 +386,7 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   SmallVector<Value> temporaries;
-  SmallVector<std::pair<Value, Value>> copiesBack; // (padded temporary, original)
+  SmallVector<std::pair<Value, Value>> copiesBack; // (padded view, original)
   // An accumulator zeroed just before (the usual matmul) need not be copied
   // in: its zeroed temporary is the same start, and the copy back writes
   // all of it (a [8, 1000, 1024] f32 score tensor's fill and copy had
@@ -411,31 +411,21 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
     Value wide = memref::AllocOp::create(b, loc, MemRefType::get(shape, type.getElementType()));
     Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
     linalg::FillOp::create(b, loc, zero, wide);
-    auto viewOf = [&, type](OpBuilder &builder) -> Value {
-      SmallVector<int64_t> offsets(shape.size(), 0), strides(shape.size(), 1);
-      return memref::SubViewOp::create(builder, loc, wide, offsets, type.getShape(), strides);
-    };
+    SmallVector<int64_t> offsets(shape.size(), 0), strides(shape.size(), 1);
+    Value view = memref::SubViewOp::create(b, loc, wide, offsets, type.getShape(), strides);
     bool init = op.isDpsInit(&operand);
     if (!(init && zeroed))
-      linalg::CopyOp::create(b, loc, operand.get(), viewOf(b));
-    // The copy back reads a view made after the op: a view of the
-    // accumulator made before it kept the register tiles' accumulators
-    // from being hoisted out of their k loop (an f32 [4096, 512] @ [512,
-    // 16] stored them every k step: 3.2 ms against 1.2 for 32 columns).
+      linalg::CopyOp::create(b, loc, operand.get(), view);
     if (init)
-      copiesBack.push_back({wide, operand.get()});
+      copiesBack.push_back({view, operand.get()});
     temporaries.push_back(wide);
     operand.set(wide);
   }
   if (zeroed && !copiesBack.empty())
     fill.erase();
   b.setInsertionPointAfter(op);
-  for (auto [wide, original] : copiesBack) {
-    auto type = cast<MemRefType>(original.getType());
-    SmallVector<int64_t> offsets(type.getRank(), 0), strides(type.getRank(), 1);
-    Value view = memref::SubViewOp::create(b, loc, wide, offsets, type.getShape(), strides);
+  for (auto [view, original] : copiesBack)
     linalg::CopyOp::create(b, loc, view, original);
-  }
   for (Value temporary : temporaries)
     memref::DeallocOp::create(b, loc, temporary);
 }
@@ -824,8 +814,7 @@ struct LoomTileContractionsForCpu
       // translate to LLVM IR): one operand must index every batch loop.
       SmallVector<AffineMap> maps = op.getIndexingMapsArray();
       auto everyBatch = [&](AffineMap map) {
-        return loom::isPlainDims(map) &&
-               llvm::all_of(llvm::seq<unsigned>(0, op.getNumLoops() - 3),
+        return llvm::all_of(llvm::seq<unsigned>(0, op.getNumLoops() - 3),
                             [&](unsigned d) { return map.isFunctionOfDim(d); });
       };
       // Nor may an operand broadcast a batch dim inside its shape ([2, 1, 8,

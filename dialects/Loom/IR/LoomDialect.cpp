@@ -84,10 +84,12 @@ static LogicalResult verifySharding(Operation *op, NamedAttribute attr, Type typ
   llvm::SmallDenseSet<int16_t> seen;
   for (Attribute dim : dims)
     for (int16_t axis : cast<DenseI16ArrayAttr>(dim).asArrayRef()) {
-      if (axis < 0 || (grid && axis >= grid.getRank()))
+      if (axis < 0)
         return op->emitOpError() << "'" << attr.getName().getValue() << "' names grid axis "
-                                 << axis << (grid ? " of a grid of rank " : ", not an axis")
-                                 << (grid ? std::to_string(grid.getRank()) : "");
+                                 << axis << ", not an axis";
+      if (grid && axis >= grid.getRank())
+        return op->emitOpError() << "'" << attr.getName().getValue() << "' names grid axis "
+                                 << axis << " of a grid of rank " << grid.getRank();
       if (!seen.insert(axis).second)
         return op->emitOpError() << "'" << attr.getName().getValue() << "' splits by grid axis "
                                  << axis << " twice";
