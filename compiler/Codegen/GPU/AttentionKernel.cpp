@@ -366,10 +366,8 @@ void buildKeyGradWarp(Warp &w, int64_t queryBlock, bool staged) {
 FailureOr<AttentionSpec> readSpec(func::FuncOp kernel, DictionaryAttr mark) {
   // The launches take buffers (a kernel on tensors, from loom-opt, had been
   // told its arguments "do not match the mark").
-  if (llvm::any_of(kernel.getArgumentTypes(), [](Type t) { return isa<TensorType>(t); }))
-    return kernel.emitError("loom.gpu_attention: the kernel takes tensors; "
-                            "loom-build-gpu-attention runs on bufferized kernels (bufferize first)"),
-           failure();
+  if (failed(loom::requireBufferized(kernel, "loom-build-gpu-attention")))
+    return failure();
   auto position = [&](StringRef name) -> int64_t {
     auto attr = mark.getAs<IntegerAttr>(name);
     return attr ? attr.getInt() : -1;

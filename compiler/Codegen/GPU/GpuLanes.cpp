@@ -42,6 +42,21 @@ Value loom::viewRoot(Value memref) {
   return memref;
 }
 
+LogicalResult loom::requireBufferized(func::FuncOp kernel, StringRef pass) {
+  auto isTensor = [](Type type) { return isa<TensorType>(type); };
+  if (llvm::any_of(kernel.getArgumentTypes(), isTensor))
+    return kernel.emitError() << pass << " runs on bufferized kernels, but this kernel takes "
+                              << "a tensor (bufferize first)";
+  WalkResult tensors = kernel.walk([&](Operation *op) {
+    if (!llvm::any_of(op->getResultTypes(), isTensor))
+      return WalkResult::advance();
+    op->emitError() << pass << " runs on bufferized kernels, but this op makes a tensor "
+                    << "(bufferize first)";
+    return WalkResult::interrupt();
+  });
+  return failure(tensors.wasInterrupted());
+}
+
 bool loom::isAlignedRun(Value memref, int64_t width) {
   auto type = dyn_cast<MemRefType>(memref.getType());
   if (!type || !startsOnPlanBuffer(memref))

@@ -4,6 +4,7 @@
 #define LOOM_CODEGEN_GPU_GPULOOPS_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -32,6 +33,11 @@ inline int64_t maxBlockThreads(int64_t blockSize) {
 
 /// The buffer `memref` views (through any view ops), or `memref` itself.
 Value viewRoot(Value memref);
+
+/// Success where `kernel` takes and makes no tensors; otherwise an error at
+/// the first tensor, saying that `pass` runs on bufferized kernels. (The GPU
+/// passes build launches of buffers; loom-opt can hand them tensor IR.)
+LogicalResult requireBufferized(func::FuncOp kernel, StringRef pass);
 
 inline Value constantIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);

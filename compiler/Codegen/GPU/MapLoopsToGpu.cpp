@@ -414,16 +414,7 @@ void LoomMapLoopsToGpu::runOnOperation() {
     return;
   // Launches take buffers: a tensor value made inside one could not reach
   // its uses (loom-opt on tensor IR had given a dominance error).
-  WalkResult tensors = func.walk([](Operation *op) {
-    for (Type type : op->getResultTypes())
-      if (isa<TensorType>(type)) {
-        op->emitError() << "loom-map-loops-to-gpu runs on bufferized kernels, but this op "
-                        << "makes a tensor (bufferize first)";
-        return WalkResult::interrupt();
-      }
-    return WalkResult::advance();
-  });
-  if (tensors.wasInterrupted())
+  if (failed(loom::requireBufferized(func, "loom-map-loops-to-gpu")))
     return signalPassFailure();
   Block &entry = func.getBody().front();
   for (auto copy : llvm::make_early_inc_range(entry.getOps<memref::CopyOp>()))

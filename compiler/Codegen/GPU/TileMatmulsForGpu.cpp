@@ -1,5 +1,6 @@
 //===- TileMatmulsForGpu.cpp - Shared-memory tiled SIMT matmul kernels ----===//
 
+#include "Codegen/GPU/GpuLoops.h"
 #include "Codegen/GPU/GpuMatmul.h"
 #include "Codegen/Common/MatmulLike.h"
 #include "Codegen/GPU/Passes.h"
@@ -37,6 +38,9 @@ struct LoomTileMatmulsForGpu
       return refuse("shared-per-sm", sharedPerSM, "at least shared-per-block");
     if (reservedSharedPerBlock < 0)
       return refuse("reserved-shared-per-block", reservedSharedPerBlock, "0 or more bytes");
+    // Its kernels take buffers; on tensor IR it had silently done nothing.
+    if (failed(loom::requireBufferized(getOperation(), "loom-tile-matmuls-for-gpu")))
+      return signalPassFailure();
     SmallVector<linalg::GenericOp> matmuls;
     getOperation().walk([&](linalg::GenericOp op) {
       if (loom::isMatmulLike(op))

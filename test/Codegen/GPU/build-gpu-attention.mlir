@@ -183,7 +183,7 @@ func.func @missing_output(%q: memref<64x32xbf16>, %k: memref<64x32xbf16>, %v: me
 // -----
 
 // Tensors (loom-opt on unbufferized IR): the launches take buffers.
-// expected-error @+1 {{loom.gpu_attention: the kernel takes tensors; loom-build-gpu-attention runs on bufferized kernels (bufferize first)}}
+// expected-error @+1 {{loom-build-gpu-attention runs on bufferized kernels, but this kernel takes a tensor (bufferize first)}}
 func.func @tensors(%q: tensor<64x32xbf16>, %k: tensor<64x32xbf16>, %v: tensor<64x32xbf16>) -> tensor<64x32xbf16>
     attributes {loom.kernel, loom.gpu_attention = {inputs = 3 : i64, key = 1 : i64, query = 0 : i64, value = 2 : i64}} {
   return %q : tensor<64x32xbf16>
