@@ -323,8 +323,8 @@ cl::opt<std::string> printIrAfter(
     cl::value_desc("pass"), cl::cat(loomCategory));
 cl::opt<bool> dumpAfterEachPass(
     "dump-after-each-pass",
-    cl::desc("With --dump-dir: also write the IR after every pass, as "
-             "numbered files under DIR/passes"),
+    cl::desc("With --dump-dir: also write the IR after every pass that "
+             "changes it, as numbered files under DIR/passes"),
     cl::init(false), cl::cat(loomCategory));
 
 /// Options the build given would not read are said, not ignored (as
