@@ -12,11 +12,21 @@ def ConvertLoomToLinalg : Pass<"convert-loom-to-linalg", "mlir::ModuleOp"> {
     value semantics. Elementwise math runs in f32 and rounds to the result's
     storage type; matmuls accumulate in their `accumulate` type; reductions
     (softmax, norms, sum/mean/max, losses) accumulate in f32.
+
+    With `norm-row-block-bytes`, a `loom.norm_grad` runs in an `scf.for`
+    over blocks of rows whose input and gradient take about that many
+    bytes, so that its passes over a block read the cache, not memory (the
+    CPU pipeline's choice; the GPU's row kernels take the rows unblocked).
   }];
+  let options = [
+    Option<"normRowBlockBytes", "norm-row-block-bytes", "int64_t", /*default=*/"0",
+           "Run a norm's gradient in blocks of rows of about this many bytes of "
+           "input and gradient (0: all rows at once)">,
+  ];
   let dependentDialects = [
     "mlir::linalg::LinalgDialect", "mlir::tensor::TensorDialect",
     "mlir::arith::ArithDialect", "mlir::math::MathDialect",
-    "mlir::scf::SCFDialect"
+    "mlir::scf::SCFDialect", "mlir::bufferization::BufferizationDialect"
   ];
 }
 

@@ -183,8 +183,10 @@ void ::loom::buildKernelsPipeline(OpPassManager &pm) {
 }
 
 void ::loom::buildLinalgPipeline(OpPassManager &pm, bool bf16Operands,
-                                 bool inPlaceUpdates) {
-  pm.addPass(mlir::loom::createConvertLoomToLinalg());
+                                 bool inPlaceUpdates, int64_t normRowBlockBytes) {
+  mlir::loom::ConvertLoomToLinalgOptions linalg;
+  linalg.normRowBlockBytes = normRowBlockBytes;
+  pm.addPass(mlir::loom::createConvertLoomToLinalg(linalg));
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseUpdateProducers());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomFuseElementwise());
   // After the fusion, which would put the probabilities' exponentials into

@@ -53,9 +53,10 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
 void buildKernelsPipeline(mlir::OpPassManager &pm);
 
 /// kernels -> linalg: every kernel on linalg/tensor/arith/math, with
-/// elementwise producers fused into their consumers.
+/// elementwise producers fused into their consumers; norm gradients in
+/// blocks of rows of `normRowBlockBytes` (0: unblocked).
 void buildLinalgPipeline(mlir::OpPassManager &pm, bool bf16Operands = false,
-                         bool inPlaceUpdates = false);
+                         bool inPlaceUpdates = false, int64_t normRowBlockBytes = 0);
 
 /// linalg -> buffers: kernels on memrefs, results turned into
 /// out-parameters and temporaries into trailing scratch arguments, so a

@@ -189,9 +189,7 @@ static Value filledF32(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                       b.getF32FloatAttr(value));
 }
 
-/// Reduces the loops of `shape` marked in `reducedLoops` into an f32
-/// accumulator over the others: `acc = combine(acc, f32 inputs...)`.
-static Value buildReduction(
+Value mlir::loom::buildReduction(
     OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
     ArrayRef<bool> reducedLoops, ValueRange inputs,
     ArrayRef<AffineMap> inputMaps, double init,

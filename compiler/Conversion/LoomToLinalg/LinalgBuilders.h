@@ -79,6 +79,14 @@ Value buildConverted(OpBuilder &b, Location loc, RankedTensorType resultType,
 /// rounding instead of two, within the accumulation type).
 Value multiplyAccumulate(OpBuilder &b, Location loc, Value acc, Value a, Value c);
 
+/// Reduces the loops of `shape` marked in `reducedLoops` into an f32
+/// tensor over the others: `acc = combine(acc, f32 inputs...)` starting
+/// from `init`, the inputs read through `inputMaps`.
+Value buildReduction(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                     ArrayRef<bool> reducedLoops, ValueRange inputs,
+                     ArrayRef<AffineMap> inputMaps, double init,
+                     function_ref<Value(OpBuilder &, Location, Value, ValueRange)> combine);
+
 /// Reduces `axis` of the tensors `inputs` (all of `input`'s shape, or
 /// reduced ones given by `inputMaps`) into an f32 tensor without that axis:
 /// `acc = combine(acc, f32 inputs...)` starting from `init`.

@@ -11,9 +11,11 @@ namespace mlir::loom {
 void populateElementwiseToLinalgPatterns(RewritePatternSet &patterns);
 /// Matmul.
 void populateContractionToLinalgPatterns(RewritePatternSet &patterns);
-/// Softmax, layernorm, rmsnorm, sum/mean/max, cross_entropy (and its
-/// gradient), mse.
-void populateReductionsToLinalgPatterns(RewritePatternSet &patterns);
+/// Softmax, layernorm, rmsnorm (and their gradient), sum/mean/max,
+/// cross_entropy (and its gradient), mse. With `normRowBlockBytes`, a
+/// norm's gradient runs in blocks of rows of about that many bytes.
+void populateReductionsToLinalgPatterns(RewritePatternSet &patterns,
+                                        int64_t normRowBlockBytes = 0);
 /// Attention and its gradient, in blocks of queries and keys (not in
 /// populateLoomToLinalgPatterns: they run after the elementwise fusion).
 void populateAttentionToLinalgPatterns(RewritePatternSet &patterns, bool bf16Operands = false);
@@ -34,7 +36,7 @@ void populateMoeToLinalgPatterns(RewritePatternSet &patterns);
 void populateMoeExchangeToLinalgPatterns(RewritePatternSet &patterns);
 
 /// All of the above.
-void populateLoomToLinalgPatterns(RewritePatternSet &patterns);
+void populateLoomToLinalgPatterns(RewritePatternSet &patterns, int64_t normRowBlockBytes = 0);
 
 } // namespace mlir::loom
 

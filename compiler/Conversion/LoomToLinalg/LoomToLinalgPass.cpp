@@ -19,10 +19,11 @@ namespace mlir::loom {
 using namespace mlir;
 using namespace mlir::loom;
 
-void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
+void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns,
+                                              int64_t normRowBlockBytes) {
   populateElementwiseToLinalgPatterns(patterns);
   populateContractionToLinalgPatterns(patterns);
-  populateReductionsToLinalgPatterns(patterns);
+  populateReductionsToLinalgPatterns(patterns, normRowBlockBytes);
   populateDataMovementToLinalgPatterns(patterns);
   populateGradientsToLinalgPatterns(patterns);
   populateMoeToLinalgPatterns(patterns);
@@ -31,6 +32,7 @@ void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns) {
 namespace {
 struct ConvertLoomToLinalg
     : public loom::impl::ConvertLoomToLinalgBase<ConvertLoomToLinalg> {
+  using ConvertLoomToLinalgBase::ConvertLoomToLinalgBase;
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     // The lowerings size their tensors from static shapes, which is all
@@ -59,8 +61,14 @@ struct ConvertLoomToLinalg
     // Lowered after the elementwise fusion (convert-loom-attention-to-linalg).
     target.addLegalOp<AttentionOp, AttentionGradOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    if (normRowBlockBytes < 0) {
+      getOperation().emitError() << "convert-loom-to-linalg: norm-row-block-bytes="
+                                 << static_cast<int64_t>(normRowBlockBytes)
+                                 << " (expected 0 or more bytes)";
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(context);
-    populateLoomToLinalgPatterns(patterns);
+    populateLoomToLinalgPatterns(patterns, normRowBlockBytes);
     if (failed(applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
   }

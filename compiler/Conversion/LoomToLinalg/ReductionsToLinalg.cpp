@@ -10,7 +10,10 @@
 #include "Conversion/LoomToLinalg/LoomToLinalg.h"
 #include "Loom/IR/LoomOps.h"
 
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <limits>
@@ -124,6 +127,28 @@ struct SoftmaxLowering : OpConversionPattern<SoftmaxOp> {
   }
 };
 
+/// A norm's statistics over the last axis of `x`, as f32 tensors without
+/// that axis: the mean (`centered` only) and the second moment,
+/// E[(x - mean)^2] for layernorm, E[x^2] for rmsnorm.
+struct NormStatistics {
+  Value mean, second;
+};
+
+static NormStatistics normStatistics(OpBuilder &b, Location loc, Value x, bool centered) {
+  NormStatistics stats;
+  SmallVector<Value> mean;
+  if (centered) {
+    stats.mean = rowMean(b, loc, x, {},
+                         [](OpBuilder &, Location, ValueRange in) { return in[0]; });
+    mean.push_back(stats.mean);
+  }
+  stats.second = rowMean(b, loc, x, mean, [](OpBuilder &nb, Location l, ValueRange in) -> Value {
+    Value d = in.size() > 1 ? arith::SubFOp::create(nb, l, in[0], in[1]) : in[0];
+    return arith::MulFOp::create(nb, l, d, d);
+  });
+  return stats;
+}
+
 /// Layernorm and rmsnorm over the last dimension.
 template <typename NormOp>
 struct NormLowering : OpConversionPattern<NormOp> {
@@ -143,22 +168,7 @@ struct NormLowering : OpConversionPattern<NormOp> {
     AffineMap feature = AffineMap::get(
         rank, 0, getAffineDimExpr(rank - 1, context), context);
 
-    Value mean;
-    SmallVector<Value> stats;
-    if constexpr (centered) {
-      mean = rowMean(rewriter, loc, x, {},
-                     [](OpBuilder &, Location, ValueRange in) { return in[0]; });
-      stats.push_back(mean);
-    }
-    // E[(x - mean)^2] for layernorm, E[x^2] for rmsnorm.
-    Value second = rowMean(
-        rewriter, loc, x, stats,
-        [](OpBuilder &b, Location l, ValueRange in) -> Value {
-          Value d = in.size() > 1 ? arith::SubFOp::create(b, l, in[0], in[1])
-                                  : in[0];
-          return arith::MulFOp::create(b, l, d, d);
-        });
-
+    auto [mean, second] = normStatistics(rewriter, loc, x, centered);
     SmallVector<Value> inputs{x};
     SmallVector<AffineMap> maps{full};
     if (mean) {
@@ -194,6 +204,298 @@ struct NormLowering : OpConversionPattern<NormOp> {
     rewriter.replaceOp(op, result);
     return success();
   }
+};
+
+/// What loom.norm_grad needs of each row, as f32 tensors over the rows:
+/// the mean (layernorm only), rstd, and the sums of g and of g * x_hat
+/// (g = dy * scale; the sum of g layernorm only).
+struct NormRows {
+  Value mean, rstd, sumG, sumGXHat;
+};
+
+/// One element's values: dy, g = dy * scale, x_hat and its row's rstd.
+struct NormElement {
+  Value dy, g, xHat, rstd;
+};
+
+/// The operands a step of loom.norm_grad reads over [..., D] (x, dy, the
+/// scale, the row's mean and rstd) with their maps, and the element's
+/// values recomputed from them inside the step: no step reads a
+/// full-size intermediate.
+struct NormOperands {
+  SmallVector<Value> values;
+  SmallVector<AffineMap> maps;
+  bool hasScale, hasMean;
+
+  NormOperands(Value x, Value dy, Value scale, Value mean, Value rstd)
+      : hasScale(scale), hasMean(mean) {
+    MLIRContext *context = x.getContext();
+    int64_t rank = shapeOf(x).getRank();
+    AffineMap full = identity(rank, context);
+    AffineMap row = dropDimMap(rank, rank - 1, context);
+    values = {x, dy};
+    maps = {full, full};
+    if (scale) {
+      values.push_back(scale);
+      maps.push_back(AffineMap::get(rank, 0, getAffineDimExpr(rank - 1, context), context));
+    }
+    if (mean) {
+      values.push_back(mean);
+      maps.push_back(row);
+    }
+    values.push_back(rstd);
+    maps.push_back(row);
+  }
+
+  NormElement element(OpBuilder &b, Location l, ValueRange in) const {
+    unsigned i = 0;
+    Value x = in[i++], dy = in[i++];
+    Value g = hasScale ? arith::MulFOp::create(b, l, dy, in[i++]).getResult() : dy;
+    if (hasMean)
+      x = arith::SubFOp::create(b, l, x, in[i++]);
+    Value rstd = in[i++];
+    return {dy, g, arith::MulFOp::create(b, l, x, rstd), rstd};
+  }
+
+  /// The sum over the loops `reduced` of `term(element)`, as f32.
+  Value sum(OpBuilder &b, Location loc, ArrayRef<bool> reduced,
+            function_ref<Value(OpBuilder &, Location, const NormElement &)> term) const {
+    return buildReduction(b, loc, shapeOf(values[0]).getShape(), reduced, values, maps, 0.0,
+                          [&](OpBuilder &nb, Location l, Value acc, ValueRange in) -> Value {
+                            return arith::AddFOp::create(nb, l, acc, term(nb, l, element(nb, l, in)));
+                          });
+  }
+};
+
+/// The loops of `x` ([..., D]) that reduce its last axis, or all but it.
+static SmallVector<bool> normLoops(Value x, bool lastAxis) {
+  SmallVector<bool> reduced(shapeOf(x).getRank(), !lastAxis);
+  reduced.back() = lastAxis;
+  return reduced;
+}
+
+/// The rows' statistics again (two row reductions of x), their rstd, and
+/// their sums of g and g * x_hat.
+static NormRows buildNormRows(OpBuilder &b, Location loc, Value x, Value dy, Value scale,
+                              bool centered, double eps) {
+  NormRows rows;
+  auto [mean, second] = normStatistics(b, loc, x, centered);
+  rows.mean = mean;
+  rows.rstd = buildElementwise(
+      b, loc, shapeOf(second), {second}, {identity(shapeOf(second).getRank(), b.getContext())},
+      [=](OpBuilder &nb, Location l, ValueRange in) -> Value {
+        return math::RsqrtOp::create(
+            nb, l, arith::AddFOp::create(nb, l, in[0], f32Constant(nb, l, eps)));
+      });
+  NormOperands operands(x, dy, scale, rows.mean, rows.rstd);
+  SmallVector<bool> lastAxis = normLoops(x, /*lastAxis=*/true);
+  if (centered)
+    rows.sumG = operands.sum(b, loc, lastAxis,
+                             [](OpBuilder &, Location, const NormElement &e) { return e.g; });
+  rows.sumGXHat = operands.sum(b, loc, lastAxis,
+                               [](OpBuilder &nb, Location l, const NormElement &e) -> Value {
+                                 return arith::MulFOp::create(nb, l, e.g, e.xHat);
+                               });
+  return rows;
+}
+
+/// The scale and bias gradients: sums over the rows of dy * x_hat and of
+/// dy, where asked for (null otherwise).
+static std::pair<Value, Value> buildNormColumns(OpBuilder &b, Location loc, Value x, Value dy,
+                                                const NormRows &rows, bool wantScale,
+                                                bool wantBias) {
+  NormOperands operands(x, dy, Value(), rows.mean, rows.rstd);
+  SmallVector<bool> overRows = normLoops(x, /*lastAxis=*/false);
+  Value scale, bias;
+  if (wantScale)
+    scale = operands.sum(b, loc, overRows, [](OpBuilder &nb, Location l, const NormElement &e) -> Value {
+      return arith::MulFOp::create(nb, l, e.dy, e.xHat);
+    });
+  if (wantBias)
+    bias = operands.sum(b, loc, overRows,
+                        [](OpBuilder &, Location, const NormElement &e) { return e.dy; });
+  return {scale, bias};
+}
+
+/// dx = rstd * (g - sumG / D - x_hat * sumGXHat / D), of `type`.
+static Value buildNormInputGrad(OpBuilder &b, Location loc, Value x, Value dy, Value scale,
+                                const NormRows &rows, RankedTensorType type) {
+  NormOperands operands(x, dy, scale, rows.mean, rows.rstd);
+  size_t count = operands.values.size();
+  AffineMap row = dropDimMap(type.getRank(), type.getRank() - 1, b.getContext());
+  SmallVector<Value> inputs(operands.values);
+  SmallVector<AffineMap> maps(operands.maps);
+  for (Value sum : {rows.sumG, rows.sumGXHat})
+    if (sum) {
+      inputs.push_back(sum);
+      maps.push_back(row);
+    }
+  bool centered = (bool)rows.sumG;
+  int64_t features = type.getShape().back();
+  return buildElementwise(
+      b, loc, type, inputs, maps, [=](OpBuilder &nb, Location l, ValueRange in) -> Value {
+        NormElement e = operands.element(nb, l, in.take_front(count));
+        Value d = f32Constant(nb, l, features);
+        Value centeredG = e.g;
+        unsigned i = count;
+        if (centered)
+          centeredG = arith::SubFOp::create(nb, l, e.g, arith::DivFOp::create(nb, l, in[i++], d));
+        Value projection =
+            arith::MulFOp::create(nb, l, e.xHat, arith::DivFOp::create(nb, l, in[i++], d));
+        return arith::MulFOp::create(nb, l, e.rstd,
+                                     arith::SubFOp::create(nb, l, centeredG, projection));
+      });
+}
+
+/// loom.norm_grad as steps that each read x and dy and the rows' values,
+/// never a full-size intermediate (its formula as separate loom ops had
+/// made six [..., D] tensors). With `rowBlockBytes`, the rows' values and
+/// the parameters' gradients come from an scf.for over blocks of rows
+/// whose x and dy take about that many bytes, so that the steps over a
+/// block read it from the cache: unblocked, each of those six passes went
+/// to memory (9 ms for a 4096 x 1024 f32 norm on one core, torch 3.5 ms).
+/// dx follows in one pass over all rows, straight into its destination.
+struct NormGradLowering : OpConversionPattern<NormGradOp> {
+  NormGradLowering(MLIRContext *context, int64_t rowBlockBytes)
+      : OpConversionPattern(context), rowBlockBytes(rowBlockBytes) {}
+
+  LogicalResult
+  matchAndRewrite(NormGradOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getInputGrad().getType();
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t features = shape.back(), rank = shape.size();
+    int64_t rows = ShapedType::getNumElements(shape.drop_back());
+    bool wantScale = !op.getScaleGrad().use_empty(), wantBias = !op.getBiasGrad().use_empty();
+    Value x = adaptor.getInput(), dy = adaptor.getGrad(), scale = adaptor.getScale();
+    bool centered = op.getCentered();
+    double eps = op.getEpsilon().convertToDouble();
+
+    auto bytesOf = [](Value v) { return shapeOf(v).getElementTypeBitWidth() / 8; };
+    int64_t rowBytes = features * (bytesOf(x) + bytesOf(dy));
+    int64_t block = rowBlockBytes > 0 ? std::max<int64_t>(1, rowBlockBytes / rowBytes) : rows;
+    NormRows rowValues;
+    Value scaleGrad, biasGrad, dx;
+    if (block >= rows || rank < 2) {
+      rowValues = buildNormRows(rewriter, loc, x, dy, scale, centered, eps);
+      std::tie(scaleGrad, biasGrad) =
+          buildNormColumns(rewriter, loc, x, dy, rowValues, wantScale, wantBias);
+      dx = buildNormInputGrad(rewriter, loc, x, dy, scale, rowValues, type);
+    } else {
+      // Over [rows, D] views.
+      SmallVector<ReassociationIndices> toRows{
+          llvm::to_vector(llvm::seq<int64_t>(0, rank - 1)), {rank - 1}};
+      auto flat = [&](Value v) -> Value {
+        return rank == 2 ? v : tensor::CollapseShapeOp::create(rewriter, loc, v, toRows).getResult();
+      };
+      Value xRows = flat(x), dyRows = flat(dy);
+      std::tie(rowValues, scaleGrad, biasGrad) = buildBlocked(
+          rewriter, loc, xRows, dyRows, scale, centered, eps, block, wantScale, wantBias);
+      dx = buildNormInputGrad(rewriter, loc, xRows, dyRows, scale, rowValues,
+                              RankedTensorType::get({rows, features}, type.getElementType()));
+      if (rank != 2)
+        dx = tensor::ExpandShapeOp::create(rewriter, loc, type, dx, toRows);
+    }
+    auto orEmpty = [&](Value grad) -> Value {
+      return grad ? grad
+                  : tensor::EmptyOp::create(rewriter, loc, ArrayRef<int64_t>{features},
+                                            rewriter.getF32Type())
+                        .getResult();
+    };
+    rewriter.replaceOp(op, {dx, orEmpty(scaleGrad), orEmpty(biasGrad)});
+    return success();
+  }
+
+  /// The rows' values of [rows, D] `x` and `dy`, and the parameters'
+  /// gradients where asked for, from an scf.for over whole blocks of
+  /// `block` rows (the rows' values inserted block by block, the gradients
+  /// summed across blocks) and then the remaining rows.
+  static std::tuple<NormRows, Value, Value>
+  buildBlocked(OpBuilder &b, Location loc, Value x, Value dy, Value scale, bool centered,
+               double eps, int64_t block, bool wantScale, bool wantBias) {
+    int64_t rows = shapeOf(x).getDimSize(0), features = shapeOf(x).getDimSize(1);
+    // The carried tensors are allocations of their own: one-shot
+    // bufferization rejects a loop whose init is also a destination
+    // (AttentionToLinalg.cpp's carriedTensor), and tensor.empty ops CSE.
+    auto carried = [&](int64_t size, bool zero) -> Value {
+      Value t = bufferization::AllocTensorOp::create(
+          b, loc, RankedTensorType::get({size}, b.getF32Type()), ValueRange{});
+      return zero ? filledTensor(b, loc, t, b.getF32FloatAttr(0.0)) : t;
+    };
+    // Carried: mean?, rstd, sumG?, sumGXHat (over the rows), then the
+    // scale and bias gradients where asked for.
+    SmallVector<Value> init;
+    for (bool present : {centered, true, centered, true})
+      if (present)
+        init.push_back(carried(rows, /*zero=*/false));
+    for (bool want : {wantScale, wantBias})
+      if (want)
+        init.push_back(carried(features, /*zero=*/true));
+
+    // The rows [start, start + count) into the carried values.
+    auto step = [&](OpBuilder &nb, Value start, int64_t count, ValueRange carry) {
+      auto slice2d = [&](Value v) {
+        return tensor::ExtractSliceOp::create(
+                   nb, loc, v, ArrayRef<OpFoldResult>{start, nb.getIndexAttr(0)},
+                   ArrayRef<OpFoldResult>{nb.getIndexAttr(count), nb.getIndexAttr(features)},
+                   ArrayRef<OpFoldResult>{nb.getIndexAttr(1), nb.getIndexAttr(1)})
+            .getResult();
+      };
+      Value xs = slice2d(x), dys = slice2d(dy);
+      NormRows part = buildNormRows(nb, loc, xs, dys, scale, centered, eps);
+      auto [scalePart, biasPart] = buildNormColumns(nb, loc, xs, dys, part, wantScale, wantBias);
+      SmallVector<Value> next;
+      unsigned i = 0;
+      for (Value rowValue : {part.mean, part.rstd, part.sumG, part.sumGXHat})
+        if (rowValue)
+          next.push_back(tensor::InsertSliceOp::create(
+              nb, loc, rowValue, carry[i++], ArrayRef<OpFoldResult>{start},
+              ArrayRef<OpFoldResult>{nb.getIndexAttr(count)},
+              ArrayRef<OpFoldResult>{nb.getIndexAttr(1)}));
+      for (Value sum : {scalePart, biasPart})
+        if (sum) {
+          // Added into the carried total in place (a loop's carried tensors
+          // stay in their buffers only so).
+          AffineMap same = identity(1, nb.getContext());
+          auto add = linalg::GenericOp::create(
+              nb, loc, carry[i].getType(), ValueRange{sum}, ValueRange{carry[i]},
+              ArrayRef<AffineMap>{same, same}, ArrayRef{utils::IteratorType::parallel},
+              [](OpBuilder &eb, Location l, ValueRange args) {
+                linalg::YieldOp::create(eb, l,
+                                        ValueRange{arith::AddFOp::create(eb, l, args[1], args[0])});
+              });
+          ++i;
+          next.push_back(add.getResult(0));
+        }
+      return next;
+    };
+    int64_t whole = rows / block * block;
+    auto loop = scf::ForOp::create(
+        b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+        arith::ConstantIndexOp::create(b, loc, whole),
+        arith::ConstantIndexOp::create(b, loc, block), init,
+        [&](OpBuilder &nb, Location l, Value start, ValueRange carry) {
+          scf::YieldOp::create(nb, l, step(nb, start, block, carry));
+        });
+    SmallVector<Value> results(loop.getResults());
+    if (whole < rows)
+      results = step(b, arith::ConstantIndexOp::create(b, loc, whole), rows - whole, results);
+
+    NormRows rowValues;
+    unsigned i = 0;
+    for (auto [present, value] :
+         llvm::zip(ArrayRef<bool>{centered, true, centered, true},
+                   ArrayRef<Value *>{&rowValues.mean, &rowValues.rstd, &rowValues.sumG,
+                                     &rowValues.sumGXHat}))
+      if (present)
+        *value = results[i++];
+    Value scaleGrad = wantScale ? results[i++] : Value();
+    Value biasGrad = wantBias ? results[i++] : Value();
+    return {rowValues, scaleGrad, biasGrad};
+  }
+
+  int64_t rowBlockBytes;
 };
 
 /// sum, mean and max over one axis, with keepdim.
@@ -446,7 +748,9 @@ struct MseLowering : OpConversionPattern<MseOp> {
 };
 } // namespace
 
-void mlir::loom::populateReductionsToLinalgPatterns(RewritePatternSet &patterns) {
+void mlir::loom::populateReductionsToLinalgPatterns(RewritePatternSet &patterns,
+                                                    int64_t normRowBlockBytes) {
+  patterns.add<NormGradLowering>(patterns.getContext(), normRowBlockBytes);
   patterns.add<SoftmaxLowering, NormLowering<LayerNormOp>,
                NormLowering<RmsNormOp>, ReduceLowering<SumOp>,
                ReduceLowering<MeanOp>, ReduceLowering<MaxOp>,

@@ -32,6 +32,25 @@ LogicalResult ActivationGradOp::verify() {
   return success();
 }
 
+LogicalResult NormGradOp::verify() {
+  RankedTensorType input = getInput().getType();
+  if (input.getRank() < 1)
+    return emitOpError("cannot normalize a scalar");
+  if (getGrad().getType().getShape() != input.getShape() || getInputGrad().getType() != input)
+    return emitOpError("needs a gradient of the input's shape, and the input's type as "
+                       "its first result");
+  auto feature = RankedTensorType::get({input.getShape().back()}, Float32Type::get(getContext()));
+  if (getScale() && getScale().getType().getShape() != feature.getShape())
+    return emitOpError("needs a scale of the input's last dim, [")
+           << input.getShape().back() << "]";
+  if (getScaleGrad().getType() != feature || getBiasGrad().getType() != feature)
+    return emitOpError("needs f32 [") << input.getShape().back()
+                                      << "] scale and bias gradients";
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError("epsilon must be positive");
+  return success();
+}
+
 LogicalResult MaxMaskOp::verify() {
   RankedTensorType input = getInput().getType(), max = getMax().getType();
   if (getType().getShape() != input.getShape() || max.getRank() != input.getRank() ||

@@ -82,55 +82,24 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &b, ValueRange grads,
   return success();
 }
 
-namespace {
-/// x normalized over its last axis: x_hat = (x - mean) * rstd (in f32).
-struct Normalized {
-  Value xHat, rstd;
-};
-} // namespace
-
-static Normalized normalize(OpBuilder &b, Location loc, Value x, double epsilon,
-                            bool centered) {
-  Value xf = toF32(b, loc, x);
-  if (centered)
-    xf = SubOp::create(b, loc, xf, rowMean(b, loc, xf));
-  Value meanSquare = rowMean(b, loc, MulOp::create(b, loc, xf, xf));
-  Value rstd = DivOp::create(
-      b, loc, scalar(b, loc, 1.0),
-      SqrtOp::create(b, loc, AddOp::create(b, loc, meanSquare,
-                                           scalar(b, loc, epsilon))));
-  return {MulOp::create(b, loc, xf, rstd), rstd};
-}
-
-/// The input gradient of a normalization from g = dy * scale:
-/// rstd * (g - mean(g) - x_hat * mean(g * x_hat)), without the mean(g)
-/// term for rmsnorm (which does not center).
-static Value normInputGrad(OpBuilder &b, Location loc, Value g,
-                           const Normalized &n, bool centered) {
-  Value projected = MulOp::create(
-      b, loc, n.xHat, rowMean(b, loc, MulOp::create(b, loc, g, n.xHat)));
-  Value centeredGrad = centered ? SubOp::create(b, loc, g, rowMean(b, loc, g))
-                                : g;
-  return MulOp::create(b, loc, n.rstd,
-                       SubOp::create(b, loc, centeredGrad, projected));
-}
-
-/// The gradients of a (layer or RMS) norm's input, scale and bias.
+/// The gradients of a (layer or RMS) norm's input, scale and bias: one
+/// loom.norm_grad, its f32 parameter gradients cast to the params' types.
+/// The result's gradient goes in as it is (an f32 one is not rounded to a
+/// 16-bit input's type first: the statistics are f32 either way).
 static void normVjp(OpBuilder &b, Location loc, Value input, Value scale,
                     Value bias, double epsilon, bool centered, Value grad,
                     SmallVectorImpl<Value> &operandGrads) {
-  Normalized n = normalize(b, loc, input, epsilon, centered);
-  Value dy = toF32(b, loc, grad);
-  Value g = scale ? MulOp::create(b, loc, dy, toF32(b, loc, scale)).getResult()
-                  : dy;
-  Value inputGrad = normInputGrad(b, loc, g, n, centered);
-  operandGrads.push_back(
-      castTo(b, loc, inputGrad, typeOf(input).getElementType()));
+  RankedTensorType type = typeOf(input);
+  auto feature = RankedTensorType::get({type.getShape().back()}, b.getF32Type());
+  auto norm = NormGradOp::create(b, loc, TypeRange{type, feature, feature}, input, grad, scale,
+                                 b.getF64FloatAttr(epsilon), centered ? b.getUnitAttr() : nullptr);
+  operandGrads.push_back(norm.getInputGrad());
   if (scale)
     operandGrads.push_back(
-        reduceTo(b, loc, MulOp::create(b, loc, dy, n.xHat), typeOf(scale)));
+        castTo(b, loc, norm.getScaleGrad(), typeOf(scale).getElementType()));
   if (bias)
-    operandGrads.push_back(reduceTo(b, loc, dy, typeOf(bias)));
+    operandGrads.push_back(
+        castTo(b, loc, norm.getBiasGrad(), typeOf(bias).getElementType()));
 }
 
 LogicalResult LayerNormOp::buildVjp(OpBuilder &b, ValueRange grads,

@@ -740,6 +740,20 @@ LogicalResult Partitioner::partition(Operation *op) {
       operands.push_back(Sharding::replicated(globalType(other).getRank()));
     return apply(op, operands, {in});
   }
+  if (auto norm = dyn_cast<NormGradOp>(op)) {
+    // Whole rows, split alike in the input and its gradient; the scale and
+    // bias gradients are sums over the rows, so each rank's are partial
+    // sums over the axes that split the rows.
+    int64_t rank = globalType(norm.getInput()).getRank();
+    Sharding rows = withWhole(norm.getInput(), {rank - 1});
+    SmallVector<Sharding> operands{rows, rows};
+    if (norm.getScale())
+      operands.push_back(Sharding::replicated(1));
+    Sharding feature = Sharding::replicated(1);
+    for (const GridAxes &axes : ArrayRef(rows.dims).drop_back())
+      feature.addPartial(axes);
+    return apply(op, operands, {rows, feature, feature});
+  }
   if (auto embedding = dyn_cast<EmbeddingOp>(op))
     return partitionEmbedding(embedding);
   if (auto split = dyn_cast<SplitOp>(op)) {

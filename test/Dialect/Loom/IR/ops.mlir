@@ -443,6 +443,19 @@ func.func @gradient_ops(%x: tensor<4x1xf32>, %a: tensor<4x8xbf16>,
 
 // -----
 
+// A layernorm's gradients (centered, with a scale) and an rmsnorm's
+// (without one).
+// CHECK-LABEL: func.func @norm_grad
+// CHECK: loom.norm_grad %{{.+}}, %{{.+}} scale %{{.+}} epsilon 1.000000e-05 centered : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: loom.norm_grad %{{.+}}, %{{.+}} epsilon 9.9999999999999995E-7 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+func.func @norm_grad(%x: tensor<4x8xbf16>, %g: tensor<8xf32>, %y: tensor<2x4x8xf32>) {
+  %0:3 = loom.norm_grad %x, %x scale %g epsilon 1.0e-5 centered : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+  %1:3 = loom.norm_grad %y, %y epsilon 1.0e-6 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 // The mean of a gradient over a step's microbatches.
 // CHECK-LABEL: func.func @accumulate
 // CHECK: loom.accumulate %{{.+}} over 4 microbatches : tensor<8x16xf32>

@@ -399,3 +399,27 @@ func.func @attention_heads(%q: tensor<2x4x16x8xbf16>, %k: tensor<2x4x16x8xbf16>,
       -> (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>)
   return %dq, %dk, %dv : tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>
 }
+
+// -----
+
+// A norm's gradients with the rows split over dp (and the features whole,
+// the tp split gathered): dx keeps the rows' split, the scale and bias
+// gradients are each rank's sums over its rows, partial sums over dp
+// reduced once where they are returned whole.
+// CHECK-LABEL: func.func @norm_grad_spmd
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<2x8x8xf32> {loom.sharding = [array<i16: 0>, array<i16>, array<i16: 1>]}, %[[DY:[^:]+]]: tensor<2x8x16xf32> {loom.sharding = [array<i16: 0>, array<i16>, array<i16>]}, %[[G:[^:]+]]: tensor<16xf32>)
+// CHECK: [[XW:%.+]] = shard.all_gather %[[X]] on @g grid_axes = [1] gather_axis = 2 : tensor<2x8x8xf32> -> tensor<2x8x16xf32>
+// CHECK: %[[DX:.+]], %[[DG:.+]], %[[DB:.+]] = loom.norm_grad [[XW]], %[[DY]] scale %[[G]] epsilon 1.000000e-05 centered : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+// CHECK-DAG: shard.all_reduce %[[DG]] on @g grid_axes = [0] : tensor<16xf32> -> tensor<16xf32>
+// CHECK-DAG: shard.all_reduce %[[DB]] on @g grid_axes = [0] : tensor<16xf32> -> tensor<16xf32>
+// CHECK-NOT: shard.all_reduce
+// CHECK: return
+shard.grid @g(shape = 2x2) {loom.axes = ["dp", "tp"]}
+func.func @norm_grad(%x: tensor<4x8x16xf32>, %dy: tensor<4x8x16xf32>, %g: tensor<16xf32>) -> (tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %s = shard.sharding @g split_axes = [[0], [], [1]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<4x8x16xf32>
+  %r = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %dys = shard.shard %dy to %r : tensor<4x8x16xf32>
+  %dx, %dg, %db = loom.norm_grad %xs, %dys scale %g epsilon 1.0e-05 centered : (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<16xf32>) -> (tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %dx, %dg, %db : tensor<4x8x16xf32>, tensor<16xf32>, tensor<16xf32>
+}
