@@ -8,6 +8,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -154,6 +155,14 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
   if (failed(runtime))
     return failure();
   const std::string &mainLib = runtime->main, &runtimeLib = runtime->runtime;
+  // The link reads them: an executable written over one had deleted it
+  // (the linker refused, and clang removed its output).
+  for (const std::string &library : {mainLib, runtimeLib}) {
+    bool same = false;
+    if (!llvm::sys::fs::equivalent(library, output, same) && same)
+      return emitError(loc) << "cannot write the executable over '" << output
+                            << "': it is the Loom runtime library the link reads";
+  }
 
   SmallString<128> glue;
   if (failed(::loom::createTemporaryFile(loc, "loom-glue", "c", glue)))
@@ -186,9 +195,27 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
     args.insert(args.begin(), "--driver-mode=g++");
     args.append(sanitizers.begin(), sanitizers.end());
   }
-  args.append({LOOM_RT_BUILTINS, "-lstdc++", "-lm", "-o", output});
+  // Linked beside `output` and renamed onto it: a failed link leaves an
+  // existing file as it was (clang removes its output when ld fails).
+  SmallString<128> linked;
+  if (succeeded(result)) {
+    int fd = -1;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(output + ".loom-link-%%%%%%", fd,
+                                                             linked))
+      result = emitError(loc) << "cannot write the executable '" << output
+                              << "': " << ec.message();
+    else
+      llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  }
+  args.append({LOOM_RT_BUILTINS, "-lstdc++", "-lm", "-o", linked});
   if (succeeded(result))
     result = run(loc, LOOM_CLANG, args);
+  if (succeeded(result))
+    if (std::error_code ec = llvm::sys::fs::rename(linked, output))
+      result = emitError(loc) << "cannot write the executable '" << output
+                              << "': " << ec.message();
+  if (!linked.empty() && failed(result))
+    llvm::sys::fs::remove(linked);
   llvm::sys::fs::remove(glue);
   llvm::sys::fs::remove(glueObject);
   return result;

@@ -132,9 +132,9 @@ LogicalResult Compilation::run() {
                      "--kernel-report prints a report instead of a stage; "
                      "drop --emit");
   if ((options.explain || options.searchMesh) && (options.emit || options.kernelReport))
-    return emitError(UnknownLoc::get(&context),
-                     "--explain prints a report instead of a stage; drop --emit "
-                     "and --kernel-report");
+    return emitError(UnknownLoc::get(&context))
+           << (options.explain ? "--explain" : "--search-mesh")
+           << " prints a report instead of a stage; drop --emit and --kernel-report";
   // The drawing is made after the kernels stage (explainPlan), which an
   // --emit of kernels or earlier stops before.
   if (!options.meshSvg.empty() && options.emit && *options.emit <= Stage::Kernels)
@@ -303,8 +303,13 @@ LogicalResult Compilation::parse() {
       llvm::none_of(ast->models, [&](const ModelDecl &decl) {
         return decl.name.text == options.model;
       }))
+  {
+    std::string names;
+    for (const ModelDecl &decl : ast->models)
+      names += (names.empty() ? "" : ", ") + decl.name.text;
     return mlir::emitError(UnknownLoc::get(&context), "the script has no model named '")
-           << options.model << "'";
+           << options.model << "' (its models: " << (names.empty() ? "none" : names) << ")";
+  }
   return success();
 }
 
@@ -435,8 +440,13 @@ LogicalResult Compilation::lowerToLinalg() {
   }
   // GPU builds keep the copies: loom-fuse-update-loops rewrites their
   // update kernels, and one plan runs on either device.
+  // On the CPU a norm's gradient runs in blocks of rows that stay in a
+  // core's L2 cache (1 MiB on these Zen 4 cores, 2 MiB on Sapphire Rapids)
+  // with room for their dx; the GPU's row kernels take the rows unblocked.
+  constexpr int64_t kCpuNormRowBlockBytes = 256 * 1024;
   return runPipeline(*module, [&](OpPassManager &pm) {
-    buildLinalgPipeline(pm, bf16Operands, /*inPlaceUpdates=*/!wantsGpu());
+    buildLinalgPipeline(pm, bf16Operands, /*inPlaceUpdates=*/!wantsGpu(),
+                        wantsGpu() ? 0 : kCpuNormRowBlockBytes);
   });
 }
 
@@ -661,8 +671,11 @@ FailureOr<func::FuncOp> Compilation::selectModel() {
   if (models.empty())
     return emitError(loc, "the script has no model named '")
            << options.model << "'";
+  std::string names;
+  for (func::FuncOp model : models)
+    names += (names.empty() ? "" : ", ") + model.getSymName().str();
   return emitError(loc, "the script has ")
-         << models.size() << " models; choose one with --model NAME";
+         << models.size() << " models (" << names << "); choose one with --model NAME";
 }
 
 LogicalResult runDriver(MLIRContext &context, llvm::SourceMgr &sourceMgr,

@@ -55,11 +55,17 @@ std::string meshSvg(const ExplainReport &r) {
   int64_t across = n >= 1 ? r.sizes[n - 1] : 1;
   int64_t down = n >= 2 ? r.sizes[n - 2] : 1;
   int64_t panels = std::max<int64_t>(1, r.ranks / (across * down));
-  // At most 64 ranks are drawn: a larger mesh shows its first panels.
-  int64_t shownPanels = std::max<int64_t>(1, std::min<int64_t>(panels, 64 / std::max<int64_t>(1, across * down)));
-  double panelWidth = across * (box + gap) + 24;
+  // At most 64 ranks are drawn, or the first panel: a larger mesh shows
+  // its first panels, and a panel its first 64 columns and 64 rows (a
+  // dp=2^20 x tp=1024 mesh had drawn one panel of 2^30 boxes, and run out
+  // of memory).
+  int64_t shownAcross = std::min<int64_t>(across, 64);
+  int64_t shownDown = std::min<int64_t>(down, 64);
+  int64_t shownPanels = std::max<int64_t>(
+      1, std::min<int64_t>(panels, 64 / std::max<int64_t>(1, across * down)));
+  double panelWidth = shownAcross * (box + gap) + 24;
   double meshWidth = left + shownPanels * panelWidth;
-  double meshHeight = top + down * (box + gap) + 40;
+  double meshHeight = top + shownDown * (box + gap) + 40;
   // The legend goes below the panels, with room to spare.
   double legendY = meshHeight + 2;
   // Layer instances hold the same params: "block.3.wq" and "block.0.wq"
@@ -106,7 +112,10 @@ std::string meshSvg(const ExplainReport &r) {
     axesNote += ", down: " + r.axes[n - 2];
   if (n >= 3)
     axesNote += ", panels: the other axes";
-  if (shownPanels < panels)
+  if (shownAcross < across || shownDown < down)
+    axesNote += " (the first " + std::to_string(shownDown) + " rows of " +
+                std::to_string(shownAcross) + " ranks)";
+  else if (shownPanels < panels)
     axesNote += " (the first " + std::to_string(shownPanels * across * down) +
                 " ranks)";
   svg += llvm::formatv("<text x=\"{0}\" y=\"42\" fill=\"#555\">{1}</text>\n",
@@ -123,10 +132,10 @@ std::string meshSvg(const ExplainReport &r) {
         heading += (i ? " " : "") + r.axes[i] + "=" +
                    std::to_string(r.coordinate(panel * down * across, i));
       svg += llvm::formatv("<text x=\"{0}\" y=\"{1}\" fill=\"#333\">{2}</text>\n",
-                           x0, top + down * (box + gap) + 12, escape(heading));
+                           x0, top + shownDown * (box + gap) + 12, escape(heading));
     }
-    for (int64_t row = 0; row < down; ++row)
-      for (int64_t col = 0; col < across; ++col) {
+    for (int64_t row = 0; row < shownDown; ++row)
+      for (int64_t col = 0; col < shownAcross; ++col) {
         int64_t rank = (panel * down + row) * across + col;
         int64_t pp = r.stages && ppAxis < n ? r.coordinate(rank, ppAxis) : 0;
         double x = x0 + col * (box + gap), y = top + row * (box + gap);

@@ -4,6 +4,8 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <limits>
+
 using namespace loom;
 using namespace mlir;
 using namespace mlir::loom;
@@ -275,6 +277,12 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
       return Operand::poison();
     if (*n < 1) {
       error(args.at(0)) << "arange needs a positive length, got " << *n;
+      return Operand::poison();
+    }
+    // Its values are i32: longer, the last ones had wrapped negative.
+    if (*n > std::numeric_limits<int32_t>::max()) {
+      error(args.at(0)) << "arange's values are i32, so its length is at most 2147483647, got "
+                        << *n;
       return Operand::poison();
     }
     return Operand::ofTensor(ArangeOp::create(

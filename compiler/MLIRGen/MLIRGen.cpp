@@ -1654,7 +1654,7 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
         names += (names.empty() ? "" : ", ") + dim->names.front().text;
       mlir::emitError(builder.getUnknownLoc())
           << "--dim sets '" << entry.getKey()
-          << "', which the script does not declare before its models (its dims: "
+          << "', which the script does not declare (its dims: "
           << (names.empty() ? std::string("none") : names) << ")";
       return nullptr;
     }

@@ -751,6 +751,18 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
              << "): the compiler names one of them (the train section's loss, grad_norm, "
                 "grad.NAME, next.NAME, opt.NAME, an expert's router); rename the script's";
   }
+  // Every offset lies below the buffers' total (aligned), so a total the
+  // arena can hold keeps placement's int64 sums from wrapping: a model of
+  // 2^61 params' elements had been written with params overlapping at one
+  // offset, an executable the runtime refused.
+  constexpr int64_t kMostArenaBytes = int64_t(1) << 62;
+  int64_t totalBytes = 0;
+  for (const Buffer &buffer : buffers) {
+    totalBytes += std::min(kMostArenaBytes, (buffer.bytes + kAlignment - 1) / kAlignment * kAlignment);
+    if (totalBytes > kMostArenaBytes)
+      return model.emitError("model '")
+             << model.getSymName() << "' needs more than 2^62 bytes of buffers (4 EiB)";
+  }
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;

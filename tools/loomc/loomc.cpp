@@ -29,6 +29,7 @@
 #include "llvm/Support/thread.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <cctype>
@@ -81,7 +82,7 @@ cl::opt<std::string> modelName(
 cl::opt<std::string> gpuArch(
     "gpu-arch", cl::desc("NVIDIA architecture of the GPU stages: sm_50 to "
                          "sm_90a (tensor cores from sm_80, wgmma and TMA on "
-                         "sm_90a)"),
+                         "sm_90a; default sm_90a)"),
     cl::init("sm_90a"), cl::value_desc("sm_50..sm_90a"),
     cl::cat(loomCategory));
 cl::opt<std::string> cpu(
@@ -122,7 +123,7 @@ cl::opt<ReportForm> kernelReport(
 cl::opt<std::string> gpuDevice(
     "gpu-device",
     cl::desc("The GPU --kernel-report and --explain model: a100, a10, l4, "
-             "h100 or h200"),
+             "h100 or h200 (default h200)"),
     cl::init("h200"), cl::value_desc("name"), cl::cat(loomCategory));
 cl::opt<int64_t> gpuSharedLimit(
     "gpu-shared-limit",
@@ -229,7 +230,7 @@ cl::opt<double> gradBucketMb(
     "grad-bucket-mb",
     cl::desc("With --gradients or --train: sum the data-parallel gradients in buckets "
              "of at most this many MiB, one all-reduce each, in the order "
-             "the backward produces them (0: one all-reduce per gradient)"),
+             "the backward produces them (default 25; 0: one all-reduce per gradient)"),
     cl::init(25.0), cl::value_desc("MiB"), cl::cat(loomCategory));
 cl::opt<bool> fuseAttention(
     "fuse-attention",
@@ -429,6 +430,37 @@ bool printOpOnDiagnosticGiven() {
 
 static int loomcMain(int argc, char **argv);
 
+/// Whether an option that takes a value was given an empty one
+/// (`--grad-bucket-mb=`, `-o ''`): LLVM's parsers read an empty number as
+/// 0 and an empty string as unset, so a build script's unset $VAR changed
+/// the build without a word (27 all-reduces instead of 2). Said here.
+static bool rejectEmptyValues(int argc, char **argv) {
+  auto &registered = cl::getRegisteredOptions();
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (arg == "--")
+      break;
+    if (!arg.starts_with("-") || arg == "-")
+      continue;
+    auto [name, value] = arg.ltrim('-').split('=');
+    auto found = registered.find(name);
+    if (found == registered.end())
+      continue;
+    cl::Option *option = found->second;
+    bool attached = arg.contains('=');
+    bool empty = attached ? value.empty()
+                          : option->getValueExpectedFlag() == cl::ValueRequired &&
+                                i + 1 < argc && StringRef(argv[i + 1]).empty();
+    if (empty && option->getValueExpectedFlag() != cl::ValueOptional &&
+        option->getValueExpectedFlag() != cl::ValueDisallowed) {
+      errs() << "loomc: error: " << (name.size() == 1 ? "-" : "--") << name
+             << " was given an empty value\n";
+      return true;
+    }
+  }
+  return false;
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   // The elaborator recurses through layer calls and expressions: scripts
@@ -453,6 +485,8 @@ static int loomcMain(int argc, char **argv) {
        << loom::runtime::kPlanVersion << ", on LLVM and MLIR " << LLVM_VERSION_STRING
        << "\n";
   });
+  if (rejectEmptyValues(argc, argv))
+    return 1;
   cl::ParseCommandLineOptions(argc, argv,
                               "loomc: compiles Loom model scripts\n");
 
@@ -573,16 +607,22 @@ static int loomcMain(int argc, char **argv) {
   if (interNodeBw.getNumOccurrences())
     options.interNodeGBs = interNodeBw;
   // NaN fails these too (it priced every collective at nan us and the
-  // step at 0), and inf, which means nothing here.
-  auto positive = [](std::optional<double> v) {
-    return !v || (*v > 0 && std::isfinite(*v));
+  // step at 0), and inf, which means nothing here. Each names its option
+  // and value.
+  auto refuseLink = [](const cl::opt<double> &option, bool positive) {
+    double v = option;
+    if (std::isfinite(v) && (positive ? v > 0 : v >= 0))
+      return false;
+    errs() << "loomc: error: --" << option.ArgStr << "=" << format("%g", v) << ": expected "
+           << (positive ? "a positive" : "a non-negative") << " finite number\n";
+    return true;
   };
-  auto nonNegative = [](double v) { return v >= 0 && std::isfinite(v); };
-  if (!positive(options.intraNodeGBs) || !positive(options.interNodeGBs) ||
-      gpusPerNode < 1 || !nonNegative(intraNodeLatency) ||
-      !nonNegative(interNodeLatency)) {
-    errs() << "loomc: error: bandwidths and --gpus-per-node must be positive, "
-              "latencies not negative (finite numbers)\n";
+  if ((intraNodeBw.getNumOccurrences() && refuseLink(intraNodeBw, true)) ||
+      (interNodeBw.getNumOccurrences() && refuseLink(interNodeBw, true)) ||
+      refuseLink(intraNodeLatency, false) || refuseLink(interNodeLatency, false))
+    return 1;
+  if (gpusPerNode < 1) {
+    errs() << "loomc: error: --gpus-per-node=" << gpusPerNode << ": expected 1 or more\n";
     return 1;
   }
   options.intraNodeLatencyUs = intraNodeLatency;
@@ -604,10 +644,6 @@ static int loomcMain(int argc, char **argv) {
   }
   options.meshSvg = meshSvg;
   options.timing = timing;
-  if (modelName.getNumOccurrences() && modelName.empty()) {
-    errs() << "loomc: error: --model needs a model's name\n";
-    return 1;
-  }
   warnIdleOptions();
   options.printIrAfter = printIrAfter;
   options.dumpAfterEachPass = dumpAfterEachPass;
@@ -651,18 +687,48 @@ static int loomcMain(int argc, char **argv) {
                << " both name '" << file.second << "'\n";
         return 1;
       }
+    // The dump's own names (NN-stage files, passes/, chunk-N/) in
+    // --dump-dir: the dump had silently overwritten the -o file.
+    SmallString<128> parent(file.second);
+    sys::path::remove_filename(parent);
+    StringRef name = sys::path::filename(file.second);
+    bool dumpName = name == "passes" || name.starts_with("chunk-") ||
+                    (name.size() > 3 && isDigit(name[0]) && isDigit(name[1]) && name[2] == '-');
+    if (!dumpDir.empty() && dumpName && same(parent.empty() ? "." : parent.str(), dumpDir)) {
+      errs() << "loomc: error: " << file.first << " '" << file.second
+             << "' is a file --dump-dir '" << dumpDir << "' writes\n";
+      return 1;
+    }
   }
 
   // Printed stages go to -o (or stdout); an executable is written by the linker.
   std::error_code ec;
   std::string printTo =
       prints && !outputFile.empty() ? outputFile.getValue() : std::string("-");
-  ToolOutputFile output(printTo, ec, sys::fs::OF_TextWithCRLF);
+  // A file is written beside its name and renamed onto it once the
+  // compilation succeeded: a failed --emit had left an existing -o file
+  // truncated (as a failed link now does not). Stdout and device files
+  // (/dev/null) are written in place.
+  SmallString<128> staged;
+  sys::fs::file_status status;
+  bool inPlace = printTo == "-" || (!sys::fs::status(printTo, status) &&
+                                    status.type() != sys::fs::file_type::regular_file);
+  if (!inPlace) {
+    int fd = -1;
+    ec = sys::fs::createUniqueFile(printTo + ".loom-%%%%%%", fd, staged);
+    if (!ec)
+      sys::Process::SafelyCloseFileDescriptor(fd);
+  }
+  std::optional<ToolOutputFile> printed;
+  if (!ec)
+    printed.emplace(inPlace ? StringRef(printTo) : StringRef(staged), ec,
+                        sys::fs::OF_TextWithCRLF);
   if (ec) {
     errs() << "loomc: error: cannot write '" << printTo << "': "
            << ec.message() << "\n";
     return 1;
   }
+  ToolOutputFile &output = *printed;
 
   mlir::DialectRegistry registry;
   loom::registerLoomCompilerDialects(registry);
@@ -699,13 +765,15 @@ static int loomcMain(int argc, char **argv) {
       printUnlocatedDiagnostic(diag);
       return success();
     });
-    // A warning about a script line is said once: each instance of a
-    // layer, and each program built (one rank, per rank), would repeat it
-    // word for word. (Remarks are counted: --remarks=collectives gives one
-    // per collective.)
+    // A warning or error about a script line is said once: each instance
+    // of a layer, and each program built (one rank, per rank), would repeat
+    // it word for word (--gpu-shared-limit's error came twice for a meshed
+    // model). (Remarks are counted: --remarks=collectives gives one per
+    // collective.)
     llvm::StringSet<> said;
     mlir::ScopedDiagnosticHandler once(&context, [&said](mlir::Diagnostic &diag) {
-      if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning)
+      if (diag.getSeverity() != mlir::DiagnosticSeverity::Warning &&
+          diag.getSeverity() != mlir::DiagnosticSeverity::Error)
         return failure();
       std::string key;
       llvm::raw_string_ostream os(key);
@@ -724,5 +792,11 @@ static int loomcMain(int argc, char **argv) {
     return 1;
   }
   output.keep();
+  if (!inPlace)
+    if (std::error_code failed = sys::fs::rename(staged, printTo)) {
+      sys::fs::remove(staged);
+      errs() << "loomc: error: cannot write '" << printTo << "': " << failed.message() << "\n";
+      return 1;
+    }
   return 0;
 }

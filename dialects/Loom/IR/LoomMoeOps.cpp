@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Loom/IR/LoomOps.h"
+
+#include <limits>
 #include "Loom/IR/VjpBuilders.h"
 
 using namespace mlir;
@@ -40,6 +42,15 @@ LogicalResult MoeRouteOp::verify() {
   int64_t buffer = getBuffer().value_or(capacity);
   if (buffer < 1 || buffer > capacity / blocks)
     return emitOpError("buffer must be in [1, capacity / blocks], got ") << buffer;
+  // The routing counts slots and choices in 32 bits (its lowering's
+  // running counts and slot numbers): more had wrapped, dropping and
+  // misrouting tokens without a word.
+  constexpr int64_t kMost = std::numeric_limits<int32_t>::max();
+  if (experts * capacity > kMost || tokens * topK > kMost)
+    return emitOpError("routes ")
+           << experts * capacity << " slots (experts x capacity) and " << tokens * topK
+           << " choices (tokens x top_k); the routing counts in 32 bits, at most " << kMost
+           << " of each";
   if (getOffsets() &&
       failed(expectShape(*this, getOffsets(), "offsets", {1, topK, experts})))
     return failure();

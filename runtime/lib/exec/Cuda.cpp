@@ -1090,7 +1090,8 @@ bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
       // Milliseconds to microseconds.
       trace->addLaunch(timed[t].step, plan.kernels[launch.kernel].name,
                        launch.function, 1000.0 * start, 1000.0 * duration,
-                       access.bytesRead, access.bytesWritten);
+                       access.bytesRead, access.bytesWritten,
+                       plan.kernels[launch.kernel].source);
     }
   }
   return true;

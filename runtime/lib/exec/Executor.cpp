@@ -204,7 +204,8 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
       Clock::time_point after = Clock::now();
       trace->addStep(static_cast<unsigned>(i), kernels[step.kernel]->name,
                      micros(before - start), micros(after - before),
-                     access[i].bytesRead, access[i].bytesWritten);
+                     access[i].bytesRead, access[i].bytesWritten,
+                     plan->kernels[step.kernel].source);
     }
   }
   return true;

@@ -244,7 +244,8 @@ static bool readHeader(std::FILE *file, uint64_t fileSize,
   for (int i = 0; i < 8; ++i)
     length |= static_cast<uint64_t>(lengthBytes[i]) << (8 * i);
   if (length > kMaxSafetensorsHeader) {
-    error = "header length " + std::to_string(length) + " is too large";
+    error = "header length " + std::to_string(length) +
+            " is too large (is this a safetensors file?)";
     return false;
   }
   if (length > fileSize - 8) {

@@ -504,7 +504,7 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
         return false;
       if (!parseNumberIn(value, 0, 1e7, options.collectiveTimeout)) {
         error = "bad --collective-timeout '" + std::string(value) +
-                "' (expected seconds, a number >= 0; 0: no limit)";
+                "' (expected seconds, from 0 to 10000000; 0: no limit)";
         return false;
       }
     } else if (name == "--device") {

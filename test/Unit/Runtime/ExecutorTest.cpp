@@ -124,6 +124,22 @@ TEST(Executor, TraceIsWritten) {
   EXPECT_FALSE(trace.write(dir.path("missing/t.json"), error));
 }
 
+TEST(Executor, TraceNamesTheScriptLine) {
+  // Kernel names (m_k4) do not say what a kernel runs; its source does.
+  TraceRecorder trace;
+  trace.addStep(3, "m_k4", 1.0, 2.0, 8, 4, "ln.loom:9:18");
+  trace.addLaunch(3, "m_k4", "m_k4_launch0", 1.0, 2.0, 8, 4, "ln.loom:9:18");
+  std::string json = trace.toJson();
+  EXPECT_NE(json.find("\"args\":{\"step\":3,\"bytes_read\":8,\"bytes_written\":4,"
+                      "\"source\":\"ln.loom:9:18\"}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"args\":{\"step\":3,\"kernel\":\"m_k4\",\"bytes_read\":8,"
+                      "\"bytes_written\":4,\"source\":\"ln.loom:9:18\"}"),
+            std::string::npos)
+      << json;
+}
+
 TEST(Executor, StepAccessFollowsTheStepOrder) {
   Plan plan;
   std::string error;

@@ -350,7 +350,8 @@ TEST(Safetensors, RejectsBadFilesWithoutCrashing) {
   // A header length near 2^64 must not be allocated or added to.
   writeFile(path, std::string("\xff\xff\xff\xff\xff\xff\xff\xff{}", 10));
   EXPECT_FALSE(readSafetensorsHeader(path, header, error));
-  EXPECT_EQ(error, path + ": header length 18446744073709551615 is too large");
+  EXPECT_EQ(error, path + ": header length 18446744073709551615 is too large "
+                          "(is this a safetensors file?)");
   writeFile(path, safetensorsFile("{}", "").substr(0, 8) + "{");
   EXPECT_FALSE(readSafetensorsHeader(path, header, error));
   EXPECT_EQ(error, path + ": header length 2 runs past the end of the file "

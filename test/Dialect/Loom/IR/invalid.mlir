@@ -1390,6 +1390,54 @@ func.func @broadcast_element_type(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @norm_grad_scalar(%x: tensor<f32>) {
+  // expected-error @+1 {{'loom.norm_grad' op cannot normalize a scalar}}
+  %0:3 = loom.norm_grad %x, %x epsilon 1.0e-5 : (tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<1xf32>, tensor<1xf32>)
+  return
+}
+
+// -----
+
+func.func @norm_grad_shapes(%x: tensor<4x8xf32>, %dy: tensor<4x9xf32>) {
+  // expected-error @+1 {{'loom.norm_grad' op needs a gradient of the input's shape, and the input's type as its first result}}
+  %0:3 = loom.norm_grad %x, %dy epsilon 1.0e-5 : (tensor<4x8xf32>, tensor<4x9xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @norm_grad_result(%x: tensor<4x8xbf16>) {
+  // expected-error @+1 {{'loom.norm_grad' op needs a gradient of the input's shape, and the input's type as its first result}}
+  %0:3 = loom.norm_grad %x, %x epsilon 1.0e-5 : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @norm_grad_scale(%x: tensor<4x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'loom.norm_grad' op needs a scale of the input's last dim, [8]}}
+  %0:3 = loom.norm_grad %x, %x scale %g epsilon 1.0e-5 centered : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @norm_grad_parameter_grads(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.norm_grad' op needs f32 [8] scale and bias gradients}}
+  %0:3 = loom.norm_grad %x, %x epsilon 1.0e-5 : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @norm_grad_epsilon(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.norm_grad' op epsilon must be positive}}
+  %0:3 = loom.norm_grad %x, %x epsilon 0.0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
 func.func @activation_grad_unknown(%x: tensor<4xf32>) {
   // expected-error @+1 {{'loom.activation_grad' op unknown activation 'tanh' (expected gelu, relu or silu)}}
   %0 = loom.activation_grad "tanh" %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -1489,6 +1537,15 @@ func.func @vocab_loss(%m: tensor<4xf32>, %s: tensor<4xf32>, %t: tensor<3xf32>) {
 func.func @moe_route(%p: tensor<16x4xf32>, %p3: tensor<2x8x4xf32>) {
   // expected-error @+1 {{'loom.moe_route' op top_k must be in [1, 4], got 5}}
   %e, %s, %src, %c = loom.moe_route %p top_k 5 capacity 5 : tensor<16x4xf32> -> tensor<16x5xi32>, tensor<16x5xi32>, tensor<20xi32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @moe_route_slots(%p: tensor<16x8xf32>) {
+  // The routing counts in 32 bits: 8 experts of 2^28 slots are 2^31.
+  // expected-error @+1 {{'loom.moe_route' op routes 2147483648 slots (experts x capacity) and 32 choices (tokens x top_k); the routing counts in 32 bits, at most 2147483647 of each}}
+  %e, %s, %src, %c = loom.moe_route %p top_k 2 capacity 268435456 : tensor<16x8xf32> -> tensor<16x2xi32>, tensor<16x2xi32>, tensor<2147483648xi32>, tensor<8xf32>
   return
 }
 

@@ -19,15 +19,17 @@ public:
   void setProcess(unsigned rank) { process = rank; }
   /// Records a step that ran `kernel` from `startUs` for `durationUs`
   /// microseconds (relative to the start of the run), reading `bytesRead`
-  /// and writing `bytesWritten` bytes of its buffers (StepAccess).
+  /// and writing `bytesWritten` bytes of its buffers (StepAccess); `source`
+  /// is the script location the kernel comes from (PlanKernel::source).
   void addStep(unsigned step, const std::string &kernel, double startUs,
                double durationUs, uint64_t bytesRead = 0,
-               uint64_t bytesWritten = 0);
+               uint64_t bytesWritten = 0, const std::string &source = {});
   /// Records a GPU launch of `function` made by step `step` (of `kernel`);
   /// the bytes are the step's, the same on each of its launches.
   void addLaunch(unsigned step, const std::string &kernel,
                  const std::string &function, double startUs, double durationUs,
-                 uint64_t bytesRead = 0, uint64_t bytesWritten = 0);
+                 uint64_t bytesRead = 0, uint64_t bytesWritten = 0,
+                 const std::string &source = {});
   /// Records a collective step (`kind`, e.g. "all-reduce", over `axes`).
   void addCollective(unsigned step, const std::string &kind,
                      const std::string &axes, double startUs,
@@ -48,6 +50,7 @@ private:
     double durationUs;
     uint64_t bytesRead = 0; // kernel steps and launches only
     uint64_t bytesWritten = 0;
+    std::string source; // the kernel's script location, or empty
   };
   std::vector<Event> events;
   unsigned process = 0;
