@@ -47,7 +47,7 @@ def loom_ms(build, work, norm, precision, shape, repeat):
                 f"  train {{\n    loss = l\n    optimizer sgd(lr = 0.1)\n  }}\n}}\n")
     exe, trace = os.path.join(work, "n"), os.path.join(work, "t.json")
     subprocess.run([os.path.join(build, "bin", "loomc"), script, "--gradients", "-o", exe],
-                   check=True)
+                   check=True, stdout=subprocess.DEVNULL)
     subprocess.run([exe, "--random-inputs", "--repeat", str(repeat), "--trace", trace],
                    check=True, stdout=subprocess.DEVNULL)
     kernels = [e for e in json.load(open(trace))["traceEvents"] if e.get("cat") == "kernel"]
