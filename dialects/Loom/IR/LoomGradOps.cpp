@@ -46,8 +46,9 @@ LogicalResult NormGradOp::verify() {
   if (getScaleGrad().getType() != feature || getBiasGrad().getType() != feature)
     return emitOpError("needs f32 [") << input.getShape().back()
                                       << "] scale and bias gradients";
-  if (!(getEpsilon().convertToDouble() > 0))
-    return emitOpError("epsilon must be positive");
+  // The lowering adds it in f32: 1e-60 would be 0 there.
+  if (!(static_cast<float>(getEpsilon().convertToDouble()) > 0))
+    return emitOpError("epsilon must be positive in f32, got ") << getEpsilon().convertToDouble();
   return success();
 }
 

@@ -93,13 +93,21 @@ static void normVjp(OpBuilder &b, Location loc, Value input, Value scale,
   auto feature = RankedTensorType::get({type.getShape().back()}, b.getF32Type());
   auto norm = NormGradOp::create(b, loc, TypeRange{type, feature, feature}, input, grad, scale,
                                  b.getF64FloatAttr(epsilon), centered ? b.getUnitAttr() : nullptr);
+  // Under master weights a 16-bit scale or bias is the cast of its f32
+  // master, whose VJP passes an f32 gradient on as it is: so it stays f32,
+  // as torch's autocast keeps a norm's (it had been rounded to 16 bits and
+  // widened back, 2^-9 off).
+  auto paramGrad = [&](Value param, Value grad) -> Value {
+    auto cast = param.getDefiningOp<CastOp>();
+    if (cast && typeOf(cast.getInput()).getElementType().isF32())
+      return grad;
+    return castTo(b, loc, grad, typeOf(param).getElementType());
+  };
   operandGrads.push_back(norm.getInputGrad());
   if (scale)
-    operandGrads.push_back(
-        castTo(b, loc, norm.getScaleGrad(), typeOf(scale).getElementType()));
+    operandGrads.push_back(paramGrad(scale, norm.getScaleGrad()));
   if (bias)
-    operandGrads.push_back(
-        castTo(b, loc, norm.getBiasGrad(), typeOf(bias).getElementType()));
+    operandGrads.push_back(paramGrad(bias, norm.getBiasGrad()));
 }
 
 LogicalResult LayerNormOp::buildVjp(OpBuilder &b, ValueRange grads,

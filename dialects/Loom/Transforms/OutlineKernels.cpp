@@ -211,6 +211,19 @@ static TransposeOp foldableTranspose(Value operand) {
   return transpose;
 }
 
+/// Whether `op` is a sum or mean of what `group` computes elementwise (or
+/// reduces already): the gradient norm's squares of a gradient, then their
+/// sum. It joins the group, where linalg's fusion squares inside the sum:
+/// as a kernel of its own, it read the squares that its producer's kernel
+/// had written, a second full-size tensor per gradient.
+static bool reducesLatestKernel(Operation *op, const KernelGroup &group) {
+  if (!isa<SumOp, MeanOp>(op))
+    return false;
+  Operation *def = op->getOperand(0).getDefiningOp();
+  return def && group.members.contains(def) &&
+         (isElementwise(def) || isa<SumOp, MeanOp>(def));
+}
+
 /// Gives every matmul operand that is a foldable transpose a copy of its
 /// own, just before the matmul, so that the matmul's kernel holds it
 /// (joinsFoldedTransposes); the original goes. An operand that transposes
@@ -325,6 +338,7 @@ LogicalResult LoomOutlineKernels::outline(func::FuncOp model) {
                      return groups.back().members.contains(v.getDefiningOp());
                    })) ||
                   joinsFoldedTransposes(&op, groups.back()) ||
+                  reducesLatestKernel(&op, groups.back()) ||
                   // A bucket's whole optimizer update is one kernel: its
                   // params' chains are independent elementwise loops.
                   (updateBucketOf(&op) &&

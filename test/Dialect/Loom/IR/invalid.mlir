@@ -1431,8 +1431,17 @@ func.func @norm_grad_parameter_grads(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @norm_grad_epsilon(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{'loom.norm_grad' op epsilon must be positive}}
+  // expected-error @+1 {{'loom.norm_grad' op epsilon must be positive in f32, got 0}}
   %0:3 = loom.norm_grad %x, %x epsilon 0.0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// The lowering adds epsilon in f32, where 1e-60 is 0.
+func.func @norm_grad_epsilon_f32(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'loom.norm_grad' op epsilon must be positive in f32, got 1.000000e-60}}
+  %0:3 = loom.norm_grad %x, %x epsilon 1.0e-60 : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
 
