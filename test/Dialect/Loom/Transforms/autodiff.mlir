@@ -130,15 +130,17 @@ loom.train @master optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "
 // -----
 
 // A tied master weight's gradient is computed in f32 all the way: the
-// head's part (a matmul into f32, then its transpose), the lookup's
+// head's part (a matmul into f32, made [V, D] as dy^T @ h rather than
+// [D, V] as h^T @ dy and then transposed by a copy), the lookup's
 // scatter-add into an f32 table (it reads the bf16 row gradients, which
 // the head's input gradient also is), and their sum; nothing rounds to
 // bf16 before the f32 gradient, so its partial sums stay f32.
 // CHECK-LABEL: func.func @tied
-// CHECK:     %[[HEAD:.+]] = loom.matmul %{{.+}}, %{{.+}} accumulate f32 : (tensor<8x4xbf16>, tensor<4x16xbf16>) -> tensor<8x16xf32>
-// CHECK:     %[[T:.+]] = loom.transpose %[[HEAD]] perm [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+// CHECK:     %[[DYT:.+]] = loom.transpose %{{.+}} perm [1, 0] : tensor<4x16xbf16> -> tensor<16x4xbf16>
+// CHECK:     %[[HEAD:.+]] = loom.matmul %[[DYT]], %{{.+}} accumulate f32 : (tensor<16x4xbf16>, tensor<4x8xbf16>) -> tensor<16x8xf32>
+// CHECK-NOT: loom.transpose %[[HEAD]]
 // CHECK:     %[[LOOKUP:.+]] = loom.embedding_grad %arg0, %{{.+}} : (tensor<4xi32>, tensor<4x8xbf16>) -> tensor<16x8xf32>
-// CHECK:     %[[SUM:.+]] = loom.add %[[T]], %[[LOOKUP]] : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+// CHECK:     %[[SUM:.+]] = loom.add %[[HEAD]], %[[LOOKUP]] : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
 // CHECK-NOT: loom.cast
 // CHECK:     return %{{.+}}, %[[SUM]] : tensor<f32>, tensor<16x8xf32>
 func.func @tied(%ids: tensor<4xi32> {loom.input = "ids"}, %w: tensor<16x8xf32> {loom.param = "w"},
