@@ -14,15 +14,14 @@ ratio = torch / loom (above 1: Loom faster).
 
   benchmarks/cpu/norms.py [BUILD-DIR] [--repeat N]
 """
-import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import best_ms, loom_kernels_ms, parse_args  # noqa: E402
 
 CASES = [
     # norm, precision, shape of a
@@ -38,22 +37,14 @@ def loom_ms(build, work, norm, precision, shape, repeat):
     d = shape[-1]
     call = "layernorm(a, g, b)" if norm == "layernorm" else "rmsnorm(a, g)"
     bias = f"  param b : f32[{d}] init normal(0.1)\n" if norm == "layernorm" else ""
-    script = os.path.join(work, "n.loom")
-    with open(script, "w") as f:
-        f.write(f"precision {precision} accumulate f32\nmodel n {{\n"
-                f"  input t : {shape}\n  param a : {shape} init normal(1)\n"
-                f"  param g : f32[{d}] init uniform(0.5, 1.5)\n{bias}"
-                f"  output l = mse({call}, t)\n"
-                f"  train {{\n    loss = l\n    optimizer sgd(lr = 0.1)\n  }}\n}}\n")
-    exe, trace = os.path.join(work, "n"), os.path.join(work, "t.json")
-    subprocess.run([os.path.join(build, "bin", "loomc"), script, "--gradients", "-o", exe],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run([exe, "--random-inputs", "--repeat", str(repeat), "--trace", trace],
-                   check=True, stdout=subprocess.DEVNULL)
-    kernels = [e for e in json.load(open(trace))["traceEvents"] if e.get("cat") == "kernel"]
-    per_run = len(kernels) // repeat
-    return min(sum(e["dur"] for e in kernels[i * per_run:(i + 1) * per_run])
-               for i in range(repeat)) / 1000
+    return loom_kernels_ms(
+        build, work,
+        f"precision {precision} accumulate f32\nmodel n {{\n"
+        f"  input t : {shape}\n  param a : {shape} init normal(1)\n"
+        f"  param g : f32[{d}] init uniform(0.5, 1.5)\n{bias}"
+        f"  output l = mse({call}, t)\n"
+        f"  train {{\n    loss = l\n    optimizer sgd(lr = 0.1)\n  }}\n}}\n",
+        repeat, loomc_args=["--gradients"])
 
 
 def torch_ms(norm, precision, shape, repeat):
@@ -73,20 +64,11 @@ def torch_ms(norm, precision, shape, repeat):
         loss = ((y.to(dtype).float() - t.float()) ** 2).mean()
         torch.autograd.grad(loss, [a, g] + ([b] if norm == "layernorm" else []))
 
-    step()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - start)
-    return best * 1000
+    return best_ms(step, repeat)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("build", nargs="?", default="build")
-    parser.add_argument("--repeat", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
     torch.set_num_threads(1)
     print(f"{'case':10s} {'dtype':5s} {'shape':16s} {'loom ms':>9s} {'torch ms':>9s} {'ratio':>6s}")
     with tempfile.TemporaryDirectory() as work:

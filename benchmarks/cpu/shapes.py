@@ -11,18 +11,17 @@ best of as many calls. ratio = torch / loom (above 1: Loom faster).
 
   benchmarks/cpu/shapes.py [BUILD-DIR] [--repeat N]
 """
-import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 # Debian's torch runs f32 matmuls in OpenBLAS's pthread build, whose pool
 # set_num_threads does not bound (benchmarks/README.md).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import best_ms, loom_kernels_ms, parse_args  # noqa: E402
 
 CASES = [
     # name, precision, a shape, b shape, transpose b
@@ -42,37 +41,21 @@ CASES = [
 
 
 def loom_ms(build, work, precision, a, b, transposed, repeat):
-    script = os.path.join(work, "m.loom")
-    with open(script, "w") as f:
-        f.write(f"precision {precision} accumulate f32\nmodel m {{\n"
-                f"  input a : {a}\n  input b : {b}\n"
-                f"  output c = a @ {'transpose(b)' if transposed else 'b'}\n}}\n")
-    exe, trace = os.path.join(work, "m"), os.path.join(work, "t.json")
-    subprocess.run([os.path.join(build, "bin", "loomc"), script, "-o", exe], check=True)
-    subprocess.run([exe, "--random-inputs", "--repeat", str(repeat), "--trace", trace],
-                   check=True, stdout=subprocess.DEVNULL)
-    kernels = [e for e in json.load(open(trace))["traceEvents"] if e.get("cat") == "kernel"]
-    per_run = len(kernels) // repeat
-    return min(sum(e["dur"] for e in kernels[i * per_run:(i + 1) * per_run])
-               for i in range(repeat)) / 1000
+    return loom_kernels_ms(
+        build, work,
+        f"precision {precision} accumulate f32\nmodel m {{\n"
+        f"  input a : {a}\n  input b : {b}\n"
+        f"  output c = a @ {'transpose(b)' if transposed else 'b'}\n}}\n", repeat)
 
 
 def torch_ms(precision, a, b, transposed, repeat):
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     x, y = torch.randn(a, dtype=dtype), torch.randn(b, dtype=dtype)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        x @ (y.transpose(-1, -2) if transposed else y)
-        best = min(best, time.perf_counter() - start)
-    return best * 1000
+    return best_ms(lambda: x @ (y.transpose(-1, -2) if transposed else y), repeat)
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("build", nargs="?", default="build")
-    parser.add_argument("--repeat", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
     torch.set_num_threads(1)
     print(f"{'case':22s} {'dtype':5s} {'loom ms':>9s} {'torch ms':>9s} {'ratio':>6s}")
     with tempfile.TemporaryDirectory() as work:
