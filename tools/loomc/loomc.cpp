@@ -722,7 +722,7 @@ static int loomcMain(int argc, char **argv) {
   std::optional<ToolOutputFile> printed;
   if (!ec)
     printed.emplace(inPlace ? StringRef(printTo) : StringRef(staged), ec,
-                        sys::fs::OF_TextWithCRLF);
+                    sys::fs::OF_TextWithCRLF);
   if (ec) {
     errs() << "loomc: error: cannot write '" << printTo << "': "
            << ec.message() << "\n";
