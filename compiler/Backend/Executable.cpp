@@ -196,9 +196,15 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
     args.append(sanitizers.begin(), sanitizers.end());
   }
   // Linked beside `output` and renamed onto it: a failed link leaves an
-  // existing file as it was (clang removes its output when ld fails).
+  // existing file as it was (clang removes its output when ld fails). An
+  // existing output that is not a regular file (/dev/null) is linked in
+  // place: renamed onto, /dev/null had become a regular file.
   SmallString<128> linked;
-  if (succeeded(result)) {
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(output, status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file)
+    linked = output;
+  else if (succeeded(result)) {
     int fd = -1;
     if (std::error_code ec = llvm::sys::fs::createUniqueFile(output + ".loom-link-%%%%%%", fd,
                                                              linked))
@@ -210,11 +216,12 @@ LogicalResult (::loom::linkExecutable)(Location loc, const Plan &plan,
   args.append({LOOM_RT_BUILTINS, "-lstdc++", "-lm", "-o", linked});
   if (succeeded(result))
     result = run(loc, LOOM_CLANG, args);
-  if (succeeded(result))
+  bool staged = linked != output;
+  if (succeeded(result) && staged)
     if (std::error_code ec = llvm::sys::fs::rename(linked, output))
       result = emitError(loc) << "cannot write the executable '" << output
                               << "': " << ec.message();
-  if (!linked.empty() && failed(result))
+  if (staged && !linked.empty() && failed(result))
     llvm::sys::fs::remove(linked);
   llvm::sys::fs::remove(glue);
   llvm::sys::fs::remove(glueObject);
