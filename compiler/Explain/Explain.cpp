@@ -889,21 +889,15 @@ void Explainer::simulate() {
 }
 
 FailureOr<ExplainReport> Explainer::run() {
-  // The report's sums stay in int64 where all the program holds does: a
+  // The report's sums stay in int64 where all the program holds does (a
   // model of 2^61 params' elements had printed negative bytes and passed
-  // --memory-limit (the plan builder refuses such a model too).
-  constexpr int64_t kMostBytes = int64_t(1) << 62;
+  // --memory-limit): the plan's bound, on every value.
   int64_t held = 0;
-  auto hold = [&](Type type) {
-    if (isa<ShapedType>(type))
-      held = std::min(kMostBytes + 1, held + std::min(kMostBytes, bytesOf(type)));
-  };
-  for (Type type : model.getArgumentTypes())
-    hold(type);
-  model.walk([&](Operation *op) { llvm::for_each(op->getResultTypes(), hold); });
-  if (held > kMostBytes)
-    return model.emitError("model '")
-           << model.getSymName() << "' needs more than 2^62 bytes of buffers (4 EiB)";
+  SmallVector<Type> types(model.getArgumentTypes());
+  model.walk([&](Operation *op) { llvm::append_range(types, op->getResultTypes()); });
+  for (Type type : types)
+    if (failed(addModelBytes(model, held, bytesOf(type))))
+      return failure();
   readMesh();
   placeSteps();
   for (auto &[op, place] : places)

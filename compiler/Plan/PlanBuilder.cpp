@@ -450,6 +450,14 @@ static void markRanks(const PipelineParts &pipeline, const mlir::loom::Grid &gri
       buffer.ranks.set(0);
 }
 
+LogicalResult(::loom::addModelBytes)(func::FuncOp model, int64_t &total, int64_t bytes) {
+  total = std::min(kMostModelBytes + 1, total + std::min(kMostModelBytes, bytes));
+  if (total <= kMostModelBytes)
+    return success();
+  return model.emitError("model '") << model.getSymName()
+                                    << "' needs more than 2^62 bytes of buffers (4 EiB)";
+}
+
 FailureOr<::loom::Plan> (::loom::buildPlan)(
     func::FuncOp model,
     const llvm::StringMap<SmallVector<ShapedType>> &scratch,
@@ -751,18 +759,11 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
              << "): the compiler names one of them (the train section's loss, grad_norm, "
                 "grad.NAME, next.NAME, opt.NAME, an expert's router); rename the script's";
   }
-  // Every offset lies below the buffers' total (aligned), so a total the
-  // arena can hold keeps placement's int64 sums from wrapping: a model of
-  // 2^61 params' elements had been written with params overlapping at one
-  // offset, an executable the runtime refused.
-  constexpr int64_t kMostArenaBytes = int64_t(1) << 62;
   int64_t totalBytes = 0;
-  for (const Buffer &buffer : buffers) {
-    totalBytes += std::min(kMostArenaBytes, (buffer.bytes + kAlignment - 1) / kAlignment * kAlignment);
-    if (totalBytes > kMostArenaBytes)
-      return model.emitError("model '")
-             << model.getSymName() << "' needs more than 2^62 bytes of buffers (4 EiB)";
-  }
+  for (const Buffer &buffer : buffers)
+    if (failed(addModelBytes(model, totalBytes,
+                             (buffer.bytes + kAlignment - 1) / kAlignment * kAlignment)))
+      return failure();
   Plan plan;
   plan.arenaBytes = placeBuffers(buffers);
   plan.kernels = kernels;

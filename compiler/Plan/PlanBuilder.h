@@ -56,6 +56,16 @@ buildPlan(mlir::func::FuncOp model,
           const llvm::StringMap<llvm::SmallVector<mlir::ShapedType>> &scratch,
           const GpuCode *gpu = nullptr);
 
+/// The most bytes a model's buffers may take together: every arena offset
+/// lies below their total, so the plan's (and --explain's) int64 sums
+/// cannot wrap. A model of 2^61 params' elements had been planned with
+/// params overlapping at one offset, and explained with negative bytes.
+constexpr int64_t kMostModelBytes = int64_t(1) << 62;
+
+/// Adds `bytes` (each below 2^62) to `total`, saturating past
+/// kMostModelBytes; an error at `model` once the total passes it.
+mlir::LogicalResult addModelBytes(mlir::func::FuncOp model, int64_t &total, int64_t bytes);
+
 /// Whether `op` is a call of a model whose kernel only reshapes its one
 /// argument (loom.reshape, or the collapse and expand it lowers to: a view
 /// of the same row-major bytes), where the argument is another kernel's

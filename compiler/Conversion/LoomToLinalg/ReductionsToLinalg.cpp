@@ -211,6 +211,21 @@ struct NormLowering : OpConversionPattern<NormOp> {
 /// (g = dy * scale; the sum of g layernorm only).
 struct NormRows {
   Value mean, rstd, sumG, sumGXHat;
+
+  /// The values present, in order (a loop carries them).
+  SmallVector<Value> present() const {
+    SmallVector<Value> values;
+    for (Value v : {mean, rstd, sumG, sumGXHat})
+      if (v)
+        values.push_back(v);
+    return values;
+  }
+  /// The inverse of present(): `values` in order, of a layernorm's
+  /// (`centered`, all four) or an rmsnorm's (rstd and sumGXHat).
+  static NormRows of(ArrayRef<Value> values, bool centered) {
+    return centered ? NormRows{values[0], values[1], values[2], values[3]}
+                    : NormRows{Value(), values[0], Value(), values[1]};
+  }
 };
 
 /// One element's values: dy, g = dy * scale, x_hat and its row's rstd.
@@ -377,7 +392,7 @@ struct NormGradLowering : OpConversionPattern<NormGradOp> {
     int64_t block = rowBlockBytes > 0 ? std::max<int64_t>(1, rowBlockBytes / rowBytes) : rows;
     NormRows rowValues;
     Value scaleGrad, biasGrad, dx;
-    if (block >= rows || rank < 2) {
+    if (block >= rows) {
       rowValues = buildNormRows(rewriter, loc, x, dy, scale, centered, eps);
       std::tie(scaleGrad, biasGrad) =
           buildNormColumns(rewriter, loc, x, dy, rowValues, wantScale, wantBias);
@@ -423,12 +438,12 @@ struct NormGradLowering : OpConversionPattern<NormGradOp> {
           b, loc, RankedTensorType::get({size}, b.getF32Type()), ValueRange{});
       return zero ? filledTensor(b, loc, t, b.getF32FloatAttr(0.0)) : t;
     };
-    // Carried: mean?, rstd, sumG?, sumGXHat (over the rows), then the
-    // scale and bias gradients where asked for.
+    // Carried: the rows' values (NormRows::present), then the scale and
+    // bias gradients where asked for.
+    size_t rowValueCount = centered ? 4 : 2;
     SmallVector<Value> init;
-    for (bool present : {centered, true, centered, true})
-      if (present)
-        init.push_back(carried(rows, /*zero=*/false));
+    for (size_t i = 0; i < rowValueCount; ++i)
+      init.push_back(carried(rows, /*zero=*/false));
     for (bool want : {wantScale, wantBias})
       if (want)
         init.push_back(carried(features, /*zero=*/true));
@@ -447,12 +462,11 @@ struct NormGradLowering : OpConversionPattern<NormGradOp> {
       auto [scalePart, biasPart] = buildNormColumns(nb, loc, xs, dys, part, wantScale, wantBias);
       SmallVector<Value> next;
       unsigned i = 0;
-      for (Value rowValue : {part.mean, part.rstd, part.sumG, part.sumGXHat})
-        if (rowValue)
-          next.push_back(tensor::InsertSliceOp::create(
-              nb, loc, rowValue, carry[i++], ArrayRef<OpFoldResult>{start},
-              ArrayRef<OpFoldResult>{nb.getIndexAttr(count)},
-              ArrayRef<OpFoldResult>{nb.getIndexAttr(1)}));
+      for (Value rowValue : part.present())
+        next.push_back(tensor::InsertSliceOp::create(
+            nb, loc, rowValue, carry[i++], ArrayRef<OpFoldResult>{start},
+            ArrayRef<OpFoldResult>{nb.getIndexAttr(count)},
+            ArrayRef<OpFoldResult>{nb.getIndexAttr(1)}));
       for (Value sum : {scalePart, biasPart})
         if (sum) {
           // Added into the carried total in place (a loop's carried tensors
@@ -482,14 +496,8 @@ struct NormGradLowering : OpConversionPattern<NormGradOp> {
     if (whole < rows)
       results = step(b, arith::ConstantIndexOp::create(b, loc, whole), rows - whole, results);
 
-    NormRows rowValues;
-    unsigned i = 0;
-    for (auto [present, value] :
-         llvm::zip(ArrayRef<bool>{centered, true, centered, true},
-                   ArrayRef<Value *>{&rowValues.mean, &rowValues.rstd, &rowValues.sumG,
-                                     &rowValues.sumGXHat}))
-      if (present)
-        *value = results[i++];
+    NormRows rowValues = NormRows::of(ArrayRef(results).take_front(rowValueCount), centered);
+    size_t i = rowValueCount;
     Value scaleGrad = wantScale ? results[i++] : Value();
     Value biasGrad = wantBias ? results[i++] : Value();
     return {rowValues, scaleGrad, biasGrad};

@@ -205,16 +205,11 @@ LogicalResult TransposeOp::buildVjp(OpBuilder &b, ValueRange grads,
   auto product = grads[0].getDefiningOp<MatmulOp>();
   if (product && product->use_empty() && permutation.size() == 2 &&
       typeOf(product.getLhs()).getRank() == 2 && typeOf(product.getRhs()).getRank() == 2) {
+    // p is the matmul VJP's own a^T: loom-outline-kernels reads its
+    // transpose back as a itself (foldOperandTransposes).
     Location loc = getLoc();
-    // p is the VJP's own a^T: its transpose is a itself.
-    auto transposed = [&](Value v) -> Value {
-      auto t = v.getDefiningOp<TransposeOp>();
-      if (t && t.getPermutation() == ArrayRef<int64_t>{1, 0})
-        return t.getInput();
-      return swapLastTwo(b, loc, v);
-    };
-    Value swapped = MatmulOp::create(b, loc, transposed(product.getRhs()),
-                                     transposed(product.getLhs()),
+    Value swapped = MatmulOp::create(b, loc, swapLastTwo(b, loc, product.getRhs()),
+                                     swapLastTwo(b, loc, product.getLhs()),
                                      product.getAccumulateAttr(), product.getMultiplyAttr());
     operandGrads.assign({swapped});
     return success();

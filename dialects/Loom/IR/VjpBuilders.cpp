@@ -77,8 +77,3 @@ Value vjp::rowSum(OpBuilder &b, Location loc, Value value) {
   return SumOp::create(b, loc, value, typeOf(value).getRank() - 1,
                        /*keepdim=*/true);
 }
-
-Value vjp::rowMean(OpBuilder &b, Location loc, Value value) {
-  return MeanOp::create(b, loc, value, typeOf(value).getRank() - 1,
-                        /*keepdim=*/true);
-}

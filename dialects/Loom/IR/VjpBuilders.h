@@ -47,9 +47,8 @@ Value swapLastTwo(OpBuilder &b, Location loc, Value value);
 /// `value` reshaped to `shape` (a loom.reshape when it differs).
 Value reshapeTo(OpBuilder &b, Location loc, Value value, ArrayRef<int64_t> shape);
 
-/// The sum (or mean) of `value` over its last axis, keeping the axis.
+/// The sum of `value` over its last axis, keeping the axis.
 Value rowSum(OpBuilder &b, Location loc, Value value);
-Value rowMean(OpBuilder &b, Location loc, Value value);
 
 } // namespace mlir::loom::vjp
 
