@@ -238,10 +238,46 @@ void StagePlacer::copyParamReadsPerStage() {
   }
 }
 
+/// The stages of an update op whose operands lie on disjoint stages: those
+/// of its largest operands, so that the smaller ones cross (a stage's
+/// gradient is scaled by the clip factor where it is, not sent to the
+/// factor's stage). Equally large tensors each keep their stages and
+/// exchange their values (a tied embedding's two gradient parts, summed on
+/// both its stages, as Megatron-LM's embedding group all-reduces them). A
+/// scalar is computed once, on its first operand's stages: the stages'
+/// sums of squares then gather on one stage, one 4-byte transfer each,
+/// where computing each partial total on every stage it had reached sent
+/// O(stages^2) of them.
+static llvm::SmallSetVector<int64_t, 4>
+stagesAcross(Operation *op,
+             ArrayRef<std::pair<Value, llvm::SmallSetVector<int64_t, 4>>> placed) {
+  auto elements = [](Value v) -> int64_t {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.hasStaticShape() ? type.getNumElements()
+                                         : std::numeric_limits<int64_t>::max();
+  };
+  int64_t largest = 0;
+  for (const auto &[value, at] : placed)
+    largest = std::max(largest, elements(value));
+  bool scalar = llvm::all_of(op->getResultTypes(), [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && tensor.getRank() == 0;
+  });
+  llvm::SmallSetVector<int64_t, 4> stages;
+  for (const auto &[value, at] : placed) {
+    if (elements(value) != largest)
+      continue;
+    stages.insert(at.begin(), at.end());
+    if (scalar)
+      break;
+  }
+  return stages;
+}
+
 /// An update op runs on the stages that hold every operand it reads (the
 /// stage of a per-microbatch value, the stages of an update value); one
 /// that reads only arguments runs where its readers do; one whose operands
-/// lie on disjoint stages runs on each of them.
+/// lie on disjoint stages runs as stagesAcross says.
 void StagePlacer::placeUpdate() {
   Block &body = func.getBody().front();
   using Stages = llvm::SmallSetVector<int64_t, 4>;
@@ -251,7 +287,7 @@ void StagePlacer::placeUpdate() {
     if (loop.contains(&op))
       continue;
     std::optional<Stages> common;
-    Stages all;
+    SmallVector<std::pair<Value, Stages>> placed;
     for (Value operand : op.getOperands()) {
       Operation *def = operand.getDefiningOp();
       if (!def)
@@ -265,7 +301,7 @@ void StagePlacer::placeUpdate() {
           continue; // reads only arguments: placed below
         at = found->second;
       }
-      all.insert(at.begin(), at.end());
+      placed.push_back({operand, at});
       if (!common) {
         common = at;
       } else {
@@ -281,7 +317,7 @@ void StagePlacer::placeUpdate() {
       free.push_back(&op);
       continue;
     }
-    present[&op] = common->empty() ? all : *common;
+    present[&op] = common->empty() ? stagesAcross(&op, placed) : *common;
   }
   // What reads only arguments runs where its readers do.
   for (Operation *op : llvm::reverse(free)) {
