@@ -24,8 +24,12 @@ using mlir::loom::constantIndex;
 
 /// Ops worth recomputing inside a kernel rather than passing in: they are
 /// free, and views must not cross (a bare pointer would lose the offset).
+/// A global's address is a constant too: host-side code had taken a
+/// constant tensor's `memref.get_global` into its single-thread launch,
+/// away from the copy launch that read it.
 static bool isSunk(Operation *op) {
-  return op->hasTrait<OpTrait::ConstantLike>() || isa<ViewLikeOpInterface>(op) ||
+  return op->hasTrait<OpTrait::ConstantLike>() ||
+         isa<ViewLikeOpInterface, memref::GetGlobalOp>(op) ||
          (op->getDialect() && op->getDialect()->getNamespace() == "arith" &&
           isMemoryEffectFree(op));
 }

@@ -99,9 +99,12 @@ struct LoomBucketGradients
         if (isGradientSum(sum, func))
           sums.push_back(sum);
       });
-      llvm::stable_sort(sums, [](shard::AllReduceOp a, shard::AllReduceOp b) {
-        return a.getInput().getDefiningOp()->isBeforeInBlock(
-            b.getInput().getDefiningOp());
+      // (Sums of one gradient keep their own order: a total order, so
+      // llvm::sort serves where stable_sort's buffer is deprecated.)
+      llvm::sort(sums, [](shard::AllReduceOp a, shard::AllReduceOp b) {
+        Operation *x = a.getInput().getDefiningOp();
+        Operation *y = b.getInput().getDefiningOp();
+        return x == y ? a->isBeforeInBlock(b) : x->isBeforeInBlock(y);
       });
       // One run of buckets per (axes, element type, pipeline stage), filled
       // greedily: a stage's ranks sum their own gradients.

@@ -876,3 +876,28 @@ func.func @dead_host_code(%ids: memref<2xi32>) {
   %twice = arith.addi %id, %id : i32
   return
 }
+
+// -----
+
+// A constant's global is sunk into the launch that copies it, like a
+// constant: host-side code beside it (a scalar store, in one thread) had
+// taken the get_global into its own launch, out of the copy's reach (a
+// dominance error in a GPU --train build).
+// CHECK-LABEL: func.func @global_beside_host_code
+// CHECK: gpu.launch
+// CHECK-NOT: memref.get_global
+// CHECK: memref.store
+// CHECK: gpu.terminator
+// CHECK: gpu.launch
+// CHECK: memref.get_global @__constant_1xf32
+// CHECK: memref.load
+// CHECK: gpu.terminator
+memref.global "private" constant @__constant_1xf32 : memref<1xf32> = dense<1.0>
+func.func @global_beside_host_code(%copy: memref<1xf32>, %half: memref<1xf32>) {
+  %c0 = arith.constant 0 : index
+  %cst = arith.constant 5.000000e-01 : f32
+  %0 = memref.get_global @__constant_1xf32 : memref<1xf32>
+  memref.store %cst, %half[%c0] : memref<1xf32>
+  memref.copy %0, %copy : memref<1xf32> to memref<1xf32>
+  return
+}
