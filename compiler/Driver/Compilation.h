@@ -76,7 +76,8 @@ public:
   bool gradientsOnly() const { return options.gradients && !options.train; }
   /// Why a --gradients build cannot run schedule `kindName`, appended to
   /// the schedule's error (empty where it can).
-  std::string gradientsNote(llvm::StringRef kindName) const;
+  std::string gradientsNote(llvm::StringRef kindName, llvm::StringRef axis,
+                            unsigned stages, unsigned ranks) const;
   bool wantsSchedule() const {
     return options.emit == Stage::Schedule || !options.scheduleSvg.empty();
   }

@@ -103,7 +103,7 @@ LogicalResult Compilation::planSchedule() {
   FailureOr<rt::Schedule> verified = verifiedSchedule(
       model.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
       model.getSymName(), axis, ranks, stages, microbatches,
-      gradientsNote(kindName));
+      gradientsNote(kindName, axis.getValue(), stages, ranks));
   if (failed(verified))
     return failure();
   const rt::Schedule &built = *verified;
@@ -155,13 +155,28 @@ LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
   return verifiedSchedule(
       spmd.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
       of ? of.getValue() : "", axis, axisRanks(holder, axis),
-      static_cast<unsigned>(count.getInt()), microbatches, gradientsNote(kindName));
+      static_cast<unsigned>(count.getInt()), microbatches,
+      gradientsNote(kindName, axis, static_cast<unsigned>(count.getInt()),
+                    axisRanks(holder, axis)));
 }
 
-std::string Compilation::gradientsNote(llvm::StringRef kindName) const {
-  return gradientsOnly() && kindName == "interleaved"
+std::string Compilation::gradientsNote(llvm::StringRef kindName, llvm::StringRef axis,
+                                       unsigned stages, unsigned ranks) const {
+  if (!gradientsOnly())
+    return "";
+  // Several stages per rank need the interleaved schedule, and it needs
+  // more microbatches than one: every schedule is refused, so say what is
+  // left (each refusal had pointed at the other).
+  if (ranks > 0 && stages > ranks)
+    return ("; a --gradients build runs the whole batch as one microbatch, "
+            "too few for the interleaved schedule that several stages per "
+            "rank need: build it with --mesh " + axis + "=" + llvm::Twine(stages) +
+            " (a stage per rank) or --mesh " + axis + "=1")
+        .str();
+  return kindName == "interleaved"
              ? "; a --gradients build runs the whole batch as one microbatch, "
-               "too few for the interleaved schedule"
+               "too few for the interleaved schedule: build it with "
+               "--schedule 1f1b (its stages are one per rank)"
              : "";
 }
 

@@ -656,7 +656,10 @@ bool Parser::parseArguments(std::vector<ExprPtr> &args,
     if (!args.empty() || !kwargs.empty())
       if (consumeIf(close))
         return true;
-    if (tok.is(TokenKind::identifier)) {
+    // A keyword before '=' is a name too (`softmax(x, dim = -1)`), so the
+    // call can say which arguments it takes; it had been "expected an
+    // expression, got 'dim'".
+    if (tok.is(TokenKind::identifier) || tok.isKeyword()) {
       if (!hasPeek) {
         peekTok = lexSkippingErrors();
         hasPeek = true;

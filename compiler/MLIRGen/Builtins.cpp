@@ -40,8 +40,16 @@ public:
     }
     for (const KeywordArg &kwarg : call.kwargs)
       if (!llvm::is_contained(keywords, kwarg.name)) {
-        e.error(kwarg.loc) << call.callee << " has no argument '" << kwarg.name
-                           << "'";
+        InFlightDiagnostic diag = e.error(kwarg.loc);
+        diag << call.callee << " has no argument '" << kwarg.name << "'";
+        // Say what it has: torch's `dim =` is Loom's `axis =`.
+        if (keywords.size()) {
+          diag << " (its keyword argument" << (keywords.size() == 1 ? ": " : "s: ");
+          llvm::interleave(keywords, diag, ", ");
+          diag << ")";
+        } else {
+          diag << " (it takes no keyword arguments)";
+        }
         return false;
       }
     return true;

@@ -276,6 +276,13 @@ Operand Elaborator::emitExpr(const Expr &expr, Scope &scope) {
     for (Scope *s = &scope; s; s = s->parent)
       if (auto it = s->ints.find(name.name); it != s->ints.end())
         return Operand::ofNumber(it->second, true);
+    // A layer's name is not a value (`let h = block` for `block(h)`).
+    if (auto fn = functions.find(name.name); fn != functions.end()) {
+      error(expr.getLoc()) << "'" << name.name << "' is "
+                           << (fn->second->isMoe ? "an MoE block" : "a layer")
+                           << ", not a value: call it, " << name.name << "(...)";
+      return Operand::poison();
+    }
     error(expr.getLoc()) << "unknown name '" << name.name << "'";
     return Operand::poison();
   }
