@@ -247,6 +247,8 @@ void ::loom::buildCpuLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertLinalgToLoopsPass());
   // Reductions keep their accumulator in a register.
   pm.addPass(mlir::loom::createLoomPromoteLoopAccumulators());
+  // An embedding's id is read once per row, not per column.
+  pm.addPass(mlir::loom::createLoomHoistInvariantLoads());
   // Reshapes and slices become plain strided views before LLVM.
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());

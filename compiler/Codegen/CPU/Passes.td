@@ -145,6 +145,33 @@ def LoomPromoteLoopAccumulators
   let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"];
 }
 
+def LoomHoistInvariantLoads
+    : Pass<"loom-hoist-invariant-loads", "mlir::ModuleOp"> {
+  let summary = "Loads a loop does not change move before it";
+  let description = [{
+    After convert-linalg-to-loops, a load whose memref and indices are
+    defined outside an `scf.for` (of at least one trip, known statically)
+    moves before it, unless something in the loop writes to the same base
+    buffer (through any view of it) or has effects it cannot name. An
+    embedding's id was loaded once per column of the row it picks: with no
+    `noalias` on the kernels' pointers, LLVM kept it (and the row address)
+    in the loop and copied the row a float at a time. A linalg op's inputs
+    never alias its output and the plan gives a kernel's arguments
+    disjoint bytes (a result written in place is its argument's own
+    value), so a different base is a different buffer.
+
+    ```mlir
+    scf.for %j = %c0 to %c256 step %c1 {
+      %id = memref.load %ids[%i] : memref<4096xi32>
+      ...
+      memref.store %v, %out[%i, %j] : memref<4096x256xf32>
+    }
+    ```
+    becomes the same loop with `%id` loaded before it.
+  }];
+  let dependentDialects = ["mlir::scf::SCFDialect", "mlir::memref::MemRefDialect"];
+}
+
 def LoomExpandArithForCpu : Pass<"loom-expand-arith-for-cpu", "mlir::ModuleOp"> {
   let summary = "bf16 conversions and ceil/floor divisions expanded; max/min kept";
   let description = [{

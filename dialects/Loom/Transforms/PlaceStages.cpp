@@ -290,7 +290,10 @@ void StagePlacer::placeUpdate() {
     SmallVector<std::pair<Value, Stages>> placed;
     for (Value operand : op.getOperands()) {
       Operation *def = operand.getDefiningOp();
-      if (!def)
+      // A constant is cloned into each kernel that reads it: it places
+      // nothing (clip_grad_norm = 1.0 shared the backward's seed 1.0 on the
+      // last stage, and the clip factor went there and back).
+      if (!def || def->hasTrait<OpTrait::ConstantLike>())
         continue;
       Stages at;
       if (loop.contains(def)) {
