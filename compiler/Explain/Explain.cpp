@@ -976,6 +976,16 @@ int64_t ExplainReport::coordinate(int64_t rank, size_t axis) const {
   return rank / strides[axis] % sizes[axis];
 }
 
+int64_t ExplainReport::allocatedBytes() const {
+  if (!planArenaBytes)
+    return 0;
+  int64_t slots = 0;
+  for (const ExplainRank &rank : ranksByCoordinate)
+    if (rank.activationsAllocated)
+      slots = std::max(slots, rank.activations);
+  return planArenaBytes + slots;
+}
+
 const ExplainRank &ExplainReport::largestRank() const {
   const ExplainRank *largest = &ranksByCoordinate.front();
   for (const ExplainRank &rank : ranksByCoordinate)

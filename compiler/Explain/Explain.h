@@ -141,8 +141,13 @@ struct ExplainReport {
   std::vector<ExplainParam> params;
   std::vector<ExplainRank> ranksByCoordinate;
   /// The static memory plan's arena (what every rank's executable
-  /// allocates); 0 when the plan could not be built.
+  /// allocates, less its kernels' scratch); 0 when the plan could not be
+  /// built.
   int64_t planArenaBytes = 0;
+  /// The arena with the largest pipeline rank's activation slots beside
+  /// it: what a rank allocates, as the build checks it against
+  /// --memory-limit (less the kernels' scratch); 0 without the arena.
+  int64_t allocatedBytes() const;
   std::vector<ExplainCollective> collectives;
   std::vector<ExplainMoe> moe;
   // Pipeline; stages == 0 when the model is not pipelined.

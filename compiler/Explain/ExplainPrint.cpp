@@ -156,9 +156,16 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
       os << (i ? ", " : " ") << tensor.first << " " << formatBytes(tensor.second);
     os << "\n";
   }
-  if (r.planArenaBytes)
+  if (r.planArenaBytes) {
     os << "  static memory plan: an arena of " << r.planArenaBytes << " bytes ("
-       << formatBytes(r.planArenaBytes) << ") on every rank\n";
+       << formatBytes(r.planArenaBytes) << ") on every rank";
+    // The slots beside it are what the build checks too: the arena alone
+    // had read as all a pipeline rank allocates.
+    if (int64_t allocated = r.allocatedBytes(); allocated > r.planArenaBytes)
+      os << "; with the activation slots beside it, " << allocated << " bytes ("
+         << formatBytes(allocated) << ") on the rank that keeps the most";
+    os << "\n";
+  }
 
   os << "\ncollectives per step, per rank\n";
   if (r.collectives.empty())
@@ -283,6 +290,7 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
         });
     });
     j.attribute("plan_arena_bytes", r.planArenaBytes);
+    j.attribute("plan_allocated_bytes", r.allocatedBytes());
     j.attributeArray("collectives", [&] {
       for (const ExplainCollective &c : r.collectives)
         j.object([&] {
