@@ -100,9 +100,12 @@ bool TextGenerator::advance(const char *base, int64_t &next, std::string &error)
   for (uint64_t v = 1; v < choices; ++v)
     if (scores[v] > scores[best] || std::isnan(scores[best]))
       best = static_cast<int64_t>(v);
-  if (std::isnan(scores[best])) {
-    error = "the logits for byte " + std::to_string(bytes.size()) +
-            " are all NaN (--check-numerics names the first step that wrote one)";
+  // No byte has a chance when the best is NaN or -inf (all -inf had been
+  // read as byte 0, and sampling warned of an infinite top logit).
+  if (std::isnan(scores[best]) || scores[best] == -INFINITY) {
+    error = "the logits for byte " + std::to_string(bytes.size()) + " are all " +
+            (std::isnan(scores[best]) ? "NaN" : "-inf (or NaN): no byte has a chance") +
+            " (--check-numerics names the first step that wrote one)";
     return false;
   }
   next = best;
@@ -111,7 +114,7 @@ bool TextGenerator::advance(const char *base, int64_t &next, std::string &error)
     warned = true;
     warning = "the logits for byte " + std::to_string(bytes.size()) + " include " +
               (someNan ? std::string("NaN, never chosen")
-                       : std::string("an infinite top one, chosen without sampling")) +
+                       : std::string("+inf, chosen without sampling")) +
               " (--check-numerics names the first step that wrote one)";
   }
   if (sampling.temperature > 0 && std::isfinite(scores[best])) {
@@ -126,8 +129,11 @@ bool TextGenerator::advance(const char *base, int64_t &next, std::string &error)
       std::vector<uint64_t> order(choices);
       for (uint64_t v = 0; v < choices; ++v)
         order[v] = v;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](uint64_t a, uint64_t b) { return scores[a] > scores[b]; });
+      // (A total order, the lower id first on a tie: std::sort serves where
+      // stable_sort's buffer is deprecated; the weights hold no NaN.)
+      std::sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) {
+        return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+      });
       uint64_t kept = sampling.topK > 0 ? std::min(sampling.topK, choices) : choices;
       // The nucleus of the top k, renormalized (as Hugging Face's warpers).
       double topMass = 0, mass = 0;

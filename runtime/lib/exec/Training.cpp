@@ -6,7 +6,9 @@
 #include "loom/runtime/exec/Executor.h"
 #include "loom/runtime/io/Npy.h"
 #include "loom/runtime/plan/Layout.h"
+#include "loom/runtime/support/DType.h"
 #include "loom/runtime/support/Random.h"
+#include "loom/runtime/support/Shape.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -274,14 +276,25 @@ bool loom::runtime::findBatchInputs(const Plan &plan, const TokenData &data,
   tokens = plan.findBuffer("tokens");
   labels = plan.findBuffer("labels");
   auto isBatch = [](const PlanBuffer *buffer) {
-    return buffer && buffer->role == BufferRole::Input &&
-           buffer->shape.size() == 2 &&
+    return buffer->shape.size() == 2 &&
            (buffer->dtype == DType::I32 || buffer->dtype == DType::I64);
   };
-  if (!isBatch(tokens) || !isBatch(labels) || tokens->shape != labels->shape ||
-      tokens->dtype != labels->dtype) {
-    error = "--data fills the inputs 'tokens' and 'labels' (integers of one "
-            "shape [B, T]), which model '" + plan.model + "' does not have";
+  auto isInput = [](const PlanBuffer *buffer) {
+    return buffer && buffer->role == BufferRole::Input;
+  };
+  const char *what = "--data fills the inputs 'tokens' and 'labels' (integers "
+                     "of one shape [B, T])";
+  if (!isInput(tokens) || !isInput(labels)) {
+    error = std::string(what) + ", which model '" + plan.model + "' does not have";
+    return false;
+  }
+  // Each may be i32 or i64 (fillBatch writes each in its own).
+  if (!isBatch(tokens) || !isBatch(labels) || tokens->shape != labels->shape) {
+    auto describe = [](const PlanBuffer *buffer) {
+      return std::string(dtypeName(buffer->dtype)) + " " + formatShape(buffer->shape);
+    };
+    error = std::string(what) + ", but model '" + plan.model + "' has tokens " +
+            describe(tokens) + " and labels " + describe(labels);
     return false;
   }
   uint64_t window = static_cast<uint64_t>(tokens->shape[1]) + 1;
@@ -316,19 +329,21 @@ void loom::runtime::fillBatch(const TokenData &data, const PlanBuffer &tokens,
   uint64_t rows = tokens.shape[0], cols = tokens.shape[1];
   uint64_t span = data.tokens.size() - cols - 1;
   uint64_t first = microbatch * rows; // of the step's rows
+  // Element `at` of an i32 or i64 input (tokens and labels may differ).
+  auto put = [&](const PlanBuffer &buffer, uint64_t at, int64_t id) {
+    if (buffer.dtype == DType::I64) {
+      std::memcpy(arena + buffer.offset + 8 * at, &id, 8);
+    } else {
+      int32_t id32 = static_cast<int32_t>(id);
+      std::memcpy(arena + buffer.offset + 4 * at, &id32, 4);
+    }
+  };
   for (uint64_t b = 0; b < rows; ++b) {
     uint64_t start = windowStart(data, step, rows * microbatches, first + b, cols, span);
     for (uint64_t t = 0; t < cols; ++t) {
-      int64_t in = data.tokens[start + t], next = data.tokens[start + t + 1];
       uint64_t at = b * cols + t;
-      if (tokens.dtype == DType::I64) {
-        std::memcpy(arena + tokens.offset + 8 * at, &in, 8);
-        std::memcpy(arena + labels.offset + 8 * at, &next, 8);
-      } else {
-        int32_t in32 = static_cast<int32_t>(in), next32 = static_cast<int32_t>(next);
-        std::memcpy(arena + tokens.offset + 4 * at, &in32, 4);
-        std::memcpy(arena + labels.offset + 4 * at, &next32, 4);
-      }
+      put(tokens, at, data.tokens[start + t]);
+      put(labels, at, data.tokens[start + t + 1]);
     }
   }
 }

@@ -137,7 +137,11 @@ static bool checkFilesDistinct(const RunOptions &options, unsigned ranks,
                            (read.what.rfind("--weights ", 0) == 0 && isCheckpoint(read.path)));
       bool sameCheckpoint = writes[i].checkpoint && read.checkpoint && !dropsCheckpoint;
       if (!sameCheckpoint && sameFile(writes[i].path, read.path)) {
-        error = writes[i].what + " would overwrite " + read.what + ": write to another file";
+        error = writes[i].what + " would overwrite " + read.what +
+                (dropsCheckpoint ? ", a training checkpoint, with weights alone "
+                                   "(its optimizer state and step gone)"
+                                 : "") +
+                ": write to another file";
         return false;
       }
     }
@@ -427,6 +431,10 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     // evaluate reads a token stream as train does; nothing else of train's.
     if (options.evaluate && (name == "--batches" || name == "--data")) {
       trainOnly = false;
+    } else if (name == "--data" && !options.train) {
+      error = "option '--data' belongs to the train and evaluate commands "
+              "(MODEL train --data ..., MODEL evaluate --data ...)";
+      return false;
     } else if (name == "--batches" || (options.evaluate && (trainOnly ||
                                                           name == "--repeat" ||
                                                           name == "--output"))) {

@@ -261,7 +261,8 @@ TEST(Driver, ReportsUsageErrors) {
       // --save-weights over the checkpoint --resume reads left weights
       // where the checkpoint was (--save over it continues it).
       {{"train", "--resume", "r.st", "--save-weights", "r.st"},
-       "--save-weights r.st would overwrite --resume r.st: write to another file"},
+       "--save-weights r.st would overwrite --resume r.st, a training checkpoint, with "
+       "weights alone (its optimizer state and step gone): write to another file"},
 
   };
   for (const Case &c : cases) {

@@ -144,6 +144,23 @@ TEST(Generation, PlacesTheLastBytesOfTheTextInEveryRow) {
   EXPECT_FALSE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error));
   EXPECT_EQ(error, "the logits for byte 8 are all NaN (--check-numerics names the "
                    "first step that wrote one)");
+  // Nor do logits that are all -inf (with NaN or without): it had been
+  // byte 0.
+  float inf = INFINITY;
+  setLogits(plan, arena, 3, {-inf, -inf, nan, -inf, -inf, -inf, -inf, -inf});
+  EXPECT_FALSE(generator.advance(arena.data() + plan.findBuffer("logits")->offset, next, error));
+  EXPECT_EQ(error, "the logits for byte 8 are all -inf (or NaN): no byte has a chance "
+                   "(--check-numerics names the first step that wrote one)");
+
+  // Sampling takes a +inf logit without sampling, and says so once.
+  TextGenerator sampler;
+  ASSERT_TRUE(sampler.start(plan, "", Sampling{1.0}, 7, error)) << error;
+  setLogits(plan, arena, 0, {0, 1, inf, 0, 0, 0, 0, 0});
+  ASSERT_TRUE(sampler.advance(arena.data() + plan.findBuffer("logits")->offset, next, error)) << error;
+  EXPECT_EQ(next, 2);
+  EXPECT_EQ(sampler.takeWarning(), "the logits for byte 0 include +inf, chosen without "
+                                   "sampling (--check-numerics names the first step that "
+                                   "wrote one)");
 }
 
 TEST(Generation, SamplesTheSoftmaxOverTheTemperature) {

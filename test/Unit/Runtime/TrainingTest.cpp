@@ -217,9 +217,30 @@ TEST(Training, DataWindowsAndErrors) {
   EXPECT_FALSE(findBatchInputs(plan, data, t, l, error));
   EXPECT_EQ(error, path + ": 3 tokens, but a row of tokens and labels needs "
                           "T + 1 = 4 and the offsets need one more");
+  // i32 tokens and i64 labels: each is written in its own dtype (a model
+  // of the two had been refused, as if it had no such inputs).
+  loom::test::writeFile(path, "abcdefghij");
+  ASSERT_TRUE(loadTokenData(path, data, error)) << error;
+  plan.buffers[1].dtype = DType::I64;
+  ASSERT_TRUE(findBatchInputs(plan, data, t, l, error)) << error;
+  std::fill(arena.begin(), arena.end(), 0);
+  fillBatch(data, *t, *l, arena.data(), 1);
+  std::memcpy(row, arena.data(), sizeof(row));
+  EXPECT_EQ(std::string(row, row + 6), std::string("abcdef"));
+  int64_t wide[6];
+  std::memcpy(wide, arena.data() + 64, sizeof(wide));
+  EXPECT_EQ(std::string(wide, wide + 6), std::string("bcdefg"));
+  // Other shapes say what the model has.
+  plan.buffers[1].shape = {6};
+  EXPECT_FALSE(findBatchInputs(plan, data, t, l, error));
+  EXPECT_EQ(error, "--data fills the inputs 'tokens' and 'labels' (integers of one "
+                   "shape [B, T]), but model 'm' has tokens i32 [2, 3] and labels i64 [6]");
+  plan.buffers[1].shape = {2, 3};
+  plan.buffers[1].dtype = DType::I32;
   plan.buffers[1].name = "targets";
   EXPECT_FALSE(findBatchInputs(plan, data, t, l, error));
-  EXPECT_EQ(error.find("--data fills the inputs 'tokens' and 'labels'"), 0u);
+  EXPECT_EQ(error, "--data fills the inputs 'tokens' and 'labels' (integers of one "
+                   "shape [B, T]), which model 'm' does not have");
   EXPECT_FALSE(loadTokenData(dir.path("none"), data, error));
 
   // A .npy of ids: C order, and nothing past them (trailing bytes were
