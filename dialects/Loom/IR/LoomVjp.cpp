@@ -203,7 +203,8 @@ LogicalResult TransposeOp::buildVjp(OpBuilder &b, ValueRange grads,
   // step for a 50257-word vocabulary). The first product, unused, is left
   // to CSE (the differentiator still holds it).
   auto product = grads[0].getDefiningOp<MatmulOp>();
-  if (product && product->use_empty() && permutation.size() == 2 &&
+  // (Only a swap: the identity [0, 1] had had its gradient transposed.)
+  if (product && product->use_empty() && permutation == ArrayRef<int64_t>{1, 0} &&
       typeOf(product.getLhs()).getRank() == 2 && typeOf(product.getRhs()).getRank() == 2) {
     // p is the matmul VJP's own a^T: loom-outline-kernels reads its
     // transpose back as a itself (foldOperandTransposes).

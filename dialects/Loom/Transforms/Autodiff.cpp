@@ -63,9 +63,14 @@ static Value widen(OpBuilder &b, Value narrow, FloatType wide,
   };
   if (def && !forward.contains(def) && narrow.hasOneUse()) {
     OpBuilder::InsertionGuard guard(b);
+    // The widened op goes where `def` was: an operand widened exactly
+    // leaves the builder after that operand's def (`v + v`: the add had
+    // gone between the two casts of v, before the second).
     auto wider = [&](Value operand) {
       b.setInsertionPoint(def);
-      return widen(b, operand, wide, forward);
+      Value widened = widen(b, operand, wide, forward);
+      b.setInsertionPoint(def);
+      return widened;
     };
     if (auto matmul = dyn_cast<MatmulOp>(def); matmul &&
         matmul.getAccumulate() == wide) {
@@ -276,9 +281,19 @@ LogicalResult Differentiator::differentiate(OpBuilder &b, Operation *op) {
   SmallVector<Value> operandGrads;
   if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
     return failure();
-  for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
-    if (grad && active.contains(operand))
-      accumulate(b, operand, grad);
+  for (auto [i, operand, grad] : llvm::enumerate(op->getOperands(), operandGrads)) {
+    if (!grad || !active.contains(operand))
+      continue;
+    // A rule's gradient has its operand's shape (an identity transpose's
+    // had been transposed: a [3, 2] param got a [2, 3] gradient).
+    auto want = dyn_cast<RankedTensorType>(operand.getType());
+    auto got = dyn_cast<RankedTensorType>(grad.getType());
+    if (want && got && want.getShape() != got.getShape())
+      return emitError(op->getLoc(), "internal error: the gradient rule of '")
+             << op->getName() << "' gave operand " << i << " (" << want
+             << ") a gradient of type " << got;
+    accumulate(b, operand, grad);
+  }
   return success();
 }
 

@@ -157,6 +157,47 @@ loom.train @tied optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f
 
 // -----
 
+// An identity transpose's gradient is the product's own, not rebuilt as a
+// swapped product (which gave a [3, 2] param a [2, 3] gradient, and a
+// square one its transpose).
+// CHECK-LABEL: func.func @identity_transpose
+// CHECK:     %[[G:.+]] = loom.matmul %{{.+}}, %{{.+}} accumulate f32 : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+// CHECK:     %[[T:.+]] = loom.transpose %[[G]] perm [0, 1] : tensor<3x2xf32> -> tensor<3x2xf32>
+// CHECK:     return %{{.+}}, %[[T]], %{{.+}} : tensor<f32>, tensor<3x2xf32>, tensor<2x4xf32>
+func.func @identity_transpose(%w: tensor<3x2xf32> {loom.param = "w"}, %u: tensor<2x4xf32> {loom.param = "u"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.transpose %w perm [0, 1] : tensor<3x2xf32> -> tensor<3x2xf32>
+  %1 = loom.matmul %0, %u accumulate f32 : (tensor<3x2xf32>, tensor<2x4xf32>) -> tensor<3x4xf32>
+  %2 = loom.mse %1, %1 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<f32>
+  return %2 : tensor<f32>
+}
+loom.train @identity_transpose optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// A 16-bit gradient that reaches an op along two paths (`v + v` in the
+// forward: its gradient is dv + dv) widens each operand exactly, and the
+// f32 add goes after both casts (it had gone between them: a dominance
+// error in every bf16 --train build of such a script).
+// CHECK-LABEL: func.func @twice
+// CHECK:     loom.mul %{{.+}}, %{{.+}} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK:     %[[DV:.+]] = loom.add %{{.+}}, %{{.+}} : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+// CHECK-NEXT: %[[A:.+]] = loom.cast %[[DV]] : tensor<2xbf16> to tensor<2xf32>
+// CHECK-NEXT: %[[B:.+]] = loom.cast %[[DV]] : tensor<2xbf16> to tensor<2xf32>
+// CHECK-NEXT: %[[DW:.+]] = loom.add %[[B]], %[[A]] : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK-NEXT: return %{{.+}}, %[[DW]]
+func.func @twice(%w: tensor<2xf32> {loom.param = "w"}) -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.cast %w : tensor<2xf32> to tensor<2xbf16>
+  %1 = loom.add %0, %0 : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+  %2 = loom.mul %1, %1 : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+  %3 = loom.mean %2 axis 0 : tensor<2xbf16> -> tensor<bf16>
+  %4 = loom.cast %3 : tensor<bf16> to tensor<f32>
+  return %4 : tensor<f32>
+}
+loom.train @twice optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // A position embedding's gradient: the broadcast's sum over the batch is
 // summed into f32 (from the exact f32 copy of the bf16 rows), then
 // scattered into an f32 table: a sum over a split batch stays a partial
