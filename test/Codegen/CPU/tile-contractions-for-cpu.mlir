@@ -441,3 +441,42 @@ func.func @batch_rows(%A: memref<2x6x8xf32>, %B: memref<8x16xf32>, %C: memref<2x
   }
   return
 }
+
+// -----
+
+// A matrix-vector product (n = 1, A and B contiguous along k) is left to
+// the loops: each output element's k loop carries its sum in a register
+// (loom-promote-loop-accumulators), two streams LLVM vectorizes. Padded,
+// it computed 32 columns of which one was kept (10x slower). An A read
+// across k (transposed) is still tiled.
+// CHECK-LABEL: func.func @row_dots
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-LABEL: func.func @column_dots_transposed_a
+// CHECK: memref.alloc
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#at = affine_map<(m, n, k) -> (k, m)>
+func.func @row_dots(%a: memref<4096x512xf32>, %b: memref<512x1xf32>, %out: memref<4096x1xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4096x512xf32>, memref<512x1xf32>) outs(%out : memref<4096x1xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @column_dots_transposed_a(%a: memref<512x4096xf32>, %b: memref<512x1xf32>, %out: memref<4096x1xf32>) {
+  linalg.generic {indexing_maps = [#at, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<512x4096xf32>, memref<512x1xf32>) outs(%out : memref<4096x1xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
