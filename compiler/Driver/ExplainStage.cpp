@@ -226,32 +226,28 @@ LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
   // so where the figures fit and the plan does not (explain had passed a
   // limit the build then refused, silently). A warning: the changes
   // suggested below are costed by the figures.
+  std::string limitSource = options.memoryLimit
+                                ? std::string("--memory-limit")
+                                : "the " + device->name.str() + "'s memory; set --memory-limit";
   int64_t allocated = report.allocatedBytes();
   if (options.explain && rank.total() <= limit && allocated > limit)
     emitWarning(model.getLoc())
-           << "the plan of model '" << report.model << "' allocates " << allocated
-           << " bytes (" << formatBytes(allocated)
-           << (allocated > report.planArenaBytes
-                   ? ", with the activations of its microbatches in flight"
-                   : "")
-           << ") on each rank, more than the memory limit of " << limit << " bytes ("
-           << formatBytes(limit) << ", "
-           << (options.memoryLimit ? std::string("--memory-limit")
-                                   : "the " + device->name.str() +
-                                         "'s memory; set --memory-limit")
-           << "): the figures above leave out a step's temporaries, which its "
-              "static memory plan holds, so a build with this limit fails";
+        << "the plan of model '" << report.model << "' allocates " << allocated << " bytes ("
+        << formatBytes(allocated)
+        << (allocated > report.planArenaBytes
+                ? ", with the activations of its microbatches in flight"
+                : "")
+        << ") on each rank, more than the memory limit of " << limit << " bytes ("
+        << formatBytes(limit) << ", " << limitSource
+        << "): the figures above leave out a step's temporaries, which its "
+           "static memory plan holds, so a build with this limit fails";
   if (rank.total() <= limit)
     return success();
   InFlightDiagnostic diag = emitError(model.getLoc());
   diag << "model '" << report.model << "' needs " << rank.total() << " bytes ("
        << formatBytes(rank.total()) << ") on " << rankName(report, rank)
        << ", more than the memory limit of " << limit << " bytes ("
-       << formatBytes(limit) << ", "
-       << (options.memoryLimit ? std::string("--memory-limit")
-                               : "the " + device->name.str() +
-                                     "'s memory; set --memory-limit")
-       << "): params " << formatBytes(rank.params) << ", gradients "
+       << formatBytes(limit) << ", " << limitSource << "): params " << formatBytes(rank.params) << ", gradients "
        << formatBytes(rank.gradients) << ", optimizer state "
        << formatBytes(rank.optimizer) << ", activations "
        << formatBytes(rank.activations) << "; its largest tensors:";

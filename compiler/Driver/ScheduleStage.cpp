@@ -152,12 +152,10 @@ LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
   rt::ScheduleKind kind;
   if (!options.train && !options.gradients && rt::parseScheduleKind(kindName, kind))
     return success();
-  return verifiedSchedule(
-      spmd.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
-      of ? of.getValue() : "", axis, axisRanks(holder, axis),
-      static_cast<unsigned>(count.getInt()), microbatches,
-      gradientsNote(kindName, axis, static_cast<unsigned>(count.getInt()),
-                    axisRanks(holder, axis)));
+  unsigned ranks = axisRanks(holder, axis), stages = static_cast<unsigned>(count.getInt());
+  return verifiedSchedule(spmd.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
+                          of ? of.getValue() : "", axis, ranks, stages, microbatches,
+                          gradientsNote(kindName, axis, stages, ranks));
 }
 
 std::string Compilation::gradientsNote(llvm::StringRef kindName, llvm::StringRef axis,

@@ -58,23 +58,18 @@ static bool writesBase(scf::ForOp loop, Value base) {
   return result.wasInterrupted();
 }
 
-/// Hoists the invariant loads of `loop`'s own block; true when it moved one.
-static bool hoistLoads(scf::ForOp loop) {
+/// Hoists the invariant loads of `loop`'s own block.
+static void hoistLoads(scf::ForOp loop) {
   // A loop of no trips would not have loaded at all.
   std::optional<APInt> trips = loop.getStaticTripCount();
   if (!trips || trips->isZero())
-    return false;
-  bool moved = false;
-  for (auto load : llvm::make_early_inc_range(loop.getBody()->getOps<memref::LoadOp>())) {
-    if (!loop.isDefinedOutsideOfLoop(load.getMemRef()) ||
-        !llvm::all_of(load.getIndices(),
-                      [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }) ||
-        writesBase(loop, baseOf(load.getMemRef())))
-      continue;
-    load->moveBefore(loop);
-    moved = true;
-  }
-  return moved;
+    return;
+  for (auto load : llvm::make_early_inc_range(loop.getBody()->getOps<memref::LoadOp>()))
+    if (loop.isDefinedOutsideOfLoop(load.getMemRef()) &&
+        llvm::all_of(load.getIndices(),
+                     [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }) &&
+        !writesBase(loop, baseOf(load.getMemRef())))
+      load->moveBefore(loop);
 }
 
 namespace {
