@@ -729,6 +729,17 @@ FailureOr<::loom::Plan> (::loom::buildPlan)(
       return failure();
     pipeline = std::move(*parts);
     markRanks(*pipeline, *grid, steps, updates, buffers);
+    // Zero-bubble runs a stage's weight part after its backward (chosen at
+    // run time too, whatever the plan's schedule), so bytes that plan order
+    // frees before a backward step are not free under it: an output a
+    // per-microbatch step writes holds its bytes from the plan's start (a
+    // --gradients build's grad.p7, written in a backward, shared them with
+    // a temp of an earlier weight part, which then ran after it).
+    for (const Step &step : steps)
+      if (step.phase != "update")
+        for (size_t id : step.writes)
+          if (buffers[id].role == "output")
+            buffers[id].first = -1;
   }
   // The steps up to the last accumulate run once per microbatch: what they
   // read of the inputs (the step's scalars, which come once per step) must
