@@ -106,6 +106,30 @@ struct LoomBucketGradients
         Operation *y = b.getInput().getDefiningOp();
         return x == y ? a->isBeforeInBlock(b) : x->isBeforeInBlock(y);
       });
+      // A gradient summed twice alike (once for its update, once for its
+      // norm's squares) is summed once: shard.all_reduce is not Pure, so
+      // CSE keeps both, and a bucket carried the gradient twice (explain
+      // counted both; an ep x tp MoE's bucket 1920 bytes for 1728).
+      // (Sorted, a gradient's sums are neighbours: each is compared with
+      // the kept sums of its own input.)
+      SmallVector<shard::AllReduceOp> distinct;
+      size_t sameInput = 0; // where the kept sums of the current input start
+      for (shard::AllReduceOp sum : sums) {
+        if (distinct.empty() || distinct.back().getInput() != sum.getInput())
+          sameInput = distinct.size();
+        ArrayRef<shard::AllReduceOp> kept = ArrayRef(distinct).drop_front(sameInput);
+        const auto *same = llvm::find_if(kept, [&](shard::AllReduceOp earlier) {
+          return OperationEquivalence::isEquivalentTo(earlier, sum,
+                                                      OperationEquivalence::IgnoreLocations);
+        });
+        if (same == kept.end()) {
+          distinct.push_back(sum);
+          continue;
+        }
+        sum.getResult().replaceAllUsesWith(shard::AllReduceOp(*same).getResult());
+        sum.erase();
+      }
+      sums = std::move(distinct);
       // One run of buckets per (axes, element type, pipeline stage), filled
       // greedily: a stage's ranks sum their own gradients.
       llvm::MapVector<std::tuple<Attribute, Type, Attribute>, Bucket> open;

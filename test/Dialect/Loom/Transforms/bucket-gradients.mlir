@@ -118,3 +118,23 @@ func.func @read_in_backward_spmd(%x: tensor<4x4xf32>, %w: tensor<4x4xf32>, %b: t
   %nb = loom.mul %sb, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %nx, %nw, %nb : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A gradient summed twice alike (shard.all_reduce is not Pure, so CSE
+// keeps both) is summed once, and the bucket carries it once (explain had
+// counted it twice).
+// CHECK-LABEL: func.func @twice_spmd
+// CHECK: %[[G:.+]] = loom.exp %arg0 : tensor<4x4xf32>
+// CHECK-NEXT: %[[S:.+]] = shard.all_reduce %[[G]] on @g grid_axes = [0]
+// CHECK-NOT: shard.all_reduce
+// CHECK: return %[[S]], %[[S]]
+shard.grid @g(shape = 2x2) {sym_visibility = "private"}
+func.func @twice_spmd(%a: tensor<4x4xf32>)
+    -> (tensor<4x4xf32> {loom.output = "grad.a"}, tensor<4x4xf32> {loom.output = "grad.b"})
+    attributes {loom.partition_of = "twice"} {
+  %g = loom.exp %a : tensor<4x4xf32>
+  %s0 = shard.all_reduce %g on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  %s1 = shard.all_reduce %g on @g grid_axes = [0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  return %s0, %s1 : tensor<4x4xf32>, tensor<4x4xf32>
+}
