@@ -106,10 +106,10 @@ struct LoomBucketGradients
         Operation *y = b.getInput().getDefiningOp();
         return x == y ? a->isBeforeInBlock(b) : x->isBeforeInBlock(y);
       });
-      // A gradient summed twice alike (once for its update, once for its
-      // norm's squares) is summed once: shard.all_reduce is not Pure, so
-      // CSE keeps both, and a bucket carried the gradient twice (explain
-      // counted both; an ep x tp MoE's bucket 1920 bytes for 1728).
+      // A gradient summed twice alike (the partitioner made two sums of an
+      // ep x tp MoE model's tp-split weight gradient) is summed once:
+      // shard.all_reduce is not Pure, so CSE keeps both, and the bucket
+      // carried the gradient twice (explain counted 1920 bytes for 1728).
       // (Sorted, a gradient's sums are neighbours: each is compared with
       // the kept sums of its own input.)
       SmallVector<shard::AllReduceOp> distinct;
