@@ -281,7 +281,9 @@ LogicalResult Differentiator::differentiate(OpBuilder &b, Operation *op) {
   SmallVector<Value> operandGrads;
   if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
     return failure();
-  for (auto [i, operand, grad] : llvm::enumerate(op->getOperands(), operandGrads)) {
+  // (zip: a rule may give fewer gradients than its op has operands.)
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(op->getOperands(), operandGrads))) {
+    auto [operand, grad] = pair;
     if (!grad || !active.contains(operand))
       continue;
     // A rule's gradient has its operand's shape (an identity transpose's
