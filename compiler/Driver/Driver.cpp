@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver/Compilation.h"
+#include "Driver/InvalidIr.h"
 
 #include "Backend/Executable.h"
 #include "Backend/HostObject.h"
@@ -285,7 +286,10 @@ Compilation::runPipeline(ModuleOp target,
   // Timing goes last, so that it times the passes and not the printing.
   if (timingStep)
     pm.enableTiming(*timingStep);
-  return pm.run(target);
+  InvalidIrAfterPass invalidIr(pm);
+  LogicalResult result = pm.run(target);
+  invalidIr.flush();
+  return result;
 }
 
 LogicalResult Compilation::parse() {
