@@ -8,6 +8,7 @@
 #include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -280,31 +281,69 @@ static linalg::GenericOp splitLoop(linalg::GenericOp op, unsigned dim, int64_t a
   return tail;
 }
 
-/// Whether `op` is a matrix-vector product whose rows LLVM vectorizes
-/// best as dot products: one output column (n = 1), both operands
-/// contiguous along k. Left untiled, each output element's loop over k
-/// carries its sum in a register (loom-promote-loop-accumulators, which
-/// lets it reassociate) and reads A's row and the vector as two streams;
-/// padded to a register tile, it computed 32 columns to keep one
-/// ([4096, 512] @ [512, 1] f32: 1.18 ms against torch's 0.55).
+/// The stride of `value` (a memref) along the loop `dim` of `op`, when one
+/// of its dims is indexed by that loop alone.
+static std::optional<int64_t> strideAlong(linalg::GenericOp op, OpOperand &operand,
+                                          unsigned dim) {
+  auto type = dyn_cast<MemRefType>(operand.get().getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (!type || failed(type.getStridesAndOffset(strides, offset)))
+    return std::nullopt;
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  for (auto [j, result] : llvm::enumerate(map.getResults()))
+    if (auto expr = dyn_cast<AffineDimExpr>(result); expr && expr.getPosition() == dim)
+      return strides[j];
+  return std::nullopt;
+}
+
+/// Whether `op` is a matrix-vector product whose outputs LLVM vectorizes
+/// best as dot products: one output column or one output row (n = 1 or
+/// m = 1), both operands contiguous along k. Left untiled, each output
+/// element's loop over k carries its sum in a register
+/// (loom-promote-loop-accumulators, which lets it reassociate) and reads
+/// the two operands as two streams; padded to a register tile, it computed
+/// 32 columns (or 8 rows) to keep one ([4096, 512] @ [512, 1] f32: 1.18 ms
+/// against torch's 0.55).
 static bool isRowDots(linalg::GenericOp op) {
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-  if (bounds.size() < 3 || bounds[bounds.size() - 2] != 1)
+  if (bounds.size() < 3 ||
+      (bounds[bounds.size() - 2] != 1 && bounds[bounds.size() - 3] != 1))
     return false;
   unsigned k = bounds.size() - 1;
   return llvm::all_of(op.getDpsInputOperands(), [&](OpOperand *operand) {
-    auto type = dyn_cast<MemRefType>(operand->get().getType());
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (!type || failed(type.getStridesAndOffset(strides, offset)))
-      return false;
-    // The operand's dim that k indexes has unit stride.
-    AffineMap map = op.getMatchingIndexingMap(operand);
-    for (auto [j, result] : llvm::enumerate(map.getResults()))
-      if (auto dim = dyn_cast<AffineDimExpr>(result); dim && dim.getPosition() == k)
-        return strides[j] == 1;
-    return false;
+    return strideAlong(op, *operand, k) == 1;
   });
+}
+
+/// Whether `op` is a vector-matrix product with one output row (m = 1)
+/// whose B and output rows are contiguous along n: [1, K] @ [K, N], a
+/// decoding step's projection. Its loops go (m, k, n) instead, each k
+/// adding a[k] times B's row k to the output row, which LLVM vectorizes
+/// along n. The register tile padded the one row to 8 and copied all of
+/// B into panels first ([1, 512] @ [512, 4096] f32: 0.79 ms against
+/// torch's 0.26).
+static bool isRowAxpy(linalg::GenericOp op) {
+  SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  if (bounds.size() < 3 || bounds[bounds.size() - 3] != 1 || bounds[bounds.size() - 2] < 16)
+    return false;
+  unsigned n = bounds.size() - 2;
+  for (OpOperand &operand : op->getOpOperands()) {
+    bool indexesN = llvm::any_of(op.getMatchingIndexingMap(&operand).getResults(),
+                                 [&](AffineExpr e) { return e.isFunctionOfDim(n); });
+    if (indexesN && strideAlong(op, operand, n) != 1)
+      return false;
+  }
+  return true;
+}
+
+/// Moves a row axpy's (isRowAxpy) k loop outside its n loop.
+static void interchangeRowAxpy(linalg::GenericOp op) {
+  unsigned loops = op.getNumLoops();
+  SmallVector<unsigned> order = llvm::to_vector(llvm::seq<unsigned>(0, loops));
+  std::swap(order[loops - 2], order[loops - 1]);
+  IRRewriter rewriter(op);
+  (void)linalg::interchangeGenericOp(rewriter, op, order);
 }
 
 /// Whether `op` multiplies 16-bit floats (bf16, f16).
@@ -783,10 +822,17 @@ struct LoomTileContractionsForCpu
     llvm::raw_string_ostream os(body);
     unsigned count = 0, dots = 0, amxMatmuls = 0, epilogues = 0;
     SmallVector<linalg::GenericOp> matmuls;
+    SmallVector<linalg::GenericOp> rowAxpys;
     module.walk([&](linalg::GenericOp op) {
-      if (loom::isMatmulLike(op) && !isRowDots(op))
+      if (!loom::isMatmulLike(op) || isRowDots(op))
+        return;
+      if (isRowAxpy(op))
+        rowAxpys.push_back(op);
+      else
         matmuls.push_back(op);
     });
+    for (linalg::GenericOp op : rowAxpys)
+      interchangeRowAxpy(op);
     unsigned packs = 0;
     auto i64 = IntegerType::get(module.getContext(), 64);
     // A transposing operand copy (if any), tiled by the schedule as a

@@ -480,3 +480,59 @@ func.func @column_dots_transposed_a(%a: memref<512x4096xf32>, %b: memref<512x1xf
   }
   return
 }
+
+// -----
+
+// One output row ([1, K] @ [K, N], a decoding step's projection) against a
+// B contiguous along n: its k loop moves outside n (the iterators read m,
+// k, n), each k adding a[k] times B's row k to the output row, and it is
+// left to the loops. Tiled, the row was padded to 8 and all of B copied into
+// panels first (5x slower). Against a B contiguous along k, the row's
+// elements are dot products, left as they are. A B strided along both is
+// still tiled.
+// CHECK-LABEL: func.func @row_axpy
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-SAME: indexing_maps = [#[[A:.+]], #[[B:.+]], #[[C:.+]]], iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-LABEL: func.func @row_dots_one_row
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: vector.
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK-LABEL: func.func @row_strided_b
+// CHECK: memref.alloc
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#bt = affine_map<(m, n, k) -> (n, k)>
+func.func @row_axpy(%a: memref<1x512xf32>, %b: memref<512x4096xf32>, %out: memref<1x4096xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<1x512xf32>, memref<512x4096xf32>) outs(%out : memref<1x4096xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @row_dots_one_row(%a: memref<1x512xf32>, %b: memref<4096x512xf32>, %out: memref<1x4096xf32>) {
+  linalg.generic {indexing_maps = [#a, #bt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<1x512xf32>, memref<4096x512xf32>) outs(%out : memref<1x4096xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @row_strided_b(%a: memref<1x512xf32>, %b: memref<512x4096xf32, strided<[8192, 2]>>, %out: memref<1x4096xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<1x512xf32>, memref<512x4096xf32, strided<[8192, 2]>>) outs(%out : memref<1x4096xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
