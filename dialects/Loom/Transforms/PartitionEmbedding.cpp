@@ -85,10 +85,18 @@ LogicalResult Partitioner::partitionEmbedding(EmbeddingOp op) {
     return failure();
   op.getRowsMutable().assign(*held);
   op.setVocab(vocab);
+  // The result's features keep the table's column split up to an axis the
+  // ids split too: a result split twice by one axis (ids [b, _], table
+  // [a, b]) had each rank compute the diagonal of its blocks only, wrong
+  // values with no error (or a verifier error where nothing asked for the
+  // result's layout). Dropping the trailing axes gathers only them.
+  GridAxes &columns = table.dims.back();
+  columns.erase(llvm::find_if(columns, [&](int16_t axis) { return ids.uses(axis); }),
+                columns.end());
   // Each result element is one rank's row, zeros on the others: their sum
   // is exact in any element type.
   Sharding out = ids;
-  out.dims.push_back(table.dims.back());
+  out.dims.push_back(columns);
   out.partial = rows;
   return apply(op, {table, ids, shardingOf(*held)}, {out});
 }
