@@ -986,6 +986,16 @@ int64_t ExplainReport::allocatedBytes() const {
   return planArenaBytes + slots;
 }
 
+double ExplainReport::timelineBubble() const {
+  double busy = 0, makespan = 0;
+  for (const ExplainRank &rank : ranksByCoordinate) {
+    busy += microbatches * (rank.forwardSeconds + rank.backwardSeconds) +
+            rank.exposedBucketSeconds;
+    makespan = std::max(makespan, rank.finishSeconds - rank.updateSeconds);
+  }
+  return makespan > 0 ? 1.0 - busy / (pipelineRanks * makespan) : 0;
+}
+
 const ExplainRank &ExplainReport::largestRank() const {
   const ExplainRank *largest = &ranksByCoordinate.front();
   for (const ExplainRank &rank : ranksByCoordinate)

@@ -154,6 +154,10 @@ struct ExplainReport {
   std::string pipelineAxis, schedule;
   unsigned stages = 0, pipelineRanks = 1;
   double bubble = 0, uniformBubble = 0;
+  /// The bubble from the ranks' figures, as the schedule's timeline
+  /// computes it (idle over ranks x makespan): what a sampled report, its
+  /// figures extrapolated to the whole loop, recomputes its bubble by.
+  double timelineBubble() const;
   // Cost model, per step.
   double peakTflops = 0;
   double stepSeconds = 0;
