@@ -350,6 +350,28 @@ static void factorizations(int64_t n, size_t axes, std::vector<int64_t> &prefix,
   }
 }
 
+/// How many ways factorizations() finds, or `most` + 1 when more: per
+/// prime power p^e of `n`, the ways to share e among the axes.
+static int64_t countFactorizations(int64_t n, int64_t axes, int64_t most) {
+  auto choose = [&](int64_t top, int64_t k) {
+    double ways = 1;
+    for (int64_t i = 1; i <= k; ++i)
+      ways = ways * double(top - k + i) / double(i);
+    return ways;
+  };
+  double count = 1;
+  for (int64_t p = 2; p <= n / p; ++p) {
+    int64_t e = 0;
+    for (; n % p == 0; n /= p)
+      ++e;
+    if (e)
+      count *= choose(e + axes - 1, axes - 1);
+  }
+  if (n > 1)
+    count *= double(axes);
+  return count > double(most) ? most + 1 : static_cast<int64_t>(std::llround(count));
+}
+
 LogicalResult Compilation::searchMeshes() {
   auto started = std::chrono::steady_clock::now();
   // The script on its own mesh: its axes, and what the knobs start from.
@@ -383,9 +405,20 @@ LogicalResult Compilation::searchMeshes() {
     recomputeChanges = succeeded(tried) && tried->largestRank().total() !=
                                                script.largestRank().total();
   }
+  // Each mesh is a compilation or more: a cap, before the list is built
+  // (30 axes of 2^20 devices had filled 24 GB listing them).
+  constexpr int64_t kMostMeshes = 100000;
+  int64_t count = countFactorizations(options.searchMesh, script.axes.size(), kMostMeshes);
+  if (count > kMostMeshes)
+    return emitError(UnknownLoc::get(&context), "--search-mesh=")
+           << options.searchMesh << ": the mesh's " << script.axes.size()
+           << " axes make more than " << kMostMeshes << " meshes of "
+           << options.searchMesh << " devices: search fewer devices, or give the "
+              "script's mesh fewer axes";
   std::vector<std::vector<int64_t>> meshes;
   std::vector<int64_t> prefix;
   factorizations(options.searchMesh, script.axes.size(), prefix, meshes);
+  assert(static_cast<int64_t>(meshes.size()) == count && "countFactorizations disagrees");
 
   struct Result {
     std::string flags;
@@ -458,7 +491,9 @@ LogicalResult Compilation::searchMeshes() {
       if (!same)
         fits.push_back({"--mesh=" + knob.mesh + flags, *report});
     }
-    if (!live)
+    // A log gets a hundred lines at most (888030 meshes had written 51 MB).
+    size_t index = &sizes - &meshes.front() + 1;
+    if (!live && (index % ((meshes.size() + 99) / 100) == 0 || index == meshes.size()))
       progress("\n");
   }
   if (live)
