@@ -935,6 +935,7 @@ struct LoomPartition : public loom::impl::LoomPartitionBase<LoomPartition> {
       // block's token exchange map (its routing still feeding the aux
       // loss) had no phase but the update's, and the plan computed it
       // after the microbatches from one microbatch's values.
+      sliceEarly(spmd);
       eraseDeadOps(spmd.getBody().front());
       // The executable runs on every rank of the grid; say when some do
       // nothing of their own (a pipeline axis splits the stages instead).

@@ -16,6 +16,12 @@
 
 namespace mlir::loom {
 
+/// Moves each all_slice of the per-rank program `func` above the
+/// broadcasts, reshapes and elementwise ops that feed only it,
+/// so the rank computes its block rather than the whole value
+/// (SliceEarly.cpp).
+void sliceEarly(func::FuncOp func);
+
 class Partitioner {
 public:
   Partitioner(const Grid &grid, func::FuncOp func, bool remarks,

@@ -63,7 +63,8 @@ func.func @routed(%x: tensor<8x16xf32>, %r: tensor<16x4xf32>, %w: tensor<4x16x16
 // rank slices its dp block of tokens over ep (no data moves) and routes
 // those 2 tokens; the counts are all-gathered over [dp, ep] (token order)
 // and read by the expert side in the all-to-all's member order [ep, dp]
-// (reshape, transpose, reshape); the experts split over [ep, dp], one per
+// (reshape, transpose, reshape: each rank slices its expert's column before
+// the last reshape); the experts split over [ep, dp], one per
 // rank, sliced from the rank's ep block of weights. Still one all-to-all
 // each way and no tokens gathered but the block's output rows, whole again
 // over ep for the dp-split result.
@@ -78,8 +79,8 @@ func.func @routed(%x: tensor<8x16xf32>, %r: tensor<16x4xf32>, %w: tensor<4x16x16
 // CHECK: [[MINE:%.+]] = shard.all_slice [[OFF]] on @g grid_axes = [0, 1] slice_axis = 0 : tensor<4x2x4xi32> -> tensor<1x2x4xi32>
 // CHECK: [[C4:%.+]] = loom.reshape [[ALL]] : tensor<4x2x4xi32> -> tensor<2x2x2x4xi32>
 // CHECK: [[CT:%.+]] = loom.transpose [[C4]] perm [1, 0, 2, 3]
-// CHECK: [[CM:%.+]] = loom.reshape [[CT]] : tensor<2x2x2x4xi32> -> tensor<4x2x4xi32>
-// CHECK: [[EC:%.+]] = shard.all_slice [[CM]] on @g grid_axes = [1, 0] slice_axis = 2 : tensor<4x2x4xi32> -> tensor<4x2x1xi32>
+// CHECK: [[CS:%.+]] = shard.all_slice [[CT]] on @g grid_axes = [1, 0] slice_axis = 3 : tensor<2x2x2x4xi32> -> tensor<2x2x2x1xi32>
+// CHECK: [[EC:%.+]] = loom.reshape [[CS]] : tensor<2x2x2x1xi32> -> tensor<4x2x1xi32>
 // CHECK: %[[E:.+]], %[[S:.+]], %[[SRC:.+]], %{{.+}} = loom.moe_route [[MYP]] offsets [[MINE]] top_k 2 capacity 3 buffer 2
 // CHECK-SAME: loom.moe_exchange_axes = ["ep", "dp"]
 // CHECK: %[[RS:.+]], %[[SR:.+]] = loom.moe_exchange_map [[EC]], %{{.+}} capacity 3 buffer 2 : tensor<4x2x1xi32>, tensor<4x2x1xi32> -> tensor<8x1xi32>, tensor<3xi32>
@@ -128,7 +129,8 @@ func.func @data_and_experts(%x: tensor<8x16xf32>, %r: tensor<16x4xf32>, %w: tens
 // CHECK-SAME: %[[W:[^:]+]]: tensor<1x16x16xf32>
 // CHECK: loom.moe_route %{{.+}} top_k 2 capacity 4 buffer 1 blocks 2 : tensor<1x4xf32>
 // CHECK-SAME: tensor<8xi32>
-// CHECK: [[EC:%.+]] = shard.all_slice %{{.+}} on @g grid_axes = [1] slice_axis = 2 : tensor<8x2x4xi32> -> tensor<8x2x1xi32>
+// CHECK: [[ECS:%.+]] = shard.all_slice %{{.+}} on @g grid_axes = [1] slice_axis = 3 : tensor<4x2x2x4xi32> -> tensor<4x2x2x1xi32>
+// CHECK: [[EC:%.+]] = loom.reshape [[ECS]] : tensor<4x2x2x1xi32> -> tensor<8x2x1xi32>
 // CHECK: loom.moe_route %{{.+}} offsets %{{.+}} top_k 2 capacity 4 buffer 1 blocks 2
 // CHECK: [[ALL:%.+]] = loom.arange : tensor<2xi32>
 // CHECK: [[B:%.+]] = shard.all_slice [[ALL]] on @g grid_axes = [0] slice_axis = 0 : tensor<2xi32> -> tensor<1xi32>
