@@ -26,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 using namespace mlir;
@@ -181,9 +182,18 @@ LogicalResult Compilation::run() {
   if (options.searchMesh && !options.probe)
     return failure(failed(parse()) || failed(searchMeshes()));
   LogicalResult result = success();
+  // A deep model's build is minutes of silence otherwise (800 layers: 56 s).
+  auto started = std::chrono::steady_clock::now();
   for (const StageRow &row : kStages) {
     if (row.runs && !(this->*row.runs)())
       continue;
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (row.step && !options.probe && (options.progress == ProgressLines::Always ||
+                           (options.progress == ProgressLines::Long && seconds >= 2))) {
+      llvm::errs() << llvm::formatv("loomc: {0} ({1:f1} s)\n", row.name, seconds);
+      llvm::errs().flush();
+    }
     TimingScope scope = timingRoot.nest(row.name);
     timingStep = &scope;
     stepName = row.name;

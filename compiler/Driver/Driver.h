@@ -54,6 +54,9 @@ enum class GpuAttention {
   Wgmma,
 };
 
+/// When loomc says its stages as they start (--progress).
+enum class ProgressLines { Never, Long, Always };
+
 struct DriverOptions {
   /// Print this stage (to `output`, or stdout) instead of linking.
   std::optional<Stage> emit;
@@ -147,6 +150,9 @@ struct DriverOptions {
   /// MLIR's per-pass timing (--timing), the IR after one pass
   /// (--print-ir-after=PASS), and every pass's IR into --dump-dir.
   bool timing = false;
+  /// Lines on stderr as the stages start (--progress): never, once the
+  /// build has run 2 s (a terminal's default), or from the start.
+  ProgressLines progress = ProgressLines::Never;
   std::string printIrAfter;
   bool dumpAfterEachPass = false;
 };

@@ -317,6 +317,11 @@ cl::opt<bool> timing(
     "timing", cl::desc("Print the time of every stage and pass (MLIR's "
                        "pass timing) to stderr"),
     cl::init(false), cl::cat(loomCategory));
+cl::opt<bool> progress(
+    "progress", cl::desc("Say each stage as it starts, with the seconds so far, once "
+                         "the build has run 2 s (the default on a terminal; "
+                         "--progress=false never, --progress always from the start)"),
+    cl::cat(loomCategory));
 cl::opt<std::string> printIrAfter(
     "print-ir-after",
     cl::desc("Print the IR after every run of the pass PASS (its "
@@ -644,6 +649,10 @@ static int loomcMain(int argc, char **argv) {
   }
   options.meshSvg = meshSvg;
   options.timing = timing;
+  // Unset: on a terminal, once the build is long; given: always or never.
+  options.progress = progress.getNumOccurrences()
+                         ? (progress ? loom::ProgressLines::Always : loom::ProgressLines::Never)
+                         : (errs().is_displayed() ? loom::ProgressLines::Long : loom::ProgressLines::Never);
   warnIdleOptions();
   options.printIrAfter = printIrAfter;
   options.dumpAfterEachPass = dumpAfterEachPass;
