@@ -57,13 +57,28 @@ static std::string activationSlots(const ExplainRank &rank) {
   return text.empty() ? "no slots" : text;
 }
 
+/// A rank's stages: "0 4 8", or past 8 of them the first 4, "...", the
+/// last and how many (65536 stages on 2 ranks had printed 32768 numbers a
+/// line).
+static std::string stageList(const std::vector<unsigned> &stages) {
+  constexpr size_t kMostListed = 8;
+  std::string text;
+  for (auto [i, stage] : llvm::enumerate(stages)) {
+    if (stages.size() > kMostListed && i == 4)
+      return text + " ... " + std::to_string(stages.back()) + ", " +
+             std::to_string(stages.size()) + " stages";
+    text += (i ? " " : "") + std::to_string(stage);
+  }
+  return text;
+}
+
 std::string rankName(const ExplainReport &report, const ExplainRank &rank) {
   if (report.stages == 0)
     return report.ranks > 1 ? "every rank" : "the rank";
   int64_t first = rank.coordinate * report.pipelineStride();
-  return formatv("{0}={1} (rank {2}: {3}; stages {4:$[ ]})", report.pipelineAxis,
+  return formatv("{0}={1} (rank {2}: {3}; stages {4})", report.pipelineAxis,
                  rank.coordinate, first, coordinatesOf(report, first),
-                 make_range(rank.stages.begin(), rank.stages.end()))
+                 stageList(rank.stages))
       .str();
 }
 

@@ -1327,8 +1327,9 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
   uint64_t ranks = 1;
   for (const MeshAxis &axis : mesh.axes) {
     std::optional<int64_t> size = evalInt(*axis.size, globals);
+    bool fromOption = false;
     if (auto it = meshSizes.find(axis.name.text); it != meshSizes.end())
-      size = it->second;
+      size = it->second, fromOption = true;
     if (size && *size < 1) {
       error(axis.size->getLoc()) << "mesh axis size must be at least 1, got "
                                  << *size;
@@ -1345,8 +1346,12 @@ void Elaborator::declareMesh(const MeshDecl &mesh) {
     if (ranks > maxRanks) {
       size.reset(); // said at the axis that passed the limit
     } else if (size && uint64_t(*size) > maxRanks / ranks) {
+      // The caret is at the script's size; the size may be --mesh's.
       error(axis.size->getLoc()) << "mesh '" << mesh.name.text << "' has more than "
-                                 << maxRanks << " ranks at axis '" << axis.name.text << "'";
+                                 << maxRanks << " ranks at axis '" << axis.name.text << "'"
+                                 << (fromOption ? " (its size from --mesh, " +
+                                                      std::to_string(*size) + ")"
+                                                : std::string());
       ranks = maxRanks + 1;
       size.reset();
     } else if (size) {
