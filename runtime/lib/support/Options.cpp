@@ -473,12 +473,19 @@ bool loom::runtime::parseOptions(int argc, char **argv, RunOptions &options,
     } else if (Count *count = countNamed(name)) {
       if (!once(count->seen))
         return false;
-      if (!parseUnsigned(value, *count->target) || *count->target == 0 ||
-          *count->target > count->most) {
+      bool parsed = parseUnsigned(value, *count->target);
+      if (!parsed || *count->target == 0 || *count->target > count->most) {
         error = (name == "--steps" ? "bad number of steps '"
                                    : "bad " + std::string(name) + " '") +
                 std::string(value) + "' (expected a positive integer" +
-                (count->most < UINT64_MAX ? ", at most " + std::to_string(count->most) : "") +
+                // (A number past 64 bits says so too.)
+                (count->most < UINT64_MAX ||
+                         (!parsed && !value.empty() &&
+                          value.find_first_not_of("0123456789") == std::string_view::npos)
+                     ? ", at most " + (count->most == UINT64_MAX
+                                           ? std::string("2^64-1")
+                                           : std::to_string(count->most))
+                     : "") +
                 ")";
         return false;
       }
