@@ -51,6 +51,9 @@ public:
   mlir::LogicalResult explainPlan();
   mlir::LogicalResult lowerToLinalg();
   mlir::LogicalResult bufferizeKernels();
+  /// The GPU options that contradict each other or --gpu-arch, before any
+  /// stage runs (they had been said after the whole CPU compile).
+  mlir::LogicalResult checkGpuCommandLine();
   mlir::LogicalResult checkGpuOptions();
   mlir::LogicalResult lowerToGpu();
   mlir::LogicalResult lowerToNvvm();

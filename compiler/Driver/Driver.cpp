@@ -166,6 +166,8 @@ LogicalResult Compilation::run() {
                      "--remarks=collectives reports what the partitioner "
                      "inserts: --emit=")
            << stageName(*options.emit) << " stops before it";
+  if (failed(checkGpuCommandLine()))
+    return failure();
   // Looked for now, not after the whole compile.
   if (wantsExecutable() && !options.explain && !options.searchMesh &&
       failed(findRuntimeLibraries(UnknownLoc::get(&context))))

@@ -44,16 +44,58 @@ unsigned Compilation::gpuSmVersion() const {
   return smVersion;
 }
 
-LogicalResult Compilation::checkGpuOptions() {
+LogicalResult Compilation::checkGpuCommandLine() {
+  if (!wantsGpu() && !options.embedGpu)
+    return success();
   // PTX ISA 8.0 (what the GPU stages emit) covers sm_50 to sm_90a; of
   // those, the NVPTX back end knows these (another, sm_81, made it drop
   // the processor and then fail to select cp.async: a crash).
   static constexpr llvm::StringLiteral kArchs[] = {
       "sm_50", "sm_52", "sm_53", "sm_60", "sm_61", "sm_62", "sm_70", "sm_72",
       "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a"};
-  if (wantsGpu() && !llvm::is_contained(kArchs, options.gpuArch))
+  if (!llvm::is_contained(kArchs, options.gpuArch))
     return emitError(UnknownLoc::get(&context), "--gpu-arch must be one of ")
            << llvm::join(llvm::ArrayRef<llvm::StringLiteral>(kArchs), ", ") << ", got '" << options.gpuArch << "'";
+  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
+  // PTX lacks them); there they are the default.
+  bool sm90a = options.gpuArch == "sm_90a";
+  bool pingpong = options.gpuMma == GpuMma::WgmmaPingpong;
+  bool persistent = options.gpuMma == GpuMma::WgmmaPersistent || pingpong;
+  if ((options.gpuMma == GpuMma::Wgmma || persistent) && !sm90a)
+    return emitError(UnknownLoc::get(&context), "--gpu-mma=")
+           << (pingpong     ? "wgmma-pingpong"
+               : persistent ? "wgmma-persistent"
+                            : "wgmma")
+           << " needs --gpu-arch=sm_90a (got " << options.gpuArch << ")";
+  // mma.sync's tensor cores start at sm_80: asked for below, it had built
+  // SIMT kernels with no word.
+  if (gpuSmVersion() < 80 && (options.gpuMma == GpuMma::MmaSync ||
+                              options.gpuAttention == GpuAttention::MmaSync))
+    return emitError(UnknownLoc::get(&context), "--gpu-")
+           << (options.gpuMma == GpuMma::MmaSync ? "mma" : "attention")
+           << "=mma.sync needs --gpu-arch=sm_80 or later (got " << options.gpuArch
+           << "; below it the kernels run without tensor cores: leave it out)";
+  bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
+                      (options.gpuMma == GpuMma::Auto && sm90a);
+  if (options.gpuAttention == GpuAttention::Wgmma && !sm90a)
+    return emitError(UnknownLoc::get(&context), "--gpu-attention=wgmma needs ")
+           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
+  if (options.gpuSharedLimit.value_or(0) < 0)
+    return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
+           << "number of bytes, or 0 for the --gpu-arch's limit (got "
+           << *options.gpuSharedLimit << ")";
+  if (options.gpuTmaStore && !warpgroupMma)
+    return emitError(UnknownLoc::get(&context), "--gpu-tma-store needs wgmma ")
+           << "matmuls (--gpu-arch=sm_90a, not --gpu-mma=mma.sync; got "
+           << (sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
+           << ")";
+  if (options.gpuTmaMulticast && (!persistent || pingpong))
+    return emitError(UnknownLoc::get(&context), "--gpu-tma-multicast needs ")
+           << "the persistent wgmma kernels (--gpu-mma=wgmma-persistent)";
+  return success();
+}
+
+LogicalResult Compilation::checkGpuOptions() {
   if (options.embedGpu && llvm::StringRef(LOOM_CUDA_PATH).empty())
     return module->emitError("--gpu needs a CUDA toolkit, and Loom was built "
                              "without one");
@@ -81,17 +123,10 @@ LogicalResult Compilation::lowerToGpu() {
   FailureOr<const DeviceSpec *> device = gpuDevice();
   if (failed(device))
     return failure();
-  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
-  // PTX lacks them); there they are the default.
+  // (The options were checked before any stage: checkGpuCommandLine.)
   bool sm90a = options.gpuArch == "sm_90a";
   bool pingpong = options.gpuMma == GpuMma::WgmmaPingpong;
   bool persistent = options.gpuMma == GpuMma::WgmmaPersistent || pingpong;
-  if ((options.gpuMma == GpuMma::Wgmma || persistent) && !sm90a)
-    return emitError(UnknownLoc::get(&context), "--gpu-mma=")
-           << (pingpong     ? "wgmma-pingpong"
-               : persistent ? "wgmma-persistent"
-                            : "wgmma")
-           << " needs --gpu-arch=sm_90a (got " << options.gpuArch << ")";
   bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
                       (options.gpuMma == GpuMma::Auto && sm90a);
   // The wgmma attention kernels are sm_90a's default: on an H200
@@ -99,19 +134,12 @@ LogicalResult Compilation::lowerToGpu() {
   // where mma.sync's are 0.87 and 0.49, 2-4 times mma.sync's backward.
   bool warpgroupAttention = options.gpuAttention == GpuAttention::Wgmma ||
                             (options.gpuAttention == GpuAttention::Auto && sm90a);
-  if (warpgroupAttention && !sm90a)
-    return emitError(UnknownLoc::get(&context), "--gpu-attention=wgmma needs ")
-           << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
   // --gpu-shared-limit per block (unset: 48 KiB for mma.sync alone, the
   // architecture's limit with wgmma).
   int64_t sharedLimit =
       options.gpuSharedLimit.value_or(warpgroupMma ? 0 : 48 * 1024);
-  if (sharedLimit < 0)
-    return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
-           << "number of bytes, or 0 for the --gpu-arch's limit (got "
-           << sharedLimit << ")";
   int64_t sharedPerBlock = 48 * 1024, sharedPerSM = 228 * 1024,
           reservedPerBlock = 1024;
   if (const ArchSpec *arch = lookupArch(options.gpuArch)) {
@@ -128,14 +156,6 @@ LogicalResult Compilation::lowerToGpu() {
                           : sharedPerBlock;
   if (sharedLimit > 0)
     sharedPerBlock = std::min(sharedPerBlock, sharedLimit);
-  if (options.gpuTmaStore && !warpgroupMma)
-    return emitError(UnknownLoc::get(&context), "--gpu-tma-store needs wgmma ")
-           << "matmuls (--gpu-arch=sm_90a, not --gpu-mma=mma.sync; got "
-           << (sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
-           << ")";
-  if (options.gpuTmaMulticast && (!persistent || pingpong))
-    return emitError(UnknownLoc::get(&context), "--gpu-tma-multicast needs ")
-           << "the persistent wgmma kernels (--gpu-mma=wgmma-persistent)";
   GpuKernelsOptions kernels;
   kernels.tensorCores = smVersion >= 80;
   kernels.multiprocessors = (*device)->sms;
