@@ -162,18 +162,42 @@ struct SplitLowering : OpConversionPattern<SplitOp> {
   }
 };
 
-/// One tensor.concat, not a chain of insert_slices into an empty tensor:
-/// both bufferize to the same copies into subviews, but one-shot
-/// bufferization analyses a chain of n insert_slices in about n^4 (150, the
-/// gradient bucket of a 24-layer stage: 17 s; 300: 5 min) and one concat in
-/// linear time.
+/// A few inputs: a chain of insert_slices into an empty tensor, which
+/// empty-tensor elimination turns into the kernel's destination, so the
+/// inputs are copied once, into the output. A tensor.concat allocates its
+/// result and the kernel then copied it into the output: three passes over
+/// the bytes, not two (concat of 3 x [4096, 256] f32: 1.4-1.8 ms against
+/// torch's 0.37). Many inputs: one tensor.concat, since one-shot
+/// bufferization analyses a chain of n insert_slices in about n^4 (150,
+/// the gradient bucket of a 24-layer stage: 17 s; 300: 5 min) and one
+/// concat in linear time.
 struct ConcatLowering : OpConversionPattern<ConcatOp> {
   using OpConversionPattern::OpConversionPattern;
+  static constexpr size_t kMostInsertedSlices = 16;
   LogicalResult
   matchAndRewrite(ConcatOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<tensor::ConcatOp>(op, op.getType(), op.getAxis(),
-                                                  adaptor.getInputs());
+    if (adaptor.getInputs().size() > kMostInsertedSlices) {
+      rewriter.replaceOpWithNewOp<tensor::ConcatOp>(op, op.getType(), op.getAxis(),
+                                                    adaptor.getInputs());
+      return success();
+    }
+    RankedTensorType type = op.getType();
+    int64_t rank = type.getRank();
+    int64_t axis = op.getAxis() < 0 ? op.getAxis() + rank : op.getAxis();
+    Value result = tensor::EmptyOp::create(rewriter, op.getLoc(), type.getShape(),
+                                           type.getElementType());
+    int64_t offset = 0;
+    for (Value input : adaptor.getInputs()) {
+      auto piece = cast<RankedTensorType>(input.getType());
+      SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
+      offsets[axis] = offset;
+      offset += piece.getDimSize(axis);
+      result = tensor::InsertSliceOp::create(rewriter, op.getLoc(), input, result,
+                                             ValueRange{}, ValueRange{}, ValueRange{},
+                                             offsets, piece.getShape(), strides);
+    }
+    rewriter.replaceOp(op, result);
     return success();
   }
 };

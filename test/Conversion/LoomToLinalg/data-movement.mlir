@@ -146,17 +146,27 @@ func.func @split(%z: tensor<16x64xbf16>) -> (tensor<16x8xbf16>, tensor<16x24xbf1
 
 // -----
 
-// concat: one tensor.concat along the axis (not a chain of insert_slices,
-// which one-shot bufferization analyses in about n^4); an input may repeat.
+// concat of up to 16 inputs: a chain of insert_slices into an empty tensor
+// along the axis (empty-tensor elimination makes it the kernel's
+// destination: the inputs are copied once, into the output); an input may
+// repeat. Of more: one tensor.concat (one-shot bufferization analyses a
+// chain of n insert_slices in about n^4).
 // CHECK-LABEL: func.func @concat
 // CHECK-SAME: (%[[A:[^:]+]]: tensor<16x32xbf16>, %[[B:[^:]+]]: tensor<16x8xbf16>)
-// CHECK-NEXT: [[C0:%.+]] = tensor.concat dim(1) %[[A]], %[[B]], %[[A]] : (tensor<16x32xbf16>, tensor<16x8xbf16>, tensor<16x32xbf16>) -> tensor<16x72xbf16>
-// CHECK-NEXT: [[C1:%.+]] = tensor.concat dim(0) %[[A]], %[[A]] : (tensor<16x32xbf16>, tensor<16x32xbf16>) -> tensor<32x32xbf16>
-// CHECK-NEXT: return [[C0]], [[C1]]
-func.func @concat(%a: tensor<16x32xbf16>, %b: tensor<16x8xbf16>) -> (tensor<16x72xbf16>, tensor<32x32xbf16>) {
+// CHECK-NEXT: [[E0:%.+]] = tensor.empty() : tensor<16x72xbf16>
+// CHECK-NEXT: [[I0:%.+]] = tensor.insert_slice %[[A]] into [[E0]][0, 0] [16, 32] [1, 1] : tensor<16x32xbf16> into tensor<16x72xbf16>
+// CHECK-NEXT: [[I1:%.+]] = tensor.insert_slice %[[B]] into [[I0]][0, 32] [16, 8] [1, 1] : tensor<16x8xbf16> into tensor<16x72xbf16>
+// CHECK-NEXT: [[C0:%.+]] = tensor.insert_slice %[[A]] into [[I1]][0, 40] [16, 32] [1, 1] : tensor<16x32xbf16> into tensor<16x72xbf16>
+// CHECK-NEXT: [[E1:%.+]] = tensor.empty() : tensor<32x32xbf16>
+// CHECK-NEXT: [[I2:%.+]] = tensor.insert_slice %[[A]] into [[E1]][0, 0] [16, 32] [1, 1] : tensor<16x32xbf16> into tensor<32x32xbf16>
+// CHECK-NEXT: [[C1:%.+]] = tensor.insert_slice %[[A]] into [[I2]][16, 0] [16, 32] [1, 1] : tensor<16x32xbf16> into tensor<32x32xbf16>
+// CHECK-NEXT: [[C2:%.+]] = tensor.concat dim(1) %[[B]], {{.+}} : ({{.+}}) -> tensor<16x136xbf16>
+// CHECK-NEXT: return [[C0]], [[C1]], [[C2]]
+func.func @concat(%a: tensor<16x32xbf16>, %b: tensor<16x8xbf16>) -> (tensor<16x72xbf16>, tensor<32x32xbf16>, tensor<16x136xbf16>) {
   %0 = loom.concat %a, %b, %a axis 1 : (tensor<16x32xbf16>, tensor<16x8xbf16>, tensor<16x32xbf16>) -> tensor<16x72xbf16>
   %1 = loom.concat %a, %a axis 0 : (tensor<16x32xbf16>, tensor<16x32xbf16>) -> tensor<32x32xbf16>
-  return %0, %1 : tensor<16x72xbf16>, tensor<32x32xbf16>
+  %2 = loom.concat %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b, %b axis 1 : (tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>, tensor<16x8xbf16>) -> tensor<16x136xbf16>
+  return %0, %1, %2 : tensor<16x72xbf16>, tensor<32x32xbf16>, tensor<16x136xbf16>
 }
 
 // -----
