@@ -64,8 +64,13 @@ private:
 
   void moveUp(shard::AllSliceOp slice) {
     Operation *producer = slice.getInput().getDefiningOp();
+    // Not into the optimizer's update: its slice of a param (weight decay's
+    // `w * decay`) became the forward's slice of the same param, which CSE
+    // then made one, computed per microbatch and read by the update after
+    // the accumulates (a plan the runtime refuses).
     if (!producer || !producer->hasOneUse() || producer->getNumResults() != 1 ||
-        producer->getNumRegions() || producer->getBlock() != slice->getBlock())
+        producer->getNumRegions() || producer->getBlock() != slice->getBlock() ||
+        producer->hasAttr(attr::kUpdateBucket))
       return;
     int64_t axis = slice.getSliceAxis().getSExtValue();
     auto whole = cast<RankedTensorType>(slice.getInput().getType());

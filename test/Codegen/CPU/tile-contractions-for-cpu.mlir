@@ -536,3 +536,41 @@ func.func @row_strided_b(%a: memref<1x512xf32>, %b: memref<512x4096xf32, strided
   }
   return
 }
+
+// -----
+
+// A batch of single rows against one B ([64, 1, 512] @ [512, 512], a
+// decoding batch) is tiled: the register tiles take the batch's rows
+// together and read each panel of B once. As 64 row products it read all
+// of B 64 times (315 -> 777 us). Single rows each against its own B
+// ([4, 1, K] @ [4, K, N]) share nothing, and run as row products.
+// CHECK-LABEL: func.func @rows_one_b
+// CHECK: memref.alloc
+// CHECK-LABEL: func.func @rows_own_b
+// CHECK-NOT: memref.alloc
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction", "parallel"]
+#a3 = affine_map<(b, m, n, k) -> (b, m, k)>
+#w = affine_map<(b, m, n, k) -> (k, n)>
+#bb = affine_map<(b, m, n, k) -> (b, k, n)>
+#c3 = affine_map<(b, m, n, k) -> (b, m, n)>
+func.func @rows_one_b(%a: memref<64x1x512xf32>, %b: memref<512x512xf32>, %out: memref<64x1x512xf32>) {
+  linalg.generic {indexing_maps = [#a3, #w, #c3], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<64x1x512xf32>, memref<512x512xf32>) outs(%out : memref<64x1x512xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @rows_own_b(%a: memref<4x1x512xf32>, %b: memref<4x512x256xf32>, %out: memref<4x1x256xf32>) {
+  linalg.generic {indexing_maps = [#a3, #bb, #c3], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x1x512xf32>, memref<4x512x256xf32>) outs(%out : memref<4x1x256xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
