@@ -983,12 +983,16 @@ static bool isMeanOverAllDims(Value loss) {
     loss = cast.getInput();
   if (isa_and_nonnull<CrossEntropyOp, MseOp>(loss.getDefiningOp()))
     return true;
+  // The first tensor the outer means reduce whole: the chain may go on
+  // into the means that made it (`mean(mean(y))` of a `keepdim` row mean
+  // y had counted three means over y's input, of rank 2, and was refused).
   int64_t means = 0;
   while (auto mean = loss.getDefiningOp<MeanOp>()) {
     loss = mean.getInput();
-    ++means;
+    if (cast<RankedTensorType>(loss.getType()).getRank() == ++means)
+      return true;
   }
-  return means > 0 && cast<RankedTensorType>(loss.getType()).getRank() == means;
+  return false;
 }
 
 bool Elaborator::averagesMicrobatches(Value loss) {
