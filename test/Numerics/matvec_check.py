@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The reference of test/Numerics/cpu-matvec.test: the products of
-Inputs/matvec.loom (r = x @ w, s = x @ wt^T, c = m @ v, b = q @ kt),
+Inputs/matvec.loom (r = x @ w, r2 = x2 @ w, s = x @ wt^T, c = m @ v, b = q @ kt),
 computed in float64 from the inputs (rounded to bf16 for --dtype bf16) and
 compared with the executable's outputs.
 
@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reference import round_bf16  # noqa: E402
 
-PRODUCTS = {"r": ("x", "w", False), "s": ("x", "wt", True),
+PRODUCTS = {"r": ("x", "w", False), "r2": ("x2", "w", False), "s": ("x", "wt", True),
             "c": ("m", "v", False), "b": ("q", "kt", False)}
 
 

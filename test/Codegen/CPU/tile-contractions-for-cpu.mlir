@@ -483,10 +483,11 @@ func.func @column_dots_transposed_a(%a: memref<512x4096xf32>, %b: memref<512x1xf
 
 // -----
 
-// One output row ([1, K] @ [K, N], a decoding step's projection) against a
-// B contiguous along n: its k loop moves outside n (the iterators read m,
-// k, n), each k adding a[k] times B's row k to the output row, and it is
-// left to the loops. Tiled, the row was padded to 8 and all of B copied into
+// One output row ([1, K] @ [K, N], a decoding step's projection), or up to
+// 4 f32 rows (2 of 16 bits), against a B contiguous along n: its k loop
+// moves outside m and n (the iterators read k, m, n), each k adding a[m, k]
+// times B's row k to each output row, and it is left to the loops. Five
+// rows are tiled. Tiled, the row was padded to 8 and all of B copied into
 // panels first (5x slower). Against a B contiguous along k, the row's
 // elements are dot products, left as they are. A B strided along both is
 // still tiled.
@@ -494,7 +495,13 @@ func.func @column_dots_transposed_a(%a: memref<512x4096xf32>, %b: memref<512x1xf
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: vector.
 // CHECK: linalg.generic
-// CHECK-SAME: indexing_maps = [#[[A:.+]], #[[B:.+]], #[[C:.+]]], iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK-SAME: indexing_maps = [#[[A:.+]], #[[B:.+]], #[[C:.+]]], iterator_types = ["reduction", "parallel", "parallel"]
+// CHECK-LABEL: func.func @four_rows_axpy
+// CHECK-NOT: memref.alloc
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["reduction", "parallel", "parallel"]
+// CHECK-LABEL: func.func @five_rows
+// CHECK: memref.alloc
 // CHECK-LABEL: func.func @row_dots_one_row
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: vector.
@@ -509,6 +516,26 @@ func.func @column_dots_transposed_a(%a: memref<512x4096xf32>, %b: memref<512x1xf
 func.func @row_axpy(%a: memref<1x512xf32>, %b: memref<512x4096xf32>, %out: memref<1x4096xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%a, %b : memref<1x512xf32>, memref<512x4096xf32>) outs(%out : memref<1x4096xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @four_rows_axpy(%a: memref<4x512xf32>, %b: memref<512x4096xf32>, %out: memref<4x4096xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x512xf32>, memref<512x4096xf32>) outs(%out : memref<4x4096xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @five_rows(%a: memref<5x512xf32>, %b: memref<512x4096xf32>, %out: memref<5x4096xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<5x512xf32>, memref<512x4096xf32>) outs(%out : memref<5x4096xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %p : f32
@@ -549,7 +576,7 @@ func.func @row_strided_b(%a: memref<1x512xf32>, %b: memref<512x4096xf32, strided
 // CHECK-LABEL: func.func @rows_own_b
 // CHECK-NOT: memref.alloc
 // CHECK: linalg.generic
-// CHECK-SAME: iterator_types = ["parallel", "parallel", "reduction", "parallel"]
+// CHECK-SAME: iterator_types = ["parallel", "reduction", "parallel", "parallel"]
 #a3 = affine_map<(b, m, n, k) -> (b, m, k)>
 #w = affine_map<(b, m, n, k) -> (k, n)>
 #bb = affine_map<(b, m, n, k) -> (b, k, n)>
