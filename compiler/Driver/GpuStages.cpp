@@ -44,6 +44,31 @@ unsigned Compilation::gpuSmVersion() const {
   return smVersion;
 }
 
+namespace {
+/// The tensor-core kernels the GPU options choose, which the option check
+/// and the GPU stage both read.
+struct TensorCoreChoice {
+  bool sm90a, pingpong, persistent, warpgroupMma, warpgroupAttention;
+};
+} // namespace
+
+static TensorCoreChoice tensorCoreChoice(const DriverOptions &options) {
+  TensorCoreChoice c;
+  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
+  // PTX lacks them); there they are the default.
+  c.sm90a = options.gpuArch == "sm_90a";
+  c.pingpong = options.gpuMma == GpuMma::WgmmaPingpong;
+  c.persistent = options.gpuMma == GpuMma::WgmmaPersistent || c.pingpong;
+  c.warpgroupMma = options.gpuMma == GpuMma::Wgmma || c.persistent ||
+                   (options.gpuMma == GpuMma::Auto && c.sm90a);
+  // The wgmma attention kernels are sm_90a's default: on an H200
+  // (2026-12-04) 1.18 and 0.89 of SDPA's forward at T = 2048 and 8192
+  // where mma.sync's are 0.87 and 0.49, 2-4 times mma.sync's backward.
+  c.warpgroupAttention = options.gpuAttention == GpuAttention::Wgmma ||
+                         (options.gpuAttention == GpuAttention::Auto && c.sm90a);
+  return c;
+}
+
 LogicalResult Compilation::checkGpuCommandLine() {
   if (!wantsGpu() && !options.embedGpu)
     return success();
@@ -56,16 +81,12 @@ LogicalResult Compilation::checkGpuCommandLine() {
   if (!llvm::is_contained(kArchs, options.gpuArch))
     return emitError(UnknownLoc::get(&context), "--gpu-arch must be one of ")
            << llvm::join(llvm::ArrayRef<llvm::StringLiteral>(kArchs), ", ") << ", got '" << options.gpuArch << "'";
-  // wgmma and the TMA unit exist on sm_90a only (not even sm_90, whose
-  // PTX lacks them); there they are the default.
-  bool sm90a = options.gpuArch == "sm_90a";
-  bool pingpong = options.gpuMma == GpuMma::WgmmaPingpong;
-  bool persistent = options.gpuMma == GpuMma::WgmmaPersistent || pingpong;
-  if ((options.gpuMma == GpuMma::Wgmma || persistent) && !sm90a)
+  const TensorCoreChoice c = tensorCoreChoice(options);
+  if ((options.gpuMma == GpuMma::Wgmma || c.persistent) && !c.sm90a)
     return emitError(UnknownLoc::get(&context), "--gpu-mma=")
-           << (pingpong     ? "wgmma-pingpong"
-               : persistent ? "wgmma-persistent"
-                            : "wgmma")
+           << (c.pingpong     ? "wgmma-pingpong"
+               : c.persistent ? "wgmma-persistent"
+                              : "wgmma")
            << " needs --gpu-arch=sm_90a (got " << options.gpuArch << ")";
   // mma.sync's tensor cores start at sm_80: asked for below, it had built
   // SIMT kernels with no word.
@@ -75,21 +96,19 @@ LogicalResult Compilation::checkGpuCommandLine() {
            << (options.gpuMma == GpuMma::MmaSync ? "mma" : "attention")
            << "=mma.sync needs --gpu-arch=sm_80 or later (got " << options.gpuArch
            << "; below it the kernels run without tensor cores: leave it out)";
-  bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
-                      (options.gpuMma == GpuMma::Auto && sm90a);
-  if (options.gpuAttention == GpuAttention::Wgmma && !sm90a)
+  if (options.gpuAttention == GpuAttention::Wgmma && !c.sm90a)
     return emitError(UnknownLoc::get(&context), "--gpu-attention=wgmma needs ")
            << "--gpu-arch=sm_90a (got " << options.gpuArch << ")";
   if (options.gpuSharedLimit.value_or(0) < 0)
     return emitError(UnknownLoc::get(&context), "--gpu-shared-limit must be a ")
            << "number of bytes, or 0 for the --gpu-arch's limit (got "
            << *options.gpuSharedLimit << ")";
-  if (options.gpuTmaStore && !warpgroupMma)
+  if (options.gpuTmaStore && !c.warpgroupMma)
     return emitError(UnknownLoc::get(&context), "--gpu-tma-store needs wgmma ")
            << "matmuls (--gpu-arch=sm_90a, not --gpu-mma=mma.sync; got "
-           << (sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
+           << (c.sm90a ? "--gpu-mma=mma.sync" : "--gpu-arch=" + options.gpuArch)
            << ")";
-  if (options.gpuTmaMulticast && (!persistent || pingpong))
+  if (options.gpuTmaMulticast && (!c.persistent || c.pingpong))
     return emitError(UnknownLoc::get(&context), "--gpu-tma-multicast needs ")
            << "the persistent wgmma kernels (--gpu-mma=wgmma-persistent)";
   return success();
@@ -124,16 +143,8 @@ LogicalResult Compilation::lowerToGpu() {
   if (failed(device))
     return failure();
   // (The options were checked before any stage: checkGpuCommandLine.)
-  bool sm90a = options.gpuArch == "sm_90a";
-  bool pingpong = options.gpuMma == GpuMma::WgmmaPingpong;
-  bool persistent = options.gpuMma == GpuMma::WgmmaPersistent || pingpong;
-  bool warpgroupMma = options.gpuMma == GpuMma::Wgmma || persistent ||
-                      (options.gpuMma == GpuMma::Auto && sm90a);
-  // The wgmma attention kernels are sm_90a's default: on an H200
-  // (2026-12-04) 1.18 and 0.89 of SDPA's forward at T = 2048 and 8192
-  // where mma.sync's are 0.87 and 0.49, 2-4 times mma.sync's backward.
-  bool warpgroupAttention = options.gpuAttention == GpuAttention::Wgmma ||
-                            (options.gpuAttention == GpuAttention::Auto && sm90a);
+  auto [sm90a, pingpong, persistent, warpgroupMma, warpgroupAttention] =
+      tensorCoreChoice(options);
   // Shared memory for the tensor-core pipelines: the --gpu-arch's limits
   // (the binary runs on any GPU of that architecture), at most
   // --gpu-shared-limit per block (unset: 48 KiB for mma.sync alone, the

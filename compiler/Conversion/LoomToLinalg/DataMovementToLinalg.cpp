@@ -183,8 +183,7 @@ struct ConcatLowering : OpConversionPattern<ConcatOp> {
       return success();
     }
     RankedTensorType type = op.getType();
-    int64_t rank = type.getRank();
-    int64_t axis = op.getAxis() < 0 ? op.getAxis() + rank : op.getAxis();
+    int64_t rank = type.getRank(), axis = op.getAxis();
     Value result = tensor::EmptyOp::create(rewriter, op.getLoc(), type.getShape(),
                                            type.getElementType());
     int64_t offset = 0;

@@ -89,9 +89,7 @@ struct LoomBucketGradients
   void runOnOperation() override {
     if (bucketMb <= 0)
       return;
-    // Past 2^62 bytes a bucket holds every gradient (the cast of 2^43 MiB
-    // and up overflowed: one all-reduce per gradient, the opposite).
-    int64_t limit = static_cast<int64_t>(std::min<double>(bucketMb * 1024 * 1024, 0x1p62));
+    int64_t limit = gradientBucketBytes(bucketMb);
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (!func->hasAttr(attr::kPartitionOf) || func.isExternal())
         continue;

@@ -40,7 +40,7 @@ class StepBuilder {
 public:
   StepBuilder(func::FuncOp model, TrainOp train, double bucketMb)
       : model(model), train(train), b(model.getContext()),
-        bucketLimit(bucketMb > 0 ? static_cast<int64_t>(std::min<double>(bucketMb * 1024 * 1024, 0x1p62))
+        bucketLimit(bucketMb > 0 ? gradientBucketBytes(bucketMb)
                                  : std::numeric_limits<int64_t>::max()) {}
   LogicalResult run();
 

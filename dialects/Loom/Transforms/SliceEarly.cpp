@@ -29,7 +29,7 @@ public:
   }
 
 private:
-  /// `type` with dim `axis` as long as `like`'s.
+  /// `type` with dim `axis` of `size`.
   static RankedTensorType withDim(RankedTensorType type, int64_t axis, int64_t size) {
     SmallVector<int64_t> shape(type.getShape());
     shape[axis] = size;
@@ -39,8 +39,9 @@ private:
   /// A slice of `value` along `axis` as `like` slices, queued to move on.
   Value sliceOf(OpBuilder &b, shard::AllSliceOp like, Value value, int64_t axis) {
     auto type = cast<RankedTensorType>(value.getType());
-    int64_t ways = cast<RankedTensorType>(like.getInput().getType()).getDimSize(like.getSliceAxis().getSExtValue()) /
-                   like.getType().getDimSize(like.getSliceAxis().getSExtValue());
+    int64_t likeAxis = like.getSliceAxis().getSExtValue();
+    int64_t ways = cast<RankedTensorType>(like.getInput().getType()).getDimSize(likeAxis) /
+                   like.getType().getDimSize(likeAxis);
     auto slice = cast<shard::AllSliceOp>(b.clone(*like));
     slice->setOperand(0, value);
     slice.setSliceAxis(APInt(64, axis));
@@ -105,14 +106,9 @@ private:
     SmallVector<Value> operands;
     for (Value operand : producer->getOperands()) {
       auto type = dyn_cast<RankedTensorType>(operand.getType());
-      if (!type)
+      if (!type || (type.getRank() != 0 && type.getShape() != whole.getShape()))
         return;
-      if (type.getRank() == 0)
-        operands.push_back(operand);
-      else if (type.getShape() == whole.getShape())
-        operands.push_back(operand);
-      else
-        return;
+      operands.push_back(operand);
     }
     for (Value &operand : operands)
       if (cast<RankedTensorType>(operand.getType()).getRank() != 0)
