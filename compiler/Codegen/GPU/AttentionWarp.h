@@ -330,9 +330,12 @@ struct Warp {
       for (const Tile &tile : s)
         rowMax = max(rowMax, max(tile[2 * half], tile[2 * half + 1]));
       rowMax = quadMax(rowMax);
-      // Every row sees key 0 in the first block, so rowMax is finite from
-      // there on and exp(-inf - rowMax) = 0 starts the sums.
-      scaledMaxima[half] = scaledByLog2E(rowMax);
+      // While a row's scores are all -inf (masked, or past a 16-bit type's
+      // range) its maximum is taken as 0, as FlashAttention's is: exp(-inf
+      // - 0) = 0 keeps the sums 0 where -inf - -inf made the row NaN.
+      Value none = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, rowMax, minusInf());
+      scaledMaxima[half] = scaledByLog2E(
+          arith::SelectOp::create(b, loc, none, f32Constant(0.0), rowMax));
       Value rescale = expMinus(maxima[half], scaledMaxima[half]);
       maxima[half] = rowMax;
       sums[half] = mul(sums[half], rescale);

@@ -206,6 +206,14 @@ struct AttentionBuilder {
         });
   }
 
+  /// A row's running maximum as the online softmax subtracts it: 0 while
+  /// it is -inf (exp(-inf - 0) = 0 then, where -inf - -inf is NaN).
+  static Value finiteMax(OpBuilder &rb, Location rl, Value max) {
+    Value minusInf = f32Constant(rb, rl, -std::numeric_limits<double>::infinity());
+    Value none = arith::CmpFOp::create(rb, rl, arith::CmpFPredicate::OEQ, max, minusInf);
+    return arith::SelectOp::create(rb, rl, none, f32Constant(rb, rl, 0.0), max);
+  }
+
   /// Reduces the key axis of `s` [batch, block, block] into `init`
   /// [batch, block]: `acc = combine(acc, s, stats...)`, stats read per row.
   Value rowReduce(Value s, ValueRange stats, Value init,
@@ -254,7 +262,11 @@ struct AttentionBuilder {
 
   /// Each row's maximum and sum of exp(score - maximum) over the keys
   /// [0, end) of the queries [qStart, +block): one pass over the key
-  /// blocks, the sum rescaled when the maximum grows.
+  /// blocks, the sum rescaled when the maximum grows. While a row's
+  /// maximum is -inf (its scores so far all -inf: masked, or past a 16-bit
+  /// type's range) the exponentials are taken from 0 instead, as
+  /// FlashAttention's do: exp(-inf - -inf) had made the row NaN where the
+  /// five ops give its later keys' softmax.
   std::pair<Value, Value> rowStatistics(Value queries, Value qStart, Value end) {
     Value max0 = filled({batch, block}, f32(), -std::numeric_limits<double>::infinity());
     Value sum0 = filled({batch, block}, f32(), 0.0);
@@ -272,7 +284,7 @@ struct AttentionBuilder {
                              [](OpBuilder &rb, Location rl, Value sum, ValueRange in) -> Value {
                                Value max = arith::MaxNumFOp::create(rb, rl, in[0], in[1]);
                                Value shift = math::ExpOp::create(
-                                   rb, rl, arith::SubFOp::create(rb, rl, in[0], max));
+                                   rb, rl, arith::SubFOp::create(rb, rl, in[0], finiteMax(rb, rl, max)));
                                return arith::MulFOp::create(rb, rl, sum, shift);
                              });
       Value max = updateRows(carried[0], {blockMax},
@@ -282,7 +294,7 @@ struct AttentionBuilder {
       sum = rowReduce(s, {max}, sum,
                       [](OpBuilder &rb, Location rl, Value acc, ValueRange in) -> Value {
                         Value e = math::ExpOp::create(
-                            rb, rl, arith::SubFOp::create(rb, rl, in[0], in[1]));
+                            rb, rl, arith::SubFOp::create(rb, rl, in[0], finiteMax(rb, rl, in[1])));
                         return arith::AddFOp::create(rb, rl, acc, e);
                       });
       return SmallVector<Value>{max, sum};
