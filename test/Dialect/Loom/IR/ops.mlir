@@ -61,8 +61,10 @@ func.func @unary(%x: tensor<64x2048xf32>, %h: tensor<8xbf16>) {
   %8 = loom.sin %6 : tensor<64x2048xf32>
   // CHECK: [[COS:%.+]] = loom.cos [[SIN]] : tensor<64x2048xf32>
   %9 = loom.cos %8 : tensor<64x2048xf32>
-  // CHECK: loom.sigmoid [[COS]] : tensor<64x2048xf32>
+  // CHECK: [[SIG:%.+]] = loom.sigmoid [[COS]] : tensor<64x2048xf32>
   %10 = loom.sigmoid %9 : tensor<64x2048xf32>
+  // CHECK: loom.log [[SIG]] : tensor<64x2048xf32>
+  %11 = loom.log %10 : tensor<64x2048xf32>
   // CHECK: loom.gelu %[[H]] : tensor<8xbf16>
   %7 = loom.gelu %h : tensor<8xbf16>
   return
