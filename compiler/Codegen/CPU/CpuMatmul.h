@@ -47,6 +47,20 @@ struct PackedMatmul {
   SmallVector<MatmulLoop> loops;
 };
 
+/// A matmul operand stored across the register tiles' grain, its transpose
+/// folded into its indexing map: B K-contiguous ([..., N, K], `q @
+/// transpose(k)`), whose 16 columns the broadcast-FMA form would read with
+/// 16 strided loads each k step (measured 16x slower at 512^3), or A
+/// M-contiguous ([..., K, M], the backward's `x^T @ dy`), which the bf16
+/// dots cannot pair. Operand `which` (0: A, 1: B) is copied once into a
+/// temporary in the usual layout for the matmul: the copy the transpose
+/// kernel used to make. An operand padToWholeTiles padded (a zeroed
+/// temporary with the original in its corner) is transposed from the
+/// original straight into the padded layout, in pieces: the first, returned,
+/// is the bulk in whole blocks of 16 (f32; 32 for 16-bit). Returns the
+/// copy's transpose (null when there is none; TransposeOperands.cpp).
+linalg::TransposeOp copyTransposedOperand(linalg::GenericOp op, unsigned which);
+
 /// The loops of a matmul-like op that is not packed: (batch..., m, n, k).
 SmallVector<MatmulLoop> unpackedLoops(linalg::GenericOp op);
 

@@ -115,45 +115,6 @@ static SmallVector<int64_t> registerTiles(RegisterTile tile, ArrayRef<MatmulLoop
   return tiles;
 }
 
-/// A matmul operand stored across the register tiles' grain, its transpose
-/// folded into its indexing map: B K-contiguous ([..., N, K], `q @
-/// transpose(k)`), whose 16 columns the broadcast-FMA form would read with
-/// 16 strided loads each k step (measured 16x slower at 512^3), or A
-/// M-contiguous ([..., K, M], the backward's `x^T @ dy`), which the bf16
-/// dots cannot pair. Operand `which` (0: A, 1: B) is copied once into a
-/// temporary in the usual layout for the matmul: the copy the transpose
-/// kernel used to make. Returns the copy (null when there is none).
-static linalg::TransposeOp copyTransposedOperand(linalg::GenericOp op, unsigned which) {
-  unsigned m = op.getNumLoops() - 3, n = m + 1, k = m + 2;
-  unsigned wantOuter = which == 0 ? k : n, wantInner = which == 0 ? m : k;
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  unsigned rank = maps[which].getNumResults();
-  auto inner = dyn_cast<AffineDimExpr>(maps[which].getResult(rank - 1));
-  auto outer = dyn_cast<AffineDimExpr>(maps[which].getResult(rank - 2));
-  if (!inner || !outer || inner.getPosition() != wantInner ||
-      outer.getPosition() != wantOuter)
-    return {};
-  OpOperand *operand = op.getDpsInputOperand(which);
-  auto type = cast<MemRefType>(operand->get().getType());
-  SmallVector<int64_t> shape(type.getShape());
-  std::swap(shape[rank - 2], shape[rank - 1]);
-  SmallVector<int64_t> permutation = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  std::swap(permutation[rank - 2], permutation[rank - 1]);
-  OpBuilder builder(op);
-  Location loc = op.getLoc();
-  Value copy = memref::AllocOp::create(
-      builder, loc, MemRefType::get(shape, type.getElementType()));
-  auto transpose = linalg::TransposeOp::create(builder, loc, operand->get(), copy, permutation);
-  operand->set(copy);
-  SmallVector<AffineExpr> exprs(maps[which].getResults());
-  std::swap(exprs[rank - 2], exprs[rank - 1]);
-  maps[which] = AffineMap::get(maps[which].getNumDims(), 0, exprs, op.getContext());
-  op.setIndexingMapsAttr(builder.getAffineMapArrayAttr(maps));
-  builder.setInsertionPointAfter(op);
-  memref::DeallocOp::create(builder, loc, copy);
-  return transpose;
-}
-
 /// A batched matmul whose B has no batch dims ([b..., M, K] @ [K, N], the
 /// usual weight form) as one 2-D matmul over the batch's rows, [b... * M,
 /// K] @ [K, N], where the register tiles do not divide M but divide the
@@ -898,7 +859,7 @@ struct LoomTileContractionsForCpu
       if (packed)
         op = packed->op;
       else
-        tileTranspose(copyTransposedOperand(op, /*which=*/0));
+        tileTranspose(loom::copyTransposedOperand(op, /*which=*/0));
       if (bf16Amx && loom::isAmxMatmul(op)) {
         FailureOr<bool> rewritten = loom::rewriteAsAmxMatmul(op);
         if (failed(rewritten))
@@ -947,7 +908,7 @@ struct LoomTileContractionsForCpu
         continue;
       }
       if (!packed)
-        tileTranspose(copyTransposedOperand(op, /*which=*/1));
+        tileTranspose(loom::copyTransposedOperand(op, /*which=*/1));
       // With k whole in the cache tile, a register tile's accumulator is
       // final after its k loop: the epilogue can run there.
       SmallVector<int64_t> bounds = op.getStaticLoopRanges();
