@@ -62,6 +62,24 @@ sed -e 's/^precision f32/precision bf16/' -e 's/^dim H = .*/dim H = 4/' \
     "$root/test/Numerics/Inputs/attention-grad.loom" > "$out/attention-grad-h64.loom"
 $loomc --gradients "$out/attention-grad-h64.loom" -o "$out/attention-grad-h64"
 $loomc --gradients "$root/benchmarks/gpu/attention-cross-grad.loom" -o "$out/attention-cross-grad"
+# Attention whose first key block scores -inf for every query of head 0
+# (f16 products past 65504: test/Numerics/attention-inf.test at shapes the
+# GPU kernels take), with its inputs in attention-inf.inputs/: checked
+# kernel by kernel from them (the running maximum taken as 0 while -inf).
+sed 's/\[1, 2, 96, 4\]/[1, 2, 256, 64]/' "$root/test/Numerics/Inputs/attention-inf.loom" \
+  > "$out/attention-inf.loom"
+$loomc "$out/attention-inf.loom" -o "$out/attention-inf"
+mkdir -p "$out/attention-inf.inputs"
+${PYTHON:-/usr/bin/python3} - "$out/attention-inf.inputs" <<'PY'
+import sys
+import numpy as np
+r = np.random.default_rng(5)
+q, k, v = (r.standard_normal((1, 2, 256, 64)).astype(np.float32) for _ in range(3))
+q[0, 0] = 300
+k[0, 0, :64] = -300
+for name, a in zip("qkv", (q, k, v)):
+    np.save(f"{sys.argv[1]}/{name}.npy", a)
+PY
 # The training step (forward, backward, AdamW) of examples/gpt-train.loom in
 # bf16: checked kernel by kernel, and 20 steps on the GPU against 20 on the
 # CPU on the GPL (carried as gpl.txt). And the same script at a size that

@@ -136,7 +136,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-grad2048 attention-grad-h64 attention-cross-grad gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-inf attention-grad2048 attention-grad-h64 attention-cross-grad gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
            gpt-train-persistent matmul4096-tma-store matmul4096-persistent-tma-store gpt-persistent-tma-store \
            matmul4096-persistent-multicast-tma-store matmul4096-bt-persistent-multicast-tma-store \
@@ -149,7 +149,12 @@ for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums a
   case "${GPU_CHECK_KEEP:+$exe}" in
     gpt-train|llama-train|gpt-train-persistent) dump=(--check-dump "$GPU_CHECK_KEEP/dump-$exe") ;;
   esac
-  run "$here/$exe" --device cuda --check-kernels "${dump[@]}" --random-inputs --seed 7 > "$work/$exe.check"
+  # Its inputs from EXE.inputs/NAME.npy where prepare.sh wrote them.
+  inputs=(--random-inputs --seed 7)
+  for npy in "$here/$exe.inputs"/*.npy; do
+    [ -f "$npy" ] && inputs+=(--input "$(basename "$npy" .npy)=$npy")
+  done
+  run "$here/$exe" --device cuda --check-kernels "${dump[@]}" "${inputs[@]}" > "$work/$exe.check"
   rc=$?
   echo "-- $exe"
   awk -v first=$first '/^check-kernels:/ || /^tolerance:/ && first {print; next}
