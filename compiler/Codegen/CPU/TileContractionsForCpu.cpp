@@ -344,22 +344,40 @@ static bool sixteenBitOperands(linalg::GenericOp op) {
   });
 }
 
+/// Below a few register tiles' work, padding (or splitting) a matmul costs
+/// what it saves.
+constexpr int64_t kLeastPaddedWork = 16 * 1024;
+
 /// Splits off the last columns of a 16-bit `op` past its whole cache or
 /// register tiles (and then its last rows) into matmuls of their own, which
 /// padToWholeTiles pads: the bulk runs in place. Padding all of it copies
 /// the whole B and accumulator (bf16 [64, 256] @ [256, 50257]: 16.4 ms
 /// padded, 12.2 split; 8 heads of bf16 q @ transpose(k) at T = 1000: 11.8
-/// and 9.4). Not f32: its split accumulator's rows are not 64-byte aligned
-/// (1000 floats), and its stores there ran slower than the copies (f32
-/// vocabulary projection 66 ms split, 26 padded). Returns the pieces split
-/// off.
-static SmallVector<linalg::GenericOp> splitOffTails(linalg::GenericOp op, RegisterTile tile) {
+/// and 9.4). f32 columns are not split: the split accumulator's rows are
+/// not 64-byte aligned (1000 floats), and its stores there ran slower than
+/// the copies (f32 vocabulary projection 66 ms split, 26 padded). f32 rows
+/// are, with `f32Rows` (the caller's: for an op whose operands are not
+/// copied into panels, which each piece would copy again) and columns in
+/// whole register tiles: the rows keep their stride, and the bulk's
+/// accumulator is the result itself (a tied vocabulary's gradient,
+/// transpose(dlogits) @ x with 50257 rows, had filled, and copied back, a
+/// padded 154 MB one). Returns the pieces split off.
+static SmallVector<linalg::GenericOp> splitOffTails(linalg::GenericOp op, RegisterTile tile,
+                                                    bool f32Rows) {
   SmallVector<linalg::GenericOp> tails;
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
+  auto f32Operand = [](Value v) {
+    return cast<MemRefType>(v.getType()).getElementType().isF32();
+  };
+  int64_t work = 1;
+  for (int64_t bound : bounds)
+    work = ShapedType::isDynamic(bound) ? work : work * bound;
+  bool rowsOnly = f32Rows && work >= kLeastPaddedWork &&
+                  llvm::all_of(op->getOperands(), f32Operand);
   if (!inRewritableRegion(op) || llvm::any_of(bounds, ShapedType::isDynamic) ||
       !llvm::all_of(op->getOperands(),
                     [](Value v) { return isa<MemRefType>(v.getType()); }) ||
-      !sixteenBitOperands(op))
+      !(sixteenBitOperands(op) || rowsOnly))
     return tails;
   SmallVector<loom::MatmulLoop> loops = loom::unpackedLoops(op);
   auto loopOf = [&](MatmulLoop kind) -> std::optional<unsigned> {
@@ -385,7 +403,9 @@ static SmallVector<linalg::GenericOp> splitOffTails(linalg::GenericOp op, Regist
       return size - size % kCacheTile;
     return size > registerTile && size % registerTile ? size - size % registerTile : 0;
   };
-  if (int64_t at = splitPoint(bounds[*n], tile.cols))
+  if (rowsOnly && bounds[*n] % tile.cols)
+    return tails;
+  if (int64_t at = rowsOnly ? 0 : splitPoint(bounds[*n], tile.cols))
     if (linalg::GenericOp columns = splitLoop(op, *n, at))
       tails.push_back(columns);
   if (int64_t at = splitPoint(bounds[*m], tile.rows))
@@ -435,9 +455,7 @@ static void padToWholeTiles(linalg::GenericOp op, RegisterTile tile) {
              !largestDivisor(size, {256, 128, 64, 32, 16, 8}))
       pad = llvm::alignTo(size, 64);
   }
-  // Below a few register tiles' work the copies cost what they save.
-  constexpr int64_t kLeastWork = 16 * 1024;
-  if (padded == bounds || work < kLeastWork)
+  if (padded == bounds || work < kLeastPaddedWork)
     return;
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -842,7 +860,7 @@ struct LoomTileContractionsForCpu
       linalg::GenericOp op = collapseBatchIntoRows(matmuls[i], tile);
       // (AMX takes its own shapes, in tiles of 16.)
       if (!(bf16Amx && loom::isAmxMatmul(op))) {
-        llvm::append_range(matmuls, splitOffTails(op, tile));
+        llvm::append_range(matmuls, splitOffTails(op, tile, /*f32Rows=*/!packsOperands(op)));
         padToWholeTiles(op, tile);
       }
       std::optional<loom::PackedMatmul> packed;
