@@ -90,6 +90,13 @@ FailureOr<loom::CpuTarget> loom::resolveCpuTarget(Location loc, llvm::StringRef 
   // The features as code generation will see them: the CPU's own, then
   // the host's list on top.
   subtarget.reset(target->createMCSubtargetInfo(triple, result.name, result.featureText));
+  // A 32-bit CPU (i686, pentium4, ...) cannot run 64-bit kernels: LLVM had
+  // stopped with a fatal error in its code generation threads, at times
+  // crashing in another one as the first exited.
+  if (triple.isArch64Bit() && !subtarget->checkFeatures("+64bit"))
+    return emitError(loc, "CPU '")
+           << result.name << "' is a 32-bit CPU; the kernels are " << triple.getArchName()
+           << " code (use native, or an LLVM CPU name such as x86-64-v3)";
   result.avx2 = subtarget->checkFeatures("+avx2");
   result.fma = subtarget->checkFeatures("+fma");
   result.avx512f = subtarget->checkFeatures("+avx512f");
