@@ -554,6 +554,12 @@ ExprPtr Parser::parseBinary(int minPrecedence) {
                              " operators in one statement: split it with 'let'");
       return nullptr;
     }
+    // `x ** 2`: the second '*' is where an operand should be.
+    if (op.is(TokenKind::star) && tok.is(TokenKind::star)) {
+      error(tok.getLoc(), "expected an expression, got '*' ('**' is no operator: write x * x, "
+                          "or exp(y * log(x)))");
+      return nullptr;
+    }
     ExprPtr rhs = minPrecedence > 1 ? parseUnary() : parseBinary(minPrecedence + 1);
     if (!rhs)
       return nullptr;
@@ -593,8 +599,10 @@ ExprPtr Parser::parsePrimary() {
   }
   case TokenKind::identifier:
     consume();
-    if (tok.is(TokenKind::l_paren))
-      return parseCall(start);
+    if (tok.is(TokenKind::l_paren)) {
+      ExprPtr call = parseCall(start);
+      return call && rejectIndexing() ? nullptr : std::move(call);
+    }
     // `recompute layer(...)`: two names in a row mean nothing else.
     if (start.spelling == "recompute" && tok.is(TokenKind::identifier)) {
       Token callee = tok;
@@ -609,6 +617,8 @@ ExprPtr Parser::parsePrimary() {
         llvm::cast<CallExpr>(*call).recompute = true;
       return call;
     }
+    if (rejectIndexing())
+      return nullptr;
     return std::make_unique<NameExpr>(start.getLoc(), start.spelling.str());
   case TokenKind::l_paren: {
     consume();
@@ -623,6 +633,16 @@ ExprPtr Parser::parsePrimary() {
     error(tok.getLoc(), "expected an expression, got " + got(tok));
     return nullptr;
   }
+}
+
+/// `x[...]` after a name or a call: tensors are not indexed (it had read as
+/// a statement ending early: "expected end of line after statement").
+bool Parser::rejectIndexing() {
+  if (!tok.is(TokenKind::l_square))
+    return false;
+  error(tok.getLoc(), "tensors are not indexed with [...]: slice(x, start, end, axis = A) "
+                      "takes a range of one dimension, split(x, n, axis = A) equal pieces");
+  return true;
 }
 
 ExprPtr Parser::parseCall(Token name) {

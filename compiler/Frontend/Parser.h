@@ -51,6 +51,7 @@ private:
   ExprPtr parseBinary(int minPrecedence);
   ExprPtr parseUnary();
   ExprPtr parsePrimary();
+  bool rejectIndexing();
   ExprPtr parseCall(Token name);
   ExprPtr parseList();
   bool parseArguments(std::vector<ExprPtr> &args,

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace loom;
@@ -189,7 +190,36 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
   if (unary) {
     if (!args.check(1, 1, {}))
       return Operand::poison();
-    Value x = args.floatTensor(0);
+    // Of a number, the math functions are numbers too (`1 / sqrt(64)`, a
+    // dim's square root for a scale); gelu(2) and kin stay errors.
+    double (*math)(double) = llvm::StringSwitch<double (*)(double)>(name)
+                                 .Case("exp", [](double v) { return std::exp(v); })
+                                 .Case("log", [](double v) { return std::log(v); })
+                                 .Case("tanh", [](double v) { return std::tanh(v); })
+                                 .Case("sqrt", [](double v) { return std::sqrt(v); })
+                                 .Case("sin", [](double v) { return std::sin(v); })
+                                 .Case("cos", [](double v) { return std::cos(v); })
+                                 .Default(nullptr);
+    Operand operand = emitExpr(*call.args[0], scope);
+    if (operand.isPoison())
+      return Operand::poison();
+    if (operand.kind == Operand::Kind::Number && math) {
+      double value = math(operand.number);
+      if (!std::isfinite(value)) {
+        error(call.getLoc()) << name << "(" << formatNumber(operand.number)
+                             << ") is not a finite number";
+        return Operand::poison();
+      }
+      return Operand::ofNumber(value, /*isInteger=*/false);
+    }
+    Value x;
+    if (operand.kind == Operand::Kind::Number)
+      error(args.at(0)) << "expected a tensor for argument 1 of " << name << ", got a number";
+    else if (operand.kind == Operand::Kind::Tuple)
+      error(args.at(0)) << "expected one tensor for argument 1 of " << name << ", got "
+                        << operand.tuple.size() << " values";
+    else
+      x = requireFloat(operand.tensor, args.at(0), name);
     if (!x)
       return Operand::poison();
     if (name == "causal_mask" && typeOf(x).getRank() < 2) {
@@ -384,6 +414,47 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     result.kind = Operand::Kind::Tuple;
     result.tuple.assign(split.getResults().begin(), split.getResults().end());
     return result;
+  }
+
+  if (name == "slice") {
+    if (!args.check(3, 3, {"axis"}))
+      return Operand::poison();
+    Value x = args.tensor(0);
+    std::optional<int64_t> start = evalInt(*call.args[1], scope);
+    std::optional<int64_t> end = evalInt(*call.args[2], scope);
+    if (!x || !start || !end)
+      return Operand::poison();
+    std::optional<int64_t> axis = args.axis(typeOf(x).getRank());
+    if (!axis)
+      return Operand::poison();
+    // [start, end), negative counting from the end, as Python's.
+    int64_t size = typeOf(x).getDimSize(*axis);
+    int64_t lo = *start < 0 ? *start + size : *start;
+    int64_t hi = *end < 0 ? *end + size : *end;
+    if (lo < 0 || hi > size || lo >= hi) {
+      error(call.getLoc()) << "slice [" << *start << ", " << *end << ") of dimension "
+                           << *axis << " (of size " << size
+                           << ") is empty or out of range: 0 <= start < end <= " << size
+                           << ", a negative index counting from the end";
+      return Operand::poison();
+    }
+    if (lo == 0 && hi == size)
+      return Operand::ofTensor(x);
+    // The pieces of a loom.split, the range one of them: its gradient,
+    // partitioning and lowering are split's (the other pieces unread).
+    SmallVector<int64_t> shape(typeOf(x).getShape());
+    SmallVector<Type> types;
+    auto piece = [&](int64_t length) {
+      shape[*axis] = length;
+      types.push_back(typeOf(x).clone(shape));
+    };
+    if (lo > 0)
+      piece(lo);
+    unsigned range = types.size();
+    piece(hi - lo);
+    if (hi < size)
+      piece(size - hi);
+    return Operand::ofTensor(SplitOp::create(builder, at, types, x, *axis).getResult(range));
   }
 
   if (name == "concat") {
