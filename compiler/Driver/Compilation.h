@@ -120,6 +120,11 @@ public:
   /// Set by a step after which nothing more is to be done (the report).
   bool finished = false;
 
+  /// What a rank of the built plan allocates (its arena and, pipelined,
+  /// its microbatches' activation slots), as --memory-limit checks it; 0
+  /// before the plan stage.
+  int64_t allocatedBytes = 0;
+
 private:
   mlir::LogicalResult runPipeline(void (*build)(mlir::OpPassManager &));
   mlir::LogicalResult

@@ -544,6 +544,7 @@ LogicalResult Compilation::buildPlans() {
   const Plan &perRank = spmdPlan ? *spmdPlan : *plan;
   uint64_t activations = spmdPlan ? pipelineActivationBytes(spmdPlan->text) : 0;
   int64_t allocated = perRank.arenaBytes + static_cast<int64_t>(activations);
+  allocatedBytes = allocated;
   if (options.memoryLimit && allocated > *options.memoryLimit)
     return emitError(model->getLoc())
            << "the plan of model '" << model->getSymName() << "' allocates "

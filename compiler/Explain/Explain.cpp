@@ -986,6 +986,10 @@ int64_t ExplainReport::allocatedBytes() const {
   return planArenaBytes + slots;
 }
 
+int64_t ExplainReport::neededBytes() const {
+  return std::max(largestRank().total(), allocatedBytes());
+}
+
 double ExplainReport::timelineBubble() const {
   double busy = 0, makespan = 0;
   for (const ExplainRank &rank : ranksByCoordinate) {

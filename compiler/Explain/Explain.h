@@ -148,6 +148,10 @@ struct ExplainReport {
   /// it: what a rank allocates, as the build checks it against
   /// --memory-limit (less the kernels' scratch); 0 without the arena.
   int64_t allocatedBytes() const;
+  /// What a rank needs against a memory limit: the larger of the figures'
+  /// largest rank and allocatedBytes() (the figures leave out a step's
+  /// temporaries, which the plan holds).
+  int64_t neededBytes() const;
   std::vector<ExplainCollective> collectives;
   std::vector<ExplainMoe> moe;
   // Pipeline; stages == 0 when the model is not pipelined.
