@@ -4,6 +4,7 @@
 #define LOOM_CODEGEN_CPU_CPUMATMUL_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace mlir::loom {
 
@@ -46,6 +47,23 @@ struct PackedMatmul {
   /// The op's loops, in order.
   SmallVector<MatmulLoop> loops;
 };
+
+/// The zeroed temporary padToWholeTiles copies an operand into: `wide`,
+/// filled with zeros, with `original()` copied into its leading corner.
+struct PaddedCopy {
+  memref::AllocOp wide;
+  linalg::FillOp fill;
+  memref::SubViewOp corner;
+  linalg::CopyOp copy;
+  SmallVector<memref::DeallocOp> deallocs;
+  Value original() { return copy.getInputs()[0]; }
+  /// Erases the temporary and its fill and copy (its reader must read
+  /// something else by then).
+  void erase();
+};
+/// `operand`'s padded temporary, when `matmul` is its only other reader
+/// (TransposeOperands.cpp).
+std::optional<PaddedCopy> paddedCopyOf(Value operand, Operation *matmul);
 
 /// A matmul operand stored across the register tiles' grain, its transpose
 /// folded into its indexing map: B K-contiguous ([..., N, K], `q @

@@ -3,7 +3,9 @@
 #include "Codegen/Common/MatmulLike.h"
 #include "Codegen/CPU/CpuMatmul.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/IR/IRMapping.h"
 
 using namespace mlir;
@@ -83,6 +85,62 @@ static linalg::TransposeOp packInto(OpBuilder &builder, Location loc, Value view
   return linalg::TransposeOp::create(builder, loc, view, packed, permutation);
 }
 
+/// `value`'s box of `size` at `offset` along `dim`, whole in the others.
+static Value sliceAlong(OpBuilder &builder, Location loc, Value value, unsigned dim,
+                        int64_t offset, int64_t size) {
+  auto type = cast<MemRefType>(value.getType());
+  SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape()),
+      strides(type.getRank(), 1);
+  offsets[dim] = offset;
+  sizes[dim] = size;
+  return memref::SubViewOp::create(builder, loc, value, offsets, sizes, strides);
+}
+
+/// B's panels (`viewType`'s dims permuted by `permutation`, the panels'
+/// dim at `panelDim`) packed from a padded copy's original: the whole
+/// panels straight from it, the last from a zeroed copy of its last `n %
+/// cols` rows along `bn`. Appends the packs; null when a view has no
+/// static strides.
+static Value packPaddedPanels(OpBuilder &builder, Location loc, loom::PaddedCopy &padded,
+                              MemRefType viewType, unsigned bn, int64_t cols,
+                              ArrayRef<std::pair<unsigned, int64_t>> bSplits,
+                              ArrayRef<int64_t> permutation, unsigned panelDim,
+                              SmallVectorImpl<linalg::TransposeOp> &packs,
+                              SmallVectorImpl<Value> &temporaries) {
+  Value original = padded.original();
+  auto originalType = cast<MemRefType>(original.getType());
+  int64_t n = originalType.getDimSize(bn), whole = n - n % cols;
+  SmallVector<int64_t> shape;
+  for (int64_t p : permutation)
+    shape.push_back(viewType.getShape()[p]);
+  Value packed = memref::AllocOp::create(builder, loc,
+                                         MemRefType::get(shape, viewType.getElementType()));
+  auto pack = [&](Value from, int64_t firstPanel, int64_t panels) {
+    Value view = splitDims(builder, loc, from, bSplits);
+    if (!view)
+      return false;
+    Value into = sliceAlong(builder, loc, packed, panelDim, firstPanel, panels);
+    packs.push_back(linalg::TransposeOp::create(builder, loc, view, into, permutation));
+    return true;
+  };
+  if (whole && !pack(sliceAlong(builder, loc, original, bn, 0, whole), 0, whole / cols))
+    return {};
+  // The last panel: a zeroed copy of the rows past the whole panels.
+  SmallVector<int64_t> tailShape(originalType.getShape());
+  tailShape[bn] = cols;
+  Value tail = memref::AllocOp::create(
+      builder, loc, MemRefType::get(tailShape, originalType.getElementType()));
+  temporaries.push_back(tail);
+  Value zero = arith::ConstantOp::create(builder, loc,
+                                         builder.getZeroAttr(originalType.getElementType()));
+  linalg::FillOp::create(builder, loc, zero, tail);
+  linalg::CopyOp::create(builder, loc, sliceAlong(builder, loc, original, bn, whole, n - whole),
+                         sliceAlong(builder, loc, tail, bn, 0, n - whole));
+  if (!pack(tail, whole / cols, 1))
+    return {};
+  return packed;
+}
+
 std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, RegisterTile tile,
                                                     bool pairs, bool packA) {
   SmallVector<int64_t> bounds = op.getStaticLoopRanges();
@@ -123,6 +181,20 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
   SmallVector<std::pair<unsigned, int64_t>> bSplits = {{unsigned(bn), cols}};
   if (pairs)
     bSplits.push_back({unsigned(bk), 2});
+  // B padded to whole panels along n alone (padToWholeTiles's zeroed copy):
+  // its whole panels are packed from the original, the last from a
+  // panel-sized zeroed copy (the whole padded copy had been made and packed
+  // again: an f32 vocabulary projection's 154 MB weight twice).
+  std::optional<PaddedCopy> paddedB = pairs ? std::nullopt : paddedCopyOf(b, op);
+  if (paddedB) {
+    ArrayRef<int64_t> original = cast<MemRefType>(paddedB->original().getType()).getShape();
+    ArrayRef<int64_t> wide = cast<MemRefType>(b.getType()).getShape();
+    for (size_t d = 0; d < wide.size(); ++d)
+      if (int(d) != bn && original[d] != wide[d]) {
+        paddedB.reset();
+        break;
+      }
+  }
   Value viewB = splitDims(builder, loc, b, bSplits);
   if (!viewA || !viewB || !viewC)
     return std::nullopt;
@@ -140,8 +212,21 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
     permutation.append({noAt + 1, kAt + 1});
   else
     permutation.push_back(noAt + 1);
-  SmallVector<linalg::TransposeOp> packs = {packInto(builder, loc, viewB, permutation)};
-  Value packedB = packs.back().getInit();
+  SmallVector<linalg::TransposeOp> packs;
+  SmallVector<Value> temporaries; // a padded B's last panel's copy
+  Value packedB;
+  if (paddedB) {
+    packedB = packPaddedPanels(builder, loc, *paddedB, cast<MemRefType>(viewB.getType()),
+                               unsigned(bn), cols, bSplits, permutation, batch, packs,
+                               temporaries);
+    if (Operation *view = viewB.getDefiningOp())
+      view->erase();
+    if (!packedB)
+      return std::nullopt;
+  } else {
+    packs.push_back(packInto(builder, loc, viewB, permutation));
+    packedB = packs.back().getInit();
+  }
   // A's blocks: its view (batch..., mo, mi, k[, j]), or (batch..., k, mo,
   // mi), as (batch..., mo, k, mi[, j]).
   Value packedA = viewA;
@@ -209,9 +294,21 @@ std::optional<loom::PackedMatmul> loom::packMatmul(linalg::GenericOp op, Registe
   IRMapping mapping;
   op.getRegion().cloneInto(&packedOp.getRegion(), mapping);
   builder.setInsertionPointAfter(op);
-  for (linalg::TransposeOp pack : packs)
-    memref::DeallocOp::create(builder, loc, pack.getInit());
+  // The packed buffers (B's panels whole where its pieces were packed
+  // into views of them).
+  SmallVector<Value> buffers(temporaries);
+  for (linalg::TransposeOp pack : packs) {
+    Value buffer = pack.getInit();
+    while (auto view = buffer.getDefiningOp<ViewLikeOpInterface>())
+      buffer = view.getViewSource();
+    if (!llvm::is_contained(buffers, buffer))
+      buffers.push_back(buffer);
+  }
+  for (Value buffer : buffers)
+    memref::DeallocOp::create(builder, loc, buffer);
   op.erase();
+  if (paddedB)
+    paddedB->erase();
 
   SmallVector<MatmulLoop> roles(m, MatmulLoop::Batch);
   if (packA)

@@ -357,7 +357,8 @@ constexpr int64_t kLeastPaddedWork = 16 * 1024;
 /// not 64-byte aligned (1000 floats), and its stores there ran slower than
 /// the copies (f32 vocabulary projection 66 ms split, 26 padded). f32 rows
 /// are, with `f32Rows` (the caller's: for an op whose operands are not
-/// copied into panels, which each piece would copy again) and columns in
+/// copied into panels, which each piece would copy again, or whose B is
+/// small beside its accumulator) and columns in
 /// whole register tiles: the rows keep their stride, and the bulk's
 /// accumulator is the result itself (a tied vocabulary's gradient,
 /// transpose(dlogits) @ x with 50257 rows, had filled, and copied back, a
@@ -812,13 +813,30 @@ struct LoomTileContractionsForCpu
   /// 70-110 -> 110-130 GFLOP/s, 2048^3 70-105 -> 110-134; 256^3 155 ->
   /// 138, where the copies cost more than they save; 512^3 equal). The
   /// copies are plan temporaries: above 32 MiB together (2048^2 f32 each)
-  /// the op reads its operands in place rather than add them to the arena.
+  /// of operands not copied anyway, the op reads its operands in place
+  /// rather than add them to the arena.
   static bool packsOperands(linalg::GenericOp op) {
     auto type = [&](unsigned i) { return cast<MemRefType>(op.getDpsInputs()[i].getType()); };
     SmallVector<int64_t> bounds = op.getStaticLoopRanges();
-    int64_t m = bounds[bounds.size() - 3], n = bounds[bounds.size() - 2], k = bounds.back();
+    unsigned loops = bounds.size();
+    int64_t m = bounds[loops - 3], n = bounds[loops - 2], k = bounds.back();
+    // An operand copied anyway (across the tiles' grain, for
+    // copyTransposedOperand; padded, for padToWholeTiles) costs the arena
+    // nothing more packed (an f32 vocabulary projection's 154 MB B had been
+    // read in place, 50272 floats between its rows: 1060 -> 864 ms for its
+    // gradient program).
+    SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+    auto copiedAnyway = [&](unsigned i, unsigned innerLoop) {
+      auto inner = dyn_cast<AffineDimExpr>(maps[i].getResults().back());
+      return (inner && inner.getPosition() == innerLoop) ||
+             loom::paddedCopyOf(op.getDpsInputs()[i], op);
+    };
     constexpr int64_t kQuarterOfL2 = 512 * 1024, kMostCopied = 32 * 1024 * 1024;
-    int64_t copied = (type(0).getNumElements() + type(1).getNumElements()) * 4;
+    int64_t copied = 0;
+    if (!copiedAnyway(0, loops - 3))
+      copied += type(0).getNumElements() * 4;
+    if (!copiedAnyway(1, loops - 1))
+      copied += type(1).getNumElements() * 4;
     return k >= 128 && n >= 128 && (m * k + k * n) * 4 > kQuarterOfL2 && copied <= kMostCopied;
   }
 
@@ -860,7 +878,15 @@ struct LoomTileContractionsForCpu
       linalg::GenericOp op = collapseBatchIntoRows(matmuls[i], tile);
       // (AMX takes its own shapes, in tiles of 16.)
       if (!(bf16Amx && loom::isAmxMatmul(op))) {
-        llvm::append_range(matmuls, splitOffTails(op, tile, /*f32Rows=*/!packsOperands(op)));
+        // Packed, each piece copies B into panels again: worth it where
+        // that is less than the accumulator's copies the split saves.
+        auto bytes = [](Value v) {
+          auto type = cast<MemRefType>(v.getType());
+          return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+        };
+        bool f32Rows = !packsOperands(op) ||
+                       2 * bytes(op.getDpsInputs()[1]) < bytes(op.getDpsInits()[0]);
+        llvm::append_range(matmuls, splitOffTails(op, tile, f32Rows));
         padToWholeTiles(op, tile);
       }
       std::optional<loom::PackedMatmul> packed;

@@ -8,21 +8,7 @@
 
 using namespace mlir;
 
-namespace {
-/// The zeroed temporary padToWholeTiles copies an operand into: `wide`,
-/// filled with zeros, with `original` copied into its leading corner.
-struct PaddedCopy {
-  memref::AllocOp wide;
-  linalg::FillOp fill;
-  memref::SubViewOp corner;
-  linalg::CopyOp copy;
-  SmallVector<memref::DeallocOp> deallocs;
-  Value original() { return copy.getInputs()[0]; }
-};
-} // namespace
-
-/// `operand`'s padded temporary when `matmul` is its only other reader.
-static std::optional<PaddedCopy> paddedCopyOf(Value operand, Operation *matmul) {
+std::optional<loom::PaddedCopy> loom::paddedCopyOf(Value operand, Operation *matmul) {
   PaddedCopy padded;
   padded.wide = operand.getDefiningOp<memref::AllocOp>();
   if (!padded.wide)
@@ -55,6 +41,15 @@ static std::optional<PaddedCopy> paddedCopyOf(Value operand, Operation *matmul) 
       !padded.fill->isBeforeInBlock(padded.copy) || !padded.copy->isBeforeInBlock(matmul))
     return std::nullopt;
   return padded;
+}
+
+void loom::PaddedCopy::erase() {
+  for (memref::DeallocOp dealloc : deallocs)
+    dealloc.erase();
+  copy.erase();
+  corner.erase();
+  fill.erase();
+  wide.erase();
 }
 
 /// `value`'s box of `sizes` at `offsets` in its last two dims (whole in the
@@ -138,13 +133,8 @@ linalg::TransposeOp loom::copyTransposedOperand(linalg::GenericOp op, unsigned w
     int64_t block = type.getElementType().isF32() ? 16 : 32;
     transpose = transposeIntoPadded(builder, loc, padded->original(), copy, permutation, block)
                     .front();
-    for (memref::DeallocOp dealloc : padded->deallocs)
-      dealloc.erase();
-    padded->copy.erase();
-    padded->corner.erase();
-    padded->fill.erase();
     operand->set(copy);
-    padded->wide.erase();
+    padded->erase();
   } else {
     transpose = linalg::TransposeOp::create(builder, loc, operand->get(), copy, permutation);
     operand->set(copy);
