@@ -99,12 +99,10 @@ LogicalResult Compilation::explainPlan() {
   return checkMemoryLimit(*explained);
 }
 
-FailureOr<ExplainReport> probeExplain(MLIRContext &context,
-                                      llvm::SourceMgr &sourceMgr,
-                                      DriverOptions options) {
-  options.probe = true;
+/// `options` for a compilation of the script's that a search or a check
+/// runs on the side: nothing printed, dumped, drawn or searched.
+static DriverOptions trialOptions(DriverOptions options) {
   options.explain.reset();
-  options.memoryLimit.reset();
   options.searchMesh = 0;
   options.emit.reset();
   options.kernelReport.reset();
@@ -114,6 +112,16 @@ FailureOr<ExplainReport> probeExplain(MLIRContext &context,
   options.scheduleSvg.clear();
   options.meshSvg.clear();
   options.remarkCollectives = false;
+  options.progress = ProgressLines::Never;
+  return options;
+}
+
+FailureOr<ExplainReport> probeExplain(MLIRContext &context,
+                                      llvm::SourceMgr &sourceMgr,
+                                      DriverOptions options) {
+  options = trialOptions(options);
+  options.probe = true;
+  options.memoryLimit.reset();
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
   Compilation trial(context, sourceMgr, options, llvm::nulls());
   if (failed(trial.run()) || !trial.explainReport())
@@ -234,19 +242,10 @@ std::string meshFlag(const ExplainReport &report,
 static std::optional<int64_t> buildFits(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                                         DriverOptions options,
                                         const ExplainReport &explained, int64_t limit) {
+  options = trialOptions(options);
   options.train |= explained.training;
-  options.explain.reset();
-  options.searchMesh = 0;
-  options.kernelReport.reset();
   options.emit = Stage::Plan;
   options.memoryLimit = limit;
-  options.dumpDir.clear();
-  options.dumpAfterEachPass = options.timing = false;
-  options.printIrAfter.clear();
-  options.scheduleSvg.clear();
-  options.meshSvg.clear();
-  options.remarkCollectives = false;
-  options.progress = ProgressLines::Never;
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
   Compilation trial(context, sourceMgr, options, llvm::nulls());
   if (failed(trial.run()))

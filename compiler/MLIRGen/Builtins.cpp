@@ -416,6 +416,32 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     return result;
   }
 
+  if (name == "broadcast") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value x = args.tensor(0);
+    std::optional<SmallVector<int64_t>> shape = args.intList(1);
+    if (!x || !shape)
+      return Operand::poison();
+    // NumPy's rules: aligned at the end, a dim of 1 repeats, new dims lead.
+    ArrayRef<int64_t> from = typeOf(x).getShape();
+    bool fits = from.size() <= shape->size();
+    for (size_t d = 0; fits && d < from.size(); ++d) {
+      int64_t to = (*shape)[shape->size() - from.size() + d];
+      fits = from[d] == to || from[d] == 1;
+    }
+    if (!fits || llvm::any_of(*shape, [](int64_t d) { return d < 1; })) {
+      error(call.getLoc()) << "shape mismatch: cannot broadcast " << formatShape(from)
+                           << " to " << formatShape(*shape);
+      return Operand::poison();
+    }
+    if (!checkSize(*shape, args.at(1)))
+      return Operand::poison();
+    if (ArrayRef<int64_t>(*shape) == from)
+      return Operand::ofTensor(x);
+    return Operand::ofTensor(BroadcastOp::create(builder, at, typeOf(x).clone(*shape), x));
+  }
+
   if (name == "slice") {
     if (!args.check(3, 3, {"axis"}))
       return Operand::poison();

@@ -307,8 +307,8 @@ Operand Elaborator::emitExpr(const Expr &expr, Scope &scope) {
   case Expr::Kind::Call:
     return emitCall(llvm::cast<CallExpr>(expr), scope);
   case Expr::Kind::List:
-    error(expr.getLoc()) << "a list is only valid as an argument of reshape or "
-                            "transpose";
+    error(expr.getLoc()) << "a list is only valid as an argument of reshape, "
+                            "transpose or broadcast";
     return Operand::poison();
   }
   return Operand::poison();

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Checks Inputs/slice.loom's outputs and gradient against NumPy float64.
+"""Checks Inputs/slice.loom's outputs and gradients against NumPy float64.
 
 usage: slice_check.py DIR
 
 DIR holds x.npy, t.npy (the inputs), w.safetensors (the params) and the
-executable's first, cols, mid, loss and grad.w .npy files. Prints a line
+executable's first, cols, mid, h, loss, grad.w and grad.cls .npy files. Prints a line
 per value and PASS or FAIL; f32 values within 1e-5 of the float64 ones
 (relative to the largest term's size).
 """
@@ -21,21 +21,30 @@ def main():
     d = sys.argv[1]
     load = lambda name: np.load(os.path.join(d, name + ".npy")).astype(np.float64)
     x, t = load("x"), load("t")
-    w = read_safetensors(os.path.join(d, "w.safetensors"))["w"][0].astype(np.float64)
-    y = x @ w
-    s = y[:, 2:5, :][:, :, 1:5]
-    # mse's gradient, zero outside the two slices.
+    params = read_safetensors(os.path.join(d, "w.safetensors"))
+    w = params["w"][0].astype(np.float64)
+    cls = params["cls"][0].astype(np.float64)
+    h = np.concatenate([np.broadcast_to(cls, (4, 1, 8)), x], axis=1)
+    y = h @ w
+    s = y[:, 0:3, :][:, :, 1:5]
+    # mse's gradient, zero outside the two slices; the token's mean's.
     dy = np.zeros_like(y)
-    dy[:, 2:5, 1:5] = 2 * (s - t) / s.size
+    dy[:, 0:3, 1:5] = 2 * (s - t) / s.size
+    dh = dy @ w.T
+    dh[:, 0:1, :] += 1 / (4 * 8)
     want = {
         "first": x[:, 0:1, :],
         "cols": x[:, :, 3:7],
-        "mid": y[:, -4:-1, :],
-        "loss": np.array(np.mean((s - t) ** 2)),
-        "grad.w": np.einsum("btk,btn->kn", x, dy),
+        "mid": (x @ w)[:, -4:-1, :],
+        "h": h,
+        "loss": np.array(np.mean((s - t) ** 2) + np.mean(h[:, 0:1, :])),
+        "grad.w": np.einsum("btk,btn->kn", h, dy),
+        "grad.cls": dh[:, 0:1, :].sum(axis=0, keepdims=True),
     }
-    scale = {"first": 1, "cols": 1, "mid": np.abs(x).max() * np.abs(w).max() * 8,
-             "loss": np.abs(s - t).max() ** 2 + 1, "grad.w": np.abs(x).max() * np.abs(dy).max() * 24}
+    size = np.abs(h).max() * np.abs(w).max() * 8
+    scale = {"first": 1, "cols": 1, "mid": size, "h": 1, "loss": size ** 2 + 1,
+             "grad.w": np.abs(h).max() * np.abs(dy).max() * 24,
+             "grad.cls": np.abs(dh).max() * 4}
     failed = False
     for name, ref in want.items():
         got = load(name)

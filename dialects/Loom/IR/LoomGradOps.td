@@ -2,16 +2,17 @@
 //
 // What the VJP rules cannot write with the forward ops: broadcasting to a
 // shape, derivatives of activations, scatter-adds and the fused gradient of
-// the softmax cross-entropy. loom-autodiff creates them; scripts cannot.
-// Also the pieces of a vocab-parallel cross-entropy, which loom-partition
-// creates in a per-rank program.
+// the softmax cross-entropy. loom-autodiff creates them; scripts cannot,
+// but for broadcasting (the `broadcast` builtin). Also the pieces of a
+// vocab-parallel cross-entropy, which loom-partition creates in a per-rank
+// program.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_GRAD_OPS_TD
 #define LOOM_GRAD_OPS_TD
 
-def Loom_BroadcastOp : Loom_Op<"broadcast", [Pure]> {
+def Loom_BroadcastOp : Loom_Op<"broadcast", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Broadcasts a tensor to a shape (numpy rules)";
   let description = [{
     The gradient of a reduction or of a broadcast operand goes back to the

@@ -223,6 +223,13 @@ LogicalResult TransposeOp::buildVjp(OpBuilder &b, ValueRange grads,
   return success();
 }
 
+LogicalResult BroadcastOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // Summed over what the broadcast repeated.
+  operandGrads.assign({reduceTo(b, getLoc(), grads[0], typeOf(getInput()))});
+  return success();
+}
+
 LogicalResult ReshapeOp::buildVjp(OpBuilder &b, ValueRange grads,
                                   SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign({reshapeTo(b, getLoc(), grads[0], typeOf(getInput()).getShape())});

@@ -58,6 +58,23 @@ loom.train @bias3 optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1
 
 // -----
 
+// A broadcast (the `broadcast` builtin: a class token repeated over the
+// batch): its gradient is summed over what it repeated.
+// CHECK-LABEL: func.func @class_token
+// CHECK: %[[DH:.+]] = loom.mul %{{.+}}, %{{.+}} : (tensor<4x1x8xf32>
+// CHECK: %[[DC:.+]] = loom.sum %[[DH]] axis 0 {{.*}}: tensor<4x1x8xf32> -> tensor<1x8xf32>
+// CHECK: return %{{.+}}, %[[DC]]
+func.func @class_token(%t: tensor<4x1x8xf32> {loom.input = "t"},
+                       %c: tensor<1x8xf32> {loom.param = "cls"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %0 = loom.broadcast %c : tensor<1x8xf32> -> tensor<4x1x8xf32>
+  %1 = loom.mse %0, %t : (tensor<4x1x8xf32>, tensor<4x1x8xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+loom.train @class_token optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // A value used twice sums its gradients; a param the loss does not read
 // gets zeros; the model's own outputs stay first.
 // CHECK-LABEL: func.func @shared
