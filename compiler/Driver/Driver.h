@@ -146,6 +146,9 @@ struct DriverOptions {
   /// nothing, check no limit; `loopLimit` samples a deep model's loops
   /// (ElaborationOptions).
   bool probe = false;
+  /// Whether a plan over --memory-limit looks for a change that fits (off
+  /// in the builds that check one: they would search again).
+  bool suggestFits = true;
   int64_t loopLimit = 0;
   /// MLIR's per-pass timing (--timing), the IR after one pass
   /// (--print-ir-after=PASS), and every pass's IR into --dump-dir.

@@ -113,6 +113,7 @@ static DriverOptions trialOptions(DriverOptions options) {
   options.meshSvg.clear();
   options.remarkCollectives = false;
   options.progress = ProgressLines::Never;
+  options.suggestFits = false;
   return options;
 }
 
@@ -296,6 +297,8 @@ LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
     diag << (i ? ", " : " ") << tensor.first << " (" << formatBytes(tensor.second)
          << ")";
 
+  if (!options.suggestFits)
+    return failure();
   // The changes to try, nearest first: on the same mesh, then with a
   // factor of 2 moved from one axis to another (the same devices).
   std::vector<std::vector<Change>> rounds(2);
