@@ -105,6 +105,17 @@ public:
     return values;
   }
 
+  /// `f(x, [d0, d1, ...])` (reshape, broadcast): the tensor and the list.
+  std::optional<std::pair<Value, SmallVector<int64_t>>> tensorAndList() {
+    if (!check(2, 2, {}))
+      return std::nullopt;
+    Value x = tensor(0);
+    std::optional<SmallVector<int64_t>> list = intList(1);
+    if (!x || !list)
+      return std::nullopt;
+    return std::make_pair(x, std::move(*list));
+  }
+
   Elaborator &e;
   const CallExpr &call;
   Scope &scope;
@@ -352,12 +363,11 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
   }
 
   if (name == "reshape") {
-    if (!args.check(2, 2, {}))
+    auto operands = args.tensorAndList();
+    if (!operands)
       return Operand::poison();
-    Value x = args.tensor(0);
-    std::optional<SmallVector<int64_t>> shape = args.intList(1);
-    if (!x || !shape)
-      return Operand::poison();
+    Value x = operands->first;
+    std::optional<SmallVector<int64_t>> shape = std::move(operands->second);
     // One -1 takes whatever the other dimensions leave.
     int64_t known = 1, inferred = -1;
     for (auto [i, d] : llvm::enumerate(*shape)) {
@@ -417,12 +427,11 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
   }
 
   if (name == "broadcast") {
-    if (!args.check(2, 2, {}))
+    auto operands = args.tensorAndList();
+    if (!operands)
       return Operand::poison();
-    Value x = args.tensor(0);
-    std::optional<SmallVector<int64_t>> shape = args.intList(1);
-    if (!x || !shape)
-      return Operand::poison();
+    Value x = operands->first;
+    std::optional<SmallVector<int64_t>> shape = std::move(operands->second);
     // NumPy's rules: aligned at the end, a dim of 1 repeats, new dims lead.
     ArrayRef<int64_t> from = typeOf(x).getShape();
     bool fits = from.size() <= shape->size();
