@@ -48,6 +48,10 @@ struct PackedMatmul {
   SmallVector<MatmulLoop> loops;
 };
 
+/// `value`'s box of `sizes[i]` at `offsets[i]` along each of `dims`, whole
+/// along the others (unit strides).
+Value boxOf(OpBuilder &builder, Location loc, Value value, ArrayRef<unsigned> dims,
+            ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes);
 /// The zeroed temporary padToWholeTiles copies an operand into: `wide`,
 /// filled with zeros, with `original()` copied into its leading corner.
 struct PaddedCopy {

@@ -88,12 +88,7 @@ static linalg::TransposeOp packInto(OpBuilder &builder, Location loc, Value view
 /// `value`'s box of `size` at `offset` along `dim`, whole in the others.
 static Value sliceAlong(OpBuilder &builder, Location loc, Value value, unsigned dim,
                         int64_t offset, int64_t size) {
-  auto type = cast<MemRefType>(value.getType());
-  SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape()),
-      strides(type.getRank(), 1);
-  offsets[dim] = offset;
-  sizes[dim] = size;
-  return memref::SubViewOp::create(builder, loc, value, offsets, sizes, strides);
+  return loom::boxOf(builder, loc, value, {dim}, {offset}, {size});
 }
 
 /// B's panels (`viewType`'s dims permuted by `permutation`, the panels'

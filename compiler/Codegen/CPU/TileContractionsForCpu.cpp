@@ -222,12 +222,7 @@ static linalg::GenericOp splitLoop(linalg::GenericOp op, unsigned dim, int64_t a
         operands.push_back(operand);
         continue;
       }
-      auto type = cast<MemRefType>(operand.getType());
-      SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape()),
-          strides(type.getRank(), 1);
-      offsets[*j] = offset;
-      sizes[*j] = size;
-      operands.push_back(memref::SubViewOp::create(b, loc, operand, offsets, sizes, strides));
+      operands.push_back(loom::boxOf(b, loc, operand, {*j}, {offset}, {size}));
     }
     return operands;
   };

@@ -52,18 +52,24 @@ void loom::PaddedCopy::erase() {
   wide.erase();
 }
 
+Value loom::boxOf(OpBuilder &builder, Location loc, Value value, ArrayRef<unsigned> dims,
+                  ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+  auto type = cast<MemRefType>(value.getType());
+  SmallVector<int64_t> offsetsAll(type.getRank(), 0), sizesAll(type.getShape()),
+      strides(type.getRank(), 1);
+  for (auto [dim, offset, size] : llvm::zip(dims, offsets, sizes)) {
+    offsetsAll[dim] = offset;
+    sizesAll[dim] = size;
+  }
+  return memref::SubViewOp::create(builder, loc, value, offsetsAll, sizesAll, strides);
+}
+
 /// `value`'s box of `sizes` at `offsets` in its last two dims (whole in the
 /// others).
 static Value lastTwoDims(OpBuilder &builder, Location loc, Value value,
                          std::array<int64_t, 2> offsets, std::array<int64_t, 2> sizes) {
-  auto type = cast<MemRefType>(value.getType());
-  int64_t rank = type.getRank();
-  SmallVector<int64_t> offsetsAll(rank, 0), sizesAll(type.getShape()), strides(rank, 1);
-  for (int i = 0; i < 2; ++i) {
-    offsetsAll[rank - 2 + i] = offsets[i];
-    sizesAll[rank - 2 + i] = sizes[i];
-  }
-  return memref::SubViewOp::create(builder, loc, value, offsetsAll, sizesAll, strides);
+  unsigned rank = cast<MemRefType>(value.getType()).getRank();
+  return loom::boxOf(builder, loc, value, {rank - 2, rank - 1}, offsets, sizes);
 }
 
 /// The transposes of `original`'s last two dims into the leading corner of
