@@ -220,7 +220,7 @@ private:
         join(annotation.getResult(), *d, op);
       return;
     }
-    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+    if (isa<AddOp, SubOp, MulOp, DivOp, BroadcastOp>(op)) {
       for (Value operand : op.getOperands())
         joinAligned(op.getResult(0), of(operand), rankOf(operand), op);
       return;

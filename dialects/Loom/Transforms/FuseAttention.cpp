@@ -42,6 +42,32 @@ static bool dependsOnArguments(Value value) {
   return false;
 }
 
+/// Whether the batch dims of `operand` ([..., rows, features]) broadcast to
+/// `batch` (NumPy's rules: aligned at the end, a dim of 1 repeats, missing
+/// dims lead).
+static bool broadcastsToBatch(RankedTensorType operand, ArrayRef<int64_t> batch) {
+  ArrayRef<int64_t> own = operand.getShape().drop_back(2);
+  if (own.size() > batch.size())
+    return false;
+  ArrayRef<int64_t> aligned = batch.take_back(own.size());
+  return llvm::all_of(llvm::zip(own, aligned), [](auto dims) {
+    return std::get<0>(dims) == 1 || std::get<0>(dims) == std::get<1>(dims);
+  });
+}
+
+/// `operand` with `batch` as its batch dims: itself, or a loom.broadcast.
+/// The fused op's lowerings (CPU and GPU) take operands of one batch shape;
+/// a broadcast key and value cost one copy each, [..., keys, features],
+/// against the [..., queries, keys] scores the five ops keep.
+static Value toBatch(OpBuilder &b, Value operand, ArrayRef<int64_t> batch) {
+  auto type = cast<RankedTensorType>(operand.getType());
+  SmallVector<int64_t> shape(batch);
+  llvm::append_range(shape, type.getShape().take_back(2));
+  if (type.getShape() == ArrayRef<int64_t>(shape))
+    return operand;
+  return BroadcastOp::create(b, operand.getLoc(), type.clone(shape), operand);
+}
+
 /// The attention `output` (softmax(...) @ v) computes, or failure; `chain`
 /// gets the ops it replaces, users first.
 static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
@@ -104,8 +130,7 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
     return failure();
   chain.append({product, keyT});
   Value query = product.getLhs(), key = keyT.getInput(), value = output.getRhs();
-  // One element type throughout (no cast hidden in a mixed op), and
-  // operands of one rank with the same batch dims (no broadcasting).
+  // One element type throughout (no cast hidden in a mixed op).
   Type element = elementOf(query);
   for (Value v : SmallVector<Value>{key, value, product.getResult(), scores,
                                    softmax.getResult(), output.getResult()})
@@ -116,10 +141,15 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
   auto q = cast<RankedTensorType>(query.getType());
   auto k = cast<RankedTensorType>(key.getType());
   auto v = cast<RankedTensorType>(value.getType());
+  if (q.getRank() < 2 || k.getRank() < 2 || v.getRank() < 2)
+    return failure();
+  // The result has the queries' batch dims; keys and values may broadcast
+  // to them (grouped-query attention: [B, KV, 1, T, E] against the
+  // queries' [B, KV, G, T, E]), and are then broadcast before the fused op.
   int64_t batch = q.getRank() - 2;
-  if (k.getRank() != q.getRank() || v.getRank() != q.getRank() ||
-      k.getShape().take_front(batch) != q.getShape().take_front(batch) ||
-      v.getShape().take_front(batch) != q.getShape().take_front(batch))
+  ArrayRef<int64_t> queryBatch = q.getShape().take_front(batch);
+  if (output.getType().getShape().take_front(batch) != queryBatch ||
+      !broadcastsToBatch(k, queryBatch) || !broadcastsToBatch(v, queryBatch))
     return failure();
   // Sequences whose only common blocks are small (a prime length, 1000
   // queries against 1024 keys) would run as thousands of tiny blocks:
@@ -134,6 +164,8 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
   if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate()))
     return failure();
   b.setInsertionPoint(output);
+  key = toBatch(b, key, queryBatch);
+  value = toBatch(b, value, queryBatch);
   return AttentionOp::create(b, output.getLoc(), output.getType(), /*lse=*/Type(), query, key,
                              value, scale, causal ? b.getUnitAttr() : nullptr,
                              output.getAccumulateAttr());

@@ -670,7 +670,10 @@ LogicalResult Partitioner::partition(Operation *op) {
     return failure();
   if (auto annotation = dyn_cast<shard::ShardOp>(op))
     return annotate(annotation);
-  if (isElementwise(op))
+  // A broadcast keeps its input's splits where it does not repeat a dim,
+  // as an elementwise op keeps a broadcast operand's (a grouped-query
+  // attention's keys split over tp by their heads stay so).
+  if (isElementwise(op) || isa<BroadcastOp>(op))
     return partitionElementwise(op);
   // A mean over microbatches is linear: it keeps any layout, partial sums
   // included, so a gradient's sum over the ranks runs once, after it.

@@ -180,3 +180,55 @@ func.func @gpu_shapes(%q: tensor<2x64x32xbf16>, %k: tensor<2x64x32xbf16>,
   %o = loom.matmul %p, %v accumulate f32 : (tensor<2x64x64xbf16>, tensor<2x64x16xbf16>) -> tensor<2x64x16xbf16>
   return %o : tensor<2x64x16xbf16>
 }
+
+// -----
+
+// Grouped-query attention: keys and values whose batch dims broadcast to
+// the queries' (two key/value heads for four query heads) are broadcast to
+// them, then fused; the GPU kernel runs it too (bf16, 64 x 16).
+// GPU-LABEL: func.func @grouped_query
+// GPU: loom.attention
+// CHECK-LABEL: func.func @grouped_query
+// CHECK-SAME: (%[[Q:.+]]: tensor<2x2x2x64x16xbf16>, %[[K:.+]]: tensor<2x2x1x64x16xbf16>, %[[V:.+]]: tensor<2x2x1x64x16xbf16>)
+// CHECK-DAG: %[[BK:.+]] = loom.broadcast %[[K]] : tensor<2x2x1x64x16xbf16> -> tensor<2x2x2x64x16xbf16>
+// CHECK-DAG: %[[BV:.+]] = loom.broadcast %[[V]] : tensor<2x2x1x64x16xbf16> -> tensor<2x2x2x64x16xbf16>
+// CHECK: loom.attention %[[Q]], %[[BK]], %[[BV]] causal accumulate f32
+// CHECK-NOT: loom.softmax
+func.func @grouped_query(%q: tensor<2x2x2x64x16xbf16>, %k: tensor<2x2x1x64x16xbf16>,
+                         %v: tensor<2x2x1x64x16xbf16>) -> tensor<2x2x2x64x16xbf16> {
+  %kt = loom.transpose %k perm [0, 1, 2, 4, 3] : tensor<2x2x1x64x16xbf16> -> tensor<2x2x1x16x64xbf16>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x2x2x64x16xbf16>, tensor<2x2x1x16x64xbf16>) -> tensor<2x2x2x64x64xbf16>
+  %m = loom.causal_mask %s : tensor<2x2x2x64x64xbf16>
+  %p = loom.softmax %m axis 4 : tensor<2x2x2x64x64xbf16>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x2x2x64x64xbf16>, tensor<2x2x1x64x16xbf16>) -> tensor<2x2x2x64x16xbf16>
+  return %o : tensor<2x2x2x64x16xbf16>
+}
+
+// Keys and values without batch dims (one head shared by all: multi-query
+// attention with the head dim dropped) are broadcast to every query head.
+// CHECK-LABEL: func.func @shared_keys
+// CHECK: loom.broadcast %arg1 : tensor<64x16xf32> -> tensor<2x4x64x16xf32>
+// CHECK: loom.broadcast %arg2 : tensor<64x16xf32> -> tensor<2x4x64x16xf32>
+// CHECK: loom.attention
+func.func @shared_keys(%q: tensor<2x4x64x16xf32>, %k: tensor<64x16xf32>,
+                       %v: tensor<64x16xf32>) -> tensor<2x4x64x16xf32> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<64x16xf32> -> tensor<16x64xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x4x64x16xf32>, tensor<16x64xf32>) -> tensor<2x4x64x64xf32>
+  %p = loom.softmax %s axis 3 : tensor<2x4x64x64xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x64x64xf32>, tensor<64x16xf32>) -> tensor<2x4x64x16xf32>
+  return %o : tensor<2x4x64x16xf32>
+}
+
+// Queries that broadcast to the keys' heads (a result with more heads than
+// the queries) keep the five ops.
+// CHECK-LABEL: func.func @queries_broadcast
+// CHECK-NOT: loom.attention
+// CHECK: loom.softmax
+func.func @queries_broadcast(%q: tensor<2x1x64x16xf32>, %k: tensor<2x4x64x16xf32>,
+                             %v: tensor<2x4x64x16xf32>) -> tensor<2x4x64x16xf32> {
+  %kt = loom.transpose %k perm [0, 1, 3, 2] : tensor<2x4x64x16xf32> -> tensor<2x4x16x64xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x1x64x16xf32>, tensor<2x4x16x64xf32>) -> tensor<2x4x64x64xf32>
+  %p = loom.softmax %s axis 3 : tensor<2x4x64x64xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x64x64xf32>, tensor<2x4x64x16xf32>) -> tensor<2x4x64x16xf32>
+  return %o : tensor<2x4x64x16xf32>
+}
