@@ -536,7 +536,7 @@ LogicalResult Compilation::searchMeshes() {
                other.report.sizes == report->sizes;
       });
       if (!same)
-        fits.push_back({"--mesh=" + knob.mesh + flags, knob, *report});
+        fits.push_back({"--mesh=" + knob.mesh + flags, knob, *report, std::nullopt});
     }
     // A log gets a hundred lines at most (888030 meshes had written 51 MB).
     size_t index = &sizes - &meshes.front() + 1;

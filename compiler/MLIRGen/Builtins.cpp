@@ -522,7 +522,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
         builder, at, RankedTensorType::get(*shape, element), inputs, *axis));
   }
 
-  if (name == "sum" || name == "mean" || name == "max") {
+  if (name == "sum" || name == "mean" || name == "max" || name == "min") {
     if (!args.check(1, 1, {"axis", "keepdim"}))
       return Operand::poison();
     Value x = args.floatTensor(0);
@@ -540,8 +540,12 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
       r = SumOp::create(builder, at, type, x, *axis, *keep != 0);
     else if (name == "mean")
       r = MeanOp::create(builder, at, type, x, *axis, *keep != 0);
-    else
+    else if (name == "max")
       r = MaxOp::create(builder, at, type, x, *axis, *keep != 0);
+    else // min(x) = -max(-x): exact, and the gradient shared among ties as max's
+      r = NegOp::create(builder, at,
+                        MaxOp::create(builder, at, type, NegOp::create(builder, at, x), *axis,
+                                      *keep != 0));
     return Operand::ofTensor(r);
   }
 

@@ -86,6 +86,8 @@ CASES = {
                  "mse(sum(a, axis = -1) + mean(a, axis = 2), t)"),
     "max-log": ("param a : [N, D] init normal(1)\n  param b : [N, D] init uniform(0.5, 2)",
                 "mse(max(a, axis = -1) + sum(log(b), axis = -1), t1)"),
+    "min-keepdim": ("param a : [N, D] init normal(1)",
+                    "mse(min(a, axis = 0, keepdim = 1) + a, t)"),
     "cross-entropy": ("param a : [N, 7] init normal(1)", "cross_entropy(a, labels)"),
     "mse-target": ("param a : [N, D] init normal(1)\n  param b : [N, D] init normal(1)",
                    "mse(a, b)"),

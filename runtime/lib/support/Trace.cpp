@@ -28,7 +28,7 @@ void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
 void TraceRecorder::addCollective(unsigned step, const std::string &kind,
                                   const std::string &axes, double startUs,
                                   double durationUs) {
-  events.push_back({step, kind, std::string(), axes, startUs, durationUs});
+  events.push_back({step, kind, std::string(), axes, startUs, durationUs, 0, 0, {}});
 }
 
 /// Microseconds to the nanosecond, as the trace viewers show them.
