@@ -220,7 +220,28 @@ private:
         join(annotation.getResult(), *d, op);
       return;
     }
-    if (isa<AddOp, SubOp, MulOp, DivOp, BroadcastOp>(op)) {
+    if (auto broadcast = dyn_cast<BroadcastOp>(op)) {
+      // Repeating a value free of the batch along a batch-sized dim (a
+      // class token or bias made [B, ...]) gives every row the same
+      // value: the dim the microbatch's build divides holds the batch.
+      Value input = broadcast.getInput();
+      if (of(input).kind == Rows::Free)
+        if (Operation *micro = microOf.lookup(&op)) {
+          ArrayRef<int64_t> whole = shapeOf(broadcast.getResult()),
+                            one = shapeOf(micro->getResult(0));
+          int64_t lead = rankOf(broadcast.getResult()) - rankOf(input);
+          for (int64_t d = 0; d < int64_t(whole.size()) && one.size() == whole.size(); ++d)
+            if (whole[d] != one[d] && whole[d] == one[d] * count &&
+                (d < lead || shapeOf(input)[d - lead] == 1)) {
+              join(broadcast.getResult(), d, op);
+              break;
+            }
+          return;
+        }
+      joinAligned(broadcast.getResult(), of(input), rankOf(input), op);
+      return;
+    }
+    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
       for (Value operand : op.getOperands())
         joinAligned(op.getResult(0), of(operand), rankOf(operand), op);
       return;

@@ -157,7 +157,7 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
   // register-tiled only in multiples of 32 (loom-tile-contractions-for-cpu);
   // others (50 of T = 1000, 63 of 1008) ran 2.5-6.5x slower than the five
   // ops, whose matmuls are padded to whole tiles.
-  int64_t queries = q.getShape()[batch], keys = k.getShape()[batch];
+  int64_t queries = q.getShape()[batch], keys = k.getShape()[k.getRank() - 2];
   int64_t block = attentionBlockSize(queries, keys);
   if (std::max(queries, keys) > 64 && (block < 16 || (!gpuKernel && block % 32 != 0)))
     return failure();

@@ -232,3 +232,19 @@ func.func @queries_broadcast(%q: tensor<2x1x64x16xf32>, %k: tensor<2x4x64x16xf32
   %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x64x64xf32>, tensor<2x4x64x16xf32>) -> tensor<2x4x64x16xf32>
   return %o : tensor<2x4x64x16xf32>
 }
+
+// Keys of lower rank than the queries: their length is their own
+// second-to-last dim (128), not the queries' dim at that index (16, the
+// head width, would have made blocks of 16 and kept the five ops).
+// CHECK-LABEL: func.func @lower_rank_keys
+// CHECK: loom.broadcast %arg1 : tensor<4x128x16xf32> -> tensor<2x4x128x16xf32>
+// CHECK: loom.attention {{.*}} causal
+func.func @lower_rank_keys(%q: tensor<2x4x128x16xf32>, %k: tensor<4x128x16xf32>,
+                           %v: tensor<4x128x16xf32>) -> tensor<2x4x128x16xf32> {
+  %kt = loom.transpose %k perm [0, 2, 1] : tensor<4x128x16xf32> -> tensor<4x16x128xf32>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x4x128x16xf32>, tensor<4x16x128xf32>) -> tensor<2x4x128x128xf32>
+  %m = loom.causal_mask %s : tensor<2x4x128x128xf32>
+  %p = loom.softmax %m axis 3 : tensor<2x4x128x128xf32>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x128x128xf32>, tensor<4x128x16xf32>) -> tensor<2x4x128x16xf32>
+  return %o : tensor<2x4x128x16xf32>
+}
