@@ -183,6 +183,8 @@ bool Driver::runForwardMicrobatches(const Plan &plan, TraceRecorder *trace,
 
 bool Driver::runPlanOnce(const Plan &plan, TraceRecorder *trace,
                          const std::function<bool(uint64_t)> &place) {
+  if (trace)
+    trace->beginRun();
   if (plan.forwardMicrobatches())
     return runForwardMicrobatches(plan, trace, place);
   if (plan.pipeline.present) {
@@ -271,7 +273,9 @@ bool Driver::runSingle() {
   stepEnd = std::chrono::steady_clock::now();
   if (options.generate)
     std::fputs(options.prompt.c_str(), out);
-  for (uint64_t step = resumedAt + 1, steps = numSteps(); step <= steps; ++step) {
+  // `step != 0`: a run to step 2^64 - 1 ends there (its counter had
+  // wrapped to 0 and trained on forever).
+  for (uint64_t step = resumedAt + 1, steps = numSteps(); step != 0 && step <= steps; ++step) {
     // A run may reuse the inputs' bytes once they are read: read them again.
     if (step > resumedAt + 1 && !loadInputs(whole, executor.arena()))
       return false;
@@ -531,7 +535,9 @@ bool Driver::runRanks() {
   stepEnd = std::chrono::steady_clock::now();
   if (options.generate && rank == 0)
     std::fputs(options.prompt.c_str(), out);
-  for (uint64_t step = resumedAt + 1, steps = numSteps(); step <= steps; ++step) {
+  // `step != 0`: a run to step 2^64 - 1 ends there (its counter had
+  // wrapped to 0 and trained on forever).
+  for (uint64_t step = resumedAt + 1, steps = numSteps(); step != 0 && step <= steps; ++step) {
     // Rank 0 reads the inputs (again: a run may reuse their bytes) and
     // computes the step's scalars; every rank gets its blocks.
     if (!agree(rank != 0 || loadInputs(staging, stagingArena.data())))
@@ -775,6 +781,11 @@ int loom::runtime::runMain(int argc, char **argv, const Executable &executable,
   // reported, its temporary removed; SIGXFSZ's default killed the run
   // and left a torn file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // A closed pipe (`./train ... | head`) makes the writes to it fail with
+  // EPIPE: the run goes on (a training run still saves its checkpoint) and
+  // ends with "cannot write the standard output", status 1. SIGPIPE's
+  // default had killed it silently with status 141, checkpoint unwritten.
+  std::signal(SIGPIPE, SIG_IGN);
   Communicator *comm = executable.communicator;
   std::unique_ptr<Communicator> mpi; // MPI_Finalize when it goes
   if (!comm) {

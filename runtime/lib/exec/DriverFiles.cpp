@@ -200,14 +200,13 @@ bool Driver::finishOutputs(const Plan &plan, char *arena) {
     // The new params and optimizer state went back into them.
     if (options.train && file == outputFiles.end() && isUpdateOutput(plan, buffer))
       continue;
+    // Routing counts are a table on request (written to a file as well,
+    // when one is given), not a summary line.
+    if (isMoeStats(buffer) && options.moeStats)
+      printMoeStats(out, buffer, data);
     if (file == outputFiles.end()) {
-      // Routing counts are a table on request, not a summary line.
-      if (isMoeStats(buffer)) {
-        if (options.moeStats)
-          printMoeStats(out, buffer, data);
-        continue;
-      }
-      printSummary(out, buffer, data);
+      if (!isMoeStats(buffer))
+        printSummary(out, buffer, data);
       continue;
     }
     if (!writeNpy(file->second, buffer.dtype, buffer.shape, data, error))

@@ -305,7 +305,7 @@ bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
 
 bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
                          TraceRecorder *trace, std::string &error) {
-  start = std::chrono::steady_clock::now();
+  start = trace ? trace->runStart() : std::chrono::steady_clock::now();
   if (!device->begin(start, error))
     return false;
   unsigned microbatches = order.microbatches;

@@ -15,12 +15,19 @@ using namespace loom::runtime;
 
 bool loom::runtime::openForReading(const std::string &path, FilePtr &file,
                                    uint64_t &size, std::string &error) {
-  file.reset(std::fopen(path.c_str(), "rb"));
+  // Non-blocking, so that a FIFO with no writer is refused below instead
+  // of blocking the open forever; a regular file's reads ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) {
+    file.reset(::fdopen(fd, "rb"));
+    if (!file)
+      ::close(fd);
+  }
   if (!file) {
     error = "cannot open " + path + ": " + std::strerror(errno);
     return false;
   }
-  // fopen succeeds on directories; reading them fails later and less clearly.
+  // Directories open too; reading them fails later and less clearly.
   struct stat info;
   if (fstat(fileno(file.get()), &info) != 0 || !S_ISREG(info.st_mode)) {
     error = "cannot read " + path + ": not a regular file";
@@ -41,10 +48,23 @@ bool loom::runtime::openForWriting(const std::string &path, FilePtr &file,
   return true;
 }
 
+/// "cannot write PATH: TEMPORARY (its temporary) is a directory": what an
+/// interrupted run or a user left where the write goes first.
+static std::string temporaryIsDirectory(const std::string &path,
+                                        const std::string &temporary) {
+  return "cannot write " + path + ": " + temporary + " (its temporary) is a directory";
+}
+
 bool loom::runtime::checkWritable(const std::string &path, std::string &error) {
   struct stat info;
   if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
     error = "cannot write " + path + ": " + std::strerror(EISDIR);
+    return false;
+  }
+  ReplacingWrite write = planReplacingWrite(path);
+  if (!write.temporary.empty() && ::lstat(write.temporary.c_str(), &info) == 0 &&
+      S_ISDIR(info.st_mode)) {
+    error = temporaryIsDirectory(path, write.temporary);
     return false;
   }
   size_t slash = path.find_last_of('/');
@@ -118,8 +138,33 @@ ReplacingWrite loom::runtime::planReplacingWrite(const std::string &path) {
 
 bool loom::runtime::openReplacingWrite(const ReplacingWrite &write, FilePtr &file,
                                        std::string &error) {
-  if (openForWriting(write.target(), file, error))
-    return true;
+  if (write.temporary.empty()) {
+    if (openForWriting(write.destination, file, error))
+      return true;
+  } else {
+    // What is left at the temporary's path goes first, and the temporary
+    // is created anew: a symlink there had been followed, overwriting the
+    // file it named, and the rename then made the destination that link.
+    struct stat left;
+    if (::lstat(write.temporary.c_str(), &left) == 0) {
+      if (S_ISDIR(left.st_mode)) {
+        error = temporaryIsDirectory(write.destination, write.temporary);
+        return false;
+      }
+      if (::unlink(write.temporary.c_str()) != 0) {
+        error = "cannot write " + write.destination + ": cannot remove " + write.temporary +
+                ": " + std::strerror(errno);
+        return false;
+      }
+    }
+    int fd = ::open(write.temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      file.reset(::fdopen(fd, "wb"));
+      if (file)
+        return true;
+      ::close(fd);
+    }
+  }
   error = "cannot write " + write.destination + ": " + std::strerror(errno);
   return false;
 }

@@ -3,6 +3,7 @@
 #ifndef LOOM_RUNTIME_SUPPORT_TRACE_H
 #define LOOM_RUNTIME_SUPPORT_TRACE_H
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ public:
   void addCollective(unsigned step, const std::string &kind,
                      const std::string &axes, double startUs,
                      double durationUs);
+  /// Starts a run of the plan (one of --repeat's, a training step's): the
+  /// executors count a run's times from runStart() (the CUDA executor from
+  /// its first event), and its events are shifted by the run's start from
+  /// the recorder's, so that several runs make one timeline (each run's
+  /// had started at 0 again).
+  void beginRun();
+  std::chrono::steady_clock::time_point runStart() const { return start; }
   /// The trace as JSON text.
   std::string toJson() const;
   /// Writes toJson() to `path`.
@@ -54,6 +62,9 @@ private:
   };
   std::vector<Event> events;
   unsigned process = 0;
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point start = origin;
+  double offsetUs = 0; // start - origin
 };
 
 } // namespace loom::runtime
