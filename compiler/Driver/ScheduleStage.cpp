@@ -89,11 +89,17 @@ LogicalResult Compilation::planSchedule() {
       stages = std::max<unsigned>(stages, stage.getStage() + 1);
   unsigned microbatches = 1;
   std::string kindName = "1f1b";
+  // The train section sets the schedule and the microbatches: an error
+  // about them points there (it had pointed at the model's line); a
+  // --gradients build's one microbatch is the build's.
+  Location at = model.getLoc();
   for (auto train : module->getOps<mlir::loom::TrainOp>())
     if (train.getModel() == model.getSymName()) {
       // A --gradients build differentiates the whole batch at once.
-      if (!gradientsOnly())
+      if (!gradientsOnly()) {
         microbatches = static_cast<unsigned>(train.getMicrobatches());
+        at = train.getLoc();
+      }
       kindName = train.getSchedule().str();
     }
   if (!options.schedule.empty())
@@ -101,7 +107,7 @@ LogicalResult Compilation::planSchedule() {
   // Said as the plan stage says it (it had lost the kind's name and the
   // --gradients reason at --emit=schedule).
   FailureOr<rt::Schedule> verified = verifiedSchedule(
-      model.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
+      at, kindName, "pipeline schedule '" + kindName + "'",
       model.getSymName(), axis, ranks, stages, microbatches,
       gradientsNote(kindName, axis.getValue(), stages, ranks));
   if (failed(verified))
@@ -143,9 +149,12 @@ LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
   auto holder = spmd->getParentOfType<ModuleOp>();
   auto of = spmd->getAttrOfType<StringAttr>(attr::kPartitionOf);
   unsigned microbatches = 1;
+  Location at = spmd.getLoc();
   for (auto train : holder.getOps<mlir::loom::TrainOp>())
-    if (options.train && of && train.getModel() == of.getValue())
+    if (options.train && of && train.getModel() == of.getValue()) {
       microbatches = static_cast<unsigned>(train.getMicrobatches());
+      at = train.getLoc();
+    }
   // A forward-only run pipelines its forwards in order: only the name
   // matters. A gradient program runs the schedule (its backward too), on
   // the whole batch as one microbatch.
@@ -153,7 +162,7 @@ LogicalResult Compilation::checkPipelineSchedule(func::FuncOp spmd) {
   if (!options.train && !options.gradients && rt::parseScheduleKind(kindName, kind))
     return success();
   unsigned ranks = axisRanks(holder, axis), stages = static_cast<unsigned>(count.getInt());
-  return verifiedSchedule(spmd.getLoc(), kindName, "pipeline schedule '" + kindName + "'",
+  return verifiedSchedule(at, kindName, "pipeline schedule '" + kindName + "'",
                           of ? of.getValue() : "", axis, ranks, stages, microbatches,
                           gradientsNote(kindName, axis, stages, ranks));
 }
