@@ -80,6 +80,13 @@ k[0, 0, :64] = -300
 for name, a in zip("qkv", (q, k, v)):
     np.save(f"{sys.argv[1]}/{name}.npy", a)
 PY
+# Grouped-query attention's gradient (two key/value heads for four query
+# heads, test/Numerics/attention-gqa.test's model in bf16): the keys and
+# values broadcast over the query heads, one attention and its gradient,
+# the keys' and values' gradients summed back over the groups.
+sed 's/^precision f32 accumulate f32/precision bf16 accumulate f32/' \
+  "$root/test/Numerics/Inputs/attention-gqa.loom" > "$out/attention-gqa-grad.loom"
+$loomc --gradients "$out/attention-gqa-grad.loom" -o "$out/attention-gqa-grad"
 # The training step (forward, backward, AdamW) of examples/gpt-train.loom in
 # bf16: checked kernel by kernel, and 20 steps on the GPU against 20 on the
 # CPU on the GPL (carried as gpl.txt). And the same script at a size that

@@ -136,7 +136,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-inf attention-grad2048 attention-grad-h64 attention-cross-grad gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
+for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-inf attention-grad2048 attention-grad-h64 attention-cross-grad attention-gqa-grad gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
            gpt-train-persistent matmul4096-tma-store matmul4096-persistent-tma-store gpt-persistent-tma-store \
            matmul4096-persistent-multicast-tma-store matmul4096-bt-persistent-multicast-tma-store \
