@@ -98,6 +98,7 @@ LogicalResult Partitioner::partitionEmbedding(EmbeddingOp op) {
   Sharding out = ids;
   out.dims.push_back(columns);
   out.partial = rows;
+  disjointPartials.insert(op.getResult());
   return apply(op, {table, ids, shardingOf(*held)}, {out});
 }
 

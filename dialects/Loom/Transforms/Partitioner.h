@@ -155,6 +155,11 @@ private:
   /// By the (per-rank) loom.moe_route.
   DenseMap<Operation *, MoeExchange> moeExchanges;
   DenseMap<Value, Value> moeTokenRows;
+  /// Partial sums whose every element is one rank's value, zeros on the
+  /// others (a vocab-parallel lookup): rounding each rank's part rounds
+  /// the sum exactly, so a cast keeps them partial and the all-reduce
+  /// moves the narrow type.
+  llvm::SmallPtrSet<Value, 8> disjointPartials;
 };
 
 } // namespace mlir::loom
