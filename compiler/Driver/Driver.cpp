@@ -313,6 +313,15 @@ LogicalResult Compilation::parse() {
   ast = Parser(buffer, emitError).parseModule();
   if (!ast)
     return failure();
+  // Malformed --mesh and --dim entries are errors at every stage (--emit=ast
+  // had ignored them); their names are checked against the script's
+  // declarations where it is elaborated.
+  {
+    ElaborationOptions sizes;
+    if (failed(parseSizes(options.mesh, "--mesh", "dp=2,tp=4", sizes.meshSizes)) ||
+        failed(parseSizes(options.dims, "--dim", "B=1,T=128", sizes.dimSizes)))
+      return failure();
+  }
   // Said at the first stage too (--emit=ast had printed the script, status
   // 0, for a --model no model has).
   if (!options.model.empty() &&
