@@ -156,7 +156,10 @@ bool mlir::loom::gpuRunsAttention(RankedTensorType query, RankedTensorType key,
   int64_t features = 128;
   // A launch's blocks of 64 rows go along grid y (at most 65535).
   int64_t sequence = 65535 * 64;
-  return fits(query.getShape()[rows], sequence) && fits(key.getShape()[rows], sequence) &&
+  // Each operand's own sequence dim: the fusion asks before it broadcasts
+  // keys of lower rank than the queries (grouped-query attention).
+  return fits(query.getShape()[rows], sequence) &&
+         fits(key.getShape()[key.getRank() - 2], sequence) &&
          fits(query.getShape().back(), features) && fits(value.getShape().back(), features);
 }
 

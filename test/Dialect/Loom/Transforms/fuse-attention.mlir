@@ -248,3 +248,19 @@ func.func @lower_rank_keys(%q: tensor<2x4x128x16xf32>, %k: tensor<4x128x16xf32>,
   %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x128x128xf32>, tensor<4x128x16xf32>) -> tensor<2x4x128x16xf32>
   return %o : tensor<2x4x128x16xf32>
 }
+
+// The GPU kernel's shape rule reads the keys' own sequence dim too (the
+// queries' dim 2 of keys of rank 2 lies past their shape).
+// GPU-LABEL: func.func @gpu_lower_rank_keys
+// GPU: loom.broadcast %arg1 : tensor<96x16xbf16> -> tensor<2x4x96x16xbf16>
+// GPU: loom.attention
+// CHECK-LABEL: func.func @gpu_lower_rank_keys
+// CHECK: loom.attention
+func.func @gpu_lower_rank_keys(%q: tensor<2x4x64x16xbf16>, %k: tensor<96x16xbf16>,
+                               %v: tensor<96x16xbf16>) -> tensor<2x4x64x16xbf16> {
+  %kt = loom.transpose %k perm [1, 0] : tensor<96x16xbf16> -> tensor<16x96xbf16>
+  %s = loom.matmul %q, %kt accumulate f32 : (tensor<2x4x64x16xbf16>, tensor<16x96xbf16>) -> tensor<2x4x64x96xbf16>
+  %p = loom.softmax %s axis 3 : tensor<2x4x64x96xbf16>
+  %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x64x96xbf16>, tensor<96x16xbf16>) -> tensor<2x4x64x16xbf16>
+  return %o : tensor<2x4x64x16xbf16>
+}
