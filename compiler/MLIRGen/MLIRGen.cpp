@@ -1690,6 +1690,14 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
     if (meshName && decl.name.text == *meshName)
       error(decl.name.loc) << "model '" << decl.name.text
                            << "' has the name of the mesh";
+    // Its kernels are symbols named after it, which the executable's C glue
+    // and PTX must spell (`2x_k0` had failed the link with clang's errors
+    // about a temporary file, and ptxas with a syntax error).
+    else if (llvm::isDigit(decl.name.text.front()))
+      error(decl.name.loc) << "model name '" << decl.name.text
+                           << "' starts with a digit: its kernels are symbols named after "
+                              "it ('"
+                           << decl.name.text << "_k0'), which C and PTX do not allow";
     else if (owner)
       error(decl.name.loc)
           << "model '" << decl.name.text << "' has the name loomc gives model '"
