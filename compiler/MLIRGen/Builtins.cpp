@@ -446,8 +446,9 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     }
     if (!checkSize(*shape, args.at(1)))
       return Operand::poison();
-    if (ArrayRef<int64_t>(*shape) == from)
-      return Operand::ofTensor(x);
+    // Built even to its own shape: a microbatch's build (B = 1 rows of a
+    // [1, D] class token) must have the whole batch's ops (it had been
+    // refused: "its ops change with the batch size").
     return Operand::ofTensor(BroadcastOp::create(builder, at, typeOf(x).clone(*shape), x));
   }
 

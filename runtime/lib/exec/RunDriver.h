@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -179,7 +180,11 @@ private:
     if (std::string warning = generator.takeWarning(); !warning.empty())
       warn(warning);
     std::fputc(static_cast<unsigned char>(byte), out);
-    std::fflush(out);
+    // A closed pipe (`generate ... | head -c 100`) ends the generation,
+    // whose text nothing reads any more (it had sampled every token first).
+    if (std::fflush(out) != 0 || std::ferror(out))
+      return fail(std::string("cannot write the standard output: ") +
+                  std::strerror(errno ? errno : EIO));
     return true;
   }
   /// Microbatch `microbatch` of step `step`'s batch into `plan`'s buffers

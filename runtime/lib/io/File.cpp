@@ -67,10 +67,17 @@ bool loom::runtime::checkWritable(const std::string &path, std::string &error) {
     error = temporaryIsDirectory(path, write.temporary);
     return false;
   }
-  size_t slash = path.find_last_of('/');
-  std::string directory = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (write.append)
+    return true; // an open descriptor's
+  // The directory of the file written: a link's target's (a dangling link
+  // into a missing directory had failed only after the run).
+  const std::string &target = write.destination;
+  size_t slash = target.find_last_of('/');
+  std::string directory = slash == std::string::npos ? "."
+                          : slash == 0              ? "/"
+                                                    : target.substr(0, slash);
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
+    error = "cannot write " + target + ": " + std::strerror(errno);
     return false;
   }
   return true;
@@ -111,6 +118,15 @@ ReplacingWrite loom::runtime::planReplacingWrite(const std::string &path) {
   struct stat entry;
   if (lstat(path.c_str(), &entry) != 0)
     return write;
+  // A descriptor's link (/dev/stdout, /dev/fd/1, /proc/self/fd/1) is
+  // written in place, appended to, even where it resolves to a regular
+  // file (stdout redirected to a log, `>> run.log`): the rename had
+  // replaced the log, its earlier lines and the run's summaries lost.
+  if (S_ISLNK(entry.st_mode) && (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0)) {
+    write.temporary.clear();
+    write.append = true;
+    return write;
+  }
   if (S_ISLNK(entry.st_mode)) {
     if (char *resolved = realpath(path.c_str(), nullptr)) {
       write.destination = resolved;
@@ -138,7 +154,11 @@ ReplacingWrite loom::runtime::planReplacingWrite(const std::string &path) {
 
 bool loom::runtime::openReplacingWrite(const ReplacingWrite &write, FilePtr &file,
                                        std::string &error) {
-  if (write.temporary.empty()) {
+  if (write.append) {
+    file.reset(std::fopen(write.destination.c_str(), "ab"));
+    if (file)
+      return true;
+  } else if (write.temporary.empty()) {
     if (openForWriting(write.destination, file, error))
       return true;
   } else {

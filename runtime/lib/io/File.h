@@ -55,6 +55,8 @@ std::string overflowMessage(uint64_t overflows, DType to);
 /// the device node).
 struct ReplacingWrite {
   std::string destination, temporary;
+  /// A descriptor's link (/dev/stdout): appended to, in place.
+  bool append = false;
   const std::string &target() const {
     return temporary.empty() ? destination : temporary;
   }
