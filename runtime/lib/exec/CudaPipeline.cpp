@@ -60,8 +60,7 @@ bool CudaPipelineDevice::broadcast(const CommGroup &, unsigned root, char *data,
   return nccl.broadcast(root, asAddress(data), bytes, error);
 }
 
-bool CudaPipelineDevice::begin(std::chrono::steady_clock::time_point,
-                               std::string &error) {
+bool CudaPipelineDevice::begin(std::string &error) {
   // In training, the params (and the optimizer state) go up once: later
   // steps update them on the device (CudaExecutor::applyUpdates).
   return cuda.uploadInputs(host.arena(), /*inputsOnly=*/false, error);

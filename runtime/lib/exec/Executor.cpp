@@ -167,9 +167,9 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
   auto micros = [](Clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
   };
-  Clock::time_point start = hasTraceOrigin ? traceOrigin
-                            : trace          ? trace->runStart()
-                                             : Clock::now();
+  // Times count from the run's start (TraceRecorder::beginRun), however
+  // many calls the run makes (a pipelined one, one per step).
+  Clock::time_point start = trace ? trace->runStart() : Clock::now();
   for (size_t i = begin; i < end && i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
     if (step.kind == StepKind::Transfer)

@@ -233,7 +233,7 @@ void PipelineRunner::traceMessage(TraceRecorder *trace, const char *kind,
     return std::chrono::duration<double, std::micro>(d).count();
   };
   trace->addCollective(0, kind, "rank " + std::to_string(peer),
-                       micros(before - start),
+                       micros(before - trace->runStart()),
                        micros(std::chrono::steady_clock::now() - before));
 }
 
@@ -305,8 +305,7 @@ bool PipelineRunner::syncOutputs(bool updates, std::string &error) {
 
 bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
                          TraceRecorder *trace, std::string &error) {
-  start = trace ? trace->runStart() : std::chrono::steady_clock::now();
-  if (!device->begin(start, error))
+  if (!device->begin(error))
     return false;
   unsigned microbatches = order.microbatches;
   inputs.resize(microbatches); // kept between runs, with their bytes

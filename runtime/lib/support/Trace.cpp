@@ -9,16 +9,17 @@
 
 using namespace loom::runtime;
 
-void TraceRecorder::beginRun() {
-  start = std::chrono::steady_clock::now();
-  offsetUs = std::chrono::duration<double, std::micro>(start - origin).count();
+void TraceRecorder::beginRun() { start = std::chrono::steady_clock::now(); }
+
+double TraceRecorder::offsetUs() const {
+  return std::chrono::duration<double, std::micro>(start - origin).count();
 }
 
 void TraceRecorder::addStep(unsigned step, const std::string &kernel,
                             double startUs, double durationUs,
                             uint64_t bytesRead, uint64_t bytesWritten,
                             const std::string &source) {
-  events.push_back({step, kernel, std::string(), std::string(), offsetUs + startUs,
+  events.push_back({step, kernel, std::string(), std::string(), offsetUs() + startUs,
                     durationUs, bytesRead, bytesWritten, source});
 }
 
@@ -26,14 +27,14 @@ void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
                               const std::string &function, double startUs,
                               double durationUs, uint64_t bytesRead,
                               uint64_t bytesWritten, const std::string &source) {
-  events.push_back({step, kernel, function, std::string(), offsetUs + startUs,
+  events.push_back({step, kernel, function, std::string(), offsetUs() + startUs,
                     durationUs, bytesRead, bytesWritten, source});
 }
 
 void TraceRecorder::addCollective(unsigned step, const std::string &kind,
                                   const std::string &axes, double startUs,
                                   double durationUs) {
-  events.push_back({step, kind, std::string(), axes, offsetUs + startUs, durationUs, 0, 0, {}});
+  events.push_back({step, kind, std::string(), axes, offsetUs() + startUs, durationUs, 0, 0, {}});
 }
 
 /// Microseconds to the nanosecond, as the trace viewers show them.

@@ -49,8 +49,7 @@ public:
                  uint64_t bytes, std::string &error) override;
   /// The params and inputs to the device (in training the params only
   /// before the first step); at the end, the outputs back.
-  bool begin(std::chrono::steady_clock::time_point origin,
-             std::string &error) override;
+  bool begin(std::string &error) override;
   bool end(std::string &error) override;
 
 private:

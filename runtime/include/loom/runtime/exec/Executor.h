@@ -91,12 +91,6 @@ public:
   void runKernelStep(size_t index);
   /// Per step, what it reads and writes (analyzeStepAccess; after bind).
   const std::vector<StepAccess> &stepAccess() const { return access; }
-  /// Trace times count from `origin` instead of from each runSteps call (a
-  /// pipelined run calls it once per step, and its timeline is one).
-  void setTraceOrigin(std::chrono::steady_clock::time_point origin) {
-    traceOrigin = origin;
-    hasTraceOrigin = true;
-  }
   /// The communicator the collectives run on (null on one rank).
   Communicator *communicator() const { return comm; }
 
@@ -115,8 +109,6 @@ private:
   std::string numericsFailure;
   std::vector<CommGroup> groups; // per step; collective steps only
   Arena scratch;
-  std::chrono::steady_clock::time_point traceOrigin;
-  bool hasTraceOrigin = false;
 };
 
 } // namespace loom::runtime

@@ -66,10 +66,8 @@ public:
   virtual bool broadcast(const CommGroup &group, unsigned root, char *data,
                          uint64_t bytes, std::string &error) = 0;
   /// Around each run: a GPU takes the params and the step's inputs from
-  /// the host arena first and gives the outputs back last; `origin` is the
-  /// trace's time 0.
-  virtual bool begin(std::chrono::steady_clock::time_point origin,
-                     std::string &error) = 0;
+  /// the host arena first and gives the outputs back last.
+  virtual bool begin(std::string &error) = 0;
   virtual bool end(std::string &error) = 0;
 };
 
@@ -102,10 +100,7 @@ public:
                  uint64_t bytes, std::string &error) override {
     return comm.broadcast(group, root, data, bytes, error);
   }
-  bool begin(std::chrono::steady_clock::time_point origin, std::string &) override {
-    executor.setTraceOrigin(origin);
-    return true;
-  }
+  bool begin(std::string &) override { return true; }
   /// Sends complete (MPI_Isend's copies) before the step ends.
   bool end(std::string &error) override { return comm.flushSends(error); }
 
@@ -225,7 +220,6 @@ private:
   char *keptData(uint64_t microbatch, unsigned id) const {
     return kept + microbatch * keptBytes + keptOffset.at(id);
   }
-  std::chrono::steady_clock::time_point start;
 };
 
 } // namespace loom::runtime

@@ -64,7 +64,8 @@ private:
   unsigned process = 0;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point start = origin;
-  double offsetUs = 0; // start - origin
+  /// Microseconds from the first run's start to this run's.
+  double offsetUs() const;
 };
 
 } // namespace loom::runtime
