@@ -366,11 +366,10 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     auto operands = args.tensorAndList();
     if (!operands)
       return Operand::poison();
-    Value x = operands->first;
-    std::optional<SmallVector<int64_t>> shape = std::move(operands->second);
+    auto &[x, shape] = *operands;
     // One -1 takes whatever the other dimensions leave.
     int64_t known = 1, inferred = -1;
-    for (auto [i, d] : llvm::enumerate(*shape)) {
+    for (auto [i, d] : llvm::enumerate(shape)) {
       if (d == -1 && inferred < 0) {
         inferred = i;
       } else if (d < 1) {
@@ -383,15 +382,15 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     }
     int64_t total = typeOf(x).getNumElements();
     if (inferred >= 0 && total % known == 0)
-      (*shape)[inferred] = total / known;
-    if (checkedElementCount(*shape) != total || (inferred >= 0 && total % known)) {
+      shape[inferred] = total / known;
+    if (checkedElementCount(shape) != total || (inferred >= 0 && total % known)) {
       error(args.at(1)) << "shape mismatch: cannot reshape "
                         << formatShape(typeOf(x).getShape()) << " ("
-                        << total << " elements) to " << formatShape(*shape);
+                        << total << " elements) to " << formatShape(shape);
       return Operand::poison();
     }
     return Operand::ofTensor(
-        ReshapeOp::create(builder, at, typeOf(x).clone(*shape), x));
+        ReshapeOp::create(builder, at, typeOf(x).clone(shape), x));
   }
 
   if (name == "split") {
@@ -430,26 +429,25 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     auto operands = args.tensorAndList();
     if (!operands)
       return Operand::poison();
-    Value x = operands->first;
-    std::optional<SmallVector<int64_t>> shape = std::move(operands->second);
+    auto &[x, shape] = *operands;
     // NumPy's rules: aligned at the end, a dim of 1 repeats, new dims lead.
     ArrayRef<int64_t> from = typeOf(x).getShape();
-    bool fits = from.size() <= shape->size();
+    bool fits = from.size() <= shape.size();
     for (size_t d = 0; fits && d < from.size(); ++d) {
-      int64_t to = (*shape)[shape->size() - from.size() + d];
+      int64_t to = shape[shape.size() - from.size() + d];
       fits = from[d] == to || from[d] == 1;
     }
-    if (!fits || llvm::any_of(*shape, [](int64_t d) { return d < 1; })) {
+    if (!fits || llvm::any_of(shape, [](int64_t d) { return d < 1; })) {
       error(call.getLoc()) << "shape mismatch: cannot broadcast " << formatShape(from)
-                           << " to " << formatShape(*shape);
+                           << " to " << formatShape(shape);
       return Operand::poison();
     }
-    if (!checkSize(*shape, args.at(1)))
+    if (!checkSize(shape, args.at(1)))
       return Operand::poison();
     // Built even to its own shape: a microbatch's build (B = 1 rows of a
     // [1, D] class token) must have the whole batch's ops (it had been
     // refused: "its ops change with the batch size").
-    return Operand::ofTensor(BroadcastOp::create(builder, at, typeOf(x).clone(*shape), x));
+    return Operand::ofTensor(BroadcastOp::create(builder, at, typeOf(x).clone(shape), x));
   }
 
   if (name == "slice") {
