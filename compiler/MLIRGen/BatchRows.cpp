@@ -241,7 +241,7 @@ private:
       joinAligned(broadcast.getResult(), of(input), rankOf(input), op);
       return;
     }
-    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+    if (isBroadcastBinary(&op)) {
       for (Value operand : op.getOperands())
         joinAligned(op.getResult(0), of(operand), rankOf(operand), op);
       return;

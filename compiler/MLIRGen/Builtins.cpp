@@ -196,6 +196,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
           .Case("sqrt", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SqrtOp::create(b, l, x); })
           .Case("sin", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SinOp::create(b, l, x); })
           .Case("cos", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CosOp::create(b, l, x); })
+          .Case("abs", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return AbsOp::create(b, l, x); })
           .Case("causal_mask", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CausalMaskOp::create(b, l, x); })
           .Default(nullptr);
   if (unary) {
@@ -210,6 +211,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
                                  .Case("sqrt", [](double v) { return std::sqrt(v); })
                                  .Case("sin", [](double v) { return std::sin(v); })
                                  .Case("cos", [](double v) { return std::cos(v); })
+                                 .Case("abs", [](double v) { return std::fabs(v); })
                                  .Default(nullptr);
     Operand operand = emitExpr(*call.args[0], scope);
     if (operand.isPoison())
@@ -221,7 +223,8 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
                              << ") is not a finite number";
         return Operand::poison();
       }
-      return Operand::ofNumber(value, /*isInteger=*/false);
+      // |n| of an integer is an integer, as n + m is.
+      return Operand::ofNumber(value, name == "abs" && operand.isInteger);
     }
     Value x;
     if (operand.kind == Operand::Kind::Number)
@@ -240,6 +243,24 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
       return Operand::poison();
     }
     return Operand::ofTensor(unary(builder, at, x));
+  }
+
+  // Elementwise maximum and minimum of two operands, broadcast and
+  // promoted as arithmetic is (`maximum(x, 0.0)` is relu but for -0).
+  if (name == "maximum" || name == "minimum") {
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Operand lhs = emitExpr(*call.args[0], scope), rhs = emitExpr(*call.args[1], scope);
+    if (lhs.isPoison() || rhs.isPoison())
+      return Operand::poison();
+    const Operand *sides[] = {&lhs, &rhs};
+    for (size_t i = 0; i < 2; ++i)
+      if (sides[i]->kind == Operand::Kind::Tuple) {
+        error(args.at(i)) << "expected one tensor for argument " << i + 1 << " of " << name
+                          << ", got " << sides[i]->tuple.size() << " values";
+        return Operand::poison();
+      }
+    return emitArithmetic(name == "maximum" ? 'M' : 'm', lhs, rhs, call.getLoc());
   }
 
   if (name == "softmax") {

@@ -143,6 +143,10 @@ public:
   mlir::Value scalarLike(double number, mlir::Value like, SMLoc where);
   mlir::Value castTo(mlir::Value value, mlir::Type element, SMLoc where);
   Operand emitBinary(const BinaryExpr &expr, Scope &scope);
+  /// Elementwise arithmetic of two operands ('+', '-', '*', '/', or 'M'
+  /// and 'm' for maximum and minimum): numbers fold, a number next to a
+  /// tensor takes its dtype, tensors broadcast and promote.
+  Operand emitArithmetic(char op, const Operand &lhs, const Operand &rhs, SMLoc where);
   Operand emitMatmul(mlir::Value lhs, mlir::Value rhs, SMLoc where);
   std::optional<mlir::Type> resolveDtype(const Name &name);
 

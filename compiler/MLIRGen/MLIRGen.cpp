@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -333,14 +334,21 @@ Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
     }
     return emitMatmul(lhs.tensor, rhs.tensor, where);
   }
+  return emitArithmetic(expr.op, lhs, rhs, where);
+}
+
+Operand Elaborator::emitArithmetic(char op, const Operand &lhs, const Operand &rhs,
+                                   SMLoc where) {
   // Numbers fold; a number next to a tensor takes the tensor's dtype.
   if (lhs.kind == Operand::Kind::Number && rhs.kind == Operand::Kind::Number) {
     double l = lhs.number, r = rhs.number;
     bool integer = lhs.isInteger && rhs.isInteger;
-    switch (expr.op) {
+    switch (op) {
     case '+': return Operand::ofNumber(l + r, integer);
     case '-': return Operand::ofNumber(l - r, integer);
     case '*': return Operand::ofNumber(l * r, integer);
+    case 'M': return Operand::ofNumber(std::max(l, r), integer);
+    case 'm': return Operand::ofNumber(std::min(l, r), integer);
     default:
       if (r == 0) {
         error(where) << "division by zero";
@@ -349,10 +357,11 @@ Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
       return Operand::ofNumber(l / r, integer && std::fmod(l, r) == 0);
     }
   }
+  StringRef what = op == 'M' ? "maximum" : op == 'm' ? "minimum" : "arithmetic";
   Value l = lhs.tensor, r = rhs.tensor;
-  if (l && !(l = requireFloat(l, where, "arithmetic")))
+  if (l && !(l = requireFloat(l, where, what)))
     return Operand::poison();
-  if (r && !(r = requireFloat(r, where, "arithmetic")))
+  if (r && !(r = requireFloat(r, where, what)))
     return Operand::poison();
   if (!l && !(l = scalarLike(lhs.number, r, where)))
     return Operand::poison();
@@ -370,10 +379,12 @@ Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
     return Operand::poison();
   auto resultType = RankedTensorType::get(*shape, *element);
   mlir::Location at = loc(where);
-  switch (expr.op) {
+  switch (op) {
   case '+': return Operand::ofTensor(AddOp::create(builder, at, resultType, l, r));
   case '-': return Operand::ofTensor(SubOp::create(builder, at, resultType, l, r));
   case '*': return Operand::ofTensor(MulOp::create(builder, at, resultType, l, r));
+  case 'M': return Operand::ofTensor(MaximumOp::create(builder, at, resultType, l, r));
+  case 'm': return Operand::ofTensor(MinimumOp::create(builder, at, resultType, l, r));
   default: return Operand::ofTensor(DivOp::create(builder, at, resultType, l, r));
   }
 }

@@ -88,6 +88,8 @@ CASES = {
                 "mse(max(a, axis = -1) + sum(log(b), axis = -1), t1)"),
     "min-keepdim": ("param a : [N, D] init normal(1)",
                     "mse(min(a, axis = 0, keepdim = 1) + a, t)"),
+    "maximum-minimum-abs": ("param a : [N, D] init normal(1)\n  param b : [D] init normal(1)",
+                            "mse(maximum(a, b) + minimum(a, 0.5 * b) + abs(a - 0.25), t)"),
     "cross-entropy": ("param a : [N, 7] init normal(1)", "cross_entropy(a, labels)"),
     "mse-target": ("param a : [N, D] init normal(1)\n  param b : [N, D] init normal(1)",
                    "mse(a, b)"),

@@ -135,7 +135,9 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
                BinaryLowering<AddOp, arith::AddFOp>,
                BinaryLowering<SubOp, arith::SubFOp>,
                BinaryLowering<MulOp, arith::MulFOp>,
-               BinaryLowering<DivOp, arith::DivFOp>>(context);
+               BinaryLowering<DivOp, arith::DivFOp>,
+               BinaryLowering<MaximumOp, arith::MaximumFOp>,
+               BinaryLowering<MinimumOp, arith::MinimumFOp>>(context);
   patterns.add<UnaryLowering<NegOp>>(
       context,
       [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags fastmath) -> Value {
@@ -179,5 +181,9 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
   patterns.add<UnaryLowering<CosOp>>(
       context, [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags) -> Value {
         return math::CosOp::create(b, loc, x);
+      });
+  patterns.add<UnaryLowering<AbsOp>>(
+      context, [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags) -> Value {
+        return math::AbsFOp::create(b, loc, x);
       });
 }

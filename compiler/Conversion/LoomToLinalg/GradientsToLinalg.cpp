@@ -40,6 +40,15 @@ static Value derivative(OpBuilder &b, Location loc, StringRef activation,
                                            x, cst(0.0));
     return arith::SelectOp::create(b, loc, positive, cst(1.0), cst(0.0));
   }
+  if (activation == "abs") {
+    // sign(x): 0 at 0 as torch's; a NaN input passes on as NaN (as relu's).
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, cst(0.0));
+    Value negative = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, cst(0.0));
+    Value zeroOrNaN = arith::MulFOp::create(b, loc, x, cst(0.0));
+    return arith::SelectOp::create(
+        b, loc, positive, cst(1.0),
+        arith::SelectOp::create(b, loc, negative, cst(-1.0), zeroOrNaN));
+  }
   if (activation == "silu") {
     Value s = sigmoid(b, loc, x);
     Value oneMinusS = arith::SubFOp::create(b, loc, cst(1.0), s);

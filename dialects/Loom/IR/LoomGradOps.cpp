@@ -22,9 +22,9 @@ LogicalResult BroadcastOp::verify() {
 }
 
 LogicalResult ActivationGradOp::verify() {
-  if (!llvm::is_contained({"gelu", "relu", "silu"}, getActivation()))
+  if (!llvm::is_contained({"gelu", "relu", "silu", "abs"}, getActivation()))
     return emitOpError("unknown activation '")
-           << getActivation() << "' (expected gelu, relu or silu)";
+           << getActivation() << "' (expected gelu, relu, silu or abs)";
   if (getInput().getType().getShape() != getGrad().getType().getShape() ||
       getGrad().getType() != getType())
     return emitOpError("needs an input and a gradient of the result's shape, "

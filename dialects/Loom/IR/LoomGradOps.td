@@ -50,11 +50,11 @@ def Loom_MaxMaskOp : Loom_Op<"max_mask", [Pure]> {
 }
 
 def Loom_ActivationGradOp : Loom_Op<"activation_grad", [Pure]> {
-  let summary = "dy * f'(x) for an activation f (gelu, relu or silu)";
+  let summary = "dy * f'(x) for an activation f (gelu, relu, silu or abs)";
   let description = [{
     The derivative of the activation, computed in f32 from `x` and
-    multiplied by `dy` (the result has `dy`'s type). relu' is 0 at 0, as in
-    PyTorch.
+    multiplied by `dy` (the result has `dy`'s type). relu' and abs' are 0
+    at 0, as in PyTorch.
 
     ```mlir
     %dx = loom.activation_grad "gelu" %x, %dy

@@ -24,9 +24,15 @@ namespace mlir::loom {
 /// operands: they follow their operands' layout when partitioned, and run
 /// as the epilogue of the kernel producing an operand.
 inline bool isElementwise(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, NegOp, GeluOp, ReluOp, SiluOp, SigmoidOp, ExpOp,
-             LogOp, TanhOp, SqrtOp, SinOp, CosOp, CastOp, ActivationGradOp,
-             MaxMaskOp>(op);
+  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, NegOp, GeluOp, ReluOp,
+             SiluOp, SigmoidOp, ExpOp, LogOp, TanhOp, SqrtOp, SinOp, CosOp, AbsOp, CastOp,
+             ActivationGradOp, MaxMaskOp>(op);
+}
+
+/// The elementwise ops of two operands with numpy broadcasting: each
+/// operand's dims align with the result's trailing ones.
+inline bool isBroadcastBinary(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp>(op);
 }
 
 /// A vocab-parallel table's `rows %r of V` (embedding, embedding_grad):

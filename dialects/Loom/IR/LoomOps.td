@@ -73,6 +73,10 @@ def Loom_AddOp : Loom_BinaryOp<"add", "addition", [Commutative]>;
 def Loom_SubOp : Loom_BinaryOp<"sub", "subtraction">;
 def Loom_MulOp : Loom_BinaryOp<"mul", "multiplication", [Commutative]>;
 def Loom_DivOp : Loom_BinaryOp<"div", "division">;
+// IEEE 754-2019 maximum and minimum (arith.maximumf/minimumf): a NaN operand
+// gives NaN, as numpy.maximum and torch.maximum; -0 < +0.
+def Loom_MaximumOp : Loom_BinaryOp<"maximum", "maximum (a NaN operand gives NaN)", [Commutative]>;
+def Loom_MinimumOp : Loom_BinaryOp<"minimum", "minimum (a NaN operand gives NaN)", [Commutative]>;
 
 class Loom_UnaryOp<string mnemonic, string what>
     : Loom_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Loom_VjpOpInterface>]> {
@@ -100,6 +104,7 @@ def Loom_TanhOp : Loom_UnaryOp<"tanh", "hyperbolic tangent">;
 def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "square root">;
 def Loom_SinOp : Loom_UnaryOp<"sin", "sine (radians)">;
 def Loom_CosOp : Loom_UnaryOp<"cos", "cosine (radians)">;
+def Loom_AbsOp : Loom_UnaryOp<"abs", "absolute value">;
 
 def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Element type conversion (round to nearest even)";

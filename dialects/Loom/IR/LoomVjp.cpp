@@ -59,6 +59,40 @@ LogicalResult DivOp::buildVjp(OpBuilder &b, ValueRange grads,
   return success();
 }
 
+/// maximum and minimum: the gradient goes to the operand the result took,
+/// shared evenly where the two are equal (PyTorch's maximum and minimum
+/// give each half). Each operand's share is its equality mask over the sum
+/// of both masks, in f32.
+static LogicalResult selectionVjp(Operation *op, OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  Location loc = op->getLoc();
+  Value result = op->getResult(0);
+  RankedTensorType type = typeOf(result);
+  auto took = [&](Value operand) -> Value {
+    // loom.max_mask wants the compared value at the result's rank.
+    SmallVector<int64_t> aligned(type.getRank() - typeOf(operand).getRank(), 1);
+    llvm::append_range(aligned, typeOf(operand).getShape());
+    return MaxMaskOp::create(b, loc, type.clone(b.getF32Type()), result,
+                             reshapeTo(b, loc, operand, aligned));
+  };
+  Value lhs = took(op->getOperand(0)), rhs = took(op->getOperand(1));
+  Value share = DivOp::create(b, loc, toF32(b, loc, grads[0]), AddOp::create(b, loc, lhs, rhs));
+  operandGrads.assign(
+      {reduceTo(b, loc, MulOp::create(b, loc, lhs, share), typeOf(op->getOperand(0))),
+       reduceTo(b, loc, MulOp::create(b, loc, rhs, share), typeOf(op->getOperand(1)))});
+  return success();
+}
+
+LogicalResult MaximumOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  return selectionVjp(*this, b, grads, operandGrads);
+}
+
+LogicalResult MinimumOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  return selectionVjp(*this, b, grads, operandGrads);
+}
+
 LogicalResult NegOp::buildVjp(OpBuilder &b, ValueRange grads,
                               SmallVectorImpl<Value> &operandGrads) {
   operandGrads.assign({NegOp::create(b, getLoc(), grads[0]).getResult()});
@@ -92,6 +126,11 @@ LogicalResult ReluOp::buildVjp(OpBuilder &b, ValueRange grads,
 LogicalResult SiluOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   return activationVjp(*this, "silu", b, grads, operandGrads);
+}
+
+LogicalResult AbsOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  return activationVjp(*this, "abs", b, grads, operandGrads);
 }
 
 /// dy * f'(x) of a unary op, f'(x) written from `at` (its result or its

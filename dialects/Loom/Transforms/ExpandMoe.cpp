@@ -95,7 +95,7 @@ LogicalResult BodyBatcher::batch(Operation *op) {
       axis += inputRank;
     attrs.set(name, b.getI64IntegerAttr(axis + 1));
   };
-  if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+  if (isBroadcastBinary(op)) {
     for (Value operand : op->getOperands())
       operands.push_back(alignedOperand(operand, rank));
   } else if (auto matmul = dyn_cast<MatmulOp>(op)) {

@@ -1448,7 +1448,7 @@ func.func @norm_grad_epsilon_f32(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @activation_grad_unknown(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'loom.activation_grad' op unknown activation 'tanh' (expected gelu, relu or silu)}}
+  // expected-error @+1 {{'loom.activation_grad' op unknown activation 'tanh' (expected gelu, relu, silu or abs)}}
   %0 = loom.activation_grad "tanh" %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }

@@ -35,6 +35,10 @@ func.func @binary(%a: tensor<64x2048xbf16>, %b: tensor<2048xf32>,
   // f32 on the left, f16 on the right: still promoted to f32.
   // CHECK: loom.div %[[B]], %[[C]] : (tensor<2048xf32>, tensor<64x1xf16>) -> tensor<64x2048xf32>
   %3 = loom.div %b, %c : (tensor<2048xf32>, tensor<64x1xf16>) -> tensor<64x2048xf32>
+  // CHECK: loom.maximum %[[A]], %[[B]] : (tensor<64x2048xbf16>, tensor<2048xf32>) -> tensor<64x2048xf32>
+  %4 = loom.maximum %a, %b : (tensor<64x2048xbf16>, tensor<2048xf32>) -> tensor<64x2048xf32>
+  // CHECK: loom.minimum %[[C]], %[[D]] : (tensor<64x1xf16>, tensor<1x8xf16>) -> tensor<64x8xf16>
+  %5 = loom.minimum %c, %d : (tensor<64x1xf16>, tensor<1x8xf16>) -> tensor<64x8xf16>
   return
 }
 
@@ -63,8 +67,10 @@ func.func @unary(%x: tensor<64x2048xf32>, %h: tensor<8xbf16>) {
   %9 = loom.cos %8 : tensor<64x2048xf32>
   // CHECK: [[SIG:%.+]] = loom.sigmoid [[COS]] : tensor<64x2048xf32>
   %10 = loom.sigmoid %9 : tensor<64x2048xf32>
-  // CHECK: loom.log [[SIG]] : tensor<64x2048xf32>
+  // CHECK: [[LOG:%.+]] = loom.log [[SIG]] : tensor<64x2048xf32>
   %11 = loom.log %10 : tensor<64x2048xf32>
+  // CHECK: loom.abs [[LOG]] : tensor<64x2048xf32>
+  %12 = loom.abs %11 : tensor<64x2048xf32>
   // CHECK: loom.gelu %[[H]] : tensor<8xbf16>
   %7 = loom.gelu %h : tensor<8xbf16>
   return

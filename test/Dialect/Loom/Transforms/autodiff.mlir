@@ -321,6 +321,33 @@ loom.train @sin_cos optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule 
 
 // -----
 
+// maximum: each operand's share of dy is its equality mask with the result
+// over both masks (a tie gets half each); the broadcast operand's is
+// summed back over the rows. abs: dy * sign(x) (loom.activation_grad).
+// CHECK-LABEL: func.func @maximum_abs
+// CHECK-SAME: (%[[W:[^:]+]]: tensor<4x8xf32> {loom.param = "w"}, %[[B:[^:]+]]: tensor<8xf32> {loom.param = "b"}
+// CHECK: %[[M:.+]] = loom.maximum %[[W]], %[[B]]
+// CHECK: %[[DM:.+]] = loom.activation_grad "abs" %[[M]], %{{.+}} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[MW:.+]] = loom.max_mask %[[M]], %[[W]] : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[B1:.+]] = loom.reshape %[[B]] : tensor<8xf32> -> tensor<1x8xf32>
+// CHECK: %[[MB:.+]] = loom.max_mask %[[M]], %[[B1]] : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+// CHECK: %[[BOTH:.+]] = loom.add %[[MW]], %[[MB]]
+// CHECK: %[[SHARE:.+]] = loom.div %[[DM]], %[[BOTH]]
+// CHECK: %[[GW:.+]] = loom.mul %[[MW]], %[[SHARE]]
+// CHECK: %[[GB:.+]] = loom.mul %[[MB]], %[[SHARE]]
+// CHECK: %[[SB:.+]] = loom.sum %[[GB]] axis 0 : tensor<4x8xf32> -> tensor<8xf32>
+// CHECK: return %{{.+}}, %[[GW]], %[[SB]]
+func.func @maximum_abs(%w: tensor<4x8xf32> {loom.param = "w"}, %b: tensor<8xf32> {loom.param = "b"},
+                       %t: tensor<4x8xf32> {loom.input = "t"}) -> (tensor<f32> {loom.loss = "loss"}) {
+  %m = loom.maximum %w, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %a = loom.abs %m : tensor<4x8xf32>
+  %l = loom.mse %a, %t : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+loom.train @maximum_abs optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // sigmoid: dy * y (1 - y), from the result.
 // CHECK-LABEL: func.func @sigmoid
 // CHECK: %[[Y:.+]] = loom.sigmoid %{{[^ ]+}} : tensor<4xf32>
