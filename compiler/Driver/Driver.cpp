@@ -105,18 +105,32 @@ Compilation::~Compilation() {
 
 namespace rt = ::loom::runtime;
 
-/// The most bytes a pipeline rank of the pipelined training plan
-/// `planText` keeps for its microbatches in flight, in the block the
-/// runtime allocates beside its arena before the first step (with the
-/// plan's own schedule: runtime/plan/InFlight.h, as explain's figure); 0
-/// for any other plan.
+/// The most bytes a pipeline rank of the pipelined plan `planText` keeps
+/// for its microbatches, in the block the runtime allocates beside its
+/// arena before the first step (a step's values in flight in the plan's own
+/// schedule, a forward's: runtime/plan/InFlight.h, as explain's figure); 0
+/// for a plan without a pipeline.
 static uint64_t pipelineActivationBytes(const std::string &planText) {
   rt::Plan plan;
   rt::Schedule schedule;
   rt::ScheduleKind kind;
   std::string error;
-  if (!rt::parsePlan(planText, plan, error) || !plan.pipeline.present ||
-      plan.optimizer.kind.empty() || !rt::parseScheduleKind(plan.pipeline.schedule, kind))
+  if (!rt::parsePlan(planText, plan, error) || !plan.pipeline.present)
+    return 0;
+  // As the runtime runs it (runtime/lib/exec/Driver.cpp): a step with a
+  // backward (training, or a gradient program) in its schedule; a forward
+  // in microbatches keeps each one's outputs (they had been left out: a
+  // forward's [B, T, V] logits in 8 microbatches took 8 copies beside an
+  // arena the limit had passed).
+  bool backward = std::any_of(plan.steps.begin(), plan.steps.end(), [](const rt::PlanStep &step) {
+    return step.phase == rt::StepPhase::Backward || step.phase == rt::StepPhase::Weight;
+  });
+  if (!backward) {
+    std::vector<uint64_t> ranks = rt::forwardPipelineBytes(
+        plan, plan.forwardMicrobatches() ? static_cast<unsigned>(plan.optimizer.microbatches) : 1);
+    return *std::max_element(ranks.begin(), ranks.end());
+  }
+  if (!rt::parseScheduleKind(plan.pipeline.schedule, kind))
     return 0;
   unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;
   if (!rt::buildSchedule(kind, ranks, plan.pipeline.stages,
@@ -558,7 +572,7 @@ LogicalResult Compilation::buildPlans() {
     return emitError(model->getLoc())
            << "the plan of model '" << model->getSymName() << "' allocates "
            << allocated << " bytes (" << formatBytes(allocated)
-           << (activations ? ", with the activations of its microbatches in flight" : "")
+           << (activations ? ", with what it holds for its microbatches in flight" : "")
            << ") on " << (spmdPlan ? "each rank" : "its rank")
            << ", more than the memory limit of " << *options.memoryLimit
            << " bytes (" << formatBytes(*options.memoryLimit)

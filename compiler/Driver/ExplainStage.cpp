@@ -277,7 +277,7 @@ LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
         << "the plan of model '" << report.model << "' allocates " << allocated << " bytes ("
         << formatBytes(allocated)
         << (allocated > report.planArenaBytes
-                ? ", with the activations of its microbatches in flight"
+                ? ", with what it holds for its microbatches in flight"
                 : "")
         << ") on each rank, more than the memory limit of " << limit << " bytes ("
         << formatBytes(limit) << ", " << limitSource

@@ -92,6 +92,9 @@ private:
   /// A pipelined training plan's activations as the runtime allocates
   /// them (its in-flight slots), from the built plan's text.
   void allocateActivations(const std::string &planText);
+  /// A pipelined forward's, in microbatches: what each rank keeps of them
+  /// (rt::forwardPipelineBytes).
+  void allocateForwardMicrobatches(const std::string &planText);
   bool onRank(const Place &place, unsigned coordinate) const {
     for (unsigned stage : place.stages)
       if (stage % pipelineRanks == coordinate)
@@ -928,7 +931,9 @@ FailureOr<ExplainReport> Explainer::run() {
   // pipelined training step's activations come from it too, in the
   // search's probes as well (whose loops are cut: the figure extrapolates).
   bool pipelinedTraining = report.training && report.stages;
-  if (options.planArena || pipelinedTraining) {
+  // A pipelined forward in microbatches keeps each one's outputs.
+  bool pipelinedForward = !report.training && report.stages && report.microbatches > 1;
+  if (options.planArena || pipelinedTraining || pipelinedForward) {
     ScopedDiagnosticHandler quiet(spmd.getContext(),
                                   [](Diagnostic &) { return success(); });
     FailureOr<Plan> plan = buildPlan(spmd, {});
@@ -936,8 +941,23 @@ FailureOr<ExplainReport> Explainer::run() {
       report.planArenaBytes = plan->arenaBytes;
     if (succeeded(plan) && pipelinedTraining)
       allocateActivations(plan->text);
+    if (succeeded(plan) && pipelinedForward)
+      allocateForwardMicrobatches(plan->text);
   }
   return report;
+}
+
+void Explainer::allocateForwardMicrobatches(const std::string &planText) {
+  rt::Plan plan;
+  std::string error;
+  if (!rt::parsePlan(planText, plan, error) || !plan.pipeline.present)
+    return;
+  std::vector<uint64_t> bytes = rt::forwardPipelineBytes(plan, report.microbatches);
+  for (unsigned r = 0; r < report.pipelineRanks && r < bytes.size(); ++r) {
+    ExplainRank &rank = report.ranksByCoordinate[r];
+    rank.activations = static_cast<int64_t>(bytes[r]);
+    rank.activationsAllocated = true;
+  }
 }
 
 void Explainer::allocateActivations(const std::string &planText) {

@@ -151,7 +151,11 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     row("optimizer state", rank.optimizer);
     row("inputs", rank.inputs);
     row("activations", rank.activations,
-        !r.training ? std::string(" (a forward keeps none)")
+        !r.training ? std::string(rank.activationsAllocated
+                                      ? " (each microbatch's copy of the outputs this rank "
+                                        "computes, and the values it holds in flight, as "
+                                        "the runtime allocates)"
+                                      : " (a forward keeps none)")
         : rank.activationsAllocated
             ? formatv(" ({0}{1}, as the runtime allocates; "
                       "the backward reads {2} at the peak, {3} in flight)",

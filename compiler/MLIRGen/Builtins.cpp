@@ -36,6 +36,10 @@ public:
         llvm::interleave(keywords, diag, ", ");
         diag << (keywords.size() == 1 ? " is a keyword argument" : " are keyword arguments")
              << " (" << *keywords.begin() << " = ...)";
+        // torch's max(a, b) is elementwise.
+        if ((call.callee == "max" || call.callee == "min") && n == 2)
+          diag << "; the elementwise " << call.callee << "imum of two tensors is "
+               << call.callee << "imum(a, b)";
       }
       return false;
     }

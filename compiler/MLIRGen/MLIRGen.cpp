@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 using namespace loom;
@@ -232,6 +233,19 @@ Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
     error(where) << formatNumber(number) << " is out of range for " << element;
     return Value();
   }
+  // And one that underflows would silently become 0 (`h * 1e-8` in f16 is
+  // zeros, `inf * 1e-8` NaN).
+  APFloat rounded(number);
+  bool lost;
+  rounded.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  if (rounded.isZero() && number != 0) {
+    char least[32];
+    std::snprintf(least, sizeof least, "%.3g",
+                  APFloat::getSmallest(floatType.getFloatSemantics()).convertToDouble());
+    error(where) << formatNumber(number) << " rounds to 0 in " << element << " (its least value is "
+                 << least << "; cast the tensor to f32 first)";
+    return Value();
+  }
   return ConstantOp::create(builder, loc(where),
                                   RankedTensorType::get({}, element),
                                   builder.getF64FloatAttr(number));
@@ -347,8 +361,10 @@ Operand Elaborator::emitArithmetic(char op, const Operand &lhs, const Operand &r
     case '+': return Operand::ofNumber(l + r, integer);
     case '-': return Operand::ofNumber(l - r, integer);
     case '*': return Operand::ofNumber(l * r, integer);
-    case 'M': return Operand::ofNumber(std::max(l, r), integer);
-    case 'm': return Operand::ofNumber(std::min(l, r), integer);
+    // IEEE 754-2019's, as the tensors': of -0 and +0 the maximum is +0
+    // and the minimum -0 in either order (std::max returns its first).
+    case 'M': return Operand::ofNumber(l == r ? (std::signbit(l) ? r : l) : std::max(l, r), integer);
+    case 'm': return Operand::ofNumber(l == r ? (std::signbit(l) ? l : r) : std::min(l, r), integer);
     default:
       if (r == 0) {
         error(where) << "division by zero";

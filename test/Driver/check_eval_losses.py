@@ -2,7 +2,9 @@
 ('eval after step S: loss L ...') against other runs' (another train's, step
 by step, or evaluate's 'eval loss L ...' against the last step's), within
 RTOL relative (the step's forward and the forward executable, or 1 and 4
-ranks, may sum in other orders). Prints each difference, then PASS or FAIL.
+ranks, may sum in other orders). A NaN loss fails, and so does another
+train whose eval steps are not the train's. Prints each difference, then
+PASS or FAIL.
 
 usage: check_eval_losses.py RTOL TRAIN_OUTPUT OTHER_OUTPUT...
 """
@@ -24,10 +26,14 @@ def main():
     ok = bool(trained)
     for path in sys.argv[3:]:
         after, final = losses(path)
+        if after and sorted(after) != sorted(trained):
+            ok = False
+            print(f"{path}: eval after steps {sorted(after)}, the train's after {sorted(trained)}")
         pairs = [(step, after[step]) for step in after] if after else [(max(trained), final)]
         for step, value in pairs:
             want = trained.get(step)
-            if want is None or value is None or abs(value - want) > tolerance * abs(want):
+            # `not <=`: a NaN on either side fails.
+            if want is None or value is None or not abs(value - want) <= tolerance * abs(want):
                 ok = False
                 print(f"{path}: after step {step}: {value} against {want}")
     print("PASS" if ok else "FAIL")

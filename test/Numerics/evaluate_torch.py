@@ -54,14 +54,17 @@ def main():
                 want = float(torch.nn.functional.cross_entropy(
                     module.logits_of(p, torch.from_numpy(rows[:, :-1])).reshape(-1, module.V),
                     torch.from_numpy(rows[:, 1:]).reshape(-1)))
-                if abs(got - want) > 1e-5 * want:
+                # Written so that a NaN loss fails (every comparison with
+                # NaN is false).
+                if not abs(got - want) <= 1e-5 * want:
                     ok = False
                     print(f"{path}: batch {s + 1}: loss {got} torch {want:.7g}")
         mean, count, tokens, perplexity = (float(summary.group(1)), int(summary.group(2)),
                                            int(summary.group(3)), float(summary.group(4)))
         exact = sum(losses) / len(losses)
         if (count != len(losses) or tokens != count * batch * length
-                or abs(mean - exact) > 1e-6 * exact or abs(perplexity - math.exp(mean)) > 1e-4 * perplexity):
+                or not abs(mean - exact) <= 1e-6 * exact
+                or not abs(perplexity - math.exp(mean)) <= 1e-4 * perplexity):
             ok = False
             print(f"{path}: summary {summary.group(0)!r} does not follow from {len(losses)} "
                   f"batches of mean {exact:.7g}")

@@ -69,11 +69,12 @@ static LogicalResult selectionVjp(Operation *op, OpBuilder &b, ValueRange grads,
   Value result = op->getResult(0);
   RankedTensorType type = typeOf(result);
   auto took = [&](Value operand) -> Value {
-    // loom.max_mask wants the compared value at the result's rank.
-    SmallVector<int64_t> aligned(type.getRank() - typeOf(operand).getRank(), 1);
-    llvm::append_range(aligned, typeOf(operand).getShape());
+    // loom.max_mask wants the compared value at the result's rank: the
+    // operand broadcast to the result (a reshape of a number to [1, 1]
+    // had become a constant global in each GPU kernel reading it, one
+    // symbol defined twice).
     return MaxMaskOp::create(b, loc, type.clone(b.getF32Type()), result,
-                             reshapeTo(b, loc, operand, aligned));
+                             broadcastTo(b, loc, operand, type.getShape()));
   };
   Value lhs = took(op->getOperand(0)), rhs = took(op->getOperand(1));
   Value share = DivOp::create(b, loc, toF32(b, loc, grads[0]), AddOp::create(b, loc, lhs, rhs));

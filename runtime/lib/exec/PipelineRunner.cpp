@@ -130,13 +130,13 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
   keeps.assign(plan.steps.size(), {});
   keptOffset.clear();
   keptBytes = 0;
+  // (forwardPipelineBytes counts them for loomc's --memory-limit.)
   if (keepsOutputs()) {
-    for (const OutputSync &output : outputs)
-      if (output.root == coordinate) {
-        keeps[writer[output.id]].push_back(output.id);
-        keptOffset[output.id] = keptBytes;
-        keptBytes += alignedBytes(plan.buffers[output.id].bytes);
-      }
+    for (unsigned id : keptForwardOutputs(plan, access, coordinate)) {
+      keeps[writer[id]].push_back(id);
+      keptOffset[id] = keptBytes;
+      keptBytes += alignedBytes(plan.buffers[id].bytes);
+    }
     if (!device.allocate(keptBytes * order.microbatches, kept, error))
       return false;
   }
@@ -225,16 +225,18 @@ bool PipelineRunner::runSection(StepPhase phase, unsigned stage,
 }
 
 void PipelineRunner::traceMessage(TraceRecorder *trace, const char *kind,
-                                  unsigned peer,
+                                  unsigned peer, uint64_t bytes,
+                                  std::optional<uint64_t> microbatch,
+                                  std::optional<unsigned> step,
                                   std::chrono::steady_clock::time_point before) {
   if (!trace)
     return;
   auto micros = [](std::chrono::steady_clock::duration d) {
     return std::chrono::duration<double, std::micro>(d).count();
   };
-  trace->addCollective(0, kind, "rank " + std::to_string(peer),
-                       micros(before - trace->runStart()),
-                       micros(std::chrono::steady_clock::now() - before));
+  trace->addMessage(kind, peer, bytes, microbatch, step,
+                    micros(before - trace->runStart()),
+                    micros(std::chrono::steady_clock::now() - before));
 }
 
 bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
@@ -258,7 +260,7 @@ bool PipelineRunner::sendCarry(const std::vector<unsigned> &carry,
   unsigned peer = peerOf(toStage);
   if (!device->send(peer, message, at, error))
     return false;
-  traceMessage(trace, "send", peer, before);
+  traceMessage(trace, "send", peer, at, microbatch, std::nullopt, before);
   return true;
 }
 
@@ -276,7 +278,7 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
       return false;
     at += plan->buffers[id].bytes;
   }
-  traceMessage(trace, "recv", peer, before);
+  traceMessage(trace, "recv", peer, bytes, microbatch, std::nullopt, before);
   return true;
 }
 
@@ -377,10 +379,14 @@ bool PipelineRunner::run(const std::function<bool(uint64_t)> &place,
         if (!restore(last, restored, error))
           return false;
       const PlanBuffer &buffer = plan->buffers[id];
+      auto before = std::chrono::steady_clock::now();
       if (sends && !device->send(peerOf(step.to), device->buffer(id), buffer.bytes, error))
         return false;
       if (receives && !device->recv(peerOf(step.from), device->buffer(id), buffer.bytes, error))
         return false;
+      if (sends || receives)
+        traceMessage(trace, sends ? "send" : "recv", peerOf(sends ? step.to : step.from),
+                     buffer.bytes, std::nullopt, static_cast<unsigned>(i), before);
       // A loop's value, which its readers put back.
       if (receives && crosses[id] && !hold(last, id, device->buffer(id), error))
         return false;

@@ -423,6 +423,40 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
   return layout;
 }
 
+std::vector<unsigned> loom::runtime::keptForwardOutputs(const Plan &plan,
+                                                       const std::vector<StepAccess> &access,
+                                                       unsigned coordinate) {
+  unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;
+  std::vector<long> writer(plan.buffers.size(), -1);
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
+      if (access[i].buffers[k] == BufferAccess::Written)
+        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
+  std::vector<unsigned> kept;
+  for (const PlanBuffer &buffer : plan.buffers)
+    if (buffer.role == BufferRole::Output && writer[buffer.id] >= 0 &&
+        plan.steps[writer[buffer.id]].stages.front() % ranks == coordinate)
+      kept.push_back(buffer.id);
+  return kept;
+}
+
+std::vector<uint64_t> loom::runtime::forwardPipelineBytes(const Plan &plan,
+                                                          unsigned microbatches) {
+  unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;
+  std::vector<uint64_t> bytes(ranks, 0);
+  if (microbatches <= 1)
+    return bytes;
+  std::vector<StepAccess> access = analyzeStepAccess(plan);
+  Schedule order = forwardSchedule(ranks, plan.pipeline.stages, microbatches);
+  PipelineValues values = analyzePipelineValues(plan, access, /*weightWithBackward=*/true);
+  for (unsigned r = 0; r < ranks; ++r) {
+    bytes[r] = planInFlight(plan, values, order, r).bytes();
+    for (unsigned id : keptForwardOutputs(plan, access, r))
+      bytes[r] += alignedBytes(plan.buffers[id].bytes) * microbatches;
+  }
+  return bytes;
+}
+
 std::string loom::runtime::poolStages(const std::vector<unsigned> &stages,
                                       bool perStage) {
   std::string text = stages.size() == 1 ? "stage " : "stages ";

@@ -37,6 +37,19 @@ void TraceRecorder::addCollective(unsigned step, const std::string &kind,
   events.push_back({step, kind, std::string(), axes, offsetUs() + startUs, durationUs, 0, 0, {}});
 }
 
+void TraceRecorder::addMessage(const char *kind, unsigned peer, uint64_t bytes,
+                               std::optional<uint64_t> microbatch,
+                               std::optional<unsigned> step, double startUs,
+                               double durationUs) {
+  Event event{step.value_or(0), kind, std::string(), std::string(),
+              offsetUs() + startUs, durationUs, 0, 0, {}};
+  event.peer = peer;
+  event.bytes = bytes;
+  event.microbatch = microbatch;
+  event.hasStep = step.has_value();
+  events.push_back(std::move(event));
+}
+
 /// Microseconds to the nanosecond, as the trace viewers show them.
 static double toNanosecond(double us) { return std::round(us * 1e3) / 1e3; }
 
@@ -45,11 +58,19 @@ std::string TraceRecorder::toJson() const {
   Json &list = trace["traceEvents"];
   for (const Event &event : events) {
     bool launch = !event.function.empty();
-    bool collective = !event.axes.empty();
-    Json args = {{"step", event.step}};
+    bool message = event.peer.has_value();
+    bool collective = !event.axes.empty() || message;
+    Json args = Json::object();
+    if (event.hasStep)
+      args["step"] = event.step;
     if (launch)
       args["kernel"] = event.kernel;
-    if (collective) {
+    if (message) {
+      args["peer"] = *event.peer;
+      args["bytes"] = event.bytes;
+      if (event.microbatch)
+        args["microbatch"] = *event.microbatch;
+    } else if (collective) {
       args["axes"] = event.axes;
     } else {
       args["bytes_read"] = event.bytesRead;

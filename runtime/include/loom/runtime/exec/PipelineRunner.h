@@ -173,8 +173,11 @@ private:
   uint64_t carryBytes(const std::vector<unsigned> &carry) const;
   /// Forgets every value of `microbatch` (its slot is free again).
   void release(uint64_t microbatch);
-  /// A `send` or `recv` event that began at `before`, with `--trace`.
+  /// A `send` or `recv` event of `bytes` that began at `before`, with
+  /// `--trace`: a microbatch's carry, or the update's transfer step `step`.
   void traceMessage(TraceRecorder *trace, const char *kind, unsigned peer,
+                    uint64_t bytes, std::optional<uint64_t> microbatch,
+                    std::optional<unsigned> step,
                     std::chrono::steady_clock::time_point before);
 
   const Plan *plan = nullptr;

@@ -102,6 +102,21 @@ InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
 /// rank's arena.
 std::vector<InFlightLayout> planInFlightRanks(const Plan &plan, const Schedule &order);
 
+/// The outputs of a forward run in microbatches that pipeline rank
+/// `coordinate` computes (the rank of their writer's first stage, which
+/// shares them with the others after the last microbatch): it keeps each
+/// microbatch's copy of them (PipelineRunner) of alignedBytes each.
+std::vector<unsigned> keptForwardOutputs(const Plan &plan,
+                                         const std::vector<StepAccess> &access,
+                                         unsigned coordinate);
+
+/// What each pipeline rank (by coordinate) allocates beside its arena to
+/// run a forward of `microbatches` in its pipeline (forwardSchedule): the
+/// values it holds in flight and each microbatch's copy of the outputs it
+/// computes. loomc's --explain and --memory-limit count it; 0 for one
+/// microbatch.
+std::vector<uint64_t> forwardPipelineBytes(const Plan &plan, unsigned microbatches);
+
 } // namespace loom::runtime
 
 #endif // LOOM_RUNTIME_PLAN_INFLIGHT_H

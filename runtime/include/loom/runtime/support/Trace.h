@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ public:
   void addCollective(unsigned step, const std::string &kind,
                      const std::string &axes, double startUs,
                      double durationUs);
+  /// Records a pipeline message (`kind` "send" or "recv") of `bytes` to or
+  /// from rank `peer`: a microbatch's carry, or an update's transfer (plan
+  /// step `step`).
+  void addMessage(const char *kind, unsigned peer, uint64_t bytes,
+                  std::optional<uint64_t> microbatch, std::optional<unsigned> step,
+                  double startUs, double durationUs);
   /// Starts a run of the plan (one of --repeat's, a training step's): the
   /// executors count a run's times from runStart() (the CUDA executor from
   /// its first event), and its events are shifted by the run's start from
@@ -59,6 +66,12 @@ private:
     uint64_t bytesRead = 0; // kernel steps and launches only
     uint64_t bytesWritten = 0;
     std::string source; // the kernel's script location, or empty
+    // A pipeline message's: its peer rank, size and microbatch (a carry's;
+    // a carry belongs to no plan step, an update's transfer to one).
+    std::optional<unsigned> peer;
+    uint64_t bytes = 0;
+    std::optional<uint64_t> microbatch;
+    bool hasStep = true;
   };
   std::vector<Event> events;
   unsigned process = 0;
