@@ -62,7 +62,8 @@ struct KernelCost {
   /// The model's matmul FLOPs (MFU's numerator): a fused attention's as
   /// its unfused matmuls', whatever its kernel skips or recomputes.
   double matmulFlops = 0;
-  bool recomputed = false;
+  /// Of those, the recomputed copies' (not the model's).
+  double recomputedMatmulFlops = 0;
   /// The matmul FLOPs by the peak they run at (tensor 16-bit, tf32, f32).
   double flops16 = 0, flopsTf32 = 0, flopsF32 = 0;
 };
@@ -399,9 +400,7 @@ KernelCost Explainer::costKernel(func::CallOp call) {
     cost.flops16 += flops;
     computeSeconds += flops / (device.tensorTflops16 * 1e12);
   };
-  if (auto kernel = symbols.lookup<func::FuncOp>(call.getCallee()))
-    kernel.walk([&](Operation *op) {
-      cost.recomputed |= op->hasAttr(attr::kRecomputed);
+  auto costOp = [&](Operation *op) {
       // Fused attention (16-bit in a GPU plan: loom-fuse-attention's
       // gpu-kernel rule): the products the GPU kernels compute over the
       // (query, key) pairs, as the kernel report counts them.
@@ -450,6 +449,16 @@ KernelCost Explainer::costKernel(func::CallOp call) {
       }
       if (op->getDialect() && op->getDialect()->getNamespace() == "loom")
         computeSeconds += result.getNumElements() / (device.f32Tflops * 1e12);
+  };
+  // A recomputed layer's copies are work the model does not count: the
+  // kernel that holds them may hold the backward's own ops too (the
+  // attention gradient beside its recomputed forward).
+  if (auto kernel = symbols.lookup<func::FuncOp>(call.getCallee()))
+    kernel.walk([&](Operation *op) {
+      double before = cost.matmulFlops;
+      costOp(op);
+      if (op->hasAttr(attr::kRecomputed))
+        cost.recomputedMatmulFlops += cost.matmulFlops - before;
     });
   cost.seconds = std::max(computeSeconds, bytes / (device.bandwidthGBs * 1e9));
   return cost;
@@ -877,8 +886,7 @@ void Explainer::simulate() {
   double modelMatmulFlops = 0;
   model.walk([&](func::CallOp call) {
     KernelCost cost = costKernel(call);
-    if (!cost.recomputed)
-      modelMatmulFlops += cost.matmulFlops;
+    modelMatmulFlops += cost.matmulFlops - cost.recomputedMatmulFlops;
   });
   report.modelFlops = modelMatmulFlops * m;
   // The peak of the FLOPs' mix: their total over the time each precision's

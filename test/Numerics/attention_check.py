@@ -26,6 +26,8 @@ def main():
     parser.add_argument("--scale-ulps", type=float, default=1)
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--max-diff-fraction", type=float, default=0.05)
+    parser.add_argument("--allow-nan", action="store_true",
+                        help="the reference's NaN are expected (rows with no finite score)")
     args = parser.parse_args()
     dtype = args.precision
 
@@ -39,7 +41,8 @@ def main():
     causal = R.matmul(R.softmax(R.causal_mask(R.mul(scores, R.const(0.25, dtype)))), v)
     full = R.matmul(R.softmax(scores), v)
 
-    checker = R.Checker(args.ulps, args.scale_ulps, args.rtol, args.max_diff_fraction)
+    checker = R.Checker(args.ulps, args.scale_ulps, args.rtol, args.max_diff_fraction,
+                        allow_nan=args.allow_nan)
     for name, ref in (("causal", causal), ("full", full)):
         got = np.load(os.path.join(args.dir, name + ".npy"))
         checker.compare(name, got, ref.data, dtype)

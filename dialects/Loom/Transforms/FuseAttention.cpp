@@ -164,11 +164,21 @@ static FailureOr<AttentionOp> matchAttention(MatmulOp output, bool gpuKernel,
   if (gpuKernel && !gpuRunsAttention(q, k, v, output.getAccumulate()))
     return failure();
   b.setInsertionPoint(output);
-  key = toBatch(b, key, queryBatch);
-  value = toBatch(b, value, queryBatch);
-  return AttentionOp::create(b, output.getLoc(), output.getType(), /*lse=*/Type(), query, key,
-                             value, scale, causal ? b.getUnitAttr() : nullptr,
-                             output.getAccumulateAttr());
+  Value batchKeys = toBatch(b, key, queryBatch), batchValues = toBatch(b, value, queryBatch);
+  auto fused = AttentionOp::create(b, output.getLoc(), output.getType(), /*lse=*/Type(), query,
+                                   batchKeys, batchValues, scale, causal ? b.getUnitAttr() : nullptr,
+                                   output.getAccumulateAttr());
+  // The ops it replaces belonged to a recomputed layer instance: so do
+  // the new ones (the attention and its keys' and values' broadcasts had
+  // been kept from the forward, with its q, k, v, output and lse, 2.5x
+  // the activations --explain counts for a recomputed layer on the CPU).
+  if (Attribute instance = output->getAttr(attr::kRecompute)) {
+    fused->setAttr(attr::kRecompute, instance);
+    for (auto [made, original] : {std::pair{batchKeys, key}, std::pair{batchValues, value}})
+      if (made != original)
+        made.getDefiningOp()->setAttr(attr::kRecompute, instance);
+  }
+  return fused;
 }
 
 namespace {

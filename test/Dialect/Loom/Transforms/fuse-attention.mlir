@@ -264,3 +264,21 @@ func.func @gpu_lower_rank_keys(%q: tensor<2x4x64x16xbf16>, %k: tensor<96x16xbf16
   %o = loom.matmul %p, %v accumulate f32 : (tensor<2x4x64x96xbf16>, tensor<96x16xbf16>) -> tensor<2x4x64x16xbf16>
   return %o : tensor<2x4x64x16xbf16>
 }
+
+// -----
+
+// In a recomputed layer instance (`recompute block(h)`) the fused attention
+// and its keys' broadcast belong to the instance too, so that the backward
+// recomputes them: without the mark they, and with them q, k, v, the
+// output and lse, had been kept from the forward.
+// CHECK-LABEL: func.func @recomputed
+// CHECK: loom.broadcast %arg1 {loom.recompute = "block.0"}
+// CHECK: loom.attention {{.*}} {loom.recompute = "block.0"}
+func.func @recomputed(%q: tensor<2x4x64x16xf32>, %k: tensor<2x1x64x16xf32>,
+                      %v: tensor<2x4x64x16xf32>) -> tensor<2x4x64x16xf32> {
+  %kt = loom.transpose %k perm [0, 1, 3, 2] {loom.recompute = "block.0"} : tensor<2x1x64x16xf32> -> tensor<2x1x16x64xf32>
+  %s = loom.matmul %q, %kt accumulate f32 {loom.recompute = "block.0"} : (tensor<2x4x64x16xf32>, tensor<2x1x16x64xf32>) -> tensor<2x4x64x64xf32>
+  %p = loom.softmax %s axis 3 {loom.recompute = "block.0"} : tensor<2x4x64x64xf32>
+  %o = loom.matmul %p, %v accumulate f32 {loom.recompute = "block.0"} : (tensor<2x4x64x64xf32>, tensor<2x4x64x16xf32>) -> tensor<2x4x64x16xf32>
+  return %o : tensor<2x4x64x16xf32>
+}
