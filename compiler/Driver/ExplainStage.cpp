@@ -239,18 +239,29 @@ std::string meshFlag(const ExplainReport &report,
 /// allocates, when it keeps within `limit`: the plan with its kernels'
 /// scratch, as the build checks it. The build of the training step where
 /// `explained` is one (explain explains a train section's step without
-/// --train).
+/// --train). A build that fails for another reason than the limit leaves
+/// its first error in `failure` (the search had counted it over the
+/// limit).
 static std::optional<int64_t> buildFits(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                                         DriverOptions options,
-                                        const ExplainReport &explained, int64_t limit) {
+                                        const ExplainReport &explained, int64_t limit,
+                                        std::string *failure = nullptr) {
   options = trialOptions(options);
   options.train |= explained.training;
   options.emit = Stage::Plan;
   options.memoryLimit = limit;
-  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  std::string first;
+  ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &diagnostic) {
+    if (first.empty() && diagnostic.getSeverity() == DiagnosticSeverity::Error)
+      first = diagnostic.str();
+    return success();
+  });
   Compilation trial(context, sourceMgr, options, llvm::nulls());
-  if (failed(trial.run()))
+  if (failed(trial.run())) {
+    if (failure && trial.allocatedBytes <= limit)
+      *failure = first.empty() ? std::string("the build failed") : first;
     return std::nullopt;
+  }
   return trial.allocatedBytes;
 }
 
@@ -565,14 +576,25 @@ LogicalResult Compilation::searchMeshes() {
   if (!fits.empty())
     llvm::errs() << "loomc: search-mesh: building the fastest fits (" << kShown
                  << " at most) to check them\n";
+  unsigned failedBuilds = 0;
   for (size_t i = 0; i < fits.size() && built < kShown;) {
-    if ((fits[i].built = buildFits(context, sourceMgr, fits[i].options, fits[i].report, limit))) {
+    std::string failure;
+    if ((fits[i].built = buildFits(context, sourceMgr, fits[i].options, fits[i].report, limit,
+                                   &failure))) {
       ++i;
       ++built;
       continue;
     }
+    // Not over the limit: a configuration the compiler cannot build
+    // (said, rather than counted over the limit).
+    if (!failure.empty()) {
+      ++failedBuilds;
+      llvm::errs() << "loomc: search-mesh: " << fits[i].flags << " does not build: " << failure
+                   << "\n";
+    } else {
+      ++over;
+    }
     fits.erase(fits.begin() + i);
-    ++over;
   }
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
@@ -588,6 +610,7 @@ LogicalResult Compilation::searchMeshes() {
       j.attribute("configurations", tried);
       j.attribute("compiled", compiled);
       j.attribute("over_memory_limit", over);
+      j.attribute("failed_builds", failedBuilds);
       j.attribute("memory_limit", limit);
       j.attribute("search_seconds", seconds);
       j.attributeArray("fits", [&] {
@@ -616,7 +639,9 @@ LogicalResult Compilation::searchMeshes() {
   os << "search-mesh: model '" << script.model << "' on " << options.searchMesh
      << " " << device->name << " GPUs: " << meshes.size() << " meshes, " << tried
      << " configurations, " << compiled << " compiled, " << over
-     << " over the memory limit of " << formatBytes(limit) << ", " << fits.size()
+     << " over the memory limit of " << formatBytes(limit) << ", "
+     << (failedBuilds ? std::to_string(failedBuilds) + " failed to build, " : std::string())
+     << fits.size()
      << " fit, " << built << " checked by a build (" << llvm::format("%.1f", seconds)
      << " s)\n";
   if (fits.empty()) {
