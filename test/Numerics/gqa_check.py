@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference import read_safetensors  # noqa: E402
+from reference import check_outputs, read_safetensors  # noqa: E402
 
 KV, G, E = 2, 2, 16
 
@@ -44,17 +44,7 @@ def main():
     loss.backward()
     want = {"y": y.detach(), "loss": loss.detach(), "grad.wq": w["wq"].grad,
             "grad.wk": w["wk"].grad, "grad.wv": w["wv"].grad}
-    failed = False
-    for name, ref in want.items():
-        ref = ref.numpy()
-        got = np.load(os.path.join(d, name + ".npy")).astype(np.float64)
-        scale = max(np.sqrt(np.mean(ref ** 2)), 1e-30)
-        err = np.max(np.abs(got - ref)) / scale if got.shape == ref.shape else np.inf
-        ok = err <= 1e-5
-        failed |= not ok
-        print(f"{name}: {list(got.shape)} max error {err:.2e} of rms: {'PASS' if ok else 'FAIL'}")
-    print("FAIL" if failed else "PASS")
-    sys.exit(1 if failed else 0)
+    check_outputs(d, {name: ref.numpy() for name, ref in want.items()}, 1e-5)
 
 
 if __name__ == "__main__":

@@ -633,6 +633,23 @@ class Checker:
             self.failed = True
 
 
+def check_outputs(directory, want, rtol):
+    """Compares DIRECTORY/NAME.npy with each float64 reference of `want`
+    (NAME -> array): the largest error relative to the reference's rms
+    must be at most `rtol` (a NaN fails). Prints a line per output, then
+    PASS or FAIL, and exits 0 or 1."""
+    failed = False
+    for name, ref in want.items():
+        got = np.load(os.path.join(directory, name + ".npy")).astype(np.float64)
+        scale = max(np.sqrt(np.mean(ref ** 2)), 1e-30)
+        err = np.max(np.abs(got - ref)) / scale if got.shape == ref.shape else np.inf
+        ok = bool(err <= rtol)
+        failed |= not ok
+        print(f"{name}: {list(got.shape)} max error {err:.2e} of rms: {'PASS' if ok else 'FAIL'}")
+    print("FAIL" if failed else "PASS")
+    sys.exit(1 if failed else 0)
+
+
 def main():
     global ROUND_INTERMEDIATE, MULTIPLY_TF32, OPERAND_RTOL
     parser = argparse.ArgumentParser(
