@@ -8,6 +8,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
+#ifdef __linux__
+#include <sys/vfs.h>
+#endif
 #include <unistd.h>
 #include <vector>
 
@@ -80,6 +83,18 @@ bool loom::runtime::checkWritable(const std::string &path, std::string &error) {
     error = "cannot write " + target + ": " + std::strerror(errno);
     return false;
   }
+#ifdef __linux__
+  // Root passes access() on /proc and /sys, where no file can be made:
+  // the write had failed only after the run.
+  constexpr long kProcMagic = 0x9fa0, kSysfsMagic = 0x62656572;
+  struct statfs filesystem;
+  if (::statfs(directory.c_str(), &filesystem) == 0 &&
+      (filesystem.f_type == kProcMagic || filesystem.f_type == kSysfsMagic)) {
+    error = "cannot write " + target + ": " + directory +
+            " is on a kernel filesystem (proc or sysfs), where no file can be created";
+    return false;
+  }
+#endif
   return true;
 }
 
