@@ -73,11 +73,14 @@ status=0
 # 120: a hung kernel must not hang the check); its stderr goes to $work/err.
 seconds=${GPU_CHECK_LIMIT:-120}
 limit=""
-command -v timeout > /dev/null && limit="timeout $seconds"
+# -k: a training executable takes the first SIGTERM as "finish this step,
+# then stop" (docs/runtime.md), so a hung step's kernel outlived a plain
+# timeout; KILL follows 10 s after.
+command -v timeout > /dev/null && limit="timeout -k 10 $seconds"
 run() {
   $limit "$@" 2> "$work/err"
   local rc=$?
-  [ $rc -eq 124 ] && echo "timed out after $seconds s" >> "$work/err"
+  { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && echo "timed out after $seconds s" >> "$work/err"
   return $rc
 }
 # best_kernel_us EXE [PREFIX]: the best of 3 runs in one process (--repeat
@@ -136,7 +139,7 @@ echo "== numerics: every kernel on cuda against the cpu, from the cpu's inputs (
 # Printed: each executable's header and summary, and every FAIL row with its
 # worst elements (the full tables are kept only with GPU_CHECK_KEEP).
 first=1
-for exe in mlp gpt gpt-tf32 matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-inf attention-grad2048 attention-grad-h64 attention-cross-grad attention-gqa-grad gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
+for exe in mlp gpt gpt-tf32 epilogue-pairs epilogue-pairs-tma-store matmul4096 matmul4096-bt matmul4096-at memory sums attention2048 attention-inf attention-grad2048 attention-grad-h64 attention-cross-grad attention-gqa-grad gpt-train llama-train mlp-mma-sync gpt-mma-sync matmul4096-mma-sync \
            matmul4096-persistent matmul4096-bt-persistent matmul4096-at-persistent gpt-persistent \
            gpt-train-persistent matmul4096-tma-store matmul4096-persistent-tma-store gpt-persistent-tma-store \
            matmul4096-persistent-multicast-tma-store matmul4096-bt-persistent-multicast-tma-store \

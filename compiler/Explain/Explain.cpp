@@ -939,8 +939,9 @@ FailureOr<ExplainReport> Explainer::run() {
   // pipelined training step's activations come from it too, in the
   // search's probes as well (whose loops are cut: the figure extrapolates).
   bool pipelinedTraining = report.training && report.stages;
-  // A pipelined forward in microbatches keeps each one's outputs.
-  bool pipelinedForward = !report.training && report.stages && report.microbatches > 1;
+  // A pipelined forward holds its carries in flight, and in microbatches
+  // keeps each one's outputs.
+  bool pipelinedForward = !report.training && report.stages;
   if (options.planArena || pipelinedTraining || pipelinedForward) {
     ScopedDiagnosticHandler quiet(spmd.getContext(),
                                   [](Diagnostic &) { return success(); });

@@ -152,9 +152,12 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     row("inputs", rank.inputs);
     row("activations", rank.activations,
         !r.training ? std::string(rank.activationsAllocated
-                                      ? " (each microbatch's copy of the outputs this rank "
-                                        "computes, and the values it holds in flight, as "
-                                        "the runtime allocates)"
+                                      ? (r.microbatches > 1
+                                             ? " (each microbatch's copy of the outputs this rank "
+                                               "computes, and the values it holds in flight, as "
+                                               "the runtime allocates)"
+                                             : " (the values it holds in flight, as the runtime "
+                                               "allocates)")
                                       : " (a forward keeps none)")
         : rank.activationsAllocated
             ? formatv(" ({0}{1}, as the runtime allocates; "

@@ -208,6 +208,22 @@ static bool roundsToInfinity(double number, FloatType type) {
   return value.isInfinity();
 }
 
+/// Whether a nonzero `number` rounds to 0 in `type` (to nearest even).
+static bool roundsToZero(double number, FloatType type) {
+  APFloat value(number);
+  bool lost;
+  value.convert(type.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+  return value.isZero() && number != 0;
+}
+
+/// A float type's least positive value, as "5.96e-08".
+static std::string leastValue(FloatType type) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g",
+                APFloat::getSmallest(type.getFloatSemantics()).convertToDouble());
+  return text;
+}
+
 bool Elaborator::fitsF32(double number, SMLoc where, StringRef what) {
   if (roundsToInfinity(number, builder.getF32Type())) {
     error(where) << what << " " << formatNumber(number) << " is out of range for f32";
@@ -235,15 +251,13 @@ Value Elaborator::scalarLike(double number, Value like, SMLoc where) {
   }
   // And one that underflows would silently become 0 (`h * 1e-8` in f16 is
   // zeros, `inf * 1e-8` NaN).
-  APFloat rounded(number);
-  bool lost;
-  rounded.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
-  if (rounded.isZero() && number != 0) {
-    char least[32];
-    std::snprintf(least, sizeof least, "%.3g",
-                  APFloat::getSmallest(floatType.getFloatSemantics()).convertToDouble());
-    error(where) << formatNumber(number) << " rounds to 0 in " << element << " (its least value is "
-                 << least << "; cast the tensor to f32 first)";
+  if (roundsToZero(number, floatType)) {
+    InFlightDiagnostic diag = error(where);
+    diag << formatNumber(number) << " rounds to 0 in " << element << " (its least value is "
+         << leastValue(floatType);
+    if (!element.isF32())
+      diag << "; cast the tensor to f32 first";
+    diag << ")";
     return Value();
   }
   return ConstantOp::create(builder, loc(where),
@@ -649,6 +663,16 @@ void Elaborator::emitTensorDecl(const Stmt &stmt, Scope &scope, BodyKind body) {
           bind(scope, name, Value(), true);
           return;
         }
+      // Nor may it be zeros where a nonzero value was asked for: a
+      // constant, or a uniform range both of whose bounds round to 0.
+      if (llvm::all_of(args, [&](double value) { return roundsToZero(value, floatType); })) {
+        error(stmt.init->args.front()->getLoc())
+            << formatNumber(args.front()) << (args.size() > 1 ? " and the other bound round" : " rounds")
+            << " to 0 in " << *element << " (its least value is " << leastValue(floatType)
+            << "): the param would be zeros";
+        bind(scope, name, Value(), true);
+        return;
+      }
     }
     attrs.push_back(builder.getNamedAttr(attr::kInit, init));
   }

@@ -571,8 +571,10 @@ class Checker:
         with np.errstate(invalid="ignore", over="ignore"):
             unrepresentable = int(np.sum(round_to(got, dtype) != got) - np.sum(np.isnan(got)))
         finite_got, finite_ref = np.isfinite(got), np.isfinite(ref)
+        # Non-finite in one and not the other, or both non-finite but not
+        # the same (inf against -inf; a NaN against an inf had matched).
         nonfinite_mismatch = int(np.sum(finite_got != finite_ref)) + int(
-            np.sum(~finite_ref & ~np.isnan(ref) & (got != ref)))
+            np.sum(~finite_ref & ~finite_got & ~(np.isnan(ref) & np.isnan(got)) & (got != ref)))
         both = finite_got & finite_ref
         g, r = got[both].astype(np.float64), ref[both].astype(np.float64)
         err = np.abs(g - r)
@@ -625,7 +627,7 @@ class Checker:
 
     def compare_scalar(self, name, got, ref, tol, rule):
         err = abs(float(got) - float(ref))
-        ok = err <= tol
+        ok = err <= tol or (self.allow_nan and math.isnan(float(got)) and math.isnan(float(ref)))
         print(f"{name}: got {float(got)!r} reference {float(ref)!r}  abs err {err:.3g}  "
               f"rel err {err / max(abs(float(ref)), 1e-30):.3g}; tolerance {rule} = {tol:.3g}: "
               f"{'PASS' if ok else 'FAIL'}")

@@ -235,6 +235,25 @@ static void keepAttentionLse(Block &body, llvm::DenseSet<Value> &active) {
   }
 }
 
+/// An attention whose `lse` nothing reads gives none: the forward's of a
+/// recomputed layer, whose backward reads its recomputed copy's. (A GPU
+/// build lowers an attention with an unread lse as no attention kernel:
+/// `gpu.launch_func` failed to legalize.)
+static void dropUnreadAttentionLse(Block &body) {
+  for (auto attention : llvm::make_early_inc_range(body.getOps<AttentionOp>())) {
+    if (!attention.getLse() || !attention.getLse().use_empty())
+      continue;
+    OpBuilder b(attention);
+    auto plain = AttentionOp::create(b, attention.getLoc(), attention.getResult().getType(),
+                                     /*lse=*/Type(), attention.getQuery(), attention.getKey(),
+                                     attention.getValue(), attention.getScale(),
+                                     attention.getCausalAttr(), attention.getAccumulateAttr());
+    plain->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
+    attention.getResult().replaceAllUsesWith(plain.getResult());
+    attention.erase();
+  }
+}
+
 namespace {
 /// The backward pass of one model function.
 class Differentiator {
@@ -354,6 +373,7 @@ LogicalResult Differentiator::run() {
   }
   llvm::SmallPtrSet<Operation *, 32> forwardOps(forward.begin(), forward.end());
   recomputeLayers(body, forwardOps);
+  dropUnreadAttentionLse(body);
 
   // Every param's gradient becomes a result, "grad.<param>", after the
   // model's own results; a param the loss does not read gets zeros.

@@ -444,15 +444,16 @@ std::vector<uint64_t> loom::runtime::forwardPipelineBytes(const Plan &plan,
                                                           unsigned microbatches) {
   unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;
   std::vector<uint64_t> bytes(ranks, 0);
-  if (microbatches <= 1)
-    return bytes;
+  // One microbatch keeps no outputs, but its carries are held in flight
+  // as several microbatches' are.
   std::vector<StepAccess> access = analyzeStepAccess(plan);
   Schedule order = forwardSchedule(ranks, plan.pipeline.stages, microbatches);
   PipelineValues values = analyzePipelineValues(plan, access, /*weightWithBackward=*/true);
   for (unsigned r = 0; r < ranks; ++r) {
     bytes[r] = planInFlight(plan, values, order, r).bytes();
-    for (unsigned id : keptForwardOutputs(plan, access, r))
-      bytes[r] += alignedBytes(plan.buffers[id].bytes) * microbatches;
+    if (microbatches > 1)
+      for (unsigned id : keptForwardOutputs(plan, access, r))
+        bytes[r] += alignedBytes(plan.buffers[id].bytes) * microbatches;
   }
   return bytes;
 }

@@ -112,9 +112,9 @@ std::vector<unsigned> keptForwardOutputs(const Plan &plan,
 
 /// What each pipeline rank (by coordinate) allocates beside its arena to
 /// run a forward of `microbatches` in its pipeline (forwardSchedule): the
-/// values it holds in flight and each microbatch's copy of the outputs it
-/// computes. loomc's --explain and --memory-limit count it; 0 for one
-/// microbatch.
+/// values it holds in flight and, for several microbatches, each one's
+/// copy of the outputs it computes. loomc's --explain and --memory-limit
+/// count it.
 std::vector<uint64_t> forwardPipelineBytes(const Plan &plan, unsigned microbatches);
 
 } // namespace loom::runtime
