@@ -93,9 +93,9 @@ private:
   /// A pipelined training plan's activations as the runtime allocates
   /// them (its in-flight slots), from the built plan's text.
   void allocateActivations(const std::string &planText);
-  /// A pipelined forward's, in microbatches: what each rank keeps of them
-  /// (rt::forwardPipelineBytes).
-  void allocateForwardMicrobatches(const std::string &planText);
+  /// A pipelined forward's: the values each rank holds in flight and, in
+  /// microbatches, each one's outputs it keeps (rt::forwardPipelineBytes).
+  void allocateForwardPipeline(const std::string &planText);
   bool onRank(const Place &place, unsigned coordinate) const {
     for (unsigned stage : place.stages)
       if (stage % pipelineRanks == coordinate)
@@ -401,54 +401,54 @@ KernelCost Explainer::costKernel(func::CallOp call) {
     computeSeconds += flops / (device.tensorTflops16 * 1e12);
   };
   auto costOp = [&](Operation *op) {
-      // Fused attention (16-bit in a GPU plan: loom-fuse-attention's
-      // gpu-kernel rule): the products the GPU kernels compute over the
-      // (query, key) pairs, as the kernel report counts them.
-      if (isa<mlir::loom::AttentionOp, mlir::loom::AttentionGradOp>(op)) {
-        auto shape = [&](unsigned i) {
-          return cast<ShapedType>(op->getOperand(i).getType()).getShape();
-        };
-        auto forward = dyn_cast<mlir::loom::AttentionOp>(op);
-        bool causal = forward ? forward.getCausal()
-                              : cast<mlir::loom::AttentionGradOp>(op).getCausal();
-        double computed = mlir::loom::attentionFlops(shape(0), shape(1), shape(2), causal,
-                                                     /*gradient=*/!forward);
-        tensorCores(computed);
-        // The model's FLOPs are those of the unfused matmuls, as Megatron-
-        // LM's and PaLM's formulas count them: every pair (the causal half a
-        // kernel skips is its saving, not less model), and a backward of
-        // twice the forward's (not the kernel's recomputed scores). They
-        // had followed the kernel, so --fuse-attention changed the MFU.
-        double model = mlir::loom::attentionFlops(shape(0), shape(1), shape(2),
-                                                  /*causal=*/false, /*gradient=*/false);
-        cost.matmulFlops += (forward ? model : 2 * model) - computed;
-        return;
+    // Fused attention (16-bit in a GPU plan: loom-fuse-attention's
+    // gpu-kernel rule): the products the GPU kernels compute over the
+    // (query, key) pairs, as the kernel report counts them.
+    if (isa<mlir::loom::AttentionOp, mlir::loom::AttentionGradOp>(op)) {
+      auto shape = [&](unsigned i) {
+        return cast<ShapedType>(op->getOperand(i).getType()).getShape();
+      };
+      auto forward = dyn_cast<mlir::loom::AttentionOp>(op);
+      bool causal = forward ? forward.getCausal()
+                            : cast<mlir::loom::AttentionGradOp>(op).getCausal();
+      double computed = mlir::loom::attentionFlops(shape(0), shape(1), shape(2), causal,
+                                                   /*gradient=*/!forward);
+      tensorCores(computed);
+      // The model's FLOPs are those of the unfused matmuls, as Megatron-
+      // LM's and PaLM's formulas count them: every pair (the causal half a
+      // kernel skips is its saving, not less model), and a backward of
+      // twice the forward's (not the kernel's recomputed scores). They
+      // had followed the kernel, so --fuse-attention changed the MFU.
+      double model = mlir::loom::attentionFlops(shape(0), shape(1), shape(2),
+                                                /*causal=*/false, /*gradient=*/false);
+      cost.matmulFlops += (forward ? model : 2 * model) - computed;
+      return;
+    }
+    if (op->getNumResults() != 1)
+      return;
+    auto result = dyn_cast<ShapedType>(op->getResult(0).getType());
+    if (!result || !result.hasStaticShape())
+      return;
+    if (auto matmul = dyn_cast<mlir::loom::MatmulOp>(op)) {
+      auto lhs = cast<ShapedType>(matmul.getLhs().getType());
+      double flops = 2.0 * result.getNumElements() * lhs.getShape().back();
+      Type multiply = matmul.getMultiply() ? *matmul.getMultiply()
+                                           : lhs.getElementType();
+      if (multiply.isBF16() || multiply.isF16()) {
+        tensorCores(flops);
+      } else if (isa<FloatTF32Type>(multiply)) {
+        cost.matmulFlops += flops;
+        cost.flopsTf32 += flops;
+        computeSeconds += flops / (device.tensorTflopsTf32 * 1e12);
+      } else {
+        cost.matmulFlops += flops;
+        cost.flopsF32 += flops;
+        computeSeconds += flops / (device.f32Tflops * 1e12);
       }
-      if (op->getNumResults() != 1)
-        return;
-      auto result = dyn_cast<ShapedType>(op->getResult(0).getType());
-      if (!result || !result.hasStaticShape())
-        return;
-      if (auto matmul = dyn_cast<mlir::loom::MatmulOp>(op)) {
-        auto lhs = cast<ShapedType>(matmul.getLhs().getType());
-        double flops = 2.0 * result.getNumElements() * lhs.getShape().back();
-        Type multiply = matmul.getMultiply() ? *matmul.getMultiply()
-                                             : lhs.getElementType();
-        if (multiply.isBF16() || multiply.isF16()) {
-          tensorCores(flops);
-        } else if (isa<FloatTF32Type>(multiply)) {
-          cost.matmulFlops += flops;
-          cost.flopsTf32 += flops;
-          computeSeconds += flops / (device.tensorTflopsTf32 * 1e12);
-        } else {
-          cost.matmulFlops += flops;
-          cost.flopsF32 += flops;
-          computeSeconds += flops / (device.f32Tflops * 1e12);
-        }
-        return;
-      }
-      if (op->getDialect() && op->getDialect()->getNamespace() == "loom")
-        computeSeconds += result.getNumElements() / (device.f32Tflops * 1e12);
+      return;
+    }
+    if (op->getDialect() && op->getDialect()->getNamespace() == "loom")
+      computeSeconds += result.getNumElements() / (device.f32Tflops * 1e12);
   };
   // A recomputed layer's copies are work the model does not count: the
   // kernel that holds them may hold the backward's own ops too (the
@@ -951,12 +951,12 @@ FailureOr<ExplainReport> Explainer::run() {
     if (succeeded(plan) && pipelinedTraining)
       allocateActivations(plan->text);
     if (succeeded(plan) && pipelinedForward)
-      allocateForwardMicrobatches(plan->text);
+      allocateForwardPipeline(plan->text);
   }
   return report;
 }
 
-void Explainer::allocateForwardMicrobatches(const std::string &planText) {
+void Explainer::allocateForwardPipeline(const std::string &planText) {
   rt::Plan plan;
   std::string error;
   if (!rt::parsePlan(planText, plan, error) || !plan.pipeline.present)
