@@ -250,7 +250,8 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
   }
 
   // Elementwise maximum and minimum of two operands, broadcast and
-  // promoted as arithmetic is (`maximum(x, 0.0)` is relu but for -0).
+  // promoted as arithmetic is (`maximum(x, 0.0)` computes relu; its
+  // gradient at 0 is a tie's half, where relu's is 0).
   if (name == "maximum" || name == "minimum") {
     if (!args.check(2, 2, {}))
       return Operand::poison();

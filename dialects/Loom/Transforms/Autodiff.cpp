@@ -216,22 +216,30 @@ static void recomputeLayers(Block &body,
 /// statistics again took a pass over the keys of its own (a fifth of the
 /// backward's products). The op is rebuilt with the second result before
 /// any rule runs, so that no gradient refers to the one it replaces.
+/// `attention` rebuilt with an lse result of type `lse`, or none; its
+/// result's uses and its attributes go to the new op.
+static AttentionOp rebuildAttention(AttentionOp attention, Type lse) {
+  OpBuilder b(attention);
+  auto rebuilt = AttentionOp::create(b, attention.getLoc(), attention.getResult().getType(), lse,
+                                     attention.getQuery(), attention.getKey(),
+                                     attention.getValue(), attention.getScale(),
+                                     attention.getCausalAttr(), attention.getAccumulateAttr());
+  rebuilt->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
+  attention.getResult().replaceAllUsesWith(rebuilt.getResult());
+  attention.erase();
+  return rebuilt;
+}
+
 static void keepAttentionLse(Block &body, llvm::DenseSet<Value> &active) {
   for (auto attention : llvm::make_early_inc_range(body.getOps<AttentionOp>())) {
     if (attention.getLse() || !active.contains(attention.getResult()))
       continue;
-    OpBuilder b(attention);
     auto query = attention.getQuery().getType();
-    auto lse = RankedTensorType::get(query.getShape().drop_back(), b.getF32Type());
-    auto kept = AttentionOp::create(b, attention.getLoc(), attention.getResult().getType(), lse,
-                                    attention.getQuery(), attention.getKey(),
-                                    attention.getValue(), attention.getScale(),
-                                    attention.getCausalAttr(), attention.getAccumulateAttr());
-    kept->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
-    attention.getResult().replaceAllUsesWith(kept.getResult());
     active.erase(attention.getResult());
+    AttentionOp kept = rebuildAttention(
+        attention, RankedTensorType::get(query.getShape().drop_back(),
+                                         Float32Type::get(query.getContext())));
     active.insert(kept.getResult());
-    attention.erase();
   }
 }
 
@@ -241,16 +249,8 @@ static void keepAttentionLse(Block &body, llvm::DenseSet<Value> &active) {
 /// `gpu.launch_func` failed to legalize.)
 static void dropUnreadAttentionLse(Block &body) {
   for (auto attention : llvm::make_early_inc_range(body.getOps<AttentionOp>())) {
-    if (!attention.getLse() || !attention.getLse().use_empty())
-      continue;
-    OpBuilder b(attention);
-    auto plain = AttentionOp::create(b, attention.getLoc(), attention.getResult().getType(),
-                                     /*lse=*/Type(), attention.getQuery(), attention.getKey(),
-                                     attention.getValue(), attention.getScale(),
-                                     attention.getCausalAttr(), attention.getAccumulateAttr());
-    plain->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
-    attention.getResult().replaceAllUsesWith(plain.getResult());
-    attention.erase();
+    if (attention.getLse() && attention.getLse().use_empty())
+      rebuildAttention(attention, Type());
   }
 }
 
