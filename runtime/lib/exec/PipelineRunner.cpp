@@ -107,39 +107,30 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
         read.push_back(id);
   }
 
-  // Each output's first stage, where its broadcast comes from.
-  std::vector<long> writer(plan.buffers.size(), -1);
-  for (size_t i = 0; i < plan.steps.size(); ++i)
-    for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
-      if (access[i].buffers[k] == BufferAccess::Written)
-        writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
+  // Each output's first stage, where its broadcast comes from. A forward
+  // of several microbatches overwrites its outputs with each: the rank
+  // that computes one keeps each microbatch's copy (forwardPipelineBytes
+  // counts them for loomc's --memory-limit).
   outputs.clear();
-  for (const PlanBuffer &buffer : plan.buffers) {
-    if (buffer.role != BufferRole::Output || writer[buffer.id] < 0)
-      continue;
-    OutputSync output;
-    output.id = buffer.id;
-    output.root = plan.steps[writer[buffer.id]].stages.front() % ranks;
-    for (const PlanUpdate &update : plan.updates)
-      if (update.output == buffer.id)
-        output.param = static_cast<long>(update.param);
-    outputs.push_back(output);
-  }
-  // A forward of several microbatches overwrites its outputs with each:
-  // the rank that computes one keeps each microbatch's copy.
   keeps.assign(plan.steps.size(), {});
   keptOffset.clear();
   keptBytes = 0;
-  // (forwardPipelineBytes counts them for loomc's --memory-limit.)
-  if (keepsOutputs()) {
-    for (unsigned id : keptForwardOutputs(plan, access, coordinate)) {
-      keeps[writer[id]].push_back(id);
-      keptOffset[id] = keptBytes;
-      keptBytes += alignedBytes(plan.buffers[id].bytes);
+  for (const PipelineOutput &computed : pipelineOutputs(plan, access)) {
+    OutputSync output;
+    output.id = computed.id;
+    output.root = computed.root;
+    for (const PlanUpdate &update : plan.updates)
+      if (update.output == computed.id)
+        output.param = static_cast<long>(update.param);
+    outputs.push_back(output);
+    if (keepsOutputs() && computed.root == coordinate) {
+      keeps[computed.writer].push_back(computed.id);
+      keptOffset[computed.id] = keptBytes;
+      keptBytes += alignedBytes(plan.buffers[computed.id].bytes);
     }
-    if (!device.allocate(keptBytes * order.microbatches, kept, error))
-      return false;
   }
+  if (keepsOutputs() && !device.allocate(keptBytes * order.microbatches, kept, error))
+    return false;
   return true;
 }
 

@@ -423,21 +423,21 @@ InFlightLayout loom::runtime::planInFlight(const Plan &plan,
   return layout;
 }
 
-std::vector<unsigned> loom::runtime::keptForwardOutputs(const Plan &plan,
-                                                       const std::vector<StepAccess> &access,
-                                                       unsigned coordinate) {
+std::vector<PipelineOutput> loom::runtime::pipelineOutputs(const Plan &plan,
+                                                          const std::vector<StepAccess> &access) {
   unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;
   std::vector<long> writer(plan.buffers.size(), -1);
   for (size_t i = 0; i < plan.steps.size(); ++i)
     for (size_t k = 0; k < plan.steps[i].buffers.size(); ++k)
       if (access[i].buffers[k] == BufferAccess::Written)
         writer[plan.steps[i].buffers[k]] = static_cast<long>(i);
-  std::vector<unsigned> kept;
+  std::vector<PipelineOutput> outputs;
   for (const PlanBuffer &buffer : plan.buffers)
-    if (buffer.role == BufferRole::Output && writer[buffer.id] >= 0 &&
-        plan.steps[writer[buffer.id]].stages.front() % ranks == coordinate)
-      kept.push_back(buffer.id);
-  return kept;
+    if (buffer.role == BufferRole::Output && writer[buffer.id] >= 0) {
+      size_t step = static_cast<size_t>(writer[buffer.id]);
+      outputs.push_back({buffer.id, step, plan.steps[step].stages.front() % ranks});
+    }
+  return outputs;
 }
 
 std::vector<uint64_t> loom::runtime::forwardPipelineBytes(const Plan &plan,
@@ -452,8 +452,9 @@ std::vector<uint64_t> loom::runtime::forwardPipelineBytes(const Plan &plan,
   for (unsigned r = 0; r < ranks; ++r) {
     bytes[r] = planInFlight(plan, values, order, r).bytes();
     if (microbatches > 1)
-      for (unsigned id : keptForwardOutputs(plan, access, r))
-        bytes[r] += alignedBytes(plan.buffers[id].bytes) * microbatches;
+      for (const PipelineOutput &output : pipelineOutputs(plan, access))
+        if (output.root == r)
+          bytes[r] += alignedBytes(plan.buffers[output.id].bytes) * microbatches;
   }
   return bytes;
 }

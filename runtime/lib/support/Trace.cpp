@@ -41,12 +41,11 @@ void TraceRecorder::addMessage(const char *kind, unsigned peer, uint64_t bytes,
                                std::optional<uint64_t> microbatch,
                                std::optional<unsigned> step, double startUs,
                                double durationUs) {
-  Event event{step.value_or(0), kind, std::string(), std::string(),
+  Event event{step, kind, std::string(), std::string(),
               offsetUs() + startUs, durationUs, 0, 0, {}};
   event.peer = peer;
   event.bytes = bytes;
   event.microbatch = microbatch;
-  event.hasStep = step.has_value();
   events.push_back(std::move(event));
 }
 
@@ -61,8 +60,8 @@ std::string TraceRecorder::toJson() const {
     bool message = event.peer.has_value();
     bool collective = !event.axes.empty() || message;
     Json args = Json::object();
-    if (event.hasStep)
-      args["step"] = event.step;
+    if (event.step)
+      args["step"] = *event.step;
     if (launch)
       args["kernel"] = event.kernel;
     if (message) {

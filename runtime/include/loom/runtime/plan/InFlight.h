@@ -102,13 +102,19 @@ InFlightLayout planInFlight(const Plan &plan, const PipelineValues &values,
 /// rank's arena.
 std::vector<InFlightLayout> planInFlightRanks(const Plan &plan, const Schedule &order);
 
-/// The outputs of a forward run in microbatches that pipeline rank
-/// `coordinate` computes (the rank of their writer's first stage, which
-/// shares them with the others after the last microbatch): it keeps each
-/// microbatch's copy of them (PipelineRunner) of alignedBytes each.
-std::vector<unsigned> keptForwardOutputs(const Plan &plan,
-                                         const std::vector<StepAccess> &access,
-                                         unsigned coordinate);
+/// An output of a pipelined plan: the step that writes it, and the
+/// pipeline rank that computes it (the rank of that step's first stage),
+/// which shares it with the others. In a forward of several microbatches
+/// that rank keeps each microbatch's copy of it (PipelineRunner), of
+/// alignedBytes each.
+struct PipelineOutput {
+  unsigned id;
+  size_t writer;
+  unsigned root;
+};
+/// The outputs some step writes, in buffer order.
+std::vector<PipelineOutput> pipelineOutputs(const Plan &plan,
+                                            const std::vector<StepAccess> &access);
 
 /// What each pipeline rank (by coordinate) allocates beside its arena to
 /// run a forward of `microbatches` in its pipeline (forwardSchedule): the

@@ -57,7 +57,7 @@ public:
 
 private:
   struct Event {
-    unsigned step;
+    std::optional<unsigned> step; // none for a carry (no plan step's)
     std::string kernel;   // a collective's kind
     std::string function; // empty for a CPU step
     std::string axes;     // a collective's axes; empty for the others
@@ -71,7 +71,6 @@ private:
     std::optional<unsigned> peer;
     uint64_t bytes = 0;
     std::optional<uint64_t> microbatch;
-    bool hasStep = true;
   };
   std::vector<Event> events;
   unsigned process = 0;
