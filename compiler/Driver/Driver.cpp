@@ -122,10 +122,7 @@ static uint64_t pipelineActivationBytes(const std::string &planText) {
   // in microbatches keeps each one's outputs (they had been left out: a
   // forward's [B, T, V] logits in 8 microbatches took 8 copies beside an
   // arena the limit had passed).
-  bool backward = std::any_of(plan.steps.begin(), plan.steps.end(), [](const rt::PlanStep &step) {
-    return step.phase == rt::StepPhase::Backward || step.phase == rt::StepPhase::Weight;
-  });
-  if (!backward) {
+  if (!plan.hasBackward()) {
     std::vector<uint64_t> ranks = rt::forwardPipelineBytes(
         plan, plan.forwardMicrobatches() ? static_cast<unsigned>(plan.optimizer.microbatches) : 1);
     return *std::max_element(ranks.begin(), ranks.end());

@@ -399,9 +399,7 @@ bool Driver::allocateRanks() {
     // A gradient program (loomc --gradients: a backward, no optimizer)
     // runs its schedule as a training step does: the forward-only chain
     // would leave its gradients unwritten.
-    bool backward = std::any_of(spmd.steps.begin(), spmd.steps.end(), [](const PlanStep &step) {
-      return step.phase == StepPhase::Backward || step.phase == StepPhase::Weight;
-    });
+    bool backward = spmd.hasBackward();
     // A training plan run without `train` still runs its step on the
     // whole batch: every microbatch (one rank's run does).
     if (!pipeline.prepare(spmd, *pipelineDevice, *executor.communicator(),

@@ -371,6 +371,14 @@ struct Plan {
 
   /// Whether the plan is a forward that runs in microbatches.
   bool forwardMicrobatches() const { return forwardMicrobatchesLine != 0; }
+  /// Whether it has a backward (training, or a gradient program): a
+  /// pipelined one then runs its schedule, a forward the forward chain.
+  bool hasBackward() const {
+    for (const PlanStep &step : steps)
+      if (step.phase == StepPhase::Backward || step.phase == StepPhase::Weight)
+        return true;
+    return false;
+  }
 
   /// The buffer called `name`, or null.
   const PlanBuffer *findBuffer(std::string_view name) const;
