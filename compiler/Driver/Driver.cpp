@@ -106,10 +106,11 @@ Compilation::~Compilation() {
 namespace rt = ::loom::runtime;
 
 /// The most bytes a pipeline rank of the pipelined plan `planText` keeps
-/// for its microbatches, in the block the runtime allocates beside its
+/// for its microbatches, in the blocks the runtime allocates beside its
 /// arena before the first step (a step's values in flight in the plan's own
-/// schedule, a forward's: runtime/plan/InFlight.h, as explain's figure); 0
-/// for a plan without a pipeline.
+/// schedule, a forward's, and the buffer its carries are received into:
+/// runtime/plan/InFlight.h, as explain's figure); 0 for a plan without a
+/// pipeline.
 static uint64_t pipelineActivationBytes(const std::string &planText) {
   rt::Plan plan;
   rt::Schedule schedule;
@@ -125,7 +126,7 @@ static uint64_t pipelineActivationBytes(const std::string &planText) {
   if (!plan.hasBackward()) {
     std::vector<uint64_t> ranks = rt::forwardPipelineBytes(
         plan, plan.forwardMicrobatches() ? static_cast<unsigned>(plan.optimizer.microbatches) : 1);
-    return *std::max_element(ranks.begin(), ranks.end());
+    return *std::max_element(ranks.begin(), ranks.end()) + rt::pipelineMessageBytes(plan);
   }
   if (!rt::parseScheduleKind(plan.pipeline.schedule, kind))
     return 0;
@@ -136,7 +137,7 @@ static uint64_t pipelineActivationBytes(const std::string &planText) {
   uint64_t most = 0;
   for (const rt::InFlightLayout &layout : rt::planInFlightRanks(plan, schedule))
     most = std::max<uint64_t>(most, layout.bytes());
-  return most;
+  return most + rt::pipelineMessageBytes(plan);
 }
 
 LogicalResult Compilation::run() {
@@ -569,7 +570,9 @@ LogicalResult Compilation::buildPlans() {
     return emitError(model->getLoc())
            << "the plan of model '" << model->getSymName() << "' allocates "
            << allocated << " bytes (" << formatBytes(allocated)
-           << (activations ? ", with what it holds for its microbatches in flight" : "")
+           << (activations ? ", with what it holds for its microbatches in flight and "
+                          "its pipeline's receive buffer"
+                        : "")
            << ") on " << (spmdPlan ? "each rank" : "its rank")
            << ", more than the memory limit of " << *options.memoryLimit
            << " bytes (" << formatBytes(*options.memoryLimit)

@@ -288,7 +288,7 @@ LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
         << "the plan of model '" << report.model << "' allocates " << allocated << " bytes ("
         << formatBytes(allocated)
         << (allocated > report.planArenaBytes
-                ? ", with what it holds for its microbatches in flight"
+                ? ", with what it holds for its microbatches in flight and its pipeline's receive buffer"
                 : "")
         << ") on each rank, more than the memory limit of " << limit << " bytes ("
         << formatBytes(limit) << ", " << limitSource
@@ -303,7 +303,10 @@ LogicalResult Compilation::checkMemoryLimit(const ExplainReport &report) {
        << formatBytes(limit) << ", " << limitSource << "): params " << formatBytes(rank.params) << ", gradients "
        << formatBytes(rank.gradients) << ", optimizer state "
        << formatBytes(rank.optimizer) << ", activations "
-       << formatBytes(rank.activations) << "; its largest tensors:";
+       << formatBytes(rank.activations);
+  if (rank.messages)
+    diag << ", pipeline receive buffer " << formatBytes(rank.messages);
+  diag << "; its largest tensors:";
   for (auto [i, tensor] : llvm::enumerate(rank.largest))
     diag << (i ? ", " : " ") << tensor.first << " (" << formatBytes(tensor.second)
          << ")";

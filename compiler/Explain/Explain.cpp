@@ -966,6 +966,7 @@ void Explainer::allocateForwardPipeline(const std::string &planText) {
     ExplainRank &rank = report.ranksByCoordinate[r];
     rank.activations = static_cast<int64_t>(bytes[r]);
     rank.activationsAllocated = true;
+    rank.messages = static_cast<int64_t>(rt::pipelineMessageBytes(plan));
   }
 }
 
@@ -991,6 +992,7 @@ void Explainer::allocateActivations(const std::string &planText) {
       rank.activationPools.push_back({pool.stages, pool.perStage, pool.slots,
                                       static_cast<int64_t>(pool.slotBytes)});
     rank.activationTransientBytes = static_cast<int64_t>(layout.transientBytes);
+    rank.messages = static_cast<int64_t>(rt::pipelineMessageBytes(plan));
   }
 }
 
@@ -1011,7 +1013,7 @@ int64_t ExplainReport::allocatedBytes() const {
   int64_t slots = 0;
   for (const ExplainRank &rank : ranksByCoordinate)
     if (rank.activationsAllocated)
-      slots = std::max(slots, rank.activations);
+      slots = std::max(slots, rank.activations + rank.messages);
   return planArenaBytes + slots;
 }
 

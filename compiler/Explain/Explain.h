@@ -87,8 +87,11 @@ struct ExplainRank {
   int64_t liveActivations = 0;
   /// Of those, one backward's values at a time (received gradients, ...).
   int64_t activationTransientBytes = 0;
+  /// A pipeline rank's buffer for the carries it receives (the largest
+  /// carry: rt::pipelineMessageBytes), allocated beside the activations.
+  int64_t messages = 0;
   int64_t total() const {
-    return params + gradients + optimizer + inputs + activations;
+    return params + gradients + optimizer + inputs + activations + messages;
   }
   /// Its largest tensors, biggest first: a name (or the script line of the
   /// op) and its bytes.

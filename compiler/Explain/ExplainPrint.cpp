@@ -172,6 +172,10 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
             : formatv(" ({0} per microbatch, {1} in flight at the peak)",
                       rank.activationsPerMicrobatch, rank.inFlight)
                   .str());
+    if (rank.messages)
+      row("messages", rank.messages,
+          " (the buffer it receives carries into: the largest carry, "
+          "as the runtime allocates)");
     row("total", rank.total());
     os << "    largest:";
     for (auto [i, tensor] : llvm::enumerate(rank.largest))
@@ -184,7 +188,7 @@ void printExplainText(const ExplainReport &r, raw_ostream &os) {
     // The slots beside it are what the build checks too: the arena alone
     // had read as all a pipeline rank allocates.
     if (int64_t allocated = r.allocatedBytes(); allocated > r.planArenaBytes)
-      os << "; with the activation slots beside it, " << allocated << " bytes ("
+      os << "; with the activation slots and message buffer beside it, " << allocated << " bytes ("
          << formatBytes(allocated) << ") on the rank that keeps the most";
     os << "\n";
   }
@@ -302,6 +306,7 @@ void printExplainJson(const ExplainReport &r, raw_ostream &os) {
             });
             j.attribute("activation_transient_bytes", rank.activationTransientBytes);
             j.attribute("live_activations", rank.liveActivations);
+            j.attribute("messages", rank.messages);
           }
           j.attribute("total", rank.total());
           j.attribute("forward_seconds", rank.forwardSeconds);

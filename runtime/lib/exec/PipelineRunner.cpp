@@ -77,11 +77,7 @@ bool PipelineRunner::prepare(const Plan &plan, PipelineDevice &device,
     return false;
   present.assign(static_cast<size_t>(order.microbatches) * plan.buffers.size(),
                  false);
-  uint64_t largest = 0;
-  for (unsigned k = 0; k < pipeline.stages; ++k)
-    for (const auto *carry : {&pipeline.forwardCarry[k], &pipeline.backwardCarry[k]})
-      largest = std::max(largest, carryBytes(*carry));
-  if (!device.allocate(largest, message, error))
+  if (!device.allocate(pipelineMessageBytes(plan), message, error))
     return false;
   restores = std::move(values.restores);
   saves = std::move(values.saves);

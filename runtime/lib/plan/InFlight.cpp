@@ -440,6 +440,18 @@ std::vector<PipelineOutput> loom::runtime::pipelineOutputs(const Plan &plan,
   return outputs;
 }
 
+uint64_t loom::runtime::pipelineMessageBytes(const Plan &plan) {
+  uint64_t largest = 0;
+  for (unsigned k = 0; k < plan.pipeline.stages; ++k)
+    for (const auto *carry : {&plan.pipeline.forwardCarry[k], &plan.pipeline.backwardCarry[k]}) {
+      uint64_t bytes = 0;
+      for (unsigned id : *carry)
+        bytes += plan.buffers[id].bytes;
+      largest = std::max(largest, bytes);
+    }
+  return largest;
+}
+
 std::vector<uint64_t> loom::runtime::forwardPipelineBytes(const Plan &plan,
                                                           unsigned microbatches) {
   unsigned ranks = plan.mesh.axes[plan.pipeline.axis].size;

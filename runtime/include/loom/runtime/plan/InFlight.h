@@ -116,6 +116,12 @@ struct PipelineOutput {
 std::vector<PipelineOutput> pipelineOutputs(const Plan &plan,
                                             const std::vector<StepAccess> &access);
 
+/// The bytes of the buffer every pipeline rank receives its carries into
+/// (PipelineRunner): the largest carry of any stage, forward or backward.
+/// It is allocated beside the arena and the values in flight, and loomc's
+/// --explain and --memory-limit count it with them.
+uint64_t pipelineMessageBytes(const Plan &plan);
+
 /// What each pipeline rank (by coordinate) allocates beside its arena to
 /// run a forward of `microbatches` in its pipeline (forwardSchedule): the
 /// values it holds in flight and, for several microbatches, each one's
