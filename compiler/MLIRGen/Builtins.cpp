@@ -201,6 +201,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
           .Case("sin", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return SinOp::create(b, l, x); })
           .Case("cos", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CosOp::create(b, l, x); })
           .Case("abs", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return AbsOp::create(b, l, x); })
+          .Case("erf", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return ErfOp::create(b, l, x); })
           .Case("causal_mask", [](OpBuilder &b, mlir::Location l, Value x) -> Value { return CausalMaskOp::create(b, l, x); })
           .Default(nullptr);
   if (unary) {
@@ -216,6 +217,7 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
                                  .Case("sin", [](double v) { return std::sin(v); })
                                  .Case("cos", [](double v) { return std::cos(v); })
                                  .Case("abs", [](double v) { return std::fabs(v); })
+                                 .Case("erf", [](double v) { return std::erf(v); })
                                  .Default(nullptr);
     Operand operand = emitExpr(*call.args[0], scope);
     if (operand.isPoison())
@@ -265,7 +267,8 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
                           << ", got " << sides[i]->tuple.size() << " values";
         return Operand::poison();
       }
-    return emitArithmetic(name == "maximum" ? 'M' : 'm', lhs, rhs, call.getLoc());
+    return emitArithmetic(name == "maximum" ? Arithmetic::Maximum : Arithmetic::Minimum,
+                          lhs, rhs, call.getLoc());
   }
 
   if (name == "softmax") {

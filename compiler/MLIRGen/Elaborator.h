@@ -143,10 +143,13 @@ public:
   mlir::Value scalarLike(double number, mlir::Value like, SMLoc where);
   mlir::Value castTo(mlir::Value value, mlir::Type element, SMLoc where);
   Operand emitBinary(const BinaryExpr &expr, Scope &scope);
-  /// Elementwise arithmetic of two operands ('+', '-', '*', '/', or 'M'
-  /// and 'm' for maximum and minimum): numbers fold, a number next to a
+  /// The elementwise ops of two operands: the operators `+ - * /` and the
+  /// builtins maximum and minimum.
+  enum class Arithmetic { Add, Sub, Mul, Div, Maximum, Minimum };
+  /// Elementwise `op` of two operands: numbers fold, a number next to a
   /// tensor takes its dtype, tensors broadcast and promote.
-  Operand emitArithmetic(char op, const Operand &lhs, const Operand &rhs, SMLoc where);
+  Operand emitArithmetic(Arithmetic op, const Operand &lhs, const Operand &rhs,
+                         SMLoc where);
   Operand emitMatmul(mlir::Value lhs, mlir::Value rhs, SMLoc where);
   std::optional<mlir::Type> resolveDtype(const Name &name);
 

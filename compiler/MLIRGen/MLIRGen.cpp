@@ -362,24 +362,30 @@ Operand Elaborator::emitBinary(const BinaryExpr &expr, Scope &scope) {
     }
     return emitMatmul(lhs.tensor, rhs.tensor, where);
   }
-  return emitArithmetic(expr.op, lhs, rhs, where);
+  Arithmetic op = expr.op == '+'   ? Arithmetic::Add
+                  : expr.op == '-' ? Arithmetic::Sub
+                  : expr.op == '*' ? Arithmetic::Mul
+                                   : Arithmetic::Div;
+  return emitArithmetic(op, lhs, rhs, where);
 }
 
-Operand Elaborator::emitArithmetic(char op, const Operand &lhs, const Operand &rhs,
-                                   SMLoc where) {
+Operand Elaborator::emitArithmetic(Arithmetic op, const Operand &lhs,
+                                   const Operand &rhs, SMLoc where) {
   // Numbers fold; a number next to a tensor takes the tensor's dtype.
   if (lhs.kind == Operand::Kind::Number && rhs.kind == Operand::Kind::Number) {
     double l = lhs.number, r = rhs.number;
     bool integer = lhs.isInteger && rhs.isInteger;
     switch (op) {
-    case '+': return Operand::ofNumber(l + r, integer);
-    case '-': return Operand::ofNumber(l - r, integer);
-    case '*': return Operand::ofNumber(l * r, integer);
+    case Arithmetic::Add: return Operand::ofNumber(l + r, integer);
+    case Arithmetic::Sub: return Operand::ofNumber(l - r, integer);
+    case Arithmetic::Mul: return Operand::ofNumber(l * r, integer);
     // IEEE 754-2019's, as the tensors': of -0 and +0 the maximum is +0
     // and the minimum -0 in either order (std::max returns its first).
-    case 'M': return Operand::ofNumber(l == r ? (std::signbit(l) ? r : l) : std::max(l, r), integer);
-    case 'm': return Operand::ofNumber(l == r ? (std::signbit(l) ? l : r) : std::min(l, r), integer);
-    default:
+    case Arithmetic::Maximum:
+      return Operand::ofNumber(l == r ? (std::signbit(l) ? r : l) : std::max(l, r), integer);
+    case Arithmetic::Minimum:
+      return Operand::ofNumber(l == r ? (std::signbit(l) ? l : r) : std::min(l, r), integer);
+    case Arithmetic::Div:
       if (r == 0) {
         error(where) << "division by zero";
         return Operand::poison();
@@ -387,7 +393,9 @@ Operand Elaborator::emitArithmetic(char op, const Operand &lhs, const Operand &r
       return Operand::ofNumber(l / r, integer && std::fmod(l, r) == 0);
     }
   }
-  StringRef what = op == 'M' ? "maximum" : op == 'm' ? "minimum" : "arithmetic";
+  StringRef what = op == Arithmetic::Maximum   ? "maximum"
+                   : op == Arithmetic::Minimum ? "minimum"
+                                               : "arithmetic";
   Value l = lhs.tensor, r = rhs.tensor;
   if (l && !(l = requireFloat(l, where, what)))
     return Operand::poison();
@@ -410,13 +418,16 @@ Operand Elaborator::emitArithmetic(char op, const Operand &lhs, const Operand &r
   auto resultType = RankedTensorType::get(*shape, *element);
   mlir::Location at = loc(where);
   switch (op) {
-  case '+': return Operand::ofTensor(AddOp::create(builder, at, resultType, l, r));
-  case '-': return Operand::ofTensor(SubOp::create(builder, at, resultType, l, r));
-  case '*': return Operand::ofTensor(MulOp::create(builder, at, resultType, l, r));
-  case 'M': return Operand::ofTensor(MaximumOp::create(builder, at, resultType, l, r));
-  case 'm': return Operand::ofTensor(MinimumOp::create(builder, at, resultType, l, r));
-  default: return Operand::ofTensor(DivOp::create(builder, at, resultType, l, r));
+  case Arithmetic::Add: return Operand::ofTensor(AddOp::create(builder, at, resultType, l, r));
+  case Arithmetic::Sub: return Operand::ofTensor(SubOp::create(builder, at, resultType, l, r));
+  case Arithmetic::Mul: return Operand::ofTensor(MulOp::create(builder, at, resultType, l, r));
+  case Arithmetic::Maximum:
+    return Operand::ofTensor(MaximumOp::create(builder, at, resultType, l, r));
+  case Arithmetic::Minimum:
+    return Operand::ofTensor(MinimumOp::create(builder, at, resultType, l, r));
+  case Arithmetic::Div: break;
   }
+  return Operand::ofTensor(DivOp::create(builder, at, resultType, l, r));
 }
 
 Operand Elaborator::emitMatmul(Value lhs, Value rhs, SMLoc where) {

@@ -94,6 +94,9 @@ CASES = {
                     "mse(min(a, axis = 0, keepdim = 1) + a, t)"),
     "maximum-minimum-abs": ("param a : [N, D] init normal(1)\n  param b : [D] init normal(1)",
                             "mse(maximum(a, b) + minimum(a, 0.5 * b) + abs(a - 0.25), t)"),
+    # erf, and torch's exact GELU from it.
+    "erf": ("param a : [N, D] init normal(1)\n  param b : [N, D] init normal(1)",
+            "mse(erf(a) + 0.5 * b * (1 + erf(b * 0.7071067811865476)), t)"),
     "cross-entropy": ("param a : [N, 7] init normal(1)", "cross_entropy(a, labels)"),
     "mse-target": ("param a : [N, D] init normal(1)\n  param b : [N, D] init normal(1)",
                    "mse(a, b)"),

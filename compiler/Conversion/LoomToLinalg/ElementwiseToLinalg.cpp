@@ -186,4 +186,12 @@ void mlir::loom::populateElementwiseToLinalgPatterns(
       context, [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags) -> Value {
         return math::AbsFOp::create(b, loc, x);
       });
+  // The CPU's polynomial (ApproximateMathForCpu) and libdevice's erff are
+  // within a few ulps; an exact GELU, 0.5 x (1 + erf(x / sqrt(2))), is
+  // torch's default. erf is odd and keeps the sign of its argument, which
+  // the polynomial loses at -0 (it gave +0): the sign is x's.
+  patterns.add<UnaryLowering<ErfOp>>(
+      context, [](OpBuilder &b, Location loc, Value x, arith::FastMathFlags) -> Value {
+        return math::CopySignOp::create(b, loc, math::ErfOp::create(b, loc, x), x);
+      });
 }

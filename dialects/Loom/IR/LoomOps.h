@@ -25,7 +25,7 @@ namespace mlir::loom {
 /// as the epilogue of the kernel producing an operand.
 inline bool isElementwise(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, NegOp, GeluOp, ReluOp,
-             SiluOp, SigmoidOp, ExpOp, LogOp, TanhOp, SqrtOp, SinOp, CosOp, AbsOp, CastOp,
+             SiluOp, SigmoidOp, ExpOp, LogOp, TanhOp, SqrtOp, SinOp, CosOp, AbsOp, ErfOp, CastOp,
              ActivationGradOp, MaxMaskOp>(op);
 }
 

@@ -105,6 +105,7 @@ def Loom_SqrtOp : Loom_UnaryOp<"sqrt", "square root">;
 def Loom_SinOp : Loom_UnaryOp<"sin", "sine (radians)">;
 def Loom_CosOp : Loom_UnaryOp<"cos", "cosine (radians)">;
 def Loom_AbsOp : Loom_UnaryOp<"abs", "absolute value">;
+def Loom_ErfOp : Loom_UnaryOp<"erf", "error function (2 / sqrt(pi)) * integral of exp(-t^2) from 0 to x">;
 
 def Loom_CastOp : Loom_Op<"cast", [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Element type conversion (round to nearest even)";

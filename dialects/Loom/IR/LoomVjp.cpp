@@ -204,6 +204,16 @@ LogicalResult CosOp::buildVjp(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult ErfOp::buildVjp(OpBuilder &b, ValueRange grads,
+                              SmallVectorImpl<Value> &operandGrads) {
+  // erf' = 2 / sqrt(pi) exp(-x^2).
+  Location loc = getLoc();
+  return chainRule(*this, getInput(), b, grads, operandGrads, [&](Value x) -> Value {
+    Value gauss = ExpOp::create(b, loc, NegOp::create(b, loc, MulOp::create(b, loc, x, x)));
+    return MulOp::create(b, loc, scalar(b, loc, 1.1283791670955126), gauss);
+  });
+}
+
 LogicalResult CastOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   Type element = typeOf(getInput()).getElementType();

@@ -69,8 +69,10 @@ func.func @unary(%x: tensor<64x2048xf32>, %h: tensor<8xbf16>) {
   %10 = loom.sigmoid %9 : tensor<64x2048xf32>
   // CHECK: [[LOG:%.+]] = loom.log [[SIG]] : tensor<64x2048xf32>
   %11 = loom.log %10 : tensor<64x2048xf32>
-  // CHECK: loom.abs [[LOG]] : tensor<64x2048xf32>
+  // CHECK: [[ABS:%.+]] = loom.abs [[LOG]] : tensor<64x2048xf32>
   %12 = loom.abs %11 : tensor<64x2048xf32>
+  // CHECK: loom.erf [[ABS]] : tensor<64x2048xf32>
+  %13 = loom.erf %12 : tensor<64x2048xf32>
   // CHECK: loom.gelu %[[H]] : tensor<8xbf16>
   %7 = loom.gelu %h : tensor<8xbf16>
   return

@@ -348,6 +348,27 @@ loom.train @maximum_abs optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 sched
 
 // -----
 
+// erf: dy * 2 / sqrt(pi) * exp(-x^2), from the operand.
+// CHECK-LABEL: func.func @erf
+// CHECK-SAME: (%[[W:[^:]+]]: tensor<4xf32>
+// CHECK: loom.erf %[[W]] : tensor<4xf32>
+// CHECK: %[[SQ:.+]] = loom.mul %[[W]], %[[W]]
+// CHECK: %[[NEG:.+]] = loom.neg %[[SQ]]
+// CHECK: %[[GAUSS:.+]] = loom.exp %[[NEG]]
+// CHECK: %[[C:.+]] = loom.constant 1.128379{{[0-9]*}} : tensor<f32>
+// CHECK: %[[D:.+]] = loom.mul %[[C]], %[[GAUSS]]
+// CHECK: loom.mul %{{.+}}, %[[D]] : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+// CHECK: return
+func.func @erf(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %e = loom.erf %w : tensor<4xf32>
+  %a = loom.mse %e, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %a : tensor<f32>
+}
+loom.train @erf optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // sigmoid: dy * y (1 - y), from the result.
 // CHECK-LABEL: func.func @sigmoid
 // CHECK: %[[Y:.+]] = loom.sigmoid %{{[^ ]+}} : tensor<4xf32>
