@@ -1738,6 +1738,14 @@ OwningOpRef<ModuleOp> Elaborator::run(const Module &ast) {
   for (const FunctionDecl &fn : ast.functions) {
     if (!functions.try_emplace(fn.name.text, &fn).second)
       error(fn.name.loc) << "'" << fn.name.text << "' is already defined";
+    // Its params would be 'opt.0.w', ...: plans, checkpoints, explain and
+    // the runtime know the optimizer's state by that prefix (a zero-init
+    // bias of such a layer was taken for state and zeroed by --weights).
+    else if (fn.name.text == "opt")
+      error(fn.name.loc) << (fn.isMoe ? "an MoE block" : "a layer")
+                         << " cannot be named 'opt': its params would be named "
+                            "'opt.0.*', the prefix of the optimizer's state "
+                            "(opt.m.w, ...) in plans and checkpoints";
     // Checked once here, not at every call (bind skips arguments).
     for (const Name &arg : fn.args)
       if (isIntName(globals, arg.text))

@@ -126,6 +126,22 @@ bool loom::runtime::loadCheckpoint(const Plan &plan, char *arena,
     return false;
   if (read.applied > read.step)
     return meta.bad("applied", std::to_string(read.applied));
+  // What a run could have reached (loomc refuses such a scale in a script,
+  // "rounds to 0 in f32" or "is out of range for f32"): a scale f32 cannot
+  // hold had run every step skipped, and a count past the growth interval
+  // never doubled the scale again.
+  float scale = static_cast<float>(read.lossScale);
+  if (!std::isfinite(scale) || !(scale > 0)) {
+    meta.bad("loss_scale", *meta.find("loss_scale"));
+    error += " (a loss scale is a positive f32)";
+    return false;
+  }
+  if (read.cleanSteps >= kScaleGrowthInterval) {
+    meta.bad("clean_steps", std::to_string(read.cleanSteps));
+    error += " (fewer than the " + std::to_string(kScaleGrowthInterval) +
+             " clean steps after which the loss scale doubles)";
+    return false;
+  }
   // The loss scale is this step's to decide: a checkpoint's scale goes on
   // only from dynamic scaling into dynamic scaling (a run without loss
   // scaling, in another precision, had logged its 16-bit run's scale; one

@@ -90,7 +90,7 @@ bool loom::runtime::advanceTrainState(const PlanOptimizer &optimizer,
   bool finite = std::isfinite(gradNorm);
   if (optimizer.lossScale == "none" || finite) {
     ++state.applied;
-    if (optimizer.lossScale == "dynamic" && ++state.cleanSteps == 2000) {
+    if (optimizer.lossScale == "dynamic" && ++state.cleanSteps == kScaleGrowthInterval) {
       state.lossScale *= 2;
       state.cleanSteps = 0;
     }

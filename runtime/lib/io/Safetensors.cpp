@@ -377,8 +377,11 @@ bool loom::runtime::loadWeights(const Plan &plan, char *arena,
     }
     const SafetensorsTensor &tensor = *found->second;
     DType dtype;
+    // A checkpoint holds each param as the step keeps it (its checksum is
+    // of those bytes): another dtype there is an edited file, not weights
+    // to convert (it had been converted, then called corrupted).
     if (!parseSafetensorsDType(tensor.dtype, dtype) ||
-        (dtype != buffer.dtype && !convertsWeight(dtype, buffer.dtype)) ||
+        (dtype != buffer.dtype && (strict || !convertsWeight(dtype, buffer.dtype))) ||
         tensor.shape != buffer.shape) {
       error = path + ": tensor '" + buffer.name + "' is " + tensor.dtype + " " +
               formatShape(tensor.shape) + ", but the param is " +

@@ -59,6 +59,10 @@ double learningRate(const PlanOptimizer &optimizer, uint64_t step);
 /// microbatch's backward).
 void fillStepScalars(const Plan &plan, char *arena, const TrainState &state);
 
+/// Clean steps in a row after which dynamic loss scaling doubles the scale
+/// (torch.cuda.amp.GradScaler's growth_interval).
+constexpr uint64_t kScaleGrowthInterval = 2000;
+
 /// Advances `state` past a step whose gradients had global norm
 /// `gradNorm`; returns whether its update applies. Under loss scaling an
 /// inf or nan norm skips the update and (dynamic) halves the scale; 2000

@@ -51,8 +51,8 @@ inline bool checkpointFormatKnown(const std::string &path, const std::string &ve
                                   std::string &error) {
   if (version == kCheckpointVersion || version == "1")
     return true;
-  error = path + ": checkpoint format " + version + ", but this runtime reads format " +
-          kCheckpointVersion;
+  error = path + ": checkpoint format '" + version + "', but this runtime reads format " +
+          kCheckpointVersion + " (and 1)";
   return false;
 }
 
