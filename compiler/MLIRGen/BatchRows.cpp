@@ -126,6 +126,11 @@ private:
     Operation *micro = microOf.lookup(&op);
     if (!micro)
       return;
+    // A dropout's positions are its microbatch's: the microbatch keys its
+    // mask (each draws its own), they pick no rows.
+    if (isa<ArangeOp>(op) && !op.use_empty() &&
+        llvm::all_of(op.getUsers(), [](Operation *user) { return isa<DropoutOp>(user); }))
+      return;
     // A splat is the same in any shape, but not in any value: a batch dim
     // used as a number (`x * B`) is 4 in one build and 2 in the other.
     if (auto constant = dyn_cast<ConstantOp>(op)) {
@@ -380,6 +385,11 @@ private:
       if (prediction && target && *prediction != *target)
         return mixAll("pairs predictions and targets of different rows of the batch");
       return meanOverBatch(op);
+    }
+    if (auto dropout = dyn_cast<DropoutOp>(op)) {
+      if (auto d = batchDim(dropout.getInput()))
+        join(dropout.getResult(), *d, op);
+      return;
     }
     // Elementwise ops of one operand (activations; softmax and the causal
     // mask, of the same trait, are above) and casts keep its layout.

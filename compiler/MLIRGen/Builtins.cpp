@@ -479,6 +479,31 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     return Operand::ofTensor(BroadcastOp::create(builder, at, typeOf(x).clone(shape), x));
   }
 
+  if (name == "dropout") {
+    // Inverted dropout, in a training step only (loom.dropout): p in
+    // [0, 1), each dim's global positions for the mask's hash.
+    if (!args.check(2, 2, {}))
+      return Operand::poison();
+    Value x = args.floatTensor(0);
+    std::optional<double> p = evalNumber(*call.args[1], scope);
+    if (!x || !p)
+      return Operand::poison();
+    if (!(*p >= 0 && *p < 1)) {
+      error(args.at(1)) << "dropout's probability must be in [0, 1), got "
+                        << formatNumber(*p);
+      return Operand::poison();
+    }
+    if (*p == 0)
+      return Operand::ofTensor(x);
+    SmallVector<Value> positions;
+    for (int64_t size : typeOf(x).getShape())
+      positions.push_back(ArangeOp::create(
+          builder, at, RankedTensorType::get({size}, builder.getI32Type())));
+    return Operand::ofTensor(DropoutOp::create(
+        builder, at, x.getType(), x, positions, ValueRange(),
+        builder.getF64FloatAttr(*p), builder.getI64IntegerAttr(dropoutStreams++)));
+  }
+
   if (name == "slice") {
     if (!args.check(3, 3, {"axis"}))
       return Operand::poison();

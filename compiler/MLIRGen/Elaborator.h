@@ -251,6 +251,8 @@ public:
     llvm::SmallVector<std::tuple<std::string, SMLoc, bool /*moe*/>> splitAxes;
   };
   std::optional<ModelState> model;
+  /// The next dropout's stream (loom.dropout): each draws its own mask.
+  int64_t dropoutStreams = 0;
 
   // Layer and expert instantiation.
   std::string paramPrefix;            // "block.2." inside an instance

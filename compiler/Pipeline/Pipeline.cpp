@@ -149,6 +149,9 @@ void ::loom::buildAutodiffPipeline(OpPassManager &pm, bool train,
 
 void ::loom::buildPartitionPipeline(OpPassManager &pm,
                                     const PartitionOptions &options) {
+  // A training step keyed its dropouts (loom-optimizer-step): the others
+  // are the identity.
+  pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomStripDropout());
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomInlineStages());
   // A no-op after autodiff, which expands MoE blocks first.
   pm.addNestedPass<func::FuncOp>(mlir::loom::createLoomExpandMoe());

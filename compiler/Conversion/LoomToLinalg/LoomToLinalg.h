@@ -9,6 +9,8 @@ namespace mlir::loom {
 
 /// Elementwise ops, casts and constants.
 void populateElementwiseToLinalgPatterns(RewritePatternSet &patterns);
+/// loom.dropout: its counter-based mask, or the identity without keys.
+void populateDropoutToLinalgPatterns(RewritePatternSet &patterns);
 /// Matmul.
 void populateContractionToLinalgPatterns(RewritePatternSet &patterns);
 /// Softmax, layernorm, rmsnorm (and their gradient), sum/mean/max,

@@ -22,6 +22,7 @@ using namespace mlir::loom;
 void mlir::loom::populateLoomToLinalgPatterns(RewritePatternSet &patterns,
                                               int64_t normRowBlockBytes) {
   populateElementwiseToLinalgPatterns(patterns);
+  populateDropoutToLinalgPatterns(patterns);
   populateContractionToLinalgPatterns(patterns);
   populateReductionsToLinalgPatterns(patterns, normRowBlockBytes);
   populateDataMovementToLinalgPatterns(patterns);

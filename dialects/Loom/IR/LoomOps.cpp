@@ -111,6 +111,31 @@ LogicalResult CausalMaskOp::verify() {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  if (getType() != getInput().getType())
+    return emitOpError("result must have the input's type");
+  double p = getProbability().convertToDouble();
+  if (!(p >= 0 && p < 1))
+    return emitOpError("probability must be in [0, 1), got ") << p;
+  RankedTensorType type = getType();
+  if (static_cast<int64_t>(getPositions().size()) != type.getRank())
+    return emitOpError("needs one positions vector per dim (")
+           << type.getRank() << "), got " << getPositions().size();
+  for (auto [d, positions] : llvm::enumerate(getPositions())) {
+    auto vector = cast<RankedTensorType>(positions.getType());
+    if (vector.getRank() != 1 || vector.getDimSize(0) != type.getDimSize(d))
+      return emitOpError("positions ") << d << " must be an i32 vector of "
+                                       << type.getDimSize(d) << ", got " << vector;
+  }
+  if (!getKeys().empty() &&
+      (getKeys().size() != 2 ||
+       llvm::any_of(getKeys(), [](Value key) {
+         return cast<RankedTensorType>(key.getType()).getRank() != 0;
+       })))
+    return emitOpError("keys are none or two f32 scalars (seed, microbatch)");
+  return success();
+}
+
 int64_t mlir::loom::attentionBlockSize(int64_t queries, int64_t keys) {
   int64_t common = std::gcd(queries, keys);
   // Multiples of 32 first, which the CPU's register tiles divide (992's

@@ -198,6 +198,38 @@ def Loom_CausalMaskOp : Loom_Op<"causal_mask",
   let hasVerifier = 1;
 }
 
+def Loom_DropoutOp : Loom_Op<"dropout",
+                             [DeclareOpInterfaceMethods<Loom_VjpOpInterface>,
+                              Pure, AttrSizedOperandSegments]> {
+  let summary = "Zeroes each element with a probability, scaling the others";
+  let description = [{
+    Inverted dropout: an element is kept when `u >= probability`, with
+    `u` in [0, 1) a hash of the step's `keys` (the run's seed and step,
+    the microbatch), the op's `stream` and the element's `positions` (one
+    i32 vector per dim: its global index along that dim), and a kept
+    element is multiplied by 1 / (1 - probability), in f32. The mask is a
+    function of global positions, so a partitioned program drops what
+    one rank would. Without keys (a forward, a gradient program) it is
+    the identity; a microbatch key below 0 (a held-out loss) too.
+
+    ```mlir
+    %y = loom.dropout %x positions(%rows, %cols) keys(%seed, %microbatch)
+        {probability = 1.0e-01 : f64, stream = 0 : i64}
+        : (tensor<4x8xf32>, tensor<4xi32>, tensor<8xi32>, tensor<f32>, tensor<f32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Loom_FloatTensor:$input,
+                       Variadic<RankedTensorOf<[I32]>>:$positions,
+                       Variadic<RankedTensorOf<[F32]>>:$keys,
+                       F64Attr:$probability, I64Attr:$stream);
+  let results = (outs Loom_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `positions` `(` $positions `)` (`keys` `(` $keys^ `)`)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_AttentionOp : Loom_Op<"attention",
                                [DeclareOpInterfaceMethods<Loom_VjpOpInterface>, Pure]> {
   let summary = "Scaled dot-product attention, one op for its five";

@@ -214,6 +214,19 @@ LogicalResult ErfOp::buildVjp(OpBuilder &b, ValueRange grads,
   });
 }
 
+LogicalResult DropoutOp::buildVjp(OpBuilder &b, ValueRange grads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // dy through the same mask: the same positions, stream and (once the
+  // step adds them to every dropout) keys.
+  Location loc = getLoc();
+  Value dy = grads[0];
+  Value dx = DropoutOp::create(b, loc, dy.getType(), dy, getPositions(), getKeys(),
+                               getProbabilityAttr(), getStreamAttr());
+  operandGrads.assign({castTo(b, loc, dx, typeOf(getInput()).getElementType())});
+  operandGrads.append(getNumOperands() - 1, Value());
+  return success();
+}
+
 LogicalResult CastOp::buildVjp(OpBuilder &b, ValueRange grads,
                                SmallVectorImpl<Value> &operandGrads) {
   Type element = typeOf(getInput()).getElementType();

@@ -483,6 +483,20 @@ LogicalResult StepBuilder::run() {
     return emitError(train.getLoc(), "nothing to train: model '")
            << model.getSymName() << "' has no float param";
   loc = train.getLoc();
+  // Every dropout of the step, the forward's and its gradient's through the
+  // same mask, draws from the step's keys: the run's seed and step, and
+  // the microbatch (the runtime's). A forward without them drops nothing.
+  SmallVector<DropoutOp> dropouts;
+  model.walk([&](DropoutOp op) {
+    if (op.getKeys().empty())
+      dropouts.push_back(op);
+  });
+  if (!dropouts.empty()) {
+    SmallVector<Value> keys{scalarInput("opt.dropout_seed"),
+                            scalarInput("opt.dropout_microbatch")};
+    for (DropoutOp op : dropouts)
+      op.getKeysMutable().assign(keys);
+  }
   // The gradients' producers, named for loom-bucket-gradients.
   auto tagGradients = [&] {
     for (BlockArgument param : params)

@@ -689,6 +689,20 @@ LogicalResult Partitioner::partition(Operation *op) {
   // attention's keys split over tp by their heads stay so).
   if (isElementwise(op) || isa<BroadcastOp>(op))
     return partitionElementwise(op);
+  if (auto dropout = dyn_cast<DropoutOp>(op)) {
+    // Elementwise on whole values (a partial sum is reduced first), each
+    // dim's positions split as the dim is: each rank hashes the global
+    // positions of its elements, and draws the mask one rank would.
+    Sharding in = withWhole(dropout.getInput(), {});
+    SmallVector<Sharding> operands{in};
+    for (const GridAxes &axes : in.dims) {
+      Sharding positions = Sharding::replicated(1);
+      positions.dims[0] = axes;
+      operands.push_back(positions);
+    }
+    operands.append(dropout.getKeys().size(), Sharding::replicated(0));
+    return apply(op, operands, {in});
+  }
   // A mean over microbatches is linear: it keeps any layout, partial sums
   // included, so a gradient's sum over the ranks runs once, after it.
   if (auto accumulate = dyn_cast<AccumulateOp>(op)) {

@@ -23,6 +23,15 @@ def LoomStripShardings : Pass<"loom-strip-shardings", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def LoomStripDropout : Pass<"loom-strip-dropout", "mlir::func::FuncOp"> {
+  let summary = "Replace each loom.dropout outside a training step by its input";
+  let description = [{
+    A `loom.dropout` without keys (a forward, a gradient program, whose
+    dropouts loom-optimizer-step did not key) drops nothing: it is replaced
+    by its input, and its positions' unused `loom.arange`s are erased.
+  }];
+}
+
 def LoomExpandMoe : Pass<"loom-expand-moe", "mlir::func::FuncOp"> {
   let summary = "Rewrite each loom.moe into routing, slot gathers and batched experts";
   let description = [{

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/runtime/exec/Cuda.h"
+#include "loom/runtime/exec/Training.h"
 
 #include <cstdio>
 #include <cstring>
@@ -1002,7 +1003,10 @@ bool CudaExecutor::runSteps(char *hostArena, size_t begin, size_t end,
                             uint64_t microbatch, std::string &error) {
   State &s = *state;
   // A later microbatch must not clear the arena: the accumulates' sums
-  // live there.
+  // live there. Its dropout key goes up with its inputs.
+  if (begin == 0)
+    fillDropoutMicrobatch(*s.plan, hostArena,
+                          dropoutOff ? -1.0 : static_cast<double>(microbatch));
   if (begin == 0 && !uploadInputs(hostArena, microbatch > 0, error))
     return false;
   for (size_t i = begin; i < end && i < s.plan->steps.size(); ++i)

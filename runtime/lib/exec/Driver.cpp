@@ -280,7 +280,7 @@ bool Driver::runSingle() {
     if (step > resumedAt + 1 && !loadInputs(whole, executor.arena()))
       return false;
     keepParams(whole, step);
-    fillStepScalars(whole, executor.arena(), train);
+    fillStepScalars(whole, executor.arena(), train, options.seed);
     if (options.generate)
       generator.place(whole, executor.arena());
     auto place = [&](uint64_t microbatch) {
@@ -542,7 +542,7 @@ bool Driver::runRanks() {
       return false;
     keepParams(spmd, step);
     if (rank == 0)
-      fillStepScalars(staging, stagingArena.data(), train);
+      fillStepScalars(staging, stagingArena.data(), train, options.seed);
     if (rank == 0 && options.generate)
       generator.place(staging, stagingArena.data());
     // Each microbatch's rows (or the step's batch) go out to the ranks.

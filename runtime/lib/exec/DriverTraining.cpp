@@ -103,6 +103,16 @@ bool Driver::evaluateHeldOut(const Plan &plan, const Plan &stage, char *stageAre
   if (!onCuda && !prefix)
     saved = saveInPlaceParams(plan, executor, holderIn(plan));
   evaluation.lossSum = 0;
+  // A held-out loss is the model's, dropping nothing (torch's eval()).
+  executor.setDropoutOff(true);
+  cuda.setDropoutOff(true);
+  struct DropoutOn {
+    Driver &driver;
+    ~DropoutOn() {
+      driver.executor.setDropoutOff(false);
+      driver.cuda.setDropoutOff(false);
+    }
+  } restore{*this};
   for (uint64_t batch = 1; batch <= evaluation.batches; ++batch) {
     auto place = [&](uint64_t microbatch) {
       // On one rank the step's temps may have overwritten the other inputs'

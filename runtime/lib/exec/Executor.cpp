@@ -3,6 +3,7 @@
 #include "loom/runtime/exec/Executor.h"
 
 #include "loom/runtime/comm/Collective.h"
+#include "loom/runtime/exec/Training.h"
 #include "loom/runtime/plan/Layout.h"
 
 #include <algorithm>
@@ -170,6 +171,9 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
   // Times count from the run's start (TraceRecorder::beginRun), however
   // many calls the run makes (a pipelined one, one per step).
   Clock::time_point start = trace ? trace->runStart() : Clock::now();
+  // The dropout masks' microbatch key (a pipeline restores each
+  // microbatch's inputs before its steps, this one among them).
+  fillDropoutMicrobatch(*plan, arena(), dropoutOff ? -1.0 : static_cast<double>(microbatch));
   for (size_t i = begin; i < end && i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
     if (step.kind == StepKind::Transfer)

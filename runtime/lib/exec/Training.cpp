@@ -7,6 +7,7 @@
 #include "loom/runtime/io/Npy.h"
 #include "loom/runtime/plan/Layout.h"
 #include "loom/runtime/support/DType.h"
+#include "loom/runtime/support/Hash.h"
 #include "loom/runtime/support/Random.h"
 #include "loom/runtime/support/Shape.h"
 
@@ -54,8 +55,22 @@ double loom::runtime::learningRate(const PlanOptimizer &optimizer,
   return minLr + (lr - minLr) * (1 + std::cos(M_PI * progress)) / 2;
 }
 
+uint32_t loom::runtime::dropoutSeedBits(uint64_t seed, uint64_t step) {
+  uint32_t key = lowbias32(static_cast<uint32_t>(seed) ^ static_cast<uint32_t>(seed >> 32));
+  return lowbias32(key + static_cast<uint32_t>(step));
+}
+
+void loom::runtime::fillDropoutMicrobatch(const Plan &plan, char *arena,
+                                          double microbatch) {
+  if (const PlanBuffer *buffer = plan.findBuffer("opt.dropout_microbatch"))
+    if (isStepScalar(plan, *buffer)) {
+      float stored = static_cast<float>(microbatch);
+      std::memcpy(arena + buffer->offset, &stored, sizeof(stored));
+    }
+}
+
 void loom::runtime::fillStepScalars(const Plan &plan, char *arena,
-                                    const TrainState &state) {
+                                    const TrainState &state, uint64_t seed) {
   const PlanOptimizer &optimizer = plan.optimizer;
   double lr = learningRate(optimizer, state.step + 1);
   double t = static_cast<double>(state.applied + 1);
@@ -79,6 +94,12 @@ void loom::runtime::fillStepScalars(const Plan &plan, char *arena,
       // scale, they were M times larger and overflowed f16 where the
       // whole batch's did not). The unscale divides by the same value.
       value = state.lossScale / static_cast<double>(optimizer.microbatches);
+    else if (buffer.name == "opt.dropout_seed") {
+      // A key, not a number: its bits (the kernels bitcast them back).
+      uint32_t bits = dropoutSeedBits(seed, state.step);
+      std::memcpy(arena + buffer.offset, &bits, sizeof(bits));
+      continue;
+    }
     float stored = static_cast<float>(value);
     std::memcpy(arena + buffer.offset, &stored, sizeof(stored));
   }

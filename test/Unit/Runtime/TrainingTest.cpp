@@ -116,13 +116,13 @@ TEST(Training, StepScalarsFollowTorch) {
   // The third step, after two applied: t = 3.
   TrainState state = initialTrainState(plan.optimizer);
   state.step = state.applied = 2;
-  fillStepScalars(plan, arena.data(), state);
+  fillStepScalars(plan, arena.data(), state, 0);
   EXPECT_EQ(scalar(3), static_cast<float>(0.001 / (1 - std::pow(0.9, 3))));
   EXPECT_EQ(scalar(4), static_cast<float>(std::sqrt(1 - std::pow(0.999, 3))));
   EXPECT_EQ(scalar(0), 0.0f); // not a step scalar
   // A skipped step does not count for the bias correction: t stays 2 + 1.
   state.step = 5;
-  fillStepScalars(plan, arena.data(), state);
+  fillStepScalars(plan, arena.data(), state, 0);
   EXPECT_EQ(scalar(3), static_cast<float>(0.001 / (1 - std::pow(0.9, 3))));
 }
 

@@ -1997,3 +1997,43 @@ func.func @moe_exchange_axes_twice(%p: tensor<16x4xf32>) attributes {loom.grid =
   %e, %s, %src, %c = loom.moe_route %p top_k 1 capacity 4 {loom.moe_exchange_axes = ["ep", "ep"]} : tensor<16x4xf32> -> tensor<16x1xi32>, tensor<16x1xi32>, tensor<16xi32>, tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @dropout_probability(%x: tensor<4xf32>, %r: tensor<4xi32>) {
+  // expected-error @+1 {{'loom.dropout' op probability must be in [0, 1), got 1}}
+  %d = loom.dropout %x positions(%r) {probability = 1.0 : f64, stream = 0 : i64} : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_positions(%x: tensor<4x2xf32>, %r: tensor<4xi32>) {
+  // expected-error @+1 {{'loom.dropout' op needs one positions vector per dim (2), got 1}}
+  %d = loom.dropout %x positions(%r) {probability = 0.5 : f64, stream = 0 : i64} : (tensor<4x2xf32>, tensor<4xi32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_position_size(%x: tensor<4xf32>, %r: tensor<5xi32>) {
+  // expected-error @+1 {{'loom.dropout' op positions 0 must be an i32 vector of 4, got 'tensor<5xi32>'}}
+  %d = loom.dropout %x positions(%r) {probability = 0.5 : f64, stream = 0 : i64} : (tensor<4xf32>, tensor<5xi32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_keys(%x: tensor<4xf32>, %r: tensor<4xi32>, %k: tensor<f32>) {
+  // expected-error @+1 {{'loom.dropout' op keys are none or two f32 scalars (seed, microbatch)}}
+  %d = loom.dropout %x positions(%r) keys(%k) {probability = 0.5 : f64, stream = 0 : i64} : (tensor<4xf32>, tensor<4xi32>, tensor<f32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_type(%x: tensor<4xf32>, %r: tensor<4xi32>) {
+  // expected-error @+1 {{'loom.dropout' op result must have the input's type}}
+  %d = loom.dropout %x positions(%r) {probability = 0.5 : f64, stream = 0 : i64} : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xbf16>
+  return
+}

@@ -528,3 +528,15 @@ func.func @moe_slot_blocks(%p: tensor<4x8xf32>, %mine: tensor<1x2x8xi32>, %c: te
   %rs, %sr = loom.moe_exchange_map %c, %o block %b capacity 4 buffer 2 blocks 2 : tensor<16x2x1xi32>, tensor<16x2x1xi32>, tensor<1xi32> -> tensor<32x1xi32>, tensor<2xi32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<2x4xbf16>, %[[R:[^:]+]]: tensor<2xi32>, %[[C:[^:]+]]: tensor<4xi32>, %[[S:[^:]+]]: tensor<f32>, %[[M:[^:]+]]: tensor<f32>)
+// CHECK: loom.dropout %[[X]] positions(%[[R]], %[[C]]) {probability = 1.000000e-01 : f64, stream = 0 : i64} : (tensor<2x4xbf16>, tensor<2xi32>, tensor<4xi32>) -> tensor<2x4xbf16>
+// CHECK: loom.dropout %[[X]] positions(%[[R]], %[[C]]) keys(%[[S]], %[[M]]) {probability = 5.000000e-01 : f64, stream = 7 : i64} : (tensor<2x4xbf16>, tensor<2xi32>, tensor<4xi32>, tensor<f32>, tensor<f32>) -> tensor<2x4xbf16>
+func.func @dropout(%x: tensor<2x4xbf16>, %r: tensor<2xi32>, %c: tensor<4xi32>, %s: tensor<f32>, %m: tensor<f32>) {
+  %0 = loom.dropout %x positions(%r, %c) {probability = 0.1 : f64, stream = 0 : i64} : (tensor<2x4xbf16>, tensor<2xi32>, tensor<4xi32>) -> tensor<2x4xbf16>
+  %1 = loom.dropout %x positions(%r, %c) keys(%s, %m) {probability = 0.5 : f64, stream = 7 : i64} : (tensor<2x4xbf16>, tensor<2xi32>, tensor<4xi32>, tensor<f32>, tensor<f32>) -> tensor<2x4xbf16>
+  return
+}

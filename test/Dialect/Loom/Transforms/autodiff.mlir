@@ -348,6 +348,24 @@ loom.train @maximum_abs optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 sched
 
 // -----
 
+// dropout: the gradient through the same mask, a dropout of dy with the
+// forward's positions and stream (the step keys both alike).
+// CHECK-LABEL: func.func @dropout
+// CHECK: %[[R:.+]] = loom.arange : tensor<4xi32>
+// CHECK: loom.dropout %{{.+}} positions(%[[R]]) {probability = 2.500000e-01 : f64, stream = 2 : i64}
+// CHECK: %[[DX:.+]] = loom.dropout %{{.+}} positions(%[[R]]) {probability = 2.500000e-01 : f64, stream = 2 : i64}
+// CHECK: return %{{.+}}, %[[DX]]
+func.func @dropout(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %r = loom.arange : tensor<4xi32>
+  %d = loom.dropout %w positions(%r) {probability = 0.25 : f64, stream = 2 : i64} : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xf32>
+  %l = loom.mse %d, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+loom.train @dropout optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
 // erf: dy * 2 / sqrt(pi) * exp(-x^2), from the operand.
 // CHECK-LABEL: func.func @erf
 // CHECK-SAME: (%[[W:[^:]+]]: tensor<4xf32>

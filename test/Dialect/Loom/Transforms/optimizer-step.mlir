@@ -166,3 +166,22 @@ func.func @expert_decay(%t: tensor<2x3xf32> {loom.input = "t"},
   return %2 : tensor<f32>
 }
 loom.train @expert_decay optimizer "sgd" {lr = 1.0e-1 : f64, weight_decay = 0.01 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1
+
+// -----
+
+// Every dropout of the step, the forward's and its gradient's, takes the
+// step's keys: two scalars the runtime fills (the run's seed and step, and
+// the microbatch), so that both draw one mask.
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME: %[[SEED:arg[0-9]+]]: tensor<f32> {loom.input = "opt.dropout_seed"}
+// CHECK-SAME: %[[MB:arg[0-9]+]]: tensor<f32> {loom.input = "opt.dropout_microbatch"}
+// CHECK: loom.dropout %{{.+}} positions(%[[R:.+]]) keys(%[[SEED]], %[[MB]]) {probability = 2.500000e-01 : f64, stream = 4 : i64}
+// CHECK: loom.dropout %{{.+}} positions(%[[R]]) keys(%[[SEED]], %[[MB]]) {loom.gradient_of = "w", probability = 2.500000e-01 : f64, stream = 4 : i64}
+func.func @dropout(%w: tensor<4xf32> {loom.param = "w"}, %t: tensor<4xf32> {loom.input = "t"})
+    -> (tensor<f32> {loom.loss = "loss"}) {
+  %r = loom.arange : tensor<4xi32>
+  %d = loom.dropout %w positions(%r) {probability = 0.25 : f64, stream = 4 : i64} : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xf32>
+  %l = loom.mse %d, %t : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+loom.train @dropout optimizer "sgd" {lr = 1.0e-1 : f64} microbatches 1 schedule "1f1b" loss_scale "none" steps 1

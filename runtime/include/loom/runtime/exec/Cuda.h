@@ -140,6 +140,9 @@ public:
   /// time, as run does). finish() ends the step. No trace events.
   bool runSteps(char *hostArena, size_t begin, size_t end, uint64_t microbatch,
                 std::string &error);
+  /// As Executor::setDropoutOff (the key goes up with a microbatch's
+  /// inputs, from step 0).
+  void setDropoutOff(bool off) { dropoutOff = off; }
   /// The inputs from `hostArena` to the device: only them with
   /// `inputsOnly` or once the params live there (training), else every
   /// param and input into a cleared arena (upload).
@@ -151,6 +154,7 @@ public:
 private:
   struct State;
   std::unique_ptr<State> state;
+  bool dropoutOff = false;
   unsigned localRank = 0;
   CudaCollectives *collectives = nullptr;
 };

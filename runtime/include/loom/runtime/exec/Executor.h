@@ -79,6 +79,9 @@ public:
   /// what it wrote. The first step that wrote one is recorded (and the run
   /// goes on, so that every rank reaches its collectives).
   void setCheckNumerics(bool on) { checkNumerics = on; }
+  /// A held-out loss: runSteps gives the dropouts microbatch -1, where
+  /// they keep everything (fillDropoutMicrobatch).
+  void setDropoutOff(bool off) { dropoutOff = off; }
   /// The first non-finite step's description since the last call, or
   /// empty; clears it.
   std::string takeNumericsFailure() {
@@ -106,6 +109,7 @@ private:
   Arena memory;
   Communicator *comm = nullptr;
   bool checkNumerics = false;
+  bool dropoutOff = false;
   std::string numericsFailure;
   std::vector<CommGroup> groups; // per step; collective steps only
   Arena scratch;

@@ -56,8 +56,20 @@ double learningRate(const PlanOptimizer &optimizer, uint64_t step);
 /// opt.lr = lr(s), opt.step_size = lr(s) / (1 - beta1^t),
 /// opt.bc2_sqrt = sqrt(1 - beta2^t), opt.decay = 1 - lr(s) weight_decay,
 /// opt.loss_scale = the loss scale over the microbatches (the seed of each
-/// microbatch's backward).
-void fillStepScalars(const Plan &plan, char *arena, const TrainState &state);
+/// microbatch's backward), and the dropout masks' key of the run's `seed`
+/// and the step, opt.dropout_seed (dropoutSeedBits, its f32's bits).
+void fillStepScalars(const Plan &plan, char *arena, const TrainState &state,
+                     uint64_t seed);
+
+/// The dropout masks' key of step `step` (0 for the first) of a run of
+/// `seed`: lowbias32(lowbias32(seed's low 32 bits ^ its high 32) + step's
+/// low 32 bits), in u32 arithmetic (docs/language.md, dropout).
+uint32_t dropoutSeedBits(uint64_t seed, uint64_t step);
+
+/// Writes the microbatch a run of steps computes into opt.dropout_microbatch
+/// (the dropout masks' other key), or -1 for a held-out loss, where the
+/// dropouts keep everything; a plan without dropout has no such buffer.
+void fillDropoutMicrobatch(const Plan &plan, char *arena, double microbatch);
 
 /// Clean steps in a row after which dynamic loss scaling doubles the scale
 /// (torch.cuda.amp.GradScaler's growth_interval).

@@ -22,6 +22,18 @@ inline uint32_t fnv1a32(std::string_view bytes) {
   return hash;
 }
 
+/// lowbias32 (C. Wellons' 32-bit integer mix, full avalanche): the hash a
+/// dropout mask chains over its keys and positions (loomc's
+/// DropoutToLinalg computes the same in the kernels).
+inline uint32_t lowbias32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
 /// The 64-bit FNV-1a hash of `bytes`, continuing from `hash` (so that
 /// several pieces hash as their concatenation): the checkpoints' checksum.
 inline uint64_t fnv1a64(std::string_view bytes,
