@@ -179,6 +179,18 @@ TRIG = {"sin": ("sin({})", torch.sin), "cos": ("cos({})", torch.cos)}
 # seeds of the tests whose programs have one is chosen: their programs
 # stay).
 SIGMOID = {"sigmoid": ("sigmoid({})", torch.sigmoid)}
+# maximum, minimum (of a binary op's operands), abs (in relu's place) and
+# erf (in tanh's), drawn from a stream of their own (Program.select_rng) in
+# f32 programs only: the gradients of the first three jump where the
+# operands cross (or x crosses 0), so two operands a 16-bit rounding apart
+# tie in the program and not in the float64 reference, and a gradient
+# differs by half. In f32 torch's rules meet Loom's documented ones: a tie
+# shares the gradient evenly (an exact one, such as two relus at 0), abs'
+# gradient at 0 is 0.
+SELECTION = {"maximum": torch.maximum, "minimum": torch.minimum}
+ABS = {"abs": ("abs({})", torch.abs)}
+# erf, bounded as tanh, in tanh's place from the same stream.
+ERF = {"erf": ("erf({})", torch.erf)}
 
 
 # The largest spread of a softmax row's inputs in the reference evaluations
@@ -257,6 +269,7 @@ class Program:
                  microbatches=1):
         self.rng = rng
         self.trig_rng = None  # build() seeds it
+        self.select_rng = None  # and this one (f32 programs only)
         self.sigmoid_for_tanh = False  # and sets it
         self.gradients = gradients
         self.precision = precision
@@ -346,9 +359,13 @@ class Program:
             name = r.choice(sorted(unary))
             if name == "tanh" and self.sigmoid_for_tanh:
                 name = "sigmoid"
+            elif name == "tanh" and self.select_rng and self.select_rng.random() < 0.5:
+                name = "erf"
             elif name == "tanh" and self.trig_rng and self.trig_rng.random() < 2 / 3:
                 name = self.trig_rng.choice(sorted(TRIG))
-            text, fn = {**unary, **TRIG, **SIGMOID}[name]
+            elif name == "relu" and self.select_rng and self.select_rng.random() < 0.5:
+                name = "abs"
+            text, fn = {**unary, **TRIG, **SIGMOID, **ABS, **ERF}[name]
             return self.bind(text.format(a), lambda v, a=a, fn=fn: fn(v[a]))
         if kind in ("binary", "broadcast"):
             a = self.expr(shape, sub, batched)
@@ -361,6 +378,10 @@ class Program:
                 other_batched = batched and start == 0 and other[0] != 1
             b = self.expr(tuple(other), sub, other_batched)
             op = r.choice("+-*/")
+            if op in "+-" and self.select_rng and self.select_rng.random() < 0.5:
+                name = self.select_rng.choice(sorted(SELECTION))
+                return self.bind(f"{name}({a}, {b})",
+                                 lambda v, a=a, b=b, fn=SELECTION[name]: fn(v[a], v[b]))
             if op == "/":
                 return self.bind(f"{a} / ({b} * {b} + 1)", lambda v, a=a, b=b: v[a] / (v[b] ** 2 + 1))
             fn = {"+": torch.add, "-": torch.sub, "*": torch.mul}[op]
@@ -622,6 +643,7 @@ class Body(Program):
     def __init__(self, parent, shape, batched, moe):
         super().__init__(parent.rng, parent.gradients, parent.precision)
         self.trig_rng = parent.trig_rng
+        self.select_rng = parent.select_rng
         self.sigmoid_for_tanh = parent.sigmoid_for_tanh
         self.arg, self.arg_shape, self.batched_arg, self.in_moe = "a", tuple(shape), batched, moe
         self.used = False
@@ -721,6 +743,8 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     program = Program(rng, gradients, args.precision, batch, args.layers, args.moe, args.microbatches)
     program.mix_rows = args.mix_rows
     program.trig_rng = random.Random(seed + 9 * 10**6)
+    if args.precision == "f32":
+        program.select_rng = random.Random(seed + 17000011)
     program.sigmoid_for_tanh = random.Random(seed + 13000008).random() < 0.5
     # The mesh's axes in gpt.loom's order: dp, pp, then the shard axes.
     mesh = ([f"dp = {dp}"] if dp > 1 else []) + ([f"pp = {stages}"] if stages > 1 else []) + \

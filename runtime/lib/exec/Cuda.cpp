@@ -1018,6 +1018,7 @@ bool CudaExecutor::runSteps(char *hostArena, size_t begin, size_t end,
 bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
                        std::string &error) {
   State &s = *state;
+  fillDropoutMicrobatch(*s.plan, hostArena, dropoutOff ? -1.0 : 0.0);
   if (!uploadInputs(hostArena, /*inputsOnly=*/false, error))
     return false;
   const Plan &plan = *s.plan;
