@@ -482,15 +482,30 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
   if (name == "dropout") {
     // Inverted dropout, in a training step only (loom.dropout): p in
     // [0, 1), each dim's global positions for the mask's hash.
-    if (!args.check(2, 2, {}))
+    // p positional or as torch's keyword, `dropout(x, p = 0.1)`.
+    const KeywordArg *keyword = args.keyword("p");
+    if (!args.check(1, 2, {"p"}))
       return Operand::poison();
+    if (keyword ? args.has(1) : !args.has(1)) {
+      error(call.getLoc()) << (keyword ? "dropout's p is given twice"
+                                       : "dropout needs its probability: dropout(x, p)");
+      return Operand::poison();
+    }
     Value x = args.floatTensor(0);
-    std::optional<double> p = evalNumber(*call.args[1], scope);
+    const Expr &given = keyword ? *keyword->value : *call.args[1];
+    std::optional<double> p = evalNumber(given, scope);
     if (!x || !p)
       return Operand::poison();
     if (!(*p >= 0 && *p < 1)) {
-      error(args.at(1)) << "dropout's probability must be in [0, 1), got "
-                        << formatNumber(*p);
+      error(given.getLoc()) << "dropout's probability must be in [0, 1), got "
+                            << formatNumber(*p);
+      return Operand::poison();
+    }
+    // The kernels compare with p in f32: one that rounds to 1 there would
+    // drop everything.
+    if (static_cast<float>(*p) >= 1.0f) {
+      error(given.getLoc()) << "dropout's probability " << formatNumber(*p)
+                            << " rounds to 1 in f32, where it is used";
       return Operand::poison();
     }
     if (*p == 0)

@@ -1547,6 +1547,7 @@ void Elaborator::emitModel(const ModelDecl &decl) {
   builder.setInsertionPointToEnd(module.getBody());
   model.emplace();
   instanceCounts.clear(); // parameter names restart in every model
+  dropoutStreams = 0;     // so do dropouts' numbers: another model leaves them
   model->func = func::FuncOp::create(builder, loc(decl.loc), decl.name.text,
                                      builder.getFunctionType({}, {}));
   builder.setInsertionPointToStart(model->func.addEntryBlock());

@@ -180,8 +180,9 @@ TRIG = {"sin": ("sin({})", torch.sin), "cos": ("cos({})", torch.cos)}
 # stay).
 SIGMOID = {"sigmoid": ("sigmoid({})", torch.sigmoid)}
 # maximum, minimum (of a binary op's operands), abs (in relu's place) and
-# erf (in tanh's), drawn from a stream of their own (Program.select_rng) in
-# f32 programs only: the gradients of the first three jump where the
+# erf (in tanh's), drawn with --selection from a stream of their own
+# (Program.select_rng; the other campaigns' programs, and the counts their
+# tests expect, stay) in f32 programs only: the gradients of the first three jump where the
 # operands cross (or x crosses 0), so two operands a 16-bit rounding apart
 # tie in the program and not in the float64 reference, and a gradient
 # differs by half. In f32 torch's rules meet Loom's documented ones: a tie
@@ -743,7 +744,7 @@ def build(seed, args, gradients, optimizer=None, settings=()):
     program = Program(rng, gradients, args.precision, batch, args.layers, args.moe, args.microbatches)
     program.mix_rows = args.mix_rows
     program.trig_rng = random.Random(seed + 9 * 10**6)
-    if args.precision == "f32":
+    if args.precision == "f32" and args.selection:
         program.select_rng = random.Random(seed + 17000011)
     program.sigmoid_for_tanh = random.Random(seed + 13000008).random() < 0.5
     # The mesh's axes in gpt.loom's order: dp, pp, then the shard axes.
@@ -1437,6 +1438,10 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--seeds", required=True, help="A:B, the seeds A to B - 1")
     parser.add_argument("--gradients", action="store_true")
+    parser.add_argument("--selection", action="store_true",
+                        help="f32 programs also draw maximum, minimum, abs and erf "
+                             "(a stream of their own: without it every seed's program "
+                             "is what it was before they came)")
     parser.add_argument("--train", action="store_true",
                         help=f"{TRAIN_STEPS} steps of a random optimizer against torch.optim's")
     parser.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32")

@@ -1,7 +1,7 @@
 """dropout.test's checks against the mask docs/language.md defines
 (dropout_reference.py): each prints its findings and PASS or FAIL.
 
-    dropout_check.py outputs WORK DTYPE STEP SEED   y, z of step STEP
+    dropout_check.py outputs WORK DTYPE STEP SEED   y, z of step STEP (from 1)
     dropout_check.py update WORK                    a, w after one step
     dropout_check.py microbatches WORK M SEED       the step's loss
 """
@@ -55,7 +55,7 @@ def outputs(work, dtype, step, seed):
     keep_y = R.keep_mask(x.shape, P_Y, seed, step, stream=0)
     keep_z = R.keep_mask(a0.shape, P_Z, seed, step, stream=1)
     ok = True
-    if step > 0:
+    if step > 1:
         # Later steps' w and a are updated: the zeros are the mask's.
         same = np.array_equal(y != 0, keep_y)
         print(f"y: {'zeros' if same else 'FAIL'} where the mask of step {step}, seed {seed} "
@@ -81,8 +81,8 @@ def update(work):
     after = reference.read_safetensors(f"{work}/after.safetensors")
     a0, w0 = init["a"][0].astype(np.float64), init["w"][0].astype(np.float64)
     n = x.size
-    keep_y = R.keep_mask(x.shape, P_Y, 0, 0, stream=0)
-    keep_z = R.keep_mask(a0.shape, P_Z, 0, 0, stream=1)
+    keep_y = R.keep_mask(x.shape, P_Y, 0, 1, stream=0)
+    keep_z = R.keep_mask(a0.shape, P_Z, 0, 1, stream=1)
     d = x * keep_y / (1 - P_Y)
     y = d * w0
     z = a0 * keep_z / (1 - P_Z)
@@ -107,7 +107,7 @@ def microbatches(work, m, seed):
     x = np.load(f"{work}/x.npy").astype(np.float64)
     losses = []
     for k, xs in enumerate(np.split(x, m)):
-        y = xs * R.keep_mask(xs.shape, P_Y, seed, 0, stream=0, microbatch=k) / (1 - P_Y)
+        y = xs * R.keep_mask(xs.shape, P_Y, seed, 1, stream=0, microbatch=k) / (1 - P_Y)
         losses.append(np.mean(y * y))
     want = np.mean(losses)
     log = [json.loads(line) for line in open(f"{work}/log.jsonl")]

@@ -23,7 +23,8 @@ def lowbias32(x):
 
 
 def seed_key(seed, step):
-    """The step's key: lowbias32(lowbias32(seed_lo ^ seed_hi) + step)."""
+    """The step's key: lowbias32(lowbias32(seed_lo ^ seed_hi) + step),
+    `step` 1 for the first."""
     key = lowbias32(u32(seed) ^ u32(seed >> 32))
     return lowbias32(key + u32(step))
 
@@ -31,7 +32,7 @@ def seed_key(seed, step):
 def keep_mask(shape, p, seed, step, stream, microbatch=0, offsets=None):
     """Where dropout(x, p) of `stream` keeps an element of a tensor of
     `shape` (its global positions start at `offsets`, default 0) in step
-    `step` (0 for the first) of a run of `seed`, in microbatch
+    `step` (1 for the first) of a run of `seed`, in microbatch
     `microbatch`."""
     offsets = offsets or [0] * len(shape)
     h = lowbias32(seed_key(seed, step) + u32(stream * 0x9E3779B9))

@@ -115,8 +115,8 @@ LogicalResult DropoutOp::verify() {
   if (getType() != getInput().getType())
     return emitOpError("result must have the input's type");
   double p = getProbability().convertToDouble();
-  if (!(p >= 0 && p < 1))
-    return emitOpError("probability must be in [0, 1), got ") << p;
+  if (!(p >= 0 && static_cast<float>(p) < 1))
+    return emitOpError("probability must be in [0, 1) in f32, got ") << p;
   RankedTensorType type = getType();
   if (static_cast<int64_t>(getPositions().size()) != type.getRank())
     return emitOpError("needs one positions vector per dim (")

@@ -74,6 +74,13 @@ Value BodyBatcher::alignedOperand(Value operand, int64_t rank) {
 }
 
 LogicalResult BodyBatcher::batch(Operation *op) {
+  // Said of the dropout the script wrote, not of its positions' aranges,
+  // which come first.
+  for (Operation *user : op->getUsers())
+    if (isa<DropoutOp>(user))
+      return emitError(user->getLoc(), "dropout is not supported in an MoE expert body yet");
+  if (isa<DropoutOp>(op))
+    return emitError(op->getLoc(), "dropout is not supported in an MoE expert body yet");
   if (op->hasTrait<OpTrait::ConstantLike>()) {
     b.clone(*op, map);
     constants.insert(op->getResult(0));

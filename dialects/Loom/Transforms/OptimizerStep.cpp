@@ -483,20 +483,6 @@ LogicalResult StepBuilder::run() {
     return emitError(train.getLoc(), "nothing to train: model '")
            << model.getSymName() << "' has no float param";
   loc = train.getLoc();
-  // Every dropout of the step, the forward's and its gradient's through the
-  // same mask, draws from the step's keys: the run's seed and step, and
-  // the microbatch (the runtime's). A forward without them drops nothing.
-  SmallVector<DropoutOp> dropouts;
-  model.walk([&](DropoutOp op) {
-    if (op.getKeys().empty())
-      dropouts.push_back(op);
-  });
-  if (!dropouts.empty()) {
-    SmallVector<Value> keys{scalarInput("opt.dropout_seed"),
-                            scalarInput("opt.dropout_microbatch")};
-    for (DropoutOp op : dropouts)
-      op.getKeysMutable().assign(keys);
-  }
   // The gradients' producers, named for loom-bucket-gradients.
   auto tagGradients = [&] {
     for (BlockArgument param : params)
@@ -532,6 +518,22 @@ LogicalResult StepBuilder::run() {
         << (!hasState ? "sgd without momentum keeps no optimizer state to split"
                       : "no mesh axis of more than one rank splits the inputs' "
                         "batch (dimension 0) to split the state over");
+  // Every dropout of the step, the forward's and its gradient's through the
+  // same mask, draws from the step's keys: the run's seed and step, and
+  // the microbatch (the runtime's). A forward without them drops nothing.
+  // (After ZeRO's look at the arguments: the new ones have no attributes
+  // until the step is built, and reading theirs had crashed.)
+  SmallVector<DropoutOp> dropouts;
+  model.walk([&](DropoutOp op) {
+    if (op.getKeys().empty())
+      dropouts.push_back(op);
+  });
+  if (!dropouts.empty()) {
+    SmallVector<Value> keys{scalarInput("opt.dropout_seed"),
+                            scalarInput("opt.dropout_microbatch")};
+    for (DropoutOp op : dropouts)
+      op.getKeysMutable().assign(keys);
+  }
   Value clip;
   Value norm = prepareGradients(params, grads, clip);
   tagGradients(); // unscaled: the sums may come before or after

@@ -694,6 +694,18 @@ LogicalResult Partitioner::partition(Operation *op) {
     // dim's positions split as the dim is: each rank hashes the global
     // positions of its elements, and draws the mask one rank would.
     Sharding in = withWhole(dropout.getInput(), {});
+    // Sequence parallelism, as an elementwise op's: a row-parallel
+    // matmul's partial sums on their way to the residual stream (Megatron's
+    // dropout there) are reduce-scattered along the sequence dim.
+    const Sharding &given = shardingOf(dropout.getInput());
+    int64_t rank = dropout.getType().getRank();
+    if (sequenceParallel && rank >= 2 && !given.partial.empty() &&
+        in.dims[rank - 2].empty() &&
+        llvm::none_of(given.partial, [&](int16_t a) { return in.uses(a); }) &&
+        globalType(dropout.getInput()).getDimSize(rank - 2) % grid.ways(given.partial) == 0) {
+      in.dims[rank - 2].assign(given.partial.begin(), given.partial.end());
+      sequenceSplit = true;
+    }
     SmallVector<Sharding> operands{in};
     for (const GridAxes &axes : in.dims) {
       Sharding positions = Sharding::replicated(1);

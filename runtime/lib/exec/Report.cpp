@@ -261,8 +261,10 @@ void loom::runtime::printPipelineInfo(std::FILE *out, const Plan &spmd,
                  stage, stage % ranks, counts[0], counts[1], counts[2],
                  mebibytes(held[stage]).c_str());
   }
+  uint64_t messages = pipelineMessageBytes(spmd);
   std::fprintf(out, "  every rank receives its carries into a buffer of %s "
-               "(the largest)\n", mebibytes(pipelineMessageBytes(spmd)).c_str());
+               "(%llu bytes, the largest carry)\n", mebibytes(messages).c_str(),
+               static_cast<unsigned long long>(messages));
   // Params and optimizer state stay on the stages that use them (`held`).
   uint64_t params = 0;
   std::vector<uint64_t> heldParams(ranks, 0);

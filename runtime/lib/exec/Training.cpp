@@ -96,7 +96,7 @@ void loom::runtime::fillStepScalars(const Plan &plan, char *arena,
       value = state.lossScale / static_cast<double>(optimizer.microbatches);
     else if (buffer.name == "opt.dropout_seed") {
       // A key, not a number: its bits (the kernels bitcast them back).
-      uint32_t bits = dropoutSeedBits(seed, state.step);
+      uint32_t bits = dropoutSeedBits(seed, state.step + 1);
       std::memcpy(arena + buffer.offset, &bits, sizeof(bits));
       continue;
     }

@@ -18,25 +18,24 @@ using loom::test::sealLines;
 
 namespace {
 /// Two stages on pp=2: stage 0 computes `a` (64 B) and carries it forward;
-/// stage 1 reads it and computes `b`, whose gradient `g` goes back.
-Plan twoStagePlan() {
+/// stage 1 reads it and computes `b`, whose gradient `g` goes back. With
+/// `carriesB`, stage 0 computes `b` (16 B) too and carries both.
+Plan twoStagePlan(bool carriesB = false) {
   Plan plan;
   std::string error;
-  EXPECT_TRUE(parsePlan(sealLines({"loom-plan 1", "model m", "device cpu",
-                                   "mesh g pp=2", "pipeline pp 2 1f1b",
-                                   "arena 512", "buffer 0 x input f32 4 0",
-                                   "buffer 1 a temp f32 16 64",
-                                   "buffer 2 b temp f32 4 128",
-                                   "buffer 3 g temp f32 16 192",
-                                   "buffer 4 y output f32 16 256",
-                                   "kernel k 2", "section forward 0",
-                                   "step k 0 1", "section forward 1",
-                                   "step k 1 2", "section backward 1",
-                                   "step k 2 3", "section backward 0",
-                                   "step k 3 4", "carry forward 0 1",
-                                   "carry backward 1 3"}),
-                        plan, error))
-      << error;
+  std::vector<std::string> lines = {
+      "loom-plan 1", "model m", "device cpu", "mesh g pp=2", "pipeline pp 2 1f1b",
+      "arena 512", "buffer 0 x input f32 4 0", "buffer 1 a temp f32 16 64",
+      "buffer 2 b temp f32 4 128", "buffer 3 g temp f32 16 192",
+      "buffer 4 y output f32 16 256", "kernel k 2", "section forward 0", "step k 0 1"};
+  if (carriesB)
+    lines.push_back("step k 0 2");
+  for (const char *line : {"section forward 1", "step k 1 2", "section backward 1",
+                           "step k 2 3", "section backward 0", "step k 3 4"})
+    lines.push_back(line);
+  lines.push_back(carriesB ? "carry forward 0 1 2" : "carry forward 0 1");
+  lines.push_back("carry backward 1 3");
+  EXPECT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
   return plan;
 }
 
@@ -302,23 +301,6 @@ TEST(PipelineRunner, ReceivesCarriesIntoOneBufferOfTheLargest) {
   // Stage 0 carries a (64 B) and b (16 B) forward, stage 1 g (64 B) back:
   // the buffer every rank receives into holds the larger carry, both
   // values of the forward's.
-  Plan plan;
-  std::string error;
-  ASSERT_TRUE(parsePlan(sealLines({"loom-plan 1", "model m", "device cpu",
-                                   "mesh g pp=2", "pipeline pp 2 1f1b",
-                                   "arena 512", "buffer 0 x input f32 4 0",
-                                   "buffer 1 a temp f32 16 64",
-                                   "buffer 2 b temp f32 4 128",
-                                   "buffer 3 g temp f32 16 192",
-                                   "buffer 4 y output f32 16 256",
-                                   "kernel k 2", "section forward 0",
-                                   "step k 0 1", "step k 0 2",
-                                   "section forward 1", "step k 1 2",
-                                   "section backward 1", "step k 2 3",
-                                   "section backward 0", "step k 3 4",
-                                   "carry forward 0 1 2", "carry backward 1 3"}),
-                        plan, error))
-      << error;
-  EXPECT_EQ(pipelineMessageBytes(plan), 80u);
+  EXPECT_EQ(pipelineMessageBytes(twoStagePlan(/*carriesB=*/true)), 80u);
   EXPECT_EQ(pipelineMessageBytes(twoStagePlan()), 64u);
 }

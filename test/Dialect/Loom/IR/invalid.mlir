@@ -2001,7 +2001,7 @@ func.func @moe_exchange_axes_twice(%p: tensor<16x4xf32>) attributes {loom.grid =
 // -----
 
 func.func @dropout_probability(%x: tensor<4xf32>, %r: tensor<4xi32>) {
-  // expected-error @+1 {{'loom.dropout' op probability must be in [0, 1), got 1}}
+  // expected-error @+1 {{'loom.dropout' op probability must be in [0, 1) in f32, got 1}}
   %d = loom.dropout %x positions(%r) {probability = 1.0 : f64, stream = 0 : i64} : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xf32>
   return
 }

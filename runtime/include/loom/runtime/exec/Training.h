@@ -61,9 +61,10 @@ double learningRate(const PlanOptimizer &optimizer, uint64_t step);
 void fillStepScalars(const Plan &plan, char *arena, const TrainState &state,
                      uint64_t seed);
 
-/// The dropout masks' key of step `step` (0 for the first) of a run of
-/// `seed`: lowbias32(lowbias32(seed's low 32 bits ^ its high 32) + step's
-/// low 32 bits), in u32 arithmetic (docs/language.md, dropout).
+/// The dropout masks' key of step `step` (1 for the first, so that no key
+/// of seed 0 is lowbias32's fixed point 0) of a run of `seed`:
+/// lowbias32(lowbias32(seed's low 32 bits ^ its high 32) + step's low 32
+/// bits), in u32 arithmetic (docs/language.md, dropout).
 uint32_t dropoutSeedBits(uint64_t seed, uint64_t step);
 
 /// Writes the microbatch a run of steps computes into opt.dropout_microbatch
