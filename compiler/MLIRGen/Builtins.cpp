@@ -481,8 +481,8 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
 
   if (name == "dropout") {
     // Inverted dropout, in a training step only (loom.dropout): p in
-    // [0, 1), each dim's global positions for the mask's hash.
-    // p positional or as torch's keyword, `dropout(x, p = 0.1)`.
+    // [0, 1), positional or torch's keyword (`dropout(x, p = 0.1)`), and
+    // each dim's global positions for the mask's hash.
     const KeywordArg *keyword = args.keyword("p");
     if (!args.check(1, 2, {"p"}))
       return Operand::poison();
@@ -510,6 +510,13 @@ Operand Elaborator::emitBuiltin(const CallExpr &call, Scope &scope) {
     }
     if (*p == 0)
       return Operand::ofTensor(x);
+    // Positions are i32 (the hash's words): a longer dim would repeat them.
+    for (int64_t size : typeOf(x).getShape())
+      if (size > std::numeric_limits<int32_t>::max()) {
+        error(call.getLoc()) << "dropout of a dimension of " << size
+                             << " elements: its positions are i32, at most 2^31 - 1";
+        return Operand::poison();
+      }
     SmallVector<Value> positions;
     for (int64_t size : typeOf(x).getShape())
       positions.push_back(ArangeOp::create(

@@ -20,7 +20,8 @@ void TraceRecorder::addStep(unsigned step, const std::string &kernel,
                             uint64_t bytesRead, uint64_t bytesWritten,
                             const std::string &source) {
   events.push_back({step, kernel, std::string(), std::string(), offsetUs() + startUs,
-                    durationUs, bytesRead, bytesWritten, source});
+                    durationUs, bytesRead, bytesWritten, source, std::nullopt, 0,
+                    std::nullopt});
 }
 
 void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
@@ -28,25 +29,23 @@ void TraceRecorder::addLaunch(unsigned step, const std::string &kernel,
                               double durationUs, uint64_t bytesRead,
                               uint64_t bytesWritten, const std::string &source) {
   events.push_back({step, kernel, function, std::string(), offsetUs() + startUs,
-                    durationUs, bytesRead, bytesWritten, source});
+                    durationUs, bytesRead, bytesWritten, source, std::nullopt, 0,
+                    std::nullopt});
 }
 
 void TraceRecorder::addCollective(unsigned step, const std::string &kind,
                                   const std::string &axes, double startUs,
                                   double durationUs) {
-  events.push_back({step, kind, std::string(), axes, offsetUs() + startUs, durationUs, 0, 0, {}});
+  events.push_back({step, kind, std::string(), axes, offsetUs() + startUs, durationUs, 0, 0,
+                    {}, std::nullopt, 0, std::nullopt});
 }
 
 void TraceRecorder::addMessage(const char *kind, unsigned peer, uint64_t bytes,
                                std::optional<uint64_t> microbatch,
                                std::optional<unsigned> step, double startUs,
                                double durationUs) {
-  Event event{step, kind, std::string(), std::string(),
-              offsetUs() + startUs, durationUs, 0, 0, {}};
-  event.peer = peer;
-  event.bytes = bytes;
-  event.microbatch = microbatch;
-  events.push_back(std::move(event));
+  events.push_back({step, kind, std::string(), std::string(), offsetUs() + startUs,
+                    durationUs, 0, 0, {}, peer, bytes, microbatch});
 }
 
 /// Microseconds to the nanosecond, as the trace viewers show them.
