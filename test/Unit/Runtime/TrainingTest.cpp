@@ -126,6 +126,45 @@ TEST(Training, StepScalarsFollowTorch) {
   EXPECT_EQ(scalar(3), static_cast<float>(0.001 / (1 - std::pow(0.9, 3))));
 }
 
+TEST(Training, DropoutKeys) {
+  // The step's key is the hash docs/language.md defines: these are
+  // test/Numerics/dropout_reference.py's seed_key(0, 1), (7, 2) and
+  // (5 << 32 | 9, 3).
+  EXPECT_EQ(dropoutSeedBits(0, 1), 1753845952u);
+  EXPECT_EQ(dropoutSeedBits(7, 2), 3788636316u);
+  EXPECT_EQ(dropoutSeedBits((5ull << 32) | 9, 3), 1734215512u);
+  std::vector<std::string> lines = trainingPlanLines();
+  lines.insert(lines.begin() + 12, {"buffer 8 opt.dropout_seed input f32 scalar 512",
+                                    "buffer 9 opt.dropout_microbatch input f32 scalar 576"});
+  Plan plan;
+  std::string error;
+  ASSERT_TRUE(parsePlan(sealLines(lines), plan, error)) << error;
+  std::vector<char> arena(plan.arenaBytes, 0);
+  // The second step (one run) of seed 7: its key's bits, not a number.
+  TrainState state = initialTrainState(plan.optimizer);
+  state.step = state.applied = 1;
+  fillStepScalars(plan, arena.data(), state, 7);
+  uint32_t bits;
+  std::memcpy(&bits, arena.data() + plan.buffers[8].offset, sizeof(bits));
+  EXPECT_EQ(bits, 3788636316u);
+  // Each part of the step writes its microbatch; a held-out loss -1.
+  auto microbatch = [&] {
+    float value;
+    std::memcpy(&value, arena.data() + plan.buffers[9].offset, sizeof(value));
+    return value;
+  };
+  fillDropoutMicrobatch(plan, arena.data(), 3);
+  EXPECT_EQ(microbatch(), 3.0f);
+  fillDropoutMicrobatch(plan, arena.data(), -1);
+  EXPECT_EQ(microbatch(), -1.0f);
+  // A plan without dropout has no key to write.
+  Plan plain;
+  ASSERT_TRUE(parsePlan(sealLines(trainingPlanLines()), plain, error)) << error;
+  std::vector<char> before(plain.arenaBytes, 0), after = before;
+  fillDropoutMicrobatch(plain, after.data(), 3);
+  EXPECT_EQ(before, after);
+}
+
 TEST(Training, WarmupCosineSchedule) {
   PlanOptimizer optimizer;
   optimizer.kind = "adamw";
