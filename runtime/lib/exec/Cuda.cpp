@@ -1005,7 +1005,7 @@ bool CudaExecutor::runSteps(char *hostArena, size_t begin, size_t end,
   // A later microbatch must not clear the arena: the accumulates' sums
   // live there. Its dropout key goes up with its inputs.
   if (begin == 0)
-    fillDropoutMicrobatch(*s.plan, hostArena,
+    fillDropoutMicrobatch(dropoutMicrobatchKey(*s.plan), hostArena,
                           dropoutOff ? -1.0 : static_cast<double>(microbatch));
   if (begin == 0 && !uploadInputs(hostArena, microbatch > 0, error))
     return false;
@@ -1018,7 +1018,7 @@ bool CudaExecutor::runSteps(char *hostArena, size_t begin, size_t end,
 bool CudaExecutor::run(char *hostArena, TraceRecorder *trace,
                        std::string &error) {
   State &s = *state;
-  fillDropoutMicrobatch(*s.plan, hostArena, dropoutOff ? -1.0 : 0.0);
+  fillDropoutMicrobatch(dropoutMicrobatchKey(*s.plan), hostArena, dropoutOff ? -1.0 : 0.0);
   if (!uploadInputs(hostArena, /*inputsOnly=*/false, error))
     return false;
   const Plan &plan = *s.plan;

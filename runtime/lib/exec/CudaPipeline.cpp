@@ -1,6 +1,7 @@
 //===- CudaPipeline.cpp - A pipeline rank's stages on its GPU ------------===//
 
 #include "loom/runtime/exec/CudaPipeline.h"
+#include "loom/runtime/exec/Training.h"
 
 #include <cstdint>
 
@@ -64,7 +65,7 @@ bool CudaPipelineDevice::begin(std::string &error) {
   // Its queued launches would need each microbatch's key uploaded in
   // stream order, which this runtime does not do yet: said, not a wrong
   // mask.
-  if (plan.findBuffer("opt.dropout_microbatch")) {
+  if (dropoutMicrobatchKey(plan)) {
     error = "dropout in a pipelined run on the GPU is not supported yet "
             "(run it with --device cpu, or without pipeline stages)";
     return false;

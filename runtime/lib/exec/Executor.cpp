@@ -47,6 +47,7 @@ bool Executor::bind(const Plan &plan, const LoomKernel *table,
                     std::string &error) {
   this->plan = &plan;
   access = analyzeStepAccess(plan);
+  dropoutKey = dropoutMicrobatchKey(plan);
   return bindKernels(plan, table, kernels, error);
 }
 
@@ -173,7 +174,7 @@ bool Executor::runSteps(size_t begin, size_t end, uint64_t microbatch,
   Clock::time_point start = trace ? trace->runStart() : Clock::now();
   // The dropout masks' microbatch key (a pipeline restores each
   // microbatch's inputs before its steps, this one among them).
-  fillDropoutMicrobatch(*plan, arena(), dropoutOff ? -1.0 : static_cast<double>(microbatch));
+  fillDropoutMicrobatch(dropoutKey, arena(), dropoutOff ? -1.0 : static_cast<double>(microbatch));
   for (size_t i = begin; i < end && i < plan->steps.size(); ++i) {
     const PlanStep &step = plan->steps[i];
     if (step.kind == StepKind::Transfer)

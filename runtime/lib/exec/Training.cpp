@@ -60,13 +60,17 @@ uint32_t loom::runtime::dropoutSeedBits(uint64_t seed, uint64_t step) {
   return lowbias32(key + static_cast<uint32_t>(step));
 }
 
-void loom::runtime::fillDropoutMicrobatch(const Plan &plan, char *arena,
+const PlanBuffer *loom::runtime::dropoutMicrobatchKey(const Plan &plan) {
+  const PlanBuffer *buffer = plan.findBuffer("opt.dropout_microbatch");
+  return buffer && isStepScalar(plan, *buffer) ? buffer : nullptr;
+}
+
+void loom::runtime::fillDropoutMicrobatch(const PlanBuffer *key, char *arena,
                                           double microbatch) {
-  if (const PlanBuffer *buffer = plan.findBuffer("opt.dropout_microbatch"))
-    if (isStepScalar(plan, *buffer)) {
-      float stored = static_cast<float>(microbatch);
-      std::memcpy(arena + buffer->offset, &stored, sizeof(stored));
-    }
+  if (!key)
+    return;
+  float stored = static_cast<float>(microbatch);
+  std::memcpy(arena + key->offset, &stored, sizeof(stored));
 }
 
 void loom::runtime::fillStepScalars(const Plan &plan, char *arena,

@@ -110,6 +110,9 @@ private:
   Communicator *comm = nullptr;
   bool checkNumerics = false;
   bool dropoutOff = false;
+  /// opt.dropout_microbatch, found once: runSteps writes it per call (a
+  /// pipeline's, per step).
+  const PlanBuffer *dropoutKey = nullptr;
   std::string numericsFailure;
   std::vector<CommGroup> groups; // per step; collective steps only
   Arena scratch;

@@ -67,10 +67,14 @@ void fillStepScalars(const Plan &plan, char *arena, const TrainState &state,
 /// bits), in u32 arithmetic (docs/language.md, dropout).
 uint32_t dropoutSeedBits(uint64_t seed, uint64_t step);
 
-/// Writes the microbatch a run of steps computes into opt.dropout_microbatch
-/// (the dropout masks' other key), or -1 for a held-out loss, where the
-/// dropouts keep everything; a plan without dropout has no such buffer.
-void fillDropoutMicrobatch(const Plan &plan, char *arena, double microbatch);
+/// The buffer of the dropout masks' other key, the microbatch
+/// (opt.dropout_microbatch), or null for a plan without dropout.
+const PlanBuffer *dropoutMicrobatchKey(const Plan &plan);
+
+/// Writes the microbatch a run of steps computes into `key` in `arena`, or
+/// -1 for a held-out loss, where the dropouts keep everything; nothing
+/// without a key.
+void fillDropoutMicrobatch(const PlanBuffer *key, char *arena, double microbatch);
 
 /// Clean steps in a row after which dynamic loss scaling doubles the scale
 /// (torch.cuda.amp.GradScaler's growth_interval).
