@@ -50,9 +50,9 @@ def main():
         xs = (reference.round_bf16(x) if dtype == "bf16" else x.astype(dtype)).astype(np.float64)
         exact = erf(xs)
         got = np.load(f"{args.work}/{name}.npy").astype(np.float64) * args.scale
-        # f32: 4 ulps of the polynomial; 16-bit: one rounding (half an ulp)
-        # of a value within those, so an ulp.
-        spread = 4 if name == "f32" else 1
+        # f32: 5 ulps of the polynomial (4.78 at worst near 1.85); 16-bit:
+        # one rounding (half an ulp) of a value within those, so an ulp.
+        spread = 5 if name == "f32" else 1
         ok &= report(name, got, exact, spread * ulp(exact, unit, least), xs, signed_zero=True)
     xs = x.astype(np.float32).astype(np.float64)
     finite = np.isfinite(xs)

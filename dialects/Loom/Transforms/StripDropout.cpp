@@ -3,6 +3,8 @@
 #include "Loom/IR/LoomOps.h"
 #include "Loom/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
 namespace mlir::loom {
 #define GEN_PASS_DEF_LOOMSTRIPDROPOUT
 #include "Loom/Transforms/Passes.h.inc"
@@ -23,7 +25,23 @@ struct LoomStripDropout : public loom::impl::LoomStripDropoutBase<LoomStripDropo
     });
     for (loom::DropoutOp op : keyless) {
       SmallVector<Value> positions(op.getPositions());
-      op.replaceAllUsesWith(op.getInput());
+      // An output that is an input or param itself is refused (its buffer
+      // is theirs): `output y = dropout(x, p)` had been "output 'y' is
+      // input 'x' itself", of a script that never wrote y = x. It stays a
+      // copy, x * 1.
+      Value replacement = op.getInput();
+      bool returned = llvm::any_of(op->getUsers(), [](Operation *user) {
+        return isa<func::ReturnOp>(user);
+      });
+      if (returned && isa<BlockArgument>(replacement)) {
+        OpBuilder b(op);
+        auto type = cast<RankedTensorType>(replacement.getType());
+        Value one = loom::ConstantOp::create(b, op.getLoc(),
+                                             RankedTensorType::get({}, type.getElementType()),
+                                             b.getF64FloatAttr(1.0));
+        replacement = loom::MulOp::create(b, op.getLoc(), type, replacement, one);
+      }
+      op.replaceAllUsesWith(replacement);
       op.erase();
       for (Value position : positions)
         if (Operation *def = position.getDefiningOp(); def && isa<loom::ArangeOp>(def) &&

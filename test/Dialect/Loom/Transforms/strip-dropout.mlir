@@ -30,3 +30,20 @@ func.func @step(%x: tensor<4xf32>, %seed: tensor<f32>, %mb: tensor<f32>) -> tens
       : (tensor<4xf32>, tensor<4xi32>, tensor<f32>, tensor<f32>) -> tensor<4xf32>
   return %d : tensor<4xf32>
 }
+
+// -----
+
+// An input returned through a dropout stays a copy (x * 1): an output may
+// not be an input's buffer ("output 'y' is input 'x' itself" of a script
+// that wrote y = dropout(x, p)).
+// CHECK-LABEL: func.func @returned
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4xbf16>)
+// CHECK: %[[ONE:.+]] = loom.constant 1.000000e+00 : tensor<bf16>
+// CHECK: %[[Y:.+]] = loom.mul %[[X]], %[[ONE]] : (tensor<4xbf16>, tensor<bf16>) -> tensor<4xbf16>
+// CHECK: return %[[Y]]
+func.func @returned(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  %r = loom.arange : tensor<4xi32>
+  %d = loom.dropout %x positions(%r) {probability = 1.0e-01 : f64, stream = 0 : i64}
+      : (tensor<4xbf16>, tensor<4xi32>) -> tensor<4xbf16>
+  return %d : tensor<4xbf16>
+}
