@@ -962,11 +962,12 @@ void Explainer::allocateForwardPipeline(const std::string &planText) {
   if (!rt::parsePlan(planText, plan, error) || !plan.pipeline.present)
     return;
   std::vector<uint64_t> bytes = rt::forwardPipelineBytes(plan, report.microbatches);
+  int64_t messages = static_cast<int64_t>(rt::pipelineMessageBytes(plan));
   for (unsigned r = 0; r < report.pipelineRanks && r < bytes.size(); ++r) {
     ExplainRank &rank = report.ranksByCoordinate[r];
     rank.activations = static_cast<int64_t>(bytes[r]);
     rank.activationsAllocated = true;
-    rank.messages = static_cast<int64_t>(rt::pipelineMessageBytes(plan));
+    rank.messages = messages;
   }
 }
 
@@ -981,6 +982,7 @@ void Explainer::allocateActivations(const std::string &planText) {
                          report.microbatches, schedule, error))
     return;
   std::vector<rt::InFlightLayout> layouts = rt::planInFlightRanks(plan, schedule);
+  int64_t messages = static_cast<int64_t>(rt::pipelineMessageBytes(plan));
   for (unsigned r = 0; r < report.pipelineRanks; ++r) {
     const rt::InFlightLayout &layout = layouts[r];
     ExplainRank &rank = report.ranksByCoordinate[r];
@@ -992,7 +994,7 @@ void Explainer::allocateActivations(const std::string &planText) {
       rank.activationPools.push_back({pool.stages, pool.perStage, pool.slots,
                                       static_cast<int64_t>(pool.slotBytes)});
     rank.activationTransientBytes = static_cast<int64_t>(layout.transientBytes);
-    rank.messages = static_cast<int64_t>(rt::pipelineMessageBytes(plan));
+    rank.messages = messages;
   }
 }
 

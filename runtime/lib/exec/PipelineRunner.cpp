@@ -151,13 +151,6 @@ bool PipelineRunner::restore(uint64_t microbatch, unsigned id,
                       plan->buffers[id].bytes, error);
 }
 
-uint64_t PipelineRunner::carryBytes(const std::vector<unsigned> &carry) const {
-  uint64_t bytes = 0;
-  for (unsigned id : carry)
-    bytes += plan->buffers[id].bytes;
-  return bytes;
-}
-
 void PipelineRunner::release(uint64_t microbatch) {
   auto begin = present.begin() + static_cast<long>(microbatch * plan->buffers.size());
   std::fill(begin, begin + static_cast<long>(plan->buffers.size()), false);
@@ -255,7 +248,7 @@ bool PipelineRunner::recvCarry(const std::vector<unsigned> &carry,
                                unsigned fromStage, uint64_t microbatch,
                                TraceRecorder *trace, std::string &error) {
   auto before = std::chrono::steady_clock::now();
-  uint64_t bytes = carryBytes(carry);
+  uint64_t bytes = carryBytes(*plan, carry);
   unsigned peer = peerOf(fromStage);
   if (!device->recv(peer, message, bytes, error))
     return false;

@@ -440,15 +440,18 @@ std::vector<PipelineOutput> loom::runtime::pipelineOutputs(const Plan &plan,
   return outputs;
 }
 
+uint64_t loom::runtime::carryBytes(const Plan &plan, const std::vector<unsigned> &carry) {
+  uint64_t bytes = 0;
+  for (unsigned id : carry)
+    bytes += plan.buffers[id].bytes;
+  return bytes;
+}
+
 uint64_t loom::runtime::pipelineMessageBytes(const Plan &plan) {
   uint64_t largest = 0;
   for (unsigned k = 0; k < plan.pipeline.stages; ++k)
-    for (const auto *carry : {&plan.pipeline.forwardCarry[k], &plan.pipeline.backwardCarry[k]}) {
-      uint64_t bytes = 0;
-      for (unsigned id : *carry)
-        bytes += plan.buffers[id].bytes;
-      largest = std::max(largest, bytes);
-    }
+    for (const auto *carry : {&plan.pipeline.forwardCarry[k], &plan.pipeline.backwardCarry[k]})
+      largest = std::max(largest, carryBytes(plan, *carry));
   return largest;
 }
 
@@ -461,13 +464,11 @@ std::vector<uint64_t> loom::runtime::forwardPipelineBytes(const Plan &plan,
   std::vector<StepAccess> access = analyzeStepAccess(plan);
   Schedule order = forwardSchedule(ranks, plan.pipeline.stages, microbatches);
   PipelineValues values = analyzePipelineValues(plan, access, /*weightWithBackward=*/true);
-  for (unsigned r = 0; r < ranks; ++r) {
+  for (unsigned r = 0; r < ranks; ++r)
     bytes[r] = planInFlight(plan, values, order, r).bytes();
-    if (microbatches > 1)
-      for (const PipelineOutput &output : pipelineOutputs(plan, access))
-        if (output.root == r)
-          bytes[r] += alignedBytes(plan.buffers[output.id].bytes) * microbatches;
-  }
+  if (microbatches > 1)
+    for (const PipelineOutput &output : pipelineOutputs(plan, access))
+      bytes[output.root] += alignedBytes(plan.buffers[output.id].bytes) * microbatches;
   return bytes;
 }
 

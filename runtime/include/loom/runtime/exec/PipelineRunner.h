@@ -169,8 +169,6 @@ private:
     return pool + inFlight.at(id, static_cast<unsigned>(microbatch));
   }
   bool restore(uint64_t microbatch, unsigned id, std::string &error);
-  /// The bytes of a carry's message.
-  uint64_t carryBytes(const std::vector<unsigned> &carry) const;
   /// Forgets every value of `microbatch` (its slot is free again).
   void release(uint64_t microbatch);
   /// A `send` or `recv` event of `bytes` that began at `before`, with

@@ -116,6 +116,9 @@ struct PipelineOutput {
 std::vector<PipelineOutput> pipelineOutputs(const Plan &plan,
                                             const std::vector<StepAccess> &access);
 
+/// The bytes of a carry's message: its buffers' bytes, packed.
+uint64_t carryBytes(const Plan &plan, const std::vector<unsigned> &carry);
+
 /// The bytes of the buffer every pipeline rank receives its carries into
 /// (PipelineRunner): the largest carry of any stage, forward or backward.
 /// It is allocated beside the arena and the values in flight, and loomc's
